@@ -1,0 +1,10 @@
+"""The `facts` command (placeholder until implemented)."""
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("facts")
+    def _cmd() -> None:
+        """Not implemented yet."""
+        raise typer.Exit(3)

@@ -1,0 +1,140 @@
+"""The Facts model: everything a rule may look at, each value with where it came from.
+
+Facts are stored flat, under dotted paths (``serve.tensor_parallel_size``,
+``gpu.min_capability``, ``model.architectures``). Rules only ever see this object, so
+every rule can be tested with a dictionary of facts and no GPU.
+
+A fact that could not be collected is not silently absent: ``Facts.mark_missing`` records
+the reason for a path or for a whole area (a prefix such as ``gpu``), and the engine turns
+that into a "cannot decide" verdict naming the missing fact and how to supply it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Iterator
+
+SCHEMA_VERSION = 1
+
+
+class Source:
+    """Names of the places a fact can come from (free text is allowed after a colon)."""
+
+    MACHINE = "this machine"  # importlib.metadata, files of installed packages
+    NVML = "NVML"
+    CONFIG = "config.json"
+    SERVE = "serve line"
+    SERVE_CONFIG = "serve config file"
+    DEFAULT = "vLLM default"
+    ENV = "environment"
+    REPORT = "collect-env report"
+    LOG = "crash log"
+    INFERRED = "inferred from the model name"
+    DERIVED = "derived"
+    USER = "command-line override"
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One observed value and where it came from (``detail`` is a file, a line, a flag)."""
+
+    value: Any
+    source: str
+    detail: str | None = None
+
+    def describe_source(self) -> str:
+        return f"{self.source} ({self.detail})" if self.detail else self.source
+
+
+@dataclass
+class Facts:
+    """Flat, serialisable store of facts with provenance and reasons for what is missing."""
+
+    values: dict[str, Fact] = field(default_factory=dict)
+    # path or area prefix -> reason it could not be collected
+    missing: dict[str, str] = field(default_factory=dict)
+    # free-form notes about collection (e.g. "facts from a report replace this machine's")
+    notes: list[str] = field(default_factory=list)
+
+    # -- writing -----------------------------------------------------------------
+    def set(self, path: str, value: Any, source: str, detail: str | None = None) -> None:
+        if value is None:
+            return
+        self.values[path] = Fact(value, source, detail)
+        self.missing.pop(path, None)
+
+    def mark_missing(self, path_or_area: str, reason: str) -> None:
+        """Record why a fact (or every fact under an area prefix) is unavailable."""
+        if path_or_area not in self.values:
+            self.missing[path_or_area] = reason
+
+    def drop_area(self, area: str) -> None:
+        """Forget every fact and missing-reason under ``area`` (used when a report replaces it)."""
+        for store in (self.values, self.missing):
+            for key in [k for k in store if k == area or k.startswith(area + ".")]:
+                del store[key]
+
+    def merge(self, other: "Facts", replace_areas: Iterable[str] = ()) -> None:
+        """Take ``other``'s facts; areas in ``replace_areas`` are replaced wholesale."""
+        for area in replace_areas:
+            self.drop_area(area)
+        self.values.update(other.values)
+        for key, reason in other.missing.items():
+            if key not in self.values:
+                self.missing[key] = reason
+        self.notes.extend(other.notes)
+
+    # -- reading -----------------------------------------------------------------
+    def get(self, path: str) -> Fact | None:
+        return self.values.get(path)
+
+    def value(self, path: str, default: Any = None) -> Any:
+        fact = self.values.get(path)
+        return default if fact is None else fact.value
+
+    def __contains__(self, path: str) -> bool:
+        return path in self.values
+
+    def why_missing(self, path: str) -> str | None:
+        """The recorded reason for ``path`` or for the nearest area above it."""
+        parts = path.split(".")
+        for end in range(len(parts), 0, -1):
+            reason = self.missing.get(".".join(parts[:end]))
+            if reason:
+                return reason
+        return None
+
+    def area(self, prefix: str) -> Iterator[tuple[str, Fact]]:
+        for key in sorted(self.values):
+            if key == prefix or key.startswith(prefix + "."):
+                yield key, self.values[key]
+
+    # -- serialisation -----------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "facts": {k: asdict(v) for k, v in sorted(self.values.items())},
+            "missing": dict(sorted(self.missing.items())),
+            "notes": list(self.notes),
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, default=str)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Facts":
+        facts = cls()
+        for path, raw in data.get("facts", {}).items():
+            facts.values[path] = Fact(raw["value"], raw["source"], raw.get("detail"))
+        facts.missing.update(data.get("missing", {}))
+        facts.notes.extend(data.get("notes", []))
+        return facts
+
+    @classmethod
+    def from_flat(cls, flat: dict[str, Any], source: str = "test case") -> "Facts":
+        """Facts from a plain ``{path: value}`` mapping (rule test cases, fixtures)."""
+        facts = cls()
+        for path, value in flat.items():
+            facts.set(path, value, source)
+        return facts

@@ -1,0 +1,179 @@
+"""The catalogue of fact paths: what each one means and how a user can supply it.
+
+Collectors write only these paths; rule conditions may only name these paths (the rule
+validator rejects anything else). A trailing ``*`` stands for one free path segment
+(``packages.*`` is ``packages.transformers``, ``env.*`` is ``env.VLLM_ATTENTION_BACKEND``).
+
+Capabilities are integers as vLLM writes them (``major * 10 + minor``: 80, 89, 90, 100, 120).
+Versions are strings (compare them with the ``version`` condition, never as numbers).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FactSpec:
+    type: str  # str | int | float | bool | list | dict | version
+    description: str
+
+
+# How to supply the facts of an area when they are missing (shown with "cannot decide").
+SUPPLY_HINTS: dict[str, str] = {
+    "vllm": "run where vLLM is installed, pass --report collect-env.txt, or --vllm-version V",
+    "torch": "run where torch is installed, pass --report collect-env.txt, or --torch-version V",
+    "packages": "run in the serving environment, or pass --report collect-env.txt",
+    "driver": "run on the GPU host, or pass --report collect-env.txt",
+    "gpu": "run on the GPU host, or pass --report collect-env.txt",
+    "topology": "run on the GPU host, or pass --report collect-env.txt (its GPU Topology block)",
+    "model": "pass --model-config PATH (a config.json or model directory), a local model path "
+    "to `vllm serve`, or have the model in the Hugging Face cache",
+    "serve": "pass the serve line: `vllm-doctor check -- vllm serve MODEL ...` or --serve '...'",
+    "env": "set the variable in this shell, or pass --report collect-env.txt",
+    "log": "pass --log crash.txt",
+    "derived": "supply the facts it is computed from (model config, GPUs, serve line)",
+}
+
+FACTS: dict[str, FactSpec] = {
+    # -- vLLM ------------------------------------------------------------------------
+    "vllm.installed": FactSpec("bool", "vLLM is installed in this environment"),
+    "vllm.version": FactSpec("version", "vLLM version (PEP 440; nightlies carry +g<sha>)"),
+    "vllm.is_dev": FactSpec("bool", "the version is a dev/nightly build (not a release)"),
+    "vllm.base_release": FactSpec("version", "for a dev build: the release it descends from"),
+    "vllm.git_sha": FactSpec("str", "git commit of the vLLM build (nightlies, source builds)"),
+    "vllm.build_date": FactSpec("str", "date label of a local source build (yyyymmdd)"),
+    "vllm.location": FactSpec("str", "directory of the installed vllm package (fingerprints)"),
+    "vllm.torch_requirement": FactSpec("str", "the torch requirement vLLM declares"),
+    "vllm.torch_pin": FactSpec("version", "the exact torch version vLLM pins (==), if any"),
+    "vllm.cuda_archs": FactSpec("str", "CUDA archs of the build as the report states them"),
+    # -- torch -------------------------------------------------------------------------
+    "torch.version": FactSpec("version", "torch version (e.g. 2.11.0+cu130)"),
+    "torch.cuda_version": FactSpec("version", "CUDA version torch was built with (e.g. 13.0)"),
+    "torch.git_version": FactSpec("str", "torch git commit"),
+    "torch.matches_vllm_pin": FactSpec("bool", "installed torch satisfies vLLM's requirement"),
+    # -- other packages ----------------------------------------------------------------
+    "packages.*": FactSpec("version", "installed version of a package (canonical name)"),
+    # -- driver ------------------------------------------------------------------------
+    "driver.version": FactSpec("version", "NVIDIA driver version (e.g. 580.159.04)"),
+    "driver.cuda_version": FactSpec("version", "highest CUDA version the driver supports"),
+    # -- GPUs --------------------------------------------------------------------------
+    "gpu.count": FactSpec("int", "number of visible GPUs (CUDA_VISIBLE_DEVICES honoured)"),
+    "gpu.devices": FactSpec("list", "per-GPU records: index, name, uuid, capability, memory, mig"),
+    "gpu.names": FactSpec("list", "GPU names"),
+    "gpu.capabilities": FactSpec("list", "compute capability of each GPU (int, e.g. 90)"),
+    "gpu.min_capability": FactSpec("int", "lowest compute capability among visible GPUs"),
+    "gpu.max_capability": FactSpec("int", "highest compute capability among visible GPUs"),
+    "gpu.memory_total_mib": FactSpec("int", "smallest total memory of a visible GPU (MiB)"),
+    "gpu.memory_free_mib": FactSpec("int", "smallest free memory of a visible GPU (MiB)"),
+    "gpu.mig_enabled": FactSpec("bool", "MIG mode is on for any visible GPU, or MIG ids are used"),
+    "gpu.persistence_mode": FactSpec("bool", "persistence mode is on for all visible GPUs"),
+    "gpu.ecc_enabled": FactSpec("bool", "ECC is on for all visible GPUs"),
+    "gpu.visible_devices": FactSpec("str", "CUDA_VISIBLE_DEVICES as given"),
+    # -- links between GPUs ---------------------------------------------------------------
+    "topology.links": FactSpec("list", "per pair: a, b, link (NV#/PIX/PXB/PHB/NODE/SYS), p2p"),
+    "topology.all_nvlink": FactSpec("bool", "every pair of visible GPUs is linked by NVLink"),
+    "topology.worst_link": FactSpec("str", "the slowest link type between any pair"),
+    "topology.p2p_all": FactSpec("bool", "P2P read and write work between every pair"),
+    # -- model ---------------------------------------------------------------------------
+    "model.id": FactSpec("str", "model id or path as given to vLLM"),
+    "model.config_path": FactSpec("str", "config.json that was read"),
+    "model.architectures": FactSpec("list", "architectures from config.json"),
+    "model.model_type": FactSpec("str", "model_type of the top-level config"),
+    "model.text_model_type": FactSpec("str", "model_type of the nested text/language config"),
+    "model.family": FactSpec("str", "model family (gemma4, deepseek_v32, qwen3, llama, ...)"),
+    "model.num_attention_heads": FactSpec("int", "attention heads of the text model"),
+    "model.num_key_value_heads": FactSpec("int", "KV heads of the text model"),
+    "model.head_dim": FactSpec("int", "head dimension (sliding/local layers where they differ)"),
+    "model.global_head_dim": FactSpec("int", "head dimension of global/full attention layers"),
+    "model.hidden_size": FactSpec("int", "hidden size of the text model"),
+    "model.vocab_size": FactSpec("int", "vocabulary size"),
+    "model.num_hidden_layers": FactSpec("int", "decoder layers"),
+    "model.max_position_embeddings": FactSpec("int", "maximum context the config declares"),
+    "model.dtype": FactSpec("str", "torch_dtype / dtype of the checkpoint (bfloat16, ...)"),
+    "model.num_experts": FactSpec("int", "routed experts (MoE), if any"),
+    "model.num_mtp_layers": FactSpec("int", "multi-token-prediction layers, if any"),
+    "model.kv_lora_rank": FactSpec("int", "MLA latent KV rank (DeepSeek-style), if any"),
+    "model.quant_method": FactSpec("str", "quantization_config.quant_method (fp8, awq, ...)"),
+    "model.quant_algo": FactSpec("str", "ModelOpt quant_algo (NVFP4, FP8, MIXED_PRECISION)"),
+    "model.quant_scheme": FactSpec("str", "normalised scheme: fp8, fp8-dynamic, nvfp4, mxfp4, "
+                                   "w4a16, w4a8, w8a8-int8, awq, gptq, bnb"),
+    "model.weights_bytes": FactSpec("int", "total size of the weights (safetensors index)"),
+    "model.inferred": FactSpec("bool", "model facts are inferred from the name only"),
+    # -- serve arguments (effective values, vLLM defaults filled in) ------------------------
+    "serve.argv": FactSpec("list", "the serve arguments as given"),
+    "serve.model": FactSpec("str", "model given to vllm serve"),
+    "serve.tensor_parallel_size": FactSpec("int", "--tensor-parallel-size / -tp"),
+    "serve.pipeline_parallel_size": FactSpec("int", "--pipeline-parallel-size / -pp"),
+    "serve.data_parallel_size": FactSpec("int", "--data-parallel-size / -dp"),
+    "serve.enable_expert_parallel": FactSpec("bool", "--enable-expert-parallel"),
+    "serve.world_size": FactSpec("int", "tensor × pipeline parallel size"),
+    "serve.quantization": FactSpec("str", "--quantization / -q"),
+    "serve.dtype": FactSpec("str", "--dtype"),
+    "serve.kv_cache_dtype": FactSpec("str", "--kv-cache-dtype"),
+    "serve.max_model_len": FactSpec("int", "--max-model-len (human-readable ints parsed)"),
+    "serve.max_num_seqs": FactSpec("int", "--max-num-seqs"),
+    "serve.max_num_batched_tokens": FactSpec("int", "--max-num-batched-tokens"),
+    "serve.gpu_memory_utilization": FactSpec("float", "--gpu-memory-utilization"),
+    "serve.enforce_eager": FactSpec("bool", "--enforce-eager"),
+    "serve.enable_chunked_prefill": FactSpec("bool", "--enable-chunked-prefill (given)"),
+    "serve.trust_remote_code": FactSpec("bool", "--trust-remote-code"),
+    "serve.speculative_config": FactSpec("dict", "--speculative-config (JSON merged)"),
+    "serve.speculative_method": FactSpec("str", "speculative_config.method"),
+    "serve.num_speculative_tokens": FactSpec("int", "speculative_config.num_speculative_tokens"),
+    "serve.speculative_model": FactSpec("str", "speculative_config.model"),
+    "serve.compilation_config": FactSpec("dict", "--compilation-config / -cc (JSON merged)"),
+    "serve.cudagraph_mode": FactSpec("str", "compilation_config.cudagraph_mode (upper case)"),
+    "serve.optimization_level": FactSpec("str", "-O / --optimization-level"),
+    "serve.attention_config": FactSpec("dict", "--attention-config / -ac (JSON merged)"),
+    "serve.attention_backend": FactSpec("str", "attention backend from the flag, "
+                                        "attention_config.backend or VLLM_ATTENTION_BACKEND"),
+    "serve.attention_backend_source": FactSpec("str", "which of those set the backend"),
+    "serve.distributed_executor_backend": FactSpec("str", "--distributed-executor-backend"),
+    "serve.disable_custom_all_reduce": FactSpec("bool", "--disable-custom-all-reduce"),
+    "serve.hf_overrides": FactSpec("dict", "--hf-overrides"),
+    "serve.load_format": FactSpec("str", "--load-format"),
+    "serve.legacy_flags": FactSpec("list", "flags removed from current vLLM (old spec-decode ...)"),
+    "serve.unknown_flags": FactSpec("list", "flags the doctor does not know (kept verbatim)"),
+    "serve.flags": FactSpec("list", "long names of every flag given (normalised)"),
+    # -- environment -------------------------------------------------------------------------
+    "env.*": FactSpec("str", "an environment variable (secrets redacted)"),
+    # -- crash log ----------------------------------------------------------------------------
+    "log.path": FactSpec("str", "crash log that was read"),
+    "log.lines": FactSpec("int", "number of lines in the crash log"),
+    # -- derived (computed from the facts above) ---------------------------------------------
+    "derived.kv_bytes_per_token": FactSpec("int", "KV-cache bytes per token for the whole model"),
+    "derived.kv_bytes_needed": FactSpec("int", "KV bytes for one max_model_len request per GPU"),
+    "derived.kv_bytes_available": FactSpec("int", "estimated KV memory per GPU after weights"),
+    "derived.kv_fits_one_request": FactSpec("bool", "one max-length request fits the KV cache"),
+    "derived.max_model_len_estimate": FactSpec("int", "max_model_len that would fit"),
+    "derived.weights_bytes_per_gpu": FactSpec("int", "weights per GPU after TP/PP split"),
+    "derived.free_memory_below_utilization": FactSpec(
+        "bool", "free memory on some GPU is below total × gpu_memory_utilization"),
+    "derived.tp_divides_heads": FactSpec("bool", "tensor_parallel_size divides attention heads"),
+    "derived.tp_divides_kv_heads": FactSpec("bool", "TP divides KV heads or KV heads divide TP"),
+    "derived.driver_supports_torch_cuda": FactSpec(
+        "bool", "the driver's CUDA version is at least torch's CUDA build"),
+}
+
+
+def spec_for(path: str) -> FactSpec | None:
+    """The spec of a fact path, matching ``*`` patterns segment by segment."""
+    spec = FACTS.get(path)
+    if spec is not None:
+        return spec
+    for pattern, pattern_spec in FACTS.items():
+        if "*" in pattern and pattern.count(".") == path.count(".") and fnmatch.fnmatchcase(
+            path, pattern
+        ):
+            return pattern_spec
+    return None
+
+
+def is_known_path(path: str) -> bool:
+    return spec_for(path) is not None
+
+
+def supply_hint(path: str) -> str:
+    return SUPPLY_HINTS.get(path.split(".", 1)[0], "supply the missing input")
