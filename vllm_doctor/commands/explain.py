@@ -1,10 +1,123 @@
-"""The `explain` command (placeholder until implemented)."""
+"""`vllm-doctor explain CODE` (a rule's document) and `explain --log crash.txt`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
 
 import typer
+
+from vllm_doctor.errors import EXIT_FINDINGS, InputError
+
+
+def rule_markdown(rule) -> str:
+    """A rule's document as markdown: header, summary, fix, workarounds, details, references."""
+    lines = [f"# {rule.code} · {rule.slug}", "", f"**{rule.summary}**", "",
+             f"Severity: {rule.severity} · confidence: {rule.confidence} · shows at: {rule.phase}"
+             f" · status: {rule.status}", ""]
+    if rule.ranges:
+        spans = ", ".join(f"{r.introduced} ≤ vLLM < {r.fixed}" if r.fixed else f"vLLM ≥ {r.introduced} (no fix released)"
+                          for r in rule.ranges)
+        lines += [f"Affected releases: {spans}", ""]
+    if rule.fingerprints:
+        lines.append("Source fingerprints (read from the installed vllm package):")
+        lines += [f"- `{fp.path}`: `{fp.pattern.pattern}` means {fp.means}" for fp in rule.fingerprints]
+        lines.append("")
+    if rule.fix:
+        fix = rule.fix
+        parts = [f"status {fix.status}"]
+        if fix.version:
+            parts.append(f"released in {fix.version}")
+        if fix.pr:
+            parts.append(f"PR #{fix.pr}")
+        if fix.commit:
+            parts.append(f"commit {fix.commit[:12]}")
+        lines += [f"Fix: {', '.join(parts)}", ""]
+    if rule.workarounds:
+        lines.append("Workarounds:")
+        for w in rule.workarounds:
+            edits = [f"--{k} {v}" if v is not True else f"--{k}" for k, v in w.serve_set.items()]
+            edits += [f"drop --{k}" for k in w.serve_remove]
+            edits += [f"{k}={v}" for k, v in w.env_set.items()] + [f"unset {k}" for k in w.env_unset]
+            cost = f" (cost: {w.cost})" if w.cost else ""
+            lines.append(f"- {w.title}: `{' '.join(edits)}`{cost}" if edits else f"- {w.title}{cost}")
+        lines.append("")
+    if rule.probe:
+        lines += [f"Confirming probe: `vllm-doctor probe --only {rule.probe}`", ""]
+    if rule.signatures:
+        lines.append("Crash-log signatures:")
+        lines += [f"- `{s.pattern}`" for s in rule.signatures]
+        lines.append("")
+    lines += [rule.details.strip(), "", "References:"]
+    lines += [f"- {ref}" for ref in rule.references]
+    return "\n".join(lines) + "\n"
+
+
+def _find(code: str, rules_dirs: list[Path] | None):
+    from vllm_doctor.engine.loader import load_rules
+
+    wanted = code.strip().upper()
+    for rule in load_rules(rules_dirs):
+        if rule.code == wanted or rule.slug == code.strip().lower() or code in rule.aliases:
+            return rule
+    raise InputError(code, "no such rule (see `vllm-doctor rules list`)")
+
+
+def print_rule(code: str, rules_dirs: list[Path] | None, plain: bool = False) -> None:
+    text = rule_markdown(_find(code, rules_dirs))
+    if plain:
+        typer.echo(text)
+        return
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    Console().print(Markdown(text))
+
+
+def read_log(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise InputError(str(path), f"cannot read the log: {err.strerror or err}") from None
+    if b"\x00" in data[:65536]:
+        raise InputError(str(path), "is a binary file, not a crash log")
+    return data.decode("utf-8", errors="replace")
+
+
+def explain_log(log_path: Path, rules_dirs: list[Path] | None) -> int:
+    from vllm_doctor.engine.evaluate import match_signatures
+    from vllm_doctor.engine.loader import load_rules
+
+    text = read_log(log_path)
+    hits = [(rule, match_signatures(rule, text)) for rule in load_rules(rules_dirs)]
+    hits = [(rule, lines) for rule, lines in hits if lines]
+    if not hits:
+        typer.echo(f"No known failure matches {log_path}.")
+        return 0
+    for rule, lines in hits:
+        typer.echo(f"{rule.code} [{rule.severity}] {rule.summary}")
+        for line in lines:
+            typer.echo(f"    matched: {line}")
+        if rule.fix and rule.fix.version:
+            typer.echo(f"    fix: upgrade to vLLM {rule.fix.version} or later")
+        for w in rule.workarounds:
+            typer.echo(f"    workaround: {w.title}")
+        typer.echo(f"    more: vllm-doctor explain {rule.code}")
+    return EXIT_FINDINGS
 
 
 def register(app: typer.Typer) -> None:
     @app.command("explain")
-    def _cmd() -> None:
-        """Not implemented yet."""
-        raise typer.Exit(3)
+    def explain(
+        code: Optional[str] = typer.Argument(None, help="Rule code (e.g. MODEL001) or slug."),
+        log: Optional[Path] = typer.Option(None, "--log", help="Name the known failure behind a crash log."),
+        plain: bool = typer.Option(False, "--plain", help="Markdown text instead of the rendered view."),
+        rules_dir: Optional[List[Path]] = typer.Option(None, "--rules-dir", help="Rule directory to use."),
+    ) -> None:
+        """Print a rule's document, or name the known failure behind a crash log."""
+        dirs = list(rules_dir) if rules_dir else None
+        if log is not None:
+            raise typer.Exit(explain_log(log, dirs))
+        if not code:
+            raise InputError("explain", "give a rule code or --log FILE")
+        print_rule(code, dirs, plain)

@@ -1,0 +1,99 @@
+"""Run each rule's test cases (the `<CODE>.cases.yaml` beside the rule file)."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, evaluate_rule, match_signatures
+from vllm_doctor.engine.rule import Rule
+from vllm_doctor.facts.model import Facts
+from vllm_doctor.facts.schema import is_known_path
+
+EXPECTS = (APPLIES, NOT_APPLIES, UNDECIDED)
+
+
+@dataclass
+class CaseResult:
+    code: str
+    name: str
+    ok: bool
+    message: str
+
+
+def cases_path(rule: Rule) -> Path:
+    return rule.path.with_name(f"{rule.code}.cases.yaml")
+
+
+def _write_tree(root: Path, files: dict[str, str]) -> Path:
+    tree = root / "vllm"
+    tree.mkdir(parents=True, exist_ok=True)
+    for rel, text in files.items():
+        target = tree / str(rel).removeprefix("vllm/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(str(text), encoding="utf-8")
+    return tree
+
+
+def _run_case(rule: Rule, case: dict[str, Any], index: int) -> CaseResult:
+    name = str(case.get("name", f"case[{index}]"))
+    expect = case.get("expect")
+    if expect not in EXPECTS:
+        return CaseResult(rule.code, name, False, f"expect must be one of {', '.join(EXPECTS)}")
+    flat = case.get("facts") or {}
+    if not isinstance(flat, dict):
+        return CaseResult(rule.code, name, False, "facts must be a mapping of fact paths")
+    unknown = [p for p in flat if not is_known_path(str(p))]
+    if unknown:
+        return CaseResult(rule.code, name, False, f"unknown fact paths {unknown}")
+    facts = Facts.from_flat(flat)
+    for path, reason in (case.get("missing") or {}).items():
+        facts.mark_missing(str(path), str(reason))
+    log = case.get("log")
+    files = case.get("vllm_files")
+    with tempfile.TemporaryDirectory(prefix="vllm-doctor-case-") as tmp:
+        tree = _write_tree(Path(tmp), files) if isinstance(files, dict) else None
+        finding = evaluate_rule(rule, facts, log, vllm_tree=tree)
+    problems = []
+    if finding.verdict != expect:
+        detail = finding.fix_state.detail if finding.fix_state else ""
+        missing = ", ".join(m.path for m in finding.missing)
+        problems.append(f"expected {expect}, got {finding.verdict}"
+                        + (f" ({detail})" if detail else "") + (f" missing: {missing}" if missing else ""))
+    if log:
+        hits = match_signatures(rule, log)
+        if expect == APPLIES and not hits:
+            problems.append("the log does not match any signature")
+        if expect == NOT_APPLIES and hits:
+            problems.append(f"the log matches a signature: {hits[0]!r}")
+    return CaseResult(rule.code, name, not problems, "; ".join(problems) or "ok")
+
+
+def run_cases(rule: Rule) -> tuple[list[CaseResult], list[str]]:
+    """Results of a rule's cases, and coverage problems (no positive / no negative case)."""
+    path = cases_path(rule)
+    if not path.exists():
+        return [], [f"{rule.code}: no cases file {path.name}"]
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as err:
+        return [], [f"{path}: cannot load cases: {str(err).splitlines()[0]}"]
+    cases = data.get("cases") if isinstance(data, dict) else None
+    if not isinstance(cases, list):
+        return [], [f"{path}: needs a top-level `cases:` list"]
+    results = [
+        _run_case(rule, case, i) if isinstance(case, dict)
+        else CaseResult(rule.code, f"case[{i}]", False, "a case must be a mapping")
+        for i, case in enumerate(cases)
+    ]
+    expects = {c.get("expect") for c in cases if isinstance(c, dict)}
+    coverage = []
+    if APPLIES not in expects:
+        coverage.append(f"{rule.code}: no positive (applies) case")
+    if NOT_APPLIES not in expects:
+        coverage.append(f"{rule.code}: no negative (not-applies) case")
+    return results, coverage

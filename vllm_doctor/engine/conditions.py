@@ -1,0 +1,232 @@
+"""The `when` condition tree: compiled once at load time, evaluated in three-valued logic.
+
+A test of a fact whose value was not collected is UNKNOWN; `all`/`any`/`not` follow Kleene
+logic, so a rule is "cannot decide" exactly when a missing fact could change its answer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from vllm_doctor.facts.model import Facts
+from vllm_doctor.facts.schema import is_known_path
+
+TRUE, FALSE, UNKNOWN = True, False, None
+
+OPERATORS = (
+    "eq", "ne", "in", "not_in", "lt", "le", "gt", "ge", "contains", "contains_any",
+    "matches", "exists", "version", "divisible_by",
+)
+
+
+class ConditionError(ValueError):
+    """A malformed condition; ``field`` is the dotted location inside the rule file."""
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+@dataclass
+class Outcome:
+    """Result of evaluating a condition: the truth value and what it was based on."""
+
+    value: bool | None
+    evidence: list[tuple[str, Any]]  # (fact path, expectation text) of tests that were decided
+    missing: list[str]  # fact paths whose absence left a test unknown
+
+
+def _fold(value: Any) -> Any:
+    return value.casefold() if isinstance(value, str) else value
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple, set)) else [value]
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+class Condition:
+    def evaluate(self, facts: Facts) -> Outcome:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def paths(self) -> list[str]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+@dataclass
+class Group(Condition):
+    kind: str  # all | any | not
+    parts: list[Condition]
+
+    def evaluate(self, facts: Facts) -> Outcome:
+        outcomes = [part.evaluate(facts) for part in self.parts]
+        evidence = [e for o in outcomes for e in o.evidence]
+        missing = [m for o in outcomes for m in o.missing]
+        values = [o.value for o in outcomes]
+        if self.kind == "not":
+            value = values[0]
+            return Outcome(None if value is None else not value, evidence, missing)
+        if self.kind == "all":
+            value = FALSE if FALSE in values else (UNKNOWN if UNKNOWN in values else TRUE)
+        else:
+            value = TRUE if TRUE in values else (UNKNOWN if UNKNOWN in values else FALSE)
+        # A decided group does not depend on its undecided parts: don't ask for those facts.
+        if value is not UNKNOWN:
+            missing = []
+        return Outcome(value, evidence, missing)
+
+    def paths(self) -> list[str]:
+        return [p for part in self.parts for p in part.paths()]
+
+
+@dataclass
+class Test(Condition):
+    path: str
+    op: str
+    operand: Any
+    check: Callable[[Any, Facts], bool | None]
+
+    def describe(self) -> str:
+        operand = self.operand.get("fact") if isinstance(self.operand, dict) else self.operand
+        return f"{self.op} {operand}"
+
+    def evaluate(self, facts: Facts) -> Outcome:
+        fact = facts.get(self.path)
+        if self.op == "exists":
+            if fact is None and facts.why_missing(self.path):
+                return Outcome(UNKNOWN, [], [self.path])
+            present = fact is not None
+            return Outcome(present == bool(self.operand), [(self.path, self.describe())], [])
+        if fact is None:
+            return Outcome(UNKNOWN, [], [self.path])
+        value = self.check(fact.value, facts)
+        if value is None:  # e.g. the operand's fact is missing, or the value is not comparable
+            ref = self.operand.get("fact") if isinstance(self.operand, dict) else None
+            return Outcome(UNKNOWN, [], [ref] if ref and ref not in facts else [self.path])
+        return Outcome(value, [(self.path, self.describe())], [])
+
+    def paths(self) -> list[str]:
+        extra = [self.operand["fact"]] if isinstance(self.operand, dict) else []
+        return [self.path, *extra]
+
+
+def _make_check(op: str, operand: Any, where: str) -> Callable[[Any, Facts], bool | None]:
+    if op in ("eq", "ne"):
+        def check(v: Any, _f: Facts) -> bool | None:
+            same = _fold(v) == _fold(operand)
+            return same if op == "eq" else not same
+        return check
+    if op in ("in", "not_in"):
+        if not isinstance(operand, list):
+            raise ConditionError(where, f"`{op}` needs a list")
+        folded = [_fold(x) for x in operand]
+        return lambda v, _f: (_fold(v) in folded) == (op == "in")
+    if op in ("lt", "le", "gt", "ge"):
+        bound = _number(operand)
+        if bound is None:
+            raise ConditionError(where, f"`{op}` needs a number, got {operand!r}")
+        compare = {
+            "lt": lambda a: a < bound, "le": lambda a: a <= bound,
+            "gt": lambda a: a > bound, "ge": lambda a: a >= bound,
+        }[op]
+
+        def check_number(v: Any, _f: Facts) -> bool | None:
+            number = _number(v)
+            return None if number is None else compare(number)
+        return check_number
+    if op in ("contains", "contains_any"):
+        wanted = operand if op == "contains_any" else [operand]
+        if op == "contains_any" and not isinstance(operand, list):
+            raise ConditionError(where, "`contains_any` needs a list")
+        folded = [_fold(x) for x in wanted]
+
+        def check_contains(v: Any, _f: Facts) -> bool | None:
+            if isinstance(v, str):
+                return any(isinstance(w, str) and w in v.casefold() for w in folded)
+            if isinstance(v, (list, tuple)):
+                items = [_fold(x) for x in v]
+                return any(w in items for w in folded)
+            return None
+        return check_contains
+    if op == "matches":
+        try:
+            regex = re.compile(str(operand))
+        except re.error as err:
+            raise ConditionError(where, f"bad regex {operand!r}: {err}") from None
+        return lambda v, _f: any(regex.search(str(x)) for x in _as_list(v))
+    if op == "version":
+        try:
+            spec = SpecifierSet(str(operand), prereleases=True)
+        except InvalidSpecifier:
+            raise ConditionError(where, f"bad version specifier {operand!r}") from None
+
+        def check_version(v: Any, _f: Facts) -> bool | None:
+            try:
+                return Version(str(v)) in spec
+            except InvalidVersion:
+                return None
+        return check_version
+    if op == "divisible_by":
+        if isinstance(operand, dict):
+            ref = operand.get("fact")
+            if not isinstance(ref, str) or set(operand) != {"fact"}:
+                raise ConditionError(where, "`divisible_by` takes a number or {fact: PATH}")
+            if not is_known_path(ref):
+                raise ConditionError(where, f"unknown fact path {ref!r}")
+
+            def check_div_fact(v: Any, facts: Facts) -> bool | None:
+                divisor = facts.value(ref)
+                if not isinstance(divisor, int) or not isinstance(v, int) or divisor == 0:
+                    return None
+                return v % divisor == 0
+            return check_div_fact
+        if not isinstance(operand, int) or operand == 0:
+            raise ConditionError(where, "`divisible_by` needs a non-zero integer")
+        return lambda v, _f: (v % operand == 0) if isinstance(v, int) else None
+    raise ConditionError(where, f"unknown operator {op!r}")  # pragma: no cover
+
+
+def compile_condition(node: Any, where: str = "when") -> Condition:
+    """Compile a YAML condition tree, raising ConditionError with the field path on mistakes."""
+    if not isinstance(node, dict):
+        raise ConditionError(where, "a condition must be a mapping")
+    groups = [k for k in ("all", "any", "not") if k in node]
+    if groups:
+        if len(node) != 1:
+            raise ConditionError(where, f"`{groups[0]}` must stand alone in its mapping")
+        kind = groups[0]
+        body = node[kind]
+        if kind == "not":
+            return Group("not", [compile_condition(body, f"{where}.not")])
+        if not isinstance(body, list) or not body:
+            raise ConditionError(f"{where}.{kind}", "needs a non-empty list")
+        return Group(kind, [compile_condition(p, f"{where}.{kind}[{i}]") for i, p in enumerate(body)])
+    path = node.get("fact")
+    if not isinstance(path, str):
+        raise ConditionError(where, "needs `fact: PATH` or one of all/any/not")
+    if not is_known_path(path):
+        raise ConditionError(f"{where}.fact", f"unknown fact path {path!r}")
+    ops = [k for k in node if k != "fact"]
+    if len(ops) != 1:
+        raise ConditionError(where, f"needs exactly one operator, got {ops or 'none'}")
+    op = ops[0]
+    if op not in OPERATORS:
+        raise ConditionError(f"{where}.{op}", f"unknown operator (one of {', '.join(OPERATORS)})")
+    operand = node[op]
+    return Test(path, op, operand, _make_check(op, operand, f"{where}.{op}"))

@@ -1,0 +1,126 @@
+"""Is the installed (or reported) vLLM affected by a rule's bug?
+
+Order of trust:
+1. a source fingerprint read from the installed vllm package (exact for nightlies, forks,
+   backports) — the files are read as text, never imported;
+2. the rule's release ranges, when the version is a release;
+3. a dev/nightly version known only by its string: the release it descends from (or its PEP 440
+   position), at lower confidence, because the build's commit may already carry the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from vllm_doctor.engine.rule import Fingerprint, Rule, VersionRange
+from vllm_doctor.facts.model import Facts, Source
+
+AFFECTED, FIXED, UNKNOWN, UNVERSIONED = "affected", "fixed", "unknown", "unversioned"
+
+
+@dataclass(frozen=True)
+class FixState:
+    state: str  # affected | fixed | unknown | unversioned
+    method: str  # fingerprint | release-range | dev-version | none
+    detail: str
+    lowers_confidence: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        return {"state": self.state, "method": self.method, "detail": self.detail,
+                "lowers_confidence": self.lowers_confidence}
+
+
+@lru_cache(maxsize=4096)
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def check_fingerprint(fp: Fingerprint, package_dir: Path) -> tuple[str, str] | None:
+    """(state, evidence) from one fingerprint, or None when no file matches its path."""
+    files = sorted(p for p in package_dir.glob(fp.path) if p.is_file())
+    if not files:
+        return None
+    for file in files:
+        text = _read(str(file))
+        if text is None:
+            continue
+        match = fp.pattern.search(text)
+        if match:
+            line = text.count("\n", 0, match.start()) + 1
+            where = f"{file.relative_to(package_dir.parent)}:{line}"
+            state = FIXED if fp.means == "fixed" else AFFECTED
+            return state, f"{where} has /{fp.pattern.pattern}/"
+    state = AFFECTED if fp.means == "fixed" else FIXED
+    rel = ", ".join(str(f.relative_to(package_dir.parent)) for f in files[:3])
+    return state, f"{rel} lacks /{fp.pattern.pattern}/"
+
+
+def _in_ranges(version: Version, ranges: tuple[VersionRange, ...]) -> tuple[bool, str]:
+    for rng in ranges:
+        low_ok = rng.introduced == "0" or version >= Version(rng.introduced)
+        high_ok = rng.fixed is None or version < Version(rng.fixed)
+        if low_ok and high_ok:
+            upper = f", fixed in {rng.fixed}" if rng.fixed else ", no fixed release yet"
+            return True, f"introduced in {rng.introduced}{upper}"
+    spans = "; ".join(f"{r.introduced} ≤ v < {r.fixed or '∞'}" for r in ranges)
+    return False, f"affected releases: {spans}"
+
+
+def fix_state(rule: Rule, facts: Facts, vllm_tree: Path | None = None) -> FixState:
+    """Decide whether the vLLM in ``facts`` carries the rule's bug."""
+    if not rule.versioned:
+        return FixState(UNVERSIONED, "none", "does not depend on the vLLM version")
+
+    version_fact = facts.get("vllm.version")
+    what_if = version_fact is not None and version_fact.source == Source.USER
+    # (1) fingerprints: the installed tree (or a test's fake tree), unless asked "what if".
+    tree = vllm_tree
+    if tree is None and not what_if:
+        location = facts.value("vllm.location")
+        tree = Path(location) if location else None
+    if tree is not None and tree.is_dir() and rule.fingerprints:
+        for fp in rule.fingerprints:
+            found = check_fingerprint(fp, tree)
+            if found is not None:
+                return FixState(found[0], "fingerprint", found[1])
+
+    if rule.ranges is None:
+        return FixState(UNKNOWN, "none",
+                        "only a source fingerprint decides this rule: run where vLLM is installed")
+    if version_fact is None:
+        return FixState(UNKNOWN, "none", "the vLLM version is unknown")
+    try:
+        version = Version(str(version_fact.value))
+    except InvalidVersion:
+        return FixState(UNKNOWN, "none", f"cannot read vLLM version {version_fact.value!r}")
+
+    # (2) a release: the ranges decide.
+    if not (version.is_devrelease or version.is_prerelease):
+        inside, why = _in_ranges(version, rule.ranges)
+        custom = f" (custom build +{version.local}: backports possible)" if version.local else ""
+        return FixState(AFFECTED if inside else FIXED, "release-range",
+                        f"vLLM {version}: {why}{custom}", lowers_confidence=bool(version.local))
+
+    # (3) a dev build known by its string: compare the release it descends from.
+    base = facts.value("vllm.base_release")
+    compare = version
+    if base:
+        try:
+            compare = Version(str(base))
+        except InvalidVersion:
+            pass
+    inside, why = _in_ranges(compare, rule.ranges)
+    basis = f"descends from {compare}" if compare != version else "compared in PEP 440 order"
+    return FixState(
+        AFFECTED if inside else FIXED, "dev-version",
+        f"dev build {version} ({basis}): {why}; its commit may differ — a source fingerprint "
+        "decides exactly where vLLM is installed",
+        lowers_confidence=True,
+    )

@@ -1,0 +1,396 @@
+"""Load and validate rule files: every mistake is reported as ``file:field: problem``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from packaging.version import InvalidVersion, Version
+
+from vllm_doctor.engine.conditions import ConditionError, compile_condition
+from vllm_doctor.engine.rule import (
+    CATEGORIES,
+    CONFIDENCES,
+    DETAIL_SECTIONS,
+    FIX_STATUSES,
+    PHASES,
+    SEVERITIES,
+    STATUSES,
+    Fingerprint,
+    Fix,
+    Rule,
+    VersionRange,
+    Workaround,
+)
+from vllm_doctor.errors import InputError
+
+CODE_RE = re.compile(r"^(%s)\d{3}$" % "|".join(CATEGORIES))
+SLUG_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+ALLOWED_KEYS = {
+    "code", "slug", "status", "severity", "confidence", "summary", "phase", "affected", "when",
+    "signatures", "fix", "workarounds", "probe", "references", "aliases", "related", "details",
+}
+REQUIRED_KEYS = ("code", "slug", "status", "severity", "confidence", "summary", "phase", "when",
+                 "references", "details")
+
+
+def default_rules_dir() -> Path:
+    """The shipped rule base: the top-level rules/ folder (the package vllm_doctor.rules)."""
+    import vllm_doctor.rules as shipped  # the rules/ folder, mapped into the package
+
+    return Path(shipped.__file__).parent
+
+
+class RuleFileError(InputError):
+    """One or more problems in rule files; ``problems`` lists ``file:field: problem`` lines."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        head, _, rest = problems[0].partition(": ")
+        super().__init__(head, rest + more)
+
+
+@dataclass
+class _Checker:
+    file: str
+    problems: list[str] = field(default_factory=list)
+
+    def problem(self, where: str, text: str) -> None:
+        self.problems.append(f"{self.file}:{where}: {text}")
+
+    def string(self, data: dict, key: str, choices: tuple[str, ...] | None = None) -> str | None:
+        value = data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.problem(key, "must be a non-empty string")
+            return None
+        if choices and value not in choices:
+            self.problem(key, f"{value!r} is not one of {', '.join(choices)}")
+            return None
+        return value
+
+    def string_list(self, data: dict, key: str) -> tuple[str, ...]:
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            self.problem(key, "must be a list of strings")
+            return ()
+        return tuple(value)
+
+    def version(self, where: str, value: Any) -> str | None:
+        text = str(value)
+        if text == "0":
+            return text
+        try:
+            Version(text)
+        except InvalidVersion:
+            self.problem(where, f"{value!r} is not a PEP 440 version")
+            return None
+        return text
+
+    def regex(self, where: str, value: Any) -> re.Pattern[str] | None:
+        if not isinstance(value, str) or not value:
+            self.problem(where, "must be a non-empty regex string")
+            return None
+        try:
+            return re.compile(value, re.MULTILINE)
+        except re.error as err:
+            self.problem(where, f"bad regex: {err}")
+            return None
+
+
+def _ranges(chk: _Checker, affected: dict) -> tuple[VersionRange, ...] | None:
+    raw = affected.get("ranges")
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not raw:
+        chk.problem("affected.ranges", "must be a non-empty list")
+        return None
+    ranges = []
+    for i, item in enumerate(raw):
+        where = f"affected.ranges[{i}]"
+        events = item.get("events") if isinstance(item, dict) else None
+        if not isinstance(events, list) or not events:
+            chk.problem(f"{where}.events", "must be a non-empty list of introduced/fixed events")
+            continue
+        introduced, fixed = None, None
+        for j, event in enumerate(events):
+            if not isinstance(event, dict) or len(event) != 1:
+                chk.problem(f"{where}.events[{j}]", "must be {introduced: V} or {fixed: V}")
+                continue
+            (kind, value), = event.items()
+            if kind == "introduced":
+                introduced = chk.version(f"{where}.events[{j}].introduced", value)
+            elif kind == "fixed":
+                fixed = chk.version(f"{where}.events[{j}].fixed", value)
+            else:
+                chk.problem(f"{where}.events[{j}]", f"unknown event {kind!r}")
+        if introduced is None:
+            chk.problem(f"{where}.events", "needs an `introduced` event")
+            continue
+        if fixed is not None and introduced != "0" and Version(fixed) <= Version(introduced):
+            chk.problem(f"{where}.events", f"fixed {fixed} is not after introduced {introduced}")
+        ranges.append(VersionRange(introduced, fixed))
+    return tuple(ranges)
+
+
+def _fingerprints(chk: _Checker, affected: dict) -> tuple[Fingerprint, ...]:
+    raw = affected.get("fingerprints", [])
+    if not isinstance(raw, list):
+        chk.problem("affected.fingerprints", "must be a list")
+        return ()
+    result = []
+    for i, item in enumerate(raw):
+        where = f"affected.fingerprints[{i}]"
+        if not isinstance(item, dict):
+            chk.problem(where, "must be a mapping with path, pattern, means")
+            continue
+        unknown = set(item) - {"path", "pattern", "means"}
+        if unknown:
+            chk.problem(where, f"unknown keys {sorted(unknown)}")
+        path = item.get("path")
+        if not isinstance(path, str) or not path or path.startswith("/") or ".." in path:
+            chk.problem(f"{where}.path", "must be a relative glob inside the vllm package")
+            continue
+        pattern = chk.regex(f"{where}.pattern", item.get("pattern"))
+        means = item.get("means")
+        if means not in ("fixed", "affected"):
+            chk.problem(f"{where}.means", "must be `fixed` or `affected`")
+            continue
+        if pattern is not None:
+            result.append(Fingerprint(path.removeprefix("vllm/"), pattern, means))
+    return tuple(result)
+
+
+def _workarounds(chk: _Checker, raw: Any) -> tuple[Workaround, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        chk.problem("workarounds", "must be a list")
+        return ()
+    result = []
+    for i, item in enumerate(raw):
+        where = f"workarounds[{i}]"
+        if not isinstance(item, dict) or not isinstance(item.get("title"), str):
+            chk.problem(where, "needs a `title`")
+            continue
+        unknown = set(item) - {"title", "serve", "env", "cost"}
+        if unknown:
+            chk.problem(where, f"unknown keys {sorted(unknown)}")
+        serve = item.get("serve") or {}
+        env = item.get("env") or {}
+        if not isinstance(serve, dict) or set(serve) - {"set", "remove"}:
+            chk.problem(f"{where}.serve", "takes `set: {flag: value}` and `remove: [flag]`")
+            serve = {}
+        if not isinstance(env, dict) or set(env) - {"set", "unset"}:
+            chk.problem(f"{where}.env", "takes `set: {NAME: value}` and `unset: [NAME]`")
+            env = {}
+        serve_set = serve.get("set") or {}
+        env_set = env.get("set") or {}
+        if not isinstance(serve_set, dict) or not isinstance(env_set, dict):
+            chk.problem(where, "`set` must be a mapping")
+            continue
+        serve_remove = serve.get("remove") or []
+        env_unset = env.get("unset") or []
+        if not isinstance(serve_remove, list) or not isinstance(env_unset, list):
+            chk.problem(where, "`remove`/`unset` must be lists")
+            continue
+        result.append(Workaround(
+            title=item["title"],
+            serve_set={str(k).lstrip("-"): v for k, v in serve_set.items()},
+            serve_remove=tuple(str(x).lstrip("-") for x in serve_remove),
+            env_set={str(k): str(v) for k, v in env_set.items()},
+            env_unset=tuple(str(x) for x in env_unset),
+            cost=str(item.get("cost", "")),
+        ))
+    return tuple(result)
+
+
+def _fix(chk: _Checker, raw: Any) -> Fix | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        chk.problem("fix", "must be a mapping")
+        return None
+    unknown = set(raw) - {"status", "version", "pr", "commit", "note"}
+    if unknown:
+        chk.problem("fix", f"unknown keys {sorted(unknown)}")
+    status = chk.string(raw, "status", FIX_STATUSES)
+    version = chk.version("fix.version", raw["version"]) if raw.get("version") else None
+    if status == "released" and not version:
+        chk.problem("fix.version", "a released fix needs the release version")
+    pr = raw.get("pr")
+    if pr is not None and not isinstance(pr, int):
+        chk.problem("fix.pr", "must be the pull-request number")
+        pr = None
+    return Fix(status or "none", version, pr, raw.get("commit"))
+
+
+def parse_rule(data: Any, path: Path) -> tuple[Rule | None, list[str]]:
+    """Validate one rule mapping; returns the rule (or None) and the problems found."""
+    chk = _Checker(str(path))
+    if not isinstance(data, dict):
+        chk.problem("(top)", "a rule file must be a YAML mapping")
+        return None, chk.problems
+    for key in sorted(set(data) - ALLOWED_KEYS):
+        chk.problem(key, "unknown field")
+    for key in REQUIRED_KEYS:
+        if key not in data:
+            chk.problem(key, "missing required field")
+    code = chk.string(data, "code")
+    if code and not CODE_RE.match(code):
+        chk.problem("code", f"{code!r} must be a category prefix ({', '.join(CATEGORIES)}) + 3 digits")
+    if code and path.name not in (f"{code}.yaml", f"{code}.yml"):
+        chk.problem("code", f"{code!r} does not match the file name {path.name!r}")
+    slug = chk.string(data, "slug")
+    if slug and not SLUG_RE.match(slug):
+        chk.problem("slug", "must be kebab-case")
+    status = chk.string(data, "status", STATUSES)
+    severity = chk.string(data, "severity", SEVERITIES)
+    confidence = chk.string(data, "confidence", CONFIDENCES)
+    summary = chk.string(data, "summary")
+    phase = chk.string(data, "phase", PHASES)
+    details = chk.string(data, "details") or ""
+    for section in DETAIL_SECTIONS:
+        if details and not re.search(rf"^#+\s*{re.escape(section)}\s*$", details, re.M):
+            chk.problem("details", f"missing section '## {section}'")
+    when = None
+    if "when" in data:
+        try:
+            when = compile_condition(data["when"])
+        except ConditionError as err:
+            chk.problem(err.field, err.problem)
+    affected = data.get("affected")
+    ranges, fingerprints = None, ()
+    if affected is not None:
+        if not isinstance(affected, dict) or set(affected) - {"ranges", "fingerprints"}:
+            chk.problem("affected", "takes `ranges` and `fingerprints`")
+        else:
+            ranges = _ranges(chk, affected)
+            fingerprints = _fingerprints(chk, affected)
+    signatures_raw = data.get("signatures", [])
+    signatures = []
+    if not isinstance(signatures_raw, list):
+        chk.problem("signatures", "must be a list of regexes")
+    else:
+        for i, sig in enumerate(signatures_raw):
+            compiled = chk.regex(f"signatures[{i}]", sig)
+            if compiled is not None:
+                signatures.append(compiled)
+    references = chk.string_list(data, "references")
+    for i, ref in enumerate(references):
+        if not ref.startswith("https://"):
+            chk.problem(f"references[{i}]", "must be an https URL")
+    if "references" in data and not references:
+        chk.problem("references", "a rule needs at least one upstream reference")
+    related = chk.string_list(data, "related")
+    for i, other in enumerate(related):
+        if not CODE_RE.match(other):
+            chk.problem(f"related[{i}]", f"{other!r} is not a rule code")
+    probe = data.get("probe")
+    if probe is not None and (not isinstance(probe, str) or not SLUG_RE.match(probe)):
+        chk.problem("probe", "must be a probe name")
+    fix = _fix(chk, data.get("fix"))
+    workarounds = _workarounds(chk, data.get("workarounds"))
+    aliases = chk.string_list(data, "aliases")
+    if chk.problems:
+        return None, chk.problems
+    rule = Rule(
+        code=code, slug=slug, status=status, severity=severity, confidence=confidence,  # type: ignore[arg-type]
+        summary=summary, phase=phase, when=when, ranges=ranges,  # type: ignore[arg-type]
+        fingerprints=fingerprints, signatures=tuple(signatures), fix=fix,
+        workarounds=workarounds, probe=probe, references=references, aliases=aliases,
+        related=related, details=details, path=path, raw=data,
+    )
+    return rule, []
+
+
+def load_rule_file(path: Path) -> tuple[Rule | None, list[str]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        return None, [f"{path}:(file): cannot read: {err}"]
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "(yaml)"
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        return None, [f"{path}:{where}: YAML does not parse: {problem}"]
+    return parse_rule(data, path)
+
+
+def rule_files(directory: Path) -> list[Path]:
+    return sorted(
+        p for p in directory.rglob("*.y*ml")
+        if p.suffix in (".yaml", ".yml") and not p.name.endswith((".cases.yaml", ".cases.yml"))
+    )
+
+
+def validate_dir(directory: Path) -> tuple[list[Rule], list[str]]:
+    """All rules of a directory and every problem found (duplicate codes/slugs included)."""
+    rules, problems = [], []
+    seen_codes: dict[str, Path] = {}
+    seen_slugs: dict[str, Path] = {}
+    for path in rule_files(directory):
+        rule, found = load_rule_file(path)
+        problems.extend(found)
+        if rule is None:
+            continue
+        if rule.code in seen_codes:
+            problems.append(f"{path}:code: {rule.code} is also used by {seen_codes[rule.code]}")
+            continue
+        if rule.slug in seen_slugs:
+            problems.append(f"{path}:slug: {rule.slug} is also used by {seen_slugs[rule.slug]}")
+            continue
+        seen_codes[rule.code] = path
+        seen_slugs[rule.slug] = path
+        rules.append(rule)
+    codes = set(seen_codes)
+    for rule in rules:
+        for other in rule.related:
+            if other not in codes:
+                problems.append(f"{rule.path}:related: {other} is not a known rule")
+    return rules, problems
+
+
+@lru_cache(maxsize=8)
+def _load_cached(directory: str) -> tuple[Rule, ...]:
+    rules, problems = validate_dir(Path(directory))
+    if problems:
+        raise RuleFileError(problems)
+    return tuple(rules)
+
+
+def load_rules(directories: list[Path] | None = None) -> list[Rule]:
+    """The rules of the given directories (default: the shipped rule base); bad files → exit 2."""
+    dirs = directories or [default_rules_dir()]
+    rules: list[Rule] = []
+    for directory in dirs:
+        if not directory.is_dir():
+            raise InputError(str(directory), "rule directory does not exist")
+        rules.extend(_load_cached(str(directory.resolve())))
+    codes = [r.code for r in rules]
+    dupes = sorted({c for c in codes if codes.count(c) > 1})
+    if dupes:
+        raise InputError("rules", f"duplicate rule codes across directories: {', '.join(dupes)}")
+    return sorted(rules, key=lambda r: r.code)
+
+
+def select_rules(rules: list[Rule], select: list[str] | None, ignore: list[str] | None) -> list[Rule]:
+    """ruff-style prefix selection: `--select SPEC,QUANT001 --ignore SPEC010`."""
+    def matches(rule: Rule, prefixes: list[str]) -> bool:
+        return any(rule.code.startswith(p.strip().upper()) for p in prefixes if p.strip())
+
+    chosen = [r for r in rules if r.status not in ("withdrawn", "deprecated")
+              or (select and matches(r, select))]
+    if select:
+        chosen = [r for r in chosen if matches(r, select)]
+    if ignore:
+        chosen = [r for r in chosen if not matches(r, ignore)]
+    return chosen

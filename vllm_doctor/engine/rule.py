@@ -1,0 +1,118 @@
+"""Typed view of a rule file (see docs/rule-format.md). Built only by engine.loader."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SEVERITIES = ("error", "warning", "info")
+SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
+CONFIDENCES = ("high", "medium", "low")
+STATUSES = ("stable", "preview", "deprecated", "withdrawn")
+PHASES = ("startup", "load", "cudagraph-capture", "warmup", "first-request", "under-load")
+FIX_STATUSES = ("released", "merged", "open", "none")
+CATEGORIES = {
+    "MODEL": "model-specific failures",
+    "SPEC": "speculative decoding",
+    "QUANT": "quantization against hardware and kernels",
+    "PAR": "tensor, pipeline, expert and data parallelism",
+    "MEM": "memory and KV cache",
+    "ATTN": "attention backends and CUDA graphs",
+    "ENV": "driver, torch, packages and environment variables",
+    "HW": "GPUs, links and MIG",
+    "ARGS": "serve arguments",
+}
+DETAIL_SECTIONS = ("What happens", "Why", "How to confirm", "Known false positives")
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    path: str  # glob relative to the vllm package directory
+    pattern: re.Pattern[str]
+    means: str  # "fixed" | "affected"
+
+
+@dataclass(frozen=True)
+class VersionRange:
+    introduced: str  # "0" means from the beginning
+    fixed: str | None  # None: not fixed in any release
+
+
+@dataclass(frozen=True)
+class Workaround:
+    title: str
+    serve_set: dict[str, Any] = field(default_factory=dict)
+    serve_remove: tuple[str, ...] = ()
+    env_set: dict[str, str] = field(default_factory=dict)
+    env_unset: tuple[str, ...] = ()
+    cost: str = ""
+
+    @property
+    def edits_serve_line(self) -> bool:
+        return bool(self.serve_set or self.serve_remove)
+
+
+@dataclass(frozen=True)
+class Fix:
+    status: str
+    version: str | None = None
+    pr: int | None = None
+    commit: str | None = None
+
+
+@dataclass
+class Rule:
+    code: str
+    slug: str
+    status: str
+    severity: str
+    confidence: str
+    summary: str
+    phase: str
+    when: Any  # compiled condition (engine.conditions.Condition)
+    ranges: tuple[VersionRange, ...] | None
+    fingerprints: tuple[Fingerprint, ...]
+    signatures: tuple[re.Pattern[str], ...]
+    fix: Fix | None
+    workarounds: tuple[Workaround, ...]
+    probe: str | None
+    references: tuple[str, ...]
+    aliases: tuple[str, ...]
+    related: tuple[str, ...]
+    details: str
+    path: Path
+    raw: dict[str, Any]
+
+    @property
+    def category(self) -> str:
+        return re.match(r"[A-Z]+", self.code).group(0)  # type: ignore[union-attr]
+
+    @property
+    def url(self) -> str:
+        """Where the rule's document lives (the repo's rule file, like ruff's rule pages)."""
+        return f"https://github.com/vllm-doctor/vllm-doctor/blob/main/rules/{self.path.parent.name}/{self.path.name}"
+
+    @property
+    def versioned(self) -> bool:
+        return self.ranges is not None or bool(self.fingerprints)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The rule as JSON (for `rules list --format json` and reports)."""
+        return {
+            "code": self.code,
+            "slug": self.slug,
+            "status": self.status,
+            "severity": self.severity,
+            "confidence": self.confidence,
+            "summary": self.summary,
+            "phase": self.phase,
+            "affected": self.raw.get("affected"),
+            "fix": self.raw.get("fix"),
+            "workarounds": self.raw.get("workarounds", []),
+            "probe": self.probe,
+            "references": list(self.references),
+            "aliases": list(self.aliases),
+            "related": list(self.related),
+        }
