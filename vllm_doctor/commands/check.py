@@ -1,10 +1,221 @@
-"""The `check` command (placeholder until implemented)."""
+"""`vllm-doctor check`: facts → rules → findings → a report, with CI exit codes."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
 
 import typer
+
+from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError
+
+FORMATS = ("text", "json", "markdown", "sarif", "junit")
+FAIL_ON = ("error", "warning", "info", "never")
+
+
+def examples_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "examples"
+
+
+@dataclass
+class Example:
+    name: str
+    description: str
+    serve: str | None
+    model_config: Path | None
+    report: Path | None
+    log: Path | None
+
+
+def load_examples() -> dict[str, Example]:
+    import yaml
+
+    examples = {}
+    for scenario in sorted(examples_dir().glob("*/scenario.yaml")):
+        data = yaml.safe_load(scenario.read_text(encoding="utf-8"))
+        base = scenario.parent
+
+        def path(key: str) -> Path | None:
+            return base / data[key] if data.get(key) else None
+
+        examples[base.name] = Example(base.name, data.get("description", ""), data.get("serve"),
+                                      path("model_config"), path("report"), path("log"))
+    return examples
+
+
+def _suggestions(doc, facts) -> None:
+    """Turn each applicable workaround into a ready-to-copy command."""
+    from vllm_doctor.report.document import FixSuggestion
+
+    argv = facts.value("serve.argv")
+    line = None
+    if argv:
+        try:
+            from vllm_doctor.serve_args import parse_serve_argv
+
+            line = parse_serve_argv(list(argv))
+        except (ImportError, InputError):
+            line = None
+    for finding in doc.applies:
+        out = []
+        for w in finding.rule.workarounds:
+            command = None
+            if w.edits_serve_line and line is not None:
+                from vllm_doctor.serve_args import render_command
+
+                command = render_command(line, set=w.serve_set, remove=w.serve_remove)
+            env = [f"export {k}={v}" for k, v in w.env_set.items()] + [f"unset {k}" for k in w.env_unset]
+            out.append(FixSuggestion(finding.rule.code, w.title, command, env, w.cost))
+        if out:
+            doc.suggestions[finding.rule.code] = out
+
+
+def _attach_probes(doc, findings, tp: int | None, device: str, timeout: float) -> None:
+    """Run the probes linked to applicable/undecided findings and fold their results in."""
+    from vllm_doctor.probes import run_probes
+
+    wanted = sorted({f.rule.probe for f in findings if f.rule.probe and f.verdict != "not-applies"})
+    if not wanted:
+        doc.notes.append("--probe: no finding has a confirming probe")
+        return
+    results = [r.to_dict() for r in run_probes(wanted, tp or 1, device, timeout, None)]
+    doc.probes = results
+    for finding in findings:
+        for result in results:
+            if finding.rule.code in result.get("rules_confirmed", []) + result.get("rules_refuted", []):
+                finding.probe_results.append(result)
+
+
+def run_check(
+    serve_tokens: list[str] | None = None,
+    serve: str | None = None,
+    serve_config: Path | None = None,
+    model_config: Path | None = None,
+    report: Path | None = None,
+    log: Path | None = None,
+    vllm_version: str | None = None,
+    torch_version: str | None = None,
+    fmt: str = "text",
+    fail_on: str = "error",
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    ignore_file: Path | None = None,
+    verbose: bool = False,
+    output: Path | None = None,
+    example: str | None = None,
+    probe: bool = False,
+    rules_dirs: list[Path] | None = None,
+    probe_machine: bool = True,
+    probe_timeout: float = 120.0,
+) -> int:
+    started = time.perf_counter()
+    if fmt not in FORMATS:
+        raise InputError("--format", f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    if fail_on not in FAIL_ON:
+        raise InputError("--fail-on", f"unknown level {fail_on!r} (one of {', '.join(FAIL_ON)})")
+    if example:
+        examples = load_examples()
+        if example == "list":
+            for ex in examples.values():
+                typer.echo(f"{ex.name:28} {ex.description}")
+            return EXIT_OK
+        if example not in examples:
+            raise InputError("--example", f"no example {example!r} (try --example list)")
+        ex = examples[example]
+        serve = serve or ex.serve
+        model_config = model_config or ex.model_config
+        report = report or ex.report
+        log = log or ex.log
+        probe_machine = False
+
+    from vllm_doctor.commands.explain import read_log
+    from vllm_doctor.engine.evaluate import evaluate_rules
+    from vllm_doctor.engine.ignore import apply_ignores, load_ignore_file
+    from vllm_doctor.engine.loader import load_rules, select_rules
+    from vllm_doctor.facts.collect import CollectOptions, collect_facts
+    from vllm_doctor.report.document import CheckDocument
+
+    entries = load_ignore_file(ignore_file) if ignore_file else []
+    rules = select_rules(load_rules(rules_dirs), select, ignore)
+    facts = collect_facts(CollectOptions(
+        serve_tokens=serve_tokens or None, serve_string=serve, serve_config=serve_config,
+        model_config=model_config, report=report, log=log, vllm_version=vllm_version,
+        torch_version=torch_version, probe_machine=probe_machine,
+    ))
+    log_text = read_log(log) if log else None
+    findings = evaluate_rules(rules, facts, log_text)
+    doc = CheckDocument(facts, findings, fail_on, len(rules), 0.0)
+    doc.notes.extend(apply_ignores(findings, entries))
+    if example:
+        doc.notes.append(f"bundled example {example!r}: facts come from its files, not this machine")
+    _suggestions(doc, facts)
+    if probe:
+        tp = facts.value("serve.tensor_parallel_size")
+        _attach_probes(doc, findings, tp, "cuda" if facts.value("gpu.count") else "cpu", probe_timeout)
+    doc.duration_s = time.perf_counter() - started
+
+    from vllm_doctor.report import formats
+
+    if fmt == "text":
+        from rich.console import Console
+
+        from vllm_doctor.report.text import render_text
+
+        if output:
+            with output.open("w", encoding="utf-8") as handle:
+                render_text(doc, Console(file=handle, width=100, no_color=True,
+                                         color_system=None), verbose)
+        else:
+            render_text(doc, Console(), verbose)
+    else:
+        render = {"json": formats.render_json, "markdown": formats.render_markdown,
+                  "sarif": formats.render_sarif, "junit": formats.render_junit}[fmt]
+        text = render(doc)
+        if output:
+            output.write_text(text, encoding="utf-8")
+        else:
+            sys.stdout.write(text)
+    print(f"vllm-doctor: {doc.summary_line()}", file=sys.stderr)
+    return EXIT_FINDINGS if doc.failing() else EXIT_OK
+
+
+def _split(values: Optional[List[str]]) -> list[str] | None:
+    if not values:
+        return None
+    return [p.strip() for v in values for p in v.split(",") if p.strip()]
 
 
 def register(app: typer.Typer) -> None:
     @app.command("check")
-    def _cmd() -> None:
-        """Not implemented yet."""
-        raise typer.Exit(3)
+    def check(
+        serve_tokens: Optional[List[str]] = typer.Argument(
+            None, metavar="[-- vllm serve MODEL ...]", help="The serve line, after `--`."),
+        serve: Optional[str] = typer.Option(None, "--serve", help="The serve line as one string."),
+        serve_config: Optional[Path] = typer.Option(None, "--serve-config", help="A vLLM --config YAML file."),
+        model_config: Optional[Path] = typer.Option(None, "--model-config", help="config.json or a model directory."),
+        report: Optional[Path] = typer.Option(None, "--report", help="A `vllm collect-env` report (replaces this machine's facts)."),
+        log: Optional[Path] = typer.Option(None, "--log", help="A crash log to match against known failures."),
+        vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="What if vLLM were this version."),
+        torch_version: Optional[str] = typer.Option(None, "--torch-version", help="What if torch were this version."),
+        fmt: str = typer.Option("text", "--format", "-f", help="text, json, markdown, sarif or junit."),
+        fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 on findings at or above: error, warning, info, never."),
+        select: Optional[List[str]] = typer.Option(None, "--select", help="Only rule codes with these prefixes."),
+        ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip rule codes with these prefixes."),
+        ignore_file: Optional[Path] = typer.Option(None, "--ignore-file", help="YAML of accepted findings (reason, expiry)."),
+        verbose: bool = typer.Option(False, "-v", "--verbose", help="Sources of every fact, all undecided rules, timing."),
+        output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to a file."),
+        example: Optional[str] = typer.Option(None, "--example", help="Run on a bundled scenario (`--example list`)."),
+        probe: bool = typer.Option(False, "--probe", help="Run the probes linked to the findings."),
+        rules_dir: Optional[List[Path]] = typer.Option(None, "--rules-dir", help="Rule directory instead of the shipped one."),
+    ) -> None:
+        """Check this stack, model and serve line against the known failures."""
+        raise typer.Exit(run_check(
+            serve_tokens=serve_tokens, serve=serve, serve_config=serve_config,
+            model_config=model_config, report=report, log=log, vllm_version=vllm_version,
+            torch_version=torch_version, fmt=fmt, fail_on=fail_on, select=_split(select),
+            ignore=_split(ignore), ignore_file=ignore_file, verbose=verbose, output=output,
+            example=example, probe=probe, rules_dirs=list(rules_dir) if rules_dir else None,
+        ))

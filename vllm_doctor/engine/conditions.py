@@ -182,6 +182,10 @@ def _make_check(op: str, operand: Any, where: str) -> Callable[[Any, Facts], boo
             except InvalidVersion:
                 return None
         return check_version
+    if op == "exists":
+        if not isinstance(operand, bool):
+            raise ConditionError(where, "`exists` takes true or false")
+        return lambda v, _f: True  # decided in Test.evaluate, which sees absent facts
     if op == "divisible_by":
         if isinstance(operand, dict):
             ref = operand.get("fact")

@@ -1,0 +1,40 @@
+"""The shipped rule base: every file valid, every rule's cases green, both kinds present."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_doctor.engine.cases import run_cases
+from vllm_doctor.engine.loader import default_rules_dir, load_rules, validate_dir
+
+RULES = load_rules()
+
+
+def test_rule_files_validate():
+    rules, problems = validate_dir(default_rules_dir())
+    assert problems == []
+    assert len(rules) == len(RULES)
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.code for r in RULES])
+def test_rule_cases(rule):
+    results, coverage = run_cases(rule)
+    assert coverage == []
+    failed = [f"{r.name}: {r.message}" for r in results if not r.ok]
+    assert failed == []
+
+
+def test_every_signature_is_recognised_by_explain_log():
+    """Every rule with signatures has a positive log case (checked by its cases)."""
+    import yaml
+
+    from vllm_doctor.engine.cases import cases_path
+
+    lacking = []
+    for rule in RULES:
+        if not rule.signatures:
+            continue
+        cases = yaml.safe_load(cases_path(rule).read_text())["cases"]
+        if not any(c.get("log") and c.get("expect") == "applies" for c in cases):
+            lacking.append(rule.code)
+    assert lacking == []

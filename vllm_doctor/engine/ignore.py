@@ -1,0 +1,75 @@
+"""The ignore file: findings a team has accepted, each with a reason and an optional expiry.
+
+```yaml
+ignore:
+  - code: HW001            # a rule code or a code prefix
+    reason: PCIe box, custom all-reduce already disabled in our launcher
+    expires: 2027-01-31    # optional; after this date the entry stops suppressing and says so
+```
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from vllm_doctor.engine.evaluate import Finding
+from vllm_doctor.errors import InputError
+
+
+@dataclass(frozen=True)
+class IgnoreEntry:
+    code: str
+    reason: str
+    expires: dt.date | None
+
+
+def load_ignore_file(path: Path) -> list[IgnoreEntry]:
+    name = str(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise InputError(name, f"cannot read the ignore file: {err.strerror or err}") from None
+    except UnicodeDecodeError:
+        raise InputError(name, "the ignore file is not UTF-8 text") from None
+    except yaml.YAMLError as err:
+        raise InputError(name, f"the ignore file does not parse as YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("ignore"), list):
+        raise InputError(name, "needs a top-level `ignore:` list")
+    entries = []
+    for i, item in enumerate(data["ignore"]):
+        where = f"{name}:ignore[{i}]"
+        if not isinstance(item, dict):
+            raise InputError(where, "each entry is a mapping with code and reason")
+        code, reason, expires = item.get("code"), item.get("reason"), item.get("expires")
+        if not isinstance(code, str) or not code.strip():
+            raise InputError(where, "needs `code`")
+        if not isinstance(reason, str) or not reason.strip():
+            raise InputError(where, "needs a `reason`: say why this finding is accepted")
+        if expires is not None and not isinstance(expires, dt.date):
+            try:
+                expires = dt.date.fromisoformat(str(expires))
+            except ValueError:
+                raise InputError(where, f"expires {expires!r} is not a date (YYYY-MM-DD)") from None
+        entries.append(IgnoreEntry(code.strip().upper(), reason.strip(), expires))
+    return entries
+
+
+def apply_ignores(findings: list[Finding], entries: list[IgnoreEntry],
+                  today: dt.date | None = None) -> list[str]:
+    """Mark suppressed findings; returns notes about expired entries."""
+    today = today or dt.date.today()
+    notes = []
+    for entry in entries:
+        expired = entry.expires is not None and entry.expires < today
+        if expired:
+            notes.append(f"ignore entry for {entry.code} expired on {entry.expires}: "
+                         f"no longer suppressed ({entry.reason})")
+            continue
+        for finding in findings:
+            if finding.rule.code.startswith(entry.code):
+                finding.suppressed = entry.reason
+    return notes

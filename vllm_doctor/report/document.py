@@ -1,0 +1,109 @@
+"""The check result as one document that every output format renders.
+
+The JSON form is versioned (``DOCUMENT_SCHEMA_VERSION``) and documented in docs/json-output.md;
+CI systems parse it, so fields are only ever added, never renamed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vllm_doctor import __version__
+from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, Finding
+from vllm_doctor.engine.rule import SEVERITY_RANK
+from vllm_doctor.facts.model import Facts
+
+DOCUMENT_SCHEMA_VERSION = 1
+
+
+@dataclass
+class FixSuggestion:
+    """A ready-to-copy result of applying a rule's workaround to the user's serve line."""
+
+    code: str
+    title: str
+    command: str | None  # corrected `vllm serve ...` command, when the workaround edits it
+    env: list[str]  # `NAME=value` / `unset NAME`
+    cost: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "title": self.title, "command": self.command,
+                "env": self.env, "cost": self.cost}
+
+
+@dataclass
+class CheckDocument:
+    facts: Facts
+    findings: list[Finding]
+    fail_on: str
+    rules_checked: int
+    duration_s: float
+    suggestions: dict[str, list[FixSuggestion]] = field(default_factory=dict)
+    probes: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    # -- views ---------------------------------------------------------------
+    def active(self, verdict: str) -> list[Finding]:
+        chosen = [f for f in self.findings if f.verdict == verdict and not f.suppressed]
+        return sorted(chosen, key=lambda f: (-SEVERITY_RANK[f.severity], f.rule.code))
+
+    @property
+    def applies(self) -> list[Finding]:
+        return self.active(APPLIES)
+
+    @property
+    def undecided(self) -> list[Finding]:
+        return self.active(UNDECIDED)
+
+    @property
+    def suppressed(self) -> list[Finding]:
+        return [f for f in self.findings if f.suppressed]
+
+    def count(self, severity: str) -> int:
+        return sum(1 for f in self.applies if f.severity == severity)
+
+    def failing(self) -> list[Finding]:
+        """Findings at or above --fail-on (the ones that make the exit code 1)."""
+        if self.fail_on == "never":
+            return []
+        threshold = SEVERITY_RANK[self.fail_on]
+        return [f for f in self.applies if SEVERITY_RANK[f.severity] >= threshold]
+
+    def summary_line(self) -> str:
+        parts = [f"{self.count(s)} {s}{'s' if self.count(s) != 1 and s != 'info' else ''}"
+                 for s in ("error", "warning", "info")]
+        extra = f", {len(self.undecided)} undecided" if self.undecided else ""
+        extra += f", {len(self.suppressed)} ignored" if self.suppressed else ""
+        return (f"{', '.join(parts)}{extra} ({self.rules_checked} rules checked in "
+                f"{self.duration_s:.2f} s)")
+
+    def to_dict(self) -> dict[str, Any]:
+        def finding(f: Finding) -> dict[str, Any]:
+            data = f.to_dict()
+            data["suggestions"] = [s.to_dict() for s in self.suggestions.get(f.rule.code, [])]
+            return data
+
+        return {
+            "schema_version": DOCUMENT_SCHEMA_VERSION,
+            "tool": {"name": "vllm-doctor", "version": __version__},
+            "summary": {
+                "errors": self.count("error"),
+                "warnings": self.count("warning"),
+                "infos": self.count("info"),
+                "undecided": len(self.undecided),
+                "suppressed": len(self.suppressed),
+                "rules_checked": self.rules_checked,
+                "fail_on": self.fail_on,
+                "failing": [f.rule.code for f in self.failing()],
+                "duration_s": round(self.duration_s, 4),
+            },
+            "findings": [finding(f) for f in self.applies],
+            "undecided": [finding(f) for f in self.undecided],
+            "suppressed": [finding(f) for f in self.suppressed],
+            "not_applicable": sorted(f.rule.code for f in self.findings
+                                     if f.verdict == NOT_APPLIES and not f.suppressed),
+            "probes": self.probes,
+            "notes": self.notes,
+            "facts": self.facts.to_dict(),
+        }

@@ -1,0 +1,131 @@
+"""Terminal output in the doctor convention: a section per area with ✓ / ! / ✗ marks,
+each finding with its evidence, fix and ready-to-copy corrected command; details behind -v."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from vllm_doctor.engine.evaluate import NOT_APPLIES, Finding
+from vllm_doctor.report.document import CheckDocument
+
+OK, WARN, FAIL, UNKNOWN = "[green]✓[/]", "[yellow]![/]", "[red]✗[/]", "[cyan]?[/]"
+MARK_FOR_SEVERITY = {"error": FAIL, "warning": WARN, "info": "[blue]i[/]"}
+
+# (section title, area prefixes, fact paths shown when not verbose)
+SECTIONS = (
+    ("Stack", ("vllm", "torch", "packages", "driver"),
+     ("vllm.version", "vllm.git_sha", "torch.version", "torch.cuda_version",
+      "vllm.torch_requirement", "driver.version", "driver.cuda_version",
+      "packages.transformers", "packages.triton", "packages.flashinfer-python")),
+    ("GPUs and links", ("gpu", "topology"),
+     ("gpu.count", "gpu.names", "gpu.capabilities", "gpu.memory_total_mib", "gpu.memory_free_mib",
+      "gpu.mig_enabled", "topology.worst_link", "topology.all_nvlink", "topology.p2p_all")),
+    ("Model", ("model",),
+     ("model.id", "model.architectures", "model.model_type", "model.dtype", "model.quant_scheme",
+      "model.quant_method", "model.num_attention_heads", "model.num_key_value_heads",
+      "model.vocab_size", "model.weights_bytes", "model.config_path")),
+    ("Serve arguments", ("serve",),
+     ("serve.model", "serve.tensor_parallel_size", "serve.pipeline_parallel_size",
+      "serve.data_parallel_size", "serve.quantization", "serve.kv_cache_dtype",
+      "serve.max_model_len", "serve.speculative_method", "serve.cudagraph_mode",
+      "serve.attention_backend", "serve.enforce_eager", "serve.unknown_flags")),
+)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_fmt(v) for v in value) if value else "(none)"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_fmt(v)}" for k, v in value.items()) or "{}"
+    return str(value)
+
+
+def _area_section(console: Console, doc: CheckDocument, title: str, areas: tuple[str, ...],
+                  shown: tuple[str, ...], verbose: bool) -> None:
+    facts = doc.facts
+    collected = [(p, f) for area in areas for p, f in facts.area(area)]
+    missing = {k: v for k, v in facts.missing.items() if k.split(".")[0] in areas}
+    mark = OK if collected and not missing else (WARN if collected else UNKNOWN)
+    console.print(f"{mark} [bold]{title}[/]")
+    paths = [p for p, _ in collected] if verbose else [p for p in shown if p in facts]
+    for path in paths:
+        fact = facts.get(path)
+        source = f" [dim]({escape(fact.describe_source())})[/]" if verbose else ""
+        console.print(f"    {path.split('.', 1)[1]}: {escape(_fmt(fact.value))}{source}")
+    for key, reason in sorted(missing.items()):
+        console.print(f"    [dim]{escape(key)}: not available — {escape(reason)}[/]")
+
+
+def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) -> None:
+    rule = f.rule
+    mark = MARK_FOR_SEVERITY[rule.severity]
+    console.print(f"  {mark} [bold]{rule.code}[/] [{rule.severity}] {escape(rule.summary)}"
+                  f" [dim](confidence {f.confidence}; shows at {rule.phase})[/]")
+    for ev in f.evidence:
+        console.print(f"      because {escape(ev.path)} = {escape(_fmt(ev.value))}"
+                      f" [dim]({escape(ev.source)})[/]")
+    if f.fix_state and f.fix_state.state not in ("unversioned",):
+        console.print(f"      vLLM: {escape(f.fix_state.detail)} [dim]({f.fix_state.method})[/]")
+    for line in f.log_matches:
+        console.print(f"      seen in the log: [italic]{escape(line)}[/]")
+    for probe in f.probe_results:
+        console.print(f"      probe {probe.get('name')}: {probe.get('status')}"
+                      f" — {escape(str(probe.get('reason') or ''))}")
+    fix = rule.fix
+    if fix and fix.version:
+        pr = f" (PR #{fix.pr})" if fix.pr else ""
+        console.print(f"      [green]fix:[/] upgrade to vLLM {fix.version} or later{pr}")
+    elif fix and fix.status == "merged":
+        console.print(f"      [green]fix:[/] merged upstream (PR #{fix.pr}), not yet in a release")
+    for sugg in doc.suggestions.get(rule.code, []):
+        cost = f" [dim](cost: {escape(sugg.cost)})[/]" if sugg.cost else ""
+        console.print(f"      [green]workaround:[/] {escape(sugg.title)}{cost}")
+        for env in sugg.env:
+            console.print(f"        {escape(env)}")
+        if sugg.command:
+            console.print(f"        [bold]{escape(sugg.command)}[/]", soft_wrap=True)
+    console.print(f"      [dim]more: vllm-doctor explain {rule.code}[/]")
+    if verbose:
+        for ref in rule.references:
+            console.print(f"      [dim]{ref}[/]")
+
+
+def render_text(doc: CheckDocument, console: Console, verbose: bool = False) -> None:
+    for title, areas, shown in SECTIONS:
+        _area_section(console, doc, title, areas, shown, verbose)
+    applies = doc.applies
+    worst = FAIL if doc.count("error") else (WARN if applies or doc.undecided else OK)
+    console.print(f"{worst} [bold]Known failures[/] ({doc.rules_checked} rules)")
+    if not applies:
+        console.print("    none of the known failures applies")
+    for f in applies:
+        _finding(console, doc, f, verbose)
+    if doc.undecided:
+        console.print(f"{UNKNOWN} [bold]Cannot decide[/] ({len(doc.undecided)} rules need more facts)")
+        shown = doc.undecided if verbose else doc.undecided[:8]
+        for f in shown:
+            needs = "; ".join(f"{m.path} ({m.reason})" for m in f.missing) or "the vLLM version"
+            console.print(f"  {UNKNOWN} {f.rule.code} {escape(f.rule.summary)}")
+            console.print(f"      missing: {escape(needs)}")
+        hints = sorted({m.how for f in doc.undecided for m in f.missing})
+        for hint in hints:
+            console.print(f"      [dim]→ {escape(hint)}[/]")
+        if len(doc.undecided) > len(shown):
+            console.print(f"      [dim]… {len(doc.undecided) - len(shown)} more (-v lists them)[/]")
+    for f in doc.suppressed:
+        console.print(f"  [dim]- {f.rule.code} ignored: {escape(f.suppressed or '')}[/]")
+    if doc.probes:
+        console.print("[bold]Probes[/]")
+        for p in doc.probes:
+            console.print(f"    {p.get('name')}: {p.get('status')} {escape(str(p.get('reason') or ''))}")
+    if verbose:
+        clear = sorted(f.rule.code for f in doc.findings if f.verdict == NOT_APPLIES)
+        console.print(f"[dim]does not apply: {', '.join(clear) or '(none)'}[/]")
+        console.print(f"[dim]checked in {doc.duration_s:.3f} s[/]")
+    for note in doc.notes + doc.facts.notes:
+        console.print(f"[dim]note: {escape(note)}[/]")
