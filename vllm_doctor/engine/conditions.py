@@ -8,15 +8,24 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import InvalidVersion, Version  # noqa: F401
 
 from vllm_doctor.facts.model import Facts
 from vllm_doctor.facts.schema import is_known_path
 
 TRUE, FALSE, UNKNOWN = True, False, None
+
+
+@lru_cache(maxsize=1024)
+def parse_version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
 
 OPERATORS = (
     "eq", "ne", "in", "not_in", "lt", "le", "gt", "ge", "contains", "contains_any",
@@ -38,7 +47,7 @@ class Outcome:
     """Result of evaluating a condition: the truth value and what it was based on."""
 
     value: bool | None
-    evidence: list[tuple[str, Any]]  # (fact path, expectation text) of tests that were decided
+    evidence: list["Test"]  # the tests that were decided (their fact paths are the evidence)
     missing: list[str]  # fact paths whose absence left a test unknown
 
 
@@ -75,9 +84,20 @@ class Group(Condition):
     parts: list[Condition]
 
     def evaluate(self, facts: Facts) -> Outcome:
-        outcomes = [part.evaluate(facts) for part in self.parts]
-        evidence = [e for o in outcomes for e in o.evidence]
-        missing = [m for o in outcomes for m in o.missing]
+        # Short-circuit on the deciding value: a false part decides `all`, a true one `any`.
+        decisive = FALSE if self.kind == "all" else TRUE
+        outcomes = []
+        for part in self.parts:
+            outcome = part.evaluate(facts)
+            outcomes.append(outcome)
+            if self.kind != "not" and outcome.value is decisive:
+                outcomes = [outcome]
+                break
+        if len(outcomes) == 1:
+            evidence, missing = outcomes[0].evidence, outcomes[0].missing
+        else:
+            evidence = [e for o in outcomes for e in o.evidence]
+            missing = [m for o in outcomes for m in o.missing]
         values = [o.value for o in outcomes]
         if self.kind == "not":
             value = values[0]
@@ -112,14 +132,14 @@ class Test(Condition):
             if fact is None and facts.why_missing(self.path):
                 return Outcome(UNKNOWN, [], [self.path])
             present = fact is not None
-            return Outcome(present == bool(self.operand), [(self.path, self.describe())], [])
+            return Outcome(present == bool(self.operand), [self], [])
         if fact is None:
             return Outcome(UNKNOWN, [], [self.path])
         value = self.check(fact.value, facts)
         if value is None:  # e.g. the operand's fact is missing, or the value is not comparable
             ref = self.operand.get("fact") if isinstance(self.operand, dict) else None
             return Outcome(UNKNOWN, [], [ref] if ref and ref not in facts else [self.path])
-        return Outcome(value, [(self.path, self.describe())], [])
+        return Outcome(value, [self], [])
 
     def paths(self) -> list[str]:
         extra = [self.operand["fact"]] if isinstance(self.operand, dict) else []
@@ -177,10 +197,8 @@ def _make_check(op: str, operand: Any, where: str) -> Callable[[Any, Facts], boo
             raise ConditionError(where, f"bad version specifier {operand!r}") from None
 
         def check_version(v: Any, _f: Facts) -> bool | None:
-            try:
-                return Version(str(v)) in spec
-            except InvalidVersion:
-                return None
+            version = parse_version(str(v))
+            return None if version is None else spec.contains(version)
         return check_version
     if op == "exists":
         if not isinstance(operand, bool):

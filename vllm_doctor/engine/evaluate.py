@@ -107,15 +107,15 @@ def _missing(facts: Facts, paths: list[str]) -> list[MissingFact]:
 def evaluate_rule(rule: Rule, facts: Facts, log_text: str | None = None,
                   vllm_tree: Path | None = None) -> Finding:
     outcome = rule.when.evaluate(facts)
-    evidence = []
-    for path, test in outcome.evidence:
-        fact = facts.get(path)
-        if fact is not None:
-            evidence.append(Evidence(path, fact.value, fact.describe_source(), test))
     log_matches = match_signatures(rule, log_text)
     confidence = rule.confidence
     if outcome.value is False and not log_matches:
-        return Finding(rule, NOT_APPLIES, confidence, evidence)
+        return Finding(rule, NOT_APPLIES, confidence)
+    evidence = []
+    for test in outcome.evidence:
+        fact = facts.get(test.path)
+        if fact is not None:
+            evidence.append(Evidence(test.path, fact.value, fact.describe_source(), test.describe()))
 
     state = fix_state(rule, facts, vllm_tree)
     if state.lowers_confidence:

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
+
+from vllm_doctor.engine.conditions import parse_version
 
 from vllm_doctor.engine.rule import Fingerprint, Rule, VersionRange
 from vllm_doctor.facts.model import Facts, Source
@@ -64,8 +66,8 @@ def check_fingerprint(fp: Fingerprint, package_dir: Path) -> tuple[str, str] | N
 
 def _in_ranges(version: Version, ranges: tuple[VersionRange, ...]) -> tuple[bool, str]:
     for rng in ranges:
-        low_ok = rng.introduced == "0" or version >= Version(rng.introduced)
-        high_ok = rng.fixed is None or version < Version(rng.fixed)
+        low_ok = rng.introduced == "0" or version >= parse_version(rng.introduced)
+        high_ok = rng.fixed is None or version < parse_version(rng.fixed)
         if low_ok and high_ok:
             upper = f", fixed in {rng.fixed}" if rng.fixed else ", no fixed release yet"
             return True, f"introduced in {rng.introduced}{upper}"
@@ -96,9 +98,8 @@ def fix_state(rule: Rule, facts: Facts, vllm_tree: Path | None = None) -> FixSta
                         "only a source fingerprint decides this rule: run where vLLM is installed")
     if version_fact is None:
         return FixState(UNKNOWN, "none", "the vLLM version is unknown")
-    try:
-        version = Version(str(version_fact.value))
-    except InvalidVersion:
+    version = parse_version(str(version_fact.value))
+    if version is None:
         return FixState(UNKNOWN, "none", f"cannot read vLLM version {version_fact.value!r}")
 
     # (2) a release: the ranges decide.
@@ -111,11 +112,8 @@ def fix_state(rule: Rule, facts: Facts, vllm_tree: Path | None = None) -> FixSta
     # (3) a dev build known by its string: compare the release it descends from.
     base = facts.value("vllm.base_release")
     compare = version
-    if base:
-        try:
-            compare = Version(str(base))
-        except InvalidVersion:
-            pass
+    if base and parse_version(str(base)) is not None:
+        compare = parse_version(str(base))
     inside, why = _in_ranges(compare, rule.ranges)
     basis = f"descends from {compare}" if compare != version else "compared in PEP 440 order"
     return FixState(
