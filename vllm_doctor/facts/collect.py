@@ -1,0 +1,181 @@
+"""Collect every fact the rules may look at, one collector per source.
+
+Order: environment → packages → GPUs (NVML) → a collect-env report (its areas replace this
+machine's) → serve line → model config → crash log → what-if versions → derived facts.
+
+A collector that crashes is recorded as missing ("collector X crashed: ...") for the areas it
+owns, and collection goes on: one broken source never takes ``facts`` down. Bad user input
+(``InputError``) is not a crash and propagates to the CLI (exit code 2).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from vllm_doctor.errors import InputError
+from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.facts.schema import SUPPLY_HINTS
+
+# areas a collect-env report replaces wholesale
+REPORT_AREAS = ("vllm", "torch", "packages", "driver", "gpu", "topology", "env")
+MACHINE_AREAS = ("vllm", "torch", "packages", "driver", "gpu", "topology")
+CRASH_PREFIX = "collector crashed"
+
+
+@dataclass
+class CollectOptions:
+    serve_tokens: list[str] | None = None   # `-- vllm serve MODEL ...`
+    serve_string: str | None = None         # --serve "vllm serve ..."
+    serve_config: Path | None = None        # --serve-config serve.yaml
+    model_config: Path | None = None
+    report: Path | None = None              # facts from a report replace this machine's
+    log: Path | None = None                 # sets log.path/log.lines (the text is read by check)
+    vllm_version: str | None = None         # what-if overrides (Source.USER)
+    torch_version: str | None = None
+    probe_machine: bool = True              # False: do not look at this machine (examples, tests)
+    environ: Mapping[str, str] | None = None
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise InputError(str(path), f"no such {what}") from None
+    except IsADirectoryError:
+        raise InputError(str(path), f"is a directory, not a {what}") from None
+    except OSError as err:
+        raise InputError(str(path), f"cannot read the {what}: {err.strerror or err}") from None
+
+
+class _Runner:
+    def __init__(self, facts: Facts, timings: dict[str, float] | None):
+        self.facts = facts
+        self.timings = timings
+
+    def step(self, name: str, areas: tuple[str, ...], fn: Callable[[], Any]) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn()
+        except InputError:
+            raise
+        except Exception as err:  # a crashed collector is a fact, not a crashed doctor
+            reason = f"{CRASH_PREFIX} ({name}): {type(err).__name__}: {err}"
+            for area in areas:
+                self.facts.mark_missing(area, reason)
+            self.facts.notes.append(reason)
+            return None
+        finally:
+            if self.timings is not None:
+                self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
+
+
+def _collect_serve(facts: Facts, options: CollectOptions, env: Mapping[str, str]) -> str | None:
+    """Parse the serve line (one of three forms) into serve.*; returns the model it names."""
+    given = [x for x in (options.serve_tokens, options.serve_string, options.serve_config)
+             if x]
+    if not given:
+        facts.mark_missing("serve", SUPPLY_HINTS["serve"])
+        return None
+    if len(given) > 1:
+        raise InputError("serve line", "give only one of `-- vllm serve ...`, --serve and "
+                                       "--serve-config")
+    from vllm_doctor import serve_args  # written beside the collectors; imported when needed
+
+    if options.serve_tokens:
+        line = serve_args.parse_serve_argv(list(options.serve_tokens), Path.cwd())
+        source = Source.SERVE
+    elif options.serve_string:
+        line = serve_args.parse_serve_string(options.serve_string)
+        source = Source.SERVE
+    else:
+        line = serve_args.load_serve_config(Path(options.serve_config))
+        source = Source.SERVE_CONFIG
+    line.to_facts(facts, source, env)
+    return getattr(line, "model", None)
+
+
+def _env_from_facts(facts: Facts) -> dict[str, str]:
+    return {path[4:]: str(fact.value) for path, fact in facts.area("env")}
+
+
+def collect_facts(options: CollectOptions, timings: dict[str, float] | None = None) -> Facts:
+    """All facts for ``options``; ``timings`` (if given) receives seconds per collector."""
+    from vllm_doctor.facts import derived, environment, packages
+
+    facts = Facts()
+    run = _Runner(facts, timings)
+    if options.environ is not None:
+        environ: Mapping[str, str] | None = options.environ
+    else:
+        environ = os.environ if options.probe_machine else None
+
+    report_facts: Facts | None = None
+    if options.report is not None:
+        text = _read_text(options.report, "report file")
+
+        def parse() -> Facts:
+            from vllm_doctor.facts.report import parse_report
+
+            return parse_report(text, str(options.report))
+
+        report_facts = run.step("report", REPORT_AREAS, parse)
+
+    # this machine -------------------------------------------------------------------
+    if options.report is None:
+        if environ is not None:
+            run.step("environment", ("env",),
+                     lambda: environment.collect_environment(facts, environ))
+        else:
+            facts.mark_missing("env", "this machine's environment was not examined")
+        if options.probe_machine:
+            run.step("packages", ("vllm", "torch", "packages"),
+                     lambda: packages.collect_packages(facts))
+
+            def gpus() -> None:
+                from vllm_doctor.facts.gpus import collect_gpus
+
+                collect_gpus(facts, environ)
+
+            run.step("gpus", ("gpu", "driver", "topology"), gpus)
+        else:
+            for area in MACHINE_AREAS:
+                facts.mark_missing(area, "this machine was not examined (no report given)")
+    elif report_facts is not None:
+        facts.merge(report_facts, replace_areas=REPORT_AREAS)
+        facts.notes.append(f"facts from the report {options.report} replace this machine's "
+                           f"({', '.join(REPORT_AREAS)})")
+
+    # the serve line and the model ------------------------------------------------------------
+    serve_env: Mapping[str, str] = (_env_from_facts(facts) if options.report is not None
+                                    else (environ or {}))
+    model_id = run.step("serve", ("serve",), lambda: _collect_serve(facts, options, serve_env))
+    if model_id is None:
+        model_id = facts.value("serve.model")
+
+    def model() -> None:
+        from vllm_doctor.facts.model_config import collect_model
+
+        collect_model(facts, options.model_config, model_id, Path.cwd(),
+                      environ if environ is not None else {},
+                      use_hf_cache=options.probe_machine)
+
+    run.step("model", ("model",), model)
+
+    # the crash log ------------------------------------------------------------------------
+    if options.log is not None:
+        text = _read_text(options.log, "log file")
+        facts.set("log.path", str(options.log), Source.LOG)
+        facts.set("log.lines", len(text.splitlines()), Source.LOG)
+    else:
+        facts.mark_missing("log", SUPPLY_HINTS["log"])
+
+    # what-if versions, then everything computed from the rest ----------------------------
+    if options.vllm_version or options.torch_version:
+        run.step("overrides", ("vllm", "torch"), lambda: packages.apply_version_overrides(
+            facts, options.vllm_version, options.torch_version))
+    run.step("derived", ("derived",), lambda: derived.compute_derived(facts))
+    return facts

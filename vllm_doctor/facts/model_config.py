@@ -1,0 +1,470 @@
+"""The model's Hugging Face ``config.json``, found locally and read as JSON (never the network).
+
+Where the config comes from, in order:
+  1. ``--model-config PATH`` (a config.json or a model directory). Missing or not valid JSON is an
+     ``InputError``: the user named it.
+  2. the model given to ``vllm serve`` when it is a local directory;
+  3. the Hugging Face cache: ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else
+     ``$XDG_CACHE_HOME/huggingface/hub``, else ``~/.cache/huggingface/hub``, in
+     ``models--ORG--NAME/snapshots/<rev>/config.json`` (the snapshot ``refs/main`` names, else
+     the newest one that has a config.json).
+When only the model id is known, hints are inferred from the name (quantization, family) with
+``Source.INFERRED`` and ``model.inferred = True``; everything else under ``model`` is marked
+missing with how to supply it.
+
+Multimodal configs keep the language model in a nested config (``text_config``,
+``language_config``, ``llm_config``, ``thinker_config`` → ``text_config``, ...): heads, KV heads,
+head dims, hidden size, layers, experts and vocab are read from there, falling back to the
+top level.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from vllm_doctor.errors import InputError
+from vllm_doctor.facts.model import Facts, Source
+
+# nested configs holding the language model, in the order they are tried
+TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config", "thinker_config",
+                    "text_model_config", "language_model_config", "decoder_config")
+
+_LAYER_KEYS = ("num_attention_heads", "num_hidden_layers", "hidden_size", "n_head", "n_layer")
+
+
+# -- locating the config -----------------------------------------------------------------
+
+def hf_hub_cache(environ: Mapping[str, str]) -> Path:
+    if environ.get("HF_HUB_CACHE"):
+        return Path(environ["HF_HUB_CACHE"]).expanduser()
+    if environ.get("HUGGINGFACE_HUB_CACHE"):
+        return Path(environ["HUGGINGFACE_HUB_CACHE"]).expanduser()
+    if environ.get("HF_HOME"):
+        return Path(environ["HF_HOME"]).expanduser() / "hub"
+    if environ.get("XDG_CACHE_HOME"):
+        return Path(environ["XDG_CACHE_HOME"]).expanduser() / "huggingface" / "hub"
+    home = environ.get("HOME") or str(Path.home())
+    return Path(home) / ".cache" / "huggingface" / "hub"
+
+
+def find_in_hf_cache(model_id: str, cache: Path) -> Path | None:
+    """config.json of ``model_id`` in the HF cache, or None."""
+    if model_id.count("/") != 1:
+        return None
+    folder = "models--" + model_id.replace("/", "--")
+    repo = cache / folder
+    if not repo.is_dir():
+        try:  # the cache keeps the case the model was first asked for
+            lowered = folder.lower()
+            repo = next((p for p in cache.iterdir() if p.name.lower() == lowered), repo)
+        except OSError:
+            return None
+    snapshots = repo / "snapshots"
+    if not snapshots.is_dir():
+        return None
+    try:
+        ref = (repo / "refs" / "main").read_text(encoding="utf-8").strip()
+    except OSError:
+        ref = ""
+    if ref and (snapshots / ref / "config.json").is_file():
+        return snapshots / ref / "config.json"
+    candidates = [p / "config.json" for p in snapshots.iterdir() if (p / "config.json").is_file()]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda p: p.parent.stat().st_mtime)
+
+
+def _load_json(path: Path, explicit: bool) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(str(path), "no such file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        if explicit:
+            raise InputError(str(path), f"cannot read: {err}") from None
+        raise
+    except json.JSONDecodeError as err:
+        if explicit:
+            raise InputError(str(path), f"not valid JSON: {err.msg} (line {err.lineno})") from None
+        raise
+    if not isinstance(data, dict):
+        if explicit:
+            raise InputError(str(path), "not a config.json: the top level is not an object")
+        raise ValueError(f"{path}: the top level is not an object")
+    return data
+
+
+# -- reading ----------------------------------------------------------------------------
+
+def text_config_of(cfg: dict) -> tuple[dict, str | None]:
+    """The language-model part of a config and the key path it was found under."""
+    for key in TEXT_CONFIG_KEYS:
+        sub = cfg.get(key)
+        if isinstance(sub, dict):
+            inner, inner_key = text_config_of(sub)
+            if any(k in inner for k in _LAYER_KEYS):
+                return inner, key + ("." + inner_key if inner_key else "")
+            if any(k in sub for k in _LAYER_KEYS):
+                return sub, key
+    return cfg, None
+
+
+def _first(cfgs: list[dict], *keys: str) -> tuple[Any, str | None]:
+    for cfg in cfgs:
+        for key in keys:
+            value = cfg.get(key)
+            if value is not None:
+                return value, key
+    return None, None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def family_of(model_type: str | None) -> str | None:
+    """gemma4_text → gemma4, qwen3_moe → qwen3, phi3_v → phi3, gemma4_mtp → gemma4."""
+    if not model_type:
+        return None
+    family = model_type.lower()
+    for suffix in ("_text", "_mtp", "_moe", "_vl", "_v"):
+        if family.endswith(suffix) and len(family) > len(suffix):
+            family = family[: -len(suffix)]
+    return family
+
+
+def quant_scheme(qcfg: dict, hf_quant: dict | None = None) -> tuple[str | None, str | None, str | None]:
+    """(quant_method, quant_algo, normalised scheme) of a quantization_config."""
+    method = str(qcfg.get("quant_method") or "").lower() or None
+    algo = qcfg.get("quant_algo")
+    if hf_quant and not algo:
+        algo = (hf_quant.get("quantization") or {}).get("quant_algo")
+        if algo and not method:
+            method = "modelopt"
+    algo = str(algo) if algo else None
+    scheme: str | None = None
+    if method in ("modelopt", "modelopt_fp4", "modelopt_mxfp8") or algo:
+        scheme = {"NVFP4": "nvfp4", "FP8": "fp8", "W4A8_AWQ": "w4a8", "W4A16_AWQ": "w4a16",
+                  "MXFP8": "mxfp8", "MIXED_PRECISION": "mixed",
+                  "FP8_PB_WO": "fp8", "FP8_PER_CHANNEL_PER_TOKEN": "fp8-dynamic"}.get(
+            (algo or "").upper(), (algo or "").lower() or None)
+        if scheme is None and method == "modelopt_fp4":
+            scheme = "nvfp4"
+    elif method == "compressed-tensors":
+        scheme = _compressed_tensors_scheme(qcfg)
+    elif method == "fp8":
+        scheme = "fp8-dynamic" if str(qcfg.get("activation_scheme", "")).lower() == "dynamic" \
+            else "fp8"
+    elif method == "fbgemm_fp8":
+        scheme = "fp8-dynamic"
+    elif method in ("mxfp4",):
+        scheme = "mxfp4"
+    elif method in ("awq", "awq_marlin"):
+        scheme = "awq"
+    elif method in ("gptq", "gptq_marlin"):
+        scheme = "gptq"
+    elif method in ("bitsandbytes", "bnb"):
+        scheme = "bnb"
+    elif method:
+        scheme = method
+    return method, algo, scheme
+
+
+def _compressed_tensors_scheme(qcfg: dict) -> str | None:
+    fmt = str(qcfg.get("format") or "").lower()
+    groups = qcfg.get("config_groups")
+    schemes = set()
+    if isinstance(groups, dict):
+        for group in groups.values():
+            if not isinstance(group, dict):
+                continue
+            w = group.get("weights") or {}
+            a = group.get("input_activations") or {}
+            schemes.add(_ct_group(w, a))
+    schemes.discard(None)
+    if len(schemes) == 1:
+        return schemes.pop()
+    if len(schemes) > 1:
+        return "mixed"
+    if "nvfp4" in fmt:
+        return "nvfp4"
+    if "float-quantized" in fmt:
+        return "fp8"
+    if "pack-quantized" in fmt:
+        return "w4a16"
+    return None
+
+
+def _ct_group(w: dict, a: dict) -> str | None:
+    if not w:
+        return None
+    wbits, wtype = w.get("num_bits"), str(w.get("type") or "int").lower()
+    abits = a.get("num_bits") if a else None
+    atype = str(a.get("type") or "int").lower() if a else None
+    if wtype == "float" and wbits == 8:
+        if a and atype == "float" and abits == 8:
+            return "fp8-dynamic" if a.get("dynamic") else "fp8"
+        return "fp8-w8a16"
+    if wtype == "float" and wbits == 4:
+        if a and atype == "float" and abits == 4:
+            return "nvfp4"
+        return "nvfp4a16"
+    if wtype == "int" and wbits == 4:
+        if a and abits == 8:
+            return "w4a8"
+        return "w4a16"
+    if wtype == "int" and wbits == 8:
+        if a and atype == "int" and abits == 8:
+            return "w8a8-int8"
+        if a and atype == "float" and abits == 8:
+            return "w8a8-fp8"
+        return "w8a16"
+    return None
+
+
+def weights_size(model_dir: Path) -> tuple[int | None, str | None]:
+    """Total weight bytes: the safetensors index's metadata.total_size, else the files' sizes."""
+    for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        index = model_dir / index_name
+        if index.is_file():
+            try:
+                data = json.loads(index.read_text(encoding="utf-8"))
+                total = _int((data.get("metadata") or {}).get("total_size"))
+            except (OSError, ValueError, AttributeError):
+                total = None
+            if total:
+                return total, str(index)
+    try:
+        files = sorted(model_dir.glob("*.safetensors"))
+    except OSError:
+        files = []
+    if files:
+        try:
+            return sum(f.stat().st_size for f in files), f"{len(files)} safetensors file(s)"
+        except OSError:
+            return None, None
+    return None, None
+
+
+def read_model_config(facts: Facts, config_path: Path, cfg: dict, source_detail: str) -> None:
+    """Write model.* from a parsed config.json (and files beside it)."""
+    detail = source_detail
+    src = Source.CONFIG
+    model_dir = config_path.parent
+    facts.set("model.config_path", str(config_path), src)
+    text, text_key = text_config_of(cfg)
+    cfgs = [text, cfg] if text is not cfg else [cfg]
+    tdetail = f"{detail}: {text_key}" if text_key else detail
+
+    archs = cfg.get("architectures")
+    if isinstance(archs, list):
+        facts.set("model.architectures", [str(a) for a in archs], src, detail)
+    elif isinstance(text.get("architectures"), list):
+        facts.set("model.architectures", [str(a) for a in text["architectures"]], src, tdetail)
+    model_type = cfg.get("model_type") or text.get("model_type")
+    facts.set("model.model_type", model_type, src, detail)
+    if text_key:
+        facts.set("model.text_model_type", text.get("model_type"), src, tdetail)
+    facts.set("model.family", family_of(str(model_type)) if model_type else None,
+              Source.DERIVED, f"model_type {model_type}")
+
+    def put(path: str, *keys: str) -> int | None:
+        value, key = _first(cfgs, *keys)
+        value = _int(value)
+        if value is not None:
+            where = tdetail if key in text and text is not cfg else detail
+            facts.set(path, value, src, f"{where}: {key}")
+        return value
+
+    heads = put("model.num_attention_heads", "num_attention_heads", "n_head", "num_heads")
+    kv = put("model.num_key_value_heads", "num_key_value_heads", "num_kv_heads", "n_head_kv",
+             "multi_query_group_num")
+    if kv is None and heads is not None:
+        facts.set("model.num_key_value_heads", heads, Source.DERIVED,
+                  "no num_key_value_heads in config: equal to the attention heads")
+    hidden = put("model.hidden_size", "hidden_size", "d_model", "n_embd")
+    put("model.vocab_size", "vocab_size", "padded_vocab_size")
+    put("model.num_hidden_layers", "num_hidden_layers", "n_layer", "num_layers")
+    put("model.max_position_embeddings", "max_position_embeddings", "max_sequence_length",
+        "seq_length", "n_positions")
+    put("model.global_head_dim", "global_head_dim")
+    put("model.num_experts", "n_routed_experts", "num_experts", "num_local_experts",
+        "moe_num_experts")
+    put("model.num_mtp_layers", "num_nextn_predict_layers", "mtp_num_hidden_layers",
+        "num_mtp_layers", "mtp_num_layers")
+    kv_lora = put("model.kv_lora_rank", "kv_lora_rank")
+    head_dim = put("model.head_dim", "head_dim")
+    if head_dim is None:
+        nope, _ = _first(cfgs, "qk_nope_head_dim")
+        rope, _ = _first(cfgs, "qk_rope_head_dim")
+        if kv_lora is not None and _int(nope) and _int(rope):
+            facts.set("model.head_dim", _int(nope) + _int(rope), Source.DERIVED,
+                      "MLA: qk_nope_head_dim + qk_rope_head_dim")
+        elif hidden and heads:
+            facts.set("model.head_dim", hidden // heads, Source.DERIVED,
+                      "hidden_size / num_attention_heads")
+    dtype, key = _first(cfgs, "torch_dtype", "dtype")
+    if isinstance(dtype, str):
+        facts.set("model.dtype", dtype.replace("torch.", ""), src, f"{detail}: {key}")
+
+    # quantization ------------------------------------------------------------------------
+    qcfg = cfg.get("quantization_config") or cfg.get("compression_config") \
+        or text.get("quantization_config")
+    hf_quant = None
+    hf_quant_path = model_dir / "hf_quant_config.json"
+    if hf_quant_path.is_file():
+        try:
+            hf_quant = json.loads(hf_quant_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            facts.notes.append(f"{hf_quant_path}: not valid JSON, ignored")
+    if isinstance(qcfg, dict) or isinstance(hf_quant, dict):
+        method, algo, scheme = quant_scheme(qcfg if isinstance(qcfg, dict) else {},
+                                            hf_quant if isinstance(hf_quant, dict) else None)
+        qdetail = f"{detail}: quantization_config" if isinstance(qcfg, dict) else str(hf_quant_path)
+        facts.set("model.quant_method", method, src, qdetail)
+        if algo:
+            algo_src = qdetail if isinstance(qcfg, dict) and qcfg.get("quant_algo") \
+                else str(hf_quant_path)
+            facts.set("model.quant_algo", algo, src, algo_src)
+        facts.set("model.quant_scheme", scheme, Source.DERIVED, f"from {method}"
+                  + (f" / {algo}" if algo else ""))
+
+    size, size_detail = weights_size(model_dir)
+    if size:
+        facts.set("model.weights_bytes", size, src, size_detail)
+    else:
+        facts.mark_missing("model.weights_bytes",
+                           f"no safetensors index or weight files beside {config_path}")
+    facts.set("model.inferred", False, src, detail)
+
+
+# -- inference from the name ---------------------------------------------------------------
+
+_NAME_QUANT = [  # (regex on the lower-cased id, scheme, quant_method or None)
+    (r"nvfp4", "nvfp4", None),
+    (r"mxfp4", "mxfp4", "mxfp4"),
+    (r"fp8[-_]?dynamic", "fp8-dynamic", None),
+    (r"w4a16", "w4a16", None),
+    (r"w4a8", "w4a8", None),
+    (r"w8a8|int8", "w8a8-int8", None),
+    (r"fp8", "fp8", None),
+    (r"\bawq\b|[-_]awq", "awq", "awq"),
+    (r"gptq", "gptq", "gptq"),
+    (r"bnb|bitsandbytes", "bnb", "bitsandbytes"),
+    (r"gpt-oss", "mxfp4", "mxfp4"),  # gpt-oss checkpoints ship MXFP4 MoE weights
+]
+_NAME_FAMILY = [
+    (r"diffusion-?gemma", "diffusion_gemma"),
+    (r"gemma-?4", "gemma4"),
+    (r"gemma-?3", "gemma3"),
+    (r"deepseek-v3\.2|deepseek-v32", "deepseek_v32"),
+    (r"deepseek-v4", "deepseek_v4"),
+    (r"deepseek-(v3|r1)", "deepseek_v3"),
+    (r"qwen3\.5", "qwen3_5"),
+    (r"qwen3", "qwen3"),
+    (r"qwen2", "qwen2"),
+    (r"llama", "llama"),
+    (r"gpt-oss", "gpt_oss"),
+    (r"phi-?3", "phi3"),
+    (r"mixtral", "mixtral"),
+    (r"mistral", "mistral"),
+    (r"glm-?5", "glm5"),
+]
+
+
+def infer_from_name(facts: Facts, model_id: str) -> None:
+    name = model_id.lower()
+    detail = f"model id {model_id}"
+    for pattern, scheme, method in _NAME_QUANT:
+        if re.search(pattern, name):
+            facts.set("model.quant_scheme", scheme, Source.INFERRED, detail)
+            if method:
+                facts.set("model.quant_method", method, Source.INFERRED, detail)
+            break
+    for pattern, family in _NAME_FAMILY:
+        if re.search(pattern, name):
+            facts.set("model.family", family, Source.INFERRED, detail)
+            break
+    facts.set("model.inferred", True, Source.INFERRED, detail)
+
+
+# -- the collector -------------------------------------------------------------------------
+
+def collect_model(facts: Facts, model_config: Path | None = None, model_id: str | None = None,
+                  cwd: Path | None = None, environ: Mapping[str, str] | None = None,
+                  use_hf_cache: bool = True) -> None:
+    """Write model.* from the best config.json available (see the module docstring)."""
+    env = os.environ if environ is None else environ
+    base = cwd or Path.cwd()
+    if model_id:
+        facts.set("model.id", model_id, Source.SERVE)
+
+    if model_config is not None:
+        path = Path(model_config).expanduser()
+        if not path.is_absolute():
+            path = base / path
+        if path.is_dir():
+            path = path / "config.json"
+            if not path.is_file():
+                raise InputError(str(model_config), "no config.json in this directory")
+        elif not path.exists():
+            raise InputError(str(model_config), "no such file or directory")
+        cfg = _load_json(path, explicit=True)
+        if not model_id:
+            facts.set("model.id", str(model_config), Source.USER, "--model-config")
+        read_model_config(facts, path, cfg, f"--model-config {model_config}")
+        return
+
+    if not model_id:
+        facts.mark_missing("model", "no model given: pass --model-config PATH or the serve line "
+                                    "(`-- vllm serve MODEL ...`)")
+        return
+
+    local = Path(model_id).expanduser()
+    if not local.is_absolute():
+        local = base / local
+    if local.is_dir():
+        path = local / "config.json"
+        if path.is_file():
+            try:
+                cfg = _load_json(path, explicit=False)
+            except (OSError, ValueError) as err:
+                facts.mark_missing("model", f"{path} could not be read: {err}")
+                return
+            read_model_config(facts, path, cfg, str(path))
+            return
+        facts.mark_missing("model", f"the local model directory {local} has no config.json")
+        return
+    if local.is_file():
+        facts.mark_missing("model", f"{local} is a file, not a model directory (GGUF and single "
+                                    "files are not read): pass --model-config PATH")
+        return
+
+    if use_hf_cache:
+        cache = hf_hub_cache(env)
+        path = find_in_hf_cache(model_id, cache)
+        if path is not None:
+            try:
+                cfg = _load_json(path, explicit=False)
+            except (OSError, ValueError) as err:
+                facts.mark_missing("model", f"{path} could not be read: {err}")
+                return
+            read_model_config(facts, path, cfg, f"HF cache {path.parent.name[:12]}")
+            return
+        where = f"not in the Hugging Face cache ({cache})"
+    else:
+        where = "the Hugging Face cache was not searched"
+    infer_from_name(facts, model_id)
+    facts.mark_missing("model", f"config.json of {model_id}: {where}; only hints from the name "
+                                "are known — pass --model-config PATH (a config.json or model "
+                                "directory); the doctor never downloads it")

@@ -1,0 +1,191 @@
+"""The text view of ``vllm-doctor facts``: a section per area, flutter-doctor style.
+
+Each section has a mark: ``✓`` everything collected, ``!`` some facts missing or only inferred,
+``✗`` the area could not be collected (or its collector crashed). Every value is printed with
+its source; every missing fact with its reason. ``verbose`` prints every fact (with the detail
+of its source), per-GPU records, every link and the time each collector took.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from vllm_doctor.facts.model import Fact, Facts, Source
+
+OK, WARN, FAIL = "✓", "!", "✗"
+_STYLE = {OK: "green", WARN: "yellow", FAIL: "red"}
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    areas: tuple[str, ...]
+    # paths shown without -v (every fact is shown with -v)
+    summary: tuple[str, ...]
+
+
+SECTIONS = (
+    Section("Stack", ("vllm", "torch", "packages", "driver"), (
+        "vllm.version", "vllm.git_sha", "vllm.base_release", "vllm.location",
+        "vllm.torch_requirement", "torch.version", "torch.cuda_version",
+        "torch.matches_vllm_pin", "driver.version", "driver.cuda_version", "packages.*")),
+    Section("GPUs and links", ("gpu", "topology"), (
+        "gpu.count", "gpu.names", "gpu.capabilities", "gpu.memory_total_mib",
+        "gpu.memory_free_mib", "gpu.mig_enabled", "gpu.visible_devices",
+        "topology.worst_link", "topology.all_nvlink", "topology.p2p_all")),
+    Section("Model", ("model",), (
+        "model.id", "model.config_path", "model.architectures", "model.model_type",
+        "model.family", "model.dtype", "model.quant_method", "model.quant_algo",
+        "model.quant_scheme", "model.num_attention_heads", "model.num_key_value_heads",
+        "model.head_dim", "model.global_head_dim", "model.num_hidden_layers",
+        "model.num_experts", "model.num_mtp_layers", "model.kv_lora_rank",
+        "model.weights_bytes", "model.inferred")),
+    Section("Serve arguments", ("serve",), (
+        "serve.model", "serve.tensor_parallel_size", "serve.pipeline_parallel_size",
+        "serve.data_parallel_size", "serve.max_model_len", "serve.gpu_memory_utilization",
+        "serve.quantization", "serve.kv_cache_dtype", "serve.speculative_method",
+        "serve.attention_backend", "serve.legacy_flags", "serve.unknown_flags")),
+    Section("Environment", ("env",), ("env.*",)),
+    Section("Crash log", ("log",), ("log.path", "log.lines")),
+    Section("Estimates", ("derived",), (
+        "derived.kv_bytes_per_token", "derived.kv_bytes_needed", "derived.kv_bytes_available",
+        "derived.kv_fits_one_request", "derived.weights_bytes_per_gpu",
+        "derived.free_memory_below_utilization", "derived.tp_divides_heads",
+        "derived.tp_divides_kv_heads", "derived.driver_supports_torch_cuda")),
+)
+
+# the collector whose timing belongs to a section
+_TIMING_KEYS = {"Stack": ("packages",), "GPUs and links": ("gpus",), "Model": ("model",),
+                "Serve arguments": ("serve",), "Environment": ("environment",),
+                "Estimates": ("derived",)}
+
+
+def _in_areas(path: str, areas: Iterable[str]) -> bool:
+    return any(path == a or path.startswith(a + ".") for a in areas)
+
+
+def _wanted(path: str, patterns: tuple[str, ...]) -> bool:
+    for pattern in patterns:
+        if pattern.endswith(".*"):
+            if path.startswith(pattern[:-1]):
+                return True
+        elif path == pattern:
+            return True
+    return False
+
+
+def format_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def format_value(path: str, value: Any, verbose: bool = False) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int) and "bytes" in path:
+        return f"{format_bytes(value)} ({value})" if verbose else format_bytes(value)
+    if isinstance(value, list):
+        if path in ("gpu.devices", "topology.links") and not verbose:
+            return f"{len(value)} record(s)"
+        items = [json.dumps(v, default=str) if isinstance(v, (dict, list)) else str(v)
+                 for v in value]
+        if not verbose and len(items) > 8:
+            items = items[:8] + [f"… {len(value) - 8} more"]
+        return ", ".join(items) if items else "(none)"
+    if isinstance(value, dict):
+        return json.dumps(value, default=str, sort_keys=True)
+    return str(value)
+
+
+def section_status(facts: Facts, section: Section) -> tuple[str, str]:
+    """(mark, short reason) of a section."""
+    values = [(p, f) for p, f in facts.values.items() if _in_areas(p, section.areas)]
+    missing = {p: r for p, r in facts.missing.items() if _in_areas(p, section.areas)}
+    crashed = [r for r in missing.values() if r.startswith("collector crashed")]
+    if crashed:
+        return FAIL, crashed[0]
+    area_missing = [missing[a] for a in section.areas if a in missing]
+    if area_missing and len(area_missing) == len(section.areas) and not values:
+        return FAIL, area_missing[0]
+    if not values and not missing:
+        return OK, "none set" if section.areas == ("env",) else "nothing to report"
+    inferred = any(f.source == Source.INFERRED for _, f in values)
+    if area_missing or missing or inferred:
+        reason = area_missing[0] if area_missing else (
+            "some values are inferred from the model name" if inferred and not missing
+            else f"{len(missing)} fact(s) missing")
+        return WARN, reason
+    return OK, ""
+
+
+def _fact_line(path: str, fact: Fact, verbose: bool) -> tuple[str, str, str]:
+    source = fact.describe_source() if verbose else fact.source
+    return path, format_value(path, fact.value, verbose), source
+
+
+def render_facts(facts: Facts, console: Any = None, verbose: bool = False,
+                 timings: dict[str, float] | None = None) -> None:
+    """Print the facts view on ``console`` (a rich Console; stdout when None)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = console or Console(highlight=False)
+    for section in SECTIONS:
+        mark, why = section_status(facts, section)
+        head = f"[{_STYLE[mark]}][{mark}][/] [bold]{escape(section.title)}[/]"
+        if why:
+            head += f" — {escape(why)}"
+        if verbose and timings:
+            spent = sum(timings.get(k, 0.0) for k in _TIMING_KEYS.get(section.title, ()))
+            if spent:
+                head += f" [dim]({spent * 1000:.1f} ms)[/]"
+        console.print(head)
+        paths = sorted(p for p in facts.values if _in_areas(p, section.areas))
+        shown = [p for p in paths if verbose or _wanted(p, section.summary)]
+        width = max((len(p) for p in shown), default=0)
+        for path in shown:
+            name, value, source = _fact_line(path, facts.values[path], verbose)
+            console.print(f"    • {escape(name.ljust(width))}  {escape(value)}  "
+                          f"[dim]({escape(source)})[/]")
+        hidden = len(paths) - len(shown)
+        if hidden:
+            console.print(f"    [dim]… {hidden} more fact(s): -v shows them[/]")
+        if verbose and section.title == "GPUs and links":
+            _render_devices(facts, console)
+        missing = sorted((p, r) for p, r in facts.missing.items() if _in_areas(p, section.areas))
+        for path, reason in missing:
+            if mark == FAIL and reason == why:
+                continue  # already on the heading line
+            if not verbose and path.startswith("derived.") and reason.startswith("needs "):
+                reason = reason.split(":", 1)[0]  # the input's own reason is shown in its area
+            console.print(f"    [yellow]✗ {escape(path)}[/]: {escape(reason)}")
+    for note in facts.notes:
+        if note.startswith("collector crashed"):
+            continue
+        console.print(f"[dim]note: {escape(note)}[/]")
+
+
+def _render_devices(facts: Facts, console: Any) -> None:
+    from rich.markup import escape
+
+    for dev in facts.value("gpu.devices") or []:
+        if not isinstance(dev, dict):
+            continue
+        cap = dev.get("capability")
+        cap_text = f"sm_{cap}" if cap is not None else "sm_?"
+        console.print(
+            f"      GPU {dev.get('index')}: {escape(str(dev.get('name')))} {cap_text}, "
+            f"{dev.get('memory_free_mib')}/{dev.get('memory_total_mib')} MiB free, "
+            f"MIG {dev.get('mig')}, persistence {dev.get('persistence_mode')}, "
+            f"ECC {dev.get('ecc_enabled')}")
+    for link in facts.value("topology.links") or []:
+        if not isinstance(link, dict):
+            continue
+        console.print(f"      GPU{link.get('a')} ↔ GPU{link.get('b')}: {link.get('link')}, "
+                      f"P2P read {link.get('p2p_read')}, write {link.get('p2p_write')}")
