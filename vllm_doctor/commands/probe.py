@@ -1,10 +1,199 @@
-"""The `probe` command (placeholder until implemented)."""
+"""`vllm-doctor probe`: run the on-GPU probes (worker subprocesses; torch never loads here)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from pathlib import Path
+from typing import Any, List, Optional
 
 import typer
 
+from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError
+
+FORMATS = ("text", "json")
+
+
+def visible_gpu_count(environ: dict[str, str] | None = None) -> int | None:
+    """GPUs this process may use, without torch: NVML (CUDA_VISIBLE_DEVICES honoured), else the
+    variable's entries; None when neither says."""
+    env = dict(os.environ) if environ is None else environ
+    try:
+        from vllm_doctor.facts.gpus import collect_gpus
+        from vllm_doctor.facts.model import Facts
+
+        facts = Facts()
+        collect_gpus(facts, environ=env)
+        count = facts.value("gpu.count")
+        if isinstance(count, int):
+            return count
+    except Exception:  # noqa: BLE001 - NVML missing or broken: fall back to the variable
+        pass
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return None
+    entries = [p.strip() for p in value.split(",") if p.strip()]
+    out = []
+    for e in entries:  # CUDA stops at the first invalid entry ("-1" hides everything)
+        if e.startswith("-"):
+            break
+        out.append(e)
+    return len(out)
+
+
+def parse_serve(tokens: list[str]) -> dict[str, Any]:
+    """The parts of a `vllm serve` line the probes use: model and tensor-parallel size."""
+    toks = list(tokens)
+    if toks and toks[0] == "vllm":
+        toks = toks[1:]
+    if toks and toks[0] == "serve":
+        toks = toks[1:]
+    out: dict[str, Any] = {"model": None, "tp": None}
+    i = 0
+    while i < len(toks):
+        tok = toks[i]
+        name, eq, val = tok.partition("=")
+        if name in ("--tensor-parallel-size", "-tp", "--tensor_parallel_size"):
+            raw = val if eq else (toks[i + 1] if i + 1 < len(toks) else None)
+            if raw is None:
+                raise InputError("serve line", f"{name} needs a value")
+            try:
+                out["tp"] = int(raw)
+            except ValueError:
+                raise InputError("serve line", f"{name}: {raw!r} is not an integer") from None
+            i += 1 if eq else 2
+            continue
+        if name == "--model":
+            out["model"] = val if eq else (toks[i + 1] if i + 1 < len(toks) else None)
+            i += 1 if eq else 2
+            continue
+        if not tok.startswith("-") and out["model"] is None and i == 0:
+            out["model"] = tok
+        i += 1
+    return out
+
+
+def model_sizes(model_config: Path | None, model_id: str | None) -> dict[str, int] | None:
+    """vocab_size / hidden_size from the model's config.json (--model-config, a local model
+    directory, or the Hugging Face cache), or None."""
+    if model_config is None and not model_id:
+        return None
+    from vllm_doctor.facts.model import Facts
+    from vllm_doctor.facts.model_config import collect_model
+
+    facts = Facts()
+    collect_model(facts, model_config=model_config, model_id=model_id)
+    sizes = {k: facts.value(f"model.{k}") for k in ("vocab_size", "hidden_size")}
+    sizes = {k: v for k, v in sizes.items() if isinstance(v, int) and v > 0}
+    return sizes or None
+
+
+def run_probe_command(names: list[str] | None, tp: int | None, device: str | None, timeout: float,
+                      fmt: str, serve_tokens: list[str], model_config: Path | None,
+                      results_dir: Path | None, verbose: bool, teardown_timeout: float,
+                      list_only: bool = False) -> int:
+    from vllm_doctor.probes import PROBES, load_results_dir, run_probes
+    from vllm_doctor.probes.render import Progress, render_text, to_json
+    from vllm_doctor.probes.result import is_problem
+
+    if fmt not in FORMATS:
+        raise InputError("--format", f"unknown format {fmt!r} (text or json)")
+    if list_only:
+        for p in PROBES:
+            if not p.hidden:
+                rules = ", ".join(p.rules)
+                typer.echo(f"{p.name:18} {p.title} [{rules}]")
+        return EXIT_OK
+    started = time.monotonic()
+    if results_dir is not None:
+        results = load_results_dir(results_dir)
+        meta = {"tp": None, "device": "torchrun", "source": str(results_dir)}
+    else:
+        serve = parse_serve(serve_tokens) if serve_tokens else {"model": None, "tp": None}
+        count = visible_gpu_count()
+        if device is None:
+            device = "cuda" if count else "cpu"
+        if device not in ("cuda", "cpu"):
+            raise InputError("--device", f"unknown device {device!r} (cuda or cpu)")
+        if tp is None:
+            tp = serve["tp"] or (count if device == "cuda" and count else 2 if device == "cpu" else 1)
+        if device == "cuda":
+            if count == 0:
+                raise InputError("--device", "no GPU is visible (NVML / CUDA_VISIBLE_DEVICES); "
+                                             "use --device cpu for the CPU (gloo) run")
+            if count is not None and tp > count:
+                raise InputError("--tp", f"{tp} ranks need {tp} GPUs on this node and {count} "
+                                         "are visible (several nodes: run the worker under torchrun, "
+                                         "see docs/probes.md)")
+        model = model_sizes(model_config, serve["model"])
+        only = [n for n in names if n] if names else None
+        from vllm_doctor.probes.runner import resolve
+
+        specs = resolve(only)
+        with Progress([s.name for s in specs]) as progress:
+            results = run_probes(only, tp, device, timeout, model, on_update=progress.update,
+                                 teardown_timeout=teardown_timeout)
+        meta = {"tp": tp, "device": device, "model": model, "timeout_s": timeout}
+        gpu_name = _gpu_name() if device == "cuda" else None
+        if gpu_name:
+            meta["gpu"] = gpu_name
+    meta["elapsed_s"] = round(time.monotonic() - started, 3)
+    if fmt == "json":
+        typer.echo(to_json(results, meta))
+    else:
+        render_text(results, meta, verbose=verbose)
+    return EXIT_FINDINGS if any(is_problem(r.status) for r in results) else EXIT_OK
+
+
+def _gpu_name() -> str | None:
+    try:
+        from vllm_doctor.facts.gpus import collect_gpus
+        from vllm_doctor.facts.model import Facts
+
+        facts = Facts()
+        collect_gpus(facts)
+        names = facts.value("gpu.names") or []
+    except Exception:  # noqa: BLE001
+        return None
+    if not names:
+        return None
+    uniq = sorted(set(names))
+    return ", ".join(f"{n} ×{names.count(n)}" for n in uniq)
+
 
 def register(app: typer.Typer) -> None:
-    @app.command("probe")
-    def _cmd() -> None:
-        """Not implemented yet."""
-        raise typer.Exit(3)
+    @app.command("probe", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    def _cmd(
+        ctx: typer.Context,
+        tp: Optional[int] = typer.Option(None, "--tp", help="Ranks (one GPU each). Default: the serve "
+                                         "line's tensor-parallel size, else the visible GPUs."),
+        only: Optional[List[str]] = typer.Option(None, "--only", help="Probes to run (comma-separated)."),
+        device: Optional[str] = typer.Option(None, "--device", help="cuda (NCCL) or cpu (gloo, small "
+                                             "shapes). Default: cuda when a GPU is visible."),
+        timeout: float = typer.Option(120.0, "--timeout", help="Seconds each probe may take."),
+        fmt: str = typer.Option("text", "--format", help="text or json"),
+        serve: Optional[str] = typer.Option(None, "--serve", help="The vllm serve line, quoted "
+                                            "(or put it after --)."),
+        model_config: Optional[Path] = typer.Option(None, "--model-config", help="The model's "
+                                                    "config.json or directory (vocab and hidden sizes)."),
+        results: Optional[Path] = typer.Option(None, "--results", help="Collate a torchrun run: the "
+                                               "directory given to the worker's --out."),
+        teardown_timeout: float = typer.Option(2.0, "--teardown-timeout", help="Seconds a worker waits "
+                                               "for destroy_process_group before reporting a hang."),
+        list_: bool = typer.Option(False, "--list", help="List the probes and the rules they confirm."),
+        verbose: bool = typer.Option(False, "--verbose", "-v", help="Every metric, every rank."),
+    ) -> int:
+        """Run small on-GPU experiments that confirm known failures and their fixes on this hardware."""
+        extra = list(ctx.args)
+        if serve and extra:
+            raise InputError("--serve", "give the serve line either with --serve or after --, not both")
+        if extra and extra[0].startswith("-"):
+            raise InputError("probe", f"unknown option {extra[0]!r} (a serve line goes after --)")
+        tokens = shlex.split(serve) if serve else extra
+        names = [n.strip() for v in (only or []) for n in v.split(",") if n.strip()] or None
+        code = run_probe_command(names, tp, device, timeout, fmt, tokens, model_config, results,
+                                 verbose, teardown_timeout, list_only=list_)
+        if code:
+            raise typer.Exit(code)
+        return code

@@ -1,0 +1,142 @@
+"""Helpers shared by the probe modules. Imported only inside worker processes (torch lives here)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from vllm_doctor.probes.result import ERROR, FAIL, PASS, SKIP, WARN  # noqa: F401  (re-exported)
+
+
+@dataclass
+class Ctx:
+    """What a probe function gets: who it is, where it runs, and how to report progress."""
+
+    rank: int
+    world: int
+    local_rank: int
+    device_kind: str  # "cuda" | "cpu"
+    params: dict[str, Any]
+    emit: Callable[[dict[str, Any]], None]
+    dist_backend: str | None = None  # "nccl" | "gloo" | None
+    init: dict[str, Any] = field(default_factory=dict)
+    probe: str = ""
+    stop_after: bool = False  # set by a probe whose failure poisons the process
+    hang_teardown: str | None = None  # self-tests: "soft" | "hard"
+
+    @property
+    def device(self):  # torch.device, imported lazily
+        import torch
+
+        if self.device_kind == "cuda":
+            return torch.device("cuda", self.local_rank)
+        return torch.device("cpu")
+
+    @property
+    def small(self) -> bool:
+        """CPU runs use small shapes so that CI stays fast (results say so)."""
+        return self.device_kind != "cuda" or bool(self.params.get("small"))
+
+    def progress(self, message: str) -> None:
+        self.emit({"ev": "progress", "probe": self.probe, "msg": message})
+
+    def model_dim(self, key: str, default: int) -> tuple[int, str]:
+        """A model dimension from the model config when given, else the default; and its source."""
+        model = self.params.get("model") or {}
+        value = model.get(key)
+        if isinstance(value, int) and value > 0:
+            return value, "model config"
+        return default, "default"
+
+
+def result(status: str, reason: str = "", metrics: dict[str, Any] | None = None,
+           confirmed: list[str] | tuple[str, ...] = (), refuted: list[str] | tuple[str, ...] = (),
+           notes: list[str] | None = None) -> dict[str, Any]:
+    return {"status": status, "reason": reason, "metrics": metrics or {},
+            "rules_confirmed": list(confirmed), "rules_refuted": list(refuted),
+            "notes": list(notes or [])}
+
+
+def err_text(err: BaseException, limit: int = 400) -> str:
+    """``Type: message`` on one line (first lines of long messages), as a user would quote it."""
+    msg = str(err).strip()
+    lines = [ln for ln in msg.splitlines() if ln.strip()]
+    text = " ".join(lines[:3]) if lines else ""
+    out = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+def format_exc() -> str:
+    return traceback.format_exc()
+
+
+def sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def rel_err(out, ref) -> float:
+    """‖out − ref‖ / ‖ref‖ in float64 (NaN if ``out`` has a NaN)."""
+    import torch
+
+    a = out.detach().to(torch.float64)
+    b = ref.detach().to(torch.float64)
+    denom = torch.linalg.vector_norm(b).item()
+    num = torch.linalg.vector_norm(a - b).item()
+    return num / denom if denom else num
+
+
+def max_abs_err(out, ref) -> float:
+    import torch
+
+    return (out.detach().to(torch.float64) - ref.detach().to(torch.float64)).abs().max().item()
+
+
+def time_op(fn: Callable[[], Any], device, iters: int = 5, warmup: int = 2) -> float:
+    """Median seconds of ``fn`` (CUDA events on a GPU, the host clock on the CPU)."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    times: list[float] = []
+    if device.type == "cuda":
+        for _ in range(iters):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+    else:
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def call_with_timeout(fn: Callable[[], Any], timeout: float) -> tuple[bool, float, BaseException | None]:
+    """Run ``fn`` in a daemon thread; (returned in time, seconds, exception raised)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            fn()
+        except BaseException as err:  # noqa: BLE001 - reported to the caller
+            box["err"] = err
+
+    t0 = time.perf_counter()
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return (not thread.is_alive()), time.perf_counter() - t0, box.get("err")
+
+
+GIB = 1024 ** 3

@@ -1,0 +1,205 @@
+"""p2p-nccl: can these GPUs serve tensor parallelism? Peer access, copies, NCCL, teardown.
+
+* the peer-access matrix (``cudaDeviceCanAccessPeer`` through torch) and the link of each
+  pair (NVML: NVLink count, or the PCIe topology level);
+* copy correctness between every pair of this node's GPUs (each rank copies from its GPU to
+  every other one and checks the data on the destination and after the round trip);
+* NCCL all-reduce and all-gather: correctness against values every rank can recompute, and
+  bus bandwidth (all-reduce algbw × 2(n−1)/n, all-gather algbw × (n−1)/n) against what the
+  link type should give;
+* NCCL init time (the default group, and a fresh sub-communicator) and teardown time (the
+  sub-communicator destroyed under a time limit: a hang is reported, not waited out).
+
+TP over PCIe without P2P (HW001) is confirmed when a pair has no NVLink and no peer access.
+"""
+
+from __future__ import annotations
+
+import time
+
+from vllm_doctor.probes._common import Ctx, call_with_timeout, result, sync, time_op
+
+MIB = 1024 * 1024
+# Conservative floors for the bus bandwidth of large NCCL collectives (GB/s). Below the floor
+# of its link type a pair is suspect (a fallback transport, a degraded link, a busy GPU).
+EXPECTED_BUSBW_GBPS = {"nvlink": 100.0, "pcie-p2p": 8.0, "pcie-no-p2p": 3.0, "other": 1.0}
+
+
+def _links(ngpu: int) -> dict[tuple[int, int], dict]:
+    """NVML link of each pair of torch device indices (mapped through the GPU UUIDs)."""
+    import torch
+
+    try:
+        from vllm_doctor.facts.gpus import collect_gpus
+        from vllm_doctor.facts.model import Facts
+    except ImportError:  # pragma: no cover
+        return {}
+    facts = Facts()
+    try:
+        collect_gpus(facts)
+    except Exception:  # noqa: BLE001 - NVML problems leave the links unknown
+        return {}
+    devices = facts.value("gpu.devices") or []
+    links = facts.value("topology.links") or []
+    by_uuid = {}
+    for pos, dev in enumerate(devices):
+        uuid = str(dev.get("uuid", "")).lower().removeprefix("gpu-")
+        if uuid:
+            by_uuid[uuid] = pos
+    pos_of = {}
+    for i in range(ngpu):
+        uuid = str(getattr(torch.cuda.get_device_properties(i), "uuid", "")).lower().removeprefix("gpu-")
+        pos_of[i] = by_uuid.get(uuid, i)
+    by_pos = {(rec["a"], rec["b"]): rec for rec in links}
+    out = {}
+    for i in range(ngpu):
+        for j in range(ngpu):
+            if i != j:
+                a, b = sorted((pos_of[i], pos_of[j]))
+                if (a, b) in by_pos:
+                    out[(i, j)] = by_pos[(a, b)]
+    return out
+
+
+def _link_class(link: str | None, p2p: bool) -> str:
+    if link and link.startswith("NV"):
+        return "nvlink"
+    if link in ("PIX", "PXB", "PHB", "NODE", "SYS"):
+        return "pcie-p2p" if p2p else "pcie-no-p2p"
+    return "other"
+
+
+def run(ctx: Ctx) -> dict:
+    import torch
+    import torch.distributed as dist
+
+    dev = ctx.device
+    n = ctx.world
+    ngpu = torch.cuda.device_count()
+    me = ctx.local_rank
+    metrics: dict = {"ranks": n, "gpus_on_node": ngpu, "gpu": torch.cuda.get_device_name(dev),
+                     "nccl_version": ".".join(map(str, torch.cuda.nccl.version())),
+                     "nccl_init_s": ctx.init.get("dist_init_s")}
+
+    # Peer-access matrix and links (this node's GPUs).
+    ctx.progress("peer-access matrix")
+    matrix = [[(i == j) or bool(torch.cuda.can_device_access_peer(i, j)) for j in range(ngpu)]
+              for i in range(ngpu)]
+    metrics["peer_access"] = matrix
+    links = _links(ngpu)
+    metrics["links"] = {f"{i}-{j}": rec.get("link") for (i, j), rec in links.items() if i < j}
+
+    # Copies from this rank's GPU to every other GPU of the node.
+    ctx.progress("copies to every peer GPU")
+    gen = torch.Generator(device=dev).manual_seed(1000 + me)
+    src = torch.randint(-2**31, 2**31 - 1, (64 * MIB // 4,), generator=gen, device=dev, dtype=torch.int32)
+    src_sum = int(src.to(torch.int64).sum())
+    copies = {}
+    copy_bad = []
+    for j in range(ngpu):
+        if j == me:
+            continue
+        other = torch.device("cuda", j)
+        dst = src.to(other)
+        torch.cuda.synchronize(other)
+        on_dst = int(dst.to(torch.int64).sum()) == src_sum
+        back = dst.to(dev)
+        sync(dev)
+        round_trip = bool(torch.equal(back, src))
+        secs = time_op(lambda: dst.copy_(src, non_blocking=True), dev, iters=5, warmup=1)
+        torch.cuda.synchronize(other)
+        copies[f"{me}->{j}"] = {"ok": on_dst and round_trip, "gbps": round(src.numel() * 4 / secs / 1e9, 1)}
+        if not (on_dst and round_trip):
+            copy_bad.append(f"{me}->{j}")
+        del dst, back
+    metrics["copies"] = copies
+
+    # NCCL all-reduce: each rank's data is recomputable by every rank (seeded by rank).
+    ctx.progress("NCCL all-reduce and all-gather")
+    numel = 64 * MIB  # float32: 256 MiB
+    def data(r):
+        g = torch.Generator(device=dev).manual_seed(50_000 + r)
+        return torch.randint(-1000, 1000, (numel,), generator=g, device=dev).float()
+    x = data(ctx.rank)
+    expected = sum(data(r) for r in range(n))
+    y = x.clone()
+    dist.all_reduce(y)
+    sync(dev)
+    ar_ok = bool(torch.equal(y, expected))
+    del expected
+    bytes_ar = numel * 4
+    t_ar = time_op(lambda: dist.all_reduce(y), dev, iters=5, warmup=2)
+    ar_bus = bytes_ar / t_ar / 1e9 * 2 * (n - 1) / n
+    # All-gather: every rank contributes its seeded block.
+    per = numel // n
+    gathered = torch.empty(per * n, device=dev)
+    dist.all_gather_into_tensor(gathered, x[:per].contiguous())
+    sync(dev)
+    ag_ok = all(torch.equal(gathered[r * per:(r + 1) * per], data(r)[:per]) for r in range(n))
+    part = x[:per].contiguous()
+    t_ag = time_op(lambda: dist.all_gather_into_tensor(gathered, part), dev, iters=5, warmup=2)
+    ag_bus = per * n * 4 / t_ag / 1e9 * (n - 1) / n
+    metrics.update(allreduce_ok=ar_ok, allreduce_bytes=bytes_ar, allreduce_s=t_ar,
+                   allreduce_busbw_gbps=round(ar_bus, 1), allgather_ok=ag_ok,
+                   allgather_bytes=per * n * 4, allgather_s=t_ag, allgather_busbw_gbps=round(ag_bus, 1))
+    del x, y, gathered
+
+    # A fresh communicator: init and teardown time (a hang is reported, not waited out).
+    ctx.progress("sub-communicator init and teardown")
+    t0 = time.perf_counter()
+    sub = dist.new_group(list(range(n)))
+    probe_t = torch.ones(1, device=dev)
+    dist.all_reduce(probe_t, group=sub)
+    sync(dev)
+    metrics["subgroup_init_s"] = round(time.perf_counter() - t0, 4)
+    returned, secs, err = call_with_timeout(lambda: dist.destroy_process_group(sub), 5.0)
+    metrics["subgroup_destroy_s"] = round(secs, 4)
+    metrics["subgroup_destroy_returned"] = returned
+    if err is not None:
+        metrics["subgroup_destroy_error"] = f"{type(err).__name__}: {err}"
+
+    # Verdict.
+    classes = {}
+    no_p2p_pcie = []
+    for (i, j), rec in links.items():
+        if i < j:
+            cls = _link_class(rec.get("link"), matrix[i][j] and matrix[j][i])
+            classes[f"{i}-{j}"] = cls
+            if cls == "pcie-no-p2p":
+                no_p2p_pcie.append(f"{i}-{j}")
+    if not links:  # no NVML: judge by peer access only
+        for i in range(ngpu):
+            for j in range(i + 1, ngpu):
+                if not (matrix[i][j] and matrix[j][i]):
+                    no_p2p_pcie.append(f"{i}-{j}")
+    worst_cls = min(classes.values(), key=lambda c: EXPECTED_BUSBW_GBPS[c]) if classes else "other"
+    floor = EXPECTED_BUSBW_GBPS[worst_cls]
+    metrics["link_class"] = worst_cls
+    metrics["expected_min_busbw_gbps"] = floor
+    confirmed = ["HW001"] if no_p2p_pcie else []
+    all_p2p = all(all(row) for row in matrix)
+    refuted = ["HW001"] if (all_p2p and not no_p2p_pcie) else []
+    problems = []
+    if copy_bad:
+        problems.append("peer copies corrupted data: " + ", ".join(copy_bad))
+    if not ar_ok:
+        problems.append("NCCL all-reduce gave a wrong sum")
+    if not ag_ok:
+        problems.append("NCCL all-gather gave wrong blocks")
+    if problems:
+        return result("fail", "; ".join(problems), metrics, confirmed, refuted)
+    warns = []
+    if no_p2p_pcie:
+        warns.append(f"no P2P between GPUs {', '.join(no_p2p_pcie)} over PCIe")
+    low = min(ar_bus, ag_bus)
+    if low < floor:
+        warns.append(f"bus bandwidth {low:.1f} GB/s is under the {floor:g} GB/s expected of {worst_cls}")
+    if not returned:
+        warns.append("destroying a NCCL sub-communicator did not return within 5s (teardown hang)")
+    summary = (f"{worst_cls}: peer access {'all pairs' if all_p2p else 'missing on some pairs'}; copies ok; "
+               f"all-reduce {ar_bus:.0f} GB/s, all-gather {ag_bus:.0f} GB/s bus bandwidth "
+               f"(≥ {floor:g} expected); NCCL init {metrics['nccl_init_s']}s, sub-communicator "
+               f"init {metrics['subgroup_init_s']}s / destroy {metrics['subgroup_destroy_s']}s")
+    if warns:
+        return result("warn", "; ".join(warns), metrics, confirmed, refuted, notes=[summary])
+    return result("pass", summary, metrics, confirmed, refuted)

@@ -1,0 +1,191 @@
+"""Text and JSON output of probe results, and the live progress view. No torch."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any, TextIO
+
+from vllm_doctor.probes.registry import BY_NAME
+from vllm_doctor.probes.result import ERROR, FAIL, PASS, SKIP, TIMEOUT, WARN, ProbeResult
+
+JSON_SCHEMA_VERSION = 1
+MARKS = {PASS: "[✓]", WARN: "[!]", FAIL: "[✗]", ERROR: "[✗]", TIMEOUT: "[✗]", SKIP: "[-]"}
+STYLES = {PASS: "green", WARN: "yellow", FAIL: "red", ERROR: "red", TIMEOUT: "red", SKIP: "dim"}
+
+# The numbers shown under each probe in text output (all of them are in JSON and with -v).
+HEADLINE: dict[str, tuple[str, ...]] = {
+    "p2p-nccl": ("link_class", "allreduce_busbw_gbps", "allgather_busbw_gbps", "expected_min_busbw_gbps",
+                 "nccl_init_s", "subgroup_init_s", "subgroup_destroy_s"),
+    "tp-softembed": ("vocab_size", "hidden_size", "bug_eager", "fix_allgather_rel_err",
+                     "fix_slice_allreduce_rel_err", "fix_allgather_extra_gib_per_rank",
+                     "allgather_busbw_gbps"),
+    "cudagraph-replay": ("stable_replays_identical", "nccl_graph_replays_identical",
+                         "stable_replay_s", "stable_eager_s"),
+    "pp-handoff": ("guard", "int32_bytes_as_int64_wrong_ids", "bfloat16_ids_wrong", "fix_cast_int64_exact"),
+    "padded-batch": (),
+    "fp8-scaled-mm-3d": ("compute_capability", "narrow_by_output_shape0",
+                         "narrow_by_tokens_rel_err_vs_dequantised", "fp8_tflops_4096", "bf16_tflops_4096"),
+    "teardown": ("destroy_process_group_s", "max_import_torch_s", "max_dist_init_s"),
+}
+PART_HEADLINE = {
+    "compile": ("error",),
+    "transient": ("outcome", "after_free", "after_reuse", "replay_error", "capture_error"),
+}
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        if abs(value) < 1e-3 or abs(value) >= 1e5:
+            return f"{value:.3g}"
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_fmt(v)}" for k, v in value.items())
+    return str(value)
+
+
+def summary_counts(results: list[ProbeResult]) -> dict[str, int]:
+    counts = {s: 0 for s in (PASS, WARN, FAIL, ERROR, TIMEOUT, SKIP)}
+    for r in results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    return counts
+
+
+def to_json(results: list[ProbeResult], meta: dict[str, Any]) -> str:
+    return json.dumps({
+        "schema_version": JSON_SCHEMA_VERSION,
+        **meta,
+        "summary": summary_counts(results),
+        "results": [r.to_dict() for r in results],
+    }, indent=2, default=str)
+
+
+def render_text(results: list[ProbeResult], meta: dict[str, Any], verbose: bool = False,
+                file: TextIO | None = None) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(file=file or sys.stdout, highlight=False, soft_wrap=True)
+    head = f"vllm-doctor probe: {meta.get('tp')} rank(s) on {meta.get('device')}"
+    if meta.get("gpu"):
+        head += f" ({meta['gpu']})"
+    if meta.get("model"):
+        head += f", model sizes {meta['model']}"
+    console.print(head)
+    for r in results:
+        mark = MARKS.get(r.status, "[?]")
+        style = STYLES.get(r.status, "")
+        title = BY_NAME[r.name].title if r.name in BY_NAME else "worker process-group teardown"
+        console.print(f"[{style}]{escape(mark)} {r.name}[/{style}] {r.status} "
+                      f"({r.duration_s:.2f}s) — {escape(title)}")
+        if r.reason:
+            console.print(f"      {escape(r.reason)}")
+        rules = []
+        if r.rules_confirmed:
+            rules.append("confirms " + ", ".join(r.rules_confirmed))
+        if r.rules_refuted:
+            rules.append("refutes " + ", ".join(r.rules_refuted))
+        if rules:
+            console.print(f"      rules: {'; '.join(rules)}")
+        keys = list(r.metrics) if verbose else [k for k in HEADLINE.get(r.name, ()) if k in r.metrics]
+        for key in keys:
+            value = r.metrics[key]
+            if key in PART_HEADLINE or (isinstance(value, (list, dict)) and not verbose and key != "guard"):
+                continue
+            console.print(f"      {escape(key)}: {escape(_fmt(value))}")
+        for part, pkeys in PART_HEADLINE.items():
+            pm = r.metrics.get(part)
+            if isinstance(pm, dict):
+                shown = [(k, pm[k]) for k in (list(pm) if verbose else pkeys) if k in pm]
+                console.print(f"      {part} (isolated child): {escape(str(pm.get('status')))}")
+                for k, v in shown:
+                    console.print(f"        {escape(k)}: {escape(_fmt(v))}")
+        if r.name == "padded-batch" and not verbose:
+            for case in r.metrics.get("block_table", [])[:1]:
+                console.print(f"      block table unsliced: {escape(str(case.get('unsliced')))}")
+                console.print(f"      kernel: {escape(str(case.get('kernel')))}")
+            idx = r.metrics.get("indexer") or {}
+            if idx:
+                console.print(f"      indexer write-back by padded count: {escape(str(idx.get('writeback_padded')))}")
+        if verbose or len({x.get("status") for x in r.ranks}) > 1:
+            for rank in r.ranks:
+                if "rank" in rank:
+                    console.print(f"      rank {rank['rank']}: {rank.get('status')} "
+                                  f"{escape(str(rank.get('reason', ''))[:200])}")
+        for note in r.notes:
+            console.print(f"      note: {escape(note)}")
+        if r.log_tail and (verbose or r.status in (ERROR, TIMEOUT, FAIL)):
+            console.print("      last lines:")
+            for line in r.log_tail[-12:]:
+                console.print(f"        {escape(line)}")
+    counts = summary_counts(results)
+    parts = [f"{counts[s]} {label}" for s, label in ((PASS, "passed"), (WARN, "warned"), (FAIL, "failed"),
+                                                     (ERROR, "errored"), (TIMEOUT, "timed out"),
+                                                     (SKIP, "skipped")) if counts[s]]
+    console.print(f"Summary: {', '.join(parts) or 'nothing ran'} in {meta.get('elapsed_s', 0):.1f}s")
+
+
+class Progress:
+    """Live view on a terminal (rich), plain lines otherwise; fed by the runner's on_update."""
+
+    def __init__(self, names: list[str], stream: TextIO | None = None, live: bool | None = None):
+        self.stream = stream or sys.stderr
+        self.names = list(names)
+        self.state: dict[str, dict[str, Any]] = {n: {"status": "waiting", "msg": "", "t0": None}
+                                                 for n in names}
+        self.live_enabled = self.stream.isatty() if live is None else live
+        self._live = None
+        self.t0 = time.monotonic()
+
+    def __enter__(self) -> "Progress":
+        if self.live_enabled:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(self._table(), console=Console(file=self.stream), refresh_per_second=8,
+                              transient=True)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+
+    def _table(self):
+        from rich.spinner import Spinner
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(box=None, pad_edge=False, show_header=False)
+        now = time.monotonic()
+        for name in self.names:
+            st = self.state[name]
+            status = st["status"]
+            if status == "running":
+                label: Any = Spinner("dots", text=Text(" running", style="cyan"))
+            else:
+                label = Text(status, style=STYLES.get(status, "dim"))
+            took = st.get("took")
+            if took is None and st["t0"] is not None:
+                took = now - st["t0"]
+            table.add_row(name, label, f"{took:.1f}s" if took is not None else "", Text(st["msg"][:90]))
+        return table
+
+    def update(self, name: str, state: str, info: Any) -> None:
+        st = self.state.setdefault(name, {"status": "waiting", "msg": "", "t0": None})
+        if name not in self.names:
+            self.names.append(name)
+        if state == "start":
+            st.update(status="running", t0=time.monotonic())
+        elif state == "progress":
+            st["msg"] = str(info)
+        elif state == "result":
+            st.update(status=info.status, msg=info.reason, took=info.duration_s)
+            if not self.live_enabled:
+                print(f"probe {name}: {info.status} ({time.monotonic() - self.t0:.1f}s since start)",
+                      file=self.stream, flush=True)
+        if self._live is not None:
+            self._live.update(self._table())

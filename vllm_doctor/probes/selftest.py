@@ -1,0 +1,65 @@
+"""Self-test probes for the runner's own tests: they misbehave on purpose, without torch.
+
+``params["selftest"]`` tunes them: ``{"sleep_rank": R}`` makes only rank R sleep in
+``selftest-sleep``; ``{"crash_rank": R}`` likewise for ``selftest-crash``; ``{"teardown":
+"soft"|"hard"}`` picks how ``selftest-teardown-hang`` hangs (soft: the teardown call never
+returns; hard: the process ignores SIGTERM and never exits); ``{"part_sleep": true}`` makes
+the isolated part of ``selftest-part`` never finish.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from vllm_doctor.probes._common import Ctx, result
+
+
+def _cfg(ctx: Ctx) -> dict:
+    return ctx.params.get("selftest") or {}
+
+
+def run_selftest_ok(ctx: Ctx) -> dict:
+    print(f"selftest-ok on rank {ctx.rank} (pid {os.getpid()})", flush=True)
+    return result("pass", "ok", {"rank": ctx.rank, "world": ctx.world, "pid": os.getpid()})
+
+
+def run_selftest_sleep(ctx: Ctx) -> dict:
+    who = _cfg(ctx).get("sleep_rank")
+    if who is None or who == ctx.rank:
+        print(f"selftest-sleep: rank {ctx.rank} sleeping forever", flush=True)
+        while True:
+            time.sleep(3600)
+    return result("pass", "did not sleep", {"rank": ctx.rank})
+
+
+def run_selftest_crash(ctx: Ctx) -> dict:
+    who = _cfg(ctx).get("crash_rank")
+    if who is None or who == ctx.rank:
+        print(f"selftest-crash: rank {ctx.rank} about to abort", flush=True)
+        os.abort()
+    return result("pass", "did not crash", {"rank": ctx.rank})
+
+
+def run_selftest_raise(ctx: Ctx) -> dict:
+    raise ValueError("planned failure in selftest-raise")
+
+
+def run_selftest_poison(ctx: Ctx) -> dict:
+    raise RuntimeError("CUDA error: an illegal memory access was encountered (simulated)")
+
+
+def run_selftest_teardown_hang(ctx: Ctx) -> dict:
+    ctx.hang_teardown = _cfg(ctx).get("teardown", "hard")
+    return result("pass", "teardown will hang", {"rank": ctx.rank})
+
+
+def run_selftest_part(ctx: Ctx) -> dict:
+    return result("pass", "main part ok", {"rank": ctx.rank})
+
+
+def part_child(ctx: Ctx) -> dict:
+    if _cfg(ctx).get("part_sleep"):
+        while True:
+            time.sleep(3600)
+    return result("pass", "child ok", {"child_pid": os.getpid()})

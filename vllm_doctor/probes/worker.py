@@ -1,0 +1,281 @@
+"""Probe worker: one process per rank runs every selected probe in sequence.
+
+Run by the doctor's own launcher on one node, or by ``torchrun`` across nodes::
+
+    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29500 \\
+        -m vllm_doctor.probes.worker --out /shared/probe-run
+
+It reads the standard ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and
+``MASTER_PORT`` variables, initialises ``torch.distributed`` (NCCL on GPUs, gloo on CPU) once,
+and streams one JSON event per line: a result as soon as each probe finishes, ``done`` when
+all results are out, and then ``teardown`` once ``destroy_process_group`` returned (or did not
+within the teardown limit, in which case the worker says so and exits anyway).
+
+``--part PROBE:PART`` runs one isolated sub-check instead (single process, no process group).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any, Callable
+
+T0 = time.perf_counter()
+
+# Errors after which the CUDA context or the communicator cannot be trusted: the worker
+# reports the probe, then exits so that the runner continues in fresh processes.
+_STICKY = ("illegal memory access", "CUDA error", "unspecified launch failure",
+           "device-side assert", "NCCL error", "ncclInternalError", "ncclUnhandledCudaError",
+           "ncclSystemError", "ncclRemoteError", "CUBLAS_STATUS_EXECUTION_FAILED",
+           "AcceleratorError", "Watchdog caught collective operation timeout")
+
+
+class Events:
+    """Appends JSON events to a file (line-buffered) or to stdout with a marker prefix."""
+
+    MARK = "VLLM_DOCTOR_EVENT "
+
+    def __init__(self, path: str | None, rank: int, echo: bool):
+        self.rank = rank
+        self.echo = echo
+        self.fh = open(path, "a", buffering=1, encoding="utf-8") if path else None
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        event = dict(event, rank=self.rank, t=round(time.perf_counter() - T0, 4))
+        line = json.dumps(event, default=str)
+        if self.fh is not None:
+            self.fh.write(line + "\n")
+            self.fh.flush()
+        else:
+            print(self.MARK + line, flush=True)
+        if self.echo:
+            _echo(event)
+
+
+def _echo(event: dict[str, Any]) -> None:
+    """Human-readable progress on stdout (it lands in the log; under torchrun it is the output)."""
+    ev = event.get("ev")
+    prefix = f"[rank {event.get('rank')}]"
+    if ev == "init":
+        print(f"{prefix} init: {event.get('backend') or 'no process group'}"
+              f" in {event.get('dist_init_s', 0):.2f}s (torch import {event.get('import_torch_s', 0):.2f}s)",
+              flush=True)
+    elif ev == "start":
+        print(f"{prefix} {event['probe']}: start", flush=True)
+    elif ev == "progress":
+        print(f"{prefix} {event['probe']}: {event.get('msg')}", flush=True)
+    elif ev == "result":
+        res = event.get("result", {})
+        print(f"{prefix} {event['probe']}: {res.get('status')} {res.get('reason', '')}".rstrip(), flush=True)
+    elif ev in ("done", "teardown", "abort"):
+        rest = {k: v for k, v in event.items() if k not in ("ev", "rank", "t")}
+        print(f"{prefix} {ev} {json.dumps(rest, default=str)}", flush=True)
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+def _load_probe(module: str) -> Any:
+    import importlib
+
+    return importlib.import_module(f"vllm_doctor.probes.{module}")
+
+
+def _is_sticky(text: str) -> bool:
+    return any(s in text for s in _STICKY)
+
+
+def _run_one(fn: Callable[[Any], dict], ctx: Any) -> dict:
+    from vllm_doctor.probes._common import err_text, result
+
+    t0 = time.perf_counter()
+    try:
+        res = fn(ctx)
+    except Exception as err:  # noqa: BLE001 - every failure becomes a result
+        traceback.print_exc()
+        sys.stderr.flush()
+        res = result("error", err_text(err))
+        if _is_sticky(f"{type(err).__name__}: {err}"):
+            ctx.stop_after = True
+            res["notes"] = ["the process stopped after this error (its CUDA context or "
+                            "communicator cannot be trusted); later probes ran in fresh processes"]
+    res.setdefault("metrics", {})
+    res["duration_s"] = round(time.perf_counter() - t0, 4)
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m vllm_doctor.probes.worker",
+                                     description="vllm-doctor probe worker (one per rank)")
+    parser.add_argument("--probes", default=None,
+                        help="comma-separated probe names (default: every probe)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                        help="cuda (NCCL) or cpu (gloo); default: cuda when torch sees a GPU")
+    parser.add_argument("--events", default=None, help="append JSON events to this file")
+    parser.add_argument("--out", default=None,
+                        help="directory for events.rank<R>.jsonl (torchrun; collate with "
+                             "`vllm-doctor probe --results DIR`)")
+    parser.add_argument("--params", default=None, help="JSON parameters (model sizes, ...)")
+    parser.add_argument("--part", default=None, help="PROBE:PART: run one isolated sub-check")
+    parser.add_argument("--teardown-timeout", type=float, default=2.0,
+                        help="seconds to wait for destroy_process_group before reporting a hang")
+    parser.add_argument("--quiet", action="store_true", help="no human-readable lines on stdout")
+    args = parser.parse_args(argv)
+
+    from vllm_doctor.probes.registry import BY_NAME, PROBES
+
+    params: dict[str, Any] = json.loads(args.params) if args.params else {}
+    rank = _env_int("RANK", 0)
+    world = _env_int("WORLD_SIZE", 1)
+    local_rank = _env_int("LOCAL_RANK", rank)
+    events_path = args.events
+    if events_path is None and args.out:
+        os.makedirs(args.out, exist_ok=True)
+        name = f"events.{args.part.replace(':', '-')}.jsonl" if args.part else f"events.rank{rank}.jsonl"
+        events_path = os.path.join(args.out, name)
+    emit = Events(events_path, rank, echo=not args.quiet)
+    emit({"ev": "hello", "pid": os.getpid(), "world": world, "local_rank": local_rank,
+          "host": os.uname().nodename})
+
+    if args.part:
+        return _run_part(args, params, emit)
+
+    if args.probes:
+        names = [n for n in args.probes.split(",") if n]
+        unknown = [n for n in names if n not in BY_NAME]
+        if unknown:
+            emit({"ev": "fatal", "error": f"unknown probes: {', '.join(unknown)}"})
+            return 2
+        specs = [BY_NAME[n] for n in names]
+    else:
+        specs = [p for p in PROBES if not p.hidden]
+
+    need_torch = any(s.needs_torch for s in specs)
+    init: dict[str, Any] = {}
+    device_kind = args.device or "cpu"
+    backend = None
+    try:
+        if need_torch:
+            t = time.perf_counter()
+            import torch
+            import torch.distributed as dist
+
+            init["import_torch_s"] = round(time.perf_counter() - t, 4)
+            init["torch"] = torch.__version__
+            if args.device is None:
+                device_kind = "cuda" if torch.cuda.is_available() else "cpu"
+            if device_kind == "cuda":
+                t = time.perf_counter()
+                torch.cuda.set_device(local_rank)
+                torch.cuda.init()
+                init["cuda_init_s"] = round(time.perf_counter() - t, 4)
+                init["gpu"] = torch.cuda.get_device_name(local_rank)
+            runnable = [s for s in specs if s.skip_reason(world, device_kind) is None]
+            if world > 1 or any(s.collective for s in runnable):
+                backend = "nccl" if device_kind == "cuda" else "gloo"
+                t = time.perf_counter()
+                kwargs: dict[str, Any] = {"backend": backend}
+                if device_kind == "cuda":
+                    kwargs["device_id"] = torch.device("cuda", local_rank)  # eager NCCL init
+                if world == 1 and "MASTER_ADDR" not in os.environ:
+                    kwargs.update(store=dist.HashStore(), rank=0, world_size=1)
+                dist.init_process_group(**kwargs)
+                if device_kind == "cpu":
+                    dist.barrier()
+                init["dist_init_s"] = round(time.perf_counter() - t, 4)
+    except Exception as err:  # noqa: BLE001
+        traceback.print_exc()
+        emit({"ev": "fatal", "error": f"{type(err).__name__}: {err}"})
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(3)
+    init["backend"] = backend
+    init["device"] = device_kind
+    emit(dict({"ev": "init"}, **init))
+
+    from vllm_doctor.probes._common import Ctx, result
+
+    ctx = Ctx(rank=rank, world=world, local_rank=local_rank, device_kind=device_kind,
+              params=params, emit=emit, dist_backend=backend, init=init)
+    for spec in specs:
+        ctx.probe = spec.name
+        emit({"ev": "start", "probe": spec.name})
+        reason = spec.skip_reason(world, device_kind)
+        if reason:
+            res = result("skip", reason)
+            res["duration_s"] = 0.0
+        else:
+            module = _load_probe(spec.module)
+            fn = getattr(module, "run_" + spec.name.replace("-", "_"), None) or module.run
+            res = _run_one(fn, ctx)
+        emit({"ev": "result", "probe": spec.name, "result": res})
+        if ctx.stop_after:
+            emit({"ev": "abort", "after": spec.name})
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(3)
+    emit({"ev": "done"})
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+    if ctx.hang_teardown == "hard":
+        import signal
+
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while True:  # a teardown that never returns and ignores SIGTERM
+            time.sleep(3600)
+    if backend is not None or ctx.hang_teardown == "soft":
+        from vllm_doctor.probes._common import call_with_timeout
+
+        def teardown() -> None:
+            if ctx.hang_teardown == "soft":
+                time.sleep(3600)
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+
+        returned, seconds, err = call_with_timeout(teardown, args.teardown_timeout)
+        event: dict[str, Any] = {"ev": "teardown", "seconds": round(seconds, 4),
+                                 "returned": returned}
+        if err is not None:
+            event["error"] = f"{type(err).__name__}: {err}"
+        emit(event)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _run_part(args: argparse.Namespace, params: dict[str, Any], emit: Events) -> int:
+    from vllm_doctor.probes.registry import BY_NAME
+
+    probe, _, part = args.part.partition(":")
+    spec = BY_NAME.get(probe)
+    if spec is None or part not in {p.name for p in spec.parts}:
+        emit({"ev": "fatal", "error": f"unknown part {args.part}"})
+        return 2
+    device_kind = args.device or "cpu"
+    from vllm_doctor.probes._common import Ctx
+
+    ctx = Ctx(rank=0, world=1, local_rank=_env_int("LOCAL_RANK", 0), device_kind=device_kind,
+              params=params, emit=emit, probe=probe)
+    emit({"ev": "start", "probe": probe, "part": part})
+    module = _load_probe(spec.module)
+    fn = getattr(module, "part_" + part)
+    res = _run_one(fn, ctx)
+    emit({"ev": "result", "probe": probe, "part": part, "result": res})
+    emit({"ev": "done"})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
