@@ -1,0 +1,181 @@
+"""Environment facts (prefixes, redaction) and derived facts (estimates, divisibility)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vllm_doctor.facts.derived import compute_derived
+from vllm_doctor.facts.environment import REDACTED, collect_environment
+from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.facts.model_config import collect_model
+
+MODELS = Path(__file__).parent / "fixtures" / "models"
+GIB = 1024 ** 3
+
+
+def test_environment_prefixes_and_redaction():
+    environ = {
+        "VLLM_ATTENTION_BACKEND": "FLASHINFER", "NCCL_P2P_DISABLE": "1",
+        "CUDA_VISIBLE_DEVICES": "0,1", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+        "TORCH_CUDA_ARCH_LIST": "9.0", "HF_TOKEN": "hf_secret", "VLLM_API_KEY": "sk-1",
+        "HF_HUB_OFFLINE": "1", "NCCL_IB_PASSWORD": "x", "VLLM_SECRET_THING": "y",
+        "HOME": "/root", "PATH": "/bin", "OPENAI_API_KEY": "never-collected",
+    }
+    facts = Facts()
+    collect_environment(facts, environ)
+    env = {p[4:]: f.value for p, f in facts.area("env")}
+    assert env["VLLM_ATTENTION_BACKEND"] == "FLASHINFER"
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert env["HF_HUB_OFFLINE"] == "1"
+    for secret in ("HF_TOKEN", "VLLM_API_KEY", "NCCL_IB_PASSWORD", "VLLM_SECRET_THING"):
+        assert env[secret] == REDACTED
+    assert "HOME" not in env and "PATH" not in env and "OPENAI_API_KEY" not in env
+    assert "hf_secret" not in facts.to_json()
+    assert facts.get("env.NCCL_P2P_DISABLE").source == Source.ENV
+
+
+def model_facts(name: str, **serve) -> Facts:
+    facts = Facts()
+    collect_model(facts, MODELS / name)
+    for key, value in serve.items():
+        facts.set(f"serve.{key}", value, Source.SERVE)
+    return facts
+
+
+def add_gpus(facts: Facts, total_mib: int, free_mib: list[int], cuda: str = "12.8") -> None:
+    devices = [{"index": i, "memory_total_mib": total_mib, "memory_free_mib": f}
+               for i, f in enumerate(free_mib)]
+    facts.set("gpu.devices", devices, Source.NVML)
+    facts.set("gpu.memory_total_mib", total_mib, Source.NVML)
+    facts.set("gpu.memory_free_mib", min(free_mib), Source.NVML)
+    facts.set("driver.cuda_version", cuda, Source.NVML)
+
+
+def test_llama_kv_and_memory_estimates():
+    facts = model_facts("Llama-3.1-8B-Instruct", tensor_parallel_size=2, max_model_len=8192,
+                        gpu_memory_utilization=0.9)
+    add_gpus(facts, 24564, [24000, 24100])
+    facts.set("torch.cuda_version", "12.8", Source.MACHINE)
+    compute_derived(facts)
+    # 32 layers × 8 KV heads × 128 × 2 (K,V) × 2 bytes
+    assert facts.value("derived.kv_bytes_per_token") == 32 * 8 * 128 * 2 * 2 == 131072
+    # per GPU: 4 KV heads each, × 8192 tokens
+    assert facts.value("derived.kv_bytes_needed") == 32 * 4 * 128 * 2 * 2 * 8192
+    assert facts.value("derived.weights_bytes_per_gpu") == 16_060_522_496 // 2
+    available = int(24564 * 2**20 * 0.9) - 16_060_522_496 // 2
+    assert facts.value("derived.kv_bytes_available") == available
+    assert facts.value("derived.kv_fits_one_request") is True
+    assert facts.value("derived.max_model_len_estimate") == available // (32 * 4 * 128 * 2 * 2)
+    assert facts.value("derived.free_memory_below_utilization") is False
+    assert facts.value("derived.tp_divides_heads") is True
+    assert facts.value("derived.tp_divides_kv_heads") is True
+    assert facts.value("derived.driver_supports_torch_cuda") is True
+    assert facts.get("derived.kv_bytes_per_token").source == Source.DERIVED
+
+
+def test_fp8_kv_cache_halves_the_estimate():
+    facts = model_facts("Llama-3.1-8B-Instruct", tensor_parallel_size=1, kv_cache_dtype="fp8")
+    compute_derived(facts)
+    assert facts.value("derived.kv_bytes_per_token") == 32 * 8 * 128 * 2 * 1
+
+
+def test_mla_kv_per_token_is_replicated_over_tp():
+    facts = model_facts("DeepSeek-V3.2", tensor_parallel_size=8, max_model_len=1000)
+    compute_derived(facts)
+    assert facts.value("derived.kv_bytes_per_token") == 61 * (512 + 64) * 2
+    assert facts.value("derived.kv_bytes_needed") == 61 * (512 + 64) * 2 * 1000
+    assert "rope dim 64 assumed" in facts.get("derived.kv_bytes_per_token").detail
+
+
+def test_model_too_big_for_the_gpu():
+    facts = model_facts("Qwen3-32B", tensor_parallel_size=1)  # 65 GB of weights
+    add_gpus(facts, 24564, [24000])
+    compute_derived(facts)
+    assert facts.value("derived.kv_bytes_available") == 0
+    assert facts.value("derived.kv_fits_one_request") is False
+    assert facts.value("derived.max_model_len_estimate") == 0
+    # no --max-model-len: the config's context length is used
+    assert "max_position_embeddings 40960" in facts.get("derived.kv_bytes_needed").detail
+
+
+def test_tp_that_does_not_divide_heads():
+    facts = model_facts("Qwen3-30B-A3B", tensor_parallel_size=3)
+    compute_derived(facts)
+    assert facts.value("derived.tp_divides_heads") is False  # 32 heads
+    assert facts.value("derived.tp_divides_kv_heads") is False  # 4 KV heads
+    facts = model_facts("Qwen3-30B-A3B", tensor_parallel_size=8)
+    compute_derived(facts)
+    assert facts.value("derived.tp_divides_kv_heads") is True  # 8 % 4 == 0: heads replicated
+
+
+def test_free_memory_below_utilization_names_the_gpu():
+    facts = model_facts("Llama-3.1-8B-Instruct", tensor_parallel_size=2,
+                        gpu_memory_utilization=0.95)
+    add_gpus(facts, 81559, [80000, 60000])
+    compute_derived(facts)
+    assert facts.value("derived.free_memory_below_utilization") is True
+    assert "GPU 1" in facts.get("derived.free_memory_below_utilization").detail
+
+
+def test_free_memory_uses_vllm_default_without_serve_line():
+    facts = Facts()
+    add_gpus(facts, 81559, [75000])
+    compute_derived(facts)
+    assert facts.value("derived.free_memory_below_utilization") is False
+    assert "vLLM default" in facts.get("derived.free_memory_below_utilization").detail
+
+
+def test_driver_older_than_torch_cuda():
+    facts = Facts()
+    facts.set("driver.cuda_version", "12.8", Source.NVML)
+    facts.set("torch.cuda_version", "13.0", Source.MACHINE)
+    compute_derived(facts)
+    assert facts.value("derived.driver_supports_torch_cuda") is False
+    facts.set("driver.cuda_version", "12.10", Source.NVML)
+    facts.set("torch.cuda_version", "12.9", Source.MACHINE)
+    compute_derived(facts)
+    assert facts.value("derived.driver_supports_torch_cuda") is True  # 12.10 > 12.9
+
+
+def test_missing_inputs_are_named():
+    facts = Facts()
+    facts.mark_missing("gpu", "NVML library not found")
+    facts.mark_missing("serve", "pass the serve line")
+    facts.mark_missing("model", "no model given")
+    compute_derived(facts)
+    assert not any(p.startswith("derived.") for p in facts.values)
+    assert facts.why_missing("derived.kv_bytes_per_token").startswith(
+        "needs model.num_hidden_layers: no model given")
+    assert facts.why_missing("derived.free_memory_below_utilization").startswith(
+        "needs gpu.memory_total_mib: NVML library not found")
+    assert facts.why_missing("derived.driver_supports_torch_cuda").startswith(
+        "needs driver.cuda_version")
+
+
+def test_whole_model_kv_needs_no_serve_line():
+    facts = model_facts("Qwen3-32B")
+    facts.mark_missing("serve", "pass the serve line")
+    compute_derived(facts)
+    assert facts.value("derived.kv_bytes_per_token") == 64 * 8 * 128 * 2 * 2
+    assert "serve.tensor_parallel_size" in facts.why_missing("derived.tp_divides_heads")
+
+
+def test_recomputing_replaces_old_values():
+    facts = model_facts("Qwen3-32B", tensor_parallel_size=2)
+    compute_derived(facts)
+    assert facts.value("derived.tp_divides_heads") is True
+    facts.set("serve.tensor_parallel_size", 3, Source.USER)
+    compute_derived(facts)
+    assert facts.value("derived.tp_divides_heads") is False
+
+
+@pytest.mark.parametrize("dtype, bytes_", [("float32", 4), ("float16", 2), ("bfloat16", 2)])
+def test_dtype_bytes(dtype, bytes_):
+    facts = Facts()
+    for path, value in {"model.num_hidden_layers": 2, "model.num_key_value_heads": 1,
+                        "model.head_dim": 4, "model.dtype": dtype}.items():
+        facts.set(path, value, Source.CONFIG)
+    compute_derived(facts)
+    assert facts.value("derived.kv_bytes_per_token") == 2 * 1 * 4 * 2 * bytes_

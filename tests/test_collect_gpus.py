@@ -1,0 +1,269 @@
+"""GPU, driver and link facts from a fake NVML (the pynvml functions the collector calls).
+
+Machines are described in tests/fixtures/nvml/*.json: GPUs (name, capability, memory, MIG,
+persistence, ECC, NVLinks with the remote PCI bus id and device type), the PCIe common
+ancestor level per pair and P2P status per pair.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from vllm_doctor.facts import gpus
+from vllm_doctor.facts.model import Facts
+
+FIXTURES = Path(__file__).parent / "fixtures" / "nvml"
+
+
+class NVMLError(Exception):
+    pass
+
+
+class NVMLError_NotSupported(NVMLError):
+    pass
+
+
+class NVMLError_InvalidArgument(NVMLError):
+    pass
+
+
+class FakeNVML:
+    """Just enough of pynvml, driven by a machine description."""
+
+    NVMLError = NVMLError
+    NVMLError_NotSupported = NVMLError_NotSupported
+    NVML_P2P_CAPS_INDEX_READ = 0
+    NVML_P2P_CAPS_INDEX_WRITE = 1
+    NVML_P2P_STATUS_OK = 0
+
+    def __init__(self, machine: dict, init_error: Exception | None = None):
+        self.m = machine
+        self.init_error = init_error
+        self.calls: list[str] = []
+        self.shutdown = False
+        self.gpus = [SimpleNamespace(kind="gpu", idx=i, **g) for i, g in enumerate(machine["gpus"])]
+        self.migs = [SimpleNamespace(kind="mig", **d) for d in machine.get("mig_devices", [])]
+
+    # -- library ----------------------------------------------------------------------
+    def nvmlInit(self):
+        if self.init_error:
+            raise self.init_error
+
+    def nvmlShutdown(self):
+        self.shutdown = True
+
+    def nvmlSystemGetDriverVersion(self):
+        return self.m["driver"]
+
+    def nvmlSystemGetCudaDriverVersion_v2(self):
+        return self.m["cuda"]
+
+    def nvmlDeviceGetCount(self):
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return self.gpus[i]
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        for h in self.gpus + self.migs:
+            if h.uuid == uuid:
+                return h
+        raise NVMLError("Not Found")
+
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, h):
+        return self.gpus[h.parent]
+
+    # -- per device ------------------------------------------------------------------------
+    def nvmlDeviceGetUUID(self, h):
+        return h.uuid
+
+    def nvmlDeviceGetName(self, h):
+        return h.name
+
+    def nvmlDeviceGetPciInfo(self, h):
+        return SimpleNamespace(busId=h.bus)
+
+    def nvmlDeviceGetCudaComputeCapability(self, h):
+        if h.kind == "mig":
+            raise NVMLError_NotSupported()
+        return tuple(h.cc)
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return SimpleNamespace(total=h.total_mib * 2**20, free=h.free_mib * 2**20,
+                               used=(h.total_mib - h.free_mib) * 2**20)
+
+    def _maybe(self, value):
+        if value == "unsupported":
+            raise NVMLError_NotSupported()
+        return value
+
+    def nvmlDeviceGetMigMode(self, h):
+        return self._maybe(getattr(h, "mig", (0, 0)))
+
+    def nvmlDeviceGetPersistenceMode(self, h):
+        return self._maybe(getattr(h, "persistence", 0))
+
+    def nvmlDeviceGetEccMode(self, h):
+        return self._maybe(getattr(h, "ecc", (0, 0)))
+
+    def nvmlDeviceGetNvLinkState(self, h, link):
+        links = getattr(h, "nvlinks", [])
+        if link >= len(links):
+            raise NVMLError_InvalidArgument()
+        return 1
+
+    def nvmlDeviceGetNvLinkRemotePciInfo_v2(self, h, link):
+        return SimpleNamespace(busId=h.nvlinks[link]["remote"])
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, h, link):
+        return h.nvlinks[link]["type"]
+
+    def _pair(self, a, b):
+        i, j = sorted((a.idx, b.idx))
+        return f"{i}-{j}"
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
+        return self.m["ancestor"].get(self._pair(a, b), self.m["ancestor_default"])
+
+    def nvmlDeviceGetP2PStatus(self, a, b, index):
+        status = self.m["p2p"].get(self._pair(a, b), {"read": 0, "write": 0})
+        return status["read"] if index == self.NVML_P2P_CAPS_INDEX_READ else status["write"]
+
+
+def load(name: str) -> dict:
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+def collect(name: str, environ: dict | None = None, **kw) -> tuple[Facts, FakeNVML]:
+    nvml = FakeNVML(load(name), **kw)
+    facts = Facts()
+    gpus.collect_gpus(facts, environ or {}, nvml=nvml)
+    return facts, nvml
+
+
+def test_h100_nvswitch_all_nvlink():
+    facts, nvml = collect("h100_nvswitch_x8")
+    assert nvml.shutdown
+    assert facts.value("driver.version") == "580.95.05"
+    assert facts.value("driver.cuda_version") == "13.0"
+    assert facts.value("gpu.count") == 8
+    assert facts.value("gpu.capabilities") == [90] * 8
+    assert facts.value("gpu.min_capability") == 90
+    assert facts.value("gpu.memory_total_mib") == 81559
+    assert facts.value("gpu.memory_free_mib") == 60000  # the smallest
+    assert facts.value("gpu.mig_enabled") is False
+    assert facts.value("gpu.persistence_mode") is True
+    assert facts.value("gpu.ecc_enabled") is True
+    links = facts.value("topology.links")
+    assert len(links) == 28
+    assert {link["link"] for link in links} == {"NV18"}
+    assert facts.value("topology.all_nvlink") is True
+    assert facts.value("topology.worst_link") == "NV18"
+    assert facts.value("topology.p2p_all") is True
+    assert "gpu.visible_devices" not in facts
+
+
+def test_pcie_consumer_gpus_without_p2p():
+    facts, _ = collect("rtx4090_pcie_x2")
+    assert facts.value("driver.cuda_version") == "12.8"
+    assert facts.value("gpu.capabilities") == [89, 89]
+    assert facts.value("topology.links")[0]["link"] == "SYS"
+    assert facts.value("topology.links")[0]["p2p_read"] is False
+    assert facts.value("topology.all_nvlink") is False
+    assert facts.value("topology.worst_link") == "SYS"
+    assert facts.value("topology.p2p_all") is False
+    assert facts.value("gpu.ecc_enabled") is False  # not supported on GeForce
+    assert facts.value("gpu.persistence_mode") is False
+    assert facts.value("gpu.mig_enabled") is False
+
+
+def test_nvlink_bridges_and_pcie_paths():
+    facts, _ = collect("a100_pcie_bridged_x4")
+    by_pair = {(link["a"], link["b"]): link["link"] for link in facts.value("topology.links")}
+    assert by_pair[(0, 1)] == "NV4"
+    assert by_pair[(2, 3)] == "NV4"
+    assert by_pair[(0, 2)] == "NODE"
+    assert by_pair[(1, 3)] == "NODE"
+    assert facts.value("topology.all_nvlink") is False
+    assert facts.value("topology.worst_link") == "NODE"
+
+
+def test_visible_devices_by_index_keeps_cuda_order():
+    facts, _ = collect("a100_pcie_bridged_x4", {"CUDA_VISIBLE_DEVICES": "3,2"})
+    assert facts.value("gpu.visible_devices") == "3,2"
+    assert facts.value("gpu.count") == 2
+    devices = facts.value("gpu.devices")
+    assert [d["nvml_index"] for d in devices] == [3, 2]
+    assert [d["index"] for d in devices] == [0, 1]
+    assert facts.value("topology.all_nvlink") is True  # 2-3 are bridged
+    assert facts.value("topology.worst_link") == "NV4"
+
+
+def test_visible_devices_by_uuid_prefix_and_stop_at_bad_entry():
+    facts, _ = collect("a100_pcie_bridged_x4", {"CUDA_VISIBLE_DEVICES": "GPU-01aa01bb,7,0"})
+    assert facts.value("gpu.count") == 1  # CUDA stops at the first entry naming no device
+    assert facts.value("gpu.devices")[0]["nvml_index"] == 1
+    assert any("'7'" in note for note in facts.notes)
+    assert "only one GPU" in facts.why_missing("topology.all_nvlink")
+
+
+def test_visible_devices_empty_hides_all():
+    facts, _ = collect("rtx4090_pcie_x2", {"CUDA_VISIBLE_DEVICES": ""})
+    assert facts.value("gpu.count") == 0
+    assert "hides every GPU" in facts.why_missing("gpu.min_capability")
+    assert facts.why_missing("topology.links")
+    assert facts.value("driver.version") == "570.86.10"  # the driver is still known
+
+
+def test_mig_ids_in_visible_devices():
+    machine = load("a100_mig")
+    env = {"CUDA_VISIBLE_DEVICES": ",".join(d["uuid"] for d in machine["mig_devices"])}
+    facts, _ = collect("a100_mig", env)
+    assert facts.value("gpu.mig_enabled") is True
+    assert facts.value("gpu.count") == 2
+    assert facts.value("gpu.memory_total_mib") == 19968
+    assert facts.value("gpu.capabilities") == [80, 80]  # from the parent GPU
+    assert facts.value("topology.p2p_all") is False
+    assert facts.value("gpu.names")[0].endswith("MIG 3g.20gb")
+
+
+def test_mig_mode_without_mig_ids():
+    facts, _ = collect("a100_mig")
+    assert facts.value("gpu.mig_enabled") is True
+    assert facts.get("gpu.mig_enabled").detail == "MIG mode is on"
+
+
+def test_nvml_init_failure_marks_areas_missing():
+    facts, _ = collect("h100_nvswitch_x8", init_error=NVMLError("Driver Not Loaded"))
+    for path in ("gpu.count", "driver.version", "topology.links"):
+        assert path not in facts
+        assert "Driver Not Loaded" in facts.why_missing(path)
+
+
+def test_no_nvml_library(monkeypatch):
+    import ctypes
+
+    def no_library(name, *a, **k):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_library)
+    facts = Facts()
+    gpus.collect_gpus(facts, {})
+    assert "NVML library not found" in facts.why_missing("gpu.min_capability")
+    assert facts.why_missing("driver.cuda_version") == facts.why_missing("topology.links")
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("0,1", ["0", "1"]), (" 2 , 3 ", ["2", "3"]), ("", []), ("MIG-abc", ["MIG-abc"]),
+])
+def test_parse_visible_devices(value, expected):
+    assert gpus.parse_visible_devices(value) == expected
+
+
+def test_bus_id_normalisation():
+    assert gpus._bus_id(b"00000000:18:00.0") == "0000:18:00.0"
+    assert gpus._bus_id("0000:18:00.0") == gpus._bus_id("00000000:18:00.0")
