@@ -254,3 +254,12 @@ def test_main_path_imports_nothing_heavy():
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_text_view_inputs_not_given_are_warnings_and_log_is_hidden():
+    facts = collect_facts(offline(environ={}))
+    text = render(facts)
+    assert f"[{WARN}] Model — no model given" in text
+    assert f"[{WARN}] Serve arguments" in text
+    assert "Crash log" not in text
+    assert f"[{WARN}] Crash log" in render(facts, verbose=True)

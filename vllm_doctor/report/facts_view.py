@@ -56,6 +56,9 @@ SECTIONS = (
         "derived.tp_divides_kv_heads", "derived.driver_supports_torch_cuda")),
 )
 
+# areas that come from what the user passes (not from the machine)
+_INPUT_AREAS = {"model", "serve", "log"}
+
 # the collector whose timing belongs to a section
 _TIMING_KEYS = {"Stack": ("packages",), "GPUs and links": ("gpus",), "Model": ("model",),
                 "Serve arguments": ("serve",), "Environment": ("environment",),
@@ -112,7 +115,8 @@ def section_status(facts: Facts, section: Section) -> tuple[str, str]:
         return FAIL, crashed[0]
     area_missing = [missing[a] for a in section.areas if a in missing]
     if area_missing and len(area_missing) == len(section.areas) and not values:
-        return FAIL, area_missing[0]
+        # inputs the user did not give (serve line, model, log) are a warning, not a failure
+        return (WARN if set(section.areas) <= _INPUT_AREAS else FAIL), area_missing[0]
     if not values and not missing:
         return OK, "none set" if section.areas == ("env",) else "nothing to report"
     inferred = any(f.source == Source.INFERRED for _, f in values)
@@ -137,6 +141,9 @@ def render_facts(facts: Facts, console: Any = None, verbose: bool = False,
 
     console = console or Console(highlight=False)
     for section in SECTIONS:
+        if section.areas == ("log",) and not verbose and not any(
+                p.startswith("log.") for p in facts.values):
+            continue  # no crash log given: nothing to show
         mark, why = section_status(facts, section)
         head = f"[{_STYLE[mark]}][{mark}][/] [bold]{escape(section.title)}[/]"
         if why:
