@@ -525,8 +525,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--select", default="", help="only rules with these code prefixes (comma-separated)")
     parser.add_argument("--versions", default="",
                         help="only these releases (comma-separated); with --download, fetch them")
-    parser.add_argument("--min-version", default="0.10.0",
-                        help="lowest release to audit / download (default 0.10.0)")
+    parser.add_argument("--min-version", default=None,
+                        help="lowest release to audit (default: every wheel in the cache) and "
+                        "to download (default 0.10.0)")
     parser.add_argument("--download", action="store_true",
                         help="download missing release wheels with `pip download vllm==X --no-deps`")
     parser.add_argument("--markdown", type=Path, help="also write the report as markdown to this file")
@@ -540,7 +541,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        min_version = Version(args.min_version)
+        min_version = Version(args.min_version) if args.min_version else None
         wanted = [Version(v.strip()) for v in args.versions.split(",") if v.strip()]
     except InvalidVersion as err:
         print(f"audit_wheels: {err}", file=sys.stderr)
@@ -551,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"warning: {problem}", file=sys.stderr)
         if args.download:
             args.cache.mkdir(parents=True, exist_ok=True)
-            targets = wanted or available_releases(min_version)
+            targets = wanted or available_releases(min_version or Version("0.10.0"))
             have = find_wheels(args.cache)
             errors = download(args.cache, [v for v in targets if v not in have])
             if errors:
@@ -559,12 +560,12 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"audit_wheels: download failed: {error}", file=sys.stderr)
                 return 2
         wheels = {v: p for v, p in find_wheels(args.cache).items()
-                  if v >= min_version and (not wanted or v in wanted)}
-        if not wheels:
-            raise AuditError(f"{args.cache}: no vllm release wheels found (use --download)")
+                  if (min_version is None or v >= min_version) and (not wanted or v in wanted)}
         missing = [str(v) for v in wanted if v not in wheels]
         if missing:
             raise AuditError(f"no wheel for {', '.join(missing)} in {args.cache} (use --download)")
+        if not wheels:
+            raise AuditError(f"{args.cache}: no vllm release wheels found (use --download)")
     except AuditError as err:
         print(f"audit_wheels: {err}", file=sys.stderr)
         return 2
