@@ -36,7 +36,7 @@ class FakeNVML:
 
     NVMLError = NVMLError
     NVMLError_NotSupported = NVMLError_NotSupported
-    NVML_P2P_CAPS_INDEX_READ = 0
+    NVML_P2P_CAPS_INDEX_READ = (0,)  # as nvidia-ml-py 13.x defines it (a tuple)
     NVML_P2P_CAPS_INDEX_WRITE = 1
     NVML_P2P_STATUS_OK = 0
 
@@ -130,8 +130,10 @@ class FakeNVML:
         return self.m["ancestor"].get(self._pair(a, b), self.m["ancestor_default"])
 
     def nvmlDeviceGetP2PStatus(self, a, b, index):
+        if not isinstance(index, int):  # ctypes rejects a tuple
+            raise TypeError("an integer is required")
         status = self.m["p2p"].get(self._pair(a, b), {"read": 0, "write": 0})
-        return status["read"] if index == self.NVML_P2P_CAPS_INDEX_READ else status["write"]
+        return status["read"] if index == 0 else status["write"]
 
 
 def load(name: str) -> dict:
@@ -165,6 +167,16 @@ def test_h100_nvswitch_all_nvlink():
     assert facts.value("topology.worst_link") == "NV18"
     assert facts.value("topology.p2p_all") is True
     assert "gpu.visible_devices" not in facts
+
+
+def test_older_pynvml_without_v2_remote_pci_info(monkeypatch):
+    monkeypatch.setattr(FakeNVML, "nvmlDeviceGetNvLinkRemotePciInfo",
+                        FakeNVML.nvmlDeviceGetNvLinkRemotePciInfo_v2, raising=False)
+    monkeypatch.delattr(FakeNVML, "nvmlDeviceGetNvLinkRemotePciInfo_v2")
+    monkeypatch.delattr(FakeNVML, "nvmlDeviceGetNvLinkRemoteDeviceType")
+    facts, _ = collect("a100_pcie_bridged_x4")
+    by_pair = {(link["a"], link["b"]): link["link"] for link in facts.value("topology.links")}
+    assert by_pair[(0, 1)] == "NV4" and by_pair[(0, 2)] == "NODE"
 
 
 def test_pcie_consumer_gpus_without_p2p():

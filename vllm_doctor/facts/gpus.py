@@ -30,6 +30,9 @@ _TOPOLOGY_NAMES = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "S
 _PCIE_ORDER = ["SYS", "NODE", "PHB", "PXB", "PIX"]
 _NVLINK_MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS in current NVML headers
 _NVLINK_DEVICE_TYPE_SWITCH = 2  # NVML_NVLINK_DEVICE_TYPE_SWITCH
+_P2P_CAPS_INDEX_READ = 0  # NVML_P2P_CAPS_INDEX_READ
+_P2P_CAPS_INDEX_WRITE = 1  # NVML_P2P_CAPS_INDEX_WRITE
+_P2P_STATUS_OK = 0  # NVML_P2P_STATUS_OK
 
 
 def _load_nvml() -> Any:
@@ -230,9 +233,9 @@ def _link_rank(link: str) -> int:
 def _links(nvml: Any, devices: list[_Device], all_devices: list[_Device]) -> list[dict]:
     gpu_bus_ids = {d.bus_id for d in all_devices if d.bus_id}
     nvlink = [_nvlink_peers(nvml, d, gpu_bus_ids) for d in devices]
-    read_idx = getattr(nvml, "NVML_P2P_CAPS_INDEX_READ", 0)
-    write_idx = getattr(nvml, "NVML_P2P_CAPS_INDEX_WRITE", 1)
-    status_ok = getattr(nvml, "NVML_P2P_STATUS_OK", 0)
+    # nvmlGpuP2PCapsIndex_t values from nvml.h; nvidia-ml-py 13.x defines
+    # NVML_P2P_CAPS_INDEX_READ as the tuple (0,), so its constants are not used
+    read_idx, write_idx, status_ok = _P2P_CAPS_INDEX_READ, _P2P_CAPS_INDEX_WRITE, _P2P_STATUS_OK
     links = []
     for i in range(len(devices)):
         for j in range(i + 1, len(devices)):
