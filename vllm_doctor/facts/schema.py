@@ -155,6 +155,12 @@ FACTS: dict[str, FactSpec] = {
     "derived.tp_divides_kv_heads": FactSpec("bool", "TP divides KV heads or KV heads divide TP"),
     "derived.driver_supports_torch_cuda": FactSpec(
         "bool", "the driver's CUDA version is at least torch's CUDA build"),
+    # -- added for the PAR/ARGS rules (PAR003, ARGS002); computed in facts/derived.py ------
+    "derived.expert_parallel_size": FactSpec(
+        "int", "expert-parallel group size: TP × DP with --enable-expert-parallel, else 1"),
+    "derived.max_model_len_above_model": FactSpec(
+        "bool", "--max-model-len exceeds the model's derived maximum context "
+        "(max_position_embeddings, rope-scaled where vLLM scales it) and model_max_length"),
 }
 
 
