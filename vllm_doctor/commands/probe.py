@@ -108,7 +108,8 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
     started = time.monotonic()
     if results_dir is not None:
         results = load_results_dir(results_dir)
-        meta = {"tp": None, "device": "torchrun", "source": str(results_dir)}
+        ranks = max((len(r.ranks) for r in results if r.name != "teardown"), default=0)
+        meta = {"tp": ranks, "device": "torchrun", "source": str(results_dir)}
     else:
         serve = parse_serve(serve_tokens) if serve_tokens else {"model": None, "tp": None}
         count = visible_gpu_count()
@@ -134,7 +135,8 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
         with Progress([s.name for s in specs]) as progress:
             results = run_probes(only, tp, device, timeout, model, on_update=progress.update,
                                  teardown_timeout=teardown_timeout)
-        meta = {"tp": tp, "device": device, "model": model, "timeout_s": timeout}
+        meta = {"tp": tp, "device": device, "model": model, "timeout_s": timeout,
+                "results_at_s": progress.timeline()}
         gpu_name = _gpu_name() if device == "cuda" else None
         if gpu_name:
             meta["gpu"] = gpu_name

@@ -24,6 +24,7 @@ class Ctx:
     dist_backend: str | None = None  # "nccl" | "gloo" | None
     init: dict[str, Any] = field(default_factory=dict)
     probe: str = ""
+    part: str | None = None  # set in a forked sub-check
     stop_after: bool = False  # set by a probe whose failure poisons the process
     hang_teardown: str | None = None  # self-tests: "soft" | "hard"
 
@@ -42,6 +43,19 @@ class Ctx:
 
     def progress(self, message: str) -> None:
         self.emit({"ev": "progress", "probe": self.probe, "msg": message})
+
+    def report_and_exit(self, res: dict[str, Any]) -> None:
+        """For a sub-check whose CUDA context may be poisoned: report, then leave at once
+        (tensor destructors would call cudaFree on a broken context and abort the process)."""
+        import os
+        import sys
+
+        res.setdefault("metrics", {})
+        self.emit({"ev": "result", "probe": self.probe, "part": self.part, "result": res})
+        self.emit({"ev": "done"})
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
     def model_dim(self, key: str, default: int) -> tuple[int, str]:
         """A model dimension from the model config when given, else the default; and its source."""
@@ -137,6 +151,35 @@ def call_with_timeout(fn: Callable[[], Any], timeout: float) -> tuple[bool, floa
     thread.start()
     thread.join(timeout)
     return (not thread.is_alive()), time.perf_counter() - t0, box.get("err")
+
+
+class _Background:
+    def __init__(self, fn: Callable[[], Any]):
+        self.box: dict[str, Any] = {}
+        self.t0 = time.perf_counter()
+
+        def target() -> None:
+            try:
+                fn()
+            except BaseException as err:  # noqa: BLE001 - reported to the caller
+                self.box["err"] = err
+            self.box["seconds"] = time.perf_counter() - self.t0
+
+        self.thread = threading.Thread(target=target, daemon=True)
+        self.thread.start()
+
+    def join(self, timeout: float) -> tuple[bool, float, BaseException | None]:
+        """(returned within ``timeout`` seconds of the start, seconds, exception raised)."""
+        remaining = max(0.0, timeout - (time.perf_counter() - self.t0))
+        self.thread.join(remaining)
+        done = not self.thread.is_alive()
+        seconds = self.box.get("seconds", time.perf_counter() - self.t0) if done else time.perf_counter() - self.t0
+        return done, seconds, self.box.get("err")
+
+
+def call_in_thread(fn: Callable[[], Any]) -> _Background:
+    """Start ``fn`` in a daemon thread; ``.join(timeout)`` tells whether it returned in time."""
+    return _Background(fn)
 
 
 GIB = 1024 ** 3

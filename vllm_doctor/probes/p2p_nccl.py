@@ -61,6 +61,16 @@ def _links(ngpu: int) -> dict[tuple[int, int], dict]:
     return out
 
 
+def _nccl_version() -> str:
+    import torch
+
+    try:
+        v = torch.cuda.nccl.version()
+    except Exception:  # noqa: BLE001
+        return "unknown"
+    return ".".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v)
+
+
 def _link_class(link: str | None, p2p: bool) -> str:
     if link and link.startswith("NV"):
         return "nvlink"
@@ -78,7 +88,7 @@ def run(ctx: Ctx) -> dict:
     ngpu = torch.cuda.device_count()
     me = ctx.local_rank
     metrics: dict = {"ranks": n, "gpus_on_node": ngpu, "gpu": torch.cuda.get_device_name(dev),
-                     "nccl_version": ".".join(map(str, torch.cuda.nccl.version())),
+                     "nccl_version": _nccl_version(),
                      "nccl_init_s": ctx.init.get("dist_init_s")}
 
     # Peer-access matrix and links (this node's GPUs).

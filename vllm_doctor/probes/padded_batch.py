@@ -21,6 +21,7 @@ Two mechanisms, each against an unpadded reference:
 from __future__ import annotations
 
 import inspect
+import time
 
 from vllm_doctor.probes._common import Ctx, err_text, max_abs_err, result, sync
 
@@ -104,6 +105,7 @@ def _varlen(q, k_cache, v_cache, table, seq_lens, block_size, paged: bool):
 def _block_table_case(ctx: Ctx, num_reqs: int, gen) -> dict:
     import torch
 
+    t_case = time.perf_counter()
     dev = ctx.device
     cuda = dev.type == "cuda"
     heads, head_dim = (8, 128) if cuda else (4, 32)
@@ -139,7 +141,9 @@ def _block_table_case(ctx: Ctx, num_reqs: int, gen) -> dict:
     case: dict = {"num_reqs": num_reqs, "padded_to": padded, "kernel": kernel,
                   "block_table_rows": padded, "block_size": block_size}
     tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
+    case["setup_s"] = round(time.perf_counter() - t_case, 4)
     # Unsliced: the padded table with metadata for the real requests.
+    t_case = time.perf_counter()
     try:
         out = attend(table)
         sync(dev)
@@ -154,9 +158,12 @@ def _block_table_case(ctx: Ctx, num_reqs: int, gen) -> dict:
     except (RuntimeError, ValueError, IndexError) as err:
         case["unsliced"] = err_text(err)
         case["unsliced_outcome"] = "raises"
+    case["unsliced_s"] = round(time.perf_counter() - t_case, 4)
     # Sliced to the real batch (the fix).
+    t_case = time.perf_counter()
     out = attend(table[:num_reqs])
     sync(dev)
+    case["sliced_s"] = round(time.perf_counter() - t_case, 4)
     case["sliced_max_abs_err"] = max_abs_err(out.reshape(num_reqs, heads, head_dim), ref)
     case["sliced_ok"] = bool(case["sliced_max_abs_err"] <= tol)
     case["tolerance"] = tol
@@ -244,11 +251,15 @@ def run(ctx: Ctx) -> dict:
     gen = torch.Generator(device=ctx.device).manual_seed(97 + ctx.rank)
     metrics: dict = {"device": str(ctx.device)}
     ctx.progress("block table: padded decode batches through attention")
+    t0 = time.perf_counter()
     cases = [_block_table_case(ctx, n, gen) for n in (3, 5, 13)]
     metrics["block_table"] = cases
+    metrics["block_table_s"] = round(time.perf_counter() - t0, 4)
     ctx.progress("sparse indexer: top-k write-back with next_n > 1")
+    t0 = time.perf_counter()
     idx = _indexer_case(ctx, gen)
     metrics["indexer"] = idx
+    metrics["indexer_s"] = round(time.perf_counter() - t0, 4)
 
     confirmed, problems = [], []
     bt_bug = [c for c in cases if c["unsliced_outcome"] in ("raises", "wrong-rows")]

@@ -154,6 +154,10 @@ class Progress:
         if self._live is not None:
             self._live.__exit__(*exc)
 
+    def timeline(self) -> dict[str, float]:
+        """Seconds from the start of the run to each probe's result."""
+        return {n: st["finished_at"] for n, st in self.state.items() if "finished_at" in st}
+
     def _table(self):
         from rich.spinner import Spinner
         from rich.table import Table
@@ -183,7 +187,8 @@ class Progress:
         elif state == "progress":
             st["msg"] = str(info)
         elif state == "result":
-            st.update(status=info.status, msg=info.reason, took=info.duration_s)
+            st.update(status=info.status, msg=info.reason, took=info.duration_s,
+                      finished_at=round(time.monotonic() - self.t0, 3))
             if not self.live_enabled:
                 print(f"probe {name}: {info.status} ({time.monotonic() - self.t0:.1f}s since start)",
                       file=self.stream, flush=True)

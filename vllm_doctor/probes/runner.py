@@ -4,25 +4,27 @@ No torch in this process. Layout of one run:
 
 * one worker process per rank (``python -m vllm_doctor.probes.worker``) runs every selected
   probe in sequence, so torch is imported and the process group initialised once per rank;
-* probes with isolated *parts* get one extra single-process child per part, started at the
-  same time, so they cost no time on the critical path;
-* every process is the leader of its own process group (``start_new_session``), so a kill
-  takes its children too, and none of them sees the terminal's Ctrl-C: the runner kills them
-  all on Ctrl-C, on SIGTERM, on any error and at the end of the run.
+* a probe's isolated *parts* (sub-checks that need their own process) are forked by rank 0
+  right after its torch import, so they run beside the probes at no cost on the critical path;
+* every process leads its own process group (``start_new_session`` for the ranks, ``setpgid``
+  for the forked parts), so a kill takes its children too and none of them sees the terminal's
+  Ctrl-C: the runner kills them all on Ctrl-C, on SIGTERM/SIGHUP, on any error and at the end.
 
 Workers append one JSON event per line to their own file in the run directory; the runner
 polls those files and finalises a probe as soon as every rank (and every part) reported it.
 A rank that exceeds the deadline of its current probe, or dies, ends its group: the probe it
 was running is reported (``timeout`` / ``error`` with the last lines the ranks printed) and
-the probes not yet finished run again in a fresh group. After all ranks said ``done``, each
-worker gets a short grace period to tear down; a worker still alive after it is killed and
-reported as a teardown hang.
+the probes not yet finished run again in a fresh group. The workers tear their process group
+down in the background while the probes that need no communicator run; after every rank said
+``done``, each worker gets a short grace period to finish that teardown and exit; one still
+alive then is killed, and the hang is reported in the ``teardown`` result.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -41,11 +43,13 @@ from vllm_doctor.probes.result import (ERROR, PASS, SKIP, TIMEOUT, WARN, ProbeRe
 
 LOG_TAIL_LINES = 12
 POLL_S = 0.02
-INIT_TIMEOUT_MIN_S = 60.0
+INIT_TIMEOUT_MIN_S = 60.0  # torch import + process-group init may take this long on a cold disk
 
 # on_update(probe, state, info): state is "start", "progress" (info: message) or "result"
 # (info: the ProbeResult). Called from the runner's thread.
 UpdateFn = Callable[[str, str, Any], None]
+
+_NOISE = re.compile(r"^\s*(frame #\d+:|Exception raised from |<unknown function>)")
 
 
 def _free_port() -> int:
@@ -58,39 +62,70 @@ def _package_root() -> str:
     return str(Path(__file__).resolve().parent.parent.parent)
 
 
-def tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
+def tail(path: Path | None, lines: int = LOG_TAIL_LINES) -> list[str]:
+    """The last lines a process printed, without C++ stack frames (they bury the message)."""
+    if path is None:
+        return []
     try:
-        data = path.read_bytes()[-32768:]
+        data = Path(path).read_bytes()[-65536:]
     except OSError:
         return []
     text = data.decode("utf-8", errors="replace")
-    out = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    out = [ln.rstrip() for ln in text.splitlines() if ln.strip() and not _NOISE.match(ln)]
     return out[-lines:]
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - not ours
+        return True
+    try:  # a zombie has finished
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
 
 
 @dataclass
 class _Proc:
     tag: str  # "rank0", "part-tp-softembed-compile"
-    popen: subprocess.Popen
     events: Path
-    log: Path
+    log: Path | None
     launched: float
+    group: int
+    popen: subprocess.Popen | None = None
+    pid: int | None = None
     rank: int = 0
-    part: tuple[str, str] | None = None  # (probe, part) for an isolated child
+    part: tuple[str, str] | None = None  # (probe, part) for a forked sub-check
     offset: int = 0
     partial: bytes = b""
     init: dict[str, Any] | None = None
     fatal: str | None = None
     current: str | None = None
     current_since: float = 0.0
+    last_progress: str = ""
     done_at: float | None = None
+    teardown_started: float | None = None
+    teardown_returned: bool = False
     teardown: dict[str, Any] | None = None
     aborted: bool = False
     killed: bool = False
     exit_seen: bool = False
 
     def alive(self) -> bool:
-        return self.popen.poll() is None
+        if self.popen is not None:
+            return self.popen.poll() is None
+        return _pid_alive(self.pid)
+
+    def exit_text(self) -> str:
+        if self.popen is None:
+            return "exited" if not self.alive() else "still running"
+        return _describe_exit(self.popen.returncode)
 
 
 @dataclass
@@ -143,7 +178,6 @@ class Runner:
         self.group: list[_Proc] = []
         self.groups = 0
         self.teardowns: list[dict[str, Any]] = []
-        self.init_info: list[dict[str, Any]] = []
 
     # -- launching ----------------------------------------------------------------------------
     def _env(self, extra: dict[str, str]) -> dict[str, str]:
@@ -158,46 +192,39 @@ class Runner:
         env.update(extra)
         return env
 
-    def _spawn(self, tag: str, args: list[str], env: dict[str, str], rank: int = 0,
-               part: tuple[str, str] | None = None) -> _Proc:
-        events = self.run_dir / f"events.{tag}.g{self.groups}.jsonl"
-        log = self.run_dir / f"{tag}.g{self.groups}.log"
-        events.touch()
-        with open(log, "wb") as log_fh:
-            popen = subprocess.Popen(
-                [self.python, "-m", "vllm_doctor.probes.worker", "--events", str(events), *args],
-                stdin=subprocess.DEVNULL, stdout=log_fh, stderr=subprocess.STDOUT, env=env,
-                start_new_session=True, cwd=str(self.run_dir))
-        proc = _Proc(tag=tag, popen=popen, events=events, log=log, launched=time.monotonic(),
-                     rank=rank, part=part)
-        self.procs.append(proc)
-        return proc
-
-    def _common_args(self) -> list[str]:
-        return ["--device", self.device, "--params", json.dumps(self.params),
-                "--teardown-timeout", str(self.teardown_timeout)]
-
     def _launch_group(self, names: list[str]) -> None:
         self.groups += 1
+        g = self.groups
         port = _free_port()
         self.group = []
+        running_parts = {p.part for p in self.procs if p.part and not p.exit_seen}
+        parts = [f"{n}:{part.name}" for n in names for part in self.states[n].spec.parts
+                 if part.name not in self.states[n].parts and (n, part.name) not in running_parts]
+        common = ["--device", self.device, "--params", json.dumps(self.params),
+                  "--teardown-timeout", str(self.teardown_timeout), "--probes", ",".join(names)]
         for rank in range(self.tp):
             env = self._env({"RANK": str(rank), "WORLD_SIZE": str(self.tp), "LOCAL_RANK": str(rank),
                              "LOCAL_WORLD_SIZE": str(self.tp), "MASTER_ADDR": "127.0.0.1",
                              "MASTER_PORT": str(port)})
-            self.group.append(self._spawn(f"rank{rank}", ["--probes", ",".join(names), *self._common_args()],
-                                          env, rank=rank))
+            args = list(common)
+            if rank == 0:
+                args += ["--parts", ",".join(parts) or "none",
+                         "--parts-prefix", str(self.run_dir / f"events.part-g{g}-")]
+            tag = f"rank{rank}"
+            events = self.run_dir / f"events.{tag}.g{g}.jsonl"
+            log = self.run_dir / f"{tag}.g{g}.log"
+            events.touch()
+            with open(log, "wb") as log_fh:
+                popen = subprocess.Popen(
+                    [self.python, "-m", "vllm_doctor.probes.worker", "--events", str(events), *args],
+                    stdin=subprocess.DEVNULL, stdout=log_fh, stderr=subprocess.STDOUT, env=env,
+                    start_new_session=True, cwd=str(self.run_dir))
+            proc = _Proc(tag=tag, events=events, log=log, launched=time.monotonic(), group=g,
+                         popen=popen, pid=popen.pid, rank=rank)
+            self.procs.append(proc)
+            self.group.append(proc)
         for name in names:
             self.states[name].attempts += 1
-
-    def _launch_parts(self, names: list[str]) -> None:
-        for name in names:
-            spec = self.states[name].spec
-            for part in spec.parts:
-                env = self._env(dict(part.env, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0"))
-                self._spawn(f"part-{name}-{part.name}",
-                            ["--part", f"{name}:{part.name}", *self._common_args()], env,
-                            part=(name, part.name))
 
     # -- events -------------------------------------------------------------------------------
     def _read_events(self, proc: _Proc) -> list[dict[str, Any]]:
@@ -222,51 +249,69 @@ class Runner:
                     continue
         return out
 
+    def _pump(self, proc: _Proc) -> None:
+        for ev in self._read_events(proc):
+            self._handle(proc, ev)
+
     def _handle(self, proc: _Proc, ev: dict[str, Any]) -> None:
         kind = ev.get("ev")
         now = time.monotonic()
-        if kind == "init":
+        if kind == "hello":
+            if proc.pid is None:
+                proc.pid = ev.get("pid")
+        elif kind == "init":
             proc.init = ev
-            self.init_info.append(ev)
         elif kind == "fatal":
             proc.fatal = ev.get("error", "worker failed")
+        elif kind == "forked" and ev.get("events"):
+            part = _Proc(tag=f"part-{ev['probe']}-{ev['part']}", events=Path(ev["events"]),
+                         log=Path(ev["log"]) if ev.get("log") else None, launched=now,
+                         group=proc.group, pid=ev.get("pid"), part=(ev["probe"], ev["part"]))
+            self.procs.append(part)
         elif kind == "start":
             proc.current = ev.get("probe")
             proc.current_since = now
+            proc.last_progress = ""
             state = self.states.get(proc.current or "")
             if state and state.started_at is None:
                 state.started_at = now
                 self.on_update(state.spec.name, "start", None)
         elif kind == "progress":
+            proc.last_progress = str(ev.get("msg", ""))
             self.on_update(ev.get("probe", ""), "progress", ev.get("msg", ""))
         elif kind == "result":
             name = ev.get("probe", "")
             state = self.states.get(name)
+            if proc.part is None:
+                proc.current = None
             if state is None or state.final is not None:
                 return
             res = ev.get("result", {})
             if proc.part:
-                state.parts[proc.part[1]] = res
+                state.parts.setdefault(proc.part[1], res)
             else:
                 state.per_rank[proc.rank] = res
-                proc.current = None
             self._maybe_finalise(state)
         elif kind == "abort":
             proc.aborted = True
+        elif kind == "teardown_start":
+            proc.teardown_started = now
         elif kind == "done":
             proc.done_at = now
             proc.current = None
         elif kind == "teardown":
             proc.teardown = ev
+            proc.teardown_returned = bool(ev.get("returned"))
 
     def _complete(self, state: _ProbeState) -> bool:
-        ranks_ok = len(state.per_rank) >= self.tp
-        parts_ok = all(p.name in state.parts for p in state.spec.parts)
-        return ranks_ok and parts_ok
+        return len(state.per_rank) >= self.tp and all(p.name in state.parts for p in state.spec.parts)
 
     def _maybe_finalise(self, state: _ProbeState, force: bool = False) -> None:
         if state.final is not None or not (force or self._complete(state)):
             return
+        for part in state.spec.parts:  # forced before a part reported
+            state.parts.setdefault(part.name, {"status": SKIP, "metrics": {},
+                                               "reason": "did not run (its worker group failed first)"})
         duration = max([float(r.get("duration_s", 0.0)) for r in state.per_rank.values()] or [0.0])
         result = merge_rank_results(state.spec.name, state.per_rank, state.parts, duration)
         result.log_tail = list(state.log_tail)
@@ -279,26 +324,43 @@ class Runner:
     def _tails(self, procs: list[_Proc]) -> list[str]:
         out: list[str] = []
         for p in procs:
-            label = f"[{p.tag}]"
-            out.extend(f"{label} {ln}" for ln in tail(p.log))
+            out.extend(f"[{p.tag}] {ln}" for ln in tail(p.log))
         return out
 
     # -- killing ------------------------------------------------------------------------------
     def _kill(self, proc: _Proc) -> None:
-        if proc.popen.poll() is None:
+        if proc.alive():
             proc.killed = True
-        try:
-            os.killpg(proc.popen.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.popen.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
-            pass
+        pid = proc.popen.pid if proc.popen is not None else proc.pid
+        if pid is not None:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        if proc.popen is not None:
+            try:
+                proc.popen.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
+                pass
+        else:
+            deadline = time.monotonic() + 2.0
+            while _pid_alive(proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.01)
 
     def kill_all(self) -> None:
-        for proc in self.procs:
-            self._kill(proc)
+        for proc in list(self.procs):
+            if proc.part is None:
+                self._kill(proc)
+        # The ranks are gone: no more forks. Learn of any fork not read yet, then kill the parts.
+        for proc in list(self.procs):
+            if proc.part is None:
+                self._pump(proc)
+        for proc in list(self.procs):
+            if proc.part is not None:
+                self._kill(proc)
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> list[ProbeResult]:
@@ -338,13 +400,11 @@ class Runner:
         for name, state in self.states.items():
             reason = state.spec.skip_reason(self.tp, self.device)
             if reason:
-                state.final = ProbeResult(name=name, status=SKIP, reason=reason,
-                                          rules_confirmed=_skip_rules(state.spec, reason))
+                state.final = ProbeResult(name=name, status=SKIP, reason=reason)
                 self.on_update(name, "result", state.final)
             else:
                 runnable.append(name)
         if runnable:
-            self._launch_parts(runnable)
             self._launch_group(runnable)
             self._loop()
         for state in self.states.values():
@@ -356,27 +416,31 @@ class Runner:
         out = [self.states[s.name].final for s in self.specs]
         teardown = self._teardown_result()
         if teardown is not None:
+            p2p = self.states.get("p2p-nccl")
+            if p2p is not None and p2p.final is not None and p2p.final.status != SKIP:
+                p2p.final.metrics["teardown_destroy_process_group_s"] = teardown.metrics.get(
+                    "destroy_process_group_s")
+                p2p.final.metrics["teardown_hang"] = teardown.status != PASS
             out.append(teardown)
-        return out
+        return [r for r in out if r is not None]
 
     def _loop(self) -> None:
         while True:
             for proc in list(self.procs):
-                for ev in self._read_events(proc):
-                    self._handle(proc, ev)
+                if not proc.exit_seen:
+                    self._pump(proc)
             now = time.monotonic()
             self._check_parts(now)
             group_state = self._check_group(now)
             if group_state == "restart":
                 continue
-            parts_running = any(p.part and not p.exit_seen for p in self.procs)
-            if group_state == "finished" and not parts_running:
+            if group_state == "finished" and all(p.exit_seen for p in self.procs if p.part):
                 return
             time.sleep(POLL_S)
 
     def _check_parts(self, now: float) -> None:
         for proc in self.procs:
-            if not proc.part or proc.exit_seen:
+            if proc.part is None or proc.exit_seen:
                 continue
             probe, part = proc.part
             state = self.states[probe]
@@ -386,22 +450,25 @@ class Runner:
                 elif proc.done_at is not None and now - proc.done_at > self.grace:
                     self._kill(proc)
                     proc.exit_seen = True
+                elif state.final is not None and proc.done_at is None and now - proc.launched > self.timeout:
+                    self._kill(proc)
+                    proc.exit_seen = True
                 continue
             if not proc.alive():
-                for ev in self._read_events(proc):
-                    self._handle(proc, ev)
+                self._pump(proc)
                 if part not in state.parts:
-                    code = proc.popen.returncode
-                    state.parts[part] = {"status": ERROR, "metrics": {},
-                                         "reason": proc.fatal or f"the isolated child died ({_describe_exit(code)})"}
+                    where = f" after: {proc.last_progress}" if proc.last_progress else ""
+                    state.parts[part] = {"status": ERROR, "metrics": {"last_step": proc.last_progress},
+                                         "reason": f"the isolated child died{where}"}
                     state.log_tail.extend(self._tails([proc]))
                 proc.exit_seen = True
                 self._maybe_finalise(state)
-            elif now - proc.launched > self.timeout + INIT_TIMEOUT_MIN_S * (proc.init is None and proc.current is None):
+            elif now - proc.launched > self.timeout:
                 self._kill(proc)
                 proc.exit_seen = True
+                where = f" (last step: {proc.last_progress})" if proc.last_progress else ""
                 state.parts[part] = {"status": TIMEOUT, "metrics": {},
-                                     "reason": f"the isolated child exceeded the {self.timeout:g}s deadline"}
+                                     "reason": f"the isolated child exceeded the {self.timeout:g}s deadline{where}"}
                 state.log_tail.extend(self._tails([proc]))
                 self._maybe_finalise(state)
 
@@ -410,25 +477,22 @@ class Runner:
         group = self.group
         if not group:
             return "finished"
-        # Teardown phase: every rank said done.
         if all(p.done_at is not None for p in group):
             last_done = max(p.done_at for p in group)  # type: ignore[type-var]
             alive = [p for p in group if p.alive()]
             if alive and now - last_done <= self.grace:
                 return "running"
             for p in group:
-                for ev in self._read_events(p):
-                    self._handle(p, ev)
-            self._record_teardown(group, killed=[p.tag for p in alive])
+                self._pump(p)
+            self._record_teardown(group, killed=[p.tag for p in alive if p.alive()])
             for p in alive:
                 self._kill(p)
             for p in group:
                 p.exit_seen = True
             self.group = []
-            # Probes that a rank reported and the others never did (cannot happen unless a
-            # worker skipped one) are finalised with what came in.
             for state in self.states.values():
-                if state.final is None and state.per_rank and len(state.spec.parts) <= len(state.parts):
+                if state.final is None and len(state.per_rank) >= self.tp and \
+                        not self._part_running(state.spec.name):
                     self._maybe_finalise(state, force=True)
             return "finished"
 
@@ -438,8 +502,7 @@ class Runner:
             if p.done_at is not None:
                 continue
             if not p.alive():
-                for ev in self._read_events(p):
-                    self._handle(p, ev)
+                self._pump(p)
                 if p.done_at is not None:
                     continue
                 failure = "died"
@@ -455,29 +518,29 @@ class Runner:
             return "running"
         return self._fail_group(group, failure, culprits)
 
+    def _part_running(self, probe: str) -> bool:
+        return any(p.part and p.part[0] == probe and not p.exit_seen for p in self.procs)
+
     def _fail_group(self, group: list[_Proc], failure: str, culprits: list[_Proc]) -> str:
-        tails = None
         for p in group:
             if p.alive():
                 self._kill(p)
-            for ev in self._read_events(p):
-                self._handle(p, ev)
+            self._pump(p)
         tails = self._tails(group)
         for p in group:
             p.exit_seen = True
         self.group = []
-        never_started = all(p.init is None for p in culprits) and failure in ("died", "init-timeout") \
-            and all(p.current is None for p in culprits)
-        pending = [name for name, st in self.states.items() if st.final is None
-                   and not _only_parts_pending(st, self.tp)]
-        if never_started:
+        pending = [name for name, st in self.states.items()
+                   if st.final is None and len(st.per_rank) < self.tp]
+        not_started = [p for p in culprits if p.init is None and p.current is None]
+        if not_started and failure in ("died", "init-timeout"):
             fatal = next((p.fatal for p in group if p.fatal), None)
             if failure == "init-timeout":
                 reason = (f"the workers did not finish starting (torch import, process-group init) "
                           f"within {max(self.timeout, INIT_TIMEOUT_MIN_S):g}s")
                 status = TIMEOUT
             else:
-                codes = ", ".join(f"{p.tag}: {_describe_exit(p.popen.returncode)}" for p in culprits)
+                codes = ", ".join(f"{p.tag}: {p.exit_text()}" for p in not_started)
                 reason = f"the workers failed to start: {fatal or codes}"
                 status = ERROR
             for name in pending:
@@ -485,15 +548,18 @@ class Runner:
                 st.log_tail = tails
                 for p in group:
                     st.per_rank.setdefault(p.rank, {"status": status, "reason": reason, "metrics": {}})
-                self._maybe_finalise(st, force=True)
+                if not self._part_running(name):
+                    self._maybe_finalise(st, force=True)
+            self._record_teardown(group, killed=[], failed=True)
             return "finished"
 
+        # A rank that failed while its process group was being torn down in the background:
+        # the teardown is the suspect, not the probe that was running beside it.
+        in_teardown = [p for p in culprits if p.teardown_started is not None and not p.teardown_returned]
         blamed: set[str] = set()
         for p in culprits:
-            if p.current:
+            if p.current and p not in in_teardown:
                 blamed.add(p.current)
-            elif p.aborted:
-                pass  # the probe that poisoned the process reported its own error
         rerun: list[str] = []
         for name in pending:
             st = self.states[name]
@@ -501,65 +567,65 @@ class Runner:
                 status = TIMEOUT if failure == "timeout" else ERROR
                 if failure == "timeout":
                     reason = f"exceeded the {self.timeout:g}s deadline"
+                    slow = [p for p in culprits if p.current == name and p.last_progress]
+                    if slow:
+                        reason += f" (last step: {slow[0].last_progress})"
                 else:
                     dead = [p for p in culprits if p.current == name]
-                    reason = "; ".join(f"{p.tag} died ({_describe_exit(p.popen.returncode)})" for p in dead) \
-                        or "a worker died"
+                    reason = "; ".join(f"{p.tag} died ({p.exit_text()})" for p in dead) or "a worker died"
                 for p in group:
-                    if p.rank not in st.per_rank:
-                        st.per_rank[p.rank] = {"status": status, "reason": reason, "metrics": {}}
+                    st.per_rank.setdefault(p.rank, {"status": status, "reason": reason, "metrics": {}})
                 st.log_tail = tails
-                if st.spec.parts and len(st.parts) < len(st.spec.parts):
-                    st.notes.append("finalised before its isolated sub-check finished")
-                    for part in st.spec.parts:
-                        st.parts.setdefault(part.name, {"status": SKIP, "reason": "not waited for",
-                                                        "metrics": {}})
-                self._maybe_finalise(st, force=True)
-            elif len(st.per_rank) < self.tp:
-                if st.attempts >= 2:
-                    st.log_tail = tails
-                    for p in group:
-                        st.per_rank.setdefault(p.rank, {"status": ERROR, "metrics": {},
-                                                        "reason": "its worker group failed twice"})
+                if not self._part_running(name):
                     self._maybe_finalise(st, force=True)
-                else:
-                    st.per_rank.clear()
-                    st.notes.append(f"ran again in fresh worker processes after {failure} "
-                                    f"of an earlier probe")
-                    rerun.append(name)
-        self._record_teardown(group, killed=[], failed=True)
+            elif st.attempts >= 2:
+                st.log_tail = tails
+                for p in group:
+                    st.per_rank.setdefault(p.rank, {"status": ERROR, "metrics": {},
+                                                    "reason": "its worker group failed twice"})
+                if not self._part_running(name):
+                    self._maybe_finalise(st, force=True)
+            else:
+                st.per_rank.clear()
+                why = "a teardown failure" if in_teardown else f"{failure} of an earlier probe"
+                st.notes.append(f"ran again in fresh worker processes after {why}")
+                rerun.append(name)
+        self._record_teardown(group, killed=[p.tag for p in in_teardown], failed=True,
+                              during=failure if in_teardown else None)
         if rerun:
             self._launch_group(rerun)
             return "restart"
         return "finished"
 
     # -- teardown -----------------------------------------------------------------------------
-    def _record_teardown(self, group: list[_Proc], killed: list[str], failed: bool = False) -> None:
+    def _record_teardown(self, group: list[_Proc], killed: list[str], failed: bool = False,
+                         during: str | None = None) -> None:
         self.teardowns.append({
-            "group": self.groups, "failed": failed, "killed": killed,
+            "group": group[0].group if group else self.groups, "failed": failed, "killed": killed,
+            "during": during,
             "ranks": [{"rank": p.rank, "backend": (p.init or {}).get("backend"),
-                       "teardown": p.teardown, "exit": p.popen.returncode,
+                       "teardown": p.teardown, "started": p.teardown_started is not None,
+                       "exit": p.exit_text(),
                        "init": {k: v for k, v in (p.init or {}).items()
                                 if k not in ("ev", "rank", "t")}} for p in group],
         })
 
     def _teardown_result(self) -> ProbeResult | None:
-        clean = [t for t in self.teardowns if not t["failed"]]
-        if not clean:
+        records = [t for t in self.teardowns if not t["failed"] or t["during"]]
+        if not records:
             return None
-        last = clean[-1]
-        uses_pg = any(r["backend"] for r in last["ranks"]) or any(r["teardown"] for r in last["ranks"])
+        last = records[-1]
+        uses_pg = any(r["backend"] or r["teardown"] or r["started"] for r in last["ranks"])
         if not uses_pg and not last["killed"]:
             return None
         ranks = []
         hung: list[int] = []
         for r in last["ranks"]:
             td = r["teardown"] or {}
-            returned = td.get("returned")
+            killed = f"rank{r['rank']}" in last["killed"]
             entry = {"rank": r["rank"], "status": PASS, "seconds": td.get("seconds"),
-                     "returned": returned, "killed": f"rank{r['rank']}" in last["killed"],
-                     "init": r["init"]}
-            if returned is False or entry["killed"] or td.get("error"):
+                     "returned": td.get("returned"), "killed": killed, "init": r["init"]}
+            if td.get("returned") is False or killed or td.get("error"):
                 entry["status"] = WARN
                 hung.append(r["rank"])
             if td.get("error"):
@@ -569,33 +635,29 @@ class Runner:
         metrics: dict[str, Any] = {"destroy_process_group_s": max(seconds) if seconds else None,
                                    "teardown_limit_s": self.teardown_timeout}
         init = [r["init"] for r in ranks if r["init"]]
-        if init:
-            for key in ("import_torch_s", "cuda_init_s", "dist_init_s"):
-                vals = [i[key] for i in init if isinstance(i.get(key), (int, float))]
-                if vals:
-                    metrics[f"max_{key}"] = max(vals)
+        for key in ("import_torch_s", "cuda_init_s", "dist_init_s"):
+            vals = [i[key] for i in init if isinstance(i.get(key), (int, float))]
+            if vals:
+                metrics[f"max_{key}"] = max(vals)
         if hung:
             who = ", ".join(str(r) for r in hung)
-            not_returned = [r for r in ranks if r["returned"] is False]
-            if not_returned:
+            if last["during"]:
+                reason = (f"teardown failure: rank {who} {last['during']} while destroy_process_group "
+                          f"ran in the background; the probes it interrupted ran again")
+            elif any(r["returned"] is False for r in ranks):
                 reason = (f"teardown hang: destroy_process_group did not return within "
                           f"{self.teardown_timeout:g}s on rank {who}, after every rank had reported "
-                          f"its results; the workers were stopped (a known hazard of this stack: "
-                          f"vLLM shutdown can hang the same way)")
+                          f"its results; the workers were stopped")
             else:
                 reason = (f"teardown hang: rank {who} did not exit within {self.grace:g}s after "
                           f"reporting its results and was killed")
             status = WARN
         else:
-            reason = (f"process groups torn down in {metrics['destroy_process_group_s']:.2f}s"
-                      if metrics.get("destroy_process_group_s") is not None else "workers exited")
             status = PASS
+            reason = (f"process group torn down in {metrics['destroy_process_group_s']:.2f}s"
+                      if metrics.get("destroy_process_group_s") is not None else "workers exited")
         return ProbeResult(name="teardown", status=status, reason=reason, metrics=metrics,
                            ranks=ranks, duration_s=metrics.get("destroy_process_group_s") or 0.0)
-
-
-def _only_parts_pending(state: _ProbeState, tp: int) -> bool:
-    return len(state.per_rank) >= tp
 
 
 def _describe_exit(code: int | None) -> str:
@@ -607,10 +669,6 @@ def _describe_exit(code: int | None) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exit code {code}"
-
-
-def _skip_rules(spec: ProbeSpec, reason: str) -> list[str]:
-    return []
 
 
 def resolve(names: list[str] | None) -> list[ProbeSpec]:
@@ -647,7 +705,7 @@ def run_probes(names: list[str] | None, tp: int, device: str, timeout: float,
 
 
 def load_results_dir(path: str | os.PathLike, world: int | None = None) -> list[ProbeResult]:
-    """Collate the event files that ``worker --out DIR`` wrote (torchrun, several nodes)."""
+    """Collate the event files that ``worker --out DIR`` wrote (torchrun, one or several nodes)."""
     base = Path(path)
     files = sorted(base.glob("events.*.jsonl"))
     if not files:
@@ -655,7 +713,6 @@ def load_results_dir(path: str | os.PathLike, world: int | None = None) -> list[
     per_probe: dict[str, dict[int, dict[str, Any]]] = {}
     parts: dict[str, dict[str, dict[str, Any]]] = {}
     teardown: dict[int, dict[str, Any]] = {}
-    inits: dict[int, dict[str, Any]] = {}
     seen_world = 0
     for f in files:
         for line in f.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -664,10 +721,8 @@ def load_results_dir(path: str | os.PathLike, world: int | None = None) -> list[
             except ValueError:
                 continue
             rank = int(ev.get("rank", 0))
-            if ev.get("ev") == "hello":
+            if ev.get("ev") == "hello" and not ev.get("part"):
                 seen_world = max(seen_world, int(ev.get("world", 1)))
-            elif ev.get("ev") == "init":
-                inits[rank] = ev
             elif ev.get("ev") == "result":
                 if ev.get("part"):
                     parts.setdefault(ev["probe"], {})[ev["part"]] = ev.get("result", {})
@@ -681,9 +736,8 @@ def load_results_dir(path: str | os.PathLike, world: int | None = None) -> list[
         if spec.name not in per_probe:
             continue
         ranks = per_probe[spec.name]
-        missing = [r for r in range(world) if r not in ranks]
-        for r in missing:
-            ranks[r] = {"status": ERROR, "reason": "no result from this rank", "metrics": {}}
+        for r in range(world):
+            ranks.setdefault(r, {"status": ERROR, "reason": "no result from this rank", "metrics": {}})
         duration = max([float(r.get("duration_s", 0.0)) for r in ranks.values()] or [0.0])
         out.append(merge_rank_results(spec.name, ranks, parts.get(spec.name), duration))
     if teardown:
@@ -692,7 +746,7 @@ def load_results_dir(path: str | os.PathLike, world: int | None = None) -> list[
         out.append(ProbeResult(
             name="teardown", status=WARN if hung else PASS,
             reason=(f"teardown hang: destroy_process_group did not return on rank "
-                    f"{', '.join(map(str, hung))}" if hung else f"process groups torn down in {max(secs):.2f}s"),
+                    f"{', '.join(map(str, hung))}" if hung else f"process group torn down in {max(secs):.2f}s"),
             metrics={"destroy_process_group_s": max(secs)},
             ranks=[{"rank": r, **{k: v for k, v in ev.items() if k not in ("ev", "t")}}
                    for r, ev in sorted(teardown.items())]))

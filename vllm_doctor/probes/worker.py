@@ -11,7 +11,9 @@ and streams one JSON event per line: a result as soon as each probe finishes, ``
 all results are out, and then ``teardown`` once ``destroy_process_group`` returned (or did not
 within the teardown limit, in which case the worker says so and exits anyway).
 
-``--part PROBE:PART`` runs one isolated sub-check instead (single process, no process group).
+Isolated sub-checks (a probe's *parts*) are forked by rank 0 right after torch is imported and
+before CUDA is initialised: each runs in its own process and process group, writes its own
+events, and is killed by the runner if it overruns.
 """
 
 from __future__ import annotations
@@ -124,7 +126,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="directory for events.rank<R>.jsonl (torchrun; collate with "
                              "`vllm-doctor probe --results DIR`)")
     parser.add_argument("--params", default=None, help="JSON parameters (model sizes, ...)")
-    parser.add_argument("--part", default=None, help="PROBE:PART: run one isolated sub-check")
+    parser.add_argument("--parts", default=None,
+                        help="isolated sub-checks rank 0 forks (PROBE:PART,...; default: those of "
+                             "the selected probes; 'none' for none)")
+    parser.add_argument("--parts-prefix", default=None,
+                        help="path prefix of the forked sub-checks' event and log files")
     parser.add_argument("--teardown-timeout", type=float, default=2.0,
                         help="seconds to wait for destroy_process_group before reporting a hang")
     parser.add_argument("--quiet", action="store_true", help="no human-readable lines on stdout")
@@ -136,17 +142,18 @@ def main(argv: list[str] | None = None) -> int:
     rank = _env_int("RANK", 0)
     world = _env_int("WORLD_SIZE", 1)
     local_rank = _env_int("LOCAL_RANK", rank)
+    params.setdefault("tp", world)
     events_path = args.events
-    if events_path is None and args.out:
+    parts_prefix = args.parts_prefix
+    if args.out:
         os.makedirs(args.out, exist_ok=True)
-        name = f"events.{args.part.replace(':', '-')}.jsonl" if args.part else f"events.rank{rank}.jsonl"
-        events_path = os.path.join(args.out, name)
+        if events_path is None:
+            events_path = os.path.join(args.out, f"events.rank{rank}.jsonl")
+        if parts_prefix is None:
+            parts_prefix = os.path.join(args.out, "events.part-")
     emit = Events(events_path, rank, echo=not args.quiet)
     emit({"ev": "hello", "pid": os.getpid(), "world": world, "local_rank": local_rank,
           "host": os.uname().nodename})
-
-    if args.part:
-        return _run_part(args, params, emit)
 
     if args.probes:
         names = [n for n in args.probes.split(",") if n]
@@ -162,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     init: dict[str, Any] = {}
     device_kind = args.device or "cpu"
     backend = None
+    forked: list[int] = []
     try:
         if need_torch:
             t = time.perf_counter()
@@ -172,14 +180,19 @@ def main(argv: list[str] | None = None) -> int:
             init["torch"] = torch.__version__
             if args.device is None:
                 device_kind = "cuda" if torch.cuda.is_available() else "cpu"
+        runnable = [s for s in specs if s.skip_reason(world, device_kind) is None]
+        if rank == 0:
+            # Fork the isolated sub-checks now: torch is imported (the children need not import
+            # it again) and CUDA is not initialised yet (so the children may use it).
+            forked = _fork_parts(args.parts, runnable, parts_prefix, params, device_kind, emit)
+        if need_torch:
             if device_kind == "cuda":
                 t = time.perf_counter()
                 torch.cuda.set_device(local_rank)
                 torch.cuda.init()
                 init["cuda_init_s"] = round(time.perf_counter() - t, 4)
                 init["gpu"] = torch.cuda.get_device_name(local_rank)
-            runnable = [s for s in specs if s.skip_reason(world, device_kind) is None]
-            if world > 1 or any(s.collective for s in runnable):
+            if any(s.collective for s in runnable):
                 backend = "nccl" if device_kind == "cuda" else "gloo"
                 t = time.perf_counter()
                 kwargs: dict[str, Any] = {"backend": backend}
@@ -194,18 +207,36 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001
         traceback.print_exc()
         emit({"ev": "fatal", "error": f"{type(err).__name__}: {err}"})
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(3)
+        _exit(3, forked)
     init["backend"] = backend
     init["device"] = device_kind
     emit(dict({"ev": "init"}, **init))
 
-    from vllm_doctor.probes._common import Ctx, result
+    from vllm_doctor.probes._common import Ctx, call_in_thread, result
 
     ctx = Ctx(rank=rank, world=world, local_rank=local_rank, device_kind=device_kind,
               params=params, emit=emit, dist_backend=backend, init=init)
-    for spec in specs:
+    # Probes that use the process group first; then its teardown starts in the background
+    # while the probes that need no communicator run.
+    ordered = [s for s in specs if s.collective] + [s for s in specs if not s.collective]
+    teardown = None
+
+    def start_teardown():
+        emit({"ev": "teardown_start"})
+
+        def destroy() -> None:
+            if ctx.hang_teardown == "soft":
+                time.sleep(3600)
+            if backend is not None:
+                import torch.distributed as dist
+
+                dist.destroy_process_group()
+
+        return call_in_thread(destroy)
+
+    for spec in ordered:
+        if teardown is None and not spec.collective and (backend is not None or ctx.hang_teardown == "soft"):
+            teardown = start_teardown()
         ctx.probe = spec.name
         emit({"ev": "start", "probe": spec.name})
         reason = spec.skip_reason(world, device_kind)
@@ -219,9 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         emit({"ev": "result", "probe": spec.name, "result": res})
         if ctx.stop_after:
             emit({"ev": "abort", "after": spec.name})
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(3)
+            _exit(3, forked)
+    if teardown is None and (backend is not None or ctx.hang_teardown == "soft"):
+        teardown = start_teardown()
     emit({"ev": "done"})
     sys.stdout.flush()
     sys.stderr.flush()
@@ -232,49 +263,113 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         while True:  # a teardown that never returns and ignores SIGTERM
             time.sleep(3600)
-    if backend is not None or ctx.hang_teardown == "soft":
-        from vllm_doctor.probes._common import call_with_timeout
-
-        def teardown() -> None:
-            if ctx.hang_teardown == "soft":
-                time.sleep(3600)
-            import torch.distributed as dist
-
-            dist.destroy_process_group()
-
-        returned, seconds, err = call_with_timeout(teardown, args.teardown_timeout)
-        event: dict[str, Any] = {"ev": "teardown", "seconds": round(seconds, 4),
-                                 "returned": returned}
+    if teardown is not None:
+        returned, seconds, err = teardown.join(args.teardown_timeout)
+        event: dict[str, Any] = {"ev": "teardown", "seconds": round(seconds, 4), "returned": returned,
+                                 "limit_s": args.teardown_timeout}
         if err is not None:
             event["error"] = f"{type(err).__name__}: {err}"
         emit(event)
+    # Without the doctor's runner (torchrun), rank 0 waits for its forked sub-checks so that
+    # their results are in the output directory when the launcher returns.
+    _exit(0, forked, wait_s=0.0 if args.events else PART_WAIT_S)
+    return 0
+
+
+PART_WAIT_S = 300.0
+
+
+def _exit(code: int, forked: list[int], wait_s: float = 0.0) -> None:
+    """Leave without running destructors (a poisoned CUDA context can abort in them); reap
+    forked sub-checks that finished (with ``wait_s``, wait that long for the others first;
+    those still running after it are killed)."""
+    deadline = time.monotonic() + wait_s
+    pending = list(forked)
+    while pending:
+        for pid in list(pending):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                pending.remove(pid)
+        if not pending or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    if wait_s:
+        import signal
+
+        for pid in pending:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
 
 
-def _run_part(args: argparse.Namespace, params: dict[str, Any], emit: Events) -> int:
-    from vllm_doctor.probes.registry import BY_NAME
+def _fork_parts(requested: str | None, runnable: list, prefix: str | None, params: dict,
+                device_kind: str, emit: Events) -> list[int]:
+    if requested == "none":
+        return []
+    if requested:
+        wanted = [tuple(x.split(":", 1)) for x in requested.split(",") if ":" in x]
+    else:
+        wanted = [(s.name, p.name) for s in runnable for p in s.parts]
+    names = {s.name for s in runnable}
+    pids = []
+    for probe, part in wanted:
+        if probe not in names:
+            continue
+        events = f"{prefix}{probe}-{part}.jsonl" if prefix else None
+        log = f"{prefix}{probe}-{part}.log" if prefix else None
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            _part_child(probe, part, events, log, params, device_kind)
+        emit({"ev": "forked", "probe": probe, "part": part, "pid": pid, "events": events, "log": log})
+        try:
+            os.setpgid(pid, pid)  # its own process group: it outlives a failed worker group
+        except OSError:
+            pass
+        pids.append(pid)
+    return pids
 
-    probe, _, part = args.part.partition(":")
-    spec = BY_NAME.get(probe)
-    if spec is None or part not in {p.name for p in spec.parts}:
-        emit({"ev": "fatal", "error": f"unknown part {args.part}"})
-        return 2
-    device_kind = args.device or "cpu"
-    from vllm_doctor.probes._common import Ctx
 
-    ctx = Ctx(rank=0, world=1, local_rank=_env_int("LOCAL_RANK", 0), device_kind=device_kind,
-              params=params, emit=emit, probe=probe)
-    emit({"ev": "start", "probe": probe, "part": part})
-    module = _load_probe(spec.module)
-    fn = getattr(module, "part_" + part)
-    res = _run_one(fn, ctx)
-    emit({"ev": "result", "probe": probe, "part": part, "result": res})
-    emit({"ev": "done"})
+def _part_child(probe: str, part: str, events: str | None, log: str | None, params: dict,
+                device_kind: str) -> None:
+    code = 0
+    try:
+        if log:
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.close(fd)
+        from vllm_doctor.probes.registry import BY_NAME
+
+        spec = BY_NAME[probe]
+        pspec = next(p for p in spec.parts if p.name == part)
+        os.environ.update(pspec.env)  # read by torch when CUDA is first used, after this
+        device = device_kind if pspec.needs_cuda else "cpu"
+        emit = Events(events, 0, echo=True)
+        emit({"ev": "hello", "pid": os.getpid(), "probe": probe, "part": part, "world": 1})
+        from vllm_doctor.probes._common import Ctx
+
+        ctx = Ctx(rank=0, world=1, local_rank=_env_int("LOCAL_RANK", 0), device_kind=device,
+                  params=params, emit=emit, probe=probe, part=part)
+        emit({"ev": "start", "probe": probe, "part": part})
+        module = _load_probe(spec.module)
+        res = _run_one(getattr(module, "part_" + part), ctx)
+        emit({"ev": "result", "probe": probe, "part": part, "result": res})
+        emit({"ev": "done"})
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+        code = 3
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
 
 
 if __name__ == "__main__":
