@@ -277,15 +277,21 @@ def cuda_from_torch_version(version: str) -> str | None:
 def collect_packages(facts: Facts) -> None:
     """Write packages.*, vllm.* and torch.* for the running interpreter's environment."""
     found: dict[str, metadata.Distribution] = {}
+    versions: dict[str, str] = {}
+    requires: dict[str, list[str]] = {}
     for canon, names in PACKAGES.items():
         dist = _find_dist(names)
         if dist is None:
             continue
-        version = dist.version
+        md = dist.metadata  # parsed on every access: read it once
+        version = md["Version"] if md is not None else None
         if not version:
             continue
         found[canon] = dist
-        facts.set(f"packages.{canon}", version, Source.MACHINE, f"{dist.metadata['Name']}")
+        versions[canon] = version
+        if canon == "vllm":
+            requires[canon] = md.get_all("Requires-Dist") or []
+        facts.set(f"packages.{canon}", version, Source.MACHINE, str(md["Name"] or canon))
     where = f"Python {sys.version.split()[0]} at {sys.executable}"
 
     # torch ---------------------------------------------------------------------------
@@ -293,7 +299,7 @@ def collect_packages(facts: Facts) -> None:
     if torch_dist is None:
         facts.mark_missing("torch", f"torch is not installed ({where})")
     else:
-        facts.set("torch.version", torch_dist.version, Source.MACHINE, "package metadata")
+        facts.set("torch.version", versions["torch"], Source.MACHINE, "package metadata")
         tdir = _package_dir(torch_dist, "torch")
         info = read_version_file(tdir / "version.py") if tdir else {}
         if info:
@@ -307,7 +313,7 @@ def collect_packages(facts: Facts) -> None:
             if info.get("git_version"):
                 facts.set("torch.git_version", str(info["git_version"]), Source.MACHINE, detail)
         else:
-            cuda = cuda_from_torch_version(torch_dist.version)
+            cuda = cuda_from_torch_version(versions["torch"])
             if cuda:
                 facts.set("torch.cuda_version", cuda, Source.MACHINE, "torch version label")
             else:
@@ -320,7 +326,7 @@ def collect_packages(facts: Facts) -> None:
         facts.mark_missing("vllm", f"vLLM is not installed ({where})")
         return
     facts.set("vllm.installed", True, Source.MACHINE, where)
-    version = vllm_dist.version
+    version = versions["vllm"]
     set_vllm_version_facts(facts, version, Source.MACHINE, "package metadata")
     vdir = _package_dir(vllm_dist, "vllm")
     if vdir is not None:
@@ -345,7 +351,7 @@ def collect_packages(facts: Facts) -> None:
     else:
         facts.mark_missing("vllm.location", "the vllm package directory was not found")
 
-    requirement = torch_requirement(vllm_dist.requires)
+    requirement = torch_requirement(requires.get("vllm"))
     if requirement is None:
         facts.mark_missing("vllm.torch_requirement", "vLLM's metadata declares no torch requirement")
         return
