@@ -150,7 +150,18 @@ def test_markdown_report_carries_the_command_and_the_table(capsys, cache, rules_
     assert f"python tools/audit_wheels.py {cache}" in text
     assert "| release | HW999 |" in text
     assert "| 0.2.0 | affected |" in text and "| 0.3.0 | fixed |" in text
-    assert "**0 mismatches**" in text
+    assert "mismatches **0**" in text
+
+
+def test_rules_with_ranges_only_are_listed_as_unchecked(capsys, cache, rules_dir):
+    text = RULE.replace("code: HW999", "code: HW998").split("  fingerprints:")[0] + RULE.split(
+        "      means: fixed\n", 1)[1]
+    assert "fingerprints" not in text and "when:" in text
+    (rules_dir / "test" / "HW998.yaml").write_text(text, encoding="utf-8")
+    code, out = run(capsys, str(cache), "--rules-dir", str(rules_dir), "--jobs", "1")
+    assert code == 0
+    assert "ranges without a fingerprint (not checked): HW998" in out
+    assert "HW998 " not in out.splitlines()[0]  # not a table column
 
 
 def test_parallel_and_serial_runs_agree(cache, rules_dir):

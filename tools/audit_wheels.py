@@ -360,6 +360,7 @@ class Audit:
     cells: dict[tuple[str, str], Cell]  # (version, code) -> cell
     outside: dict[tuple[str, str], dict[int, list[str]]]
     errors: list[str]
+    unchecked: list[str] = field(default_factory=list)  # rules with ranges, no fingerprints
 
     @property
     def mismatches(self) -> list[tuple[str, str, Cell]]:
@@ -388,7 +389,8 @@ def run_audit(wheels: dict[Version, Path], rules: list[AuditRule], jobs: int = 1
             expected = range_verdict(version, rule.ranges) if rule.ranges is not None else None
             cells[(str(version), rule.code)] = judge(result.states[rule.code], expected)
             outside[(str(version), rule.code)] = result.outside.get(rule.code, {})
-    return Audit([str(v) for v in wheels], checked, cells, outside, errors)
+    unchecked = [r.code for r in rules if not r.fingerprints and r.ranges is not None]
+    return Audit([str(v) for v in wheels], checked, cells, outside, errors, unchecked)
 
 
 # -- output ----------------------------------------------------------------------------------
@@ -447,6 +449,8 @@ def render_text(audit: Audit) -> str:
         lines.append(f"  {code}#{index}: {where}")
         for example in examples[:5]:
             lines.append(f"      {example}")
+    if audit.unchecked:
+        lines.append("ranges without a fingerprint (not checked): " + ", ".join(audit.unchecked))
     for version, code, cell in audit.mismatches:
         lines.append(f"MISMATCH {code} {version}: fingerprint says {cell.state}, ranges say "
                      f"{cell.expected} ({cell.evidence})")
@@ -476,7 +480,7 @@ def render_markdown(audit: Audit, command: str, problems: list[str]) -> str:
         "rule's `affected.ranges`; ? marks a release the ranges call affected where no "
         "fingerprint file exists.",
         "",
-        f"Result: **{len(audit.mismatches)} mismatches**, {len(audit.warnings)} warnings.",
+        f"Result: mismatches **{len(audit.mismatches)}**, warnings {len(audit.warnings)}.",
         "",
         "| release | " + " | ".join(codes) + " |",
         "|---|" + "---|" * len(codes),
@@ -498,6 +502,9 @@ def render_markdown(audit: Audit, command: str, problems: list[str]) -> str:
             f"<br>… {len(examples) - 6} more" if len(examples) > 6 else "")
         out.append(f"| {code}#{index} | {', '.join(releases) if releases else 'none'} | "
                    f"{shown or '-'} |")
+    if audit.unchecked:
+        out += ["", "Rules with release ranges but no fingerprint (their ranges are not checked "
+                "here): " + ", ".join(audit.unchecked) + "."]
     if audit.mismatches or audit.warnings or audit.errors or problems:
         out += ["", "## Findings", ""]
         for version, code, cell in audit.mismatches:
