@@ -99,7 +99,7 @@ def _missing(facts: Facts, paths: list[str]) -> list[MissingFact]:
         if path in seen:
             continue
         seen.add(path)
-        reason = facts.why_missing(path) or "not collected"
+        reason = facts.why_missing(path) or "not in the inputs given"
         result.append(MissingFact(path, reason, supply_hint(path)))
     return result
 
