@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import vllm_doctor
-from vllm_doctor.commands.facts import parse_facts_args
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts import packages
 from vllm_doctor.facts.collect import CollectOptions, collect_facts
@@ -205,37 +204,33 @@ def test_text_view_inferred_model_is_a_warning():
 
 # -- the command ----------------------------------------------------------------------------
 
-def test_parse_facts_args():
-    args = parse_facts_args(["-v", "--format=json", "--model-config", "m/config.json",
-                             "vllm", "serve", "m", "--format", "x", "-v"])
-    assert args.verbose and args.output_format == "json"
-    assert args.model_config == Path("m/config.json")
-    assert args.serve_tokens == ["vllm", "serve", "m", "--format", "x", "-v"]
-    assert parse_facts_args(["--", "vllm", "serve"]).serve_tokens == ["vllm", "serve"]
-    with pytest.raises(InputError, match="unknown option --bogus"):
-        parse_facts_args(["--bogus"])
-    with pytest.raises(InputError, match="expects a value"):
-        parse_facts_args(["--report"])
+def test_facts_command_options(tmp_path, capsys):
+    from vllm_doctor.cli import app
+
+    app(args=["facts", "--format", "json", "--model-config", str(MODELS / "Qwen3-32B"),
+              "--vllm-version", "0.25.1"], standalone_mode=False)
+    data = json.loads(capsys.readouterr().out)
+    assert data["facts"]["vllm.version"]["source"] == Source.USER
+    assert data["facts"]["model.num_attention_heads"]["value"] == 64
     with pytest.raises(InputError, match="unknown format"):
-        parse_facts_args(["--format", "yaml"])
+        app(args=["facts", "--format", "yaml"], standalone_mode=False)
+    with pytest.raises(InputError, match="unknown option --bogus"):
+        app(args=["facts", "--bogus"], standalone_mode=False)
 
 
-def run_cli(*args: str, fast: bool = False) -> subprocess.CompletedProcess:
-    module = "vllm_doctor.commands.facts" if fast else "vllm_doctor"
-    prefix = [] if fast else ["facts"]
-    return subprocess.run([sys.executable, "-m", module, *prefix, *args],
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vllm_doctor", "facts", *args],
                           capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.parametrize("fast", [False, True])
-def test_cli_json_and_bad_input(fast):
-    done = run_cli("--format", "json", "--model-config", str(MODELS / "gpt-oss-120b"), fast=fast)
+def test_cli_json_and_bad_input():
+    done = run_cli("--format", "json", "--model-config", str(MODELS / "gpt-oss-120b"))
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["schema_version"] == 1
     assert data["facts"]["model.quant_scheme"]["value"] == "mxfp4"
     assert data["facts"]["model.quant_scheme"]["source"] == Source.DERIVED
-    bad = run_cli("--model-config", "/nonexistent/config.json", fast=fast)
+    bad = run_cli("--model-config", "/nonexistent/config.json")
     assert bad.returncode == 2
     assert bad.stderr.strip().count("\n") == 0 and "no such file" in bad.stderr
     assert "Traceback" not in bad.stderr
@@ -244,9 +239,9 @@ def test_cli_json_and_bad_input(fast):
 def test_main_path_imports_nothing_heavy():
     code = (
         "import sys, io, contextlib\n"
-        "from vllm_doctor.commands.facts import fast_main\n"
+        "from vllm_doctor.cli import app\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    fast_main(['--format', 'json'])\n"
+        "    app(args=['facts', '--format', 'json'], standalone_mode=False)\n"
         "heavy = {'torch', 'vllm', 'rich', 'pydantic', 'yaml', 'transformers'}\n"
         "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))\n"
     )
