@@ -179,3 +179,54 @@ def test_dtype_bytes(dtype, bytes_):
         facts.set(path, value, Source.CONFIG)
     compute_derived(facts)
     assert facts.value("derived.kv_bytes_per_token") == 2 * 1 * 4 * 2 * bytes_
+
+
+def test_expert_parallel_size():
+    facts = model_facts("Qwen3-30B-A3B", tensor_parallel_size=2, data_parallel_size=3,
+                        enable_expert_parallel=True)
+    compute_derived(facts)
+    assert facts.value("derived.expert_parallel_size") == 6
+    facts.set("serve.enable_expert_parallel", False, Source.SERVE)
+    compute_derived(facts)
+    assert facts.value("derived.expert_parallel_size") == 1
+    facts = model_facts("Qwen3-30B-A3B")
+    facts.mark_missing("serve", "pass the serve line")
+    compute_derived(facts)
+    assert "serve.enable_expert_parallel" in facts.why_missing("derived.expert_parallel_size")
+
+
+@pytest.mark.parametrize("model, requested, above", [
+    ("Llama-3.1-8B-Instruct", 131072, False),     # llama3 RoPE type: not scaled further
+    ("Llama-3.1-8B-Instruct", 262144, True),
+    ("Qwen3-32B", 40960, False),
+    ("Qwen3-32B", 65536, True),
+    ("DeepSeek-V3.2", 163840, False),             # YaRN: 4096 × 40
+    ("gpt-oss-120b", 131073, True),               # YaRN: 4096 × 32
+])
+def test_max_model_len_above_model(model, requested, above):
+    facts = model_facts(model, max_model_len=requested)
+    compute_derived(facts)
+    assert facts.value("derived.max_model_len_above_model") is above
+
+
+def test_hf_overrides_rope_scaling_raise_the_limit():
+    facts = model_facts("Qwen3-32B", max_model_len=131072, hf_overrides={
+        "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                         "original_max_position_embeddings": 32768}})
+    compute_derived(facts)
+    assert facts.value("derived.max_model_len_above_model") is False
+    assert "yarn factor 4" in facts.get("derived.max_model_len_above_model").detail
+
+
+def test_max_model_len_without_config_file_uses_the_fact():
+    facts = Facts()
+    facts.set("model.max_position_embeddings", 4096, Source.REPORT)
+    facts.set("serve.max_model_len", 8192, Source.SERVE)
+    compute_derived(facts)
+    assert facts.value("derived.max_model_len_above_model") is True
+    facts = Facts()
+    facts.mark_missing("model", "model config not found")
+    facts.set("serve.max_model_len", 8192, Source.SERVE)
+    compute_derived(facts)
+    assert facts.why_missing("derived.max_model_len_above_model").startswith(
+        "needs model.max_position_embeddings: model config not found")

@@ -16,11 +16,16 @@ Estimates (documented, deliberately simple):
   Weights per GPU = weights_bytes / (TP × PP).
   KV memory available per GPU = total memory × gpu_memory_utilization − weights per GPU
     (activation peaks, CUDA graphs and the sampler are not subtracted: an upper bound).
+  Expert-parallel size = TP × DP with --enable-expert-parallel, else 1.
+  The model's maximum context is derived as vLLM does (the smallest context-length key of the
+    config.json that was read, scaled by RoPE scaling that extends it, --hf-overrides applied);
+    without the file, ``model.max_position_embeddings``.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from vllm_doctor.facts.model import Facts, Source
@@ -40,7 +45,8 @@ DERIVED_PATHS = (
     "derived.kv_fits_one_request", "derived.max_model_len_estimate",
     "derived.weights_bytes_per_gpu", "derived.free_memory_below_utilization",
     "derived.tp_divides_heads", "derived.tp_divides_kv_heads",
-    "derived.driver_supports_torch_cuda",
+    "derived.driver_supports_torch_cuda", "derived.expert_parallel_size",
+    "derived.max_model_len_above_model",
 )
 
 
@@ -127,14 +133,35 @@ def _max_model_len(facts: Facts) -> tuple[int, str]:
     fact = facts.get("serve.max_model_len")
     if fact is not None and fact.value:
         return int(fact.value), f"max_model_len {fact.value}"
-    value = _need(facts, "model.max_position_embeddings")
-    return int(value), f"max_position_embeddings {value} (no --max-model-len)"
+    length, how = _model_max_len(facts)
+    return length, f"{how} (no --max-model-len: the model's own limit)"
 
 
 def _weights_per_gpu(facts: Facts) -> tuple[int, str]:
     total = int(_need(facts, "model.weights_bytes"))
     tp, pp = _tp(facts), _pp(facts)
     return total // (tp * pp), f"{total} B / (TP {tp} × PP {pp})"
+
+
+def _model_max_len(facts: Facts) -> tuple[int, str]:
+    path = facts.value("model.config_path")
+    if path:
+        import json
+
+        from vllm_doctor.facts.model_config import derived_max_model_len
+
+        try:
+            cfg = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            cfg = None
+        if isinstance(cfg, dict):
+            overrides = facts.value("serve.hf_overrides")
+            length, how = derived_max_model_len(
+                cfg, overrides if isinstance(overrides, dict) else None)
+            if length is not None:
+                return length, how
+    value = _need(facts, "model.max_position_embeddings")
+    return int(value), f"max_position_embeddings {value}"
 
 
 def _compare_versions(a: str, b: str) -> bool:
@@ -251,3 +278,21 @@ def compute_derived(facts: Facts) -> None:
             f"driver supports CUDA {driver}, torch built with CUDA {torch_cuda}")
 
     attempt("derived.driver_supports_torch_cuda", driver_cuda)
+
+    def ep_size() -> tuple[int, str]:
+        enabled = _need(facts, "serve.enable_expert_parallel")
+        if not enabled:
+            return 1, "expert parallelism is off"
+        tp = _tp(facts)
+        dp_fact = facts.get("serve.data_parallel_size")
+        dp = int(dp_fact.value or 1) if dp_fact is not None else 1
+        return tp * dp, f"TP {tp} × DP {dp} with --enable-expert-parallel"
+
+    attempt("derived.expert_parallel_size", ep_size)
+
+    def above_model() -> tuple[bool, str]:
+        requested = _need(facts, "serve.max_model_len")
+        limit, how = _model_max_len(facts)
+        return int(requested) > limit, f"--max-model-len {requested} vs the model's {limit} ({how})"
+
+    attempt("derived.max_model_len_above_model", above_model)
