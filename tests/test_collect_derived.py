@@ -12,7 +12,6 @@ from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.model_config import collect_model
 
 MODELS = Path(__file__).parent / "fixtures" / "models"
-GIB = 1024 ** 3
 
 
 def test_environment_prefixes_and_redaction():

@@ -143,7 +143,8 @@ def family_of(model_type: str | None) -> str | None:
     return family
 
 
-def quant_scheme(qcfg: dict, hf_quant: dict | None = None) -> tuple[str | None, str | None, str | None]:
+def quant_scheme(qcfg: dict, hf_quant: dict | None = None
+                 ) -> tuple[str | None, str | None, str | None]:
     """(quant_method, quant_algo, normalised scheme) of a quantization_config."""
     method = str(qcfg.get("quant_method") or "").lower() or None
     algo = qcfg.get("quant_algo")

@@ -353,7 +353,8 @@ def collect_packages(facts: Facts) -> None:
 
     requirement = torch_requirement(requires.get("vllm"))
     if requirement is None:
-        facts.mark_missing("vllm.torch_requirement", "vLLM's metadata declares no torch requirement")
+        facts.mark_missing("vllm.torch_requirement",
+                           "vLLM's metadata declares no torch requirement")
         return
     facts.set("vllm.torch_requirement", requirement, Source.MACHINE, "vllm Requires-Dist")
     pin = pin_of(requirement)
