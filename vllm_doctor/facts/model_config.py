@@ -304,6 +304,7 @@ def read_model_config(facts: Facts, config_path: Path, cfg: dict, source_detail:
     put("model.num_mtp_layers", "num_nextn_predict_layers", "mtp_num_hidden_layers",
         "num_mtp_layers", "mtp_num_layers")
     kv_lora = put("model.kv_lora_rank", "kv_lora_rank")
+    put("model.qk_rope_head_dim", "qk_rope_head_dim")
     head_dim = put("model.head_dim", "head_dim")
     if head_dim is None:
         nope, _ = _first(cfgs, "qk_nope_head_dim")

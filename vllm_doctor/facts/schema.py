@@ -95,10 +95,12 @@ FACTS: dict[str, FactSpec] = {
     "model.num_experts": FactSpec("int", "routed experts (MoE), if any"),
     "model.num_mtp_layers": FactSpec("int", "multi-token-prediction layers, if any"),
     "model.kv_lora_rank": FactSpec("int", "MLA latent KV rank (DeepSeek-style), if any"),
+    "model.qk_rope_head_dim": FactSpec("int", "MLA rotary head dimension (DeepSeek-style), if any"),
     "model.quant_method": FactSpec("str", "quantization_config.quant_method (fp8, awq, ...)"),
     "model.quant_algo": FactSpec("str", "ModelOpt quant_algo (NVFP4, FP8, MIXED_PRECISION)"),
-    "model.quant_scheme": FactSpec("str", "normalised scheme: fp8, fp8-dynamic, nvfp4, mxfp4, "
-                                   "w4a16, w4a8, w8a8-int8, awq, gptq, bnb"),
+    "model.quant_scheme": FactSpec("str", "normalised scheme: fp8, fp8-dynamic, fp8-w8a16, "
+                                   "w8a8-fp8, nvfp4, nvfp4a16, mxfp4, mxfp8, w4a16, w4a8, w8a16, "
+                                   "w8a8-int8, mixed, awq, gptq, bnb"),
     "model.weights_bytes": FactSpec("int", "total size of the weights (safetensors index)"),
     "model.inferred": FactSpec("bool", "model facts are inferred from the name only"),
     # -- serve arguments (effective values, vLLM defaults filled in) ------------------------
