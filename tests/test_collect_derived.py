@@ -85,6 +85,11 @@ def test_mla_kv_per_token_is_replicated_over_tp():
     compute_derived(facts)
     assert facts.value("derived.kv_bytes_per_token") == 61 * (512 + 64) * 2
     assert facts.value("derived.kv_bytes_needed") == 61 * (512 + 64) * 2 * 1000
+    # the rope dim is read from the config (qk_rope_head_dim), not assumed
+    assert facts.get("derived.kv_bytes_per_token").detail.endswith("; qk_rope_head_dim)")
+    facts.drop_area("model.qk_rope_head_dim")
+    facts.drop_area("derived")
+    compute_derived(facts)
     assert "rope dim 64 assumed" in facts.get("derived.kv_bytes_per_token").detail
 
 
