@@ -73,7 +73,7 @@ def _suggestions(doc, facts) -> None:
             doc.suggestions[finding.rule.code] = out
 
 
-def _attach_probes(doc, findings, tp: int | None, device: str, timeout: float) -> None:
+def _attach_probes(doc, facts, findings, tp: int | None, device: str, timeout: float) -> None:
     """Run the probes linked to applicable/undecided findings and fold their results in."""
     from vllm_doctor.probes import run_probes
 
@@ -81,7 +81,10 @@ def _attach_probes(doc, findings, tp: int | None, device: str, timeout: float) -
     if not wanted:
         doc.notes.append("--probe: no finding has a confirming probe")
         return
-    results = [r.to_dict() for r in run_probes(wanted, tp or 1, device, timeout, None)]
+    model = {key: facts.value(f"model.{key}") for key in ("vocab_size", "hidden_size")
+             if facts.value(f"model.{key}")}
+    results = [r.to_dict() for r in run_probes(wanted, tp=tp or 1, device=device,
+                                                timeout=timeout, model=model or None)]
     doc.probes = results
     for finding in findings:
         for result in results:
@@ -154,7 +157,7 @@ def run_check(
     _suggestions(doc, facts)
     if probe:
         tp = facts.value("serve.tensor_parallel_size")
-        _attach_probes(doc, findings, tp, "cuda" if facts.value("gpu.count") else "cpu", probe_timeout)
+        _attach_probes(doc, facts, findings, tp, "cuda" if facts.value("gpu.count") else "cpu", probe_timeout)
     doc.duration_s = time.perf_counter() - started
 
     from vllm_doctor.report import formats

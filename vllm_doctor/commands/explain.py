@@ -77,6 +77,8 @@ def print_rule(code: str, rules_dirs: list[Path] | None, plain: bool = False) ->
 def read_log(path: Path) -> str:
     try:
         data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(str(path), "no such log file") from None
     except OSError as err:
         raise InputError(str(path), f"cannot read the log: {err.strerror or err}") from None
     if b"\x00" in data[:65536]:

@@ -1,0 +1,122 @@
+"""The exit-code contract of `check`, `explain` and `rules`, run as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+RULES = HERE / "fixtures" / "engine" / "rules"
+
+
+def doctor(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    environ.update(env or {})
+    return subprocess.run([sys.executable, "-m", "vllm_doctor", *args], capture_output=True,
+                          text=True, env=environ, cwd=cwd, timeout=120)
+
+
+def test_exit_0_when_nothing_at_fail_on_and_1_when_something_is():
+    env = {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}  # ENV901 (info) applies
+    quiet = doctor("check", "--rules-dir", str(RULES), "--format", "json", env=env)
+    assert quiet.returncode == 0, quiet.stderr
+    data = json.loads(quiet.stdout)
+    assert [f["code"] for f in data["findings"]] == ["ENV901"]
+    assert data["findings"][0]["evidence"][0]["source"] == "environment"
+    assert "1 info" in quiet.stderr  # the summary line goes to stderr
+    strict = doctor("check", "--rules-dir", str(RULES), "--fail-on", "info", env=env)
+    assert strict.returncode == 1
+    never = doctor("check", "--rules-dir", str(RULES), "--fail-on", "never", env=env)
+    assert never.returncode == 0
+    clean = doctor("check", "--rules-dir", str(RULES), "--fail-on", "info")
+    assert clean.returncode == 0
+
+
+def test_ignore_file_suppresses_and_output_file(tmp_path):
+    ignore = tmp_path / "ignore.yaml"
+    ignore.write_text("ignore:\n  - {code: ENV9, reason: we know}\n")
+    out = tmp_path / "report.xml"
+    run = doctor("check", "--rules-dir", str(RULES), "--fail-on", "info", "--ignore-file",
+                 str(ignore), "--format", "junit", "-o", str(out),
+                 env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"})
+    assert run.returncode == 0, run.stderr
+    assert "ignored: we know" in out.read_text()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["check", "--format", "yaml"], "--format"),
+    (["check", "--fail-on", "critical"], "--fail-on"),
+    (["check", "--example", "no-such-example"], "no example"),
+    (["check", "--log", "/nonexistent/crash.log", "--rules-dir", str(RULES)], "no such log file"),
+    (["check", "--rules-dir", "/nonexistent"], "rule directory does not exist"),
+    (["explain", "NOPE999"], "no such rule"),
+    (["explain", "--log", "/nonexistent/crash.log"], "no such log file"),
+    (["rules", "validate", "--rules-dir", "/nonexistent"], "does not exist"),
+    (["no-such-command"], "No such command"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, needle):
+    run = doctor(*args)
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    assert needle in run.stderr
+    assert "Traceback" not in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_bad_rule_and_ignore_files_exit_2(tmp_path):
+    bad = tmp_path / "rules" / "hw"
+    bad.mkdir(parents=True)
+    (bad / "HW999.yaml").write_text("code: HW999\nseverity: [\n")
+    run = doctor("check", "--rules-dir", str(tmp_path / "rules"))
+    assert run.returncode == 2 and "HW999.yaml:line" in run.stderr and "Traceback" not in run.stderr
+    validate = doctor("rules", "validate", "--rules-dir", str(tmp_path / "rules"))
+    assert validate.returncode == 2 and "HW999.yaml" in validate.stderr
+    ignore = tmp_path / "ignore.yaml"
+    ignore.write_text("ignore:\n  - {code: X, reason: r, expires: someday}\n")
+    run = doctor("check", "--rules-dir", str(RULES), "--ignore-file", str(ignore))
+    assert run.returncode == 2 and "is not a date" in run.stderr
+
+
+def test_binary_log_is_rejected(tmp_path):
+    log = tmp_path / "crash.log"
+    log.write_bytes(b"\x00\x01\x02binary")
+    run = doctor("explain", "--log", str(log))
+    assert run.returncode == 2 and "binary" in run.stderr
+
+
+def test_explain_log_names_the_rule(tmp_path):
+    log = tmp_path / "crash.log"
+    log.write_text("(Worker_TP0) RuntimeError: a and b must have same reduction dim, "
+                   "but got [s88, s3] X [131072, 2816].\n")
+    run = doctor("explain", "--log", str(log), "--rules-dir", str(RULES))
+    assert run.returncode == 1
+    assert run.stdout.startswith("MODEL901 [error]")
+    assert "upgrade to vLLM 0.24.0" in run.stdout
+    clean = tmp_path / "ok.log"
+    clean.write_text("INFO all good\n")
+    assert doctor("explain", "--log", str(clean), "--rules-dir", str(RULES)).returncode == 0
+
+
+def test_explain_code_and_rules_commands():
+    run = doctor("explain", "MODEL901", "--plain", "--rules-dir", str(RULES))
+    assert run.returncode == 0
+    for section in ("## What happens", "## Why", "## How to confirm", "## Known false positives"):
+        assert section in run.stdout
+    listed = json.loads(doctor("rules", "list", "--format", "json", "--rules-dir", str(RULES)).stdout)
+    assert [r["code"] for r in listed] == ["ENV901", "HW901", "MODEL901"]
+    tested = doctor("rules", "test", "--rules-dir", str(RULES))
+    assert tested.returncode == 0 and "6 passed, 0 failed" in tested.stdout
+
+
+def test_rules_test_fails_on_a_wrong_case(tmp_path):
+    import shutil
+
+    shutil.copytree(RULES, tmp_path / "rules")
+    cases = tmp_path / "rules" / "hw" / "HW901.cases.yaml"
+    cases.write_text(cases.read_text().replace("expect: not-applies", "expect: applies"))
+    run = doctor("rules", "test", "--rules-dir", str(tmp_path / "rules"))
+    assert run.returncode == 1 and "FAIL  HW901 nvlink" in run.stdout
