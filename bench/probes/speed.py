@@ -5,7 +5,9 @@
 The floor (floor.py) spawns N ranks that import torch, initialise NCCL and do one all-gather.
 One untimed warm-up of each comes first (page cache, first CUDA/NCCL use), then floor and
 probe runs alternate; the medians and their ratio are reported, with each probe run's
-per-probe statuses and the times its results arrived.
+per-probe statuses and the times its results arrived. The probe runs reuse the cached result
+of the torch.compile sub-check (probes/cache.py; the warm-up run makes it); one last run with
+--no-cache shows what re-tracing it costs.
 """
 
 from __future__ import annotations
@@ -65,6 +67,10 @@ def main() -> int:
         codes.append(code)
         runs.append(summarise(text))
         print(f"round {k}: floor {floors[-1]:.2f}s  probe {probes[-1]:.2f}s (exit {code})", flush=True)
+    # One run that re-traces the torch.compile sub-check instead of reusing its cached result.
+    t, code, text = timed(probe_cmd + ["--no-cache"], capture=True)
+    no_cache = {"probe_s": round(t, 3), "exit_code": code, "run": summarise(text)}
+    print(f"probe --no-cache {t:.2f}s (exit {code})", flush=True)
     floor_med = statistics.median(floors)
     probe_med = statistics.median(probes)
     doc = {
@@ -75,6 +81,7 @@ def main() -> int:
         "ratio": round(probe_med / floor_med, 3), "target_ratio": 1.3,
         "floor_cmd": " ".join(floor_cmd), "probe_cmd": " ".join(probe_cmd),
         "probe_runs": runs,
+        "probe_no_cache": no_cache,
     }
     text = json.dumps(doc, indent=2)
     if args.out:

@@ -64,8 +64,9 @@ def parse_serve(tokens: list[str]) -> dict[str, Any]:
                 raise InputError("serve line", f"{name}: {raw!r} is not an integer") from None
             i += 1 if eq else 2
             continue
-        if name == "--model":
-            out["model"] = val if eq else (toks[i + 1] if i + 1 < len(toks) else None)
+        if name == "--model":  # the positional model, when given, wins
+            value = val if eq else (toks[i + 1] if i + 1 < len(toks) else None)
+            out["model"] = out["model"] or value
             i += 1 if eq else 2
             continue
         if not tok.startswith("-") and out["model"] is None and i == 0:
@@ -92,7 +93,7 @@ def model_sizes(model_config: Path | None, model_id: str | None) -> dict[str, in
 def run_probe_command(names: list[str] | None, tp: int | None, device: str | None, timeout: float,
                       fmt: str, serve_tokens: list[str], model_config: Path | None,
                       results_dir: Path | None, verbose: bool, teardown_timeout: float,
-                      list_only: bool = False) -> int:
+                      list_only: bool = False, use_cache: bool = True) -> int:
     from vllm_doctor.probes import PROBES, load_results_dir, run_probes
     from vllm_doctor.probes.render import Progress, render_text, to_json
     from vllm_doctor.probes.result import is_problem
@@ -134,7 +135,7 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
         specs = resolve(only)
         with Progress([s.name for s in specs]) as progress:
             results = run_probes(only, tp, device, timeout, model, on_update=progress.update,
-                                 teardown_timeout=teardown_timeout)
+                                 teardown_timeout=teardown_timeout, use_cache=use_cache)
         meta = {"tp": tp, "device": device, "model": model, "timeout_s": timeout,
                 "results_at_s": progress.timeline()}
         gpu_name = _gpu_name() if device == "cuda" else None
@@ -184,6 +185,8 @@ def register(app: typer.Typer) -> None:
         teardown_timeout: float = typer.Option(2.0, "--teardown-timeout", help="Seconds a worker waits "
                                                "for destroy_process_group before reporting a hang."),
         list_: bool = typer.Option(False, "--list", help="List the probes and the rules they confirm."),
+        no_cache: bool = typer.Option(False, "--no-cache", help="Re-run cached deterministic sub-checks "
+                                      "(the traced torch.compile failure) instead of reusing them."),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Every metric, every rank."),
     ) -> int:
         """Run small on-GPU experiments that confirm known failures and their fixes on this hardware."""
@@ -195,7 +198,7 @@ def register(app: typer.Typer) -> None:
         tokens = shlex.split(serve) if serve else extra
         names = [n.strip() for v in (only or []) for n in v.split(",") if n.strip()] or None
         code = run_probe_command(names, tp, device, timeout, fmt, tokens, model_config, results,
-                                 verbose, teardown_timeout, list_only=list_)
+                                 verbose, teardown_timeout, list_only=list_, use_cache=not no_cache)
         if code:
             raise typer.Exit(code)
         return code

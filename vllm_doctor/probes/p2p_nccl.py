@@ -7,8 +7,9 @@
 * NCCL all-reduce and all-gather: correctness against values every rank can recompute, and
   bus bandwidth (all-reduce algbw × 2(n−1)/n, all-gather algbw × (n−1)/n) against what the
   link type should give;
-* NCCL init time (the default group, and a fresh sub-communicator) and teardown time (the
-  sub-communicator destroyed under a time limit: a hang is reported, not waited out).
+* NCCL init time (the default group, and a fresh sub-communicator); the teardown time of the
+  process group is measured at the end of the run (in the background, under a limit) and
+  added to this probe's metrics by the runner.
 
 TP over PCIe without P2P (HW001) is confirmed when a pair has no NVLink and no peer access.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import time
 
-from vllm_doctor.probes._common import Ctx, call_with_timeout, result, sync, time_op
+from vllm_doctor.probes._common import Ctx, result, sync, time_op
 
 MIB = 1024 * 1024
 # Conservative floors for the bus bandwidth of large NCCL collectives (GB/s). Below the floor
@@ -154,19 +155,16 @@ def run(ctx: Ctx) -> dict:
                    allgather_bytes=per * n * 4, allgather_s=t_ag, allgather_busbw_gbps=round(ag_bus, 1))
     del x, y, gathered
 
-    # A fresh communicator: init and teardown time (a hang is reported, not waited out).
-    ctx.progress("sub-communicator init and teardown")
+    # A fresh communicator: its init time. (Teardown is timed on the default group, in the
+    # background after the last collective probe; the runner adds it to these metrics.)
+    ctx.progress("sub-communicator init")
     t0 = time.perf_counter()
     sub = dist.new_group(list(range(n)))
     probe_t = torch.ones(1, device=dev)
     dist.all_reduce(probe_t, group=sub)
     sync(dev)
     metrics["subgroup_init_s"] = round(time.perf_counter() - t0, 4)
-    returned, secs, err = call_with_timeout(lambda: dist.destroy_process_group(sub), 5.0)
-    metrics["subgroup_destroy_s"] = round(secs, 4)
-    metrics["subgroup_destroy_returned"] = returned
-    if err is not None:
-        metrics["subgroup_destroy_error"] = f"{type(err).__name__}: {err}"
+    metrics["subgroup_allreduce_ok"] = bool(probe_t.item() == n)
 
     # Verdict.
     classes = {}
@@ -204,12 +202,10 @@ def run(ctx: Ctx) -> dict:
     low = min(ar_bus, ag_bus)
     if low < floor:
         warns.append(f"bus bandwidth {low:.1f} GB/s is under the {floor:g} GB/s expected of {worst_cls}")
-    if not returned:
-        warns.append("destroying a NCCL sub-communicator did not return within 5s (teardown hang)")
     summary = (f"{worst_cls}: peer access {'all pairs' if all_p2p else 'missing on some pairs'}; copies ok; "
                f"all-reduce {ar_bus:.0f} GB/s, all-gather {ag_bus:.0f} GB/s bus bandwidth "
                f"(≥ {floor:g} expected); NCCL init {metrics['nccl_init_s']}s, sub-communicator "
-               f"init {metrics['subgroup_init_s']}s / destroy {metrics['subgroup_destroy_s']}s")
+               f"init {metrics['subgroup_init_s']}s")
     if warns:
         return result("warn", "; ".join(warns), metrics, confirmed, refuted, notes=[summary])
     return result("pass", summary, metrics, confirmed, refuted)

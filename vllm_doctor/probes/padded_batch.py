@@ -4,10 +4,11 @@ Two mechanisms, each against an unpadded reference:
 
 1. Block table (Gemma 4 MTP, vLLM PR 43982): the drafter stored per-group block tables with
    ``num_reqs_padded`` rows while the attention metadata (``cu_seqlens_q``, ``seqused_k``)
-   was unpadded to ``num_reqs``. The batch runs through torch's paged varlen flash attention
-   on a GPU (``torch.nn.attention.varlen.varlen_attn`` with ``block_table``), else its varlen
-   attention over gathered pages, and on the CPU through SDPA over pages gathered with the
-   block table. Does the unsliced table raise, or silently give wrong rows, and does
+   was unpadded to ``num_reqs``. On a GPU the batch runs through torch's varlen flash
+   attention (``aten._flash_attention_forward``, the op behind
+   ``torch.nn.attention.varlen``): with paged KV through ``block_table`` where this torch has
+   it, else over pages gathered with the table; on the CPU through SDPA over pages gathered
+   with the block table. Does the unsliced table raise, or silently give wrong rows, and does
    ``block_table[:num_reqs]`` give the reference output?
 
 2. Sparse-indexer top-k write-back (DeepSeek-V3.2 with MTP, vLLM PR 39542): with
@@ -20,7 +21,6 @@ Two mechanisms, each against an unpadded reference:
 
 from __future__ import annotations
 
-import inspect
 import time
 
 from vllm_doctor.probes._common import Ctx, err_text, max_abs_err, result, sync
@@ -34,12 +34,18 @@ def _padded(n: int) -> int:
 
 # -- 1. block table -------------------------------------------------------------------------
 
-def _varlen_paged_supported() -> bool:
+def _flash_args() -> set[str]:
+    """Argument names of aten's varlen flash-attention op (empty if this torch has none).
+
+    The op is called directly: ``torch.nn.attention.varlen`` would import ``torch._dynamo``
+    (seconds) just to register itself."""
+    import torch
+
     try:
-        from torch.nn.attention.varlen import varlen_attn
-    except ImportError:
-        return False
-    return "block_table" in inspect.signature(varlen_attn).parameters
+        schema = torch.ops.aten._flash_attention_forward.default._schema
+    except (AttributeError, RuntimeError):
+        return set()
+    return {arg.name for arg in schema.arguments}
 
 
 def _reference(q, k_cache, v_cache, table, seq_lens, block_size):
@@ -77,19 +83,20 @@ def _sdpa_gathered(q, k_cache, v_cache, table, seq_lens, block_size):
 
 
 def _varlen(q, k_cache, v_cache, table, seq_lens, block_size, paged: bool):
+    """aten._flash_attention_forward in its varlen form: paged KV (``block_table``) when this
+    torch has it, else over K/V gathered page by page with the table."""
     import torch
-    from torch.nn.attention.varlen import varlen_attn
 
     b = q.shape[0]
     cu_q = torch.arange(b + 1, device=q.device, dtype=torch.int32)
     seqused = seq_lens.to(device=q.device, dtype=torch.int32)
     max_k = int(seq_lens.max())
+    op = torch.ops.aten._flash_attention_forward
     if paged:
         cu_k = torch.zeros(b + 1, device=q.device, dtype=torch.int32)
         cu_k[1:] = torch.cumsum(seqused, 0)
-        return varlen_attn(q, k_cache, v_cache, cu_q, cu_k, 1, max_k,
-                           seqused_k=seqused, block_table=table.to(torch.int32))
-    # Varlen over pages gathered with the table: one K/V segment per table row.
+        return op(q, k_cache, v_cache, cu_q, cu_k, 1, max_k, 0.0, False, False,
+                  seqused_k=seqused, block_table=table.to(torch.int32))[0]
     rows = table.shape[0]
     lens = [int(seq_lens[i]) if i < len(seq_lens) else 0 for i in range(rows)]
     ks, vs = [], []
@@ -99,7 +106,7 @@ def _varlen(q, k_cache, v_cache, table, seq_lens, block_size, paged: bool):
         vs.append(v_cache[blocks].reshape(-1, *v_cache.shape[2:])[: lens[i]])
     cu_k = torch.zeros(rows + 1, device=q.device, dtype=torch.int32)
     cu_k[1:] = torch.cumsum(torch.tensor(lens, device=q.device, dtype=torch.int32), 0)
-    return varlen_attn(q, torch.cat(ks), torch.cat(vs), cu_q, cu_k, 1, max_k)
+    return op(q, torch.cat(ks), torch.cat(vs), cu_q, cu_k, 1, max_k, 0.0, False, False)[0]
 
 
 def _block_table_case(ctx: Ctx, num_reqs: int, gen) -> dict:
@@ -122,13 +129,14 @@ def _block_table_case(ctx: Ctx, num_reqs: int, gen) -> dict:
     q = torch.randn(num_reqs, heads, head_dim, generator=gen, device=dev).to(dtype)
     ref = _reference(q.float(), k_cache.float(), v_cache.float(), table, seq_lens, block_size)
 
-    if cuda and _varlen_paged_supported():
-        kernel = "torch varlen_attn (flash attention, paged KV via block_table)"
+    flash = _flash_args() if cuda else set()
+    if "block_table" in flash:
+        kernel = "aten._flash_attention_forward, varlen with paged KV (block_table)"
 
         def attend(t):
             return _varlen(q, k_cache, v_cache, t, seq_lens, block_size, paged=True)
-    elif cuda:
-        kernel = "torch varlen_attn (flash attention) over pages gathered with the block table"
+    elif flash:
+        kernel = "aten._flash_attention_forward, varlen over pages gathered with the block table"
 
         def attend(t):
             return _varlen(q, k_cache, v_cache, t, seq_lens, block_size, paged=False)

@@ -18,6 +18,8 @@ class Part:
     name: str
     needs_cuda: bool = False
     env: dict[str, str] = field(default_factory=dict)
+    cacheable: bool = False  # deterministic for a given torch: its result may be reused
+    cache_params: tuple[str, ...] = ()  # the probe parameters its result depends on
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         name="tp-softembed",
         title="Vocab-parallel soft embedding (DiffusionGemma self-conditioning) at TP > 1",
         module="tp_softembed", rules=("MODEL001",), min_world=2, collective=True,
-        parts=(Part("compile"),),
+        parts=(Part("compile", cacheable=True, cache_params=("tp",)),),
     ),
     ProbeSpec(
         name="cudagraph-replay",

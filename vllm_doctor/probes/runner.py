@@ -113,7 +113,7 @@ class _Proc:
     teardown_started: float | None = None
     teardown_returned: bool = False
     teardown: dict[str, Any] | None = None
-    aborted: bool = False
+    aborted: str | None = None  # the probe after whose sticky error the worker stopped
     killed: bool = False
     exit_seen: bool = False
 
@@ -148,7 +148,7 @@ class Runner:
     def __init__(self, names: list[str] | None, tp: int, device: str, timeout: float,
                  model: dict | None = None, on_update: UpdateFn | None = None,
                  run_dir: str | os.PathLike | None = None, teardown_timeout: float = 2.0,
-                 params: dict | None = None, python: str | None = None):
+                 params: dict | None = None, python: str | None = None, use_cache: bool = True):
         if device not in ("cuda", "cpu"):
             raise InputError("--device", f"unknown device {device!r} (cuda or cpu)")
         if tp < 1:
@@ -164,12 +164,19 @@ class Runner:
         self.on_update = on_update or (lambda *_: None)
         self.python = python or sys.executable
         self.params = dict(params or {})
+        if os.environ.get("VLLM_DOCTOR_PROBE_PARAMS"):  # test hook: extra worker parameters
+            try:
+                self.params.update(json.loads(os.environ["VLLM_DOCTOR_PROBE_PARAMS"]))
+            except ValueError:
+                raise InputError("VLLM_DOCTOR_PROBE_PARAMS", "not valid JSON") from None
         if model:
             self.params["model"] = {k: model[k] for k in ("vocab_size", "hidden_size")
                                     if isinstance(model.get(k), int)}
         if device == "cpu":
             self.params.setdefault("small", True)
         self.params["tp"] = tp
+        if run_dir is None and os.environ.get("VLLM_DOCTOR_PROBE_DIR"):  # keep logs and events here
+            run_dir = os.environ["VLLM_DOCTOR_PROBE_DIR"]
         self.keep_dir = run_dir is not None or os.environ.get("VLLM_DOCTOR_PROBE_KEEP") == "1"
         self.run_dir = Path(run_dir) if run_dir else Path(tempfile.mkdtemp(prefix="vllm-doctor-probe-"))
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -178,6 +185,8 @@ class Runner:
         self.group: list[_Proc] = []
         self.groups = 0
         self.teardowns: list[dict[str, Any]] = []
+        self.use_cache = use_cache
+        self.part_keys: dict[tuple[str, str], str | None] = {}
 
     # -- launching ----------------------------------------------------------------------------
     def _env(self, extra: dict[str, str]) -> dict[str, str]:
@@ -289,11 +298,15 @@ class Runner:
             res = ev.get("result", {})
             if proc.part:
                 state.parts.setdefault(proc.part[1], res)
+                if proc.part in self.part_keys:
+                    from vllm_doctor.probes import cache
+
+                    cache.store(self.part_keys[proc.part], res)
             else:
                 state.per_rank[proc.rank] = res
             self._maybe_finalise(state)
         elif kind == "abort":
-            proc.aborted = True
+            proc.aborted = ev.get("after") or "?"
         elif kind == "teardown_start":
             proc.teardown_started = now
         elif kind == "done":
@@ -302,6 +315,23 @@ class Runner:
         elif kind == "teardown":
             proc.teardown = ev
             proc.teardown_returned = bool(ev.get("returned"))
+
+    def _cached_parts(self, names: list[str]) -> None:
+        """Reuse deterministic sub-check results from the cache (see probes/cache.py)."""
+        from vllm_doctor.probes import cache
+
+        for name in names:
+            spec = self.states[name].spec
+            for part in spec.parts:
+                if not part.cacheable:
+                    continue
+                key = cache.part_key(name, spec.module, part.name,
+                                     {k: self.params.get(k) for k in part.cache_params})
+                self.part_keys[(name, part.name)] = key
+                if self.use_cache:
+                    hit = cache.load(key)
+                    if hit is not None:
+                        self.states[name].parts[part.name] = hit
 
     def _complete(self, state: _ProbeState) -> bool:
         return len(state.per_rank) >= self.tp and all(p.name in state.parts for p in state.spec.parts)
@@ -404,6 +434,7 @@ class Runner:
                 self.on_update(name, "result", state.final)
             else:
                 runnable.append(name)
+        self._cached_parts(runnable)
         if runnable:
             self._launch_group(runnable)
             self._loop()
@@ -560,6 +591,8 @@ class Runner:
         for p in culprits:
             if p.current and p not in in_teardown:
                 blamed.add(p.current)
+            if p.aborted:  # reported its own error, then stopped: the others stop with it
+                blamed.add(p.aborted)
         rerun: list[str] = []
         for name in pending:
             st = self.states[name]
@@ -572,7 +605,10 @@ class Runner:
                         reason += f" (last step: {slow[0].last_progress})"
                 else:
                     dead = [p for p in culprits if p.current == name]
-                    reason = "; ".join(f"{p.tag} died ({p.exit_text()})" for p in dead) or "a worker died"
+                    stopped = [p for p in culprits if p.aborted == name]
+                    reason = "; ".join(f"{p.tag} died ({p.exit_text()})" for p in dead) or (
+                        f"stopped with its worker group after an error on "
+                        f"{', '.join(p.tag for p in stopped)}" if stopped else "a worker died")
                 for p in group:
                     st.per_rank.setdefault(p.rank, {"status": status, "reason": reason, "metrics": {}})
                 st.log_tail = tails
@@ -692,15 +728,16 @@ def resolve(names: list[str] | None) -> list[ProbeSpec]:
 def run_probes(names: list[str] | None, tp: int, device: str, timeout: float,
                model: dict | None = None, *, on_update: UpdateFn | None = None,
                run_dir: str | os.PathLike | None = None, teardown_timeout: float = 2.0,
-               params: dict | None = None) -> list[ProbeResult]:
+               params: dict | None = None, use_cache: bool = True) -> list[ProbeResult]:
     """Run the probes and return one ProbeResult each (plus ``teardown`` when a process group ran).
 
     ``names``: probe names (None: all); ``tp``: ranks (one GPU each with ``device="cuda"``);
     ``timeout``: seconds each probe may take; ``model``: ``{"vocab_size": .., "hidden_size": ..}``
-    from the model's config.json (None: the probes' defaults, DiffusionGemma-like sizes).
+    from the model's config.json (None: the probes' defaults, DiffusionGemma-like sizes);
+    ``use_cache``: reuse deterministic sub-check results (the traced torch.compile failure).
     """
     runner = Runner(names, tp, device, timeout, model, on_update=on_update, run_dir=run_dir,
-                    teardown_timeout=teardown_timeout, params=params)
+                    teardown_timeout=teardown_timeout, params=params, use_cache=use_cache)
     return runner.run()
 
 

@@ -172,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     forked: list[int] = []
     try:
         if need_torch:
+            # Ask NVML, not the CUDA runtime, whether a GPU is there: the runtime check would
+            # initialise CUDA here and break CUDA in the sub-checks forked below.
+            os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
             t = time.perf_counter()
             import torch
             import torch.distributed as dist
@@ -253,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             _exit(3, forked)
     if teardown is None and (backend is not None or ctx.hang_teardown == "soft"):
         teardown = start_teardown()
-    emit({"ev": "done"})
+    emit({"ev": "done", "dynamo_imported": "torch._dynamo" in sys.modules})
     sys.stdout.flush()
     sys.stderr.flush()
 

@@ -1,0 +1,140 @@
+"""`vllm-doctor probe`: options, input errors, output formats, serve-line TP, model sizes,
+the on-disk cache, and that the doctor itself never imports torch."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vllm_doctor.commands.probe import model_sizes, parse_serve, visible_gpu_count
+from vllm_doctor.errors import InputError
+from vllm_doctor.probes import cache
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "probes"
+
+
+def cli(*args, env=None):
+    full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "vllm_doctor", "probe", *args], env=full,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_parse_serve_finds_tp_and_model():
+    assert parse_serve(["vllm", "serve", "google/gemma-4", "-tp", "2"]) == {"model": "google/gemma-4", "tp": 2}
+    assert parse_serve(["serve", "m", "--tensor-parallel-size=4"])["tp"] == 4
+    assert parse_serve(["m", "--model", "x", "-tp=8"]) == {"model": "m", "tp": 8}
+    assert parse_serve(["vllm", "serve", "m"]) == {"model": "m", "tp": None}
+    with pytest.raises(InputError):
+        parse_serve(["m", "-tp", "two"])
+    with pytest.raises(InputError):
+        parse_serve(["m", "--tensor-parallel-size"])
+
+
+def test_visible_gpu_count_without_nvml_uses_the_variable(monkeypatch):
+    import vllm_doctor.facts.gpus as gpus
+
+    def no_nvml(*a, **k):
+        raise RuntimeError("no NVML")
+
+    monkeypatch.setattr(gpus, "collect_gpus", no_nvml)
+    assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": "0,1,2"}) == 3
+    assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": ""}) == 0
+    assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": "1,-1,2"}) == 1
+    assert visible_gpu_count({}) is None
+
+
+def test_model_sizes_from_a_nested_config():
+    assert model_sizes(FIXTURES / "config.json", None) == {"vocab_size": 1001, "hidden_size": 48}
+    assert model_sizes(None, None) is None
+    with pytest.raises(InputError):
+        model_sizes(FIXTURES / "missing.json", None)
+
+
+def test_list_names_probes_and_rules():
+    proc = cli("--list")
+    assert proc.returncode == 0
+    assert "tp-softembed" in proc.stdout and "MODEL001" in proc.stdout and "HW001" in proc.stdout
+    assert "selftest" not in proc.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--only", "bogus", "--device", "cpu"], "unknown probe 'bogus'"),
+    (["--format", "yaml", "--device", "cpu"], "unknown format"),
+    (["--device", "tpu"], "unknown device"),
+    (["--device", "cpu", "--tp", "0", "--only", "selftest-ok"], "--tp"),
+    (["--bogus-flag"], "unknown option"),
+    (["--serve", "vllm serve m -tp 2", "--", "vllm", "serve", "m"], "either with --serve or after --"),
+    (["--model-config", "/nonexistent/config.json", "--device", "cpu"], "no such file"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, needle):
+    proc = cli(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert needle in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_cuda_without_gpus_or_with_too_few_is_an_input_error():
+    proc = cli("--device", "cuda", env={"CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode == 2 and "no GPU is visible" in proc.stderr
+    proc = cli("--device", "cuda", "--", "vllm", "serve", "m", "-tp", "4", env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    if "no GPU is visible" not in proc.stderr:  # NVML absent: the variable says 2 GPUs
+        assert proc.returncode == 2 and "4 ranks need 4 GPUs" in proc.stderr
+
+
+def test_json_output_document(tmp_path):
+    proc = cli("--only", "selftest-ok,selftest-raise", "--device", "cpu", "--tp", "2", "--format", "json")
+    assert proc.returncode == 1  # an errored probe
+    doc = json.loads(proc.stdout)
+    assert doc["schema_version"] == 1 and doc["tp"] == 2 and doc["device"] == "cpu"
+    assert doc["summary"]["pass"] == 1 and doc["summary"]["error"] == 1
+    names = [r["name"] for r in doc["results"]]
+    assert names == ["selftest-ok", "selftest-raise"]
+    assert set(doc["results_at_s"]) == {"selftest-ok", "selftest-raise"}
+    # plain progress lines on stderr when not on a terminal
+    assert "probe selftest-ok: pass" in proc.stderr
+
+
+def test_text_output_and_exit_0():
+    proc = cli("--only", "selftest-ok,cudagraph-replay", "--device", "cpu", "--tp", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "[✓] selftest-ok pass" in proc.stdout
+    assert "[-] cudagraph-replay skip" in proc.stdout and "needs a CUDA GPU" in proc.stdout
+    assert "Summary: 1 passed, 1 skipped" in proc.stdout
+
+
+def test_serve_line_sets_tp():
+    proc = cli("--only", "selftest-ok", "--device", "cpu", "--format", "json", "--", "vllm", "serve", "m", "-tp", "3")
+    doc = json.loads(proc.stdout)
+    assert doc["tp"] == 3 and len(doc["results"][0]["ranks"]) == 3
+
+
+def test_the_doctor_process_never_imports_torch():
+    code = ("import sys; from vllm_doctor.cli import main\n"
+            "try:\n    main(['probe', '--only', 'selftest-ok', '--device', 'cpu', '--format', 'json'])\n"
+            "except SystemExit:\n    pass\n"
+            "assert 'torch' not in sys.modules, 'torch was imported'\nprint('clean')")
+    proc = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("clean")
+
+
+def test_cache_round_trip_and_keys(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_DOCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cache, "torch_identity", lambda: {"version": "9.9.9", "git": "abc"})
+    key = cache.part_key("tp-softembed", "tp_softembed", "compile", {"tp": 2})
+    assert key != cache.part_key("tp-softembed", "tp_softembed", "compile", {"tp": 4})
+    assert cache.load(key) is None
+    cache.store(key, {"status": "error", "metrics": {}})  # failures are not kept
+    assert cache.load(key) is None
+    cache.store(key, {"status": "pass", "reason": "r", "metrics": {"error": "msg"}})
+    hit = cache.load(key)
+    assert hit["metrics"]["error"] == "msg" and hit["metrics"]["cached"]["torch"] == "9.9.9"
+    monkeypatch.setattr(cache, "torch_identity", lambda: {"version": "9.9.10"})
+    assert cache.part_key("tp-softembed", "tp_softembed", "compile", {"tp": 2}) != key
+    monkeypatch.setattr(cache, "torch_identity", lambda: None)
+    assert cache.part_key("tp-softembed", "tp_softembed", "compile", {"tp": 2}) is None

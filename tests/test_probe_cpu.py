@@ -1,0 +1,115 @@
+"""The real probes on the CPU (gloo, world size 2, small shapes): through the runner and
+through torchrun with the very same worker."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from vllm_doctor.probes import load_results_dir, run_probes  # noqa: E402
+from vllm_doctor.probes.registry import BY_NAME  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CPU_PROBES = ["tp-softembed", "padded-batch", "pp-handoff"]
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_DOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def check_cpu_results(res, world=2):
+    soft = res["tp-softembed"]
+    assert soft.status == "pass", soft.reason
+    m = soft.metrics
+    assert m["sizes_from"] == "shrunk for a CPU run" and m["shrunk_from"] == [262144, 2816]
+    assert m["bug_eager"].startswith("RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x4096 and 2048x64)")
+    assert m["fix_allgather_weight_exact"] is True
+    assert m["fix_allgather_rel_err"] < m["tolerance_rel"]
+    assert m["fix_slice_allreduce_rel_err"] < m["tolerance_rel"]
+    assert m["fix_allgather_extra_bytes_per_rank"] == 2048 * 64 * 2
+    assert m["allgather_busbw_gbps"] == pytest.approx(m["allgather_algbw_gbps"] / 2, abs=0.02)
+    assert re.fullmatch(r"a and b must have same reduction dim, but got \[s\d+, s\d+\] X \[256, 64\]\.",
+                        m["compile"]["error"])
+    assert soft.rules_confirmed == ["MODEL001"]
+    assert len(soft.ranks) == world
+
+    pad = res["padded-batch"]
+    assert pad.status == "pass", pad.reason
+    assert set(pad.rules_confirmed) == {"SPEC002", "SPEC003"}
+    for case in pad.metrics["block_table"]:
+        assert case["unsliced_outcome"] == "raises"
+        assert case["sliced_ok"] and case["sliced_max_abs_err"] < 1e-4
+        assert case["padded_to"] > case["num_reqs"]
+    idx = pad.metrics["indexer"]
+    assert idx["num_decode_tokens"] == 10 and idx["unpacked_rows"] == 8
+    assert "must match the existing size (8)" in idx["writeback_padded"]
+    assert idx["writeback_fixed_ok"] and idx["writeback_untouched_rows_ok"]
+
+    pp = res["pp-handoff"]
+    assert pp.status == "pass", pp.reason
+    assert pp.metrics["fix_cast_int64_exact"] is True
+    assert "torch.int32" in pp.metrics["guard"]["int32"] and pp.metrics["guard"]["int64"] == "accepted"
+    assert pp.metrics["float32_ids_wrong"] == 0 and pp.metrics["bfloat16_ids_wrong"] > 0
+    assert pp.metrics["sampling_stage"] == world - 1
+    assert pp.rules_confirmed == ["MODEL002"]
+
+
+def test_cpu_probes_through_the_runner(tmp_path):
+    results = run_probes(CPU_PROBES, 2, "cpu", 120, None, run_dir=tmp_path / "run")
+    res = {r.name: r for r in results}
+    check_cpu_results(res)
+    td = res["teardown"]
+    assert td.status == "pass" and td.metrics["destroy_process_group_s"] is not None
+    for r in results:
+        json.dumps(r.to_dict())
+    # The compile sub-check is cached now: a second run reuses it and says so.
+    again = {r.name: r for r in run_probes(["tp-softembed"], 2, "cpu", 120, None)}
+    assert again["tp-softembed"].metrics["compile"]["cached"]["torch"] == torch.__version__
+    assert again["tp-softembed"].metrics["compile"]["error"] == res["tp-softembed"].metrics["compile"]["error"]
+
+
+def test_model_sizes_are_used_and_an_odd_vocab_is_padded(tmp_path):
+    res = {r.name: r for r in run_probes(["tp-softembed"], 2, "cpu", 120,
+                                         {"vocab_size": 1001, "hidden_size": 48})}
+    m = res["tp-softembed"].metrics
+    assert (m["vocab_size"], m["hidden_size"], m["padded_vocab"]) == (1001, 48, 1002)
+    assert m["shrunk_from"] == [1001, 48]
+    assert res["tp-softembed"].status == "pass"
+
+
+@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun not installed")
+def test_cpu_probes_through_torchrun(tmp_path):
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        ["torchrun", "--standalone", "--nproc-per-node", "2", "-m", "vllm_doctor.probes.worker",
+         "--device", "cpu", "--out", str(out), "--probes", ",".join(CPU_PROBES)],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "[rank 1] padded-batch: pass" in proc.stdout
+    res = {r.name: r for r in load_results_dir(out)}
+    check_cpu_results(res)
+    assert res["teardown"].status == "pass"
+    cli = subprocess.run([sys.executable, "-m", "vllm_doctor", "probe", "--results", str(out), "--format", "json"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 0, cli.stderr
+    doc = json.loads(cli.stdout)
+    assert doc["tp"] == 2 and doc["summary"]["pass"] == 4
+
+
+def test_every_probe_module_has_its_functions():
+    import importlib
+
+    for spec in BY_NAME.values():
+        module = importlib.import_module(f"vllm_doctor.probes.{spec.module}")
+        assert callable(getattr(module, "run_" + spec.name.replace("-", "_"), None) or getattr(module, "run"))
+        for part in spec.parts:
+            assert callable(getattr(module, "part_" + part.name))

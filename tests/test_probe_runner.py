@@ -1,0 +1,188 @@
+"""The probe runner with self-test probes (no torch): deadlines, crashes, sticky errors,
+teardown hangs, isolated parts, Ctrl-C/SIGTERM clean-up, and that nothing is left running."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vllm_doctor.errors import InputError
+from vllm_doctor.probes import run_probes
+from vllm_doctor.probes.runner import _pid_alive, tail
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def by_name(results):
+    return {r.name: r for r in results}
+
+
+def pids_in(run_dir: Path) -> set[int]:
+    pids = set()
+    for f in run_dir.glob("events.*.jsonl"):
+        for line in f.read_text().splitlines():
+            ev = json.loads(line)
+            if ev.get("ev") in ("hello", "forked") and ev.get("pid"):
+                pids.add(int(ev["pid"]))
+    return pids
+
+
+def assert_all_gone(pids):
+    assert pids, "no worker pids were recorded"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_pid_alive(p) for p in pids):
+        time.sleep(0.05)
+    assert not [p for p in pids if _pid_alive(p)]
+
+
+def test_ok_and_isolated_part_per_rank(tmp_path):
+    res = by_name(run_probes(["selftest-ok", "selftest-part"], 2, "cpu", 20, run_dir=tmp_path))
+    ok = res["selftest-ok"]
+    assert ok.status == "pass"
+    assert [r["rank"] for r in ok.ranks] == [0, 1]
+    assert {r["metrics"]["pid"] for r in ok.ranks} == {r["metrics"]["pid"] for r in ok.ranks} and \
+        len({r["metrics"]["pid"] for r in ok.ranks}) == 2  # one process per rank
+    part = res["selftest-part"]
+    assert part.status == "pass"
+    child_pid = part.metrics["child"]["child_pid"]
+    assert child_pid not in {r["metrics"]["rank"] for r in part.ranks}
+    assert "teardown" not in res  # no process group: nothing to tear down
+    assert_all_gone(pids_in(tmp_path))
+
+
+def test_deadline_kills_and_later_probes_run_in_fresh_workers(tmp_path):
+    t0 = time.monotonic()
+    res = by_name(run_probes(["selftest-sleep", "selftest-raise"], 2, "cpu", 1.5, run_dir=tmp_path))
+    elapsed = time.monotonic() - t0
+    sleep = res["selftest-sleep"]
+    assert sleep.status == "timeout"
+    assert "1.5s deadline" in sleep.reason
+    assert any("sleeping forever" in line for line in sleep.log_tail)
+    raised = res["selftest-raise"]
+    assert raised.status == "error" and "planned failure" in raised.reason
+    assert any("ran again in fresh worker processes" in n for n in raised.notes)
+    assert elapsed < 15
+    assert_all_gone(pids_in(tmp_path))
+
+
+def test_one_rank_timing_out_reports_per_rank(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_DOCTOR_PROBE_PARAMS", json.dumps({"selftest": {"sleep_rank": 1}}))
+    res = by_name(run_probes(["selftest-sleep"], 2, "cpu", 1.0, run_dir=tmp_path))
+    ranks = {r["rank"]: r["status"] for r in res["selftest-sleep"].ranks}
+    assert ranks == {0: "pass", 1: "timeout"}
+    assert res["selftest-sleep"].status == "timeout"
+
+
+def test_crash_is_reported_with_signal_and_log(tmp_path):
+    res = by_name(run_probes(["selftest-crash", "selftest-ok"], 2, "cpu", 20, run_dir=tmp_path))
+    crash = res["selftest-crash"]
+    assert crash.status == "error"
+    assert "SIGABRT" in crash.reason
+    assert any("about to abort" in line for line in crash.log_tail)
+    assert res["selftest-ok"].status == "pass"  # the doctor went on
+    assert_all_gone(pids_in(tmp_path))
+
+
+def test_sticky_error_stops_the_process_and_the_rest_reruns(tmp_path):
+    res = by_name(run_probes(["selftest-poison", "selftest-ok"], 2, "cpu", 20, run_dir=tmp_path))
+    assert res["selftest-poison"].status == "error"
+    assert "illegal memory access" in res["selftest-poison"].reason
+    assert res["selftest-ok"].status == "pass"
+    assert any("fresh worker processes" in n for n in res["selftest-ok"].notes)
+    assert len(list(tmp_path.glob("rank0.g*.log"))) == 2  # a second worker group ran
+
+
+def test_teardown_that_never_exits_is_killed_and_reported(tmp_path):
+    t0 = time.monotonic()
+    res = by_name(run_probes(["selftest-teardown-hang"], 2, "cpu", 20, run_dir=tmp_path,
+                             teardown_timeout=0.5))
+    elapsed = time.monotonic() - t0
+    assert res["selftest-teardown-hang"].status == "pass"  # results came before the hang
+    td = res["teardown"]
+    assert td.status == "warn"
+    assert "teardown hang" in td.reason and "killed" in td.reason
+    assert all(r["killed"] for r in td.ranks)
+    assert elapsed < 10
+    assert_all_gone(pids_in(tmp_path))
+
+
+def test_teardown_call_that_never_returns_is_reported_by_the_worker(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_DOCTOR_PROBE_PARAMS", json.dumps({"selftest": {"teardown": "soft"}}))
+    res = by_name(run_probes(["selftest-teardown-hang"], 2, "cpu", 20, run_dir=tmp_path,
+                             teardown_timeout=0.5))
+    td = res["teardown"]
+    assert td.status == "warn"
+    assert "did not return within 0.5s" in td.reason
+    assert all(r["returned"] is False and not r["killed"] for r in td.ranks)
+
+
+def test_part_that_overruns_is_killed_and_the_probe_warns(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_DOCTOR_PROBE_PARAMS", json.dumps({"selftest": {"part_sleep": True}}))
+    res = by_name(run_probes(["selftest-part"], 1, "cpu", 1.5, run_dir=tmp_path))
+    part = res["selftest-part"]
+    assert part.status == "warn"
+    assert "child sub-check" in part.reason and "deadline" in part.reason
+    assert_all_gone(pids_in(tmp_path))
+
+
+def test_unknown_probe_is_an_input_error():
+    with pytest.raises(InputError):
+        run_probes(["no-such-probe"], 1, "cpu", 5)
+    with pytest.raises(InputError):
+        run_probes(["selftest-ok"], 0, "cpu", 5)
+    with pytest.raises(InputError):
+        run_probes(["selftest-ok"], 1, "tpu", 5)
+
+
+def test_gpu_only_probes_skip_on_cpu_without_launching(tmp_path):
+    res = by_name(run_probes(["cudagraph-replay", "fp8-scaled-mm-3d", "p2p-nccl"], 2, "cpu", 5, run_dir=tmp_path))
+    for name in ("cudagraph-replay", "fp8-scaled-mm-3d", "p2p-nccl"):
+        assert res[name].status == "skip" and "CUDA GPU" in res[name].reason
+    assert not list(tmp_path.glob("*.log"))
+
+
+def test_multi_rank_probes_skip_at_tp1(tmp_path):
+    res = by_name(run_probes(["tp-softembed", "pp-handoff"], 1, "cpu", 5, run_dir=tmp_path))
+    assert res["tp-softembed"].status == "skip" and "needs 2 ranks" in res["tp-softembed"].reason
+
+
+def test_tail_drops_cpp_frames(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text("terminate called after throwing an instance of 'c10::Error'\n"
+                   "  what():  CUDA error: an illegal memory access was encountered\n"
+                   + "".join(f"frame #{i}: f + 0x1 (0x2 in lib.so)\n" for i in range(30)))
+    lines = tail(log)
+    assert lines[-1].strip().startswith("what():")
+    assert not any(line.startswith("frame #") for line in lines)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_kills_every_worker_and_part(tmp_path, sig):
+    env = dict(os.environ, VLLM_DOCTOR_PROBE_DIR=str(tmp_path),
+               VLLM_DOCTOR_PROBE_PARAMS=json.dumps({"selftest": {"part_sleep": True}}),
+               PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "vllm_doctor", "probe", "--device", "cpu", "--tp", "2",
+                             "--only", "selftest-part,selftest-sleep", "--timeout", "60"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:  # both ranks asleep and the part forked
+        logs = " ".join(p.read_text() for p in tmp_path.glob("rank*.log"))
+        if logs.count("sleeping forever") >= 2 and list(tmp_path.glob("events.part-*.jsonl")):
+            break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("workers did not start")
+    pids = pids_in(tmp_path)
+    assert len(pids) >= 3  # two ranks and the forked part
+    assert all(_pid_alive(p) for p in pids)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130
+    assert b"Traceback" not in err
+    assert_all_gone(pids)

@@ -1,0 +1,103 @@
+"""A small on-disk cache for deterministic sub-check results (no torch imported here).
+
+The traced ``torch.compile`` failure of tp-softembed depends only on the installed torch and
+on the probe's own code, but producing it costs a ``torch._dynamo`` import (seconds, more than
+the rest of a probe run). Its result is kept under ``$VLLM_DOCTOR_CACHE_DIR`` (default
+``$XDG_CACHE_HOME/vllm-doctor`` or ``~/.cache/vllm-doctor``), keyed by the torch version and
+git commit, the probe module's source and the parameters it used; ``--no-cache`` bypasses it.
+A reused result says so (``metrics.cached``), with when and under which torch it was made.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+CACHE_VERSION = 1
+
+
+def cache_dir(environ: dict[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    if env.get("VLLM_DOCTOR_CACHE_DIR"):
+        return Path(env["VLLM_DOCTOR_CACHE_DIR"])
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "vllm-doctor"
+
+
+def torch_identity() -> dict[str, str] | None:
+    """torch's version and git commit, read without importing torch; None if not installed."""
+    try:
+        version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    ident = {"version": version}
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin:
+        text = ""
+        try:
+            text = (Path(spec.origin).parent / "version.py").read_text(encoding="utf-8")
+        except OSError:
+            pass
+        match = re.search(r"git_version\s*=\s*['\"]([0-9a-f]+)['\"]", text)
+        if match:
+            ident["git"] = match.group(1)
+        ident["path"] = str(Path(spec.origin).parent)
+    return ident
+
+
+def _module_digest(module: str) -> str:
+    path = Path(__file__).resolve().parent / f"{module}.py"
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return "unknown"
+
+
+def part_key(probe: str, module: str, part: str, params: dict[str, Any]) -> str | None:
+    ident = torch_identity()
+    if ident is None:
+        return None
+    blob = json.dumps({"v": CACHE_VERSION, "probe": probe, "part": part, "torch": ident,
+                       "code": _module_digest(module), "params": params}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def load(key: str | None) -> dict[str, Any] | None:
+    if key is None:
+        return None
+    path = cache_dir() / f"part-{key}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    result = data.get("result")
+    if not isinstance(result, dict) or "status" not in result:
+        return None
+    result = json.loads(json.dumps(result))
+    result.setdefault("metrics", {})["cached"] = {k: data.get(k) for k in ("date", "torch")}
+    return result
+
+
+def store(key: str | None, result: dict[str, Any]) -> None:
+    if key is None or result.get("status") not in ("pass", "warn", "fail"):
+        return
+    directory = cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / f".part-{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "torch": (torch_identity() or {}).get("version"), "result": result}), encoding="utf-8")
+        os.replace(tmp, directory / f"part-{key}.json")
+    except OSError:
+        pass  # a read-only home: no cache, no harm
