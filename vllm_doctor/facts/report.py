@@ -1,0 +1,703 @@
+"""Facts from a pasted `vllm collect-env` (or `python collect_env.py`) report.
+
+Both layouts are read: the current one (sections between banners of ``=``, ``Key   : value``
+lines with the colon at a fixed column) and the older PyTorch-style one (``Key: value``
+lines, no banners). Markdown fences, ``<details>``/``<summary>`` wrappers, ``>`` quoting,
+issue-template text and log lines around the report are ignored: only lines whose key is
+one of the report's own keys are read, plus the multi-line blocks that follow some of them
+(the GPU list, the GPU topology matrix, the package list, the environment variables).
+
+Every fact has the source ``Source.REPORT`` and, as detail, the report line it came from.
+
+``vllm.base_release`` — the release a build descends from:
+  * a release (``0.25.1``, ``0.25.1+cu128``, ``0.6.3.post1``) is its own base: the public
+    version without the local label;
+  * a pre-release or dev build (``0.23.1rc1.dev20+g0d8097964``) sorts *before* the release
+    it leads to (PEP 440: 0.23.0 < 0.23.1rc1.dev20 < 0.23.1), so its base is the newest
+    known vLLM release below it (``0.23.0``), from the release list in ``_KNOWN_RELEASES``;
+  * for versions past the end of that list the base is guessed from the number itself:
+    X.Y.Z-1 when Z > 0, else the newest known release below it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+from packaging.version import InvalidVersion, Version
+
+from vllm_doctor.errors import InputError
+from vllm_doctor.facts.model import Facts, Source
+
+# vLLM releases on the package registry (0.1.0 … 0.33.0), newest last.
+_KNOWN_RELEASES = [
+    "0.1.0", "0.1.1", "0.1.2", "0.1.3", "0.1.4", "0.1.5", "0.1.6", "0.1.7", "0.2.0",
+    "0.2.1.post1", "0.2.2", "0.2.3", "0.2.4", "0.2.5", "0.2.6", "0.2.7", "0.3.0", "0.3.1",
+    "0.3.2", "0.3.3", "0.4.0", "0.4.0.post1", "0.4.1", "0.4.2", "0.4.3", "0.5.0",
+    "0.5.0.post1", "0.5.1", "0.5.2", "0.5.3", "0.5.3.post1", "0.5.4", "0.5.5", "0.6.0",
+    "0.6.1", "0.6.1.post1", "0.6.1.post2", "0.6.2", "0.6.3", "0.6.3.post1", "0.6.4",
+    "0.6.4.post1", "0.6.5", "0.6.6", "0.6.6.post1", "0.7.0", "0.7.1", "0.7.2", "0.7.3",
+    "0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.8.4", "0.8.5", "0.8.5.post1", "0.9.0", "0.9.0.1",
+    "0.9.1", "0.9.2", "0.10.0", "0.10.1", "0.10.1.1", "0.10.2", "0.11.0", "0.11.1", "0.11.2",
+    "0.12.0", "0.13.0", "0.14.0", "0.14.1", "0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1",
+    "0.18.0", "0.18.1", "0.19.0", "0.19.1", "0.20.0", "0.20.1", "0.20.2", "0.21.0", "0.22.0",
+    "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0",
+    "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
+]
+
+# Keys of the report, both layouts (compared case-insensitively, spaces collapsed).
+_KEYS = [
+    "OS", "GCC version", "Clang version", "CMake version", "Libc version",
+    "PyTorch version", "Is debug build", "CUDA used to build PyTorch",
+    "ROCM used to build PyTorch", "XPU used to build PyTorch",
+    "Python version", "Python platform",
+    "Is CUDA available", "CUDA runtime version", "CUDA_MODULE_LOADING set to",
+    "GPU models and configuration", "Nvidia driver version", "cuDNN version",
+    "HIP runtime version", "MIOpen runtime version", "Is XNNPACK available",
+    "Is XPU available", "XPU runtime version", "Intel GPU models",
+    "CPU", "Versions of relevant libraries",
+    "ROCM Version", "Neuron SDK Version", "vLLM Version", "vLLM Build Flags",
+    "GPU Topology", "CUDA Archs",
+]
+_KEY_SET = {k.lower(): k for k in _KEYS}
+# Keys that only a collect-env report has (to tell a report from other text).
+_CORE_KEYS = {
+    "PyTorch version", "CUDA used to build PyTorch", "vLLM Version", "vLLM Build Flags",
+    "GPU models and configuration", "Nvidia driver version", "Is CUDA available",
+    "CUDA runtime version", "GPU Topology", "ROCM used to build PyTorch",
+}
+_NOT_COLLECTED = {"", "n/a", "none", "could not collect", "no cuda", "no xpu", "not set",
+                  "n/a (dev)", "unknown"}
+
+_BANNER = re.compile(r"^\s*={20,}\s*$")
+_KEY_LINE = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z0-9_ ./()\-]*?)\s*:(?:\s(?P<val>.*))?$")
+_GPU_LINE = re.compile(r"^\s*GPU\s+(?P<idx>\d+)\s*:\s*(?P<name>.+?)\s*$")
+_MIG_LINE = re.compile(r"^\s*MIG\s+\S+\s+Device\s+\d+\s*:")
+_PIP_LINE = re.compile(r"^\s*\[(?P<tool>pip3?|uv|conda)\]\s+(?P<rest>.+?)\s*$")
+_ENV_LINE = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)=(?P<val>.*)$")
+_SMI_CUDA = re.compile(r"CUDA Version:\s*(?P<v>\d+\.\d+)")
+_SECRET_TERMS = ("secret", "token", "api", "access", "password", "credential", "passwd")
+_ENV_PREFIXES = ("VLLM_", "TORCH", "NCCL", "PYTORCH", "CUDA", "CUBLAS", "CUDNN", "OMP_",
+                 "MKL_", "NVIDIA", "LD_LIBRARY_PATH", "HF_", "TRANSFORMERS_", "TRITON",
+                 "ROCM", "HIP_", "HSA_", "RCCL", "FLASHINFER", "UCX_", "LMCACHE")
+
+# -- GPU name -> compute capability ------------------------------------------------------
+
+# (pattern, capability), the first match wins: specific names before general ones.
+_CAPABILITY_TABLE: list[tuple[str, int]] = [
+    # Blackwell
+    (r"\bGB10\b", 121),
+    (r"\bGB300\b|\bB300\b", 103),
+    (r"\bGB200\b|\bB200\b|\bB100\b", 100),
+    (r"\bThor\b", 110),
+    (r"RTX PRO \d{4}\b.*Blackwell|RTX PRO \d{4}", 120),
+    (r"RTX 50\d0", 120),
+    # Hopper
+    (r"\bGH200\b|\bH200\b|\bH100\b|\bH800\b|\bH20\b", 90),
+    # Ada
+    (r"RTX \d{4} Ada|RTX 6000 Ada", 89),
+    (r"\bL40S?\b|\bL4\b|\bL20\b|\bL2\b", 89),
+    (r"RTX 40\d0", 89),
+    # Ampere
+    (r"\bA100\b|\bA800\b|\bA30\b", 80),
+    (r"\bOrin\b", 87),
+    (r"RTX A\d{4}|\bA10G?\b|\bA40\b|\bA16\b|\bA2\b", 86),
+    (r"RTX 30\d0", 86),
+    # Turing
+    (r"\bT4\b|RTX 20\d0|GTX 16\d0|Quadro RTX|TITAN RTX|RTX [68]000\b", 75),
+    # Volta
+    (r"\bXavier\b", 72),
+    (r"\bV100\b|TITAN V\b", 70),
+    # Pascal
+    (r"\bP100\b", 60),
+    (r"\bP40\b|\bP4\b|GTX 10\d0|TITAN Xp?\b", 61),
+    # Maxwell / Kepler
+    (r"\bM60\b|\bM40\b", 52),
+    (r"\bK80\b", 37),
+]
+_CAPABILITY_RES = [(re.compile(p), c) for p, c in _CAPABILITY_TABLE]
+CAPABILITY_DETAIL = "capability inferred from the GPU name"
+
+
+def capability_from_name(name: str) -> int | None:
+    """Compute capability (major*10+minor) of an NVIDIA GPU from its name, or None."""
+    for pattern, capability in _CAPABILITY_RES:
+        if pattern.search(name):
+            return capability
+    return None
+
+
+# -- links -------------------------------------------------------------------------------
+
+# nvidia-smi topo -m legend, best to worst
+_LINK_RANK = {"NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
+
+
+def _link_rank(link: str) -> tuple[int, int]:
+    m = re.fullmatch(r"NV(\d+)", link)
+    if m:
+        return (0, -int(m.group(1)))  # fewer NVLinks is slower
+    return (_LINK_RANK.get(link, 6), 0)
+
+
+# -- parsing -----------------------------------------------------------------------------
+
+
+def _decode(text: str | bytes, name: str) -> str:
+    if isinstance(text, bytes):
+        if b"\x00" in text:
+            raise InputError(name, "does not look like a `vllm collect-env` report: "
+                             "binary data (NUL bytes)")
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError(name, "does not look like a `vllm collect-env` report: "
+                             "not UTF-8 text") from None
+    if not isinstance(text, str):
+        raise InputError(name, "does not look like a `vllm collect-env` report: not text")
+    if "\x00" in text:
+        raise InputError(name, "does not look like a `vllm collect-env` report: "
+                         "binary data (NUL bytes)")
+    if not text.strip():
+        raise InputError(name, "does not look like a `vllm collect-env` report: empty")
+    return text
+
+
+def _clean_lines(text: str) -> list[str]:
+    """Lines without markdown/HTML wrappers; blockquote markers removed."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\ufeff", "")
+    raw = text.split("\n")
+    quoted = [ln for ln in raw if ln.strip()]
+    strip_quote = bool(quoted) and sum(ln.lstrip().startswith(">") for ln in quoted) > len(quoted) / 2
+    out: list[str] = []
+    for line in raw:
+        if strip_quote:
+            line = re.sub(r"^\s*>\s?", "", line)
+        stripped = line.strip()
+        if stripped.startswith("```") or stripped.startswith("~~~"):
+            continue
+        if re.fullmatch(r"</?details[^>]*>|</?summary[^>]*>.*|<summary>.*</summary>", stripped,
+                        flags=re.IGNORECASE):
+            continue
+        line = re.sub(r"</?(details|summary|code|pre)[^>]*>", "", line, flags=re.IGNORECASE)
+        out.append(line.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+    return out
+
+
+def _key_of(line: str) -> tuple[str, str] | None:
+    """(canonical key, value) when the line is one of the report's ``Key: value`` lines."""
+    m = _KEY_LINE.match(line)
+    if not m:
+        return None
+    key = " ".join(m.group("key").split()).lower()
+    canonical = _KEY_SET.get(key)
+    if canonical is None:
+        return None
+    return canonical, (m.group("val") or "").strip()
+
+
+def _collected(value: str | None) -> bool:
+    return value is not None and value.strip().lower() not in _NOT_COLLECTED
+
+
+def _canonical_package(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
+
+
+def _secret(name: str) -> bool:
+    lower = name.lower()
+    return any(term in lower for term in _SECRET_TERMS)
+
+
+class _Report:
+    def __init__(self, lines: list[str]):
+        self.lines = lines
+        self.values: dict[str, tuple[str, int]] = {}  # key -> (value, line index), first wins
+        self.section_of: list[str | None] = []
+        section: str | None = None
+        i = 0
+        while i < len(lines):
+            line = lines[i]
+            if _BANNER.match(line) and i + 2 < len(lines) and _BANNER.match(lines[i + 2]):
+                section = " ".join(lines[i + 1].split()) or None
+                self.section_of.extend([section] * 3)
+                i += 3
+                continue
+            self.section_of.append(section)
+            kv = _key_of(line)
+            if kv is not None and kv[0] not in self.values:
+                self.values[kv[0]] = (kv[1], i)
+            i += 1
+
+    def get(self, key: str) -> tuple[str, int] | None:
+        return self.values.get(key)
+
+    def block_after(self, index: int, stop_on_blank: bool = True) -> list[tuple[int, str]]:
+        """The lines after ``index`` up to a banner, another report key or a blank line
+        (leading blank lines are skipped)."""
+        out: list[tuple[int, str]] = []
+        j = index + 1
+        while j < len(self.lines):
+            line = self.lines[j]
+            if _BANNER.match(line) or _key_of(line) is not None:
+                break
+            if not line.strip():
+                if out and stop_on_blank:
+                    break
+                j += 1
+                continue
+            out.append((j, line))
+            j += 1
+        return out
+
+
+def parse_report(text: str | bytes, name: str) -> Facts:
+    """Facts from the text of a `vllm collect-env` report (``name`` names the input)."""
+    text = _decode(text, name)
+    lines = _clean_lines(text)
+    report = _Report(lines)
+    found_core = sorted(k for k in report.values if k in _CORE_KEYS)
+    has_banner_titles = any(s in ("PyTorch Info", "vLLM Info", "CUDA / GPU Info")
+                            for s in report.section_of if s)
+    if not found_core and not has_banner_titles:
+        raise InputError(name, "does not look like a `vllm collect-env` report: none of its "
+                         "keys (PyTorch version, vLLM Version, GPU models and configuration, "
+                         "...) were found")
+    facts = Facts()
+    facts.notes.append(f"facts from the collect-env report {name}")
+    _vllm_facts(report, facts)
+    _torch_facts(report, facts)
+    _driver_facts(report, lines, facts)
+    _gpu_facts(report, facts)
+    _topology_facts(report, facts)
+    _package_facts(report, facts)
+    _env_facts(report, facts)
+    return facts
+
+
+def _line_detail(report: _Report, key: str) -> str:
+    value, idx = report.values[key]
+    return report.lines[idx].strip()
+
+
+# -- vLLM -----------------------------------------------------------------------------------
+
+_VLLM_VERSION = re.compile(
+    r"^(?P<ver>\S+)(?:\s*\((?:git sha:\s*(?P<sha>[0-9a-fA-F]+))?(?:,?\s*date:\s*(?P<date>\d{8}))?\))?"
+)
+
+
+def base_release(version: str) -> str | None:
+    """The vLLM release a version descends from (see the module docstring)."""
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return None
+    if v.pre is None and v.dev is None:
+        return v.public
+    known = sorted((Version(r) for r in _KNOWN_RELEASES), reverse=True)
+    below = [r for r in known if r < v]
+    newest = known[0]
+    if v.release[:3] > tuple(newest.release[:3]) and len(v.release) >= 3 and v.release[2] > 0:
+        # past the known list: X.Y.(Z-1)
+        parts = list(v.release[:3])
+        parts[2] -= 1
+        return ".".join(str(p) for p in parts)
+    return str(below[0]) if below else None
+
+
+def _vllm_facts(report: _Report, facts: Facts) -> None:
+    entry = report.get("vLLM Version")
+    if entry is None:
+        facts.mark_missing("vllm", "the report has no `vLLM Version` line")
+    else:
+        value, _ = entry
+        detail = _line_detail(report, "vLLM Version")
+        m = _VLLM_VERSION.match(value)
+        version = m.group("ver") if m else ""
+        if not _collected(value) or version.upper() == "N/A" or not m:
+            facts.mark_missing("vllm.version", f"the report says `{value or 'nothing'}`")
+        else:
+            try:
+                parsed = Version(version)
+            except InvalidVersion:
+                parsed = None
+            facts.set("vllm.installed", True, Source.REPORT, detail)
+            facts.set("vllm.version", version, Source.REPORT, detail)
+            sha = m.group("sha")
+            date = m.group("date")
+            local = parsed.local if parsed is not None else None
+            if local:
+                for part in local.split("."):
+                    if sha is None and re.fullmatch(r"g[0-9a-f]{6,40}", part):
+                        sha = part[1:]
+                    if date is None and re.fullmatch(r"d\d{8}", part):
+                        date = part[1:]
+            if sha:
+                facts.set("vllm.git_sha", sha.lower(), Source.REPORT, detail)
+            if date:
+                facts.set("vllm.build_date", date, Source.REPORT, detail)
+            if parsed is not None:
+                is_dev = parsed.is_devrelease or parsed.is_prerelease
+                facts.set("vllm.is_dev", bool(is_dev), Source.REPORT, detail)
+                base = base_release(version)
+                if base is not None:
+                    facts.set("vllm.base_release", base, Source.REPORT,
+                              f"{detail} (newest release at or below {version})")
+            else:
+                facts.mark_missing("vllm.is_dev", f"`{version}` is not a PEP 440 version")
+    flags = report.get("CUDA Archs")
+    if flags is not None:
+        archs = flags[0].split(";", 1)[0].strip()
+        if _collected(archs):
+            facts.set("vllm.cuda_archs", archs, Source.REPORT, _line_detail(report, "CUDA Archs"))
+        else:
+            facts.mark_missing("vllm.cuda_archs", "the report's build flags say `Not Set` "
+                               "(the line shows TORCH_CUDA_ARCH_LIST at report time)")
+    else:
+        facts.mark_missing("vllm.cuda_archs", "the report has no `vLLM Build Flags` line")
+
+
+# -- torch ----------------------------------------------------------------------------------
+
+
+def _torch_facts(report: _Report, facts: Facts) -> None:
+    entry = report.get("PyTorch version")
+    if entry is not None and _collected(entry[0]):
+        facts.set("torch.version", entry[0].split()[0], Source.REPORT,
+                  _line_detail(report, "PyTorch version"))
+    else:
+        facts.mark_missing("torch.version", "the report has no PyTorch version")
+    entry = report.get("CUDA used to build PyTorch")
+    if entry is not None and _collected(entry[0]):
+        facts.set("torch.cuda_version", entry[0].split()[0], Source.REPORT,
+                  _line_detail(report, "CUDA used to build PyTorch"))
+    else:
+        rocm = report.get("ROCM used to build PyTorch")
+        if rocm is not None and _collected(rocm[0]):
+            facts.mark_missing("torch.cuda_version",
+                               f"torch is a ROCm build ({rocm[0]}), not a CUDA build")
+        else:
+            facts.mark_missing("torch.cuda_version",
+                               "the report has no `CUDA used to build PyTorch` value")
+
+
+# -- driver ---------------------------------------------------------------------------------
+
+
+def _driver_facts(report: _Report, lines: list[str], facts: Facts) -> None:
+    entry = report.get("Nvidia driver version")
+    if entry is not None and _collected(entry[0]):
+        facts.set("driver.version", entry[0].split()[0], Source.REPORT,
+                  _line_detail(report, "Nvidia driver version"))
+    else:
+        facts.mark_missing("driver.version", "the report has no NVIDIA driver version")
+    for line in lines:
+        m = _SMI_CUDA.search(line)
+        if m:
+            facts.set("driver.cuda_version", m.group("v"), Source.REPORT, line.strip())
+            break
+    else:
+        facts.mark_missing("driver.cuda_version", "a collect-env report does not state the "
+                           "driver's CUDA version (paste `nvidia-smi` output to add it)")
+
+
+# -- GPUs -----------------------------------------------------------------------------------
+
+
+def _gpu_facts(report: _Report, facts: Facts) -> None:
+    entry = report.get("GPU models and configuration")
+    if entry is None:
+        facts.mark_missing("gpu", "the report has no `GPU models and configuration` line")
+        return
+    value, idx = entry
+    gpus: list[tuple[int, str, str]] = []  # index, name, line
+    mig = False
+    candidates: list[tuple[int, str]] = []
+    if value:
+        candidates.append((idx, value))
+    candidates.extend(report.block_after(idx))
+    for _, line in candidates:
+        m = _GPU_LINE.match(line)
+        if m:
+            gpus.append((int(m.group("idx")), m.group("name"), line.strip()))
+        elif _MIG_LINE.match(line):
+            mig = True
+    rocm = _is_rocm(report)
+    if not gpus:
+        if value and _collected(value) and not _GPU_LINE.match(value):
+            # ROCm (and macOS): one device name, for device 0 only
+            _single_device(report, facts, value, rocm)
+            return
+        facts.mark_missing("gpu", f"the report lists no GPUs (`{value or 'nothing'}`)")
+        return
+    devices: list[dict[str, Any]] = []
+    capabilities: list[int] = []
+    unknown: list[str] = []
+    for index, gpu_name, line in gpus:
+        device: dict[str, Any] = {"index": index, "name": gpu_name}
+        cap = None if rocm else capability_from_name(gpu_name)
+        if cap is not None:
+            device["capability"] = cap
+            device["capability_source"] = CAPABILITY_DETAIL
+            capabilities.append(cap)
+        else:
+            unknown.append(gpu_name)
+        devices.append(device)
+    detail = "GPU models and configuration"
+    facts.set("gpu.count", len(gpus), Source.REPORT, detail)
+    facts.set("gpu.names", [g[1] for g in gpus], Source.REPORT, detail)
+    facts.set("gpu.devices", devices, Source.REPORT, detail)
+    facts.set("gpu.mig_enabled", mig, Source.REPORT,
+              "MIG devices listed" if mig else "no MIG devices listed")
+    if unknown:
+        reason = (f"no compute capability known for {', '.join(sorted(set(unknown)))}"
+                  if not rocm else "AMD GPUs have no CUDA compute capability")
+        for path in ("gpu.capabilities", "gpu.min_capability", "gpu.max_capability"):
+            facts.mark_missing(path, reason)
+    else:
+        facts.set("gpu.capabilities", capabilities, Source.REPORT, CAPABILITY_DETAIL)
+        facts.set("gpu.min_capability", min(capabilities), Source.REPORT, CAPABILITY_DETAIL)
+        facts.set("gpu.max_capability", max(capabilities), Source.REPORT, CAPABILITY_DETAIL)
+    for path in ("gpu.memory_total_mib", "gpu.memory_free_mib"):
+        facts.mark_missing(path, "a collect-env report does not state GPU memory")
+
+
+def _is_rocm(report: _Report) -> bool:
+    rocm = report.get("ROCM used to build PyTorch")
+    hip = report.get("HIP runtime version")
+    return bool((rocm and _collected(rocm[0])) or (hip and _collected(hip[0])))
+
+
+def _single_device(report: _Report, facts: Facts, value: str, rocm: bool) -> None:
+    detail = _line_detail(report, "GPU models and configuration")
+    arch = re.search(r"\((gfx[0-9a-f]+)[^)]*\)", value)
+    name = re.sub(r"\s*\(gfx[^)]*\)\s*$", "", value).strip()
+    device: dict[str, Any] = {"index": 0, "name": name}
+    if arch:
+        device["arch"] = arch.group(1)
+    facts.set("gpu.names", [name], Source.REPORT, detail)
+    facts.set("gpu.devices", [device], Source.REPORT, detail)
+    count = _topology_count(report)
+    if count:
+        facts.set("gpu.count", count, Source.REPORT, "GPU Topology")
+    else:
+        facts.mark_missing("gpu.count", "the report names device 0 only (ROCm layout)")
+    if rocm or arch:
+        reason = (f"AMD GPU ({arch.group(1) if arch else name}): no CUDA compute capability")
+    else:
+        cap = capability_from_name(name)
+        if cap is not None:
+            device["capability"] = cap
+            device["capability_source"] = CAPABILITY_DETAIL
+            facts.set("gpu.capabilities", [cap], Source.REPORT, CAPABILITY_DETAIL)
+            facts.set("gpu.min_capability", cap, Source.REPORT, CAPABILITY_DETAIL)
+            facts.set("gpu.max_capability", cap, Source.REPORT, CAPABILITY_DETAIL)
+            return
+        reason = f"no compute capability known for {name}"
+    for path in ("gpu.capabilities", "gpu.min_capability", "gpu.max_capability"):
+        facts.mark_missing(path, reason)
+
+
+# -- topology -------------------------------------------------------------------------------
+
+
+def _topology_lines(report: _Report) -> list[str]:
+    entry = report.get("GPU Topology")
+    if entry is None:
+        return []
+    value, idx = entry
+    out = [value] if value else []
+    j = idx + 1
+    while j < len(report.lines):
+        line = report.lines[j]
+        if _BANNER.match(line) or (_key_of(line) is not None and not line.startswith((" ", "\t"))):
+            break
+        if line.strip().startswith("Legend"):
+            break
+        if not line.strip():
+            # a blank line ends the matrix once rows were read; ROCm output has
+            # blank lines between its tables
+            if out and any(re.match(r"^\s*GPU\d+\b", x) for x in out) and not _is_rocm(report):
+                break
+            j += 1
+            continue
+        if _ENV_LINE.match(line.strip()) and not line.startswith((" ", "\t")):
+            break
+        out.append(line)
+        j += 1
+    return out
+
+
+def _topology_count(report: _Report) -> int | None:
+    lines = _topology_lines(report)
+    names = set()
+    for line in lines:
+        m = re.match(r"^\s*GPU(\d+)\b", line)
+        if m:
+            names.add(int(m.group(1)))
+    return len(names) or None
+
+
+def _parse_nvidia_matrix(lines: list[str]) -> tuple[list[str], dict[str, list[str]]] | None:
+    """`nvidia-smi topo -m`: a header of GPU columns, then one row per GPU with X on the
+    diagonal (tabs or spaces between the cells)."""
+    header: list[str] | None = None
+    rows: dict[str, list[str]] = {}
+    for line in lines:
+        cells = line.split()
+        if not cells or not re.fullmatch(r"GPU\d+", cells[0]):
+            continue
+        if header is None and "X" not in cells:
+            header = []
+            for cell in cells:
+                if not re.fullmatch(r"GPU\d+", cell):
+                    break
+                header.append(cell)
+            continue
+        if header is not None:
+            rows[cells[0]] = cells[1:1 + len(header)]
+    if not header:
+        return None
+    return header, rows
+
+
+def _topology_facts(report: _Report, facts: Facts) -> None:
+    lines = _topology_lines(report)
+    if not lines or not any(_collected(x) for x in lines):
+        facts.mark_missing("topology", "the report has no GPU Topology matrix")
+        return
+    if _is_rocm(report) or any("XGMI" in x or "Link Type between" in x for x in lines):
+        _rocm_topology(lines, facts)
+        return
+    parsed = _parse_nvidia_matrix(lines)
+    if parsed is None:
+        facts.mark_missing("topology", "the report's GPU Topology block could not be read")
+        return
+    header, rows = parsed
+    links: list[dict[str, Any]] = []
+    for i, a in enumerate(header):
+        row = rows.get(a)
+        if row is None:
+            continue
+        for j in range(i + 1, len(header)):
+            if j >= len(row):
+                continue
+            link = row[j]
+            if link == "X":
+                continue
+            links.append({"a": int(a[3:]), "b": int(header[j][3:]), "link": link})
+    detail = "GPU Topology"
+    facts.set("topology.links", links, Source.REPORT, detail)
+    if not links:
+        facts.mark_missing("topology.all_nvlink", "one GPU: no links between GPUs")
+        facts.mark_missing("topology.worst_link", "one GPU: no links between GPUs")
+        return
+    facts.set("topology.all_nvlink", all(re.fullmatch(r"NV\d+", x["link"]) for x in links),
+              Source.REPORT, detail)
+    worst = max((x["link"] for x in links), key=_link_rank)
+    facts.set("topology.worst_link", worst, Source.REPORT, detail)
+    facts.mark_missing("topology.p2p_all", "a collect-env report does not test P2P access")
+
+
+def _rocm_topology(lines: list[str], facts: Facts) -> None:
+    """`rocm-smi --showtopo`: read the "Link Type between two GPUs" table."""
+    links: list[dict[str, Any]] = []
+    in_table = False
+    header: list[str] = []
+    for line in lines:
+        if "Link Type between two GPUs" in line:
+            in_table = True
+            header = []
+            continue
+        if in_table and re.search(r"between two GPUs|Numa Nodes|={3,}", line):
+            if header:
+                break
+            continue
+        if not in_table:
+            continue
+        cells = line.split()
+        if cells and all(re.fullmatch(r"GPU\d+", c) for c in cells):
+            header = cells
+            continue
+        if header and cells and re.fullmatch(r"GPU\d+", cells[0]):
+            a = int(cells[0][3:])
+            for j, cell in enumerate(cells[1:1 + len(header)]):
+                b = int(header[j][3:])
+                if b > a and cell not in ("0", "X"):
+                    links.append({"a": a, "b": b, "link": cell})
+    if not links:
+        facts.mark_missing("topology", "ROCm topology: no link table could be read")
+        return
+    detail = "GPU Topology (rocm-smi --showtopo)"
+    facts.set("topology.links", links, Source.REPORT, detail)
+    facts.set("topology.all_nvlink", False, Source.REPORT, "AMD GPUs: links are XGMI or PCIe")
+    order = {"XGMI": 0, "PCIE": 1}
+    worst = max((x["link"] for x in links), key=lambda link: order.get(link.upper(), 2))
+    facts.set("topology.worst_link", worst, Source.REPORT, detail)
+    facts.mark_missing("topology.p2p_all", "a collect-env report does not test P2P access")
+
+
+# -- packages -------------------------------------------------------------------------------
+
+
+def _package_facts(report: _Report, facts: Facts) -> None:
+    found = False
+    conda: dict[str, tuple[str, str]] = {}
+    for line in report.lines:
+        m = _PIP_LINE.match(line)
+        if not m:
+            continue
+        rest = m.group("rest")
+        if rest.lower() in ("could not collect", "no relevant packages"):
+            continue
+        if m.group("tool") == "conda":
+            parts = rest.split()
+            if len(parts) >= 2 and re.match(r"^\d", parts[1]):
+                conda.setdefault(_canonical_package(parts[0]), (parts[1], line.strip()))
+            continue
+        pm = re.match(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._\-]*)\s*==\s*(?P<ver>\S+)$", rest)
+        if not pm:
+            continue
+        path = f"packages.{_canonical_package(pm.group('name'))}"
+        if path not in facts:
+            facts.set(path, pm.group("ver"), Source.REPORT, line.strip())
+            found = True
+    for pkg, (version, line) in conda.items():
+        path = f"packages.{pkg}"
+        if path not in facts:
+            facts.set(path, version, Source.REPORT, line)
+            found = True
+    if not found:
+        facts.mark_missing("packages", "the report lists no packages")
+
+
+# -- environment ----------------------------------------------------------------------------
+
+
+def _env_facts(report: _Report, facts: Facts) -> None:
+    found = False
+    for i, line in enumerate(report.lines):
+        section = report.section_of[i] if i < len(report.section_of) else None
+        stripped = line.strip()
+        m = _ENV_LINE.match(stripped)
+        if not m or line.startswith((" ", "\t")):
+            continue
+        key, value = m.group("key"), m.group("val")
+        in_section = bool(section) and section.lower() == "environment variables"
+        if not in_section and not (key.startswith(_ENV_PREFIXES) and key.upper() == key):
+            continue
+        if _secret(key):
+            value = "<redacted>"
+        path = f"env.{key}"
+        if path not in facts:
+            facts.set(path, value, Source.REPORT, f"{key}=" + ("<redacted>" if _secret(key)
+                                                             else value))
+            found = True
+    if not found:
+        facts.mark_missing("env", "the report lists no environment variables")
+
+
+def known_keys() -> Iterable[str]:
+    """The report keys this parser reads (for documentation and tests)."""
+    return tuple(_KEYS)
