@@ -89,11 +89,14 @@ def test_crash_is_reported_with_signal_and_log(tmp_path):
 
 
 def test_sticky_error_stops_the_process_and_the_rest_reruns(tmp_path):
-    res = by_name(run_probes(["selftest-poison", "selftest-ok"], 2, "cpu", 20, run_dir=tmp_path))
+    res = by_name(run_probes(["selftest-poison", "selftest-part"], 2, "cpu", 20, run_dir=tmp_path))
     assert res["selftest-poison"].status == "error"
     assert "illegal memory access" in res["selftest-poison"].reason
-    assert res["selftest-ok"].status == "pass"
-    assert any("fresh worker processes" in n for n in res["selftest-ok"].notes)
+    later = res["selftest-part"]  # runs after the poisoned probe: in fresh processes
+    assert later.status == "pass"
+    assert any("fresh worker processes" in n for n in later.notes)
+    assert later.metrics["child"]["status"] == "pass"  # its part was not forked twice
+    assert len(list(tmp_path.glob("events.part-*.jsonl"))) == 1
     assert len(list(tmp_path.glob("rank0.g*.log"))) == 2  # a second worker group ran
 
 

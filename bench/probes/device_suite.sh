@@ -1,5 +1,5 @@
 #!/bin/bash
-# Everything for one device kind in one call:  bash bench/probes/device_suite.sh NPROC TAG [ROUNDS]
+# Everything for one device kind in one call:  bash bench/probes/device_suite.sh NPROC TAG [ROUNDS] [nofacts]
 # Writes under $OUT: probe-TAG.json, probe-TAG.txt, speed-TAG.json, facts-TAG.txt, facts-TAG.json,
 # log-TAG.txt (environment, topology, torchrun run, timings).
 N=${1:-2}; TAG=${2:-dev}; ROUNDS=${3:-3}
@@ -16,8 +16,10 @@ LOG=$OUT/log-$TAG.txt
 python3 -m vllm_doctor probe --tp $N --format json > $OUT/probe-$TAG.json 2>> $LOG; echo "probe json rc=$?" >> $LOG
 python3 -m vllm_doctor probe --tp $N > $OUT/probe-$TAG.txt 2>&1; echo "probe text rc=$?" >> $OUT/probe-$TAG.txt
 python3 bench/probes/speed.py --nproc $N --rounds $ROUNDS --out $OUT/speed-$TAG.json >> $LOG 2>&1
-python3 -m vllm_doctor facts > $OUT/facts-$TAG.txt 2>&1; echo "rc=$?" >> $OUT/facts-$TAG.txt
-python3 -m vllm_doctor facts --format json > $OUT/facts-$TAG.json 2>> $LOG
+if [ "$4" != nofacts ]; then
+  python3 -m vllm_doctor facts > $OUT/facts-$TAG.txt 2>&1; echo "rc=$?" >> $OUT/facts-$TAG.txt
+  python3 -m vllm_doctor facts --format json > $OUT/facts-$TAG.json 2>> $LOG
+fi
 {
   echo "== torchrun --standalone --nproc-per-node $N -m vllm_doctor.probes.worker --out DIR"
   rm -rf /tmp/tr; timeout 300 torchrun --standalone --nproc-per-node $N -m vllm_doctor.probes.worker --out /tmp/tr --quiet; echo "torchrun rc=$?"

@@ -15,9 +15,10 @@ from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError
 FORMATS = ("text", "json")
 
 
-def visible_gpu_count(environ: dict[str, str] | None = None) -> int | None:
-    """GPUs this process may use, without torch: NVML (CUDA_VISIBLE_DEVICES honoured), else the
-    variable's entries; None when neither says."""
+def visible_gpus(environ: dict[str, str] | None = None) -> tuple[int | None, list[str]]:
+    """(count, names) of the GPUs this process may use, without torch: NVML with
+    CUDA_VISIBLE_DEVICES honoured, else the variable's entries (names unknown); (None, [])
+    when neither says."""
     env = dict(os.environ) if environ is None else environ
     try:
         from vllm_doctor.facts.gpus import collect_gpus
@@ -27,19 +28,23 @@ def visible_gpu_count(environ: dict[str, str] | None = None) -> int | None:
         collect_gpus(facts, environ=env)
         count = facts.value("gpu.count")
         if isinstance(count, int):
-            return count
+            return count, list(facts.value("gpu.names") or [])
     except Exception:  # noqa: BLE001 - NVML missing or broken: fall back to the variable
         pass
     value = env.get("CUDA_VISIBLE_DEVICES")
     if value is None:
-        return None
+        return None, []
     entries = [p.strip() for p in value.split(",") if p.strip()]
     out = []
     for e in entries:  # CUDA stops at the first invalid entry ("-1" hides everything)
         if e.startswith("-"):
             break
         out.append(e)
-    return len(out)
+    return len(out), []
+
+
+def visible_gpu_count(environ: dict[str, str] | None = None) -> int | None:
+    return visible_gpus(environ)[0]
 
 
 def parse_serve(tokens: list[str]) -> dict[str, Any]:
@@ -113,7 +118,7 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
         meta = {"tp": ranks, "device": "torchrun", "source": str(results_dir)}
     else:
         serve = parse_serve(serve_tokens) if serve_tokens else {"model": None, "tp": None}
-        count = visible_gpu_count()
+        count, gpu_names = visible_gpus()
         if device is None:
             device = "cuda" if count else "cpu"
         if device not in ("cuda", "cpu"):
@@ -138,31 +143,14 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
                                  teardown_timeout=teardown_timeout, use_cache=use_cache)
         meta = {"tp": tp, "device": device, "model": model, "timeout_s": timeout,
                 "results_at_s": progress.timeline()}
-        gpu_name = _gpu_name() if device == "cuda" else None
-        if gpu_name:
-            meta["gpu"] = gpu_name
+        if device == "cuda" and gpu_names:
+            meta["gpu"] = ", ".join(f"{n} ×{gpu_names.count(n)}" for n in sorted(set(gpu_names)))
     meta["elapsed_s"] = round(time.monotonic() - started, 3)
     if fmt == "json":
         typer.echo(to_json(results, meta))
     else:
         render_text(results, meta, verbose=verbose)
     return EXIT_FINDINGS if any(is_problem(r.status) for r in results) else EXIT_OK
-
-
-def _gpu_name() -> str | None:
-    try:
-        from vllm_doctor.facts.gpus import collect_gpus
-        from vllm_doctor.facts.model import Facts
-
-        facts = Facts()
-        collect_gpus(facts)
-        names = facts.value("gpu.names") or []
-    except Exception:  # noqa: BLE001
-        return None
-    if not names:
-        return None
-    uniq = sorted(set(names))
-    return ", ".join(f"{n} ×{names.count(n)}" for n in uniq)
 
 
 def register(app: typer.Typer) -> None:

@@ -27,6 +27,16 @@ class Ctx:
     part: str | None = None  # set in a forked sub-check
     stop_after: bool = False  # set by a probe whose failure poisons the process
     hang_teardown: str | None = None  # self-tests: "soft" | "hard"
+    # What each probe's prepare(ctx) returned (or raised), run while the process group forms.
+    prepared: dict[str, Any] = field(default_factory=dict)
+    prepare_s: dict[str, float] = field(default_factory=dict)
+
+    def take_prepared(self) -> Any:
+        """This probe's prepared state; re-raises what its prepare raised."""
+        state = self.prepared.pop(self.probe, None)
+        if isinstance(state, BaseException):
+            raise state
+        return state
 
     @property
     def device(self):  # torch.device, imported lazily
@@ -171,7 +181,7 @@ class _Background:
     def join(self, timeout: float) -> tuple[bool, float, BaseException | None]:
         """(returned within ``timeout`` seconds of the start, seconds, exception raised)."""
         remaining = max(0.0, timeout - (time.perf_counter() - self.t0))
-        self.thread.join(remaining)
+        self.thread.join(None if remaining == float("inf") else remaining)
         done = not self.thread.is_alive()
         seconds = self.box.get("seconds", time.perf_counter() - self.t0) if done else time.perf_counter() - self.t0
         return done, seconds, self.box.get("err")

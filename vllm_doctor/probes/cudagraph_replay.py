@@ -33,21 +33,35 @@ def _sizes(ctx: Ctx) -> tuple[int, int, str]:
     return vocab, hidden, vsrc if vsrc == hsrc else f"{vsrc}/{hsrc}"
 
 
-def run(ctx: Ctx) -> dict:
+def prepare(ctx: Ctx) -> dict:
+    """The LM-head weight and this rank's shard (no communicator needed)."""
     import torch
-    import torch.distributed as dist
 
     dev = ctx.device
     tp, rank = ctx.world, ctx.rank
     vocab, hidden, src = _sizes(ctx)
     rows = -(-vocab // tp)
     padded = rows * tp
-    dtype = torch.bfloat16
-    metrics: dict = {"vocab_size": vocab, "hidden_size": hidden, "sizes_from": src, "tp": tp,
-                     "graph_batch": BATCH, "topk": TOPK}
     gen = torch.Generator(device=dev).manual_seed(11)
-    full = (torch.randn(padded, hidden, generator=gen, device=dev) * 0.02).to(dtype)
+    full = torch.randn(padded, hidden, generator=gen, device=dev, dtype=torch.bfloat16).mul_(0.02)
     shard = full[rank * rows:(rank + 1) * rows].contiguous()
+    metrics = {"vocab_size": vocab, "hidden_size": hidden, "sizes_from": src, "tp": tp,
+               "graph_batch": BATCH, "topk": TOPK}
+    return {"full": full, "shard": shard, "gen": gen, "rows": rows, "padded": padded,
+            "hidden": hidden, "metrics": metrics}
+
+
+def run(ctx: Ctx) -> dict:
+    import torch
+    import torch.distributed as dist
+
+    state = ctx.take_prepared() or prepare(ctx)
+    dev = ctx.device
+    tp, rank = ctx.world, ctx.rank
+    dtype = torch.bfloat16
+    full, shard, gen = state["full"], state["shard"], state["gen"]
+    rows, padded, hidden = state["rows"], state["padded"], state["hidden"]
+    metrics: dict = state["metrics"]
 
     # Stable pattern: gather once, keep the weight alive and contiguous.
     ctx.progress("stable pattern: capture logits + top-k over the kept all-gathered weight")

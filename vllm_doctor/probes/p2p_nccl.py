@@ -7,16 +7,16 @@
 * NCCL all-reduce and all-gather: correctness against values every rank can recompute, and
   bus bandwidth (all-reduce algbw × 2(n−1)/n, all-gather algbw × (n−1)/n) against what the
   link type should give;
-* NCCL init time (the default group, and a fresh sub-communicator); the teardown time of the
-  process group is measured at the end of the run (in the background, under a limit) and
-  added to this probe's metrics by the runner.
+* NCCL init time of the process group; its teardown time is measured at the end of the run
+  (in the background, under a limit) and added to this probe's metrics by the runner.
+
+The peer-access matrix, the links and the copies need no communicator: ``prepare`` does them
+while the process group forms.
 
 TP over PCIe without P2P (HW001) is confirmed when a pair has no NVLink and no peer access.
 """
 
 from __future__ import annotations
-
-import time
 
 from vllm_doctor.probes._common import Ctx, result, sync, time_op
 
@@ -80,17 +80,16 @@ def _link_class(link: str | None, p2p: bool) -> str:
     return "other"
 
 
-def run(ctx: Ctx) -> dict:
+def prepare(ctx: Ctx) -> dict:
+    """Peer access, links and peer copies: no communicator needed, so they run while the
+    process group forms (the peer GPUs' contexts are created here, off the critical path)."""
     import torch
-    import torch.distributed as dist
 
     dev = ctx.device
-    n = ctx.world
     ngpu = torch.cuda.device_count()
     me = ctx.local_rank
-    metrics: dict = {"ranks": n, "gpus_on_node": ngpu, "gpu": torch.cuda.get_device_name(dev),
-                     "nccl_version": _nccl_version(),
-                     "nccl_init_s": ctx.init.get("dist_init_s")}
+    metrics: dict = {"ranks": ctx.world, "gpus_on_node": ngpu, "gpu": torch.cuda.get_device_name(dev),
+                     "nccl_version": _nccl_version()}
 
     # Peer-access matrix and links (this node's GPUs).
     ctx.progress("peer-access matrix")
@@ -124,6 +123,20 @@ def run(ctx: Ctx) -> dict:
             copy_bad.append(f"{me}->{j}")
         del dst, back
     metrics["copies"] = copies
+    return {"metrics": metrics, "matrix": matrix, "links": links, "copy_bad": copy_bad}
+
+
+def run(ctx: Ctx) -> dict:
+    import torch
+    import torch.distributed as dist
+
+    state = ctx.take_prepared() or prepare(ctx)
+    dev = ctx.device
+    n = ctx.world
+    ngpu = torch.cuda.device_count()
+    metrics: dict = state["metrics"]
+    metrics["nccl_init_s"] = ctx.init.get("dist_init_s")
+    matrix, links, copy_bad = state["matrix"], state["links"], state["copy_bad"]
 
     # NCCL all-reduce: each rank's data is recomputable by every rank (seeded by rank).
     ctx.progress("NCCL all-reduce and all-gather")
@@ -154,17 +167,6 @@ def run(ctx: Ctx) -> dict:
                    allreduce_busbw_gbps=round(ar_bus, 1), allgather_ok=ag_ok,
                    allgather_bytes=per * n * 4, allgather_s=t_ag, allgather_busbw_gbps=round(ag_bus, 1))
     del x, y, gathered
-
-    # A fresh communicator: its init time. (Teardown is timed on the default group, in the
-    # background after the last collective probe; the runner adds it to these metrics.)
-    ctx.progress("sub-communicator init")
-    t0 = time.perf_counter()
-    sub = dist.new_group(list(range(n)))
-    probe_t = torch.ones(1, device=dev)
-    dist.all_reduce(probe_t, group=sub)
-    sync(dev)
-    metrics["subgroup_init_s"] = round(time.perf_counter() - t0, 4)
-    metrics["subgroup_allreduce_ok"] = bool(probe_t.item() == n)
 
     # Verdict.
     classes = {}
@@ -204,8 +206,7 @@ def run(ctx: Ctx) -> dict:
         warns.append(f"bus bandwidth {low:.1f} GB/s is under the {floor:g} GB/s expected of {worst_cls}")
     summary = (f"{worst_cls}: peer access {'all pairs' if all_p2p else 'missing on some pairs'}; copies ok; "
                f"all-reduce {ar_bus:.0f} GB/s, all-gather {ag_bus:.0f} GB/s bus bandwidth "
-               f"(≥ {floor:g} expected); NCCL init {metrics['nccl_init_s']}s, sub-communicator "
-               f"init {metrics['subgroup_init_s']}s")
+               f"(≥ {floor:g} expected); NCCL init {metrics['nccl_init_s']}s")
     if warns:
         return result("warn", "; ".join(warns), metrics, confirmed, refuted, notes=[summary])
     return result("pass", summary, metrics, confirmed, refuted)

@@ -17,7 +17,7 @@ STYLES = {PASS: "green", WARN: "yellow", FAIL: "red", ERROR: "red", TIMEOUT: "re
 # The numbers shown under each probe in text output (all of them are in JSON and with -v).
 HEADLINE: dict[str, tuple[str, ...]] = {
     "p2p-nccl": ("link_class", "allreduce_busbw_gbps", "allgather_busbw_gbps", "expected_min_busbw_gbps",
-                 "nccl_init_s", "subgroup_init_s", "teardown_destroy_process_group_s"),
+                 "nccl_init_s", "teardown_destroy_process_group_s"),
     "tp-softembed": ("vocab_size", "hidden_size", "bug_eager", "fix_allgather_rel_err",
                      "fix_slice_allreduce_rel_err", "fix_allgather_extra_gib_per_rank",
                      "allgather_busbw_gbps"),

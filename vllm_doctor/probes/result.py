@@ -87,7 +87,9 @@ def merge_rank_results(name: str, per_rank: dict[int, dict[str, Any]],
     statuses = [r.get("status", ERROR) for r in ranks]
     status = worst(statuses) if statuses else SKIP
     reason = ""
-    for r in ranks:
+    # The reason of a rank that reported for itself beats one the runner wrote for a rank it
+    # had to stop.
+    for r in sorted(ranks, key=lambda x: bool(x.get("synthetic"))):
         if r.get("status") == status:
             reason = r.get("reason", "")
             if (status not in (PASS, SKIP) and len(ranks) > 1

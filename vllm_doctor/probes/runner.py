@@ -441,7 +441,7 @@ class Runner:
         for state in self.states.values():
             if state.final is None:  # nothing came back for it (should not happen)
                 for rank in range(self.tp):
-                    state.per_rank.setdefault(rank, {"status": ERROR, "metrics": {},
+                    state.per_rank.setdefault(rank, {"status": ERROR, "metrics": {}, "synthetic": True,
                                                      "reason": "no result came back"})
                 self._maybe_finalise(state, force=True)
         out = [self.states[s.name].final for s in self.specs]
@@ -578,7 +578,7 @@ class Runner:
                 st = self.states[name]
                 st.log_tail = tails
                 for p in group:
-                    st.per_rank.setdefault(p.rank, {"status": status, "reason": reason, "metrics": {}})
+                    st.per_rank.setdefault(p.rank, {"status": status, "reason": reason, "metrics": {}, "synthetic": True})
                 if not self._part_running(name):
                     self._maybe_finalise(st, force=True)
             self._record_teardown(group, killed=[], failed=True)
@@ -610,14 +610,14 @@ class Runner:
                         f"stopped with its worker group after an error on "
                         f"{', '.join(p.tag for p in stopped)}" if stopped else "a worker died")
                 for p in group:
-                    st.per_rank.setdefault(p.rank, {"status": status, "reason": reason, "metrics": {}})
+                    st.per_rank.setdefault(p.rank, {"status": status, "reason": reason, "metrics": {}, "synthetic": True})
                 st.log_tail = tails
                 if not self._part_running(name):
                     self._maybe_finalise(st, force=True)
             elif st.attempts >= 2:
                 st.log_tail = tails
                 for p in group:
-                    st.per_rank.setdefault(p.rank, {"status": ERROR, "metrics": {},
+                    st.per_rank.setdefault(p.rank, {"status": ERROR, "metrics": {}, "synthetic": True,
                                                     "reason": "its worker group failed twice"})
                 if not self._part_running(name):
                     self._maybe_finalise(st, force=True)

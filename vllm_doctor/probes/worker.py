@@ -188,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
             # Fork the isolated sub-checks now: torch is imported (the children need not import
             # it again) and CUDA is not initialised yet (so the children may use it).
             forked = _fork_parts(args.parts, runnable, parts_prefix, params, device_kind, emit)
+        from vllm_doctor.probes._common import Ctx, call_in_thread, result
+
+        ctx = Ctx(rank=rank, world=world, local_rank=local_rank, device_kind=device_kind,
+                  params=params, emit=emit, init=init)
+        init_job = None
         if need_torch:
             if device_kind == "cuda":
                 t = time.perf_counter()
@@ -197,16 +202,44 @@ def main(argv: list[str] | None = None) -> int:
                 init["gpu"] = torch.cuda.get_device_name(local_rank)
             if any(s.collective for s in runnable):
                 backend = "nccl" if device_kind == "cuda" else "gloo"
-                t = time.perf_counter()
                 kwargs: dict[str, Any] = {"backend": backend}
                 if device_kind == "cuda":
                     kwargs["device_id"] = torch.device("cuda", local_rank)  # eager NCCL init
                 if world == 1 and "MASTER_ADDR" not in os.environ:
                     kwargs.update(store=dist.HashStore(), rank=0, world_size=1)
-                dist.init_process_group(**kwargs)
-                if device_kind == "cpu":
-                    dist.barrier()
-                init["dist_init_s"] = round(time.perf_counter() - t, 4)
+
+                def init_pg() -> None:
+                    if device_kind == "cuda":
+                        torch.cuda.set_device(local_rank)  # the current device is per thread
+                    dist.init_process_group(**kwargs)
+                    if device_kind == "cpu":
+                        dist.barrier()
+
+                # The rendezvous and communicator set-up mostly wait: the probes' local
+                # preparation (their data, references, peer contexts) runs meanwhile.
+                init_job = call_in_thread(init_pg)
+        ctx.dist_backend = backend
+        t = time.perf_counter()
+        for spec in runnable:
+            prepare = getattr(_load_probe(spec.module), "prepare", None)
+            if prepare is None or not spec.needs_torch:
+                continue
+            ctx.probe = spec.name
+            t0 = time.perf_counter()
+            try:
+                ctx.prepared[spec.name] = prepare(ctx)
+            except Exception as err:  # noqa: BLE001 - the probe's run reports it
+                traceback.print_exc()
+                ctx.prepared[spec.name] = err
+                if _is_sticky(f"{type(err).__name__}: {err}"):
+                    raise
+            ctx.prepare_s[spec.name] = round(time.perf_counter() - t0, 4)
+        init["prepare_s"] = round(time.perf_counter() - t, 4)
+        if init_job is not None:
+            returned, seconds, err = init_job.join(float("inf"))
+            if err is not None:
+                raise err
+            init["dist_init_s"] = round(seconds, 4)
     except Exception as err:  # noqa: BLE001
         traceback.print_exc()
         emit({"ev": "fatal", "error": f"{type(err).__name__}: {err}"})
@@ -215,10 +248,6 @@ def main(argv: list[str] | None = None) -> int:
     init["device"] = device_kind
     emit(dict({"ev": "init"}, **init))
 
-    from vllm_doctor.probes._common import Ctx, call_in_thread, result
-
-    ctx = Ctx(rank=rank, world=world, local_rank=local_rank, device_kind=device_kind,
-              params=params, emit=emit, dist_backend=backend, init=init)
     # Probes that use the process group first; then its teardown starts in the background
     # while the probes that need no communicator run.
     ordered = [s for s in specs if s.collective] + [s for s in specs if not s.collective]
@@ -250,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
             module = _load_probe(spec.module)
             fn = getattr(module, "run_" + spec.name.replace("-", "_"), None) or module.run
             res = _run_one(fn, ctx)
+            if spec.name in ctx.prepare_s:
+                res.setdefault("metrics", {})["prepare_s"] = ctx.prepare_s[spec.name]
         emit({"ev": "result", "probe": spec.name, "result": res})
         if ctx.stop_after:
             emit({"ev": "abort", "after": spec.name})
