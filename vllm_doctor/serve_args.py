@@ -868,8 +868,10 @@ def _extract_dotted(toks: list[_Tok]) -> tuple[list[_Tok], set[str]]:
         if not key or not all(keys):
             raise InputError(tok.raw, "empty key in a dotted option")
         value = _dotted_value(value_str)
-        duplicates |= {f"{key}.{d}" for d in _merge(merged.setdefault(key, {}),
-                                                   _nested(keys, value))}
+        spec = option_spec(key)
+        label = spec.name if spec else key.lstrip("-")
+        duplicates |= {f"{label}.{d}" for d in _merge(merged.setdefault(key, {}),
+                                                     _nested(keys, value))}
         evidence.setdefault(key, []).extend(pieces)
         delete.add(i)
     kept = [t for i, t in enumerate(toks) if i not in delete]
@@ -1025,6 +1027,12 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
         tok = toks[i]
         arg = tok.text
         dotted_idx = getattr(tok, "dotted_idx", None)
+        if arg == "--":
+            line.unknown_flags.append(tok.raw)
+            line.warnings.append("`--` ends the options: vLLM would reject the words after it")
+            _add_span(line, "?", tok, tok)
+            i += 1
+            continue
         if arg.startswith("--") and len(arg) > 2:
             key, eq, explicit = arg[2:].partition("=")
             spec, negated, note = _resolve_long(key)
@@ -1278,6 +1286,7 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
     drop: builtins.set[int] = builtins.set()
     replace_at: dict[int, list[str]] = {}
     appended: list[str] = []
+    appended_removals: list[str] = []
 
     if line.model_span is not None:
         drop |= builtins.set(range(*line.model_span))
@@ -1291,7 +1300,7 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
             drop |= builtins.set(range(start, end))
         spec = OPTIONS.get(name)
         if line.origins.get(name) == "config" and spec is not None and spec.kind == "bool":
-            appended.append(f"--no-{name}")
+            appended_removals.append(f"--no-{name}")
 
     for name, value in updates.items():
         spec = OPTIONS.get(name)
@@ -1317,6 +1326,7 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
             continue
         out.append(tok)
     out.extend(appended)
+    out.extend(appended_removals)
     head = list(line.env_tokens) + ["vllm", "serve"]
     if line.model is not None and line.origins.get("model") != "config":
         head.append(line.model)
@@ -1404,7 +1414,10 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
 
     for fact, (option, default, reason) in _FACT_OPTIONS.items():
         path = f"serve.{fact}"
-        if option in line.options and line.options[option] is not None:
+        if option == "max-model-len" and line.options.get(option) == -1:
+            facts.mark_missing(path, f"`{line.given.get(option)}`: vLLM fits the length to "
+                               "the KV-cache memory at start-up")
+        elif option in line.options and line.options[option] is not None:
             put(path, option, line.options[option])
         elif default is not None:
             facts.set(path, default, Source.DEFAULT, "not given")
