@@ -194,12 +194,6 @@ def main(argv: list[str] | None = None) -> int:
                   params=params, emit=emit, init=init)
         init_job = None
         if need_torch:
-            if device_kind == "cuda":
-                t = time.perf_counter()
-                torch.cuda.set_device(local_rank)
-                torch.cuda.init()
-                init["cuda_init_s"] = round(time.perf_counter() - t, 4)
-                init["gpu"] = torch.cuda.get_device_name(local_rank)
             if any(s.collective for s in runnable):
                 backend = "nccl" if device_kind == "cuda" else "gloo"
                 kwargs: dict[str, Any] = {"backend": backend}
@@ -215,9 +209,15 @@ def main(argv: list[str] | None = None) -> int:
                     if device_kind == "cpu":
                         dist.barrier()
 
-                # The rendezvous and communicator set-up mostly wait: the probes' local
-                # preparation (their data, references, peer contexts) runs meanwhile.
+                # The rendezvous and the communicator set-up mostly wait: CUDA's start and
+                # the probes' local preparation (data, references, peer copies) run meanwhile.
                 init_job = call_in_thread(init_pg)
+            if device_kind == "cuda":
+                t = time.perf_counter()
+                torch.cuda.set_device(local_rank)
+                torch.cuda.init()
+                init["cuda_init_s"] = round(time.perf_counter() - t, 4)
+                init["gpu"] = torch.cuda.get_device_name(local_rank)
         ctx.dist_backend = backend
         t = time.perf_counter()
         for spec in runnable:
