@@ -98,6 +98,7 @@ def test_three_valued_logic():
     known_false = {"fact": "serve.tensor_parallel_size", "gt": 1}
     missing = {"fact": "model.architectures", "contains": "X"}
     facts = facts_of(serve__tensor_parallel_size=1)
+    facts.mark_missing("model", "no config.json found")
     assert compile_condition({"all": [known_false, missing]}).evaluate(facts).value is False
     out = compile_condition({"any": [known_false, missing]}).evaluate(facts)
     assert out.value is None and out.missing == ["model.architectures"]
@@ -105,6 +106,20 @@ def test_three_valued_logic():
     true_any = compile_condition({"any": [{"fact": "serve.tensor_parallel_size", "eq": 1}, missing]})
     decided = true_any.evaluate(facts)
     assert decided.value is True and decided.missing == []
+
+
+@pytest.mark.parametrize("cond, expected", [
+    ({"eq": "fp8"}, False), ({"ne": "fp8"}, True), ({"in": ["fp8"]}, False),
+    ({"not_in": ["fp8"]}, True), ({"gt": 1}, False), ({"contains": "x"}, False),
+    ({"matches": "None|.*"}, False), ({"version": ">=0"}, False), ({"divisible_by": 2}, False),
+])
+def test_absent_facts_only_satisfy_negative_tests(cond, expected):
+    # serve line known, flag not given: the fact is absent, not missing
+    facts = facts_of(serve__tensor_parallel_size=1)
+    outcome = compile_condition({"fact": "serve.quantization", **cond}).evaluate(facts)
+    assert outcome.value is expected and outcome.missing == []
+    facts.mark_missing("serve", "no serve line given")
+    assert compile_condition({"fact": "serve.quantization", **cond}).evaluate(facts).value is None
 
 
 def test_exists_distinguishes_absent_from_uncollected():

@@ -420,8 +420,9 @@ def test_facts_defaults_and_given_values():
     assert facts.value("serve.world_size") == 2
     assert facts.value("serve.model") == "org/m"
     assert facts.value("serve.flags") == ["kv-cache-dtype", "max-model-len", "tensor-parallel-size"]
-    assert facts.why_missing("serve.quantization")
-    assert facts.why_missing("serve.speculative_method")
+    # not given: absent (the serve line is known), not missing — rules read that as "not set"
+    for path in ("serve.quantization", "serve.speculative_method"):
+        assert path not in facts and facts.why_missing(path) is None
     for path in list(facts.values) + list(facts.missing):
         assert is_known_path(path), path
 
@@ -475,7 +476,7 @@ def test_cudagraph_mode(text, mode, source):
     facts = facts_of(text)
     if mode is None:
         assert "serve.cudagraph_mode" not in facts
-        assert facts.why_missing("serve.cudagraph_mode")
+        assert facts.why_missing("serve.cudagraph_mode") is None  # absent: vLLM picks it
     else:
         fact = facts.get("serve.cudagraph_mode")
         assert (fact.value, fact.source) == (mode, source)
@@ -500,10 +501,10 @@ def test_attention_backend_precedence(text, env, backend, where):
     assert facts.value("serve.attention_backend_source") == where
 
 
-def test_attention_backend_missing_says_why():
+def test_attention_backend_not_given_is_absent():
     facts = facts_of("vllm serve m")
     assert "serve.attention_backend" not in facts
-    assert facts.why_missing("serve.attention_backend")
+    assert facts.why_missing("serve.attention_backend") is None
 
 
 def test_config_file_facts_have_the_config_source():

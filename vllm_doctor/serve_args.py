@@ -1159,20 +1159,60 @@ def _add_span(line: ServeLine, name: str, start: _Tok, end: _Tok,
     line.spans.setdefault(name, []).append((start.idx, end.idx + 1))
 
 
+def _logical_lines(text: str) -> list[str]:
+    """Split shell text into command lines: backslash-newline continues a line (outside
+    single quotes), a newline inside quotes stays part of the word."""
+    lines: list[str] = []
+    buf: list[str] = []
+    quote: str | None = None
+    i = 0
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\" and quote != "'" and i + 1 < n:
+            nxt = text[i + 1]
+            if nxt == "\n" or (nxt == "\r" and i + 2 < n and text[i + 2] == "\n"):
+                i += 2 if nxt == "\n" else 3
+                buf.append(" ")
+                continue
+            buf.append(ch)
+            buf.append(nxt)
+            i += 2
+            continue
+        if quote is None and ch in "'\"":
+            quote = ch
+        elif quote is not None and ch == quote:
+            quote = None
+        if ch == "\n" and quote is None:
+            lines.append("".join(buf))
+            buf = []
+        else:
+            buf.append(ch)
+        i += 1
+    lines.append("".join(buf))
+    return [ln for ln in lines if ln.strip(" \t\r")]
+
+
+_COMMAND_RE = re.compile(r"(^|\s)(vllm\s+serve|vllm\.entrypoints\.(openai\.)?api_server|"
+                         r"vllm\.entrypoints\.cli\.main)(\s|$)")
+
+
 def parse_serve_string(text: str) -> ServeLine:
-    """Parse a serve command pasted as one string (shell quoting, ``\\`` line continuations)."""
+    """Parse a serve command pasted as text: shell quoting, ``\\`` line continuations,
+    ``#`` comments; when several commands are pasted, the `vllm serve` one is used."""
     if not isinstance(text, str):
         raise InputError(SERVE_LINE, "expected text")
     if "\x00" in text:
         raise InputError(SERVE_LINE, "contains NUL bytes")
-    joined = re.sub(r"\\\r?\n", " ", text)
-    # drop a leading shell prompt and comment lines
-    lines = [ln for ln in joined.splitlines() if not ln.lstrip().startswith("#")]
-    joined = " ".join(lines).strip()
-    if joined.startswith("$ "):
-        joined = joined[2:]
+    lines = [ln.strip(" \t\r") for ln in _logical_lines(text)]
+    lines = [ln[2:] if ln.startswith("$ ") else ln for ln in lines]
+    lines = [ln for ln in lines if ln and not ln.startswith("#")]
+    if not lines:
+        raise InputError(SERVE_LINE, "empty serve line")
+    chosen = next((ln for ln in lines if _COMMAND_RE.search(ln)), None)
+    command = chosen if chosen is not None else " ".join(lines)
     try:
-        words = shlex.split(joined, comments=False, posix=True)
+        words = shlex.split(command, comments=True, posix=True)
     except ValueError as err:
         raise InputError(SERVE_LINE, f"cannot split into words: {err}") from None
     if not words:
@@ -1267,6 +1307,8 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
         if name == "speculative-config":
             current = line.speculative_config() if current is not None or any(
                 f in line.options for f in ("spec-method", "spec-model", "spec-tokens")) else None
+        if not isinstance(current, dict) and all(is_removal for _, _, is_removal in edits):
+            continue  # nothing to remove from
         new = json.loads(json.dumps(current)) if isinstance(current, dict) else {}
         for path, value, is_removal in edits:
             node = new
@@ -1327,10 +1369,11 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
         out.append(tok)
     out.extend(appended)
     out.extend(appended_removals)
-    head = list(line.env_tokens) + ["vllm", "serve"]
+    head = ["vllm", "serve"]
     if line.model is not None and line.origins.get("model") != "config":
         head.append(line.model)
-    return shlex.join(head + out)
+    env = [f"{k}={shlex.quote(v)}" for k, v in (w.split("=", 1) for w in line.env_tokens)]
+    return " ".join(env + [shlex.join(head + out)])
 
 
 def _spelling(token: str, name: str, spec: OptionSpec | None) -> str | None:
@@ -1421,8 +1464,7 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
             put(path, option, line.options[option])
         elif default is not None:
             facts.set(path, default, Source.DEFAULT, "not given")
-        else:
-            facts.mark_missing(path, reason or "not given")
+        # else: not given and no fixed default — absent (vLLM decides at start-up)
 
     if "gpu-memory-utilization" in line.options:
         put("serve.gpu_memory_utilization", "gpu-memory-utilization",
@@ -1455,12 +1497,6 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
                           ("model", "serve.speculative_model")):
             if spec_conf.get(key) is not None:
                 facts.set(path, spec_conf[key], spec_src, spec_detail)
-            else:
-                facts.mark_missing(path, f"speculative_config has no {key}")
-    else:
-        for path in ("serve.speculative_config", "serve.speculative_method",
-                     "serve.num_speculative_tokens", "serve.speculative_model"):
-            facts.mark_missing(path, "no speculative decoding in the serve line")
 
     # compilation / CUDA graphs
     comp = line.options.get("compilation-config")
@@ -1477,14 +1513,8 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
         put("serve.cudagraph_mode", "compilation-config", mode.upper())
     elif isinstance(comp, dict) and comp.get("full_cuda_graph") is True:
         put("serve.cudagraph_mode", "compilation-config", "FULL")
-    else:
-        facts.mark_missing("serve.cudagraph_mode",
-                           "not given: vLLM picks it from the optimization level and version")
     if "optimization-level" in line.options:
         put("serve.optimization_level", "optimization-level", str(line.options["optimization-level"]))
-    else:
-        facts.mark_missing("serve.optimization_level",
-                           "not given: vLLM's default is 2 (vLLM >= 0.12)")
 
     # attention backend
     attn = line.options.get("attention-config")
@@ -1505,9 +1535,6 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
                   f"VLLM_ATTENTION_BACKEND={merged_env['VLLM_ATTENTION_BACKEND']}")
         facts.set("serve.attention_backend_source", "VLLM_ATTENTION_BACKEND",
                   source if from_line else Source.ENV)
-    else:
-        facts.mark_missing("serve.attention_backend",
-                           "not given: vLLM picks the backend for the GPU and model")
 
     hf = line.options.get("hf-overrides")
     if isinstance(hf, dict):

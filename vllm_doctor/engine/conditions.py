@@ -1,7 +1,10 @@
 """The `when` condition tree: compiled once at load time, evaluated in three-valued logic.
 
-A test of a fact whose value was not collected is UNKNOWN; `all`/`any`/`not` follow Kleene
-logic, so a rule is "cannot decide" exactly when a missing fact could change its answer.
+A test of a fact that could not be collected (its path or area is marked missing, with the
+reason) is UNKNOWN; `all`/`any`/`not` follow Kleene logic, so a rule is "cannot decide" exactly
+when a missing fact could change its answer. A fact that was looked for and is not there (a
+flag not given, a package not installed, a field the config does not have) is *absent*: only
+`ne`, `not_in` and `exists: false` hold for it.
 """
 
 from __future__ import annotations
@@ -134,7 +137,11 @@ class Test(Condition):
             present = fact is not None
             return Outcome(present == bool(self.operand), [self], [])
         if fact is None:
-            return Outcome(UNKNOWN, [], [self.path])
+            if facts.why_missing(self.path):
+                return Outcome(UNKNOWN, [], [self.path])
+            # Looked for and not there (a flag not given, a package not installed, a config
+            # field the model does not have): only the negative tests hold.
+            return Outcome(self.op in ("ne", "not_in"), [self], [])
         value = self.check(fact.value, facts)
         if value is None:  # e.g. the operand's fact is missing, or the value is not comparable
             ref = self.operand.get("fact") if isinstance(self.operand, dict) else None

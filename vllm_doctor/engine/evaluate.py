@@ -116,6 +116,8 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: str | None = None,
         fact = facts.get(test.path)
         if fact is not None:
             evidence.append(Evidence(test.path, fact.value, fact.describe_source(), test.describe()))
+        elif test.op != "exists":
+            evidence.append(Evidence(test.path, None, "absent from the inputs", test.describe()))
 
     state = fix_state(rule, facts, vllm_tree)
     if state.lowers_confidence:
