@@ -213,17 +213,27 @@ def test_release_ranges():
     assert evaluate_rule(rule, facts_of(**BASE, vllm__version="0.21.0")).verdict == NOT_APPLIES
 
 
-def test_nightly_versions_follow_pep440_at_lower_confidence():
-    rule = make_rule()
+def test_nightly_versions_span_their_base_release_and_the_next():
+    rule = make_rule()  # affected 0.22.0 <= v < 0.24.0
     finding = evaluate_rule(rule, facts_of(**BASE, vllm__version="0.23.1rc1.dev20+g0d8097964"))
     assert finding.verdict == APPLIES
     assert finding.confidence == "medium"
     assert finding.fix_state.method == "dev-version"
+    # a nightly after the fixing release's base is clear
     after = evaluate_rule(rule, facts_of(**BASE, vllm__version="0.24.1rc1.dev3+gabcdef0"))
-    assert after.verdict == NOT_APPLIES
-    # base release, when known, decides for the dev build
+    assert after.verdict == NOT_APPLIES and after.fix_state.method == "dev-version"
+    # the base release, when known, places the build; the fix in the next release may be in it
     facts = facts_of(**BASE, vllm__version="0.24.0rc1.dev5+gabc", vllm__base_release="0.23.0")
-    assert evaluate_rule(rule, facts).fix_state.detail.startswith("dev build 0.24.0rc1.dev5+gabc (descends from 0.23.0)")
+    state = evaluate_rule(rule, facts).fix_state
+    assert state.state == "affected" and "descends from 0.23.0" in state.detail
+    assert "the fix came in 0.24.0" in state.detail
+    # a bug introduced in the next release may already be in a nightly of the base
+    late = make_rule(affected={"ranges": [{"events": [{"introduced": "0.24.0"}, {"fixed": "0.25.0"}]}]})
+    facts = facts_of(**BASE, vllm__version="0.23.1rc1.dev20+g0d8097964", vllm__base_release="0.23.0")
+    state = evaluate_rule(late, facts).fix_state
+    assert state.state == "affected" and "the bug came in 0.24.0, after 0.23.0" in state.detail
+    old = facts_of(**BASE, vllm__version="0.22.1rc1.dev2+gabc", vllm__base_release="0.22.0")
+    assert evaluate_rule(late, old).verdict == NOT_APPLIES
 
 
 def test_fingerprint_beats_version(tmp_path):

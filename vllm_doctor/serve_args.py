@@ -936,6 +936,8 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
         raise InputError(SERVE_LINE, "expected a list of words")
     if not tokens or all(not t.strip() for t in tokens):
         raise InputError(SERVE_LINE, "empty serve line")
+    if any("\x00" in t for t in tokens):
+        raise InputError(SERVE_LINE, "contains NUL bytes")
     env_words, args, entrypoint = _strip_prefix(list(tokens))
     if not args:
         raise InputError(SERVE_LINE, "no model and no options after `vllm serve`")

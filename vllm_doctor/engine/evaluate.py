@@ -83,11 +83,16 @@ def match_signatures(rule: Rule, log_text: str | None, limit: int = 3) -> list[s
     hits: list[str] = []
     for pattern in rule.signatures:
         for match in pattern.finditer(log_text):
-            start = log_text.rfind("\n", 0, match.start()) + 1
-            end = log_text.find("\n", match.end())
+            # the line where the match ends: for a multi-line signature, the error line
+            last = max(match.start(), match.end() - 1)
+            start = log_text.rfind("\n", 0, last) + 1
+            end = log_text.find("\n", last)
             line = log_text[start: end if end != -1 else len(log_text)].strip()
+            if len(line) > 300:  # keep the part around the match
+                offset = max(0, min(len(line), match.end() - start) - 240)
+                line = ("…" if offset else "") + line[offset:offset + 300]
             if line not in hits:
-                hits.append(line[:300])
+                hits.append(line)
             if len(hits) >= limit:
                 return hits
     return hits

@@ -4,8 +4,9 @@ Order of trust:
 1. a source fingerprint read from the installed vllm package (exact for nightlies, forks,
    backports) — the files are read as text, never imported;
 2. the rule's release ranges, when the version is a release;
-3. a dev/nightly version known only by its string: the release it descends from (or its PEP 440
-   position), at lower confidence, because the build's commit may already carry the fix.
+3. a dev/nightly version known only by its string: the release it descends from and what the
+   next release brought may both be in it, so it counts as affected when that span overlaps an
+   affected range — at lower confidence, because the build's commit decides.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def _in_ranges(version: Version, ranges: tuple[VersionRange, ...]) -> tuple[bool
             upper = f", fixed in {rng.fixed}" if rng.fixed else ", no fixed release yet"
             return True, f"introduced in {rng.introduced}{upper}"
     spans = "; ".join(f"{r.introduced} ≤ v < {r.fixed or '∞'}" for r in ranges)
-    return False, f"affected releases: {spans}"
+    return False, f"affected releases ({spans})"
 
 
 def fix_state(rule: Rule, facts: Facts, vllm_tree: Path | None = None) -> FixState:
@@ -106,19 +107,33 @@ def fix_state(rule: Rule, facts: Facts, vllm_tree: Path | None = None) -> FixSta
     if not (version.is_devrelease or version.is_prerelease):
         inside, why = _in_ranges(version, rule.ranges)
         custom = f" (custom build +{version.local}: backports possible)" if version.local else ""
+        why = why if inside else f"not in the {why}"
         return FixState(AFFECTED if inside else FIXED, "release-range",
                         f"vLLM {version}: {why}{custom}", lowers_confidence=bool(version.local))
 
-    # (3) a dev build known by its string: compare the release it descends from.
-    base = facts.value("vllm.base_release")
-    compare = version
-    if base and parse_version(str(base)) is not None:
-        compare = parse_version(str(base))
-    inside, why = _in_ranges(compare, rule.ranges)
-    basis = f"descends from {compare}" if compare != version else "compared in PEP 440 order"
-    return FixState(
-        AFFECTED if inside else FIXED, "dev-version",
-        f"dev build {version} ({basis}): {why}; its commit may differ — a source fingerprint "
-        "decides exactly where vLLM is installed",
-        lowers_confidence=True,
-    )
+    # (3) a dev build known by its string: it holds everything up to the release it descends
+    # from, and possibly some of what the next release brought. It is affected if that span
+    # [base, next minor] overlaps an affected range — at lower confidence either way.
+    base = parse_version(str(facts.value("vllm.base_release") or "")) or version
+    upper = max(Version(f"{base.major}.{base.minor + 1}.0"), Version(version.base_version))
+    for rng in rule.ranges:
+        introduced = Version("0") if rng.introduced == "0" else parse_version(rng.introduced)
+        fixed = parse_version(rng.fixed) if rng.fixed else None
+        if introduced <= upper and (fixed is None or fixed > base):
+            maybe = []
+            if introduced > base:
+                maybe.append(f"the bug came in {rng.introduced}, after {base}")
+            if fixed is not None and fixed <= upper:
+                maybe.append(f"the fix came in {rng.fixed}")
+            hedge = f" ({'; '.join(maybe)}: the build may or may not carry it)" if maybe else ""
+            return FixState(
+                AFFECTED, "dev-version",
+                f"dev build {version} descends from {base}; affected releases "
+                f"{rng.introduced} ≤ v < {rng.fixed or '∞'}{hedge} — a source fingerprint "
+                "decides exactly where vLLM is installed",
+                lowers_confidence=True,
+            )
+    _, why = _in_ranges(base, rule.ranges)
+    return FixState(FIXED, "dev-version",
+                    f"dev build {version} descends from {base}, outside the {why}",
+                    lowers_confidence=True)

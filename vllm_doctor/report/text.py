@@ -56,7 +56,7 @@ def _area_section(console: Console, doc: CheckDocument, title: str, areas: tuple
     for path in paths:
         fact = facts.get(path)
         source = f" [dim]({escape(fact.describe_source())})[/]" if verbose else ""
-        console.print(f"    {path.split('.', 1)[1]}: {escape(_fmt(fact.value))}{source}")
+        console.print(f"    {path}: {escape(_fmt(fact.value))}{source}")
     for key, reason in sorted(missing.items()):
         console.print(f"    [dim]{escape(key)}: not available — {escape(reason)}[/]")
 
