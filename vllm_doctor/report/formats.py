@@ -37,7 +37,7 @@ def render_markdown(doc: CheckDocument) -> str:
             for ev in f.evidence:
                 out.append(f"- `{ev.path}` = `{_md_cell(ev.value)}` ({ev.source})")
             if f.fix_state and f.fix_state.state != "unversioned":
-                out.append(f"- vLLM: {f.fix_state.detail}")
+                out.append(f"- {'source' if f.fix_state.method == 'fingerprint' else 'version'}: {f.fix_state.detail}")
             for line in f.log_matches:
                 out.append(f"- seen in the log: `{line}`")
             for sugg in doc.suggestions.get(f.rule.code, []):
@@ -48,8 +48,9 @@ def render_markdown(doc: CheckDocument) -> str:
     else:
         out += ["None of the known failures applies.", ""]
     if doc.undecided:
+        n = len(doc.undecided)
         out += ["<details><summary>Cannot decide "
-                f"({len(doc.undecided)} rules need more facts)</summary>", ""]
+                f"({n} rule{'s' if n != 1 else ''} need{'s' if n == 1 else ''} more facts)</summary>", ""]
         for f in doc.undecided:
             needs = ", ".join(f"`{m.path}` ({m.reason})" for m in f.missing) or "vLLM version"
             out.append(f"- `{f.rule.code}` {f.rule.summary} — missing {needs}")

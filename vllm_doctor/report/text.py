@@ -64,13 +64,14 @@ def _area_section(console: Console, doc: CheckDocument, title: str, areas: tuple
 def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) -> None:
     rule = f.rule
     mark = MARK_FOR_SEVERITY[rule.severity]
-    console.print(f"  {mark} [bold]{rule.code}[/] [{rule.severity}] {escape(rule.summary)}"
+    console.print(f"  {mark} [bold]{rule.code}[/] {escape(f'[{rule.severity}]')} {escape(rule.summary)}"
                   f" [dim](confidence {f.confidence}; shows at {rule.phase})[/]")
     for ev in f.evidence:
         console.print(f"      because {escape(ev.path)} = {escape(_fmt(ev.value))}"
                       f" [dim]({escape(ev.source)})[/]")
     if f.fix_state and f.fix_state.state not in ("unversioned",):
-        console.print(f"      vLLM: {escape(f.fix_state.detail)} [dim]({f.fix_state.method})[/]")
+        label = "source" if f.fix_state.method == "fingerprint" else "version"
+        console.print(f"      {label}: {escape(f.fix_state.detail)}")
     for line in f.log_matches:
         console.print(f"      seen in the log: [italic]{escape(line)}[/]")
     for probe in f.probe_results:
@@ -106,7 +107,9 @@ def render_text(doc: CheckDocument, console: Console, verbose: bool = False) -> 
     for f in applies:
         _finding(console, doc, f, verbose)
     if doc.undecided:
-        console.print(f"{UNKNOWN} [bold]Cannot decide[/] ({len(doc.undecided)} rules need more facts)")
+        n = len(doc.undecided)
+        console.print(f"{UNKNOWN} [bold]Cannot decide[/] ({n} rule{'s' if n != 1 else ''} "
+                      f"need{'s' if n == 1 else ''} more facts)")
         shown = doc.undecided if verbose else doc.undecided[:8]
         for f in shown:
             needs = "; ".join(f"{m.path} ({m.reason})" for m in f.missing) or "the vLLM version"

@@ -1,0 +1,95 @@
+"""Golden outputs of every format, and the structure CI relies on.
+
+Regenerate after an intended change: UPDATE_GOLDEN=1 python -m pytest tests/test_reports.py
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from vllm_doctor.commands.check import _suggestions
+from vllm_doctor.engine.evaluate import evaluate_rules
+from vllm_doctor.engine.loader import load_rules
+from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.report import formats
+from vllm_doctor.report.document import CheckDocument
+from vllm_doctor.report.text import render_text
+
+HERE = Path(__file__).parent
+RULES_DIR = HERE / "fixtures" / "engine" / "rules"
+GOLDEN = HERE / "golden"
+
+
+def document(fail_on: str = "error") -> CheckDocument:
+    facts = Facts()
+    facts.set("vllm.version", "0.23.0", Source.REPORT, "vLLM Version")
+    facts.set("torch.version", "2.11.0+cu130", Source.REPORT, "PyTorch version")
+    facts.set("model.architectures", ["DiffusionGemmaForBlockDiffusion"], Source.CONFIG, "/models/dg/config.json")
+    facts.set("serve.tensor_parallel_size", 2, Source.SERVE, "-tp 2")
+    facts.set("serve.model", "nvidia/diffusiongemma-26B-A4B-IT-NVFP4", Source.SERVE)
+    facts.set("serve.argv", ["nvidia/diffusiongemma-26B-A4B-IT-NVFP4", "-tp", "2", "--max-model-len", "32k"], Source.SERVE)
+    facts.mark_missing("gpu", "NVML not available: libnvidia-ml.so.1 not found")
+    facts.mark_missing("topology", "NVML not available: libnvidia-ml.so.1 not found")
+    findings = evaluate_rules(load_rules([RULES_DIR]), facts)
+    doc = CheckDocument(facts, findings, fail_on, 3, 0.0)
+    _suggestions(doc, facts)
+    return doc
+
+
+def render(fmt: str) -> str:
+    doc = document()
+    if fmt == "text":
+        buffer = io.StringIO()
+        render_text(doc, Console(file=buffer, width=100, no_color=True, color_system=None), verbose=True)
+        return buffer.getvalue()
+    return {"json": formats.render_json, "markdown": formats.render_markdown,
+            "sarif": formats.render_sarif, "junit": formats.render_junit}[fmt](doc)
+
+
+@pytest.mark.parametrize("fmt, suffix", [("text", "txt"), ("json", "json"), ("markdown", "md"),
+                                          ("sarif", "sarif"), ("junit", "xml")])
+def test_golden(fmt, suffix):
+    out = render(fmt)
+    golden = GOLDEN / f"check.{suffix}"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(out, encoding="utf-8")
+    assert out == golden.read_text(encoding="utf-8")
+
+
+def test_verdicts_of_the_fixture():
+    doc = document()
+    assert [f.rule.code for f in doc.applies] == ["MODEL901"]
+    assert [f.rule.code for f in doc.undecided] == ["HW901"]
+    assert doc.undecided[0].missing[0].reason.startswith("NVML not available")
+
+
+def test_json_schema_fields():
+    data = json.loads(render("json"))
+    assert data["schema_version"] == 1
+    assert data["summary"]["errors"] == 1 and data["summary"]["failing"] == ["MODEL901"]
+    finding = data["findings"][0]
+    assert {e["fact"] for e in finding["evidence"]} == {"model.architectures", "serve.tensor_parallel_size"}
+    assert finding["evidence"][0]["source"]
+    assert data["undecided"][0]["missing"][0]["how_to_supply"]
+    assert data["facts"]["schema_version"] == 1
+
+
+def test_sarif_and_junit_are_well_formed():
+    sarif = json.loads(render("sarif"))
+    results = sarif["runs"][0]["results"]
+    assert results[0]["ruleId"] == "MODEL901" and results[0]["level"] == "error"
+    tree = ET.fromstring(render("junit"))
+    suite = tree.find("testsuite")
+    assert suite.get("failures") == "1" and suite.get("skipped") == "1" and suite.get("tests") == "3"
+
+
+def test_fail_on_levels():
+    assert [f.rule.code for f in document("error").failing()] == ["MODEL901"]
+    assert document("never").failing() == []
