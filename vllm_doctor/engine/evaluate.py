@@ -117,7 +117,12 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: str | None = None,
     if outcome.value is False and not log_matches:
         return Finding(rule, NOT_APPLIES, confidence)
     evidence = []
+    seen: set[tuple[str, str]] = set()
     for test in outcome.evidence:
+        key = (test.path, test.describe())
+        if key in seen:
+            continue
+        seen.add(key)
         fact = facts.get(test.path)
         if fact is not None:
             evidence.append(Evidence(test.path, fact.value, fact.describe_source(), test.describe()))
