@@ -116,23 +116,23 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: str | None = None,
     confidence = rule.confidence
     if outcome.value is False and not log_matches:
         return Finding(rule, NOT_APPLIES, confidence)
-    evidence = []
-    seen: set[tuple[str, str]] = set()
+    evidence: dict[str, Evidence] = {}  # one line per fact, listing every test made of it
     for test in outcome.evidence:
-        key = (test.path, test.describe())
-        if key in seen:
+        known = evidence.get(test.path)
+        if known is not None:
+            if test.describe() not in known.test.split("; "):
+                known.test += f"; {test.describe()}"
             continue
-        seen.add(key)
         fact = facts.get(test.path)
         if fact is not None:
-            evidence.append(Evidence(test.path, fact.value, fact.describe_source(), test.describe()))
+            evidence[test.path] = Evidence(test.path, fact.value, fact.describe_source(), test.describe())
         elif test.op != "exists":
-            evidence.append(Evidence(test.path, None, "absent from the inputs", test.describe()))
+            evidence[test.path] = Evidence(test.path, None, "absent from the inputs", test.describe())
 
     state = fix_state(rule, facts, vllm_tree)
     if state.lowers_confidence:
         confidence = _CONFIDENCE_DOWN[confidence]
-    finding = Finding(rule, UNDECIDED, confidence, evidence, fix_state=state,
+    finding = Finding(rule, UNDECIDED, confidence, list(evidence.values()), fix_state=state,
                       log_matches=log_matches)
     if log_matches:
         # The failure was seen: the log is stronger evidence than any fact.
