@@ -87,6 +87,7 @@ def result(status: str, reason: str = "", metrics: dict[str, Any] | None = None,
 def err_text(err: BaseException, limit: int = 400) -> str:
     """``Type: message`` on one line (first lines of long messages), as a user would quote it."""
     msg = str(err).strip()
+    msg = msg.split("\nSearch for `", 1)[0].split(" Search for `", 1)[0]  # CUDA's boilerplate
     lines = [ln for ln in msg.splitlines() if ln.strip()]
     text = " ".join(lines[:3]) if lines else ""
     out = f"{type(err).__name__}: {text}" if text else type(err).__name__

@@ -24,6 +24,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from typing import Any, Callable
 
 T0 = time.perf_counter()
@@ -360,7 +361,11 @@ def _fork_parts(requested: str | None, runnable: list, prefix: str | None, param
         log = f"{prefix}{probe}-{part}.log" if prefix else None
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
+        with warnings.catch_warnings():
+            # Python warns about fork() in a process with threads (torch may have started
+            # some). The child only runs its own sub-check with state it creates itself.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
         if pid == 0:  # the child: never returns
             _part_child(probe, part, events, log, params, device_kind)
         emit({"ev": "forked", "probe": probe, "part": part, "pid": pid, "events": events, "log": log})
