@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-import yaml
+from vllm_doctor import yaml_io
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.model import Facts, Source
@@ -779,8 +779,8 @@ def _read_config(path_text: str, cwd: Path | None) -> tuple[Path, Any]:
     except (OSError, UnicodeDecodeError) as err:
         raise InputError("--config", f"cannot read {path}: {err}") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
+        data = yaml_io.safe_load(text)
+    except yaml_io.YAMLError as err:
         problem = str(err).replace("\n", " ")
         raise InputError(str(path), f"not valid YAML: {problem}") from None
     return path, data
@@ -993,7 +993,8 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
             raise InputError("--config", "no config file given")
         path, data = _read_config(toks[ci + 1].text, cwd)
         line.config_path = str(path)
-        line.spans.setdefault("config", []).append((toks[ci].idx, toks[ci + 1].idx + 1))
+        line.spans.setdefault("config", []).extend(
+            [(toks[ci].idx, toks[ci].idx + 1), (toks[ci + 1].idx, toks[ci + 1].idx + 1)])
         config_toks = [_Tok(t, None, ev) for t, ev in _yaml_to_args(path, data)]
         toks = config_toks + toks[:ci] + toks[ci + 2:]
     elif any(t.text.startswith("--config=") for t in toks):
@@ -1032,7 +1033,7 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
         if arg == "--":
             line.unknown_flags.append(tok.raw)
             line.warnings.append("`--` ends the options: vLLM would reject the words after it")
-            _add_span(line, "?", tok, tok)
+            _add_span(line, "?", [tok])
             i += 1
             continue
         if arg.startswith("--") and len(arg) > 2:
@@ -1052,7 +1053,7 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
             line.unknown_flags.append(tok.raw)
             line.warnings.append(f"unrecognized argument {tok.raw!r} (vLLM accepts the "
                                  "model as the first word only)")
-            _add_span(line, "?", tok, tok)
+            _add_span(line, "?", [tok])
             i += 1
             continue
         start_tok = tok
@@ -1070,7 +1071,7 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
             else:
                 text = tok.raw
             line.unknown_flags.append(text)
-            _add_span(line, "?" + key, start_tok, end_tok, dotted_idx)
+            _add_span(line, "?" + key, [start_tok, end_tok], dotted_idx)
             i += 1
             continue
         if note:
@@ -1145,20 +1146,20 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
         line.options[name] = value
         line.given[name] = evidence
         line.origins[name] = origin
-        _add_span(line, name, start_tok, end_tok, dotted_idx)
+        _add_span(line, name, used, dotted_idx)
         i += 1
 
 
-def _add_span(line: ServeLine, name: str, start: _Tok, end: _Tok,
+def _add_span(line: ServeLine, name: str, used: list[_Tok],
               dotted_idx: list[int] | None = None) -> None:
-    if dotted_idx:
-        spans = line.spans.setdefault(name, [])
-        for idx in dotted_idx:
+    """Record which of the user's words an option used (one (i, i+1) range per word)."""
+    spans = line.spans.setdefault(name, [])
+    indices = dotted_idx if dotted_idx else [t.idx for t in used if t.idx is not None]
+    for idx in indices:
+        if (idx, idx + 1) not in spans:
             spans.append((idx, idx + 1))
-        return
-    if start.idx is None or end.idx is None:
-        return
-    line.spans.setdefault(name, []).append((start.idx, end.idx + 1))
+    if not spans:
+        del line.spans[name]
 
 
 def _logical_lines(text: str) -> list[str]:
@@ -1349,7 +1350,12 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
     for name, value in updates.items():
         spec = OPTIONS.get(name)
         spans = spans_of(name)
-        if spans:
+        if spans and _enclosed(line, name, spans[0][0]):
+            # its words sit between another option and that option's value: append instead
+            for s, e in spans:
+                drop |= builtins.set(range(s, e))
+            appended.extend(_flag_tokens(spec, name, value))
+        elif spans:
             start, end = spans[0]
             spelled = _spelling(tokens[start], name, spec)
             new_tokens = _flag_tokens(spec, name, value, spelled)
@@ -1376,6 +1382,17 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
         head.append(line.model)
     env = [f"{k}={shlex.quote(v)}" for k, v in (w.split("=", 1) for w in line.env_tokens)]
     return " ".join(env + [shlex.join(head + out)])
+
+
+def _enclosed(line: ServeLine, name: str, pos: int) -> bool:
+    """Whether word ``pos`` lies between the words of another option (its flag and value)."""
+    for other, spans in line.spans.items():
+        if other == name or not spans:
+            continue
+        starts = [s for s, _ in spans]
+        if min(starts) < pos < max(starts):
+            return True
+    return False
 
 
 def _spelling(token: str, name: str, spec: OptionSpec | None) -> str | None:

@@ -31,11 +31,11 @@ class Example:
 
 
 def load_examples() -> dict[str, Example]:
-    import yaml
+    from vllm_doctor import yaml_io
 
     examples = {}
     for scenario in sorted(examples_dir().glob("*/scenario.yaml")):
-        data = yaml.safe_load(scenario.read_text(encoding="utf-8"))
+        data = yaml_io.safe_load(scenario.read_text(encoding="utf-8"))
         base = scenario.parent
 
         def path(key: str) -> Path | None:

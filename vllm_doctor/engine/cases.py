@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from vllm_doctor import yaml_io
 
 from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, evaluate_rule, match_signatures
 from vllm_doctor.engine.rule import Rule
@@ -79,8 +79,8 @@ def run_cases(rule: Rule) -> tuple[list[CaseResult], list[str]]:
     if not path.exists():
         return [], [f"{rule.code}: no cases file {path.name}"]
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, OSError, UnicodeDecodeError) as err:
+        data = yaml_io.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml_io.YAMLError, OSError, UnicodeDecodeError) as err:
         return [], [f"{path}: cannot load cases: {str(err).splitlines()[0]}"]
     cases = data.get("cases") if isinstance(data, dict) else None
     if not isinstance(cases, list):

@@ -14,7 +14,7 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from vllm_doctor import yaml_io
 
 from vllm_doctor.engine.evaluate import Finding
 from vllm_doctor.errors import InputError
@@ -30,12 +30,12 @@ class IgnoreEntry:
 def load_ignore_file(path: Path) -> list[IgnoreEntry]:
     name = str(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml_io.safe_load(path.read_text(encoding="utf-8"))
     except OSError as err:
         raise InputError(name, f"cannot read the ignore file: {err.strerror or err}") from None
     except UnicodeDecodeError:
         raise InputError(name, "the ignore file is not UTF-8 text") from None
-    except yaml.YAMLError as err:
+    except yaml_io.YAMLError as err:
         raise InputError(name, f"the ignore file does not parse as YAML: {str(err).splitlines()[0]}") from None
     if not isinstance(data, dict) or not isinstance(data.get("ignore"), list):
         raise InputError(name, "needs a top-level `ignore:` list")

@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from vllm_doctor import yaml_io
 from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.engine.conditions import ConditionError, compile_condition
@@ -316,8 +316,8 @@ def load_rule_file(path: Path) -> tuple[Rule | None, list[str]]:
     except (OSError, UnicodeDecodeError) as err:
         return None, [f"{path}:(file): cannot read: {err}"]
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
+        data = yaml_io.safe_load(text)
+    except yaml_io.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "(yaml)"
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
