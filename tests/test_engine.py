@@ -362,3 +362,15 @@ def test_bad_ignore_file(tmp_path, text, problem):
     with pytest.raises(InputError) as err:
         load_ignore_file(path)
     assert problem in str(err.value)
+
+
+def test_lazy_regexes_fail_as_input_errors(tmp_path):
+    data = rule_data(signatures=["(unclosed"])
+    rule, problems = parse_rule(data, Path("rules/model/MODEL901.yaml"), strict=False)
+    assert rule is not None and problems == []  # not compiled while loading for `check`
+    assert evaluate_rule(rule, facts_of(**BASE, vllm__version="0.23.0")).verdict == APPLIES
+    with pytest.raises(InputError) as err:
+        evaluate_rule(rule, Facts(), "some log")
+    assert "MODEL901.yaml" in str(err.value) and "signatures[0]: bad regex" in str(err.value)
+    _, strict_problems = parse_rule(data, Path("rules/model/MODEL901.yaml"))
+    assert strict_problems and "signatures[0]: bad regex" in strict_problems[0]

@@ -160,8 +160,6 @@ def run_check(
         _attach_probes(doc, facts, findings, tp, "cuda" if facts.value("gpu.count") else "cpu", probe_timeout)
     doc.duration_s = time.perf_counter() - started
 
-    from vllm_doctor.report import formats
-
     if fmt == "text":
         from rich.console import Console
 
@@ -174,6 +172,8 @@ def run_check(
         else:
             render_text(doc, Console(), verbose)
     else:
+        from vllm_doctor.report import formats
+
         render = {"json": formats.render_json, "markdown": formats.render_markdown,
                   "sarif": formats.render_sarif, "junit": formats.render_junit}[fmt]
         text = render(doc)

@@ -22,6 +22,7 @@ from vllm_doctor.engine.rule import (
     STATUSES,
     Fingerprint,
     Fix,
+    LazyPattern,
     Rule,
     VersionRange,
     Workaround,
@@ -58,6 +59,7 @@ class RuleFileError(InputError):
 @dataclass
 class _Checker:
     file: str
+    strict: bool = True  # compile every regex now (validation) or on first use (check)
     problems: list[str] = field(default_factory=list)
 
     def problem(self, where: str, text: str) -> None:
@@ -93,12 +95,14 @@ class _Checker:
             return None
         return text
 
-    def regex(self, where: str, value: Any) -> re.Pattern[str] | None:
+    def regex(self, where: str, value: Any) -> LazyPattern | None:
         if not isinstance(value, str) or not value:
             self.problem(where, "must be a non-empty regex string")
             return None
+        if not self.strict:
+            return LazyPattern(value, f"{self.file}:{where}")
         try:
-            return re.compile(value, re.MULTILINE)
+            return LazyPattern(value, f"{self.file}:{where}", re.compile(value, re.MULTILINE))
         except re.error as err:
             self.problem(where, f"bad regex: {err}")
             return None
@@ -231,9 +235,12 @@ def _fix(chk: _Checker, raw: Any) -> Fix | None:
     return Fix(status or "none", version, pr, raw.get("commit"))
 
 
-def parse_rule(data: Any, path: Path) -> tuple[Rule | None, list[str]]:
-    """Validate one rule mapping; returns the rule (or None) and the problems found."""
-    chk = _Checker(str(path))
+def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None, list[str]]:
+    """Validate one rule mapping; returns the rule (or None) and the problems found.
+
+    ``strict=False`` leaves the signature and fingerprint regexes to be compiled on first use.
+    """
+    chk = _Checker(str(path), strict)
     if not isinstance(data, dict):
         chk.problem("(top)", "a rule file must be a YAML mapping")
         return None, chk.problems
@@ -310,7 +317,7 @@ def parse_rule(data: Any, path: Path) -> tuple[Rule | None, list[str]]:
     return rule, []
 
 
-def load_rule_file(path: Path) -> tuple[Rule | None, list[str]]:
+def load_rule_file(path: Path, strict: bool = True) -> tuple[Rule | None, list[str]]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
@@ -322,7 +329,7 @@ def load_rule_file(path: Path) -> tuple[Rule | None, list[str]]:
         where = f"line {mark.line + 1}" if mark else "(yaml)"
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         return None, [f"{path}:{where}: YAML does not parse: {problem}"]
-    return parse_rule(data, path)
+    return parse_rule(data, path, strict)
 
 
 def rule_files(directory: Path) -> list[Path]:
@@ -332,13 +339,13 @@ def rule_files(directory: Path) -> list[Path]:
     )
 
 
-def validate_dir(directory: Path) -> tuple[list[Rule], list[str]]:
+def validate_dir(directory: Path, strict: bool = True) -> tuple[list[Rule], list[str]]:
     """All rules of a directory and every problem found (duplicate codes/slugs included)."""
     rules, problems = [], []
     seen_codes: dict[str, Path] = {}
     seen_slugs: dict[str, Path] = {}
     for path in rule_files(directory):
-        rule, found = load_rule_file(path)
+        rule, found = load_rule_file(path, strict)
         problems.extend(found)
         if rule is None:
             continue
@@ -361,7 +368,7 @@ def validate_dir(directory: Path) -> tuple[list[Rule], list[str]]:
 
 @lru_cache(maxsize=8)
 def _load_cached(directory: str) -> tuple[Rule, ...]:
-    rules, problems = validate_dir(Path(directory))
+    rules, problems = validate_dir(Path(directory), strict=False)
     if problems:
         raise RuleFileError(problems)
     return tuple(rules)

@@ -27,10 +27,42 @@ CATEGORIES = {
 DETAIL_SECTIONS = ("What happens", "Why", "How to confirm", "Known false positives")
 
 
+class LazyPattern:
+    """A rule's regex, compiled on first use.
+
+    `check` without a crash log never needs the signatures, so loading the rule base does not
+    pay for compiling them; `rules validate` and `rules test` compile every one up front.
+    """
+
+    __slots__ = ("pattern", "where", "_compiled")
+
+    def __init__(self, pattern: str, where: str, compiled: re.Pattern[str] | None = None):
+        self.pattern = pattern
+        self.where = where  # "file:field", for the error message
+        self._compiled = compiled
+
+    def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            from vllm_doctor.errors import InputError
+
+            try:
+                self._compiled = re.compile(self.pattern, re.MULTILINE)
+            except re.error as err:
+                file, _, field = self.where.rpartition(":")
+                raise InputError(file, f"{field}: bad regex: {err}") from None
+        return self._compiled
+
+    def search(self, text: str):
+        return self.compiled().search(text)
+
+    def finditer(self, text: str):
+        return self.compiled().finditer(text)
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     path: str  # glob relative to the vllm package directory
-    pattern: re.Pattern[str]
+    pattern: LazyPattern
     means: str  # "fixed" | "affected"
 
 
@@ -74,7 +106,7 @@ class Rule:
     when: Any  # compiled condition (engine.conditions.Condition)
     ranges: tuple[VersionRange, ...] | None
     fingerprints: tuple[Fingerprint, ...]
-    signatures: tuple[re.Pattern[str], ...]
+    signatures: tuple[LazyPattern, ...]
     fix: Fix | None
     workarounds: tuple[Workaround, ...]
     probe: str | None

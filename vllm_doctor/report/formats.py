@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from xml.sax.saxutils import escape as xml_escape
-from xml.sax.saxutils import quoteattr
+from html import escape as _escape
 
 from vllm_doctor import __version__
 from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, Finding
 from vllm_doctor.report.document import CheckDocument
+
+def xml_escape(text: str) -> str:
+    return _escape(text, quote=False)
+
+
+def quoteattr(text: str) -> str:
+    return f'"{_escape(text, quote=True)}"'
+
 
 SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
