@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"vllm-doctor: {err.format_message()}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except click_exceptions.Exit as err:
+        if err.exit_code == 130:  # typer's answer to Ctrl-C
+            print("vllm-doctor: interrupted", file=sys.stderr)
         sys.exit(err.exit_code)
     except (click_exceptions.Abort, KeyboardInterrupt):
         print("vllm-doctor: interrupted", file=sys.stderr)
@@ -74,4 +76,6 @@ def main(argv: list[str] | None = None) -> None:
     except click_exceptions.ClickException as err:
         print(f"vllm-doctor: {err.format_message()}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
+    if result == 130:
+        print("vllm-doctor: interrupted", file=sys.stderr)
     sys.exit(result if isinstance(result, int) else 0)

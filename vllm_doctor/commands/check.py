@@ -11,6 +11,7 @@ from typing import List, Optional
 import typer
 
 from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError
+from vllm_doctor.facts.model import Source
 
 FORMATS = ("text", "json", "markdown", "sarif", "junit")
 FAIL_ON = ("error", "warning", "info", "never")
@@ -155,8 +156,14 @@ def run_check(
     if example:
         doc.notes.append(f"bundled example {example!r}: facts come from its files, not this machine")
     _suggestions(doc, facts)
-    if probe:
-        tp = facts.value("serve.tensor_parallel_size")
+    if probe and (report or not probe_machine):
+        doc.notes.append("--probe: not run — the facts come from a report, and probes confirm a "
+                         "failure on the machine they run on; run `vllm-doctor probe` there")
+    elif probe:
+        # the serve line's TP when it was given, else every visible GPU (as `probe` does)
+        tp_fact = facts.get("serve.tensor_parallel_size")
+        given = tp_fact is not None and tp_fact.source != Source.DEFAULT
+        tp = tp_fact.value if given else (facts.value("gpu.count") or 1)
         _attach_probes(doc, facts, findings, tp, "cuda" if facts.value("gpu.count") else "cpu", probe_timeout)
     doc.duration_s = time.perf_counter() - started
 
