@@ -134,13 +134,20 @@ def _fact_line(path: str, fact: Fact, verbose: bool) -> tuple[str, str, str]:
 
 
 def render_facts(facts: Facts, console: Any = None, verbose: bool = False,
-                 timings: dict[str, float] | None = None) -> None:
-    """Print the facts view on ``console`` (a rich Console; stdout when None)."""
+                 timings: dict[str, float] | None = None,
+                 only: tuple[str, ...] | None = None, notes: bool = True) -> None:
+    """Print the facts view on ``console`` (a rich Console; stdout when None).
+
+    ``only`` limits it to the sections with these titles (`check` shows the first four);
+    ``notes=False`` leaves the collection notes to the caller.
+    """
     from rich.console import Console
     from rich.markup import escape
 
     console = console or Console(highlight=False)
     for section in SECTIONS:
+        if only is not None and section.title not in only:
+            continue
         if section.areas == ("log",) and not verbose and not any(
                 p.startswith("log.") for p in facts.values):
             continue  # no crash log given: nothing to show
@@ -172,7 +179,7 @@ def render_facts(facts: Facts, console: Any = None, verbose: bool = False,
             if not verbose and path.startswith("derived.") and reason.startswith("needs "):
                 reason = reason.split(":", 1)[0]  # the input's own reason is shown in its area
             console.print(f"    [yellow]✗ {escape(path)}[/]: {escape(reason)}")
-    for note in facts.notes:
+    for note in facts.notes if notes else ():
         if note.startswith("collector crashed"):
             continue
         console.print(f"[dim]note: {escape(note)}[/]")

@@ -11,28 +11,12 @@ from rich.markup import escape
 from vllm_doctor.engine.evaluate import NOT_APPLIES, Finding
 from vllm_doctor.report.document import CheckDocument
 
-OK, WARN, FAIL, UNKNOWN = "[green]✓[/]", "[yellow]![/]", "[red]✗[/]", "[cyan]?[/]"
-MARK_FOR_SEVERITY = {"error": FAIL, "warning": WARN, "info": "[blue]i[/]"}
+# section marks as in the facts view; finding marks without brackets
+OK, WARN, FAIL, UNKNOWN = r"[green]\[✓][/]", r"[yellow]\[!][/]", r"[red]\[✗][/]", r"[cyan]\[?][/]"
+MARK_FOR_SEVERITY = {"error": "[red]✗[/]", "warning": "[yellow]![/]", "info": "[blue]i[/]"}
 
-# (section title, area prefixes, fact paths shown when not verbose)
-SECTIONS = (
-    ("Stack", ("vllm", "torch", "packages", "driver"),
-     ("vllm.version", "vllm.git_sha", "torch.version", "torch.cuda_version",
-      "vllm.torch_requirement", "driver.version", "driver.cuda_version",
-      "packages.transformers", "packages.triton", "packages.flashinfer-python")),
-    ("GPUs and links", ("gpu", "topology"),
-     ("gpu.count", "gpu.names", "gpu.capabilities", "gpu.memory_total_mib", "gpu.memory_free_mib",
-      "gpu.mig_enabled", "topology.worst_link", "topology.all_nvlink", "topology.p2p_all")),
-    ("Model", ("model",),
-     ("model.id", "model.architectures", "model.model_type", "model.dtype", "model.quant_scheme",
-      "model.quant_method", "model.num_attention_heads", "model.num_key_value_heads",
-      "model.vocab_size", "model.weights_bytes", "model.config_path")),
-    ("Serve arguments", ("serve",),
-     ("serve.model", "serve.tensor_parallel_size", "serve.pipeline_parallel_size",
-      "serve.data_parallel_size", "serve.quantization", "serve.kv_cache_dtype",
-      "serve.max_model_len", "serve.speculative_method", "serve.cudagraph_mode",
-      "serve.attention_backend", "serve.enforce_eager", "serve.unknown_flags")),
-)
+# the fact sections shown above the findings (the facts view renders them)
+FACT_SECTIONS = ("Stack", "GPUs and links", "Model", "Serve arguments")
 
 
 def _fmt(value: Any) -> str:
@@ -43,22 +27,6 @@ def _fmt(value: Any) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k}={_fmt(v)}" for k, v in value.items()) or "{}"
     return str(value)
-
-
-def _area_section(console: Console, doc: CheckDocument, title: str, areas: tuple[str, ...],
-                  shown: tuple[str, ...], verbose: bool) -> None:
-    facts = doc.facts
-    collected = [(p, f) for area in areas for p, f in facts.area(area)]
-    missing = {k: v for k, v in facts.missing.items() if k.split(".")[0] in areas}
-    mark = OK if collected and not missing else (WARN if collected else UNKNOWN)
-    console.print(f"{mark} [bold]{title}[/]")
-    paths = [p for p, _ in collected] if verbose else [p for p in shown if p in facts]
-    for path in paths:
-        fact = facts.get(path)
-        source = f" [dim]({escape(fact.describe_source())})[/]" if verbose else ""
-        console.print(f"    {path}: {escape(_fmt(fact.value))}{source}")
-    for key, reason in sorted(missing.items()):
-        console.print(f"    [dim]{escape(key)}: not available — {escape(reason)}[/]")
 
 
 def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) -> None:
@@ -97,8 +65,9 @@ def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) ->
 
 
 def render_text(doc: CheckDocument, console: Console, verbose: bool = False) -> None:
-    for title, areas, shown in SECTIONS:
-        _area_section(console, doc, title, areas, shown, verbose)
+    from vllm_doctor.report.facts_view import render_facts
+
+    render_facts(doc.facts, console, verbose=verbose, only=FACT_SECTIONS, notes=False)
     applies = doc.applies
     worst = FAIL if doc.count("error") else (WARN if applies or doc.undecided else OK)
     console.print(f"{worst} [bold]Known failures[/] ({doc.rules_checked} rules)")
@@ -113,7 +82,7 @@ def render_text(doc: CheckDocument, console: Console, verbose: bool = False) -> 
         shown = doc.undecided if verbose else doc.undecided[:8]
         for f in shown:
             needs = "; ".join(f"{m.path} ({m.reason})" for m in f.missing) or "the vLLM version"
-            console.print(f"  {UNKNOWN} {f.rule.code} {escape(f.rule.summary)}")
+            console.print(f"  [cyan]?[/] {f.rule.code} {escape(f.rule.summary)}")
             console.print(f"      missing: {escape(needs)}")
         hints = sorted({m.how for f in doc.undecided for m in f.missing})
         for hint in hints:
@@ -130,5 +99,5 @@ def render_text(doc: CheckDocument, console: Console, verbose: bool = False) -> 
         clear = sorted(f.rule.code for f in doc.findings if f.verdict == NOT_APPLIES)
         console.print(f"[dim]does not apply: {', '.join(clear) or '(none)'}[/]")
         console.print(f"[dim]checked in {doc.duration_s:.3f} s[/]")
-    for note in doc.notes + doc.facts.notes:
+    for note in doc.notes + [n for n in doc.facts.notes if not n.startswith("collector crashed")]:
         console.print(f"[dim]note: {escape(note)}[/]")
