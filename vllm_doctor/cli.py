@@ -61,15 +61,20 @@ def main(argv: list[str] | None = None) -> None:
         print(f"vllm-doctor: {err}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except click_exceptions.UsageError as err:
-        print(f"vllm-doctor: {err.format_message()}", file=sys.stderr)
+        if err.format_message():  # empty when the help was shown for a bare `vllm-doctor`
+            print(f"vllm-doctor: {err.format_message()}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
-    except click_exceptions.Exit as err:
-        if err.exit_code == 130:  # typer's answer to Ctrl-C
+    except typer.Exit as err:  # typer.Exit / click's Exit: a chosen exit code
+        code = getattr(err, "exit_code", 0)
+        if code == 130:  # typer's answer to Ctrl-C
             print("vllm-doctor: interrupted", file=sys.stderr)
-        sys.exit(err.exit_code)
-    except (click_exceptions.Abort, KeyboardInterrupt):
+        sys.exit(code)
+    except (typer.Abort, KeyboardInterrupt):
         print("vllm-doctor: interrupted", file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:  # `vllm-doctor ... | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        sys.exit(0)
     except DoctorError as err:
         print(f"vllm-doctor: could not finish: {err}", file=sys.stderr)
         sys.exit(EXIT_INTERNAL)

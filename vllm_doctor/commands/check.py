@@ -10,6 +10,7 @@ from typing import List, Optional
 
 import typer
 
+from vllm_doctor.commands import inputs
 from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError
 from vllm_doctor.facts.model import Source
 
@@ -203,19 +204,19 @@ def register(app: typer.Typer) -> None:
     def check(
         serve_tokens: Optional[List[str]] = typer.Argument(
             None, metavar="[-- vllm serve MODEL ...]", help="The serve line, after `--`."),
-        serve: Optional[str] = typer.Option(None, "--serve", help="The serve line as one string."),
-        serve_config: Optional[Path] = typer.Option(None, "--serve-config", help="A vLLM --config YAML file."),
-        model_config: Optional[Path] = typer.Option(None, "--model-config", help="config.json or a model directory."),
-        report: Optional[Path] = typer.Option(None, "--report", help="A `vllm collect-env` report (replaces this machine's facts)."),
-        log: Optional[Path] = typer.Option(None, "--log", help="A crash log to match against known failures."),
-        vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="What if vLLM were this version."),
-        torch_version: Optional[str] = typer.Option(None, "--torch-version", help="What if torch were this version."),
+        serve: Optional[str] = inputs.SERVE,
+        serve_config: Optional[Path] = inputs.SERVE_CONFIG,
+        model_config: Optional[Path] = inputs.MODEL_CONFIG,
+        report: Optional[Path] = inputs.REPORT,
+        log: Optional[Path] = inputs.LOG,
+        vllm_version: Optional[str] = inputs.VLLM_VERSION,
+        torch_version: Optional[str] = inputs.TORCH_VERSION,
         fmt: str = typer.Option("text", "--format", "-f", help="text, json, markdown, sarif or junit."),
         fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 on findings at or above: error, warning, info, never."),
         select: Optional[List[str]] = typer.Option(None, "--select", help="Only rule codes with these prefixes."),
         ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip rule codes with these prefixes."),
         ignore_file: Optional[Path] = typer.Option(None, "--ignore-file", help="YAML of accepted findings (reason, expiry)."),
-        verbose: bool = typer.Option(False, "-v", "--verbose", help="Sources of every fact, all undecided rules, timing."),
+        verbose: bool = inputs.VERBOSE,
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to a file."),
         example: Optional[str] = typer.Option(None, "--example", help="Run on a bundled scenario (`--example list`)."),
         probe: bool = typer.Option(False, "--probe", help="Run the probes linked to the findings."),

@@ -17,6 +17,8 @@ from typing import Optional
 
 import typer
 
+from vllm_doctor.commands import inputs
+
 FORMATS = ("text", "json")
 
 
@@ -69,24 +71,15 @@ def register(app: typer.Typer) -> None:
     )
     def facts_cmd(
         ctx: typer.Context,
-        serve: Optional[str] = typer.Option(
-            None, "--serve", help="The serve line as one string: \"vllm serve MODEL ...\"."),
-        serve_config: Optional[Path] = typer.Option(
-            None, "--serve-config", help="A vLLM serve config file (YAML)."),
-        model_config: Optional[Path] = typer.Option(
-            None, "--model-config", help="The model's config.json or model directory."),
-        report: Optional[Path] = typer.Option(
-            None, "--report",
-            help="A `vllm collect-env` report: its facts replace this machine's."),
-        log: Optional[Path] = typer.Option(None, "--log", help="A crash log."),
-        vllm_version: Optional[str] = typer.Option(
-            None, "--vllm-version", help="What if vLLM were this version."),
-        torch_version: Optional[str] = typer.Option(
-            None, "--torch-version", help="What if torch were this version."),
+        serve: Optional[str] = inputs.SERVE,
+        serve_config: Optional[Path] = inputs.SERVE_CONFIG,
+        model_config: Optional[Path] = inputs.MODEL_CONFIG,
+        report: Optional[Path] = inputs.REPORT,
+        log: Optional[Path] = inputs.LOG,
+        vllm_version: Optional[str] = inputs.VLLM_VERSION,
+        torch_version: Optional[str] = inputs.TORCH_VERSION,
         output_format: str = typer.Option("text", "--format", help="text or json."),
-        verbose: bool = typer.Option(
-            False, "--verbose", "-v",
-            help="Every fact with its source detail, per-GPU records, timings."),
+        verbose: bool = inputs.VERBOSE,
     ) -> None:
         """Show the facts collected from this machine, the model and the serve line.
 
