@@ -38,3 +38,27 @@ def test_every_signature_is_recognised_by_explain_log():
         if not any(c.get("log") and c.get("expect") == "applies" for c in cases):
             lacking.append(rule.code)
     assert lacking == []
+
+
+def _applies_logs():
+    import yaml
+
+    from vllm_doctor.engine.cases import cases_path
+
+    for rule in RULES:
+        for case in yaml.safe_load(cases_path(rule).read_text())["cases"]:
+            if case.get("log") and case.get("expect") == "applies":
+                yield rule.code, case["name"], case["log"]
+
+
+@pytest.mark.parametrize("code, name, log", list(_applies_logs()),
+                         ids=[f"{c}-{n}" for c, n, _ in _applies_logs()])
+def test_explain_log_names_the_rule(tmp_path, capsys, code, name, log):
+    from vllm_doctor.commands.explain import explain_log
+
+    path = tmp_path / "crash.log"
+    path.write_text(log)
+    assert explain_log(path, None) == 1
+    named = [line.split()[0] for line in capsys.readouterr().out.splitlines()
+             if line and not line.startswith(" ")]
+    assert code in named
