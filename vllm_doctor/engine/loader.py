@@ -41,8 +41,10 @@ REQUIRED_KEYS = ("code", "slug", "status", "severity", "confidence", "summary", 
 
 def default_rules_dir() -> Path:
     """The shipped rule base: the top-level rules/ folder (the package vllm_doctor.rules)."""
-    import vllm_doctor.rules as shipped  # the rules/ folder, mapped into the package
-
+    try:
+        import vllm_doctor.rules as shipped  # the rules/ folder, mapped into the package
+    except ImportError:  # run from a source tree without installing (PYTHONPATH=.)
+        return Path(__file__).resolve().parents[2] / "rules"
     return Path(shipped.__file__).parent
 
 
