@@ -60,7 +60,12 @@ def _exercise(line) -> None:
     for edits in ({}, {"tensor-parallel-size": 1}, {"compilation-config.cudagraph_mode": "NONE"},
                   {"enforce-eager": False, "speculative-config": {"method": "ngram"}}):
         text = render_command(line, set=edits, remove=["port", "speculative-config.model"])
-        again = parse_serve_string(text)  # what we render must parse again
+        try:
+            again = parse_serve_string(text)  # what we render must parse again
+        except InputError:
+            # guaranteed only for lines vLLM accepts without complaint
+            assert line.warnings or line.unknown_flags or line.duplicates, text
+            return
         assert again.env == line.env
         if line.model is not None and line.origins.get("model") == "cli":
             assert again.model == line.model
@@ -170,3 +175,151 @@ def test_random_report_text(data):
         assert err.source == "random"
         return
     facts.to_json()
+
+
+# -- differential: the same words through vLLM's own FlexibleArgumentParser ---------------------
+#
+# Set VLLM_DOCTOR_VLLM_SOURCE to an unpacked `vllm` package directory (any release with
+# vllm/utils/argparse_utils.py); the test loads that one file with a stub logger (nothing of
+# vLLM is imported), registers every option of the doctor's table with the doctor's value
+# converters, and checks that both parsers agree on the model and every option value.
+
+import argparse  # noqa: E402
+import importlib.util  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import re as _re  # noqa: E402
+import sys  # noqa: E402
+import types  # noqa: E402
+
+import pytest  # noqa: E402
+
+from vllm_doctor.serve_args import _convert  # noqa: E402
+
+_VLLM_SOURCE = os.environ.get("VLLM_DOCTOR_VLLM_SOURCE", "")
+
+
+_CACHE: dict = {}
+
+
+def _load_flexible_parser():
+    if "module" in _CACHE:
+        return _CACHE["module"]
+    path = Path(_VLLM_SOURCE) / "utils" / "argparse_utils.py"
+    if not path.is_file():
+        pytest.skip("set VLLM_DOCTOR_VLLM_SOURCE to an unpacked vllm package to compare")
+    saved = {k: sys.modules.get(k) for k in ("vllm", "vllm.logger", "regex")}
+    logger = logging.getLogger("vllm-argparse-under-test")
+    logger.warning_once = logger.warning  # type: ignore[attr-defined]
+    stub_pkg = types.ModuleType("vllm")
+    stub_logger = types.ModuleType("vllm.logger")
+    stub_logger.init_logger = lambda name: logger  # type: ignore[attr-defined]
+    sys.modules.update({"vllm": stub_pkg, "vllm.logger": stub_logger, "regex": _re})
+    try:
+        spec = importlib.util.spec_from_file_location("vllm_argparse_under_test", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                sys.modules.pop(key, None)
+            else:
+                sys.modules[key] = value
+    _CACHE["module"] = module
+    return module
+
+
+def _vllm_parser(module):
+    parser = module.FlexibleArgumentParser(prog="vllm")
+    sub = parser.add_subparsers(dest="subcommand")
+    serve = sub.add_parser("serve", prog="vllm serve")
+    serve.add_argument("model_tag", nargs="?")
+    dests: dict[str, str] = {}
+    for name, spec in OPTIONS.items():
+        if spec.legacy:
+            continue  # not in the current parser: the doctor reports it as legacy
+        names = [f"--{name}", *spec.aliases]
+        kwargs: dict = {"dest": "opt_" + name.replace("-", "_"), "default": None}
+        dests[kwargs["dest"]] = name
+        conv = (lambda value, s=spec: _convert(f"--{s.name}", s, value))
+        if spec.kind == "bool":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif spec.kind == "flag":
+            kwargs["action"] = "store_true"
+        elif spec.kind == "bool_or_str":
+            kwargs.update(type=str, nargs="?", const=True)
+        elif spec.kind == "list":
+            kwargs.update(type=str, nargs="+")
+        elif spec.kind == "append":
+            kwargs.update(type=str, action="append")
+        else:
+            kwargs["type"] = conv
+        serve.add_argument(*names, **kwargs)
+    return parser, dests
+
+
+_DIFF_WORDS = st.one_of(
+    st.sampled_from(["-tp", "--tensor-parallel-size", "--tensor_parallel_size=4", "-pp", "2",
+                     "4", "--max-model-len", "--max_model_len=32k", "16k", "1K",
+                     "--enforce-eager", "--no-enforce-eager", "--enable-prefix-caching",
+                     "--disable-prefix-caching", "--served-model-name", "a", "b",
+                     "--speculative-config.method", "mtp", "--speculative-config.num_speculative_tokens",
+                     "3", "-cc.cudagraph_mode=FULL", "--compilation-config", '{"level": 3}',
+                     "-O3", "-O", "1", "-Odecode", "--quantization", "fp8", "-q", "awq",
+                     "--kv-cache-dtype", "fp8_e4m3", "--gpu-memory-utilization", "0.8",
+                     "--model", "org/model", "--max-model", "--hf-token", "--dtype", "half",
+                     "--compilation-config.cudagraph_capture_sizes+", "1,2",
+                     "--attention-backend", "FLASHINFER", "-ac.backend", "TRITON_ATTN",
+                     "--port", "8001", "--api-key", "k1", "-dp", "--data-parallel-size-local"]),
+    st.integers(0, 64).map(str),
+)
+
+
+_DIFF_ANY = st.one_of(_DIFF_WORDS, _flag_words.filter(lambda w: "--config" not in w),
+                     st.sampled_from(["0", "1", "-1", "2k", "auto", "x", '{"a": 1}', "true"]))
+
+
+@FUZZ
+@given(words=st.lists(_DIFF_ANY, max_size=10), model_first=st.booleans())
+def test_differential_against_vllm_parser(words, model_first):
+    module = _load_flexible_parser()
+    if "parser" not in _CACHE:
+        _CACHE["parser"] = _vllm_parser(module)
+    parser, dests = _CACHE["parser"]
+    argv = (["org/first"] if model_first else []) + words
+    if not argv:
+        return  # vLLM serves its default model; the doctor asks for a model
+    try:
+        ns = parser.parse_args(["serve", *argv])
+        theirs_error = None
+    except SystemExit:
+        theirs_error = "argparse error"
+    except (InputError, ValueError, IndexError, AssertionError) as err:
+        theirs_error = repr(err)
+    try:
+        ours = parse_serve_argv(["vllm", "serve", *argv])
+        ours_error = None
+    except InputError as err:
+        ours = None
+        ours_error = str(err)
+    if theirs_error is not None:
+        # vLLM rejects it: the doctor must reject it or flag what vLLM would not accept
+        assert ours is None or ours.unknown_flags or ours.warnings or ours.legacy_flags, \
+            (argv, theirs_error)
+        return
+    if ours is None and ours_error.startswith("--model: expected one argument"):
+        return  # vLLM takes the next word as the model blindly, even a flag
+    if ours is None and "NUL" in ours_error:
+        return  # no real command line holds a NUL byte
+    if ours is None and "negative decimal" in ours_error:
+        return  # vLLM turns `-0.5` into a dotted option: rejected on purpose
+    assert ours is not None, (argv, ours_error)
+    assert not ours.unknown_flags, (argv, ours.unknown_flags)
+    theirs = {dests[k]: v for k, v in vars(ns).items() if k in dests and v is not None}
+    if "model" in theirs:
+        theirs_model = ns.model_tag or theirs.pop("model")
+    else:
+        theirs_model = ns.model_tag
+    assert ours.model == theirs_model, argv
+    ours_options = {k: v for k, v in ours.options.items()}
+    assert ours_options == theirs, argv

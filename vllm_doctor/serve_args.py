@@ -766,7 +766,10 @@ def _yaml_scalar(value: Any) -> str:
 
 
 def _read_config(path_text: str, cwd: Path | None) -> tuple[Path, Any]:
-    path = Path(path_text).expanduser()
+    try:
+        path = Path(path_text).expanduser()
+    except RuntimeError as err:  # ~user that does not exist
+        raise InputError("--config", f"cannot read {path_text}: {err}") from None
     if not path.is_absolute():
         path = (cwd or Path.cwd()) / path
     ext = path_text.rsplit(".", 1)[-1] if "." in path_text else ""
@@ -835,20 +838,23 @@ def _merge(original: dict, update: dict, prefix: str = "") -> set[str]:
     return duplicates
 
 
-def _extract_dotted(toks: list[_Tok]) -> tuple[list[_Tok], set[str]]:
+def _extract_dotted(toks: list[_Tok]) -> tuple[list[_Tok], set[str], list[str]]:
     """Step 5: dotted keys merged into one JSON value per option, appended at the end."""
     delete: set[int] = set()
     merged: dict[str, dict] = {}
     evidence: dict[str, list[_Tok]] = {}
     duplicates: set[str] = set()
+    empty_keys: list[str] = []
     for i, tok in enumerate(toks):
         if i in delete:
             continue
         arg = tok.text
         if arg.startswith("--") and "." not in arg:
             continue
-        if not (arg.startswith("-") and "." in arg) or _NEG_NUMBER.match(arg):
+        if not (arg.startswith("-") and "." in arg):
             continue
+        if _NEG_NUMBER.match(arg):
+            continue  # rejected before this pass
         if "=" in arg:
             key_part, value_str = arg.split("=", 1)
             if "." not in key_part:
@@ -865,8 +871,8 @@ def _extract_dotted(toks: list[_Tok]) -> tuple[list[_Tok], set[str]]:
             key_part = key_part[:-1]
             value_str = json.dumps(value_str.split(","))
         key, *keys = key_part.split(".")
-        if not key or not all(keys):
-            raise InputError(tok.raw, "empty key in a dotted option")
+        if not all(keys):
+            empty_keys.append(tok.raw)
         value = _dotted_value(value_str)
         spec = option_spec(key)
         label = spec.name if spec else key.lstrip("-")
@@ -883,7 +889,7 @@ def _extract_dotted(toks: list[_Tok]) -> tuple[list[_Tok], set[str]]:
         kept.append(_Tok(json.dumps(value), idx, raw))
         # the dotted tokens' positions, for render_command
         kept[-2].dotted_idx = [p.idx for p in pieces if p.idx is not None]  # type: ignore[attr-defined]
-    return kept, duplicates
+    return kept, duplicates, empty_keys
 
 
 def _evidence_text(pieces: list[_Tok]) -> str:
@@ -900,7 +906,7 @@ def _evidence_text(pieces: list[_Tok]) -> str:
 
 def _resolve_long(name: str) -> tuple[OptionSpec | None, bool | None, str | None]:
     """(spec, negated, note) for a long option name without dashes; spec None if unknown."""
-    if name in OPTIONS:
+    if name in OPTIONS and not OPTIONS[name].legacy:
         return OPTIONS[name], False, None
     if name in _LONG_ALIASES:
         return OPTIONS[_LONG_ALIASES[name]], False, None
@@ -917,16 +923,24 @@ def _resolve_long(name: str) -> tuple[OptionSpec | None, bool | None, str | None
             if other is not None and other.kind == "bool":
                 negated = not name.startswith("no-")
                 return other, negated, f"--{name} is the inverse of --{other.name} (vLLM >= 0.33)"
-    # argparse allow_abbrev: a unique prefix of one option string
-    candidates = {n for n in OPTIONS if n.startswith(name)}
-    candidates |= {_LONG_ALIASES[a] for a in _LONG_ALIASES if a.startswith(name)}
-    negatives = {n for n, s in OPTIONS.items() if s.kind == "bool" and ("no-" + n).startswith(name)}
-    if len(candidates) == 1 and not negatives:
-        spec = OPTIONS[candidates.pop()]
-        return spec, False, f"--{name} is an abbreviation of --{spec.name}"
-    if len(negatives) == 1 and not candidates:
-        spec = OPTIONS[negatives.pop()]
-        return spec, True, f"--{name} is an abbreviation of --no-{spec.name}"
+    if name in OPTIONS:  # a removed option with no current meaning
+        return OPTIONS[name], False, None
+    # argparse allow_abbrev: a unique prefix of one option string (current options first,
+    # then removed ones)
+    for pool in ([n for n, sp in OPTIONS.items() if not sp.legacy],
+                 [n for n, sp in OPTIONS.items() if sp.legacy]):
+        candidates = {n for n in pool if n.startswith(name)}
+        candidates |= {_LONG_ALIASES[a] for a in _LONG_ALIASES
+                       if a.startswith(name) and _LONG_ALIASES[a] in pool}
+        negatives = {n for n in pool if OPTIONS[n].kind == "bool" and ("no-" + n).startswith(name)}
+        if len(candidates) == 1 and not negatives:
+            spec = OPTIONS[candidates.pop()]
+            return spec, False, f"--{name} is an abbreviation of --{spec.name}"
+        if len(negatives) == 1 and not candidates:
+            spec = OPTIONS[negatives.pop()]
+            return spec, True, f"--{name} is an abbreviation of --no-{spec.name}"
+        if candidates or negatives:
+            break  # ambiguous
     return None, None, None
 
 
@@ -1001,10 +1015,19 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
         line.warnings.append("vLLM reads a config file only from `--config FILE`; "
                              "`--config=FILE` is not loaded")
 
+    # vLLM's dotted-key pass (step 5) takes a word like `-0.5` for option `-0` with key `5`
+    # and fails, wherever the word stands (even as the model)
+    for tok in ([model_tok] if model_tok is not None else []) + toks:
+        if _NEG_NUMBER.match(tok.text) and "." in tok.text:
+            raise InputError(tok.raw, "vLLM reads a negative decimal as a dotted option "
+                             "and fails; give it as --option=" + tok.text)
+
     # -- steps 4 and 5 ----------------------------------------------------------------
     toks = _normalise(toks)
-    toks, dotted_duplicates = _extract_dotted(toks)
+    toks, dotted_duplicates, empty_keys = _extract_dotted(toks)
     line.duplicates.extend(sorted(dotted_duplicates))
+    for raw in empty_keys:
+        line.warnings.append(f"{raw}: empty key in a dotted option")
 
     # -- step 6: consume -----------------------------------------------------------------
     _consume(line, toks)
@@ -1024,23 +1047,27 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
 
 def _consume(line: ServeLine, toks: list[_Tok]) -> None:
     seen_cli: set[str] = set()
+    positional_taken = line.origins.get("model") == "cli"
+    positional_only = False
     i = 0
     n = len(toks)
     while i < n:
         tok = toks[i]
         arg = tok.text
         dotted_idx = getattr(tok, "dotted_idx", None)
-        if arg == "--":
-            line.unknown_flags.append(tok.raw)
-            line.warnings.append("`--` ends the options: vLLM would reject the words after it")
-            _add_span(line, "?", [tok])
+        if arg == "--" and not positional_only:
+            positional_only = True  # argparse: every word after `--` is positional
+            _add_span(line, "--", [tok])
             i += 1
             continue
-        if arg.startswith("--") and len(arg) > 2:
+        is_long = not positional_only and arg.startswith("--") and len(arg) > 2
+        is_short = (not positional_only and not is_long and arg.startswith("-")
+                    and len(arg) > 1 and not _NEG_NUMBER.match(arg))
+        if is_long:
             key, eq, explicit = arg[2:].partition("=")
             spec, negated, note = _resolve_long(key)
             flag = "--" + key
-        elif arg.startswith("-") and len(arg) > 1 and not _NEG_NUMBER.match(arg):
+        elif is_short:
             key, eq, explicit = arg.partition("=")
             target = _SHORT_ALIASES.get(key)
             if target is None:
@@ -1049,10 +1076,21 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
             spec, negated, note = OPTIONS[target], False, None
             flag = key
         else:
-            # a positional word: vLLM takes only one (the model, first)
+            # a positional word. argparse gives the first one to the optional `model_tag`
+            # positional when no model came first (it then wins over `model:` in a config
+            # file); any further one is an unrecognized argument.
+            if not positional_taken and tok.idx is not None:
+                positional_taken = True
+                line.model = tok.text
+                line.given["model"] = tok.raw
+                line.origins["model"] = "cli"
+                line.model_span = (tok.idx, tok.idx + 1)
+                line.warnings.append("the model should be the first word after `vllm serve`")
+                i += 1
+                continue
             line.unknown_flags.append(tok.raw)
-            line.warnings.append(f"unrecognized argument {tok.raw!r} (vLLM accepts the "
-                                 "model as the first word only)")
+            line.warnings.append(f"unrecognized argument {tok.raw!r} (vLLM takes one "
+                                 "positional word: the model)")
             _add_span(line, "?", [tok])
             i += 1
             continue
@@ -1131,6 +1169,10 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
                 line.model = str(value)
                 line.given["model"] = _evidence_text(used)
                 line.origins["model"] = origin
+            else:
+                if origin == "cli" and "model" not in line.duplicates:
+                    line.duplicates.append("model")
+                _add_span(line, "model-ignored", used)  # no effect: render drops it
             i += 1
             continue
         evidence = _evidence_text(used)
@@ -1335,6 +1377,10 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
 
     if line.model_span is not None:
         drop |= builtins.set(range(*line.model_span))
+    for start, end in line.spans.get("model-ignored", []):
+        drop |= builtins.set(range(start, end))
+    # words from a `--` marker on are all positional: they stay last, after any new flag
+    marker = min((start for start, _ in line.spans.get("--", [])), default=len(tokens))
 
     def spans_of(name: str) -> list[tuple[int, int]]:
         return sorted(line.spans.get(name, []))
@@ -1369,17 +1415,24 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
             appended.extend(_flag_tokens(spec, name, value))
 
     out: list[str] = []
+    tail: list[str] = []
+    model_in_tail = line.model_span is not None and line.model_span[0] > marker
     for i, tok in enumerate(tokens):
+        target = out if i < marker else tail
         if i in replace_at:
-            out.extend(replace_at[i])
-        if i in drop:
+            target.extend(replace_at[i])
+        if i in drop and not (model_in_tail and i >= marker):
             continue
-        out.append(tok)
+        target.append(tok)
     out.extend(appended)
     out.extend(appended_removals)
+    out.extend(tail)
     head = ["vllm", "serve"]
-    if line.model is not None and line.origins.get("model") != "config":
-        head.append(line.model)
+    if line.model is not None and line.origins.get("model") != "config" and not model_in_tail:
+        if _looks_like_flag(line.model):
+            head.append(f"--model={line.model}")  # a model name that looks like a flag
+        else:
+            head.append(line.model)
     env = [f"{k}={shlex.quote(v)}" for k, v in (w.split("=", 1) for w in line.env_tokens)]
     return " ".join(env + [shlex.join(head + out)])
 
