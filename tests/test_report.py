@@ -315,3 +315,30 @@ def test_capability_table(name, capability):
 )
 def test_base_release(version, base):
     assert base_release(version) == base
+
+
+def test_cuda_visible_devices_limits_gpus_and_links():
+    text = (FIXTURES / "h100x8_nvlink_nightly.txt").read_text()
+    text = text.replace("NCCL_CUMEM_ENABLE=0", "CUDA_VISIBLE_DEVICES=5,2\nNCCL_CUMEM_ENABLE=0")
+    facts = parse_report(text, "visible")
+    assert facts.value("gpu.visible_devices") == "5,2"
+    assert facts.value("gpu.count") == 2
+    assert [d["index"] for d in facts.value("gpu.devices")] == [5, 2]
+    assert facts.value("topology.links") == [{"a": 2, "b": 5, "link": "NV18"}]
+    assert "CUDA_VISIBLE_DEVICES=5,2" in facts.get("gpu.count").detail
+
+
+def test_cuda_visible_devices_by_uuid_keeps_the_list():
+    text = (FIXTURES / "h100x8_nvlink_nightly.txt").read_text()
+    text = text.replace("NCCL_CUMEM_ENABLE=0", "CUDA_VISIBLE_DEVICES=GPU-1a2b,GPU-3c4d")
+    facts = parse_report(text, "uuid")
+    assert facts.value("gpu.count") == 8
+    assert any("not GPU indices" in note for note in facts.notes)
+
+
+def test_no_visible_gpu():
+    text = (FIXTURES / "rtx5060ti_x2_pcie.txt").read_text().replace(
+        "CUDA_VISIBLE_DEVICES=0,1", "CUDA_VISIBLE_DEVICES=")
+    facts = parse_report(text, "none")
+    assert facts.value("gpu.count") == 0
+    assert facts.why_missing("gpu.min_capability") == "no GPU is visible"

@@ -268,8 +268,9 @@ def parse_report(text: str | bytes, name: str) -> Facts:
     _vllm_facts(report, facts)
     _torch_facts(report, facts)
     _driver_facts(report, lines, facts)
-    _gpu_facts(report, facts)
-    _topology_facts(report, facts)
+    visible = _visible_devices(report, facts)
+    _gpu_facts(report, facts, visible)
+    _topology_facts(report, facts, visible)
     _package_facts(report, facts)
     _env_facts(report, facts)
     return facts
@@ -405,7 +406,34 @@ def _driver_facts(report: _Report, lines: list[str], facts: Facts) -> None:
 # -- GPUs -----------------------------------------------------------------------------------
 
 
-def _gpu_facts(report: _Report, facts: Facts) -> None:
+def _visible_devices(report: _Report, facts: Facts) -> list[int] | None:
+    """GPU indices named by CUDA_VISIBLE_DEVICES in the report's environment, if any.
+
+    The report's GPU list comes from `nvidia-smi -L` (every GPU of the host); CUDA, and so
+    vLLM, sees only these. UUID or MIG ids cannot be matched (the report strips UUIDs)."""
+    for i, line in enumerate(report.lines):
+        m = _ENV_LINE.match(line.strip())
+        if not m or m.group("key") != "CUDA_VISIBLE_DEVICES" or line.startswith((" ", "\t")):
+            continue
+        value = m.group("val").strip()
+        facts.set("gpu.visible_devices", value, Source.REPORT, line.strip())
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+        if all(re.fullmatch(r"\d+", p) for p in parts):
+            out: list[int] = []
+            for p in parts:
+                if int(p) in out:
+                    break  # CUDA stops at a repeated index
+                out.append(int(p))
+            return out
+        if any(p.startswith("MIG-") for p in parts):
+            facts.set("gpu.mig_enabled", True, Source.REPORT, line.strip())
+        facts.notes.append(f"CUDA_VISIBLE_DEVICES={value} in the report: not GPU indices, "
+                           "so the GPU list is taken as it is")
+        return None
+    return None
+
+
+def _gpu_facts(report: _Report, facts: Facts, visible: list[int] | None = None) -> None:
     entry = report.get("GPU models and configuration")
     if entry is None:
         facts.mark_missing("gpu", "the report has no `GPU models and configuration` line")
@@ -431,6 +459,13 @@ def _gpu_facts(report: _Report, facts: Facts) -> None:
             return
         facts.mark_missing("gpu", f"the report lists no GPUs (`{value or 'nothing'}`)")
         return
+    detail = "GPU models and configuration"
+    if visible is not None:
+        listed = {g[0]: g for g in gpus}
+        gpus = [listed[i] for i in visible if i in listed]
+        detail += f" (CUDA_VISIBLE_DEVICES={','.join(map(str, visible))})"
+        facts.notes.append(f"the report lists {len(listed)} GPUs; CUDA_VISIBLE_DEVICES "
+                           f"leaves {len(gpus)} visible")
     devices: list[dict[str, Any]] = []
     capabilities: list[int] = []
     unknown: list[str] = []
@@ -444,13 +479,16 @@ def _gpu_facts(report: _Report, facts: Facts) -> None:
         else:
             unknown.append(gpu_name)
         devices.append(device)
-    detail = "GPU models and configuration"
     facts.set("gpu.count", len(gpus), Source.REPORT, detail)
     facts.set("gpu.names", [g[1] for g in gpus], Source.REPORT, detail)
     facts.set("gpu.devices", devices, Source.REPORT, detail)
-    facts.set("gpu.mig_enabled", mig, Source.REPORT,
-              "MIG devices listed" if mig else "no MIG devices listed")
-    if unknown:
+    if mig or "gpu.mig_enabled" not in facts:
+        facts.set("gpu.mig_enabled", mig, Source.REPORT,
+                  "MIG devices listed" if mig else "no MIG devices listed")
+    if not gpus:
+        for path in ("gpu.capabilities", "gpu.min_capability", "gpu.max_capability"):
+            facts.mark_missing(path, "no GPU is visible")
+    elif unknown:
         reason = (f"no compute capability known for {', '.join(sorted(set(unknown)))}"
                   if not rocm else "AMD GPUs have no CUDA compute capability")
         for path in ("gpu.capabilities", "gpu.min_capability", "gpu.max_capability"):
@@ -562,7 +600,7 @@ def _parse_nvidia_matrix(lines: list[str]) -> tuple[list[str], dict[str, list[st
     return header, rows
 
 
-def _topology_facts(report: _Report, facts: Facts) -> None:
+def _topology_facts(report: _Report, facts: Facts, visible: list[int] | None = None) -> None:
     lines = _topology_lines(report)
     if not lines or not any(_collected(x) for x in lines):
         facts.mark_missing("topology", "the report has no GPU Topology matrix")
@@ -588,6 +626,9 @@ def _topology_facts(report: _Report, facts: Facts) -> None:
                 continue
             links.append({"a": int(a[3:]), "b": int(header[j][3:]), "link": link})
     detail = "GPU Topology"
+    if visible is not None:
+        links = [x for x in links if x["a"] in visible and x["b"] in visible]
+        detail += f" (CUDA_VISIBLE_DEVICES={','.join(map(str, visible))})"
     facts.set("topology.links", links, Source.REPORT, detail)
     if not links:
         facts.mark_missing("topology.all_nvlink", "one GPU: no links between GPUs")
