@@ -39,8 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from vllm_doctor import yaml_io
-
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.model import Facts, Source
 
@@ -781,6 +779,8 @@ def _read_config(path_text: str, cwd: Path | None) -> tuple[Path, Any]:
         raise InputError("--config", f"no such file: {path}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise InputError("--config", f"cannot read {path}: {err}") from None
+    from vllm_doctor import yaml_io  # only a --config file needs YAML
+
     try:
         data = yaml_io.safe_load(text)
     except yaml_io.YAMLError as err:
