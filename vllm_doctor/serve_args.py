@@ -682,6 +682,8 @@ class _Tok:
     text: str  # the token after vLLM's normalisation
     idx: int | None  # index in ServeLine.tokens, None for tokens from the config file
     raw: str  # evidence: what the user wrote
+    # for the option word standing for merged dotted keys: the user's words they came from
+    dotted_idx: list[int] | None = None
 
 
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -888,7 +890,7 @@ def _extract_dotted(toks: list[_Tok]) -> tuple[list[_Tok], set[str], list[str]]:
         kept.append(_Tok(key, idx, raw))
         kept.append(_Tok(json.dumps(value), idx, raw))
         # the dotted tokens' positions, for render_command
-        kept[-2].dotted_idx = [p.idx for p in pieces if p.idx is not None]  # type: ignore[attr-defined]
+        kept[-2].dotted_idx = [p.idx for p in pieces if p.idx is not None]
     return kept, duplicates, empty_keys
 
 
@@ -1054,7 +1056,7 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
     while i < n:
         tok = toks[i]
         arg = tok.text
-        dotted_idx = getattr(tok, "dotted_idx", None)
+        dotted_idx = tok.dotted_idx
         if arg == "--" and not positional_only:
             positional_only = True  # argparse: every word after `--` is positional
             _add_span(line, "--", [tok])
@@ -1102,7 +1104,7 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
                 i += 1  # the merged JSON value of dotted pieces
                 text = tok.raw
             elif (not eq and i + 1 < n and not _looks_like_flag(toks[i + 1].text)
-                  and getattr(toks[i + 1], "dotted_idx", None) is None):
+                  and toks[i + 1].dotted_idx is None):
                 i += 1
                 end_tok = toks[i]
                 text = _evidence_text([tok, end_tok])
@@ -1140,7 +1142,7 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
                 values = [explicit]
             else:
                 while i + 1 < n and not _looks_like_flag(toks[i + 1].text) \
-                        and getattr(toks[i + 1], "dotted_idx", None) is None:
+                        and toks[i + 1].dotted_idx is None:
                     i += 1
                     values.append(toks[i].text)
                     end_tok = toks[i]
