@@ -43,8 +43,15 @@ def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) ->
     for line in f.log_matches:
         console.print(f"      seen in the log: [italic]{escape(line)}[/]")
     for probe in f.probe_results:
-        console.print(f"      probe {probe.get('name')}: {probe.get('status')}"
-                      f" — {escape(str(probe.get('reason') or ''))}")
+        verb = ("confirms" if rule.code in probe.get("rules_confirmed", [])
+                else "refutes" if rule.code in probe.get("rules_refuted", []) else "ran")
+        console.print(f"      probe {probe.get('name')} ({probe.get('status')}, {verb} "
+                      f"{rule.code}): {escape(str(probe.get('reason') or ''))}")
+        # isolated sub-checks (e.g. the transient CUDA-graph pattern) carry their own outcome
+        for part, sub in (probe.get("metrics") or {}).items():
+            if isinstance(sub, dict) and "status" in sub:
+                outcome = sub.get("outcome") or sub.get("error") or sub.get("reason") or ""
+                console.print(f"        {escape(part)}: {sub['status']} — {escape(str(outcome))[:200]}")
     fix = rule.fix
     if fix and fix.version:
         pr = f" (PR #{fix.pr})" if fix.pr else ""
