@@ -58,6 +58,8 @@ def test_ignore_file_suppresses_and_output_file(tmp_path):
     (["explain", "--log", "/nonexistent/crash.log"], "no such log file"),
     (["rules", "validate", "--rules-dir", "/nonexistent"], "does not exist"),
     (["no-such-command"], "No such command"),
+    (["check", "--serve", "  "], "the serve line is empty"),
+    (["facts", "--serve", ""], "the serve line is empty"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle):
     run = doctor(*args)

@@ -75,6 +75,8 @@ class _Runner:
 
 def _collect_serve(facts: Facts, options: CollectOptions, env: Mapping[str, str]) -> str | None:
     """Parse the serve line (one of three forms) into serve.*; returns the model it names."""
+    if options.serve_string is not None and not options.serve_string.strip():
+        raise InputError("--serve", "the serve line is empty")
     given = [x for x in (options.serve_tokens, options.serve_string, options.serve_config)
              if x]
     if not given:
