@@ -88,14 +88,24 @@ def render_text(doc: CheckDocument, console: Console, verbose: bool = False) -> 
                       f"need{'s' if n == 1 else ''} more facts)")
         shown = doc.undecided if verbose else doc.undecided[:8]
         for f in shown:
-            needs = "; ".join(f"{m.path} ({m.reason})" for m in f.missing) or "the vLLM version"
+            needs = ", ".join(m.path for m in f.missing) or "the vLLM version"
             console.print(f"  [cyan]?[/] {f.rule.code} {escape(f.rule.summary)}")
             console.print(f"      missing: {escape(needs)}")
-        hints = sorted({m.how for f in doc.undecided for m in f.missing})
-        for hint in hints:
-            console.print(f"      [dim]→ {escape(hint)}[/]")
         if len(doc.undecided) > len(shown):
-            console.print(f"      [dim]… {len(doc.undecided) - len(shown)} more (-v lists them)[/]")
+            console.print(f"  [dim]… {len(doc.undecided) - len(shown)} more (-v lists them)[/]")
+        # why each fact is missing and how to supply it, once per reason
+        reasons: dict[tuple[str, str], list[str]] = {}
+        for f in doc.undecided:
+            for m in f.missing:
+                paths = reasons.setdefault((m.reason, m.how), [])
+                if m.path not in paths:
+                    paths.append(m.path)
+        console.print("    to decide them:")
+        for (reason, how), paths in reasons.items():
+            more = f" (+{len(paths) - 3})" if len(paths) > 3 else ""
+            console.print(f"      {escape(', '.join(paths[:3]))}{more}: {escape(reason)}")
+            if how not in reason:
+                console.print(f"        [dim]→ {escape(how)}[/]")
     for f in doc.suppressed:
         console.print(f"  [dim]- {f.rule.code} ignored: {escape(f.suppressed or '')}[/]")
     if doc.probes:
