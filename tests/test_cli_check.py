@@ -122,3 +122,12 @@ def test_rules_test_fails_on_a_wrong_case(tmp_path):
     cases.write_text(cases.read_text().replace("expect: not-applies", "expect: applies"))
     run = doctor("rules", "test", "--rules-dir", str(tmp_path / "rules"))
     assert run.returncode == 1 and "FAIL  HW901 nvlink" in run.stdout
+
+
+def test_corrected_command_keeps_the_users_variables():
+    run = doctor("check", "--rules-dir", str(RULES), "--format", "json", "--serve",
+                 "VLLM_ATTENTION_BACKEND=FLASHINFER NCCL_DEBUG='INFO x' vllm serve m -tp 2")
+    (finding,) = [f for f in json.loads(run.stdout)["findings"] if f["code"] == "ENV901"]
+    (suggestion,) = finding["suggestions"]
+    assert suggestion["command"] == "NCCL_DEBUG='INFO x' vllm serve m -tp 2 --attention-backend FLASH_ATTN"
+    assert suggestion["env"] == ["unset VLLM_ATTENTION_BACKEND"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -69,6 +70,12 @@ def _suggestions(doc, facts) -> None:
                 from vllm_doctor.serve_args import render_command
 
                 command = render_command(line, set=w.serve_set, remove=w.serve_remove)
+                # `KEY=VALUE vllm serve ...`: keep the variables the user put before the command,
+                # less those the workaround unsets or sets itself
+                prefix = [f"{path[4:]}={shlex.quote(str(fact.value))}" for path, fact in facts.area("env")
+                          if fact.source == Source.SERVE and path[4:] not in w.env_unset
+                          and path[4:] not in w.env_set]
+                command = " ".join([*prefix, command])
             env = [f"export {k}={v}" for k, v in w.env_set.items()] + [f"unset {k}" for k in w.env_unset]
             out.append(FixSuggestion(finding.rule.code, w.title, command, env, w.cost))
         if out:
