@@ -30,7 +30,7 @@ HEADLINE: dict[str, tuple[str, ...]] = {
     "teardown": ("destroy_process_group_s", "max_import_torch_s", "max_dist_init_s"),
 }
 PART_HEADLINE = {
-    "compile": ("error",),
+    "compile": ("error", "cached"),  # a reused result says when and under which torch it was made
     "transient": ("outcome", "after_free", "after_reuse", "replay_error", "capture_error"),
 }
 
