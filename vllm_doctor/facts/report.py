@@ -28,6 +28,7 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.facts.packages import canonical_name
 
 # vLLM releases on the package registry (0.1.0 … 0.33.0), newest last.
 _KNOWN_RELEASES = [
@@ -198,10 +199,6 @@ def _key_of(line: str) -> tuple[str, str] | None:
 
 def _collected(value: str | None) -> bool:
     return value is not None and value.strip().lower() not in _NOT_COLLECTED
-
-
-def _canonical_package(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name.strip()).lower()
 
 
 def _secret(name: str) -> bool:
@@ -695,12 +692,12 @@ def _package_facts(report: _Report, facts: Facts) -> None:
         if m.group("tool") == "conda":
             parts = rest.split()
             if len(parts) >= 2 and re.match(r"^\d", parts[1]):
-                conda.setdefault(_canonical_package(parts[0]), (parts[1], line.strip()))
+                conda.setdefault(canonical_name(parts[0]), (parts[1], line.strip()))
             continue
         pm = re.match(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._\-]*)\s*==\s*(?P<ver>\S+)$", rest)
         if not pm:
             continue
-        path = f"packages.{_canonical_package(pm.group('name'))}"
+        path = f"packages.{canonical_name(pm.group('name'))}"
         if path not in facts:
             facts.set(path, pm.group("ver"), Source.REPORT, line.strip())
             found = True
