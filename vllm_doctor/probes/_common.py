@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
-
-from vllm_doctor.probes.result import ERROR, FAIL, PASS, SKIP, WARN  # noqa: F401  (re-exported)
 
 
 @dataclass
@@ -94,10 +91,6 @@ def err_text(err: BaseException, limit: int = 400) -> str:
     return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
-def format_exc() -> str:
-    return traceback.format_exc()
-
-
 def sync(device) -> None:
     import torch
 
@@ -145,23 +138,6 @@ def time_op(fn: Callable[[], Any], device, iters: int = 5, warmup: int = 2) -> f
             times.append(time.perf_counter() - t0)
     times.sort()
     return times[len(times) // 2]
-
-
-def call_with_timeout(fn: Callable[[], Any], timeout: float) -> tuple[bool, float, BaseException | None]:
-    """Run ``fn`` in a daemon thread; (returned in time, seconds, exception raised)."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            fn()
-        except BaseException as err:  # noqa: BLE001 - reported to the caller
-            box["err"] = err
-
-    t0 = time.perf_counter()
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    return (not thread.is_alive()), time.perf_counter() - t0, box.get("err")
 
 
 class _Background:
