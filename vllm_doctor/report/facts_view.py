@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from vllm_doctor.facts.collect import CRASH_PREFIX
 from vllm_doctor.facts.model import Fact, Facts, Source
 
 OK, WARN, FAIL = "✓", "!", "✗"
@@ -110,7 +111,7 @@ def section_status(facts: Facts, section: Section) -> tuple[str, str]:
     """(mark, short reason) of a section."""
     values = [(p, f) for p, f in facts.values.items() if _in_areas(p, section.areas)]
     missing = {p: r for p, r in facts.missing.items() if _in_areas(p, section.areas)}
-    crashed = [r for r in missing.values() if r.startswith("collector crashed")]
+    crashed = [r for r in missing.values() if r.startswith(CRASH_PREFIX)]
     if crashed:
         return FAIL, crashed[0]
     area_missing = [missing[a] for a in section.areas if a in missing]
@@ -126,6 +127,11 @@ def section_status(facts: Facts, section: Section) -> tuple[str, str]:
             else f"{len(missing)} fact(s) missing")
         return WARN, reason
     return OK, ""
+
+
+def shown_notes(facts: Facts) -> list[str]:
+    """The collection notes a reader sees: a crashed collector shows on its section instead."""
+    return [note for note in facts.notes if not note.startswith(CRASH_PREFIX)]
 
 
 def _fact_line(path: str, fact: Fact, verbose: bool) -> tuple[str, str, str]:
@@ -179,9 +185,7 @@ def render_facts(facts: Facts, console: Any = None, verbose: bool = False,
             if not verbose and path.startswith("derived.") and reason.startswith("needs "):
                 reason = reason.split(":", 1)[0]  # the input's own reason is shown in its area
             console.print(f"    [yellow]✗ {escape(path)}[/]: {escape(reason)}")
-    for note in facts.notes if notes else ():
-        if note.startswith("collector crashed"):
-            continue
+    for note in shown_notes(facts) if notes else ():
         console.print(f"[dim]note: {escape(note)}[/]")
 
 

@@ -72,7 +72,7 @@ def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) ->
 
 
 def render_text(doc: CheckDocument, console: Console, verbose: bool = False) -> None:
-    from vllm_doctor.report.facts_view import render_facts
+    from vllm_doctor.report.facts_view import render_facts, shown_notes
 
     render_facts(doc.facts, console, verbose=verbose, only=FACT_SECTIONS, notes=False)
     applies = doc.applies
@@ -116,5 +116,5 @@ def render_text(doc: CheckDocument, console: Console, verbose: bool = False) -> 
         clear = sorted(f.rule.code for f in doc.findings if f.verdict == NOT_APPLIES)
         console.print(f"[dim]does not apply: {', '.join(clear) or '(none)'}[/]")
         console.print(f"[dim]checked in {doc.duration_s:.3f} s[/]")
-    for note in doc.notes + [n for n in doc.facts.notes if not n.startswith("collector crashed")]:
+    for note in doc.notes + shown_notes(doc.facts):
         console.print(f"[dim]note: {escape(note)}[/]")
