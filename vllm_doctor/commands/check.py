@@ -200,12 +200,6 @@ def run_check(
     return EXIT_FINDINGS if doc.failing() else EXIT_OK
 
 
-def _split(values: Optional[List[str]]) -> list[str] | None:
-    if not values:
-        return None
-    return [p.strip() for v in values for p in v.split(",") if p.strip()]
-
-
 def register(app: typer.Typer) -> None:
     @app.command("check")
     def check(
@@ -233,7 +227,7 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(run_check(
             serve_tokens=serve_tokens, serve=serve, serve_config=serve_config,
             model_config=model_config, report=report, log=log, vllm_version=vllm_version,
-            torch_version=torch_version, fmt=fmt, fail_on=fail_on, select=_split(select),
-            ignore=_split(ignore), ignore_file=ignore_file, verbose=verbose, output=output,
+            torch_version=torch_version, fmt=fmt, fail_on=fail_on, select=inputs.split_commas(select),
+            ignore=inputs.split_commas(ignore), ignore_file=ignore_file, verbose=verbose, output=output,
             example=example, probe=probe, rules_dirs=list(rules_dir) if rules_dir else None,
         ))

@@ -1,6 +1,9 @@
-"""The input options that `check`, `facts` and `probe` share, declared once."""
+"""The input options that `check`, `facts` and `probe` share, declared once, and how their
+comma-separated lists are read."""
 
 from __future__ import annotations
+
+from typing import Iterable
 
 import typer
 
@@ -12,3 +15,9 @@ LOG = typer.Option(None, "--log", help="A crash log to match against the known f
 VLLM_VERSION = typer.Option(None, "--vllm-version", help="What if vLLM were this version.")
 TORCH_VERSION = typer.Option(None, "--torch-version", help="What if torch were this version.")
 VERBOSE = typer.Option(False, "--verbose", "-v", help="Sources of every fact, everything undecided, timings.")
+
+
+def split_commas(values: Iterable[str] | None) -> list[str] | None:
+    """Repeatable comma-separated option values as one list (``--select A,B --select C``);
+    None when nothing is named."""
+    return [p.strip() for v in values or () for p in v.split(",") if p.strip()] or None

@@ -10,6 +10,7 @@ from typing import Any, List, Optional
 
 import typer
 
+from vllm_doctor.commands.inputs import split_commas
 from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError
 
 FORMATS = ("text", "json")
@@ -184,7 +185,7 @@ def register(app: typer.Typer) -> None:
         if extra and extra[0].startswith("-"):
             raise InputError("probe", f"unknown option {extra[0]!r} (a serve line goes after --)")
         tokens = shlex.split(serve) if serve else extra
-        names = [n.strip() for v in (only or []) for n in v.split(",") if n.strip()] or None
+        names = split_commas(only)
         code = run_probe_command(names, tp, device, timeout, fmt, tokens, model_config, results,
                                  verbose, teardown_timeout, list_only=list_, use_cache=not no_cache)
         if code:

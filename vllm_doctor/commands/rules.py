@@ -8,6 +8,7 @@ from typing import List, Optional
 
 import typer
 
+from vllm_doctor.commands.inputs import split_commas
 from vllm_doctor.errors import EXIT_FINDINGS, InputError
 
 rules_app = typer.Typer(help="List, show, validate and test the rule base.", no_args_is_help=True)
@@ -18,17 +19,11 @@ RulesDirOption = typer.Option(
 SelectOption = typer.Option(None, "--select", help="Only rules whose code starts with these prefixes (comma-separated).")
 
 
-def _split(values: Optional[List[str]]) -> list[str] | None:
-    if not values:
-        return None
-    return [p for v in values for p in v.split(",") if p.strip()]
-
-
 def _load(rules_dir: Optional[List[Path]], select: Optional[List[str]] = None):
     from vllm_doctor.engine.loader import load_rules, select_rules
 
     rules = load_rules(list(rules_dir) if rules_dir else None)
-    return select_rules(rules, _split(select), None) if select else rules
+    return select_rules(rules, split_commas(select), None) if select else rules
 
 
 @rules_app.command("list")
