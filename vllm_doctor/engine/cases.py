@@ -9,7 +9,7 @@ from typing import Any
 
 from vllm_doctor import yaml_io
 
-from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, evaluate_rule, match_signatures
+from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, evaluate_rule
 from vllm_doctor.engine.rule import Rule
 from vllm_doctor.facts.model import Facts
 from vllm_doctor.facts.schema import is_known_path
@@ -65,7 +65,7 @@ def _run_case(rule: Rule, case: dict[str, Any], index: int) -> CaseResult:
         problems.append(f"expected {expect}, got {finding.verdict}"
                         + (f" ({detail})" if detail else "") + (f" missing: {missing}" if missing else ""))
     if log:
-        hits = match_signatures(rule, log)
+        hits = finding.log_matches  # evaluate_rule matched the signatures already
         if expect == APPLIES and not hits:
             problems.append("the log does not match any signature")
         if expect == NOT_APPLIES and hits:
