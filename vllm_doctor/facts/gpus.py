@@ -19,6 +19,7 @@ NUMA node, across host bridges), ``SYS`` (across the SMP interconnect between NU
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -26,8 +27,8 @@ from vllm_doctor.facts.model import Facts, Source
 
 # NVML topology levels (nvmlGpuTopologyLevel_t) → nvidia-smi topo names
 _TOPOLOGY_NAMES = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
-# fastest first; a link's rank is its index (NV# ranks by link count, above every PCIe path)
-_PCIE_ORDER = ["SYS", "NODE", "PHB", "PXB", "PIX"]
+# nvidia-smi topo -m legend, fastest first (NV# ranks by link count, above every PCIe path)
+_LINK_ORDER = {"NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
 _NVLINK_MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS in current NVML headers
 _NVLINK_DEVICE_TYPE_SWITCH = 2  # NVML_NVLINK_DEVICE_TYPE_SWITCH
 _P2P_CAPS_INDEX_READ = 0  # NVML_P2P_CAPS_INDEX_READ
@@ -221,13 +222,13 @@ def _nvlink_peers(nvml: Any, dev: _Device, gpu_bus_ids: set[str]) -> tuple[dict[
     return peers, switch_links
 
 
-def _link_rank(link: str) -> int:
-    if link.startswith("NV"):
-        try:
-            return 100 + int(link[2:])
-        except ValueError:
-            return 100
-    return _PCIE_ORDER.index(link) if link in _PCIE_ORDER else -1
+def link_rank(link: str) -> tuple[int, int]:
+    """Sort key of a link type, larger is slower: ``max(links, key=link_rank)`` is the worst.
+    Fewer NVLinks is slower; a type outside the legend ranks below SYS."""
+    m = re.fullmatch(r"NV(\d+)", link)
+    if m:
+        return (0, -int(m.group(1)))
+    return (_LINK_ORDER.get(link, 6), 0)
 
 
 def _links(nvml: Any, devices: list[_Device], all_devices: list[_Device]) -> list[dict]:
@@ -378,7 +379,7 @@ def _collect(nvml: Any, facts: Facts, env: Mapping[str, str]) -> None:
         facts.mark_missing("topology.all_nvlink", "NVML did not report every PCIe path")
     else:
         facts.set("topology.all_nvlink", all(k.startswith("NV") for k in kinds), Source.NVML)
-        facts.set("topology.worst_link", min(kinds, key=_link_rank), Source.NVML)
+        facts.set("topology.worst_link", max(kinds, key=link_rank), Source.NVML)
     p2p = [link["p2p"] for link in links]
     if any(v is False for v in p2p):
         facts.set("topology.p2p_all", False, Source.NVML)

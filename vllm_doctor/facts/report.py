@@ -27,6 +27,7 @@ from typing import Any, Iterable
 from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.errors import InputError
+from vllm_doctor.facts.gpus import link_rank
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.packages import canonical_name
 
@@ -126,19 +127,6 @@ def capability_from_name(name: str) -> int | None:
         if pattern.search(name):
             return capability
     return None
-
-
-# -- links -------------------------------------------------------------------------------
-
-# nvidia-smi topo -m legend, best to worst
-_LINK_RANK = {"NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
-
-
-def _link_rank(link: str) -> tuple[int, int]:
-    m = re.fullmatch(r"NV(\d+)", link)
-    if m:
-        return (0, -int(m.group(1)))  # fewer NVLinks is slower
-    return (_LINK_RANK.get(link, 6), 0)
 
 
 # -- parsing -----------------------------------------------------------------------------
@@ -633,7 +621,7 @@ def _topology_facts(report: _Report, facts: Facts, visible: list[int] | None = N
         return
     facts.set("topology.all_nvlink", all(re.fullmatch(r"NV\d+", x["link"]) for x in links),
               Source.REPORT, detail)
-    worst = max((x["link"] for x in links), key=_link_rank)
+    worst = max((x["link"] for x in links), key=link_rank)
     facts.set("topology.worst_link", worst, Source.REPORT, detail)
     facts.mark_missing("topology.p2p_all", "a collect-env report does not test P2P access")
 
