@@ -471,17 +471,13 @@ def _gpu_facts(report: _Report, facts: Facts, visible: list[int] | None = None) 
         facts.set("gpu.mig_enabled", mig, Source.REPORT,
                   "MIG devices listed" if mig else "no MIG devices listed")
     if not gpus:
-        for path in ("gpu.capabilities", "gpu.min_capability", "gpu.max_capability"):
-            facts.mark_missing(path, "no GPU is visible")
+        _capability_facts(facts, missing="no GPU is visible")
     elif unknown:
-        reason = (f"no compute capability known for {', '.join(sorted(set(unknown)))}"
-                  if not rocm else "AMD GPUs have no CUDA compute capability")
-        for path in ("gpu.capabilities", "gpu.min_capability", "gpu.max_capability"):
-            facts.mark_missing(path, reason)
+        _capability_facts(facts, missing=(
+            f"no compute capability known for {', '.join(sorted(set(unknown)))}"
+            if not rocm else "AMD GPUs have no CUDA compute capability"))
     else:
-        facts.set("gpu.capabilities", capabilities, Source.REPORT, CAPABILITY_DETAIL)
-        facts.set("gpu.min_capability", min(capabilities), Source.REPORT, CAPABILITY_DETAIL)
-        facts.set("gpu.max_capability", max(capabilities), Source.REPORT, CAPABILITY_DETAIL)
+        _capability_facts(facts, capabilities)
     for path in ("gpu.memory_total_mib", "gpu.memory_free_mib"):
         facts.mark_missing(path, "a collect-env report does not state GPU memory")
 
@@ -513,13 +509,22 @@ def _single_device(report: _Report, facts: Facts, value: str, rocm: bool) -> Non
         if cap is not None:
             device["capability"] = cap
             device["capability_source"] = CAPABILITY_DETAIL
-            facts.set("gpu.capabilities", [cap], Source.REPORT, CAPABILITY_DETAIL)
-            facts.set("gpu.min_capability", cap, Source.REPORT, CAPABILITY_DETAIL)
-            facts.set("gpu.max_capability", cap, Source.REPORT, CAPABILITY_DETAIL)
+            _capability_facts(facts, [cap])
             return
         reason = f"no compute capability known for {name}"
-    for path in ("gpu.capabilities", "gpu.min_capability", "gpu.max_capability"):
-        facts.mark_missing(path, reason)
+    _capability_facts(facts, missing=reason)
+
+
+def _capability_facts(facts: Facts, capabilities: list[int] | None = None,
+                      missing: str = "") -> None:
+    """gpu.capabilities with its min and max, or all three marked ``missing`` for that reason."""
+    if not capabilities:
+        for path in ("gpu.capabilities", "gpu.min_capability", "gpu.max_capability"):
+            facts.mark_missing(path, missing)
+        return
+    facts.set("gpu.capabilities", capabilities, Source.REPORT, CAPABILITY_DETAIL)
+    facts.set("gpu.min_capability", min(capabilities), Source.REPORT, CAPABILITY_DETAIL)
+    facts.set("gpu.max_capability", max(capabilities), Source.REPORT, CAPABILITY_DETAIL)
 
 
 # -- topology -------------------------------------------------------------------------------
