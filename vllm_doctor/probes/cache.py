@@ -43,15 +43,13 @@ def torch_identity() -> dict[str, str] | None:
     except (ImportError, ValueError):
         spec = None
     if spec is not None and spec.origin:
-        text = ""
-        try:
-            text = (Path(spec.origin).parent / "version.py").read_text(encoding="utf-8")
-        except OSError:
-            pass
-        match = re.search(r"git_version\s*=\s*['\"]([0-9a-f]+)['\"]", text)
-        if match:
-            ident["git"] = match.group(1)
-        ident["path"] = str(Path(spec.origin).parent)
+        from vllm_doctor.facts.packages import read_version_file
+
+        torch_dir = Path(spec.origin).parent
+        git = read_version_file(torch_dir / "version.py").get("git_version")
+        if isinstance(git, str) and re.fullmatch(r"[0-9a-f]+", git):
+            ident["git"] = git
+        ident["path"] = str(torch_dir)
     return ident
 
 
