@@ -46,6 +46,10 @@ import yaml
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from vllm_doctor.engine.fixstate import in_ranges
+from vllm_doctor.engine.loader import rule_files
+from vllm_doctor.engine.rule import VersionRange
+
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = "vllm"
 # Files read when counting pattern hits across the whole package (the .so files are skipped).
@@ -78,19 +82,12 @@ class AuditRule:
     fingerprints: tuple[AuditFingerprint, ...]
 
 
-def _rule_files(rules_dir: Path) -> list[Path]:
-    return sorted(
-        p for p in rules_dir.rglob("*")
-        if p.suffix in (".yaml", ".yml") and not p.name.endswith((".cases.yaml", ".cases.yml"))
-    )
-
-
 def load_rules(rules_dir: Path, select: list[str] | None = None) -> tuple[list[AuditRule], list[str]]:
     """Rules with their ranges and fingerprints, read with yaml.safe_load; plus problems."""
     if not rules_dir.is_dir():
         raise AuditError(f"{rules_dir}: rule directory does not exist")
     rules, problems = [], []
-    for path in _rule_files(rules_dir):
+    for path in rule_files(rules_dir):
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError) as err:
@@ -147,13 +144,9 @@ def load_rules(rules_dir: Path, select: list[str] | None = None) -> tuple[list[A
 
 
 def range_verdict(version: Version, ranges: tuple[tuple[str, str | None], ...]) -> str:
-    """What the ranges say for a release (same semantics as engine.fixstate._in_ranges)."""
-    for introduced, fixed in ranges:
-        low_ok = introduced == "0" or version >= Version(introduced)
-        high_ok = fixed is None or version < Version(fixed)
-        if low_ok and high_ok:
-            return AFFECTED
-    return FIXED
+    """What the ranges say for a release (engine.fixstate.in_ranges decides, as in `check`)."""
+    inside, _ = in_ranges(version, tuple(VersionRange(i, f) for i, f in ranges))
+    return AFFECTED if inside else FIXED
 
 
 # -- globs -----------------------------------------------------------------------------------

@@ -65,7 +65,8 @@ def check_fingerprint(fp: Fingerprint, package_dir: Path) -> tuple[str, str] | N
     return state, f"{rel} lacks /{fp.pattern.pattern}/"
 
 
-def _in_ranges(version: Version, ranges: tuple[VersionRange, ...]) -> tuple[bool, str]:
+def in_ranges(version: Version, ranges: tuple[VersionRange, ...]) -> tuple[bool, str]:
+    """Whether a release lies in one of the affected ranges, and the ranges in words."""
     for rng in ranges:
         low_ok = rng.introduced == "0" or version >= parse_version(rng.introduced)
         high_ok = rng.fixed is None or version < parse_version(rng.fixed)
@@ -105,7 +106,7 @@ def fix_state(rule: Rule, facts: Facts, vllm_tree: Path | None = None) -> FixSta
 
     # (2) a release: the ranges decide.
     if not (version.is_devrelease or version.is_prerelease):
-        inside, why = _in_ranges(version, rule.ranges)
+        inside, why = in_ranges(version, rule.ranges)
         custom = f" (custom build +{version.local}: backports possible)" if version.local else ""
         why = why if inside else f"not in the {why}"
         return FixState(AFFECTED if inside else FIXED, "release-range",
@@ -133,7 +134,7 @@ def fix_state(rule: Rule, facts: Facts, vllm_tree: Path | None = None) -> FixSta
                 "decides exactly where vLLM is installed",
                 lowers_confidence=True,
             )
-    _, why = _in_ranges(base, rule.ranges)
+    _, why = in_ranges(base, rule.ranges)
     return FixState(FIXED, "dev-version",
                     f"dev build {version} descends from {base}, outside the {why}",
                     lowers_confidence=True)
