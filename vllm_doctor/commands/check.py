@@ -84,16 +84,15 @@ def _suggestions(doc, facts) -> None:
 
 def _attach_probes(doc, facts, findings, tp: int | None, device: str, timeout: float) -> None:
     """Run the probes linked to applicable/undecided findings and fold their results in."""
+    from vllm_doctor.commands.probe import model_dims
     from vllm_doctor.probes import run_probes
 
     wanted = sorted({f.rule.probe for f in findings if f.rule.probe and f.verdict != "not-applies"})
     if not wanted:
         doc.notes.append("--probe: no finding has a confirming probe")
         return
-    model = {key: facts.value(f"model.{key}") for key in ("vocab_size", "hidden_size")
-             if facts.value(f"model.{key}")}
     results = [r.to_dict() for r in run_probes(wanted, tp=tp or 1, device=device,
-                                                timeout=timeout, model=model or None)]
+                                                timeout=timeout, model=model_dims(facts))]
     doc.probes = results
     for finding in findings:
         for result in results:

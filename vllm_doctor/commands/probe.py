@@ -91,6 +91,11 @@ def model_sizes(model_config: Path | None, model_id: str | None) -> dict[str, in
 
     facts = Facts()
     collect_model(facts, model_config=model_config, model_id=model_id)
+    return model_dims(facts)
+
+
+def model_dims(facts: Any) -> dict[str, int] | None:
+    """The model sizes the probes take (vocab_size, hidden_size) from collected facts, or None."""
     sizes = {k: facts.value(f"model.{k}") for k in ("vocab_size", "hidden_size")}
     sizes = {k: v for k, v in sizes.items() if isinstance(v, int) and v > 0}
     return sizes or None
