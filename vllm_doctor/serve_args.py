@@ -491,6 +491,9 @@ _LONG_ALIASES = {a[2:]: n for a, n in _ALIASES.items() if a.startswith("--")}
 _SHORT_ALIASES = {a: n for a, n in _ALIASES.items() if not a.startswith("--")}
 
 JSON_KINDS = ("json", "json_or_str")
+# The speculative-decoding shorthand flags and the speculative_config key each one sets.
+_SPEC_FLAGS = (("spec-method", "method"), ("spec-model", "model"),
+               ("spec-tokens", "num_speculative_tokens"))
 
 
 def option_spec(name: str) -> OptionSpec | None:
@@ -660,8 +663,7 @@ class ServeLine:
         config: dict[str, Any] | None = None
         if isinstance(raw, dict):
             config = {str(k).replace("-", "_"): v for k, v in raw.items()}
-        for flag, key in (("spec-method", "method"), ("spec-model", "model"),
-                          ("spec-tokens", "num_speculative_tokens")):
+        for flag, key in _SPEC_FLAGS:
             if flag in self.options and self.options[flag] is not None:
                 config = dict(config or {})
                 config.setdefault(key, self.options[flag])
@@ -1039,8 +1041,7 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
             line.warnings.append("no model given (vLLM would serve its default model)")
     spec_conf = line.options.get("speculative-config")
     if isinstance(spec_conf, dict):
-        for flag, key in (("spec-method", "method"), ("spec-model", "model"),
-                          ("spec-tokens", "num_speculative_tokens")):
+        for flag, key in _SPEC_FLAGS:
             if flag in line.options and key in {k.replace("-", "_") for k in spec_conf}:
                 line.warnings.append(f"--{flag} and --speculative-config['{key}'] are "
                                      "mutually exclusive (vLLM raises ValueError)")
@@ -1353,7 +1354,7 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
         current = line.options.get(name)
         if name == "speculative-config":
             current = line.speculative_config() if current is not None or any(
-                f in line.options for f in ("spec-method", "spec-model", "spec-tokens")) else None
+                flag in line.options for flag, _ in _SPEC_FLAGS) else None
         if not isinstance(current, dict) and all(is_removal for _, _, is_removal in edits):
             continue  # nothing to remove from
         new = json.loads(json.dumps(current)) if isinstance(current, dict) else {}
@@ -1369,7 +1370,7 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
                 node[path[-1]] = value
         updates[name] = new
         if name == "speculative-config":
-            removals |= {"spec-method", "spec-model", "spec-tokens"}
+            removals |= {flag for flag, _ in _SPEC_FLAGS}
 
     tokens = list(line.tokens)
     drop: builtins.set[int] = builtins.set()
@@ -1560,7 +1561,7 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
 
     # speculative decoding
     spec_conf = line.speculative_config()
-    spec_names = [n for n in ("speculative-config", "spec-method", "spec-model", "spec-tokens")
+    spec_names = [n for n in ("speculative-config", *(flag for flag, _ in _SPEC_FLAGS))
                   if n in line.given]
     spec_detail = " ".join(line.given[n] for n in spec_names) or None
     spec_src = src(spec_names[0]) if spec_names else source
