@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_doctor.engine.fixstate import AFFECTED, FIXED, FixState, fix_state
+from vllm_doctor.engine.fixstate import AFFECTED, FIXED, UNVERSIONED, FixState, fix_state
 from vllm_doctor.engine.rule import Rule
 from vllm_doctor.facts.model import Facts
 from vllm_doctor.facts.schema import supply_hint
@@ -142,7 +142,7 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: str | None = None,
     if outcome.value is None:
         finding.missing = _missing(facts, outcome.missing)
         return finding
-    if state.state == AFFECTED or state.state == "unversioned":
+    if state.state in (AFFECTED, UNVERSIONED):
         finding.verdict = APPLIES
     elif state.state == FIXED:
         finding.verdict = NOT_APPLIES

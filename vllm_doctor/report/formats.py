@@ -8,6 +8,7 @@ from html import escape as _escape
 
 from vllm_doctor import __version__
 from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, Finding
+from vllm_doctor.engine.fixstate import UNVERSIONED
 from vllm_doctor.report.document import CheckDocument
 
 def xml_escape(text: str) -> str:
@@ -43,7 +44,7 @@ def render_markdown(doc: CheckDocument) -> str:
             out += [f"### `{f.rule.code}` {f.rule.summary}", ""]
             for ev in f.evidence:
                 out.append(f"- `{ev.path}` = `{_md_cell(ev.value)}` ({ev.source})")
-            if f.fix_state and f.fix_state.state != "unversioned":
+            if f.fix_state and f.fix_state.state != UNVERSIONED:
                 out.append(f"- {'source' if f.fix_state.method == 'fingerprint' else 'version'}: {f.fix_state.detail}")
             for line in f.log_matches:
                 out.append(f"- seen in the log: `{line}`")

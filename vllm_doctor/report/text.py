@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from vllm_doctor.engine.evaluate import NOT_APPLIES, Finding
+from vllm_doctor.engine.fixstate import UNVERSIONED
 from vllm_doctor.report.document import CheckDocument
 
 # section marks as in the facts view; finding marks without brackets
@@ -37,7 +38,7 @@ def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) ->
     for ev in f.evidence:
         console.print(f"      because {escape(ev.path)} = {escape(_fmt(ev.value))}"
                       f" [dim]({escape(ev.source)})[/]")
-    if f.fix_state and f.fix_state.state not in ("unversioned",):
+    if f.fix_state and f.fix_state.state != UNVERSIONED:
         label = "source" if f.fix_state.method == "fingerprint" else "version"
         console.print(f"      {label}: {escape(f.fix_state.detail)}")
     for line in f.log_matches:
