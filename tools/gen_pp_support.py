@@ -192,13 +192,18 @@ class Resolver:
         return False
 
 
+def _single_assignment(stmt: ast.stmt) -> tuple[ast.expr | None, ast.expr | None]:
+    """(target, value) of ``x = v`` or ``x: T = v``; (None, None) for any other statement."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        return stmt.targets[0], stmt.value
+    if isinstance(stmt, ast.AnnAssign):
+        return stmt.target, stmt.value
+    return None, None
+
+
 def _sets_supports_pp_true(cls: ast.ClassDef) -> bool:
     for stmt in cls.body:
-        target = value = None
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-            target, value = stmt.targets[0], stmt.value
-        elif isinstance(stmt, ast.AnnAssign):
-            target, value = stmt.target, stmt.value
+        target, value = _single_assignment(stmt)
         if (
             isinstance(target, ast.Name)
             and target.id == "supports_pp"
@@ -214,11 +219,7 @@ def registry_table(registry_path: Path) -> dict[str, tuple[str, str]]:
     tree = ast.parse(registry_path.read_text(encoding="utf-8"))
     dicts: dict[str, ast.Dict] = {}
     for stmt in tree.body:
-        target = value = None
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-            target, value = stmt.targets[0], stmt.value
-        elif isinstance(stmt, ast.AnnAssign):
-            target, value = stmt.target, stmt.value
+        target, value = _single_assignment(stmt)
         if isinstance(target, ast.Name) and isinstance(value, ast.Dict):
             dicts[target.id] = value
     merged = dicts.get("_VLLM_MODELS")
