@@ -72,6 +72,12 @@ class Ctx:
             return value, "model config"
         return default, "default"
 
+    def vocab_and_hidden(self, vocab_default: int, hidden_default: int) -> tuple[int, int, str]:
+        """Vocabulary and hidden size (the model config's, else the defaults) and their source."""
+        vocab, vsrc = self.model_dim("vocab_size", vocab_default)
+        hidden, hsrc = self.model_dim("hidden_size", hidden_default)
+        return vocab, hidden, vsrc if vsrc == hsrc else f"{vsrc}/{hsrc}"
+
 
 def result(status: str, reason: str = "", metrics: dict[str, Any] | None = None,
            confirmed: list[str] | tuple[str, ...] = (), refuted: list[str] | tuple[str, ...] = (),

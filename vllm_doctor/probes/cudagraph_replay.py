@@ -28,9 +28,7 @@ TOPK = 8
 
 
 def _sizes(ctx: Ctx) -> tuple[int, int, str]:
-    vocab, vsrc = ctx.model_dim("vocab_size", DEFAULT_VOCAB)
-    hidden, hsrc = ctx.model_dim("hidden_size", DEFAULT_HIDDEN)
-    return vocab, hidden, vsrc if vsrc == hsrc else f"{vsrc}/{hsrc}"
+    return ctx.vocab_and_hidden(DEFAULT_VOCAB, DEFAULT_HIDDEN)
 
 
 def prepare(ctx: Ctx) -> dict:

@@ -31,9 +31,8 @@ REDUCTION_DIM = re.compile(r"a and b must have same reduction dim, but got \[[^\
 
 
 def _sizes(ctx: Ctx) -> tuple[int, int, dict]:
-    vocab, vsrc = ctx.model_dim("vocab_size", DEFAULT_VOCAB)
-    hidden, hsrc = ctx.model_dim("hidden_size", DEFAULT_HIDDEN)
-    info = {"vocab_size": vocab, "hidden_size": hidden, "sizes_from": vsrc if vsrc == hsrc else f"{vsrc}/{hsrc}"}
+    vocab, hidden, src = ctx.vocab_and_hidden(DEFAULT_VOCAB, DEFAULT_HIDDEN)
+    info = {"vocab_size": vocab, "hidden_size": hidden, "sizes_from": src}
     if ctx.small:
         info.update(vocab_size=min(vocab, CPU_VOCAB), hidden_size=min(hidden, CPU_HIDDEN),
                     shrunk_from=[vocab, hidden], sizes_from="shrunk for a CPU run")
