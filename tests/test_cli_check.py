@@ -131,3 +131,14 @@ def test_corrected_command_keeps_the_users_variables():
     (suggestion,) = finding["suggestions"]
     assert suggestion["command"] == "NCCL_DEBUG='INFO x' vllm serve m -tp 2 --attention-backend FLASH_ATTN"
     assert suggestion["env"] == ["unset VLLM_ATTENTION_BACKEND"]
+
+
+def test_secrets_on_the_serve_line_never_reach_a_report():
+    run = doctor("facts", "--format", "json", "--serve",
+                 "HF_TOKEN=hf_abc123 vllm serve m --hf-token hf_def456 --api-key=sk-789 -tp 2")
+    assert run.returncode == 0, run.stderr
+    for secret in ("hf_abc123", "hf_def456", "sk-789"):
+        assert secret not in run.stdout
+    facts = json.loads(run.stdout)["facts"]
+    assert facts["env.HF_TOKEN"]["value"] == "<redacted>"
+    assert facts["serve.tensor_parallel_size"]["value"] == 2

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from vllm_doctor.errors import InputError
+from vllm_doctor.facts.environment import REDACTED, is_secret
 from vllm_doctor.facts.model import Facts, Source
 
 SERVE_LINE = "serve line"
@@ -1511,6 +1512,25 @@ def _gpu_memory_default(facts: Facts) -> tuple[float, str]:
     return 0.92, f"default of current vLLM ({note})"
 
 
+def _redact_secret_values(tokens: list[str]) -> list[str]:
+    """The serve words with the values of secret-looking flags (--hf-token, --api-key) hidden."""
+    out: list[str] = []
+    hide_next = False
+    for token in tokens:
+        if hide_next and not token.startswith("-"):
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        hide_next = False
+        if token.startswith("--") and is_secret(token.split("=", 1)[0]):
+            if "=" in token:
+                token = token.split("=", 1)[0] + "=" + REDACTED
+            else:
+                hide_next = True
+        out.append(token)
+    return out
+
+
 def _to_facts(line: ServeLine, facts: Facts, source: str,
               env: Mapping[str, str] | None) -> None:
     def src(name: str) -> str:
@@ -1521,7 +1541,7 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
     def put(path: str, name: str, value: Any) -> None:
         facts.set(path, value, src(name), line.given.get(name))
 
-    facts.set("serve.argv", list(line.tokens), source)
+    facts.set("serve.argv", _redact_secret_values(list(line.tokens)), source)
     if line.model is not None:
         facts.set("serve.model", line.model, src("model"), line.given.get("model"))
     else:
@@ -1616,4 +1636,6 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
         put("serve.hf_overrides", "hf-overrides", hf)
 
     for key, value in line.env.items():
+        if is_secret(key):
+            value = REDACTED
         facts.set(f"env.{key}", value, source, f"{key}={value} before the command")

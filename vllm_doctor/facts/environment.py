@@ -1,9 +1,10 @@
 """Environment variables that change how vLLM, NCCL, CUDA, torch and the HF hub behave.
 
 Every variable whose name starts with one of ``PREFIXES`` becomes ``env.<NAME>``. Values of
-variables whose names look like secrets (they contain token, key, secret or password, in any
-case) are replaced by ``<redacted>``: the fact that they are set stays visible, their value
-never reaches a report.
+variables whose names look like secrets (``SECRET_WORDS``, in any case: the words vLLM's
+collect-env skips, plus key) are replaced by ``<redacted>``: the fact that they are set stays
+visible, their value never reaches a report. The report parser and the serve line (``KEY=VALUE
+vllm serve``, ``--hf-token X``) use the same test.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Mapping
 from vllm_doctor.facts.model import Facts, Source
 
 PREFIXES = ("VLLM_", "NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "HF_")
-SECRET_WORDS = ("token", "key", "secret", "password")
+SECRET_WORDS = ("token", "key", "secret", "password", "passwd", "credential", "api", "access")
 REDACTED = "<redacted>"
 
 

@@ -28,6 +28,7 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.gpus import link_rank
+from vllm_doctor.facts.environment import is_secret
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.packages import canonical_name
 
@@ -78,7 +79,6 @@ _MIG_LINE = re.compile(r"^\s*MIG\s+\S+\s+Device\s+\d+\s*:")
 _PIP_LINE = re.compile(r"^\s*\[(?P<tool>pip3?|uv|conda)\]\s+(?P<rest>.+?)\s*$")
 _ENV_LINE = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)=(?P<val>.*)$")
 _SMI_CUDA = re.compile(r"CUDA Version:\s*(?P<v>\d+\.\d+)")
-_SECRET_TERMS = ("secret", "token", "api", "access", "password", "credential", "passwd")
 _ENV_PREFIXES = ("VLLM_", "TORCH", "NCCL", "PYTORCH", "CUDA", "CUBLAS", "CUDNN", "OMP_",
                  "MKL_", "NVIDIA", "LD_LIBRARY_PATH", "HF_", "TRANSFORMERS_", "TRITON",
                  "ROCM", "HIP_", "HSA_", "RCCL", "FLASHINFER", "UCX_", "LMCACHE")
@@ -189,9 +189,7 @@ def _collected(value: str | None) -> bool:
     return value is not None and value.strip().lower() not in _NOT_COLLECTED
 
 
-def _secret(name: str) -> bool:
-    lower = name.lower()
-    return any(term in lower for term in _SECRET_TERMS)
+_secret = is_secret  # the environment collector's test
 
 
 class _Report:
