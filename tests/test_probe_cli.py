@@ -26,7 +26,8 @@ def cli(*args, env=None):
 def test_parse_serve_finds_tp_and_model():
     assert parse_serve(["vllm", "serve", "google/gemma-4", "-tp", "2"]) == {"model": "google/gemma-4", "tp": 2}
     assert parse_serve(["serve", "m", "--tensor-parallel-size=4"])["tp"] == 4
-    assert parse_serve(["m", "--model", "x", "-tp=8"]) == {"model": "m", "tp": 8}
+    # vLLM moves `--model X` to the front: X is the model (serve_args' reading of its parser)
+    assert parse_serve(["m", "--model", "x", "-tp=8"]) == {"model": "x", "tp": 8}
     assert parse_serve(["vllm", "serve", "m"]) == {"model": "m", "tp": None}
     with pytest.raises(InputError):
         parse_serve(["m", "-tp", "two"])

@@ -49,36 +49,12 @@ def visible_gpu_count(environ: dict[str, str] | None = None) -> int | None:
 
 
 def parse_serve(tokens: list[str]) -> dict[str, Any]:
-    """The parts of a `vllm serve` line the probes use: model and tensor-parallel size."""
-    toks = list(tokens)
-    if toks and toks[0] == "vllm":
-        toks = toks[1:]
-    if toks and toks[0] == "serve":
-        toks = toks[1:]
-    out: dict[str, Any] = {"model": None, "tp": None}
-    i = 0
-    while i < len(toks):
-        tok = toks[i]
-        name, eq, val = tok.partition("=")
-        if name in ("--tensor-parallel-size", "-tp", "--tensor_parallel_size"):
-            raw = val if eq else (toks[i + 1] if i + 1 < len(toks) else None)
-            if raw is None:
-                raise InputError("serve line", f"{name} needs a value")
-            try:
-                out["tp"] = int(raw)
-            except ValueError:
-                raise InputError("serve line", f"{name}: {raw!r} is not an integer") from None
-            i += 1 if eq else 2
-            continue
-        if name == "--model":  # the positional model, when given, wins
-            value = val if eq else (toks[i + 1] if i + 1 < len(toks) else None)
-            out["model"] = out["model"] or value
-            i += 1 if eq else 2
-            continue
-        if not tok.startswith("-") and out["model"] is None and i == 0:
-            out["model"] = tok
-        i += 1
-    return out
+    """The parts of a `vllm serve` line the probes use (model, tensor-parallel size), read by
+    the doctor's one serve-line parser."""
+    from vllm_doctor.serve_args import parse_serve_argv
+
+    line = parse_serve_argv(list(tokens))
+    return {"model": line.model, "tp": line.options.get("tensor-parallel-size")}
 
 
 def model_sizes(model_config: Path | None, model_id: str | None) -> dict[str, int] | None:
