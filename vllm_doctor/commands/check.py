@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
 from vllm_doctor.commands import inputs
 from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError
 from vllm_doctor.facts.model import Source
+
+if TYPE_CHECKING:
+    from vllm_doctor.facts.collect import CollectOptions
 
 FORMATS = ("text", "json", "markdown", "sarif", "junit")
 FAIL_ON = ("error", "warning", "info", "never")
@@ -101,14 +105,7 @@ def _attach_probes(doc, facts, findings, tp: int | None, device: str, timeout: f
 
 
 def run_check(
-    serve_tokens: list[str] | None = None,
-    serve: str | None = None,
-    serve_config: Path | None = None,
-    model_config: Path | None = None,
-    report: Path | None = None,
-    log: Path | None = None,
-    vllm_version: str | None = None,
-    torch_version: str | None = None,
+    options: "CollectOptions",
     fmt: str = "text",
     fail_on: str = "error",
     select: list[str] | None = None,
@@ -119,7 +116,6 @@ def run_check(
     example: str | None = None,
     probe: bool = False,
     rules_dirs: list[Path] | None = None,
-    probe_machine: bool = True,
     probe_timeout: float = 120.0,
 ) -> int:
     started = time.perf_counter()
@@ -136,34 +132,29 @@ def run_check(
         if example not in examples:
             raise InputError("--example", f"no example {example!r} (try --example list)")
         ex = examples[example]
-        serve = serve or ex.serve
-        model_config = model_config or ex.model_config
-        report = report or ex.report
-        log = log or ex.log
-        probe_machine = False
+        options = dataclasses.replace(
+            options, serve_string=options.serve_string or ex.serve,
+            model_config=options.model_config or ex.model_config,
+            report=options.report or ex.report, log=options.log or ex.log, probe_machine=False)
 
     from vllm_doctor.commands.explain import read_log
     from vllm_doctor.engine.evaluate import evaluate_rules
     from vllm_doctor.engine.ignore import apply_ignores, load_ignore_file
     from vllm_doctor.engine.loader import load_rules, select_rules
-    from vllm_doctor.facts.collect import CollectOptions, collect_facts
+    from vllm_doctor.facts.collect import collect_facts
     from vllm_doctor.report.document import CheckDocument
 
     entries = load_ignore_file(ignore_file) if ignore_file else []
     rules = select_rules(load_rules(rules_dirs), select, ignore)
-    facts = collect_facts(CollectOptions(
-        serve_tokens=serve_tokens or None, serve_string=serve, serve_config=serve_config,
-        model_config=model_config, report=report, log=log, vllm_version=vllm_version,
-        torch_version=torch_version, probe_machine=probe_machine,
-    ))
-    log_text = read_log(log) if log else None
+    facts = collect_facts(options)
+    log_text = read_log(options.log) if options.log else None
     findings = evaluate_rules(rules, facts, log_text)
     doc = CheckDocument(facts, findings, fail_on, len(rules), 0.0)
     doc.notes.extend(apply_ignores(findings, entries))
     if example:
         doc.notes.append(f"bundled example {example!r}: facts come from its files, not this machine")
     _suggestions(doc, facts)
-    if probe and (report or not probe_machine):
+    if probe and (options.report or not options.probe_machine):
         doc.notes.append("--probe: not run — the facts come from a report, and probes confirm a "
                          "failure on the machine they run on; run `vllm-doctor probe` there")
     elif probe:
@@ -223,10 +214,10 @@ def register(app: typer.Typer) -> None:
         rules_dir: Optional[List[Path]] = typer.Option(None, "--rules-dir", help="Rule directory instead of the shipped one."),
     ) -> None:
         """Check this stack, model and serve line against the known failures."""
+        options = inputs.collect_options(serve_tokens, serve, serve_config, model_config,
+                                         report, log, vllm_version, torch_version)
         raise typer.Exit(run_check(
-            serve_tokens=serve_tokens, serve=serve, serve_config=serve_config,
-            model_config=model_config, report=report, log=log, vllm_version=vllm_version,
-            torch_version=torch_version, fmt=fmt, fail_on=fail_on, select=inputs.split_commas(select),
+            options, fmt=fmt, fail_on=fail_on, select=inputs.split_commas(select),
             ignore=inputs.split_commas(ignore), ignore_file=ignore_file, verbose=verbose, output=output,
             example=example, probe=probe, rules_dirs=list(rules_dir) if rules_dir else None,
         ))

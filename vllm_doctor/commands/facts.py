@@ -13,40 +13,28 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from vllm_doctor.commands import inputs
 
+if TYPE_CHECKING:
+    from vllm_doctor.facts.collect import CollectOptions
+
 FORMATS = ("text", "json")
 
 
-def run_facts(
-    serve_tokens: list[str] | None = None,
-    serve: str | None = None,
-    serve_config: Path | None = None,
-    model_config: Path | None = None,
-    report: Path | None = None,
-    log: Path | None = None,
-    vllm_version: str | None = None,
-    torch_version: str | None = None,
-    output_format: str = "text",
-    verbose: bool = False,
-) -> None:
+def run_facts(options: "CollectOptions", output_format: str = "text", verbose: bool = False) -> None:
     from vllm_doctor.errors import InputError
-    from vllm_doctor.facts.collect import CollectOptions, collect_facts
+    from vllm_doctor.facts.collect import collect_facts
 
     if output_format not in FORMATS:
         raise InputError("--format", f"unknown format {output_format!r} (text or json)")
-    if serve_tokens and serve_tokens[0].startswith("-"):
-        raise InputError("facts", f"unknown option {serve_tokens[0]}; the serve line goes "
+    tokens = options.serve_tokens
+    if tokens and tokens[0].startswith("-"):
+        raise InputError("facts", f"unknown option {tokens[0]}; the serve line goes "
                                   "last: vllm-doctor facts [OPTIONS] -- vllm serve MODEL ...")
-    options = CollectOptions(
-        serve_tokens=serve_tokens or None, serve_string=serve, serve_config=serve_config,
-        model_config=model_config, report=report, log=log,
-        vllm_version=vllm_version, torch_version=torch_version,
-    )
     timings: dict[str, float] = {}
     start = time.perf_counter()
     facts = collect_facts(options, timings)
@@ -85,5 +73,6 @@ def register(app: typer.Typer) -> None:
 
         The serve line goes last, after `--`: vllm-doctor facts -- vllm serve MODEL -tp 2
         """
-        run_facts(list(ctx.args), serve, serve_config, model_config, report, log,
-                  vllm_version, torch_version, output_format, verbose)
+        run_facts(inputs.collect_options(list(ctx.args), serve, serve_config, model_config,
+                                         report, log, vllm_version, torch_version),
+                  output_format, verbose)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from pathlib import Path
+
 import typer
 
 SERVE = typer.Option(None, "--serve", help='The serve line as one string: "vllm serve MODEL ...".')
@@ -21,3 +23,16 @@ def split_commas(values: Iterable[str] | None) -> list[str] | None:
     """Repeatable comma-separated option values as one list (``--select A,B --select C``);
     None when nothing is named."""
     return [p.strip() for v in values or () for p in v.split(",") if p.strip()] or None
+
+
+def collect_options(serve_tokens: list[str] | None, serve: str | None, serve_config: Path | None,
+                    model_config: Path | None, report: Path | None, log: Path | None,
+                    vllm_version: str | None, torch_version: str | None):
+    """The collector's options from the shared input options of `check` and `facts`."""
+    from vllm_doctor.facts.collect import CollectOptions
+
+    return CollectOptions(
+        serve_tokens=list(serve_tokens) if serve_tokens else None, serve_string=serve,
+        serve_config=serve_config, model_config=model_config, report=report, log=log,
+        vllm_version=vllm_version, torch_version=torch_version,
+    )
