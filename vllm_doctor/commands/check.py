@@ -137,7 +137,7 @@ def run_check(
             model_config=options.model_config or ex.model_config,
             report=options.report or ex.report, log=options.log or ex.log, probe_machine=False)
 
-    from vllm_doctor.commands.explain import read_log
+    from vllm_doctor.facts.crashlog import read_log
     from vllm_doctor.engine.evaluate import evaluate_rules
     from vllm_doctor.engine.ignore import apply_ignores, load_ignore_file
     from vllm_doctor.engine.loader import load_rules, select_rules

@@ -74,20 +74,9 @@ def print_rule(code: str, rules_dirs: list[Path] | None, plain: bool = False) ->
     Console().print(Markdown(text))
 
 
-def read_log(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(str(path), "no such log file") from None
-    except OSError as err:
-        raise InputError(str(path), f"cannot read the log: {err.strerror or err}") from None
-    if b"\x00" in data[:65536]:
-        raise InputError(str(path), "is a binary file, not a crash log")
-    return data.decode("utf-8", errors="replace")
-
-
 def explain_log(log_path: Path, rules_dirs: list[Path] | None) -> int:
     from vllm_doctor.engine.evaluate import match_signatures
+    from vllm_doctor.facts.crashlog import read_log
     from vllm_doctor.engine.loader import load_rules
 
     text = read_log(log_path)

@@ -169,7 +169,9 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
 
     # the crash log ------------------------------------------------------------------------
     if options.log is not None:
-        text = _read_text(options.log, "log file")
+        from vllm_doctor.facts.crashlog import read_log
+
+        text = read_log(options.log)  # `check` matches signatures on this same read
         facts.set("log.path", str(options.log), Source.LOG)
         facts.set("log.lines", len(text.splitlines()), Source.LOG)
     else:

@@ -1,0 +1,28 @@
+"""Reading a crash log: one reader for the collector (log.* facts) and for signature matching."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from vllm_doctor.errors import InputError
+
+
+@lru_cache(maxsize=4)
+def _read(path: str) -> str:
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, "no such log file") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a directory, not a log file") from None
+    except OSError as err:
+        raise InputError(path, f"cannot read the log: {err.strerror or err}") from None
+    if b"\x00" in data[:65536]:
+        raise InputError(path, "is a binary file, not a crash log")
+    return data.decode("utf-8", errors="replace")
+
+
+def read_log(path: Path) -> str:
+    """The log's text (read once per process, whoever asks first); bad files are InputError."""
+    return _read(str(path))
