@@ -264,6 +264,15 @@ def _line_detail(report: _Report, key: str) -> str:
     return report.lines[idx].strip()
 
 
+def _set_first_word(report: _Report, facts: Facts, key: str, path: str) -> bool:
+    """Set ``path`` to the first word of the report's ``key`` when it was collected."""
+    entry = report.get(key)
+    if entry is None or not _collected(entry[0]):
+        return False
+    facts.set(path, entry[0].split()[0], Source.REPORT, _line_detail(report, key))
+    return True
+
+
 # -- vLLM -----------------------------------------------------------------------------------
 
 _VLLM_VERSION = re.compile(
@@ -346,17 +355,9 @@ def _vllm_facts(report: _Report, facts: Facts) -> None:
 
 
 def _torch_facts(report: _Report, facts: Facts) -> None:
-    entry = report.get("PyTorch version")
-    if entry is not None and _collected(entry[0]):
-        facts.set("torch.version", entry[0].split()[0], Source.REPORT,
-                  _line_detail(report, "PyTorch version"))
-    else:
+    if not _set_first_word(report, facts, "PyTorch version", "torch.version"):
         facts.mark_missing("torch.version", "the report has no PyTorch version")
-    entry = report.get("CUDA used to build PyTorch")
-    if entry is not None and _collected(entry[0]):
-        facts.set("torch.cuda_version", entry[0].split()[0], Source.REPORT,
-                  _line_detail(report, "CUDA used to build PyTorch"))
-    else:
+    if not _set_first_word(report, facts, "CUDA used to build PyTorch", "torch.cuda_version"):
         rocm = report.get("ROCM used to build PyTorch")
         if rocm is not None and _collected(rocm[0]):
             facts.mark_missing("torch.cuda_version",
@@ -370,11 +371,7 @@ def _torch_facts(report: _Report, facts: Facts) -> None:
 
 
 def _driver_facts(report: _Report, lines: list[str], facts: Facts) -> None:
-    entry = report.get("Nvidia driver version")
-    if entry is not None and _collected(entry[0]):
-        facts.set("driver.version", entry[0].split()[0], Source.REPORT,
-                  _line_detail(report, "Nvidia driver version"))
-    else:
+    if not _set_first_word(report, facts, "Nvidia driver version", "driver.version"):
         facts.mark_missing("driver.version", "the report has no NVIDIA driver version")
     for line in lines:
         m = _SMI_CUDA.search(line)
