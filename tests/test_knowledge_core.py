@@ -1,0 +1,59 @@
+"""The knowledge tables' span layout and the release a version is judged by."""
+
+import json
+
+import pytest
+
+from vllm_doctor import knowledge
+from vllm_doctor.knowledge import Table, match_release
+from vllm_doctor.knowledge.ranges import dump, fold, table
+
+RELEASES = ("0.8.0", "0.9.0", "0.10.0", "0.10.1")
+
+
+def test_fold_merges_consecutive_equal_values_and_splits_on_change_or_gap():
+    per = {
+        "0.8.0": {"a": 1, "b": {"x": 1}},
+        "0.9.0": {"a": 1, "b": {"x": 2}},
+        "0.10.0": {"b": {"x": 2}},
+        "0.10.1": {"a": 1, "b": {"x": 2}},
+    }
+    releases, entries = fold(per)
+    assert releases == list(RELEASES)
+    assert entries["a"] == [{"first": "0.8.0", "last": "0.9.0", "value": 1},
+                            {"first": "0.10.1", "last": "0.10.1", "value": 1}]
+    assert entries["b"] == [{"first": "0.8.0", "last": "0.8.0", "value": {"x": 1}},
+                            {"first": "0.9.0", "last": "0.10.1", "value": {"x": 2}}]
+
+
+def test_table_lookups_round_trip_through_dump():
+    data = json.loads(dump(table("t", {"0.8.0": {"a": 1}, "0.9.0": {"a": 2, "c": 3},
+                                       "0.10.0": {"a": 2}})))
+    t = Table("t", data)
+    assert t.get("a", "0.8.0").value == 1 and t.get("a", "0.10.0").value == 2
+    assert t.get("c", "0.10.0") is None and t.get("c", "0.9.0").value == 3
+    assert t.at("0.9.0") == {"a": 2, "c": 3}
+    assert t.first_release("c") == "0.9.0" and t.last_release("c") == "0.9.0"
+    assert t.first_release("zzz") is None
+
+
+@pytest.mark.parametrize("version,release,exact", [
+    ("0.10.0", "0.10.0", True),
+    ("0.10.0+cu126", "0.10.0", False),
+    ("0.10.1rc1.dev20+g0d80979", "0.10.0", False),
+    ("0.11.0.dev3", "0.10.1", False),
+    ("0.9.5", None, False),          # not a covered release, not a dev build
+    ("0.7.3", None, False),          # older than coverage
+    ("0.12.0", None, False),         # newer than coverage
+    ("banana", None, False),
+])
+def test_match_release(version, release, exact):
+    m = match_release(version, RELEASES)
+    assert (m.release, m.exact) == (release, exact)
+    if release is None:
+        assert m.note
+
+
+def test_missing_table_is_a_knowledge_error():
+    with pytest.raises(knowledge.KnowledgeError):
+        knowledge.load("no-such-table")

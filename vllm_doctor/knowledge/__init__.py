@@ -1,0 +1,156 @@
+"""Release knowledge: what each vLLM release itself accepts, as versioned data.
+
+The tables under ``knowledge/data/`` are generated from the release wheels by
+``tools/gen_knowledge.py`` (read as zip files, never installed or imported), except the
+curated ones it names. Every table has one layout::
+
+    {"kind": "options", "format": 1, "releases": ["0.8.0", ..., "0.33.0"],
+     "entries": {KEY: [{"first": "0.8.0", "last": "0.10.2", "value": ...}, ...]}}
+
+An entry's value holds in every release of ``releases`` from ``first`` to ``last`` (both
+included); a key absent from a release has no span covering it. Tables are read on first
+use only, so a ``check`` that needs none of them pays nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Any, Iterator
+
+from packaging.version import InvalidVersion, Version
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+FORMAT = 1
+
+
+class KnowledgeError(RuntimeError):
+    """A shipped table is missing or malformed (a packaging bug, not bad user input)."""
+
+
+@dataclass(frozen=True)
+class Span:
+    first: str
+    last: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class ReleaseMatch:
+    """Which covered release a vLLM version is judged by.
+
+    ``release`` is None when the version lies outside the covered releases; ``exact`` is
+    False for dev builds, release candidates and local builds judged by the release they
+    descend from; ``note`` says so in words for the evidence.
+    """
+
+    release: str | None
+    exact: bool
+    note: str
+
+
+class Table:
+    def __init__(self, kind: str, data: dict[str, Any]):
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise KnowledgeError(f"knowledge table {kind!r}: unknown format")
+        self.kind = kind
+        self.meta: dict[str, Any] = {k: v for k, v in data.items() if k != "entries"}
+        self.releases: list[str] = list(data.get("releases") or [])
+        self._index = {r: i for i, r in enumerate(self.releases)}
+        self._entries: dict[str, list[dict[str, Any]]] = data.get("entries") or {}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._entries
+
+    def keys(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def spans(self, key: str) -> list[Span]:
+        return [Span(e["first"], e["last"], e.get("value")) for e in self._entries.get(key, ())]
+
+    def _covers(self, entry: dict[str, Any], index: int) -> bool:
+        return self._index[entry["first"]] <= index <= self._index[entry["last"]]
+
+    def get(self, key: str, release: str) -> Span | None:
+        """The span of ``key`` that covers ``release`` (a release of this table), if any."""
+        index = self._index[release]
+        for entry in self._entries.get(key, ()):
+            if self._covers(entry, index):
+                return Span(entry["first"], entry["last"], entry.get("value"))
+        return None
+
+    def at(self, release: str) -> dict[str, Any]:
+        """Every key present in ``release`` with its value there."""
+        index = self._index[release]
+        out = {}
+        for key, entries in self._entries.items():
+            for entry in entries:
+                if self._covers(entry, index):
+                    out[key] = entry.get("value")
+                    break
+        return out
+
+    def first_release(self, key: str) -> str | None:
+        spans = self._entries.get(key)
+        if not spans:
+            return None
+        return min((e["first"] for e in spans), key=self._index.__getitem__)
+
+    def last_release(self, key: str) -> str | None:
+        spans = self._entries.get(key)
+        if not spans:
+            return None
+        return max((e["last"] for e in spans), key=self._index.__getitem__)
+
+    @cached_property
+    def newest(self) -> str:
+        return self.releases[-1]
+
+    def match(self, version: str) -> ReleaseMatch:
+        return match_release(version, tuple(self.releases))
+
+
+@lru_cache(maxsize=None)
+def load(kind: str) -> Table:
+    path = DATA_DIR / f"{kind}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise KnowledgeError(f"knowledge table {kind!r} is not installed ({path})") from None
+    except (OSError, ValueError) as err:
+        raise KnowledgeError(f"knowledge table {kind!r} cannot be read: {err}") from None
+    return Table(kind, data)
+
+
+@lru_cache(maxsize=256)
+def match_release(version: str, releases: tuple[str, ...]) -> ReleaseMatch:
+    """The covered release a version is judged by (see ReleaseMatch)."""
+    try:
+        v = Version(str(version))
+    except InvalidVersion:
+        return ReleaseMatch(None, False, f"{version!r} is not a version")
+    ordered = sorted(releases, key=Version)
+    if not ordered:
+        return ReleaseMatch(None, False, "no releases covered")
+    public = Version(v.public)
+    for r in ordered:
+        if Version(r) == public:
+            note = "" if v == public else f"local build of {r}"
+            return ReleaseMatch(r, v == public, note)
+    if v.is_prerelease or v.is_devrelease or v.is_postrelease:
+        # a dev build, release candidate or unlisted post release descends from the newest
+        # covered release before it (0.23.1rc1.dev20+g0d80979 from 0.23.0)
+        below = [r for r in ordered if Version(r) <= v]
+        if below:
+            return ReleaseMatch(below[-1], False, f"{v} is judged by {below[-1]}, the release "
+                                                  "it descends from")
+    oldest, newest = ordered[0], ordered[-1]
+    if v < Version(oldest):
+        return ReleaseMatch(None, False, f"{v} is older than the oldest release the knowledge "
+                                         f"covers ({oldest})")
+    if v > Version(newest):
+        return ReleaseMatch(None, False, f"{v} is newer than the newest release the knowledge "
+                                         f"covers ({newest})")
+    return ReleaseMatch(None, False, f"{v} is not a release the knowledge covers")
