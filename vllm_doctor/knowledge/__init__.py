@@ -154,3 +154,12 @@ def match_release(version: str, releases: tuple[str, ...]) -> ReleaseMatch:
         return ReleaseMatch(None, False, f"{v} is newer than the newest release the knowledge "
                                          f"covers ({newest})")
     return ReleaseMatch(None, False, f"{v} is not a release the knowledge covers")
+
+
+def covered_releases() -> list[str]:
+    """The releases the generated knowledge covers, oldest first (data/releases.json)."""
+    return load("releases").releases
+
+
+def newest_release() -> str:
+    return covered_releases()[-1]
