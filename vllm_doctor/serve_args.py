@@ -86,12 +86,12 @@ def _release_options() -> dict[str, tuple[str, tuple[str, ...], str, str | None]
     newest = table.newest
     out: dict[str, tuple[str, tuple[str, ...], str, str | None]] = {}
     for name in table.keys():
-        spans = table.spans(name)
+        spans = table.raw_spans(name)  # plain dicts: no objects built at import
         aliases: list[str] = []
         for span in spans:
-            aliases += [a for a in span.value.get("aliases", ()) if a not in aliases]
-        last = spans[-1].last
-        out[name] = (spans[-1].value["kind"], tuple(aliases), spans[0].first,
+            aliases += [a for a in span["value"].get("aliases", ()) if a not in aliases]
+        last = spans[-1]["last"]
+        out[name] = (spans[-1]["value"]["kind"], tuple(aliases), spans[0]["first"],
                      None if last == newest else last)
     return out
 

@@ -538,6 +538,39 @@ def extract_file(pkg: Package, rel: str, out: dict[str, dict[str, Any]]) -> None
         if src is not None and f'["{src[1]}"]["choices"]' in pkg.text(rel):
             choices = None  # the release edits these choices in code: not static
         out[longs[0][2:]] = _record(kind, aliases, choices, _deprecated(pkg, node))
+    _loop_arguments(pkg, tree, out)
+
+
+def _loop_arguments(pkg: Package, tree: ast.Module, out: dict[str, dict[str, Any]]) -> None:
+    """``for arg, type in [("--x", str), ...]: group.add_argument(arg, type=type, ...)``
+    (the deprecated guided-decoding flags of 0.11.x are added this way)."""
+    for loop in ast.walk(tree):
+        if not (isinstance(loop, ast.For) and isinstance(loop.iter, (ast.List, ast.Tuple))):
+            continue
+        targets = ([t.id for t in loop.target.elts if isinstance(t, ast.Name)]
+                   if isinstance(loop.target, ast.Tuple)
+                   else [loop.target.id] if isinstance(loop.target, ast.Name) else [])
+        if not targets:
+            continue
+        calls = [n for stmt in loop.body for n in ast.walk(stmt)
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                 and n.func.attr == "add_argument" and n.args
+                 and isinstance(n.args[0], ast.Name) and n.args[0].id == targets[0]]
+        for call in calls:
+            kw = {k.arg: k.value for k in call.keywords if k.arg}
+            type_var = kw.get("type")
+            for element in loop.iter.elts:
+                items = list(element.elts) if isinstance(element, ast.Tuple) else [element]
+                bound = dict(zip(targets, items))
+                flag = bound.get(targets[0])
+                if not (isinstance(flag, ast.Constant) and isinstance(flag.value, str)
+                        and flag.value.startswith("--")):
+                    continue
+                kind = explicit_kind(call) or "str"
+                if isinstance(type_var, ast.Name) and type_var.id in bound:
+                    typ = ast.unparse(bound[type_var.id])
+                    kind = {"int": "int", "float": "float"}.get(typ, "str")
+                out.setdefault(flag.value[2:], _record(kind, (), None, _deprecated(pkg, call)))
 
 
 def extract_frontend(pkg: Package, rel: str, out: dict[str, dict[str, Any]]) -> None:
@@ -583,3 +616,57 @@ def extract(release) -> dict[str, dict[str, Any]]:
     if release.text("entrypoints/cli/serve.py") is not None:
         extract_file(pkg, "entrypoints/cli/serve.py", out)
     return out
+
+
+def _flag_groups(node: Any, version: str | None = None):
+    """(serve.flags regex, ">=X" of the same `all` group or None) of a rule's `when`."""
+    if isinstance(node, dict):
+        if node.get("fact") == "serve.flags" and isinstance(node.get("matches"), str):
+            yield node["matches"], version
+            return
+        if "all" in node:
+            versions = [c.get("version") for c in node["all"]
+                        if isinstance(c, dict) and c.get("fact") == "vllm.version"]
+            for child in node["all"]:
+                yield from _flag_groups(child, versions[0] if versions else version)
+            return
+        for value in node.values():
+            yield from _flag_groups(value, version)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _flag_groups(value, version)
+
+
+def audit(table: dict[str, Any], rules_dir) -> list[str]:
+    """ARGS001/ARGS004 removal releases against the options table.
+
+    Each removed flag the curated rules name must be in the table, and the first release
+    after its last one must be the removal release the rule states (its ``>=X`` version
+    test, or ARGS001's ``introduced`` event).
+    """
+    import yaml
+    from pathlib import Path
+
+    releases = table["releases"]
+    problems = []
+    for code in ("ARGS001", "ARGS004"):
+        rule = yaml.safe_load((Path(rules_dir) / "args" / f"{code}.yaml").read_text("utf-8"))
+        introduced = None
+        for rng in (rule.get("affected") or {}).get("ranges", []):
+            for event in rng.get("events", []):
+                introduced = event.get("introduced", introduced)
+        for pattern, version in _flag_groups(rule["when"]):
+            removal = version[2:] if version and version.startswith(">=") else introduced
+            regex = re.compile(pattern)
+            names = [n for n in table["entries"] if regex.search(n)]
+            if not names:
+                problems.append(f"{code}: no option of any release matches {pattern!r}")
+                continue
+            for name in names:
+                last = max((s["last"] for s in table["entries"][name]), key=releases.index)
+                after = releases[releases.index(last) + 1] if last != releases[-1] else None
+                if after != removal:
+                    problems.append(f"{code}: --{name} removed in {removal} by the rule, but "
+                                    f"the wheels have it up to {last} (first release without "
+                                    f"it: {after or 'none covered'})")
+    return problems

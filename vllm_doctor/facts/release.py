@@ -207,8 +207,10 @@ def _options(facts: Facts, release: str | None) -> None:
     for word, name in words.items():
         if _accepts(options, word, name):
             continue
-        if name is not None and _curated(name):
-            continue  # ARGS001/ARGS004 explain it
+        last = table.last_release(name) if name else None
+        if (name is not None and last is not None and Version(release) > Version(last)
+                and _curated(name)):
+            continue  # removed, and ARGS001/ARGS004 explain it with the migration advice
         unaccepted.append(word)
         nearest = _nearest(word, options)
         spans = table.spans(name) if name else []
