@@ -483,18 +483,20 @@ def _read_kv_heads(facts: Facts, text: dict, model_type: Any, heads: int | None,
 def _mark_unread(facts: Facts, cfg: dict, model_type: Any, config_path: Path) -> None:
     """Mark every value a model must have but this config did not show as missing."""
     kind = f"model_type {model_type}" if model_type else "no model_type"
-    if model_type in _ATTENTION_FREE_TYPES:
-        kind += ", attention-free: vLLM counts 0 heads"
-    elif layout_of(model_type) is None and model_type:
+    if layout_of(model_type) is None and model_type:
         kind += ", a type the doctor has no layout for"
     for path, what in _STRUCTURAL.items():
         if path in facts:
             continue
+        note = kind
+        if model_type in _ATTENTION_FREE_TYPES and path in (
+                "model.num_attention_heads", "model.num_key_value_heads", "model.head_dim"):
+            note += ", attention-free: vLLM counts 0 heads"
         keys = keys_for(path.split(".", 1)[1], model_type) if path != "model.dtype" \
             else ("torch_dtype", "dtype")
         if path == "model.num_key_value_heads":
             keys = _KV_KEYS
-        facts.mark_missing(path, f"{config_path.name} ({kind}) has no {what} under any key "
+        facts.mark_missing(path, f"{config_path.name} ({note}) has no {what} under any key "
                                  f"vLLM reads ({', '.join(keys)})")
     if "model.architectures" not in facts:
         facts.mark_missing("model.architectures", f"{config_path.name} has no architectures list")
