@@ -35,6 +35,10 @@ ABSENCE_PROVES = ("serve.", "env.", "packages.", "model.num_experts", "model.num
                   "model.quant_", "model.text_model_type", "gpu.mig_enabled", "log.")
 
 
+# the tests that ask about absence itself
+ABSENCE_TESTS = ("exists", "ne", "not_in")
+
+
 @lru_cache(maxsize=1)
 def positive_cases() -> list[tuple]:
     found = []
@@ -94,6 +98,15 @@ def test_dropping_a_fact_never_proves_an_error(rule, case):
                 # a test over an absent fact proved the error (a negated test passing)
                 problems.append(f"{path} {how}: applies on its absence, which proves nothing"
                                 + (" (never_absent)" if absent_is_unknown(path) else ""))
+            elif not missing and cited and path.startswith("model.") and \
+                    cited[0].test.split()[0] not in ABSENCE_TESTS:
+                # a model feature's absence may prove something, but only through a test that
+                # asks about it (`exists: false`, `ne`, `not_in`): `not: {divisible_by: ...}`
+                # over a dense model's absent expert count reads "no experts" as "not
+                # divisible". (A serve flag's absence is its default: negating a positive
+                # test of it is sound.)
+                problems.append(f"{path} {how}: applies through `not` over "
+                                f"`{cited[0].test}`, which is false only for want of a value")
             # else: another branch of the rule proves it from facts that are still there
     assert not problems, problems
 
