@@ -288,9 +288,12 @@ def oracle(cfg_dict: dict) -> dict:
                 break
     if kv is None:
         kv = heads
+    layers = getattr(text, "num_hidden_layers", None)
+    if model_type == "longcat_flash":  # vLLM's LongCatFlash convertor reads num_layers
+        layers = getattr(text, "num_layers", layers)
     result = {"num_attention_heads": heads, "num_key_value_heads": kv,
               "hidden_size": getattr(text, "hidden_size", None),
-              "num_hidden_layers": getattr(text, "num_hidden_layers", None),
+              "num_hidden_layers": layers,
               "vocab_size": getattr(text, "vocab_size", None)}
     return {k: v for k, v in result.items() if isinstance(v, int) and not isinstance(v, bool)}
 

@@ -377,10 +377,25 @@ def read_model_config(facts: Facts, config_path: Path, cfg: dict, source_detail:
         return put(path, *keys_for(name, text_type))
 
     heads = put_named("model.num_attention_heads", "num_attention_heads")
+    decoder = text.get("transf_decoder")
+    if heads is None and text_type == "cohere_asr" and isinstance(decoder, dict) and \
+            isinstance(decoder.get("config_dict"), dict):  # vLLM's CohereAsr convertor
+        heads = _int(decoder["config_dict"].get("num_attention_heads"))
+        facts.set("model.num_attention_heads", heads, src,
+                  f"{tdetail}: transf_decoder.config_dict.num_attention_heads")
     kv = _read_kv_heads(facts, text, text_type, heads, tdetail)
     hidden = put_named("model.hidden_size", "hidden_size")
     put_named("model.vocab_size", "vocab_size")
-    put_named("model.num_hidden_layers", "num_hidden_layers")
+    if text_type == "longcat_flash":  # vLLM's convertor: num_hidden_layers counts sublayers
+        put("model.num_hidden_layers", "num_layers")
+    if put_named("model.num_hidden_layers", "num_hidden_layers") is None:
+        # transformers derives it for hybrid models (NemotronH): one entry per layer
+        for key in ("layers_block_type", "hybrid_override_pattern"):
+            pattern = text.get(key)
+            if isinstance(pattern, (list, str)) and pattern:
+                facts.set("model.num_hidden_layers", len(pattern), Source.DERIVED,
+                          f"{tdetail}: len({key})")
+                break
     put_named("model.max_position_embeddings", "max_position_embeddings")
     put("model.global_head_dim", "global_head_dim")
     put("model.num_experts", "n_routed_experts", "num_experts", "num_local_experts",
@@ -455,6 +470,14 @@ def _read_kv_heads(facts: Facts, text: dict, model_type: Any, heads: int | None,
         value = _int(attn.get("kv_n_heads"))
         if value is not None:
             facts.set("model.num_key_value_heads", value, src, f"{where}: attn_config.kv_n_heads")
+            return value
+    decoder = text.get("transf_decoder")  # Cohere ASR: the decoder's own config
+    if model_type == "cohere_asr" and isinstance(decoder, dict) and \
+            isinstance(decoder.get("config_dict"), dict):
+        value = _int(decoder["config_dict"].get("num_attention_heads"))
+        if value is not None:
+            facts.set("model.num_key_value_heads", value, src,
+                      f"{where}: transf_decoder.config_dict.num_attention_heads")
             return value
     if model_type == "nemotron-nas" and heads and isinstance(text.get("block_configs"), list):
         for block in text["block_configs"]:
