@@ -11,6 +11,7 @@ Versions are strings (compare them with the ``version`` condition, never as numb
 from __future__ import annotations
 
 import fnmatch
+from functools import lru_cache
 from dataclasses import dataclass
 
 
@@ -202,6 +203,7 @@ def is_known_path(path: str) -> bool:
     return spec_for(path) is not None
 
 
+@lru_cache(maxsize=2048)
 def absent_is_unknown(path: str) -> bool:
     """A fact that every real input has: not being there means it could not be read."""
     spec = spec_for(path)

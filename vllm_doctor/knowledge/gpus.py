@@ -52,10 +52,10 @@ class GpuMatch:
 
 
 @lru_cache(maxsize=1)
-def _families() -> tuple[tuple[re.Pattern[str], GpuFamily], ...]:
+def _families() -> tuple[tuple[str, GpuFamily], ...]:
     data: dict[str, Any] = json.loads(DATA.read_text(encoding="utf-8"))
     return tuple(
-        (re.compile(entry["match"], re.IGNORECASE),
+        (entry["match"],
          GpuFamily(entry["name"], entry["vendor"], entry["arch"], entry["segment"],
                    entry.get("capability"), entry.get("gfx"),
                    tuple(entry.get("memory_gib") or ()), entry.get("source", "")))
@@ -72,7 +72,9 @@ def amd_targets() -> tuple[str, ...]:
 def lookup(name: str) -> GpuMatch | None:
     """The family of a device name (first match, most specific first), or None."""
     for pattern, family in _families():
-        if pattern.search(name):
+        # re compiles (and caches) each pattern on first use: a lookup compiles only the
+        # families before the one that matches
+        if re.search(pattern, name, re.IGNORECASE):
             stated = [int(m) for m in _NAME_MEMORY.findall(name)]
             # "A100-SXM4-80GB" states it; "GH200 480GB" states CPU+GPU memory, not the GPU's
             memory = next((m for m in stated if m in family.memory_options), None)
