@@ -140,3 +140,18 @@ def test_the_proof_fires_where_the_facts_prove_it():
     gpt2 = next(e for e in corpus() if e["config"].get("model_type") == "gpt2")
     codes = {(code, tp) for code, tp, _pp, _d, _f in error_findings(gpt2)}
     assert ("PAR001", 8) in codes and ("PAR001", 4) not in codes
+
+
+NEWEST_SOURCE = Path("/work/wheels/src/0.33.0/vllm")
+
+
+@pytest.mark.skipif(not NEWEST_SOURCE.is_dir(), reason="needs the unpacked vLLM wheels")
+def test_every_registry_architecture_is_covered_or_listed():
+    from tools.gen_model_layouts import registry_architectures
+
+    registry = set(registry_architectures(NEWEST_SOURCE))
+    in_corpus = {e["architecture"] for e in corpus()}
+    listed = {i["architecture"] for i in
+              json.loads((CORPUS / "not-covered.json").read_text(encoding="utf-8"))}
+    assert registry <= in_corpus | listed, sorted(registry - in_corpus - listed)[:10]
+    assert len(registry) >= 400
