@@ -39,6 +39,9 @@ SUPPLY_HINTS: dict[str, str] = {
     "env": "set the variable in this shell, or pass --report collect-env.txt",
     "log": "pass --log crash.txt",
     "derived": "supply the facts it is computed from (model config, GPUs, serve line)",
+    "release": "give a vLLM version the knowledge covers (0.8.0-0.33.0): run where vLLM is "
+    "installed, pass --report collect-env.txt, or --vllm-version V; plus the serve line / "
+    "model config / packages the fact compares",
 }
 
 FACTS: dict[str, FactSpec] = {
@@ -183,6 +186,40 @@ FACTS: dict[str, FactSpec] = {
     "derived.max_model_len_above_model": FactSpec(
         "bool", "--max-model-len exceeds the model's derived maximum context "
         "(max_position_embeddings, rope-scaled where vLLM scales it) and model_max_length"),
+    # -- the judged release (facts/release.py, from knowledge/data/*.json) -------------------
+    "release.coverage": FactSpec("str", "covered (a release the knowledge covers judges the "
+                                 "vLLM version), outside (a version outside it) or unknown"),
+    "release.judged": FactSpec("version", "the covered release the vLLM version is judged by"),
+    "release.unknown_options": FactSpec("list", "serve options no covered release accepts"),
+    "release.unaccepted_options": FactSpec(
+        "list", "serve options the judged release does not accept (as written; those the "
+        "curated ARGS001/ARGS004 explain left out)"),
+    "release.option_hints": FactSpec("list", "per unaccepted option: the releases that accept "
+                                     "it and the nearest valid spelling"),
+    "release.corrected_command": FactSpec("str", "the serve line with unaccepted options "
+                                          "renamed to the nearest spelling or removed"),
+    "release.invalid_choices": FactSpec("list", "option values outside the judged release's "
+                                        "choices for that option"),
+    "release.architecture_registered": FactSpec(
+        "bool", "the judged release's registry has one of model.architectures"),
+    "release.unregistered_architectures": FactSpec(
+        "list", "model.architectures the judged release does not register"),
+    "release.architecture_first_release": FactSpec(
+        "version", "first covered release that registers one of the architectures"),
+    "release.transformers_fallback": FactSpec(
+        "bool", "the judged release would try its Transformers backend for an unregistered "
+        "architecture (false with --model-impl vllm)"),
+    "release.transformers_requirement": FactSpec("str", "the judged release's transformers "
+                                                 "requirement (Requires-Dist)"),
+    "release.transformers_in_range": FactSpec(
+        "bool", "packages.transformers satisfies the judged release's requirement"),
+    "release.torch_pin": FactSpec("version", "the torch version the judged release pins"),
+    "release.torch_matches_pin": FactSpec("bool", "torch.version is the judged release's pin "
+                                          "(local +cu labels ignored)"),
+    "release.torch_pin_from": FactSpec("str", "installed metadata (ENV002 decides) or release "
+                                       "table"),
+    "release.cuda_major": FactSpec("int", "CUDA major version the judged release's compiled "
+                                   "extensions link against"),
 }
 
 
