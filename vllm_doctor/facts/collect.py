@@ -182,4 +182,11 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
         run.step("overrides", ("vllm", "torch"), lambda: packages.apply_version_overrides(
             facts, options.vllm_version, options.torch_version))
     run.step("derived", ("derived",), lambda: derived.compute_derived(facts))
+
+    def release_kernels() -> None:
+        from vllm_doctor.facts.release_kernels import collect_release_kernels
+
+        collect_release_kernels(facts)  # reads the knowledge tables only when it needs them
+
+    run.step("release kernels", ("release.quant", "release.attention"), release_kernels)
     return facts
