@@ -208,7 +208,8 @@ def extract(release) -> dict[str, Any]:
     records: dict[str, dict[str, Any]] = {}
     override_names: dict[str, set[str]] = {}
     for method in methods:
-        record: dict[str, Any] = {"deprecated": method in deprecated}
+        record: dict[str, Any] = {"deprecated": method in deprecated,
+                                  "min_capability": None, "act_dtypes": None}
         cls_name = mapping.get(method)
         located = classes.locate(cls_name, INIT, fn_imports) if cls_name else None
         if cls_name is None:

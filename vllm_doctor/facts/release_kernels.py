@@ -37,8 +37,10 @@ ATTN_PATHS = ("release.attention.judged_release", "release.attention.candidates"
               "release.attention.forced_rejections")
 
 # ModelOpt checkpoints all say quant_method "modelopt"; vLLM picks the config by quant_algo
-_MODELOPT_BY_ALGO = {"FP8": "modelopt", "NVFP4": "modelopt_fp4",
-                     "MIXED_PRECISION": "modelopt_mixed", "MXFP8": "modelopt_mxfp8"}
+# (the NVFP4 config was named "nvfp4" in 0.8.x). A release that has none of the names is not
+# judged: how it reads such a checkpoint is not in the table.
+_MODELOPT_BY_ALGO = {"FP8": ("modelopt",), "NVFP4": ("modelopt_fp4", "nvfp4"),
+                     "MIXED_PRECISION": ("modelopt_mixed",), "MXFP8": ("modelopt_mxfp8",)}
 _DTYPE_NAMES = {"half": "float16", "float16": "float16", "fp16": "float16",
                 "bfloat16": "bfloat16", "bf16": "bfloat16", "float": "float32",
                 "float32": "float32", "fp32": "float32"}
@@ -98,25 +100,27 @@ def _dtype(facts: Facts) -> tuple[str | None, str]:
     return None, "the dtype vLLM resolves from --dtype auto is not known here"
 
 
-def _method(facts: Facts) -> tuple[str | None, str]:
+def _method(facts: Facts) -> tuple[tuple[str, ...] | None, str]:
+    """The method names to judge (the first the release knows), and where they came from."""
     given = facts.value("serve.quantization")
     if isinstance(given, str) and given:
-        return given.lower(), "serve.quantization"
+        return (given.lower(),), "serve.quantization"
     method = facts.value("model.quant_method")
     if isinstance(method, str) and method:
-        method = method.lower()
+        # vLLM lower-cases the name and spells compressed_tensors with a hyphen
+        method = method.lower().replace("compressed_tensors", "compressed-tensors")
         if method == "modelopt":
             algo = facts.value("model.quant_algo")
             if isinstance(algo, str) and algo.upper() in _MODELOPT_BY_ALGO:
                 return _MODELOPT_BY_ALGO[algo.upper()], "model.quant_method + model.quant_algo"
             return None, "a ModelOpt checkpoint without a known quant_algo"
-        return method, "model.quant_method"
+        return (method,), "model.quant_method"
     return None, ""
 
 
 def _collect_quant(facts: Facts) -> None:
-    method, origin = _method(facts)
-    if method is None:
+    names, origin = _method(facts)
+    if names is None:
         # an unquantized model on a known serve line: the facts are absent, not unknown
         reason = origin or next((facts.why_missing(p) for p in ("serve.quantization",
                                                                   "model.quant_method")
@@ -134,6 +138,13 @@ def _collect_quant(facts: Facts) -> None:
 
     values = knowledge.load("quantization").at(release)
     detail = f"vLLM {release}" + (f"; {note}" if note else "")
+    method = next((n for n in names if f"method:{n}" in values), names[0])
+    if len(names) > 1 or origin.endswith("quant_algo"):
+        if f"method:{method}" not in values:  # a ModelOpt algo this release names otherwise
+            for path in QUANT_PATHS:
+                facts.mark_missing(path, f"which method vLLM {release} uses for this ModelOpt "
+                                         f"checkpoint ({'/'.join(names)}) is not in the table")
+            return
     facts.set("release.quant.judged_release", release, SOURCE, detail)
     facts.set("release.quant.method", method, SOURCE, origin)
     record = values.get(f"method:{method}")
