@@ -46,6 +46,7 @@ class Finding:
     fix_state: FixState | None = None
     log_matches: list[str] = field(default_factory=list)
     suppressed: str | None = None  # reason from the ignore file
+    deferred_to: str | None = None  # a more precise rule that applies (rule.defers_to)
     probe_results: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -153,4 +154,20 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: str | None = None,
 
 
 def evaluate_rules(rules: list[Rule], facts: Facts, log_text: str | None = None) -> list[Finding]:
-    return [evaluate_rule(rule, facts, log_text) for rule in rules]
+    findings = [evaluate_rule(rule, facts, log_text) for rule in rules]
+    return defer(findings)
+
+
+def defer(findings: list[Finding]) -> list[Finding]:
+    """A rule with ``defers_to`` does not apply (and is not undecided) where one of those
+    rules applies: the precise, curated rule speaks for the cause, once."""
+    applying = {f.rule.code for f in findings if f.verdict == APPLIES}
+    for finding in findings:
+        if finding.verdict == NOT_APPLIES or finding.log_matches:
+            continue
+        winner = next((code for code in finding.rule.defers_to if code in applying), None)
+        if winner is not None:
+            finding.verdict = NOT_APPLIES
+            finding.deferred_to = winner
+            finding.missing = []
+    return findings

@@ -34,6 +34,7 @@ SLUG_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 ALLOWED_KEYS = {
     "code", "slug", "status", "severity", "confidence", "summary", "phase", "affected", "when",
     "signatures", "fix", "workarounds", "probe", "references", "aliases", "related", "details",
+    "defers_to",
 }
 REQUIRED_KEYS = ("code", "slug", "status", "severity", "confidence", "summary", "phase", "when",
                  "references", "details")
@@ -301,6 +302,9 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
     for i, other in enumerate(related):
         if not CODE_RE.match(other):
             chk.problem(f"related[{i}]", f"{other!r} is not a rule code")
+    for i, other in enumerate(chk.string_list(data, "defers_to")):
+        if not CODE_RE.match(other):
+            chk.problem(f"defers_to[{i}]", f"{other!r} is not a rule code")
     probe = data.get("probe")
     if probe is not None and (not isinstance(probe, str) or not SLUG_RE.match(probe)):
         chk.problem("probe", "must be a probe name")
@@ -365,6 +369,9 @@ def validate_dir(directory: Path, strict: bool = True) -> tuple[list[Rule], list
         for other in rule.related:
             if other not in codes:
                 problems.append(f"{rule.path}:related: {other} is not a known rule")
+        for other in rule.defers_to:
+            if other not in codes:
+                problems.append(f"{rule.path}:defers_to: {other} is not a known rule")
     return rules, problems
 
 

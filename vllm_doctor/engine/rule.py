@@ -127,6 +127,13 @@ class Rule:
         return f"https://github.com/vllm-doctor/vllm-doctor/blob/main/rules/{self.path.parent.name}/{self.path.name}"
 
     @property
+    def defers_to(self) -> tuple[str, ...]:
+        """Rules that speak about the same cause more precisely: when one of them applies,
+        this (generated) rule steps back (engine.evaluate.evaluate_rules)."""
+        value = self.raw.get("defers_to") or ()
+        return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+    @property
     def versioned(self) -> bool:
         return self.ranges is not None or bool(self.fingerprints)
 

@@ -191,4 +191,11 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
         collect_release(facts)
 
     run.step("release", ("release",), release)
+
+    def release_kernels() -> None:
+        from vllm_doctor.facts.release_kernels import collect_release_kernels
+
+        collect_release_kernels(facts)  # reads the knowledge tables only when it needs them
+
+    run.step("release kernels", ("release.quant", "release.attention"), release_kernels)
     return facts

@@ -220,6 +220,36 @@ FACTS: dict[str, FactSpec] = {
                                        "table"),
     "release.cuda_major": FactSpec("int", "CUDA major version the judged release's compiled "
                                    "extensions link against"),
+    # -- what the judged release itself says (generated knowledge; facts/release_kernels.py)
+    "release.quant.judged_release": FactSpec(
+        "version", "the covered vLLM release the quantization facts were read from"),
+    "release.quant.method": FactSpec(
+        "str", "the quantization method judged (--quantization, else the checkpoint's; "
+        "ModelOpt by quant_algo)"),
+    "release.quant.known": FactSpec("bool", "the release accepts the method at all"),
+    "release.quant.min_capability": FactSpec(
+        "int", "lowest get_min_capability over the method and the methods vLLM may pick "
+        "instead (override_quantization_method) in that release"),
+    "release.quant.capability_ok": FactSpec(
+        "bool", "gpu.min_capability meets release.quant.min_capability"),
+    "release.quant.deprecated": FactSpec(
+        "bool", "the release lists the method as deprecated"),
+    "release.quant.act_dtypes": FactSpec(
+        "list", "activation dtypes the method accepts in that release"),
+    "release.attention.judged_release": FactSpec(
+        "version", "the covered vLLM release the attention facts were read from"),
+    "release.attention.candidates": FactSpec(
+        "list", "backends the release considers on this GPU (_get_backend_priorities)"),
+    "release.attention.supporting": FactSpec(
+        "list", "candidates whose checks accept head size, dtype and KV-cache dtype"),
+    "release.attention.any_supports": FactSpec(
+        "bool", "some candidate backend supports the model on this GPU"),
+    "release.attention.rejections": FactSpec(
+        "list", "each rejecting candidate with its reasons"),
+    "release.attention.forced_supports": FactSpec(
+        "bool", "the forced backend (serve.attention_backend) accepts the model here"),
+    "release.attention.forced_rejections": FactSpec(
+        "list", "why the forced backend refuses (empty when it accepts)"),
 }
 
 
