@@ -23,6 +23,7 @@ from vllm_doctor.engine.rule import (
     Fingerprint,
     Fix,
     LazyPattern,
+    LazySignature,
     Rule,
     VersionRange,
     Workaround,
@@ -107,6 +108,21 @@ class _Checker:
             return LazyPattern(value, f"{self.file}:{where}", re.compile(value, re.MULTILINE))
         except re.error as err:
             self.problem(where, f"bad regex: {err}")
+            return None
+
+    def signature(self, where: str, value: Any) -> LazySignature | None:
+        """A signature must run in linear time (engine.logmatch); checked when strict."""
+        if not isinstance(value, str) or not value:
+            self.problem(where, "must be a non-empty regex string")
+            return None
+        if not self.strict:
+            return LazySignature(value, f"{self.file}:{where}")
+        from vllm_doctor.engine.logmatch import SignatureError, compile_signature
+
+        try:
+            return LazySignature(value, f"{self.file}:{where}", compile_signature(value))
+        except SignatureError as err:
+            self.problem(where, str(err))
             return None
 
 
@@ -288,7 +304,7 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
         chk.problem("signatures", "must be a list of regexes")
     else:
         for i, sig in enumerate(signatures_raw):
-            compiled = chk.regex(f"signatures[{i}]", sig)
+            compiled = chk.signature(f"signatures[{i}]", sig)
             if compiled is not None:
                 signatures.append(compiled)
     references = chk.string_list(data, "references")
