@@ -113,7 +113,7 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: "str | LogScan | None" = N
     outcome = rule.when.evaluate(facts)
     log_matches = match_signatures(rule, log_text)
     confidence = rule.confidence
-    if outcome.value is False and not log_matches:
+    if (outcome.value is False or rule.log_only) and not log_matches:
         return Finding(rule, NOT_APPLIES, confidence)
     evidence: dict[str, Evidence] = {}  # one line per fact, listing every test made of it
     for test in outcome.evidence:
@@ -136,7 +136,9 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: "str | LogScan | None" = N
     if log_matches:
         # The failure was seen: the log is stronger evidence than any fact.
         finding.verdict = APPLIES
-        finding.confidence = rule.confidence
+        # facts that contradict the cause a log-only rule names make it less certain
+        finding.confidence = (_CONFIDENCE_DOWN[rule.confidence] if rule.log_only and outcome.value is False
+                              else rule.confidence)
         return finding
     if outcome.value is None:
         finding.missing = _missing(facts, outcome.missing)

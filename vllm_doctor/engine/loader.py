@@ -35,6 +35,7 @@ SLUG_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 ALLOWED_KEYS = {
     "code", "slug", "status", "severity", "confidence", "summary", "phase", "affected", "when",
     "signatures", "fix", "workarounds", "probe", "references", "aliases", "related", "details",
+    "log_only",
 }
 REQUIRED_KEYS = ("code", "slug", "status", "severity", "confidence", "summary", "phase", "when",
                  "references", "details")
@@ -307,6 +308,12 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
             compiled = chk.signature(f"signatures[{i}]", sig)
             if compiled is not None:
                 signatures.append(compiled)
+    log_only = data.get("log_only", False)
+    if not isinstance(log_only, bool):
+        chk.problem("log_only", "must be true or false")
+        log_only = False
+    elif log_only and not signatures_raw:
+        chk.problem("log_only", "a log-only rule needs signatures")
     references = chk.string_list(data, "references")
     for i, ref in enumerate(references):
         if not ref.startswith("https://"):
@@ -330,7 +337,7 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
         summary=summary, phase=phase, when=when, ranges=ranges,  # type: ignore[arg-type]
         fingerprints=fingerprints, signatures=tuple(signatures), fix=fix,
         workarounds=workarounds, probe=probe, references=references, aliases=aliases,
-        related=related, details=details, path=path, raw=data,
+        related=related, details=details, path=path, raw=data, log_only=log_only,
     )
     return rule, []
 

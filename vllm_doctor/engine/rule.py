@@ -140,6 +140,9 @@ class Rule:
     details: str
     path: Path
     raw: dict[str, Any]
+    # a rule about a message seen in a crash log: it applies only when its signatures match,
+    # and its `when` holds the facts that confirm the cause (shown as evidence)
+    log_only: bool = False
 
     @property
     def category(self) -> str:
