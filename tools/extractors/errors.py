@@ -33,19 +33,20 @@ WILDCARD = "{*}"
 # The longest literal part must be at least this long to recognise the message in a log:
 # shorter ones ("Invalid", "{*} not found") would name a vLLM message for any line.
 MIN_LITERAL = 12
-MAX_CONDITION = 160
-MAX_SITES = 4  # sites kept per message and release (the same text raised in many places)
+MAX_CONDITION = 120
+MAX_SITES = 3  # sites kept per message and release (the same text raised in many places)
 LOG_LEVELS = {"error", "exception", "critical", "fatal"}
 
 META = {
     "description": "Messages vLLM raises, asserts or logs at error level, by exception class and "
                    "template ({*} marks a placeholder). Value: the sites that emit it in that "
                    "release.",
-    "value": {"kind": "raise | assert | log | assert-line (an assert without a message: the "
-                      "traceback's source line is the template)",
-              "sites": "[[file, function, condition], ...] (file relative to the vllm package; "
+    "value": {"sites": "[[file, function, condition], ...] (file relative to the vllm package; "
                        "condition: the assert test, the enclosing if (not (...) in its else), or "
-                       "except X; '' when unconditional; at most 4 sites)"},
+                       "except X; '' when unconditional; at most 3 sites)"},
+    "key": "<exception class>: <template>; log.error/log.exception/...: for logger lines; "
+           "AssertionError: assert <source line> for an assert without a message (the traceback "
+           "shows the line)",
     "wildcard": WILDCARD,
     "min_literal": MIN_LITERAL,
 }
@@ -61,10 +62,9 @@ _WILDCARDS = re.compile(r"(?:\s*\{\*\}\s*)+")
 
 
 def normalise(template: str) -> str:
-    """One space for every whitespace run, runs of placeholders merged into one."""
-    text = _SPACES.sub(" ", template).strip()
-    return _WILDCARDS.sub(lambda m: (" " if m.group(0)[:1].isspace() else "") + WILDCARD
-                          + (" " if m.group(0)[-1:].isspace() else ""), text).strip()
+    """One space for every whitespace run; a run of placeholders, with the whitespace around
+    it, becomes one ``{*}`` (so ``"x: {}".format`` and ``f"x:{v}"`` give the same key)."""
+    return _WILDCARDS.sub(WILDCARD, _SPACES.sub(" ", template)).strip()
 
 
 def literal_parts(template: str) -> list[str]:
@@ -183,7 +183,8 @@ class _Walker(ast.NodeVisitor):
         self._guards.append(test)
         for child in node.body:
             self.visit(child)
-        self._guards[-1] = f"not ({test})"
+        negated = node.test.operand if isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not) else None
+        self._guards[-1] = _unparse(negated) if negated is not None else f"not ({test})"
         for child in node.orelse:
             self.visit(child)
         self._guards.pop()
@@ -283,7 +284,7 @@ def extract(release) -> dict[str, Any]:
         found, file_skipped = messages_in(text)
         skipped.update(file_skipped)
         for kind, cls, template, func, cond in found:
-            entry = entries.setdefault(f"{cls}: {template}", {"kind": kind, "sites": []})
+            entry = entries.setdefault(f"{cls}: {template}", {"sites": []})
             site = [rel, func, cond]
             if site not in entry["sites"]:
                 entry["sites"].append(site)

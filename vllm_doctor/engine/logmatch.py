@@ -178,11 +178,12 @@ def compile_signature(pattern: str) -> Signature:
     for gap_start, gap_end, gap_bound in _top_level_spans(text) + [(len(text), len(text), None)]:
         piece = text[start:gap_start]
         if piece:
+            regex = _compile_re2(piece)
             literal = _longest_literal(piece)
             if len(literal) < MIN_PART_LITERAL:
                 raise SignatureError(f"the part {piece[:60]!r} has no literal text of "
                                      f"{MIN_PART_LITERAL}+ characters to look for")
-            parts.append(_Part(_compile_re2(piece), literal, bound))
+            parts.append(_Part(regex, literal, bound))
         start, bound = gap_end, gap_bound
     if not parts:
         raise SignatureError("matches nothing specific")
@@ -326,6 +327,13 @@ def signature_spans(sig: Signature, text: str, hits: dict[str, list[int]],
 
 # -- the catalogue --------------------------------------------------------------------------
 WILDCARD = "{*}"
+_WILDCARD_SPLIT = re.compile(r"\s*\{\*\}\s*")
+_WILDCARD_SPACING = re.compile(r"(?<=\w)(?=\{\*\})|(?<=\{\*\})(?=\w)")
+
+
+def display(template: str) -> str:
+    """A catalogue template for people: ``{*}`` spaced from the words beside it."""
+    return _WILDCARD_SPACING.sub(" ", template)
 
 
 @dataclass(frozen=True)
@@ -356,20 +364,21 @@ class Catalogue:
     def __init__(self, keys: Iterable[str]):
         self.entries: list[_Entry] = []
         self.by_anchor: dict[str, list[int]] = {}
+        split = _WILDCARD_SPLIT.split
         for key in keys:
             cls, _, template = key.partition(": ")
-            parts = tuple(p.strip() for p in template.split(WILDCARD) if p.strip())
+            parts = tuple(p for p in split(template) if p)
             if not parts:
                 continue
             index = len(self.entries)
-            self.entries.append(_Entry(key, cls, parts, sum(len(p) for p in parts)))
+            self.entries.append(_Entry(key, cls, parts, sum(map(len, parts))))
             # the start of its longest literal part, and of its first part when that is long
             # enough to be specific (a message cut short, or wrapped inside its longest part)
-            anchors = {max(parts, key=len)[:ANCHOR]}
-            if len(parts[0]) >= MIN_ANCHOR:
-                anchors.add(parts[0][:ANCHOR])
-            for anchor in anchors:
-                self.by_anchor.setdefault(anchor, []).append(index)
+            longest = max(parts, key=len)[:ANCHOR]
+            self.by_anchor.setdefault(longest, []).append(index)
+            first = parts[0][:ANCHOR]
+            if first != longest and len(parts[0]) >= MIN_ANCHOR:
+                self.by_anchor.setdefault(first, []).append(index)
 
     def anchors(self) -> set[str]:
         return set(self.by_anchor)
@@ -396,7 +405,7 @@ class Catalogue:
                     per_line.setdefault(line_start, []).append((score, index))
                     if index not in best or best[index].position > line_start:
                         entry = self.entries[index]
-                        best[index] = CatalogueHit(entry.key, entry.cls, entry.key.partition(": ")[2],
+                        best[index] = CatalogueHit(entry.key, entry.cls, display(entry.key.partition(": ")[2]),
                                                    line_at(text, pos), line_start, complete)
         # at one line keep the most specific messages (the most literal text matched), and
         # among equals the one whose exception class the line names
@@ -407,7 +416,10 @@ class Catalogue:
             window = windows[line_start][0]
             named = [i for i in tied if f"{self.entries[i].cls}:" in window]
             keep.update(named or tied)
-        chosen = sorted((hit for i, hit in best.items() if i in keep), key=lambda h: (h.position, h.key))
+        # what vLLM raised comes before what it logged about it ("EngineCore failed to start."
+        # is logged above the traceback of the exception that stopped it), then log order
+        chosen = sorted((hit for i, hit in best.items() if i in keep),
+                        key=lambda h: (h.cls.startswith("log."), h.position, h.key))
         return chosen[:limit]
 
 
