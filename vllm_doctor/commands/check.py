@@ -148,8 +148,21 @@ def run_check(
     rules = select_rules(load_rules(rules_dirs), select, ignore)
     facts = collect_facts(options)
     log_text = read_log(options.log) if options.log else None
-    findings = evaluate_rules(rules, facts, log_text)
+    log_report = None
+    if log_text:
+        # one scan of the log for the rules' signatures and the error catalogue (loaded only here)
+        from vllm_doctor.engine.logreport import analyse_log, scan_for_check
+
+        scan = scan_for_check(log_text, rules)
+        findings = evaluate_rules(rules, facts, scan)
+        version = facts.value("vllm.version")
+        log_report = analyse_log(log_text, rules, str(version) if version else None,
+                                 "facts" if version else "", scan=scan)
+    else:
+        findings = evaluate_rules(rules, facts)
     doc = CheckDocument(facts, findings, fail_on, len(rules), 0.0)
+    if log_report is not None:
+        doc.log_messages = log_report.messages
     doc.notes.extend(apply_ignores(findings, entries))
     if example:
         doc.notes.append(f"bundled example {example!r}: facts come from its files, not this machine")
