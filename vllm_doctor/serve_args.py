@@ -769,21 +769,15 @@ def _yaml_scalar(value: Any) -> str:
 
 
 def _read_config(path_text: str, cwd: Path | None) -> tuple[Path, Any]:
-    try:
-        path = Path(path_text).expanduser()
-    except RuntimeError as err:  # ~user that does not exist
-        raise InputError("--config", f"cannot read {path_text}: {err}") from None
+    from vllm_doctor.bounds import expand_path, read_text
+
+    path = expand_path(path_text, "--config")
     if not path.is_absolute():
         path = (cwd or Path.cwd()) / path
     ext = path_text.rsplit(".", 1)[-1] if "." in path_text else ""
     if ext not in ("yaml", "yml"):
         raise InputError("--config", f"config file must be .yaml or .yml: {path_text}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("--config", f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError("--config", f"cannot read {path}: {err}") from None
+    text = read_text(path, "config file", "yaml")
     from vllm_doctor import yaml_io  # only a --config file needs YAML
 
     try:
@@ -1271,7 +1265,9 @@ def parse_serve_string(text: str) -> ServeLine:
 
 def load_serve_config(path: Path) -> ServeLine:
     """A YAML file like vLLM's ``--config`` (``model:`` gives the model)."""
-    path = Path(path).expanduser().resolve()
+    from vllm_doctor.bounds import expand_path
+
+    path = expand_path(path, "--serve-config").resolve()
     return parse_serve_argv(["serve", "--config", str(path)])
 
 

@@ -41,14 +41,9 @@ class CollectOptions:
 
 
 def _read_text(path: Path, what: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise InputError(str(path), f"no such {what}") from None
-    except IsADirectoryError:
-        raise InputError(str(path), f"is a directory, not a {what}") from None
-    except OSError as err:
-        raise InputError(str(path), f"cannot read the {what}: {err.strerror or err}") from None
+    from vllm_doctor.bounds import read_text
+
+    return read_text(path, what, "report", errors="replace")
 
 
 class _Runner:
