@@ -70,7 +70,8 @@ def read_bytes(path: Path | str, what: str, kind: str, source: str | None = None
     try:
         info = os.stat(path)  # never blocks, unlike open() on a FIFO
     except FileNotFoundError:
-        raise InputError(source, f"no such {what}") from None
+        named = "" if source == str(path) else f": {path}"
+        raise InputError(source, f"no such {what}{named}") from None
     except OSError as err:
         raise InputError(source, f"cannot read the {what}: {err.strerror or err}") from None
     if stat.S_ISDIR(info.st_mode):

@@ -30,7 +30,9 @@ kept verbatim (with their value when one follows).
 
 from __future__ import annotations
 
+import bisect
 import builtins
+import functools
 import json
 import os
 import re
@@ -569,12 +571,19 @@ def _dotted_value(value_str: str) -> Any:
     """A dotted key's value: JSON, else a human-readable int, else the string."""
     try:
         return json.loads(value_str)
+    except RecursionError:
+        raise InputError(value_str[:20] + "…", "nested too deeply") from None
     except ValueError:
         pass
     try:
         return human_readable_int(value_str)
     except (ValueError, OverflowError):
         return value_str
+
+
+# JSON options with human-readable numbers (`{"kv_bytes": 80m}`) are short; longer values that
+# are not JSON are refused without the second pass
+_HR_JSON_MAX = 64 * 1024
 
 
 def _parse_json(flag: str, value: str, spec: OptionSpec) -> Any:
@@ -584,25 +593,44 @@ def _parse_json(flag: str, value: str, spec: OptionSpec) -> Any:
     if spec.name == "compilation-config" and text.strip().isdigit():
         # Older vLLM (CompilationConfig.from_cli): a bare number is the level.
         return {"level": int(text.strip())}
+    from vllm_doctor.bounds import ValueBoundsError, json_loads
+
     try:
-        return json.loads(text)
+        return json_loads(text)
+    except ValueBoundsError as err:
+        raise InputError(flag, f"the JSON value {err}") from None
     except ValueError as err:
-        try:
-            return json.loads(_expand_json_human_readable_numbers(text))
-        except (ValueError, OverflowError):
-            pass
+        if len(text) <= _HR_JSON_MAX:  # the fallback re-scans the text: only for short values
+            try:
+                return json_loads(_expand_json_human_readable_numbers(text))
+            except (ValueError, OverflowError):
+                pass
         raise InputError(flag, f"invalid JSON: {err}") from None
+
+
+_INT_MAX = 2**63 - 1
+# sizes that count GPUs or processes: past this no machine exists, and the doctor's
+# arithmetic (world size, per-GPU shares) and probes must never see such a number
+_COUNT_MAX = 1 << 16
+
+
+def _in_range(flag: str, spec: OptionSpec, number: int, text: str) -> int:
+    limit = _COUNT_MAX if spec.name.endswith(("-parallel-size", "-size-local")) else _INT_MAX
+    if not -_INT_MAX - 1 <= number <= limit:
+        shown = text.strip() if len(text.strip()) <= 24 else text.strip()[:20] + "…"
+        raise InputError(flag, f"{shown} is out of range (at most {limit})")
+    return number
 
 
 def _convert(flag: str, spec: OptionSpec, value: str) -> Any:
     kind = spec.kind
     try:
         if kind == "int":
-            return int(value.strip())
+            return _in_range(flag, spec, int(value.strip()), value)
         if kind == "hrint":
             if spec.name in _HRINT_OR_AUTO:
-                return _human_readable_int_or_auto(value)
-            return human_readable_int(value)
+                return _in_range(flag, spec, _human_readable_int_or_auto(value), value)
+            return _in_range(flag, spec, human_readable_int(value), value)
         if kind == "float":
             number = float(value)
             if number != number or number in (float("inf"), float("-inf")):
@@ -651,6 +679,9 @@ class ServeLine:
     model_span: tuple[int, int] | None = None
     env_tokens: list[str] = field(default_factory=list)
     entrypoint: str = "serve"  # "serve" or "api_server"
+    # the spans as sets, for _add_span
+    span_index: dict[str, set[tuple[int, int]]] = field(default_factory=dict, repr=False,
+                                                         compare=False)
 
     # -- derived values ----------------------------------------------------------------
     def value(self, name: str, default: Any = None) -> Any:
@@ -729,12 +760,18 @@ def _strip_prefix(tokens: list[str]) -> tuple[list[str], list[str], str]:
     return env_words, rest, "serve"
 
 
+_MAX_CONFIG_KEYS = 10_000
+
+
 def _yaml_to_args(path: Path, data: Any) -> list[tuple[str, str]]:
     """A config file's content as (token, evidence) pairs, as vLLM's load_config_file does."""
     if data is None:
         return []
     if not isinstance(data, dict):
         raise InputError(str(path), "a serve config file must be a YAML mapping of option: value")
+    if len(data) > _MAX_CONFIG_KEYS:
+        raise InputError(str(path), f"{len(data):,} options; vLLM has a few hundred, and a serve "
+                                    f"config of more than {_MAX_CONFIG_KEYS:,} is refused")
     out: list[tuple[str, str]] = []
     for key, value in data.items():
         key = str(key)
@@ -777,7 +814,7 @@ def _read_config(path_text: str, cwd: Path | None) -> tuple[Path, Any]:
     ext = path_text.rsplit(".", 1)[-1] if "." in path_text else ""
     if ext not in ("yaml", "yml"):
         raise InputError("--config", f"config file must be .yaml or .yml: {path_text}")
-    text = read_text(path, "config file", "yaml")
+    text = read_text(path, "file", "yaml", source="--config")
     from vllm_doctor import yaml_io  # only a --config file needs YAML
 
     try:
@@ -903,6 +940,35 @@ def _evidence_text(pieces: list[_Tok]) -> str:
     return " ".join(seen)
 
 
+@dataclass(frozen=True)
+class _AbbrevPool:
+    words: dict[str, str]      # option string or long alias -> option name
+    sorted_words: list[str]
+    negatives: dict[str, str]  # "no-X" -> X, for bool options
+    sorted_negatives: list[str]
+
+
+@functools.lru_cache(maxsize=1)
+def _abbreviation_pools() -> tuple[_AbbrevPool, _AbbrevPool]:
+    """Current options, then removed ones, sorted for prefix search (argparse allow_abbrev)."""
+    pools = []
+    for legacy in (False, True):
+        names = {n for n, sp in OPTIONS.items() if sp.legacy == legacy}
+        words = {n: n for n in names}
+        words.update({a: t for a, t in _LONG_ALIASES.items() if t in names})
+        negatives = {"no-" + n: n for n in names if OPTIONS[n].kind == "bool"}
+        pools.append(_AbbrevPool(words, sorted(words), negatives, sorted(negatives)))
+    return pools[0], pools[1]
+
+
+def _with_prefix(sorted_words: list[str], prefix: str) -> list[str]:
+    start = bisect.bisect_left(sorted_words, prefix)
+    end = start
+    while end < len(sorted_words) and sorted_words[end].startswith(prefix):
+        end += 1
+    return sorted_words[start:end]
+
+
 def _resolve_long(name: str) -> tuple[OptionSpec | None, bool | None, str | None]:
     """(spec, negated, note) for a long option name without dashes; spec None if unknown."""
     if name in OPTIONS and not OPTIONS[name].legacy:
@@ -926,12 +992,9 @@ def _resolve_long(name: str) -> tuple[OptionSpec | None, bool | None, str | None
         return OPTIONS[name], False, None
     # argparse allow_abbrev: a unique prefix of one option string (current options first,
     # then removed ones)
-    for pool in ([n for n, sp in OPTIONS.items() if not sp.legacy],
-                 [n for n, sp in OPTIONS.items() if sp.legacy]):
-        candidates = {n for n in pool if n.startswith(name)}
-        candidates |= {_LONG_ALIASES[a] for a in _LONG_ALIASES
-                       if a.startswith(name) and _LONG_ALIASES[a] in pool}
-        negatives = {n for n in pool if OPTIONS[n].kind == "bool" and ("no-" + n).startswith(name)}
+    for pool in _abbreviation_pools():
+        candidates = {pool.words[w] for w in _with_prefix(pool.sorted_words, name)}
+        negatives = {pool.negatives[w] for w in _with_prefix(pool.sorted_negatives, name)}
         if len(candidates) == 1 and not negatives:
             spec = OPTIONS[candidates.pop()]
             return spec, False, f"--{name} is an abbreviation of --{spec.name}"
@@ -1194,9 +1257,13 @@ def _add_span(line: ServeLine, name: str, used: list[_Tok],
               dotted_idx: list[int] | None = None) -> None:
     """Record which of the user's words an option used (one (i, i+1) range per word)."""
     spans = line.spans.setdefault(name, [])
+    seen = line.span_index.get(name)  # a set beside the list: a repeated flag stays linear
+    if seen is None:
+        seen = line.span_index[name] = set(spans)
     indices = dotted_idx if dotted_idx else [t.idx for t in used if t.idx is not None]
     for idx in indices:
-        if (idx, idx + 1) not in spans:
+        if (idx, idx + 1) not in seen:
+            seen.add((idx, idx + 1))
             spans.append((idx, idx + 1))
     if not spans:
         del line.spans[name]
