@@ -730,15 +730,70 @@ def _looks_like_flag(token: str) -> bool:
     return token.startswith("-") and token != "-" and not _NEG_NUMBER.match(token)
 
 
+# commands that run the next word as a command, with their options that take a value
+_WRAPPERS: dict[str, frozenset[str]] = {
+    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "--user",
+                       "--group", "--chdir", "--prompt", "--host", "--role", "--type",
+                       "--other-user", "--command-timeout", "--close-from"}),
+    "env": frozenset({"-u", "-C", "-S", "--unset", "--chdir", "--split-string"}),
+    "nohup": frozenset(), "time": frozenset(), "exec": frozenset({"-a"}),
+    "command": frozenset(), "nice": frozenset({"-n", "--adjustment"}),
+    "stdbuf": frozenset({"-i", "-o", "-e"}), "export": frozenset(),
+}
+# shell control operators between commands on one pasted line
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
+
+
+def _command_words(words: list[str]) -> list[str]:
+    """The `vllm serve` command of a pasted line split into words: ``export A=1 && B=2 vllm
+    serve ...`` gives ``A=1 B=2 vllm serve ...`` (variables exported before it are its
+    environment); without a recognisable command, the words unchanged."""
+    commands: list[list[str]] = [[]]
+    for word in words:
+        if word in _SEPARATORS:
+            commands.append([])
+        elif word.endswith(";") and len(word) > 1:
+            commands[-1].append(word[:-1])
+            commands.append([])
+        else:
+            commands[-1].append(word)
+    commands = [c for c in commands if c]
+    if len(commands) <= 1:
+        return words
+    chosen = next((i for i, c in enumerate(commands) if any(
+        os.path.basename(w) == "vllm" or w in _API_SERVER_MODULES or w == "serve" for w in c)), None)
+    if chosen is None:
+        return words
+    exported = [w for c in commands[:chosen] if c[0] == "export"
+                for w in c[1:] if _ENV_RE.match(w)]
+    return exported + commands[chosen]
+
+
 def _strip_prefix(tokens: list[str]) -> tuple[list[str], list[str], str]:
     """(env words, serve arguments, entrypoint) from a full command."""
     i = 0
     env_words: list[str] = []
-    if tokens and tokens[0] == "env":
-        i = 1
-    while i < len(tokens) and _ENV_RE.match(tokens[i]) and not tokens[i].startswith("-"):
-        env_words.append(tokens[i])
+    wrapped = any(os.path.basename(t) in ("vllm", "serve") or _PY_RE.match(os.path.basename(t))
+                  for t in tokens[1:])
+    while i < len(tokens):
+        word = tokens[i]
+        if _ENV_RE.match(word) and not word.startswith("-"):
+            env_words.append(word)
+            i += 1
+            continue
+        wrapper = os.path.basename(word)
+        if not (wrapped and wrapper in _WRAPPERS):
+            break
+        # `sudo -E -u vllm env -i HF_TOKEN=x nohup vllm serve ...`: skip the wrapper and its
+        # options (and the values of those that take one)
         i += 1
+        while i < len(tokens) and tokens[i].startswith("-"):
+            option = tokens[i]
+            i += 1
+            if option == "--":
+                break
+            if option in _WRAPPERS[wrapper] and "=" not in option:
+                i += 1
     rest = tokens[i:]
     if not rest:
         return env_words, [], "serve"
@@ -1327,7 +1382,7 @@ def parse_serve_string(text: str) -> ServeLine:
         raise InputError(SERVE_LINE, f"cannot split into words: {err}") from None
     if not words:
         raise InputError(SERVE_LINE, "empty serve line")
-    return parse_serve_argv(words)
+    return parse_serve_argv(_command_words(words))
 
 
 def load_serve_config(path: Path) -> ServeLine:
