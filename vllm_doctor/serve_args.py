@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from vllm_doctor.errors import InputError
-from vllm_doctor.facts.environment import REDACTED, is_secret
+from vllm_doctor.redact import (REDACTED, is_secret_name, redact_value, redact_words,
+                                shell_words)
 from vllm_doctor.facts.model import Facts, Source
 
 SERVE_LINE = "serve line"
@@ -1061,6 +1062,17 @@ def _resolve_long(name: str) -> tuple[OptionSpec | None, bool | None, str | None
     return None, None, None
 
 
+def resolve_flag(flag: str) -> OptionSpec | None:
+    """The option a flag word stands for, as vLLM resolves it: ``--hf_token``, ``--hf-tok``
+    (an abbreviation), ``-tp`` (a short alias); None for an unknown flag."""
+    if flag.startswith("--"):
+        name = flag[2:].split("=", 1)[0].split(".", 1)[0].replace("_", "-")
+        if not name:
+            return None
+        return _resolve_long(name)[0]
+    return option_spec(flag.split("=", 1)[0]) if flag.startswith("-") else None
+
+
 def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
     """Parse a serve command given as words (as a shell would split it)."""
     if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
@@ -1555,8 +1567,8 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
             head.append(f"--model={line.model}")  # a model name that looks like a flag
         else:
             head.append(line.model)
-    env = [f"{k}={shlex.quote(v)}" for k, v in (w.split("=", 1) for w in line.env_tokens)]
-    return " ".join(env + [shlex.join(head + out)])
+    # secrets as "$VARIABLE" placeholders: the command runs as printed
+    return shell_words(list(line.env_tokens) + head + out)
 
 
 def _enclosed(line: ServeLine, name: str, pos: int) -> bool:
@@ -1631,26 +1643,32 @@ def _gpu_memory_default(facts: Facts) -> tuple[float, str]:
 
 
 def _redact_secret_values(tokens: list[str]) -> list[str]:
-    """The serve words with the values of secret-looking flags (--hf-token, --api-key) hidden."""
-    out: list[str] = []
-    hide_next = False
-    for token in tokens:
-        if hide_next and not token.startswith("-"):
-            out.append(REDACTED)
-            hide_next = False
-            continue
-        hide_next = False
-        if token.startswith("--") and is_secret(token.split("=", 1)[0]):
-            if "=" in token:
-                token = token.split("=", 1)[0] + "=" + REDACTED
-            else:
-                hide_next = True
-        out.append(token)
-    return out
+    """The serve words with every secret hidden (``vllm_doctor.redact.redact_words``)."""
+    return redact_words(tokens)
+
+
+def _redact_evidence(text: str | None) -> str | None:
+    """The user's words behind a fact (``--api-key K1 K2``), secrets hidden."""
+    return " ".join(redact_words(text.split(" "))) if text else text
+
+
+class _RedactingFacts:
+    """Facts seen through redaction: every serve fact's value and evidence is cleaned."""
+
+    def __init__(self, facts: Facts):
+        self._facts = facts
+
+    def set(self, path: str, value: Any, source: str, detail: str | None = None) -> None:
+        self._facts.set(path, redact_value(value, path.rsplit(".", 1)[-1]), source,
+                        _redact_evidence(detail))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._facts, name)
 
 
 def _to_facts(line: ServeLine, facts: Facts, source: str,
               env: Mapping[str, str] | None) -> None:
+    facts = _RedactingFacts(facts)  # type: ignore[assignment]
     def src(name: str) -> str:
         if line.origins.get(name) == "config":
             return Source.SERVE_CONFIG if source == Source.SERVE else source
@@ -1665,7 +1683,7 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
     else:
         facts.mark_missing("serve.model", "no model in the serve line")
     facts.set("serve.flags", sorted(n for n in line.given if n != "model"), source)
-    facts.set("serve.unknown_flags", list(line.unknown_flags), source)
+    facts.set("serve.unknown_flags", [_redact_evidence(f) for f in line.unknown_flags], source)
     facts.set("serve.legacy_flags", list(line.legacy_flags), source)
 
     for fact, (option, default, reason) in _FACT_OPTIONS.items():
@@ -1754,6 +1772,6 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
         put("serve.hf_overrides", "hf-overrides", hf)
 
     for key, value in line.env.items():
-        if is_secret(key):
+        if is_secret_name(key):
             value = REDACTED
         facts.set(f"env.{key}", value, source, f"{key}={value} before the command")

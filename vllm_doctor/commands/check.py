@@ -71,15 +71,17 @@ def _suggestions(doc, facts) -> None:
         for w in finding.rule.workarounds:
             command = None
             if w.edits_serve_line and line is not None:
+                from vllm_doctor.redact import shell_words
                 from vllm_doctor.serve_args import render_command
 
                 command = render_command(line, set=w.serve_set, remove=w.serve_remove)
                 # `KEY=VALUE vllm serve ...`: keep the variables the user put before the command,
                 # less those the workaround unsets or sets itself
-                prefix = [f"{path[4:]}={shlex.quote(str(fact.value))}" for path, fact in facts.area("env")
+                prefix = [f"{path[4:]}={fact.value}" for path, fact in facts.area("env")
                           if fact.source == Source.SERVE and path[4:] not in w.env_unset
                           and path[4:] not in w.env_set]
-                command = " ".join([*prefix, command])
+                if prefix:  # a secret's value is a "$NAME" placeholder, never '<redacted>'
+                    command = f"{shell_words(prefix)} {command}"
             env = [f"export {k}={v}" for k, v in w.env_set.items()] + [f"unset {k}" for k in w.env_unset]
             out.append(FixSuggestion(finding.rule.code, w.title, command, env, w.cost))
         if out:
