@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from vllm_doctor.commands import inputs
-from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError
+from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError, step
 from vllm_doctor.facts.model import Source
 
 if TYPE_CHECKING:
@@ -146,16 +146,25 @@ def run_check(
     from vllm_doctor.facts.collect import collect_facts
     from vllm_doctor.report.document import CheckDocument
 
-    entries = load_ignore_file(ignore_file) if ignore_file else []
-    rules = select_rules(load_rules(rules_dirs), select, ignore)
-    facts = collect_facts(options)
-    log_text = read_log(options.log) if options.log else None
-    findings = evaluate_rules(rules, facts, log_text)
+    with step("ignore file"):
+        entries = load_ignore_file(ignore_file) if ignore_file else []
+    with step("rules"):
+        rules = select_rules(load_rules(rules_dirs), select, ignore)
+    with step("facts"):
+        facts = collect_facts(options)
+    with step("crash log"):
+        log_text = read_log(options.log) if options.log else None
+    with step("rule evaluation"):
+        findings = evaluate_rules(rules, facts, log_text)
     doc = CheckDocument(facts, findings, fail_on, len(rules), 0.0)
     doc.notes.extend(apply_ignores(findings, entries))
+    for crash in facts.crashes:
+        doc.notes.append(f"could not finish: {crash.line()}: the rules that need its facts "
+                         "are undecided because of this crash, and the run exits 3")
     if example:
         doc.notes.append(f"bundled example {example!r}: facts come from its files, not this machine")
-    _suggestions(doc, facts)
+    with step("suggested commands"):
+        _suggestions(doc, facts)
     if probe and (options.report or not options.probe_machine):
         doc.notes.append("--probe: not run — the facts come from a report, and probes confirm a "
                          "failure on the machine they run on; run `vllm-doctor probe` there")
@@ -188,8 +197,24 @@ def run_check(
             output.write_text(text, encoding="utf-8")
         else:
             sys.stdout.write(text)
+    if facts.crashes:
+        return crashed(facts.crashes)
     print(f"vllm-doctor: {doc.summary_line()}", file=sys.stderr)
     return EXIT_FINDINGS if doc.failing() else EXIT_OK
+
+
+def crashed(crashes: list) -> int:
+    """One line for the first crashed collector (all of them with --debug); exit code 3."""
+    from vllm_doctor.errors import DEBUG_HINT, EXIT_INTERNAL, debug_enabled
+
+    if debug_enabled():
+        for crash in crashes:
+            print(crash.traceback, file=sys.stderr, end="")
+    more = f" (and {len(crashes) - 1} more)" if len(crashes) > 1 else ""
+    hint = "" if debug_enabled() else f"; {DEBUG_HINT}"
+    print(f"vllm-doctor: could not finish: {crashes[0].line()}{more}: the report is incomplete"
+          f"{hint}", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def register(app: typer.Typer) -> None:

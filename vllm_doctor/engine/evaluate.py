@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vllm_doctor.redact import redact_text
 from vllm_doctor.engine.fixstate import AFFECTED, FIXED, UNVERSIONED, FixState, fix_state
 from vllm_doctor.engine.rule import Rule
 from vllm_doctor.facts.model import Facts
@@ -91,6 +92,7 @@ def match_signatures(rule: Rule, log_text: str | None, limit: int = 3) -> list[s
             if len(line) > 300:  # keep the part around the match
                 offset = max(0, min(len(line), match.end() - start) - 240)
                 line = ("…" if offset else "") + line[offset:offset + 300]
+            line = redact_text(line)  # a quoted log line never carries a secret out
             if line not in hits:
                 hits.append(line)
             if len(hits) >= limit:
