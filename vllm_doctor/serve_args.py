@@ -1062,6 +1062,11 @@ def _resolve_long(name: str) -> tuple[OptionSpec | None, bool | None, str | None
     return None, None, None
 
 
+# a real serve line has tens of words; a config file's keys count too
+MAX_WORDS = 10_000
+MAX_LINE_CHARS = 4 * 1024 * 1024
+
+
 def resolve_flag(flag: str) -> OptionSpec | None:
     """The option a flag word stands for, as vLLM resolves it: ``--hf_token``, ``--hf-tok``
     (an abbreviation), ``-tp`` (a short alias); None for an unknown flag."""
@@ -1081,6 +1086,9 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
         raise InputError(SERVE_LINE, "empty serve line")
     if any("\x00" in t for t in tokens):
         raise InputError(SERVE_LINE, "contains NUL bytes")
+    if len(tokens) > MAX_WORDS:
+        raise InputError(SERVE_LINE, f"{len(tokens):,} words; a serve line of more than "
+                                     f"{MAX_WORDS:,} is refused (vLLM has a few hundred options)")
     env_words, args, entrypoint = _strip_prefix(list(tokens))
     if not args:
         raise InputError(SERVE_LINE, "no model and no options after `vllm serve`")
@@ -1381,6 +1389,8 @@ def parse_serve_string(text: str) -> ServeLine:
         raise InputError(SERVE_LINE, "expected text")
     if "\x00" in text:
         raise InputError(SERVE_LINE, "contains NUL bytes")
+    if len(text) > MAX_LINE_CHARS:
+        raise InputError(SERVE_LINE, f"{len(text):,} characters; at most {MAX_LINE_CHARS:,} are read")
     lines = [ln.strip(" \t\r") for ln in _logical_lines(text)]
     lines = [ln[2:] if ln.startswith("$ ") else ln for ln in lines]
     lines = [ln for ln in lines if ln and not ln.startswith("#")]

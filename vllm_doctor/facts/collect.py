@@ -66,7 +66,7 @@ class _Runner:
         except Exception as err:  # recorded, collection goes on; the run exits 3 at the end
             crash = Crash.of(STEP_NAMES.get(name, name), err)
             self.facts.crashes.append(crash)
-            reason = f"{CRASH_PREFIX} ({crash.line()}): not collected"
+            reason = f"{CRASH_PREFIX} ({name}): {crash.error}"
             for area in areas:
                 self.facts.mark_missing(area, reason)
             self.facts.notes.append(reason)
