@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vllm_doctor.redact import redact_text
 from vllm_doctor.engine.fixstate import AFFECTED, FIXED, UNVERSIONED, FixState, fix_state
 from vllm_doctor.engine.rule import Rule
 from vllm_doctor.facts.model import Facts
@@ -88,7 +89,8 @@ def match_signatures(rule: Rule, log: "str | LogScan | None", limit: int = 3) ->
 
     signatures = [s.compiled() for s in rule.signatures]
     scan = log if not isinstance(log, str) else scan_log(log, signatures)
-    return scan.signature_lines(signatures, limit)
+    # a quoted log line never carries a secret out
+    return [redact_text(line) for line in scan.signature_lines(signatures, limit)]
 
 
 def scan_for_rules(rules: list[Rule], log_text: str) -> "LogScan":

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_doctor import yaml_io
+from vllm_doctor.bounds import read_text
 from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.engine.conditions import ConditionError, compile_condition
@@ -348,9 +349,9 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
 
 def load_rule_file(path: Path, strict: bool = True) -> tuple[Rule | None, list[str]]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        return None, [f"{path}:(file): cannot read: {err}"]
+        text = read_text(path, "rule file", "yaml")
+    except InputError as err:
+        return None, [f"{path}:(file): cannot read: {err.problem}"]
     try:
         data = yaml_io.safe_load(text)
     except yaml_io.YAMLError as err:

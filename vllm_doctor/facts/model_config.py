@@ -154,18 +154,32 @@ def find_in_hf_cache(model_id: str, cache: Path) -> Path | None:
     return max(candidates, key=lambda p: p.parent.stat().st_mtime)
 
 
-def _load_json(path: Path, explicit: bool) -> dict:
+def _read_side_json(path: Path) -> object:
+    """A JSON file beside config.json, within the same bounds; any problem is a ValueError."""
+    from vllm_doctor import bounds
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(str(path), "no such file") from None
-    except (OSError, UnicodeDecodeError) as err:
+        return bounds.json_loads(bounds.read_text(path, path.name, "json"))
+    except InputError as err:
+        raise ValueError(err.problem) from None
+
+
+def _load_json(path: Path, explicit: bool) -> dict:
+    from vllm_doctor import bounds
+
+    try:
+        data = bounds.json_loads(bounds.read_text(path, "config.json", "json"))
+    except InputError as err:
         if explicit:
-            raise InputError(str(path), f"cannot read: {err}") from None
-        raise
+            raise
+        raise ValueError(err.problem) from None
     except json.JSONDecodeError as err:
         if explicit:
             raise InputError(str(path), f"not valid JSON: {err.msg} (line {err.lineno})") from None
+        raise
+    except ValueError as err:  # bounds.ValueBoundsError, or an integer of over 4300 digits
+        if explicit:
+            raise InputError(str(path), f"the config.json {err}") from None
         raise
     if not isinstance(data, dict):
         if explicit:
@@ -322,7 +336,7 @@ def weights_size(model_dir: Path) -> tuple[int | None, str | None]:
         index = model_dir / index_name
         if index.is_file():
             try:
-                data = json.loads(index.read_text(encoding="utf-8"))
+                data = _read_side_json(index)
                 total = _int((data.get("metadata") or {}).get("total_size"))
             except (OSError, ValueError, AttributeError):
                 total = None
@@ -432,7 +446,7 @@ def read_model_config(facts: Facts, config_path: Path, cfg: dict, source_detail:
     hf_quant_path = model_dir / "hf_quant_config.json"
     if hf_quant_path.is_file():
         try:
-            hf_quant = json.loads(hf_quant_path.read_text(encoding="utf-8"))
+            hf_quant = _read_side_json(hf_quant_path)
         except (OSError, ValueError):
             facts.notes.append(f"{hf_quant_path}: not valid JSON, ignored")
     if isinstance(qcfg, dict) or isinstance(hf_quant, dict):
@@ -639,7 +653,9 @@ def collect_model(facts: Facts, model_config: Path | None = None, model_id: str 
         facts.set("model.id", model_id, Source.SERVE)
 
     if model_config is not None:
-        path = Path(model_config).expanduser()
+        from vllm_doctor.bounds import expand_path
+
+        path = expand_path(model_config, "--model-config")
         if not path.is_absolute():
             path = base / path
         if path.is_dir():
@@ -659,7 +675,10 @@ def collect_model(facts: Facts, model_config: Path | None = None, model_id: str 
                                     "(`-- vllm serve MODEL ...`)")
         return
 
-    local = Path(model_id).expanduser()
+    try:
+        local = Path(model_id).expanduser()
+    except RuntimeError:  # `~nosuchuser/model`: not a local directory
+        local = Path(model_id)
     if not local.is_absolute():
         local = base / local
     if local.is_dir():

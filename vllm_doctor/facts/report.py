@@ -28,7 +28,7 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.gpus import link_rank
-from vllm_doctor.facts.environment import is_secret
+from vllm_doctor.redact import REDACTED, is_secret_name as is_secret, redact_text
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.packages import canonical_name
 
@@ -222,7 +222,9 @@ class _Report:
 def parse_report(text: str | bytes, name: str) -> Facts:
     """Facts from the text of a `vllm collect-env` report (``name`` names the input)."""
     text = _decode(text, name)
-    lines = _clean_lines(text)
+    # credentials in URLs (pip's git+https://user:PASS@host, HF_ENDPOINT), tokens and
+    # secret assignments never become facts
+    lines = [redact_text(line) for line in _clean_lines(text)]
     report = _Report(lines)
     found_core = sorted(k for k in report.values if k in _CORE_KEYS)
     has_banner_titles = any(s in ("PyTorch Info", "vLLM Info", "CUDA / GPU Info")
@@ -702,10 +704,10 @@ def _env_facts(report: _Report, facts: Facts) -> None:
         if not in_section and not (key.startswith(_ENV_PREFIXES) and key.upper() == key):
             continue
         if _secret(key):
-            value = "<redacted>"
+            value = REDACTED
         path = f"env.{key}"
         if path not in facts:
-            facts.set(path, value, Source.REPORT, f"{key}=" + ("<redacted>" if _secret(key)
+            facts.set(path, value, Source.REPORT, f"{key}=" + (REDACTED if _secret(key)
                                                              else value))
             found = True
     if not found:
