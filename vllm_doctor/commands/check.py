@@ -264,19 +264,11 @@ def render_document(doc, fmt: str, verbose: bool = False, quiet: bool = False,
     if fmt == "text":
         import io
 
-        from rich.console import Console
-
-        from vllm_doctor.report.output import stdout_is_terminal
+        from vllm_doctor.report.output import make_console, stdout_is_terminal
         from vllm_doctor.report.text import render_text
 
         buffer = io.StringIO()
-        if not to_file and stdout_is_terminal():
-            console = Console(file=buffer, force_terminal=True, width=Console().width,
-                              highlight=False)
-        else:
-            console = Console(file=buffer, force_terminal=False, color_system=None,
-                              soft_wrap=True, highlight=False)
-        render_text(doc, console, verbose, quiet)
+        render_text(doc, make_console(buffer, not to_file and stdout_is_terminal()), verbose, quiet)
         return buffer.getvalue()
     from vllm_doctor.report import formats
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 from html import escape as _escape
@@ -21,6 +20,7 @@ from vllm_doctor import __version__
 from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, Finding
 from vllm_doctor.engine.fixstate import UNVERSIONED
 from vllm_doctor.report.document import CheckDocument
+from vllm_doctor.report.output import dump_json, json_safe
 
 # the SARIF location of findings when no input file was passed: the serve line is no file
 PLACEHOLDER_URI = "vllm-serve"
@@ -40,22 +40,6 @@ def xml_escape(text: str) -> str:
 
 def quoteattr(text: str) -> str:
     return f'"{_escape(xml_text(text), quote=True)}"'.replace("\n", "&#10;")
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` with NaN and ±Infinity as the strings "NaN", "Infinity", "-Infinity": JSON has
-    no such numbers, and a config.json that holds them must not make the report invalid."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
-
-
-def dump_json(data: Any) -> str:
-    return json.dumps(json_safe(data), indent=2, default=str, allow_nan=False) + "\n"
 
 
 SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -165,23 +149,26 @@ def _line_of(path: Path, needles: list[str]) -> int | None:
 
 
 def location(doc: CheckDocument, f: Finding) -> Location:
-    """The input file a finding is about: the log line it matched, the serve config key or the
-    config.json key its evidence names, else the first input file given, else the placeholder."""
+    """The input file a finding is about, in the order a user would fix it: the serve config
+    line its serve evidence names, the config.json key its model evidence names, the log line
+    it matched, else the first input file given, else the placeholder."""
     serve_config = doc.inputs.get("serve_config")
     model_config = doc.facts.value("model.config_path") if doc.inputs.get("model_config") else None
     log = doc.inputs.get("log")
+    for area_wanted, file in (("serve", serve_config), ("model", model_config)):
+        if not file or not Path(str(file)).is_file():
+            continue
+        path = Path(str(file))
+        for ev in f.evidence:
+            area, _, key = ev.path.partition(".")
+            if area != area_wanted:
+                continue
+            needles = ([f"{key.replace('_', '-')}:", f"{key}:"] if area == "serve"
+                       else [f'"{key}"'])
+            return Location(_relative_uri(path), _line_of(path, needles), path)
     if f.log_matches and log and Path(log).is_file():
         head = f.log_matches[0].lstrip("…")[:80]
         return Location(_relative_uri(Path(log)), _line_of(Path(log), [head]), Path(log))
-    for ev in f.evidence:
-        area, _, key = ev.path.partition(".")
-        if area == "serve" and serve_config and Path(serve_config).is_file():
-            needles = [f"{key.replace('_', '-')}:", f"{key}:"]
-            return Location(_relative_uri(Path(serve_config)),
-                            _line_of(Path(serve_config), needles), Path(serve_config))
-        if area == "model" and model_config and Path(str(model_config)).is_file():
-            path = Path(str(model_config))
-            return Location(_relative_uri(path), _line_of(path, [f'"{key}"']), path)
     for candidate in (serve_config, model_config, doc.inputs.get("report"), log):
         if candidate and Path(str(candidate)).is_file():
             return Location(_relative_uri(Path(str(candidate))), None, Path(str(candidate)))

@@ -14,9 +14,12 @@ The contract (tests/test_output.py):
 from __future__ import annotations
 
 import errno
+import json
+import math
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from vllm_doctor.errors import DoctorError, InputError
 
@@ -116,3 +119,41 @@ def stdout_is_terminal() -> bool:
         return sys.stdout is not None and sys.stdout.isatty()
     except (ValueError, OSError):
         return False
+
+
+def make_console(buffer, terminal: bool):
+    """A rich Console that renders into ``buffer``: coloured and fitted to the terminal's width
+    when the report goes to a terminal, else plain and soft-wrapped (a long line stays one line,
+    so `grep` and diff see what was meant)."""
+    from rich.console import Console
+
+    if terminal:
+        return Console(file=buffer, force_terminal=True, width=Console().width, highlight=False)
+    return Console(file=buffer, force_terminal=False, color_system=None, soft_wrap=True,
+                   highlight=False, width=10_000)
+
+
+def print_rich(render) -> bool:
+    """Render with ``render(console)`` and write the result to stdout in one piece, through
+    `write_stdout` (a reader that leaves early does not change the exit code)."""
+    import io
+
+    buffer = io.StringIO()
+    render(make_console(buffer, stdout_is_terminal()))
+    return write_stdout(buffer.getvalue())
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with NaN and ±Infinity as the strings "NaN", "Infinity", "-Infinity": JSON has
+    no such numbers, and a config.json that holds them must not make the report invalid."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def dump_json(data: Any) -> str:
+    return json.dumps(json_safe(data), indent=2, default=str, allow_nan=False) + "\n"
