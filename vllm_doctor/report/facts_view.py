@@ -280,7 +280,9 @@ def section_digest(facts: Facts, section: Section, said: set[str] | None = None)
         if said is not None:
             said.add(why)
     elif why:
-        text = f"{text} — {why.split(':', 1)[0]} (above)" if text else f"{why.split(':', 1)[0]} (above)"
+        head = why.split(":", 1)[0].split(" (", 1)[0]
+        head = head if len(head) <= 60 else head[:59] + "…"
+        text = f"{text} — {head} (reason above)" if text else f"{head} (reason above)"
     elif not text:
         text = "nothing to report"
     if missing:
