@@ -100,6 +100,12 @@ def run_action(workdir: Path, prefix: Path, **given: str) -> dict:
             "upload": upload}
 
 
+def reinstall(prefix: Path) -> str:
+    """pip arguments that install this checkout over ``prefix`` again (as each job does)."""
+    isolation = "" if importlib.util.find_spec("setuptools") is None else " --no-build-isolation"
+    return f"--no-deps{isolation} --upgrade --target {prefix}"
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
     """This checkout built and installed by the action's own install step (into a directory,
@@ -125,7 +131,7 @@ def test_action_fails_the_job_on_an_error_and_uploads_sarif(tmp_path, installed)
     repo = scratch_repo(tmp_path / "repo")
     result = run_action(repo, installed, args="--serve-config deploy/serve.yaml "
                         "--model-config model --report collect-env.txt", package=str(ROOT),
-                        **{"pip-args": f"--no-deps --target {installed} --upgrade"})
+                        **{"pip-args": reinstall(installed)})
     names = [name for name, _ in result["steps"]]
     assert names == ["Install vllm-doctor", "Run the gate", "Gate"]
     gate = dict(result["steps"])["Run the gate"]
@@ -144,11 +150,11 @@ def test_action_passes_under_fail_on_never_and_reports_bad_input_as_2(tmp_path, 
     repo = scratch_repo(tmp_path / "repo")
     args = "--serve-config deploy/serve.yaml --model-config model --report collect-env.txt"
     passed = run_action(repo, installed, args=args, package=str(ROOT), **{
-        "fail-on": "never", "pip-args": f"--no-deps --target {installed} --upgrade"})
+        "fail-on": "never", "pip-args": reinstall(installed)})
     assert passed["outputs"]["exit-code"] == "0"
     assert dict(passed["steps"])["Gate"].returncode == 0
     bad = run_action(repo, installed, args="--serve-config deploy/missing.yaml", package=str(ROOT),
-                     **{"pip-args": f"--no-deps --target {installed} --upgrade"})
+                     **{"pip-args": reinstall(installed)})
     assert bad["outputs"]["exit-code"] == "2"
     assert dict(bad["steps"])["Gate"].returncode == 2
     assert bad["summary"] == ""  # no report for input the gate could not read
@@ -158,7 +164,7 @@ def test_action_arguments_are_split_not_evaluated(tmp_path, installed):
     repo = scratch_repo(tmp_path / "repo")
     marker = tmp_path / "evaluated"
     result = run_action(repo, installed, args=f"--serve 'vllm serve m -tp 2' --select '$(touch {marker})'",
-                        package=str(ROOT), **{"pip-args": f"--no-deps --target {installed} --upgrade"})
+                        package=str(ROOT), **{"pip-args": reinstall(installed)})
     assert not marker.exists()
     assert result["outputs"]["exit-code"] == "2"  # the odd prefix is an unknown --select
 
