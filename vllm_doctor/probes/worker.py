@@ -261,7 +261,11 @@ def main(argv: list[str] | None = None) -> int:
                 # The rendezvous and the communicator set-up mostly wait: CUDA's start, the
                 # probes' local preparation and the probes that need no communicator run
                 # meanwhile.
-                init_job = call_in_thread(init_pg)
+                if (params.get("bench") or {}).get("init_first"):  # bench: no overlap at all
+                    init_job = call_in_thread(init_pg)
+                    init_job.join(float("inf"))
+                else:
+                    init_job = call_in_thread(init_pg)
             if device_kind == "cuda":
                 t = time.perf_counter()
                 torch.cuda.set_device(local_rank)
