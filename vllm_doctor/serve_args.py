@@ -30,7 +30,9 @@ kept verbatim (with their value when one follows).
 
 from __future__ import annotations
 
+import bisect
 import builtins
+import functools
 import json
 import os
 import re
@@ -40,7 +42,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from vllm_doctor.errors import InputError
-from vllm_doctor.facts.environment import REDACTED, is_secret
+from vllm_doctor.redact import (REDACTED, is_secret_name, redact_value, redact_words,
+                                shell_words)
 from vllm_doctor.facts.model import Facts, Source
 
 SERVE_LINE = "serve line"
@@ -228,12 +231,19 @@ def _dotted_value(value_str: str) -> Any:
     """A dotted key's value: JSON, else a human-readable int, else the string."""
     try:
         return json.loads(value_str)
+    except RecursionError:
+        raise InputError(value_str[:20] + "…", "nested too deeply") from None
     except ValueError:
         pass
     try:
         return human_readable_int(value_str)
     except (ValueError, OverflowError):
         return value_str
+
+
+# JSON options with human-readable numbers (`{"kv_bytes": 80m}`) are short; longer values that
+# are not JSON are refused without the second pass
+_HR_JSON_MAX = 64 * 1024
 
 
 def _parse_json(flag: str, value: str, spec: OptionSpec) -> Any:
@@ -243,25 +253,44 @@ def _parse_json(flag: str, value: str, spec: OptionSpec) -> Any:
     if spec.name == "compilation-config" and text.strip().isdigit():
         # Older vLLM (CompilationConfig.from_cli): a bare number is the level.
         return {"level": int(text.strip())}
+    from vllm_doctor.bounds import ValueBoundsError, json_loads
+
     try:
-        return json.loads(text)
+        return json_loads(text)
+    except ValueBoundsError as err:
+        raise InputError(flag, f"the JSON value {err}") from None
     except ValueError as err:
-        try:
-            return json.loads(_expand_json_human_readable_numbers(text))
-        except (ValueError, OverflowError):
-            pass
+        if len(text) <= _HR_JSON_MAX:  # the fallback re-scans the text: only for short values
+            try:
+                return json_loads(_expand_json_human_readable_numbers(text))
+            except (ValueError, OverflowError):
+                pass
         raise InputError(flag, f"invalid JSON: {err}") from None
+
+
+_INT_MAX = 2**63 - 1
+# sizes that count GPUs or processes: past this no machine exists, and the doctor's
+# arithmetic (world size, per-GPU shares) and probes must never see such a number
+_COUNT_MAX = 1 << 16
+
+
+def _in_range(flag: str, spec: OptionSpec, number: int, text: str) -> int:
+    limit = _COUNT_MAX if spec.name.endswith(("-parallel-size", "-size-local")) else _INT_MAX
+    if not -_INT_MAX - 1 <= number <= limit:
+        shown = text.strip() if len(text.strip()) <= 24 else text.strip()[:20] + "…"
+        raise InputError(flag, f"{shown} is out of range (at most {limit})")
+    return number
 
 
 def _convert(flag: str, spec: OptionSpec, value: str) -> Any:
     kind = spec.kind
     try:
         if kind == "int":
-            return int(value.strip())
+            return _in_range(flag, spec, int(value.strip()), value)
         if kind == "hrint":
             if spec.name in _HRINT_OR_AUTO:
-                return _human_readable_int_or_auto(value)
-            return human_readable_int(value)
+                return _in_range(flag, spec, _human_readable_int_or_auto(value), value)
+            return _in_range(flag, spec, human_readable_int(value), value)
         if kind == "float":
             number = float(value)
             if number != number or number in (float("inf"), float("-inf")):
@@ -310,6 +339,9 @@ class ServeLine:
     model_span: tuple[int, int] | None = None
     env_tokens: list[str] = field(default_factory=list)
     entrypoint: str = "serve"  # "serve" or "api_server"
+    # the spans as sets, for _add_span
+    span_index: dict[str, set[tuple[int, int]]] = field(default_factory=dict, repr=False,
+                                                         compare=False)
 
     # -- derived values ----------------------------------------------------------------
     def value(self, name: str, default: Any = None) -> Any:
@@ -358,15 +390,70 @@ def _looks_like_flag(token: str) -> bool:
     return token.startswith("-") and token != "-" and not _NEG_NUMBER.match(token)
 
 
+# commands that run the next word as a command, with their options that take a value
+_WRAPPERS: dict[str, frozenset[str]] = {
+    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "--user",
+                       "--group", "--chdir", "--prompt", "--host", "--role", "--type",
+                       "--other-user", "--command-timeout", "--close-from"}),
+    "env": frozenset({"-u", "-C", "-S", "--unset", "--chdir", "--split-string"}),
+    "nohup": frozenset(), "time": frozenset(), "exec": frozenset({"-a"}),
+    "command": frozenset(), "nice": frozenset({"-n", "--adjustment"}),
+    "stdbuf": frozenset({"-i", "-o", "-e"}), "export": frozenset(),
+}
+# shell control operators between commands on one pasted line
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
+
+
+def _command_words(words: list[str]) -> list[str]:
+    """The `vllm serve` command of a pasted line split into words: ``export A=1 && B=2 vllm
+    serve ...`` gives ``A=1 B=2 vllm serve ...`` (variables exported before it are its
+    environment); without a recognisable command, the words unchanged."""
+    commands: list[list[str]] = [[]]
+    for word in words:
+        if word in _SEPARATORS:
+            commands.append([])
+        elif word.endswith(";") and len(word) > 1:
+            commands[-1].append(word[:-1])
+            commands.append([])
+        else:
+            commands[-1].append(word)
+    commands = [c for c in commands if c]
+    if len(commands) <= 1:
+        return words
+    chosen = next((i for i, c in enumerate(commands) if any(
+        os.path.basename(w) == "vllm" or w in _API_SERVER_MODULES or w == "serve" for w in c)), None)
+    if chosen is None:
+        return words
+    exported = [w for c in commands[:chosen] if c[0] == "export"
+                for w in c[1:] if _ENV_RE.match(w)]
+    return exported + commands[chosen]
+
+
 def _strip_prefix(tokens: list[str]) -> tuple[list[str], list[str], str]:
     """(env words, serve arguments, entrypoint) from a full command."""
     i = 0
     env_words: list[str] = []
-    if tokens and tokens[0] == "env":
-        i = 1
-    while i < len(tokens) and _ENV_RE.match(tokens[i]) and not tokens[i].startswith("-"):
-        env_words.append(tokens[i])
+    wrapped = any(os.path.basename(t) in ("vllm", "serve") or _PY_RE.match(os.path.basename(t))
+                  for t in tokens[1:])
+    while i < len(tokens):
+        word = tokens[i]
+        if _ENV_RE.match(word) and not word.startswith("-"):
+            env_words.append(word)
+            i += 1
+            continue
+        wrapper = os.path.basename(word)
+        if not (wrapped and wrapper in _WRAPPERS):
+            break
+        # `sudo -E -u vllm env -i HF_TOKEN=x nohup vllm serve ...`: skip the wrapper and its
+        # options (and the values of those that take one)
         i += 1
+        while i < len(tokens) and tokens[i].startswith("-"):
+            option = tokens[i]
+            i += 1
+            if option == "--":
+                break
+            if option in _WRAPPERS[wrapper] and "=" not in option:
+                i += 1
     rest = tokens[i:]
     if not rest:
         return env_words, [], "serve"
@@ -388,12 +475,18 @@ def _strip_prefix(tokens: list[str]) -> tuple[list[str], list[str], str]:
     return env_words, rest, "serve"
 
 
+_MAX_CONFIG_KEYS = 10_000
+
+
 def _yaml_to_args(path: Path, data: Any) -> list[tuple[str, str]]:
     """A config file's content as (token, evidence) pairs, as vLLM's load_config_file does."""
     if data is None:
         return []
     if not isinstance(data, dict):
         raise InputError(str(path), "a serve config file must be a YAML mapping of option: value")
+    if len(data) > _MAX_CONFIG_KEYS:
+        raise InputError(str(path), f"{len(data):,} options; vLLM has a few hundred, and a serve "
+                                    f"config of more than {_MAX_CONFIG_KEYS:,} is refused")
     out: list[tuple[str, str]] = []
     for key, value in data.items():
         key = str(key)
@@ -428,21 +521,15 @@ def _yaml_scalar(value: Any) -> str:
 
 
 def _read_config(path_text: str, cwd: Path | None) -> tuple[Path, Any]:
-    try:
-        path = Path(path_text).expanduser()
-    except RuntimeError as err:  # ~user that does not exist
-        raise InputError("--config", f"cannot read {path_text}: {err}") from None
+    from vllm_doctor.bounds import expand_path, read_text
+
+    path = expand_path(path_text, "--config")
     if not path.is_absolute():
         path = (cwd or Path.cwd()) / path
     ext = path_text.rsplit(".", 1)[-1] if "." in path_text else ""
     if ext not in ("yaml", "yml"):
         raise InputError("--config", f"config file must be .yaml or .yml: {path_text}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("--config", f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError("--config", f"cannot read {path}: {err}") from None
+    text = read_text(path, "file", "yaml", source="--config")
     from vllm_doctor import yaml_io  # only a --config file needs YAML
 
     try:
@@ -568,6 +655,35 @@ def _evidence_text(pieces: list[_Tok]) -> str:
     return " ".join(seen)
 
 
+@dataclass(frozen=True)
+class _AbbrevPool:
+    words: dict[str, str]      # option string or long alias -> option name
+    sorted_words: list[str]
+    negatives: dict[str, str]  # "no-X" -> X, for bool options
+    sorted_negatives: list[str]
+
+
+@functools.lru_cache(maxsize=1)
+def _abbreviation_pools() -> tuple[_AbbrevPool, _AbbrevPool]:
+    """Current options, then removed ones, sorted for prefix search (argparse allow_abbrev)."""
+    pools = []
+    for legacy in (False, True):
+        names = {n for n, sp in OPTIONS.items() if sp.legacy == legacy}
+        words = {n: n for n in names}
+        words.update({a: t for a, t in _LONG_ALIASES.items() if t in names})
+        negatives = {"no-" + n: n for n in names if OPTIONS[n].kind == "bool"}
+        pools.append(_AbbrevPool(words, sorted(words), negatives, sorted(negatives)))
+    return pools[0], pools[1]
+
+
+def _with_prefix(sorted_words: list[str], prefix: str) -> list[str]:
+    start = bisect.bisect_left(sorted_words, prefix)
+    end = start
+    while end < len(sorted_words) and sorted_words[end].startswith(prefix):
+        end += 1
+    return sorted_words[start:end]
+
+
 def _resolve_long(name: str) -> tuple[OptionSpec | None, bool | None, str | None]:
     """(spec, negated, note) for a long option name without dashes; spec None if unknown."""
     if name in OPTIONS and not OPTIONS[name].legacy:
@@ -591,12 +707,9 @@ def _resolve_long(name: str) -> tuple[OptionSpec | None, bool | None, str | None
         return OPTIONS[name], False, None
     # argparse allow_abbrev: a unique prefix of one option string (current options first,
     # then removed ones)
-    for pool in ([n for n, sp in OPTIONS.items() if not sp.legacy],
-                 [n for n, sp in OPTIONS.items() if sp.legacy]):
-        candidates = {n for n in pool if n.startswith(name)}
-        candidates |= {_LONG_ALIASES[a] for a in _LONG_ALIASES
-                       if a.startswith(name) and _LONG_ALIASES[a] in pool}
-        negatives = {n for n in pool if OPTIONS[n].kind == "bool" and ("no-" + n).startswith(name)}
+    for pool in _abbreviation_pools():
+        candidates = {pool.words[w] for w in _with_prefix(pool.sorted_words, name)}
+        negatives = {pool.negatives[w] for w in _with_prefix(pool.sorted_negatives, name)}
         if len(candidates) == 1 and not negatives:
             spec = OPTIONS[candidates.pop()]
             return spec, False, f"--{name} is an abbreviation of --{spec.name}"
@@ -608,6 +721,22 @@ def _resolve_long(name: str) -> tuple[OptionSpec | None, bool | None, str | None
     return None, None, None
 
 
+# a real serve line has tens of words; a config file's keys count too
+MAX_WORDS = 10_000
+MAX_LINE_CHARS = 4 * 1024 * 1024
+
+
+def resolve_flag(flag: str) -> OptionSpec | None:
+    """The option a flag word stands for, as vLLM resolves it: ``--hf_token``, ``--hf-tok``
+    (an abbreviation), ``-tp`` (a short alias); None for an unknown flag."""
+    if flag.startswith("--"):
+        name = flag[2:].split("=", 1)[0].split(".", 1)[0].replace("_", "-")
+        if not name:
+            return None
+        return _resolve_long(name)[0]
+    return option_spec(flag.split("=", 1)[0]) if flag.startswith("-") else None
+
+
 def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
     """Parse a serve command given as words (as a shell would split it)."""
     if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
@@ -616,6 +745,9 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
         raise InputError(SERVE_LINE, "empty serve line")
     if any("\x00" in t for t in tokens):
         raise InputError(SERVE_LINE, "contains NUL bytes")
+    if len(tokens) > MAX_WORDS:
+        raise InputError(SERVE_LINE, f"{len(tokens):,} words; a serve line of more than "
+                                     f"{MAX_WORDS:,} is refused (vLLM has a few hundred options)")
     env_words, args, entrypoint = _strip_prefix(list(tokens))
     if not args:
         raise InputError(SERVE_LINE, "no model and no options after `vllm serve`")
@@ -859,9 +991,13 @@ def _add_span(line: ServeLine, name: str, used: list[_Tok],
               dotted_idx: list[int] | None = None) -> None:
     """Record which of the user's words an option used (one (i, i+1) range per word)."""
     spans = line.spans.setdefault(name, [])
+    seen = line.span_index.get(name)  # a set beside the list: a repeated flag stays linear
+    if seen is None:
+        seen = line.span_index[name] = set(spans)
     indices = dotted_idx if dotted_idx else [t.idx for t in used if t.idx is not None]
     for idx in indices:
-        if (idx, idx + 1) not in spans:
+        if (idx, idx + 1) not in seen:
+            seen.add((idx, idx + 1))
             spans.append((idx, idx + 1))
     if not spans:
         del line.spans[name]
@@ -912,6 +1048,8 @@ def parse_serve_string(text: str) -> ServeLine:
         raise InputError(SERVE_LINE, "expected text")
     if "\x00" in text:
         raise InputError(SERVE_LINE, "contains NUL bytes")
+    if len(text) > MAX_LINE_CHARS:
+        raise InputError(SERVE_LINE, f"{len(text):,} characters; at most {MAX_LINE_CHARS:,} are read")
     lines = [ln.strip(" \t\r") for ln in _logical_lines(text)]
     lines = [ln[2:] if ln.startswith("$ ") else ln for ln in lines]
     lines = [ln for ln in lines if ln and not ln.startswith("#")]
@@ -925,12 +1063,14 @@ def parse_serve_string(text: str) -> ServeLine:
         raise InputError(SERVE_LINE, f"cannot split into words: {err}") from None
     if not words:
         raise InputError(SERVE_LINE, "empty serve line")
-    return parse_serve_argv(words)
+    return parse_serve_argv(_command_words(words))
 
 
 def load_serve_config(path: Path) -> ServeLine:
     """A YAML file like vLLM's ``--config`` (``model:`` gives the model)."""
-    path = Path(path).expanduser().resolve()
+    from vllm_doctor.bounds import expand_path
+
+    path = expand_path(path, "--serve-config").resolve()
     return parse_serve_argv(["serve", "--config", str(path)])
 
 
@@ -1096,8 +1236,8 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
             head.append(f"--model={line.model}")  # a model name that looks like a flag
         else:
             head.append(line.model)
-    env = [f"{k}={shlex.quote(v)}" for k, v in (w.split("=", 1) for w in line.env_tokens)]
-    return " ".join(env + [shlex.join(head + out)])
+    # secrets as "$VARIABLE" placeholders: the command runs as printed
+    return shell_words(list(line.env_tokens) + head + out)
 
 
 def _enclosed(line: ServeLine, name: str, pos: int) -> bool:
@@ -1172,26 +1312,32 @@ def _gpu_memory_default(facts: Facts) -> tuple[float, str]:
 
 
 def _redact_secret_values(tokens: list[str]) -> list[str]:
-    """The serve words with the values of secret-looking flags (--hf-token, --api-key) hidden."""
-    out: list[str] = []
-    hide_next = False
-    for token in tokens:
-        if hide_next and not token.startswith("-"):
-            out.append(REDACTED)
-            hide_next = False
-            continue
-        hide_next = False
-        if token.startswith("--") and is_secret(token.split("=", 1)[0]):
-            if "=" in token:
-                token = token.split("=", 1)[0] + "=" + REDACTED
-            else:
-                hide_next = True
-        out.append(token)
-    return out
+    """The serve words with every secret hidden (``vllm_doctor.redact.redact_words``)."""
+    return redact_words(tokens)
+
+
+def _redact_evidence(text: str | None) -> str | None:
+    """The user's words behind a fact (``--api-key K1 K2``), secrets hidden."""
+    return " ".join(redact_words(text.split(" "))) if text else text
+
+
+class _RedactingFacts:
+    """Facts seen through redaction: every serve fact's value and evidence is cleaned."""
+
+    def __init__(self, facts: Facts):
+        self._facts = facts
+
+    def set(self, path: str, value: Any, source: str, detail: str | None = None) -> None:
+        self._facts.set(path, redact_value(value, path.rsplit(".", 1)[-1]), source,
+                        _redact_evidence(detail))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._facts, name)
 
 
 def _to_facts(line: ServeLine, facts: Facts, source: str,
               env: Mapping[str, str] | None) -> None:
+    facts = _RedactingFacts(facts)  # type: ignore[assignment]
     def src(name: str) -> str:
         if line.origins.get(name) == "config":
             return Source.SERVE_CONFIG if source == Source.SERVE else source
@@ -1206,7 +1352,7 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
     else:
         facts.mark_missing("serve.model", "no model in the serve line")
     facts.set("serve.flags", sorted(n for n in line.given if n != "model"), source)
-    facts.set("serve.unknown_flags", list(line.unknown_flags), source)
+    facts.set("serve.unknown_flags", [_redact_evidence(f) for f in line.unknown_flags], source)
     facts.set("serve.legacy_flags", list(line.legacy_flags), source)
 
     for fact, (option, default, reason) in _FACT_OPTIONS.items():
@@ -1295,6 +1441,6 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
         put("serve.hf_overrides", "hf-overrides", hf)
 
     for key, value in line.env.items():
-        if is_secret(key):
+        if is_secret_name(key):
             value = REDACTED
         facts.set(f"env.{key}", value, source, f"{key}={value} before the command")
