@@ -148,6 +148,10 @@ from typing import Literal, Optional, Union
 from dataclasses import dataclass
 
 TokenizerMode = Literal["auto", "slow", "mistral"]
+_SUFFIX_TO_DEFAULTS = [
+    ("ForCausalLM", ("generate", "none")),
+    ("ForSequenceClassification", ("pooling", "classify")),
+]
 
 @config
 @dataclass
@@ -372,6 +376,9 @@ def test_registry(tables):
     assert reg.last_release("BertModel") == "0.8.0"
     assert reg.get("@release", "0.8.0").value["transformers_fallback"] is True
     assert reg.get("@release", "0.10.0").value["where"] == "model_executor/models/registry.py"
+    assert reg.get("@release", "0.10.0").value["convert_suffixes"] == [
+        "ForCausalLM", "ForSequenceClassification"]
+    assert "convert_suffixes" not in reg.get("@release", "0.8.0").value
     assert reg.get("@release", "0.8.1") is None  # unreadable, not "no fallback"
 
 
