@@ -120,3 +120,19 @@ def verify(max_model_len, derived):
     found = extractor.extract(find_releases(tmp_path)[0])
     assert ("ValueError: User-specified max_model_len ({*}) is greater than the derived max_model_len "
             "({*}). To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1") in found
+
+
+def test_a_variable_assigned_in_several_branches_stays_a_placeholder(tmp_path):
+    # vllm/v1/core/kv_cache_utils.py (0.9.1): estimated_msg is "" or a sentence
+    source = '''
+def check(needed, available, estimated):
+    estimated_msg = ""
+    if estimated > 0:
+        estimated_msg = f"Based on the available memory, the estimated maximum model length is {estimated}."
+    raise ValueError(f"KV cache is needed ({needed}), larger than the available memory ({available}). "
+                     f"{estimated_msg} Try increasing `gpu_memory_utilization`.")
+'''
+    make_wheel(tmp_path, "0.4.0", {"kv.py": source})
+    found = extractor.extract(find_releases(tmp_path)[0])
+    assert ("ValueError: KV cache is needed ({*}), larger than the available memory ({*}).{*}"
+            "Try increasing `gpu_memory_utilization`.") in found
