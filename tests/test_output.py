@@ -62,6 +62,7 @@ def test_closed_stdout_is_exit_3():
     ("rules list", 0),
     ("rules list --format json", 0),
     ("facts --format json", 0),
+    ("explain MODEL001", 0),
 ])
 def test_a_reader_that_leaves_early_does_not_change_the_exit_code(args, code):
     # `true` exits at once: every write of the report meets a closed pipe
