@@ -345,3 +345,19 @@ def test_no_link_to_another_projects_repository():
     assert offenders == []
     data = json.loads(doctor(*FAILING, "--format", "json").stdout)
     assert data["findings"][0]["url"].startswith("https://github.com/vllm-project/vllm/")
+
+
+def test_configured_ignore_prefixes_and_ignore_file(tmp_path):
+    (tmp_path / "accepted.yaml").write_text(
+        "ignore:\n  - {code: MODEL001, reason: tp 1 in production}\n")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.vllm-doctor]\nignore = ["HW", "MEM"]\nignore-file = "accepted.yaml"\nformat = "json"\n')
+    data = json.loads(doctor(*FAILING, cwd=tmp_path).stdout)
+    checked = {f["code"] for f in data["findings"] + data["undecided"] + data["suppressed"]} | set(
+        data["not_applicable"])
+    assert checked and not any(code.startswith(("HW", "MEM")) for code in checked)
+    assert [f["code"] for f in data["suppressed"]] == ["MODEL001"]
+    assert data["summary"]["failing"] == []
+    # --ignore on the command line replaces the file's list
+    again = json.loads(doctor(*FAILING, "--ignore", "ENV", cwd=tmp_path).stdout)
+    assert any(f["code"].startswith("MEM") for f in again["undecided"])
