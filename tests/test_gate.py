@@ -332,6 +332,7 @@ def test_a_vllm_version_beyond_the_knowledge_says_so():
     run = doctor(*HEALTHY, "--vllm-version", "0.40.0", "--format", "json")
     notes = json.loads(run.stdout)["notes"]
     assert any("vLLM 0.40.0 (--vllm-version) is newer than 0.33.0" in n for n in notes)
+    assert "warning: vLLM 0.40.0 (--vllm-version) is newer than 0.33.0" in run.stderr
     covered = json.loads(doctor(*HEALTHY, "--vllm-version", "0.33.0", "--format", "json").stdout)
     assert not any("is newer than" in n for n in covered["notes"])
 

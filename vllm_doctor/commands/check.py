@@ -228,11 +228,11 @@ def run_check(
     doc.inputs = {key: str(value) for key, value in (
         ("serve_config", options.serve_config), ("model_config", options.model_config),
         ("report", options.report), ("log", options.log)) if value}
-    doc.notes.extend(warnings)
-    doc.notes.extend(apply_ignores(findings, entries))
     coverage = _coverage_note(facts)
     if coverage:
-        doc.notes.append(coverage)
+        warnings.append(coverage)  # on stderr too: a gate judged beyond its knowledge says so
+    doc.notes.extend(warnings)
+    doc.notes.extend(apply_ignores(findings, entries))
     if example:
         doc.notes.append(f"bundled example {example!r}: facts come from its files, not this machine")
     _suggestions(doc, facts)
