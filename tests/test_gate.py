@@ -78,10 +78,10 @@ def test_sarif_of_a_serve_config_points_at_the_line_and_validates(tmp_path):
     assert physical["artifactLocation"]["uri"] == "deploy/serve.yaml"  # relative to the repo
     assert physical["region"]["startLine"] == 4  # the tensor-parallel-size line
     assert model001["partialFingerprints"]["vllmDoctorFinding/v1"]
-    # undecided rules are reviews, not failures
-    undecided = [r for r in data["runs"][0]["results"] if r["properties"]["verdict"] == "undecided"]
-    assert undecided and all(r["kind"] == "review" and r["level"] == "none" for r in undecided)
+    # undecided rules are no alerts: they are listed in the run's properties
+    assert all(r["properties"]["verdict"] == "applies" for r in data["runs"][0]["results"])
     props = data["runs"][0]["properties"]
+    assert {u["code"] for u in props["undecided"]} >= {"ENV001", "HW001"}
     assert props["rulebase"]["newest_release"] == "0.33.0" and props["rulebase"]["version"]
 
 
@@ -101,6 +101,18 @@ def test_sarif_without_files_uses_the_placeholder_location():
     uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
             for r in data["runs"][0]["results"]}
     assert uris == {"vllm-serve"}
+
+
+def test_sarif_under_strict_reports_undecided_errors_as_failures():
+    run = doctor(*HEALTHY, "--strict", "--format", "sarif")
+    assert run.returncode == 1
+    data = validate_sarif(run.stdout)
+    results = data["runs"][0]["results"]
+    assert results and all(r["properties"]["verdict"] == "undecided" and r["level"] == "error"
+                           and r["kind"] == "fail" for r in results)
+    assert all("cannot be decided (--strict fails the run on it)" in r["message"]["text"]
+               for r in results)
+    assert not validate_sarif(doctor(*HEALTHY, "--format", "sarif").stdout)["runs"][0]["results"]
 
 
 def test_sarif_marks_ignored_findings_as_suppressed(tmp_path):
