@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from vllm_doctor.commands import inputs
-from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError
+from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError, step
 from vllm_doctor.facts.model import Source
 
 if TYPE_CHECKING:
@@ -71,15 +71,17 @@ def _suggestions(doc, facts) -> None:
         for w in finding.rule.workarounds:
             command = None
             if w.edits_serve_line and line is not None:
+                from vllm_doctor.redact import shell_words
                 from vllm_doctor.serve_args import render_command
 
                 command = render_command(line, set=w.serve_set, remove=w.serve_remove)
                 # `KEY=VALUE vllm serve ...`: keep the variables the user put before the command,
                 # less those the workaround unsets or sets itself
-                prefix = [f"{path[4:]}={shlex.quote(str(fact.value))}" for path, fact in facts.area("env")
+                prefix = [f"{path[4:]}={fact.value}" for path, fact in facts.area("env")
                           if fact.source == Source.SERVE and path[4:] not in w.env_unset
                           and path[4:] not in w.env_set]
-                command = " ".join([*prefix, command])
+                if prefix:  # a secret's value is a "$NAME" placeholder, never '<redacted>'
+                    command = f"{shell_words(prefix)} {command}"
             env = [f"export {k}={v}" for k, v in w.env_set.items()] + [f"unset {k}" for k in w.env_unset]
             out.append(FixSuggestion(finding.rule.code, w.title, command, env, w.cost))
         if out:
@@ -200,7 +202,8 @@ def run_check(
 
     entries = (load_ignore_file(ignore_file) if ignore_file else []) + list(ignore_entries or [])
     dirs = ([default_rules_dir()] if default_rules else []) + list(rules_dirs or [])
-    loaded = load_rules(dirs)
+    with step("rules"):
+        loaded = load_rules(dirs)
     codes = [r.code for r in loaded]
     # an unknown --select/--ignore prefix is a typo that would silently check less (ruff: an error)
     for option, prefixes in (("--select", select), ("--ignore", ignore)):
@@ -220,10 +223,27 @@ def run_check(
             "that was renamed or removed)")
     if strict_failures:
         raise InputError("--strict", "; ".join(strict_failures))
-    facts = collect_facts(options)
-    log_text = read_log(options.log) if options.log else None
-    findings = evaluate_rules(rules, facts, log_text)
+    with step("facts"):
+        facts = collect_facts(options)
+    with step("crash log"):
+        log_text = read_log(options.log) if options.log else None
+    log_report = None
+    with step("rule evaluation"):
+        if log_text:
+            # one scan of the log for the rules' signatures and the error catalogue (loaded
+            # only here)
+            from vllm_doctor.engine.logreport import analyse_log, scan_for_check
+
+            scan = scan_for_check(log_text, rules)
+            findings = evaluate_rules(rules, facts, scan)
+            version = facts.value("vllm.version")
+            log_report = analyse_log(log_text, rules, str(version) if version else None,
+                                     "facts" if version else "", scan=scan)
+        else:
+            findings = evaluate_rules(rules, facts)
     doc = CheckDocument(facts, findings, fail_on, len(rules), 0.0, strict=strict)
+    if log_report is not None:
+        doc.log_messages = log_report.messages
     doc.rulebase = RuleBase(rulebase_version(loaded), len(loaded), newest_release())
     doc.inputs = {key: str(value) for key, value in (
         ("serve_config", options.serve_config), ("model_config", options.model_config),
@@ -233,9 +253,13 @@ def run_check(
         warnings.append(coverage)  # on stderr too: a gate judged beyond its knowledge says so
     doc.notes.extend(warnings)
     doc.notes.extend(apply_ignores(findings, entries))
+    for crash in facts.crashes:
+        doc.notes.append(f"could not finish: {crash.line()}: the rules that need its facts "
+                         "are undecided because of this crash, and the run exits 3")
     if example:
         doc.notes.append(f"bundled example {example!r}: facts come from its files, not this machine")
-    _suggestions(doc, facts)
+    with step("suggested commands"):
+        _suggestions(doc, facts)
     if probe and (options.report or not options.probe_machine):
         doc.notes.append("--probe: not run — the facts come from a report, and probes confirm a "
                          "failure on the machine they run on; run `vllm-doctor probe` there")
@@ -253,8 +277,24 @@ def run_check(
                  output)
     for warning in warnings:
         print(f"vllm-doctor: warning: {warning}", file=sys.stderr)
+    if facts.crashes:
+        return crashed(facts.crashes)
     print(f"vllm-doctor: {doc.summary_line()}", file=sys.stderr)
     return EXIT_FINDINGS if doc.failing() else EXIT_OK
+
+
+def crashed(crashes: list) -> int:
+    """One line for the first crashed collector (all of them with --debug); exit code 3."""
+    from vllm_doctor.errors import DEBUG_HINT, EXIT_INTERNAL, debug_enabled
+
+    if debug_enabled():
+        for crash in crashes:
+            print(crash.traceback, file=sys.stderr, end="")
+    more = f" (and {len(crashes) - 1} more)" if len(crashes) > 1 else ""
+    hint = "" if debug_enabled() else f"; {DEBUG_HINT}"
+    print(f"vllm-doctor: could not finish: {crashes[0].line()}{more}: the report is incomplete"
+          f"{hint}", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def render_document(doc, fmt: str, verbose: bool = False, quiet: bool = False,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_doctor import yaml_io
+from vllm_doctor.bounds import read_text
 
 from vllm_doctor.engine.evaluate import NOT_APPLIES, Finding
 from vllm_doctor.errors import InputError
@@ -30,12 +31,9 @@ class IgnoreEntry:
 
 def load_ignore_file(path: Path) -> list[IgnoreEntry]:
     name = str(path)
+    text = read_text(path, "ignore file", "yaml")
     try:
-        data = yaml_io.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise InputError(name, f"cannot read the ignore file: {err.strerror or err}") from None
-    except UnicodeDecodeError:
-        raise InputError(name, "the ignore file is not UTF-8 text") from None
+        data = yaml_io.safe_load(text)
     except yaml_io.YAMLError as err:
         raise InputError(name, f"the ignore file does not parse as YAML: {str(err).splitlines()[0]}") from None
     if not isinstance(data, dict) or not isinstance(data.get("ignore"), list):
@@ -55,15 +53,29 @@ def parse_entries(items: list, name: str, key: str = "ignore") -> list[IgnoreEnt
             raise InputError(where, "needs `code`")
         if not isinstance(reason, str) or not reason.strip():
             raise InputError(where, "needs a `reason`: say why this finding is accepted")
-        if isinstance(expires, dt.datetime):
-            expires = expires.date()
-        if expires is not None and not isinstance(expires, dt.date):
-            try:
-                expires = dt.date.fromisoformat(str(expires))
-            except ValueError:
-                raise InputError(where, f"expires {expires!r} is not a date (YYYY-MM-DD)") from None
+        if expires is not None:
+            expires = _expiry(where, expires)
         entries.append(IgnoreEntry(code.strip().upper(), reason.strip(), expires, where))
     return entries
+
+
+def _expiry(where: str, value: object) -> dt.date:
+    """The day an entry expires: a date (YYYY-MM-DD), or the day of a date and time."""
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return dt.date.fromisoformat(text)
+        except ValueError:
+            pass
+        try:  # `2027-01-31T10:00:00`, `2027-01-31 10:00:00+02:00`: the date as written
+            return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).date()
+        except ValueError:
+            pass
+    raise InputError(where, f"expires {value!r} is not a date (YYYY-MM-DD)")
 
 
 def unknown_entries(entries: list[IgnoreEntry], known_codes: list[str]) -> list[IgnoreEntry]:

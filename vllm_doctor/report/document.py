@@ -54,6 +54,8 @@ class CheckDocument:
     suggestions: dict[str, list[FixSuggestion]] = field(default_factory=dict)
     probes: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # vLLM's own messages found in the crash log (engine.logreport.CatalogueMessage)
+    log_messages: list[Any] = field(default_factory=list)
     strict: bool = False
     rulebase: RuleBase | None = None
     # the files the user passed, by option ("serve_config", "model_config", "report", "log"):
@@ -135,6 +137,7 @@ class CheckDocument:
             "not_applicable": sorted(f.rule.code for f in self.findings
                                      if f.verdict == NOT_APPLIES and not f.suppressed),
             "probes": self.probes,
+            "log_messages": [m.to_dict() for m in self.log_messages],
             "notes": self.notes,
             "facts": self.facts.to_dict(),
         }

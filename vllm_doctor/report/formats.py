@@ -94,6 +94,14 @@ def render_markdown(doc: CheckDocument) -> str:
             strict = " **(fails the run: --strict)**" if doc.is_failing(f) else ""
             out.append(f"- `{f.rule.code}` {f.rule.summary} — missing {needs}{strict}")
         out += ["", "</details>", ""]
+    if doc.log_messages:
+        out += ["### vLLM messages in the log", ""]
+        for m in doc.log_messages:
+            sites = "; ".join(f"`vllm/{path}` in `{func}`" + (f" when `{_md_cell(cond)}`" if cond else "")
+                              for path, func, cond in m.sites())
+            out.append(f"- `{_md_cell(m.hit.cls)}: {_md_cell(m.hit.template)}` — raised in {sites}; "
+                       f"releases {m.release_ranges()}" + (f". {_md_cell(m.note)}" if m.note else ""))
+        out.append("")
     out += ["<details><summary>Facts</summary>", "", "| fact | value | source |", "|---|---|---|"]
     for path in sorted(doc.facts.values):
         fact = doc.facts.values[path]

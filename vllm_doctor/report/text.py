@@ -72,6 +72,21 @@ def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) ->
             console.print(f"      [dim]{ref}[/]")
 
 
+def _log_messages(console: Console, doc: CheckDocument) -> None:
+    """vLLM's own messages in the crash log, with where and in which releases vLLM raises them."""
+    console.print(f"{UNKNOWN} [bold]vLLM messages in the log[/] (error catalogue; the first is "
+                  "the nearest to the root cause)")
+    for m in doc.log_messages:
+        console.print(f"  {escape(m.hit.cls)}: {escape(m.hit.template)}", soft_wrap=True)
+        console.print(f"      seen in the log: [italic]{escape(m.hit.line)}[/]")
+        for path, func, cond in m.sites():
+            console.print(f"      raised in vllm/{escape(path)}, in {escape(func)}"
+                          + (f", when {escape(cond)}" if cond else ""))
+        console.print(f"      releases: {escape(m.release_ranges())}")
+        if m.note:
+            console.print(f"      {escape(m.note)}")
+
+
 def root_reason(reason: str) -> str:
     """The reason at the end of a chain: "needs a: needs b: NVML not found" → "NVML not found"."""
     while reason.startswith("needs ") and ": " in reason:
@@ -143,6 +158,8 @@ def render_text(doc: CheckDocument, console: Console, verbose: bool = False,
     said: set[str] = set()
     if doc.undecided:
         _undecided(console, doc, verbose, said)
+    if doc.log_messages:
+        _log_messages(console, doc)
     for f in doc.suppressed:
         console.print(f"  [dim]- {f.rule.code} ignored: {escape(f.suppressed or '')}[/]")
     if doc.probes:
