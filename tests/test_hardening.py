@@ -85,6 +85,11 @@ def test_a_crashed_collector_fails_the_gate_with_exit_3(monkeypatch):
     assert lines[0].startswith("vllm-doctor: could not finish: model config: RecursionError")
     assert "--debug" in lines[0] and "Traceback" not in err
     assert "could not finish: model config" in out  # the report says so too
+    # the undecided rules say a crash kept them undecided, not that an input is missing
+    code, out, _ = run_cli(["check", "--example", "diffusion-gemma-tp2", "--format", "json"])
+    undecided = json.loads(out)["undecided"]
+    crashed = [m for f in undecided for m in f["missing"] if "collector crashed" in m["reason"]]
+    assert crashed and all("crashed" in m["how_to_supply"] for m in crashed)
 
 
 def test_a_crash_in_a_collector_no_rule_needs_still_fails(monkeypatch):
