@@ -25,7 +25,7 @@ app = typer.Typer(
     name="vllm-doctor",
     help="Preflight doctor for vLLM: known failures for this stack, model and serve line.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )

@@ -40,17 +40,19 @@ def run_facts(options: "CollectOptions", output_format: str = "text", verbose: b
     start = time.perf_counter()
     facts = collect_facts(options, timings)
     total = time.perf_counter() - start
-    if output_format == "json":
-        sys.stdout.write(facts.to_json() + "\n")
-        return _crash_exit(facts)
-    from rich.console import Console
+    from vllm_doctor.report.output import dump_json, print_rich, write_stdout
 
+    if output_format == "json":
+        write_stdout(dump_json(facts.to_dict()))
+        return _crash_exit(facts)
     from vllm_doctor.report.facts_view import render_facts
 
-    console = Console(highlight=False)
-    render_facts(facts, console, verbose=verbose, timings=timings)
-    if verbose:
-        console.print(f"[dim]collected in {total * 1000:.0f} ms[/]")
+    def render(console) -> None:
+        render_facts(facts, console, verbose=verbose, timings=timings)
+        if verbose:
+            console.print(f"[dim]collected in {total * 1000:.0f} ms[/]")
+
+    print_rich(render)
     return _crash_exit(facts)
 
 

@@ -20,6 +20,14 @@ def visible_gpus(environ: dict[str, str] | None = None) -> tuple[int | None, lis
     """(count, names) of the GPUs this process may use, without torch: NVML with
     CUDA_VISIBLE_DEVICES honoured, else the variable's entries (names unknown); (None, [])
     when neither says."""
+    count, names, _ = gpu_survey(environ)
+    return count, names
+
+
+def gpu_survey(environ: dict[str, str] | None = None) -> tuple[int | None, list[str], dict | None]:
+    """visible_gpus' (count, names) and the node's topology as the probes take it
+    (``{"devices": [{"uuid"}], "links": [...]}`` from NVML, or None): read once here, so that
+    the workers need not initialise NVML while their process group forms."""
     env = dict(os.environ) if environ is None else environ
     try:
         from vllm_doctor.facts.gpus import collect_gpus
@@ -29,19 +37,35 @@ def visible_gpus(environ: dict[str, str] | None = None) -> tuple[int | None, lis
         collect_gpus(facts, environ=env)
         count = facts.value("gpu.count")
         if isinstance(count, int):
-            return count, list(facts.value("gpu.names") or [])
+            devices = facts.value("gpu.devices") or []
+            topology = {"devices": [{"uuid": d.get("uuid")} for d in devices if isinstance(d, dict)],
+                        "links": facts.value("topology.links") or []}
+            return count, list(facts.value("gpu.names") or []), topology
     except Exception:  # noqa: BLE001 - NVML missing or broken: fall back to the variable
         pass
     value = env.get("CUDA_VISIBLE_DEVICES")
     if value is None:
-        return None, []
+        return None, [], None
     entries = [p.strip() for p in value.split(",") if p.strip()]
     out = []
     for e in entries:  # CUDA stops at the first invalid entry ("-1" hides everything)
         if e.startswith("-"):
             break
         out.append(e)
-    return len(out), []
+    return len(out), [], None
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (Linux /proc; None elsewhere): the doctor's own
+    start-up (interpreter, imports, NVML) before it launches the workers."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            start_ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as fh:
+            uptime = float(fh.read().split()[0])
+        return round(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 3)
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def visible_gpu_count(environ: dict[str, str] | None = None) -> int | None:
@@ -100,7 +124,7 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
         meta = {"tp": ranks, "device": "torchrun", "source": str(results_dir)}
     else:
         serve = parse_serve(serve_tokens) if serve_tokens else {"model": None, "tp": None}
-        count, gpu_names = visible_gpus()
+        count, gpu_names, topology = gpu_survey()
         if device is None:
             device = "cuda" if count else "cpu"
         if device not in ("cuda", "cpu"):
@@ -120,11 +144,14 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
         from vllm_doctor.probes.runner import resolve
 
         specs = resolve(only)
+        doctor_start_s = process_age()
         with Progress([s.name for s in specs]) as progress:
             results = run_probes(only, tp, device, timeout, model, on_update=progress.update,
-                                 teardown_timeout=teardown_timeout, use_cache=use_cache)
+                                 teardown_timeout=teardown_timeout, use_cache=use_cache,
+                                 params={"topology": topology} if device == "cuda" and topology else None,
+                                 visible_gpus=count if device == "cuda" else None)
         meta = {"tp": tp, "device": device, "model": model, "timeout_s": timeout,
-                "results_at_s": progress.timeline()}
+                "doctor_start_s": doctor_start_s, "results_at_s": progress.timeline()}
         if device == "cuda" and gpu_names:
             meta["gpu"] = ", ".join(f"{n} ×{gpu_names.count(n)}" for n in sorted(set(gpu_names)))
     meta["elapsed_s"] = round(time.monotonic() - started, 3)

@@ -1,7 +1,8 @@
 """Collect every fact the rules may look at, one collector per source.
 
 Order: environment → packages → GPUs (NVML) → a collect-env report (its areas replace this
-machine's) → serve line → model config → crash log → what-if versions → derived facts.
+machine's) → serve line → model config → crash log → what-if versions → derived facts →
+release facts (what the judged vLLM release accepts, from the generated knowledge).
 
 A collector that crashes is recorded as missing ("collector X crashed: ...") for the areas it
 owns and in ``Facts.crashes``, and collection goes on, so the report still shows everything
@@ -184,4 +185,19 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
         run.step("overrides", ("vllm", "torch"), lambda: packages.apply_version_overrides(
             facts, options.vllm_version, options.torch_version))
     run.step("derived", ("derived",), lambda: derived.compute_derived(facts))
+
+    # what the judged release itself accepts (generated release knowledge) ------------------
+    def release() -> None:
+        from vllm_doctor.facts.release import collect_release
+
+        collect_release(facts)
+
+    run.step("release", ("release",), release)
+
+    def release_kernels() -> None:
+        from vllm_doctor.facts.release_kernels import collect_release_kernels
+
+        collect_release_kernels(facts)  # reads the knowledge tables only when it needs them
+
+    run.step("release kernels", ("release.quant", "release.attention"), release_kernels)
     return facts

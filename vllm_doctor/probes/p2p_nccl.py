@@ -26,22 +26,30 @@ MIB = 1024 * 1024
 EXPECTED_BUSBW_GBPS = {"nvlink": 100.0, "pcie-p2p": 8.0, "pcie-no-p2p": 3.0, "other": 1.0}
 
 
-def _links(ngpu: int) -> dict[tuple[int, int], dict]:
-    """NVML link of each pair of torch device indices (mapped through the GPU UUIDs)."""
-    import torch
-
+def _topology(ctx: Ctx) -> tuple[list, list]:
+    """(devices, links) of this node from NVML: as the doctor read them (params), else read here
+    (under torchrun)."""
+    given = ctx.params.get("topology")
+    if isinstance(given, dict):
+        return list(given.get("devices") or []), list(given.get("links") or [])
     try:
         from vllm_doctor.facts.gpus import collect_gpus
         from vllm_doctor.facts.model import Facts
     except ImportError:  # pragma: no cover
-        return {}
+        return [], []
     facts = Facts()
     try:
         collect_gpus(facts)
     except Exception:  # noqa: BLE001 - NVML problems leave the links unknown
-        return {}
-    devices = facts.value("gpu.devices") or []
-    links = facts.value("topology.links") or []
+        return [], []
+    return list(facts.value("gpu.devices") or []), list(facts.value("topology.links") or [])
+
+
+def _links(ctx: Ctx, ngpu: int) -> dict[tuple[int, int], dict]:
+    """NVML link of each pair of torch device indices (mapped through the GPU UUIDs)."""
+    import torch
+
+    devices, links = _topology(ctx)
     by_uuid = {}
     for pos, dev in enumerate(devices):
         uuid = str(dev.get("uuid", "")).lower().removeprefix("gpu-")
@@ -96,7 +104,7 @@ def prepare(ctx: Ctx) -> dict:
     matrix = [[(i == j) or bool(torch.cuda.can_device_access_peer(i, j)) for j in range(ngpu)]
               for i in range(ngpu)]
     metrics["peer_access"] = matrix
-    links = _links(ngpu)
+    links = _links(ctx, ngpu)
     metrics["links"] = {f"{i}-{j}": rec.get("link") for (i, j), rec in links.items() if i < j}
 
     # Copies from this rank's GPU to every other GPU of the node.
