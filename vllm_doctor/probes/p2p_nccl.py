@@ -131,14 +131,26 @@ def prepare(ctx: Ctx) -> dict:
     links = _links(ctx, ngpu)
     metrics["links"] = {f"{i}-{j}": rec.get("link") for (i, j), rec in links.items() if i < j}
 
-    # Copies from this rank's GPU to every other GPU of the node.
+    state = {"metrics": metrics, "matrix": matrix, "links": links}
+    if not (ctx.params.get("bench") or {}).get("copies_in_run"):
+        _peer_copies(ctx, state)
+    return state
+
+
+def _peer_copies(ctx: Ctx, state: dict) -> None:
+    """Copies from this rank's GPU to every other GPU its node's ranks use, checked on the
+    destination and after the round trip."""
+    import torch
+
+    dev = ctx.device
+    me = ctx.local_rank
     ctx.progress("copies to every peer GPU")
     gen = torch.Generator(device=dev).manual_seed(1000 + me)
     src = torch.randint(-2**31, 2**31 - 1, (64 * MIB // 4,), generator=gen, device=dev, dtype=torch.int32)
     src_sum = int(src.to(torch.int64).sum())
     copies = {}
     copy_bad = []
-    for j in range(_local_world(ctx, ngpu)):
+    for j in range(_local_world(ctx, torch.cuda.device_count())):
         if j == me:
             continue
         other = torch.device("cuda", j)
@@ -154,8 +166,8 @@ def prepare(ctx: Ctx) -> dict:
         if not (on_dst and round_trip):
             copy_bad.append(f"{me}->{j}")
         del dst, back
-    metrics["copies"] = copies
-    return {"metrics": metrics, "matrix": matrix, "links": links, "copy_bad": copy_bad}
+    state["metrics"]["copies"] = copies
+    state["copy_bad"] = copy_bad
 
 
 def run(ctx: Ctx) -> dict:
@@ -168,6 +180,8 @@ def run(ctx: Ctx) -> dict:
     ngpu = torch.cuda.device_count()
     metrics: dict = state["metrics"]
     metrics["nccl_init_s"] = ctx.init.get("dist_init_s")
+    if "copy_bad" not in state:
+        _peer_copies(ctx, state)
     matrix, links, copy_bad = state["matrix"], state["links"], state["copy_bad"]
 
     # NCCL all-reduce: each rank's data is recomputable by every rank (seeded by rank).
