@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from vllm_doctor.redact import redact_text
 from vllm_doctor.engine.fixstate import AFFECTED, FIXED, UNVERSIONED, FixState, fix_state
 from vllm_doctor.engine.rule import Rule
 from vllm_doctor.facts.model import Facts
 from vllm_doctor.facts.schema import supply_hint
+
+if TYPE_CHECKING:
+    from vllm_doctor.engine.logmatch import LogScan
 
 APPLIES, NOT_APPLIES, UNDECIDED = "applies", "not-applies", "undecided"
 _CONFIDENCE_DOWN = {"high": "medium", "medium": "low", "low": "low"}
@@ -46,6 +50,7 @@ class Finding:
     fix_state: FixState | None = None
     log_matches: list[str] = field(default_factory=list)
     suppressed: str | None = None  # reason from the ignore file
+    deferred_to: str | None = None  # a more precise rule that applies (rule.defers_to)
     probe_results: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -76,26 +81,23 @@ class Finding:
         }
 
 
-def match_signatures(rule: Rule, log_text: str | None, limit: int = 3) -> list[str]:
-    """Lines of the log where one of the rule's signatures matched."""
-    if not log_text:
+def match_signatures(rule: Rule, log: "str | LogScan | None", limit: int = 3) -> list[str]:
+    """Lines of the log where one of the rule's signatures matched (engine.logmatch)."""
+    if not log or not rule.signatures:
         return []
-    hits: list[str] = []
-    for pattern in rule.signatures:
-        for match in pattern.finditer(log_text):
-            # the line where the match ends: for a multi-line signature, the error line
-            last = max(match.start(), match.end() - 1)
-            start = log_text.rfind("\n", 0, last) + 1
-            end = log_text.find("\n", last)
-            line = log_text[start: end if end != -1 else len(log_text)].strip()
-            if len(line) > 300:  # keep the part around the match
-                offset = max(0, min(len(line), match.end() - start) - 240)
-                line = ("…" if offset else "") + line[offset:offset + 300]
-            if line not in hits:
-                hits.append(line)
-            if len(hits) >= limit:
-                return hits
-    return hits
+    from vllm_doctor.engine.logmatch import scan_log
+
+    signatures = [s.compiled() for s in rule.signatures]
+    scan = log if not isinstance(log, str) else scan_log(log, signatures)
+    # a quoted log line never carries a secret out
+    return [redact_text(line) for line in scan.signature_lines(signatures, limit)]
+
+
+def scan_for_rules(rules: list[Rule], log_text: str) -> "LogScan":
+    """One literal scan of the log for every rule's signatures."""
+    from vllm_doctor.engine.logmatch import scan_log
+
+    return scan_log(log_text, [s.compiled() for rule in rules for s in rule.signatures])
 
 
 def _missing(facts: Facts, paths: list[str]) -> list[MissingFact]:
@@ -109,12 +111,12 @@ def _missing(facts: Facts, paths: list[str]) -> list[MissingFact]:
     return result
 
 
-def evaluate_rule(rule: Rule, facts: Facts, log_text: str | None = None,
+def evaluate_rule(rule: Rule, facts: Facts, log_text: "str | LogScan | None" = None,
                   vllm_tree: Path | None = None) -> Finding:
     outcome = rule.when.evaluate(facts)
     log_matches = match_signatures(rule, log_text)
     confidence = rule.confidence
-    if outcome.value is False and not log_matches:
+    if (outcome.value is False or rule.log_only) and not log_matches:
         return Finding(rule, NOT_APPLIES, confidence)
     evidence: dict[str, Evidence] = {}  # one line per fact, listing every test made of it
     for test in outcome.evidence:
@@ -137,7 +139,9 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: str | None = None,
     if log_matches:
         # The failure was seen: the log is stronger evidence than any fact.
         finding.verdict = APPLIES
-        finding.confidence = rule.confidence
+        # facts that contradict the cause a log-only rule names make it less certain
+        finding.confidence = (_CONFIDENCE_DOWN[rule.confidence] if rule.log_only and outcome.value is False
+                              else rule.confidence)
         return finding
     if outcome.value is None:
         finding.missing = _missing(facts, outcome.missing)
@@ -152,5 +156,21 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: str | None = None,
     return finding
 
 
-def evaluate_rules(rules: list[Rule], facts: Facts, log_text: str | None = None) -> list[Finding]:
-    return [evaluate_rule(rule, facts, log_text) for rule in rules]
+def evaluate_rules(rules: list[Rule], facts: Facts, log: "str | LogScan | None" = None) -> list[Finding]:
+    scan = scan_for_rules(rules, log) if isinstance(log, str) and log else log
+    return defer([evaluate_rule(rule, facts, scan) for rule in rules])
+
+
+def defer(findings: list[Finding]) -> list[Finding]:
+    """A rule with ``defers_to`` does not apply (and is not undecided) where one of those
+    rules applies: the precise, curated rule speaks for the cause, once."""
+    applying = {f.rule.code for f in findings if f.verdict == APPLIES}
+    for finding in findings:
+        if finding.verdict == NOT_APPLIES or finding.log_matches:
+            continue
+        winner = next((code for code in finding.rule.defers_to if code in applying), None)
+        if winner is not None:
+            finding.verdict = NOT_APPLIES
+            finding.deferred_to = winner
+            finding.missing = []
+    return findings

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_doctor import yaml_io
+from vllm_doctor.bounds import read_text
 from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.engine.conditions import ConditionError, compile_condition
@@ -23,6 +24,7 @@ from vllm_doctor.engine.rule import (
     Fingerprint,
     Fix,
     LazyPattern,
+    LazySignature,
     Rule,
     VersionRange,
     Workaround,
@@ -34,6 +36,8 @@ SLUG_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 ALLOWED_KEYS = {
     "code", "slug", "status", "severity", "confidence", "summary", "phase", "affected", "when",
     "signatures", "fix", "workarounds", "probe", "references", "aliases", "related", "details",
+    "defers_to",
+    "log_only",
 }
 REQUIRED_KEYS = ("code", "slug", "status", "severity", "confidence", "summary", "phase", "when",
                  "references", "details")
@@ -107,6 +111,21 @@ class _Checker:
             return LazyPattern(value, f"{self.file}:{where}", re.compile(value, re.MULTILINE))
         except re.error as err:
             self.problem(where, f"bad regex: {err}")
+            return None
+
+    def signature(self, where: str, value: Any) -> LazySignature | None:
+        """A signature must run in linear time (engine.logmatch); checked when strict."""
+        if not isinstance(value, str) or not value:
+            self.problem(where, "must be a non-empty regex string")
+            return None
+        if not self.strict:
+            return LazySignature(value, f"{self.file}:{where}")
+        from vllm_doctor.engine.logmatch import SignatureError, compile_signature
+
+        try:
+            return LazySignature(value, f"{self.file}:{where}", compile_signature(value))
+        except SignatureError as err:
+            self.problem(where, str(err))
             return None
 
 
@@ -288,9 +307,15 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
         chk.problem("signatures", "must be a list of regexes")
     else:
         for i, sig in enumerate(signatures_raw):
-            compiled = chk.regex(f"signatures[{i}]", sig)
+            compiled = chk.signature(f"signatures[{i}]", sig)
             if compiled is not None:
                 signatures.append(compiled)
+    log_only = data.get("log_only", False)
+    if not isinstance(log_only, bool):
+        chk.problem("log_only", "must be true or false")
+        log_only = False
+    elif log_only and not signatures_raw:
+        chk.problem("log_only", "a log-only rule needs signatures")
     references = chk.string_list(data, "references")
     for i, ref in enumerate(references):
         if not ref.startswith("https://"):
@@ -301,6 +326,9 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
     for i, other in enumerate(related):
         if not CODE_RE.match(other):
             chk.problem(f"related[{i}]", f"{other!r} is not a rule code")
+    for i, other in enumerate(chk.string_list(data, "defers_to")):
+        if not CODE_RE.match(other):
+            chk.problem(f"defers_to[{i}]", f"{other!r} is not a rule code")
     probe = data.get("probe")
     if probe is not None and (not isinstance(probe, str) or not SLUG_RE.match(probe)):
         chk.problem("probe", "must be a probe name")
@@ -314,16 +342,16 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
         summary=summary, phase=phase, when=when, ranges=ranges,  # type: ignore[arg-type]
         fingerprints=fingerprints, signatures=tuple(signatures), fix=fix,
         workarounds=workarounds, probe=probe, references=references, aliases=aliases,
-        related=related, details=details, path=path, raw=data,
+        related=related, details=details, path=path, raw=data, log_only=log_only,
     )
     return rule, []
 
 
 def load_rule_file(path: Path, strict: bool = True) -> tuple[Rule | None, list[str]]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        return None, [f"{path}:(file): cannot read: {err}"]
+        text = read_text(path, "rule file", "yaml")
+    except InputError as err:
+        return None, [f"{path}:(file): cannot read: {err.problem}"]
     try:
         data = yaml_io.safe_load(text)
     except yaml_io.YAMLError as err:
@@ -365,6 +393,9 @@ def validate_dir(directory: Path, strict: bool = True) -> tuple[list[Rule], list
         for other in rule.related:
             if other not in codes:
                 problems.append(f"{rule.path}:related: {other} is not a known rule")
+        for other in rule.defers_to:
+            if other not in codes:
+                problems.append(f"{rule.path}:defers_to: {other} is not a known rule")
     return rules, problems
 
 
