@@ -256,8 +256,14 @@ def _digest_parts(facts: Facts, section: Section) -> list[str]:
             parts.append(f"{format_bytes(v('model.weights_bytes'))} of weights")
     elif section.title == "Serve arguments":
         skip = {"serve.model", "serve.argv", "serve.flags", "serve.legacy_flags", "serve.unknown_flags"}
-        given = [(p, f) for p, f in sorted(facts.area("serve"))
-                 if f.source == Source.SERVE and p not in skip]
+        # the knobs most rules look at first, then the rest; whole JSON options are left to -v
+        # (their parts, like serve.speculative_method, are facts of their own)
+        first = [p for p in section.summary if p not in skip]
+        given = sorted(((p, f) for p, f in facts.area("serve")
+                        if f.source == Source.SERVE and p not in skip
+                        and not isinstance(f.value, dict)),
+                       key=lambda item: (first.index(item[0]) if item[0] in first else len(first),
+                                         item[0]))
         shown = [f"{p[len('serve.'):]}={format_value(p, f.value)}" for p, f in given[:6]]
         if len(given) > 6:
             shown.append(f"… {len(given) - 6} more")
