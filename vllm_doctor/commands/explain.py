@@ -15,6 +15,9 @@ def rule_markdown(rule) -> str:
     lines = [f"# {rule.code} · {rule.slug}", "", f"**{rule.summary}**", "",
              f"Severity: {rule.severity} · confidence: {rule.confidence} · shows at: {rule.phase}"
              f" · status: {rule.status}", ""]
+    if rule.log_only:
+        lines += ["Applies when a crash log shows the message below; the facts in `when` confirm "
+                  "the cause.", ""]
     if rule.ranges:
         spans = ", ".join(f"{r.introduced} ≤ vLLM < {r.fixed}" if r.fixed else f"vLLM ≥ {r.introduced} (no fix released)"
                           for r in rule.ranges)
@@ -64,28 +67,64 @@ def _find(code: str, rules_dirs: list[Path] | None):
 
 
 def print_rule(code: str, rules_dirs: list[Path] | None, plain: bool = False) -> None:
+    from vllm_doctor.report.output import print_rich, stdout_is_terminal, write_stdout
+
     text = rule_markdown(_find(code, rules_dirs))
-    if plain:
-        typer.echo(text)
+    if plain or not stdout_is_terminal():
+        # piped or redirected: the markdown itself, unwrapped (as --plain)
+        write_stdout(text if text.endswith("\n") else text + "\n")
         return
-    from rich.console import Console
     from rich.markdown import Markdown
 
-    Console().print(Markdown(text))
+    print_rich(lambda console: console.print(Markdown(text)))
 
 
-def explain_log(log_path: Path, rules_dirs: list[Path] | None) -> int:
-    from vllm_doctor.engine.evaluate import match_signatures
-    from vllm_doctor.facts.crashlog import read_log
+LOG_FORMATS = ("text", "json")
+
+
+def explain_log(log_path: Path, rules_dirs: list[Path] | None, fmt: str = "text",
+                vllm_version: str | None = None) -> int:
+    """Name the known failure (curated rules), else the vLLM message, behind a crash log."""
     from vllm_doctor.engine.loader import load_rules
+    from vllm_doctor.engine.logreport import analyse_log
+    from vllm_doctor.facts.crashlog import read_log
 
+    if fmt not in LOG_FORMATS:
+        raise InputError("--format", f"unknown format {fmt!r} (one of {', '.join(LOG_FORMATS)})")
     text = read_log(log_path)
-    hits = [(rule, match_signatures(rule, text)) for rule in load_rules(rules_dirs)]
-    hits = [(rule, lines) for rule, lines in hits if lines]
-    if not hits:
-        typer.echo(f"No known failure matches {log_path}.")
-        return 0
-    for rule, lines in hits:
+    report = analyse_log(text, load_rules(rules_dirs), vllm_version, "option" if vllm_version else "")
+    name = "standard input" if str(log_path) == "-" else str(log_path)
+    if fmt == "json":
+        import json
+
+        typer.echo(json.dumps(log_report_dict(report, name), indent=2))
+    else:
+        _print_log_report(report, name)
+    return EXIT_FINDINGS if report.rule_hits or report.messages else 0
+
+
+def log_report_dict(report, name: str) -> dict:
+    """The JSON of `explain --log` (docs/json-output.md)."""
+    return {
+        "log": name,
+        "vllm_version": report.version,
+        "vllm_version_source": report.version_source or None,
+        "known_failures": [
+            {"code": rule.code, "slug": rule.slug, "severity": rule.severity,
+             "confidence": rule.confidence, "summary": rule.summary, "matched_lines": lines,
+             "fix": rule.raw.get("fix"), "workarounds": rule.raw.get("workarounds", []),
+             "references": list(rule.references), "url": rule.url}
+            for rule, lines in report.rule_hits
+        ],
+        "vllm_messages": [m.to_dict() for m in report.messages],
+    }
+
+
+def _print_log_report(report, name: str) -> None:
+    if not report.rule_hits and not report.messages:
+        typer.echo(f"No known failure and no vLLM error message found in {name}.")
+        return
+    for rule, lines in report.rule_hits:
         typer.echo(f"{rule.code} [{rule.severity}] {rule.summary}")
         for line in lines:
             typer.echo(f"    matched: {line}")
@@ -94,21 +133,46 @@ def explain_log(log_path: Path, rules_dirs: list[Path] | None) -> int:
         for w in rule.workarounds:
             typer.echo(f"    workaround: {w.title}")
         typer.echo(f"    more: vllm-doctor explain {rule.code}")
-    return EXIT_FINDINGS
+    if report.messages:
+        if report.rule_hits:
+            typer.echo("")
+        typer.echo(render_messages(report))
+
+
+def render_messages(report) -> str:
+    """The catalogue part of a log report, as text (explain --log and check --log)."""
+    out = [f"vLLM error messages in the log (error catalogue, {len(report.messages)} shown; "
+           "the first is the nearest to the root cause):"]
+    for message in report.messages:
+        hit = message.hit
+        label = hit.cls if not hit.cls.startswith("log.") else f"logged at {hit.cls[4:]} level"
+        out.append(f"  {label}: {hit.template}")
+        out.append(f"    seen: {hit.line}" + ("" if hit.complete else "  (message cut short in the log)"))
+        for path, func, cond in message.sites():
+            where = f"vllm/{path}, in {func}"
+            out.append(f"    raised in {where}" + (f", when {cond}" if cond else ""))
+        out.append(f"    releases: {message.release_ranges()}")
+        if message.note:
+            out.append(f"    {message.note}")
+    if report.version is None:
+        out.append("  (pass --vllm-version V to say what your release does with these messages)")
+    return "\n".join(out)
 
 
 def register(app: typer.Typer) -> None:
     @app.command("explain")
     def explain(
         code: Optional[str] = typer.Argument(None, help="Rule code (e.g. MODEL001) or slug."),
-        log: Optional[Path] = typer.Option(None, "--log", help="Name the known failure behind a crash log."),
+        log: Optional[Path] = typer.Option(None, "--log", help="Name the known failure behind a crash log (`-` reads standard input)."),
+        fmt: str = typer.Option("text", "--format", "-f", help="For --log: text or json."),
+        vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="For --log: the vLLM version that wrote the log (else read from the log)."),
         plain: bool = typer.Option(False, "--plain", help="Markdown text instead of the rendered view."),
         rules_dir: Optional[List[Path]] = typer.Option(None, "--rules-dir", help="Rule directory to use."),
     ) -> None:
         """Print a rule's document, or name the known failure behind a crash log."""
         dirs = list(rules_dir) if rules_dir else None
         if log is not None:
-            raise typer.Exit(explain_log(log, dirs))
+            raise typer.Exit(explain_log(log, dirs, fmt, vllm_version))
         if not code:
             raise InputError("explain", "give a rule code or --log FILE")
         print_rule(code, dirs, plain)

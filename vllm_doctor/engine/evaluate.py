@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from vllm_doctor.errors import CRASH_HINT, CRASH_PREFIX
+from vllm_doctor.redact import redact_text
 from vllm_doctor.engine.fixstate import AFFECTED, FIXED, UNVERSIONED, FixState, fix_state
 from vllm_doctor.engine.rule import Rule
 from vllm_doctor.facts.model import Facts
 from vllm_doctor.facts.schema import supply_hint
+
+if TYPE_CHECKING:
+    from vllm_doctor.engine.logmatch import LogScan
 
 APPLIES, NOT_APPLIES, UNDECIDED = "applies", "not-applies", "undecided"
 _CONFIDENCE_DOWN = {"high": "medium", "medium": "low", "low": "low"}
@@ -77,26 +82,23 @@ class Finding:
         }
 
 
-def match_signatures(rule: Rule, log_text: str | None, limit: int = 3) -> list[str]:
-    """Lines of the log where one of the rule's signatures matched."""
-    if not log_text:
+def match_signatures(rule: Rule, log: "str | LogScan | None", limit: int = 3) -> list[str]:
+    """Lines of the log where one of the rule's signatures matched (engine.logmatch)."""
+    if not log or not rule.signatures:
         return []
-    hits: list[str] = []
-    for pattern in rule.signatures:
-        for match in pattern.finditer(log_text):
-            # the line where the match ends: for a multi-line signature, the error line
-            last = max(match.start(), match.end() - 1)
-            start = log_text.rfind("\n", 0, last) + 1
-            end = log_text.find("\n", last)
-            line = log_text[start: end if end != -1 else len(log_text)].strip()
-            if len(line) > 300:  # keep the part around the match
-                offset = max(0, min(len(line), match.end() - start) - 240)
-                line = ("…" if offset else "") + line[offset:offset + 300]
-            if line not in hits:
-                hits.append(line)
-            if len(hits) >= limit:
-                return hits
-    return hits
+    from vllm_doctor.engine.logmatch import scan_log
+
+    signatures = [s.compiled() for s in rule.signatures]
+    scan = log if not isinstance(log, str) else scan_log(log, signatures)
+    # a quoted log line never carries a secret out
+    return [redact_text(line) for line in scan.signature_lines(signatures, limit)]
+
+
+def scan_for_rules(rules: list[Rule], log_text: str) -> "LogScan":
+    """One literal scan of the log for every rule's signatures."""
+    from vllm_doctor.engine.logmatch import scan_log
+
+    return scan_log(log_text, [s.compiled() for rule in rules for s in rule.signatures])
 
 
 def _missing(facts: Facts, paths: list[str]) -> list[MissingFact]:
@@ -106,16 +108,18 @@ def _missing(facts: Facts, paths: list[str]) -> list[MissingFact]:
             continue
         seen.add(path)
         reason = facts.why_missing(path) or "not in the inputs given"
-        result.append(MissingFact(path, reason, supply_hint(path)))
+        # undecided because a collector crashed: say so, rather than ask for an input
+        hint = CRASH_HINT if CRASH_PREFIX in reason else supply_hint(path)
+        result.append(MissingFact(path, reason, hint))
     return result
 
 
-def evaluate_rule(rule: Rule, facts: Facts, log_text: str | None = None,
+def evaluate_rule(rule: Rule, facts: Facts, log_text: "str | LogScan | None" = None,
                   vllm_tree: Path | None = None) -> Finding:
     outcome = rule.when.evaluate(facts)
     log_matches = match_signatures(rule, log_text)
     confidence = rule.confidence
-    if outcome.value is False and not log_matches:
+    if (outcome.value is False or rule.log_only) and not log_matches:
         return Finding(rule, NOT_APPLIES, confidence)
     evidence: dict[str, Evidence] = {}  # one line per fact, listing every test made of it
     for test in outcome.evidence:
@@ -138,7 +142,9 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: str | None = None,
     if log_matches:
         # The failure was seen: the log is stronger evidence than any fact.
         finding.verdict = APPLIES
-        finding.confidence = rule.confidence
+        # facts that contradict the cause a log-only rule names make it less certain
+        finding.confidence = (_CONFIDENCE_DOWN[rule.confidence] if rule.log_only and outcome.value is False
+                              else rule.confidence)
         return finding
     if outcome.value is None:
         finding.missing = _missing(facts, outcome.missing)
@@ -153,9 +159,9 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: str | None = None,
     return finding
 
 
-def evaluate_rules(rules: list[Rule], facts: Facts, log_text: str | None = None) -> list[Finding]:
-    findings = [evaluate_rule(rule, facts, log_text) for rule in rules]
-    return defer(findings)
+def evaluate_rules(rules: list[Rule], facts: Facts, log: "str | LogScan | None" = None) -> list[Finding]:
+    scan = scan_for_rules(rules, log) if isinstance(log, str) and log else log
+    return defer([evaluate_rule(rule, facts, scan) for rule in rules])
 
 
 def defer(findings: list[Finding]) -> list[Finding]:

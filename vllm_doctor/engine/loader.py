@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_doctor import yaml_io
+from vllm_doctor.bounds import read_text
 from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.engine.conditions import ConditionError, compile_condition
@@ -23,6 +24,7 @@ from vllm_doctor.engine.rule import (
     Fingerprint,
     Fix,
     LazyPattern,
+    LazySignature,
     Rule,
     VersionRange,
     Workaround,
@@ -35,6 +37,7 @@ ALLOWED_KEYS = {
     "code", "slug", "status", "severity", "confidence", "summary", "phase", "affected", "when",
     "signatures", "fix", "workarounds", "probe", "references", "aliases", "related", "details",
     "defers_to",
+    "log_only",
 }
 REQUIRED_KEYS = ("code", "slug", "status", "severity", "confidence", "summary", "phase", "when",
                  "references", "details")
@@ -108,6 +111,21 @@ class _Checker:
             return LazyPattern(value, f"{self.file}:{where}", re.compile(value, re.MULTILINE))
         except re.error as err:
             self.problem(where, f"bad regex: {err}")
+            return None
+
+    def signature(self, where: str, value: Any) -> LazySignature | None:
+        """A signature must run in linear time (engine.logmatch); checked when strict."""
+        if not isinstance(value, str) or not value:
+            self.problem(where, "must be a non-empty regex string")
+            return None
+        if not self.strict:
+            return LazySignature(value, f"{self.file}:{where}")
+        from vllm_doctor.engine.logmatch import SignatureError, compile_signature
+
+        try:
+            return LazySignature(value, f"{self.file}:{where}", compile_signature(value))
+        except SignatureError as err:
+            self.problem(where, str(err))
             return None
 
 
@@ -289,9 +307,15 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
         chk.problem("signatures", "must be a list of regexes")
     else:
         for i, sig in enumerate(signatures_raw):
-            compiled = chk.regex(f"signatures[{i}]", sig)
+            compiled = chk.signature(f"signatures[{i}]", sig)
             if compiled is not None:
                 signatures.append(compiled)
+    log_only = data.get("log_only", False)
+    if not isinstance(log_only, bool):
+        chk.problem("log_only", "must be true or false")
+        log_only = False
+    elif log_only and not signatures_raw:
+        chk.problem("log_only", "a log-only rule needs signatures")
     references = chk.string_list(data, "references")
     for i, ref in enumerate(references):
         if not ref.startswith("https://"):
@@ -318,16 +342,16 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
         summary=summary, phase=phase, when=when, ranges=ranges,  # type: ignore[arg-type]
         fingerprints=fingerprints, signatures=tuple(signatures), fix=fix,
         workarounds=workarounds, probe=probe, references=references, aliases=aliases,
-        related=related, details=details, path=path, raw=data,
+        related=related, details=details, path=path, raw=data, log_only=log_only,
     )
     return rule, []
 
 
 def load_rule_file(path: Path, strict: bool = True) -> tuple[Rule | None, list[str]]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        return None, [f"{path}:(file): cannot read: {err}"]
+        text = read_text(path, "rule file", "yaml")
+    except InputError as err:
+        return None, [f"{path}:(file): cannot read: {err.problem}"]
     try:
         data = yaml_io.safe_load(text)
     except yaml_io.YAMLError as err:

@@ -59,6 +59,30 @@ class LazyPattern:
         return self.compiled().finditer(text)
 
 
+class LazySignature:
+    """A crash-log signature, compiled on first use for linear-time matching
+    (engine.logmatch: literal prefilter, RE2 parts, bounded windows)."""
+
+    __slots__ = ("pattern", "where", "_compiled")
+
+    def __init__(self, pattern: str, where: str, compiled=None):
+        self.pattern = pattern
+        self.where = where  # "file:field", for the error message
+        self._compiled = compiled
+
+    def compiled(self):
+        if self._compiled is None:
+            from vllm_doctor.engine.logmatch import SignatureError, compile_signature
+            from vllm_doctor.errors import InputError
+
+            try:
+                self._compiled = compile_signature(self.pattern)
+            except SignatureError as err:
+                file, _, field = self.where.rpartition(":")
+                raise InputError(file, f"{field}: {err}") from None
+        return self._compiled
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     path: str  # glob relative to the vllm package directory
@@ -106,7 +130,7 @@ class Rule:
     when: Any  # compiled condition (engine.conditions.Condition)
     ranges: tuple[VersionRange, ...] | None
     fingerprints: tuple[Fingerprint, ...]
-    signatures: tuple[LazyPattern, ...]
+    signatures: tuple[LazySignature, ...]
     fix: Fix | None
     workarounds: tuple[Workaround, ...]
     probe: str | None
@@ -116,15 +140,20 @@ class Rule:
     details: str
     path: Path
     raw: dict[str, Any]
+    # a rule about a message seen in a crash log: it applies only when its signatures match,
+    # and its `when` holds the facts that confirm the cause (shown as evidence)
+    log_only: bool = False
 
     @property
     def category(self) -> str:
         return re.match(r"[A-Z]+", self.code).group(0)  # type: ignore[union-attr]
 
     @property
-    def url(self) -> str:
-        """Where the rule's document lives (the repo's rule file, like ruff's rule pages)."""
-        return f"https://github.com/vllm-doctor/vllm-doctor/blob/main/rules/{self.path.parent.name}/{self.path.name}"
+    def url(self) -> str | None:
+        """Where to read about the failure on the web: the upstream issue or pull request the
+        rule is sourced from (its first reference). The rule's own document is
+        `vllm-doctor explain CODE`."""
+        return self.references[0] if self.references else None
 
     @property
     def defers_to(self) -> tuple[str, ...]:

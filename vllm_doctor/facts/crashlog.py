@@ -10,19 +10,30 @@ from vllm_doctor.errors import InputError
 
 @lru_cache(maxsize=4)
 def _read(path: str) -> str:
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, "no such log file") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, not a log file") from None
-    except OSError as err:
-        raise InputError(path, f"cannot read the log: {err.strerror or err}") from None
+    from vllm_doctor.bounds import read_bytes
+
+    data = read_bytes(path, "log file", "log")  # regular files of bounded size only
+    return _decode(path, data)
+
+
+_STDIN: dict[str, str] = {}
+
+
+def _decode(where: str, data: bytes) -> str:
     if b"\x00" in data[:65536]:
-        raise InputError(path, "is a binary file, not a crash log")
+        raise InputError(where, "is a binary file, not a crash log")
     return data.decode("utf-8", errors="replace")
 
 
 def read_log(path: Path) -> str:
-    """The log's text (read once per process, whoever asks first); bad files are InputError."""
+    """The log's text (read once per process, whoever asks first); bad files are InputError.
+
+    ``-`` reads standard input (``kubectl logs pod | vllm-doctor explain --log -``).
+    """
+    if str(path) == "-":
+        if "-" not in _STDIN:
+            import sys
+
+            _STDIN["-"] = _decode("standard input", sys.stdin.buffer.read())
+        return _STDIN["-"]
     return _read(str(path))

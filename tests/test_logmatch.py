@@ -1,0 +1,134 @@
+"""Crash-log matching: linear-time signatures, curated messages in their real variants, and the
+error catalogue naming vLLM's own messages."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import yaml
+
+from vllm_doctor.engine.cases import cases_path
+from vllm_doctor.engine.loader import load_rules, parse_rule
+from vllm_doctor.engine.logmatch import (
+    SignatureError, compile_signature, scan_log, signature_problem, signature_spans,
+)
+
+RULES = load_rules(None)
+SIGNATURES = [(rule.code, s.pattern) for rule in RULES for s in rule.signatures]
+
+# Inputs that make backtracking engines explode: nothing but newlines, one long line of one
+# character, a signature's literal prefix repeated without its end, long runs of spaces.
+ADVERSARIAL = {
+    "newlines-400k": "\n" * 400_000,
+    "one-char-400k": "a" * 400_000,
+    "spaces-200k": " " * 200_000 + "x",
+    "digits-lines": "1 2 3 4 5 6 7 8 9 0\n" * 20_000,
+}
+
+
+def _prefix_bomb(pattern: str) -> str:
+    """The signature's first literal repeated 20k times on one line and on many lines."""
+    sig = compile_signature(pattern)
+    literal = sig.parts[0].literal
+    return (literal * 20_000)[:400_000] + "\n" + (literal + "\n") * 10_000
+
+
+@pytest.mark.parametrize("code, pattern", SIGNATURES, ids=[f"{c}-{i}" for i, (c, _) in enumerate(SIGNATURES)])
+def test_every_shipped_signature_runs_in_linear_time(code, pattern):
+    sig = compile_signature(pattern)
+    # A catastrophic backtrack takes minutes on these (ARGS003 took 58 s on 200 KB of
+    # newlines with the old engine); the bound is generous for a loaded CI machine.
+    for name, text in [*ADVERSARIAL.items(), ("prefix-bomb", _prefix_bomb(pattern))]:
+        started = time.perf_counter()
+        scan = scan_log(text, [sig])
+        scan.signature_lines([sig])
+        elapsed = time.perf_counter() - started
+        assert elapsed < 3.0, f"{code} took {elapsed:.1f} s on {name}"
+
+
+def test_the_loader_rejects_what_a_linear_engine_cannot_run(tmp_path):
+    assert "RE2" in signature_problem(r"(a+)\1 repeated")  # back-reference
+    assert "RE2" in signature_problem(r"(?<=foo)bar baz qux")  # look-behind
+    assert "literal" in signature_problem(r"\d+\s+\w+")  # nothing to prefilter on
+    assert signature_problem(r"\A(?![\s\S]*speculative\.py)[\s\S]*?Pipeline parallelism") is None
+    with pytest.raises(SignatureError):
+        compile_signature(r"\A(?!foo)bar baz")  # only "X nowhere in the log" is supported
+    rule = yaml.safe_load((cases_path(RULES[0]).parent / f"{RULES[0].code}.yaml").read_text())
+    rule["signatures"] = [r"(some text)\1"]
+    _, problems = parse_rule(rule, cases_path(RULES[0]).parent / f"{RULES[0].code}.yaml")
+    assert any("signatures[0]" in p and "RE2" in p for p in problems)
+
+
+def test_gaps_are_bounded_and_unless_excludes():
+    near = compile_signature(r"alpha one[\s\S]{0,20}?omega two")
+    text = "alpha one" + "x" * 15 + "omega two\n" + "alpha one" + "x" * 50 + "omega two\n"
+    spans = signature_spans(near, text, scan_log(text, [near]).hits)
+    assert spans == [(0, 33)]  # the second pair is 50 characters apart: beyond the bound
+    far = compile_signature(r"alpha one[\s\S]*?omega two")
+    assert len(signature_spans(far, text, scan_log(text, [far]).hits)) == 2
+    unless = compile_signature(r"\A(?![\s\S]*speculative\.py)[\s\S]*?omega two")
+    assert signature_spans(unless, text, scan_log(text, [unless]).hits)
+    blocked = text + 'File "speculative.py", line 3\n'
+    assert signature_spans(unless, blocked, scan_log(blocked, [unless]).hits) == []
+
+
+# -- the curated non-vLLM messages, each in the variants users paste ----------------------------
+ANSI_RED, ANSI_RESET = "\x1b[31m", "\x1b[0m"
+
+
+def _variants(log: str) -> dict[str, str]:
+    lines = log.rstrip("\n").split("\n")
+    return {
+        "as-is": log,
+        "engine-core-prefix": "\n".join(f"(EngineCore_DP0 pid=1234) ERROR 11-23 05:10:11 [core.py:123] {l}"
+                                        for l in lines) + "\n",
+        "worker-prefix": "\n".join(f"(Worker_TP1 pid=77) {l}" for l in lines) + "\n",
+        "kubectl-timestamps": "\n".join(f"2026-11-23T05:10:11.123456789Z {l}" for l in lines) + "\n",
+        "ansi-colour": "\n".join(f"{ANSI_RED}ERROR{ANSI_RESET} {ANSI_RED}{l}{ANSI_RESET}" for l in lines) + "\n",
+        "crlf": "\r\n".join(lines) + "\r\n",
+        "inside-a-long-log": "INFO 11-23 05:10:00 [api_server.py:1] vLLM API server version 0.20.0\n" * 2000
+                             + log + "INFO shutting down\n" * 100,
+    }
+
+
+def _log_only_cases():
+    for rule in RULES:
+        if not rule.log_only:
+            continue
+        for case in yaml.safe_load(cases_path(rule).read_text())["cases"]:
+            if case.get("log") and case["expect"] == "applies":
+                yield rule, case["name"], case["log"]
+
+
+CURATED = list(_log_only_cases())
+
+
+@pytest.mark.parametrize("rule, name, log", CURATED, ids=[f"{r.code}-{n}" for r, n, _ in CURATED])
+def test_curated_message_matches_in_every_variant(rule, name, log):
+    from vllm_doctor.engine.evaluate import match_signatures
+
+    for variant, text in _variants(log).items():
+        assert match_signatures(rule, text), f"{rule.code} {name}: no match in the {variant} variant"
+
+
+def test_every_curated_code_range_has_log_only_rules_with_real_messages():
+    codes = {r.code for r, _, _ in CURATED}
+    assert {"ENV201", "ENV202", "ENV203", "ENV204", "ENV205", "ENV206",
+            "HW201", "HW202", "HW203", "HW204", "HW205", "HW206"} <= codes
+
+
+def test_a_log_only_rule_needs_its_message():
+    from vllm_doctor.engine.evaluate import evaluate_rule
+    from vllm_doctor.facts.model import Facts
+
+    rule = next(r for r in RULES if r.code == "HW203")
+    facts = Facts.from_flat({"gpu.min_capability": 80, "gpu.max_capability": 80})
+    assert evaluate_rule(rule, facts).verdict == "not-applies"  # an A100 alone is no error
+    seen = evaluate_rule(rule, facts, "ValueError(\"type fp8e4nv not supported in this architecture. "
+                                      "The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')\")\n")
+    assert seen.verdict == "applies" and seen.confidence == "high"
+    assert [e.path for e in seen.evidence] == ["gpu.min_capability"]  # the confirming fact
+    hopper = Facts.from_flat({"gpu.min_capability": 90, "gpu.max_capability": 90})
+    contradicted = evaluate_rule(rule, hopper, "type fp8e4nv not supported in this architecture\n")
+    assert contradicted.verdict == "applies" and contradicted.confidence == "medium"

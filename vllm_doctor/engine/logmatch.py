@@ -1,0 +1,535 @@
+"""Crash-log matching in linear time: the curated rules' signatures and the error catalogue.
+
+One pass of an Aho–Corasick automaton over the log finds every literal the matchers need
+(each signature part's longest literal, each catalogue message's literal parts); only the
+text around those hits is looked at again, in windows of bounded size:
+
+* A **signature** is split at its top-level gaps (``[\\s\\S]*?``, ``[\\s\\S]{0,N}?``) into
+  parts. Each part runs on RE2 (linear time, no backtracking) inside a window of
+  ``PART_WINDOW`` characters around its literal; the parts are then chained left to right,
+  each gap's bound respected. A leading ``\\A(?![\\s\\S]*X)`` ("unless X appears anywhere in
+  the log") becomes a separate check. Patterns RE2 cannot run (back-references, other
+  look-arounds) and parts without a literal of ``MIN_PART_LITERAL`` characters are rejected
+  by the rule loader (``signature_problem``).
+* A **catalogue entry** (knowledge table ``errors``: every message vLLM raises, asserts or
+  logs at error level) is verified by finding its literal parts in order in a window of the
+  hit's line and its neighbours, whitespace collapsed, so prefixes (``(EngineCore_DP0
+  pid=…)``, ``ERROR 11-23 05:10:11 [core.py:123]``), ANSI colour, pydantic's ``Value
+  error,`` wrapper, a missing exception class and wrapped lines do not matter; a message cut
+  short still matches when most of its literal text is there.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Iterable
+
+try:  # Python 3.11+: sre_parse is deprecated in favour of re._parser
+    from re import _parser as _sre_parser  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - 3.10
+    import sre_parse as _sre_parser  # type: ignore[no-redef]
+
+PART_WINDOW = 2048          # characters searched either side of a signature part's literal
+MIN_PART_LITERAL = 4        # a signature part needs a literal this long to be prefiltered
+MAX_HITS_PER_LITERAL = 2000  # occurrences of one literal looked at (a log of repeated lines)
+LARGE_LOG = 4_000_000       # characters from which the literal scan takes the RE2-set path
+ANCHOR = 24                 # characters of a catalogue message's literal looked for first
+MIN_ANCHOR = 12             # the extractor keeps only messages with a part this long
+CATALOGUE_WINDOW = 4096     # characters of context verified around a catalogue hit
+PARTIAL_SHARE = 0.6         # a message cut short: this share of its literal text, in order
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]{0,256}(?:\x07|\x1b\\)")
+_GAP = re.compile(r"\[\\s\\S\](?:\*\??|\{0,(\d+)\}\??)|\[\\S\\s\](?:\*\??|\{0,(\d+)\}\??)")
+_SPACES = re.compile(r"\s+")
+
+
+class SignatureError(ValueError):
+    """A signature a linear-time engine cannot run (raised by compile_signature)."""
+
+
+# -- the RE2 engine ------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def _re2():
+    import re2  # google-re2: linear-time matching (see pyproject.toml)
+
+    options = re2.Options()
+    options.log_errors = False  # our own message names the rule file
+    return re2, options
+
+
+def _compile_re2(pattern: str):
+    re2, options = _re2()
+    try:
+        return re2.compile("(?m)" + pattern, options)
+    except re2.error as err:
+        detail = err.args[0] if err.args else err
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        raise SignatureError(f"not a linear-time (RE2) regex: {detail}") from None
+
+
+# -- splitting a signature ------------------------------------------------------------------
+def _top_level_spans(pattern: str) -> list[tuple[int, int, int | None]]:
+    """(start, end, bound) of each top-level gap token; bound None means unbounded."""
+    spans, depth, i, in_class = [], 0, 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            if depth == 0:
+                gap = _GAP.match(pattern, i)
+                if gap:
+                    bound = gap.group(1) or gap.group(2)
+                    spans.append((i, gap.end(), int(bound) if bound else None))
+                    i = gap.end()
+                    continue
+            in_class = True
+            if pattern[i + 1:i + 2] == "]":
+                i += 1
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        i += 1
+    return spans
+
+
+def _closing_paren(pattern: str, start: int) -> int:
+    depth, i, in_class = 0, start, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    raise SignatureError("unbalanced parentheses")
+
+
+def _longest_literal(part: str) -> str:
+    """The longest run of literal characters every match of ``part`` contains."""
+    try:
+        parsed = _sre_parser.parse(part)
+    except re.error as err:
+        raise SignatureError(f"bad regex: {err}") from None
+    literal, best, run = _sre_parser.LITERAL, "", []
+    for op, arg in list(parsed) + [(None, None)]:
+        if op is literal:
+            run.append(chr(arg))
+            continue
+        if len(run) > len(best):
+            best = "".join(run)
+        run = []
+    return best
+
+
+@dataclass
+class _Part:
+    regex: Any
+    literal: str
+    gap_before: int | None  # the bound of the gap before this part (None: unbounded)
+
+
+@dataclass
+class Signature:
+    """A curated signature compiled for linear-time matching."""
+
+    pattern: str
+    parts: list[_Part]
+    unless: "Signature | None" = None
+
+    def literals(self) -> set[str]:
+        found = {p.literal for p in self.parts}
+        return found | (self.unless.literals() if self.unless else set())
+
+
+def compile_signature(pattern: str) -> Signature:
+    """Split and compile a signature; SignatureError says why a linear engine cannot run it."""
+    unless = None
+    text = pattern
+    if text.startswith(r"\A(?!"):
+        close = _closing_paren(text, 2)
+        inner = text[5:close]
+        gap = _GAP.match(inner)
+        if not gap or gap.group(1) or gap.group(2):
+            raise SignatureError(r"a leading \A(?!...) must read \A(?![\s\S]*X): X nowhere in the log")
+        unless = compile_signature(inner[gap.end():])
+        text = text[close + 1:]
+        lead = _GAP.match(text)
+        if lead:
+            text = text[lead.end():]
+    parts, start, bound = [], 0, None
+    for gap_start, gap_end, gap_bound in _top_level_spans(text) + [(len(text), len(text), None)]:
+        piece = text[start:gap_start]
+        if piece:
+            regex = _compile_re2(piece)
+            literal = _longest_literal(piece)
+            if len(literal) < MIN_PART_LITERAL:
+                raise SignatureError(f"the part {piece[:60]!r} has no literal text of "
+                                     f"{MIN_PART_LITERAL}+ characters to look for")
+            parts.append(_Part(regex, literal, bound))
+        start, bound = gap_end, gap_bound
+    if not parts:
+        raise SignatureError("matches nothing specific")
+    return Signature(pattern, parts, unless)
+
+
+def signature_problem(pattern: str) -> str | None:
+    """Why the rule loader must reject ``pattern`` (None when it can run in linear time)."""
+    try:
+        compile_signature(pattern)
+    except SignatureError as err:
+        return str(err)
+    return None
+
+
+# -- the log ----------------------------------------------------------------------------------
+def clean(text: str) -> str:
+    """The log without ANSI colour codes and carriage returns (same line structure)."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def line_at(text: str, pos: int, limit: int = 300) -> str:
+    """The line containing ``pos``, cut to ``limit`` characters around it, secrets hidden
+    (every quoted log line comes from here: ``vllm_doctor.redact``)."""
+    from vllm_doctor.redact import redact_text
+
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    end = len(text) if end == -1 else end
+    if end - start > limit:
+        offset = max(start, min(pos - limit // 2, end - limit))
+        return redact_text(("…" if offset > start else "") + text[offset:offset + limit].strip() + "…")
+    return redact_text(text[start:end].strip())
+
+
+class _LiteralFinder:
+    """Literal → positions of its occurrences in a text, for many literals at once.
+
+    Small logs go through an Aho–Corasick automaton (cheap to build: ~0.06 s for the whole
+    catalogue); a large log is first checked by an RE2 set of all the literals in one DFA pass,
+    which says which literals occur at all, and only those are then located with str.find
+    (the automaton's Python iteration costs ~25 ms per MB, the set ~4 ms per MB).
+    """
+
+    def __init__(self, literals: frozenset[str]):
+        self.literals = sorted(lit for lit in literals if lit)
+        self._automaton = None
+        self._set = None
+
+    def scan(self, text: str) -> dict[str, list[int]]:
+        if not self.literals:
+            return {}
+        if len(text) <= LARGE_LOG:
+            return self._scan_small(text)
+        return self._scan_large(text)
+
+    def _scan_small(self, text: str) -> dict[str, list[int]]:
+        if self._automaton is None:
+            import ahocorasick
+
+            automaton = ahocorasick.Automaton()
+            for literal in self.literals:
+                automaton.add_word(literal, literal)
+            automaton.make_automaton()
+            self._automaton = automaton
+        hits: dict[str, list[int]] = {}
+        for end, literal in self._automaton.iter(text):
+            found = hits.setdefault(literal, [])
+            if len(found) < MAX_HITS_PER_LITERAL:
+                found.append(end - len(literal) + 1)
+        return hits
+
+    def _scan_large(self, text: str) -> dict[str, list[int]]:
+        if self._set is None:
+            re2, _ = _re2()
+            options = re2.Options()
+            options.log_errors = False
+            options.max_mem = 256 << 20
+            literal_set = re2.Set.SearchSet(options)
+            for literal in self.literals:
+                literal_set.Add(re2.escape(literal))
+            literal_set.Compile()
+            self._set = literal_set
+        present = self._set.Match(text.encode("utf-8", "surrogatepass")) or []
+        hits: dict[str, list[int]] = {}
+        for index in present:
+            literal, found, at = self.literals[index], [], text.find(self.literals[index])
+            while at != -1 and len(found) < MAX_HITS_PER_LITERAL:
+                found.append(at)
+                at = text.find(literal, at + 1)
+            hits[literal] = found
+        return hits
+
+
+# -- signatures on a log ------------------------------------------------------------------------
+def _part_matches(part: _Part, text: str, hits: dict[str, list[int]]) -> list[tuple[int, int]]:
+    """(start, end) of the part's matches near its literal's occurrences, in order."""
+    windows: list[list[int]] = []  # the windows around each occurrence, overlaps merged
+    for pos in hits.get(part.literal, ()):
+        lo, hi = max(0, pos - PART_WINDOW), min(len(text), pos + len(part.literal) + PART_WINDOW)
+        if windows and lo <= windows[-1][1]:
+            windows[-1][1] = max(windows[-1][1], hi)
+        else:
+            windows.append([lo, hi])
+    found: list[tuple[int, int]] = []
+    for lo, hi in windows:
+        for match in part.regex.finditer(text[lo:hi]):
+            found.append((lo + match.start(), lo + match.end()))
+    return found
+
+
+def signature_spans(sig: Signature, text: str, hits: dict[str, list[int]],
+                    limit: int = 3) -> list[tuple[int, int]]:
+    """Where the whole signature matches: (start of its first part, end of its last)."""
+    if sig.unless is not None and signature_spans(sig.unless, text, hits, 1):
+        return []
+    per_part = [_part_matches(p, text, hits) for p in sig.parts]
+    if any(not m for m in per_part):
+        return []
+    found = []
+    for start, end in per_part[-1]:
+        left, ok = start, True
+        for index in range(len(sig.parts) - 2, -1, -1):
+            # the latest match of the part before that ends before this one starts
+            candidates = per_part[index]
+            at = bisect.bisect_right(candidates, (left, float("inf"))) - 1
+            while at >= 0 and candidates[at][1] > left:
+                at -= 1
+            bound = sig.parts[index + 1].gap_before
+            if at < 0 or (bound is not None and left - candidates[at][1] > bound):
+                ok = False
+                break
+            left = candidates[at][0]
+        if ok:
+            found.append((left, end))
+            if len(found) >= limit:
+                break
+    return found
+
+
+# -- the catalogue --------------------------------------------------------------------------
+WILDCARD = "{*}"
+_WILDCARD_SPLIT = re.compile(r"\s*\{\*\}\s*")
+_WILDCARD_SPACING = re.compile(r"(?<=\w)(?=\{\*\})|(?<=\{\*\})(?=\w)")
+
+
+def display(template: str) -> str:
+    """A catalogue template for people: ``{*}`` spaced from the words beside it."""
+    return _WILDCARD_SPACING.sub(" ", template)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    key: str
+    cls: str
+    parts: tuple[str, ...]
+    literal_chars: int
+
+
+@dataclass
+class CatalogueHit:
+    key: str
+    cls: str
+    template: str
+    line: str
+    position: int
+    complete: bool  # every literal part was found (False: a message cut short)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "exception": self.cls, "template": self.template,
+                "matched_line": self.line, "complete": self.complete}
+
+
+class Catalogue:
+    """The error catalogue's matchers, built from the knowledge table on first use."""
+
+    def __init__(self, keys: Iterable[str]):
+        self.entries: list[_Entry] = []
+        self.by_anchor: dict[str, list[int]] = {}
+        split = _WILDCARD_SPLIT.split
+        for key in keys:
+            cls, _, template = key.partition(": ")
+            parts = split(template)
+            if "" in parts:  # a template that starts or ends with a placeholder
+                parts = [p for p in parts if p]
+            if not parts:
+                continue
+            index = len(self.entries)
+            self.entries.append(_Entry(key, cls, tuple(parts), sum(map(len, parts))))
+            # the start of its longest literal part, and of its first part when that is long
+            # enough to be specific (a message cut short, or wrapped inside its longest part)
+            longest = max(parts, key=len)[:ANCHOR]
+            self.by_anchor.setdefault(longest, []).append(index)
+            first = parts[0][:ANCHOR]
+            if first != longest and len(parts[0]) >= MIN_ANCHOR:
+                self.by_anchor.setdefault(first, []).append(index)
+
+    def anchors(self) -> set[str]:
+        return set(self.by_anchor)
+
+    def match(self, text: str, hits: dict[str, list[int]], limit: int = 20) -> list[CatalogueHit]:
+        verified: dict[tuple[int, int], tuple[bool, int] | None] = {}  # (line start, entry)
+        best: dict[int, CatalogueHit] = {}  # entry → first hit
+        per_line: dict[int, list[tuple[int, int]]] = {}  # line start → [(score, entry)]
+        windows: dict[int, tuple[str, str]] = {}
+        for anchor, positions in hits.items():
+            for index in self.by_anchor.get(anchor, ()):
+                for pos in positions:
+                    line_start = text.rfind("\n", 0, pos) + 1
+                    if (line_start, index) in verified or index in best and best[index].position <= line_start:
+                        continue
+                    window = windows.get(line_start)
+                    if window is None:
+                        window = windows[line_start] = _window(text, line_start, pos)
+                    result = _verify(self.entries[index], window)
+                    verified[(line_start, index)] = result
+                    if result is None:
+                        continue
+                    complete, score = result
+                    per_line.setdefault(line_start, []).append((score, index))
+                    if index not in best or best[index].position > line_start:
+                        entry = self.entries[index]
+                        best[index] = CatalogueHit(entry.key, entry.cls, display(entry.key.partition(": ")[2]),
+                                                   line_at(text, pos), line_start, complete)
+        # at one line keep the most specific messages (the most literal text matched), and
+        # among equals the one whose exception class the line names
+        keep: set[int] = set()
+        for line_start, scored in per_line.items():
+            top = max(score for score, _ in scored)
+            tied = [i for score, i in scored if score == top]
+            window = windows[line_start][0]
+            named = [i for i in tied if f"{self.entries[i].cls}:" in window]
+            keep.update(named or tied)
+        # what vLLM raised comes before what it logged about it ("EngineCore failed to start."
+        # is logged above the traceback of the exception that stopped it), then log order
+        chosen = sorted((hit for i, hit in best.items() if i in keep),
+                        key=lambda h: (h.cls.startswith("log."), h.position, h.key))
+        return chosen[:limit]
+
+
+def _window(text: str, line_start: int, pos: int) -> tuple[str, str]:
+    """The hit's line with a line either side, whitespace collapsed (and, for a word broken
+    by a terminal wrap, joined without the line breaks)."""
+    before = text.rfind("\n", 0, max(0, line_start - 1)) + 1 if line_start else 0
+    end = len(text)
+    for _ in range(2):
+        nxt = text.find("\n", min(end, pos) if _ == 0 else end + 1)
+        if nxt == -1:
+            end = len(text)
+            break
+        end = nxt
+    lo = max(before, pos - CATALOGUE_WINDOW)
+    raw = text[lo:min(end, pos + CATALOGUE_WINDOW)]
+    return _SPACES.sub(" ", raw), _SPACES.sub(" ", raw.replace("\n", ""))
+
+
+def _in_order(parts: tuple[str, ...], window: str) -> int:
+    """How many of ``parts`` (from the first) appear in order in ``window``."""
+    at = 0
+    for count, part in enumerate(parts):
+        found = window.find(part, at)
+        if found == -1:
+            return count
+        at = found + len(part)
+    return len(parts)
+
+
+def _verify(entry: _Entry, window: tuple[str, str]) -> tuple[bool, int] | None:
+    best = 0
+    for variant in window:
+        found = _in_order(entry.parts, variant)
+        if found == len(entry.parts):
+            return True, entry.literal_chars
+        best = max(best, found)
+    matched = sum(len(p) for p in entry.parts[:best])
+    if best and matched >= PARTIAL_SHARE * entry.literal_chars and max(map(len, entry.parts[:best])) >= 12:
+        return False, matched
+    return None
+
+
+@lru_cache(maxsize=1)
+def load_catalogue() -> Catalogue:
+    import gc
+
+    from vllm_doctor.knowledge import load
+
+    # tens of thousands of small objects, none cyclic: the cyclic collector would only rescan
+    # them again and again while they are built (a third of the time)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return Catalogue(load("errors").keys())
+    finally:
+        if enabled:
+            gc.enable()
+
+
+# -- one scan of a log for everything -------------------------------------------------------------
+@dataclass
+class LogScan:
+    """A log read once: its cleaned text and where every needed literal occurs."""
+
+    text: str
+    hits: dict[str, list[int]] = field(default_factory=dict)
+
+    def signature_lines(self, signatures: Iterable[Signature], limit: int = 3) -> list[str]:
+        lines: list[str] = []
+        for sig in signatures:
+            for _start, end in signature_spans(sig, self.text, self.hits, limit):
+                # the line where the match ends: for a multi-line signature, the error line
+                line = line_at(self.text, max(_start, end - 1))
+                if line not in lines:
+                    lines.append(line)
+                if len(lines) >= limit:
+                    return lines
+        return lines
+
+
+def scan_log(text: str, signatures: Iterable[Signature] = (), catalogue: Catalogue | None = None) -> LogScan:
+    literals: set[str] = set()
+    for sig in signatures:
+        literals |= sig.literals()
+    if catalogue is not None:
+        literals |= catalogue.anchors()
+    cleaned = clean(text)
+    return LogScan(cleaned, _finder(frozenset(literals)).scan(cleaned))
+
+
+@lru_cache(maxsize=4)
+def _finder(literals: frozenset[str]) -> _LiteralFinder:
+    return _LiteralFinder(literals)
+
+
+# -- the vLLM version a log names --------------------------------------------------------------
+_VERSION_LINES = re.compile(
+    r"vLLM API server version (\d+\.\d+[\w.+-]{0,40})|LLM engine \(v(\d+\.\d+[\w.+-]{0,40})\)"
+    r"|vllm[ =]=?=?v?(\d+\.\d+\.\d+[\w.+-]{0,40})")
+
+
+def version_in_log(text: str) -> str | None:
+    """The vLLM version the log states (the API server's banner or the engine's first line)."""
+    match = _VERSION_LINES.search(text[:2_000_000])
+    if not match:
+        return None
+    return next(g for g in match.groups() if g).rstrip(".,)")

@@ -1,0 +1,136 @@
+"""What a crash log says: the curated rules it matches, then the vLLM messages it contains.
+
+Used by ``explain --log`` and by ``check --log`` (one scan of the log for both). Curated
+rules come first: they name a cause and a fix. The error catalogue (knowledge table
+``errors``) names only what the release source shows — which vLLM file and function raise the
+message, under which condition, in which releases — and what that means for the vLLM version
+the user runs, never a cause it cannot support.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vllm_doctor.engine.logmatch import CatalogueHit, LogScan, load_catalogue, scan_log, version_in_log
+
+MAX_MESSAGES = 5  # catalogue messages reported per log (the first is nearest the root cause)
+
+
+@dataclass
+class CatalogueMessage:
+    hit: CatalogueHit
+    kind: str                           # raise | assert | log | assert-line
+    releases: list[dict[str, Any]]      # [{first, last, sites}] from the knowledge table
+    version: str | None = None          # the user's vLLM version, when known
+    release: str | None = None          # the covered release it is judged by
+    at_release: list[list[str]] | None = None  # sites in that release (None: not raised there)
+    note: str = ""                      # what the release knowledge says about the user's case
+
+    @property
+    def first(self) -> str:
+        return self.releases[0]["first"]
+
+    @property
+    def last(self) -> str:
+        return self.releases[-1]["last"]
+
+    def release_ranges(self) -> str:
+        return ", ".join(r["first"] if r["first"] == r["last"] else f"{r['first']}–{r['last']}"
+                         for r in self.releases)
+
+    def sites(self) -> list[list[str]]:
+        """The sites in the user's release, else in the newest release that has the message."""
+        return self.at_release if self.at_release is not None else self.releases[-1]["sites"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.hit.to_dict(),
+            "kind": self.kind,
+            "raised_at": [{"file": f"vllm/{path}", "function": func, "condition": cond or None}
+                          for path, func, cond in self.sites()],
+            "releases": [{"first": r["first"], "last": r["last"]} for r in self.releases],
+            "vllm_version": self.version,
+            "judged_by_release": self.release,
+            "in_that_release": None if self.release is None else self.at_release is not None,
+            "note": self.note,
+        }
+
+
+@dataclass
+class LogReport:
+    scan: LogScan
+    rule_hits: list[tuple[Any, list[str]]] = field(default_factory=list)  # (Rule, matched lines)
+    messages: list[CatalogueMessage] = field(default_factory=list)
+    version: str | None = None
+    version_source: str = ""  # "log" | "facts" | "option"
+
+
+def catalogue_messages(scan: LogScan, version: str | None, limit: int = MAX_MESSAGES) -> list[CatalogueMessage]:
+    from vllm_doctor.knowledge import load
+
+    table = load("errors")
+    judged = table.match(version) if version else None
+    out = []
+    for hit in load_catalogue().match(scan.text, scan.hits, limit=limit):
+        spans = table.spans(hit.key)
+        if not spans:
+            continue
+        releases = [{"first": s.first, "last": s.last, "sites": s.value["sites"]} for s in spans]
+        message = CatalogueMessage(hit, _kind(hit), releases, version)
+        if judged is not None:
+            message.release = judged.release
+            message.note = _note(table, hit.key, version, judged, message)
+        out.append(message)
+    return out
+
+
+def _kind(hit: CatalogueHit) -> str:
+    if hit.cls.startswith("log."):
+        return "log"
+    if hit.cls == "AssertionError":
+        return "assert-line" if hit.template.startswith("assert ") else "assert"
+    return "raise"
+
+
+def _note(table, key: str, version: str, judged, message: CatalogueMessage) -> str:
+    if judged.release is None:
+        return f"vLLM {version}: {judged.note}; the message is in {message.release_ranges()}"
+    span = table.get(key, judged.release)
+    prefix = f"vLLM {version}" + (f" ({judged.note})" if judged.note else "")
+    if span is None:
+        message.at_release = None
+        index = table.releases.index
+        if index(message.first) > index(judged.release):
+            change = f"it first appears in {message.first}"
+        elif index(message.last) < index(judged.release):
+            change = f"it was removed or reworded after {message.last}"
+        else:
+            change = f"it is in {message.release_ranges()} only"
+        return (f"{prefix}: {judged.release} does not raise this message ({change}); the log may "
+                "come from another vLLM version, or from code outside vLLM with the same text")
+    message.at_release = span.value["sites"]
+    return f"{prefix}: {judged.release} raises this message at the place below"
+
+
+def analyse_log(text: str, rules: list, version: str | None = None, version_source: str = "",
+                scan: LogScan | None = None) -> LogReport:
+    """Curated rule matches and catalogue messages for one log (one literal scan for both)."""
+    signatures = [s.compiled() for rule in rules for s in rule.signatures]
+    scan = scan or scan_log(text, signatures, load_catalogue())
+    report = LogReport(scan)
+    for rule in rules:
+        lines = scan.signature_lines([s.compiled() for s in rule.signatures]) if rule.signatures else []
+        if lines:
+            report.rule_hits.append((rule, lines))
+    if version is None:
+        version = version_in_log(scan.text)
+        version_source = "log" if version else ""
+    report.version, report.version_source = version, version_source
+    report.messages = catalogue_messages(scan, version)
+    return report
+
+
+def scan_for_check(text: str, rules: list) -> LogScan:
+    """The scan `check --log` shares between the rules' signatures and the catalogue."""
+    return scan_log(text, [s.compiled() for rule in rules for s in rule.signatures], load_catalogue())
