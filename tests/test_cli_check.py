@@ -23,17 +23,17 @@ def doctor(*args: str, env: dict[str, str] | None = None, cwd: Path | None = Non
 
 def test_exit_0_when_nothing_at_fail_on_and_1_when_something_is():
     env = {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}  # ENV901 (info) applies
-    quiet = doctor("check", "--rules-dir", str(RULES), "--format", "json", env=env)
+    quiet = doctor("check", "--no-default-rules", "--rules-dir", str(RULES), "--format", "json", env=env)
     assert quiet.returncode == 0, quiet.stderr
     data = json.loads(quiet.stdout)
     assert [f["code"] for f in data["findings"]] == ["ENV901"]
     assert data["findings"][0]["evidence"][0]["source"] == "environment"
     assert "1 info" in quiet.stderr  # the summary line goes to stderr
-    strict = doctor("check", "--rules-dir", str(RULES), "--fail-on", "info", env=env)
+    strict = doctor("check", "--no-default-rules", "--rules-dir", str(RULES), "--fail-on", "info", env=env)
     assert strict.returncode == 1
-    never = doctor("check", "--rules-dir", str(RULES), "--fail-on", "never", env=env)
+    never = doctor("check", "--no-default-rules", "--rules-dir", str(RULES), "--fail-on", "never", env=env)
     assert never.returncode == 0
-    clean = doctor("check", "--rules-dir", str(RULES), "--fail-on", "info")
+    clean = doctor("check", "--no-default-rules", "--rules-dir", str(RULES), "--fail-on", "info")
     assert clean.returncode == 0
 
 
@@ -41,7 +41,7 @@ def test_ignore_file_suppresses_and_output_file(tmp_path):
     ignore = tmp_path / "ignore.yaml"
     ignore.write_text("ignore:\n  - {code: ENV9, reason: we know}\n")
     out = tmp_path / "report.xml"
-    run = doctor("check", "--rules-dir", str(RULES), "--fail-on", "info", "--ignore-file",
+    run = doctor("check", "--no-default-rules", "--rules-dir", str(RULES), "--fail-on", "info", "--ignore-file",
                  str(ignore), "--format", "junit", "-o", str(out),
                  env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"})
     assert run.returncode == 0, run.stderr
@@ -79,7 +79,7 @@ def test_bad_rule_and_ignore_files_exit_2(tmp_path):
     assert validate.returncode == 2 and "HW999.yaml" in validate.stderr
     ignore = tmp_path / "ignore.yaml"
     ignore.write_text("ignore:\n  - {code: X, reason: r, expires: someday}\n")
-    run = doctor("check", "--rules-dir", str(RULES), "--ignore-file", str(ignore))
+    run = doctor("check", "--no-default-rules", "--rules-dir", str(RULES), "--ignore-file", str(ignore))
     assert run.returncode == 2 and "is not a date" in run.stderr
 
 
@@ -108,9 +108,9 @@ def test_explain_code_and_rules_commands():
     assert run.returncode == 0
     for section in ("## What happens", "## Why", "## How to confirm", "## Known false positives"):
         assert section in run.stdout
-    listed = json.loads(doctor("rules", "list", "--format", "json", "--rules-dir", str(RULES)).stdout)
+    listed = json.loads(doctor("rules", "list", "--format", "json", "--no-default-rules", "--rules-dir", str(RULES)).stdout)
     assert [r["code"] for r in listed] == ["ENV901", "HW901", "MODEL901"]
-    tested = doctor("rules", "test", "--rules-dir", str(RULES))
+    tested = doctor("rules", "test", "--no-default-rules", "--rules-dir", str(RULES))
     assert tested.returncode == 0 and "6 passed, 0 failed" in tested.stdout
 
 
@@ -120,12 +120,12 @@ def test_rules_test_fails_on_a_wrong_case(tmp_path):
     shutil.copytree(RULES, tmp_path / "rules")
     cases = tmp_path / "rules" / "hw" / "HW901.cases.yaml"
     cases.write_text(cases.read_text().replace("expect: not-applies", "expect: applies"))
-    run = doctor("rules", "test", "--rules-dir", str(tmp_path / "rules"))
+    run = doctor("rules", "test", "--no-default-rules", "--rules-dir", str(tmp_path / "rules"))
     assert run.returncode == 1 and "FAIL  HW901 nvlink" in run.stdout
 
 
 def test_corrected_command_keeps_the_users_variables():
-    run = doctor("check", "--rules-dir", str(RULES), "--format", "json", "--serve",
+    run = doctor("check", "--no-default-rules", "--rules-dir", str(RULES), "--format", "json", "--serve",
                  "VLLM_ATTENTION_BACKEND=FLASHINFER NCCL_DEBUG='INFO x' vllm serve m -tp 2")
     (finding,) = [f for f in json.loads(run.stdout)["findings"] if f["code"] == "ENV901"]
     (suggestion,) = finding["suggestions"]

@@ -70,6 +70,10 @@ def test_crashed_collectors_are_recorded_not_raised(monkeypatch):
     reason = facts.why_missing("vllm.version")
     assert reason.startswith("collector crashed (packages): RuntimeError: metadata is broken")
     assert facts.why_missing("gpu.count").startswith("collector crashed (gpus)")
+    # recorded as crashes, so check and facts exit 3 (a gate fails closed)
+    assert [c.line() for c in facts.crashes] == [
+        "installed packages: RuntimeError: metadata is broken",
+        "GPUs (NVML): RuntimeError: metadata is broken"]
     assert facts.value("model.num_attention_heads") == 64  # the others went on
     status = dict((s.title, section_status(facts, s)) for s in SECTIONS)
     assert status["Stack"][0] == FAIL and "crashed" in status["Stack"][1]

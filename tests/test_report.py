@@ -145,7 +145,8 @@ def test_capability_is_marked_as_inferred():
     assert facts.get("gpu.min_capability").detail == CAPABILITY_DETAIL
     device = facts.value("gpu.devices")[3]
     assert device == {"index": 3, "name": "NVIDIA H100 80GB HBM3", "capability": 90,
-                      "capability_source": CAPABILITY_DETAIL}
+                      "capability_source": CAPABILITY_DETAIL, "family": "H100",
+                      "memory_gib_nominal": 80}
 
 
 def test_rocm_report_has_no_capability_and_says_why():

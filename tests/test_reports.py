@@ -5,22 +5,19 @@ Regenerate after an intended change: UPDATE_GOLDEN=1 python -m pytest tests/test
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
-from vllm_doctor.commands.check import _suggestions
+from vllm_doctor.commands.check import _suggestions, render_document
 from vllm_doctor.engine.evaluate import evaluate_rules
 from vllm_doctor.engine.loader import load_rules
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.report import formats
-from vllm_doctor.report.document import CheckDocument
-from vllm_doctor.report.text import render_text
+from vllm_doctor.report.document import CheckDocument, RuleBase
 
 HERE = Path(__file__).parent
 RULES_DIR = HERE / "fixtures" / "engine" / "rules"
@@ -39,24 +36,22 @@ def document(fail_on: str = "error") -> CheckDocument:
     facts.mark_missing("topology", "NVML not available: libnvidia-ml.so.1 not found")
     findings = evaluate_rules(load_rules([RULES_DIR]), facts)
     doc = CheckDocument(facts, findings, fail_on, 3, 0.0)
+    doc.rulebase = RuleBase("0.1.0+fixture", 3, "0.33.0")
     _suggestions(doc, facts)
     return doc
 
 
-def render(fmt: str) -> str:
-    doc = document()
-    if fmt == "text":
-        buffer = io.StringIO()
-        render_text(doc, Console(file=buffer, width=100, no_color=True, color_system=None), verbose=True)
-        return buffer.getvalue()
-    return {"json": formats.render_json, "markdown": formats.render_markdown,
-            "sarif": formats.render_sarif, "junit": formats.render_junit}[fmt](doc)
+def render(fmt: str, verbose: bool = True) -> str:
+    """The report exactly as `check -o FILE` writes it (soft-wrapped text)."""
+    return render_document(document(), fmt, verbose=verbose, to_file=True)
 
 
 @pytest.mark.parametrize("fmt, suffix", [("text", "txt"), ("json", "json"), ("markdown", "md"),
-                                          ("sarif", "sarif"), ("junit", "xml")])
+                                          ("sarif", "sarif"), ("junit", "xml"),
+                                          ("github", "github.txt"), ("gitlab", "gitlab.json"),
+                                          ("short", "short.txt")])
 def test_golden(fmt, suffix):
-    out = render(fmt)
+    out = render("text", verbose=False) if fmt == "short" else render(fmt)
     golden = GOLDEN / f"check.{suffix}"
     if os.environ.get("UPDATE_GOLDEN"):
         golden.write_text(out, encoding="utf-8")

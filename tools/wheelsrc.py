@@ -37,6 +37,14 @@ class ReleaseSource:
         self._zip: zipfile.ZipFile | None = None
         self._text: dict[str, str | None] = {}
         self._ast: dict[str, ast.Module | None] = {}
+        # what an extractor could not read from this release, and why (the generator
+        # writes these into the table's meta)
+        self.problems: list[str] = []
+
+    def problem(self, reason: str) -> None:
+        """Record something an extractor could not read from this release."""
+        if reason not in self.problems:
+            self.problems.append(reason)
 
     def __repr__(self) -> str:
         return f"ReleaseSource({self.version}, {self.location})"

@@ -1,8 +1,9 @@
 """The command-line entry point: a typer app whose commands live in vllm_doctor.commands.
 
-Every command module has a ``register(app)`` function. ``main`` turns the doctor's own
-errors into one line on stderr and the documented exit codes; nothing here imports torch
-or vllm.
+Every command module has a ``register(app)`` function. ``main`` is the one error policy
+(``vllm_doctor.errors``): bad input is one line and exit 2; anything unexpected is one line
+naming the step and the error, and exit 3 (``--debug`` or ``VLLM_DOCTOR_DEBUG=1`` adds the
+traceback); never a traceback otherwise. Nothing here imports torch or vllm.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import sys
 import typer
 
 from vllm_doctor import __version__
-from vllm_doctor.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, DoctorError, InputError
+from vllm_doctor.errors import (DEBUG_HINT, EXIT_BAD_INPUT, EXIT_INTERNAL, DoctorError,
+                                InputError, debug_enabled, describe, set_debug)
 
 try:  # newer typer vendors click as typer._click; older typer uses click itself
     from typer._click import exceptions as click_exceptions  # type: ignore[import-not-found]
@@ -23,7 +25,7 @@ app = typer.Typer(
     name="vllm-doctor",
     help="Preflight doctor for vLLM: known failures for this stack, model and serve line.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -40,8 +42,13 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version_callback, is_eager=True, help="Show the version."
     ),
+    debug: bool = typer.Option(
+        False, "--debug", help="On a crash, print the traceback (also VLLM_DOCTOR_DEBUG=1); "
+                               "may be given after the command too."),
 ) -> None:
     """Preflight doctor for vLLM deployments."""
+    if debug:
+        set_debug(True)
 
 
 def _register_commands() -> None:
@@ -54,11 +61,29 @@ def _register_commands() -> None:
 _register_commands()
 
 
+def _take_debug(args: list[str]) -> bool:
+    """Remove ``--debug`` given anywhere before a ``--`` (it belongs to no one command)."""
+    end = args.index("--") if "--" in args else len(args)
+    found = "--debug" in args[:end]
+    if found:
+        args[:] = [a for i, a in enumerate(args) if not (i < end and a == "--debug")]
+    return found
+
+
+def _one_line(text: str) -> str:
+    from vllm_doctor.redact import redact_text
+
+    return " ".join(redact_text(str(text)).split())
+
+
 def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if _take_debug(args):
+        set_debug(True)
     try:
-        result = app(args=argv, standalone_mode=False)
+        result = app(args=args, standalone_mode=False)
     except InputError as err:
-        print(f"vllm-doctor: {err}", file=sys.stderr)
+        print(f"vllm-doctor: {_one_line(str(err))}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except click_exceptions.UsageError as err:
         if err.format_message():  # empty when the help was shown for a bare `vllm-doctor`
@@ -76,11 +101,20 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.close()
         sys.exit(0)
     except DoctorError as err:
-        print(f"vllm-doctor: could not finish: {err}", file=sys.stderr)
+        print(f"vllm-doctor: could not finish: {_one_line(str(err))}", file=sys.stderr)
         sys.exit(EXIT_INTERNAL)
     except click_exceptions.ClickException as err:
         print(f"vllm-doctor: {err.format_message()}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
+    except Exception as err:  # anything unexpected: one line naming the step, exit 3
+        if debug_enabled():
+            import traceback
+
+            traceback.print_exception(err, file=sys.stderr)
+        step = getattr(err, "doctor_step", None) or "command"
+        hint = "" if debug_enabled() else f" ({DEBUG_HINT})"
+        print(f"vllm-doctor: could not finish: {step}: {describe(err)}{hint}", file=sys.stderr)
+        sys.exit(EXIT_INTERNAL)
     if result == 130:
         print("vllm-doctor: interrupted", file=sys.stderr)
     sys.exit(result if isinstance(result, int) else 0)

@@ -1,18 +1,35 @@
-"""Errors the doctor reports as one clear line, never as a traceback.
+"""The doctor's one error policy: what ends a run, with which exit code and which line.
 
 Exit codes (documented in the README):
   0  nothing at or above --fail-on
   1  findings at or above --fail-on
-  2  bad usage or bad input (InputError)
-  3  the doctor could not finish (DoctorError)
+  2  bad usage or bad input (InputError): one line naming the input and the problem
+  3  the doctor could not finish: a step crashed (a bug, or an input it cannot handle that
+     is not recognised as bad). One line names the step and the error; ``--debug`` (or
+     ``VLLM_DOCTOR_DEBUG=1``) adds the traceback. A collector that crashes fails the run
+     with 3 even when no selected rule needs its facts: a CI gate fails closed, and the
+     rules that would have used those facts cannot be told apart from the ones that do not
+     through derived facts.
 """
 
 from __future__ import annotations
+
+import contextlib
+import os
+import traceback
+from dataclasses import dataclass
+from typing import Iterator
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
+
+CRASH_PREFIX = "collector crashed"  # how a crashed collector's missing facts are explained
+CRASH_HINT = ("not a missing input: a step of the doctor crashed (the run exits 3); rerun "
+              "with --debug and report the traceback")
+DEBUG_ENV = "VLLM_DOCTOR_DEBUG"
+DEBUG_HINT = "rerun with --debug for the traceback"
 
 
 class InputError(Exception):
@@ -30,3 +47,58 @@ class InputError(Exception):
 
 class DoctorError(Exception):
     """The doctor itself could not finish (exit code 3)."""
+
+
+@dataclass
+class Crash:
+    """An unexpected exception in one step of a run (a collector, the rules, a report)."""
+
+    step: str          # "model config", "rules", "report rendering"
+    error: str         # "RecursionError: maximum recursion depth exceeded"
+    traceback: str     # for --debug
+
+    @classmethod
+    def of(cls, step: str, err: BaseException) -> "Crash":
+        return cls(step, describe(err), "".join(traceback.format_exception(err)))
+
+    def line(self) -> str:
+        return f"{self.step}: {self.error}"
+
+
+def describe(err: BaseException, limit: int = 200) -> str:
+    """``Type: first line of the message``, short, with secrets taken out."""
+    from vllm_doctor.redact import redact_text
+
+    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    text = redact_text(text)
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+_debug = False
+
+
+def set_debug(enabled: bool) -> None:
+    global _debug
+    _debug = enabled
+
+
+def debug_enabled() -> bool:
+    return _debug or os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+@contextlib.contextmanager
+def step(name: str) -> Iterator[None]:
+    """Name the step an unexpected exception escapes from (the innermost name wins)."""
+    try:
+        yield
+    except (InputError, DoctorError, KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as err:
+        if not hasattr(err, "doctor_step"):
+            try:
+                err.doctor_step = name  # type: ignore[attr-defined]
+            except AttributeError:  # some built-in exceptions take no attributes
+                pass
+        raise

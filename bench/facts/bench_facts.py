@@ -65,7 +65,7 @@ def versions() -> str:
     from importlib import metadata
 
     out = []
-    for name in ("vllm-doctor", "typer", "torch"):
+    for name in ("vllm-preflight", "typer", "torch"):  # vllm-preflight: the distribution of vllm-doctor
         try:
             out.append(f"{name} {metadata.version(name)}")
         except metadata.PackageNotFoundError:

@@ -1,13 +1,18 @@
-"""Speed of `vllm-doctor probe --tp N` (all probes) against the floor, timed in the same run.
+"""Speed of `vllm-doctor probe --tp N` (all probes), warm and cold, against the floor, timed
+side by side in the same run.
 
-    PYTHONPATH=. python bench/probes/speed.py --nproc 2 --rounds 3 --out speed.json
+    PYTHONPATH=. python bench/probes/speed.py --nproc 2 --rounds 3 --fresh --out speed.json
 
-The floor (floor.py) spawns N ranks that import torch, initialise NCCL and do one all-gather.
-One untimed warm-up of each comes first (page cache, first CUDA/NCCL use), then floor and
-probe runs alternate; the medians and their ratio are reported, with each probe run's
-per-probe statuses and the times its results arrived. The probe runs reuse the cached result
-of the torch.compile sub-check (probes/cache.py; the warm-up run makes it); one last run with
---no-cache shows what re-tracing it costs.
+* floor (floor.py): N ranks import torch, initialise NCCL and do one all-gather;
+* warm: `vllm-doctor probe --tp N --format json` with the torch.compile sub-check's result in
+  the cache (probes/cache.py; an untimed run fills it);
+* cold: the same with `--no-cache`, which re-traces it (what a first run on a node does).
+
+With --fresh (a machine that has run nothing yet) the very first commands are one cold probe
+run and then one floor, recorded apart ("fresh"): they also pay for the page cache. Then the
+rounds alternate floor, warm and cold runs, and the medians and ratios are reported, with each
+probe run's per-probe arrival times, the ranks' torch import / CUDA / process-group times, the
+isolated sub-checks' own times, and the floor ranks' import and NCCL times.
 """
 
 from __future__ import annotations
@@ -25,70 +30,109 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def timed(cmd: list[str], capture: bool = False) -> tuple[float, int, str]:
-    with tempfile.TemporaryFile() as fh:
+def timed(cmd: list[str], env: dict[str, str], cwd: str) -> tuple[float, int, str]:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        code = subprocess.call(cmd, stdout=fh if capture else subprocess.DEVNULL)
+        code = subprocess.call(cmd, stdout=out, stderr=err, env=env, cwd=cwd)
         elapsed = time.perf_counter() - t0
-        fh.seek(0)
-        return elapsed, code, fh.read().decode(errors="replace") if capture else ""
+        out.seek(0)
+        err.seek(0)
+        text = out.read().decode(errors="replace")
+        if code not in (0, 1):
+            sys.stderr.write(err.read().decode(errors="replace")[-3000:])
+        return elapsed, code, text
 
 
-def summarise(text: str) -> dict:
+def summarise_probe(text: str) -> dict:
     try:
         doc = json.loads(text)
     except ValueError:
         return {"unparsed": text[-500:]}
+    results = {r["name"]: r for r in doc.get("results", [])}
+    teardown = results.get("teardown", {})
+    soft = results.get("tp-softembed", {}).get("metrics", {})
+    graph = results.get("cudagraph-replay", {}).get("metrics", {})
     return {
         "elapsed_s": doc.get("elapsed_s"),
+        "doctor_start_s": doc.get("doctor_start_s"),
         "results_at_s": doc.get("results_at_s"),
-        "status": {r["name"]: r["status"] for r in doc.get("results", [])},
-        "duration_s": {r["name"]: r["duration_s"] for r in doc.get("results", [])},
-        "teardown": next((r["metrics"] for r in doc.get("results", []) if r["name"] == "teardown"), None),
+        "status": {name: r["status"] for name, r in results.items()},
+        "duration_s": {name: r["duration_s"] for name, r in results.items()},
+        "rank_init": [r.get("init") for r in teardown.get("ranks", [])],
+        "destroy_process_group_s": teardown.get("metrics", {}).get("destroy_process_group_s"),
+        "compile_part": {k: soft.get("compile", {}).get(k)
+                         for k in ("status", "import_torch_s", "dynamo_import_s", "compile_setup_s", "compile_s", "cached")},
+        "transient_part": {k: graph.get("transient", {}).get(k) for k in ("status", "import_torch_s", "outcome")},
     }
+
+
+def median(values: list[float]) -> float:
+    return round(statistics.median(values), 3) if values else float("nan")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--fresh", action="store_true", help="the machine has run nothing yet")
+    parser.add_argument("--root", default=os.getcwd(), help="checkout whose vllm_doctor runs")
+    parser.add_argument("--label", default="probe")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    floor_cmd = [sys.executable, os.path.join(HERE, "floor.py"), "--nproc", str(args.nproc)]
-    probe_cmd = [sys.executable, "-m", "vllm_doctor", "probe", "--tp", str(args.nproc), "--format", "json"]
-    timed(floor_cmd)
-    timed(probe_cmd)
-    floors, probes, codes, runs = [], [], [], []
+    cache = tempfile.mkdtemp(prefix=f"vllm-doctor-cache-{args.label}-")
+    env = dict(os.environ, PYTHONPATH=args.root, VLLM_DOCTOR_CACHE_DIR=cache)
+    floor_cmd = [sys.executable, os.path.join(HERE, "floor.py"), "--nproc", str(args.nproc), "--json"]
+    warm_cmd = [sys.executable, "-m", "vllm_doctor", "probe", "--tp", str(args.nproc), "--format", "json"]
+    cold_cmd = warm_cmd + ["--no-cache"]
+
+    def floor() -> tuple[float, dict]:
+        t, code, text = timed(floor_cmd, env, args.root)
+        try:
+            detail = json.loads(text)
+        except ValueError:
+            detail = {"unparsed": text[-300:], "exit": code}
+        return round(t, 3), detail
+
+    def probe(cmd: list[str]) -> tuple[float, int, dict]:
+        t, code, text = timed(cmd, env, args.root)
+        return round(t, 3), code, summarise_probe(text)
+
+    doc: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                 "label": args.label, "root": args.root, "nproc": args.nproc,
+                 "floor_cmd": " ".join(floor_cmd[1:]), "warm_cmd": " ".join(warm_cmd[1:]),
+                 "cold_cmd": " ".join(cold_cmd[1:])}
+    if args.fresh:
+        t_cold, code, run = probe(cold_cmd)
+        t_floor, detail = floor()
+        doc["fresh"] = {"cold_probe_s": t_cold, "cold_exit": code, "cold_run": run,
+                        "floor_s": t_floor, "floor": detail,
+                        "ratio": round(t_cold / t_floor, 3)}
+        print(f"[{args.label}] fresh machine: cold probe {t_cold:.2f}s (exit {code}), then floor "
+              f"{t_floor:.2f}s", flush=True)
+    else:
+        floor()
+    probe(warm_cmd)  # fills the cache (and warms the page cache) for the warm runs
+    floors, warms, colds, runs = [], [], [], []
     for k in range(args.rounds):
-        t, _, _ = timed(floor_cmd)
-        floors.append(round(t, 3))
-        t, code, text = timed(probe_cmd, capture=True)
-        probes.append(round(t, 3))
-        codes.append(code)
-        runs.append(summarise(text))
-        print(f"round {k}: floor {floors[-1]:.2f}s  probe {probes[-1]:.2f}s (exit {code})", flush=True)
-    # One run that re-traces the torch.compile sub-check instead of reusing its cached result.
-    t, code, text = timed(probe_cmd + ["--no-cache"], capture=True)
-    no_cache = {"probe_s": round(t, 3), "exit_code": code, "run": summarise(text)}
-    print(f"probe --no-cache {t:.2f}s (exit {code})", flush=True)
-    floor_med = statistics.median(floors)
-    probe_med = statistics.median(probes)
-    doc = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "nproc": args.nproc,
-        "floor_s": floors, "probe_s": probes, "probe_exit_codes": codes,
-        "floor_median_s": round(floor_med, 3), "probe_median_s": round(probe_med, 3),
-        "ratio": round(probe_med / floor_med, 3), "target_ratio": 1.3,
-        "floor_cmd": " ".join(floor_cmd), "probe_cmd": " ".join(probe_cmd),
-        "probe_runs": runs,
-        "probe_no_cache": no_cache,
-    }
-    text = json.dumps(doc, indent=2)
+        t_floor, detail = floor()
+        t_warm, code_w, run_w = probe(warm_cmd)
+        t_cold, code_c, run_c = probe(cold_cmd)
+        floors.append(t_floor)
+        warms.append(t_warm)
+        colds.append(t_cold)
+        runs.append({"floor": detail, "warm": dict(run_w, wall_s=t_warm, exit=code_w),
+                     "cold": dict(run_c, wall_s=t_cold, exit=code_c)})
+        print(f"[{args.label}] round {k}: floor {t_floor:.2f}s  warm {t_warm:.2f}s (exit {code_w})  "
+              f"cold {t_cold:.2f}s (exit {code_c})", flush=True)
+    f, w, c = median(floors), median(warms), median(colds)
+    doc.update(floor_s=floors, warm_s=warms, cold_s=colds, floor_median_s=f, warm_median_s=w,
+               cold_median_s=c, warm_ratio=round(w / f, 3), cold_ratio=round(c / f, 3),
+               targets={"warm_ratio": 1.2, "cold_ratio": 1.5}, rounds=runs)
     if args.out:
         with open(args.out, "w") as fh:
-            fh.write(text + "\n")
-    print(f"floor median {floor_med:.2f}s, probe median {probe_med:.2f}s, ratio {probe_med / floor_med:.2f} "
-          f"(target ≤ 1.3)")
+            fh.write(json.dumps(doc, indent=2) + "\n")
+    print(f"[{args.label}] floor {f:.2f}s  warm {w:.2f}s ({w / f:.2f}x, target 1.2)  "
+          f"cold {c:.2f}s ({c / f:.2f}x, target 1.5)")
     return 0
 
 

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from vllm_doctor.commands import inputs
-from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError
+from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError, step
 from vllm_doctor.facts.model import Source
 
 if TYPE_CHECKING:
     from vllm_doctor.facts.collect import CollectOptions
 
-FORMATS = ("text", "json", "markdown", "sarif", "junit")
+FORMATS = ("text", "json", "markdown", "sarif", "junit", "github", "gitlab")
 FAIL_ON = ("error", "warning", "info", "never")
 
 
@@ -71,15 +71,17 @@ def _suggestions(doc, facts) -> None:
         for w in finding.rule.workarounds:
             command = None
             if w.edits_serve_line and line is not None:
+                from vllm_doctor.redact import shell_words
                 from vllm_doctor.serve_args import render_command
 
                 command = render_command(line, set=w.serve_set, remove=w.serve_remove)
                 # `KEY=VALUE vllm serve ...`: keep the variables the user put before the command,
                 # less those the workaround unsets or sets itself
-                prefix = [f"{path[4:]}={shlex.quote(str(fact.value))}" for path, fact in facts.area("env")
+                prefix = [f"{path[4:]}={fact.value}" for path, fact in facts.area("env")
                           if fact.source == Source.SERVE and path[4:] not in w.env_unset
                           and path[4:] not in w.env_set]
-                command = " ".join([*prefix, command])
+                if prefix:  # a secret's value is a "$NAME" placeholder, never '<redacted>'
+                    command = f"{shell_words(prefix)} {command}"
             env = [f"export {k}={v}" for k, v in w.env_set.items()] + [f"unset {k}" for k in w.env_unset]
             out.append(FixSuggestion(finding.rule.code, w.title, command, env, w.cost))
         if out:
@@ -104,6 +106,49 @@ def _attach_probes(doc, facts, findings, tp: int | None, device: str, timeout: f
                 finding.probe_results.append(result)
 
 
+def _unknown_prefixes(prefixes: list[str] | None, codes: list[str]) -> list[str]:
+    return [p for p in prefixes or () if not any(c.startswith(p.strip().upper()) for c in codes)]
+
+
+def rulebase_version(rules) -> str:
+    """``<package version>+<digest>``: the digest of the rule files in force, so two reports
+    judged by the same rules name the same version and an edited rule changes it."""
+    import hashlib
+
+    from vllm_doctor import __version__
+
+    digest = hashlib.sha256()
+    for rule in sorted(rules, key=lambda r: r.code):
+        digest.update(rule.code.encode())
+        try:
+            digest.update(rule.path.read_bytes())
+        except OSError:
+            digest.update(rule.summary.encode())
+    return f"{__version__}+{digest.hexdigest()[:10]}"
+
+
+def _coverage_note(facts) -> str | None:
+    """A note when the vLLM judged is newer than the newest release the knowledge covers."""
+    from packaging.version import InvalidVersion, Version
+
+    from vllm_doctor.knowledge import newest_release
+
+    version = facts.value("vllm.version")
+    if not version:
+        return None
+    newest = newest_release()
+    try:
+        if Version(str(version)).release[:3] <= Version(newest).release[:3]:
+            return None
+    except InvalidVersion:
+        return None
+    fact = facts.get("vllm.version")
+    via = " (--vllm-version)" if fact is not None and fact.source == Source.USER else ""
+    return (f"vLLM {version}{via} is newer than {newest}, the newest release this rule base "
+            f"knows: failures that came in after {newest} are not in it, and fixes are judged "
+            f"as of {newest}")
+
+
 def run_check(
     options: "CollectOptions",
     fmt: str = "text",
@@ -117,12 +162,22 @@ def run_check(
     probe: bool = False,
     rules_dirs: list[Path] | None = None,
     probe_timeout: float = 120.0,
+    strict: bool = False,
+    quiet: bool = False,
+    default_rules: bool = True,
+    ignore_entries: list | None = None,
 ) -> int:
     started = time.perf_counter()
     if fmt not in FORMATS:
         raise InputError("--format", f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     if fail_on not in FAIL_ON:
         raise InputError("--fail-on", f"unknown level {fail_on!r} (one of {', '.join(FAIL_ON)})")
+    if not default_rules and not rules_dirs:
+        raise InputError("--no-default-rules", "needs --rules-dir: no rules would be left to check")
+    if output is not None:
+        from vllm_doctor.report.output import check_output_path
+
+        check_output_path(output)
     if example:
         examples = load_examples()
         if example == "list":
@@ -139,34 +194,72 @@ def run_check(
 
     from vllm_doctor.facts.crashlog import read_log
     from vllm_doctor.engine.evaluate import evaluate_rules
-    from vllm_doctor.engine.ignore import apply_ignores, load_ignore_file
-    from vllm_doctor.engine.loader import load_rules, select_rules
+    from vllm_doctor.engine.ignore import apply_ignores, load_ignore_file, unknown_entries
+    from vllm_doctor.engine.loader import default_rules_dir, load_rules, select_rules
     from vllm_doctor.facts.collect import collect_facts
-    from vllm_doctor.report.document import CheckDocument
+    from vllm_doctor.knowledge import newest_release
+    from vllm_doctor.report.document import CheckDocument, RuleBase
 
-    entries = load_ignore_file(ignore_file) if ignore_file else []
-    rules = select_rules(load_rules(rules_dirs), select, ignore)
-    facts = collect_facts(options)
-    log_text = read_log(options.log) if options.log else None
+    entries = (load_ignore_file(ignore_file) if ignore_file else []) + list(ignore_entries or [])
+    dirs = ([default_rules_dir()] if default_rules else []) + list(rules_dirs or [])
+    with step("rules"):
+        loaded = load_rules(dirs)
+    codes = [r.code for r in loaded]
+    # an unknown --select/--ignore prefix is a typo that would silently check less (ruff: an error)
+    for option, prefixes in (("--select", select), ("--ignore", ignore)):
+        unknown = _unknown_prefixes(prefixes, codes)
+        if unknown:
+            raise InputError(option, f"no rule code starts with {', '.join(unknown)} "
+                                     "(`vllm-doctor rules list` shows the codes)")
+    rules = select_rules(loaded, select, ignore)
+    warnings: list[str] = []
+    strict_failures: list[str] = []
+    if not rules:
+        (strict_failures if strict else warnings).append(
+            "no rule selected: --select/--ignore leave nothing to check")
+    for entry in unknown_entries(entries, codes):
+        (strict_failures if strict else warnings).append(
+            f"{entry.where}: ignore entry {entry.code} matches no rule code (a typo, or a rule "
+            "that was renamed or removed)")
+    if strict_failures:
+        raise InputError("--strict", "; ".join(strict_failures))
+    with step("facts"):
+        facts = collect_facts(options)
+    with step("crash log"):
+        log_text = read_log(options.log) if options.log else None
     log_report = None
-    if log_text:
-        # one scan of the log for the rules' signatures and the error catalogue (loaded only here)
-        from vllm_doctor.engine.logreport import analyse_log, scan_for_check
+    with step("rule evaluation"):
+        if log_text:
+            # one scan of the log for the rules' signatures and the error catalogue (loaded
+            # only here)
+            from vllm_doctor.engine.logreport import analyse_log, scan_for_check
 
-        scan = scan_for_check(log_text, rules)
-        findings = evaluate_rules(rules, facts, scan)
-        version = facts.value("vllm.version")
-        log_report = analyse_log(log_text, rules, str(version) if version else None,
-                                 "facts" if version else "", scan=scan)
-    else:
-        findings = evaluate_rules(rules, facts)
-    doc = CheckDocument(facts, findings, fail_on, len(rules), 0.0)
+            scan = scan_for_check(log_text, rules)
+            findings = evaluate_rules(rules, facts, scan)
+            version = facts.value("vllm.version")
+            log_report = analyse_log(log_text, rules, str(version) if version else None,
+                                     "facts" if version else "", scan=scan)
+        else:
+            findings = evaluate_rules(rules, facts)
+    doc = CheckDocument(facts, findings, fail_on, len(rules), 0.0, strict=strict)
     if log_report is not None:
         doc.log_messages = log_report.messages
+    doc.rulebase = RuleBase(rulebase_version(loaded), len(loaded), newest_release())
+    doc.inputs = {key: str(value) for key, value in (
+        ("serve_config", options.serve_config), ("model_config", options.model_config),
+        ("report", options.report), ("log", options.log)) if value}
+    coverage = _coverage_note(facts)
+    if coverage:
+        warnings.append(coverage)  # on stderr too: a gate judged beyond its knowledge says so
+    doc.notes.extend(warnings)
     doc.notes.extend(apply_ignores(findings, entries))
+    for crash in facts.crashes:
+        doc.notes.append(f"could not finish: {crash.line()}: the rules that need its facts "
+                         "are undecided because of this crash, and the run exits 3")
     if example:
         doc.notes.append(f"bundled example {example!r}: facts come from its files, not this machine")
-    _suggestions(doc, facts)
+    with step("suggested commands"):
+        _suggestions(doc, facts)
     if probe and (options.report or not options.probe_machine):
         doc.notes.append("--probe: not run — the facts come from a report, and probes confirm a "
                          "failure on the machine they run on; run `vllm-doctor probe` there")
@@ -178,29 +271,48 @@ def run_check(
         _attach_probes(doc, facts, findings, tp, "cuda" if facts.value("gpu.count") else "cpu", probe_timeout)
     doc.duration_s = time.perf_counter() - started
 
-    if fmt == "text":
-        from rich.console import Console
+    from vllm_doctor.report.output import write_report
 
-        from vllm_doctor.report.text import render_text
-
-        if output:
-            with output.open("w", encoding="utf-8") as handle:
-                render_text(doc, Console(file=handle, width=100, no_color=True,
-                                         color_system=None), verbose)
-        else:
-            render_text(doc, Console(), verbose)
-    else:
-        from vllm_doctor.report import formats
-
-        render = {"json": formats.render_json, "markdown": formats.render_markdown,
-                  "sarif": formats.render_sarif, "junit": formats.render_junit}[fmt]
-        text = render(doc)
-        if output:
-            output.write_text(text, encoding="utf-8")
-        else:
-            sys.stdout.write(text)
+    write_report(render_document(doc, fmt, verbose=verbose, quiet=quiet, to_file=output is not None),
+                 output)
+    for warning in warnings:
+        print(f"vllm-doctor: warning: {warning}", file=sys.stderr)
+    if facts.crashes:
+        return crashed(facts.crashes)
     print(f"vllm-doctor: {doc.summary_line()}", file=sys.stderr)
     return EXIT_FINDINGS if doc.failing() else EXIT_OK
+
+
+def crashed(crashes: list) -> int:
+    """One line for the first crashed collector (all of them with --debug); exit code 3."""
+    from vllm_doctor.errors import DEBUG_HINT, EXIT_INTERNAL, debug_enabled
+
+    if debug_enabled():
+        for crash in crashes:
+            print(crash.traceback, file=sys.stderr, end="")
+    more = f" (and {len(crashes) - 1} more)" if len(crashes) > 1 else ""
+    hint = "" if debug_enabled() else f"; {DEBUG_HINT}"
+    print(f"vllm-doctor: could not finish: {crashes[0].line()}{more}: the report is incomplete"
+          f"{hint}", file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+def render_document(doc, fmt: str, verbose: bool = False, quiet: bool = False,
+                    to_file: bool = False) -> str:
+    """The report as text. The text format is soft-wrapped (one line per line, whatever its
+    length) unless it goes to a terminal, where it fits the terminal's width."""
+    if fmt == "text":
+        import io
+
+        from vllm_doctor.report.output import make_console, stdout_is_terminal
+        from vllm_doctor.report.text import render_text
+
+        buffer = io.StringIO()
+        render_text(doc, make_console(buffer, not to_file and stdout_is_terminal()), verbose, quiet)
+        return buffer.getvalue()
+    from vllm_doctor.report import formats
+
+    return formats.RENDERERS[fmt](doc)
 
 
 def register(app: typer.Typer) -> None:
@@ -215,22 +327,53 @@ def register(app: typer.Typer) -> None:
         log: Optional[Path] = inputs.LOG,
         vllm_version: Optional[str] = inputs.VLLM_VERSION,
         torch_version: Optional[str] = inputs.TORCH_VERSION,
-        fmt: str = typer.Option("text", "--format", "-f", help="text, json, markdown, sarif or junit."),
-        fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 on findings at or above: error, warning, info, never."),
+        fmt: Optional[str] = typer.Option(
+            None, "--format", "-f", help=f"{', '.join(FORMATS)} (default text).",
+            autocompletion=lambda: list(FORMATS)),
+        fail_on: Optional[str] = typer.Option(
+            None, "--fail-on", help="Exit 1 on findings at or above: error (default), warning, info, never.",
+            autocompletion=lambda: list(FAIL_ON)),
+        strict: Optional[bool] = typer.Option(
+            None, "--strict/--no-strict",
+            help="Fail on undecided rules at or above --fail-on, on zero rules selected and on "
+                 "ignore entries that match no rule."),
         select: Optional[List[str]] = typer.Option(None, "--select", help="Only rule codes with these prefixes."),
         ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip rule codes with these prefixes."),
         ignore_file: Optional[Path] = typer.Option(None, "--ignore-file", help="YAML of accepted findings (reason, expiry)."),
         verbose: bool = inputs.VERBOSE,
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the findings (and the summary on stderr)."),
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to a file."),
         example: Optional[str] = typer.Option(None, "--example", help="Run on a bundled scenario (`--example list`)."),
         probe: bool = typer.Option(False, "--probe", help="Run the probes linked to the findings."),
-        rules_dir: Optional[List[Path]] = typer.Option(None, "--rules-dir", help="Rule directory instead of the shipped one."),
+        rules_dir: Optional[List[Path]] = typer.Option(
+            None, "--rules-dir", help="A rule directory to add to the shipped rules (repeatable)."),
+        no_default_rules: bool = typer.Option(
+            False, "--no-default-rules", help="Check only the --rules-dir rules, not the shipped ones."),
+        config: Optional[Path] = typer.Option(
+            None, "--config", help="Settings file (default: the nearest .vllm-doctor.toml or "
+                                   "pyproject.toml [tool.vllm-doctor] from the working directory up)."),
+        no_config: bool = typer.Option(False, "--no-config", help="Ignore any settings file."),
     ) -> None:
         """Check this stack, model and serve line against the known failures."""
+        from vllm_doctor.config import resolve_config
+        from vllm_doctor.engine.ignore import parse_entries
+
+        if verbose and quiet:
+            raise InputError("-q/--quiet", "cannot be combined with -v/--verbose")
+        settings = resolve_config(config, use_config=not no_config)
+        entries = (parse_entries(settings.ignore_entries, str(settings.path), "ignore-entries")
+                   if settings.ignore_entries else [])
         options = inputs.collect_options(serve_tokens, serve, serve_config, model_config,
                                          report, log, vllm_version, torch_version)
+        default_rules = not no_default_rules and settings.default_rules is not False
         raise typer.Exit(run_check(
-            options, fmt=fmt, fail_on=fail_on, select=inputs.split_commas(select),
-            ignore=inputs.split_commas(ignore), ignore_file=ignore_file, verbose=verbose, output=output,
-            example=example, probe=probe, rules_dirs=list(rules_dir) if rules_dir else None,
+            options, fmt=fmt or settings.format or "text",
+            fail_on=fail_on or settings.fail_on or "error",
+            select=inputs.split_commas(select) or settings.select,
+            ignore=inputs.split_commas(ignore) or settings.ignore,
+            ignore_file=ignore_file or settings.ignore_file, verbose=verbose, output=output,
+            example=example, probe=probe,
+            rules_dirs=list(rules_dir) if rules_dir else settings.rules_dirs,
+            strict=strict if strict is not None else bool(settings.strict), quiet=quiet,
+            default_rules=default_rules, ignore_entries=entries,
         ))

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 FORMATS = ("text", "json")
 
 
-def run_facts(options: "CollectOptions", output_format: str = "text", verbose: bool = False) -> None:
+def run_facts(options: "CollectOptions", output_format: str = "text", verbose: bool = False) -> int:
+    """Print the facts; 0, or 3 when a collector crashed (the facts shown are incomplete)."""
     from vllm_doctor.errors import InputError
     from vllm_doctor.facts.collect import collect_facts
 
@@ -39,17 +40,28 @@ def run_facts(options: "CollectOptions", output_format: str = "text", verbose: b
     start = time.perf_counter()
     facts = collect_facts(options, timings)
     total = time.perf_counter() - start
-    if output_format == "json":
-        sys.stdout.write(facts.to_json() + "\n")
-        return
-    from rich.console import Console
+    from vllm_doctor.report.output import dump_json, print_rich, write_stdout
 
+    if output_format == "json":
+        write_stdout(dump_json(facts.to_dict()))
+        return _crash_exit(facts)
     from vllm_doctor.report.facts_view import render_facts
 
-    console = Console(highlight=False)
-    render_facts(facts, console, verbose=verbose, timings=timings)
-    if verbose:
-        console.print(f"[dim]collected in {total * 1000:.0f} ms[/]")
+    def render(console) -> None:
+        render_facts(facts, console, verbose=verbose, timings=timings)
+        if verbose:
+            console.print(f"[dim]collected in {total * 1000:.0f} ms[/]")
+
+    print_rich(render)
+    return _crash_exit(facts)
+
+
+def _crash_exit(facts) -> int:
+    if facts.crashes:
+        from vllm_doctor.commands.check import crashed
+
+        return crashed(facts.crashes)
+    return 0
 
 
 def register(app: typer.Typer) -> None:
@@ -73,6 +85,6 @@ def register(app: typer.Typer) -> None:
 
         The serve line goes last, after `--`: vllm-doctor facts -- vllm serve MODEL -tp 2
         """
-        run_facts(inputs.collect_options(list(ctx.args), serve, serve_config, model_config,
-                                         report, log, vllm_version, torch_version),
-                  output_format, verbose)
+        raise typer.Exit(run_facts(inputs.collect_options(
+            list(ctx.args), serve, serve_config, model_config, report, log, vllm_version,
+            torch_version), output_format, verbose))

@@ -25,11 +25,31 @@ def split_commas(values: Iterable[str] | None) -> list[str] | None:
     return [p.strip() for v in values or () for p in v.split(",") if p.strip()] or None
 
 
+def check_version(option: str, value: str) -> None:
+    """A what-if version must be a version (PEP 440, as pip and the wheels spell them)."""
+    from packaging.version import InvalidVersion, Version
+
+    from vllm_doctor.errors import InputError
+
+    shown = value if len(value) <= 40 else value[:40] + "…"
+    try:
+        if len(value) > 128:
+            raise InvalidVersion(value)
+        Version(value.strip())
+    except InvalidVersion:
+        raise InputError(option, f"{shown!r} is not a version (like 0.11.0, 0.12.0rc1, "
+                                 "0.13.0.dev5+g1a2b3c, 2.9.0+cu128)") from None
+
+
 def collect_options(serve_tokens: list[str] | None, serve: str | None, serve_config: Path | None,
                     model_config: Path | None, report: Path | None, log: Path | None,
                     vllm_version: str | None, torch_version: str | None):
     """The collector's options from the shared input options of `check` and `facts`."""
     from vllm_doctor.facts.collect import CollectOptions
+
+    for option, value in (("--vllm-version", vllm_version), ("--torch-version", torch_version)):
+        if value is not None:
+            check_version(option, value)
 
     return CollectOptions(
         serve_tokens=list(serve_tokens) if serve_tokens else None, serve_string=serve,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional
 
@@ -14,15 +13,28 @@ from vllm_doctor.errors import EXIT_FINDINGS, InputError
 rules_app = typer.Typer(help="List, show, validate and test the rule base.", no_args_is_help=True)
 
 RulesDirOption = typer.Option(
-    None, "--rules-dir", help="Rule directory instead of the shipped rule base (repeatable)."
+    None, "--rules-dir", help="A rule directory to add to the shipped rules (repeatable)."
 )
+NoDefaultOption = typer.Option(
+    False, "--no-default-rules", help="Only the --rules-dir rules, not the shipped ones.")
 SelectOption = typer.Option(None, "--select", help="Only rules whose code starts with these prefixes (comma-separated).")
 
 
-def _load(rules_dir: Optional[List[Path]], select: Optional[List[str]] = None):
+def rule_dirs(rules_dir: Optional[List[Path]], no_default_rules: bool) -> list[Path]:
+    """The directories in force: the shipped rules plus each --rules-dir, or only the
+    --rules-dir ones with --no-default-rules (as `check` reads them)."""
+    from vllm_doctor.engine.loader import default_rules_dir
+
+    if no_default_rules and not rules_dir:
+        raise InputError("--no-default-rules", "needs --rules-dir: no rules would be left")
+    return ([] if no_default_rules else [default_rules_dir()]) + list(rules_dir or [])
+
+
+def _load(rules_dir: Optional[List[Path]], select: Optional[List[str]] = None,
+          no_default_rules: bool = False):
     from vllm_doctor.engine.loader import load_rules, select_rules
 
-    rules = load_rules(list(rules_dir) if rules_dir else None)
+    rules = load_rules(rule_dirs(rules_dir, no_default_rules))
     return select_rules(rules, split_commas(select), None) if select else rules
 
 
@@ -31,15 +43,25 @@ def list_rules(
     fmt: str = typer.Option("text", "--format", help="text or json"),
     select: Optional[List[str]] = SelectOption,
     rules_dir: Optional[List[Path]] = RulesDirOption,
+    no_default_rules: bool = NoDefaultOption,
 ) -> None:
     """List the rules: code, severity, summary."""
-    rules = _load(rules_dir, select)
+    from vllm_doctor.report.output import dump_json, print_rich, stdout_is_terminal, write_stdout
+
+    rules = _load(rules_dir, select, no_default_rules)
     if fmt == "json":
-        typer.echo(json.dumps([r.to_dict() for r in rules], indent=2))
+        write_stdout(dump_json([r.to_dict() for r in rules]))
         return
     if fmt != "text":
         raise InputError("--format", f"unknown format {fmt!r} (text or json)")
-    from rich.console import Console
+    if not stdout_is_terminal():
+        # one rule per line, never wrapped: `rules list | grep WORD` finds every word
+        rows = [("code", "severity", "status", "summary")] + [
+            (r.code, r.severity, r.status, r.summary) for r in rules]
+        widths = [max(len(row[i]) for row in rows) for i in range(3)]
+        write_stdout("".join(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  "
+                             f"{row[2]:<{widths[2]}}  {row[3]}\n" for row in rows))
+        return
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False)
@@ -47,20 +69,24 @@ def list_rules(
         table.add_column(column)
     for r in rules:
         table.add_row(r.code, r.severity, r.status, r.summary)
-    Console().print(table)
+    print_rich(lambda console: console.print(table))
 
 
 @rules_app.command("show")
-def show_rule(code: str, rules_dir: Optional[List[Path]] = RulesDirOption) -> None:
+def show_rule(code: str, rules_dir: Optional[List[Path]] = RulesDirOption,
+              no_default_rules: bool = NoDefaultOption) -> None:
     """Print a rule's document (same as `vllm-doctor explain CODE`)."""
     from vllm_doctor.commands.explain import print_rule
 
-    print_rule(code, list(rules_dir) if rules_dir else None)
+    print_rule(code, rule_dirs(rules_dir, no_default_rules))
 
 
 @rules_app.command("validate")
-def validate(rules_dir: Optional[List[Path]] = RulesDirOption) -> None:
-    """Check every rule file; print `file:field: problem` for each mistake (exit 2 if any)."""
+def validate(rules_dir: Optional[List[Path]] = typer.Option(
+        None, "--rules-dir", help="A rule directory to validate (repeatable; default: the shipped rules).")) -> None:
+    """Check every rule file; print `file:field: problem` for each mistake (exit 2 if any).
+
+    Validates the directories named with --rules-dir, else the shipped rule base."""
     from vllm_doctor.engine.loader import default_rules_dir, validate_dir
 
     problems: list[str] = []
@@ -83,12 +109,13 @@ def validate(rules_dir: Optional[List[Path]] = RulesDirOption) -> None:
 def test_rules(
     select: Optional[List[str]] = SelectOption,
     rules_dir: Optional[List[Path]] = RulesDirOption,
+    no_default_rules: bool = NoDefaultOption,
     verbose: bool = typer.Option(False, "-v", "--verbose", help="List every case."),
 ) -> None:
     """Run every rule's cases; fail on any failing case or a rule without both kinds of case."""
     from vllm_doctor.engine.cases import run_cases
 
-    rules = _load(rules_dir, select)
+    rules = _load(rules_dir, select, no_default_rules)
     passed = failed = 0
     coverage: list[str] = []
     for rule in rules:

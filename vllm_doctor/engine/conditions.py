@@ -3,8 +3,13 @@
 A test of a fact that could not be collected (its path or area is marked missing, with the
 reason) is UNKNOWN; `all`/`any`/`not` follow Kleene logic, so a rule is "cannot decide" exactly
 when a missing fact could change its answer. A fact that was looked for and is not there (a
-flag not given, a package not installed, a field the config does not have) is *absent*: only
-`ne`, `not_in` and `exists: false` hold for it.
+flag not given, a package not installed, an optional model feature such as experts) is
+*absent*: only `ne`, `not_in` and `exists: false` hold for it. A fact the schema says is never
+legitimately absent (a model's head count: every model has one, under some key) is unknown when
+it is not there, whatever the collector recorded.
+
+The comparison operators (`eq ne lt le gt ge`) and `divisible_by` also take `{fact: PATH}`: the
+value is compared with another fact, and the test is unknown when either side is not known.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version  # noqa: F401
 
 from vllm_doctor.facts.model import Facts
-from vllm_doctor.facts.schema import is_known_path
+from vllm_doctor.facts.schema import absent_is_unknown, is_known_path
 
 TRUE, FALSE, UNKNOWN = True, False, None
 
@@ -131,14 +136,14 @@ class Test(Condition):
 
     def evaluate(self, facts: Facts) -> Outcome:
         fact = facts.get(self.path)
+        if fact is None and self._unknown_when_not_there(facts):
+            return Outcome(UNKNOWN, [], [self.path])
         if self.op == "exists":
-            if fact is None and facts.why_missing(self.path):
-                return Outcome(UNKNOWN, [], [self.path])
             present = fact is not None
             return Outcome(present == bool(self.operand), [self], [])
+        if fact is None and isinstance(self.operand, dict):
+            return Outcome(UNKNOWN, [], [self.path])  # a comparison of two facts needs both
         if fact is None:
-            if facts.why_missing(self.path):
-                return Outcome(UNKNOWN, [], [self.path])
             # Looked for and not there (a flag not given, a package not installed, a config
             # field the model does not have): only the negative tests hold.
             return Outcome(self.op in ("ne", "not_in"), [self], [])
@@ -148,12 +153,59 @@ class Test(Condition):
             return Outcome(UNKNOWN, [], [ref] if ref and ref not in facts else [self.path])
         return Outcome(value, [self], [])
 
+    def _unknown_when_not_there(self, facts: Facts) -> bool:
+        # Not collected (a reason is recorded), or a fact that no real input lacks: a model
+        # config without a head count has it under a key the collector could not read.
+        return bool(facts.why_missing(self.path)) or absent_is_unknown(self.path)
+
     def paths(self) -> list[str]:
         extra = [self.operand["fact"]] if isinstance(self.operand, dict) else []
         return [self.path, *extra]
 
 
+def _fact_operand(operand: Any, op: str, where: str) -> str | None:
+    """The path of a `{fact: PATH}` operand, None for a literal; malformed ones raise."""
+    if not isinstance(operand, dict):
+        return None
+    ref = operand.get("fact")
+    if not isinstance(ref, str) or set(operand) != {"fact"}:
+        raise ConditionError(where, f"`{op}` takes a value or {{fact: PATH}}")
+    if not is_known_path(ref):
+        raise ConditionError(where, f"unknown fact path {ref!r}")
+    return ref
+
+
+_COMPARE = {
+    "lt": lambda a, b: a < b, "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+}
+
+
+def _compare_facts(op: str, ref: str) -> Callable[[Any, Facts], bool | None]:
+    """A test of one fact against another: unknown unless both are known and comparable."""
+    def check(v: Any, facts: Facts) -> bool | None:
+        other = facts.value(ref)
+        if other is None:
+            return None
+        if op in ("eq", "ne"):
+            if isinstance(v, bool) != isinstance(other, bool):
+                return None
+            left, right = _number(v), _number(other)
+            same = (left == right) if left is not None and right is not None \
+                else _fold(v) == _fold(other)
+            return same if op == "eq" else not same
+        left, right = _number(v), _number(other)
+        if left is None or right is None:
+            return None
+        return _COMPARE[op](left, right)
+    return check
+
+
 def _make_check(op: str, operand: Any, where: str) -> Callable[[Any, Facts], bool | None]:
+    if op in ("eq", "ne", "lt", "le", "gt", "ge"):
+        ref = _fact_operand(operand, op, where)
+        if ref is not None:
+            return _compare_facts(op, ref)
     if op in ("eq", "ne"):
         def check(v: Any, _f: Facts) -> bool | None:
             same = _fold(v) == _fold(operand)
@@ -168,14 +220,11 @@ def _make_check(op: str, operand: Any, where: str) -> Callable[[Any, Facts], boo
         bound = _number(operand)
         if bound is None:
             raise ConditionError(where, f"`{op}` needs a number, got {operand!r}")
-        compare = {
-            "lt": lambda a: a < bound, "le": lambda a: a <= bound,
-            "gt": lambda a: a > bound, "ge": lambda a: a >= bound,
-        }[op]
+        compare = _COMPARE[op]
 
         def check_number(v: Any, _f: Facts) -> bool | None:
             number = _number(v)
-            return None if number is None else compare(number)
+            return None if number is None else compare(number, bound)
         return check_number
     if op in ("contains", "contains_any"):
         wanted = operand if op == "contains_any" else [operand]
@@ -212,13 +261,8 @@ def _make_check(op: str, operand: Any, where: str) -> Callable[[Any, Facts], boo
             raise ConditionError(where, "`exists` takes true or false")
         return lambda v, _f: True  # decided in Test.evaluate, which sees absent facts
     if op == "divisible_by":
-        if isinstance(operand, dict):
-            ref = operand.get("fact")
-            if not isinstance(ref, str) or set(operand) != {"fact"}:
-                raise ConditionError(where, "`divisible_by` takes a number or {fact: PATH}")
-            if not is_known_path(ref):
-                raise ConditionError(where, f"unknown fact path {ref!r}")
-
+        ref = _fact_operand(operand, op, where)
+        if ref is not None:
             def check_div_fact(v: Any, facts: Facts) -> bool | None:
                 divisor = facts.value(ref)
                 if not isinstance(divisor, int) or not isinstance(v, int) or divisor == 0:

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vllm_doctor.errors import CRASH_HINT, CRASH_PREFIX
+from vllm_doctor.redact import redact_text
 from vllm_doctor.engine.fixstate import AFFECTED, FIXED, UNVERSIONED, FixState, fix_state
 from vllm_doctor.engine.rule import Rule
 from vllm_doctor.facts.model import Facts
@@ -49,6 +51,7 @@ class Finding:
     fix_state: FixState | None = None
     log_matches: list[str] = field(default_factory=list)
     suppressed: str | None = None  # reason from the ignore file
+    deferred_to: str | None = None  # a more precise rule that applies (rule.defers_to)
     probe_results: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -87,7 +90,8 @@ def match_signatures(rule: Rule, log: "str | LogScan | None", limit: int = 3) ->
 
     signatures = [s.compiled() for s in rule.signatures]
     scan = log if not isinstance(log, str) else scan_log(log, signatures)
-    return scan.signature_lines(signatures, limit)
+    # a quoted log line never carries a secret out
+    return [redact_text(line) for line in scan.signature_lines(signatures, limit)]
 
 
 def scan_for_rules(rules: list[Rule], log_text: str) -> "LogScan":
@@ -104,7 +108,9 @@ def _missing(facts: Facts, paths: list[str]) -> list[MissingFact]:
             continue
         seen.add(path)
         reason = facts.why_missing(path) or "not in the inputs given"
-        result.append(MissingFact(path, reason, supply_hint(path)))
+        # undecided because a collector crashed: say so, rather than ask for an input
+        hint = CRASH_HINT if CRASH_PREFIX in reason else supply_hint(path)
+        result.append(MissingFact(path, reason, hint))
     return result
 
 
@@ -155,4 +161,19 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: "str | LogScan | None" = N
 
 def evaluate_rules(rules: list[Rule], facts: Facts, log: "str | LogScan | None" = None) -> list[Finding]:
     scan = scan_for_rules(rules, log) if isinstance(log, str) and log else log
-    return [evaluate_rule(rule, facts, scan) for rule in rules]
+    return defer([evaluate_rule(rule, facts, scan) for rule in rules])
+
+
+def defer(findings: list[Finding]) -> list[Finding]:
+    """A rule with ``defers_to`` does not apply (and is not undecided) where one of those
+    rules applies: the precise, curated rule speaks for the cause, once."""
+    applying = {f.rule.code for f in findings if f.verdict == APPLIES}
+    for finding in findings:
+        if finding.verdict == NOT_APPLIES or finding.log_matches:
+            continue
+        winner = next((code for code in finding.rule.defers_to if code in applying), None)
+        if winner is not None:
+            finding.verdict = NOT_APPLIES
+            finding.deferred_to = winner
+            finding.missing = []
+    return findings

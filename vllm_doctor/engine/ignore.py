@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_doctor import yaml_io
+from vllm_doctor.bounds import read_text
 
-from vllm_doctor.engine.evaluate import Finding
+from vllm_doctor.engine.evaluate import NOT_APPLIES, Finding
 from vllm_doctor.errors import InputError
 
 
@@ -25,23 +26,26 @@ class IgnoreEntry:
     code: str
     reason: str
     expires: dt.date | None
+    where: str = ""  # "file:ignore[i]", for messages
 
 
 def load_ignore_file(path: Path) -> list[IgnoreEntry]:
     name = str(path)
+    text = read_text(path, "ignore file", "yaml")
     try:
-        data = yaml_io.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise InputError(name, f"cannot read the ignore file: {err.strerror or err}") from None
-    except UnicodeDecodeError:
-        raise InputError(name, "the ignore file is not UTF-8 text") from None
+        data = yaml_io.safe_load(text)
     except yaml_io.YAMLError as err:
         raise InputError(name, f"the ignore file does not parse as YAML: {str(err).splitlines()[0]}") from None
     if not isinstance(data, dict) or not isinstance(data.get("ignore"), list):
         raise InputError(name, "needs a top-level `ignore:` list")
+    return parse_entries(data["ignore"], name, "ignore")
+
+
+def parse_entries(items: list, name: str, key: str = "ignore") -> list[IgnoreEntry]:
+    """Entries of an ignore file or of a configuration's ``ignore-entries`` list."""
     entries = []
-    for i, item in enumerate(data["ignore"]):
-        where = f"{name}:ignore[{i}]"
+    for i, item in enumerate(items):
+        where = f"{name}:{key}[{i}]"
         if not isinstance(item, dict):
             raise InputError(where, "each entry is a mapping with code and reason")
         code, reason, expires = item.get("code"), item.get("reason"), item.get("expires")
@@ -49,18 +53,43 @@ def load_ignore_file(path: Path) -> list[IgnoreEntry]:
             raise InputError(where, "needs `code`")
         if not isinstance(reason, str) or not reason.strip():
             raise InputError(where, "needs a `reason`: say why this finding is accepted")
-        if expires is not None and not isinstance(expires, dt.date):
-            try:
-                expires = dt.date.fromisoformat(str(expires))
-            except ValueError:
-                raise InputError(where, f"expires {expires!r} is not a date (YYYY-MM-DD)") from None
-        entries.append(IgnoreEntry(code.strip().upper(), reason.strip(), expires))
+        if expires is not None:
+            expires = _expiry(where, expires)
+        entries.append(IgnoreEntry(code.strip().upper(), reason.strip(), expires, where))
     return entries
+
+
+def _expiry(where: str, value: object) -> dt.date:
+    """The day an entry expires: a date (YYYY-MM-DD), or the day of a date and time."""
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return dt.date.fromisoformat(text)
+        except ValueError:
+            pass
+        try:  # `2027-01-31T10:00:00`, `2027-01-31 10:00:00+02:00`: the date as written
+            return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).date()
+        except ValueError:
+            pass
+    raise InputError(where, f"expires {value!r} is not a date (YYYY-MM-DD)")
+
+
+def unknown_entries(entries: list[IgnoreEntry], known_codes: list[str]) -> list[IgnoreEntry]:
+    """Entries whose code is no rule code and no prefix of one (a typo, or a removed rule)."""
+    return [e for e in entries if not any(code.startswith(e.code) for code in known_codes)]
 
 
 def apply_ignores(findings: list[Finding], entries: list[IgnoreEntry],
                   today: dt.date | None = None) -> list[str]:
-    """Mark suppressed findings; returns notes about expired entries."""
+    """Mark the findings an entry accepts; returns notes about expired entries.
+
+    Only findings that apply or are undecided are marked: a rule that does not apply has
+    nothing to accept, and stays a passing check in every format.
+    """
     today = today or dt.date.today()
     notes = []
     for entry in entries:
@@ -70,6 +99,6 @@ def apply_ignores(findings: list[Finding], entries: list[IgnoreEntry],
                          f"no longer suppressed ({entry.reason})")
             continue
         for finding in findings:
-            if finding.rule.code.startswith(entry.code):
+            if finding.rule.code.startswith(entry.code) and finding.verdict != NOT_APPLIES:
                 finding.suppressed = entry.reason
     return notes

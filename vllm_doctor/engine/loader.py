@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_doctor import yaml_io
+from vllm_doctor.bounds import read_text
 from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.engine.conditions import ConditionError, compile_condition
@@ -35,6 +36,7 @@ SLUG_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 ALLOWED_KEYS = {
     "code", "slug", "status", "severity", "confidence", "summary", "phase", "affected", "when",
     "signatures", "fix", "workarounds", "probe", "references", "aliases", "related", "details",
+    "defers_to",
     "log_only",
 }
 REQUIRED_KEYS = ("code", "slug", "status", "severity", "confidence", "summary", "phase", "when",
@@ -324,6 +326,9 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
     for i, other in enumerate(related):
         if not CODE_RE.match(other):
             chk.problem(f"related[{i}]", f"{other!r} is not a rule code")
+    for i, other in enumerate(chk.string_list(data, "defers_to")):
+        if not CODE_RE.match(other):
+            chk.problem(f"defers_to[{i}]", f"{other!r} is not a rule code")
     probe = data.get("probe")
     if probe is not None and (not isinstance(probe, str) or not SLUG_RE.match(probe)):
         chk.problem("probe", "must be a probe name")
@@ -344,9 +349,9 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
 
 def load_rule_file(path: Path, strict: bool = True) -> tuple[Rule | None, list[str]]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        return None, [f"{path}:(file): cannot read: {err}"]
+        text = read_text(path, "rule file", "yaml")
+    except InputError as err:
+        return None, [f"{path}:(file): cannot read: {err.problem}"]
     try:
         data = yaml_io.safe_load(text)
     except yaml_io.YAMLError as err:
@@ -388,6 +393,9 @@ def validate_dir(directory: Path, strict: bool = True) -> tuple[list[Rule], list
         for other in rule.related:
             if other not in codes:
                 problems.append(f"{rule.path}:related: {other} is not a known rule")
+        for other in rule.defers_to:
+            if other not in codes:
+                problems.append(f"{rule.path}:defers_to: {other} is not a known rule")
     return rules, problems
 
 

@@ -214,14 +214,17 @@ def clean(text: str) -> str:
 
 
 def line_at(text: str, pos: int, limit: int = 300) -> str:
-    """The line containing ``pos``, cut to ``limit`` characters around it."""
+    """The line containing ``pos``, cut to ``limit`` characters around it, secrets hidden
+    (every quoted log line comes from here: ``vllm_doctor.redact``)."""
+    from vllm_doctor.redact import redact_text
+
     start = text.rfind("\n", 0, pos) + 1
     end = text.find("\n", pos)
     end = len(text) if end == -1 else end
     if end - start > limit:
         offset = max(start, min(pos - limit // 2, end - limit))
-        return ("…" if offset > start else "") + text[offset:offset + limit].strip() + "…"
-    return text[start:end].strip()
+        return redact_text(("…" if offset > start else "") + text[offset:offset + limit].strip() + "…")
+    return redact_text(text[start:end].strip())
 
 
 class _LiteralFinder:

@@ -149,9 +149,18 @@ class Rule:
         return re.match(r"[A-Z]+", self.code).group(0)  # type: ignore[union-attr]
 
     @property
-    def url(self) -> str:
-        """Where the rule's document lives (the repo's rule file, like ruff's rule pages)."""
-        return f"https://github.com/vllm-doctor/vllm-doctor/blob/main/rules/{self.path.parent.name}/{self.path.name}"
+    def url(self) -> str | None:
+        """Where to read about the failure on the web: the upstream issue or pull request the
+        rule is sourced from (its first reference). The rule's own document is
+        `vllm-doctor explain CODE`."""
+        return self.references[0] if self.references else None
+
+    @property
+    def defers_to(self) -> tuple[str, ...]:
+        """Rules that speak about the same cause more precisely: when one of them applies,
+        this (generated) rule steps back (engine.evaluate.evaluate_rules)."""
+        value = self.raw.get("defers_to") or ()
+        return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
     @property
     def versioned(self) -> bool:

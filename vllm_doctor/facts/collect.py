@@ -1,11 +1,13 @@
 """Collect every fact the rules may look at, one collector per source.
 
 Order: environment → packages → GPUs (NVML) → a collect-env report (its areas replace this
-machine's) → serve line → model config → crash log → what-if versions → derived facts.
+machine's) → serve line → model config → crash log → what-if versions → derived facts →
+release facts (what the judged vLLM release accepts, from the generated knowledge).
 
 A collector that crashes is recorded as missing ("collector X crashed: ...") for the areas it
-owns, and collection goes on: one broken source never takes ``facts`` down. Bad user input
-(``InputError``) is not a crash and propagates to the CLI (exit code 2).
+owns and in ``Facts.crashes``, and collection goes on, so the report still shows everything
+else; ``check`` and ``facts`` then end with exit code 3 (a crash never lets a gate pass). Bad
+user input (``InputError``) is not a crash and propagates to the CLI (exit code 2).
 """
 
 from __future__ import annotations
@@ -16,14 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from vllm_doctor.errors import InputError
+from vllm_doctor.errors import CRASH_PREFIX, Crash, InputError  # noqa: F401 (CRASH_PREFIX: re-exported)
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.schema import SUPPLY_HINTS
 
 # areas a collect-env report replaces wholesale
 REPORT_AREAS = ("vllm", "torch", "packages", "driver", "gpu", "topology", "env")
 MACHINE_AREAS = ("vllm", "torch", "packages", "driver", "gpu", "topology")
-CRASH_PREFIX = "collector crashed"
+# the steps' names in messages ("could not finish: model config: RecursionError ...")
+STEP_NAMES = {"report": "collect-env report", "environment": "environment",
+              "packages": "installed packages", "gpus": "GPUs (NVML)", "serve": "serve line",
+              "model": "model config", "overrides": "what-if versions",
+              "derived": "derived facts"}
 
 
 @dataclass
@@ -41,14 +47,9 @@ class CollectOptions:
 
 
 def _read_text(path: Path, what: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise InputError(str(path), f"no such {what}") from None
-    except IsADirectoryError:
-        raise InputError(str(path), f"is a directory, not a {what}") from None
-    except OSError as err:
-        raise InputError(str(path), f"cannot read the {what}: {err.strerror or err}") from None
+    from vllm_doctor.bounds import read_text
+
+    return read_text(path, what, "report", errors="replace")
 
 
 class _Runner:
@@ -62,8 +63,10 @@ class _Runner:
             return fn()
         except InputError:
             raise
-        except Exception as err:  # a crashed collector is a fact, not a crashed doctor
-            reason = f"{CRASH_PREFIX} ({name}): {type(err).__name__}: {err}"
+        except Exception as err:  # recorded, collection goes on; the run exits 3 at the end
+            crash = Crash.of(STEP_NAMES.get(name, name), err)
+            self.facts.crashes.append(crash)
+            reason = f"{CRASH_PREFIX} ({name}): {crash.error}"
             for area in areas:
                 self.facts.mark_missing(area, reason)
             self.facts.notes.append(reason)
@@ -182,4 +185,19 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
         run.step("overrides", ("vllm", "torch"), lambda: packages.apply_version_overrides(
             facts, options.vllm_version, options.torch_version))
     run.step("derived", ("derived",), lambda: derived.compute_derived(facts))
+
+    # what the judged release itself accepts (generated release knowledge) ------------------
+    def release() -> None:
+        from vllm_doctor.facts.release import collect_release
+
+        collect_release(facts)
+
+    run.step("release", ("release",), release)
+
+    def release_kernels() -> None:
+        from vllm_doctor.facts.release_kernels import collect_release_kernels
+
+        collect_release_kernels(facts)  # reads the knowledge tables only when it needs them
+
+    run.step("release kernels", ("release.quant", "release.attention"), release_kernels)
     return facts

@@ -10,14 +10,9 @@ from vllm_doctor.errors import InputError
 
 @lru_cache(maxsize=4)
 def _read(path: str) -> str:
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, "no such log file") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, not a log file") from None
-    except OSError as err:
-        raise InputError(path, f"cannot read the log: {err.strerror or err}") from None
+    from vllm_doctor.bounds import read_bytes
+
+    data = read_bytes(path, "log file", "log")  # regular files of bounded size only
     return _decode(path, data)
 
 

@@ -150,9 +150,12 @@ def _model_max_len(facts: Facts) -> tuple[int, str]:
 
         from vllm_doctor.facts.model_config import derived_max_model_len
 
+        from vllm_doctor import bounds
+        from vllm_doctor.errors import InputError
+
         try:
-            cfg = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            cfg = bounds.json_loads(bounds.read_text(path, "config.json", "json"))
+        except (InputError, ValueError):
             cfg = None
         if isinstance(cfg, dict):
             overrides = facts.value("serve.hf_overrides")

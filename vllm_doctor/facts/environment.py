@@ -1,10 +1,10 @@
 """Environment variables that change how vLLM, NCCL, CUDA, torch and the HF hub behave.
 
 Every variable whose name starts with one of ``PREFIXES`` becomes ``env.<NAME>``. Values of
-variables whose names look like secrets (``SECRET_WORDS``, in any case: the words vLLM's
-collect-env skips, plus key) are replaced by ``<redacted>``: the fact that they are set stays
-visible, their value never reaches a report. The report parser and the serve line (``KEY=VALUE
-vllm serve``, ``--hf-token X``) use the same test.
+variables whose names look like secrets (``vllm_doctor.redact.is_secret_name``) are replaced
+by ``<redacted>``: the fact that they are set stays visible, their value never reaches a
+report; other values lose any credentials (``https://user:PASS@host``) and token-looking
+words. The report parser and the serve line use the same module.
 """
 
 from __future__ import annotations
@@ -14,20 +14,16 @@ from typing import Mapping
 
 from vllm_doctor.facts.model import Facts, Source
 
+from vllm_doctor.redact import REDACTED, is_secret_name, redact_text
+
 PREFIXES = ("VLLM_", "NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "HF_")
-SECRET_WORDS = ("token", "key", "secret", "password", "passwd", "credential", "api", "access")
-REDACTED = "<redacted>"
-
-
-def is_secret(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in SECRET_WORDS)
+is_secret = is_secret_name  # the name other modules know it by
 
 
 def relevant_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The variables of interest, secrets redacted, sorted by name."""
     return {
-        name: (REDACTED if is_secret(name) else value)
+        name: (REDACTED if is_secret(name) else redact_text(value))
         for name, value in sorted(environ.items())
         if name.startswith(PREFIXES)
     }

@@ -56,6 +56,8 @@ class Facts:
     missing: dict[str, str] = field(default_factory=dict)
     # free-form notes about collection (e.g. "facts from a report replace this machine's")
     notes: list[str] = field(default_factory=list)
+    # collectors that crashed (vllm_doctor.errors.Crash): the run cannot pass a gate
+    crashes: list[Any] = field(default_factory=list, compare=False)
 
     # -- writing -----------------------------------------------------------------
     def set(self, path: str, value: Any, source: str, detail: str | None = None) -> None:

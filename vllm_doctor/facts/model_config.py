@@ -15,7 +15,17 @@ missing with how to supply it.
 Multimodal configs keep the language model in a nested config (``text_config``,
 ``language_config``, ``llm_config``, ``thinker_config`` → ``text_config``, ...): heads, KV heads,
 head dims, hidden size, layers, experts and vocab are read from there, falling back to the
-top level.
+top level. Which key holds a value depends on the model type, as vLLM reads it through the
+transformers config class: GPT-2 keeps its heads in ``n_head``, MPT and DBRX in ``n_heads``
+(KV heads in ``attn_config.kv_n_heads``), Whisper and BART in ``encoder_attention_heads``,
+ChatGLM its KV heads in ``multi_query_group_num``. ``knowledge/data/model_layouts.json``
+(generated from the transformers config classes and vLLM's own by tools/gen_model_layouts.py)
+names those keys and the nested text config per model type; it is read on first use.
+
+A value every model has (heads, KV heads, head dim, hidden size, layers, vocabulary, context,
+dtype, architectures) that the config does not show under any key vLLM reads is marked
+missing with the reason — unknown, never absent — so no rule can prove an error from it.
+Optional features (experts, MTP layers, MLA ranks, quantization) are absent when not there.
 """
 
 from __future__ import annotations
@@ -23,30 +33,103 @@ from __future__ import annotations
 import json
 import os
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.model import Facts, Source
 
-# nested configs holding the language model, in the order they are tried
+# nested configs holding the language model, in the order they are tried when the model
+# type's layout is not known (transformers' get_text_config looks for decoder, generator,
+# text_config and text_encoder; vLLM's own configs use llm_config, language_config, ...)
 TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config", "thinker_config",
-                    "text_model_config", "language_model_config", "decoder_config")
+                    "text_model_config", "language_model_config", "decoder_config",
+                    "decoder", "generator", "text_encoder")
 
-_LAYER_KEYS = ("num_attention_heads", "num_hidden_layers", "hidden_size", "n_head", "n_layer")
+_LAYER_KEYS = ("num_attention_heads", "num_hidden_layers", "hidden_size", "n_head", "n_layer",
+               "n_heads", "num_heads", "d_model")
+
+# Keys tried, in order, when the model type has no known layout (remote code, a type newer
+# than the generated table): the names transformers' attribute_maps most often point to.
+_GENERIC_KEYS = {
+    "num_attention_heads": ("num_attention_heads", "n_head", "n_heads", "num_heads"),
+    "hidden_size": ("hidden_size", "d_model", "n_embd"),
+    "num_hidden_layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers"),
+    "vocab_size": ("vocab_size", "padded_vocab_size"),
+    "max_position_embeddings": ("max_position_embeddings", "max_sequence_length",
+                                "seq_length", "n_positions", "max_seq_len"),
+    "head_dim": ("head_dim", "hidden_size_per_head", "attention_head_dim"),
+}
+# vLLM's KV-head keys in the order it tries them (CONFIG_FIELD_ALIASES["total_num_kv_heads"])
+_KV_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
+            "num_attention_groups")
+_FALCON_TYPES = ("falcon", "RefinedWeb", "RefinedWebModel")
+_ATTENTION_FREE_TYPES = ("mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm", "timm_wrapper")
+
+# facts every model has: marked missing with a reason when the config does not show them
+_STRUCTURAL = {
+    "model.num_attention_heads": "attention-head count",
+    "model.num_key_value_heads": "KV-head count",
+    "model.head_dim": "head dimension",
+    "model.hidden_size": "hidden size",
+    "model.num_hidden_layers": "layer count",
+    "model.vocab_size": "vocabulary size",
+    "model.max_position_embeddings": "context length",
+    "model.dtype": "dtype (torch_dtype)",
+}
+
+LAYOUTS_PATH = Path(__file__).resolve().parents[1] / "knowledge" / "data" / "model_layouts.json"
+
+
+@lru_cache(maxsize=1)
+def model_layouts() -> dict[str, dict]:
+    """model_type -> {aliases: {name vLLM reads: config key}, text: nested text-config path}."""
+    try:
+        data = json.loads(LAYOUTS_PATH.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # a broken install: fall back to the generic keys
+        return {}
+    types = data.get("types")
+    return types if isinstance(types, dict) else {}
+
+
+def layout_of(model_type: Any) -> dict | None:
+    """The known layout of a model type, or None when the table does not know the type."""
+    return model_layouts().get(model_type) if isinstance(model_type, str) else None
+
+
+def keys_for(name: str, model_type: Any) -> tuple[str, ...]:
+    """The config keys that hold ``name`` (a name vLLM reads) for this model type, in order."""
+    layout = layout_of(model_type)
+    if layout is None:
+        return _GENERIC_KEYS.get(name, (name,))
+    alias = (layout.get("aliases") or {}).get(name)
+    keys = ((alias,) if alias else ()) + (name,)
+    if name in ("head_dim", "vocab_size", "max_position_embeddings"):
+        # vLLM itself tries these keys whatever the model type (get_head_size,
+        # derive_max_model_len_and_key); ChatGLM's vocabulary is padded_vocab_size
+        keys += tuple(k for k in _GENERIC_KEYS[name] if k not in keys)
+    return keys
 
 
 # -- locating the config -----------------------------------------------------------------
 
+def _expanded(path: str) -> Path:
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # `~nosuchuser/...`: as written (it will not exist)
+        return Path(path)
+
+
 def hf_hub_cache(environ: Mapping[str, str]) -> Path:
     if environ.get("HF_HUB_CACHE"):
-        return Path(environ["HF_HUB_CACHE"]).expanduser()
+        return _expanded(environ["HF_HUB_CACHE"])
     if environ.get("HUGGINGFACE_HUB_CACHE"):
-        return Path(environ["HUGGINGFACE_HUB_CACHE"]).expanduser()
+        return _expanded(environ["HUGGINGFACE_HUB_CACHE"])
     if environ.get("HF_HOME"):
-        return Path(environ["HF_HOME"]).expanduser() / "hub"
+        return _expanded(environ["HF_HOME"]) / "hub"
     if environ.get("XDG_CACHE_HOME"):
-        return Path(environ["XDG_CACHE_HOME"]).expanduser() / "huggingface" / "hub"
+        return _expanded(environ["XDG_CACHE_HOME"]) / "huggingface" / "hub"
     home = environ.get("HOME") or str(Path.home())
     return Path(home) / ".cache" / "huggingface" / "hub"
 
@@ -66,9 +149,11 @@ def find_in_hf_cache(model_id: str, cache: Path) -> Path | None:
     snapshots = repo / "snapshots"
     if not snapshots.is_dir():
         return None
+    from vllm_doctor.bounds import read_text
+
     try:
-        ref = (repo / "refs" / "main").read_text(encoding="utf-8").strip()
-    except OSError:
+        ref = read_text(repo / "refs" / "main", "ref file", "json", errors="replace").strip()
+    except InputError:  # missing, not a regular file, too large
         ref = ""
     if ref and (snapshots / ref / "config.json").is_file():
         return snapshots / ref / "config.json"
@@ -78,18 +163,32 @@ def find_in_hf_cache(model_id: str, cache: Path) -> Path | None:
     return max(candidates, key=lambda p: p.parent.stat().st_mtime)
 
 
-def _load_json(path: Path, explicit: bool) -> dict:
+def _read_side_json(path: Path) -> object:
+    """A JSON file beside config.json, within the same bounds; any problem is a ValueError."""
+    from vllm_doctor import bounds
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(str(path), "no such file") from None
-    except (OSError, UnicodeDecodeError) as err:
+        return bounds.json_loads(bounds.read_text(path, path.name, "json"))
+    except InputError as err:
+        raise ValueError(err.problem) from None
+
+
+def _load_json(path: Path, explicit: bool) -> dict:
+    from vllm_doctor import bounds
+
+    try:
+        data = bounds.json_loads(bounds.read_text(path, "config.json", "json"))
+    except InputError as err:
         if explicit:
-            raise InputError(str(path), f"cannot read: {err}") from None
-        raise
+            raise
+        raise ValueError(err.problem) from None
     except json.JSONDecodeError as err:
         if explicit:
             raise InputError(str(path), f"not valid JSON: {err.msg} (line {err.lineno})") from None
+        raise
+    except ValueError as err:  # bounds.ValueBoundsError, or an integer of over 4300 digits
+        if explicit:
+            raise InputError(str(path), f"the config.json {err}") from None
         raise
     if not isinstance(data, dict):
         if explicit:
@@ -102,6 +201,13 @@ def _load_json(path: Path, explicit: bool) -> dict:
 
 def text_config_of(cfg: dict) -> tuple[dict, str | None]:
     """The language-model part of a config and the key path it was found under."""
+    path = (layout_of(cfg.get("model_type")) or {}).get("text")
+    if path:  # where transformers' get_text_config() finds it for this model type
+        node: Any = cfg
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            return node, path
     for key in TEXT_CONFIG_KEYS:
         sub = cfg.get(key)
         if isinstance(sub, dict):
@@ -239,7 +345,7 @@ def weights_size(model_dir: Path) -> tuple[int | None, str | None]:
         index = model_dir / index_name
         if index.is_file():
             try:
-                data = json.loads(index.read_text(encoding="utf-8"))
+                data = _read_side_json(index)
                 total = _int((data.get("metadata") or {}).get("total_size"))
             except (OSError, ValueError, AttributeError):
                 total = None
@@ -279,6 +385,8 @@ def read_model_config(facts: Facts, config_path: Path, cfg: dict, source_detail:
     facts.set("model.family", family_of(str(model_type)) if model_type else None,
               Source.DERIVED, f"model_type {model_type}")
 
+    text_type = text.get("model_type") or model_type
+
     def put(path: str, *keys: str) -> int | None:
         value, key = _first(cfgs, *keys)
         value = _int(value)
@@ -287,25 +395,45 @@ def read_model_config(facts: Facts, config_path: Path, cfg: dict, source_detail:
             facts.set(path, value, src, f"{where}: {key}")
         return value
 
-    heads = put("model.num_attention_heads", "num_attention_heads", "n_head", "num_heads")
-    kv = put("model.num_key_value_heads", "num_key_value_heads", "num_kv_heads", "n_head_kv",
-             "multi_query_group_num")
-    if kv is None and heads is not None:
-        facts.set("model.num_key_value_heads", heads, Source.DERIVED,
-                  "no num_key_value_heads in config: equal to the attention heads")
-    hidden = put("model.hidden_size", "hidden_size", "d_model", "n_embd")
-    put("model.vocab_size", "vocab_size", "padded_vocab_size")
-    put("model.num_hidden_layers", "num_hidden_layers", "n_layer", "num_layers")
-    put("model.max_position_embeddings", "max_position_embeddings", "max_sequence_length",
-        "seq_length", "n_positions")
+    def put_named(path: str, name: str) -> int | None:
+        """A value vLLM reads by ``name``, from the key the model type keeps it under."""
+        return put(path, *keys_for(name, text_type))
+
+    heads = put_named("model.num_attention_heads", "num_attention_heads")
+    decoder = text.get("transf_decoder")
+    if heads is None and text_type == "cohere_asr" and isinstance(decoder, dict) and \
+            isinstance(decoder.get("config_dict"), dict):  # vLLM's CohereAsr convertor
+        heads = _int(decoder["config_dict"].get("num_attention_heads"))
+        facts.set("model.num_attention_heads", heads, src,
+                  f"{tdetail}: transf_decoder.config_dict.num_attention_heads")
+    kv = _read_kv_heads(facts, text, text_type, heads, tdetail)
+    hidden = put_named("model.hidden_size", "hidden_size")
+    put_named("model.vocab_size", "vocab_size")
+    if text_type == "longcat_flash":  # vLLM's convertor: num_hidden_layers counts sublayers
+        put("model.num_hidden_layers", "num_layers")
+    if put_named("model.num_hidden_layers", "num_hidden_layers") is None:
+        # transformers derives it for hybrid models (NemotronH): one entry per layer
+        for key in ("layers_block_type", "hybrid_override_pattern"):
+            pattern = text.get(key)
+            if isinstance(pattern, (list, str)) and pattern:
+                facts.set("model.num_hidden_layers", len(pattern), Source.DERIVED,
+                          f"{tdetail}: len({key})")
+                break
+    put_named("model.max_position_embeddings", "max_position_embeddings")
     put("model.global_head_dim", "global_head_dim")
     put("model.num_experts", "n_routed_experts", "num_experts", "num_local_experts",
         "moe_num_experts")
+    if "model.num_experts" not in facts and isinstance(text.get("ffn_config"), dict):
+        put_experts = _int(text["ffn_config"].get("moe_num_experts"))  # DBRX
+        facts.set("model.num_experts", put_experts, src, f"{tdetail}: ffn_config.moe_num_experts")
     put("model.num_mtp_layers", "num_nextn_predict_layers", "mtp_num_hidden_layers",
         "num_mtp_layers", "mtp_num_layers")
     kv_lora = put("model.kv_lora_rank", "kv_lora_rank")
     put("model.qk_rope_head_dim", "qk_rope_head_dim")
-    head_dim = put("model.head_dim", "head_dim")
+    head_dim = put_named("model.head_dim", "head_dim")
+    if head_dim is not None and head_dim <= 0:  # some classes write 0 for "not set"
+        facts.values.pop("model.head_dim", None)
+        head_dim = None
     if head_dim is None:
         nope, _ = _first(cfgs, "qk_nope_head_dim")
         rope, _ = _first(cfgs, "qk_rope_head_dim")
@@ -315,6 +443,7 @@ def read_model_config(facts: Facts, config_path: Path, cfg: dict, source_detail:
         elif hidden and heads:
             facts.set("model.head_dim", hidden // heads, Source.DERIVED,
                       "hidden_size / num_attention_heads")
+    del kv
     dtype, key = _first(cfgs, "torch_dtype", "dtype")
     if isinstance(dtype, str):
         facts.set("model.dtype", dtype.replace("torch.", ""), src, f"{detail}: {key}")
@@ -326,7 +455,7 @@ def read_model_config(facts: Facts, config_path: Path, cfg: dict, source_detail:
     hf_quant_path = model_dir / "hf_quant_config.json"
     if hf_quant_path.is_file():
         try:
-            hf_quant = json.loads(hf_quant_path.read_text(encoding="utf-8"))
+            hf_quant = _read_side_json(hf_quant_path)
         except (OSError, ValueError):
             facts.notes.append(f"{hf_quant_path}: not valid JSON, ignored")
     if isinstance(qcfg, dict) or isinstance(hf_quant, dict):
@@ -348,6 +477,77 @@ def read_model_config(facts: Facts, config_path: Path, cfg: dict, source_detail:
         facts.mark_missing("model.weights_bytes",
                            f"no safetensors index or weight files beside {config_path}")
     facts.set("model.inferred", False, src, detail)
+    _mark_unread(facts, cfg, text_type, config_path)
+
+
+def _read_kv_heads(facts: Facts, text: dict, model_type: Any, heads: int | None,
+                   where: str) -> int | None:
+    """KV heads as vLLM counts them (ModelConfig.get_total_num_kv_heads and its convertors)."""
+    src = Source.CONFIG
+    if model_type in _FALCON_TYPES + ("gpt_bigcode",) and text.get("multi_query") \
+            and not text.get("new_decoder_architecture"):
+        facts.set("model.num_key_value_heads", 1, src, f"{where}: multi_query (one KV head)")
+        return 1
+    attn = text.get("attn_config")
+    if model_type in ("dbrx", "mpt") and isinstance(attn, dict):
+        value = _int(attn.get("kv_n_heads"))
+        if value is not None:
+            facts.set("model.num_key_value_heads", value, src, f"{where}: attn_config.kv_n_heads")
+            return value
+    decoder = text.get("transf_decoder")  # Cohere ASR: the decoder's own config
+    if model_type == "cohere_asr" and isinstance(decoder, dict) and \
+            isinstance(decoder.get("config_dict"), dict):
+        value = _int(decoder["config_dict"].get("num_attention_heads"))
+        if value is not None:
+            facts.set("model.num_key_value_heads", value, src,
+                      f"{where}: transf_decoder.config_dict.num_attention_heads")
+            return value
+    if model_type == "nemotron-nas" and heads and isinstance(text.get("block_configs"), list):
+        for block in text["block_configs"]:
+            attention = block.get("attention") if isinstance(block, dict) else None
+            if isinstance(attention, dict) and not attention.get("no_op") and \
+                    _int(attention.get("n_heads_in_group")):
+                value = heads // _int(attention["n_heads_in_group"])
+                facts.set("model.num_key_value_heads", value, Source.DERIVED,
+                          "num_attention_heads / block_configs[].attention.n_heads_in_group")
+                return value
+        return None
+    layout = layout_of(model_type) or {}
+    aliases = layout.get("aliases") or {}
+    keys = [aliases[k] for k in ("num_key_value_heads", "num_kv_heads") if k in aliases]
+    for key in [*keys, *_KV_KEYS]:
+        value = _int(text.get(key))
+        if value is not None:
+            facts.set("model.num_key_value_heads", value, src, f"{where}: {key}")
+            return value
+    if heads is not None:  # no grouped-query key: every head has its own KV head
+        facts.set("model.num_key_value_heads", heads, Source.DERIVED,
+                  "no KV-head key in config: equal to the attention heads")
+    return heads
+
+
+def _mark_unread(facts: Facts, cfg: dict, model_type: Any, config_path: Path) -> None:
+    """Mark every value a model must have but this config did not show as missing."""
+    kind = f"model_type {model_type}" if model_type else "no model_type"
+    if layout_of(model_type) is None and model_type:
+        kind += ", a type the doctor has no layout for"
+    for path, what in _STRUCTURAL.items():
+        if path in facts:
+            continue
+        note = kind
+        if model_type in _ATTENTION_FREE_TYPES and path in (
+                "model.num_attention_heads", "model.num_key_value_heads", "model.head_dim"):
+            note += ", attention-free: vLLM counts 0 heads"
+        keys = keys_for(path.split(".", 1)[1], model_type) if path != "model.dtype" \
+            else ("torch_dtype", "dtype")
+        if path == "model.num_key_value_heads":
+            keys = _KV_KEYS
+        facts.mark_missing(path, f"{config_path.name} ({note}) has no {what} under any key "
+                                 f"vLLM reads ({', '.join(keys)})")
+    if "model.architectures" not in facts:
+        facts.mark_missing("model.architectures", f"{config_path.name} has no architectures list")
+    if "model.model_type" not in facts:
+        facts.mark_missing("model.model_type", f"{config_path.name} has no model_type")
 
 
 # -- the context length vLLM derives --------------------------------------------------------
@@ -462,7 +662,9 @@ def collect_model(facts: Facts, model_config: Path | None = None, model_id: str 
         facts.set("model.id", model_id, Source.SERVE)
 
     if model_config is not None:
-        path = Path(model_config).expanduser()
+        from vllm_doctor.bounds import expand_path
+
+        path = expand_path(model_config, "--model-config")
         if not path.is_absolute():
             path = base / path
         if path.is_dir():
@@ -482,7 +684,10 @@ def collect_model(facts: Facts, model_config: Path | None = None, model_id: str 
                                     "(`-- vllm serve MODEL ...`)")
         return
 
-    local = Path(model_id).expanduser()
+    try:
+        local = Path(model_id).expanduser()
+    except RuntimeError:  # `~nosuchuser/model`: not a local directory
+        local = Path(model_id)
     if not local.is_absolute():
         local = base / local
     if local.is_dir():

@@ -28,7 +28,7 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.gpus import link_rank
-from vllm_doctor.facts.environment import is_secret
+from vllm_doctor.redact import REDACTED, is_secret_name as is_secret, redact_text
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.packages import canonical_name
 
@@ -85,48 +85,33 @@ _ENV_PREFIXES = ("VLLM_", "TORCH", "NCCL", "PYTORCH", "CUDA", "CUBLAS", "CUDNN",
 
 # -- GPU name -> compute capability ------------------------------------------------------
 
-# (pattern, capability), the first match wins: specific names before general ones.
-_CAPABILITY_TABLE: list[tuple[str, int]] = [
-    # Blackwell
-    (r"\bGB10\b", 121),
-    (r"\bGB300\b|\bB300\b", 103),
-    (r"\bGB200\b|\bB200\b|\bB100\b", 100),
-    (r"\bThor\b", 110),
-    (r"RTX PRO \d{4}\b.*Blackwell|RTX PRO \d{4}", 120),
-    (r"RTX 50\d0", 120),
-    # Hopper
-    (r"\bGH200\b|\bH200\b|\bH100\b|\bH800\b|\bH20\b", 90),
-    # Ada
-    (r"RTX \d{4} Ada|RTX 6000 Ada", 89),
-    (r"\bL40S?\b|\bL4\b|\bL20\b|\bL2\b", 89),
-    (r"RTX 40\d0", 89),
-    # Ampere
-    (r"\bA100\b|\bA800\b|\bA30\b", 80),
-    (r"\bOrin\b", 87),
-    (r"RTX A\d{4}|\bA10G?\b|\bA40\b|\bA16\b|\bA2\b", 86),
-    (r"RTX 30\d0", 86),
-    # Turing
-    (r"\bT4\b|RTX 20\d0|GTX 16\d0|Quadro RTX|TITAN RTX|RTX [68]000\b", 75),
-    # Volta
-    (r"\bXavier\b", 72),
-    (r"\bV100\b|TITAN V\b", 70),
-    # Pascal
-    (r"\bP100\b", 60),
-    (r"\bP40\b|\bP4\b|GTX 10\d0|TITAN Xp?\b", 61),
-    # Maxwell / Kepler
-    (r"\bM60\b|\bM40\b", 52),
-    (r"\bK80\b", 37),
-]
-_CAPABILITY_RES = [(re.compile(p), c) for p, c in _CAPABILITY_TABLE]
-CAPABILITY_DETAIL = "capability inferred from the GPU name"
+# The names are resolved by the GPU table (vllm_doctor/knowledge/gpus.py), read on first use.
+CAPABILITY_DETAIL = "capability inferred from the GPU name (GPU table knowledge/data/gpus.json)"
 
 
 def capability_from_name(name: str) -> int | None:
     """Compute capability (major*10+minor) of an NVIDIA GPU from its name, or None."""
-    for pattern, capability in _CAPABILITY_RES:
-        if pattern.search(name):
-            return capability
-    return None
+    from vllm_doctor.knowledge.gpus import capability_of
+
+    return capability_of(name)
+
+
+def _describe_device(device: dict[str, Any], name: str) -> int | None:
+    """Add what the GPU table knows of ``name`` to a device record; its capability or None."""
+    from vllm_doctor.knowledge.gpus import lookup
+
+    match = lookup(name)
+    if match is None:
+        return None
+    device["family"] = match.family.name
+    if match.memory_gib:
+        device["memory_gib_nominal"] = match.memory_gib
+    if match.gfx:
+        device.setdefault("arch", match.gfx)
+    if match.capability is not None:
+        device["capability"] = match.capability
+        device["capability_source"] = CAPABILITY_DETAIL
+    return match.capability
 
 
 # -- parsing -----------------------------------------------------------------------------
@@ -237,7 +222,9 @@ class _Report:
 def parse_report(text: str | bytes, name: str) -> Facts:
     """Facts from the text of a `vllm collect-env` report (``name`` names the input)."""
     text = _decode(text, name)
-    lines = _clean_lines(text)
+    # credentials in URLs (pip's git+https://user:PASS@host, HF_ENDPOINT), tokens and
+    # secret assignments never become facts
+    lines = [redact_text(line) for line in _clean_lines(text)]
     report = _Report(lines)
     found_core = sorted(k for k in report.values if k in _CORE_KEYS)
     has_banner_titles = any(s in ("PyTorch Info", "vLLM Info", "CUDA / GPU Info")
@@ -451,10 +438,12 @@ def _gpu_facts(report: _Report, facts: Facts, visible: list[int] | None = None) 
     unknown: list[str] = []
     for index, gpu_name, line in gpus:
         device: dict[str, Any] = {"index": index, "name": gpu_name}
-        cap = None if rocm else capability_from_name(gpu_name)
+        cap = _describe_device(device, gpu_name)
+        if rocm:
+            cap = None
+            device.pop("capability", None)
+            device.pop("capability_source", None)
         if cap is not None:
-            device["capability"] = cap
-            device["capability_source"] = CAPABILITY_DETAIL
             capabilities.append(cap)
         else:
             unknown.append(gpu_name)
@@ -469,7 +458,8 @@ def _gpu_facts(report: _Report, facts: Facts, visible: list[int] | None = None) 
         _capability_facts(facts, missing="no GPU is visible")
     elif unknown:
         _capability_facts(facts, missing=(
-            f"no compute capability known for {', '.join(sorted(set(unknown)))}"
+            f"no compute capability known for {', '.join(sorted(set(unknown)))} "
+            "(not in the GPU table)"
             if not rocm else "AMD GPUs have no CUDA compute capability"))
     else:
         _capability_facts(facts, capabilities)
@@ -497,16 +487,16 @@ def _single_device(report: _Report, facts: Facts, value: str, rocm: bool) -> Non
         facts.set("gpu.count", count, Source.REPORT, "GPU Topology")
     else:
         facts.mark_missing("gpu.count", "the report names device 0 only (ROCm layout)")
-    if rocm or arch:
-        reason = (f"AMD GPU ({arch.group(1) if arch else name}): no CUDA compute capability")
+    cap = _describe_device(device, name)
+    if rocm or arch or device.get("arch", "").startswith("gfx"):
+        device.pop("capability", None)
+        device.pop("capability_source", None)
+        reason = (f"AMD GPU ({device.get('arch') or name}): no CUDA compute capability")
     else:
-        cap = capability_from_name(name)
         if cap is not None:
-            device["capability"] = cap
-            device["capability_source"] = CAPABILITY_DETAIL
             _capability_facts(facts, [cap])
             return
-        reason = f"no compute capability known for {name}"
+        reason = f"no compute capability known for {name} (not in the GPU table)"
     _capability_facts(facts, missing=reason)
 
 
@@ -714,10 +704,10 @@ def _env_facts(report: _Report, facts: Facts) -> None:
         if not in_section and not (key.startswith(_ENV_PREFIXES) and key.upper() == key):
             continue
         if _secret(key):
-            value = "<redacted>"
+            value = REDACTED
         path = f"env.{key}"
         if path not in facts:
-            facts.set(path, value, Source.REPORT, f"{key}=" + ("<redacted>" if _secret(key)
+            facts.set(path, value, Source.REPORT, f"{key}=" + (REDACTED if _secret(key)
                                                              else value))
             found = True
     if not found:

@@ -11,6 +11,7 @@ Versions are strings (compare them with the ``version`` condition, never as numb
 from __future__ import annotations
 
 import fnmatch
+from functools import lru_cache
 from dataclasses import dataclass
 
 
@@ -18,6 +19,10 @@ from dataclasses import dataclass
 class FactSpec:
     type: str  # str | int | float | bool | list | dict | version
     description: str
+    # True for a fact every real input has (a model's head count, a GPU's capability): when
+    # it is not there, the collector could not read it, so a rule sees it as unknown, never
+    # as absent (see engine.conditions).
+    never_absent: bool = False
 
 
 # How to supply the facts of an area when they are missing (shown with "cannot decide").
@@ -34,6 +39,9 @@ SUPPLY_HINTS: dict[str, str] = {
     "env": "set the variable in this shell, or pass --report collect-env.txt",
     "log": "pass --log crash.txt",
     "derived": "supply the facts it is computed from (model config, GPUs, serve line)",
+    "release": "give a vLLM version the knowledge covers (0.8.0-0.33.0): run where vLLM is "
+    "installed, pass --report collect-env.txt, or --vllm-version V; plus the serve line / "
+    "model config / packages the fact compares",
 }
 
 FACTS: dict[str, FactSpec] = {
@@ -59,13 +67,18 @@ FACTS: dict[str, FactSpec] = {
     "driver.version": FactSpec("version", "NVIDIA driver version (e.g. 580.159.04)"),
     "driver.cuda_version": FactSpec("version", "highest CUDA version the driver supports"),
     # -- GPUs --------------------------------------------------------------------------
-    "gpu.count": FactSpec("int", "number of visible GPUs (CUDA_VISIBLE_DEVICES honoured)"),
+    "gpu.count": FactSpec("int", "number of visible GPUs (CUDA_VISIBLE_DEVICES honoured)",
+        never_absent=True),
     "gpu.devices": FactSpec("list", "per-GPU records: index, name, uuid, capability, memory, mig"),
     "gpu.names": FactSpec("list", "GPU names"),
-    "gpu.capabilities": FactSpec("list", "compute capability of each GPU (int, e.g. 90)"),
-    "gpu.min_capability": FactSpec("int", "lowest compute capability among visible GPUs"),
-    "gpu.max_capability": FactSpec("int", "highest compute capability among visible GPUs"),
-    "gpu.memory_total_mib": FactSpec("int", "smallest total memory of a visible GPU (MiB)"),
+    "gpu.capabilities": FactSpec("list", "compute capability of each GPU (int, e.g. 90)",
+        never_absent=True),
+    "gpu.min_capability": FactSpec("int", "lowest compute capability among visible GPUs",
+        never_absent=True),
+    "gpu.max_capability": FactSpec("int", "highest compute capability among visible GPUs",
+        never_absent=True),
+    "gpu.memory_total_mib": FactSpec("int", "smallest total memory of a visible GPU (MiB)",
+        never_absent=True),
     "gpu.memory_free_mib": FactSpec("int", "smallest free memory of a visible GPU (MiB)"),
     "gpu.mig_enabled": FactSpec("bool", "MIG mode is on for any visible GPU, or MIG ids are used"),
     "gpu.persistence_mode": FactSpec("bool", "persistence mode is on for all visible GPUs"),
@@ -79,19 +92,29 @@ FACTS: dict[str, FactSpec] = {
     # -- model ---------------------------------------------------------------------------
     "model.id": FactSpec("str", "model id or path as given to vLLM"),
     "model.config_path": FactSpec("str", "config.json that was read"),
-    "model.architectures": FactSpec("list", "architectures from config.json"),
-    "model.model_type": FactSpec("str", "model_type of the top-level config"),
+    "model.architectures": FactSpec("list", "architectures from config.json",
+        never_absent=True),
+    "model.model_type": FactSpec("str", "model_type of the top-level config",
+        never_absent=True),
     "model.text_model_type": FactSpec("str", "model_type of the nested text/language config"),
     "model.family": FactSpec("str", "model family (gemma4, deepseek_v32, qwen3, llama, ...)"),
-    "model.num_attention_heads": FactSpec("int", "attention heads of the text model"),
-    "model.num_key_value_heads": FactSpec("int", "KV heads of the text model"),
-    "model.head_dim": FactSpec("int", "head dimension (sliding/local layers where they differ)"),
+    "model.num_attention_heads": FactSpec("int", "attention heads of the text model",
+        never_absent=True),
+    "model.num_key_value_heads": FactSpec("int", "KV heads of the text model",
+        never_absent=True),
+    "model.head_dim": FactSpec("int", "head dimension (sliding/local layers where they differ)",
+        never_absent=True),
     "model.global_head_dim": FactSpec("int", "head dimension of global/full attention layers"),
-    "model.hidden_size": FactSpec("int", "hidden size of the text model"),
-    "model.vocab_size": FactSpec("int", "vocabulary size"),
-    "model.num_hidden_layers": FactSpec("int", "decoder layers"),
-    "model.max_position_embeddings": FactSpec("int", "maximum context the config declares"),
-    "model.dtype": FactSpec("str", "torch_dtype / dtype of the checkpoint (bfloat16, ...)"),
+    "model.hidden_size": FactSpec("int", "hidden size of the text model",
+        never_absent=True),
+    "model.vocab_size": FactSpec("int", "vocabulary size",
+        never_absent=True),
+    "model.num_hidden_layers": FactSpec("int", "decoder layers",
+        never_absent=True),
+    "model.max_position_embeddings": FactSpec("int", "maximum context the config declares",
+        never_absent=True),
+    "model.dtype": FactSpec("str", "torch_dtype / dtype of the checkpoint (bfloat16, ...)",
+        never_absent=True),
     "model.num_experts": FactSpec("int", "routed experts (MoE), if any"),
     "model.num_mtp_layers": FactSpec("int", "multi-token-prediction layers, if any"),
     "model.kv_lora_rank": FactSpec("int", "MLA latent KV rank (DeepSeek-style), if any"),
@@ -163,6 +186,70 @@ FACTS: dict[str, FactSpec] = {
     "derived.max_model_len_above_model": FactSpec(
         "bool", "--max-model-len exceeds the model's derived maximum context "
         "(max_position_embeddings, rope-scaled where vLLM scales it) and model_max_length"),
+    # -- the judged release (facts/release.py, from knowledge/data/*.json) -------------------
+    "release.coverage": FactSpec("str", "covered (a release the knowledge covers judges the "
+                                 "vLLM version), outside (a version outside it) or unknown"),
+    "release.judged": FactSpec("version", "the covered release the vLLM version is judged by"),
+    "release.unknown_options": FactSpec("list", "serve options no covered release accepts"),
+    "release.unaccepted_options": FactSpec(
+        "list", "serve options the judged release does not accept (as written; those the "
+        "curated ARGS001/ARGS004 explain left out)"),
+    "release.option_hints": FactSpec("list", "per unaccepted option: the releases that accept "
+                                     "it and the nearest valid spelling"),
+    "release.corrected_command": FactSpec("str", "the serve line with unaccepted options "
+                                          "renamed to the nearest spelling or removed"),
+    "release.invalid_choices": FactSpec("list", "option values outside the judged release's "
+                                        "choices for that option"),
+    "release.architecture_registered": FactSpec(
+        "bool", "the judged release's registry has one of model.architectures"),
+    "release.unregistered_architectures": FactSpec(
+        "list", "model.architectures the judged release does not register"),
+    "release.architecture_first_release": FactSpec(
+        "version", "first covered release that registers one of the architectures"),
+    "release.transformers_fallback": FactSpec(
+        "bool", "the judged release would try its Transformers backend for an unregistered "
+        "architecture (false with --model-impl vllm)"),
+    "release.transformers_requirement": FactSpec("str", "the judged release's transformers "
+                                                 "requirement (Requires-Dist)"),
+    "release.transformers_in_range": FactSpec(
+        "bool", "packages.transformers satisfies the judged release's requirement"),
+    "release.torch_pin": FactSpec("version", "the torch version the judged release pins"),
+    "release.torch_matches_pin": FactSpec("bool", "torch.version is the judged release's pin "
+                                          "(local +cu labels ignored)"),
+    "release.torch_pin_from": FactSpec("str", "installed metadata (ENV002 decides) or release "
+                                       "table"),
+    "release.cuda_major": FactSpec("int", "CUDA major version the judged release's compiled "
+                                   "extensions link against"),
+    # -- what the judged release itself says (generated knowledge; facts/release_kernels.py)
+    "release.quant.judged_release": FactSpec(
+        "version", "the covered vLLM release the quantization facts were read from"),
+    "release.quant.method": FactSpec(
+        "str", "the quantization method judged (--quantization, else the checkpoint's; "
+        "ModelOpt by quant_algo)"),
+    "release.quant.known": FactSpec("bool", "the release accepts the method at all"),
+    "release.quant.min_capability": FactSpec(
+        "int", "lowest get_min_capability over the method and the methods vLLM may pick "
+        "instead (override_quantization_method) in that release"),
+    "release.quant.capability_ok": FactSpec(
+        "bool", "gpu.min_capability meets release.quant.min_capability"),
+    "release.quant.deprecated": FactSpec(
+        "bool", "the release lists the method as deprecated"),
+    "release.quant.act_dtypes": FactSpec(
+        "list", "activation dtypes the method accepts in that release"),
+    "release.attention.judged_release": FactSpec(
+        "version", "the covered vLLM release the attention facts were read from"),
+    "release.attention.candidates": FactSpec(
+        "list", "backends the release considers on this GPU (_get_backend_priorities)"),
+    "release.attention.supporting": FactSpec(
+        "list", "candidates whose checks accept head size, dtype and KV-cache dtype"),
+    "release.attention.any_supports": FactSpec(
+        "bool", "some candidate backend supports the model on this GPU"),
+    "release.attention.rejections": FactSpec(
+        "list", "each rejecting candidate with its reasons"),
+    "release.attention.forced_supports": FactSpec(
+        "bool", "the forced backend (serve.attention_backend) accepts the model here"),
+    "release.attention.forced_rejections": FactSpec(
+        "list", "why the forced backend refuses (empty when it accepts)"),
 }
 
 
@@ -181,6 +268,13 @@ def spec_for(path: str) -> FactSpec | None:
 
 def is_known_path(path: str) -> bool:
     return spec_for(path) is not None
+
+
+@lru_cache(maxsize=2048)
+def absent_is_unknown(path: str) -> bool:
+    """A fact that every real input has: not being there means it could not be read."""
+    spec = spec_for(path)
+    return spec is not None and spec.never_absent
 
 
 def supply_hint(path: str) -> str:

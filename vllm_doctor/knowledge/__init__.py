@@ -67,6 +67,11 @@ class Table:
     def keys(self) -> Iterator[str]:
         return iter(self._entries)
 
+    def raw_spans(self, key: str) -> list[dict[str, Any]]:
+        """The spans of ``key`` as stored (``first``, ``last``, ``value``), oldest first; for
+        hot paths that read every key (do not modify them)."""
+        return self._entries.get(key, [])
+
     def spans(self, key: str) -> list[Span]:
         return [Span(e["first"], e["last"], e.get("value")) for e in self._entries.get(key, ())]
 

@@ -4,11 +4,18 @@ No torch in this process. Layout of one run:
 
 * one worker process per rank (``python -m vllm_doctor.probes.worker``) runs every selected
   probe in sequence, so torch is imported and the process group initialised once per rank;
-* a probe's isolated *parts* (sub-checks that need their own process) are forked by rank 0
-  right after its torch import, so they run beside the probes at no cost on the critical path;
-* every process leads its own process group (``start_new_session`` for the ranks, ``setpgid``
-  for the forked parts), so a kill takes its children too and none of them sees the terminal's
-  Ctrl-C: the runner kills them all on Ctrl-C, on SIGTERM/SIGHUP, on any error and at the end.
+* a probe's isolated *parts* (sub-checks that need their own process: the torch.compile trace,
+  the transient CUDA-graph replay with the caching allocator off) start as their own processes
+  at the same moment as the ranks, so their torch import overlaps the ranks' start-up;
+* every process leads its own process group (``start_new_session``), so a kill takes its
+  children too and none of them sees the terminal's Ctrl-C: the runner kills them all on
+  Ctrl-C, on SIGTERM/SIGHUP, on any error and at the end. If the runner itself is killed
+  (SIGKILL, SIGQUIT), every worker dies with it (parent-death signal and a watchdog on the
+  parent's pid, see ``worker.die_with_parent``), and a small reaper process that outlives
+  the runner removes the run directory (``reaper.py``);
+* the ranks meet through a file in the run directory (``FileStore``): no rendezvous port
+  listens on any interface, and NCCL's and gloo's own sockets use the loopback interface
+  unless the environment names another. Several nodes run under torchrun instead.
 
 Workers append one JSON event per line to their own file in the run directory; the runner
 polls those files and finalises a probe as soon as every rank (and every part) reported it.
@@ -23,10 +30,10 @@ alive then is killed, and the hang is reported in the ``teardown`` result.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -52,10 +59,40 @@ UpdateFn = Callable[[str, str, Any], None]
 _NOISE = re.compile(r"^\s*(frame #\d+:|Exception raised from |<unknown function>)")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+MAX_TIMEOUT_S = 24 * 3600.0
+MAX_TEARDOWN_TIMEOUT_S = 600.0
+CPU_RANKS_PER_CORE = 4  # gloo ranks mostly wait: world size 4 still runs on a 2-core machine
+MIN_CPU_RANKS = 4
+
+
+def max_ranks(device: str, visible_gpus: int | None = None) -> int:
+    """The most ranks one node can run: one per visible GPU, or on the CPU a small multiple
+    of the cores (each rank is a process that imports torch)."""
+    if device == "cuda":
+        return visible_gpus if visible_gpus is not None else 64
+    return max(MIN_CPU_RANKS, CPU_RANKS_PER_CORE * (os.cpu_count() or 1))
+
+
+def too_many_ranks(tp: int, device: str, limit: int) -> str:
+    if device == "cuda":
+        return (f"{tp} ranks need {tp} GPUs on this node and {limit} are visible (several nodes: "
+                f"run the worker under torchrun, see docs/probes.md)")
+    return (f"{tp} ranks is more than this machine can run on the CPU (at most {limit}: "
+            f"{CPU_RANKS_PER_CORE} per core, at least {MIN_CPU_RANKS})")
+
+
+def check_seconds(option: str, value: float, maximum: float, allow_zero: bool = False) -> float:
+    """A finite number of seconds in range, or an InputError naming the option."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise InputError(option, f"not a number of seconds: {value!r}") from None
+    low_ok = value >= 0 if allow_zero else value > 0
+    if not math.isfinite(value) or not low_ok or value > maximum:
+        bound = "at least 0" if allow_zero else "more than 0"
+        raise InputError(option, f"must be a finite number of seconds, {bound} and at most "
+                                 f"{maximum:g} (got {value:g})")
+    return value
 
 
 def _package_root() -> str:
@@ -101,7 +138,7 @@ class _Proc:
     popen: subprocess.Popen | None = None
     pid: int | None = None
     rank: int = 0
-    part: tuple[str, str] | None = None  # (probe, part) for a forked sub-check
+    part: tuple[str, str] | None = None  # (probe, part) for an isolated sub-check
     offset: int = 0
     partial: bytes = b""
     init: dict[str, Any] | None = None
@@ -148,18 +185,21 @@ class Runner:
     def __init__(self, names: list[str] | None, tp: int, device: str, timeout: float,
                  model: dict | None = None, on_update: UpdateFn | None = None,
                  run_dir: str | os.PathLike | None = None, teardown_timeout: float = 2.0,
-                 params: dict | None = None, python: str | None = None, use_cache: bool = True):
+                 params: dict | None = None, python: str | None = None, use_cache: bool = True,
+                 visible_gpus: int | None = None):
         if device not in ("cuda", "cpu"):
             raise InputError("--device", f"unknown device {device!r} (cuda or cpu)")
-        if tp < 1:
+        if not isinstance(tp, int) or tp < 1:
             raise InputError("--tp", f"must be at least 1 (got {tp})")
-        if timeout <= 0:
-            raise InputError("--timeout", f"must be positive (got {timeout})")
+        limit = max_ranks(device, visible_gpus)
+        if tp > limit:
+            raise InputError("--tp", too_many_ranks(tp, device, limit))
+        self.timeout = check_seconds("--timeout", timeout, MAX_TIMEOUT_S)
+        self.teardown_timeout = check_seconds("--teardown-timeout", teardown_timeout,
+                                              MAX_TEARDOWN_TIMEOUT_S, allow_zero=True)
         self.specs = resolve(names)
         self.tp = tp
         self.device = device
-        self.timeout = float(timeout)
-        self.teardown_timeout = float(teardown_timeout)
         self.grace = self.teardown_timeout + 1.5
         self.on_update = on_update or (lambda *_: None)
         self.python = python or sys.executable
@@ -194,40 +234,63 @@ class Runner:
         root = _package_root()
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["PYTHONUNBUFFERED"] = "1"
+        env["VLLM_DOCTOR_PARENT_PID"] = str(os.getpid())
+        # One node: NCCL's bootstrap and gloo's connections stay on the loopback interface.
+        env.setdefault("NCCL_SOCKET_IFNAME", "lo")
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        for name in ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"):
+            env.pop(name, None)  # the ranks meet through the run directory's store file
         if self.device == "cpu":
-            env.setdefault("GLOO_SOCKET_IFNAME", "lo")
             procs = self.tp + sum(len(s.parts) for s in self.specs)
             env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // max(1, procs))))
         env.update(extra)
         return env
 
+    def _spawn(self, cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+        with open(log, "wb") as log_fh:
+            popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_fh,
+                                     stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                     cwd=str(self.run_dir))
+        with open(self.run_dir / "pids", "a", encoding="ascii") as fh:  # for the reaper
+            fh.write(f"{popen.pid}\n")
+        return popen
+
+    def _launch_parts(self, names: list[str]) -> None:
+        """Start every isolated sub-check not answered from the cache, now, beside the ranks."""
+        from vllm_doctor.probes.worker import part_command
+
+        for name in names:
+            state = self.states[name]
+            for part in state.spec.parts:
+                if part.name in state.parts:
+                    continue
+                tag = f"part-{name}-{part.name}"
+                events = self.run_dir / f"events.{tag}.jsonl"
+                events.touch()
+                log = self.run_dir / f"{tag}.log"
+                env = self._env(dict(part.env, LOCAL_RANK="0"))
+                popen = self._spawn(part_command(name, part.name, str(events), self.device,
+                                                 self.params, self.python), env, log)
+                self.procs.append(_Proc(tag=tag, events=events, log=log, launched=time.monotonic(),
+                                        group=0, popen=popen, pid=popen.pid, part=(name, part.name)))
+
     def _launch_group(self, names: list[str]) -> None:
         self.groups += 1
         g = self.groups
-        port = _free_port()
         self.group = []
-        running_parts = {p.part for p in self.procs if p.part and not p.exit_seen}
-        parts = [f"{n}:{part.name}" for n in names for part in self.states[n].spec.parts
-                 if part.name not in self.states[n].parts and (n, part.name) not in running_parts]
         common = ["--device", self.device, "--params", json.dumps(self.params),
-                  "--teardown-timeout", str(self.teardown_timeout), "--probes", ",".join(names)]
+                  "--teardown-timeout", str(self.teardown_timeout), "--probes", ",".join(names),
+                  "--parts", "none"]
+        store = self.run_dir / f"store.g{g}"
         for rank in range(self.tp):
             env = self._env({"RANK": str(rank), "WORLD_SIZE": str(self.tp), "LOCAL_RANK": str(rank),
-                             "LOCAL_WORLD_SIZE": str(self.tp), "MASTER_ADDR": "127.0.0.1",
-                             "MASTER_PORT": str(port)})
-            args = list(common)
-            if rank == 0:
-                args += ["--parts", ",".join(parts) or "none",
-                         "--parts-prefix", str(self.run_dir / f"events.part-g{g}-")]
+                             "LOCAL_WORLD_SIZE": str(self.tp), "VLLM_DOCTOR_STORE_FILE": str(store)})
             tag = f"rank{rank}"
             events = self.run_dir / f"events.{tag}.g{g}.jsonl"
             log = self.run_dir / f"{tag}.g{g}.log"
             events.touch()
-            with open(log, "wb") as log_fh:
-                popen = subprocess.Popen(
-                    [self.python, "-m", "vllm_doctor.probes.worker", "--events", str(events), *args],
-                    stdin=subprocess.DEVNULL, stdout=log_fh, stderr=subprocess.STDOUT, env=env,
-                    start_new_session=True, cwd=str(self.run_dir))
+            popen = self._spawn([self.python, "-m", "vllm_doctor.probes.worker", "--events", str(events),
+                                 *common], env, log)
             proc = _Proc(tag=tag, events=events, log=log, launched=time.monotonic(), group=g,
                          popen=popen, pid=popen.pid, rank=rank)
             self.procs.append(proc)
@@ -272,11 +335,6 @@ class Runner:
             proc.init = ev
         elif kind == "fatal":
             proc.fatal = ev.get("error", "worker failed")
-        elif kind == "forked" and ev.get("events"):
-            part = _Proc(tag=f"part-{ev['probe']}-{ev['part']}", events=Path(ev["events"]),
-                         log=Path(ev["log"]) if ev.get("log") else None, launched=now,
-                         group=proc.group, pid=ev.get("pid"), part=(ev["probe"], ev["part"]))
-            self.procs.append(part)
         elif kind == "start":
             proc.current = ev.get("probe")
             proc.current_since = now
@@ -382,19 +440,12 @@ class Runner:
 
     def kill_all(self) -> None:
         for proc in list(self.procs):
-            if proc.part is None:
-                self._kill(proc)
-        # The ranks are gone: no more forks. Learn of any fork not read yet, then kill the parts.
-        for proc in list(self.procs):
-            if proc.part is None:
-                self._pump(proc)
-        for proc in list(self.procs):
-            if proc.part is not None:
-                self._kill(proc)
+            self._kill(proc)
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> list[ProbeResult]:
         restore = self._install_signals()
+        reaper = self._start_reaper()
         try:
             return self._run()
         finally:
@@ -404,6 +455,23 @@ class Runner:
                 import shutil
 
                 shutil.rmtree(self.run_dir, ignore_errors=True)
+            if reaper is not None:
+                reaper.kill()
+                reaper.wait()
+
+    def _start_reaper(self) -> subprocess.Popen | None:
+        """A small process that outlives this one if it is killed outright (SIGKILL): it then
+        kills the workers still running and removes the run directory (see reaper.py)."""
+        cmd = [self.python, "-m", "vllm_doctor.probes.reaper", str(os.getpid()), str(self.run_dir)]
+        if self.keep_dir:
+            cmd.append("--keep")
+        env = dict(os.environ, PYTHONPATH=_package_root() + (
+            os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""))
+        try:
+            return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+        except OSError:  # pragma: no cover - the workers still die with this process
+            return None
 
     def _install_signals(self) -> Callable[[], None]:
         if threading.current_thread() is not threading.main_thread():
@@ -436,6 +504,7 @@ class Runner:
                 runnable.append(name)
         self._cached_parts(runnable)
         if runnable:
+            self._launch_parts(runnable)
             self._launch_group(runnable)
             self._loop()
         for state in self.states.values():
@@ -481,7 +550,7 @@ class Runner:
                 elif proc.done_at is not None and now - proc.done_at > self.grace:
                     self._kill(proc)
                     proc.exit_seen = True
-                elif state.final is not None and proc.done_at is None and now - proc.launched > self.timeout:
+                elif state.final is not None and proc.done_at is None and self._part_overran(proc, now):
                     self._kill(proc)
                     proc.exit_seen = True
                 continue
@@ -494,14 +563,24 @@ class Runner:
                     state.log_tail.extend(self._tails([proc]))
                 proc.exit_seen = True
                 self._maybe_finalise(state)
-            elif now - proc.launched > self.timeout:
+            elif self._part_overran(proc, now):
                 self._kill(proc)
                 proc.exit_seen = True
-                where = f" (last step: {proc.last_progress})" if proc.last_progress else ""
-                state.parts[part] = {"status": TIMEOUT, "metrics": {},
-                                     "reason": f"the isolated child exceeded the {self.timeout:g}s deadline{where}"}
+                if proc.current is None:
+                    reason = (f"the isolated child did not finish starting (torch import) within "
+                              f"{max(self.timeout, INIT_TIMEOUT_MIN_S):g}s")
+                else:
+                    where = f" (last step: {proc.last_progress})" if proc.last_progress else ""
+                    reason = f"the isolated child exceeded the {self.timeout:g}s deadline{where}"
+                state.parts[part] = {"status": TIMEOUT, "metrics": {}, "reason": reason}
                 state.log_tail.extend(self._tails([proc]))
                 self._maybe_finalise(state)
+
+    def _part_overran(self, proc: _Proc, now: float) -> bool:
+        """A sub-check gets the workers' start-up allowance until it starts, then the deadline."""
+        if proc.current is None:
+            return now - proc.launched > max(self.timeout, INIT_TIMEOUT_MIN_S)
+        return now - proc.current_since > self.timeout
 
     def _check_group(self, now: float) -> str:
         """'running', 'finished' (all results in, teardown settled) or 'restart'."""
@@ -719,7 +798,7 @@ def resolve(names: list[str] | None) -> list[ProbeSpec]:
         if name not in BY_NAME:
             from vllm_doctor.probes.registry import PROBE_NAMES
 
-            raise InputError("--only", f"unknown probe {name!r} (known: {', '.join(PROBE_NAMES)})")
+            raise InputError("probe", f"unknown probe {name!r} (known: {', '.join(PROBE_NAMES)})")
         if name not in wanted:
             wanted.append(name)
     return [p for p in PROBES if p.name in wanted]
@@ -728,22 +807,66 @@ def resolve(names: list[str] | None) -> list[ProbeSpec]:
 def run_probes(names: list[str] | None, tp: int, device: str, timeout: float,
                model: dict | None = None, *, on_update: UpdateFn | None = None,
                run_dir: str | os.PathLike | None = None, teardown_timeout: float = 2.0,
-               params: dict | None = None, use_cache: bool = True) -> list[ProbeResult]:
+               params: dict | None = None, use_cache: bool = True,
+               visible_gpus: int | None = None) -> list[ProbeResult]:
     """Run the probes and return one ProbeResult each (plus ``teardown`` when a process group ran).
 
     ``names``: probe names (None: all); ``tp``: ranks (one GPU each with ``device="cuda"``);
     ``timeout``: seconds each probe may take; ``model``: ``{"vocab_size": .., "hidden_size": ..}``
     from the model's config.json (None: the probes' defaults, DiffusionGemma-like sizes);
-    ``use_cache``: reuse deterministic sub-check results (the traced torch.compile failure).
+    ``use_cache``: reuse deterministic sub-check results (the traced torch.compile failure);
+    ``visible_gpus``: GPUs this node shows (caps ``tp`` on CUDA; None: not known).
     """
     runner = Runner(names, tp, device, timeout, model, on_update=on_update, run_dir=run_dir,
-                    teardown_timeout=teardown_timeout, params=params, use_cache=use_cache)
+                    teardown_timeout=teardown_timeout, params=params, use_cache=use_cache,
+                    visible_gpus=visible_gpus)
     return runner.run()
 
 
-def load_results_dir(path: str | os.PathLike, world: int | None = None) -> list[ProbeResult]:
-    """Collate the event files that ``worker --out DIR`` wrote (torchrun, one or several nodes)."""
+MAX_EVENTS_FILE_BYTES = 64 * 1024 * 1024
+MAX_WORLD = 1 << 16
+
+
+def _valid_event(ev: Any) -> dict[str, Any] | None:
+    """An event as the worker writes it, or None: a dict whose rank is a small integer and
+    whose result (for a result event) names a known probe and a known status."""
+    from vllm_doctor.probes.result import STATUSES
+
+    if not isinstance(ev, dict) or not isinstance(ev.get("ev"), str):
+        return None
+    rank = ev.get("rank", 0)
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < MAX_WORLD:
+        return None
+    if ev["ev"] == "result":
+        res = ev.get("result")
+        if not isinstance(ev.get("probe"), str) or ev["probe"] not in BY_NAME or not isinstance(res, dict):
+            return None
+        if res.get("status") not in STATUSES or not isinstance(res.get("metrics", {}), dict):
+            return None
+        if not isinstance(res.get("reason", ""), str):
+            return None
+        if "part" in ev and not isinstance(ev["part"], str):
+            return None
+        if not isinstance(res.get("duration_s", 0.0), (int, float)) or isinstance(res.get("duration_s"), bool):
+            return None
+        for key in ("rules_confirmed", "rules_refuted", "notes"):
+            if not isinstance(res.get(key, []), list):
+                return None
+    elif ev["ev"] == "teardown":
+        if not isinstance(ev.get("seconds", 0.0), (int, float)):
+            return None
+    return ev
+
+
+def load_results_dir(path: str | os.PathLike, world: int | None = None,
+                     skipped: list[str] | None = None) -> list[ProbeResult]:
+    """Collate the event files that ``worker --out DIR`` wrote (torchrun, one or several nodes).
+
+    Lines that are not events as the worker writes them are left out (each named in
+    ``skipped`` when a list is given); a directory with no usable result is an InputError."""
     base = Path(path)
+    if not base.is_dir():
+        raise InputError(str(path), "not a directory (give the directory passed to the worker's --out)")
     files = sorted(base.glob("events.*.jsonl"))
     if not files:
         raise InputError(str(path), "no events.*.jsonl files (run the worker with --out DIR)")
@@ -751,23 +874,43 @@ def load_results_dir(path: str | os.PathLike, world: int | None = None) -> list[
     parts: dict[str, dict[str, dict[str, Any]]] = {}
     teardown: dict[int, dict[str, Any]] = {}
     seen_world = 0
+    bad: list[str] = skipped if skipped is not None else []
     for f in files:
-        for line in f.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                ev = json.loads(line)
-            except ValueError:
+        try:
+            if not f.is_file():
+                raise InputError(str(f), "not a regular file")
+            if f.stat().st_size > MAX_EVENTS_FILE_BYTES:
+                raise InputError(str(f), f"larger than {MAX_EVENTS_FILE_BYTES // 2**20} MiB: not an events file")
+            text = f.read_text(encoding="utf-8", errors="replace")
+        except OSError as err:
+            raise InputError(str(f), f"cannot read: {err.strerror or err}") from None
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
                 continue
-            rank = int(ev.get("rank", 0))
-            if ev.get("ev") == "hello" and not ev.get("part"):
-                seen_world = max(seen_world, int(ev.get("world", 1)))
-            elif ev.get("ev") == "result":
+            try:
+                ev = _valid_event(json.loads(line))
+            except (ValueError, RecursionError):
+                ev = None
+            if ev is None:
+                bad.append(f"{f.name}:{number}")
+                continue
+            rank = ev.get("rank", 0)
+            if ev["ev"] == "hello" and not ev.get("part"):
+                hello_world = ev.get("world", 1)
+                if isinstance(hello_world, int) and not isinstance(hello_world, bool) and 0 < hello_world <= MAX_WORLD:
+                    seen_world = max(seen_world, hello_world)
+            elif ev["ev"] == "result":
                 if ev.get("part"):
-                    parts.setdefault(ev["probe"], {})[ev["part"]] = ev.get("result", {})
+                    parts.setdefault(ev["probe"], {})[ev["part"]] = ev["result"]
                 else:
-                    per_probe.setdefault(ev["probe"], {})[rank] = ev.get("result", {})
-            elif ev.get("ev") == "teardown":
+                    per_probe.setdefault(ev["probe"], {})[rank] = ev["result"]
+            elif ev["ev"] == "teardown":
                 teardown[rank] = ev
-    world = world or seen_world or 1
+    if not per_probe:
+        why = f" ({len(bad)} malformed line(s), first at {bad[0]})" if bad else ""
+        raise InputError(str(path), f"no probe results in the events files{why}")
+    top_rank = max(r for ranks in per_probe.values() for r in ranks)
+    world = world or max(seen_world, top_rank + 1) or 1
     out: list[ProbeResult] = []
     for spec in PROBES:
         if spec.name not in per_probe:
@@ -779,7 +922,7 @@ def load_results_dir(path: str | os.PathLike, world: int | None = None) -> list[
         out.append(merge_rank_results(spec.name, ranks, parts.get(spec.name), duration))
     if teardown:
         hung = [r for r, ev in sorted(teardown.items()) if not ev.get("returned")]
-        secs = [ev.get("seconds", 0.0) for ev in teardown.values()]
+        secs = [float(ev.get("seconds", 0.0)) for ev in teardown.values()]
         out.append(ProbeResult(
             name="teardown", status=WARN if hung else PASS,
             reason=(f"teardown hang: destroy_process_group did not return on rank "

@@ -167,12 +167,14 @@ def part_compile(ctx: Ctx) -> dict:
 
     import_s = time.perf_counter() - t0
     torch._dynamo.reset()
+    t0 = time.perf_counter()
     compiled = torch.compile(sample_step, backend="eager", fullgraph=True)
+    setup_s = time.perf_counter() - t0
     torch._dynamo.mark_dynamic(probs, 0)
     torch._dynamo.mark_dynamic(probs, 1)
     metrics = {"shape_probs": [8, vocab], "shape_shard": [vocab // tp, hidden], "tp": tp,
                "backend": "eager (the error is raised while tracing, before any backend)",
-               "dynamo_import_s": round(import_s, 3)}
+               "dynamo_import_s": round(import_s, 3), "compile_setup_s": round(setup_s, 3)}
     t0 = time.perf_counter()
     try:
         compiled(probs, shard)

@@ -11,9 +11,13 @@ and streams one JSON event per line: a result as soon as each probe finishes, ``
 all results are out, and then ``teardown`` once ``destroy_process_group`` returned (or did not
 within the teardown limit, in which case the worker says so and exits anyway).
 
-Isolated sub-checks (a probe's *parts*) are forked by rank 0 right after torch is imported and
-before CUDA is initialised: each runs in its own process and process group, writes its own
-events, and is killed by the runner if it overruns.
+Isolated sub-checks (a probe's *parts*) run as their own fresh processes (``--part
+PROBE:PART``), started at the very beginning of the run (by the doctor's runner, or by rank 0
+under torchrun) so that their torch import overlaps the ranks' start-up; each writes its own
+events and is killed if it overruns.
+
+Every worker dies with the process that started it: the parent-death signal on Linux and a
+watchdog thread on the parent's pid everywhere.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ import os
 import sys
 import time
 import traceback
-import warnings
 from typing import Any, Callable
 
 T0 = time.perf_counter()
@@ -115,6 +118,41 @@ def _run_one(fn: Callable[[Any], dict], ctx: Any) -> dict:
     return res
 
 
+def die_with_parent(parent: int | None = None) -> int:
+    """Make this process end when its parent does: ``PR_SET_PDEATHSIG`` (SIGKILL) on Linux,
+    and everywhere a watchdog thread that leaves as soon as the process is re-parented. A worker
+    stuck in a CUDA or NCCL call holds no Python lock the kernel's signal needs, so the first
+    one also ends a stuck worker. Returns the parent's pid."""
+    if parent is None:
+        parent = _env_int("VLLM_DOCTOR_PARENT_PID", 0) or os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            pr_set_pdeathsig = 1
+            libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - no libc prctl: the watchdog stays
+            pass
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(EXIT_ORPHANED)
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.25)
+            if os.getppid() != parent:
+                os._exit(EXIT_ORPHANED)
+
+    import threading
+
+    threading.Thread(target=watch, name="vllm-doctor-parent-watchdog", daemon=True).start()
+    return parent
+
+
+EXIT_ORPHANED = 4
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m vllm_doctor.probes.worker",
                                      description="vllm-doctor probe worker (one per rank)")
@@ -128,15 +166,18 @@ def main(argv: list[str] | None = None) -> int:
                              "`vllm-doctor probe --results DIR`)")
     parser.add_argument("--params", default=None, help="JSON parameters (model sizes, ...)")
     parser.add_argument("--parts", default=None,
-                        help="isolated sub-checks rank 0 forks (PROBE:PART,...; default: those of "
+                        help="isolated sub-checks rank 0 starts (PROBE:PART,...; default: those of "
                              "the selected probes; 'none' for none)")
     parser.add_argument("--parts-prefix", default=None,
-                        help="path prefix of the forked sub-checks' event and log files")
+                        help="path prefix of the sub-checks' event and log files")
+    parser.add_argument("--part", default=None,
+                        help="run one isolated sub-check (PROBE:PART) in this process and exit")
     parser.add_argument("--teardown-timeout", type=float, default=2.0,
                         help="seconds to wait for destroy_process_group before reporting a hang")
     parser.add_argument("--quiet", action="store_true", help="no human-readable lines on stdout")
     args = parser.parse_args(argv)
 
+    die_with_parent()
     from vllm_doctor.probes.registry import BY_NAME, PROBES
 
     params: dict[str, Any] = json.loads(args.params) if args.params else {}
@@ -144,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     world = _env_int("WORLD_SIZE", 1)
     local_rank = _env_int("LOCAL_RANK", rank)
     params.setdefault("tp", world)
+    if args.part:
+        probe, _, part = args.part.partition(":")
+        run_part(probe, part, args.events, params, args.device or "cpu")
     events_path = args.events
     parts_prefix = args.parts_prefix
     if args.out:
@@ -170,12 +214,13 @@ def main(argv: list[str] | None = None) -> int:
     init: dict[str, Any] = {}
     device_kind = args.device or "cpu"
     backend = None
-    forked: list[int] = []
+    parts: list[Any] = []
+    if rank == 0 and args.device is not None:
+        # Under torchrun nobody else starts the isolated sub-checks: start them now, so that
+        # their torch import runs beside this one.
+        parts = _start_parts(args.parts, specs, world, device_kind, parts_prefix, params, emit)
     try:
         if need_torch:
-            # Ask NVML, not the CUDA runtime, whether a GPU is there: the runtime check would
-            # initialise CUDA here and break CUDA in the sub-checks forked below.
-            os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
             t = time.perf_counter()
             import torch
             import torch.distributed as dist
@@ -185,10 +230,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.device is None:
                 device_kind = "cuda" if torch.cuda.is_available() else "cpu"
         runnable = [s for s in specs if s.skip_reason(world, device_kind) is None]
-        if rank == 0:
-            # Fork the isolated sub-checks now: torch is imported (the children need not import
-            # it again) and CUDA is not initialised yet (so the children may use it).
-            forked = _fork_parts(args.parts, runnable, parts_prefix, params, device_kind, emit)
+        if rank == 0 and args.device is None:
+            parts = _start_parts(args.parts, runnable, world, device_kind, parts_prefix, params, emit)
         from vllm_doctor.probes._common import Ctx, call_in_thread, result
 
         ctx = Ctx(rank=rank, world=world, local_rank=local_rank, device_kind=device_kind,
@@ -200,8 +243,13 @@ def main(argv: list[str] | None = None) -> int:
                 kwargs: dict[str, Any] = {"backend": backend}
                 if device_kind == "cuda":
                     kwargs["device_id"] = torch.device("cuda", local_rank)  # eager NCCL init
-                if world == 1 and "MASTER_ADDR" not in os.environ:
+                store_file = os.environ.get("VLLM_DOCTOR_STORE_FILE")
+                if world == 1 and "MASTER_ADDR" not in os.environ and not store_file:
                     kwargs.update(store=dist.HashStore(), rank=0, world_size=1)
+                elif store_file:
+                    # One node, started by the doctor: the ranks meet in a file of the run
+                    # directory, so no rendezvous port listens on any network interface.
+                    kwargs.update(store=dist.FileStore(store_file, world), rank=rank, world_size=world)
 
                 def init_pg() -> None:
                     if device_kind == "cuda":
@@ -210,9 +258,14 @@ def main(argv: list[str] | None = None) -> int:
                     if device_kind == "cpu":
                         dist.barrier()
 
-                # The rendezvous and the communicator set-up mostly wait: CUDA's start and
-                # the probes' local preparation (data, references, peer copies) run meanwhile.
-                init_job = call_in_thread(init_pg)
+                # The rendezvous and the communicator set-up mostly wait: CUDA's start, the
+                # probes' local preparation and the probes that need no communicator run
+                # meanwhile.
+                if (params.get("bench") or {}).get("init_first"):  # bench: no overlap at all
+                    init_job = call_in_thread(init_pg)
+                    init_job.join(float("inf"))
+                else:
+                    init_job = call_in_thread(init_pg)
             if device_kind == "cuda":
                 t = time.perf_counter()
                 torch.cuda.set_device(local_rank)
@@ -236,6 +289,22 @@ def main(argv: list[str] | None = None) -> int:
                     raise
             ctx.prepare_s[spec.name] = round(time.perf_counter() - t0, 4)
         init["prepare_s"] = round(time.perf_counter() - t, 4)
+    except Exception as err:  # noqa: BLE001
+        traceback.print_exc()
+        emit({"ev": "fatal", "error": f"{type(err).__name__}: {err}"})
+        _exit(3, parts)
+
+    # The probes that need no communicator run while the process group is still forming; the
+    # ones left when it is ready run after the collective probes, beside its teardown.
+    local = [s for s in specs if not s.collective]
+    collective = [s for s in specs if s.collective]
+    early: list[Any] = []
+    if init_job is not None:
+        while local and init_job.thread.is_alive():
+            spec = local.pop(0)
+            early.append(spec)
+            _run_spec(spec, ctx, emit, parts)
+    try:
         if init_job is not None:
             returned, seconds, err = init_job.join(float("inf"))
             if err is not None:
@@ -244,14 +313,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001
         traceback.print_exc()
         emit({"ev": "fatal", "error": f"{type(err).__name__}: {err}"})
-        _exit(3, forked)
+        _exit(3, parts)
     init["backend"] = backend
     init["device"] = device_kind
+    init["ran_while_forming"] = [s.name for s in early]
     emit(dict({"ev": "init"}, **init))
 
-    # Probes that use the process group first; then its teardown starts in the background
-    # while the probes that need no communicator run.
-    ordered = [s for s in specs if s.collective] + [s for s in specs if not s.collective]
     teardown = None
 
     def start_teardown():
@@ -267,25 +334,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return call_in_thread(destroy)
 
-    for spec in ordered:
+    for spec in collective + local:
         if teardown is None and not spec.collective and (backend is not None or ctx.hang_teardown == "soft"):
             teardown = start_teardown()
-        ctx.probe = spec.name
-        emit({"ev": "start", "probe": spec.name})
-        reason = spec.skip_reason(world, device_kind)
-        if reason:
-            res = result("skip", reason)
-            res["duration_s"] = 0.0
-        else:
-            module = _load_probe(spec.module)
-            fn = getattr(module, "run_" + spec.name.replace("-", "_"), None) or module.run
-            res = _run_one(fn, ctx)
-            if spec.name in ctx.prepare_s:
-                res.setdefault("metrics", {})["prepare_s"] = ctx.prepare_s[spec.name]
-        emit({"ev": "result", "probe": spec.name, "result": res})
-        if ctx.stop_after:
-            emit({"ev": "abort", "after": spec.name})
-            _exit(3, forked)
+        _run_spec(spec, ctx, emit, parts)
     if teardown is None and (backend is not None or ctx.hang_teardown == "soft"):
         teardown = start_teardown()
     emit({"ev": "done", "dynamo_imported": "torch._dynamo" in sys.modules})
@@ -305,92 +357,108 @@ def main(argv: list[str] | None = None) -> int:
         if err is not None:
             event["error"] = f"{type(err).__name__}: {err}"
         emit(event)
-    # Without the doctor's runner (torchrun), rank 0 waits for its forked sub-checks so that
-    # their results are in the output directory when the launcher returns.
-    _exit(0, forked, wait_s=0.0 if args.events else PART_WAIT_S)
+    # Without the doctor's runner (torchrun), rank 0 waits for its sub-checks so that their
+    # results are in the output directory when the launcher returns.
+    _exit(0, parts, wait_s=PART_WAIT_S)
     return 0
+
+
+def _run_spec(spec: Any, ctx: Any, emit: Events, parts: list[Any]) -> None:
+    """Run one probe (or report why it skips) and stream its result; leave after a sticky error."""
+    from vllm_doctor.probes._common import result
+
+    ctx.probe = spec.name
+    emit({"ev": "start", "probe": spec.name})
+    reason = spec.skip_reason(ctx.world, ctx.device_kind)
+    if reason:
+        res = result("skip", reason)
+        res["duration_s"] = 0.0
+    else:
+        module = _load_probe(spec.module)
+        fn = getattr(module, "run_" + spec.name.replace("-", "_"), None) or module.run
+        res = _run_one(fn, ctx)
+        if spec.name in ctx.prepare_s:
+            res.setdefault("metrics", {})["prepare_s"] = ctx.prepare_s[spec.name]
+    emit({"ev": "result", "probe": spec.name, "result": res})
+    if ctx.stop_after:
+        emit({"ev": "abort", "after": spec.name})
+        _exit(3, parts)
 
 
 PART_WAIT_S = 300.0
 
 
-def _exit(code: int, forked: list[int], wait_s: float = 0.0) -> None:
-    """Leave without running destructors (a poisoned CUDA context can abort in them); reap
-    forked sub-checks that finished (with ``wait_s``, wait that long for the others first;
-    those still running after it are killed)."""
+def _exit(code: int, parts: list[Any], wait_s: float = 0.0) -> None:
+    """Leave without running destructors (a poisoned CUDA context can abort in them). With
+    ``wait_s`` (torchrun), first wait that long for the sub-checks this rank started; those
+    still running after it are killed."""
     deadline = time.monotonic() + wait_s
-    pending = list(forked)
-    while pending:
-        for pid in list(pending):
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                done = pid
-            if done:
-                pending.remove(pid)
-        if not pending or time.monotonic() >= deadline:
-            break
-        time.sleep(0.05)
-    if wait_s:
-        import signal
+    pending = list(parts)
+    while pending and time.monotonic() < deadline:
+        pending = [p for p in pending if p.poll() is None]
+        if pending:
+            time.sleep(0.05)
+    import signal
 
-        for pid in pending:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+    for p in pending:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
 
 
-def _fork_parts(requested: str | None, runnable: list, prefix: str | None, params: dict,
-                device_kind: str, emit: Events) -> list[int]:
-    if requested == "none":
+def part_command(probe: str, part: str, events: str, device_kind: str, params: dict,
+                 python: str | None = None) -> list[str]:
+    """The command line of one isolated sub-check's process."""
+    return [python or sys.executable, "-m", "vllm_doctor.probes.worker", "--part", f"{probe}:{part}",
+            "--events", events, "--device", device_kind, "--params", json.dumps(params)]
+
+
+def _start_parts(requested: str | None, specs: list, world: int, device_kind: str,
+                 prefix: str | None, params: dict, emit: Events) -> list[Any]:
+    """Rank 0 under torchrun: start the isolated sub-checks of the selected probes."""
+    import subprocess
+
+    from vllm_doctor.probes.registry import BY_NAME
+
+    if requested == "none" or prefix is None:
         return []
     if requested:
         wanted = [tuple(x.split(":", 1)) for x in requested.split(",") if ":" in x]
     else:
-        wanted = [(s.name, p.name) for s in runnable for p in s.parts]
-    names = {s.name for s in runnable}
-    pids = []
+        wanted = [(s.name, p.name) for s in specs for p in s.parts]
+    names = {s.name for s in specs if s.skip_reason(world, device_kind) is None}
+    started = []
     for probe, part in wanted:
         if probe not in names:
             continue
-        events = f"{prefix}{probe}-{part}.jsonl" if prefix else None
-        log = f"{prefix}{probe}-{part}.log" if prefix else None
-        sys.stdout.flush()
-        sys.stderr.flush()
-        with warnings.catch_warnings():
-            # Python warns about fork() in a process with threads (torch may have started
-            # some). The child only runs its own sub-check with state it creates itself.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-        if pid == 0:  # the child: never returns
-            _part_child(probe, part, events, log, params, device_kind)
-        emit({"ev": "forked", "probe": probe, "part": part, "pid": pid, "events": events, "log": log})
-        try:
-            os.setpgid(pid, pid)  # its own process group: it outlives a failed worker group
-        except OSError:
-            pass
-        pids.append(pid)
-    return pids
+        pspec = next((p for p in BY_NAME[probe].parts if p.name == part), None)
+        if pspec is None:
+            continue
+        events, log = f"{prefix}{probe}-{part}.jsonl", f"{prefix}{probe}-{part}.log"
+        env = dict(os.environ, **pspec.env, VLLM_DOCTOR_PARENT_PID=str(os.getpid()), PYTHONUNBUFFERED="1")
+        with open(log, "wb") as log_fh:
+            popen = subprocess.Popen(part_command(probe, part, events, device_kind, params),
+                                     stdin=subprocess.DEVNULL, stdout=log_fh, stderr=subprocess.STDOUT,
+                                     env=env, start_new_session=True)
+        emit({"ev": "forked", "probe": probe, "part": part, "pid": popen.pid, "events": events, "log": log})
+        started.append(popen)
+    return started
 
 
-def _part_child(probe: str, part: str, events: str | None, log: str | None, params: dict,
-                device_kind: str) -> None:
+def run_part(probe: str, part: str, events: str | None, params: dict, device_kind: str) -> None:
+    """One isolated sub-check in this fresh process: its environment (say, the caching
+    allocator off) was set by whoever started it, before torch is imported here."""
     code = 0
     try:
-        if log:
-            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.dup2(fd, 1)
-            os.dup2(fd, 2)
-            os.close(fd)
         from vllm_doctor.probes.registry import BY_NAME
 
         spec = BY_NAME[probe]
         pspec = next(p for p in spec.parts if p.name == part)
-        os.environ.update(pspec.env)  # read by torch when CUDA is first used, after this
+        os.environ.update(pspec.env)  # read by torch when CUDA is first used
         device = device_kind if pspec.needs_cuda else "cpu"
         emit = Events(events, 0, echo=True)
         emit({"ev": "hello", "pid": os.getpid(), "probe": probe, "part": part, "world": 1})
@@ -398,9 +466,15 @@ def _part_child(probe: str, part: str, events: str | None, log: str | None, para
 
         ctx = Ctx(rank=0, world=1, local_rank=_env_int("LOCAL_RANK", 0), device_kind=device,
                   params=params, emit=emit, probe=probe, part=part)
+        t = time.perf_counter()
+        if spec.needs_torch:
+            import torch  # noqa: F401 - timed here, used by the sub-check
+        ctx.init["import_torch_s"] = round(time.perf_counter() - t, 4)
         emit({"ev": "start", "probe": probe, "part": part})
         module = _load_probe(spec.module)
         res = _run_one(getattr(module, "part_" + part), ctx)
+        if spec.needs_torch:
+            res.setdefault("metrics", {})["import_torch_s"] = ctx.init["import_torch_s"]
         emit({"ev": "result", "probe": probe, "part": part, "result": res})
         emit({"ev": "done"})
     except BaseException:  # noqa: BLE001

@@ -33,6 +33,18 @@ class FixSuggestion:
 
 
 @dataclass
+class RuleBase:
+    """What the findings were judged by: the rule base's version and the knowledge's reach."""
+
+    version: str  # "<package version>+<digest of the rule files>"
+    rules: int  # rules loaded (before --select/--ignore)
+    newest_release: str  # the newest vLLM release the generated knowledge covers
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": self.version, "rules": self.rules, "newest_release": self.newest_release}
+
+
+@dataclass
 class CheckDocument:
     facts: Facts
     findings: list[Finding]
@@ -44,6 +56,13 @@ class CheckDocument:
     notes: list[str] = field(default_factory=list)
     # vLLM's own messages found in the crash log (engine.logreport.CatalogueMessage)
     log_messages: list[Any] = field(default_factory=list)
+    strict: bool = False
+    rulebase: RuleBase | None = None
+    # the files the user passed, by option ("serve_config", "model_config", "report", "log"):
+    # SARIF, GitHub and GitLab findings point at the first that exists
+    inputs: dict[str, str] = field(default_factory=dict)
+    # strict-mode problems that fail the run whatever the findings are
+    strict_failures: list[str] = field(default_factory=list)
 
     # -- views ---------------------------------------------------------------
     def active(self, verdict: str) -> list[Finding]:
@@ -66,29 +85,40 @@ class CheckDocument:
         return sum(1 for f in self.applies if f.severity == severity)
 
     def failing(self) -> list[Finding]:
-        """Findings at or above --fail-on (the ones that make the exit code 1)."""
+        """Findings at or above --fail-on (the ones that make the exit code 1); with --strict,
+        undecided rules at or above it too: the gate could not prove they do not apply."""
         if self.fail_on == "never":
             return []
         threshold = SEVERITY_RANK[self.fail_on]
-        return [f for f in self.applies if SEVERITY_RANK[f.severity] >= threshold]
+        chosen = self.applies + (self.undecided if self.strict else [])
+        return [f for f in chosen if SEVERITY_RANK[f.severity] >= threshold]
+
+    def is_failing(self, finding: Finding) -> bool:
+        return any(f is finding for f in self.failing())
 
     def summary_line(self) -> str:
         parts = [f"{self.count(s)} {s}{'s' if self.count(s) != 1 and s != 'info' else ''}"
                  for s in ("error", "warning", "info")]
         extra = f", {len(self.undecided)} undecided" if self.undecided else ""
         extra += f", {len(self.suppressed)} ignored" if self.suppressed else ""
+        undecided_failing = [f for f in self.failing() if f.verdict == UNDECIDED]
+        tail = (f"; --strict: {len(undecided_failing)} undecided at or above --fail-on "
+                f"{self.fail_on} fail the run" if undecided_failing else "")
         return (f"{', '.join(parts)}{extra} ({self.rules_checked} rules checked in "
-                f"{self.duration_s:.2f} s)")
+                f"{self.duration_s:.2f} s){tail}")
 
     def to_dict(self) -> dict[str, Any]:
         def finding(f: Finding) -> dict[str, Any]:
             data = f.to_dict()
             data["suggestions"] = [s.to_dict() for s in self.suggestions.get(f.rule.code, [])]
+            data["document"] = f"vllm-doctor explain {f.rule.code}"
+            data["failing"] = self.is_failing(f)
             return data
 
         return {
             "schema_version": DOCUMENT_SCHEMA_VERSION,
             "tool": {"name": "vllm-doctor", "version": __version__},
+            "rulebase": self.rulebase.to_dict() if self.rulebase else None,
             "summary": {
                 "errors": self.count("error"),
                 "warnings": self.count("warning"),
@@ -97,6 +127,7 @@ class CheckDocument:
                 "suppressed": len(self.suppressed),
                 "rules_checked": self.rules_checked,
                 "fail_on": self.fail_on,
+                "strict": self.strict,
                 "failing": [f.rule.code for f in self.failing()],
                 "duration_s": round(self.duration_s, 4),
             },

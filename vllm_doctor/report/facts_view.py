@@ -207,3 +207,90 @@ def _render_devices(facts: Facts, console: Any) -> None:
             continue
         console.print(f"      GPU{link.get('a')} ↔ GPU{link.get('b')}: {link.get('link')}, "
                       f"P2P read {link.get('p2p_read')}, write {link.get('p2p_write')}")
+
+
+def _digest_parts(facts: Facts, section: Section) -> list[str]:
+    """The few values that say what a section found, for the one-line summary of `check`."""
+    v = facts.value
+    parts: list[str] = []
+    if section.title == "Stack":
+        if v("vllm.version"):
+            parts.append(f"vLLM {v('vllm.version')}")
+        if v("torch.version"):
+            cuda = f" (CUDA {v('torch.cuda_version')})" if v("torch.cuda_version") else ""
+            parts.append(f"torch {v('torch.version')}{cuda}")
+        if v("driver.version"):
+            cuda = f" (CUDA {v('driver.cuda_version')})" if v("driver.cuda_version") else ""
+            parts.append(f"driver {v('driver.version')}{cuda}")
+    elif section.title == "GPUs and links":
+        names = v("gpu.names") or []
+        if names:
+            unique = list(dict.fromkeys(map(str, names)))
+            parts.append(f"{len(names)} × {unique[0]}" if len(unique) == 1 else ", ".join(unique))
+        caps = sorted(set(v("gpu.capabilities") or []))
+        if caps:
+            parts.append("sm_" + "/".join(map(str, caps)))
+        if v("topology.worst_link"):
+            parts.append(f"worst link {v('topology.worst_link')}")
+        if v("gpu.mig_enabled"):
+            parts.append("MIG on")
+    elif section.title == "Model":
+        name = v("model.id") or ", ".join(map(str, v("model.architectures") or []))
+        if name:
+            parts.append(str(name))
+        if v("model.id") and v("model.architectures"):
+            parts.append(", ".join(map(str, v("model.architectures"))))
+        quant = " ".join(str(x) for x in (v("model.quant_method"), v("model.quant_algo")) if x)
+        if quant:
+            parts.append(quant)
+        if v("model.dtype"):
+            parts.append(str(v("model.dtype")))
+        if isinstance(v("model.weights_bytes"), int):
+            parts.append(f"{format_bytes(v('model.weights_bytes'))} of weights")
+    elif section.title == "Serve arguments":
+        skip = {"serve.model", "serve.argv", "serve.flags", "serve.legacy_flags", "serve.unknown_flags"}
+        # the knobs most rules look at first, then the rest; whole JSON options are left to -v
+        # (their parts, like serve.speculative_method, are facts of their own)
+        first = [p for p in section.summary if p not in skip]
+        given = sorted(((p, f) for p, f in facts.area("serve")
+                        if f.source == Source.SERVE and p not in skip
+                        and not isinstance(f.value, dict)),
+                       key=lambda item: (first.index(item[0]) if item[0] in first else len(first),
+                                         item[0]))
+        shown = [f"{p[len('serve.'):]}={format_value(p, f.value)}" for p, f in given[:6]]
+        if len(given) > 6:
+            shown.append(f"… {len(given) - 6} more")
+        if v("serve.model"):
+            parts.append(str(v("serve.model")))
+        parts.extend(shown)
+        for key in ("serve.unknown_flags", "serve.legacy_flags"):
+            if v(key):
+                parts.append(f"{key[len('serve.'):].replace('_', ' ')}: {format_value(key, v(key))}")
+    return parts
+
+
+def section_digest(facts: Facts, section: Section, said: set[str] | None = None) -> tuple[str, str]:
+    """(mark, one line) for a section: its key values, then what is missing.
+
+    ``said`` holds the reasons the report has already printed; one that is in it is not
+    repeated (one NVML error, one line).
+    """
+    mark, why = section_status(facts, section)
+    if why.endswith("fact(s) missing"):
+        why = ""  # the count follows below
+    parts = _digest_parts(facts, section)
+    missing = [p for p, r in facts.missing.items() if _in_areas(p, section.areas) and r != why]
+    text = ", ".join(parts)
+    if why and why not in (said or set()):
+        text = f"{text} — {why}" if text else why
+        if said is not None:
+            said.add(why)
+    elif why:
+        head = why.split(":", 1)[0].split(" (", 1)[0]
+        head = head if len(head) <= 60 else head[:59] + "…"
+        text = f"{text} — {head} (reason above)" if text else f"{head} (reason above)"
+    elif not text:
+        text = "nothing to report"
+    if missing:
+        text += f" ({len(missing)} fact{'s' if len(missing) != 1 else ''} missing: -v lists them)"
+    return mark, text

@@ -1,34 +1,64 @@
-"""Machine formats of the check document: JSON, markdown (GitHub issues), SARIF, JUnit XML."""
+"""Machine formats of the check document: JSON, markdown (GitHub issues), SARIF 2.1.0 (code
+scanning), JUnit XML, GitHub workflow annotations and GitLab Code Quality JSON.
+
+Every format agrees with the exit code: what it marks as failing is exactly
+``CheckDocument.failing()`` (findings at or above --fail-on; with --strict, undecided rules at
+or above it too).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
-from typing import Any
+import os
+import re
 from html import escape as _escape
+from pathlib import Path
+from typing import Any, Callable
 
 from vllm_doctor import __version__
 from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, Finding
 from vllm_doctor.engine.fixstate import UNVERSIONED
 from vllm_doctor.report.document import CheckDocument
+from vllm_doctor.report.output import dump_json, json_safe
+
+# the SARIF location of findings when no input file was passed: the serve line is no file
+PLACEHOLDER_URI = "vllm-serve"
+
+# characters XML 1.0 cannot carry at all (ANSI colour codes in crash logs are the usual case)
+_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    """Text safe inside an XML element or attribute: illegal characters spelled as \\xNN."""
+    return _XML_ILLEGAL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
 
 def xml_escape(text: str) -> str:
-    return _escape(text, quote=False)
+    return _escape(xml_text(text), quote=False)
 
 
 def quoteattr(text: str) -> str:
-    return f'"{_escape(text, quote=True)}"'
+    return f'"{_escape(xml_text(text), quote=True)}"'.replace("\n", "&#10;")
 
 
 SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
 
 def render_json(doc: CheckDocument) -> str:
-    return json.dumps(doc.to_dict(), indent=2, default=str) + "\n"
+    return dump_json(doc.to_dict())
 
 
 def _md_cell(value: Any) -> str:
     text = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _rulebase_line(doc: CheckDocument) -> str:
+    if not doc.rulebase:
+        return f"vllm-doctor {__version__}"
+    return (f"vllm-doctor {__version__} · rule base {doc.rulebase.version} · knowledge up to "
+            f"vLLM {doc.rulebase.newest_release}")
 
 
 def render_markdown(doc: CheckDocument) -> str:
@@ -61,7 +91,8 @@ def render_markdown(doc: CheckDocument) -> str:
                 f"({n} rule{'s' if n != 1 else ''} need{'s' if n == 1 else ''} more facts)</summary>", ""]
         for f in doc.undecided:
             needs = ", ".join(f"`{m.path}` ({m.reason})" for m in f.missing) or "vLLM version"
-            out.append(f"- `{f.rule.code}` {f.rule.summary} — missing {needs}")
+            strict = " **(fails the run: --strict)**" if doc.is_failing(f) else ""
+            out.append(f"- `{f.rule.code}` {f.rule.summary} — missing {needs}{strict}")
         out += ["", "</details>", ""]
     if doc.log_messages:
         out += ["### vLLM messages in the log", ""]
@@ -79,79 +110,306 @@ def render_markdown(doc: CheckDocument) -> str:
         out.append(f"| `{path}` | {_md_cell(fact.value)} | {_md_cell(fact.describe_source())} |")
     for key, reason in sorted(doc.facts.missing.items()):
         out.append(f"| `{key}` | _not available_ | {_md_cell(reason)} |")
-    out += ["", "</details>", "", f"<sub>vllm-doctor {__version__}</sub>", ""]
+    out += ["", "</details>", ""]
+    for note in doc.notes:
+        out.append(f"> {note.replace(chr(10), ' ')}")
+    out += ["", f"<sub>{_rulebase_line(doc)}</sub>", ""]
     return "\n".join(out)
 
 
+# -- locations -------------------------------------------------------------------------------
+
+class Location:
+    """Where a finding points in the repository: an input file and a line, or the placeholder."""
+
+    def __init__(self, uri: str, line: int | None, path: Path | None):
+        self.uri = uri
+        self.line = line
+        self.path = path  # the file on disk, None for the placeholder
+
+    @property
+    def is_file(self) -> bool:
+        return self.path is not None
+
+
+def _relative_uri(path: Path) -> str:
+    """A path relative to the working directory when it is under it (how code scanning and
+    GitLab name repository files), else an absolute file URI."""
+    resolved = path.resolve()
+    try:
+        return resolved.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return resolved.as_uri()
+
+
+def _line_of(path: Path, needles: list[str]) -> int | None:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for needle in needles:
+        if not needle:
+            continue
+        for number, line in enumerate(lines, 1):
+            if needle in line:
+                return number
+    return None
+
+
+def location(doc: CheckDocument, f: Finding) -> Location:
+    """The input file a finding is about, in the order a user would fix it: the serve config
+    line its serve evidence names, the config.json key its model evidence names, the log line
+    it matched, else the first input file given, else the placeholder."""
+    serve_config = doc.inputs.get("serve_config")
+    model_config = doc.facts.value("model.config_path") if doc.inputs.get("model_config") else None
+    log = doc.inputs.get("log")
+    for area_wanted, file in (("serve", serve_config), ("model", model_config)):
+        if not file or not Path(str(file)).is_file():
+            continue
+        path = Path(str(file))
+        for ev in f.evidence:
+            area, _, key = ev.path.partition(".")
+            if area != area_wanted:
+                continue
+            needles = ([f"{key.replace('_', '-')}:", f"{key}:"] if area == "serve"
+                       else [f'"{key}"'])
+            return Location(_relative_uri(path), _line_of(path, needles), path)
+    if f.log_matches and log and Path(log).is_file():
+        head = f.log_matches[0].lstrip("…")[:80]
+        return Location(_relative_uri(Path(log)), _line_of(Path(log), [head]), Path(log))
+    for candidate in (serve_config, model_config, doc.inputs.get("report"), log):
+        if candidate and Path(str(candidate)).is_file():
+            return Location(_relative_uri(Path(str(candidate))), None, Path(str(candidate)))
+    return Location(PLACEHOLDER_URI, None, None)
+
+
+def _fingerprint(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def value_text(value: Any) -> str:
+    """A fact's value as a reader writes it: lists joined, NaN spelled, no Python repr."""
+    value = json_safe(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(value_text(v) for v in value) or "(none)"
+    if isinstance(value, dict):
+        return json.dumps(value, default=str, sort_keys=True)
+    return str(value)
+
+
+def _evidence_text(f: Finding) -> str:
+    return "; ".join(f"{e.path}={value_text(e.value)} ({e.source})" for e in f.evidence)
+
+
+def _message(doc: CheckDocument, f: Finding) -> str:
+    if f.verdict == UNDECIDED:
+        needs = ", ".join(m.path for m in f.missing) or "the vLLM version"
+        strict = " (--strict fails the run on it)" if doc.is_failing(f) else ""
+        return f"{f.rule.code} cannot be decided{strict}: {f.rule.summary}. Missing: {needs}"
+    text = f"{f.rule.summary}. Evidence: {_evidence_text(f) or 'crash log'}"
+    if f.rule.fix and f.rule.fix.version:
+        text += f". Fix: upgrade to vLLM {f.rule.fix.version} or later"
+    suggestions = doc.suggestions.get(f.rule.code, [])
+    if suggestions:
+        text += f". Workaround: {suggestions[0].title}"
+    return text
+
+
+# -- SARIF 2.1.0 -----------------------------------------------------------------------------
+
+_PRECISION = {"high": "very-high", "medium": "high", "low": "medium"}
+_PROBLEM_SEVERITY = {"error": "error", "warning": "warning", "info": "recommendation"}
+
+
+def _sarif_rule(f: Finding) -> dict[str, Any]:
+    from vllm_doctor.commands.explain import rule_markdown
+
+    rule = f.rule
+    document = rule_markdown(rule)
+    entry: dict[str, Any] = {
+        "id": rule.code,
+        "name": rule.slug,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": rule.summary},
+        "help": {"text": f"{document}\nRun `vllm-doctor explain {rule.code}` for this document.",
+                 "markdown": document},
+        "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
+        "properties": {
+            "tags": ["vllm", rule.category.lower(), rule.phase],
+            "precision": _PRECISION.get(rule.confidence, "medium"),
+            "problem.severity": _PROBLEM_SEVERITY[rule.severity],
+            "confidence": rule.confidence,
+            "phase": rule.phase,
+            "references": list(rule.references),
+        },
+    }
+    if rule.references:
+        entry["helpUri"] = rule.references[0]
+    return entry
+
+
 def render_sarif(doc: CheckDocument) -> str:
+    """SARIF 2.1.0 for code scanning. Results: the findings that apply (ignored ones carry a
+    suppression) and, under --strict, the undecided rules that fail the run. The other
+    undecided rules are listed in the run's properties, not as results: a "cannot decide" is
+    no alert to keep open in code scanning."""
+    reported = doc.applies + [f for f in doc.undecided if doc.is_failing(f)] + doc.suppressed
     rules_seen: dict[str, Finding] = {}
-    for f in doc.applies + doc.undecided:
+    for f in reported:
         rules_seen.setdefault(f.rule.code, f)
-    driver_rules = [{
-        "id": code,
-        "name": f.rule.slug,
-        "shortDescription": {"text": f.rule.summary},
-        "fullDescription": {"text": f.rule.details.strip()[:2000]},
-        "helpUri": f.rule.references[0] if f.rule.references else f.rule.url,
-        "defaultConfiguration": {"level": SARIF_LEVEL[f.rule.severity]},
-        "properties": {"confidence": f.rule.confidence, "phase": f.rule.phase},
-    } for code, f in sorted(rules_seen.items())]
+    driver_rules = [_sarif_rule(f) for _, f in sorted(rules_seen.items())]
     index = {r["id"]: i for i, r in enumerate(driver_rules)}
     results = []
-    for f in doc.applies:
-        evidence = "; ".join(f"{e.path}={e.value} ({e.source})" for e in f.evidence)
-        results.append({
+    for f in reported:
+        where = location(doc, f)
+        physical: dict[str, Any] = {"artifactLocation": {"uri": where.uri}}
+        if where.line:
+            physical["region"] = {"startLine": where.line}
+        result: dict[str, Any] = {
             "ruleId": f.rule.code,
             "ruleIndex": index[f.rule.code],
-            "level": SARIF_LEVEL[f.rule.severity],
-            "message": {"text": f"{f.rule.summary}. Evidence: {evidence or 'crash log'}"},
-            "properties": {"confidence": f.confidence, "verdict": APPLIES,
-                           "fix_state": f.fix_state.to_dict() if f.fix_state else None},
-        })
-    for f in doc.undecided:
-        results.append({
-            "ruleId": f.rule.code,
-            "ruleIndex": index[f.rule.code],
-            "level": "none",
-            "kind": "review",
-            "message": {"text": f"cannot decide: missing {', '.join(m.path for m in f.missing)}"},
-            "properties": {"verdict": UNDECIDED},
-        })
+            "kind": "fail",
+            "level": SARIF_LEVEL[f.severity],
+            "message": {"text": _message(doc, f)},
+            "locations": [{"physicalLocation": physical}],
+            "partialFingerprints": {"vllmDoctorFinding/v1": _fingerprint(f.rule.code, where.uri)},
+            "properties": {"verdict": f.verdict, "confidence": f.confidence,
+                           "failing": doc.is_failing(f),
+                           "fix_state": f.fix_state.to_dict() if f.fix_state else None,
+                           "evidence": [e.to_dict() for e in f.evidence]},
+        }
+        if f.suppressed:
+            result["suppressions"] = [{"kind": "external", "status": "accepted",
+                                       "justification": f.suppressed}]
+        results.append(result)
+    run: dict[str, Any] = {
+        "tool": {"driver": {"name": "vllm-doctor", "version": __version__,
+                            "semanticVersion": __version__, "rules": driver_rules}},
+        "results": results,
+        "columnKind": "unicodeCodePoints",
+        "properties": {
+            "rulebase": doc.rulebase.to_dict() if doc.rulebase else None,
+            "fail_on": doc.fail_on, "strict": doc.strict,
+            "summary": doc.summary_line(), "notes": doc.notes,
+            "undecided": [{"code": f.rule.code, "severity": f.severity,
+                           "missing": [m.to_dict() for m in f.missing]}
+                          for f in doc.undecided if not doc.is_failing(f)],
+        },
+    }
     sarif = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "vllm-doctor", "version": __version__,
-                                "informationUri": "https://github.com/vllm-doctor/vllm-doctor",
-                                "rules": driver_rules}},
-            "results": results,
-        }],
+        "runs": [run],
     }
-    return json.dumps(sarif, indent=2, default=str) + "\n"
+    return dump_json(sarif)
 
+
+# -- JUnit XML -------------------------------------------------------------------------------
 
 def render_junit(doc: CheckDocument) -> str:
+    """One test case per rule checked. A failure is exactly a finding that sets exit code 1;
+    a finding below --fail-on passes with its text in system-out; an ignored finding and an
+    undecided rule are skipped with the reason."""
     cases = []
     failures = skipped = 0
     for f in sorted(doc.findings, key=lambda f: f.rule.code):
         name = quoteattr(f"{f.rule.code} {f.rule.slug}")
         head = f'    <testcase classname="vllm-doctor.{f.rule.category}" name={name}>'
+        body = "\n".join(f"{e.path} = {value_text(e.value)} ({e.source})" for e in f.evidence)
+        body += "".join(f"\nseen in the log: {line}" for line in f.log_matches)
         if f.suppressed:
             skipped += 1
             cases.append(f"{head}<skipped message={quoteattr('ignored: ' + f.suppressed)}/></testcase>")
-        elif f.verdict == APPLIES:
+        elif doc.is_failing(f):
             failures += 1
-            body = "\n".join(f"{e.path} = {e.value} ({e.source})" for e in f.evidence)
-            cases.append(f"{head}<failure type={quoteattr(f.severity)} message={quoteattr(f.rule.summary)}>"
+            message = f.rule.summary if f.verdict == APPLIES else (
+                "cannot decide (--strict): " + f.rule.summary)
+            if f.verdict == UNDECIDED:
+                body = "missing: " + ", ".join(f"{m.path} ({m.reason})" for m in f.missing)
+            cases.append(f"{head}<failure type={quoteattr(f.severity)} message={quoteattr(message)}>"
                          f"{xml_escape(body)}</failure></testcase>")
+        elif f.verdict == APPLIES:
+            text = (f"{f.severity} below --fail-on {doc.fail_on}: {f.rule.summary}\n{body}").strip()
+            cases.append(f"{head}<system-out>{xml_escape(text)}</system-out></testcase>")
         elif f.verdict == UNDECIDED:
             skipped += 1
-            msg = "cannot decide: missing " + ", ".join(m.path for m in f.missing)
+            msg = "cannot decide: missing " + (", ".join(m.path for m in f.missing) or "the vLLM version")
             cases.append(f"{head}<skipped message={quoteattr(msg)}/></testcase>")
         else:
             assert f.verdict == NOT_APPLIES
             cases.append(f"{head}</testcase>")
+    properties = {"fail_on": doc.fail_on, "strict": str(doc.strict).lower()}
+    if doc.rulebase:
+        properties.update({"rulebase": doc.rulebase.version,
+                           "knowledge_newest_release": doc.rulebase.newest_release})
+    props = "".join(f"\n      <property name={quoteattr(k)} value={quoteattr(v)}/>"
+                    for k, v in properties.items())
     return ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             f'<testsuites name="vllm-doctor">\n  <testsuite name="vllm-doctor check" '
             f'tests="{len(cases)}" failures="{failures}" errors="0" skipped="{skipped}" '
-            f'time="{doc.duration_s:.3f}">\n' + "\n".join(cases) + "\n  </testsuite>\n</testsuites>\n")
+            f'time="{doc.duration_s:.3f}">\n    <properties>{props}\n    </properties>\n'
+            + "\n".join(cases) + "\n  </testsuite>\n</testsuites>\n")
+
+
+# -- GitHub workflow commands ----------------------------------------------------------------
+
+def _gh_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_property(text: str) -> str:
+    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+_GH_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def render_github(doc: CheckDocument) -> str:
+    """Workflow-command annotations (`::error file=…,line=…,title=…::message`), one per finding
+    that applies and one per undecided rule that fails the run under --strict."""
+    lines = []
+    for f in doc.applies + [u for u in doc.undecided if doc.is_failing(u)]:
+        where = location(doc, f)
+        level = "error" if doc.is_failing(f) else _GH_LEVEL[f.severity]
+        if level == "error" and not doc.is_failing(f):
+            level = "warning"
+        props = []
+        if where.is_file and not where.uri.startswith("file:"):
+            props.append(f"file={_gh_property(where.uri)}")
+            if where.line:
+                props.append(f"line={where.line}")
+        props.append(f"title={_gh_property(f'{f.rule.code} {f.rule.summary}')}")
+        message = _message(doc, f) + f"\nMore: vllm-doctor explain {f.rule.code}"
+        lines.append(f"::{level} {','.join(props)}::{_gh_data(message)}")
+    return "".join(line + "\n" for line in lines)
+
+
+# -- GitLab Code Quality ---------------------------------------------------------------------
+
+_GITLAB_SEVERITY = {"error": "critical", "warning": "major", "info": "info"}
+
+
+def render_gitlab(doc: CheckDocument) -> str:
+    """GitLab Code Quality report: a JSON array of issues with description, check_name,
+    fingerprint, severity and location (path, lines.begin)."""
+    issues = []
+    for f in doc.applies + [u for u in doc.undecided if doc.is_failing(u)]:
+        where = location(doc, f)
+        issues.append({
+            "type": "issue",
+            "description": _message(doc, f),
+            "check_name": f.rule.code,
+            "categories": ["Bug Risk"],
+            "fingerprint": hashlib.md5(f"{f.rule.code}\0{where.uri}\0{f.verdict}".encode(),
+                                       usedforsecurity=False).hexdigest(),
+            "severity": _GITLAB_SEVERITY[f.severity] if f.verdict == APPLIES else "major",
+            "location": {"path": where.uri if not where.uri.startswith("file:") else
+                         os.path.basename(where.uri), "lines": {"begin": where.line or 1}},
+        })
+    return dump_json(issues)
+
+
+RENDERERS: dict[str, Callable[[CheckDocument], str]] = {
+    "json": render_json, "markdown": render_markdown, "sarif": render_sarif,
+    "junit": render_junit, "github": render_github, "gitlab": render_gitlab,
+}

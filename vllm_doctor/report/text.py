@@ -87,41 +87,77 @@ def _log_messages(console: Console, doc: CheckDocument) -> None:
             console.print(f"      {escape(m.note)}")
 
 
-def render_text(doc: CheckDocument, console: Console, verbose: bool = False) -> None:
-    from vllm_doctor.report.facts_view import render_facts, shown_notes
+def root_reason(reason: str) -> str:
+    """The reason at the end of a chain: "needs a: needs b: NVML not found" → "NVML not found"."""
+    while reason.startswith("needs ") and ": " in reason:
+        reason = reason.split(": ", 1)[1]
+    return reason
 
-    render_facts(doc.facts, console, verbose=verbose, only=FACT_SECTIONS, notes=False)
+
+def _undecided(console: Console, doc: CheckDocument, verbose: bool, said: set[str]) -> None:
+    n = len(doc.undecided)
+    failing = [f for f in doc.undecided if doc.is_failing(f)]
+    strict = f", {len(failing)} fail the run under --strict" if failing else ""
+    console.print(f"{UNKNOWN} [bold]Cannot decide[/] ({n} rule{'s' if n != 1 else ''} "
+                  f"need{'s' if n == 1 else ''} more facts{strict})")
+    # the failing ones always; the rest up to 8 unless -v
+    shown = doc.undecided if verbose else (failing + [f for f in doc.undecided if f not in failing])[:max(8, len(failing))]
+    for f in shown:
+        needs = ", ".join(m.path for m in f.missing) or "the vLLM version"
+        mark = "[red]✗[/]" if doc.is_failing(f) else "[cyan]?[/]"
+        console.print(f"  {mark} {f.rule.code} {escape(f'[{f.severity}]')} {escape(f.rule.summary)}")
+        console.print(f"      missing: {escape(needs)}")
+    if len(doc.undecided) > len(shown):
+        console.print(f"  [dim]… {len(doc.undecided) - len(shown)} more (-v lists them)[/]")
+    # why each fact is missing and how to supply it: one line per reason, however many
+    # facts and rules share it
+    reasons: dict[str, tuple[list[str], list[str]]] = {}
+    for f in doc.undecided:
+        for m in f.missing:
+            paths, hows = reasons.setdefault(root_reason(m.reason), ([], []))
+            if m.path not in paths:
+                paths.append(m.path)
+            if m.how not in hows:
+                hows.append(m.how)
+    console.print("    to decide them:")
+    for reason, (paths, hows) in reasons.items():
+        said.add(reason)
+        more = f" (+{len(paths) - 3})" if len(paths) > 3 else ""
+        console.print(f"      {escape(', '.join(paths[:3]))}{more}: {escape(reason)}")
+        for how in hows:
+            if how not in reason:
+                console.print(f"        [dim]→ {escape(how)}[/]")
+
+
+def render_text(doc: CheckDocument, console: Console, verbose: bool = False,
+                quiet: bool = False) -> None:
+    """Findings first, then what could not be decided, then the facts: a line per section
+    (every fact with its source under ``verbose``). ``quiet``: the findings alone."""
+    from vllm_doctor.report.facts_view import SECTIONS, render_facts, section_digest, shown_notes
+
     applies = doc.applies
+    if quiet:
+        for f in applies:
+            _finding(console, doc, f, verbose)
+        for f in doc.undecided:
+            if doc.is_failing(f):
+                needs = ", ".join(m.path for m in f.missing) or "the vLLM version"
+                console.print(f"  [red]✗[/] {f.rule.code} {escape(f'[{f.severity}]')} cannot decide "
+                              f"(--strict): {escape(f.rule.summary)} — missing {escape(needs)}")
+        return
     worst = FAIL if doc.count("error") else (WARN if applies or doc.undecided else OK)
-    console.print(f"{worst} [bold]Known failures[/] ({doc.rules_checked} rules)")
+    base = ""
+    if doc.rulebase:
+        base = (f"; rule base {doc.rulebase.version}, knowledge up to vLLM "
+                f"{doc.rulebase.newest_release}")
+    console.print(f"{worst} [bold]Known failures[/] ({doc.rules_checked} rules{escape(base)})")
     if not applies:
         console.print("    none of the known failures applies")
     for f in applies:
         _finding(console, doc, f, verbose)
+    said: set[str] = set()
     if doc.undecided:
-        n = len(doc.undecided)
-        console.print(f"{UNKNOWN} [bold]Cannot decide[/] ({n} rule{'s' if n != 1 else ''} "
-                      f"need{'s' if n == 1 else ''} more facts)")
-        shown = doc.undecided if verbose else doc.undecided[:8]
-        for f in shown:
-            needs = ", ".join(m.path for m in f.missing) or "the vLLM version"
-            console.print(f"  [cyan]?[/] {f.rule.code} {escape(f.rule.summary)}")
-            console.print(f"      missing: {escape(needs)}")
-        if len(doc.undecided) > len(shown):
-            console.print(f"  [dim]… {len(doc.undecided) - len(shown)} more (-v lists them)[/]")
-        # why each fact is missing and how to supply it, once per reason
-        reasons: dict[tuple[str, str], list[str]] = {}
-        for f in doc.undecided:
-            for m in f.missing:
-                paths = reasons.setdefault((m.reason, m.how), [])
-                if m.path not in paths:
-                    paths.append(m.path)
-        console.print("    to decide them:")
-        for (reason, how), paths in reasons.items():
-            more = f" (+{len(paths) - 3})" if len(paths) > 3 else ""
-            console.print(f"      {escape(', '.join(paths[:3]))}{more}: {escape(reason)}")
-            if how not in reason:
-                console.print(f"        [dim]→ {escape(how)}[/]")
+        _undecided(console, doc, verbose, said)
     if doc.log_messages:
         _log_messages(console, doc)
     for f in doc.suppressed:
@@ -131,8 +167,15 @@ def render_text(doc: CheckDocument, console: Console, verbose: bool = False) -> 
         for p in doc.probes:
             console.print(f"    {p.get('name')}: {p.get('status')} {escape(str(p.get('reason') or ''))}")
     if verbose:
+        render_facts(doc.facts, console, verbose=True, only=FACT_SECTIONS, notes=False)
         clear = sorted(f.rule.code for f in doc.findings if f.verdict == NOT_APPLIES)
         console.print(f"[dim]does not apply: {', '.join(clear) or '(none)'}[/]")
         console.print(f"[dim]checked in {doc.duration_s:.3f} s[/]")
-    for note in doc.notes + shown_notes(doc.facts):
+    else:
+        marks = {"✓": OK, "!": WARN, "✗": FAIL}
+        for section in SECTIONS:
+            if section.title in FACT_SECTIONS:
+                mark, line = section_digest(doc.facts, section, said)
+                console.print(f"{marks[mark]} [bold]{escape(section.title)}[/]: {escape(line)}")
+    for note in dict.fromkeys(doc.notes + shown_notes(doc.facts)):
         console.print(f"[dim]note: {escape(note)}[/]")

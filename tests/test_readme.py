@@ -1,0 +1,54 @@
+"""The README's example output is the tool's real output.
+
+Every block marked `<!-- readme-output: ARGS -->` holds `$ vllm-doctor ARGS` followed by what
+that command prints (stdout, then the summary line from stderr), with the bundled examples'
+directory written as `.../vllm_doctor/examples` and the timing as printed when the block was
+made (timings are compared as `N.NN s`). After an intended change of the output or the rules:
+
+    UPDATE_README=1 python -m pytest tests/test_readme.py
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from test_cli_check import doctor
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+EXAMPLES = ROOT / "vllm_doctor" / "examples"
+BLOCK = re.compile(r"(<!-- readme-output: (?P<args>[^>]+?) -->\n```\n)(?P<body>.*?)(```)", re.S)
+TIMING = re.compile(r"in \d+\.\d+ s\)")
+
+
+def real_output(args: str) -> str:
+    run = doctor(*args.split())
+    text = run.stdout + run.stderr
+    return f"$ vllm-doctor {args}\n" + text.replace(str(EXAMPLES), ".../vllm_doctor/examples")
+
+
+def test_readme_blocks_are_real_output():
+    readme = README.read_text(encoding="utf-8")
+    blocks = list(BLOCK.finditer(readme))
+    assert blocks, "the README shows no checked output"
+    if os.environ.get("UPDATE_README"):
+        readme = BLOCK.sub(lambda m: m.group(1) + real_output(m.group("args")) + m.group(4), readme)
+        README.write_text(readme, encoding="utf-8")
+        blocks = list(BLOCK.finditer(readme))
+    for block in blocks:
+        expected = TIMING.sub("in N.NN s)", block.group("body"))
+        actual = TIMING.sub("in N.NN s)", real_output(block.group("args")))
+        assert expected == actual, f"README block `{block.group('args')}` is stale: UPDATE_README=1"
+
+
+def test_readme_names_no_stale_rule_count_or_fix_version():
+    readme = README.read_text(encoding="utf-8")
+    rules = len(doctor("rules", "list", "--format", "json").stdout.split('"code":')) - 1
+    for match in re.finditer(r"\b(\d+) rules\b", readme):
+        context = readme[max(0, match.start() - 80):match.end()]
+        if "bench" in context or "synthetic" in context:
+            continue  # a measurement of its time, not a claim about today's rule base
+        assert int(match.group(1)) == rules, context
+    assert "0.24.0 or later" not in readme

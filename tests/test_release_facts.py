@@ -1,0 +1,171 @@
+"""facts/release.py over the shipped knowledge (generated from the real release wheels),
+with real model configs from tests/fixtures/models, and the rules that read the facts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, evaluate_rule
+from vllm_doctor.engine.loader import load_rule_file
+from vllm_doctor.facts.collect import CollectOptions, collect_facts
+
+REPO = Path(__file__).resolve().parent.parent
+MODELS = REPO / "tests" / "fixtures" / "models"
+
+
+def facts_for(serve: str, vllm: str | None = None, model: str | None = None, **kw):
+    return collect_facts(CollectOptions(
+        serve_string=serve, vllm_version=vllm, probe_machine=False,
+        model_config=MODELS / model if model else None, **kw))
+
+
+def verdict(code: str, facts) -> str:
+    path = next(REPO.glob(f"rules/*/{code}.yaml"))
+    rule, problems = load_rule_file(path)
+    assert rule is not None, problems
+    return evaluate_rule(rule, facts).verdict
+
+
+def test_typo_with_a_known_version_is_an_args100_error():
+    facts = facts_for("vllm serve m --tensor-parallel-sise 2 --max-model-len 8k", "0.10.0")
+    assert facts.value("release.judged") == "0.10.0"
+    assert facts.value("release.unaccepted_options") == ["--tensor-parallel-sise"]
+    hint = facts.value("release.option_hints")[0]
+    assert "no release 0.8.0–0.33.0 accepts it" in hint
+    assert hint.endswith("nearest valid spelling --tensor-parallel-size")
+    assert facts.value("release.corrected_command") == (
+        "vllm serve m --tensor-parallel-size 2 --max-model-len 8k")
+    assert verdict("ARGS100", facts) == APPLIES
+    assert verdict("ARGS102", facts) == NOT_APPLIES  # ARGS100 speaks for a covered release
+
+
+def test_typo_without_a_version_is_an_args102_warning():
+    facts = facts_for("vllm serve m --tensor-parallel-sise 2")  # no vLLM on this machine
+    assert facts.value("release.coverage") == "unknown"
+    assert facts.value("release.unknown_options") == ["--tensor-parallel-sise"]
+    assert verdict("ARGS102", facts) == APPLIES
+    assert verdict("ARGS100", facts) == UNDECIDED
+
+
+def test_version_outside_coverage_cannot_decide():
+    facts = facts_for("vllm serve m --attention-backend FLASH_ATTN", "0.7.3")
+    assert facts.value("release.coverage") == "outside"
+    assert "older than the oldest release" in facts.why_missing("release.judged")
+    assert verdict("ARGS100", facts) == UNDECIDED
+
+
+def test_option_added_in_a_later_release():
+    facts = facts_for("vllm serve m --attention-backend FLASH_ATTN -tp 2", "0.12.0")
+    assert facts.value("release.unaccepted_options") == ["--attention-backend"]
+    assert "(accepted by 0.13.0–0.33.0)" in facts.value("release.option_hints")[0]
+    assert facts.value("release.corrected_command") == "vllm serve m -tp 2"
+    assert verdict("ARGS100", facts) == APPLIES
+    on_new = facts_for("vllm serve m --attention-backend FLASH_ATTN", "0.13.0")
+    assert on_new.value("release.unaccepted_options") == []
+    assert verdict("ARGS100", on_new) == NOT_APPLIES
+
+
+def test_dev_build_is_judged_by_its_release():
+    facts = facts_for("vllm serve m --attention-backend FLASH_ATTN", "0.12.1.dev20+g0d80979")
+    assert facts.value("release.judged") == "0.12.0"
+    assert facts.value("release.unaccepted_options") == ["--attention-backend"]
+
+
+def test_curated_removed_flags_win_over_args100():
+    # --swap-space: removed in 0.18.0, explained by ARGS004
+    facts = facts_for("vllm serve m --swap-space 16", "0.18.0")
+    assert facts.value("release.unaccepted_options") == []
+    assert verdict("ARGS004", facts) == APPLIES
+    assert verdict("ARGS100", facts) == NOT_APPLIES
+    # --cuda-graph-sizes on 0.8.0 is too new, which ARGS004 (removal) does not explain
+    old = facts_for("vllm serve m --cuda-graph-sizes 8 16", "0.8.0")
+    assert old.value("release.unaccepted_options") == ["--cuda-graph-sizes"]
+    assert verdict("ARGS004", old) == NOT_APPLIES
+
+
+def test_values_outside_choices():
+    facts = facts_for("vllm serve m --dtype fp33 --kv-cache-dtype fp8", "0.10.0")
+    invalid = facts.value("release.invalid_choices")
+    assert len(invalid) == 1 and invalid[0].startswith("--dtype fp33: not among the choices")
+    assert verdict("ARGS101", facts) == APPLIES
+    ok = facts_for("vllm serve m --dtype bfloat16", "0.33.0")
+    assert ok.value("release.invalid_choices") == []
+    assert verdict("ARGS101", ok) == NOT_APPLIES
+
+
+def test_architecture_registration_per_release():
+    facts = facts_for("vllm serve google/gemma-4-31B-it", "0.18.0", model="gemma-4-31B-it")
+    assert facts.value("release.architecture_registered") is False
+    assert facts.value("release.architecture_first_release") == "0.19.0"
+    assert facts.value("release.transformers_fallback") is True
+    assert verdict("MODEL100", facts) == APPLIES
+    assert verdict("MODEL101", facts) == NOT_APPLIES
+    strict = facts_for("vllm serve google/gemma-4-31B-it --model-impl vllm", "0.18.0",
+                       model="gemma-4-31B-it")
+    assert strict.value("release.transformers_fallback") is False
+    assert verdict("MODEL101", strict) == APPLIES
+    new = facts_for("vllm serve google/gemma-4-31B-it", "0.19.0", model="gemma-4-31B-it")
+    assert new.value("release.architecture_registered") is True
+    assert verdict("MODEL100", new) == NOT_APPLIES
+
+
+def test_pins_of_the_judged_release():
+    facts = facts_for("vllm serve m", "0.10.0", torch_version="2.13.0+cu130")
+    assert facts.value("release.torch_pin") == "2.7.1"
+    assert facts.value("release.torch_matches_pin") is False
+    assert facts.value("release.torch_pin_from") == "release table"
+    assert facts.value("release.cuda_major") == 12
+    assert verdict("ENV101", facts) == APPLIES
+    pinned = facts_for("vllm serve m", "0.33.0", torch_version="2.14.0+cu130")
+    assert pinned.value("release.torch_matches_pin") is True
+    assert pinned.value("release.cuda_major") == 13
+    assert verdict("ENV101", pinned) == NOT_APPLIES
+
+
+def test_transformers_range(monkeypatch):
+    from vllm_doctor.facts import release
+    from vllm_doctor.facts.model import Facts, Source
+
+    facts = Facts()
+    facts.set("vllm.version", "0.15.0", Source.USER)
+    facts.set("packages.transformers", "5.6.0", Source.REPORT)
+    release.collect_release(facts)
+    assert facts.value("release.transformers_requirement") == "<5,>=4.56.0"
+    assert facts.value("release.transformers_in_range") is False
+    assert verdict("ENV100", facts) == APPLIES
+    facts.set("packages.transformers", "4.57.1", Source.REPORT)
+    release.collect_release(facts)
+    assert facts.value("release.transformers_in_range") is True
+
+
+def test_serve_args_table_comes_from_the_generated_data():
+    from vllm_doctor import knowledge
+    from vllm_doctor.serve_args import OPTIONS
+
+    table = knowledge.load("options")
+    assert set(table.keys()) <= set(OPTIONS)
+    # guided-decoding flags were added in a loop in 0.11.x: still accepted there
+    assert table.last_release("guided-decoding-backend") == "0.11.2"
+    assert OPTIONS["guided-decoding-backend"].until == "0.11.2"
+    assert OPTIONS["tensor-parallel-size"].since == "0.8.0"
+    assert OPTIONS["tensor-parallel-size"].until is None
+
+
+def test_architecture_served_by_conversion_is_registered():
+    from vllm_doctor.facts import release
+    from vllm_doctor.facts.model import Facts, Source
+
+    def judged(version: str) -> Facts:
+        facts = Facts()
+        facts.set("vllm.version", version, Source.USER)
+        facts.set("model.architectures", ["LlamaForSequenceClassification"], Source.CONFIG)
+        release.collect_release(facts)
+        return facts
+
+    # 0.10.0+: XForSequenceClassification is served by XForCausalLM through an adapter
+    assert judged("0.10.0").value("release.architecture_registered") is True
+    assert judged("0.33.0").value("release.architecture_registered") is True
+    # 0.9.2 had no such conversion: the Transformers fallback would be tried
+    old = judged("0.9.2")
+    assert old.value("release.architecture_registered") is False
+    assert old.value("release.unregistered_architectures") == ["LlamaForSequenceClassification"]

@@ -1,0 +1,129 @@
+"""No error from a missing fact, over the whole shipped rule base, mechanically.
+
+For every error-severity rule and every positive (``applies``) case of it that proves the
+failure from facts (no crash log): take away, one at a time, each fact the rule reads.
+
+* Not collected (marked missing with a reason): the verdict must become "cannot decide" (or
+  "does not apply"), never stay "applies" — a rule must not prove an error without a fact it
+  reads. Only a rule whose other facts still prove it on their own (an `any` with a second
+  proving branch) may keep applying, and then the dropped fact must not be in its evidence.
+* Looked for and not there (absent): staying "applies" is only right for facts whose absence
+  is itself a proof — a flag not given, a package not installed, a variable not set, a model
+  feature the config does not have — never for a fact every input has (``never_absent``).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from vllm_doctor import yaml_io
+from vllm_doctor.engine.cases import _write_tree as write_tree
+from vllm_doctor.engine.evaluate import APPLIES, evaluate_rule
+from vllm_doctor.engine.loader import load_rules
+from vllm_doctor.facts.model import Facts
+from vllm_doctor.facts.schema import absent_is_unknown
+
+RULES = Path(__file__).resolve().parents[1] / "rules"
+
+# facts whose absence is meaningful: looked for and provably not there
+ABSENCE_PROVES = ("serve.", "env.", "packages.", "model.num_experts", "model.num_mtp_layers",
+                  "model.kv_lora_rank", "model.qk_rope_head_dim", "model.global_head_dim",
+                  "model.quant_", "model.text_model_type", "gpu.mig_enabled", "log.")
+
+
+# the tests that ask about absence itself
+ABSENCE_TESTS = ("exists", "ne", "not_in")
+
+
+@lru_cache(maxsize=1)
+def positive_cases() -> list[tuple]:
+    found = []
+    for rule in load_rules([RULES]):
+        if rule.severity != "error":
+            continue
+        data = yaml_io.safe_load(rule.path.with_name(f"{rule.code}.cases.yaml").read_text())
+        for case in data["cases"]:
+            if case.get("expect") == APPLIES and not case.get("log"):
+                found.append((rule, case))
+    return found
+
+
+def facts_of(case: dict, drop: str | None = None, missing: bool = True) -> Facts:
+    flat = {k: v for k, v in (case.get("facts") or {}).items() if k != drop}
+    facts = Facts.from_flat(flat)
+    for path, reason in (case.get("missing") or {}).items():
+        facts.mark_missing(str(path), str(reason))
+    if drop and missing:
+        facts.mark_missing(drop, "dropped by the audit")
+    return facts
+
+
+def dropped_paths(rule, case) -> list[str]:
+    read = set(rule.when.paths())
+    return sorted(p for p in (case.get("facts") or {}) if p in read)
+
+
+def test_the_audit_covers_the_error_rules():
+    codes = {rule.code for rule, _ in positive_cases()}
+    assert len(codes) >= 30 and "PAR001" in codes and "HW005" in codes
+
+
+def verdict(rule, case, facts: Facts):
+    files = case.get("vllm_files")
+    if not isinstance(files, dict):
+        return evaluate_rule(rule, facts)
+    with tempfile.TemporaryDirectory(prefix="vllm-doctor-audit-") as tmp:
+        return evaluate_rule(rule, facts, vllm_tree=write_tree(Path(tmp), files))
+
+
+@pytest.mark.parametrize("rule, case", positive_cases(),
+                         ids=lambda x: x.code if hasattr(x, "code") else x.get("name"))
+def test_dropping_a_fact_never_proves_an_error(rule, case):
+    assert verdict(rule, case, facts_of(case)).verdict == APPLIES  # the case itself holds
+    problems = []
+    for path in dropped_paths(rule, case):
+        for missing in (True, False):
+            finding = verdict(rule, case, facts_of(case, drop=path, missing=missing))
+            if finding.verdict != APPLIES:
+                continue
+            how = "not collected" if missing else "absent"
+            cited = [e for e in finding.evidence if e.path == path]
+            if missing and cited:
+                problems.append(f"{path} {how}: still applies, citing it")
+            elif not missing and cited and not path.startswith(ABSENCE_PROVES):
+                # a test over an absent fact proved the error (a negated test passing)
+                problems.append(f"{path} {how}: applies on its absence, which proves nothing"
+                                + (" (never_absent)" if absent_is_unknown(path) else ""))
+            elif not missing and cited and path.startswith("model.") and \
+                    cited[0].test.split()[0] not in ABSENCE_TESTS:
+                # a model feature's absence may prove something, but only through a test that
+                # asks about it (`exists: false`, `ne`, `not_in`): `not: {divisible_by: ...}`
+                # over a dense model's absent expert count reads "no experts" as "not
+                # divisible". (A serve flag's absence is its default: negating a positive
+                # test of it is sound.)
+                problems.append(f"{path} {how}: applies through `not` over "
+                                f"`{cited[0].test}`, which is false only for want of a value")
+            # else: another branch of the rule proves it from facts that are still there
+    assert not problems, problems
+
+
+def test_the_audit_catches_a_negated_test_over_an_absent_fact():
+    # The defect class itself: before model heads were never_absent, PAR001 proved an error
+    # from a config without num_attention_heads. A rule negating a fact with no such guard
+    # (vllm.git_sha is neither never_absent nor a fact whose absence proves anything) must
+    # be reported by the same check the rule base passes.
+    from test_engine import make_rule
+
+    rule = make_rule(affected=None, when={"all": [
+        {"fact": "serve.tensor_parallel_size", "gt": 1},
+        {"not": {"fact": "vllm.git_sha", "matches": "^abc"}}]})
+    case = {"facts": {"serve.tensor_parallel_size": 2, "vllm.git_sha": "def123"}}
+    assert verdict(rule, case, facts_of(case)).verdict == APPLIES
+    finding = verdict(rule, case, facts_of(case, drop="vllm.git_sha", missing=False))
+    assert finding.verdict == APPLIES
+    assert any(e.path == "vllm.git_sha" for e in finding.evidence)  # what the audit flags
+    assert not "vllm.git_sha".startswith(ABSENCE_PROVES)

@@ -1,0 +1,261 @@
+"""Every architecture in a release's model registry, read statically (KIND "registry").
+
+Source: ``model_executor/models/registry.py`` — the dicts merged into ``_VLLM_MODELS``
+(architecture -> (module, class)). Each class is followed through its module's imports and
+bases (the resolver of ``tools/gen_pp_support.py``) to the interfaces it declares:
+``SupportsPP`` (or ``supports_pp = True``), ``SupportsLoRA`` (``supports_lora``),
+``SupportsMultiModal`` (``supports_multimodal``), ``SupportsQuant``. A class that cannot be
+followed statically gives ``null`` for those, never ``false``.
+
+Value per architecture::
+
+    {"module": "llama", "class": "LlamaForCausalLM", "group": "text_generation",
+     "multimodal": false, "pp": true, "lora": true, "quant": false}
+
+One more key, ``@release``, holds what the release does for an architecture it does not
+register: ``{"transformers_fallback": bool, "where": file, "previously_supported": {arch:
+last release}}`` (see ``fallback()``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import gen_pp_support  # noqa: E402  (tools/gen_pp_support.py: the class resolver)
+
+KIND = "registry"
+RELEASE_KEY = "@release"
+REGISTRY = "model_executor/models/registry.py"
+META = {
+    "key": "architecture name as config.json writes it; '@release' holds release-wide facts",
+    "value": {
+        "module": "module under vllm.model_executor.models (or a dotted vllm path)",
+        "class": "the class vLLM instantiates",
+        "group": "the registry dict it is listed in (text_generation, multimodal, embedding, "
+                 "speculative_decoding, transformers_backend, ...)",
+        "multimodal": "listed as multimodal or the class implements SupportsMultiModal",
+        "pp": "the class implements SupportsPP (null: the class could not be followed)",
+        "lora": "the class implements SupportsLoRA (null: could not be followed)",
+        "quant": "the class implements SupportsQuant (null: could not be followed)",
+        "@release.transformers_fallback": "an architecture the registry lacks is tried with "
+                                          "vLLM's Transformers backend (model_impl auto)",
+        "@release.convert_suffixes": "suffixes swapped to find a registered base class to "
+                                     "convert (XForSequenceClassification -> XForCausalLM)",
+    },
+    "sources": [REGISTRY, "model_executor/model_loader/utils.py"],
+}
+INTERFACES = {"pp": ("SupportsPP", "supports_pp"), "lora": ("SupportsLoRA", "supports_lora"),
+              "multimodal": ("SupportsMultiModal", "supports_multimodal"),
+              "quant": ("SupportsQuant", None)}
+
+
+class ReleaseResolver(gen_pp_support.Resolver):
+    """gen_pp_support's resolver, reading modules out of a ReleaseSource (wheel or tree)."""
+
+    def __init__(self, release):
+        super().__init__(Path("/"))
+        self.release = release
+
+    def module(self, dotted: str):
+        if dotted in self._modules:
+            return self._modules[dotted]
+        mod = None
+        parts = dotted.split(".")
+        if parts[0] == "vllm":
+            rel = "/".join(parts[1:])
+            for candidate in (f"{rel}.py", f"{rel}/__init__.py" if rel else "__init__.py"):
+                tree = self.release.tree(candidate)
+                if tree is not None:
+                    mod = gen_pp_support.Module(Path(candidate), dotted, tree)
+                    self._bind(mod, tree.body)
+                    break
+        self._modules[dotted] = mod
+        return mod
+
+    def implements(self, dotted: str, cls_name: str, interface: str,
+                   flag: str | None) -> bool | None:
+        mod = self.module(dotted)
+        if mod is None:
+            return None
+        found = self.lookup(mod, cls_name)
+        if found is None or found[0] != "class":
+            return None
+        return self._has(found[1], found[2], interface, flag, set())
+
+    def _has(self, mod, cls: ast.ClassDef, interface: str, flag: str | None, seen: set) -> bool:
+        key = (mod.name, cls.name)
+        if key in seen:
+            return False
+        seen.add(key)
+        if cls.name == interface and mod.name.endswith("interfaces"):
+            return True
+        if flag is not None and _sets_true(cls, flag):
+            return True
+        for base in cls.bases:
+            if isinstance(base, ast.Name) and base.id == interface:
+                return True
+            if isinstance(base, ast.Attribute) and base.attr == interface:
+                return True
+            found = self.lookup_expr(mod, base)
+            if found and found[0] == "class" and self._has(found[1], found[2], interface,
+                                                            flag, seen):
+                return True
+        return False
+
+
+def _sets_true(cls: ast.ClassDef, attr: str) -> bool:
+    for stmt in cls.body:
+        target, value = gen_pp_support._single_assignment(stmt)
+        if (isinstance(target, ast.Name) and target.id == attr
+                and isinstance(value, ast.Constant) and value.value is True):
+            return True
+    return False
+
+
+def registry_entries(tree: ast.Module) -> dict[str, tuple[str, str, str]] | None:
+    """architecture -> (module, class, group) from the dicts merged into _VLLM_MODELS."""
+    dicts: dict[str, ast.Dict] = {}
+    for stmt in tree.body:
+        target, value = gen_pp_support._single_assignment(stmt)
+        if isinstance(target, ast.Name) and isinstance(value, ast.Dict):
+            dicts[target.id] = value
+    merged = dicts.get("_VLLM_MODELS")
+    if merged is None:
+        return None
+    out: dict[str, tuple[str, str, str]] = {}
+    for key, value in zip(merged.keys, merged.values):
+        if key is not None or not isinstance(value, ast.Name) or value.id not in dicts:
+            continue
+        group = value.id.strip("_").lower().removesuffix("_models").removesuffix("_model")
+        for k, v in zip(dicts[value.id].keys, dicts[value.id].values):
+            try:
+                arch = ast.literal_eval(k) if k is not None else None
+                mod_cls = ast.literal_eval(v)
+            except ValueError:
+                continue
+            if isinstance(arch, str) and isinstance(mod_cls, tuple) and len(mod_cls) == 2:
+                out[arch] = (mod_cls[0], mod_cls[1], group)
+    return out
+
+
+def fallback(release) -> dict[str, Any]:
+    """Whether an unregistered architecture is tried with the Transformers backend.
+
+    0.8.0-0.10.0: ``model_loader/utils.py: resolve_transformers_fallback`` (later
+    ``resolve_transformers_arch``; model_impl auto or transformers); from 0.10.1: ``_ModelRegistry._try_resolve_transformers`` in registry.py. Both
+    need the class in the transformers library (``getattr(transformers, arch)``) or an
+    ``AutoModel`` entry in config.json's ``auto_map`` (custom code, --trust-remote-code),
+    and a backend-compatible class; ``--model-impl vllm`` turns the fallback off.
+    """
+    registry = release.text(REGISTRY) or ""
+    loader = release.text("model_executor/model_loader/utils.py") or ""
+    where = None
+    if "def _try_resolve_transformers" in registry:
+        where = REGISTRY
+    elif re.search(r"def resolve_transformers_(fallback|arch)\(", loader):
+        where = "model_executor/model_loader/utils.py"
+    info: dict[str, Any] = {"transformers_fallback": where is not None}
+    if where:
+        info["where"] = where
+    suffixes = _convert_suffixes(release, registry)
+    if suffixes:
+        info["convert_suffixes"] = suffixes
+    tree = release.tree(REGISTRY)
+    if tree is not None:
+        for stmt in tree.body:
+            target, value = gen_pp_support._single_assignment(stmt)
+            if isinstance(target, ast.Name) and target.id == "_PREVIOUSLY_SUPPORTED_MODELS":
+                try:
+                    info["previously_supported"] = ast.literal_eval(value)
+                except ValueError:
+                    release.problem("_PREVIOUSLY_SUPPORTED_MODELS is not a literal")
+    return info
+
+
+def _convert_suffixes(release, registry_text: str) -> list[str]:
+    """Architecture suffixes vLLM swaps to find a registered base class to convert
+    (``XForSequenceClassification`` served by ``XForCausalLM`` through an adapter):
+    ``_SUFFIX_TO_DEFAULTS`` of the model config (0.10.1+), or the one hard-coded
+    ForSequenceClassification -> ForCausalLM swap of earlier ``_normalize_archs``."""
+    for rel in ["config/model.py", "config/__init__.py", "config.py"]:
+        tree = release.tree(rel)
+        if tree is None:
+            continue
+        for stmt in tree.body:
+            target, value = gen_pp_support._single_assignment(stmt)
+            if isinstance(target, ast.Name) and target.id == "_SUFFIX_TO_DEFAULTS":
+                try:
+                    pairs = ast.literal_eval(value)
+                except ValueError:
+                    release.problem(f"{rel}: _SUFFIX_TO_DEFAULTS is not a literal")
+                    return []
+                return [p[0] for p in pairs if isinstance(p, tuple) and isinstance(p[0], str)]
+    if 'replace("ForSequenceClassification"' in registry_text.replace("\n", "").replace(" ", ""):
+        return ["ForSequenceClassification", "ForCausalLM"]
+    return []
+
+
+def extract(release) -> dict[str, Any]:
+    tree = release.tree(REGISTRY)
+    if tree is None:
+        release.problem(f"{REGISTRY} is missing or does not parse")
+        return {}
+    entries = registry_entries(tree)
+    if entries is None:
+        release.problem(f"{REGISTRY} has no _VLLM_MODELS dict")
+        return {}
+    resolver = ReleaseResolver(release)
+    out: dict[str, Any] = {RELEASE_KEY: fallback(release)}
+    unresolved = []
+    for arch, (module, cls, group) in entries.items():
+        dotted = module if module.startswith("vllm.") else f"vllm.model_executor.models.{module}"
+        value: dict[str, Any] = {"module": module, "class": cls, "group": group}
+        for field, (interface, flag) in INTERFACES.items():
+            value[field] = resolver.implements(dotted, cls, interface, flag)
+        if value["pp"] is None:
+            unresolved.append(arch)
+        if group == "multimodal":
+            value["multimodal"] = True
+        out[arch] = value
+    if unresolved:
+        release.problem(f"{len(unresolved)} classes could not be followed statically "
+                        f"(interfaces unknown): {', '.join(sorted(unresolved)[:8])}"
+                        + (" ..." if len(unresolved) > 8 else ""))
+    return out
+
+
+def audit(table: dict[str, Any], rules_dir: Path) -> list[str]:
+    """PAR004's never-PP list against SupportsPP in the releases it covers (0.10.0+)."""
+    import yaml
+    from packaging.version import Version
+
+    rule = yaml.safe_load((rules_dir / "par" / "PAR004.yaml").read_text(encoding="utf-8"))
+    listed: set[str] = set()
+    for cond in rule["when"]["all"]:
+        if cond.get("fact") == "model.architectures":
+            listed = set(cond.get("contains_any") or [])
+    releases = table["releases"]
+    problems = []
+    for arch in sorted(listed):
+        spans = [s for s in table["entries"].get(arch, [])
+                 if Version(s["last"]) >= Version("0.10.0")]
+        pp_in = [f"{s['first']}..{s['last']}" for s in spans if s["value"].get("pp") is True]
+        if pp_in:
+            problems.append(f"PAR004 lists {arch} as never supporting PP, but its class "
+                            f"implements SupportsPP in {', '.join(pp_in)}")
+    # the other direction: registered from 0.10.0 on, resolved, never PP, and not listed
+    for arch, spans in table["entries"].items():
+        if arch.startswith("@") or arch in listed:
+            continue
+        recent = [s for s in spans if Version(s["last"]) >= Version("0.10.0")]
+        if recent and all(s["value"].get("pp") is False for s in recent):
+            first = max(recent[0]["first"], "0.10.0", key=Version)
+            problems.append(f"{arch} never implements SupportsPP ({first}..{recent[-1]['last']}) "
+                            "but PAR004 does not list it")
+    del releases
+    return problems

@@ -1,0 +1,212 @@
+"""Bounds on everything the doctor reads: files, JSON and YAML values, numbers.
+
+Every user input that is read whole goes through ``read_bytes``/``read_text``: a path that
+is not a regular file (a FIFO would block forever, ``/dev/zero`` never ends, ``/dev/urandom``
+is noise) or that is larger than the limit for its kind is refused before a byte is read.
+Parsed JSON and YAML values go through ``check_value``: nesting depth, the number of values
+once YAML aliases are expanded (an anchor bomb is refused from its shape, without expanding
+it), cycles (YAML can express them), and numbers that are not finite or not of a sane size.
+Each refusal is an ``InputError`` (exit 2) that names the input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from vllm_doctor.errors import InputError
+
+MiB = 1 << 20
+# Largest file of each kind that is read whole. A `vllm collect-env` report is ~10 KB, a
+# config.json of the largest models ~100 KB, a crash log of a multi-GPU run a few MB.
+FILE_LIMITS = {
+    "report": 16 * MiB,
+    "log": 64 * MiB,
+    "json": 32 * MiB,
+    "yaml": 1 * MiB,
+}
+MAX_DEPTH = 64            # nesting of JSON/YAML values (real configs stay under 8)
+MAX_VALUES = 1_000_000    # values in one document, YAML aliases counted as expanded
+MAX_INT = 2**63 - 1       # integers the doctor keeps as facts (int64, like torch)
+
+
+def expand_path(path: Path | str, source: str) -> Path:
+    """``~`` and ``~user`` expanded; an unknown user is bad input, not a crash."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # Path("~nosuchuser/x").expanduser()
+        user = str(path).split("/", 1)[0]
+        raise InputError(source, f"cannot expand {user}: no such user") from None
+
+
+def _describe(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _size(n: int) -> str:
+    return f"{n / MiB:.1f} MiB" if n >= MiB else f"{n} bytes"
+
+
+def read_bytes(path: Path | str, what: str, kind: str, source: str | None = None) -> bytes:
+    """The bytes of a regular file no larger than ``FILE_LIMITS[kind]``; else InputError.
+
+    ``what`` names the input in messages ("report file"); ``source`` defaults to the path.
+    """
+    source = source or str(path)
+    limit = FILE_LIMITS[kind]
+    path = expand_path(path, source)
+    try:
+        info = os.stat(path)  # never blocks, unlike open() on a FIFO
+    except FileNotFoundError:
+        named = "" if source == str(path) else f": {path}"
+        raise InputError(source, f"no such {what}{named}") from None
+    except OSError as err:
+        raise InputError(source, f"cannot read the {what}: {err.strerror or err}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InputError(source, f"is a directory, not a {what}")
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(source, f"is {_describe(info.st_mode)}, not a {what}: give a regular file")
+    if info.st_size > limit:
+        raise InputError(source, f"is {_size(info.st_size)}; a {what} is read whole and may be at "
+                                 f"most {_size(limit)}")
+    try:
+        # O_NONBLOCK: should the path become a FIFO between stat and open, open() still returns
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        raise InputError(source, f"cannot read the {what}: {err.strerror or err}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise InputError(source, f"is not a regular file, not a {what}")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise InputError(source, f"is over {_size(limit)}; a {what} is read whole and may be at "
+                                 f"most {_size(limit)}")
+    return data
+
+
+def read_text(path: Path | str, what: str, kind: str, source: str | None = None,
+              errors: str = "strict") -> str:
+    """``read_bytes`` decoded as UTF-8; undecodable text is InputError unless errors="replace"."""
+    data = read_bytes(path, what, kind, source)
+    try:
+        return data.decode("utf-8", errors=errors)
+    except UnicodeDecodeError:
+        raise InputError(source or str(path), f"the {what} is not UTF-8 text") from None
+
+
+# --- values ---------------------------------------------------------------------------------
+
+
+class ValueBoundsError(ValueError):
+    """A parsed value out of bounds (too deep, too many values, a cycle, a bad number)."""
+
+
+def check_value(data: Any, max_depth: int = MAX_DEPTH, max_values: int = MAX_VALUES) -> Any:
+    """``data`` unchanged when it is within bounds; else ValueBoundsError saying why.
+
+    Linear in the distinct containers: a shared container (a YAML alias) is measured once
+    and counted as often as it is referenced, so a billion-laughs document is refused from
+    its shape without being expanded.
+    """
+    sizes: dict[int, int] = {}   # id(container) -> values it holds, aliases expanded
+    depths: dict[int, int] = {}  # id(container) -> nesting depth below it
+    on_path: set[int] = set()
+    # iterative post-order walk: deep input must not hit Python's recursion limit
+    stack: list[tuple[Any, bool]] = [(data, False)]
+    while stack:
+        node, done = stack.pop()
+        if isinstance(node, dict):
+            children = list(node.keys()) + list(node.values())
+        elif isinstance(node, (list, tuple, set, frozenset)):
+            children = list(node)
+        else:
+            _check_scalar(node)
+            continue
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            size, depth = 1, 0
+            for child in children:
+                if isinstance(child, (dict, list, tuple, set, frozenset)):
+                    size += sizes[id(child)]
+                    depth = max(depth, depths[id(child)])
+                else:
+                    size += 1
+            sizes[key], depths[key] = size, depth + 1
+            if depth + 1 > max_depth:
+                raise ValueBoundsError(f"nested more than {max_depth} levels deep")
+            if size > max_values:
+                raise ValueBoundsError(f"holds more than {max_values:,} values once its aliases "
+                                       "are expanded")
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise ValueBoundsError("refers to itself (a recursive alias)")
+        if len(on_path) >= max_depth:
+            raise ValueBoundsError(f"nested more than {max_depth} levels deep")
+        on_path.add(key)
+        stack.append((node, True))
+        for child in children:
+            if isinstance(child, (dict, list, tuple, set, frozenset)):
+                if id(child) in on_path:
+                    raise ValueBoundsError("refers to itself (a recursive alias)")
+                stack.append((child, False))
+            else:
+                _check_scalar(child)
+    return data
+
+
+def _check_scalar(value: Any) -> None:
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int):
+        if not -MAX_INT - 1 <= value <= MAX_INT:
+            raise ValueBoundsError(f"has an integer out of range ({str(value)[:12]}…, more than "
+                                   "64 bits)")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueBoundsError(f"has a number that is not finite ({value})")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueBoundsError(f"has {name}, which is not a JSON number")
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueBoundsError(f"has a number too large to represent ({text[:20]})")
+    return value
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > 19:
+        raise ValueBoundsError(f"has an integer out of range ({text[:12]}…, {len(text)} digits)")
+    return int(text)
+
+
+def json_loads(text: str) -> Any:
+    """JSON within bounds: no NaN/Infinity, finite numbers, 64-bit integers, bounded depth.
+
+    Raises ``json.JSONDecodeError`` for bad syntax and ``ValueBoundsError`` (a ValueError)
+    for a value out of bounds, so ``except ValueError`` catches both.
+    """
+    try:
+        data = json.loads(text, parse_constant=_reject_constant, parse_float=_parse_float,
+                          parse_int=_parse_int)
+    except RecursionError:
+        raise ValueBoundsError(f"nested more than {MAX_DEPTH} levels deep") from None
+    return check_value(data)

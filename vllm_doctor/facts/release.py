@@ -1,0 +1,372 @@
+"""What the judged vLLM release itself would refuse: facts under ``release.*``.
+
+The release is the covered release (``knowledge.match_release``) that the vLLM version in
+the facts — installed, ``--vllm-version`` or a report's — is judged by: the release itself,
+or for a dev build, release candidate or local build the release it descends from. A
+version outside the covered releases (or none) leaves the release-specific facts missing
+with that reason, so the rules that need them cannot decide instead of guessing.
+
+Computed from the generated knowledge tables (``knowledge/data/*.json``, written by
+``tools/gen_knowledge.py`` from the release wheels):
+
+* options: every option on the serve line the release does not accept, the nearest valid
+  spelling (difflib over the release's options), the releases that do accept it, and the
+  serve line corrected for the release; options no covered release accepts at all (decided
+  without a version); values outside an option's choices in that release;
+* registry: whether the release registers one of the model's architectures (and the first
+  release that does), and whether it would try its Transformers backend instead;
+* pins: transformers and torch against the release's ``Requires-Dist``.
+
+Options that the curated removed-flag rules (ARGS001, ARGS004) already explain are left
+out of ``release.unaccepted_options``: those rules carry the migration advice, and one
+cause gives one finding.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shlex
+from functools import lru_cache
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from vllm_doctor.facts.model import Facts, Source
+
+SOURCE = "release knowledge"
+# Curated rules that explain removed flags with migration advice (their serve.flags
+# patterns win over the generated ARGS100).
+CURATED_FLAG_RULES = ("args/ARGS001.yaml", "args/ARGS004.yaml")
+_FLAG_WORD = re.compile(r"^(--?[A-Za-z0-9][\w.+-]*)(=.*)?$")
+
+
+@lru_cache(maxsize=1)
+def curated_flag_patterns() -> tuple[re.Pattern, ...]:
+    """The ``serve.flags`` regexes of the curated removed-flag rules."""
+    from pathlib import Path
+
+    from vllm_doctor import yaml_io
+
+    rules_dir = Path(__file__).resolve().parent.parent.parent / "rules"
+    if not rules_dir.is_dir():  # installed: the rules ship as vllm_doctor.rules
+        import vllm_doctor.rules as shipped  # type: ignore[import-not-found]
+
+        rules_dir = Path(shipped.__file__).resolve().parent
+    patterns: list[re.Pattern] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("fact") == "serve.flags" and isinstance(node.get("matches"), str):
+                patterns.append(re.compile(node["matches"]))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    for rel in CURATED_FLAG_RULES:
+        path = rules_dir / rel
+        if path.is_file():
+            walk(yaml_io.safe_load(path.read_text(encoding="utf-8")).get("when"))
+    return tuple(patterns)
+
+
+def _curated(name: str) -> bool:
+    return any(p.search(name) for p in curated_flag_patterns())
+
+
+def _release_range(spans) -> str:
+    return ", ".join(s.first if s.first == s.last else f"{s.first}–{s.last}" for s in spans)
+
+
+def _judge(facts: Facts, releases: tuple[str, ...]) -> tuple[str | None, str, str]:
+    """(release or None, coverage, note)."""
+    from vllm_doctor.knowledge import match_release
+
+    version = facts.value("vllm.version")
+    if version is None:
+        reason = facts.why_missing("vllm.version") or "the vLLM version is not known"
+        return None, "unknown", reason
+    match = match_release(str(version), releases)
+    if match.release is None:
+        return None, "outside", match.note
+    return match.release, "covered", match.note or f"vLLM {version} is release {match.release}"
+
+
+def collect_release(facts: Facts) -> None:
+    from vllm_doctor import knowledge
+
+    releases = tuple(knowledge.covered_releases())
+    release, coverage, note = _judge(facts, releases)
+    facts.set("release.coverage", coverage, SOURCE,
+              f"releases {releases[0]}–{releases[-1]}" if coverage == "covered" else note)
+    if release is None:
+        reason = (f"no covered release to judge by: {note} (covered: {releases[0]}–"
+                  f"{releases[-1]})")
+        for path in ("release.judged", "release.unaccepted_options", "release.option_hints",
+                     "release.corrected_command", "release.invalid_choices",
+                     "release.architecture_registered", "release.unregistered_architectures",
+                     "release.architecture_first_release", "release.transformers_fallback",
+                     "release.transformers_requirement", "release.transformers_in_range",
+                     "release.torch_pin", "release.torch_matches_pin", "release.torch_pin_from",
+                     "release.cuda_major"):
+            facts.mark_missing(path, reason)
+    else:
+        facts.set("release.judged", release, SOURCE, note)
+    _options(facts, release)
+    if release is not None:
+        _registry(facts, release)
+        _pins(facts, release)
+
+
+# -- options ----------------------------------------------------------------------------------
+
+
+def _given_words(facts: Facts):
+    """(ServeLine, {option word as written -> normalised option name or None if unknown})."""
+    argv = facts.value("serve.argv")
+    if not argv:
+        return None, {}
+    from vllm_doctor.errors import InputError
+    from vllm_doctor.serve_args import parse_serve_argv
+
+    try:
+        line = parse_serve_argv(list(argv))
+    except InputError:
+        return None, {}
+    words: dict[str, str | None] = {}
+    for name, raw in line.given.items():
+        if name == "model":
+            continue
+        first = str(raw).split()[0] if str(raw).split() else ""
+        words[first.split("=", 1)[0] if first.startswith("-") else f"--{name}"] = name
+    for raw in line.unknown_flags:
+        words[raw.split()[0].split("=", 1)[0]] = None
+    return line, words
+
+
+def _accepts(options: dict[str, Any], word: str, name: str | None) -> bool:
+    """Does a release with ``options`` accept the option word as written?"""
+    bare = word[2:].replace("_", "-") if word.startswith("--") else None
+    if name is None:
+        return False
+    if name not in options:
+        return False
+    if word.startswith("-O"):
+        return True  # -O<level> is rewritten by the parser itself
+    if bare is None:  # a short alias
+        return word in options[name].get("aliases", ())
+    if bare == name or bare.split(".", 1)[0] == name:
+        return True
+    if f"--{bare}" in options[name].get("aliases", ()):
+        return True
+    if bare == f"no-{name}":
+        return options[name].get("kind") == "bool"
+    return True  # an abbreviation or an inverse --enable/--disable form: the parser decides
+
+
+def _nearest(word: str, options: dict[str, Any]) -> str | None:
+    bare = word.lstrip("-").replace("_", "-")
+    match = difflib.get_close_matches(bare, list(options), n=1, cutoff=0.75)
+    return f"--{match[0]}" if match else None
+
+
+_OPTION_PATHS = ("release.unknown_options", "release.unaccepted_options",
+                 "release.option_hints", "release.corrected_command", "release.invalid_choices")
+
+
+def _options(facts: Facts, release: str | None) -> None:
+    if "serve.argv" not in facts:
+        reason = "no serve line: " + (facts.why_missing("serve.argv") or "not given")
+        for path in _OPTION_PATHS:
+            facts.mark_missing(path, reason)
+        return
+    from vllm_doctor import knowledge
+
+    table = knowledge.load("options")
+    line, words = _given_words(facts)
+    union = {name for name in table.keys()}
+    unknown = [w for w, name in words.items() if name is None or name not in union]
+    hints: list[str] = []
+    for word in unknown:
+        nearest = _nearest(word, {n: None for n in union})
+        hints.append(f"{word}: no vLLM release {table.releases[0]}–{table.newest} accepts it"
+                     + (f"; nearest valid spelling {nearest}" if nearest else ""))
+    facts.set("release.unknown_options", unknown, SOURCE,
+              f"options of every release {table.releases[0]}–{table.newest}")
+    if release is None:
+        if hints:
+            facts.set("release.option_hints", hints, SOURCE)
+        return
+    options = table.at(release)
+    unaccepted: list[str] = []
+    edits: dict[str, str | None] = {}  # word -> replacement word, or None to drop it
+    release_hints: list[str] = []
+    for word, name in words.items():
+        if _accepts(options, word, name):
+            continue
+        last = table.last_release(name) if name else None
+        if (name is not None and last is not None and Version(release) > Version(last)
+                and _curated(name)):
+            continue  # removed, and ARGS001/ARGS004 explain it with the migration advice
+        unaccepted.append(word)
+        nearest = _nearest(word, options)
+        spans = table.spans(name) if name else []
+        text = f"{word}: vLLM {release} does not accept it"
+        if spans:
+            text += f" (accepted by {_release_range(spans)})"
+        else:
+            text += f" (no release {table.releases[0]}–{table.newest} accepts it)"
+        if name is not None and name in options and word.startswith("-"):
+            nearest = f"--{name}"  # an alias this release lacks: its long name
+        if nearest:
+            text += f"; nearest valid spelling {nearest}"
+        release_hints.append(text)
+        edits[word] = nearest
+    facts.set("release.unaccepted_options", unaccepted, SOURCE, f"the options of vLLM {release}")
+    if release_hints:
+        facts.set("release.option_hints", release_hints, SOURCE)
+    if unaccepted and line is not None:
+        facts.set("release.corrected_command", _corrected(line, edits), SOURCE,
+                  "misspelt options renamed to the nearest valid spelling, the others removed")
+    invalid = []
+    if line is not None:
+        for name, value in line.options.items():
+            spec = options.get(name)
+            if not spec or "choices" not in spec or value is None or isinstance(value, bool):
+                continue
+            allowed = {str(c) for c in spec["choices"]}
+            values = value if isinstance(value, list) else [value]
+            bad = [str(v) for v in values if str(v) not in allowed]
+            if bad:
+                invalid.append(f"--{name} {' '.join(bad)}: not among the choices of vLLM "
+                               f"{release} ({', '.join(str(c) for c in spec['choices'])})")
+    facts.set("release.invalid_choices", invalid, SOURCE, f"the options of vLLM {release}")
+
+
+def _corrected(line, edits: dict[str, str | None]) -> str:
+    """The user's serve words with unaccepted options renamed (or dropped with their value)."""
+    out: list[str] = []
+    tokens = list(line.tokens)
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        m = _FLAG_WORD.match(token)
+        word = m.group(1) if m else None
+        if word is not None and word in edits:
+            replacement = edits[word]
+            if replacement is None:
+                i += 1
+                if m.group(2) is None and i < len(tokens) and not tokens[i].startswith("-"):
+                    i += 1  # its value
+                continue
+            out.append(replacement + (m.group(2) or ""))
+        else:
+            out.append(token)
+        i += 1
+    prefix = "vllm serve" if line.entrypoint == "serve" else \
+        "python -m vllm.entrypoints.openai.api_server"
+    return " ".join([prefix, *(shlex.quote(t) for t in out)])
+
+
+# -- registry ---------------------------------------------------------------------------------
+
+
+def _registry(facts: Facts, release: str) -> None:
+    from vllm_doctor import knowledge
+
+    archs = facts.value("model.architectures")
+    if not archs:
+        reason = ("model.architectures is not known: "
+                  + (facts.why_missing("model.architectures") or "config.json has none"))
+        for path in ("release.architecture_registered", "release.unregistered_architectures",
+                     "release.architecture_first_release", "release.transformers_fallback"):
+            facts.mark_missing(path, reason)
+        return
+    table = knowledge.load("registry")
+    info = table.get("@release", release)
+    suffixes = list((info.value if info else {}).get("convert_suffixes", ()))
+
+    def known(arch: str) -> bool:
+        if table.get(arch, release) is not None:
+            return True
+        # XForSequenceClassification served by a registered XForCausalLM through an adapter
+        for suffix in suffixes:
+            if arch.endswith(suffix):
+                base = arch[: -len(suffix)]
+                return any(table.get(base + other, release) is not None for other in suffixes)
+        return False
+
+    registered = [a for a in archs if known(a)]
+    facts.set("release.architecture_registered", bool(registered), SOURCE,
+              f"model_executor/models/registry.py of vLLM {release}")
+    facts.set("release.unregistered_architectures",
+              [a for a in archs if a not in registered], SOURCE, f"vLLM {release}")
+    firsts = [table.first_release(a) for a in archs if table.first_release(a)]
+    if firsts:
+        first = min(firsts, key=Version)
+        facts.set("release.architecture_first_release", first, SOURCE,
+                  "first covered release that registers one of the architectures")
+    fallback = bool(info and info.value.get("transformers_fallback"))
+    impl = None
+    line, _ = _given_words(facts)
+    if line is not None:
+        impl = line.options.get("model-impl")
+    detail = (f"vLLM {release} " + ("tries its Transformers backend for an unregistered "
+                                    "architecture" if fallback else "has no Transformers fallback"))
+    if impl is not None and str(impl) == "vllm":
+        fallback = False
+        detail = "--model-impl vllm turns the Transformers fallback off"
+    facts.set("release.transformers_fallback", fallback, SOURCE, detail)
+
+
+# -- pins ---------------------------------------------------------------------------------------
+
+
+def _pins(facts: Facts, release: str) -> None:
+    from vllm_doctor import knowledge
+
+    table = knowledge.load("pins")
+    pins = table.at(release)
+    cuda = pins.get("cuda")
+    if cuda:
+        facts.set("release.cuda_major", cuda["major"], SOURCE, f"vLLM {release}: {cuda['from']}")
+    trf = pins.get("transformers")
+    if trf and trf.get("spec"):
+        facts.set("release.transformers_requirement", trf["spec"], SOURCE,
+                  f"Requires-Dist of vLLM {release}")
+        installed = facts.value("packages.transformers")
+        if installed is not None:
+            inside = _satisfies(installed, trf["spec"])
+            if inside is not None:
+                facts.set("release.transformers_in_range", inside, SOURCE,
+                          f"transformers {installed} against {trf['spec']}")
+    torch = pins.get("torch")
+    if torch and torch.get("pin"):
+        facts.set("release.torch_pin", torch["pin"], SOURCE, f"Requires-Dist of vLLM {release}")
+        installed = facts.value("torch.version")
+        # the installed vLLM's own metadata (ENV002) wins over the table
+        from_installed = "torch.matches_vllm_pin" in facts
+        facts.set("release.torch_pin_from", "installed metadata" if from_installed
+                  else "release table", SOURCE)
+        if installed is not None:
+            inside = _satisfies(str(installed).split("+")[0], f"=={torch['pin']}")
+            if inside is not None:
+                facts.set("release.torch_matches_pin", inside, SOURCE,
+                          f"torch {installed} against =={torch['pin']}")
+
+
+def _satisfies(version: Any, spec: str) -> bool | None:
+    try:
+        return SpecifierSet(spec).contains(Version(str(version)), prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return None
+
+
+def collect(facts: Facts) -> None:
+    collect_release(facts)
+
+
+__all__ = ["collect_release", "Source"]

@@ -1,0 +1,348 @@
+"""What the judged vLLM release itself says about the quantization method and the attention
+backends, for this GPU and model (facts ``release.quant.*`` and ``release.attention.*``).
+
+Read from the generated knowledge tables ``quantization`` and ``attention`` (built from the
+release wheels by tools/extractors/quantization.py and attention.py). The release is the
+covered one ``vllm.version`` is judged by (``knowledge.match_release``); outside coverage,
+or where an input fact is missing, the facts are marked missing with the reason, so rules
+say "cannot decide". Only CUDA GPUs are judged (the capabilities are NVIDIA's).
+
+Quantization: vLLM refuses a method whose ``get_min_capability()`` is above the GPU's
+(``VllmConfig._get_quantization_config``), after its override step may have replaced the
+checkpoint's method by another (``gptq`` → ``gptq_marlin``). ``release.quant.min_capability``
+is therefore the lowest minimum over the method and every method whose
+``override_quantization_method`` names it in that release; the GPU is refused only below it.
+
+Attention: from 0.12.0 vLLM walks ``_get_backend_priorities`` for the GPU and keeps the
+backends whose checks accept head size, dtype and KV-cache dtype ("No valid attention backend
+found" when none does); a forced backend is validated up front from 0.11.1. A backend
+"rejects" only where its recorded check says no; a check decided at run time (installed FA
+version, ...) is unknown, never a rejection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from vllm_doctor.facts.model import Facts, Source
+
+SOURCE = "release knowledge"
+QUANT_PATHS = ("release.quant.judged_release", "release.quant.method", "release.quant.known",
+               "release.quant.min_capability", "release.quant.capability_ok",
+               "release.quant.deprecated", "release.quant.act_dtypes")
+ATTN_PATHS = ("release.attention.judged_release", "release.attention.candidates",
+              "release.attention.supporting", "release.attention.any_supports",
+              "release.attention.rejections", "release.attention.forced_supports",
+              "release.attention.forced_rejections")
+
+# ModelOpt checkpoints all say quant_method "modelopt"; vLLM picks the config by quant_algo
+# (the NVFP4 config was named "nvfp4" in 0.8.x). A release that has none of the names is not
+# judged: how it reads such a checkpoint is not in the table.
+_MODELOPT_BY_ALGO = {"FP8": ("modelopt",), "NVFP4": ("modelopt_fp4", "nvfp4"),
+                     "MIXED_PRECISION": ("modelopt_mixed",), "MXFP8": ("modelopt_mxfp8",)}
+_DTYPE_NAMES = {"half": "float16", "float16": "float16", "fp16": "float16",
+                "bfloat16": "bfloat16", "bf16": "bfloat16", "float": "float32",
+                "float32": "float32", "fp32": "float32"}
+
+
+@dataclass(frozen=True)
+class Floor:
+    value: int | None
+    why: str
+
+
+def quant_floor(values: dict[str, Any], method: str) -> Floor:
+    """The lowest capability at which ``method`` passes vLLM's check in a release, given the
+    release's table values (``Table.at``); None with the reason where it cannot be read."""
+    record = values.get(f"method:{method}")
+    if record is None:
+        return Floor(None, f"{method} is not a method of this release")
+    names = [method] + list(record.get("overridable_by") or [])
+    floors = []
+    for name in names:
+        other = values.get(f"method:{name}") or {}
+        cap = other.get("min_capability")
+        if cap is None:
+            return Floor(None, f"the minimum capability of {name} is not stated statically")
+        floors.append((cap, name))
+    cap, name = min(floors)
+    via = "" if name == method else f" (as {name}, which vLLM may pick instead)"
+    return Floor(cap, f"get_min_capability of {name}{via}: {cap}")
+
+
+def _release(facts: Facts, kind: str) -> tuple[str | None, str]:
+    from vllm_doctor import knowledge
+
+    fact = facts.get("vllm.version")
+    if fact is None:
+        return None, facts.why_missing("vllm.version") or "the vLLM version is not known"
+    try:
+        table = knowledge.load(kind)
+    except knowledge.KnowledgeError as err:
+        return None, str(err)
+    match = table.match(str(fact.value))
+    if match.release is None:
+        return None, f"no release knowledge: {match.note}"
+    return match.release, match.note
+
+
+def _dtype(facts: Facts) -> tuple[str | None, str]:
+    given = facts.value("serve.dtype")
+    if isinstance(given, str) and given.lower() != "auto":
+        name = _DTYPE_NAMES.get(given.lower())
+        return name, "" if name else f"--dtype {given} is not a dtype the doctor maps"
+    config = facts.value("model.dtype")
+    if isinstance(config, str) and _DTYPE_NAMES.get(config.lower()) in ("float16", "bfloat16"):
+        return _DTYPE_NAMES[config.lower()], ""
+    if "model.dtype" not in facts and facts.why_missing("model.dtype"):
+        return None, f"model.dtype: {facts.why_missing('model.dtype')}"
+    return None, "the dtype vLLM resolves from --dtype auto is not known here"
+
+
+def _method(facts: Facts) -> tuple[tuple[str, ...] | None, str]:
+    """The method names to judge (the first the release knows), and where they came from."""
+    given = facts.value("serve.quantization")
+    if isinstance(given, str) and given:
+        return (given.lower(),), "serve.quantization"
+    method = facts.value("model.quant_method")
+    if isinstance(method, str) and method:
+        # vLLM lower-cases the name and spells compressed_tensors with a hyphen
+        method = method.lower().replace("compressed_tensors", "compressed-tensors")
+        if method == "modelopt":
+            algo = facts.value("model.quant_algo")
+            if isinstance(algo, str) and algo.upper() in _MODELOPT_BY_ALGO:
+                return _MODELOPT_BY_ALGO[algo.upper()], "model.quant_method + model.quant_algo"
+            return None, "a ModelOpt checkpoint without a known quant_algo"
+        return (method,), "model.quant_method"
+    return None, ""
+
+
+def _collect_quant(facts: Facts) -> None:
+    names, origin = _method(facts)
+    if names is None:
+        # an unquantized model on a known serve line: the facts are absent, not unknown
+        reason = origin or next((facts.why_missing(p) for p in ("serve.quantization",
+                                                                  "model.quant_method")
+                                 if facts.why_missing(p)), None)
+        if reason:
+            for path in QUANT_PATHS:
+                facts.mark_missing(path, reason)
+        return
+    release, note = _release(facts, "quantization")
+    if release is None:
+        for path in QUANT_PATHS:
+            facts.mark_missing(path, note)
+        return
+    from vllm_doctor import knowledge
+
+    values = knowledge.load("quantization").at(release)
+    detail = f"vLLM {release}" + (f"; {note}" if note else "")
+    method = next((n for n in names if f"method:{n}" in values), names[0])
+    if len(names) > 1 or origin.endswith("quant_algo"):
+        if f"method:{method}" not in values:  # a ModelOpt algo this release names otherwise
+            for path in QUANT_PATHS:
+                facts.mark_missing(path, f"which method vLLM {release} uses for this ModelOpt "
+                                         f"checkpoint ({'/'.join(names)}) is not in the table")
+            return
+    facts.set("release.quant.judged_release", release, SOURCE, detail)
+    facts.set("release.quant.method", method, SOURCE, origin)
+    record = values.get(f"method:{method}")
+    facts.set("release.quant.known", record is not None, SOURCE,
+              f"{detail}: model_executor/layers/quantization/__init__.py")
+    if record is None:
+        for path in QUANT_PATHS[3:]:
+            facts.mark_missing(path, f"{method} is not a quantization method of vLLM {release}")
+        return
+    facts.set("release.quant.deprecated", bool(record.get("deprecated")), SOURCE, detail)
+    if record.get("act_dtypes") is not None:
+        facts.set("release.quant.act_dtypes", record["act_dtypes"], SOURCE, detail)
+    else:
+        facts.mark_missing("release.quant.act_dtypes",
+                           f"get_supported_act_dtypes of {method} is computed at run time")
+    floor = quant_floor(values, method)
+    if floor.value is None:
+        facts.mark_missing("release.quant.min_capability", floor.why)
+        facts.mark_missing("release.quant.capability_ok", floor.why)
+        return
+    facts.set("release.quant.min_capability", floor.value, SOURCE,
+              f"{detail}: {record.get('file', '')} {floor.why}")
+    gpu = facts.get("gpu.min_capability")
+    if gpu is None:
+        facts.mark_missing("release.quant.capability_ok",
+                           f"gpu.min_capability: {facts.why_missing('gpu.min_capability')}")
+        return
+    facts.set("release.quant.capability_ok", int(gpu.value) >= floor.value, SOURCE,
+              f"GPU {gpu.value} vs minimum {floor.value} in vLLM {release}")
+
+
+# -- attention -------------------------------------------------------------------------------
+
+def _state(grid: dict[str, list[int]] | None, value: int) -> bool | None:
+    if not grid:
+        return None
+    if value in grid.get("yes", ()):
+        return True
+    if value in grid.get("no", ()):
+        return False
+    return None
+
+
+def judge_backend(record: dict[str, Any], head: int | None, dtype: str | None,
+                  kv: str | None, capability: int) -> tuple[bool | None, list[str]]:
+    """(True/False/None, the reasons it says no) for one backend record of the table."""
+    reasons: list[str] = []
+    unknown = False
+    cap = _state(record.get("capabilities"), capability)
+    if cap is False:
+        reasons.append(f"compute capability {capability} not supported")
+    unknown |= cap is None
+    if head is None:
+        unknown = True
+    else:
+        ok = _state(record.get("head_size_check"), head)
+        if ok is None and "head_size_check" not in record:
+            sizes = record.get("head_sizes")
+            ok = None if sizes is None else (not sizes or head in sizes)
+        if ok is False:
+            reasons.append(f"head size {head} not supported")
+        unknown |= ok is None
+    if dtype is None or record.get("dtypes") is None:
+        unknown = True
+    elif dtype not in record["dtypes"]:
+        reasons.append(f"dtype {dtype} not in {record['dtypes']}")
+    if kv not in (None, "auto"):
+        listed = record.get("kv_cache_dtypes")
+        if listed is None:
+            unknown = True
+        elif kv not in listed:
+            reasons.append(f"kv_cache_dtype {kv} not in {listed}")
+        elif record.get("kv_cache_dtype_runtime"):
+            unknown = True  # also asks the installed kernels
+    if reasons:
+        return False, reasons
+    return (None if unknown else True), []
+
+
+def _attention_inputs(facts: Facts) -> tuple[dict[str, Any] | None, str]:
+    gpu = facts.get("gpu.min_capability")
+    if gpu is None:
+        return None, f"gpu.min_capability: {facts.why_missing('gpu.min_capability')}"
+    if "model.kv_lora_rank" in facts:
+        return None, "MLA models (kv_lora_rank) are not judged by the generated attention facts"
+    if facts.why_missing("model.kv_lora_rank") and "model.head_dim" not in facts:
+        return None, f"model: {facts.why_missing('model.kv_lora_rank')}"
+    heads = [facts.value("model.head_dim")]
+    global_head = facts.value("model.global_head_dim")
+    if isinstance(global_head, int) and global_head not in heads:
+        heads.append(global_head)  # every attention layer gets a backend for its head size
+    dtype, why_dtype = _dtype(facts)
+    kv = facts.value("serve.kv_cache_dtype")
+    return {"capability": int(gpu.value), "heads": heads, "dtype": dtype, "kv": kv or "auto",
+            "why_dtype": why_dtype}, ""
+
+
+def _collect_attention(facts: Facts) -> None:
+    inputs, why = _attention_inputs(facts)
+    if inputs is None:
+        for path in ATTN_PATHS:
+            facts.mark_missing(path, why)
+        return
+    release, note = _release(facts, "attention")
+    if release is None:
+        for path in ATTN_PATHS:
+            facts.mark_missing(path, note)
+        return
+    from vllm_doctor import knowledge
+
+    values = knowledge.load("attention").at(release)
+    detail = f"vLLM {release}" + (f"; {note}" if note else "")
+    facts.set("release.attention.judged_release", release, SOURCE, detail)
+    cap, heads, dtype, kv = (inputs["capability"], inputs["heads"], inputs["dtype"],
+                             inputs["kv"])
+    shown_heads = "/".join(str(h) if h is not None else "?" for h in heads)
+    described = (f"capability {cap}, head size {shown_heads}, dtype {dtype or '?'}, "
+                 f"kv_cache_dtype {kv}")
+
+    # the backends vLLM would consider by itself (each layer picks one for its head size)
+    candidates = values.get(f"cuda_priority:std:{cap}")
+    if "check:no_valid_backend" not in values or candidates is None:
+        reason = (f"vLLM {release} picks the backend by an if-chain (before 0.12.0)"
+                  if "check:no_valid_backend" not in values else
+                  f"no priority list for capability {cap} in vLLM {release}")
+        for path in ATTN_PATHS[1:5]:
+            facts.mark_missing(path, reason)
+    else:
+        facts.set("release.attention.candidates", candidates, SOURCE,
+                  f"{detail}: platforms/cuda.py _get_backend_priorities")
+        supporting, rejections = [], []
+        refused_heads, undecided = [], []
+        for head in heads:
+            some_yes, some_unknown = False, []
+            for name in candidates:
+                record = values.get(f"backend:{name}")
+                verdict, reasons = (judge_backend(record, head, dtype, kv, cap) if record
+                                    else (None, []))
+                if verdict is True:
+                    some_yes = True
+                    if name not in supporting:
+                        supporting.append(name)
+                elif verdict is False:
+                    rejections.append(f"{name} (head size {head}): {'; '.join(reasons)}")
+                else:
+                    some_unknown.append(name)
+            if not some_yes and not some_unknown:
+                refused_heads.append(head)
+            elif not some_yes:
+                undecided.append(f"head size {head}: {', '.join(some_unknown)}")
+        facts.set("release.attention.supporting", supporting, SOURCE, described)
+        facts.set("release.attention.rejections", rejections, SOURCE, described)
+        if refused_heads:
+            facts.set("release.attention.any_supports", False, SOURCE,
+                      f"{described}: no candidate for head size "
+                      f"{'/'.join(map(str, refused_heads))}")
+        elif undecided:
+            facts.mark_missing("release.attention.any_supports",
+                               f"decided at run time or by inputs not known here "
+                               f"({'; '.join(undecided)}; {described}"
+                               f"{'; ' + inputs['why_dtype'] if inputs['why_dtype'] else ''})")
+        else:
+            facts.set("release.attention.any_supports", True, SOURCE, described)
+
+    forced = facts.value("serve.attention_backend")
+    if not forced:
+        reason = facts.why_missing("serve.attention_backend")
+        if reason:  # no serve line; without a forced backend the facts are absent
+            for path in ATTN_PATHS[5:]:
+                facts.mark_missing(path, reason)
+        return
+    name = str(forced).upper().removesuffix("_VLLM_V1")
+    record = values.get(f"backend:{name}")
+    if "check:forced_backend_validated" not in values:
+        why = f"vLLM {release} does not validate a forced backend up front (0.11.1 on)"
+    elif record is None:
+        why = f"{name} is not an attention backend vLLM {release} knows"
+    else:
+        why = ""
+    if why:
+        for path in ATTN_PATHS[5:]:
+            facts.mark_missing(path, why)
+        return
+    verdicts = [judge_backend(record, head, dtype, kv, cap) for head in heads]
+    reasons = [r for _, rs in verdicts for r in rs if r not in ()]
+    if any(v is False for v, _ in verdicts):
+        facts.set("release.attention.forced_supports", False, SOURCE,
+                  f"{detail}: {record.get('file')} {record.get('class')}")
+    elif all(v is True for v, _ in verdicts):
+        facts.set("release.attention.forced_supports", True, SOURCE,
+                  f"{detail}: {record.get('file')} {record.get('class')}")
+    else:
+        facts.mark_missing("release.attention.forced_supports",
+                           f"{name}'s checks are decided at run time or by inputs not known "
+                           f"here ({described})")
+    facts.set("release.attention.forced_rejections", sorted(set(reasons)), SOURCE, described)
+
+
+def collect_release_kernels(facts: Facts) -> None:
+    _collect_quant(facts)
+    _collect_attention(facts)

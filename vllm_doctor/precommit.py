@@ -1,0 +1,60 @@
+"""The pre-commit hook (.pre-commit-hooks.yaml): `vllm-doctor check --serve-config FILE` for
+every serve config pre-commit passes, each in its own process.
+
+    vllm-doctor-pre-commit [CHECK OPTIONS ...] FILE [FILE ...]
+
+Arguments that name existing files are serve configs; everything else goes to `check` as is
+(put `--report ci/collect-env.txt`, `--vllm-version 0.33.0`, `--fail-on warning` … in the
+hook's `args`). The exit code is the worst of the runs: 2 or 3 (could not check) over 1
+(findings) over 0.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+# options of `check` that take a value: the value is never taken for a serve config
+_VALUE_OPTIONS = {"--serve", "--serve-config", "--model-config", "--report", "--log",
+                  "--vllm-version", "--torch-version", "--format", "-f", "--fail-on", "--select",
+                  "--ignore", "--ignore-file", "--output", "-o", "--example", "--rules-dir",
+                  "--config"}
+
+
+def split_arguments(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(check options, serve config files)."""
+    options, files = [], []
+    take_value = False
+    for arg in argv:
+        if take_value:
+            options.append(arg)
+            take_value = False
+        elif arg in _VALUE_OPTIONS:
+            options.append(arg)
+            take_value = True
+        elif not arg.startswith("-") and Path(arg).is_file():
+            files.append(arg)
+        else:
+            options.append(arg)
+    return options, files
+
+
+def _rank(code: int) -> int:
+    return {0: 0, 1: 1}.get(code, 2)
+
+
+def main(argv: list[str] | None = None) -> None:
+    options, files = split_arguments(list(sys.argv[1:] if argv is None else argv))
+    worst = 0
+    for path in files:
+        print(f"vllm-doctor: {path}", flush=True)
+        code = subprocess.call([sys.executable, "-m", "vllm_doctor", "check", "--serve-config",
+                                path, "-q", *options])
+        if _rank(code) > _rank(worst):
+            worst = code
+    sys.exit(worst)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

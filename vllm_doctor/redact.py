@@ -1,0 +1,200 @@
+"""Secrets never reach an output: one place that decides what is a secret and hides it.
+
+Redaction follows structure, not a list of known names:
+
+- a name that looks like a secret (``is_secret_name``: token, key, secret, password, …)
+  hides its value wherever a name meets a value: environment variables, ``KEY=VALUE``
+  words anywhere in a command (``export``, ``sudo``, ``env`` prefixes), ``key: value`` and
+  ``"key": "value"`` in a log line or a JSON text, mapping keys in parsed values;
+- a serve option is resolved the way vLLM resolves it (``--hf-tok`` is ``--hf-token``)
+  before its name is judged, and every value it takes is hidden (``--api-key k1 k2``), as
+  are the values of unknown flags with secret-looking names (``--openai-secret-token V``);
+- credentials inside URLs (``https://user:PASS@host``) are hidden in any text;
+- values that look like tokens whatever their name (``hf_…``, ``sk-…``, ``ghp_…``, JWTs,
+  ``Bearer …``) are hidden in any text.
+
+Suggested commands must stay runnable, so ``shell_words`` writes a secret option's value as
+the environment variable the user would keep it in (``--hf-token "$HF_TOKEN"``) instead of
+a literal ``<redacted>``. Every pattern here runs in linear time.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any, Iterable
+
+REDACTED = "<redacted>"
+
+# words of a name (split at - _ . and camelCase) that make it a secret's name; whole words,
+# so --max-num-batched-tokens, --tokenizer, --ssl-keyfile and --api-server-count are not
+_SECRET_WORDS = frozenset({
+    "token", "key", "secret", "secrets", "password", "passwd", "pwd", "passphrase",
+    "credential", "credentials", "cookie", "auth", "authorization", "private",
+    "apikey", "authtoken", "accesstoken", "accesskey", "secretkey", "privatekey", "hftoken",
+})
+_NAME_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable, option or field with this name holds a secret (``HF_TOKEN``,
+    ``--api-key``, ``openai_secret_token``, ``apiKey``, ``MY_PASSWORD_FILE``)."""
+    return any(word.lower() in _SECRET_WORDS for word in _NAME_WORDS.findall(name))
+
+
+# scheme://userinfo@ — the userinfo (user:password, or a bare token) is a credential
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)([^\s/@:'\"`<>]{1,256}"
+                              r"(?::[^\s/@'\"`<>]{0,256})?)@")
+# values that are tokens whatever they are called
+_TOKEN_VALUES = re.compile(
+    r"\b(?:hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|"
+    r"github_pat_[A-Za-z0-9_]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|"
+    r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,})")
+_BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{8,})")
+_NAME = r"[A-Za-z_][A-Za-z0-9_.-]{0,80}"
+_VALUE = re.compile(r"\"[^\"\n]{0,4096}\"|'[^'\n]{0,4096}'|[^\s\"',;&|]{1,4096}")
+# NAME=value, NAME: value, "name": "value", --name=value; and --name value. Only the name and
+# separator are matched, so a non-secret name never swallows the assignment after it
+_ASSIGNED = re.compile(r"(?<![A-Za-z0-9_.-])(?:--?)?(" + _NAME + r")\"?\s*[=:]\s*\"?")
+_FLAG = re.compile(r"(?<![A-Za-z0-9_.-])--?(" + _NAME + r")\s+(?!-)")
+
+
+def _hide_values(pattern: re.Pattern[str], text: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for key in pattern.finditer(text):
+        if key.start() < pos or not is_secret_name(key.group(1)):
+            continue
+        value = _VALUE.match(text, key.end())
+        if value is None:
+            continue
+        quoted = value.group()[:1] in ("'", '"') and len(value.group()) >= 2
+        out.append(text[pos:key.end()])
+        out.append(value.group()[0] + REDACTED + value.group()[-1] if quoted else REDACTED)
+        pos = value.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def redact_text(text: str) -> str:
+    """A line of free text (a log line, an error message, a value) with secrets hidden."""
+    if not text:
+        return text
+    text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + "@", text)
+    text = _BEARER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+    text = _hide_values(_FLAG, text)
+    text = _hide_values(_ASSIGNED, text)
+    return _TOKEN_VALUES.sub(REDACTED, text)
+
+
+def redact_value(value: Any, name: str = "") -> Any:
+    """A parsed value (a fact, a JSON option) with secrets hidden, its shape kept."""
+    if name and is_secret_name(name) and value not in (None, True, False, "", [], {}):
+        return REDACTED
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: redact_value(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_value(v) for v in value]
+    return value
+
+
+# --- command words --------------------------------------------------------------------------
+
+_ENV_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+# the variables vLLM and the hub read the same secret from
+_OPTION_VARIABLE = {"hf-token": "HF_TOKEN", "api-key": "VLLM_API_KEY"}
+
+
+def _secret_option(word: str) -> tuple[str, int] | None:
+    """(option name, how many values it takes: 1, or -1 for every following value) when the
+    flag ``word`` (``--x`` or ``--x=v``) is a secret-taking option; else None."""
+    if not word.startswith("-") or word in ("-", "--"):
+        return None
+    flag = word.split("=", 1)[0]
+    from vllm_doctor.serve_args import resolve_flag
+
+    if "." in flag and is_secret_name(flag.split(".", 1)[1]):
+        return flag.lstrip("-"), 1  # --hf-overrides.api_key X
+    spec = resolve_flag(flag)
+    if spec is not None:
+        if not is_secret_name(spec.name) or spec.kind in ("bool", "flag"):
+            return None
+        return spec.name, (-1 if spec.kind in ("list", "append") else 1)
+    name = flag.lstrip("-")
+    if is_secret_name(name):
+        return name, -1  # unknown: hide every value up to the next flag
+    return None
+
+
+def _variable_for(option: str) -> str:
+    return _OPTION_VARIABLE.get(option) or re.sub(r"[^A-Za-z0-9]", "_", option).upper()
+
+
+_PLACEHOLDER = "\x00"  # marks a placeholder word for shell_words
+
+
+def redact_words(words: Iterable[str], placeholders: bool = False) -> list[str]:
+    """Command words with every secret hidden.
+
+    Values of secret-taking options (all of them for list options and unknown secret flags),
+    ``KEY=VALUE`` words with a secret name, URL credentials and token-looking values become
+    ``<redacted>``; with ``placeholders`` the option values and ``KEY=VALUE`` words become
+    references to a variable (``--hf-token $HF_TOKEN``, ``HF_TOKEN=$HF_TOKEN``) that
+    ``shell_words`` prints unquoted.
+    """
+    def hidden(option: str) -> str:
+        return f"{_PLACEHOLDER}${_variable_for(option)}" if placeholders else REDACTED
+
+    out: list[str] = []
+    option, left = "", 0  # values still to hide; -1: every value up to the next flag
+    shown_one = False  # a placeholder stands for all the values of one option
+    for word in words:
+        if left and not (word.startswith("-") and word != "-" and not _number(word)):
+            if not (placeholders and shown_one):
+                out.append(hidden(option))
+            shown_one = True
+            left = left - 1 if left > 0 else left
+            continue
+        shown_one = False
+        left = 0
+        secret = _secret_option(word)
+        if secret is not None:
+            option, count = secret
+            if "=" in word:
+                out.append(word.split("=", 1)[0] + "=" + hidden(option).lstrip(_PLACEHOLDER))
+                if placeholders:
+                    out[-1] = _PLACEHOLDER + out[-1]
+                left = -1 if count == -1 else 0
+                shown_one = True
+            else:
+                out.append(word)
+                left = count
+            continue
+        env = _ENV_WORD.match(word)
+        if env and not word.startswith("-") and is_secret_name(env.group(1)):
+            name = env.group(1)
+            out.append(f"{_PLACEHOLDER}{name}=${name}" if placeholders else f"{name}={REDACTED}")
+            continue
+        out.append(redact_text(word))
+    return out
+
+
+def _number(word: str) -> bool:
+    return bool(re.fullmatch(r"-\d+(\.\d+)?", word))
+
+
+def shell_words(words: Iterable[str]) -> str:
+    """Words joined into a command a shell runs as printed, secrets as ``"$VARIABLE"``."""
+    parts = []
+    for word in redact_words(words, placeholders=True):
+        if word.startswith(_PLACEHOLDER):
+            head, _, variable = word[1:].rpartition("$")
+            parts.append(f'{head}"${variable}"')
+        elif _ENV_WORD.match(word):  # NAME='a value': what a person writes
+            name, _, value = word.partition("=")
+            parts.append(f"{name}={shlex.quote(value)}")
+        else:
+            parts.append(shlex.quote(word))
+    return " ".join(parts)
