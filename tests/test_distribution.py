@@ -121,9 +121,12 @@ def installed(tmp_path_factory) -> Path:
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip().endswith("vllm-doctor 0.1.0")
-    # the wheel carries the rule base, the knowledge tables and the examples
+    # the distribution is vllm-preflight (the index's vllm-doctor is another project) ...
+    assert [d.name for d in prefix.glob("*.dist-info")] == ["vllm_preflight-0.1.0.dist-info"]
+    # ... and carries the rule base, the knowledge tables and the examples
     assert (prefix / "vllm_doctor" / "rules").is_dir()
     assert list((prefix / "vllm_doctor" / "knowledge" / "data").glob("*.json"))
+    assert (prefix / "vllm_doctor" / "examples" / "diffusion-gemma-tp2" / "scenario.yaml").is_file()
     return prefix
 
 

@@ -78,10 +78,10 @@ def test_sarif_of_a_serve_config_points_at_the_line_and_validates(tmp_path):
     assert physical["artifactLocation"]["uri"] == "deploy/serve.yaml"  # relative to the repo
     assert physical["region"]["startLine"] == 4  # the tensor-parallel-size line
     assert model001["partialFingerprints"]["vllmDoctorFinding/v1"]
-    # undecided rules are reviews, not failures
-    undecided = [r for r in data["runs"][0]["results"] if r["properties"]["verdict"] == "undecided"]
-    assert undecided and all(r["kind"] == "review" and r["level"] == "none" for r in undecided)
+    # undecided rules are no alerts: they are listed in the run's properties
+    assert all(r["properties"]["verdict"] == "applies" for r in data["runs"][0]["results"])
     props = data["runs"][0]["properties"]
+    assert {u["code"] for u in props["undecided"]} >= {"ENV001", "HW001"}
     assert props["rulebase"]["newest_release"] == "0.33.0" and props["rulebase"]["version"]
 
 
@@ -101,6 +101,18 @@ def test_sarif_without_files_uses_the_placeholder_location():
     uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
             for r in data["runs"][0]["results"]}
     assert uris == {"vllm-serve"}
+
+
+def test_sarif_under_strict_reports_undecided_errors_as_failures():
+    run = doctor(*HEALTHY, "--strict", "--format", "sarif")
+    assert run.returncode == 1
+    data = validate_sarif(run.stdout)
+    results = data["runs"][0]["results"]
+    assert results and all(r["properties"]["verdict"] == "undecided" and r["level"] == "error"
+                           and r["kind"] == "fail" for r in results)
+    assert all("cannot be decided (--strict fails the run on it)" in r["message"]["text"]
+               for r in results)
+    assert not validate_sarif(doctor(*HEALTHY, "--format", "sarif").stdout)["runs"][0]["results"]
 
 
 def test_sarif_marks_ignored_findings_as_suppressed(tmp_path):
@@ -309,6 +321,7 @@ def test_configured_rule_directory_adds_to_the_shipped_rules(tmp_path):
     ("colour = 1\n", "unknown key(s) colour"),
     ('select = "MODEL"\n', "select must be a list"),
     ("strict = yes\n", "not valid TOML"),
+    ('fail-on = "critical"\n', "fail-on 'critical' is not one of error, warning, info, never"),
 ])
 def test_bad_configuration_is_exit_2(tmp_path, text, needle):
     (tmp_path / ".vllm-doctor.toml").write_text(text)
@@ -331,15 +344,33 @@ def test_a_vllm_version_beyond_the_knowledge_says_so():
     run = doctor(*HEALTHY, "--vllm-version", "0.40.0", "--format", "json")
     notes = json.loads(run.stdout)["notes"]
     assert any("vLLM 0.40.0 (--vllm-version) is newer than 0.33.0" in n for n in notes)
+    assert "warning: vLLM 0.40.0 (--vllm-version) is newer than 0.33.0" in run.stderr
     covered = json.loads(doctor(*HEALTHY, "--vllm-version", "0.33.0", "--format", "json").stdout)
     assert not any("is newer than" in n for n in covered["notes"])
 
 
 def test_no_link_to_another_projects_repository():
     root = HERE.parent
-    offenders = [str(p) for p in (root / "vllm_doctor").rglob("*") if p.is_file()
-                 and p.suffix in (".py", ".json", ".yaml", ".md")
-                 and "github.com/vllm-doctor" in p.read_text(encoding="utf-8", errors="replace")]
+    needle = "github.com/" + "vllm-doctor"  # spelled in two parts so this file does not match
+    offenders = [str(p) for p in root.rglob("*") if p.is_file() and ".git" not in p.parts
+                 and p.suffix in (".py", ".json", ".yaml", ".yml", ".md", ".toml", ".sarif", "")
+                 and needle in p.read_text(encoding="utf-8", errors="replace")]
     assert offenders == []
     data = json.loads(doctor(*FAILING, "--format", "json").stdout)
     assert data["findings"][0]["url"].startswith("https://github.com/vllm-project/vllm/")
+
+
+def test_configured_ignore_prefixes_and_ignore_file(tmp_path):
+    (tmp_path / "accepted.yaml").write_text(
+        "ignore:\n  - {code: MODEL001, reason: tp 1 in production}\n")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.vllm-doctor]\nignore = ["HW", "MEM"]\nignore-file = "accepted.yaml"\nformat = "json"\n')
+    data = json.loads(doctor(*FAILING, cwd=tmp_path).stdout)
+    checked = {f["code"] for f in data["findings"] + data["undecided"] + data["suppressed"]} | set(
+        data["not_applicable"])
+    assert checked and not any(code.startswith(("HW", "MEM")) for code in checked)
+    assert [f["code"] for f in data["suppressed"]] == ["MODEL001"]
+    assert data["summary"]["failing"] == []
+    # --ignore on the command line replaces the file's list
+    again = json.loads(doctor(*FAILING, "--ignore", "ENV", cwd=tmp_path).stdout)
+    assert any(f["code"].startswith("MEM") for f in again["undecided"])

@@ -62,6 +62,7 @@ def test_closed_stdout_is_exit_3():
     ("rules list", 0),
     ("rules list --format json", 0),
     ("facts --format json", 0),
+    ("explain MODEL001", 0),
 ])
 def test_a_reader_that_leaves_early_does_not_change_the_exit_code(args, code):
     # `true` exits at once: every write of the report meets a closed pipe
@@ -180,3 +181,34 @@ def test_shell_completion_is_enabled():
     assert {"sarif", "junit", "github", "gitlab"} <= set(run.stdout.split())
     shown = doctor("--show-completion", "bash")
     assert "_VLLM_DOCTOR_COMPLETE" in shown.stdout or "complete" in shown.stdout
+
+
+def test_on_a_terminal_the_text_fits_its_width_in_colour():
+    import pty
+    import re
+
+    controller, terminal = pty.openpty()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_") and k != "NO_COLOR"}
+    environ.update(COLUMNS="70", TERM="xterm-256color")
+    proc = subprocess.Popen([sys.executable, "-m", "vllm_doctor", *FAILING, "-q"], stdout=terminal,
+                            stderr=subprocess.PIPE, env=environ)
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the other side closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    proc.wait(timeout=120)
+    os.close(controller)
+    text = b"".join(chunks).decode("utf-8", errors="replace")
+    assert proc.returncode == 1
+    assert "\x1b[" in text  # colour
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", text).replace("\r", "")
+    # the corrected command stays one line to copy; everything else fits the width
+    lines = [line for line in plain.splitlines() if line and not line.strip().startswith("vllm serve")]
+    assert "MODEL001" in plain and max(len(line) for line in lines) <= 70
+    assert len(lines) > len(doctor(*FAILING, "-q").stdout.splitlines())  # it was wrapped

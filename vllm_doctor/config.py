@@ -114,6 +114,12 @@ def load_config(path: Path) -> Config:
         if not isinstance(value, kind) or (kind is list and key != "ignore-entries"
                                            and not all(isinstance(v, str) for v in value)):
             raise InputError(where, f"{key} must be {meaning}")
+    from vllm_doctor.commands.check import FAIL_ON, FORMATS
+
+    choices = {"fail-on": FAIL_ON, "format": FORMATS}
+    for key, allowed in choices.items():
+        if key in section and section[key] not in allowed:
+            raise InputError(where, f"{key} {section[key]!r} is not one of {', '.join(allowed)}")
     base = path.parent
     config = Config(path=path)
     config.select = section.get("select")

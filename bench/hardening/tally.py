@@ -4,7 +4,7 @@
 
 ``--repo`` runs the checkout at PATH (``python -m vllm_doctor`` with PYTHONPATH=PATH), so the
 same list can be run on main and on a branch. Each case runs in a subprocess limited to
-5 s and 1 GiB of address space. Verdicts: clean-error (exit 2/3 as expected, one line on
+5 s of CPU time, 1 GiB of address space and 30 s of wall time (a hang). Verdicts: clean-error (exit 2/3 as expected, one line on
 stderr), right-answer (exit 0/1 as expected, required output present, no canary leaked),
 traceback, wrong-exit (any other exit, a leaked canary, several stderr lines), timeout.
 """

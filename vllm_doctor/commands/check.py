@@ -248,14 +248,14 @@ def run_check(
     doc.inputs = {key: str(value) for key, value in (
         ("serve_config", options.serve_config), ("model_config", options.model_config),
         ("report", options.report), ("log", options.log)) if value}
+    coverage = _coverage_note(facts)
+    if coverage:
+        warnings.append(coverage)  # on stderr too: a gate judged beyond its knowledge says so
     doc.notes.extend(warnings)
     doc.notes.extend(apply_ignores(findings, entries))
     for crash in facts.crashes:
         doc.notes.append(f"could not finish: {crash.line()}: the rules that need its facts "
                          "are undecided because of this crash, and the run exits 3")
-    coverage = _coverage_note(facts)
-    if coverage:
-        doc.notes.append(coverage)
     if example:
         doc.notes.append(f"bundled example {example!r}: facts come from its files, not this machine")
     with step("suggested commands"):

@@ -15,6 +15,9 @@ def rule_markdown(rule) -> str:
     lines = [f"# {rule.code} · {rule.slug}", "", f"**{rule.summary}**", "",
              f"Severity: {rule.severity} · confidence: {rule.confidence} · shows at: {rule.phase}"
              f" · status: {rule.status}", ""]
+    if rule.log_only:
+        lines += ["Applies when a crash log shows the message below; the facts in `when` confirm "
+                  "the cause.", ""]
     if rule.ranges:
         spans = ", ".join(f"{r.introduced} ≤ vLLM < {r.fixed}" if r.fixed else f"vLLM ≥ {r.introduced} (no fix released)"
                           for r in rule.ranges)
@@ -64,14 +67,16 @@ def _find(code: str, rules_dirs: list[Path] | None):
 
 
 def print_rule(code: str, rules_dirs: list[Path] | None, plain: bool = False) -> None:
+    from vllm_doctor.report.output import print_rich, stdout_is_terminal, write_stdout
+
     text = rule_markdown(_find(code, rules_dirs))
-    if plain:
-        typer.echo(text)
+    if plain or not stdout_is_terminal():
+        # piped or redirected: the markdown itself, unwrapped (as --plain)
+        write_stdout(text if text.endswith("\n") else text + "\n")
         return
-    from rich.console import Console
     from rich.markdown import Markdown
 
-    Console().print(Markdown(text))
+    print_rich(lambda console: console.print(Markdown(text)))
 
 
 LOG_FORMATS = ("text", "json")

@@ -48,6 +48,12 @@ SECTIONS = (
         "serve.data_parallel_size", "serve.max_model_len", "serve.gpu_memory_utilization",
         "serve.quantization", "serve.kv_cache_dtype", "serve.speculative_method",
         "serve.attention_backend", "serve.legacy_flags", "serve.unknown_flags")),
+    Section("Judged release", ("release",), (
+        "release.judged", "release.coverage", "release.unknown_options",
+        "release.unaccepted_options", "release.option_hints", "release.corrected_command",
+        "release.invalid_choices", "release.architecture_registered",
+        "release.architecture_first_release", "release.transformers_in_range",
+        "release.torch_pin", "release.torch_matches_pin")),
     Section("Environment", ("env",), ("env.*",)),
     Section("Crash log", ("log",), ("log.path", "log.lines")),
     Section("Estimates", ("derived",), (
@@ -63,6 +69,7 @@ _INPUT_AREAS = {"model", "serve", "log"}
 # the collector whose timing belongs to a section
 _TIMING_KEYS = {"Stack": ("packages",), "GPUs and links": ("gpus",), "Model": ("model",),
                 "Serve arguments": ("serve",), "Environment": ("environment",),
+                "Judged release": ("release",),
                 "Estimates": ("derived",)}
 
 
@@ -249,8 +256,14 @@ def _digest_parts(facts: Facts, section: Section) -> list[str]:
             parts.append(f"{format_bytes(v('model.weights_bytes'))} of weights")
     elif section.title == "Serve arguments":
         skip = {"serve.model", "serve.argv", "serve.flags", "serve.legacy_flags", "serve.unknown_flags"}
-        given = [(p, f) for p, f in sorted(facts.area("serve"))
-                 if f.source == Source.SERVE and p not in skip]
+        # the knobs most rules look at first, then the rest; whole JSON options are left to -v
+        # (their parts, like serve.speculative_method, are facts of their own)
+        first = [p for p in section.summary if p not in skip]
+        given = sorted(((p, f) for p, f in facts.area("serve")
+                        if f.source == Source.SERVE and p not in skip
+                        and not isinstance(f.value, dict)),
+                       key=lambda item: (first.index(item[0]) if item[0] in first else len(first),
+                                         item[0]))
         shown = [f"{p[len('serve.'):]}={format_value(p, f.value)}" for p, f in given[:6]]
         if len(given) > 6:
             shown.append(f"… {len(given) - 6} more")

@@ -249,7 +249,11 @@ def _sarif_rule(f: Finding) -> dict[str, Any]:
 
 
 def render_sarif(doc: CheckDocument) -> str:
-    reported = doc.applies + doc.undecided + doc.suppressed
+    """SARIF 2.1.0 for code scanning. Results: the findings that apply (ignored ones carry a
+    suppression) and, under --strict, the undecided rules that fail the run. The other
+    undecided rules are listed in the run's properties, not as results: a "cannot decide" is
+    no alert to keep open in code scanning."""
+    reported = doc.applies + [f for f in doc.undecided if doc.is_failing(f)] + doc.suppressed
     rules_seen: dict[str, Finding] = {}
     for f in reported:
         rules_seen.setdefault(f.rule.code, f)
@@ -264,6 +268,8 @@ def render_sarif(doc: CheckDocument) -> str:
         result: dict[str, Any] = {
             "ruleId": f.rule.code,
             "ruleIndex": index[f.rule.code],
+            "kind": "fail",
+            "level": SARIF_LEVEL[f.severity],
             "message": {"text": _message(doc, f)},
             "locations": [{"physicalLocation": physical}],
             "partialFingerprints": {"vllmDoctorFinding/v1": _fingerprint(f.rule.code, where.uri)},
@@ -272,13 +278,6 @@ def render_sarif(doc: CheckDocument) -> str:
                            "fix_state": f.fix_state.to_dict() if f.fix_state else None,
                            "evidence": [e.to_dict() for e in f.evidence]},
         }
-        if f.verdict == UNDECIDED and not doc.is_failing(f):
-            # SARIF: a result that is not a failure has kind other than "fail" and level "none"
-            result["kind"] = "review"
-            result["level"] = "none"
-        else:
-            result["kind"] = "fail"
-            result["level"] = SARIF_LEVEL[f.severity]
         if f.suppressed:
             result["suppressions"] = [{"kind": "external", "status": "accepted",
                                        "justification": f.suppressed}]
@@ -292,6 +291,9 @@ def render_sarif(doc: CheckDocument) -> str:
             "rulebase": doc.rulebase.to_dict() if doc.rulebase else None,
             "fail_on": doc.fail_on, "strict": doc.strict,
             "summary": doc.summary_line(), "notes": doc.notes,
+            "undecided": [{"code": f.rule.code, "severity": f.severity,
+                           "missing": [m.to_dict() for m in f.missing]}
+                          for f in doc.undecided if not doc.is_failing(f)],
         },
     }
     sarif = {
