@@ -65,6 +65,10 @@ def _compile_re2(pattern: str):
     try:
         return re2.compile("(?m)" + pattern, options)
     except re2.error as err:
+        try:
+            re.compile(pattern)
+        except re.error as bad:
+            raise SignatureError(f"bad regex: {bad}") from None
         detail = err.args[0] if err.args else err
         if isinstance(detail, bytes):
             detail = detail.decode("utf-8", "replace")
