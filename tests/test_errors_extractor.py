@@ -103,3 +103,36 @@ def test_keys_stay_stable_across_releases_and_locations_go_into_spans(releases):
 def test_normalise_merges_whitespace_around_placeholders():
     assert extractor.normalise("x:  {*}  {*} y\n  z") == "x:{*}y z"
     assert extractor.normalise("got %s" .replace("%s", "{*}")) == "got{*}"
+
+
+def test_a_local_message_variable_inside_an_f_string_is_inlined(tmp_path):
+    # vllm/config.py (0.10.0): msg = (f"User-specified max_model_len ({max_model_len}) ...")
+    # then raise ValueError(f"{msg} To allow overriding this maximum, ...")
+    source = '''
+def verify(max_model_len, derived):
+    if max_model_len > derived:
+        msg = (f"User-specified max_model_len ({max_model_len}) is greater "
+               f"than the derived max_model_len ({derived}).")
+        raise ValueError(f"{msg} To allow overriding this maximum, set "
+                         "the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+'''
+    make_wheel(tmp_path, "0.3.0", {"config.py": source})
+    found = extractor.extract(find_releases(tmp_path)[0])
+    assert ("ValueError: User-specified max_model_len ({*}) is greater than the derived max_model_len "
+            "({*}). To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1") in found
+
+
+def test_a_variable_assigned_in_several_branches_stays_a_placeholder(tmp_path):
+    # vllm/v1/core/kv_cache_utils.py (0.9.1): estimated_msg is "" or a sentence
+    source = '''
+def check(needed, available, estimated):
+    estimated_msg = ""
+    if estimated > 0:
+        estimated_msg = f"Based on the available memory, the estimated maximum model length is {estimated}."
+    raise ValueError(f"KV cache is needed ({needed}), larger than the available memory ({available}). "
+                     f"{estimated_msg} Try increasing `gpu_memory_utilization`.")
+'''
+    make_wheel(tmp_path, "0.4.0", {"kv.py": source})
+    found = extractor.extract(find_releases(tmp_path)[0])
+    assert ("ValueError: KV cache is needed ({*}), larger than the available memory ({*}).{*}"
+            "Try increasing `gpu_memory_utilization`.") in found

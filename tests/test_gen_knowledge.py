@@ -148,6 +148,10 @@ from typing import Literal, Optional, Union
 from dataclasses import dataclass
 
 TokenizerMode = Literal["auto", "slow", "mistral"]
+_SUFFIX_TO_DEFAULTS = [
+    ("ForCausalLM", ("generate", "none")),
+    ("ForSequenceClassification", ("pooling", "classify")),
+]
 
 @config
 @dataclass
@@ -372,6 +376,9 @@ def test_registry(tables):
     assert reg.last_release("BertModel") == "0.8.0"
     assert reg.get("@release", "0.8.0").value["transformers_fallback"] is True
     assert reg.get("@release", "0.10.0").value["where"] == "model_executor/models/registry.py"
+    assert reg.get("@release", "0.10.0").value["convert_suffixes"] == [
+        "ForCausalLM", "ForSequenceClassification"]
+    assert "convert_suffixes" not in reg.get("@release", "0.8.0").value
     assert reg.get("@release", "0.8.1") is None  # unreadable, not "no fallback"
 
 
@@ -390,3 +397,54 @@ def test_pins(tables):
     assert "librosa" not in pins  # an extra's requirement
     assert pins.get("cuda", "0.8.0").value == {"major": 12, "from": "libcudart.so.12"}
     assert pins.get("cuda", "0.10.0").value["major"] == 13
+
+
+def test_options_and_pins_audits(tables, tmp_path):
+    rules = tmp_path / "rules"
+    (rules / "args").mkdir(parents=True)
+    (rules / "env").mkdir()
+    # use-v2-block-manager is last in 0.8.1, so it is gone from 0.10.0 on: right;
+    # --block-size removed in 0.10.0: right (the fake 0.10.0 has none);
+    # and --dtype removed in 0.10.0: wrong (0.10.0 has it)
+    (rules / "args" / "ARGS001.yaml").write_text(
+        "affected: {ranges: [{events: [{introduced: '0.10.0'}]}]}\n"
+        "when: {fact: serve.flags, matches: '^(--)?use[-_]v2[-_]block[-_]manager$'}\n")
+    (rules / "args" / "ARGS004.yaml").write_text(textwrap.dedent('''
+        when:
+          any:
+            - all:
+                - {fact: serve.flags, matches: '^(--)?block[-_]size$'}
+                - {fact: vllm.version, version: ">=0.10.0"}
+            - all:
+                - {fact: serve.flags, matches: '^(--)?dtype$'}
+                - {fact: vllm.version, version: ">=0.10.0"}
+    '''))
+    (rules / "env" / "ENV002.yaml").write_text(
+        "# pins torch==X: 2.6.0 in 0.8.0, 2.7.0 in 0.10.0\nwhen: {}\n")
+    sys.path.insert(0, str(TOOLS / "extractors"))
+    found = gen.discover()
+    options_problems = found["options"].audit(
+        json.loads((tables["_dir"] / "options.json").read_text()), rules)
+    assert options_problems == ["ARGS004: --dtype removed in 0.10.0 by the rule, but the "
+                                "wheels have it up to 0.10.0 (first release without it: "
+                                "none covered)"]
+    pins_problems = found["pins"].audit(
+        json.loads((tables["_dir"] / "pins.json").read_text()), rules)
+    assert pins_problems == ["ENV002 says 0.10.0 pins torch==2.7.0; its METADATA says ==2.7.1"]
+
+
+def test_download_fetches_only_missing_releases(wheels, monkeypatch):
+    import audit_wheels
+    from packaging.version import Version
+
+    asked = []
+    monkeypatch.setattr(audit_wheels, "available_releases",
+                        lambda lo: [Version(v) for v in ("0.8.0", "0.8.1", "0.10.0", "0.34.0")
+                                    if Version(v) >= lo])
+    monkeypatch.setattr(audit_wheels, "download",
+                        lambda folder, versions: asked.extend(map(str, versions)) or [])
+    gen.download_missing(wheels, "0.8.0")
+    assert asked == ["0.34.0"]
+    monkeypatch.setattr(audit_wheels, "download", lambda folder, versions: ["0.34.0: 404"])
+    with pytest.raises(gen.UsageError, match="download failed"):
+        gen.download_missing(wheels, "0.8.0")

@@ -68,6 +68,19 @@ def test_list_names_probes_and_rules():
     (["--device", "tpu"], "unknown device"),
     (["--device", "cpu", "--tp", "0", "--only", "selftest-ok"], "--tp"),
     (["--bogus-flag"], "unknown option"),
+    (["bogus", "--device", "cpu"], "unknown probe 'bogus'"),
+    (["vllm", "serve", "m"], "give the serve line after --"),
+    (["selftest-ok", "--device", "cpu", "--timeout", "nan"], "--timeout: must be a finite number"),
+    (["selftest-ok", "--device", "cpu", "--timeout", "inf"], "--timeout: must be a finite number"),
+    (["selftest-ok", "--device", "cpu", "--timeout", "-1"], "--timeout: must be a finite number"),
+    (["selftest-ok", "--device", "cpu", "--timeout", "1e9"], "at most 86400"),
+    (["selftest-ok", "--device", "cpu", "--teardown-timeout", "nan"], "--teardown-timeout"),
+    (["selftest-ok", "--device", "cpu", "--tp", "100000"], "more than this machine can run on the CPU"),
+    (["selftest-ok", "--device", "cpu", "--", "vllm", "serve", "m", "-tp", "5000"],
+     "serve line --tensor-parallel-size: 5000 ranks is more than this machine can run"),
+    (["selftest-ok", "--device", "cpu", "--", "vllm", "serve", "m", "-tp", str(10**20)],
+     "100000000000000000000"),  # the serve-line parser or the rank cap: one line either way
+    (["--serve", "vllm serve 'x", "--device", "cpu"], "--serve: cannot split the serve line"),
     (["--serve", "vllm serve m -tp 2", "--", "vllm", "serve", "m"], "either with --serve or after --"),
     (["--model-config", "/nonexistent/config.json", "--device", "cpu"], "no such file"),
 ])
@@ -102,8 +115,8 @@ def test_json_output_document(tmp_path):
 def test_text_output_and_exit_0():
     proc = cli("--only", "selftest-ok,cudagraph-replay", "--device", "cpu", "--tp", "2")
     assert proc.returncode == 0, proc.stderr
-    assert "[✓] selftest-ok pass" in proc.stdout
-    assert "[-] cudagraph-replay skip" in proc.stdout and "needs a CUDA GPU" in proc.stdout
+    assert "[✓] selftest-ok: pass" in proc.stdout
+    assert "[-] cudagraph-replay: skip" in proc.stdout and "needs a CUDA GPU" in proc.stdout
     assert "Summary: 1 passed, 1 skipped" in proc.stdout
 
 
@@ -139,3 +152,72 @@ def test_cache_round_trip_and_keys(tmp_path, monkeypatch):
     assert cache.part_key("tp-softembed", "tp_softembed", "compile", {"tp": 2}) != key
     monkeypatch.setattr(cache, "torch_identity", lambda: None)
     assert cache.part_key("tp-softembed", "tp_softembed", "compile", {"tp": 2}) is None
+
+
+def test_probe_names_select_the_probes_to_run():
+    proc = cli("selftest-ok", "selftest-raise", "--device", "cpu", "--tp", "2", "--format", "json")
+    doc = json.loads(proc.stdout)
+    assert [r["name"] for r in doc["results"]] == ["selftest-ok", "selftest-raise"]
+    # names, --only and a serve line after -- together
+    proc = cli("selftest-ok", "--only", "selftest-part", "--device", "cpu", "--format", "json",
+               "--", "vllm", "serve", "m", "-tp", "3")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [r["name"] for r in doc["results"]] == ["selftest-ok", "selftest-part"] and doc["tp"] == 3
+
+
+def test_a_reproduced_bug_reads_as_a_warning_never_a_green_tick():
+    env = {"VLLM_DOCTOR_PROBE_PARAMS": json.dumps({"selftest": {"confirm": "MODEL001"}})}
+    proc = cli("selftest-ok", "--device", "cpu", "--tp", "2", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "[!] selftest-ok: bug reproduced on this stack (MODEL001); fix verified" in proc.stdout
+    assert "[✓] selftest-ok" not in proc.stdout
+    assert "Summary: 1 reproduced a known bug (fix verified)" in proc.stdout
+    assert "bug reproduced on this stack (MODEL001)" in proc.stderr  # the progress line
+    proc = cli("selftest-ok", "--device", "cpu", "--tp", "2", "--format", "json", env=env)
+    result = json.loads(proc.stdout)["results"][0]
+    assert result["verdict"] == "bug reproduced on this stack (MODEL001); fix verified"
+
+
+@pytest.mark.skipif(os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version"),
+                    reason="an NVIDIA driver is loaded here")
+def test_cuda_without_any_driver_says_no_gpu_is_visible():
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    proc = subprocess.run([sys.executable, "-m", "vllm_doctor", "probe", "--device", "cuda"],
+                          env=dict(env, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "no GPU is visible" in proc.stderr
+
+
+def write_events(directory: Path, lines: list[str]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "events.rank0.jsonl").write_text("\n".join(lines) + "\n")
+    return directory
+
+
+GOOD_RESULT = json.dumps({"ev": "result", "rank": 0, "probe": "pp-handoff",
+                          "result": {"status": "pass", "reason": "ok", "metrics": {}, "duration_s": 0.1}})
+MALFORMED = ["{not json", "[1, 2]", '{"ev": "result", "rank": "a", "probe": "pp-handoff"}',
+             '{"ev": "result", "rank": 0}', '{"ev": "result", "rank": 0, "probe": "pp-handoff", "result": 5}',
+             '{"ev": "result", "rank": 0, "probe": "pp-handoff", "result": {"status": "great"}}',
+             '{"ev": "result", "rank": 0, "probe": "pp-handoff", "result": {"status": "pass", "reason": [1]}}',
+             '{"ev": "hello", "rank": 0, "world": 1000000000000}', '{"ev": "teardown", "rank": 0, "seconds": "x"}',
+             "7", '{"ev": "result", "rank": -1, "probe": "pp-handoff", "result": {"status": "pass"}}']
+
+
+def test_results_with_only_malformed_events_is_one_line_and_exit_2(tmp_path):
+    out = write_events(tmp_path / "bad", MALFORMED)
+    proc = cli("--results", str(out))
+    assert proc.returncode == 2, proc.stderr
+    assert "no probe results" in proc.stderr and "malformed" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    proc = cli("--results", str(out / "events.rank0.jsonl"))  # a file, not the directory
+    assert proc.returncode == 2 and "not a directory" in proc.stderr
+
+
+def test_results_leave_malformed_lines_out_and_say_so(tmp_path):
+    out = write_events(tmp_path / "mixed", [GOOD_RESULT, *MALFORMED])
+    proc = cli("--results", str(out), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [r["name"] for r in doc["results"]] == ["pp-handoff"] and doc["tp"] == 1
+    assert "left out 10 line(s)" in proc.stderr and len(doc["skipped_lines"]) == 10

@@ -23,7 +23,10 @@ def by_name(results):
 
 
 def pids_in(run_dir: Path) -> set[int]:
+    """Every process the runner started (its pid list) and every pid a worker announced."""
     pids = set()
+    if (run_dir / "pids").exists():
+        pids.update(int(w) for w in (run_dir / "pids").read_text().split())
     for f in run_dir.glob("events.*.jsonl"):
         for line in f.read_text().splitlines():
             ev = json.loads(line)
@@ -182,10 +185,96 @@ def test_interrupt_kills_every_worker_and_part(tmp_path, sig):
         proc.kill()
         pytest.fail("workers did not start")
     pids = pids_in(tmp_path)
-    assert len(pids) >= 3  # two ranks and the forked part
+    assert len(pids) >= 3  # two ranks and the isolated part
     assert all(_pid_alive(p) for p in pids)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 130
     assert b"Traceback" not in err
     assert_all_gone(pids)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGQUIT])
+def test_killing_the_doctor_outright_leaves_no_worker_and_no_directory(tmp_path, sig):
+    """SIGKILL/SIGQUIT give the doctor no chance to clean up: the workers die with it
+    (parent-death signal, watchdog) and the reaper removes the temporary run directory."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT),
+               VLLM_DOCTOR_PROBE_PARAMS=json.dumps({"selftest": {"part_sleep": True}}))
+    env.pop("VLLM_DOCTOR_PROBE_DIR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "vllm_doctor", "probe", "--device", "cpu", "--tp", "2",
+                             "selftest-part", "selftest-sleep", "--timeout", "60"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    run_dir = None
+    while time.monotonic() < deadline:
+        dirs = list(tmp.glob("vllm-doctor-probe-*"))
+        if dirs:
+            run_dir = dirs[0]
+            logs = " ".join(p.read_text(errors="replace") for p in run_dir.glob("rank*.log"))
+            if logs.count("sleeping forever") >= 2 and list(run_dir.glob("events.part-*.jsonl")):
+                break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("workers did not start")
+    pids = pids_in(run_dir)
+    assert len(pids) >= 3 and all(_pid_alive(p) for p in pids)  # two ranks and the isolated part
+    proc.send_signal(sig)
+    proc.wait(timeout=10)
+    assert_all_gone(pids)
+    deadline = time.monotonic() + 5
+    while run_dir.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not run_dir.exists()
+
+
+def test_rank_count_timeout_and_teardown_limits_are_checked():
+    from vllm_doctor.probes.runner import max_ranks
+
+    assert max_ranks("cpu") >= 4  # world size 4 runs on a 2-core CI machine
+    with pytest.raises(InputError, match="more than this machine can run"):
+        run_probes(["selftest-ok"], max_ranks("cpu") + 1, "cpu", 5)
+    with pytest.raises(InputError, match="2 are visible"):
+        run_probes(["selftest-ok"], 3, "cuda", 5, visible_gpus=2)
+    for bad in (float("nan"), float("inf"), 0, -1, 10**9):
+        with pytest.raises(InputError, match="--timeout"):
+            run_probes(["selftest-ok"], 1, "cpu", bad)
+    with pytest.raises(InputError, match="--teardown-timeout"):
+        run_probes(["selftest-ok"], 1, "cpu", 5, teardown_timeout=float("nan"))
+
+
+def test_world_size_4_runs_every_rank(tmp_path):
+    res = by_name(run_probes(["selftest-ok", "selftest-part"], 4, "cpu", 30, run_dir=tmp_path))
+    assert res["selftest-ok"].status == "pass"
+    assert [r["rank"] for r in res["selftest-ok"].ranks] == [0, 1, 2, 3]
+    assert {r["metrics"]["world"] for r in res["selftest-ok"].ranks} == {4}
+    assert res["selftest-part"].metrics["child"]["status"] == "pass"
+    assert_all_gone(pids_in(tmp_path))
+
+
+def test_verdict_words_for_reproduced_bugs():
+    from vllm_doctor.probes import ProbeResult
+    from vllm_doctor.probes.render import mark_and_style
+
+    fixed = ProbeResult("p", "pass", "both fixes match", rules_confirmed=["MODEL001"])
+    assert fixed.verdict() == "bug reproduced on this stack (MODEL001); fix verified"
+    assert mark_and_style(fixed) == ("[!]", "yellow")
+    broken = ProbeResult("p", "fail", "fix B off the reference", rules_confirmed=["MODEL001"])
+    assert "the fix did not check out: fix B off" in broken.verdict()
+    assert mark_and_style(broken)[1] == "red"
+    clean = ProbeResult("p", "pass", "all pairs", rules_refuted=["HW001"])
+    assert clean.verdict() == "ok: no known failure reproduced (rules out HW001)"
+    assert mark_and_style(clean) == ("[✓]", "green")
+
+
+def test_link_class_expectations():
+    from vllm_doctor.probes.p2p_nccl import _link_class, expected_busbw
+
+    assert _link_class("NV18", True) == "nvlink" and _link_class("NV18", True, nvswitch=True) == "nvswitch"
+    assert expected_busbw("nvlink", 18) == 90.0 and expected_busbw("nvswitch", 12) == 60.0
+    assert expected_busbw("nvlink", 1) == 5.0
+    assert _link_class("PIX", True) == "pcie-p2p" and _link_class("SYS", False) == "pcie-no-p2p"
+    assert expected_busbw("pcie-p2p") > expected_busbw("pcie-no-p2p") > 0
+    assert expected_busbw("inter-node") == 1.0

@@ -149,3 +149,23 @@ def test_serve_args_table_comes_from_the_generated_data():
     assert OPTIONS["guided-decoding-backend"].until == "0.11.2"
     assert OPTIONS["tensor-parallel-size"].since == "0.8.0"
     assert OPTIONS["tensor-parallel-size"].until is None
+
+
+def test_architecture_served_by_conversion_is_registered():
+    from vllm_doctor.facts import release
+    from vllm_doctor.facts.model import Facts, Source
+
+    def judged(version: str) -> Facts:
+        facts = Facts()
+        facts.set("vllm.version", version, Source.USER)
+        facts.set("model.architectures", ["LlamaForSequenceClassification"], Source.CONFIG)
+        release.collect_release(facts)
+        return facts
+
+    # 0.10.0+: XForSequenceClassification is served by XForCausalLM through an adapter
+    assert judged("0.10.0").value("release.architecture_registered") is True
+    assert judged("0.33.0").value("release.architecture_registered") is True
+    # 0.9.2 had no such conversion: the Transformers fallback would be tried
+    old = judged("0.9.2")
+    assert old.value("release.architecture_registered") is False
+    assert old.value("release.unregistered_architectures") == ["LlamaForSequenceClassification"]

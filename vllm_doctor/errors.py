@@ -25,6 +25,9 @@ EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
 
+CRASH_PREFIX = "collector crashed"  # how a crashed collector's missing facts are explained
+CRASH_HINT = ("not a missing input: a step of the doctor crashed (the run exits 3); rerun "
+              "with --debug and report the traceback")
 DEBUG_ENV = "VLLM_DOCTOR_DEBUG"
 DEBUG_HINT = "rerun with --debug for the traceback"
 

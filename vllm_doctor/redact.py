@@ -50,24 +50,30 @@ _TOKEN_VALUES = re.compile(
     r"\b(?:hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|"
     r"github_pat_[A-Za-z0-9_]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|"
     r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,})")
-_BEARER = re.compile(r"(?i)\b(bearer|basic|token)(\s+)([A-Za-z0-9._~+/=-]{8,})")
+_BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{8,})")
 _NAME = r"[A-Za-z_][A-Za-z0-9_.-]{0,80}"
-# NAME=value, NAME: value, "name": "value", --name value, --name=value (one value)
-_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_.-])(--?)?(" + _NAME + r")(\"?\s*[=:]\s*\"?|\s+)"
-                         r"(\"[^\"\n]{0,4096}\"|'[^'\n]{0,4096}'|[^\s\"',;&|]{1,4096})")
+_VALUE = re.compile(r"\"[^\"\n]{0,4096}\"|'[^'\n]{0,4096}'|[^\s\"',;&|]{1,4096}")
+# NAME=value, NAME: value, "name": "value", --name=value; and --name value. Only the name and
+# separator are matched, so a non-secret name never swallows the assignment after it
+_ASSIGNED = re.compile(r"(?<![A-Za-z0-9_.-])(?:--?)?(" + _NAME + r")\"?\s*[=:]\s*\"?")
+_FLAG = re.compile(r"(?<![A-Za-z0-9_.-])--?(" + _NAME + r")\s+(?!-)")
 
 
-def _hide_assignment(match: re.Match[str]) -> str:
-    dashes, name, sep, value = match.groups()
-    if not is_secret_name(name):
-        return match.group(0)
-    if not dashes and sep.strip() == "":
-        return match.group(0)  # "token expired": words, not a name and its value
-    if value.startswith(("'", '"')) and len(value) >= 2:
-        value = value[0] + REDACTED + value[-1]
-    else:
-        value = REDACTED
-    return f"{dashes or ''}{name}{sep}{value}"
+def _hide_values(pattern: re.Pattern[str], text: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for key in pattern.finditer(text):
+        if key.start() < pos or not is_secret_name(key.group(1)):
+            continue
+        value = _VALUE.match(text, key.end())
+        if value is None:
+            continue
+        quoted = value.group()[:1] in ("'", '"') and len(value.group()) >= 2
+        out.append(text[pos:key.end()])
+        out.append(value.group()[0] + REDACTED + value.group()[-1] if quoted else REDACTED)
+        pos = value.end()
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def redact_text(text: str) -> str:
@@ -76,7 +82,8 @@ def redact_text(text: str) -> str:
         return text
     text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + "@", text)
     text = _BEARER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
-    text = _ASSIGNMENT.sub(_hide_assignment, text)
+    text = _hide_values(_FLAG, text)
+    text = _hide_values(_ASSIGNED, text)
     return _TOKEN_VALUES.sub(REDACTED, text)
 
 

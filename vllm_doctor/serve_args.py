@@ -274,11 +274,21 @@ _INT_MAX = 2**63 - 1
 _COUNT_MAX = 1 << 16
 
 
+def _shown(value: str, limit: int = 40) -> str:
+    """A value quoted in a message, cut short: an error stays one readable line."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value):,} characters)"
+
+
 def _in_range(flag: str, spec: OptionSpec, number: int, text: str) -> int:
-    limit = _COUNT_MAX if spec.name.endswith(("-parallel-size", "-size-local")) else _INT_MAX
-    if not -_INT_MAX - 1 <= number <= limit:
+    low, high = -_INT_MAX - 1, _INT_MAX
+    if spec.name.endswith("-parallel-size"):
+        low, high = 1, _COUNT_MAX  # vLLM fails at start-up on a size below 1
+    elif spec.name.endswith("-size-local"):
+        low, high = 0, _COUNT_MAX  # 0 local ranks: a headless node
+    if not low <= number <= high:
         shown = text.strip() if len(text.strip()) <= 24 else text.strip()[:20] + "…"
-        raise InputError(flag, f"{shown} is out of range (at most {limit})")
+        bound = f"{low}..{high}" if low >= 0 else f"at most {high}"
+        raise InputError(flag, f"{shown} is out of range ({bound})")
     return number
 
 
@@ -299,12 +309,12 @@ def _convert(flag: str, spec: OptionSpec, value: str) -> Any:
     except ValueError as err:
         detail = str(err)
         if "binary suffixes" in detail:
-            raise InputError(flag, f"invalid value {value!r}: {detail}") from None
+            raise InputError(flag, f"invalid value {_shown(value)}: {detail}") from None
         expected = {"int": "an integer", "hrint": "an integer (like 4096, 32k, 1K)",
                     "float": "a number"}[kind]
-        raise InputError(flag, f"expected {expected}, got {value!r}") from None
+        raise InputError(flag, f"expected {expected}, got {_shown(value)}") from None
     except OverflowError:
-        raise InputError(flag, f"value out of range: {value!r}") from None
+        raise InputError(flag, f"value out of range: {_shown(value)}") from None
     if kind in JSON_KINDS:
         return _parse_json(flag, value, spec)
     return value

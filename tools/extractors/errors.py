@@ -95,8 +95,15 @@ class _Messages:
             for part in node.values:
                 if isinstance(part, ast.Constant) and isinstance(part.value, str):
                     out.append(part.value)
-                else:
-                    out.append(WILDCARD)
+                    continue
+                inner = None
+                # f"{msg} To allow ...": a local message variable assigned once is inlined (one
+                # assigned in several branches could hold any of them: a placeholder)
+                if (isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
+                        and part.format_spec is None and part.conversion in (-1, ord("s"))
+                        and len(self.assignments.get(part.value.id, ())) == 1):
+                    inner = self.template(part.value, line, depth + 1)
+                out.append(inner if inner is not None else WILDCARD)
             return "".join(out)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
             left = self.template(node.left, line, depth + 1)

@@ -518,6 +518,9 @@ def extract_file(pkg: Package, rel: str, out: dict[str, dict[str, Any]]) -> None
         explicit = next((k.value for k in node.keywords if k.arg == "choices"), None)
         if explicit is not None:
             choices = pkg.choices(explicit)
+            converter = next((k.value for k in node.keywords if k.arg == "type"), None)
+            if converter is not None and ast.unparse(converter) not in ("str", "int", "float"):
+                choices = None  # argparse checks the converted value: not the raw word
         src = kwargs_source(node, kwargs_vars)
         if src is not None:
             cls, field = src

@@ -131,8 +131,8 @@ def extract(release) -> dict[str, Any]:
 
 
 def audit(table: dict[str, Any], rules_dir: Path) -> list[str]:
-    """ENV002 states the torch pin of every release it covers in its comment; check them."""
-    import yaml  # noqa: F401  (the rule is read as text: the pins live in a comment)
+    """ENV002 states the torch pin of every release it covers in its comment; check them
+    against METADATA (the rule itself compares with the installed vLLM's requirement)."""
 
     text = (rules_dir / "env" / "ENV002.yaml").read_text(encoding="utf-8")
     comment = " ".join(line.lstrip("# ").strip() for line in text.splitlines()
@@ -140,7 +140,11 @@ def audit(table: dict[str, Any], rules_dir: Path) -> list[str]:
     releases = table["releases"]
     index = {r: i for i, r in enumerate(releases)}
     problems = []
-    for pin, first, last in re.findall(r"(\d+\.\d+\.\d+) in (\d[\w.]*)-(\d[\w.]*\d)", comment):
+    stated = re.findall(r"(\d+\.\d+\.\d+) in (\d[\w.]*\d)(?:-(\d[\w.]*\d))?", comment)
+    if not stated:
+        problems.append("ENV002 states no per-release torch pins to compare")
+    for pin, first, last in stated:
+        last = last or first
         if first not in index or last not in index:
             problems.append(f"ENV002 names releases {first}-{last} the table does not cover")
             continue

@@ -44,6 +44,8 @@ META = {
         "quant": "the class implements SupportsQuant (null: could not be followed)",
         "@release.transformers_fallback": "an architecture the registry lacks is tried with "
                                           "vLLM's Transformers backend (model_impl auto)",
+        "@release.convert_suffixes": "suffixes swapped to find a registered base class to "
+                                     "convert (XForSequenceClassification -> XForCausalLM)",
     },
     "sources": [REGISTRY, "model_executor/model_loader/utils.py"],
 }
@@ -160,6 +162,9 @@ def fallback(release) -> dict[str, Any]:
     info: dict[str, Any] = {"transformers_fallback": where is not None}
     if where:
         info["where"] = where
+    suffixes = _convert_suffixes(release, registry)
+    if suffixes:
+        info["convert_suffixes"] = suffixes
     tree = release.tree(REGISTRY)
     if tree is not None:
         for stmt in tree.body:
@@ -170,6 +175,29 @@ def fallback(release) -> dict[str, Any]:
                 except ValueError:
                     release.problem("_PREVIOUSLY_SUPPORTED_MODELS is not a literal")
     return info
+
+
+def _convert_suffixes(release, registry_text: str) -> list[str]:
+    """Architecture suffixes vLLM swaps to find a registered base class to convert
+    (``XForSequenceClassification`` served by ``XForCausalLM`` through an adapter):
+    ``_SUFFIX_TO_DEFAULTS`` of the model config (0.10.1+), or the one hard-coded
+    ForSequenceClassification -> ForCausalLM swap of earlier ``_normalize_archs``."""
+    for rel in ["config/model.py", "config/__init__.py", "config.py"]:
+        tree = release.tree(rel)
+        if tree is None:
+            continue
+        for stmt in tree.body:
+            target, value = gen_pp_support._single_assignment(stmt)
+            if isinstance(target, ast.Name) and target.id == "_SUFFIX_TO_DEFAULTS":
+                try:
+                    pairs = ast.literal_eval(value)
+                except ValueError:
+                    release.problem(f"{rel}: _SUFFIX_TO_DEFAULTS is not a literal")
+                    return []
+                return [p[0] for p in pairs if isinstance(p, tuple) and isinstance(p[0], str)]
+    if 'replace("ForSequenceClassification"' in registry_text.replace("\n", "").replace(" ", ""):
+        return ["ForSequenceClassification", "ForCausalLM"]
+    return []
 
 
 def extract(release) -> dict[str, Any]:

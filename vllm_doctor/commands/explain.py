@@ -15,6 +15,9 @@ def rule_markdown(rule) -> str:
     lines = [f"# {rule.code} · {rule.slug}", "", f"**{rule.summary}**", "",
              f"Severity: {rule.severity} · confidence: {rule.confidence} · shows at: {rule.phase}"
              f" · status: {rule.status}", ""]
+    if rule.log_only:
+        lines += ["Applies when a crash log shows the message below; the facts in `when` confirm "
+                  "the cause.", ""]
     if rule.ranges:
         spans = ", ".join(f"{r.introduced} ≤ vLLM < {r.fixed}" if r.fixed else f"vLLM ≥ {r.introduced} (no fix released)"
                           for r in rule.ranges)

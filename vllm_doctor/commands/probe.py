@@ -55,6 +55,11 @@ def gpu_survey(environ: dict[str, str] | None = None) -> tuple[int | None, list[
     return len(out), [], None
 
 
+def nvidia_driver_present() -> bool:
+    """Whether an NVIDIA driver is loaded on this machine (asked of the kernel, not of CUDA)."""
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
+
+
 def process_age() -> float | None:
     """Seconds since this process started (Linux /proc; None elsewhere): the doctor's own
     start-up (interpreter, imports, NVML) before it launches the workers."""
@@ -117,11 +122,27 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
                 rules = ", ".join(p.rules)
                 typer.echo(f"{p.name:18} {p.title} [{rules}]")
         return EXIT_OK
+    from vllm_doctor.probes.runner import (MAX_TEARDOWN_TIMEOUT_S, MAX_TIMEOUT_S, check_seconds,
+                                           max_ranks, resolve, too_many_ranks)
+
+    timeout = check_seconds("--timeout", timeout, MAX_TIMEOUT_S)
+    teardown_timeout = check_seconds("--teardown-timeout", teardown_timeout, MAX_TEARDOWN_TIMEOUT_S,
+                                     allow_zero=True)
+    only = [n for n in names if n] if names else None
+    specs = resolve(only)  # an unknown name is bad input before anything starts
     started = time.monotonic()
     if results_dir is not None:
-        results = load_results_dir(results_dir)
+        skipped: list[str] = []
+        results = load_results_dir(results_dir, skipped=skipped)
+        if only:
+            results = [r for r in results if r.name in only or r.name == "teardown"]
+        if skipped:
+            typer.echo(f"vllm-doctor: {results_dir}: left out {len(skipped)} line(s) that are not "
+                       f"probe events (first: {skipped[0]})", err=True)
         ranks = max((len(r.ranks) for r in results if r.name != "teardown"), default=0)
         meta = {"tp": ranks, "device": "torchrun", "source": str(results_dir)}
+        if skipped:
+            meta["skipped_lines"] = skipped[:20]
     else:
         serve = parse_serve(serve_tokens) if serve_tokens else {"model": None, "tp": None}
         count, gpu_names, topology = gpu_survey()
@@ -129,21 +150,22 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
             device = "cuda" if count else "cpu"
         if device not in ("cuda", "cpu"):
             raise InputError("--device", f"unknown device {device!r} (cuda or cpu)")
+        if device == "cuda" and (count == 0 or (count is None and not nvidia_driver_present())):
+            why = ("NVML and CUDA_VISIBLE_DEVICES show none" if count == 0 else
+                   "no NVIDIA driver is loaded (no /proc/driver/nvidia, no /dev/nvidiactl)")
+            raise InputError("--device", f"no GPU is visible: {why}; use --device cpu for the "
+                                         "CPU (gloo) run")
+        source = "--tp"
+        if tp is None and serve["tp"] is not None:
+            tp, source = serve["tp"], "serve line --tensor-parallel-size"
         if tp is None:
-            tp = serve["tp"] or (count if device == "cuda" and count else 2 if device == "cpu" else 1)
-        if device == "cuda":
-            if count == 0:
-                raise InputError("--device", "no GPU is visible (NVML / CUDA_VISIBLE_DEVICES); "
-                                             "use --device cpu for the CPU (gloo) run")
-            if count is not None and tp > count:
-                raise InputError("--tp", f"{tp} ranks need {tp} GPUs on this node and {count} "
-                                         "are visible (several nodes: run the worker under torchrun, "
-                                         "see docs/probes.md)")
+            tp = count if device == "cuda" and count else 2 if device == "cpu" else 1
+        if not isinstance(tp, int) or isinstance(tp, bool) or tp < 1:
+            raise InputError(source, f"must be at least 1 (got {tp})")
+        limit = max_ranks(device, count if device == "cuda" else None)
+        if tp > limit:
+            raise InputError(source, too_many_ranks(tp, device, limit))
         model = model_sizes(model_config, serve["model"])
-        only = [n for n in names if n] if names else None
-        from vllm_doctor.probes.runner import resolve
-
-        specs = resolve(only)
         doctor_start_s = process_age()
         with Progress([s.name for s in specs]) as progress:
             results = run_probes(only, tp, device, timeout, model, on_update=progress.update,
@@ -162,16 +184,53 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
     return EXIT_FINDINGS if any(is_problem(r.status) for r in results) else EXIT_OK
 
 
+SERVE_TOKENS = "vllm_doctor.probe.serve_tokens"
+
+
+def _probe_command_class() -> type:
+    """The probe command splits its arguments at ``--`` before click parses them: probe names
+    come before it (``probe p2p-nccl tp-softembed``), a ``vllm serve`` line after it."""
+    from typer.core import TyperCommand
+
+    class ProbeCommand(TyperCommand):
+        def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+            args = list(args)
+            if "--" in args:
+                cut = args.index("--")
+                ctx.meta[SERVE_TOKENS] = args[cut + 1:]
+                args = args[:cut]
+            else:
+                ctx.meta[SERVE_TOKENS] = []
+            return super().parse_args(ctx, args)
+
+    return ProbeCommand
+
+
+def probe_names(positional: list[str], only: list[str] | None) -> list[str] | None:
+    """The probes named on the command line (positional names and --only), or None for all."""
+    for word in positional:
+        if word.startswith("-"):
+            raise InputError("probe", f"unknown option {word!r} (a serve line goes after --)")
+        if word in ("vllm", "serve"):
+            raise InputError("probe", f"{word!r} is not a probe name; give the serve line after "
+                                      "-- (probe -- vllm serve MODEL ...) or with --serve")
+    names = [p.strip() for w in positional for p in w.split(",") if p.strip()]
+    return (names + list(split_commas(only) or [])) or None
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("probe", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    @app.command("probe", cls=_probe_command_class(),
+                 context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
     def _cmd(
         ctx: typer.Context,
         tp: Optional[int] = typer.Option(None, "--tp", help="Ranks (one GPU each). Default: the serve "
                                          "line's tensor-parallel size, else the visible GPUs."),
-        only: Optional[List[str]] = typer.Option(None, "--only", help="Probes to run (comma-separated)."),
+        only: Optional[List[str]] = typer.Option(None, "--only", help="Probes to run (comma-separated); "
+                                                 "the same as naming them: probe NAME [NAME...]."),
         device: Optional[str] = typer.Option(None, "--device", help="cuda (NCCL) or cpu (gloo, small "
                                              "shapes). Default: cuda when a GPU is visible."),
-        timeout: float = typer.Option(120.0, "--timeout", help="Seconds each probe may take."),
+        timeout: float = typer.Option(120.0, "--timeout", help="Seconds each probe may take "
+                                      "(finite, at most a day)."),
         fmt: str = typer.Option("text", "--format", help="text or json"),
         serve: Optional[str] = typer.Option(None, "--serve", help="The vllm serve line, quoted "
                                             "(or put it after --)."),
@@ -186,15 +245,18 @@ def register(app: typer.Typer) -> None:
                                       "(the traced torch.compile failure) instead of reusing them."),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Every metric, every rank."),
     ) -> int:
-        """Run small on-GPU experiments that confirm known failures and their fixes on this hardware."""
-        extra = list(ctx.args)
-        if serve and extra:
+        """Run small on-GPU experiments that reproduce known failures and verify their fixes on
+        this hardware: probe [NAME...] [-- vllm serve ...]."""
+        serve_tokens = list(ctx.meta.get(SERVE_TOKENS) or [])
+        names = probe_names(list(ctx.args), only)
+        if serve and serve_tokens:
             raise InputError("--serve", "give the serve line either with --serve or after --, not both")
-        if extra and extra[0].startswith("-"):
-            raise InputError("probe", f"unknown option {extra[0]!r} (a serve line goes after --)")
-        tokens = shlex.split(serve) if serve else extra
-        names = split_commas(only)
-        code = run_probe_command(names, tp, device, timeout, fmt, tokens, model_config, results,
+        if serve:
+            try:
+                serve_tokens = shlex.split(serve)
+            except ValueError as err:  # unbalanced quotes
+                raise InputError("--serve", f"cannot split the serve line: {err}") from None
+        code = run_probe_command(names, tp, device, timeout, fmt, serve_tokens, model_config, results,
                                  verbose, teardown_timeout, list_only=list_, use_cache=not no_cache)
         if code:
             raise typer.Exit(code)

@@ -78,9 +78,14 @@ def run_cases(rule: Rule) -> tuple[list[CaseResult], list[str]]:
     path = cases_path(rule)
     if not path.exists():
         return [], [f"{rule.code}: no cases file {path.name}"]
+    from vllm_doctor.bounds import read_text
+    from vllm_doctor.errors import InputError
+
     try:
-        data = yaml_io.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml_io.YAMLError, OSError, UnicodeDecodeError) as err:
+        data = yaml_io.safe_load(read_text(path, "cases file", "yaml"))
+    except InputError as err:
+        return [], [f"{path}: cannot load cases: {err.problem}"]
+    except yaml_io.YAMLError as err:
         return [], [f"{path}: cannot load cases: {str(err).splitlines()[0]}"]
     cases = data.get("cases") if isinstance(data, dict) else None
     if not isinstance(cases, list):

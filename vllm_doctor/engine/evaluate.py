@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vllm_doctor.errors import CRASH_HINT, CRASH_PREFIX
 from vllm_doctor.redact import redact_text
 from vllm_doctor.engine.fixstate import AFFECTED, FIXED, UNVERSIONED, FixState, fix_state
 from vllm_doctor.engine.rule import Rule
@@ -107,7 +108,9 @@ def _missing(facts: Facts, paths: list[str]) -> list[MissingFact]:
             continue
         seen.add(path)
         reason = facts.why_missing(path) or "not in the inputs given"
-        result.append(MissingFact(path, reason, supply_hint(path)))
+        # undecided because a collector crashed: say so, rather than ask for an input
+        hint = CRASH_HINT if CRASH_PREFIX in reason else supply_hint(path)
+        result.append(MissingFact(path, reason, hint))
     return result
 
 

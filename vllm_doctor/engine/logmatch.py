@@ -65,6 +65,10 @@ def _compile_re2(pattern: str):
     try:
         return re2.compile("(?m)" + pattern, options)
     except re2.error as err:
+        try:
+            re.compile(pattern)
+        except re.error as bad:
+            raise SignatureError(f"bad regex: {bad}") from None
         detail = err.args[0] if err.args else err
         if isinstance(detail, bytes):
             detail = detail.decode("utf-8", "replace")
@@ -210,14 +214,17 @@ def clean(text: str) -> str:
 
 
 def line_at(text: str, pos: int, limit: int = 300) -> str:
-    """The line containing ``pos``, cut to ``limit`` characters around it."""
+    """The line containing ``pos``, cut to ``limit`` characters around it, secrets hidden
+    (every quoted log line comes from here: ``vllm_doctor.redact``)."""
+    from vllm_doctor.redact import redact_text
+
     start = text.rfind("\n", 0, pos) + 1
     end = text.find("\n", pos)
     end = len(text) if end == -1 else end
     if end - start > limit:
         offset = max(start, min(pos - limit // 2, end - limit))
-        return ("…" if offset > start else "") + text[offset:offset + limit].strip() + "…"
-    return text[start:end].strip()
+        return redact_text(("…" if offset > start else "") + text[offset:offset + limit].strip() + "…")
+    return redact_text(text[start:end].strip())
 
 
 class _LiteralFinder:
@@ -367,11 +374,13 @@ class Catalogue:
         split = _WILDCARD_SPLIT.split
         for key in keys:
             cls, _, template = key.partition(": ")
-            parts = tuple(p for p in split(template) if p)
+            parts = split(template)
+            if "" in parts:  # a template that starts or ends with a placeholder
+                parts = [p for p in parts if p]
             if not parts:
                 continue
             index = len(self.entries)
-            self.entries.append(_Entry(key, cls, parts, sum(map(len, parts))))
+            self.entries.append(_Entry(key, cls, tuple(parts), sum(map(len, parts))))
             # the start of its longest literal part, and of its first part when that is long
             # enough to be specific (a message cut short, or wrapped inside its longest part)
             longest = max(parts, key=len)[:ANCHOR]
@@ -465,9 +474,19 @@ def _verify(entry: _Entry, window: tuple[str, str]) -> tuple[bool, int] | None:
 
 @lru_cache(maxsize=1)
 def load_catalogue() -> Catalogue:
+    import gc
+
     from vllm_doctor.knowledge import load
 
-    return Catalogue(load("errors").keys())
+    # tens of thousands of small objects, none cyclic: the cyclic collector would only rescan
+    # them again and again while they are built (a third of the time)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return Catalogue(load("errors").keys())
+    finally:
+        if enabled:
+            gc.enable()
 
 
 # -- one scan of a log for everything -------------------------------------------------------------

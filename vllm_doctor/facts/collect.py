@@ -18,14 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from vllm_doctor.errors import Crash, InputError
+from vllm_doctor.errors import CRASH_PREFIX, Crash, InputError  # noqa: F401 (CRASH_PREFIX: re-exported)
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.schema import SUPPLY_HINTS
 
 # areas a collect-env report replaces wholesale
 REPORT_AREAS = ("vllm", "torch", "packages", "driver", "gpu", "topology", "env")
 MACHINE_AREAS = ("vllm", "torch", "packages", "driver", "gpu", "topology")
-CRASH_PREFIX = "collector crashed"
 # the steps' names in messages ("could not finish: model config: RecursionError ...")
 STEP_NAMES = {"report": "collect-env report", "environment": "environment",
               "packages": "installed packages", "gpus": "GPUs (NVML)", "serve": "serve line",

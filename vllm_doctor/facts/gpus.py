@@ -258,7 +258,7 @@ def _links(nvml: Any, devices: list[_Device], all_devices: list[_Device]) -> lis
             read = _try(nvml.nvmlDeviceGetP2PStatus, a.handle, b.handle, read_idx)
             write = _try(nvml.nvmlDeviceGetP2PStatus, a.handle, b.handle, write_idx)
             rec.update(
-                link=link, nvlinks=count,
+                link=link, nvlinks=count, nvswitch=bool(count and not direct),
                 p2p_read=None if read is None else read == status_ok,
                 p2p_write=None if write is None else write == status_ok,
             )

@@ -114,15 +114,22 @@ def keys_for(name: str, model_type: Any) -> tuple[str, ...]:
 
 # -- locating the config -----------------------------------------------------------------
 
+def _expanded(path: str) -> Path:
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # `~nosuchuser/...`: as written (it will not exist)
+        return Path(path)
+
+
 def hf_hub_cache(environ: Mapping[str, str]) -> Path:
     if environ.get("HF_HUB_CACHE"):
-        return Path(environ["HF_HUB_CACHE"]).expanduser()
+        return _expanded(environ["HF_HUB_CACHE"])
     if environ.get("HUGGINGFACE_HUB_CACHE"):
-        return Path(environ["HUGGINGFACE_HUB_CACHE"]).expanduser()
+        return _expanded(environ["HUGGINGFACE_HUB_CACHE"])
     if environ.get("HF_HOME"):
-        return Path(environ["HF_HOME"]).expanduser() / "hub"
+        return _expanded(environ["HF_HOME"]) / "hub"
     if environ.get("XDG_CACHE_HOME"):
-        return Path(environ["XDG_CACHE_HOME"]).expanduser() / "huggingface" / "hub"
+        return _expanded(environ["XDG_CACHE_HOME"]) / "huggingface" / "hub"
     home = environ.get("HOME") or str(Path.home())
     return Path(home) / ".cache" / "huggingface" / "hub"
 
@@ -142,9 +149,11 @@ def find_in_hf_cache(model_id: str, cache: Path) -> Path | None:
     snapshots = repo / "snapshots"
     if not snapshots.is_dir():
         return None
+    from vllm_doctor.bounds import read_text
+
     try:
-        ref = (repo / "refs" / "main").read_text(encoding="utf-8").strip()
-    except OSError:
+        ref = read_text(repo / "refs" / "main", "ref file", "json", errors="replace").strip()
+    except InputError:  # missing, not a regular file, too large
         ref = ""
     if ref and (snapshots / ref / "config.json").is_file():
         return snapshots / ref / "config.json"
@@ -159,7 +168,7 @@ def _read_side_json(path: Path) -> object:
     from vllm_doctor import bounds
 
     try:
-        return bounds.json_loads(bounds.read_text(path, path.name, "json"))
+        return bounds.json_loads(bounds.read_text(path, path.name, "json"), non_finite="null")
     except InputError as err:
         raise ValueError(err.problem) from None
 
@@ -168,7 +177,8 @@ def _load_json(path: Path, explicit: bool) -> dict:
     from vllm_doctor import bounds
 
     try:
-        data = bounds.json_loads(bounds.read_text(path, "config.json", "json"))
+        # NaN/Infinity in a config.json: unknown values, not a refused file
+        data = bounds.json_loads(bounds.read_text(path, "config.json", "json"), non_finite="null")
     except InputError as err:
         if explicit:
             raise

@@ -286,7 +286,20 @@ def _registry(facts: Facts, release: str) -> None:
             facts.mark_missing(path, reason)
         return
     table = knowledge.load("registry")
-    registered = [a for a in archs if table.get(a, release) is not None]
+    info = table.get("@release", release)
+    suffixes = list((info.value if info else {}).get("convert_suffixes", ()))
+
+    def known(arch: str) -> bool:
+        if table.get(arch, release) is not None:
+            return True
+        # XForSequenceClassification served by a registered XForCausalLM through an adapter
+        for suffix in suffixes:
+            if arch.endswith(suffix):
+                base = arch[: -len(suffix)]
+                return any(table.get(base + other, release) is not None for other in suffixes)
+        return False
+
+    registered = [a for a in archs if known(a)]
     facts.set("release.architecture_registered", bool(registered), SOURCE,
               f"model_executor/models/registry.py of vLLM {release}")
     facts.set("release.unregistered_architectures",
@@ -296,7 +309,6 @@ def _registry(facts: Facts, release: str) -> None:
         first = min(firsts, key=Version)
         facts.set("release.architecture_first_release", first, SOURCE,
                   "first covered release that registers one of the architectures")
-    info = table.get("@release", release)
     fallback = bool(info and info.value.get("transformers_fallback"))
     impl = None
     line, _ = _given_words(facts)

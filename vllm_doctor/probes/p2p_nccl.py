@@ -22,8 +22,20 @@ from vllm_doctor.probes._common import Ctx, result, sync, time_op
 
 MIB = 1024 * 1024
 # Conservative floors for the bus bandwidth of large NCCL collectives (GB/s). Below the floor
-# of its link type a pair is suspect (a fallback transport, a degraded link, a busy GPU).
-EXPECTED_BUSBW_GBPS = {"nvlink": 100.0, "pcie-p2p": 8.0, "pcie-no-p2p": 3.0, "other": 1.0}
+# of its link class a pair is suspect (a fallback transport, a degraded link, a busy GPU).
+# NVLink, direct or through NVSwitch: a fifth of 25 GB/s per link and direction (NVLink 2-4),
+# so NV18 (H100/H200) expects 90, NV12 (A100) 60, NV4 20, NV1 5. PCIe: Gen3 x16 with P2P
+# moves ~10 GB/s, through the host without P2P less. Ranks on several nodes: the network.
+PER_NVLINK_GBPS = 25.0
+NVLINK_FRACTION = 0.2
+EXPECTED_BUSBW_GBPS = {"pcie-p2p": 8.0, "pcie-no-p2p": 3.0, "inter-node": 1.0, "other": 1.0}
+
+
+def expected_busbw(link_class: str, nvlinks: int = 0) -> float:
+    """The least bus bandwidth (GB/s) a pair of this link class should give NCCL."""
+    if link_class in ("nvlink", "nvswitch"):
+        return round(max(1, nvlinks) * PER_NVLINK_GBPS * NVLINK_FRACTION, 1)
+    return EXPECTED_BUSBW_GBPS.get(link_class, 1.0)
 
 
 def _topology(ctx: Ctx) -> tuple[list, list]:
@@ -80,12 +92,24 @@ def _nccl_version() -> str:
     return ".".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v)
 
 
-def _link_class(link: str | None, p2p: bool) -> str:
+def _link_class(link: str | None, p2p: bool, nvswitch: bool = False) -> str:
     if link and link.startswith("NV"):
-        return "nvlink"
+        return "nvswitch" if nvswitch else "nvlink"
     if link in ("PIX", "PXB", "PHB", "NODE", "SYS"):
         return "pcie-p2p" if p2p else "pcie-no-p2p"
     return "other"
+
+
+def _local_world(ctx: Ctx, ngpu: int) -> int:
+    """The GPUs this node's ranks use (LOCAL_WORLD_SIZE under torchrun and the doctor's runner):
+    every pair of them is copied between; the others on the node are not part of the run."""
+    import os
+
+    try:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "0"))
+    except ValueError:
+        local = 0
+    return min(ngpu, local or ctx.world)
 
 
 def prepare(ctx: Ctx) -> dict:
@@ -107,14 +131,26 @@ def prepare(ctx: Ctx) -> dict:
     links = _links(ctx, ngpu)
     metrics["links"] = {f"{i}-{j}": rec.get("link") for (i, j), rec in links.items() if i < j}
 
-    # Copies from this rank's GPU to every other GPU of the node.
+    state = {"metrics": metrics, "matrix": matrix, "links": links}
+    if not (ctx.params.get("bench") or {}).get("copies_in_run"):
+        _peer_copies(ctx, state)
+    return state
+
+
+def _peer_copies(ctx: Ctx, state: dict) -> None:
+    """Copies from this rank's GPU to every other GPU its node's ranks use, checked on the
+    destination and after the round trip."""
+    import torch
+
+    dev = ctx.device
+    me = ctx.local_rank
     ctx.progress("copies to every peer GPU")
     gen = torch.Generator(device=dev).manual_seed(1000 + me)
     src = torch.randint(-2**31, 2**31 - 1, (64 * MIB // 4,), generator=gen, device=dev, dtype=torch.int32)
     src_sum = int(src.to(torch.int64).sum())
     copies = {}
     copy_bad = []
-    for j in range(ngpu):
+    for j in range(_local_world(ctx, torch.cuda.device_count())):
         if j == me:
             continue
         other = torch.device("cuda", j)
@@ -130,8 +166,8 @@ def prepare(ctx: Ctx) -> dict:
         if not (on_dst and round_trip):
             copy_bad.append(f"{me}->{j}")
         del dst, back
-    metrics["copies"] = copies
-    return {"metrics": metrics, "matrix": matrix, "links": links, "copy_bad": copy_bad}
+    state["metrics"]["copies"] = copies
+    state["copy_bad"] = copy_bad
 
 
 def run(ctx: Ctx) -> dict:
@@ -144,6 +180,8 @@ def run(ctx: Ctx) -> dict:
     ngpu = torch.cuda.device_count()
     metrics: dict = state["metrics"]
     metrics["nccl_init_s"] = ctx.init.get("dist_init_s")
+    if "copy_bad" not in state:
+        _peer_copies(ctx, state)
     matrix, links, copy_bad = state["matrix"], state["links"], state["copy_bad"]
 
     # NCCL all-reduce: each rank's data is recomputable by every rank (seeded by rank).
@@ -177,25 +215,35 @@ def run(ctx: Ctx) -> dict:
     del x, y, gathered
 
     # Verdict.
+    local_world = _local_world(ctx, ngpu)  # the collectives run over these GPUs of the node
     classes = {}
+    floors = {}
     no_p2p_pcie = []
     for (i, j), rec in links.items():
-        if i < j:
-            cls = _link_class(rec.get("link"), matrix[i][j] and matrix[j][i])
+        if i < j < local_world:
+            cls = _link_class(rec.get("link"), matrix[i][j] and matrix[j][i], bool(rec.get("nvswitch")))
             classes[f"{i}-{j}"] = cls
+            floors[f"{i}-{j}"] = expected_busbw(cls, int(rec.get("nvlinks") or 0))
             if cls == "pcie-no-p2p":
                 no_p2p_pcie.append(f"{i}-{j}")
     if not links:  # no NVML: judge by peer access only
-        for i in range(ngpu):
-            for j in range(i + 1, ngpu):
+        for i in range(local_world):
+            for j in range(i + 1, local_world):
                 if not (matrix[i][j] and matrix[j][i]):
                     no_p2p_pcie.append(f"{i}-{j}")
-    worst_cls = min(classes.values(), key=lambda c: EXPECTED_BUSBW_GBPS[c]) if classes else "other"
-    floor = EXPECTED_BUSBW_GBPS[worst_cls]
+    # The slowest pair among the ranks' GPUs sets the floor; across nodes, the network does.
+    if n > local_world:
+        worst_cls, floor = "inter-node", expected_busbw("inter-node")
+    elif floors:
+        worst_pair = min(floors, key=floors.get)
+        worst_cls, floor = classes[worst_pair], floors[worst_pair]
+    else:
+        worst_cls, floor = "other", expected_busbw("other")
+    metrics["link_classes"] = classes
     metrics["link_class"] = worst_cls
     metrics["expected_min_busbw_gbps"] = floor
     confirmed = ["HW001"] if no_p2p_pcie else []
-    all_p2p = all(all(row) for row in matrix)
+    all_p2p = all(matrix[i][j] for i in range(local_world) for j in range(local_world))
     refuted = ["HW001"] if (all_p2p and not no_p2p_pcie) else []
     problems = []
     if copy_bad:

@@ -92,6 +92,8 @@ PROBES: tuple[ProbeSpec, ...] = (
               module="selftest", needs_torch=False, hidden=True),
     ProbeSpec(name="selftest-teardown-hang", title="self-test: teardown never returns",
               module="selftest", needs_torch=False, hidden=True),
+    ProbeSpec(name="selftest-hold", title="self-test: holds a process group open", module="selftest",
+              collective=True, hidden=True),
     ProbeSpec(name="selftest-part", title="self-test: an isolated part", module="selftest",
               needs_torch=False, hidden=True, parts=(Part("child"),)),
 )

@@ -12,7 +12,8 @@ from vllm_doctor.probes.result import ERROR, FAIL, PASS, SKIP, TIMEOUT, WARN, Pr
 
 JSON_SCHEMA_VERSION = 1
 MARKS = {PASS: "[✓]", WARN: "[!]", FAIL: "[✗]", ERROR: "[✗]", TIMEOUT: "[✗]", SKIP: "[-]"}
-STYLES = {PASS: "green", WARN: "yellow", FAIL: "red", ERROR: "red", TIMEOUT: "red", SKIP: "dim"}
+STYLES = {PASS: "green", WARN: "yellow", FAIL: "red", ERROR: "red", TIMEOUT: "red", SKIP: "dim",
+          "reproduced": "yellow"}
 
 # The numbers shown under each probe in text output (all of them are in JSON and with -v).
 HEADLINE: dict[str, tuple[str, ...]] = {
@@ -33,6 +34,14 @@ PART_HEADLINE = {
     "compile": ("error", "cached"),  # a reused result says when and under which torch it was made
     "transient": ("outcome", "after_free", "after_reuse", "replay_error", "capture_error"),
 }
+
+
+def mark_and_style(result: ProbeResult) -> tuple[str, str]:
+    """The mark and colour of a result: a reproduced bug is a warning even when every check
+    of the probe passed (the fix was verified), never a green tick."""
+    if result.reproduced and result.status in (PASS, WARN):
+        return MARKS[WARN], STYLES[WARN]
+    return MARKS.get(result.status, "[?]"), STYLES.get(result.status, "")
 
 
 def _fmt(value: Any) -> str:
@@ -76,18 +85,17 @@ def render_text(results: list[ProbeResult], meta: dict[str, Any], verbose: bool 
         head += f", model sizes {meta['model']}"
     console.print(head)
     for r in results:
-        mark = MARKS.get(r.status, "[?]")
-        style = STYLES.get(r.status, "")
+        mark, style = mark_and_style(r)
         title = BY_NAME[r.name].title if r.name in BY_NAME else "worker process-group teardown"
-        console.print(f"[{style}]{escape(mark)} {r.name}[/{style}] {r.status} "
-                      f"({r.duration_s:.2f}s) — {escape(title)}")
-        if r.reason:
+        console.print(f"[{style}]{escape(mark)} {r.name}: {escape(r.verdict() if r.reproduced else r.status)}"
+                      f"[/{style}] ({r.duration_s:.2f}s) — {escape(title)}")
+        if r.reason and not (r.reproduced and r.status == WARN):
             console.print(f"      {escape(r.reason)}")
         rules = []
         if r.rules_confirmed:
-            rules.append("confirms " + ", ".join(r.rules_confirmed))
+            rules.append("mechanism reproduced: " + ", ".join(r.rules_confirmed))
         if r.rules_refuted:
-            rules.append("refutes " + ", ".join(r.rules_refuted))
+            rules.append("ruled out: " + ", ".join(r.rules_refuted))
         if rules:
             console.print(f"      rules: {'; '.join(rules)}")
         keys = list(r.metrics) if verbose else [k for k in HEADLINE.get(r.name, ()) if k in r.metrics]
@@ -122,9 +130,12 @@ def render_text(results: list[ProbeResult], meta: dict[str, Any], verbose: bool 
             for line in r.log_tail[-12:]:
                 console.print(f"        {escape(line)}")
     counts = summary_counts(results)
-    parts = [f"{counts[s]} {label}" for s, label in ((PASS, "passed"), (WARN, "warned"), (FAIL, "failed"),
-                                                     (ERROR, "errored"), (TIMEOUT, "timed out"),
-                                                     (SKIP, "skipped")) if counts[s]]
+    reproduced = sum(1 for r in results if r.reproduced and r.status == PASS)
+    counts[PASS] -= reproduced
+    parts = [f"{reproduced} reproduced a known bug (fix verified)"] if reproduced else []
+    parts += [f"{counts[s]} {label}" for s, label in ((PASS, "passed"), (WARN, "warned"), (FAIL, "failed"),
+                                                      (ERROR, "errored"), (TIMEOUT, "timed out"),
+                                                      (SKIP, "skipped")) if counts[s]]
     console.print(f"Summary: {', '.join(parts) or 'nothing ran'} in {meta.get('elapsed_s', 0):.1f}s")
 
 
@@ -187,10 +198,12 @@ class Progress:
         elif state == "progress":
             st["msg"] = str(info)
         elif state == "result":
-            st.update(status=info.status, msg=info.reason, took=info.duration_s,
+            st.update(status="reproduced" if info.reproduced and info.status == PASS else info.status,
+                      msg=info.reason, took=info.duration_s,
                       finished_at=round(time.monotonic() - self.t0, 3))
             if not self.live_enabled:
-                print(f"probe {name}: {info.status} ({time.monotonic() - self.t0:.1f}s since start)",
+                said = info.verdict() if info.reproduced else info.status
+                print(f"probe {name}: {said} ({time.monotonic() - self.t0:.1f}s since start)",
                       file=self.stream, flush=True)
         if self._live is not None:
             self._live.update(self._table())

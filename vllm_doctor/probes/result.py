@@ -41,10 +41,35 @@ class ProbeResult:
     log_tail: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def reproduced(self) -> bool:
+        """The probe reproduced the mechanism of a known failure on this stack."""
+        return bool(self.rules_confirmed)
+
+    def verdict(self) -> str:
+        """What the probe showed, in words that read right: a reproduced bug is never "ok"."""
+        rules = ", ".join(self.rules_confirmed)
+        if self.reproduced:
+            head = f"bug reproduced on this stack ({rules})"
+            if self.status == PASS:
+                return f"{head}; fix verified"
+            if self.status == WARN:
+                return f"{head}; {self.reason}" if self.reason else head
+            if self.status == FAIL:
+                return f"{head}; the fix did not check out: {self.reason}"
+            return f"{head}; then {self.status}: {self.reason}"
+        if self.status == PASS:
+            out = "ok: no known failure reproduced"
+            return out + (f" (rules out {', '.join(self.rules_refuted)})" if self.rules_refuted else "")
+        if self.status == SKIP:
+            return f"skipped: {self.reason}" if self.reason else "skipped"
+        return f"{self.status}: {self.reason}" if self.reason else self.status
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "status": self.status,
+            "verdict": self.verdict(),
             "reason": self.reason,
             "duration_s": round(float(self.duration_s), 4),
             "metrics": _jsonable(self.metrics),

@@ -21,7 +21,15 @@ def _cfg(ctx: Ctx) -> dict:
 
 def run_selftest_ok(ctx: Ctx) -> dict:
     print(f"selftest-ok on rank {ctx.rank} (pid {os.getpid()})", flush=True)
-    return result("pass", "ok", {"rank": ctx.rank, "world": ctx.world, "pid": os.getpid()})
+    confirmed = [_cfg(ctx)["confirm"]] if _cfg(ctx).get("confirm") else []
+    return result("pass", "ok", {"rank": ctx.rank, "world": ctx.world, "pid": os.getpid()}, confirmed)
+
+
+def run_selftest_hold(ctx: Ctx) -> dict:
+    """Holds the process group (gloo on the CPU) open for ``hold_s`` seconds."""
+    print(f"selftest-hold: rank {ctx.rank} holding its process group", flush=True)
+    time.sleep(float(_cfg(ctx).get("hold_s", 3)))
+    return result("pass", "held", {"rank": ctx.rank, "backend": ctx.dist_backend})
 
 
 def run_selftest_sleep(ctx: Ctx) -> dict:
