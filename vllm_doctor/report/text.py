@@ -3,6 +3,7 @@ each finding with its evidence, fix and ready-to-copy corrected command; details
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.console import Console
@@ -87,11 +88,17 @@ def _log_messages(console: Console, doc: CheckDocument) -> None:
             console.print(f"      {escape(m.note)}")
 
 
+_CHAIN = re.compile(r"^(?:needs )?[a-z_]+(?:\.[A-Za-z0-9_-]+)+: ")
+
+
 def root_reason(reason: str) -> str:
-    """The reason at the end of a chain: "needs a: needs b: NVML not found" → "NVML not found"."""
-    while reason.startswith("needs ") and ": " in reason:
-        reason = reason.split(": ", 1)[1]
-    return reason
+    """The reason at the end of a chain: "needs a.b: c.d: NVML not found" → "NVML not found"
+    (a derived fact is missing because a fact it is computed from is)."""
+    while True:
+        match = _CHAIN.match(reason)
+        if not match or match.end() >= len(reason):
+            return reason
+        reason = reason[match.end():]
 
 
 def _undecided(console: Console, doc: CheckDocument, verbose: bool, said: set[str]) -> None:
