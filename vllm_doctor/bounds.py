@@ -24,7 +24,7 @@ MiB = 1 << 20
 # Largest file of each kind that is read whole. A `vllm collect-env` report is ~10 KB, a
 # config.json of the largest models ~100 KB, a crash log of a multi-GPU run a few MB.
 FILE_LIMITS = {
-    "report": 16 * MiB,
+    "report": 4 * MiB,
     "log": 64 * MiB,
     "json": 32 * MiB,
     "yaml": 1 * MiB,
