@@ -161,10 +161,10 @@ def test_debug_is_not_taken_from_the_serve_line():
 
 
 def test_anchor_bomb_is_refused_fast():
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(yaml_io.YAMLError, match="aliases are expanded"):
         yaml_io.safe_load(bad_inputs._ANCHOR_BOMB.decode())
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 @pytest.mark.parametrize("text, match", [
@@ -347,7 +347,9 @@ def test_any_secret_flag_in_a_command_is_hidden(name, value):
 
 
 def test_redaction_is_linear():
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: a loaded CI machine does not make it fail
     redact_text("a=" * 200_000 + "https://" + "u" * 100_000 + "@" + ":" * 100_000)
     redact_text("Bearer " * 50_000)
-    assert time.perf_counter() - start < 2.0
+    redact_text("key=" * 250_000)
+    redact_text("x_token: " * 100_000)
+    assert time.process_time() - start < 2.0

@@ -231,3 +231,30 @@ def test_judge_backend_reasons():
     verdict, reasons = judge_backend(record, 80, "float32", "fp8_e5m2", 75)
     assert verdict is False and len(reasons) == 4
     assert judge_backend(record, 128, None, "auto", 90)[0] is None  # dtype unknown
+
+
+# -- defers_to in the rule format -----------------------------------------------------------
+
+def test_defers_to_is_validated(tmp_path):
+    from vllm_doctor.engine.loader import validate_dir
+
+    rule = (REPO / "rules" / "quant" / "QUANT101.yaml").read_text().replace(
+        "defers_to: [QUANT012, ARGS101]", "defers_to: [QUANT012]")
+    folder = tmp_path / "quant"
+    folder.mkdir()
+    (folder / "QUANT101.yaml").write_text(rule.replace("defers_to: [QUANT012]",
+                                                       "defers_to: [QUANT999, nonsense]"))
+    _rules, problems = validate_dir(tmp_path)
+    assert any("defers_to[1]" in p for p in problems)
+    (folder / "QUANT101.yaml").write_text(rule.replace("defers_to: [QUANT012]",
+                                                       "defers_to: [QUANT999]"))
+    _rules, problems = validate_dir(tmp_path)
+    assert any("defers_to: QUANT999 is not a known rule" in p for p in problems)
+
+
+def test_generated_rules_defer_only_to_curated_rules():
+    rules = {r.code: r for r in load_rules()}
+    for code in ("QUANT100", "QUANT101", "ATTN100", "ATTN101"):
+        assert rules[code].defers_to, code
+        for other in rules[code].defers_to:
+            assert other in rules and not rules[other].defers_to

@@ -88,3 +88,25 @@ def test_sarif_and_junit_are_well_formed():
 def test_fail_on_levels():
     assert [f.rule.code for f in document("error").failing()] == ["MODEL901"]
     assert document("never").failing() == []
+
+
+def test_nan_and_infinity_never_make_invalid_json():
+    """Inputs with NaN are refused at the door, but measured values can still be NaN or
+    infinite (a probe's max error when its output is NaN, a ratio over zero free memory): every
+    JSON format writes them as strings."""
+    doc = document()
+    doc.facts.set("derived.kv_bytes_available", float("-inf"), Source.DERIVED, "0 bytes free")
+    doc.probes = [{"name": "tp-softembed", "status": "fail",
+                   "metrics": {"max_abs_err": float("nan"), "ratio": float("inf")}}]
+    doc.applies[0].evidence[0].value = float("nan")
+
+    def strict_constant(name):
+        raise AssertionError(f"invalid JSON constant {name}")
+
+    for fmt in ("json", "sarif", "gitlab"):
+        text = render_document(doc, fmt)
+        json.loads(text, parse_constant=strict_constant)
+    data = json.loads(render_document(doc, "json"))
+    assert data["probes"][0]["metrics"] == {"max_abs_err": "NaN", "ratio": "Infinity"}
+    assert data["facts"]["facts"]["derived.kv_bytes_available"]["value"] == "-Infinity"
+    ET.fromstring(render_document(doc, "junit"))

@@ -24,7 +24,7 @@ MiB = 1 << 20
 # Largest file of each kind that is read whole. A `vllm collect-env` report is ~10 KB, a
 # config.json of the largest models ~100 KB, a crash log of a multi-GPU run a few MB.
 FILE_LIMITS = {
-    "report": 16 * MiB,
+    "report": 4 * MiB,
     "log": 64 * MiB,
     "json": 32 * MiB,
     "yaml": 1 * MiB,
@@ -198,14 +198,29 @@ def _parse_int(text: str) -> int:
     return int(text)
 
 
-def json_loads(text: str) -> Any:
-    """JSON within bounds: no NaN/Infinity, finite numbers, 64-bit integers, bounded depth.
+def _null_constant(name: str) -> None:
+    return None
 
-    Raises ``json.JSONDecodeError`` for bad syntax and ``ValueBoundsError`` (a ValueError)
-    for a value out of bounds, so ``except ValueError`` catches both.
+
+def _float_or_null(text: str) -> float | None:
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+def json_loads(text: str, non_finite: str = "refuse") -> Any:
+    """JSON within bounds: finite numbers, 64-bit integers, bounded depth.
+
+    ``NaN``, ``Infinity`` and numbers that overflow (``1e999``) are refused, or with
+    ``non_finite="null"`` read as null: a value that is not a number is unknown (a
+    config.json written by Python's json module may hold them; a fact the doctor cannot
+    read is unknown, never a crash). Raises ``json.JSONDecodeError`` for bad syntax and
+    ``ValueBoundsError`` (a ValueError) for a value out of bounds, so ``except ValueError``
+    catches both.
     """
+    lenient = non_finite == "null"
     try:
-        data = json.loads(text, parse_constant=_reject_constant, parse_float=_parse_float,
+        data = json.loads(text, parse_constant=_null_constant if lenient else _reject_constant,
+                          parse_float=_float_or_null if lenient else _parse_float,
                           parse_int=_parse_int)
     except RecursionError:
         raise ValueBoundsError(f"nested more than {MAX_DEPTH} levels deep") from None

@@ -20,6 +20,7 @@ a literal ``<redacted>``. Every pattern here runs in linear time.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from typing import Any, Iterable
@@ -36,6 +37,11 @@ _SECRET_WORDS = frozenset({
 _NAME_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 
+# a text without any of these has no secret name in it: the name passes are skipped
+_SECRET_HINT = re.compile(r"(?i)token|key|secret|passw|pwd|passphrase|credential|cookie|auth|private")
+
+
+@functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
     """Whether a variable, option or field with this name holds a secret (``HF_TOKEN``,
     ``--api-key``, ``openai_secret_token``, ``apiKey``, ``MY_PASSWORD_FILE``)."""
@@ -82,8 +88,9 @@ def redact_text(text: str) -> str:
         return text
     text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + "@", text)
     text = _BEARER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
-    text = _hide_values(_FLAG, text)
-    text = _hide_values(_ASSIGNED, text)
+    if _SECRET_HINT.search(text):
+        text = _hide_values(_FLAG, text)
+        text = _hide_values(_ASSIGNED, text)
     return _TOKEN_VALUES.sub(REDACTED, text)
 
 

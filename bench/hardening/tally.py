@@ -1,9 +1,11 @@
 """Run the bad inputs of tests/fixtures/bad_inputs.py against the CLI and tally the outcomes.
 
-    python bench/hardening/tally.py [--repo PATH] [--jobs N] [--only SUBSTRING] [-v]
+    python bench/hardening/tally.py [--repo PATH | --python PYTHON] [--jobs N] [--only SUBSTRING] [-v]
 
 ``--repo`` runs the checkout at PATH (``python -m vllm_doctor`` with PYTHONPATH=PATH), so the
-same list can be run on main and on a branch. Each case runs in a subprocess limited to
+same list can be run on main and on a branch. ``--python`` runs what that interpreter has
+installed instead (a checkout installed in its own venv: an editable install of another
+checkout would otherwise lend it its rules/ directory). Each case runs in a subprocess limited to
 5 s of CPU time, 1 GiB of address space and 30 s of wall time (a hang). Verdicts: clean-error (exit 2/3 as expected, one line on
 stderr), right-answer (exit 0/1 as expected, required output present, no canary leaked),
 traceback, wrong-exit (any other exit, a leaked canary, several stderr lines), timeout.
@@ -28,13 +30,17 @@ VERDICTS = ("clean-error", "right-answer", "traceback", "wrong-exit", "timeout")
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repo", type=Path, default=HERE.parents[1])
+    parser.add_argument("--python", default=None)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--only", default="")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
     cases = [c for c in bad_inputs.cases() if args.only in c.name]
     with ThreadPoolExecutor(args.jobs) as pool:
-        outcomes = list(pool.map(lambda c: bad_inputs.run_case(c, args.repo.resolve()), cases))
+        if args.python:
+            outcomes = list(pool.map(lambda c: bad_inputs.run_case(c, None, python=args.python), cases))
+        else:
+            outcomes = list(pool.map(lambda c: bad_inputs.run_case(c, args.repo.resolve()), cases))
     tally = collections.Counter(o.verdict for o in outcomes)
     by_kind: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for o in outcomes:
@@ -42,7 +48,7 @@ def main() -> int:
         if args.verbose or o.verdict not in ("clean-error", "right-answer"):
             print(f"{o.verdict:12} exit={o.exit_code!s:4} {o.seconds:5.2f}s  {o.case.name}: "
                   f"{bad_inputs.short(o.detail)}")
-    print(f"\n{len(outcomes)} cases against {args.repo}:")
+    print(f"\n{len(outcomes)} cases against {args.python or args.repo}:")
     print("  " + ", ".join(f"{v} {tally[v]}" for v in VERDICTS))
     for kind in sorted(by_kind):
         print(f"  {kind:8} " + ", ".join(f"{v} {by_kind[kind][v]}" for v in VERDICTS if by_kind[kind][v]))

@@ -48,11 +48,13 @@ MethodLookup = Callable[[str, bool], "ast.FunctionDef | None"]  # (name, from_su
 class Interp:
     def __init__(self, env: dict[str, Any], names: dict[str, Any],
                  methods: MethodLookup | None = None, enum_names: tuple[str, ...] = (
-                     "AttentionBackendEnum", "_Backend")):
+                     "AttentionBackendEnum", "_Backend"),
+                 cls_attrs: dict[str, Any] | None = None):
         self.env = dict(env)
         self.names = names
         self.methods = methods
         self.enum_names = enum_names
+        self.cls_attrs = cls_attrs or {}  # ``cls.<attr>`` values read from the class
         self.depth = 0
 
     # -- statements ----------------------------------------------------------------------
@@ -144,6 +146,9 @@ class Interp:
             if isinstance(node.value, ast.Name) and node.value.id == "torch" \
                     and node.attr in TORCH_DTYPES:
                 return TORCH_DTYPES[node.attr]
+            if isinstance(node.value, ast.Name) and node.value.id in ("cls", "self") \
+                    and "cls" not in env:
+                return self.cls_attrs.get(node.attr, UNKNOWN)
             base = self.eval(node.value, env)
             if isinstance(base, Cap) and node.attr in ("major", "minor"):
                 return getattr(base, node.attr)
@@ -225,6 +230,13 @@ class Interp:
             if isinstance(major, int) and isinstance(minor, int):
                 return Cap(major, minor)
             return UNKNOWN
+        if name in ("startswith", "endswith", "lower", "upper") \
+                and isinstance(func, ast.Attribute):
+            base = self.eval(func.value, env)
+            args = [self.eval(a, env) for a in node.args]
+            if isinstance(base, str) and all(isinstance(a, (str, tuple)) for a in args):
+                return getattr(base, name)(*args)
+            return UNKNOWN
         if name == "to_int" and isinstance(func, ast.Attribute):
             base = self.eval(func.value, env)
             return base.to_int() if isinstance(base, Cap) else UNKNOWN
@@ -260,7 +272,7 @@ class Interp:
                     self.depth += 1
                     try:
                         values = Interp(sub_env, self.names, self.methods,
-                                        self.enum_names).run(target)
+                                        self.enum_names, self.cls_attrs).run(target)
                     finally:
                         self.depth -= 1
                     return _combine(values)

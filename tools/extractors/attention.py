@@ -41,19 +41,24 @@ KIND = "attention"
 HEAD_SIZES = [32, 48, 64, 72, 80, 96, 112, 120, 128, 160, 192, 224, 256, 320, 512, 576]
 # capability grid: Pascal, Volta, Turing, Ampere, Ada, Hopper, Blackwell DC, Thor, RTX 50
 CAPABILITIES = [60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121]
+KV_DTYPES = ["auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla",
+             "fp8_inc", "nvfp4"]
+DTYPES = ["float16", "bfloat16", "float32"]
 META = {
     "key": "backend:<NAME> (V1 or registry) | backend_v0:<NAME> | cuda_priority:<std|mla>:"
            "<capability> | cuda_considered | unresolved",
     "value": {
         "backend": "class, file, mla, head_sizes ([] = any), head_size_check "
                    "{yes,no,unknown} over common head sizes, dtypes, kv_cache_dtypes, "
-                   "kv_cache_dtype_runtime, capabilities {yes,no,unknown} over GPU "
-                   "generations, block_sizes",
+                   "kv_cache_dtype_runtime, kv_cache_check / dtype_check {yes,no,unknown} "
+                   "(supports_kv_cache_dtype / supports_dtype evaluated), capabilities "
+                   "{yes,no,unknown} over GPU generations, block_sizes",
         "cuda_priority": "backends _get_backend_priorities may return, in order",
         "cuda_considered": "backends get_attn_backend_cls names (before 0.12.0)",
     },
     "head_sizes_probed": HEAD_SIZES,
     "capabilities_probed": CAPABILITIES,
+    "kv_cache_dtypes_probed": KV_DTYPES,
     "sources": ["v1/attention/backends/**/*.py", "attention/backends/*.py",
                 "*/backends/registry.py", "platforms/cuda.py"],
 }
@@ -133,7 +138,7 @@ def _grid(values: dict[int, Any]) -> dict[str, list[int]]:
 
 
 def _predicate(finder: ClassFinder, file: str, cls: ast.ClassDef, method: str,
-               bind: dict[str, Any]) -> Any:
+               bind: dict[str, Any], cls_attrs: dict[str, Any] | None = None) -> Any:
     hit = finder.method(file, cls, method)
     if hit is None:
         return None
@@ -161,7 +166,7 @@ def _predicate(finder: ClassFinder, file: str, cls: ast.ClassDef, method: str,
     if "__capability__" in bind:
         env["__capability__"] = bind["__capability__"]
     names = finder.constants(hfile, hcls)
-    values = Interp(env, names, lookup).run(fn)
+    values = Interp(env, names, lookup, cls_attrs=cls_attrs).run(fn)
     if values and all(v is True for v in values):
         return True
     if values and all(v is False for v in values):
@@ -220,7 +225,14 @@ def _backend(finder: ClassFinder, file: str, cls: ast.ClassDef,
         rec["capabilities"] = _grid(caps)
     hit = finder.method(file, cls, "supports_kv_cache_dtype")
     if hit is not None and hit[0] not in _BASES:
-        rec["kv_cache_dtype_runtime"] = True
+        rec["kv_cache_dtype_runtime"] = True  # an override: the list alone does not decide
+    attrs = {k: rec[f] for k, f in (("supported_kv_cache_dtypes", "kv_cache_dtypes"),
+                                    ("supported_dtypes", "dtypes")) if f in rec}
+    for field, method, grid in (("kv_cache_check", "supports_kv_cache_dtype", KV_DTYPES),
+                                ("dtype_check", "supports_dtype", DTYPES)):
+        states = {v: _predicate(finder, file, cls, method, {"value": v}, attrs) for v in grid}
+        if any(s is not None for s in states.values()):
+            rec[field] = _grid(states)
     return rec
 
 
@@ -327,7 +339,10 @@ def _priorities(release, problems: list[str]) -> dict[str, Any]:
         if isinstance(node, ast.Constant) and isinstance(node.value, str) \
                 and node.value.startswith("vllm.") and node.value.endswith("Backend"):
             named.add(node.value)
-        if isinstance(node, ast.JoinedStr):
+        if isinstance(node, ast.JoinedStr) and node.values \
+                and isinstance(node.values[0], ast.Constant) \
+                and str(node.values[0].value).startswith("vllm."):
+            # a class path assembled from pieces (not a log message)
             problems.append("get_attn_backend_cls builds a class path at run time "
                             f"({' '.join(ast.unparse(node).split())[:80]})")
     out["cuda_considered"] = sorted(named)
@@ -394,7 +409,10 @@ def audit(table: dict, rules_dir: Path) -> list[str]:
     leaves to run time (installed FA version) contradicts nothing.
     """
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from packaging.version import Version
+
     from vllm_doctor.engine.evaluate import APPLIES, evaluate_rule
+    from vllm_doctor.engine.fixstate import in_ranges
     from vllm_doctor.engine.loader import load_rules
     from vllm_doctor.facts.model import Facts
     from vllm_doctor.facts.release_kernels import judge_backend
@@ -419,6 +437,9 @@ def audit(table: dict, rules_dir: Path) -> list[str]:
             record = values.get(f"backend:{backend}")
             if record is None or code not in rules:
                 continue
+            rule = rules[code]
+            if rule.ranges and not in_ranges(Version(release), rule.ranges)[0]:
+                continue  # the rule's subject (Gemma 4, validation) is not in this release
             for cap in CAPABILITIES:
                 if cap < 80:
                     continue  # both backends need sm_80; the curated rules speak of 8.0+

@@ -154,7 +154,7 @@ def _model_max_len(facts: Facts) -> tuple[int, str]:
         from vllm_doctor.errors import InputError
 
         try:
-            cfg = bounds.json_loads(bounds.read_text(path, "config.json", "json"))
+            cfg = bounds.json_loads(bounds.read_text(path, "config.json", "json"), non_finite="null")
         except (InputError, ValueError):
             cfg = None
         if isinstance(cfg, dict):

@@ -168,7 +168,7 @@ def _read_side_json(path: Path) -> object:
     from vllm_doctor import bounds
 
     try:
-        return bounds.json_loads(bounds.read_text(path, path.name, "json"))
+        return bounds.json_loads(bounds.read_text(path, path.name, "json"), non_finite="null")
     except InputError as err:
         raise ValueError(err.problem) from None
 
@@ -177,7 +177,8 @@ def _load_json(path: Path, explicit: bool) -> dict:
     from vllm_doctor import bounds
 
     try:
-        data = bounds.json_loads(bounds.read_text(path, "config.json", "json"))
+        # NaN/Infinity in a config.json: unknown values, not a refused file
+        data = bounds.json_loads(bounds.read_text(path, "config.json", "json"), non_finite="null")
     except InputError as err:
         if explicit:
             raise

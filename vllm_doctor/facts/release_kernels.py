@@ -30,7 +30,8 @@ from vllm_doctor.facts.model import Facts, Source
 SOURCE = "release knowledge"
 QUANT_PATHS = ("release.quant.judged_release", "release.quant.method", "release.quant.known",
                "release.quant.min_capability", "release.quant.capability_ok",
-               "release.quant.deprecated", "release.quant.act_dtypes")
+               "release.quant.deprecated", "release.quant.act_dtypes",
+               "release.quant.act_dtype_ok")
 ATTN_PATHS = ("release.attention.judged_release", "release.attention.candidates",
               "release.attention.supporting", "release.attention.any_supports",
               "release.attention.rejections", "release.attention.forced_supports",
@@ -96,7 +97,7 @@ def _dtype(facts: Facts) -> tuple[str | None, str]:
     if isinstance(config, str) and _DTYPE_NAMES.get(config.lower()) in ("float16", "bfloat16"):
         return _DTYPE_NAMES[config.lower()], ""
     if "model.dtype" not in facts and facts.why_missing("model.dtype"):
-        return None, f"model.dtype: {facts.why_missing('model.dtype')}"
+        return None, facts.why_missing("model.dtype") or "model.dtype not known"
     return None, "the dtype vLLM resolves from --dtype auto is not known here"
 
 
@@ -160,6 +161,7 @@ def _collect_quant(facts: Facts) -> None:
     else:
         facts.mark_missing("release.quant.act_dtypes",
                            f"get_supported_act_dtypes of {method} is computed at run time")
+    _collect_act_dtype(facts, values, method, release)
     floor = quant_floor(values, method)
     if floor.value is None:
         facts.mark_missing("release.quant.min_capability", floor.why)
@@ -170,10 +172,37 @@ def _collect_quant(facts: Facts) -> None:
     gpu = facts.get("gpu.min_capability")
     if gpu is None:
         facts.mark_missing("release.quant.capability_ok",
-                           f"gpu.min_capability: {facts.why_missing('gpu.min_capability')}")
+                           facts.why_missing("gpu.min_capability") or "no GPU capability")
         return
     facts.set("release.quant.capability_ok", int(gpu.value) >= floor.value, SOURCE,
               f"GPU {gpu.value} vs minimum {floor.value} in vLLM {release}")
+
+
+def _collect_act_dtype(facts: Facts, values: dict[str, Any], method: str, release: str) -> None:
+    """Whether an explicit --dtype is one the method (or a method vLLM may pick instead)
+    accepts; ``--dtype auto`` resolves at run time and is not judged."""
+    given = facts.value("serve.dtype")
+    if not isinstance(given, str) or given.lower() == "auto":
+        reason = facts.why_missing("serve.dtype")
+        if reason:
+            facts.mark_missing("release.quant.act_dtype_ok", reason)
+        return  # auto (or no --dtype): absent, vLLM picks a dtype it accepts
+    dtype = _DTYPE_NAMES.get(given.lower())
+    if dtype is None:
+        facts.mark_missing("release.quant.act_dtype_ok", f"--dtype {given} is not mapped")
+        return
+    record = values.get(f"method:{method}") or {}
+    names = [method] + list(record.get("overridable_by") or [])
+    accepted = []
+    for name in names:
+        listed = (values.get(f"method:{name}") or {}).get("act_dtypes")
+        if listed is None:
+            facts.mark_missing("release.quant.act_dtype_ok",
+                               f"get_supported_act_dtypes of {name} is computed at run time")
+            return
+        accepted += [d for d in listed if d not in accepted]
+    facts.set("release.quant.act_dtype_ok", dtype in accepted, SOURCE,
+              f"--dtype {given} vs {accepted} ({', '.join(names)} in vLLM {release})")
 
 
 # -- attention -------------------------------------------------------------------------------
@@ -207,18 +236,26 @@ def judge_backend(record: dict[str, Any], head: int | None, dtype: str | None,
         if ok is False:
             reasons.append(f"head size {head} not supported")
         unknown |= ok is None
-    if dtype is None or record.get("dtypes") is None:
+    if dtype is None:
         unknown = True
-    elif dtype not in record["dtypes"]:
-        reasons.append(f"dtype {dtype} not in {record['dtypes']}")
-    if kv not in (None, "auto"):
-        listed = record.get("kv_cache_dtypes")
-        if listed is None:
-            unknown = True
-        elif kv not in listed:
-            reasons.append(f"kv_cache_dtype {kv} not in {listed}")
-        elif record.get("kv_cache_dtype_runtime"):
-            unknown = True  # also asks the installed kernels
+    else:
+        ok = _state(record.get("dtype_check"), dtype)
+        if ok is None and "dtype_check" not in record and record.get("dtypes") is not None:
+            ok = dtype in record["dtypes"]
+        if ok is False:
+            reasons.append(f"dtype {dtype} not supported")
+        unknown |= ok is None
+    if kv is not None:
+        ok = _state(record.get("kv_cache_check"), kv)
+        if ok is None and "kv_cache_check" not in record and kv == "auto":
+            ok = True  # every backend reads a cache in the model dtype
+        elif ok is None and "kv_cache_check" not in record and \
+                record.get("kv_cache_dtypes") is not None and \
+                not record.get("kv_cache_dtype_runtime"):
+            ok = kv in record["kv_cache_dtypes"]
+        if ok is False:
+            reasons.append(f"kv_cache_dtype {kv} not supported")
+        unknown |= ok is None
     if reasons:
         return False, reasons
     return (None if unknown else True), []
@@ -227,11 +264,12 @@ def judge_backend(record: dict[str, Any], head: int | None, dtype: str | None,
 def _attention_inputs(facts: Facts) -> tuple[dict[str, Any] | None, str]:
     gpu = facts.get("gpu.min_capability")
     if gpu is None:
-        return None, f"gpu.min_capability: {facts.why_missing('gpu.min_capability')}"
+        # the upstream reason verbatim: reports print each distinct reason once
+        return None, facts.why_missing("gpu.min_capability") or "no GPU capability"
     if "model.kv_lora_rank" in facts:
         return None, "MLA models (kv_lora_rank) are not judged by the generated attention facts"
     if facts.why_missing("model.kv_lora_rank") and "model.head_dim" not in facts:
-        return None, f"model: {facts.why_missing('model.kv_lora_rank')}"
+        return None, facts.why_missing("model.kv_lora_rank") or "model not known"
     heads = [facts.value("model.head_dim")]
     global_head = facts.value("model.global_head_dim")
     if isinstance(global_head, int) and global_head not in heads:

@@ -236,6 +236,9 @@ FACTS: dict[str, FactSpec] = {
         "bool", "the release lists the method as deprecated"),
     "release.quant.act_dtypes": FactSpec(
         "list", "activation dtypes the method accepts in that release"),
+    "release.quant.act_dtype_ok": FactSpec(
+        "bool", "an explicit --dtype is accepted by the method or a method vLLM may pick "
+        "instead (get_supported_act_dtypes)"),
     "release.attention.judged_release": FactSpec(
         "version", "the covered vLLM release the attention facts were read from"),
     "release.attention.candidates": FactSpec(

@@ -48,6 +48,12 @@ SECTIONS = (
         "serve.data_parallel_size", "serve.max_model_len", "serve.gpu_memory_utilization",
         "serve.quantization", "serve.kv_cache_dtype", "serve.speculative_method",
         "serve.attention_backend", "serve.legacy_flags", "serve.unknown_flags")),
+    Section("Judged release", ("release",), (
+        "release.judged", "release.coverage", "release.unknown_options",
+        "release.unaccepted_options", "release.option_hints", "release.corrected_command",
+        "release.invalid_choices", "release.architecture_registered",
+        "release.architecture_first_release", "release.transformers_in_range",
+        "release.torch_pin", "release.torch_matches_pin")),
     Section("Environment", ("env",), ("env.*",)),
     Section("Crash log", ("log",), ("log.path", "log.lines")),
     Section("Estimates", ("derived",), (
@@ -63,6 +69,7 @@ _INPUT_AREAS = {"model", "serve", "log"}
 # the collector whose timing belongs to a section
 _TIMING_KEYS = {"Stack": ("packages",), "GPUs and links": ("gpus",), "Model": ("model",),
                 "Serve arguments": ("serve",), "Environment": ("environment",),
+                "Judged release": ("release",),
                 "Estimates": ("derived",)}
 
 

@@ -3,6 +3,7 @@ each finding with its evidence, fix and ready-to-copy corrected command; details
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.console import Console
@@ -44,10 +45,12 @@ def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) ->
     for line in f.log_matches:
         console.print(f"      seen in the log: [italic]{escape(line)}[/]")
     for probe in f.probe_results:
-        verb = ("confirms" if rule.code in probe.get("rules_confirmed", [])
-                else "refutes" if rule.code in probe.get("rules_refuted", []) else "ran")
-        console.print(f"      probe {probe.get('name')} ({probe.get('status')}, {verb} "
-                      f"{rule.code}): {escape(str(probe.get('reason') or ''))}")
+        # what the probe showed, in its own words: a reproduced bug reads as a warning,
+        # never as a pass
+        reproduced = rule.code in probe.get("rules_confirmed", [])
+        verdict = probe.get("verdict") or f"{probe.get('status')}: {probe.get('reason') or ''}"
+        style = "yellow" if reproduced else ("green" if probe.get("status") == "pass" else "dim")
+        console.print(f"      probe {escape(str(probe.get('name')))}: [{style}]{escape(verdict)}[/]")
         # isolated sub-checks (e.g. the transient CUDA-graph pattern) carry their own outcome
         for part, sub in (probe.get("metrics") or {}).items():
             if isinstance(sub, dict) and "status" in sub:
@@ -87,11 +90,17 @@ def _log_messages(console: Console, doc: CheckDocument) -> None:
             console.print(f"      {escape(m.note)}")
 
 
+_CHAIN = re.compile(r"^(?:needs )?[a-z_]+(?:\.[A-Za-z0-9_-]+)+: ")
+
+
 def root_reason(reason: str) -> str:
-    """The reason at the end of a chain: "needs a: needs b: NVML not found" → "NVML not found"."""
-    while reason.startswith("needs ") and ": " in reason:
-        reason = reason.split(": ", 1)[1]
-    return reason
+    """The reason at the end of a chain: "needs a.b: c.d: NVML not found" → "NVML not found"
+    (a derived fact is missing because a fact it is computed from is)."""
+    while True:
+        match = _CHAIN.match(reason)
+        if not match or match.end() >= len(reason):
+            return reason
+        reason = reason[match.end():]
 
 
 def _undecided(console: Console, doc: CheckDocument, verbose: bool, said: set[str]) -> None:
