@@ -138,5 +138,13 @@ def test_check_log_names_the_catalogue_entry(tmp_path):
     message = data["log_messages"][0]
     assert message["key"] == NO_MEMORY and message["vllm_version"] == "0.10.0"
     assert {s["file"] for s in message["raised_at"]} == {"vllm/v1/core/kv_cache_utils.py", "vllm/worker/worker.py"}
+    # MEM003 names this message's cause: the catalogue is then detail, shown with -v
     text = _doctor("check", "--log", str(log), "--vllm-version", "0.10.0")
+    assert "MEM003" in text.stdout and "vLLM messages in the log" not in text.stdout
+    assert "vLLM messages in the log" in _doctor("check", "--log", str(log), "--vllm-version", "0.10.0",
+                                                "-v").stdout
+    # with no curated rule for the message, the text report names the catalogue entry
+    log.write_text("(EngineCore_DP0 pid=4411) AssertionError: Gemma4 does not support image_embeds.\n")
+    text = _doctor("check", "--log", str(log), "--vllm-version", "0.20.0")
     assert "vLLM messages in the log" in text.stdout
+    assert "raised in vllm/model_executor/models/gemma4_mm.py" in text.stdout

@@ -77,12 +77,26 @@ def catalogue_messages(scan: LogScan, version: str | None, limit: int = MAX_MESS
         if not spans:
             continue
         releases = [{"first": s.first, "last": s.last, "sites": s.value["sites"]} for s in spans]
+        releases = _merge_adjacent(releases, table.releases)
         message = CatalogueMessage(hit, _kind(hit), releases, version)
         if judged is not None:
             message.release = judged.release
             message.note = _note(table, hit.key, version, judged, message)
         out.append(message)
     return out
+
+
+def _merge_adjacent(spans: list[dict[str, Any]], order: list[str]) -> list[dict[str, Any]]:
+    """Spans that follow each other (the message moved, its text did not) as one range; the
+    newest span's sites are kept (the user's own release is looked up separately)."""
+    index = {r: i for i, r in enumerate(order)}
+    merged: list[dict[str, Any]] = []
+    for span in spans:
+        if merged and index[span["first"]] == index[merged[-1]["last"]] + 1:
+            merged[-1] = {"first": merged[-1]["first"], "last": span["last"], "sites": span["sites"]}
+        else:
+            merged.append(dict(span))
+    return merged
 
 
 def _kind(hit: CatalogueHit) -> str:
@@ -97,7 +111,7 @@ def _note(table, key: str, version: str, judged, message: CatalogueMessage) -> s
     if judged.release is None:
         return f"vLLM {version}: {judged.note}; the message is in {message.release_ranges()}"
     span = table.get(key, judged.release)
-    prefix = f"vLLM {version}" + (f" ({judged.note})" if judged.note else "")
+    prefix = f"vLLM {version}" + ("" if judged.exact else f" (judged by {judged.release})")
     if span is None:
         message.at_release = None
         index = table.releases.index
@@ -107,10 +121,10 @@ def _note(table, key: str, version: str, judged, message: CatalogueMessage) -> s
             change = f"it was removed or reworded after {message.last}"
         else:
             change = f"it is in {message.release_ranges()} only"
-        return (f"{prefix}: {judged.release} does not raise this message ({change}); the log may "
+        return (f"{prefix} does not raise this message ({change}); the log may "
                 "come from another vLLM version, or from code outside vLLM with the same text")
     message.at_release = span.value["sites"]
-    return f"{prefix}: {judged.release} raises this message at the place below"
+    return f"{prefix} raises this message at the place shown"
 
 
 def analyse_log(text: str, rules: list, version: str | None = None, version_source: str = "",

@@ -167,7 +167,8 @@ def render_text(doc: CheckDocument, console: Console, verbose: bool = False,
     said: set[str] = set()
     if doc.undecided:
         _undecided(console, doc, verbose, said)
-    if doc.log_messages:
+    if doc.log_messages and (verbose or not any(f.log_matches for f in applies)):
+        # a curated rule seen in the log names the cause; vLLM's messages are then detail (-v)
         _log_messages(console, doc)
     for f in doc.suppressed:
         console.print(f"  [dim]- {f.rule.code} ignored: {escape(f.suppressed or '')}[/]")
