@@ -59,6 +59,7 @@ def summarise_probe(text: str) -> dict:
         "status": {name: r["status"] for name, r in results.items()},
         "duration_s": {name: r["duration_s"] for name, r in results.items()},
         "rank_init": [r.get("init") for r in teardown.get("ranks", [])],
+        "exit_after_done_s": [r.get("exit_after_done_s") for r in teardown.get("ranks", [])],
         "destroy_process_group_s": teardown.get("metrics", {}).get("destroy_process_group_s"),
         "compile_part": {k: soft.get("compile", {}).get(k)
                          for k in ("status", "import_torch_s", "dynamo_import_s", "compile_setup_s", "compile_s", "cached")},

@@ -339,7 +339,10 @@ def _priorities(release, problems: list[str]) -> dict[str, Any]:
         if isinstance(node, ast.Constant) and isinstance(node.value, str) \
                 and node.value.startswith("vllm.") and node.value.endswith("Backend"):
             named.add(node.value)
-        if isinstance(node, ast.JoinedStr):
+        if isinstance(node, ast.JoinedStr) and node.values \
+                and isinstance(node.values[0], ast.Constant) \
+                and str(node.values[0].value).startswith("vllm."):
+            # a class path assembled from pieces (not a log message)
             problems.append("get_attn_backend_cls builds a class path at run time "
                             f"({' '.join(ast.unparse(node).split())[:80]})")
     out["cuda_considered"] = sorted(named)

@@ -111,20 +111,21 @@ def _unknown_prefixes(prefixes: list[str] | None, codes: list[str]) -> list[str]
 
 
 def rulebase_version(rules) -> str:
-    """``<package version>+<digest>``: the digest of the rule files in force, so two reports
-    judged by the same rules name the same version and an edited rule changes it."""
-    import hashlib
+    """``<package version>+<digest>``: a CRC-32 of the rule files in force (an identifier, not
+    a security check; zlib is already loaded where hashlib's OpenSSL would cost an import), so
+    two reports judged by the same rules name the same version and an edited rule changes it."""
+    import zlib
 
     from vllm_doctor import __version__
 
-    digest = hashlib.sha256()
+    digest = 0
     for rule in sorted(rules, key=lambda r: r.code):
-        digest.update(rule.code.encode())
+        digest = zlib.crc32(rule.code.encode(), digest)
         try:
-            digest.update(rule.path.read_bytes())
+            digest = zlib.crc32(rule.path.read_bytes(), digest)
         except OSError:
-            digest.update(rule.summary.encode())
-    return f"{__version__}+{digest.hexdigest()[:10]}"
+            digest = zlib.crc32(rule.summary.encode(), digest)
+    return f"{__version__}+{digest:08x}"
 
 
 def _coverage_note(facts) -> str | None:

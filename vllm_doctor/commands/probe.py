@@ -220,6 +220,7 @@ def probe_names(positional: list[str], only: list[str] | None) -> list[str] | No
 
 def register(app: typer.Typer) -> None:
     @app.command("probe", cls=_probe_command_class(),
+                 options_metavar="[OPTIONS] [NAME]... [-- vllm serve ...]",
                  context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
     def _cmd(
         ctx: typer.Context,

@@ -97,7 +97,7 @@ def _dtype(facts: Facts) -> tuple[str | None, str]:
     if isinstance(config, str) and _DTYPE_NAMES.get(config.lower()) in ("float16", "bfloat16"):
         return _DTYPE_NAMES[config.lower()], ""
     if "model.dtype" not in facts and facts.why_missing("model.dtype"):
-        return None, f"model.dtype: {facts.why_missing('model.dtype')}"
+        return None, facts.why_missing("model.dtype") or "model.dtype not known"
     return None, "the dtype vLLM resolves from --dtype auto is not known here"
 
 
@@ -172,7 +172,7 @@ def _collect_quant(facts: Facts) -> None:
     gpu = facts.get("gpu.min_capability")
     if gpu is None:
         facts.mark_missing("release.quant.capability_ok",
-                           f"gpu.min_capability: {facts.why_missing('gpu.min_capability')}")
+                           facts.why_missing("gpu.min_capability") or "no GPU capability")
         return
     facts.set("release.quant.capability_ok", int(gpu.value) >= floor.value, SOURCE,
               f"GPU {gpu.value} vs minimum {floor.value} in vLLM {release}")
@@ -264,11 +264,12 @@ def judge_backend(record: dict[str, Any], head: int | None, dtype: str | None,
 def _attention_inputs(facts: Facts) -> tuple[dict[str, Any] | None, str]:
     gpu = facts.get("gpu.min_capability")
     if gpu is None:
-        return None, f"gpu.min_capability: {facts.why_missing('gpu.min_capability')}"
+        # the upstream reason verbatim: reports print each distinct reason once
+        return None, facts.why_missing("gpu.min_capability") or "no GPU capability"
     if "model.kv_lora_rank" in facts:
         return None, "MLA models (kv_lora_rank) are not judged by the generated attention facts"
     if facts.why_missing("model.kv_lora_rank") and "model.head_dim" not in facts:
-        return None, f"model: {facts.why_missing('model.kv_lora_rank')}"
+        return None, facts.why_missing("model.kv_lora_rank") or "model not known"
     heads = [facts.value("model.head_dim")]
     global_head = facts.value("model.global_head_dim")
     if isinstance(global_head, int) and global_head not in heads:

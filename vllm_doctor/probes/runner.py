@@ -153,6 +153,7 @@ class _Proc:
     aborted: str | None = None  # the probe after whose sticky error the worker stopped
     killed: bool = False
     exit_seen: bool = False
+    exited_at: float | None = None
 
     def alive(self) -> bool:
         if self.popen is not None:
@@ -590,6 +591,9 @@ class Runner:
         if all(p.done_at is not None for p in group):
             last_done = max(p.done_at for p in group)  # type: ignore[type-var]
             alive = [p for p in group if p.alive()]
+            for p in group:  # how long each took to leave after its last word (context teardown)
+                if p not in alive and p.exited_at is None:
+                    p.exited_at = now
             if alive and now - last_done <= self.grace:
                 return "running"
             for p in group:
@@ -721,6 +725,8 @@ class Runner:
             "ranks": [{"rank": p.rank, "backend": (p.init or {}).get("backend"),
                        "teardown": p.teardown, "started": p.teardown_started is not None,
                        "exit": p.exit_text(),
+                       "exit_after_done_s": (round(p.exited_at - p.done_at, 3)
+                                             if p.exited_at is not None and p.done_at is not None else None),
                        "init": {k: v for k, v in (p.init or {}).items()
                                 if k not in ("ev", "rank", "t")}} for p in group],
         })
@@ -739,7 +745,8 @@ class Runner:
             td = r["teardown"] or {}
             killed = f"rank{r['rank']}" in last["killed"]
             entry = {"rank": r["rank"], "status": PASS, "seconds": td.get("seconds"),
-                     "returned": td.get("returned"), "killed": killed, "init": r["init"]}
+                     "returned": td.get("returned"), "killed": killed, "init": r["init"],
+                     "exit_after_done_s": r.get("exit_after_done_s")}
             if td.get("returned") is False or killed or td.get("error"):
                 entry["status"] = WARN
                 hung.append(r["rank"])

@@ -331,6 +331,10 @@ def main(argv: list[str] | None = None) -> int:
                 import torch.distributed as dist
 
                 dist.destroy_process_group()
+            if device_kind == "cuda" and (params.get("bench") or {}).get("release_early"):
+                import torch
+
+                torch.cuda.empty_cache()  # less to unmap when the process exits
 
         return call_in_thread(destroy)
 

@@ -8,7 +8,6 @@ or above it too).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -184,6 +183,8 @@ def location(doc: CheckDocument, f: Finding) -> Location:
 
 
 def _fingerprint(*parts: str) -> str:
+    import hashlib
+
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
@@ -392,6 +393,8 @@ _GITLAB_SEVERITY = {"error": "critical", "warning": "major", "info": "info"}
 def render_gitlab(doc: CheckDocument) -> str:
     """GitLab Code Quality report: a JSON array of issues with description, check_name,
     fingerprint, severity and location (path, lines.begin)."""
+    import hashlib
+
     issues = []
     for f in doc.applies + [u for u in doc.undecided if doc.is_failing(u)]:
         where = location(doc, f)

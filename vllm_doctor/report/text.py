@@ -45,10 +45,12 @@ def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) ->
     for line in f.log_matches:
         console.print(f"      seen in the log: [italic]{escape(line)}[/]")
     for probe in f.probe_results:
-        verb = ("confirms" if rule.code in probe.get("rules_confirmed", [])
-                else "refutes" if rule.code in probe.get("rules_refuted", []) else "ran")
-        console.print(f"      probe {probe.get('name')} ({probe.get('status')}, {verb} "
-                      f"{rule.code}): {escape(str(probe.get('reason') or ''))}")
+        # what the probe showed, in its own words: a reproduced bug reads as a warning,
+        # never as a pass
+        reproduced = rule.code in probe.get("rules_confirmed", [])
+        verdict = probe.get("verdict") or f"{probe.get('status')}: {probe.get('reason') or ''}"
+        style = "yellow" if reproduced else ("green" if probe.get("status") == "pass" else "dim")
+        console.print(f"      probe {escape(str(probe.get('name')))}: [{style}]{escape(verdict)}[/]")
         # isolated sub-checks (e.g. the transient CUDA-graph pattern) carry their own outcome
         for part, sub in (probe.get("metrics") or {}).items():
             if isinstance(sub, dict) and "status" in sub:
