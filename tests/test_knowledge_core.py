@@ -40,8 +40,9 @@ def test_table_lookups_round_trip_through_dump():
 @pytest.mark.parametrize("version,release,exact", [
     ("0.10.0", "0.10.0", True),
     ("0.10.0+cu126", "0.10.0", False),
-    ("0.10.1rc1.dev20+g0d80979", "0.10.0", False),
-    ("0.11.0.dev3", "0.10.1", False),
+    ("0.9.1rc1.dev20+g0d80979", "0.9.0", False),   # between 0.9.0 and 0.10.0
+    ("0.10.1rc1.dev20+g0d80979", None, False),      # after the newest covered series
+    ("0.11.0.dev3", None, False),
     ("0.9.5", None, False),          # not a covered release, not a dev build
     ("0.7.3", None, False),          # older than coverage
     ("0.12.0", None, False),         # newer than coverage
@@ -57,3 +58,9 @@ def test_match_release(version, release, exact):
 def test_missing_table_is_a_knowledge_error():
     with pytest.raises(knowledge.KnowledgeError):
         knowledge.load("no-such-table")
+
+
+def test_a_dev_build_lies_between_its_release_and_the_next_minor_series():
+    m = match_release("0.9.1rc1.dev20+g0d80979", RELEASES)
+    assert (m.release, m.upper) == ("0.9.0", "0.10.0")
+    assert match_release("0.10.0", RELEASES).upper is None

@@ -66,9 +66,13 @@ def test_option_added_in_a_later_release():
 
 
 def test_dev_build_is_judged_by_its_release():
+    # --attention-backend first shipped in 0.13.0: a 0.12.1 nightly may have it
     facts = facts_for("vllm serve m --attention-backend FLASH_ATTN", "0.12.1.dev20+g0d80979")
     assert facts.value("release.judged") == "0.12.0"
-    assert facts.value("release.unaccepted_options") == ["--attention-backend"]
+    assert "release.unaccepted_options" not in facts
+    assert "0.13.0" in facts.why_missing("release.unaccepted_options")
+    # what 0.12.0 and 0.13.0 agree on still holds for it
+    assert facts.value("release.cuda_major") == 12
 
 
 def test_curated_removed_flags_win_over_args100():
@@ -169,3 +173,25 @@ def test_architecture_served_by_conversion_is_registered():
     old = judged("0.9.2")
     assert old.value("release.architecture_registered") is False
     assert old.value("release.unregistered_architectures") == ["LlamaForSequenceClassification"]
+
+
+def test_a_dev_build_is_judged_only_where_its_release_and_the_next_one_agree():
+    # --watermark first shipped in 0.24.0: a 0.23.1 nightly may already accept it
+    nightly = facts_for("vllm serve m --watermark 0.5", "0.23.1rc1.dev20+g0d8097964")
+    assert nightly.value("release.judged") == "0.23.0"
+    assert "release.unaccepted_options" not in nightly
+    reason = nightly.why_missing("release.unaccepted_options")
+    assert "between 0.23.0 and 0.24.0" in reason
+    assert verdict("ARGS100", nightly) == UNDECIDED
+    # the release itself does refuse it
+    assert verdict("ARGS100", facts_for("vllm serve m --watermark 0.5", "0.23.0")) == APPLIES
+    # a typo no release accepts is refused by both ends: still an error for the nightly
+    typo = facts_for("vllm serve m --tensor-parallel-sise 2", "0.23.1rc1.dev20+g0d8097964")
+    assert verdict("ARGS100", typo) == APPLIES
+
+
+def test_a_nightly_after_the_newest_covered_release_is_not_judged():
+    facts = facts_for("vllm serve m --some-new-flag 1", "0.33.1rc1.dev5+gabc")
+    assert "release.judged" not in facts
+    assert "may carry changes" in facts.why_missing("release.judged")
+    assert verdict("ARGS100", facts) == UNDECIDED

@@ -188,16 +188,18 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
 
     # what the judged release itself accepts (generated release knowledge) ------------------
     def release() -> None:
-        from vllm_doctor.facts.release import collect_release
+        from vllm_doctor.facts.release import collect_release, judged_between_releases
 
-        collect_release(facts)
+        judged_between_releases(facts, collect_release)
 
     run.step("release", ("release",), release)
 
     def release_kernels() -> None:
+        from vllm_doctor.facts.release import judged_between_releases
         from vllm_doctor.facts.release_kernels import collect_release_kernels
 
-        collect_release_kernels(facts)  # reads the knowledge tables only when it needs them
+        # reads the knowledge tables only when it needs them
+        judged_between_releases(facts, collect_release_kernels)
 
     run.step("release kernels", ("release.quant", "release.attention"), release_kernels)
     return facts

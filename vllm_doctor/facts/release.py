@@ -28,7 +28,7 @@ import difflib
 import re
 import shlex
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -119,6 +119,62 @@ def collect_release(facts: Facts) -> None:
     if release is not None:
         _registry(facts, release)
         _pins(facts, release)
+
+
+# Facts that say which release judged the version: they differ between the two runs by design.
+_JUDGE_PATHS = {"release.coverage", "release.judged", "release.quant.judged_release",
+                "release.attention.judged_release"}
+
+
+def judged_between_releases(facts: Facts, collect: Callable[[Facts], None]) -> None:
+    """Run a ``release.*`` collector; for a dev build or release candidate, keep only what
+    its release and the next minor release agree on.
+
+    A nightly such as 0.23.1rc1.dev20 descends from 0.23.0 but carries changes that only
+    0.24.0 releases: an option, architecture or kernel limit 0.24.0 brought may already be in
+    it. So the collector runs a second time as if the version were that later release, and
+    every fact on which the two runs differ is missing, with both answers in the reason,
+    instead of an error the facts do not prove.
+    """
+    from vllm_doctor import knowledge
+
+    before = set(facts.values) | set(facts.missing)
+    collect(facts)
+    version = facts.value("vllm.version")
+    if version is None:
+        return
+    match = knowledge.match_release(str(version), tuple(knowledge.covered_releases()))
+    if match.release is None or match.upper is None:
+        return
+    # the paths this collector wrote (another release.* collector may have run before it)
+    written = (set(facts.values) | set(facts.missing)) - before - _JUDGE_PATHS
+    later = Facts.from_dict(facts.to_dict())
+    for path in written:
+        later.values.pop(path, None)
+        later.missing.pop(path, None)
+    later.set("vllm.version", match.upper, SOURCE)
+    collect(later)
+    for path in sorted(written):
+        here, there = facts.get(path), later.get(path)
+        if _same_answer(here, there, match.release, match.upper):
+            continue
+        facts.values.pop(path, None)
+        shown = {r: ("not known" if f is None else f.value)
+                 for r, f in ((match.release, here), (match.upper, there))}
+        facts.mark_missing(path, f"vLLM {version} is a build between {match.release} and "
+                           f"{match.upper}, which differ here ({match.release}: "
+                           f"{shown[match.release]}; {match.upper}: {shown[match.upper]})")
+
+
+def _same_answer(here, there, release: str, upper: str) -> bool:
+    """The two runs say the same, once each release's own name is set aside (a hint that
+    reads "vLLM 0.23.0 does not accept it" agrees with "vLLM 0.24.0 does not accept it")."""
+    import json
+
+    if here is None or there is None:
+        return here is there
+    text = json.dumps(there.value, sort_keys=True, default=str)
+    return json.dumps(here.value, sort_keys=True, default=str) == text.replace(upper, release)
 
 
 # -- options ----------------------------------------------------------------------------------

@@ -49,6 +49,10 @@ class ReleaseMatch:
     release: str | None
     exact: bool
     note: str
+    # for a dev build or release candidate: the first covered release of a later minor
+    # series. The build lies between ``release`` and ``upper`` (nightlies carry changes that
+    # only ``upper`` releases), so only what the two releases agree on holds for it.
+    upper: str | None = None
 
 
 class Table:
@@ -149,8 +153,16 @@ def match_release(version: str, releases: tuple[str, ...]) -> ReleaseMatch:
         # covered release before it (0.23.1rc1.dev20+g0d80979 from 0.23.0)
         below = [r for r in ordered if Version(r) <= v]
         if below:
-            return ReleaseMatch(below[-1], False, f"{v} is judged by {below[-1]}, the release "
-                                                  "it descends from")
+            base = below[-1]
+            later = [r for r in ordered if Version(r).release[:2] > Version(base).release[:2]]
+            if not later:
+                # a nightly after the newest covered release may accept what no covered
+                # release does: judging it by that release could raise false errors
+                return ReleaseMatch(None, False, f"{v} is a build after {base}, the newest "
+                                    "release the knowledge covers: it may carry changes the "
+                                    "knowledge does not know")
+            return ReleaseMatch(base, False, f"{v} is a build between {base} and {later[0]}: "
+                                "judged by what the two releases agree on", later[0])
     oldest, newest = ordered[0], ordered[-1]
     if v < Version(oldest):
         return ReleaseMatch(None, False, f"{v} is older than the oldest release the knowledge "
