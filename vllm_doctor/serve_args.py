@@ -410,30 +410,54 @@ _WRAPPERS: dict[str, frozenset[str]] = {
     "command": frozenset(), "nice": frozenset({"-n", "--adjustment"}),
     "stdbuf": frozenset({"-i", "-o", "-e"}), "export": frozenset(),
 }
-# shell control operators between commands on one pasted line
-_SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
 
 
-def _command_words(words: list[str]) -> list[str]:
-    """The `vllm serve` command of a pasted line split into words: ``export A=1 && B=2 vllm
-    serve ...`` gives ``A=1 B=2 vllm serve ...`` (variables exported before it are its
-    environment); without a recognisable command, the words unchanged."""
-    commands: list[list[str]] = [[]]
-    for word in words:
-        if word in _SEPARATORS:
-            commands.append([])
-        elif word.endswith(";") and len(word) > 1:
-            commands[-1].append(word[:-1])
-            commands.append([])
-        else:
-            commands[-1].append(word)
+def _split_commands(text: str) -> list[str]:
+    """Shell text cut at the control operators outside quotes (``&&``, ``||``, ``;``, ``|``,
+    ``&``; not the ``&`` of a redirection like ``2>&1``)."""
+    parts: list[str] = []
+    buf: list[str] = []
+    quote: str | None = None
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\" and quote != "'" and i + 1 < n:
+            buf.append(text[i:i + 2])
+            i += 2
+            continue
+        if quote is None and ch in "'\"":
+            quote = ch
+        elif quote is not None and ch == quote:
+            quote = None
+        elif quote is None and ch in ";&|" and not (ch == "&" and i and text[i - 1] in "<>"):
+            parts.append("".join(buf))
+            buf = []
+            while i + 1 < n and text[i + 1] in "&|" and ch != ";":
+                i += 1  # && and ||
+            i += 1
+            continue
+        buf.append(ch)
+        i += 1
+    parts.append("".join(buf))
+    return parts
+
+
+def _command_words(command: str) -> list[str] | None:
+    """The words of the `vllm serve` command in a pasted line of several commands:
+    ``export A=1 && B=2 vllm serve ...`` gives ``A=1 B=2 vllm serve ...`` (variables exported
+    before it are its environment); None when the line is one command or none is found."""
+    parts = _split_commands(command)
+    if len(parts) <= 1:
+        return None
+    try:
+        commands = [shlex.split(p, comments=True, posix=True) for p in parts]
+    except ValueError:
+        return None
     commands = [c for c in commands if c]
-    if len(commands) <= 1:
-        return words
     chosen = next((i for i, c in enumerate(commands) if any(
         os.path.basename(w) == "vllm" or w in _API_SERVER_MODULES or w == "serve" for w in c)), None)
     if chosen is None:
-        return words
+        return None
     exported = [w for c in commands[:chosen] if c[0] == "export"
                 for w in c[1:] if _ENV_RE.match(w)]
     return exported + commands[chosen]
@@ -1073,7 +1097,7 @@ def parse_serve_string(text: str) -> ServeLine:
         raise InputError(SERVE_LINE, f"cannot split into words: {err}") from None
     if not words:
         raise InputError(SERVE_LINE, "empty serve line")
-    return parse_serve_argv(_command_words(words))
+    return parse_serve_argv(_command_words(command) or words)
 
 
 def load_serve_config(path: Path) -> ServeLine:
