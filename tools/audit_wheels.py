@@ -43,12 +43,14 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Iterable
 
 import yaml
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.engine.fixstate import in_ranges
 from vllm_doctor.engine.loader import rule_files
 from vllm_doctor.engine.rule import VersionRange
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/: the shared wheel reader
+from wheelsrc import wheel_version  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = "vllm"
@@ -190,14 +192,6 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
 
 
 # -- wheels ----------------------------------------------------------------------------------
-
-
-def wheel_version(path: Path) -> Version | None:
-    try:
-        name, version, _build, _tags = parse_wheel_filename(path.name)
-    except InvalidWheelFilename:
-        return None
-    return version if name == PACKAGE else None
 
 
 def find_wheels(cache: Path) -> dict[Version, Path]:
