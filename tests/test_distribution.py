@@ -227,3 +227,18 @@ def test_container_entrypoint_runs_the_doctor(tmp_path):
                              timeout=120)
     assert default.returncode in (0, 1) and "Known failures" in default.stdout
     assert "rules checked" in default.stderr
+
+
+def test_pre_commit_arguments_keep_option_values_apart_from_serve_configs(tmp_path):
+    from vllm_doctor.precommit import split_arguments, value_options
+
+    report, config = tmp_path / "collect-env.txt", tmp_path / "serve.yaml"
+    report.write_text("x")
+    config.write_text("model: m\n")
+    # an existing file given as an option's value is that option's, not a serve config
+    options, files = split_arguments(["--report", str(report), "--strict", str(config),
+                                      "-o", str(report)])
+    assert files == [str(config)]
+    assert options == ["--report", str(report), "--strict", "-o", str(report)]
+    assert {"--report", "--serve-config", "--config", "-f", "-o"} <= value_options()
+    assert "--strict" not in value_options() and "-q" not in value_options()

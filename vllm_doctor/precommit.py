@@ -15,22 +15,28 @@ import subprocess
 import sys
 from pathlib import Path
 
-# options of `check` that take a value: the value is never taken for a serve config
-_VALUE_OPTIONS = {"--serve", "--serve-config", "--model-config", "--report", "--log",
-                  "--vllm-version", "--torch-version", "--format", "-f", "--fail-on", "--select",
-                  "--ignore", "--ignore-file", "--output", "-o", "--example", "--rules-dir",
-                  "--config"}
+def value_options() -> set[str]:
+    """The options of `check` that take a value (read from the command itself, so a new
+    option cannot be missed): their value is never taken for a serve config."""
+    import typer.main
+
+    from vllm_doctor.cli import app
+
+    check = typer.main.get_command(app).commands["check"]
+    return {opt for param in check.params if param.param_type_name == "option"
+            and not param.is_flag for opt in param.opts}
 
 
 def split_arguments(argv: list[str]) -> tuple[list[str], list[str]]:
     """(check options, serve config files)."""
+    takes_value = value_options()
     options, files = [], []
     take_value = False
     for arg in argv:
         if take_value:
             options.append(arg)
             take_value = False
-        elif arg in _VALUE_OPTIONS:
+        elif arg in takes_value:
             options.append(arg)
             take_value = True
         elif not arg.startswith("-") and Path(arg).is_file():
