@@ -100,10 +100,26 @@ def run_action(workdir: Path, prefix: Path, **given: str) -> dict:
             "upload": upload}
 
 
+def _build_isolation() -> list[str]:
+    """Build without isolation (no download of the build backend) only where the installed
+    setuptools can build a wheel by itself: 70.1 and later carry bdist_wheel; older ones need
+    the `wheel` package, which a fresh Python often lacks."""
+    from importlib import metadata
+
+    from packaging.version import Version
+
+    try:
+        setuptools = Version(metadata.version("setuptools"))
+    except metadata.PackageNotFoundError:
+        return []
+    if setuptools >= Version("70.1") or importlib.util.find_spec("wheel") is not None:
+        return ["--no-build-isolation"]
+    return []
+
+
 def reinstall(prefix: Path) -> str:
     """pip arguments that install this checkout over ``prefix`` again (as each job does)."""
-    isolation = "" if importlib.util.find_spec("setuptools") is None else " --no-build-isolation"
-    return f"--no-deps{isolation} --upgrade --target {prefix}"
+    return " ".join(["--no-deps", *_build_isolation(), "--upgrade", "--target", str(prefix)])
 
 
 @pytest.fixture(scope="module")
@@ -111,8 +127,7 @@ def installed(tmp_path_factory) -> Path:
     """This checkout built and installed by the action's own install step (into a directory,
     not over the test environment)."""
     prefix = tmp_path_factory.mktemp("prefix")
-    isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
-    pip_args = " ".join(["--no-deps", *isolation, "--target", str(prefix)])
+    pip_args = " ".join(["--no-deps", *_build_isolation(), "--target", str(prefix)])
     workdir = tmp_path_factory.mktemp("install")
     install = next(s for s in ACTION["runs"]["steps"] if s["name"] == "Install vllm-doctor")
     env = {**clean_env(), "PACKAGE": str(ROOT), "PIP_ARGS": pip_args,
