@@ -30,10 +30,10 @@ import shlex
 from functools import lru_cache
 from typing import Any, Callable
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.facts.packages import satisfies
 
 SOURCE = "release knowledge"
 # Curated rules that explain removed flags with migration advice (their serve.flags
@@ -395,7 +395,7 @@ def _pins(facts: Facts, release: str) -> None:
                   f"Requires-Dist of vLLM {release}")
         installed = facts.value("packages.transformers")
         if installed is not None:
-            inside = _satisfies(installed, trf["spec"])
+            inside = satisfies(str(installed), trf["spec"])
             if inside is not None:
                 facts.set("release.transformers_in_range", inside, SOURCE,
                           f"transformers {installed} against {trf['spec']}")
@@ -408,17 +408,10 @@ def _pins(facts: Facts, release: str) -> None:
         facts.set("release.torch_pin_from", "installed metadata" if from_installed
                   else "release table", SOURCE)
         if installed is not None:
-            inside = _satisfies(str(installed).split("+")[0], f"=={torch['pin']}")
+            inside = satisfies(str(installed).split("+")[0], f"=={torch['pin']}")
             if inside is not None:
                 facts.set("release.torch_matches_pin", inside, SOURCE,
                           f"torch {installed} against =={torch['pin']}")
-
-
-def _satisfies(version: Any, spec: str) -> bool | None:
-    try:
-        return SpecifierSet(spec).contains(Version(str(version)), prereleases=True)
-    except (InvalidSpecifier, InvalidVersion):
-        return None
 
 
 def collect(facts: Facts) -> None:
