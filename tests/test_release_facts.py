@@ -195,3 +195,15 @@ def test_a_nightly_after_the_newest_covered_release_is_not_judged():
     assert "release.judged" not in facts
     assert "may carry changes" in facts.why_missing("release.judged")
     assert verdict("ARGS100", facts) == UNDECIDED
+
+
+def test_a_what_if_version_does_not_judge_the_packages_installed_here():
+    # installing vLLM 0.10.0 brings its pinned torch: this machine's torch says nothing
+    facts = facts_for("vllm serve m", "0.10.0")
+    assert "release.torch_matches_pin" not in facts
+    assert "what-if" in facts.why_missing("release.torch_matches_pin")
+    assert verdict("ENV101", facts) == UNDECIDED
+    # a torch given as a what-if too is judged
+    kept = facts_for("vllm serve m", "0.10.0", torch_version="2.9.0")
+    assert kept.value("release.torch_matches_pin") is False
+    assert verdict("ENV101", kept) == APPLIES

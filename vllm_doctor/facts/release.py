@@ -394,7 +394,10 @@ def _pins(facts: Facts, release: str) -> None:
         facts.set("release.transformers_requirement", trf["spec"], SOURCE,
                   f"Requires-Dist of vLLM {release}")
         installed = facts.value("packages.transformers")
-        if installed is not None:
+        if _what_if_without(facts, "packages.transformers"):
+            facts.mark_missing("release.transformers_in_range", _what_if_without(
+                facts, "packages.transformers"))
+        elif installed is not None:
             inside = satisfies(str(installed), trf["spec"])
             if inside is not None:
                 facts.set("release.transformers_in_range", inside, SOURCE,
@@ -407,11 +410,29 @@ def _pins(facts: Facts, release: str) -> None:
         from_installed = "torch.matches_vllm_pin" in facts
         facts.set("release.torch_pin_from", "installed metadata" if from_installed
                   else "release table", SOURCE)
-        if installed is not None:
+        if _what_if_without(facts, "torch.version"):
+            facts.mark_missing("release.torch_matches_pin",
+                               _what_if_without(facts, "torch.version"))
+        elif installed is not None:
             inside = satisfies(str(installed).split("+")[0], f"=={torch['pin']}")
             if inside is not None:
                 facts.set("release.torch_matches_pin", inside, SOURCE,
                           f"torch {installed} against =={torch['pin']}")
+
+
+def _what_if_without(facts: Facts, package_path: str) -> str | None:
+    """Why a package of this machine cannot be judged against a what-if release: installing
+    the vLLM named by --vllm-version brings its own pins, so the package installed here says
+    nothing about that stack (unless it is given as a what-if too, or read from a report)."""
+    version = facts.get("vllm.version")
+    package = facts.get(package_path)
+    if version is None or version.source != Source.USER:
+        return None
+    if package is not None and package.source in (Source.USER, Source.REPORT):
+        return None
+    flag = " (--torch-version V judges a torch you keep)" if package_path.startswith("torch") else ""
+    return (f"vLLM {version.value} is a what-if (--vllm-version): installing it brings the "
+            f"versions it requires, so the one installed here says nothing about that stack{flag}")
 
 
 def collect(facts: Facts) -> None:
