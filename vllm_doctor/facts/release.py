@@ -81,8 +81,10 @@ def _release_range(spans) -> str:
     return ", ".join(s.first if s.first == s.last else f"{s.first}–{s.last}" for s in spans)
 
 
-def _judge(facts: Facts, releases: tuple[str, ...]) -> tuple[str | None, str, str]:
-    """(release or None, coverage, note)."""
+def judge_release(facts: Facts, releases: tuple[str, ...]) -> tuple[str | None, str, str]:
+    """(release or None, coverage, note): the covered release ``vllm.version`` is judged by
+    (``knowledge.match_release``); coverage is covered, outside or unknown; the note says why
+    (empty for a release judged exactly)."""
     from vllm_doctor.knowledge import match_release
 
     version = facts.value("vllm.version")
@@ -92,29 +94,36 @@ def _judge(facts: Facts, releases: tuple[str, ...]) -> tuple[str | None, str, st
     match = match_release(str(version), releases)
     if match.release is None:
         return None, "outside", match.note
-    return match.release, "covered", match.note or f"vLLM {version} is release {match.release}"
+    return match.release, "covered", match.note
+
+
+# The facts of this module that need a judged release (release.coverage says whether there
+# is one; release.unknown_options is decided over every covered release, without a version).
+_VERSION_FREE = ("release.coverage", "release.unknown_options")
+
+
+def _release_paths() -> list[str]:
+    from vllm_doctor.facts.schema import FACTS
+
+    return [p for p in FACTS if p.startswith("release.") and p.count(".") == 1
+            and p not in _VERSION_FREE]
 
 
 def collect_release(facts: Facts) -> None:
     from vllm_doctor import knowledge
 
     releases = tuple(knowledge.covered_releases())
-    release, coverage, note = _judge(facts, releases)
+    release, coverage, note = judge_release(facts, releases)
     facts.set("release.coverage", coverage, SOURCE,
               f"releases {releases[0]}–{releases[-1]}" if coverage == "covered" else note)
     if release is None:
         reason = (f"no covered release to judge by: {note} (covered: {releases[0]}–"
                   f"{releases[-1]})")
-        for path in ("release.judged", "release.unaccepted_options", "release.option_hints",
-                     "release.corrected_command", "release.invalid_choices",
-                     "release.architecture_registered", "release.unregistered_architectures",
-                     "release.architecture_first_release", "release.transformers_fallback",
-                     "release.transformers_requirement", "release.transformers_in_range",
-                     "release.torch_pin", "release.torch_matches_pin", "release.torch_pin_from",
-                     "release.cuda_major"):
+        for path in _release_paths():
             facts.mark_missing(path, reason)
     else:
-        facts.set("release.judged", release, SOURCE, note)
+        facts.set("release.judged", release, SOURCE,
+                  note or f"vLLM {facts.value('vllm.version')} is release {release}")
     _options(facts, release)
     if release is not None:
         _registry(facts, release)

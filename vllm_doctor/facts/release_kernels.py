@@ -73,19 +73,24 @@ def quant_floor(values: dict[str, Any], method: str) -> Floor:
 
 
 def _release(facts: Facts, kind: str) -> tuple[str | None, str]:
+    """The release of the ``kind`` table that judges ``vllm.version`` (facts.release decides),
+    or None with the reason."""
     from vllm_doctor import knowledge
+    from vllm_doctor.facts.release import judge_release
 
-    fact = facts.get("vllm.version")
-    if fact is None:
-        return None, facts.why_missing("vllm.version") or "the vLLM version is not known"
     try:
         table = knowledge.load(kind)
     except knowledge.KnowledgeError as err:
         return None, str(err)
-    match = table.match(str(fact.value))
-    if match.release is None:
-        return None, f"no release knowledge: {match.note}"
-    return match.release, match.note
+    release, coverage, note = judge_release(facts, tuple(table.releases))
+    if coverage == "outside":
+        return None, f"no release knowledge: {note}"
+    return release, note
+
+
+def _mark_missing(facts: Facts, paths, reason: str) -> None:
+    for path in paths:
+        facts.mark_missing(path, reason)
 
 
 def _dtype(facts: Facts) -> tuple[str | None, str]:
@@ -127,13 +132,11 @@ def _collect_quant(facts: Facts) -> None:
                                                                   "model.quant_method")
                                  if facts.why_missing(p)), None)
         if reason:
-            for path in QUANT_PATHS:
-                facts.mark_missing(path, reason)
+            _mark_missing(facts, QUANT_PATHS, reason)
         return
     release, note = _release(facts, "quantization")
     if release is None:
-        for path in QUANT_PATHS:
-            facts.mark_missing(path, note)
+        _mark_missing(facts, QUANT_PATHS, note)
         return
     from vllm_doctor import knowledge
 
@@ -142,9 +145,8 @@ def _collect_quant(facts: Facts) -> None:
     method = next((n for n in names if f"method:{n}" in values), names[0])
     if len(names) > 1 or origin.endswith("quant_algo"):
         if f"method:{method}" not in values:  # a ModelOpt algo this release names otherwise
-            for path in QUANT_PATHS:
-                facts.mark_missing(path, f"which method vLLM {release} uses for this ModelOpt "
-                                         f"checkpoint ({'/'.join(names)}) is not in the table")
+            _mark_missing(facts, QUANT_PATHS, f"which method vLLM {release} uses for this "
+                          f"ModelOpt checkpoint ({'/'.join(names)}) is not in the table")
             return
     facts.set("release.quant.judged_release", release, SOURCE, detail)
     facts.set("release.quant.method", method, SOURCE, origin)
@@ -152,8 +154,8 @@ def _collect_quant(facts: Facts) -> None:
     facts.set("release.quant.known", record is not None, SOURCE,
               f"{detail}: model_executor/layers/quantization/__init__.py")
     if record is None:
-        for path in QUANT_PATHS[3:]:
-            facts.mark_missing(path, f"{method} is not a quantization method of vLLM {release}")
+        _mark_missing(facts, QUANT_PATHS[3:],
+                      f"{method} is not a quantization method of vLLM {release}")
         return
     facts.set("release.quant.deprecated", bool(record.get("deprecated")), SOURCE, detail)
     if record.get("act_dtypes") is not None:
@@ -283,13 +285,11 @@ def _attention_inputs(facts: Facts) -> tuple[dict[str, Any] | None, str]:
 def _collect_attention(facts: Facts) -> None:
     inputs, why = _attention_inputs(facts)
     if inputs is None:
-        for path in ATTN_PATHS:
-            facts.mark_missing(path, why)
+        _mark_missing(facts, ATTN_PATHS, why)
         return
     release, note = _release(facts, "attention")
     if release is None:
-        for path in ATTN_PATHS:
-            facts.mark_missing(path, note)
+        _mark_missing(facts, ATTN_PATHS, note)
         return
     from vllm_doctor import knowledge
 
@@ -308,8 +308,7 @@ def _collect_attention(facts: Facts) -> None:
         reason = (f"vLLM {release} picks the backend by an if-chain (before 0.12.0)"
                   if "check:no_valid_backend" not in values else
                   f"no priority list for capability {cap} in vLLM {release}")
-        for path in ATTN_PATHS[1:5]:
-            facts.mark_missing(path, reason)
+        _mark_missing(facts, ATTN_PATHS[1:5], reason)
     else:
         facts.set("release.attention.candidates", candidates, SOURCE,
                   f"{detail}: platforms/cuda.py _get_backend_priorities")
@@ -351,8 +350,7 @@ def _collect_attention(facts: Facts) -> None:
     if not forced:
         reason = facts.why_missing("serve.attention_backend")
         if reason:  # no serve line; without a forced backend the facts are absent
-            for path in ATTN_PATHS[5:]:
-                facts.mark_missing(path, reason)
+            _mark_missing(facts, ATTN_PATHS[5:], reason)
         return
     name = str(forced).upper().removesuffix("_VLLM_V1")
     record = values.get(f"backend:{name}")
@@ -363,8 +361,7 @@ def _collect_attention(facts: Facts) -> None:
     else:
         why = ""
     if why:
-        for path in ATTN_PATHS[5:]:
-            facts.mark_missing(path, why)
+        _mark_missing(facts, ATTN_PATHS[5:], why)
         return
     verdicts = [judge_backend(record, head, dtype, kv, cap) for head in heads]
     reasons = [r for _, rs in verdicts for r in rs if r not in ()]
