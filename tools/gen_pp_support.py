@@ -162,31 +162,38 @@ class Resolver:
     # -- the question ------------------------------------------------------------------
     def supports_pp(self, dotted: str, cls_name: str) -> bool | None:
         """True/False, or None when the class cannot be found statically."""
+        return self.implements(dotted, cls_name, PP_INTERFACE, "supports_pp")
+
+    def implements(self, dotted: str, cls_name: str, interface: str,
+                   flag: str | None) -> bool | None:
+        """Whether the class derives from ``interface`` (an interfaces module's class) or
+        sets ``flag = True`` in its body, here or in a base; None when it cannot be found."""
         mod = self.module(dotted)
         if mod is None:
             return None
         found = self.lookup(mod, cls_name)
         if found is None or found[0] != "class":
             return None
-        return self._class_supports_pp(found[1], found[2], set())
+        return self._class_implements(found[1], found[2], interface, flag, set())
 
-    def _class_supports_pp(self, mod: Module, cls: ast.ClassDef, seen: set) -> bool:
+    def _class_implements(self, mod: Module, cls: ast.ClassDef, interface: str,
+                          flag: str | None, seen: set) -> bool:
         key = (mod.name, cls.name)
         if key in seen:
             return False
         seen.add(key)
-        if cls.name == PP_INTERFACE and mod.name.endswith("interfaces"):
+        if cls.name == interface and mod.name.endswith("interfaces"):
             return True
-        if _sets_supports_pp_true(cls):
+        if flag is not None and _sets_true(cls, flag):
             return True
         for base in cls.bases:
-            if isinstance(base, ast.Name) and base.id == PP_INTERFACE:
+            if isinstance(base, ast.Name) and base.id == interface:
                 return True
-            if isinstance(base, ast.Attribute) and base.attr == PP_INTERFACE:
+            if isinstance(base, ast.Attribute) and base.attr == interface:
                 return True
             found = self.lookup_expr(mod, base)
-            if found and found[0] == "class" and self._class_supports_pp(
-                found[1], found[2], seen
+            if found and found[0] == "class" and self._class_implements(
+                found[1], found[2], interface, flag, seen
             ):
                 return True
         return False
@@ -201,12 +208,13 @@ def _single_assignment(stmt: ast.stmt) -> tuple[ast.expr | None, ast.expr | None
     return None, None
 
 
-def _sets_supports_pp_true(cls: ast.ClassDef) -> bool:
+def _sets_true(cls: ast.ClassDef, attr: str) -> bool:
+    """The class body sets ``attr = True`` (``supports_pp = True``)."""
     for stmt in cls.body:
         target, value = _single_assignment(stmt)
         if (
             isinstance(target, ast.Name)
-            and target.id == "supports_pp"
+            and target.id == attr
             and isinstance(value, ast.Constant)
             and value.value is True
         ):

@@ -77,45 +77,6 @@ class ReleaseResolver(gen_pp_support.Resolver):
         self._modules[dotted] = mod
         return mod
 
-    def implements(self, dotted: str, cls_name: str, interface: str,
-                   flag: str | None) -> bool | None:
-        mod = self.module(dotted)
-        if mod is None:
-            return None
-        found = self.lookup(mod, cls_name)
-        if found is None or found[0] != "class":
-            return None
-        return self._has(found[1], found[2], interface, flag, set())
-
-    def _has(self, mod, cls: ast.ClassDef, interface: str, flag: str | None, seen: set) -> bool:
-        key = (mod.name, cls.name)
-        if key in seen:
-            return False
-        seen.add(key)
-        if cls.name == interface and mod.name.endswith("interfaces"):
-            return True
-        if flag is not None and _sets_true(cls, flag):
-            return True
-        for base in cls.bases:
-            if isinstance(base, ast.Name) and base.id == interface:
-                return True
-            if isinstance(base, ast.Attribute) and base.attr == interface:
-                return True
-            found = self.lookup_expr(mod, base)
-            if found and found[0] == "class" and self._has(found[1], found[2], interface,
-                                                            flag, seen):
-                return True
-        return False
-
-
-def _sets_true(cls: ast.ClassDef, attr: str) -> bool:
-    for stmt in cls.body:
-        target, value = gen_pp_support._single_assignment(stmt)
-        if (isinstance(target, ast.Name) and target.id == attr
-                and isinstance(value, ast.Constant) and value.value is True):
-            return True
-    return False
-
 
 def registry_entries(tree: ast.Module) -> dict[str, tuple[str, str, str]] | None:
     """architecture -> (module, class, group) from the dicts merged into _VLLM_MODELS."""
