@@ -23,10 +23,8 @@ from vllm_doctor.serve_args import (
 REPORTS = sorted((Path(__file__).parent / "fixtures" / "reports").iterdir())
 REPORT_TEXTS = [p.read_text(encoding="utf-8") for p in REPORTS]
 
-# The default run draws the same examples every time (a gate must not go red by luck);
-# FUZZ_EXAMPLES=3000 runs a longer hunt with fresh random examples.
+# FUZZ_EXAMPLES=3000 for a longer hunt with fresh random examples (conftest.py)
 FUZZ = settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "250")), deadline=None,
-                derandomize="FUZZ_EXAMPLES" not in os.environ,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 _names = sorted(OPTIONS)
