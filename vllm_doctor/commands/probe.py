@@ -167,13 +167,14 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
             raise InputError(source, too_many_ranks(tp, device, limit))
         model = model_sizes(model_config, serve["model"])
         doctor_start_s = process_age()
+        info: dict[str, Any] = {}
         with Progress([s.name for s in specs]) as progress:
             results = run_probes(only, tp, device, timeout, model, on_update=progress.update,
                                  teardown_timeout=teardown_timeout, use_cache=use_cache,
                                  params={"topology": topology} if device == "cuda" and topology else None,
-                                 visible_gpus=count if device == "cuda" else None)
+                                 visible_gpus=count if device == "cuda" else None, info=info)
         meta = {"tp": tp, "device": device, "model": model, "timeout_s": timeout,
-                "doctor_start_s": doctor_start_s, "results_at_s": progress.timeline()}
+                "doctor_start_s": doctor_start_s, "results_at_s": progress.timeline(), **info}
         if device == "cuda" and gpu_names:
             meta["gpu"] = ", ".join(f"{n} ×{gpu_names.count(n)}" for n in sorted(set(gpu_names)))
     meta["elapsed_s"] = round(time.monotonic() - started, 3)

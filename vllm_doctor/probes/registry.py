@@ -20,6 +20,7 @@ class Part:
     env: dict[str, str] = field(default_factory=dict)
     cacheable: bool = False  # deterministic for a given torch: its result may be reused
     cache_params: tuple[str, ...] = ()  # the probe parameters its result depends on
+    imports: tuple[str, ...] = ()  # modules it imports beyond the worker's (bytecode.py compiles them)
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         name="tp-softembed",
         title="Vocab-parallel soft embedding (DiffusionGemma self-conditioning) at TP > 1",
         module="tp_softembed", rules=("MODEL001",), min_world=2, collective=True,
-        parts=(Part("compile", cacheable=True, cache_params=("tp",)),),
+        parts=(Part("compile", cacheable=True, cache_params=("tp",), imports=("torch._dynamo",)),),
     ),
     ProbeSpec(
         name="cudagraph-replay",

@@ -228,6 +228,9 @@ class Runner:
         self.teardowns: list[dict[str, Any]] = []
         self.use_cache = use_cache
         self.part_keys: dict[tuple[str, str], str | None] = {}
+        self.spawn_env: dict[str, str] = {}  # for every probe process started from now on
+        self.compiler: subprocess.Popen | None = None
+        self.info: dict[str, Any] = {}  # about the run itself (bytecode), for the JSON report
 
     # -- launching ----------------------------------------------------------------------------
     def _env(self, extra: dict[str, str]) -> dict[str, str]:
@@ -244,6 +247,7 @@ class Runner:
         if self.device == "cpu":
             procs = self.tp + sum(len(s.parts) for s in self.specs)
             env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // max(1, procs))))
+        env.update(self.spawn_env)
         env.update(extra)
         return env
 
@@ -255,6 +259,56 @@ class Runner:
         with open(self.run_dir / "pids", "a", encoding="ascii") as fh:  # for the reaper
             fh.write(f"{popen.pid}\n")
         return popen
+
+    def _start_compiler(self, names: list[str]) -> None:
+        """Where torch ships without bytecode, compile the probe processes' imports once, on the
+        idle cores, beside their start-up (bytecode.py); they read it from the run directory."""
+        from vllm_doctor.probes import bytecode
+
+        if not bytecode.wanted(self.python):
+            return
+        roots = list(bytecode.ROOTS)
+        parts = 0
+        for name in names:
+            spec = self.states[name].spec
+            roots.append(f"vllm_doctor.probes.{spec.module}")
+            for part in spec.parts:
+                if part.name not in self.states[name].parts:  # not answered from the cache
+                    parts += 1
+                    roots.extend(part.imports)
+        # the cores the probe processes and this one leave idle; too few and it only competes
+        jobs = min(bytecode.MAX_JOBS, (os.cpu_count() or 1) - self.tp - parts - 1)
+        forced = os.environ.get(bytecode.SWITCH) == "1"
+        if jobs < bytecode.MIN_JOBS and not forced:
+            return
+        jobs = max(1, jobs)
+        prefix = self.run_dir / "bytecode"
+        env = self._env({})
+        env.pop("PYTHONPYCACHEPREFIX", None)
+        self.compiler = self._spawn(
+            [self.python, "-m", "vllm_doctor.probes.bytecode", "--prefix", str(prefix),
+             "--roots", ",".join(dict.fromkeys(roots)), "--jobs", str(jobs),
+             "--summary", str(self.run_dir / "bytecode.json")], env, self.run_dir / "bytecode.log")
+        self.spawn_env["PYTHONPYCACHEPREFIX"] = str(prefix)
+        self.info["bytecode"] = {"jobs": jobs, "roots": list(dict.fromkeys(roots))}
+
+    def _stop_compiler(self) -> None:
+        if self.compiler is None:
+            return
+        if self.compiler.poll() is None:
+            self.info.setdefault("bytecode", {})["unfinished"] = True
+            try:
+                os.killpg(self.compiler.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.compiler.wait()
+        try:
+            summary = json.loads((self.run_dir / "bytecode.json").read_text(encoding="utf-8"))
+            self.info.setdefault("bytecode", {}).update(
+                {k: summary[k] for k in ("compiled", "linked", "failed", "seconds") if k in summary})
+        except (OSError, ValueError, TypeError):
+            pass
+        self.compiler = None
 
     def _launch_parts(self, names: list[str]) -> None:
         """Start every isolated sub-check not answered from the cache, now, beside the ranks."""
@@ -450,6 +504,7 @@ class Runner:
         try:
             return self._run()
         finally:
+            self._stop_compiler()
             self.kill_all()
             restore()
             if not self.keep_dir:
@@ -505,6 +560,7 @@ class Runner:
                 runnable.append(name)
         self._cached_parts(runnable)
         if runnable:
+            self._start_compiler(runnable)
             self._launch_parts(runnable)
             self._launch_group(runnable)
             self._loop()
@@ -815,19 +871,25 @@ def run_probes(names: list[str] | None, tp: int, device: str, timeout: float,
                model: dict | None = None, *, on_update: UpdateFn | None = None,
                run_dir: str | os.PathLike | None = None, teardown_timeout: float = 2.0,
                params: dict | None = None, use_cache: bool = True,
-               visible_gpus: int | None = None) -> list[ProbeResult]:
+               visible_gpus: int | None = None,
+               info: dict[str, Any] | None = None) -> list[ProbeResult]:
     """Run the probes and return one ProbeResult each (plus ``teardown`` when a process group ran).
 
     ``names``: probe names (None: all); ``tp``: ranks (one GPU each with ``device="cuda"``);
     ``timeout``: seconds each probe may take; ``model``: ``{"vocab_size": .., "hidden_size": ..}``
     from the model's config.json (None: the probes' defaults, DiffusionGemma-like sizes);
     ``use_cache``: reuse deterministic sub-check results (the traced torch.compile failure);
-    ``visible_gpus``: GPUs this node shows (caps ``tp`` on CUDA; None: not known).
+    ``visible_gpus``: GPUs this node shows (caps ``tp`` on CUDA; None: not known);
+    ``info``: filled with what the run did besides the probes (the bytecode it compiled).
     """
     runner = Runner(names, tp, device, timeout, model, on_update=on_update, run_dir=run_dir,
                     teardown_timeout=teardown_timeout, params=params, use_cache=use_cache,
                     visible_gpus=visible_gpus)
-    return runner.run()
+    try:
+        return runner.run()
+    finally:
+        if info is not None:
+            info.update(runner.info)
 
 
 MAX_EVENTS_FILE_BYTES = 64 * 1024 * 1024
