@@ -86,6 +86,8 @@ def test_locator_finds_packages_modules_namespaces_and_skips_extensions(tmp_path
     assert ns is not None and ns.source is None and ns.is_package
     assert locate("nspace.part").source == str(tmp_path / "nspace" / "part.py")
     assert locate("sys") is None  # built in
+    assert locate.submodules("pkgx") == ["pkgx.core", "pkgx.helpers", "pkgx.lazy", "pkgx.typed"]
+    assert locate.submodules("nosuch") == []
     import importlib.machinery
     if ".cpython-311-x86_64-linux-gnu.so" in importlib.machinery.EXTENSION_SUFFIXES:
         assert locate("fastext") is None
@@ -104,6 +106,8 @@ def test_the_compiled_tree_is_what_python_imports_from(tmp_path):
     for rel in ("pkgx/__init__.py", "pkgx/core.py", "pkgx/helpers.py", "nspace/part.py"):
         assert Path(target_path(str(src / rel), str(prefix))).is_file(), rel
     assert not Path(target_path(str(src / "pkgx/lazy.py"), str(prefix))).exists()
+    compile_closure(["pkgx.*"], str(prefix), jobs=1, locate=locate)  # every module of pkgx
+    assert Path(target_path(str(src / "pkgx/lazy.py"), str(prefix))).is_file()
     # a standard module with bytecode beside its source is linked, not compiled
     import colorsys
     if bytecode._has_bytecode(colorsys.__file__):

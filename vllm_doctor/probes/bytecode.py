@@ -11,8 +11,8 @@ is written compiles that module itself, as it would have anyway.
 
 What is compiled: the modules the probe processes import as they load, found by following
 the ``import`` statements of the sources from the roots (the worker, torch, and what the
-selected sub-checks import). Function bodies and ``if TYPE_CHECKING:`` blocks are not followed;
-extension modules and built-ins have no source. Under ``PYTHONPYCACHEPREFIX`` Python reads
+selected sub-checks import; ``package.*`` for every module of a package that is loaded by name). Function bodies and ``if TYPE_CHECKING:`` blocks are not followed;
+extension modules, built-in and frozen modules have no source. Under ``PYTHONPYCACHEPREFIX`` Python reads
 bytecode only from the prefix tree, so a module whose bytecode already sits beside its source
 (the standard library, usually) is linked into the tree rather than compiled. The files are
 the ones Python writes itself (PEP 552, checked against the source's time stamp and size), so
@@ -24,22 +24,18 @@ bytecode (``wanted``); ``VLLM_DOCTOR_PROBE_BYTECODE=0`` turns it off, ``=1`` for
 
 from __future__ import annotations
 
+import argparse
+import ast
+import importlib.machinery
+import importlib.util
+import json
+import marshal
+import os
 import sys
-
-# The modules every interpreter has loaded before it runs the worker: never imported from a file.
-_LOADED_AT_START = frozenset(sys.modules)
-
-import argparse  # noqa: E402
-import ast  # noqa: E402
-import importlib.machinery  # noqa: E402
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import marshal  # noqa: E402
-import os  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-from collections.abc import Iterable  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
+import time
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 SWITCH = "VLLM_DOCTOR_PROBE_BYTECODE"
 # the roots every probe process imports; sub-checks add their own (Part.imports)
@@ -117,6 +113,23 @@ class Locator:
         if name not in self.found:
             self.found[name] = self._locate(name)
         return self.found[name]
+
+    def submodules(self, name: str) -> list[str]:
+        """The modules and packages directly inside package ``name`` that have a source."""
+        package = self(name)
+        found = []
+        for directory in package.search if package is not None else ():
+            try:
+                entries = sorted(os.listdir(directory))
+            except OSError:
+                continue
+            for entry in entries:
+                stem, dot, ext = entry.partition(".")
+                if stem.isidentifier() and stem != "__init__" and (
+                        ext == "py" or (not dot and os.path.isfile(
+                            os.path.join(directory, entry, "__init__.py")))):
+                    found.append(f"{name}.{stem}")
+        return found
 
     def _locate(self, name: str) -> Module | None:
         parent, _, leaf = name.rpartition(".")
@@ -236,7 +249,7 @@ def compile_module(module: Module, prefix: str) -> tuple[str, list[str]]:
                   + (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
         _write(target, header + marshal.dumps(code))
         return "compiled", names
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+    except Exception:  # noqa: BLE001 - unreadable, not Python, too deep: its importer says
         return "failed", []
 
 
@@ -260,14 +273,17 @@ def compile_closure(roots: Iterable[str], prefix: str, jobs: int,
 
     def visit(names: Iterable[str], pool) -> None:
         for name in names:
+            if name.endswith(".*"):  # every module of a package (one it loads by name in a loop)
+                visit(locate.submodules(name[:-2]), pool)
+                continue
             if name in seen:
                 continue
             seen.add(name)
             parent = name.rpartition(".")[0]
             if parent:  # importing a.b.c runs a and a.b first
                 visit([parent], pool)
-            if name in _LOADED_AT_START:
-                continue
+            if importlib.machinery.FrozenImporter.find_spec(name) is not None:
+                continue  # in the interpreter itself
             module = locate(name)
             if module is not None and module.source is not None:
                 pending.add(pool.submit(compile_module, module, prefix))

@@ -57,7 +57,7 @@ PROBES: tuple[ProbeSpec, ...] = (
         name="tp-softembed",
         title="Vocab-parallel soft embedding (DiffusionGemma self-conditioning) at TP > 1",
         module="tp_softembed", rules=("MODEL001",), min_world=2, collective=True,
-        parts=(Part("compile", cacheable=True, cache_params=("tp",), imports=("torch._dynamo",)),),
+        parts=(Part("compile", cacheable=True, cache_params=("tp",), imports=("torch._dynamo", "torch._dynamo.polyfills.*")),),
     ),
     ProbeSpec(
         name="cudagraph-replay",
