@@ -604,3 +604,26 @@ def test_render_output_is_shell_safe():
     out = render_command(line, set={"chat-template": "a b'c", "hf-overrides": {"x": [1, 2]}})
     words = shlex.split(out)
     assert words[-4:] == ["--chat-template", "a b'c", "--hf-overrides", '{"x": [1, 2]}']
+
+
+@pytest.mark.parametrize("text, options", [
+    ("vllm serve m -tp 2 > log.txt 2>&1", {"tensor-parallel-size": 2}),
+    ("vllm serve m -tp 2 2>&1 | tee log.txt", {"tensor-parallel-size": 2}),
+    ("nohup vllm serve m -tp 2 >>out.log 2>>err.log &", {"tensor-parallel-size": 2}),
+    ("vllm serve m -tp 2 &> all.log", {"tensor-parallel-size": 2}),
+    ('vllm serve m --max-model-len 4096 >"my log.txt" && echo started', {"max-model-len": 4096}),
+    ("vllm serve m --chat-template t.jinja < /dev/null", {"chat-template": "t.jinja"}),
+    # quoted, or inside a word that does not start with a file descriptor: not a redirection
+    ('vllm serve m --served-model-name "a>b"', {"served-model-name": ["a>b"]}),
+])
+def test_shell_redirections_are_the_shells_not_vllms(text, options):
+    line = parse_serve_string(text)
+    assert line.model == "m"
+    assert line.options == options
+    assert not line.unknown_flags
+
+
+def test_a_redirection_that_takes_an_options_value_leaves_it_without_one():
+    # the shell reads `2>&1` as a redirection, so vLLM sees --max-model-len with no value
+    with pytest.raises(InputError, match="expected one argument"):
+        parse_serve_string("vllm serve m --max-model-len 2>&1")

@@ -442,6 +442,52 @@ def _split_commands(text: str) -> list[str]:
     return parts
 
 
+_REDIRECTION = re.compile(r"(?:&>>?|\d*(?:>>|>&|>\||<&|<>|>|<))")
+
+
+def _drop_redirections(text: str) -> str:
+    """Shell text without its redirections outside quotes (``> log.txt``, ``2>&1``,
+    ``>>out.log``, ``&> all.log``, ``< input``): they belong to the shell, not to vLLM."""
+    out: list[str] = []
+    quote: str | None = None
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\" and quote != "'" and i + 1 < n:
+            out.append(text[i:i + 2])
+            i += 2
+            continue
+        if quote is None and ch in "'\"":
+            quote = ch
+        elif quote is not None and ch == quote:
+            quote = None
+        elif quote is None and (ch in "<>" or (ch.isdigit() or ch == "&") and (
+                not out or out[-1].isspace())):
+            match = _REDIRECTION.match(text, i)
+            if match and (ch in "<>&" or match.group(0)[-1] in "<>&|"):
+                if text.startswith("<<", match.start() + len(match.group(0)) - 1):
+                    break  # a here-document: the rest is its body
+                i = match.end()
+                while i < n and text[i] in " \t":
+                    i += 1
+                # the target word, with its quotes
+                target_quote: str | None = None
+                while i < n and (target_quote or not text[i].isspace()):
+                    if text[i] in "'\"" and target_quote is None:
+                        target_quote = text[i]
+                    elif text[i] == target_quote:
+                        target_quote = None
+                    elif target_quote is None and text[i] in ";&|" and not (
+                            text[i] == "&" and text[i - 1] in "<>"):
+                        break
+                    i += 1
+                out.append(" ")
+                continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
 def _command_words(command: str) -> list[str] | None:
     """The words of the `vllm serve` command in a pasted line of several commands:
     ``export A=1 && B=2 vllm serve ...`` gives ``A=1 B=2 vllm serve ...`` (variables exported
@@ -1090,7 +1136,7 @@ def parse_serve_string(text: str) -> ServeLine:
     if not lines:
         raise InputError(SERVE_LINE, "empty serve line")
     chosen = next((ln for ln in lines if _COMMAND_RE.search(ln)), None)
-    command = chosen if chosen is not None else " ".join(lines)
+    command = _drop_redirections(chosen if chosen is not None else " ".join(lines))
     try:
         words = shlex.split(command, comments=True, posix=True)
     except ValueError as err:
