@@ -132,3 +132,17 @@ def test_a_log_only_rule_needs_its_message():
     hopper = Facts.from_flat({"gpu.min_capability": 90, "gpu.max_capability": 90})
     contradicted = evaluate_rule(rule, hopper, "type fp8e4nv not supported in this architecture\n")
     assert contradicted.verdict == "applies" and contradicted.confidence == "medium"
+
+
+def test_splitting_reads_character_classes_the_way_the_regex_engine_does():
+    """A ``]`` first in a class (``[]x]``, ``[^]x]``) is one of its characters, and a ``(`` or
+    ``)`` or gap inside a class is not structure: both scanners agree with ``re``."""
+    from vllm_doctor.engine.logmatch import _closing_paren, _top_level_spans
+
+    for pattern, close in [("(a[)]b)c", 6), ("(a[]a)]b)", 8), ("(a[^])]b)", 8), ("(a(b)c)", 6)]:
+        assert _closing_paren(pattern, 0) == close, pattern
+    gap = r"[\s\S]*?"
+    pattern = f"a[]{gap}]b{gap}c"  # only the gap after b is one
+    assert _top_level_spans(pattern) == [(pattern.index("b") + 1, pattern.index("c"), None)]
+    assert _top_level_spans(f"x[^]({gap}]y({gap})z") == []
+    assert _top_level_spans(rf"p[\s\S]{{0,40}}q") == [(1, 13, 40)]

@@ -76,28 +76,42 @@ def _compile_re2(pattern: str):
 
 
 # -- splitting a signature ------------------------------------------------------------------
+def _class_end(pattern: str, start: int) -> int:
+    """The index just past the character class that opens at ``pattern[start]`` (``[``); a
+    ``]`` first in the class (``[]a]``, ``[^]a]``) is one of its characters."""
+    i = start + 1
+    if pattern[i:i + 1] == "^":
+        i += 1
+    if pattern[i:i + 1] == "]":
+        i += 1
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            i += 2
+            continue
+        if pattern[i] == "]":
+            return i + 1
+        i += 1
+    return len(pattern)
+
+
 def _top_level_spans(pattern: str) -> list[tuple[int, int, int | None]]:
     """(start, end, bound) of each top-level gap token; bound None means unbounded."""
-    spans, depth, i, in_class = [], 0, 0, False
+    spans, depth, i = [], 0, 0
     while i < len(pattern):
         ch = pattern[i]
         if ch == "\\":
             i += 2
             continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            if depth == 0:
-                gap = _GAP.match(pattern, i)
-                if gap:
-                    bound = gap.group(1) or gap.group(2)
-                    spans.append((i, gap.end(), int(bound) if bound else None))
-                    i = gap.end()
-                    continue
-            in_class = True
-            if pattern[i + 1:i + 2] == "]":
-                i += 1
-        elif ch == "(":
+        if ch == "[":
+            gap = _GAP.match(pattern, i) if depth == 0 else None
+            if gap:
+                bound = gap.group(1) or gap.group(2)
+                spans.append((i, gap.end(), int(bound) if bound else None))
+                i = gap.end()
+            else:
+                i = _class_end(pattern, i)
+            continue
+        if ch == "(":
             depth += 1
         elif ch == ")":
             depth -= 1
@@ -106,17 +120,16 @@ def _top_level_spans(pattern: str) -> list[tuple[int, int, int | None]]:
 
 
 def _closing_paren(pattern: str, start: int) -> int:
-    depth, i, in_class = 0, start, False
+    depth, i = 0, start
     while i < len(pattern):
         ch = pattern[i]
         if ch == "\\":
             i += 2
             continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-        elif ch == "(":
+        if ch == "[":
+            i = _class_end(pattern, i)
+            continue
+        if ch == "(":
             depth += 1
         elif ch == ")":
             depth -= 1
