@@ -167,6 +167,13 @@ def test_tail_drops_cpp_frames(tmp_path):
     assert not any(line.startswith("frame #") for line in lines)
 
 
+def default_signals() -> None:
+    """For the doctor under test: a shell starting a command in the background has it ignore
+    SIGINT and SIGQUIT (POSIX), and the exec'd doctor would inherit that."""
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_kills_every_worker_and_part(tmp_path, sig):
     env = dict(os.environ, VLLM_DOCTOR_PROBE_DIR=str(tmp_path),
@@ -174,7 +181,8 @@ def test_interrupt_kills_every_worker_and_part(tmp_path, sig):
                PYTHONPATH=str(ROOT))
     proc = subprocess.Popen([sys.executable, "-m", "vllm_doctor", "probe", "--device", "cpu", "--tp", "2",
                              "--only", "selftest-part,selftest-sleep", "--timeout", "60"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=default_signals)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:  # both ranks asleep and the part forked
         logs = " ".join(p.read_text() for p in tmp_path.glob("rank*.log"))
@@ -205,7 +213,8 @@ def test_killing_the_doctor_outright_leaves_no_worker_and_no_directory(tmp_path,
     env.pop("VLLM_DOCTOR_PROBE_DIR", None)
     proc = subprocess.Popen([sys.executable, "-m", "vllm_doctor", "probe", "--device", "cpu", "--tp", "2",
                              "selftest-part", "selftest-sleep", "--timeout", "60"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=default_signals)
     deadline = time.monotonic() + 30
     run_dir = None
     while time.monotonic() < deadline:
