@@ -302,6 +302,19 @@ def test_pyproject_configuration_is_found_upward_and_the_command_line_wins(tmp_p
     assert doctor(*HEALTHY, "--no-config", cwd=sub).stdout.startswith("[")
 
 
+def test_another_projects_broken_pyproject_is_not_our_input(tmp_path):
+    """A pyproject.toml that never names the table cannot configure the doctor: broken, it is
+    passed over; one that does name it and is broken is still bad input."""
+    (tmp_path / "pyproject.toml").write_text('[project\nname = "unrelated"\n')
+    sub = tmp_path / "deploy"
+    sub.mkdir()
+    run = doctor(*HEALTHY, cwd=sub)
+    assert run.returncode == 0, run.stderr
+    (tmp_path / "pyproject.toml").write_text('[tool.vllm-doctor]\nstrict = yes\n')
+    run = doctor(*HEALTHY, cwd=sub)
+    assert run.returncode == 2 and "not valid TOML" in run.stderr
+
+
 def test_dot_file_wins_over_pyproject_and_carries_ignore_entries(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.vllm-doctor]\nformat = "json"\n')
     (tmp_path / ".vllm-doctor.toml").write_text(

@@ -2,7 +2,8 @@
 
 The file is found from the working directory upward, as ruff finds its own: in each directory
 `.vllm-doctor.toml` wins over `pyproject.toml`, and a pyproject.toml counts only when it has a
-`[tool.vllm-doctor]` table. The first directory that has one ends the search. Every key may also
+`[tool.vllm-doctor]` table (one that does not mention it is not even parsed, so another
+project's broken pyproject.toml is no error here). The first directory that has one ends the search. Every key may also
 be given on the command line, and the command line wins (a list given there replaces the file's).
 
 ```toml
@@ -94,9 +95,18 @@ def find_config(start: Path) -> Path | None:
         if candidate.is_file():
             return candidate
         pyproject = directory / PYPROJECT
-        if pyproject.is_file() and _section(pyproject) is not None:
+        if pyproject.is_file() and _mentions_table(pyproject) and _section(pyproject) is not None:
             return pyproject
     return None
+
+
+def _mentions_table(pyproject: Path) -> bool:
+    """Whether a pyproject.toml names the table at all: one that does not cannot configure
+    the doctor, so it is not parsed (a broken one of another project is not our input)."""
+    try:
+        return TABLE.encode() in pyproject.read_bytes()
+    except OSError as err:
+        raise InputError(str(pyproject), f"cannot read the configuration: {err.strerror or err}") from None
 
 
 def load_config(path: Path) -> Config:
