@@ -148,3 +148,24 @@ def test_check_log_names_the_catalogue_entry(tmp_path):
     text = _doctor("check", "--log", str(log), "--vllm-version", "0.20.0")
     assert "vLLM messages in the log" in text.stdout
     assert "raised in vllm/model_executor/models/gemma4_mm.py" in text.stdout
+
+
+def test_explain_names_what_the_options_table_says_of_unrecognized_arguments(tmp_path):
+    import json as _json
+    import subprocess as _subprocess
+    import sys as _sys
+
+    log = tmp_path / "argparse.log"
+    log.write_text("usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...\n"
+                   "vllm: error: unrecognized arguments: --enable-prefix-cachng\n")
+    run = _subprocess.run([_sys.executable, "-m", "vllm_doctor", "explain", "--log", str(log),
+                           "--format", "json", "--vllm-version", "0.20.0"],
+                          capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1, run.stderr
+    refused = _json.loads(run.stdout)["refused_options"]
+    assert refused == ["--enable-prefix-cachng: vLLM 0.20.0 does not accept it (no release "
+                       "0.8.0–0.33.0 accepts it); nearest valid spelling --enable-prefix-caching"]
+    text = _subprocess.run([_sys.executable, "-m", "vllm_doctor", "explain", "--log", str(log)],
+                           capture_output=True, text=True, timeout=60).stdout
+    assert text.startswith("vLLM's argument parser refused")
+    assert "(pass --vllm-version V to judge them by your release)" in text

@@ -207,3 +207,27 @@ def test_a_what_if_version_does_not_judge_the_packages_installed_here():
     kept = facts_for("vllm serve m", "0.10.0", torch_version="2.9.0")
     assert kept.value("release.torch_matches_pin") is False
     assert verdict("ENV101", kept) == APPLIES
+
+
+# -- what a log's "unrecognized arguments" means, by the options table --------------------
+
+
+def test_refused_options_are_named_with_the_releases_that_accept_them():
+    from vllm_doctor.facts.release import refused_option_hints
+
+    words = ["--tensor-parallel-sise", "2", "--guided-decoding-backend", "xgrammar", "/models/m",
+             "--omni"]
+    hints = refused_option_hints(words, None)
+    assert hints[1] == "--guided-decoding-backend: accepted by 0.8.0–0.11.2"  # in the log's order
+    assert "--tensor-parallel-sise: no release 0.8.0–0.33.0 accepts it; nearest valid spelling " \
+           "--tensor-parallel-size" in hints
+    assert "--omni: no release 0.8.0–0.33.0 accepts it" in hints
+    # "2" and "xgrammar" are the refused options' values; the path is an extra positional
+    assert [h for h in hints if h.startswith("/models/m: not an option")]
+    assert not [h for h in hints if h.startswith(("2:", "xgrammar:"))]
+    judged = refused_option_hints(words, "0.12.0")
+    assert "--guided-decoding-backend: vLLM 0.12.0 does not accept it (accepted by 0.8.0–0.11.2)" in judged
+    # a release that accepts the option: the log came from somewhere else, and it says so
+    assert refused_option_hints(["--max-model-len", "4096"], "0.20.0") == [
+        "--max-model-len: vLLM 0.20.0 accepts it (accepted by 0.8.0–0.33.0): the log may come "
+        "from another vLLM version or entry point"]

@@ -100,7 +100,7 @@ def explain_log(log_path: Path, rules_dirs: list[Path] | None, fmt: str = "text"
         typer.echo(json.dumps(log_report_dict(report, name), indent=2))
     else:
         _print_log_report(report, name)
-    return EXIT_FINDINGS if report.rule_hits or report.messages else 0
+    return EXIT_FINDINGS if report.rule_hits or report.messages or report.refused_options else 0
 
 
 def log_report_dict(report, name: str) -> dict:
@@ -117,13 +117,22 @@ def log_report_dict(report, name: str) -> dict:
             for rule, lines in report.rule_hits
         ],
         "vllm_messages": [m.to_dict() for m in report.messages],
+        "refused_options": report.refused_options,
     }
 
 
 def _print_log_report(report, name: str) -> None:
-    if not report.rule_hits and not report.messages:
+    if not report.rule_hits and not report.messages and not report.refused_options:
         typer.echo(f"No known failure and no vLLM error message found in {name}.")
         return
+    if report.refused_options:
+        typer.echo("vLLM's argument parser refused (the options of every release 0.8.0 on):")
+        for hint in report.refused_options:
+            typer.echo(f"    {hint}")
+        if report.version is None:
+            typer.echo("    (pass --vllm-version V to judge them by your release)")
+        if report.rule_hits or report.messages:
+            typer.echo("")
     for rule, lines in report.rule_hits:
         typer.echo(f"{rule.code} [{rule.severity}] {rule.summary}")
         for line in lines:

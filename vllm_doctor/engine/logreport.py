@@ -9,6 +9,7 @@ the user runs, never a cause it cannot support.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +65,8 @@ class LogReport:
     messages: list[CatalogueMessage] = field(default_factory=list)
     version: str | None = None
     version_source: str = ""  # "log" | "facts" | "option"
+    # argparse's "unrecognized arguments": what the options table says of each refused word
+    refused_options: list[str] = field(default_factory=list)
 
 
 def catalogue_messages(scan: LogScan, version: str | None, limit: int = MAX_MESSAGES) -> list[CatalogueMessage]:
@@ -142,7 +145,21 @@ def analyse_log(text: str, rules: list, version: str | None = None, version_sour
         version_source = "log" if version else ""
     report.version, report.version_source = version, version_source
     report.messages = catalogue_messages(scan, version)
+    report.refused_options = refused_options(scan.text, version)
     return report
+
+
+# argparse's message (``parser.error``), as vLLM's FlexibleArgumentParser prints it
+_UNRECOGNIZED = re.compile(r"error: unrecognized arguments: ([^\n]{1,2000})")
+
+
+def refused_options(text: str, version: str | None) -> list[str]:
+    """For each word of the log's ``unrecognized arguments`` lines: the releases that accept
+    the option, the nearest spelling and what the user's release (when known) does."""
+    from vllm_doctor.facts.release import refused_option_hints
+
+    words = [word for match in _UNRECOGNIZED.finditer(text) for word in match.group(1).split()]
+    return refused_option_hints(words[:100], version) if words else []
 
 
 def scan_for_check(text: str, rules: list) -> LogScan:

@@ -77,8 +77,19 @@ def _curated(name: str) -> bool:
     return any(p.search(name) for p in curated_flag_patterns())
 
 
-def _release_range(spans) -> str:
-    return ", ".join(s.first if s.first == s.last else f"{s.first}–{s.last}" for s in spans)
+def _accepted_by(table, word: str, name: str | None) -> str:
+    """The releases that accept the option word as written, as ranges of consecutive
+    releases ("0.8.0–0.11.2"), or "" for none."""
+    ranges: list[list[str]] = []
+    previous = False
+    for release in table.releases:
+        accepted = name is not None and _accepts(table.at(release), word, name)
+        if accepted and previous:
+            ranges[-1][1] = release
+        elif accepted:
+            ranges.append([release, release])
+        previous = accepted
+    return ", ".join(a if a == b else f"{a}–{b}" for a, b in ranges)
 
 
 def judge_release(facts: Facts, releases: tuple[str, ...]) -> tuple[str | None, str, str]:
@@ -278,10 +289,10 @@ def _options(facts: Facts, release: str | None) -> None:
             continue  # removed, and ARGS001/ARGS004 explain it with the migration advice
         unaccepted.append(word)
         nearest = _nearest(word, options)
-        spans = table.spans(name) if name else []
+        accepted_by = _accepted_by(table, word, name)
         text = f"{word}: vLLM {release} does not accept it"
-        if spans:
-            text += f" (accepted by {_release_range(spans)})"
+        if accepted_by:
+            text += f" (accepted by {accepted_by})"
         else:
             text += f" (no release {table.releases[0]}–{table.newest} accepts it)"
         if name is not None and name in options and word.startswith("-"):
@@ -309,6 +320,53 @@ def _options(facts: Facts, release: str | None) -> None:
                 invalid.append(f"--{name} {' '.join(bad)}: not among the choices of vLLM "
                                f"{release} ({', '.join(str(c) for c in spec['choices'])})")
     facts.set("release.invalid_choices", invalid, SOURCE, f"the options of vLLM {release}")
+
+
+def refused_option_hints(words: list[str], version: str | None) -> list[str]:
+    """What the options table says of the words vLLM's parser refused (``error: unrecognized
+    arguments: ...`` in a log, in order): for each option, the releases that accept it and the
+    nearest spelling, and whether ``version`` (when known) accepts it; a word that is neither
+    an option nor the value after one is named as an extra positional argument."""
+    from vllm_doctor import knowledge
+
+    flags, extra, after_flag = [], [], False
+    for word in words:
+        if word.startswith("-") and word not in ("-", "--"):
+            flags.append(word)
+            after_flag = "=" not in word
+        elif after_flag:
+            after_flag = False  # the refused option's value
+        else:
+            extra.append(word)
+    hints = [f"{w}: not an option but an extra positional argument (vllm serve takes one model; "
+             "an option's value split from it, or a quoted word that should be two, does this)"
+             for w in extra]
+    if not flags:
+        return hints
+    from vllm_doctor.serve_args import resolve_flag
+
+    table = knowledge.load("options")
+    release = knowledge.match_release(version, tuple(table.releases)).release if version else None
+    options = table.at(release) if release else None
+    found = []
+    for word in dict.fromkeys(flag.split("=", 1)[0] for flag in flags):
+        spec = resolve_flag(word)
+        name = spec.name if spec is not None and spec.name in table.keys() else None
+        accepted_by = _accepted_by(table, word, name)
+        known = (f"accepted by {accepted_by}" if accepted_by else
+                 f"no release {table.releases[0]}–{table.newest} accepts it")
+        if options is None:
+            text = f"{word}: {known}"
+        elif _accepts(options, word, name):
+            text = (f"{word}: vLLM {release} accepts it ({known}): the log may come from another "
+                    "vLLM version or entry point")
+        else:
+            text = f"{word}: vLLM {release} does not accept it ({known})"
+        nearest = _nearest(word, options if options is not None else {n: None for n in table.keys()})
+        if nearest and nearest != f"--{name}":
+            text += f"; nearest valid spelling {nearest}"
+        found.append(text)
+    return found + hints
 
 
 def _corrected(line, edits: dict[str, str | None]) -> str:
