@@ -615,6 +615,20 @@ def test_render_output_is_shell_safe():
     ("vllm serve m --chat-template t.jinja < /dev/null", {"chat-template": "t.jinja"}),
     # quoted, or inside a word that does not start with a file descriptor: not a redirection
     ('vllm serve m --served-model-name "a>b"', {"served-model-name": ["a>b"]}),
+    # &> ends the word before it; escapes and quotes in the target; here-strings and
+    # here-documents keep the words after them; process substitution as a target
+    ("vllm serve m --max-model-len 4096&>log --port 8001", {"max-model-len": 4096, "port": 8001}),
+    ('vllm serve m --port 8000 >log\\"x -tp 2', {"port": 8000, "tensor-parallel-size": 2}),
+    ("vllm serve m > my\\ log.txt --max-model-len 4096", {"max-model-len": 4096}),
+    ('vllm serve m --port 8000 <<< "hi" --max-model-len 4096', {"port": 8000, "max-model-len": 4096}),
+    ("vllm serve m <<EOF --port 8000", {"port": 8000}),
+    ("vllm serve m --port 8000 > >(tee -a vllm.log) 2>&1", {"port": 8000}),
+    ("vllm serve m {fd}>log.txt -tp 2", {"tensor-parallel-size": 2}),
+    # substitutions: a process substitution is the path the shell passes; a command
+    # substitution one word whose value is not known
+    ("vllm serve m --chat-template <(cat t.jinja)", {"chat-template": "/dev/fd/63"}),
+    ("vllm serve m --served-model-name $(hostname -s) -tp 2",
+     {"served-model-name": ["$(hostname -s)"], "tensor-parallel-size": 2}),
 ])
 def test_shell_redirections_are_the_shells_not_vllms(text, options):
     line = parse_serve_string(text)
@@ -627,3 +641,8 @@ def test_a_redirection_that_takes_an_options_value_leaves_it_without_one():
     # the shell reads `2>&1` as a redirection, so vLLM sees --max-model-len with no value
     with pytest.raises(InputError, match="expected one argument"):
         parse_serve_string("vllm serve m --max-model-len 2>&1")
+
+
+def test_a_documentation_placeholder_is_the_model_not_a_redirection():
+    line = parse_serve_string("vllm serve <model> --tensor-parallel-size 2")
+    assert line.model == "<model>" and line.options == {"tensor-parallel-size": 2}

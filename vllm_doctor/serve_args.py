@@ -442,45 +442,109 @@ def _split_commands(text: str) -> list[str]:
     return parts
 
 
-_REDIRECTION = re.compile(r"(?:&>>?|\d*(?:>>|>&|>\||<&|<>|>|<))")
+# [n]op or {name}op, or &> / &>>; here-strings and here-documents first (their '<' prefixes)
+_REDIRECTION = re.compile(r"&>>?|(?:\{[A-Za-z_][A-Za-z0-9_]*\}|\d*)(?:<<<|<<-?|>>|>&|>\||<&|<>|>|<)")
+# `vllm serve <model> ...` copied from documentation: a placeholder, not a redirection
+_PLACEHOLDER_WORD = re.compile(r"<[A-Za-z][\w.:/@-]*>(?=\s|$)")
+
+
+def _group_end(text: str, start: int) -> int:
+    """The index after the ``)`` that closes the ``(`` at ``text[start]`` (quotes and escapes
+    inside are skipped), or the end of the text."""
+    depth, quote, i, n = 0, None, start, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\" and quote != "'":
+            i += 2
+            continue
+        if quote is not None:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return n
+
+
+def _target_end(text: str, i: int) -> int:
+    """The index after the word a redirection operator applies to (its quotes, escapes and a
+    process substitution ``>(tee log)`` included)."""
+    n = len(text)
+    while i < n and text[i] in " \t":
+        i += 1
+    if text.startswith(("<(", ">("), i):
+        return _group_end(text, i + 1)
+    quote: str | None = None
+    while i < n:
+        ch = text[i]
+        if ch == "\\" and quote != "'":
+            i += 2
+            continue
+        if quote is not None:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch.isspace() or ch in ";&|<>":
+            break
+        i += 1
+    return min(i, n)
 
 
 def _drop_redirections(text: str) -> str:
     """Shell text without its redirections outside quotes (``> log.txt``, ``2>&1``,
-    ``>>out.log``, ``&> all.log``, ``< input``): they belong to the shell, not to vLLM."""
+    ``>>out.log``, ``&> all.log``, ``< input``, ``> >(tee log)``, ``<<<``, ``{fd}>file``): they
+    belong to the shell, not to vLLM. A command substitution stays one word as written (its value
+    is not known), a process substitution becomes the path the shell passes (``/dev/fd/63``);
+    ``<model>`` as a word is a placeholder copied from documentation, kept as written."""
     out: list[str] = []
     quote: str | None = None
     i, n = 0, len(text)
+
+    def at_word_start() -> bool:
+        return not out or out[-1][-1:].isspace()
+
     while i < n:
         ch = text[i]
         if ch == "\\" and quote != "'" and i + 1 < n:
             out.append(text[i:i + 2])
             i += 2
             continue
-        if quote is None and ch in "'\"":
+        if quote is not None:
+            quote = None if ch == quote else quote
+            out.append(ch)
+            i += 1
+            continue
+        if ch in "'\"":
             quote = ch
-        elif quote is not None and ch == quote:
-            quote = None
-        elif quote is None and (ch in "<>" or (ch.isdigit() or ch == "&") and (
-                not out or out[-1].isspace())):
+        elif ch == "`":  # command substitution: its value is not known; one word as written
+            end = text.find("`", i + 1)
+            end = n if end < 0 else end + 1
+            out.append(shlex.quote(text[i:end]))
+            i = end
+            continue
+        elif text.startswith("$(", i):
+            end = _group_end(text, i + 1)
+            out.append(shlex.quote(text[i:end]))
+            i = end
+            continue
+        elif text.startswith(("<(", ">("), i):  # process substitution: the shell passes a path
+            i = _group_end(text, i + 1)
+            out.append("/dev/fd/63")
+            continue
+        elif ch == "<" and at_word_start() and _PLACEHOLDER_WORD.match(text, i):
+            end = _PLACEHOLDER_WORD.match(text, i).end()
+            out.append(text[i:end])
+            i = end
+            continue
+        elif ch in "<>" or text.startswith("&>", i) or (ch.isdigit() or ch == "{") and at_word_start():
             match = _REDIRECTION.match(text, i)
-            if match and (ch in "<>&" or match.group(0)[-1] in "<>&|"):
-                if text.startswith("<<", match.start() + len(match.group(0)) - 1):
-                    break  # a here-document: the rest is its body
-                i = match.end()
-                while i < n and text[i] in " \t":
-                    i += 1
-                # the target word, with its quotes
-                target_quote: str | None = None
-                while i < n and (target_quote or not text[i].isspace()):
-                    if text[i] in "'\"" and target_quote is None:
-                        target_quote = text[i]
-                    elif text[i] == target_quote:
-                        target_quote = None
-                    elif target_quote is None and text[i] in ";&|" and not (
-                            text[i] == "&" and text[i - 1] in "<>"):
-                        break
-                    i += 1
+            if match:
+                i = _target_end(text, match.end())
                 out.append(" ")
                 continue
         out.append(ch)
