@@ -185,3 +185,60 @@ def test_a_probe_run_compiles_its_imports_and_gives_the_same_results(tmp_path):
         else:
             assert "bytecode" not in doc
     assert outcomes["1"] == outcomes["0"]
+
+
+def test_target_path_is_where_the_importer_looks(tmp_path):
+    import importlib.util
+
+    source = str(tmp_path / "pkg" / "mod.py")
+    before = sys.pycache_prefix
+    sys.pycache_prefix = str(tmp_path / "pyc")
+    try:
+        expected = importlib.util.cache_from_source(source)
+    finally:
+        sys.pycache_prefix = before
+    assert target_path(source, str(tmp_path / "pyc")) == expected
+
+
+def test_existing_bytecode_outside_the_closure_is_linked_not_lost(tmp_path):
+    """Under PYTHONPYCACHEPREFIX the importer looks only in the prefix tree: bytecode beside
+    the sources (a hash-based one too) is linked there; a pyc whose source is gone is not."""
+    import py_compile
+
+    src = tmp_path / "src"
+    (src / "lib").mkdir(parents=True)
+    (src / "lib" / "__init__.py").write_text("")
+    (src / "lib" / "used_later.py").write_text("X = 1\n")
+    (src / "lib" / "orphan.py").write_text("Y = 1\n")
+    for name in ("__init__", "used_later", "orphan"):
+        py_compile.compile(str(src / "lib" / f"{name}.py"), doraise=True,
+                           invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+    (src / "lib" / "orphan.py").unlink()
+    assert bytecode._has_bytecode(str(src / "lib" / "used_later.py"))  # hash-based counts
+    prefix = tmp_path / "pyc"
+    linked = bytecode.link_existing([str(src)], str(prefix), skip=[str(prefix)])
+    assert linked == 2
+    target = Path(target_path(str(src / "lib" / "used_later.py"), str(prefix)))
+    assert target.is_symlink() and target.resolve().parent.name == "__pycache__"
+    assert not Path(target_path(str(src / "lib" / "orphan.py"), str(prefix))).exists()
+
+
+def test_locator_prefers_an_extension_package_and_searches_a_sourceless_one(tmp_path):
+    import importlib.machinery
+
+    ext = importlib.machinery.EXTENSION_SUFFIXES[0]
+    (tmp_path / "fast").mkdir()
+    (tmp_path / "fast" / "__init__.py").write_text("")
+    (tmp_path / "fast" / f"__init__{ext}").write_bytes(b"")
+    (tmp_path / "frozen_pkg").mkdir()
+    (tmp_path / "frozen_pkg" / "__init__.pyc").write_bytes(b"")
+    (tmp_path / "frozen_pkg" / "part.py").write_text("")
+    locate = Locator([str(tmp_path)])
+    assert locate("fast") is None
+    sourceless = locate("frozen_pkg")
+    assert sourceless is not None and sourceless.source is None and sourceless.is_package
+    assert locate("frozen_pkg.part").source == str(tmp_path / "frozen_pkg" / "part.py")
+
+
+def test_usable_cpus_is_within_what_the_machine_has():
+    assert 1 <= bytecode.usable_cpus() <= (os.cpu_count() or 1)

@@ -9,14 +9,16 @@ tree inside its run directory, and starts the probe processes with ``PYTHONPYCAC
 naming that tree. Nothing waits for it: a process that reaches a module before its bytecode
 is written compiles that module itself, as it would have anyway.
 
-What is compiled: the modules the probe processes import as they load, found by following
-the ``import`` statements of the sources from the roots (the worker, torch, and what the
-selected sub-checks import; ``package.*`` for every module of a package that is loaded by name). Function bodies and ``if TYPE_CHECKING:`` blocks are not followed;
-extension modules, built-in and frozen modules have no source. Under ``PYTHONPYCACHEPREFIX`` Python reads
-bytecode only from the prefix tree, so a module whose bytecode already sits beside its source
-(the standard library, usually) is linked into the tree rather than compiled. The files are
-the ones Python writes itself (PEP 552, checked against the source's time stamp and size), so
-one that is stale or missing only costs the importing process that module's compile.
+What is compiled: the modules the probe processes import as they load, found by following the
+``import`` statements of the sources from the roots (the worker, torch, and what the selected
+sub-checks import; ``package.*`` for every module of a package that is loaded by name).
+Function bodies and ``if TYPE_CHECKING:`` blocks are not followed; extension modules, built-in
+and frozen modules have no source. Under ``PYTHONPYCACHEPREFIX`` Python reads bytecode only
+from the prefix tree, so a module whose bytecode already sits beside its source is linked into
+the tree rather than compiled, and so is all the bytecode of the standard library, which other
+modules import from inside functions. The files are the ones Python writes itself (PEP 552,
+checked against the source's time stamp and size), so one that is stale or missing only costs
+the importing process that module's compile.
 
 Nothing outside the run directory is written, and nothing is done where torch has its
 bytecode (``wanted``); ``VLLM_DOCTOR_PROBE_BYTECODE=0`` turns it off, ``=1`` forces it.
@@ -45,7 +47,9 @@ MIN_JOBS, MAX_JOBS = 4, 12
 
 
 def _has_bytecode(source: str) -> bool:
-    """Whether the bytecode beside ``source`` (``__pycache__``) is there and current."""
+    """Whether the bytecode beside ``source`` (``__pycache__``) is there and current: a
+    time-stamp pyc that matches the source's time and size, or a hash-based one (PEP 552, as
+    pip and compileall write under SOURCE_DATE_EPOCH; the importer checks its hash)."""
     try:
         cached = importlib.util.cache_from_source(source)
         with open(cached, "rb") as fh:
@@ -53,10 +57,31 @@ def _has_bytecode(source: str) -> bool:
         stat = os.stat(source)
     except (OSError, ValueError, NotImplementedError):
         return False
-    return (len(header) == 16 and header[:4] == importlib.util.MAGIC_NUMBER
-            and int.from_bytes(header[4:8], "little") == 0  # time-stamp checked, as written
+    if len(header) != 16 or header[:4] != importlib.util.MAGIC_NUMBER:
+        return False
+    flags = int.from_bytes(header[4:8], "little")
+    if flags & 1:
+        return True
+    return (flags == 0
             and int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
             and int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity mask, within a cgroup's CPU quota
+    (taskset, Slurm and container limits make os.cpu_count() too many)."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as fh:  # cgroup v2
+            quota, period = fh.read().split()[:2]
+        if quota != "max" and int(period) > 0:
+            count = min(count, max(1, -(-int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, count)
 
 
 def wanted(python: str, environ: dict[str, str] | None = None) -> bool:
@@ -72,7 +97,7 @@ def wanted(python: str, environ: dict[str, str] | None = None) -> bool:
         return False
     if env.get("PYTHONPYCACHEPREFIX") or sys.pycache_prefix is not None:
         return False
-    if os.path.realpath(python) != os.path.realpath(sys.executable):
+    if os.path.abspath(python) != os.path.abspath(sys.executable):  # a venv's python is not its base's
         return False
     if switch == "1":
         return True
@@ -146,11 +171,13 @@ class Locator:
         for directory in directories:
             base = os.path.join(directory, leaf)
             if os.path.isdir(base):
+                if any(os.path.isfile(os.path.join(base, "__init__" + s)) for s in self.extensions):
+                    return None
                 init = os.path.join(base, "__init__.py")
                 if os.path.isfile(init):
                     return Module(name, init, (base,))
-                if any(os.path.isfile(os.path.join(base, "__init__" + s)) for s in self.extensions):
-                    return None
+                if os.path.isfile(init + "c"):  # sourceless: nothing to compile, submodules to find
+                    return Module(name, None, (base,))
                 portions.append(base)
             if any(os.path.isfile(base + s) for s in self.extensions):
                 return None
@@ -204,21 +231,86 @@ def imported_names(tree: ast.Module, module: str, is_package: bool) -> list[str]
 # -- compiling ------------------------------------------------------------------------------
 
 
+_PYC = f".{sys.implementation.cache_tag}.pyc"
+
+
 def target_path(source: str, prefix: str) -> str:
-    """Where Python looks for the bytecode of ``source`` under ``PYTHONPYCACHEPREFIX=prefix``."""
-    before = sys.pycache_prefix
-    sys.pycache_prefix = prefix
-    try:
-        return importlib.util.cache_from_source(source)
-    finally:
-        sys.pycache_prefix = before
+    """Where Python looks for the bytecode of ``source`` under ``PYTHONPYCACHEPREFIX=prefix``
+    (importlib's cache_from_source with a prefix, without setting sys.pycache_prefix here)."""
+    head, tail = os.path.split(source)
+    if not os.path.isabs(head):
+        head = os.path.join(os.getcwd(), head)
+    stem = tail.rpartition(".")[0] or tail
+    return os.path.join(prefix, head.lstrip(os.sep), stem + _PYC)
+
+
+# not walked for bytecode to link: installed packages (walked only through the closure) and
+# the standard library's own test suites
+_NOT_WALKED = frozenset({"site-packages", "dist-packages", "test", "tests", "idlelib", "turtledemo"})
+
+
+def standard_library() -> list[str]:
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return list(dict.fromkeys(p for p in (paths.get("stdlib"), paths.get("platstdlib")) if p))
+
+
+def link_existing(roots: Iterable[str], prefix: str, skip: Iterable[str] = ()) -> int:
+    """Link every current-interpreter bytecode file that sits beside its source under
+    ``roots`` (the standard library) into the prefix tree, so that the modules the import
+    closure misses (imports inside functions, start-up hooks) keep their bytecode under
+    PYTHONPYCACHEPREFIX. The importer checks each against its source, as always. Returns how
+    many were linked."""
+    skip = {os.path.abspath(p) for p in skip}
+    linked = 0
+    seen: set[str] = set()
+    for root in roots:
+        root = os.path.abspath(root or os.curdir)
+        if not os.path.isdir(root) or root in skip:
+            continue
+        for directory, subdirs, files in os.walk(root):
+            real = os.path.realpath(directory)
+            if real in seen:
+                subdirs[:] = []
+                continue
+            seen.add(real)
+            has_cache = "__pycache__" in subdirs
+            subdirs[:] = [d for d in subdirs if d != "__pycache__" and d not in _NOT_WALKED
+                          and os.path.join(directory, d) not in skip]
+            if not has_cache:
+                continue
+            cache = os.path.join(directory, "__pycache__")
+            try:
+                names = os.listdir(cache)
+            except OSError:
+                continue
+            sources = set(files)
+            for name in names:
+                if not name.endswith(_PYC):
+                    continue
+                stem = name[:-len(_PYC)]
+                if stem + ".py" not in sources:
+                    continue
+                target = target_path(os.path.join(directory, stem + ".py"), prefix)
+                try:
+                    os.makedirs(os.path.dirname(target), exist_ok=True)
+                    os.symlink(os.path.join(cache, name), target)
+                    linked += 1
+                except FileExistsError:  # compiled or linked by the closure already
+                    pass
+                except OSError:
+                    pass
+    return linked
 
 
 def _write(path: str, data: bytes) -> None:
-    """Atomically: a process importing the module sees the whole file or none."""
+    """Atomically: a process importing the module sees the whole file or none; the partial
+    file is created new (never through a link that was there)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     partial = f"{path}.{os.getpid()}.tmp"
-    with open(partial, "wb") as fh:
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     os.replace(partial, path)
 
@@ -259,9 +351,11 @@ def _die_with_coordinator() -> None:
     die_with_parent(os.getppid())
 
 
-def compile_closure(roots: Iterable[str], prefix: str, jobs: int,
-                    locate: Locator | None = None) -> dict[str, object]:
-    """Compile the modules reachable from ``roots`` with ``jobs`` processes; a summary."""
+def compile_closure(roots: Iterable[str], prefix: str, jobs: int, locate: Locator | None = None,
+                    search_path: list[str] | None = None) -> dict[str, object]:
+    """Compile the modules reachable from ``roots`` with ``jobs`` processes, and link the
+    bytecode that exists beside the sources under ``search_path`` (default: the standard
+    library); a summary."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     import multiprocessing
 
@@ -288,10 +382,22 @@ def compile_closure(roots: Iterable[str], prefix: str, jobs: int,
             if module is not None and module.source is not None:
                 pending.add(pool.submit(compile_module, module, prefix))
 
+    import threading
+
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+    existing: dict[str, float] = {}
+
+    def link_the_rest() -> None:  # beside the compiling: mostly system calls
+        t0 = time.perf_counter()
+        existing["linked"] = link_existing(
+            search_path if search_path is not None else standard_library(), prefix, skip=[prefix])
+        existing["seconds"] = round(time.perf_counter() - t0, 3)
+
     with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=context,
                              initializer=_die_with_coordinator) as pool:
-        visit(roots, pool)
+        visit(roots, pool)  # forks the compiling processes before the thread starts
+        linker = threading.Thread(target=link_the_rest, name="link-existing-bytecode", daemon=True)
+        linker.start()
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
@@ -299,8 +405,10 @@ def compile_closure(roots: Iterable[str], prefix: str, jobs: int,
                 how, names = future.result()
                 counts[how] += 1
                 visit(names, pool)
+        linker.join()
     return dict(counts, seconds=round(time.perf_counter() - started, 3), jobs=jobs,
-                roots=list(roots))
+                roots=list(roots), existing_linked=existing.get("linked", 0),
+                existing_link_s=existing.get("seconds"))
 
 
 def main(argv: list[str] | None = None) -> int:

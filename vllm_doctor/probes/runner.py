@@ -277,12 +277,16 @@ class Runner:
                     parts += 1
                     roots.extend(part.imports)
         # the cores the probe processes and this one leave idle; too few and it only competes
-        jobs = min(bytecode.MAX_JOBS, (os.cpu_count() or 1) - self.tp - parts - 1)
+        jobs = min(bytecode.MAX_JOBS, bytecode.usable_cpus() - self.tp - parts - 1)
         forced = os.environ.get(bytecode.SWITCH) == "1"
         if jobs < bytecode.MIN_JOBS and not forced:
             return
         jobs = max(1, jobs)
         prefix = self.run_dir / "bytecode"
+        if prefix.exists():  # a kept run directory: nothing from an earlier run is trusted
+            import shutil
+
+            shutil.rmtree(prefix, ignore_errors=True)
         env = self._env({})
         env.pop("PYTHONPYCACHEPREFIX", None)
         self.compiler = self._spawn(
@@ -305,7 +309,8 @@ class Runner:
         try:
             summary = json.loads((self.run_dir / "bytecode.json").read_text(encoding="utf-8"))
             self.info.setdefault("bytecode", {}).update(
-                {k: summary[k] for k in ("compiled", "linked", "failed", "seconds") if k in summary})
+                {k: summary[k] for k in ("compiled", "linked", "failed", "seconds", "existing_linked",
+                                         "existing_link_s") if k in summary})
         except (OSError, ValueError, TypeError):
             pass
         self.compiler = None
