@@ -136,3 +136,26 @@ def check(needed, available, estimated):
     found = extractor.extract(find_releases(tmp_path)[0])
     assert ("ValueError: KV cache is needed ({*}), larger than the available memory ({*}).{*}"
             "Try increasing `gpu_memory_utilization`.") in found
+
+
+def test_the_api_servers_error_replies_are_catalogued(tmp_path):
+    # vllm/entrypoints/openai/serving_chat.py (0.8.0): the reply a client gets for tool_choice
+    source = '''
+class OpenAIServingChat:
+    async def create_chat_completion(self, request):
+        if request.tool_choice == "auto" and not self.enable_auto_tools:
+            return self.create_error_response(
+                "\\"auto\\" tool choice requires "
+                "--enable-auto-tool-choice and --tool-call-parser to be set")
+        if request.n > self.max_n:
+            return self.create_error_response(message=f"n={request.n} is above the limit of {self.max_n} choices")
+        return self.create_error_response("Too short")  # too short to recognise: skipped
+'''
+    make_wheel(tmp_path, "0.3.0", {"entrypoints/openai/serving_chat.py": source})
+    found = extractor.extract(find_releases(tmp_path)[0])
+    key = 'response: "auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+    assert found[key]["sites"] == [["entrypoints/openai/serving_chat.py",
+                                    "OpenAIServingChat.create_chat_completion",
+                                    "request.tool_choice == 'auto' and (not self.enable_auto_tools)"]]
+    assert "response: n={*}is above the limit of{*}choices" in found  # spaces go with the placeholder
+    assert not [k for k in found if "Too short" in k]

@@ -1,13 +1,16 @@
-"""The error catalogue: every message a vLLM release raises, asserts or logs as an error.
+"""The error catalogue: every message a vLLM release raises, asserts, logs as an error or
+returns to an API client as an error.
 
 For each ``raise X("...")`` (f-strings, ``%``, ``.format`` and ``+`` included, and a message
-built in a local variable just before), ``assert cond, "..."`` and
-``logger.error/exception/critical/fatal("...")`` the extractor records the message template,
+built in a local variable just before), ``assert cond, "..."``,
+``logger.error/exception/critical/fatal("...")`` and ``create_error_response("...")`` (the
+OpenAI-compatible server's error reply) the extractor records the message template,
 the exception class, the file and function, and the condition that guards it (the assert's
 test, or the enclosing ``if``/``except``). Placeholders become ``{*}``; the literal parts
 are what a crash log is matched on (vllm_doctor/engine/logmatch.py).
 
-Key: ``<class>: <template>`` (``log.error: ...`` for logger lines), so it stays the same
+Key: ``<class>: <template>`` (``log.error: ...`` for logger lines, ``response: ...`` for error
+replies), so it stays the same
 across releases while the message text does; the sites (file, function, condition) are the
 value, and a moved message starts a new span.
 
@@ -38,6 +41,8 @@ MIN_LITERAL = 12
 MAX_CONDITION = 120
 MAX_SITES = 3  # sites kept per message and release (the same text raised in many places)
 LOG_LEVELS = {"error", "exception", "critical", "fatal"}
+# the OpenAI-compatible server's error replies: create_error_response(message, ...)
+RESPONSE_CALLS = {"create_error_response", "create_streaming_error_response"}
 
 META = {
     "description": "Messages vLLM raises, asserts or logs at error level, by exception class and "
@@ -47,6 +52,7 @@ META = {
                        "condition: the assert test, the enclosing if (not (...) in its else), or "
                        "except X; '' when unconditional; at most 3 sites)"},
     "key": "<exception class>: <template>; log.error/log.exception/...: for logger lines; "
+           "response: for the API server's error replies (create_error_response); "
            "AssertionError: assert <source line> for an assert without a message (the traceback "
            "shows the line)",
     "wildcard": WILDCARD,
@@ -249,6 +255,14 @@ class _Walker(ast.NodeVisitor):
 
     def visit_Call(self, node):
         func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if called in RESPONSE_CALLS:
+            # an error the API server returns to the client (HTTP 4xx/5xx with this message)
+            message = node.args[0] if node.args else next(
+                (k.value for k in node.keywords if k.arg == "message"), None)
+            if message is not None:
+                self._record("response", "response", message, node.lineno,
+                             self._guards[-1] if self._guards else "")
         if (isinstance(func, ast.Attribute) and func.attr in LOG_LEVELS and node.args
                 and "log" in (_name(func.value) or "").lower()):
             # logging formats its arguments with %: "... %s", value

@@ -154,12 +154,14 @@ def render_messages(report) -> str:
            "the first is the nearest to the root cause):"]
     for message in report.messages:
         hit = message.hit
-        label = hit.cls if not hit.cls.startswith("log.") else f"logged at {hit.cls[4:]} level"
+        label = (f"logged at {hit.cls[4:]} level" if hit.cls.startswith("log.") else
+                 "the API server's error reply" if hit.cls == "response" else hit.cls)
         out.append(f"  {label}: {hit.template}")
         out.append(f"    seen: {hit.line}" + ("" if hit.complete else "  (message cut short in the log)"))
+        verb = "returned by" if hit.cls == "response" else "raised in"
         for path, func, cond in message.sites():
             where = f"vllm/{path}, in {func}"
-            out.append(f"    raised in {where}" + (f", when {cond}" if cond else ""))
+            out.append(f"    {verb} {where}" + (f", when {cond}" if cond else ""))
         out.append(f"    releases: {message.release_ranges()}")
         if message.note:
             out.append(f"    {message.note}")

@@ -21,7 +21,7 @@ MAX_MESSAGES = 5  # catalogue messages reported per log (the first is nearest th
 @dataclass
 class CatalogueMessage:
     hit: CatalogueHit
-    kind: str                           # raise | assert | log | assert-line
+    kind: str                           # raise | assert | log | assert-line | response
     releases: list[dict[str, Any]]      # [{first, last, sites}] from the knowledge table
     version: str | None = None          # the user's vLLM version, when known
     release: str | None = None          # the covered release it is judged by
@@ -105,6 +105,8 @@ def _merge_adjacent(spans: list[dict[str, Any]], order: list[str]) -> list[dict[
 def _kind(hit: CatalogueHit) -> str:
     if hit.cls.startswith("log."):
         return "log"
+    if hit.cls == "response":
+        return "response"
     if hit.cls == "AssertionError":
         return "assert-line" if hit.template.startswith("assert ") else "assert"
     return "raise"

@@ -1,0 +1,69 @@
+"""How often `explain --log` names something on real crash logs from vLLM bug reports.
+
+    python bench/explain/real_logs.py DIR [--write]
+
+DIR holds one ``<issue>.log`` per report (the error lines as the reporter pasted them) and
+``index.json`` (a list of {"file", "url", "kind"}). The logs are third-party text and are not
+kept in this repository: ``real-logs.md`` lists the issues they were copied from, so the
+sample can be assembled again. Each log is run through ``vllm-doctor explain --log FILE
+--format json`` and counted by what it named first: a curated rule (a cause and a fix), the
+options table (argparse's "unrecognized arguments"), a vLLM message from the error catalogue
+(where vLLM raises it, not a cause), or nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def classify(log: Path) -> tuple[str, list[str]]:
+    run = subprocess.run([sys.executable, "-m", "vllm_doctor", "explain", "--log", str(log),
+                          "--format", "json"], capture_output=True, text=True, timeout=120)
+    if run.returncode not in (0, 1):
+        return f"exit {run.returncode}", [run.stderr.strip()[:200]]
+    doc = json.loads(run.stdout)
+    if doc["known_failures"]:
+        return "curated rule", [f["code"] for f in doc["known_failures"]]
+    if doc.get("refused_options"):
+        return "options table", doc["refused_options"][:2]
+    if doc["vllm_messages"]:
+        return "catalogue message", [doc["vllm_messages"][0]["template"][:100]]
+    return "nothing", []
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("directory", type=Path)
+    parser.add_argument("--write", action="store_true", help="write bench/explain/real-logs.md")
+    args = parser.parse_args()
+    index = json.loads((args.directory / "index.json").read_text(encoding="utf-8"))
+    rows, tally = [], collections.Counter()
+    for entry in index:
+        outcome, named = classify(args.directory / entry["file"])
+        tally[outcome] += 1
+        rows.append((entry, outcome, named))
+    lines = [f"{len(index)} logs: " + ", ".join(f"{name} {count}" for name, count in tally.most_common())]
+    print(lines[0])
+    for entry, outcome, named in rows:
+        print(f"  {entry['url']}  [{entry['kind']}]  {outcome}: {'; '.join(named)}")
+    if args.write:
+        table = "\n".join(f"| {e['url']} | {e['kind']} | {o} | {'; '.join(n).replace('|', '/')} |"
+                          for e, o, n in rows)
+        (HERE / "real-logs.md").write_text(
+            "# explain --log on real crash logs\n\n"
+            f"{dt.date.today()}: `python bench/explain/real_logs.py DIR --write`, where DIR holds the\n"
+            "error lines pasted in each issue below (not kept here: third-party text).\n\n"
+            f"**{lines[0]}**\n\n| issue | kind | named by | what |\n| --- | --- | --- | --- |\n"
+            + table + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
