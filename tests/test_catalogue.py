@@ -169,3 +169,22 @@ def test_explain_names_what_the_options_table_says_of_unrecognized_arguments(tmp
                            capture_output=True, text=True, timeout=60).stdout
     assert text.startswith("vLLM's argument parser refused")
     assert "(pass --vllm-version V to judge them by your release)" in text
+
+
+def test_an_api_error_reply_is_named_as_the_servers_reply(tmp_path):
+    import json as _json
+    import subprocess as _subprocess
+    import sys as _sys
+
+    log = tmp_path / "client.log"
+    log.write_text("openai.BadRequestError: Error code: 400 - {'object': 'error', 'message': "
+                   "'\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser "
+                   "to be set', 'type': 'BadRequestError', 'param': None, 'code': 400}\n")
+    run = _subprocess.run([_sys.executable, "-m", "vllm_doctor", "explain", "--log", str(log),
+                           "--format", "json"], capture_output=True, text=True, timeout=60)
+    message = _json.loads(run.stdout)["vllm_messages"][0]
+    assert message["kind"] == "response"
+    assert message["template"].startswith('"auto" tool choice requires --enable-auto-tool-choice')
+    text = _subprocess.run([_sys.executable, "-m", "vllm_doctor", "explain", "--log", str(log)],
+                           capture_output=True, text=True, timeout=60).stdout
+    assert "the API server's error reply:" in text and "    returned by vllm/" in text
