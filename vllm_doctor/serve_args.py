@@ -416,29 +416,14 @@ def _split_commands(text: str) -> list[str]:
     """Shell text cut at the control operators outside quotes (``&&``, ``||``, ``;``, ``|``,
     ``&``; not the ``&`` of a redirection like ``2>&1``)."""
     parts: list[str] = []
-    buf: list[str] = []
-    quote: str | None = None
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "\\" and quote != "'" and i + 1 < n:
-            buf.append(text[i:i + 2])
-            i += 2
+    begin, skip_to = 0, -1
+    for i, ch in _bare_chars(text):
+        if i <= skip_to or ch not in ";&|" or (ch == "&" and i and text[i - 1] in "<>"):
             continue
-        if quote is None and ch in "'\"":
-            quote = ch
-        elif quote is not None and ch == quote:
-            quote = None
-        elif quote is None and ch in ";&|" and not (ch == "&" and i and text[i - 1] in "<>"):
-            parts.append("".join(buf))
-            buf = []
-            while i + 1 < n and text[i + 1] in "&|" and ch != ";":
-                i += 1  # && and ||
-            i += 1
-            continue
-        buf.append(ch)
-        i += 1
-    parts.append("".join(buf))
+        parts.append(text[begin:i])
+        skip_to = i + 1 if ch != ";" and text[i + 1:i + 2] in ("&", "|") else i  # && and ||
+        begin = skip_to + 1
+    parts.append(text[begin:])
     return parts
 
 
@@ -448,10 +433,11 @@ _REDIRECTION = re.compile(r"&>>?|(?:\{[A-Za-z_][A-Za-z0-9_]*\}|\d*)(?:<<<|<<-?|>
 _PLACEHOLDER_WORD = re.compile(r"<[A-Za-z][\w.:/@-]*>(?=\s|$)")
 
 
-def _group_end(text: str, start: int) -> int:
-    """The index after the ``)`` that closes the ``(`` at ``text[start]`` (quotes and escapes
-    inside are skipped), or the end of the text."""
-    depth, quote, i, n = 0, None, start, len(text)
+def _bare_chars(text: str, start: int = 0):
+    """(index, character) of each character from ``start`` that is neither quoted nor
+    escaped (the quote characters themselves are not given)."""
+    quote: str | None = None
+    i, n = start, len(text)
     while i < n:
         ch = text[i]
         if ch == "\\" and quote != "'":
@@ -461,38 +447,36 @@ def _group_end(text: str, start: int) -> int:
             quote = None if ch == quote else quote
         elif ch in "'\"":
             quote = ch
-        elif ch == "(":
+        else:
+            yield i, ch
+        i += 1
+
+
+def _group_end(text: str, start: int) -> int:
+    """The index after the ``)`` that closes the ``(`` at ``text[start]`` (quotes and escapes
+    inside are skipped), or the end of the text."""
+    depth = 0
+    for i, ch in _bare_chars(text, start):
+        if ch == "(":
             depth += 1
         elif ch == ")":
             depth -= 1
             if depth == 0:
                 return i + 1
-        i += 1
-    return n
+    return len(text)
 
 
 def _target_end(text: str, i: int) -> int:
     """The index after the word a redirection operator applies to (its quotes, escapes and a
     process substitution ``>(tee log)`` included)."""
-    n = len(text)
-    while i < n and text[i] in " \t":
+    while i < len(text) and text[i] in " \t":
         i += 1
     if text.startswith(("<(", ">("), i):
         return _group_end(text, i + 1)
-    quote: str | None = None
-    while i < n:
-        ch = text[i]
-        if ch == "\\" and quote != "'":
-            i += 2
-            continue
-        if quote is not None:
-            quote = None if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch.isspace() or ch in ";&|<>":
-            break
-        i += 1
-    return min(i, n)
+    for j, ch in _bare_chars(text, i):
+        if ch.isspace() or ch in ";&|<>":
+            return j
+    return len(text)
 
 
 def _drop_redirections(text: str) -> str:
