@@ -159,3 +159,23 @@ class OpenAIServingChat:
                                     "request.tool_choice == 'auto' and (not self.enable_auto_tools)"]]
     assert "response: n={*}is above the limit of{*}choices" in found  # spaces go with the placeholder
     assert not [k for k in found if "Too short" in k]
+
+
+def test_an_exception_class_that_gives_its_own_message_is_catalogued(tmp_path):
+    # vllm/v1/engine/exceptions.py: EngineDeadError sets its message in __init__
+    source = '''
+class EngineDeadError(Exception):
+    def __init__(self, *args, suppress_context: bool = False, **kwargs):
+        ENGINE_DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+        super().__init__(ENGINE_DEAD_MESSAGE, *args, **kwargs)
+
+
+class Helper:
+    def __init__(self, name):
+        super().__init__("not an exception, not a message users see")
+'''
+    make_wheel(tmp_path, "0.3.0", {"v1/engine/exceptions.py": source})
+    found = extractor.extract(find_releases(tmp_path)[0])
+    key = "EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause."
+    assert found[key]["sites"] == [["v1/engine/exceptions.py", "EngineDeadError.__init__", ""]]
+    assert not [k for k in found if "not an exception" in k]

@@ -1,6 +1,6 @@
 """How often `explain --log` names something on real crash logs from vLLM bug reports.
 
-    python bench/explain/real_logs.py DIR [--write]
+    python bench/explain/real_logs.py DIR [--write [NAME]]
 
 DIR holds one ``<issue>.log`` per report (the error lines as the reporter pasted them) and
 ``index.json`` (a list of {"file", "url", "kind"}). The logs are third-party text and are not
@@ -42,7 +42,8 @@ def classify(log: Path) -> tuple[str, list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("directory", type=Path)
-    parser.add_argument("--write", action="store_true", help="write bench/explain/real-logs.md")
+    parser.add_argument("--write", metavar="NAME", nargs="?", const="real-logs.md", default=None,
+                        help="write the table to bench/explain/NAME (default real-logs.md)")
     args = parser.parse_args()
     index = json.loads((args.directory / "index.json").read_text(encoding="utf-8"))
     rows, tally = [], collections.Counter()
@@ -57,9 +58,9 @@ def main() -> None:
     if args.write:
         table = "\n".join(f"| {e['url']} | {e['kind']} | {o} | {'; '.join(n).replace('|', '/')} |"
                           for e, o, n in rows)
-        (HERE / "real-logs.md").write_text(
+        (HERE / args.write).write_text(
             "# explain --log on real crash logs\n\n"
-            f"{dt.date.today()}: `python bench/explain/real_logs.py DIR --write`, where DIR holds the\n"
+            f"{dt.date.today()}: `python bench/explain/real_logs.py DIR --write {args.write}`, where DIR holds the\n"
             "error lines pasted in each issue below (not kept here: third-party text).\n\n"
             f"**{lines[0]}**\n\n| issue | kind | named by | what |\n| --- | --- | --- | --- |\n"
             + table + "\n", encoding="utf-8")

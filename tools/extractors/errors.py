@@ -2,7 +2,8 @@
 returns to an API client as an error.
 
 For each ``raise X("...")`` (f-strings, ``%``, ``.format`` and ``+`` included, and a message
-built in a local variable just before), ``assert cond, "..."``,
+built in a local variable just before), the message an exception class gives itself
+(``super().__init__("...")`` in its ``__init__``), ``assert cond, "..."``,
 ``logger.error/exception/critical/fatal("...")`` and ``create_error_response("...")`` (the
 OpenAI-compatible server's error reply) the extractor records the message template,
 the exception class, the file and function, and the condition that guards it (the assert's
@@ -166,6 +167,7 @@ class _Walker(ast.NodeVisitor):
         self._scope: list[str] = []
         self._guards: list[str] = []
         self._messages = [_Messages({})]
+        self._classes: list[str | None] = []  # enclosing classes; the name where it is an exception
 
     # scopes ------------------------------------------------------------------------------
     def _function(self, node):
@@ -189,7 +191,10 @@ class _Walker(ast.NodeVisitor):
 
     def visit_ClassDef(self, node):
         self._scope.append(node.name)
+        self._classes.append(node.name if any(
+            (_name(base) or "").endswith(("Error", "Exception")) for base in node.bases) else None)
         self.generic_visit(node)
+        self._classes.pop()
         self._scope.pop()
 
     def visit_If(self, node):
@@ -256,6 +261,11 @@ class _Walker(ast.NodeVisitor):
     def visit_Call(self, node):
         func = node.func
         called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if (called == "__init__" and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
+                and getattr(func.value.func, "id", None) == "super" and node.args
+                and self._classes and self._classes[-1] and self._scope[-1:] == ["__init__"]):
+            # an exception class that gives its own message: raise EngineDeadError() shows it
+            self._record("raise", self._classes[-1], node.args[0], node.lineno, "")
         if called in RESPONSE_CALLS:
             # an error the API server returns to the client (HTTP 4xx/5xx with this message)
             message = node.args[0] if node.args else next(
