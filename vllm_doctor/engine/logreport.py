@@ -158,10 +158,12 @@ _UNRECOGNIZED = re.compile(r"error: unrecognized arguments: ([^\n]{1,2000})")
 def refused_options(text: str, version: str | None) -> list[str]:
     """For each word of the log's ``unrecognized arguments`` lines: the releases that accept
     the option, the nearest spelling and what the user's release (when known) does."""
-    from vllm_doctor.facts.release import refused_option_hints
-
     words = [word for match in _UNRECOGNIZED.finditer(text) for word in match.group(1).split()]
-    return refused_option_hints(words[:100], version) if words else []
+    if not words:
+        return []
+    from vllm_doctor.facts.release import refused_option_hints  # only then: it imports packaging
+
+    return refused_option_hints(words[:100], version)
 
 
 def scan_for_check(text: str, rules: list) -> LogScan:
