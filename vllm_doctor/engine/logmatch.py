@@ -94,48 +94,44 @@ def _class_end(pattern: str, start: int) -> int:
     return len(pattern)
 
 
-def _top_level_spans(pattern: str) -> list[tuple[int, int, int | None]]:
-    """(start, end, bound) of each top-level gap token; bound None means unbounded."""
-    spans, depth, i = [], 0, 0
+def _structure(pattern: str, start: int = 0):
+    """(index, character) of the pattern's characters from ``start`` that are neither escaped
+    nor inside a character class; a class is given once, as its opening ``[``."""
+    i = start
     while i < len(pattern):
         ch = pattern[i]
         if ch == "\\":
             i += 2
             continue
-        if ch == "[":
-            gap = _GAP.match(pattern, i) if depth == 0 else None
+        yield i, ch
+        i = _class_end(pattern, i) if ch == "[" else i + 1
+
+
+def _top_level_spans(pattern: str) -> list[tuple[int, int, int | None]]:
+    """(start, end, bound) of each top-level gap token; bound None means unbounded."""
+    spans, depth = [], 0
+    for i, ch in _structure(pattern):
+        if ch == "[" and depth == 0:
+            gap = _GAP.match(pattern, i)  # a gap is a class and its repetition
             if gap:
                 bound = gap.group(1) or gap.group(2)
                 spans.append((i, gap.end(), int(bound) if bound else None))
-                i = gap.end()
-            else:
-                i = _class_end(pattern, i)
-            continue
-        if ch == "(":
+        elif ch == "(":
             depth += 1
         elif ch == ")":
             depth -= 1
-        i += 1
     return spans
 
 
 def _closing_paren(pattern: str, start: int) -> int:
-    depth, i = 0, start
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == "[":
-            i = _class_end(pattern, i)
-            continue
+    depth = 0
+    for i, ch in _structure(pattern, start):
         if ch == "(":
             depth += 1
         elif ch == ")":
             depth -= 1
             if depth == 0:
                 return i
-        i += 1
     raise SignatureError("unbalanced parentheses")
 
 
