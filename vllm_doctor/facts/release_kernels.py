@@ -72,20 +72,23 @@ def quant_floor(values: dict[str, Any], method: str) -> Floor:
     return Floor(cap, f"get_min_capability of {name}{via}: {cap}")
 
 
-def _release(facts: Facts, kind: str) -> tuple[str | None, str]:
-    """The release of the ``kind`` table that judges ``vllm.version`` (facts.release decides),
-    or None with the reason."""
+def _judged(facts: Facts, kind: str, paths: tuple[str, ...]) -> tuple[str, dict, str] | None:
+    """(release, that release's ``kind`` table, detail) for the release that judges
+    ``vllm.version`` (facts.release decides); None, with ``paths`` marked missing and the
+    reason, where no release does."""
     from vllm_doctor import knowledge
     from vllm_doctor.facts.release import judge_release
 
     try:
         table = knowledge.load(kind)
     except knowledge.KnowledgeError as err:
-        return None, str(err)
+        _mark_missing(facts, paths, str(err))
+        return None
     release, coverage, note = judge_release(facts, tuple(table.releases))
-    if coverage == "outside":
-        return None, f"no release knowledge: {note}"
-    return release, note
+    if coverage == "outside" or release is None:
+        _mark_missing(facts, paths, f"no release knowledge: {note}" if coverage == "outside" else note)
+        return None
+    return release, table.at(release), f"vLLM {release}" + (f"; {note}" if note else "")
 
 
 def _mark_missing(facts: Facts, paths, reason: str) -> None:
@@ -134,14 +137,10 @@ def _collect_quant(facts: Facts) -> None:
         if reason:
             _mark_missing(facts, QUANT_PATHS, reason)
         return
-    release, note = _release(facts, "quantization")
-    if release is None:
-        _mark_missing(facts, QUANT_PATHS, note)
+    judged = _judged(facts, "quantization", QUANT_PATHS)
+    if judged is None:
         return
-    from vllm_doctor import knowledge
-
-    values = knowledge.load("quantization").at(release)
-    detail = f"vLLM {release}" + (f"; {note}" if note else "")
+    release, values, detail = judged
     method = next((n for n in names if f"method:{n}" in values), names[0])
     if len(names) > 1 or origin.endswith("quant_algo"):
         if f"method:{method}" not in values:  # a ModelOpt algo this release names otherwise
@@ -287,14 +286,10 @@ def _collect_attention(facts: Facts) -> None:
     if inputs is None:
         _mark_missing(facts, ATTN_PATHS, why)
         return
-    release, note = _release(facts, "attention")
-    if release is None:
-        _mark_missing(facts, ATTN_PATHS, note)
+    judged = _judged(facts, "attention", ATTN_PATHS)
+    if judged is None:
         return
-    from vllm_doctor import knowledge
-
-    values = knowledge.load("attention").at(release)
-    detail = f"vLLM {release}" + (f"; {note}" if note else "")
+    release, values, detail = judged
     facts.set("release.attention.judged_release", release, SOURCE, detail)
     cap, heads, dtype, kv = (inputs["capability"], inputs["heads"], inputs["dtype"],
                              inputs["kv"])
