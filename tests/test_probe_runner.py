@@ -174,6 +174,21 @@ def default_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
+def wait_until_asleep(proc, run_dir, seconds: float) -> Path:
+    """The run directory (``run_dir()``, None until it exists) once both ranks sleep and the
+    isolated part has started; the test fails if that takes longer than ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = run_dir()
+        if found is not None:
+            logs = " ".join(p.read_text(errors="replace") for p in found.glob("rank*.log"))
+            if logs.count("sleeping forever") >= 2 and list(found.glob("events.part-*.jsonl")):
+                return found
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail("workers did not start")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_kills_every_worker_and_part(tmp_path, sig):
     env = dict(os.environ, VLLM_DOCTOR_PROBE_DIR=str(tmp_path),
@@ -183,15 +198,7 @@ def test_interrupt_kills_every_worker_and_part(tmp_path, sig):
                              "--only", "selftest-part,selftest-sleep", "--timeout", "60"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=default_signals)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:  # both ranks asleep and the part forked
-        logs = " ".join(p.read_text() for p in tmp_path.glob("rank*.log"))
-        if logs.count("sleeping forever") >= 2 and list(tmp_path.glob("events.part-*.jsonl")):
-            break
-        time.sleep(0.05)
-    else:
-        proc.kill()
-        pytest.fail("workers did not start")
+    wait_until_asleep(proc, lambda: tmp_path, seconds=20)
     pids = pids_in(tmp_path)
     assert len(pids) >= 3  # two ranks and the isolated part
     assert all(_pid_alive(p) for p in pids)
@@ -215,19 +222,7 @@ def test_killing_the_doctor_outright_leaves_no_worker_and_no_directory(tmp_path,
                              "selftest-part", "selftest-sleep", "--timeout", "60"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             preexec_fn=default_signals)
-    deadline = time.monotonic() + 30
-    run_dir = None
-    while time.monotonic() < deadline:
-        dirs = list(tmp.glob("vllm-doctor-probe-*"))
-        if dirs:
-            run_dir = dirs[0]
-            logs = " ".join(p.read_text(errors="replace") for p in run_dir.glob("rank*.log"))
-            if logs.count("sleeping forever") >= 2 and list(run_dir.glob("events.part-*.jsonl")):
-                break
-        time.sleep(0.05)
-    else:
-        proc.kill()
-        pytest.fail("workers did not start")
+    run_dir = wait_until_asleep(proc, lambda: next(tmp.glob("vllm-doctor-probe-*"), None), seconds=30)
     pids = pids_in(run_dir)
     assert len(pids) >= 3 and all(_pid_alive(p) for p in pids)  # two ranks and the isolated part
     proc.send_signal(sig)
