@@ -15,7 +15,7 @@ import ast
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from _static import TORCH_DTYPES, body_without_docstring
+from _static import TORCH_DTYPES, body_without_docstring, three_valued
 
 
 class _Unknown:
@@ -182,14 +182,8 @@ class Interp:
             inner = self.eval(node.operand, env)
             return -inner if isinstance(inner, int) else UNKNOWN
         if isinstance(node, ast.BoolOp):
-            values = [self.truth(self.eval(v, env)) for v in node.values]
-            if isinstance(node.op, ast.And):
-                if False in values:
-                    return False
-                return True if all(v is True for v in values) else UNKNOWN
-            if True in values:
-                return True
-            return False if all(v is False for v in values) else UNKNOWN
+            value = three_valued(node.op, [self.truth(self.eval(v, env)) for v in node.values])
+            return UNKNOWN if value is None else value
         if isinstance(node, ast.BinOp):
             a, b = self.eval(node.left, env), self.eval(node.right, env)
             if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):

@@ -180,15 +180,19 @@ def _tri(node: ast.AST) -> bool | None:
         inner = _tri(node.operand)
         return None if inner is None else not inner
     if isinstance(node, ast.BoolOp):
-        values = [_tri(v) for v in node.values]
-        if isinstance(node.op, ast.And):
-            if False in values:
-                return False
-            return True if all(v is True for v in values) else None
-        if True in values:
-            return True
-        return False if all(v is False for v in values) else None
+        return three_valued(node.op, [_tri(v) for v in node.values])
     return None
+
+
+def three_valued(op: ast.boolop, values: list[bool | None]) -> bool | None:
+    """``and``/``or`` over True, False and None (unknown), as Kleene's logic has it."""
+    if isinstance(op, ast.And):
+        if False in values:
+            return False
+        return True if all(v is True for v in values) else None
+    if True in values:
+        return True
+    return False if all(v is False for v in values) else None
 
 
 def _walk_returns(stmts: list[ast.stmt], reachable: bool, out: list[tuple[bool, bool]]) -> bool:
