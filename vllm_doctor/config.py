@@ -3,8 +3,9 @@
 The file is found from the working directory upward, as ruff finds its own: in each directory
 `.vllm-doctor.toml` wins over `pyproject.toml`, and a pyproject.toml counts only when it has a
 `[tool.vllm-doctor]` table (one that does not mention it is not even parsed, so another
-project's broken pyproject.toml is no error here). The first directory that has one ends the search. Every key may also
-be given on the command line, and the command line wins (a list given there replaces the file's).
+project's broken pyproject.toml is no error here). The first directory that has one ends the
+search. Every key may also be given on the command line, and the command line wins (a list
+given there replaces the file's).
 
 ```toml
 [tool.vllm-doctor]          # in .vllm-doctor.toml the keys sit at the top level

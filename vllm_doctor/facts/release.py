@@ -92,6 +92,13 @@ def _accepted_by(table, word: str, name: str | None) -> str:
     return ", ".join(a if a == b else f"{a}–{b}" for a, b in ranges)
 
 
+def _acceptance(table, word: str, name: str | None) -> str:
+    """"accepted by 0.8.0–0.11.2", or "no release 0.8.0–0.33.0 accepts it"."""
+    accepted_by = _accepted_by(table, word, name)
+    return (f"accepted by {accepted_by}" if accepted_by else
+            f"no release {table.releases[0]}–{table.newest} accepts it")
+
+
 def judge_release(facts: Facts, releases: tuple[str, ...]) -> tuple[str | None, str, str]:
     """(release or None, coverage, note): the covered release ``vllm.version`` is judged by
     (``knowledge.match_release``); coverage is covered, outside or unknown; the note says why
@@ -289,12 +296,7 @@ def _options(facts: Facts, release: str | None) -> None:
             continue  # removed, and ARGS001/ARGS004 explain it with the migration advice
         unaccepted.append(word)
         nearest = _nearest(word, options)
-        accepted_by = _accepted_by(table, word, name)
-        text = f"{word}: vLLM {release} does not accept it"
-        if accepted_by:
-            text += f" (accepted by {accepted_by})"
-        else:
-            text += f" (no release {table.releases[0]}–{table.newest} accepts it)"
+        text = f"{word}: vLLM {release} does not accept it ({_acceptance(table, word, name)})"
         if name is not None and name in options and word.startswith("-"):
             nearest = f"--{name}"  # an alias this release lacks: its long name
         if nearest:
@@ -352,9 +354,7 @@ def refused_option_hints(words: list[str], version: str | None) -> list[str]:
     for word in dict.fromkeys(flag.split("=", 1)[0] for flag in flags):
         spec = resolve_flag(word)
         name = spec.name if spec is not None and spec.name in table.keys() else None
-        accepted_by = _accepted_by(table, word, name)
-        known = (f"accepted by {accepted_by}" if accepted_by else
-                 f"no release {table.releases[0]}–{table.newest} accepts it")
+        known = _acceptance(table, word, name)
         if options is None:
             text = f"{word}: {known}"
         elif _accepts(options, word, name):

@@ -276,6 +276,7 @@ class Runner:
                 if part.name not in self.states[name].parts:  # not answered from the cache
                     parts += 1
                     roots.extend(part.imports)
+        roots = list(dict.fromkeys(roots))
         # the cores the probe processes and this one leave idle; too few and it only competes
         jobs = min(bytecode.MAX_JOBS, bytecode.usable_cpus() - self.tp - parts - 1)
         forced = os.environ.get(bytecode.SWITCH) == "1"
@@ -291,10 +292,10 @@ class Runner:
         env.pop("PYTHONPYCACHEPREFIX", None)
         self.compiler = self._spawn(
             [self.python, "-m", "vllm_doctor.probes.bytecode", "--prefix", str(prefix),
-             "--roots", ",".join(dict.fromkeys(roots)), "--jobs", str(jobs),
+             "--roots", ",".join(roots), "--jobs", str(jobs),
              "--summary", str(self.run_dir / "bytecode.json")], env, self.run_dir / "bytecode.log")
         self.spawn_env["PYTHONPYCACHEPREFIX"] = str(prefix)
-        self.info["bytecode"] = {"jobs": jobs, "roots": list(dict.fromkeys(roots))}
+        self.info["bytecode"] = {"jobs": jobs, "roots": roots}
 
     def _stop_compiler(self) -> None:
         if self.compiler is None:
