@@ -3,10 +3,13 @@ every serve config pre-commit passes, each in its own process.
 
     vllm-doctor-pre-commit [CHECK OPTIONS ...] FILE [FILE ...]
 
-Arguments that name existing files are serve configs; everything else goes to `check` as is
-(put `--report ci/collect-env.txt`, `--vllm-version 0.33.0`, `--fail-on warning` … in the
-hook's `args`). The exit code is the worst of the runs: 2 or 3 (could not check) over 1
-(findings) over 0.
+Arguments that name existing files are serve configs, whatever they look like (a committed
+file named `--ignore-file=x.yaml` is a file, never an option); everything else goes to `check`
+as is (put `--report ci/collect-env.txt`, `--vllm-version 0.33.0`, `--fail-on warning` … in the
+hook's `args`). Each file reaches `check` as `--serve-config=FILE`, so no file name is read as
+an option. The exit code is the worst of the runs: 2 or 3 (could not check) over 1 (findings)
+over 0. Each check runs as `python -P -m vllm_doctor` (``child.module_command``): a `typer.py`
+committed at the repository's root is never imported.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+
+from vllm_doctor.child import module_command
+
 
 def value_options() -> set[str]:
     """The options of `check` that take a value (read from the command itself, so a new
@@ -36,11 +42,11 @@ def split_arguments(argv: list[str]) -> tuple[list[str], list[str]]:
         if take_value:
             options.append(arg)
             take_value = False
+        elif Path(arg).is_file():  # pre-commit's file names, even one that starts with "-"
+            files.append(arg)
         elif arg in takes_value:
             options.append(arg)
             take_value = True
-        elif not arg.startswith("-") and Path(arg).is_file():
-            files.append(arg)
         else:
             options.append(arg)
     return options, files
@@ -55,8 +61,8 @@ def main(argv: list[str] | None = None) -> None:
     worst = 0
     for path in files:
         print(f"vllm-doctor: {path}", flush=True)
-        code = subprocess.call([sys.executable, "-m", "vllm_doctor", "check", "--serve-config",
-                                path, "-q", *options])
+        code = subprocess.call(module_command("vllm_doctor", "check", f"--serve-config={path}", "-q",
+                                              *options))
         if _rank(code) > _rank(worst):
             worst = code
     sys.exit(worst)

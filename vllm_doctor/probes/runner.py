@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from vllm_doctor.child import module_command
 from vllm_doctor.errors import InputError
 from vllm_doctor.probes.registry import BY_NAME, PROBES, ProbeSpec
 from vllm_doctor.probes.result import (ERROR, PASS, SKIP, TIMEOUT, WARN, ProbeResult,
@@ -291,9 +292,10 @@ class Runner:
         env = self._env({})
         env.pop("PYTHONPYCACHEPREFIX", None)
         self.compiler = self._spawn(
-            [self.python, "-m", "vllm_doctor.probes.bytecode", "--prefix", str(prefix),
-             "--roots", ",".join(roots), "--jobs", str(jobs),
-             "--summary", str(self.run_dir / "bytecode.json")], env, self.run_dir / "bytecode.log")
+            module_command("vllm_doctor.probes.bytecode", "--prefix", str(prefix),
+                           "--roots", ",".join(roots), "--jobs", str(jobs),
+                           "--summary", str(self.run_dir / "bytecode.json"), python=self.python),
+            env, self.run_dir / "bytecode.log")
         self.spawn_env["PYTHONPYCACHEPREFIX"] = str(prefix)
         self.info["bytecode"] = {"jobs": jobs, "roots": roots}
 
@@ -350,8 +352,8 @@ class Runner:
             events = self.run_dir / f"events.{tag}.g{g}.jsonl"
             log = self.run_dir / f"{tag}.g{g}.log"
             events.touch()
-            popen = self._spawn([self.python, "-m", "vllm_doctor.probes.worker", "--events", str(events),
-                                 *common], env, log)
+            popen = self._spawn(module_command("vllm_doctor.probes.worker", "--events", str(events),
+                                               *common, python=self.python), env, log)
             proc = _Proc(tag=tag, events=events, log=log, launched=time.monotonic(), group=g,
                          popen=popen, pid=popen.pid, rank=rank)
             self.procs.append(proc)
@@ -524,14 +526,17 @@ class Runner:
     def _start_reaper(self) -> subprocess.Popen | None:
         """A small process that outlives this one if it is killed outright (SIGKILL): it then
         kills the workers still running and removes the run directory (see reaper.py)."""
-        cmd = [self.python, "-m", "vllm_doctor.probes.reaper", str(os.getpid()), str(self.run_dir)]
+        cmd = module_command("vllm_doctor.probes.reaper", str(os.getpid()), str(self.run_dir),
+                             python=self.python)
         if self.keep_dir:
             cmd.append("--keep")
         env = dict(os.environ, PYTHONPATH=_package_root() + (
             os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""))
         try:
+            # the run directory as its working directory: nothing of the user's is imported
             return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+                                    stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+                                    cwd=str(self.run_dir))
         except OSError:  # pragma: no cover - the workers still die with this process
             return None
 

@@ -417,8 +417,10 @@ def _exit(code: int, parts: list[Any], wait_s: float = 0.0) -> None:
 def part_command(probe: str, part: str, events: str, device_kind: str, params: dict,
                  python: str | None = None) -> list[str]:
     """The command line of one isolated sub-check's process."""
-    return [python or sys.executable, "-m", "vllm_doctor.probes.worker", "--part", f"{probe}:{part}",
-            "--events", events, "--device", device_kind, "--params", json.dumps(params)]
+    from vllm_doctor.child import module_command
+
+    return module_command("vllm_doctor.probes.worker", "--part", f"{probe}:{part}", "--events", events,
+                          "--device", device_kind, "--params", json.dumps(params), python=python)
 
 
 def _start_parts(requested: str | None, specs: list, world: int, device_kind: str,

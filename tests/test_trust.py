@@ -1,0 +1,110 @@
+"""The trust model of docs/hardening.md: what the files around a run can and cannot make the
+doctor do. No code from the working directory, no file written outside a temporary tree, no
+repository file that silences the gate unseen, every pattern of a rule linear, every input
+bounded, secrets and control characters never printed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+# modules every child of the doctor imports early; a planted one leaves a marker file
+PLANTED = ("json", "shutil", "signal", "typer", "tempfile", "subprocess", "threading")
+
+
+def plant(directory: Path) -> Path:
+    """Plant look-alike standard modules in ``directory``; return the marker they would write."""
+    marker = directory / "PLANTED-CODE-RAN"
+    for name in PLANTED:
+        (directory / f"{name}.py").write_text(
+            f"open({str(marker)!r}, 'a').write('{name}\\n')\nraise SystemExit('planted {name}')\n")
+    return marker
+
+
+def console(name: str) -> str:
+    return str(BIN / name)
+
+
+# --- no code from the working directory -------------------------------------------------------
+
+
+def test_probe_children_import_nothing_from_the_working_directory(tmp_path):
+    """`cd untrusted-model-dir && vllm-doctor probe`: the reaper, the ranks and the parts."""
+    work = tmp_path / "model-dir"
+    work.mkdir()
+    marker = plant(work)
+    run = subprocess.run([console("vllm-doctor"), "probe", "selftest-ok", "selftest-part", "--device",
+                          "cpu", "--tp", "2", "--timeout", "60"], cwd=work, capture_output=True,
+                         text=True, timeout=120)
+    assert not marker.exists(), marker.read_text()
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_probe_children_import_nothing_from_a_kept_probe_dir(tmp_path):
+    keep = tmp_path / "keep"
+    keep.mkdir(mode=0o700)
+    marker = plant(keep)
+    from vllm_doctor.probes import run_probes
+
+    results = run_probes(["selftest-ok", "selftest-part"], 1, "cpu", 60, run_dir=keep)
+    assert not marker.exists(), marker.read_text()
+    assert all(r.status == "pass" for r in results)
+
+
+def test_the_reaper_imports_nothing_from_the_working_directory(tmp_path, monkeypatch):
+    from vllm_doctor.probes.runner import Runner
+
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = plant(work)
+    monkeypatch.chdir(work)
+    runner = Runner(["selftest-ok"], 1, "cpu", 10)
+    reaper = runner._start_reaper()
+    try:
+        time.sleep(1.5)  # its imports are done long before
+        assert reaper.poll() is None, "the reaper died at start-up"
+    finally:
+        reaper.kill()
+        reaper.wait()
+        import shutil
+
+        shutil.rmtree(runner.run_dir, ignore_errors=True)
+    assert not marker.exists(), marker.read_text()
+
+
+def test_the_pre_commit_hook_imports_nothing_from_the_repository(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    marker = plant(repo)
+    (repo / "serve.yaml").write_text("model: facebook/opt-125m\n")
+    run = subprocess.run([console("vllm-doctor-pre-commit"), "--vllm-version", "0.14.0", "serve.yaml"],
+                         cwd=repo, capture_output=True, text=True, timeout=120)
+    assert not marker.exists(), marker.read_text()
+    assert run.returncode in (0, 1), run.stdout + run.stderr
+
+
+def test_the_pre_commit_hook_never_reads_a_file_name_as_an_option(tmp_path, monkeypatch):
+    """A committed file named `--ignore-file=ign-serve.yaml` is a serve config to check."""
+    from vllm_doctor import precommit
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("serve.yaml", "--ignore-file=ign-serve.yaml", "ign-serve.yaml", "--fail-on"):
+        (tmp_path / name).write_text("model: m\n")
+    calls = []
+    monkeypatch.setattr(precommit.subprocess, "call", lambda cmd: calls.append(cmd) or 0)
+    with pytest.raises(SystemExit):
+        precommit.main(["--report", "r.txt", "serve.yaml", "--ignore-file=ign-serve.yaml", "--fail-on"])
+    assert len(calls) == 3
+    for cmd in calls:
+        assert cmd[1] in ("-P", "-I")  # isolated: the repository's root is not on sys.path
+        check = cmd[cmd.index("check") + 1:]
+        configs = [a for a in check if a.startswith("--serve-config=")]
+        assert len(configs) == 1
+        assert [a for a in check if a not in configs] == ["-q", "--report", "r.txt"]
