@@ -3,9 +3,10 @@
     python bench/explain/real_logs.py DIR [--write [NAME]]
 
 DIR holds one ``<issue>.log`` per report (the error lines as the reporter pasted them) and
-``index.json`` (a list of {"file", "url", "kind"}). The logs are third-party text and are not
-kept in this repository: ``real-logs.md`` lists the issues they were copied from, so the
-sample can be assembled again. Each log is run through ``vllm-doctor explain --log FILE
+``index.json`` (a list of {"file", "url", "kind"}). The first two samples (``real-logs.md``,
+``real-logs-2.md``) list the issues their logs were copied from, so they can be assembled again;
+the third (``logs-3/``, ``real-logs-3.md``) keeps the error lines themselves, trimmed to what
+the reporter pasted, each with its source. Each log is run through ``vllm-doctor explain --log FILE
 --format json`` and counted by what it named first: a curated rule (a cause and a fix), the
 options table (argparse's "unrecognized arguments"), a vLLM message from the error catalogue
 (where vLLM raises it, not a cause), or nothing.
@@ -39,6 +40,16 @@ def classify(log: Path) -> tuple[str, list[str]]:
     return "nothing", []
 
 
+def _provenance(directory: Path, name: str) -> str:
+    kept = directory.resolve().is_relative_to(HERE)
+    where = f"bench/explain/{directory.resolve().relative_to(HERE)}" if kept else "DIR"
+    line = f"{dt.date.today()}: `python bench/explain/real_logs.py {where} --write {name}`"
+    if kept:
+        return line + f", on the error lines kept in {where}/ (sources in its index.json).\n\n"
+    return line + (", where DIR holds the\nerror lines pasted in each issue below (not kept "
+                   "here: third-party text).\n\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("directory", type=Path)
@@ -60,9 +71,8 @@ def main() -> None:
                           for e, o, n in rows)
         (HERE / args.write).write_text(
             "# explain --log on real crash logs\n\n"
-            f"{dt.date.today()}: `python bench/explain/real_logs.py DIR --write {args.write}`, where DIR holds the\n"
-            "error lines pasted in each issue below (not kept here: third-party text).\n\n"
-            f"**{lines[0]}**\n\n| issue | kind | named by | what |\n| --- | --- | --- | --- |\n"
+            + _provenance(args.directory, args.write)
+            + f"**{lines[0]}**\n\n| issue | kind | named by | what |\n| --- | --- | --- | --- |\n"
             + table + "\n", encoding="utf-8")
 
 
