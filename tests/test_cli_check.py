@@ -142,3 +142,43 @@ def test_secrets_on_the_serve_line_never_reach_a_report():
     facts = json.loads(run.stdout)["facts"]
     assert facts["env.HF_TOKEN"]["value"] == "<redacted>"
     assert facts["serve.tensor_parallel_size"]["value"] == 2
+
+
+def test_serve_config_errors_name_serve_config(tmp_path):
+    missing = doctor("check", "--serve-config", str(tmp_path / "nope.yaml"))
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("vllm-doctor: --serve-config: no such file")
+    (tmp_path / "serve.txt").write_text("model: m\n")
+    wrong = doctor("check", "--serve-config", str(tmp_path / "serve.txt"))
+    assert wrong.returncode == 2 and wrong.stderr.startswith("vllm-doctor: --serve-config: ")
+
+
+@pytest.mark.parametrize("words, flag", [(["--tensor-parallel-size", "2"], "--tensor-parallel-size"),
+                                         (["-q", "-tp", "2"], "-tp"),
+                                         (["--max-model-len=4096"], "--max-model-len")])
+def test_a_serve_option_before_the_double_dash_says_where_it_belongs(words, flag):
+    run = doctor("check", *words)
+    assert run.returncode == 2
+    assert run.stderr == (f"vllm-doctor: {flag} is a `vllm serve` option: put the serve line after "
+                          f"`--`, as in `vllm-doctor check [OPTIONS] -- vllm serve MODEL {flag} ...`\n")
+    # an option that is neither the doctor's nor vLLM's keeps click's message and suggestion
+    typo = doctor("check", "--fail-onn", "x")
+    assert typo.returncode == 2 and "No such option: --fail-onn" in typo.stderr
+
+
+def test_check_without_input_says_what_it_could_not_decide_and_what_to_pass():
+    run = doctor("check")
+    assert run.returncode == 0  # unchanged: undecided rules fail only under --strict
+    summary = run.stderr.strip().splitlines()[-1]
+    data = json.loads(doctor("check", "--format", "json").stdout)
+    undecided = data["undecided"]
+    serve_needed = sum(any(m["fact"].startswith("serve.") for m in f["missing"]) for f in undecided)
+    assert len(undecided) > serve_needed > len(undecided) / 2
+    assert summary.endswith(f"; {serve_needed} of the {len(undecided)} undecided need the serve "
+                            "line (after `--`: vllm-doctor check -- vllm serve MODEL ...)")
+    # the report no longer says that nothing applies without saying what was not checked
+    decided = data["summary"]["rules_checked"] - len(undecided)
+    assert f"none of the {decided} rules decided applies; {serve_needed} of the" in run.stdout
+    # with the serve line given, the next input it lacks is named instead
+    served = doctor("check", "--", "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct")
+    assert "need the serve line" not in served.stderr and "undecided need" in served.stderr

@@ -302,6 +302,33 @@ def test_pyproject_configuration_is_found_upward_and_the_command_line_wins(tmp_p
     assert doctor(*HEALTHY, "--no-config", cwd=sub).stdout.startswith("[")
 
 
+def test_environment_sits_between_the_command_line_and_the_settings_file(tmp_path):
+    (tmp_path / ".vllm-doctor.toml").write_text('format = "junit"\nfail-on = "never"\n')
+    # the file alone: junit, and MODEL001 passes under fail-on never
+    run = doctor(*FAILING, cwd=tmp_path)
+    assert run.returncode == 0 and run.stdout.startswith("<?xml"), run.stderr
+    # the environment over the file
+    env = {"VLLM_DOCTOR_FORMAT": "json", "VLLM_DOCTOR_FAIL_ON": "error", "VLLM_DOCTOR_SELECT": "MODEL,PAR"}
+    run = doctor(*FAILING, cwd=tmp_path, env=env)
+    assert run.returncode == 1, run.stderr
+    data = json.loads(run.stdout)
+    assert data["summary"]["fail_on"] == "error"
+    assert {f["code"][:3] for f in data["undecided"] + data["findings"]} <= {"MOD", "PAR"}
+    # the command line over the environment; an empty variable counts as unset
+    run = doctor(*FAILING, "--fail-on", "never", "--format", "text", cwd=tmp_path,
+                 env={**env, "VLLM_DOCTOR_STRICT": ""})
+    assert run.returncode == 0 and run.stdout.startswith("["), run.stderr
+
+
+@pytest.mark.parametrize("variable, value", [("VLLM_DOCTOR_FAIL_ON", "critical"),
+                                             ("VLLM_DOCTOR_STRICT", "maybe"),
+                                             ("VLLM_DOCTOR_FORMAT", "yaml")])
+def test_a_bad_environment_setting_names_the_variable(variable, value):
+    run = doctor(*HEALTHY, env={variable: value})
+    assert run.returncode == 2
+    assert run.stderr.startswith(f"vllm-doctor: {variable}: {value!r} is not") and "Traceback" not in run.stderr
+
+
 def test_another_projects_broken_pyproject_is_not_our_input(tmp_path):
     """A pyproject.toml that never names the table cannot configure the doctor: broken, it is
     passed over; one that does name it and is broken is still bad input."""

@@ -76,6 +76,24 @@ def _one_line(text: str) -> str:
     return " ".join(redact_text(str(text)).split())
 
 
+def _serve_option_hint(err: "click_exceptions.NoSuchOption", args: list[str]) -> str | None:
+    """For an unknown option of a command that takes a serve line: when a word before `--` is
+    a `vllm serve` option (``--tensor-parallel-size``, ``-tp``), say where it belongs."""
+    command = err.ctx.command if err.ctx is not None else None
+    if command is None or not any(p.name == "serve_tokens" for p in command.params):
+        return None
+    ours = {opt for p in command.params for opt in (*p.opts, *p.secondary_opts)}
+    end = args.index("--") if "--" in args else len(args)
+    from vllm_doctor.serve_args import resolve_flag
+
+    for word in args[:end]:
+        flag = word.split("=", 1)[0]
+        if flag.startswith("-") and flag not in ours and resolve_flag(flag) is not None:
+            return (f"{flag} is a `vllm serve` option: put the serve line after `--`, as in "
+                    f"`vllm-doctor {err.ctx.info_name} [OPTIONS] -- vllm serve MODEL {flag} ...`")
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if _take_debug(args):
@@ -84,6 +102,10 @@ def main(argv: list[str] | None = None) -> None:
         result = app(args=args, standalone_mode=False)
     except InputError as err:
         print(f"vllm-doctor: {_one_line(str(err))}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    except click_exceptions.NoSuchOption as err:
+        print(f"vllm-doctor: {_serve_option_hint(err, args) or err.format_message()}",
+              file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except click_exceptions.UsageError as err:
         if err.format_message():  # empty when the help was shown for a bare `vllm-doctor`

@@ -1199,7 +1199,12 @@ def load_serve_config(path: Path) -> ServeLine:
     from vllm_doctor.bounds import expand_path
 
     path = expand_path(path, "--serve-config").resolve()
-    return parse_serve_argv(["serve", "--config", str(path)])
+    try:
+        return parse_serve_argv(["serve", "--config", str(path)])
+    except InputError as err:  # read as vLLM's --config, but the user gave --serve-config
+        if err.source != "--config":
+            raise
+        raise InputError("--serve-config", err.problem) from None
 
 
 # --------------------------------------------------------------------------------------

@@ -357,11 +357,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check this stack, model and serve line against the known failures."""
         from vllm_doctor.config import resolve_config
+        from vllm_doctor.config_env import with_environment
         from vllm_doctor.engine.ignore import parse_entries
 
         if verbose and quiet:
             raise InputError("-q/--quiet", "cannot be combined with -v/--verbose")
-        settings = resolve_config(config, use_config=not no_config)
+        # the command line over the environment (VLLM_DOCTOR_*) over the settings file
+        settings = with_environment(resolve_config(config, use_config=not no_config))
         entries = (parse_entries(settings.ignore_entries, str(settings.path), "ignore-entries")
                    if settings.ignore_entries else [])
         options = inputs.collect_options(serve_tokens, serve, serve_config, model_config,

@@ -16,6 +16,18 @@ from vllm_doctor.facts.model import Facts
 
 DOCUMENT_SCHEMA_VERSION = 1
 
+# The input that supplies the facts of an area, and how the summary names it. Derived and
+# release facts are computed from the others, so they name no input of their own.
+INPUT_OF_AREA = {"serve": "serve", "model": "model", "log": "log",
+                 **{area: "report" for area in ("vllm", "torch", "packages", "driver", "gpu",
+                                                "topology", "env")}}
+INPUT_PHRASE = {
+    "serve": "the serve line (after `--`: vllm-doctor check -- vllm serve MODEL ...)",
+    "model": "the model's config.json (--model-config PATH)",
+    "report": "the target machine's `vllm collect-env` report (--report FILE, or run on that machine)",
+    "log": "the crash log (--log FILE)",
+}
+
 
 @dataclass
 class FixSuggestion:
@@ -96,6 +108,42 @@ class CheckDocument:
     def is_failing(self, finding: Finding) -> bool:
         return any(f is finding for f in self.failing())
 
+    def given_inputs(self) -> set[str]:
+        """The inputs of INPUT_PHRASE this run had."""
+        given = {key for key in ("report", "log") if self.inputs.get(key)}
+        if self.facts.get("serve.argv") is not None:
+            given.add("serve")
+        if self.inputs.get("model_config") or self.facts.get("model.config_path") is not None:
+            given.add("model")
+        return given
+
+    def most_needed_input(self) -> tuple[str, int] | None:
+        """The input most undecided rules lack, and how many lack it. An input already given
+        is not named again (what it lacks, giving it once more would not supply); None when
+        no undecided rule names an input still to give."""
+        from collections import Counter
+
+        given = self.given_inputs()
+        needs: Counter[str] = Counter()
+        for f in self.undecided:
+            needs.update({INPUT_OF_AREA[area] for area in (m.path.split(".", 1)[0] for m in f.missing)
+                          if area in INPUT_OF_AREA and INPUT_OF_AREA[area] not in given})
+        if not needs:
+            return None
+        key, count = needs.most_common(1)[0]
+        return INPUT_PHRASE[key], count
+
+    def undecided_hint(self) -> str | None:
+        """The one input that would decide most of what was not decided."""
+        wanted = self.most_needed_input()
+        if not wanted:
+            return None
+        what, count = wanted
+        total = len(self.undecided)
+        if total == 1:
+            return f"the undecided rule needs {what}"
+        return f"{'all' if count == total else f'{count} of the'} {total} undecided need {what}"
+
     def summary_line(self) -> str:
         parts = [f"{self.count(s)} {s}{'s' if self.count(s) != 1 and s != 'info' else ''}"
                  for s in ("error", "warning", "info")]
@@ -104,6 +152,8 @@ class CheckDocument:
         undecided_failing = [f for f in self.failing() if f.verdict == UNDECIDED]
         tail = (f"; --strict: {len(undecided_failing)} undecided at or above --fail-on "
                 f"{self.fail_on} fail the run" if undecided_failing else "")
+        hint = self.undecided_hint()
+        tail += f"; {hint}" if hint else ""
         return (f"{', '.join(parts)}{extra} ({self.rules_checked} rules checked in "
                 f"{self.duration_s:.2f} s){tail}")
 

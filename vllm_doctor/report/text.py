@@ -160,7 +160,12 @@ def render_text(doc: CheckDocument, console: Console, verbose: bool = False,
         base = (f"; rule base {doc.rulebase.version}, knowledge up to vLLM "
                 f"{doc.rulebase.newest_release}")
     console.print(f"{worst} [bold]Known failures[/] ({doc.rules_checked} rules{escape(base)})")
-    if not applies:
+    if not applies and doc.undecided:  # "none applies" would claim what was not checked
+        decided = doc.rules_checked - len(doc.undecided)
+        hint = doc.undecided_hint()
+        console.print(f"    none of the {decided} rules decided applies; "
+                      + escape(hint or f"{len(doc.undecided)} could not be decided"))
+    elif not applies:
         console.print("    none of the known failures applies")
     for f in applies:
         _finding(console, doc, f, verbose)
