@@ -1426,6 +1426,11 @@ _FACT_OPTIONS: dict[str, tuple[str, Any, str | None]] = {
                                      "not given: vLLM picks mp on one node, ray across nodes"),
     "disable_custom_all_reduce": ("disable-custom-all-reduce", False, None),
     "load_format": ("load-format", "auto", None),
+    "enable_lora": ("enable-lora", False, None),
+    "enable_eplb": ("enable-eplb", False, None),
+    "enable_auto_tool_choice": ("enable-auto-tool-choice", False, None),
+    "tool_call_parser": ("tool-call-parser", None, "not given: no tool-call parser"),
+    "reasoning_parser": ("reasoning-parser", None, "not given: no reasoning parser"),
 }
 
 

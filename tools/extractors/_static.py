@@ -1,4 +1,4 @@
-"""Small static readers shared by the kernel extractors (quantization, attention).
+"""Small static readers shared by the extractors (quantization, attention, parsers, checks).
 
 Everything here reads ASTs of one release's files (``ReleaseSource.tree``); nothing is
 imported or executed. A value that cannot be read as a constant comes back as ``Unresolved``
@@ -159,6 +159,27 @@ def candidate_files(dotted: str) -> Iterator[str]:
 def string_literals(node: ast.AST) -> set[str]:
     return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant)
             and isinstance(n.value, str)}
+
+
+def guarded_raises(tree: ast.Module) -> Iterator[tuple[str, ast.expr, str]]:
+    """(function, if-test, raised text) for every ``if test: raise X("...")`` in a module's
+    functions: the string literals of the raise (an f-string's literal parts included)."""
+    for func in ast.walk(tree):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(func):
+            if isinstance(node, ast.If):
+                for stmt in node.body:
+                    if isinstance(stmt, ast.Raise):
+                        text = "".join(c.value for c in ast.walk(stmt)
+                                       if isinstance(c, ast.Constant) and isinstance(c.value, str))
+                        yield func.name, node.test, text
+
+
+def args_read(test: ast.expr, base: str = "args") -> set[str]:
+    """The attributes a condition reads off ``base`` (``args.enable_auto_tool_choice``)."""
+    return {n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name) and n.value.id == base}
 
 
 # -- can a function return something other than None on a CUDA platform? ----------------------

@@ -15,7 +15,12 @@ Computed from the generated knowledge tables (``knowledge/data/*.json``, written
   without a version); values outside an option's choices in that release;
 * registry: whether the release registers one of the model's architectures (and the first
   release that does), and whether it would try its Transformers backend instead;
-* pins: transformers and torch against the release's ``Requires-Dist``.
+* pins: transformers and torch against the release's ``Requires-Dist``;
+* parsers: a ``--tool-call-parser`` / ``--reasoning-parser`` name the release does not
+  register, where the release refuses it for this line (argparse choices, or its start-up
+  check with the options that check reads);
+* checks: an option given without the option the release checks it needs;
+* LoRA: whether the architecture the release would load implements SupportsLoRA.
 
 Options that the curated removed-flag rules (ARGS001, ARGS004) already explain are left
 out of ``release.unaccepted_options``: those rules carry the migration advice, and one
@@ -146,6 +151,9 @@ def collect_release(facts: Facts) -> None:
     if release is not None:
         _registry(facts, release)
         _pins(facts, release)
+        _parsers(facts, release)
+        _requirements(facts, release)
+        _lora(facts, release)
 
 
 # Facts that say which release judged the version: they differ between the two runs by design.
@@ -443,6 +451,117 @@ def _registry(facts: Facts, release: str) -> None:
         fallback = False
         detail = "--model-impl vllm turns the Transformers fallback off"
     facts.set("release.transformers_fallback", fallback, SOURCE, detail)
+
+
+# -- parsers, start-up checks, LoRA -------------------------------------------------------------
+
+# parser kind -> (its option, the option that loads plugins registering more names)
+_PARSER_OPTIONS = {"tool": ("tool-call-parser", "tool-parser-plugin"),
+                   "reasoning": ("reasoning-parser", "reasoning-parser-plugin")}
+_PARSER_WORDS = {"tool": "tool-call parser", "reasoning": "reasoning parser"}
+
+
+def _parsers(facts: Facts, release: str) -> None:
+    """``release.unknown_parsers``: each parser name on the line that the judged release does
+    not register and refuses at start-up for this line."""
+    line, _ = _given_words(facts)
+    if line is None:
+        facts.mark_missing("release.unknown_parsers",
+                           "no serve line: " + (facts.why_missing("serve.argv") or "not given"))
+        return
+    from vllm_doctor import knowledge
+
+    table = knowledge.load("parsers")
+    names = table.at(release)
+    checks = names.get("@release", {})
+    options = knowledge.load("options").at(release)
+    refused: list[str] = []
+    for kind, (option, plugin) in _PARSER_OPTIONS.items():
+        name = line.options.get(option)
+        if not isinstance(name, str) or f"{kind}:{name}" in names:
+            continue
+        if "choices" in options.get(option, {}):
+            continue  # the release's argparse choices: ARGS101 names the value
+        if line.options.get(plugin):
+            facts.mark_missing("release.unknown_parsers", f"--{plugin} may register "
+                               f"'{name}' (what a plugin registers is not known here)")
+            return
+        check = checks.get(f"{kind}_check")
+        if kind == "tool" and checks.get("tool_choices"):
+            where = f"argparse choices ({checks['tool_choices']})"
+        elif check and all(line.options.get(r) for r in check["requires"]):
+            where = f"{check['function']} in {check['file']}" + "".join(
+                f", with --{r}" for r in check["requires"])
+        else:
+            continue  # this release does not check the name for this line
+        have = sorted(k.split(":", 1)[1] for k in names if k.startswith(f"{kind}:"))
+        first = table.first_release(f"{kind}:{name}")
+        text = (f"--{option} {name}: vLLM {release} has no {_PARSER_WORDS[kind]} '{name}' "
+                f"(refused by {where}); it has: {', '.join(have)}; ")
+        text += (f"first release with '{name}': {first}" if first else
+                 f"no release {table.releases[0]}–{table.newest} has '{name}'")
+        nearest = difflib.get_close_matches(name, have, n=1, cutoff=0.6)
+        refused.append(text + (f"; nearest name in {release}: {nearest[0]}" if nearest else ""))
+    facts.set("release.unknown_parsers", refused, SOURCE,
+              f"the parsers vLLM {release} registers (knowledge/data/parsers.json)")
+
+
+def _requirements(facts: Facts, release: str) -> None:
+    """``release.unmet_requirements``: options given without the option the judged release
+    checks they need at start-up (knowledge table ``checks``)."""
+    line, _ = _given_words(facts)
+    if line is None:
+        facts.mark_missing("release.unmet_requirements",
+                           "no serve line: " + (facts.why_missing("serve.argv") or "not given"))
+        return
+    from vllm_doctor import knowledge
+
+    unmet = []
+    for key, check in knowledge.load("checks").at(release).items():
+        option, needed = key.split(":", 1)
+        if line.options.get(option) and not line.options.get(needed):
+            unmet.append(f"--{option} without --{needed}: vLLM {release} refuses it "
+                         f"({check['function']} in {check['file']}: \"{check['message']}\")")
+    facts.set("release.unmet_requirements", unmet, SOURCE,
+              f"the start-up checks of vLLM {release} (knowledge/data/checks.json)")
+
+
+def _lora(facts: Facts, release: str) -> None:
+    """The architecture the judged release would load, and whether it implements LoRA."""
+    paths = ("release.lora_architecture", "release.lora_supported")
+    archs = facts.value("model.architectures")
+    if not archs:
+        for path in paths:
+            facts.mark_missing(path, "model.architectures is not known: " + (
+                facts.why_missing("model.architectures") or "config.json has none"))
+        return
+    line, _ = _given_words(facts)
+    impl = line.options.get("model-impl") if line is not None else None
+    if impl is not None and str(impl) not in ("auto", "vllm"):
+        for path in paths:
+            facts.mark_missing(path, f"--model-impl {impl}: the class vLLM loads is not the "
+                               "registry's")
+        return
+    from vllm_doctor import knowledge
+
+    table = knowledge.load("registry")
+    # vLLM loads the first of config.json's architectures its registry has
+    arch = next((a for a in archs if table.get(a, release) is not None), None)
+    if arch is None:
+        for path in paths:
+            facts.mark_missing(path, f"vLLM {release} registers none of {', '.join(archs)} "
+                               "(MODEL100/MODEL101 speak about that)")
+        return
+    facts.set("release.lora_architecture", arch, SOURCE,
+              f"first of model.architectures registered in vLLM {release}")
+    entry = table.get(arch, release).value
+    if entry.get("lora") is None:
+        facts.mark_missing("release.lora_supported", f"{entry['class']} ({entry['module']}) "
+                           "could not be followed statically in the release source")
+        return
+    facts.set("release.lora_supported", bool(entry["lora"]), SOURCE,
+              f"{entry['class']} in model_executor/models/{entry['module']}.py of vLLM {release} "
+              + ("implements" if entry["lora"] else "does not implement") + " SupportsLoRA")
 
 
 # -- pins ---------------------------------------------------------------------------------------

@@ -159,6 +159,11 @@ FACTS: dict[str, FactSpec] = {
     "serve.disable_custom_all_reduce": FactSpec("bool", "--disable-custom-all-reduce"),
     "serve.hf_overrides": FactSpec("dict", "--hf-overrides"),
     "serve.load_format": FactSpec("str", "--load-format"),
+    "serve.enable_lora": FactSpec("bool", "--enable-lora"),
+    "serve.enable_eplb": FactSpec("bool", "--enable-eplb"),
+    "serve.enable_auto_tool_choice": FactSpec("bool", "--enable-auto-tool-choice"),
+    "serve.tool_call_parser": FactSpec("str", "--tool-call-parser"),
+    "serve.reasoning_parser": FactSpec("str", "--reasoning-parser"),
     "serve.legacy_flags": FactSpec("list", "flags removed from current vLLM (old spec-decode ...)"),
     "serve.unknown_flags": FactSpec("list", "flags the doctor does not know (kept verbatim)"),
     "serve.flags": FactSpec("list", "long names of every flag given (normalised)"),
@@ -209,6 +214,16 @@ FACTS: dict[str, FactSpec] = {
     "release.transformers_fallback": FactSpec(
         "bool", "the judged release would try its Transformers backend for an unregistered "
         "architecture (false with --model-impl vllm)"),
+    "release.unknown_parsers": FactSpec(
+        "list", "per --tool-call-parser / --reasoning-parser name the judged release refuses at "
+        "start-up: the parsers it has and the first release with the name"),
+    "release.unmet_requirements": FactSpec(
+        "list", "options given without the option the judged release checks they need "
+        "(--enable-eplb without --enable-expert-parallel ...)"),
+    "release.lora_architecture": FactSpec(
+        "str", "the model architecture the judged release would load (first registered one)"),
+    "release.lora_supported": FactSpec(
+        "bool", "that architecture's class implements SupportsLoRA in the judged release"),
     "release.transformers_requirement": FactSpec("str", "the judged release's transformers "
                                                  "requirement (Requires-Dist)"),
     "release.transformers_in_range": FactSpec(
