@@ -231,3 +231,62 @@ def test_refused_options_are_named_with_the_releases_that_accept_them():
     assert refused_option_hints(["--max-model-len", "4096"], "0.20.0") == [
         "--max-model-len: vLLM 0.20.0 accepts it (accepted by 0.8.0–0.33.0): the log may come "
         "from another vLLM version or entry point"]
+
+
+# -- negation forms and value forms, per release's own parser (issue 16) ------------------------
+
+
+def _unaccepted(serve: str, version: str) -> list[str]:
+    return facts_for(serve, version).value("release.unaccepted_options")
+
+
+def test_negation_forms_come_from_each_release_parser():
+    # --disable-log-requests: store_true up to 0.10.0, a deprecated BooleanOptionalAction up
+    # to 0.16.0, the EnableDisableAction inverse of --enable-log-requests on 0.33.0
+    for version in ("0.8.5", "0.9.2", "0.10.0", "0.10.1", "0.16.0", "0.33.0"):
+        assert _unaccepted("vllm serve m --disable-log-requests", version) == [], version
+    assert _unaccepted("vllm serve m --disable-log-requests", "0.20.0") == [
+        "--disable-log-requests"]
+    # a store_true flag has no --no- form; BooleanOptionalAction has
+    assert _unaccepted("vllm serve m --no-disable-log-requests", "0.9.2") == [
+        "--no-disable-log-requests"]
+    assert _unaccepted("vllm serve m --no-disable-log-requests", "0.10.1") == []
+
+
+def test_no_enable_chunked_prefill_per_release():
+    # 0.9.1-0.11.0 type it SkipValidation[bool]: a BooleanOptionalAction as anywhere else
+    for version in ("0.9.1", "0.10.0", "0.11.0", "0.33.0"):
+        assert _unaccepted("vllm serve m --no-enable-chunked-prefill", version) == [], version
+    # 0.8.0-0.8.4: StoreBoolean (a bare flag or one true/false word), no --no- form
+    assert _unaccepted("vllm serve m --no-enable-chunked-prefill", "0.8.4") == [
+        "--no-enable-chunked-prefill"]
+    facts = facts_for("vllm serve m --enable-chunked-prefill false", "0.8.4")
+    assert facts.value("release.unaccepted_options") == []
+    assert facts.value("release.invalid_choices") == []
+
+
+def test_enable_disable_inverse_only_where_the_release_pairs_them():
+    assert _unaccepted("vllm serve m --disable-prefix-caching", "0.33.0") == []
+    assert _unaccepted("vllm serve m --disable-prefix-caching", "0.20.0") == [
+        "--disable-prefix-caching"]
+
+
+def test_abbreviation_is_judged_against_the_release_strings():
+    assert _unaccepted("vllm serve m --max-model 4096", "0.10.0") == []
+    # unique in the union of all releases, but not an option string of 0.8.0
+    assert _unaccepted("vllm serve m --no-enable-chunked", "0.8.0") == ["--no-enable-chunked"]
+
+
+def test_key_value_form_of_limit_mm_per_prompt():
+    for version in ("0.8.0", "0.8.4", "0.8.5", "0.9.2"):
+        facts = facts_for("vllm serve Qwen/Qwen2-VL-7B --limit-mm-per-prompt image=5", version)
+        assert facts.value("release.invalid_choices") == [], version
+        assert verdict("ARGS101", facts) == NOT_APPLIES
+    facts = facts_for("vllm serve Qwen/Qwen2-VL-7B --limit-mm-per-prompt image=5", "0.10.0")
+    [text] = facts.value("release.invalid_choices")
+    assert text.startswith("--limit-mm-per-prompt image=5: vLLM 0.10.0 refuses the value")
+    assert text.endswith("(read by 0.8.0–0.9.2)")
+    assert verdict("ARGS101", facts) == APPLIES
+    # JSON was not read by 0.8.0-0.8.4 (nullable_kvs only)
+    facts = facts_for("""vllm serve m --limit-mm-per-prompt '{"image": 5}'""", "0.8.4")
+    assert facts.value("release.invalid_choices")[0].endswith("(read by 0.8.5–0.33.0)")

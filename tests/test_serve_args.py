@@ -646,3 +646,19 @@ def test_a_redirection_that_takes_an_options_value_leaves_it_without_one():
 def test_a_documentation_placeholder_is_the_model_not_a_redirection():
     line = parse_serve_string("vllm serve <model> --tensor-parallel-size 2")
     assert line.model == "<model>" and line.options == {"tensor-parallel-size": 2}
+
+
+def test_a_value_form_some_release_reads_is_not_bad_input():
+    # 0.8.x reads key=value pairs (nullable_kvs); the newest releases read JSON only
+    line = parse_serve_argv(["m", "--limit-mm-per-prompt", "image=5,video=1"])
+    assert line.options["limit-mm-per-prompt"] == {"image": 5, "video": 1}
+    assert line.raw_values["limit-mm-per-prompt"] == "image=5,video=1"
+    with pytest.raises(InputError):
+        parse_serve_argv(["m", "--limit-mm-per-prompt", "image"])  # no release reads it
+
+
+def test_negation_words_come_from_the_release_tables():
+    assert parse_serve_argv(["m", "--disable-log-requests"]).options == {
+        "enable-log-requests": False}
+    assert parse_serve_argv(["m", "--no-enable-chunked-prefill"]).options == {
+        "enable-chunked-prefill": False}

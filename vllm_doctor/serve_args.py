@@ -17,7 +17,7 @@ and argparse:
    comma split) are json-loaded (else read as a human-readable int, else kept as a string),
    merged per option and appended at the end, so they win over an explicit JSON value.
 6. Options are consumed argparse-style against a table of every option of the vLLM
-   releases 0.8.0 … 0.33.0 (``_OPTIONS`` below, read from ``knowledge/data/options.json``,
+   releases 0.8.0 … 0.33.0 (``OPTIONS`` below, read from ``knowledge/data/options.json``,
    which ``tools/gen_knowledge.py`` extracts from the release wheels): bare booleans and ``--no-`` forms, short
    aliases, unique-prefix abbreviations (argparse's ``allow_abbrev``), list options taking
    every following value, human-readable ints (``32k``, ``1K``, ``2M``, ``25.6k``) for
@@ -68,6 +68,12 @@ class OptionSpec:
     aliases: tuple[str, ...] = ()
     since: str | None = None  # first release whose parser has it (None: before 0.8.0)
     until: str | None = None  # last release that has it (None: still in the newest)
+    # the words that set a bool option to false in some release (``no-x``; ``disable-x``
+    # beside ``enable-x`` where 0.33's EnableDisableAction pairs them)
+    negations: tuple[str, ...] = ()
+    # the kinds older releases give it, when they differ: value forms some release reads
+    older_kinds: tuple[str, ...] = ()
+    kvs: bool = False  # some release's JSON converter also reads key=value,... pairs
 
     @property
     def legacy(self) -> bool:
@@ -78,28 +84,32 @@ class OptionSpec:
         return self.kind not in ("bool", "flag")
 
 
-def _release_options() -> dict[str, tuple[str, tuple[str, ...], str, str | None]]:
+def _release_options() -> dict[str, OptionSpec]:
     """The union of every release's options, from the generated table (data/options.json,
-    written by ``tools/gen_knowledge.py`` from the release wheels): long name -> (kind of the
-    newest release that has it, aliases of any release, first release, last release or None
-    when the newest covered release still has it)."""
+    written by ``tools/gen_knowledge.py`` from the release wheels): long name -> its spec with
+    the kind of the newest release that has it, the aliases and negation words of any
+    release, the other kinds older releases give it, the first release, and the last release
+    (None when the newest covered release still has it)."""
     from vllm_doctor.knowledge import load
 
     table = load("options")
     newest = table.newest
-    out: dict[str, tuple[str, tuple[str, ...], str, str | None]] = {}
+    out: dict[str, OptionSpec] = {}
     for name in table.keys():
         spans = table.raw_spans(name)  # plain dicts: no objects built at import
         aliases: list[str] = []
-        for span in spans:
-            aliases += [a for a in span["value"].get("aliases", ()) if a not in aliases]
+        negations: list[str] = []
+        kinds: list[str] = []
+        for span in reversed(spans):
+            value = span["value"]
+            aliases += [a for a in value.get("aliases", ()) if a not in aliases]
+            negations += [w for w in value.get("negations", ()) if w not in negations]
+            kinds += [value["kind"]] if value["kind"] not in kinds else []
         last = spans[-1]["last"]
-        out[name] = (spans[-1]["value"]["kind"], tuple(aliases), spans[0]["first"],
-                     None if last == newest else last)
+        out[name] = OptionSpec(name, kinds[0], tuple(aliases), spans[0]["first"],
+                               None if last == newest else last, tuple(negations),
+                               tuple(kinds[1:]), any(s["value"].get("kvs") for s in spans))
     return out
-
-
-_OPTIONS = _release_options()
 
 # Options removed before 0.8.0 (speculative decoding of the V0 engine and friends), read
 # from a late-2024 `vllm/engine/arg_utils.py`; those still in 0.8.0 and later come from the
@@ -135,9 +145,7 @@ _HRINT_OR_AUTO = {"max-model-len"}
 
 
 def _build_tables() -> tuple[dict[str, OptionSpec], dict[str, str]]:
-    specs: dict[str, OptionSpec] = {}
-    for name, (kind, aliases, since, until) in _OPTIONS.items():
-        specs[name] = OptionSpec(name, kind, tuple(aliases), since, until)
+    specs = _release_options()
     for name, (kind, aliases) in _PRE_010_OPTIONS.items():
         if name not in specs:
             specs[name] = OptionSpec(name, kind, aliases, None, "pre-0.8.0")
@@ -152,6 +160,19 @@ OPTIONS, _ALIASES = _build_tables()
 # Long aliases (``--device-memory-utilization``) by their bare name.
 _LONG_ALIASES = {a[2:]: n for a, n in _ALIASES.items() if a.startswith("--")}
 _SHORT_ALIASES = {a: n for a, n in _ALIASES.items() if not a.startswith("--")}
+
+
+def _negation_words() -> dict[str, str]:
+    """Negation words (``no-enable-prefix-caching``, ``disable-log-requests`` on 0.33) -> the
+    option they set to false; a current option's meaning first, as vLLM now reads the word."""
+    out: dict[str, str] = {}
+    for spec in sorted(OPTIONS.values(), key=lambda sp: sp.legacy):
+        for word in spec.negations:
+            out.setdefault(word, spec.name)
+    return out
+
+
+_NEGATIONS = _negation_words()
 
 JSON_KINDS = ("json", "json_or_str")
 # The speculative-decoding shorthand flags and the speculative_config key each one sets.
@@ -246,9 +267,9 @@ def _dotted_value(value_str: str) -> Any:
 _HR_JSON_MAX = 64 * 1024
 
 
-def _parse_json(flag: str, value: str, spec: OptionSpec) -> Any:
+def _parse_json(flag: str, value: str, spec: OptionSpec, kind: str) -> Any:
     text = value
-    if spec.kind == "json_or_str" and not re.match(r"(?s)^\s*{.*}\s*$", text):
+    if kind == "json_or_str" and not re.match(r"(?s)^\s*{.*}\s*$", text):
         return text
     if spec.name == "compilation-config" and text.strip().isdigit():
         # Older vLLM (CompilationConfig.from_cli): a bare number is the level.
@@ -292,8 +313,51 @@ def _in_range(flag: str, spec: OptionSpec, number: int, text: str) -> int:
     return number
 
 
+def _key_values(flag: str, value: str) -> dict[str, int]:
+    """``image=16,video=2`` as vLLM's nullable_kvs reads it (0.8.x, and the JSON options'
+    fallback up to 0.9.2): lower-cased keys, integer values."""
+    out: dict[str, int] = {}
+    for item in value.split(","):
+        parts = [part.lower().strip() for part in item.split("=")]
+        if len(parts) != 2:
+            raise InputError(flag, f"each item should be KEY=VALUE, got {_shown(item)}")
+        try:
+            number = int(parts[1])
+        except ValueError:
+            raise InputError(flag, f"the value of {_shown(item)} is not an integer") from None
+        if out.get(parts[0], number) != number:
+            raise InputError(flag, f"conflicting values for key {parts[0]!r}")
+        out[parts[0]] = number
+    return out
+
+
 def _convert(flag: str, spec: OptionSpec, value: str) -> Any:
-    kind = spec.kind
+    """The value as the newest release that has the option reads it; a form only an older
+    release reads (``--limit-mm-per-prompt image=5``) is read that release's way, so a value
+    some release accepts is never bad input (which releases accept it is judged per release
+    in facts/release.py)."""
+    try:
+        return convert_value(flag, spec, spec.kind, value)
+    except InputError:
+        # not an older plain-string reading: those releases parse the string later
+        # (0.8.2's --speculative-config is json.loads'ed when the engine starts)
+        readings = [k for k in spec.older_kinds if k != "str"] + (["kvs"] if spec.kvs else [])
+        for kind in readings:
+            try:
+                return convert_value(flag, spec, kind, value)
+            except InputError:
+                continue
+        raise
+
+
+def convert_value(flag: str, spec: OptionSpec, kind: str, value: str,
+                  key_values: bool = False) -> Any:
+    """The value read as an option of ``kind`` (and, with ``key_values``, a JSON option whose
+    converter also reads ``key=value`` pairs); InputError when that reading refuses it."""
+    if kind == "json" and key_values and value.strip() and not re.match(r"^{.*}$", value):
+        return _key_values(flag, value)
+    if kind == "kvs":
+        return _key_values(flag, value) if value else None
     try:
         if kind == "int":
             return _in_range(flag, spec, int(value.strip()), value)
@@ -316,7 +380,7 @@ def _convert(flag: str, spec: OptionSpec, value: str) -> Any:
     except OverflowError:
         raise InputError(flag, f"value out of range: {_shown(value)}") from None
     if kind in JSON_KINDS:
-        return _parse_json(flag, value, spec)
+        return _parse_json(flag, value, spec, kind)
     return value
 
 
@@ -333,6 +397,9 @@ class ServeLine:
     options: dict[str, Any] = field(default_factory=dict)
     # long name -> the token(s) as the user wrote them (evidence)
     given: dict[str, str] = field(default_factory=dict)
+    # long name -> the value word as given, for options that take one (each release's own
+    # reading of it is judged in facts/release.py)
+    raw_values: dict[str, str] = field(default_factory=dict)
     unknown_flags: list[str] = field(default_factory=list)
     legacy_flags: list[str] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
@@ -799,7 +866,7 @@ def _abbreviation_pools() -> tuple[_AbbrevPool, _AbbrevPool]:
         names = {n for n, sp in OPTIONS.items() if sp.legacy == legacy}
         words = {n: n for n in names}
         words.update({a: t for a, t in _LONG_ALIASES.items() if t in names})
-        negatives = {"no-" + n: n for n in names if OPTIONS[n].kind == "bool"}
+        negatives = {w: n for w, n in _NEGATIONS.items() if n in names and w not in words}
         pools.append(_AbbrevPool(words, sorted(words), negatives, sorted(negatives)))
     return pools[0], pools[1]
 
@@ -818,21 +885,17 @@ def _resolve_long(name: str) -> tuple[OptionSpec | None, bool | None, str | None
         return OPTIONS[name], False, None
     if name in _LONG_ALIASES:
         return OPTIONS[_LONG_ALIASES[name]], False, None
-    if name.startswith("no-"):
-        base = name[3:]
-        spec = OPTIONS.get(base) or (OPTIONS.get(_LONG_ALIASES[base]) if base in _LONG_ALIASES else None)
-        if spec is not None and spec.kind == "bool":
-            return spec, True, None
-        # --no-enable-x / --no-disable-x pairs (vLLM 0.33+ EnableDisableAction)
-    for prefix, inverse in (("enable-", "disable-"), ("disable-", "enable-")):
-        plain = name[3:] if name.startswith("no-") else name
-        if plain.startswith(prefix):
-            other = OPTIONS.get(inverse + plain[len(prefix):])
-            if other is not None and other.kind == "bool":
-                negated = not name.startswith("no-")
-                return other, negated, f"--{name} is the inverse of --{other.name} (vLLM >= 0.33)"
+    # a negation word some release's parser registers (which releases accept the word as
+    # written is judged per release in facts/release.py)
+    target = _NEGATIONS.get(name)
+    if target is not None and not OPTIONS[target].legacy:
+        note = None if name in OPTIONS or name.startswith("no-") else \
+            f"--{name} is the inverse of --{target}"
+        return OPTIONS[target], True, note
     if name in OPTIONS:  # a removed option with no current meaning
         return OPTIONS[name], False, None
+    if target is not None:
+        return OPTIONS[target], True, None
     # argparse allow_abbrev: a unique prefix of one option string (current options first,
     # then removed ones)
     for pool in _abbreviation_pools():
@@ -1046,6 +1109,15 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
                                  f"use --{name}" + (f" or --no-{name}" if spec.kind == "bool" else ""))
             value: Any = not negated
             end_tok = tok
+            if (not negated and "bool_or_str" in spec.older_kinds and i + 1 < n
+                    and toks[i + 1].text.lower() in ("true", "false")):
+                # 0.8.0-0.8.4 StoreBoolean: `--enable-chunked-prefill false` (which releases
+                # take the word is judged per release)
+                i += 1
+                end_tok = toks[i]
+                used.append(end_tok)
+                value = end_tok.text.lower() == "true"
+                line.raw_values[name] = end_tok.text
         elif spec.kind == "bool_or_str":
             end_tok = tok
             if eq:
@@ -1083,6 +1155,8 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
                 end_tok = toks[i]
                 used.append(end_tok)
             value = _convert(flag if not dotted_idx else f"--{name}", spec, raw_value)
+            if dotted_idx is None:
+                line.raw_values[name] = raw_value
             if spec.kind == "append":
                 value = list(line.options.get(name) or []) + [value]
         origin = "config" if tok.idx is None else "cli"

@@ -11,7 +11,8 @@ resolved by name across the package).
 
 Value per option (key: the long name without dashes)::
 
-    {"kind": "int", "aliases": ["-tp"], "choices": [...], "json": false, "deprecated": true}
+    {"kind": "int", "aliases": ["-tp"], "choices": [...], "json": false, "deprecated": true,
+     "negations": ["no-x"], "kvs": true}
 
 ``choices`` is present only where the source fixes them statically (a literal list, a
 ``Literal[...]`` annotation without ``str`` beside it, ``get_args(Alias)``, the values of an
@@ -21,7 +22,8 @@ action, "[DEPRECATED]"/"is deprecated" in a literal help text).
 Kinds: bool (BooleanOptionalAction: --x and --no-x), flag (store_true, no --no- form),
 bool_or_str (bare flag = true, or one value), int, hrint (human-readable int), float,
 str, list (nargs + or *), json (dataclass or dict parsed as JSON), json_or_str
-(JSON when it looks like an object, else a string), append (repeatable string).
+(JSON when it looks like an object, else a string), kvs (``key=int,...`` pairs only),
+append (repeatable string).
 """
 
 from __future__ import annotations
@@ -35,12 +37,16 @@ META = {
     "key": "long option name without the leading dashes",
     "value": {
         "kind": "bool | flag | bool_or_str | int | hrint | float | str | list | json | "
-                "json_or_str | append (how vLLM's parser reads the value)",
+                "json_or_str | kvs | append (how vLLM's parser reads the value)",
         "aliases": "short aliases (-tp) and second long names (--device-memory-utilization)",
         "choices": "the values argparse accepts, where the source fixes them statically "
                    "(absent: any value of the kind)",
         "json": "the option takes a JSON object",
         "deprecated": "the release's source marks the option deprecated",
+        "negations": "option strings (without dashes) that set a bool option to false in this "
+                     "release (--no-x; --disable-x beside --enable-x where EnableDisableAction "
+                     "pairs them)",
+        "kvs": "the JSON converter also reads key=value,... pairs (nullable_kvs)",
     },
     "sources": ["engine/arg_utils.py", "entrypoints/*/cli_args.py", "entrypoints/cli/serve.py"],
 }
@@ -214,7 +220,9 @@ class Package:
                 for item in items:
                     out |= self.hints(item, depth + 1)
                 return out
-            if head == "Annotated":
+            if head in ("Annotated", "SkipValidation"):
+                # pydantic's SkipValidation[T] is Annotated[T, ...] at run time: get_type_hints
+                # sees T (0.9.1-0.11.0 type --enable-chunked-prefill this way)
                 return self.hints(items[0], depth + 1)
             if head == "Literal":
                 values = self.literal_values(node)
@@ -282,6 +290,21 @@ class Package:
                     return None
                 out.extend(nested)
         return out
+
+    @property
+    def dict_takes_kvs(self) -> bool:
+        """0.8.5-0.9.2: get_kwargs's converter for a dict field reads a value that is not a
+        JSON object as ``key=value,...`` pairs (nullable_kvs)."""
+        text = self.text("engine/arg_utils.py")
+        return "return_type is json.loads and not re.match" in text and "nullable_kvs(val)" in text
+
+    @property
+    def enable_disable_pairs(self) -> bool:
+        """0.33+: the parser registers EnableDisableAction for BooleanOptionalAction, which
+        pairs ``--enable-x`` with ``--disable-x`` (and keeps ``--no-enable-x``)."""
+        return any('register("action", BooleanOptionalAction, EnableDisableAction)'
+                   in self.text(rel) for rel in ("utils/argparse_utils.py", "utils/__init__.py",
+                                                 "utils.py"))
 
     @property
     def literal_with_str_is_free(self) -> bool:
@@ -356,9 +379,9 @@ def _union_parts(node: ast.expr) -> list[ast.expr]:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         return _union_parts(node.left) + _union_parts(node.right)
     if isinstance(node, ast.Subscript) and ast.unparse(node.value).split(".")[-1] in (
-            "Optional", "Union", "Annotated"):
+            "Optional", "Union", "Annotated", "SkipValidation"):
         items = _items(node.slice)
-        if ast.unparse(node.value).endswith("Annotated"):
+        if ast.unparse(node.value).endswith(("Annotated", "SkipValidation")):
             items = items[:1]
         return [p for item in items for p in _union_parts(item)]
     return [node]
@@ -394,8 +417,10 @@ def explicit_kind(call: ast.Call) -> str | None:
         text = ast.unparse(action)
         if "store_true" in text or "store_false" in text:
             return "flag"
-        if "BooleanOptionalAction" in text or "StoreBoolean" in text:
+        if "BooleanOptionalAction" in text:
             return "bool"
+        if "StoreBoolean" in text:  # 0.8.0-0.8.4: bare (const "True") or one true/false word
+            return "bool_or_str"
         if "append" in text:
             return "append"
         if "store_const" in text:
@@ -418,6 +443,8 @@ def explicit_kind(call: ast.Call) -> str | None:
             return "hrint"
         if "json.loads" in text:
             return "json"
+        if "nullable_kvs" in text:  # 0.8.0-0.8.4 --limit-mm-per-prompt: image=16,video=2
+            return "kvs"
         return "str"
     if action is None and typ is None and "default" in kw:
         return "str"
@@ -522,12 +549,15 @@ def extract_file(pkg: Package, rel: str, out: dict[str, dict[str, Any]]) -> None
             if converter is not None and ast.unparse(converter) not in ("str", "int", "float"):
                 choices = None  # argparse checks the converted value: not the raw word
         src = kwargs_source(node, kwargs_vars)
+        key_value = False
         if src is not None:
             cls, field = src
             fields = pkg.class_fields(cls)
             if field in fields:
                 if kind in (None, "str"):
-                    kind = classify(field, pkg.hints(fields[field].annotation))
+                    hints = pkg.hints(fields[field].annotation)
+                    kind = classify(field, hints)
+                    key_value = kind == "json" and "dataclass" not in hints and pkg.dict_takes_kvs
                 if explicit is None:
                     choices = pkg.field_choices(fields[field].annotation)
             elif kind is None:
@@ -541,6 +571,8 @@ def extract_file(pkg: Package, rel: str, out: dict[str, dict[str, Any]]) -> None
         if src is not None and f'["{src[1]}"]["choices"]' in pkg.text(rel):
             choices = None  # the release edits these choices in code: not static
         out[longs[0][2:]] = _record(kind, aliases, choices, _deprecated(pkg, node))
+        if key_value:
+            out[longs[0][2:]]["kvs"] = True
     _loop_arguments(pkg, tree, out)
 
 
@@ -618,7 +650,24 @@ def extract(release) -> dict[str, dict[str, Any]]:
                         "options")
     if release.text("entrypoints/cli/serve.py") is not None:
         extract_file(pkg, "entrypoints/cli/serve.py", out)
+    _add_negations(pkg, out)
     return out
+
+
+def _add_negations(pkg: Package, out: dict[str, dict[str, Any]]) -> None:
+    """The option strings that set a BooleanOptionalAction option to false, as the release's
+    argparse registers them: ``no-X`` for each long string, and with EnableDisableAction
+    (0.33+) the ``enable-``/``disable-`` inverse of each."""
+    inverses = (("enable-", "disable-"), ("disable-", "enable-"))
+    for name, value in out.items():
+        if value["kind"] != "bool":
+            continue
+        longs = [name] + [a[2:] for a in value["aliases"] if a.startswith("--")]
+        negations = [f"no-{long}" for long in longs]
+        if pkg.enable_disable_pairs:
+            negations += [inverse + long[len(prefix):] for long in longs
+                          for prefix, inverse in inverses if long.startswith(prefix)]
+        value["negations"] = negations
 
 
 def _flag_groups(node: Any, version: str | None = None):

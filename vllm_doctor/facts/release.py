@@ -29,6 +29,7 @@ cause gives one finding.
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import re
 import shlex
@@ -82,19 +83,24 @@ def _curated(name: str) -> bool:
     return any(p.search(name) for p in curated_flag_patterns())
 
 
-def _accepted_by(table, word: str, name: str | None) -> str:
-    """The releases that accept the option word as written, as ranges of consecutive
-    releases ("0.8.0–0.11.2"), or "" for none."""
+def _release_ranges(table, holds: Callable[[str], bool]) -> str:
+    """The releases for which ``holds(release)`` is true, as ranges of consecutive releases
+    ("0.8.0–0.11.2, 0.13.0"), or "" for none."""
     ranges: list[list[str]] = []
     previous = False
     for release in table.releases:
-        accepted = name is not None and _accepts(table.at(release), word, name)
-        if accepted and previous:
+        now = holds(release)
+        if now and previous:
             ranges[-1][1] = release
-        elif accepted:
+        elif now:
             ranges.append([release, release])
-        previous = accepted
+        previous = now
     return ", ".join(a if a == b else f"{a}–{b}" for a, b in ranges)
+
+
+def _accepted_by(table, word: str, name: str | None) -> str:
+    """The releases that accept the option word as written, or "" for none."""
+    return _release_ranges(table, lambda release: _accepts(release, word, name))
 
 
 def _acceptance(table, word: str, name: str | None) -> str:
@@ -238,24 +244,75 @@ def _given_words(facts: Facts):
     return line, words
 
 
-def _accepts(options: dict[str, Any], word: str, name: str | None) -> bool:
-    """Does a release with ``options`` accept the option word as written?"""
-    bare = word[2:].replace("_", "-") if word.startswith("--") else None
+def _option_strings(options: dict[str, Any]) -> dict[str, str]:
+    """Every long option string (without dashes) a release's parser registers -> its option:
+    the names, the long aliases and the negation words of that release."""
+    out: dict[str, str] = {}
+    for name, spec in options.items():
+        out[name] = name
+        for word in [a[2:] for a in spec.get("aliases", ()) if a.startswith("--")] + list(
+                spec.get("negations", ())):
+            out.setdefault(word, name)
+    return out
+
+
+@lru_cache(maxsize=64)
+def _release_strings(release: str) -> tuple[dict[str, str], tuple[str, ...], frozenset[str]]:
+    """(long option strings -> option, the same sorted, the short aliases) of one release."""
+    from vllm_doctor import knowledge
+
+    options = knowledge.load("options").at(release)
+    strings = _option_strings(options)
+    shorts = frozenset(a for spec in options.values() for a in spec.get("aliases", ())
+                       if not a.startswith("--"))
+    return strings, tuple(sorted(strings)), shorts
+
+
+def _accepts(release: str, word: str, name: str | None) -> bool:
+    """Does the release's own parser accept the option word as written? An exact option
+    string of that release (a name, a long alias, a negation form it registers), else, like
+    argparse's allow_abbrev, a prefix of exactly one of its option strings."""
     if name is None:
         return False
-    if name not in options:
-        return False
+    strings, ordered, shorts = _release_strings(release)
     if word.startswith("-O"):
-        return True  # -O<level> is rewritten by the parser itself
-    if bare is None:  # a short alias
-        return word in options[name].get("aliases", ())
-    if bare == name or bare.split(".", 1)[0] == name:
+        return name in strings.values()  # -O<level> is rewritten by the parser itself
+    if not word.startswith("--"):
+        return word in shorts
+    bare = word[2:].split(".", 1)[0].replace("_", "-")
+    if bare in strings:
         return True
-    if f"--{bare}" in options[name].get("aliases", ()):
-        return True
-    if bare == f"no-{name}":
-        return options[name].get("kind") == "bool"
-    return True  # an abbreviation or an inverse --enable/--disable form: the parser decides
+    start = bisect.bisect_left(ordered, bare)
+    return start < len(ordered) and ordered[start].startswith(bare) and not (
+        start + 1 < len(ordered) and ordered[start + 1].startswith(bare))
+
+
+def _value_refusal(release: str, options: dict[str, Any], name: str, given: Any,
+                   raw: str | None) -> str | None:
+    """Why the release's parser refuses the option's value as given (its kind there reads
+    the value otherwise: JSON only, no key=value pairs, a flag that takes no value), or
+    None when it reads it."""
+    from vllm_doctor.errors import InputError
+    from vllm_doctor.serve_args import OPTIONS, convert_value
+
+    spec = options.get(name)
+    union = OPTIONS.get(name)
+    if spec is None or union is None:
+        return None
+    kind = spec["kind"]
+    if raw is None:
+        if isinstance(given, bool) and kind not in ("bool", "flag", "bool_or_str"):
+            return f"--{name} expects a value in vLLM {release} (its {kind} option)"
+        return None
+    if kind in ("bool", "flag"):
+        return f"--{name} {raw}: vLLM {release} takes no value after --{name}"
+    if kind == "list":
+        return None
+    try:
+        convert_value(f"--{name}", union, kind, raw, bool(spec.get("kvs")))
+    except InputError as err:
+        return f"--{name} {raw}: vLLM {release} refuses the value ({err.problem})"
+    return None
 
 
 def _nearest(word: str, options: dict[str, Any]) -> str | None:
@@ -296,7 +353,7 @@ def _options(facts: Facts, release: str | None) -> None:
     edits: dict[str, str | None] = {}  # word -> replacement word, or None to drop it
     release_hints: list[str] = []
     for word, name in words.items():
-        if _accepts(options, word, name):
+        if _accepts(release, word, name):
             continue
         last = table.last_release(name) if name else None
         if (name is not None and last is not None and Version(release) > Version(last)
@@ -320,6 +377,12 @@ def _options(facts: Facts, release: str | None) -> None:
     invalid = []
     if line is not None:
         for name, value in line.options.items():
+            if f"--{name}" in unaccepted:
+                continue
+            refusal = _value_refusal(release, options, name, value, line.raw_values.get(name))
+            if refusal is not None:
+                invalid.append(f"{refusal} ({_value_acceptance(table, line, name)})")
+                continue
             spec = options.get(name)
             if not spec or "choices" not in spec or value is None or isinstance(value, bool):
                 continue
@@ -330,6 +393,18 @@ def _options(facts: Facts, release: str | None) -> None:
                 invalid.append(f"--{name} {' '.join(bad)}: not among the choices of vLLM "
                                f"{release} ({', '.join(str(c) for c in spec['choices'])})")
     facts.set("release.invalid_choices", invalid, SOURCE, f"the options of vLLM {release}")
+
+
+def _value_acceptance(table, line, name: str) -> str:
+    """"read by 0.8.0–0.9.2" for the option's value as given, over every covered release."""
+    value, raw = line.options.get(name), line.raw_values.get(name)
+
+    def reads(release: str) -> bool:
+        options = table.at(release)
+        return name in options and _value_refusal(release, options, name, value, raw) is None
+
+    readers = _release_ranges(table, reads)
+    return f"read by {readers}" if readers else "no covered release reads it"
 
 
 def refused_option_hints(words: list[str], version: str | None) -> list[str]:
@@ -365,7 +440,7 @@ def refused_option_hints(words: list[str], version: str | None) -> list[str]:
         known = _acceptance(table, word, name)
         if options is None:
             text = f"{word}: {known}"
-        elif _accepts(options, word, name):
+        elif _accepts(release, word, name):
             text = (f"{word}: vLLM {release} accepts it ({known}): the log may come from another "
                     "vLLM version or entry point")
         else:
