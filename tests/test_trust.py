@@ -108,3 +108,49 @@ def test_the_pre_commit_hook_never_reads_a_file_name_as_an_option(tmp_path, monk
         configs = [a for a in check if a.startswith("--serve-config=")]
         assert len(configs) == 1
         assert [a for a in check if a not in configs] == ["-q", "--report", "r.txt"]
+
+
+# --- rules test writes only inside its temporary tree ----------------------------------------
+
+sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
+import bad_inputs  # noqa: E402
+
+
+def run_cli(*argv: str, cwd: Path | None = None, env: dict | None = None, stdin=None,
+            timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([console("vllm-doctor"), *argv], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=timeout,
+                          stdin=subprocess.DEVNULL if stdin is None else stdin)
+
+
+def one_line_exit_2(run: subprocess.CompletedProcess) -> str:
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1 and "Traceback" not in run.stderr, \
+        (run.returncode, run.stderr[-2000:])
+    return lines[0]
+
+
+@pytest.mark.parametrize("name", ["../../../../escaped.pth", "{abs}/escaped.pth", "vllm/../../escaped.pth"])
+def test_rules_test_writes_vllm_files_only_inside_its_tree(tmp_path, name):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    shipped = ROOT / "rules" / "args"
+    import yaml
+
+    rule = yaml.safe_load((shipped / "ARGS001.yaml").read_text())
+    rule.pop("related", None)
+    rule.pop("defers_to", None)
+    (rules / "ARGS001.yaml").write_text(yaml.safe_dump(rule))
+    name = name.replace("{abs}", str(tmp_path))
+    (rules / "ARGS001.cases.yaml").write_text(
+        (shipped / "ARGS001.cases.yaml").read_text()
+        + "  - name: planted\n    expect: undecided\n    facts: {}\n"
+        f"    vllm_files:\n      {name!r}: 'import os'\n")
+    private_tmp = tmp_path / "t" / "a" / "b"
+    private_tmp.mkdir(parents=True)
+    run = run_cli("rules", "test", "--rules-dir", str(rules), "--no-default-rules",
+                  env={"TMPDIR": str(private_tmp)})
+    assert not list(tmp_path.rglob("escaped.pth"))
+    assert run.returncode == 1 and "must stay inside the vllm package" in run.stdout, run.stdout
+    validate = run_cli("rules", "validate", "--rules-dir", str(rules))
+    assert validate.returncode == 2 and "vllm_files" in validate.stderr, validate.stderr

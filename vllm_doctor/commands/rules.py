@@ -87,6 +87,7 @@ def validate(rules_dir: Optional[List[Path]] = typer.Option(
     """Check every rule file; print `file:field: problem` for each mistake (exit 2 if any).
 
     Validates the directories named with --rules-dir, else the shipped rule base."""
+    from vllm_doctor.engine.cases import case_file_problems
     from vllm_doctor.engine.loader import default_rules_dir, validate_dir
 
     problems: list[str] = []
@@ -97,6 +98,7 @@ def validate(rules_dir: Optional[List[Path]] = typer.Option(
         rules, found = validate_dir(directory)
         count += len(rules)
         problems.extend(found)
+        problems.extend(line for rule in rules for line in case_file_problems(rule))
     for line in problems:
         typer.echo(line, err=True)
     if problems:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from vllm_doctor import yaml_io
@@ -29,13 +30,45 @@ def cases_path(rule: Rule) -> Path:
     return rule.path.with_name(f"{rule.code}.cases.yaml")
 
 
+def tree_path(rel: Any) -> PurePosixPath:
+    """A ``vllm_files`` name as a path inside the fake package; ValueError for one that is
+    absolute or climbs out of it (``/abs/x.pth``, ``../../site-packages/x.pth``): `rules test`
+    writes only inside its temporary tree."""
+    if not isinstance(rel, str) or not rel.strip():
+        raise ValueError(f"vllm_files name {rel!r} must be a non-empty relative path")
+    path = PurePosixPath(rel.removeprefix("vllm/"))
+    if path.is_absolute() or not path.parts or ".." in path.parts or "\\" in rel:
+        raise ValueError(f"vllm_files name {rel!r} must stay inside the vllm package "
+                         "(no absolute path, no `..`)")
+    return path
+
+
+def vllm_files_problems(case: Any) -> list[str]:
+    """What is wrong with a case's ``vllm_files`` (a mapping of relative path → text)."""
+    files = case.get("vllm_files") if isinstance(case, dict) else None
+    if files is None:
+        return []
+    if not isinstance(files, dict):
+        return ["vllm_files must be a mapping of relative path to text"]
+    problems = []
+    for rel in files:
+        try:
+            tree_path(rel)
+        except ValueError as err:
+            problems.append(str(err))
+    return problems
+
+
 def _write_tree(root: Path, files: dict[str, str]) -> Path:
     tree = root / "vllm"
     tree.mkdir(parents=True, exist_ok=True)
     for rel, text in files.items():
-        target = tree / str(rel).removeprefix("vllm/")
+        target = tree.joinpath(*tree_path(rel).parts)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(str(text), encoding="utf-8")
+        # O_EXCL|O_NOFOLLOW: a name given twice, or a link, is never followed out of the tree
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(str(text))
     return tree
 
 
@@ -55,8 +88,14 @@ def _run_case(rule: Rule, case: dict[str, Any], index: int) -> CaseResult:
         facts.mark_missing(str(path), str(reason))
     log = case.get("log")
     files = case.get("vllm_files")
+    bad_files = vllm_files_problems(case)
+    if bad_files:
+        return CaseResult(rule.code, name, False, "; ".join(bad_files))
     with tempfile.TemporaryDirectory(prefix="vllm-doctor-case-") as tmp:
-        tree = _write_tree(Path(tmp), files) if isinstance(files, dict) else None
+        try:
+            tree = _write_tree(Path(tmp), files) if isinstance(files, dict) else None
+        except OSError as err:  # the same file named twice (`a.py` and `vllm/a.py`), a name too long
+            return CaseResult(rule.code, name, False, f"cannot write vllm_files: {err.strerror or err}")
         finding = evaluate_rule(rule, facts, log, vllm_tree=tree)
     problems = []
     if finding.verdict != expect:
@@ -73,23 +112,39 @@ def _run_case(rule: Rule, case: dict[str, Any], index: int) -> CaseResult:
     return CaseResult(rule.code, name, not problems, "; ".join(problems) or "ok")
 
 
-def run_cases(rule: Rule) -> tuple[list[CaseResult], list[str]]:
-    """Results of a rule's cases, and coverage problems (no positive / no negative case)."""
+def _load_cases(rule: Rule) -> tuple[list | None, list[str]]:
+    """The `cases:` list of a rule's cases file, or None and the problem."""
     path = cases_path(rule)
     if not path.exists():
-        return [], [f"{rule.code}: no cases file {path.name}"]
+        return None, [f"{rule.code}: no cases file {path.name}"]
     from vllm_doctor.bounds import read_text
     from vllm_doctor.errors import InputError
 
     try:
         data = yaml_io.safe_load(read_text(path, "cases file", "yaml"))
     except InputError as err:
-        return [], [f"{path}: cannot load cases: {err.problem}"]
+        return None, [f"{path}: cannot load cases: {err.problem}"]
     except yaml_io.YAMLError as err:
-        return [], [f"{path}: cannot load cases: {str(err).splitlines()[0]}"]
+        return None, [f"{path}: cannot load cases: {str(err).splitlines()[0]}"]
     cases = data.get("cases") if isinstance(data, dict) else None
     if not isinstance(cases, list):
-        return [], [f"{path}: needs a top-level `cases:` list"]
+        return None, [f"{path}: needs a top-level `cases:` list"]
+    return cases, []
+
+
+def case_file_problems(rule: Rule) -> list[str]:
+    """`rules validate`'s reading of a cases file: the files a case would write stay inside
+    the case's temporary tree (a missing cases file is `rules test`'s coverage problem)."""
+    cases, _ = _load_cases(rule)
+    return [f"{cases_path(rule)}:cases[{i}].vllm_files: {problem}"
+            for i, case in enumerate(cases or []) for problem in vllm_files_problems(case)]
+
+
+def run_cases(rule: Rule) -> tuple[list[CaseResult], list[str]]:
+    """Results of a rule's cases, and coverage problems (no positive / no negative case)."""
+    cases, problems = _load_cases(rule)
+    if cases is None:
+        return [], problems
     results = [
         _run_case(rule, case, i) if isinstance(case, dict)
         else CaseResult(rule.code, f"case[{i}]", False, "a case must be a mapping")
