@@ -285,6 +285,7 @@ def test_unknown_code_in_the_ignore_file_warns_and_strict_fails(tmp_path):
 # -- configuration ------------------------------------------------------------------------
 
 def test_pyproject_configuration_is_found_upward_and_the_command_line_wins(tmp_path):
+    (tmp_path / ".git").mkdir()  # the search goes up to the repository's root
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "serving"\n\n[tool.vllm-doctor]\nformat = "json"\nstrict = true\n'
         'select = ["MEM", "ENV"]\n')
@@ -332,6 +333,7 @@ def test_a_bad_environment_setting_names_the_variable(variable, value):
 def test_another_projects_broken_pyproject_is_not_our_input(tmp_path):
     """A pyproject.toml that never names the table cannot configure the doctor: broken, it is
     passed over; one that does name it and is broken is still bad input."""
+    (tmp_path / ".git").mkdir()
     (tmp_path / "pyproject.toml").write_text('[project\nname = "unrelated"\n')
     sub = tmp_path / "deploy"
     sub.mkdir()

@@ -154,3 +154,77 @@ def test_rules_test_writes_vllm_files_only_inside_its_tree(tmp_path, name):
     assert run.returncode == 1 and "must stay inside the vllm package" in run.stdout, run.stdout
     validate = run_cli("rules", "validate", "--rules-dir", str(rules))
     assert validate.returncode == 2 and "vllm_files" in validate.stderr, validate.stderr
+
+
+# --- a repository cannot silence the gate unseen -----------------------------------------------
+
+GEMMA = ("check", "--example", "diffusion-gemma-tp2")  # MODEL001, an error: exit 1
+SILENCING = ['default-rules = false\nrules-dir = ["mine"]\n', 'ignore = ["MODEL"]\n',
+             'select = ["HW"]\n', 'ignore = ["M"]\n', 'fail-on = "never"\n',
+             'ignore-entries = [{code = "MODEL001", reason = "x"}]\n']
+
+
+def repo_with(tmp_path: Path, settings: str) -> Path:
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "mine").mkdir()
+    (repo / ".vllm-doctor.toml").write_text(settings)
+    return repo
+
+
+@pytest.mark.parametrize("settings, lock", zip(SILENCING, ["flag", "env"] * 3))
+def test_a_locked_gate_ignores_what_a_repository_turns_off(tmp_path, settings, lock):
+    repo = repo_with(tmp_path, settings)
+    unlocked = run_cli(*GEMMA, "-q", cwd=repo)
+    assert unlocked.returncode == 0  # the file silenced it ...
+    assert f"settings from {repo / '.vllm-doctor.toml'}; it turns off: " in unlocked.stderr  # ... said so
+    argv = [*GEMMA, "-q", "--locked"] if lock == "flag" else [*GEMMA, "-q"]
+    locked = run_cli(*argv, cwd=repo, env={"VLLM_DOCTOR_LOCKED": "1"} if lock == "env" else None)
+    assert locked.returncode == 1, locked.stderr
+    assert "so not applied: " in locked.stderr
+    # the command line of the CI job still chooses
+    assert run_cli(*argv, "--fail-on", "never", cwd=repo,
+                   env={"VLLM_DOCTOR_LOCKED": "1"} if lock == "env" else None).returncode == 0
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "markdown", "sarif", "junit", "github", "gitlab"])
+def test_every_format_names_the_settings_file_and_what_it_turned_off(tmp_path, fmt):
+    repo = repo_with(tmp_path, 'ignore = ["MODEL"]\n')
+    run = run_cli(*GEMMA, "--format", fmt, cwd=repo)
+    assert run.returncode == 0
+    assert ".vllm-doctor.toml" in run.stdout and "ignore = MODEL" in run.stdout
+
+
+def test_the_search_stops_at_the_repository_root(tmp_path):
+    repo = repo_with(tmp_path, 'format = "json"\n')
+    (repo / ".vllm-doctor.toml").unlink()
+    (tmp_path / ".vllm-doctor.toml").write_text('fail-on = "never"\n')  # planted above the checkout
+    (repo / "deploy").mkdir()
+    assert run_cli(*GEMMA, "-q", cwd=repo / "deploy").returncode == 1
+
+
+def test_the_search_stops_at_home_and_outside_both_at_the_working_directory(tmp_path):
+    home = tmp_path / "home"
+    (home / "proj" / "sub").mkdir(parents=True)
+    (tmp_path / ".vllm-doctor.toml").write_text('fail-on = "never"\n')
+    env = {"HOME": str(home)}
+    assert run_cli(*GEMMA, "-q", cwd=home / "proj", env=env).returncode == 1
+    (home / ".vllm-doctor.toml").write_text('fail-on = "never"\n')  # the user's own: applies
+    assert run_cli(*GEMMA, "-q", cwd=home / "proj" / "sub", env=env).returncode == 0
+    loose = tmp_path / "loose" / "sub"  # neither a repository nor home above it
+    loose.mkdir(parents=True)
+    (tmp_path / "loose" / ".vllm-doctor.toml").write_text('fail-on = "never"\n')
+    assert run_cli(*GEMMA, "-q", cwd=loose, env=env).returncode == 1
+
+
+@pytest.mark.parametrize("content, needle", [
+    (b"a = " + b"[" * 5000 + b"]" * 5000 + b"\n", "not a usable settings file"),
+    (b"a = " + b"{b = " * 3000 + b"1" + b"}" * 3000 + b"\n", "not a usable settings file"),
+    (b"select = [\"\xff\xfe\"]\n", "not UTF-8"),
+    (b".".join([b"k"] * 3000) + b" = 1\n", "not a usable settings file"),
+    (b"# " + b"x" * (2 << 20) + b"\n", "at most 1.0 MiB"),
+])
+def test_bad_settings_files_are_exit_2(tmp_path, content, needle):
+    repo = repo_with(tmp_path, "")
+    (repo / ".vllm-doctor.toml").write_bytes(content)
+    assert needle in one_line_exit_2(run_cli(*GEMMA, cwd=repo))

@@ -28,6 +28,7 @@ FILE_LIMITS = {
     "log": 64 * MiB,
     "json": 32 * MiB,
     "yaml": 1 * MiB,
+    "toml": 1 * MiB,
 }
 MAX_DEPTH = 64            # nesting of JSON/YAML values (real configs stay under 8)
 MAX_VALUES = 1_000_000    # values in one document, YAML aliases counted as expanded

@@ -18,6 +18,7 @@ from vllm_doctor.facts.model import Source
 
 if TYPE_CHECKING:
     from vllm_doctor.facts.collect import CollectOptions
+    from vllm_doctor.config import Config
 
 FORMATS = ("text", "json", "markdown", "sarif", "junit", "github", "gitlab")
 FAIL_ON = ("error", "warning", "info", "never")
@@ -167,6 +168,7 @@ def run_check(
     quiet: bool = False,
     default_rules: bool = True,
     ignore_entries: list | None = None,
+    settings: "Config | None" = None,
 ) -> int:
     started = time.perf_counter()
     if fmt not in FORMATS:
@@ -252,6 +254,9 @@ def run_check(
     coverage = _coverage_note(facts)
     if coverage:
         warnings.append(coverage)  # on stderr too: a gate judged beyond its knowledge says so
+    if settings is not None:
+        doc.notes.append(settings.describe())
+        doc.settings = settings
     doc.notes.extend(warnings)
     doc.notes.extend(apply_ignores(findings, entries))
     for crash in facts.crashes:
@@ -276,6 +281,8 @@ def run_check(
 
     write_report(render_document(doc, fmt, verbose=verbose, quiet=quiet, to_file=output is not None),
                  output)
+    if settings is not None:
+        print(f"vllm-doctor: {settings.describe()}", file=sys.stderr)
     for warning in warnings:
         print(f"vllm-doctor: warning: {warning}", file=sys.stderr)
     if facts.crashes:
@@ -354,16 +361,26 @@ def register(app: typer.Typer) -> None:
             None, "--config", help="Settings file (default: the nearest .vllm-doctor.toml or "
                                    "pyproject.toml [tool.vllm-doctor] from the working directory up)."),
         no_config: bool = typer.Option(False, "--no-config", help="Ignore any settings file."),
+        locked: bool = typer.Option(
+            False, "--locked", help="A settings file may not choose rules or the threshold "
+                                    "(select, ignore, default-rules, ignore-file/-entries, fail-on); "
+                                    "also VLLM_DOCTOR_LOCKED=1."),
     ) -> None:
         """Check this stack, model and serve line against the known failures."""
         from vllm_doctor.config import resolve_config
-        from vllm_doctor.config_env import with_environment
+        from vllm_doctor.config_env import environment_settings, with_environment
         from vllm_doctor.engine.ignore import parse_entries
 
         if verbose and quiet:
             raise InputError("-q/--quiet", "cannot be combined with -v/--verbose")
         # the command line over the environment (VLLM_DOCTOR_*) over the settings file
-        settings = with_environment(resolve_config(config, use_config=not no_config))
+        from_file = resolve_config(config, use_config=not no_config, locked=locked)
+        settings = with_environment(from_file)
+        # what the file decides is what the command line and the environment left to it
+        overridden = set(environment_settings()) | {field for field, given in (
+            ("select", select), ("ignore", ignore), ("fail_on", fail_on),
+            ("ignore_file", ignore_file), ("default_rules", no_default_rules)) if given}
+        from_file = dataclasses.replace(from_file, **dict.fromkeys(overridden))
         entries = (parse_entries(settings.ignore_entries, str(settings.path), "ignore-entries")
                    if settings.ignore_entries else [])
         options = inputs.collect_options(serve_tokens, serve, serve_config, model_config,
@@ -379,4 +396,5 @@ def register(app: typer.Typer) -> None:
             rules_dirs=list(rules_dir) if rules_dir else settings.rules_dirs,
             strict=strict if strict is not None else bool(settings.strict), quiet=quiet,
             default_rules=default_rules, ignore_entries=entries,
+            settings=from_file if from_file.path else None,
         ))

@@ -75,6 +75,8 @@ class CheckDocument:
     inputs: dict[str, str] = field(default_factory=dict)
     # strict-mode problems that fail the run whatever the findings are
     strict_failures: list[str] = field(default_factory=list)
+    # the settings file used (config.Config: its path, what it turned off); None: no file
+    settings: Any = None
 
     # -- views ---------------------------------------------------------------
     def active(self, verdict: str) -> list[Finding]:
@@ -189,5 +191,6 @@ class CheckDocument:
             "probes": self.probes,
             "log_messages": [m.to_dict() for m in self.log_messages],
             "notes": self.notes,
+            "settings": self.settings.describe() if self.settings else None,
             "facts": self.facts.to_dict(),
         }

@@ -340,6 +340,8 @@ def render_junit(doc: CheckDocument) -> str:
             assert f.verdict == NOT_APPLIES
             cases.append(f"{head}</testcase>")
     properties = {"fail_on": doc.fail_on, "strict": str(doc.strict).lower()}
+    if doc.settings:
+        properties["settings"] = doc.settings.describe()
     if doc.rulebase:
         properties.update({"rulebase": doc.rulebase.version,
                            "knowledge_newest_release": doc.rulebase.newest_release})
@@ -382,6 +384,9 @@ def render_github(doc: CheckDocument) -> str:
         props.append(f"title={_gh_property(f'{f.rule.code} {f.rule.summary}')}")
         message = _message(doc, f) + f"\nMore: vllm-doctor explain {f.rule.code}"
         lines.append(f"::{level} {','.join(props)}::{_gh_data(message)}")
+    if doc.settings:  # a settings file that turned part of the gate off is a warning to see
+        level = "warning" if doc.settings.turned_off() else "notice"
+        lines.append(f"::{level} title=vllm-doctor settings::{_gh_data(doc.settings.describe())}")
     return "".join(line + "\n" for line in lines)
 
 
@@ -408,6 +413,14 @@ def render_gitlab(doc: CheckDocument) -> str:
             "severity": _GITLAB_SEVERITY[f.severity] if f.verdict == APPLIES else "major",
             "location": {"path": where.uri if not where.uri.startswith("file:") else
                          os.path.basename(where.uri), "lines": {"begin": where.line or 1}},
+        })
+    if doc.settings:  # Code Quality has no notes: the settings file is an info issue of its own
+        note = doc.settings.describe()
+        issues.append({
+            "type": "issue", "description": note, "check_name": "settings",
+            "categories": ["Security"], "severity": "info",
+            "fingerprint": hashlib.md5(note.encode(), usedforsecurity=False).hexdigest(),
+            "location": {"path": os.path.relpath(doc.settings.path), "lines": {"begin": 1}},
         })
     return dump_json(issues)
 
