@@ -8,3 +8,10 @@ from hypothesis import settings
 settings.register_profile("fixed", derandomize=True)
 settings.register_profile("hunt", derandomize=False)
 settings.load_profile("hunt" if "FUZZ_EXAMPLES" in os.environ else "fixed")
+
+# the compact builds (vllm_doctor.compact) of a test run go to a directory of their own, shared
+# by the run's subprocesses, never the user's cache
+if "VLLM_DOCTOR_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["VLLM_DOCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="vllm-doctor-test-cache-")

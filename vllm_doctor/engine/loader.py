@@ -8,8 +8,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from vllm_doctor import yaml_io
 from vllm_doctor.bounds import read_text
+from vllm_doctor.compact import digest
 from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.engine.conditions import ConditionError, compile_condition
@@ -348,6 +348,16 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
 
 
 def load_rule_file(path: Path, strict: bool = True) -> tuple[Rule | None, list[str]]:
+    data, problems = _read_rule_data(path)
+    if problems:
+        return None, problems
+    return parse_rule(data, path, strict)
+
+
+def _read_rule_data(path: Path) -> tuple[Any, list[str]]:
+    """A rule file's YAML as plain data, or the problems that stop it being read."""
+    from vllm_doctor import yaml_io
+
     try:
         text = read_text(path, "rule file", "yaml")
     except InputError as err:
@@ -359,7 +369,7 @@ def load_rule_file(path: Path, strict: bool = True) -> tuple[Rule | None, list[s
         where = f"line {mark.line + 1}" if mark else "(yaml)"
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         return None, [f"{path}:{where}: YAML does not parse: {problem}"]
-    return parse_rule(data, path, strict)
+    return data, []
 
 
 def rule_files(directory: Path) -> list[Path]:
@@ -369,13 +379,59 @@ def rule_files(directory: Path) -> list[Path]:
     )
 
 
+def _compact_rule_data(directory: Path) -> dict[str, Any] | None:
+    """Every rule file's YAML as plain data and every signature's matching plan, from the
+    compact build (vllm_doctor.compact) checked against the files' bytes; None when a file
+    cannot be read (the problems are then reported file by file)."""
+    from vllm_doctor.compact import cached
+
+    files = rule_files(directory)
+    try:
+        sources = [(p.relative_to(directory).as_posix(), p.read_bytes()) for p in files]
+        package = Path(__file__).resolve().parent.parent
+        sources += [(f"({name})", (package / name).read_bytes()) for name in _BUILDERS]
+    except OSError:
+        return None
+
+    def build() -> dict[str, Any] | None:
+        from vllm_doctor.engine.logmatch import SignatureError, signature_plan
+
+        texts, plans = {}, {}
+        for path in files:
+            data, problems = _read_rule_data(path)
+            if problems:
+                return None
+            texts[path.relative_to(directory).as_posix()] = data
+            for pattern in (data.get("signatures") or []) if isinstance(data, dict) else []:
+                try:
+                    plans[pattern] = signature_plan(pattern)
+                except (SignatureError, TypeError):
+                    pass  # reported by parse_rule when strict
+        return {"files": texts, "plans": plans}
+
+    name = "rules-" + digest([(str(directory), b"")])[:12]
+    return cached(name, sources, build)
+
+
+# the modules whose code shapes the compact rule data (a change to them is a rebuild)
+_BUILDERS = ("yaml_io.py", "engine/logmatch.py", "engine/loader.py")
+
+
 def validate_dir(directory: Path, strict: bool = True) -> tuple[list[Rule], list[str]]:
     """All rules of a directory and every problem found (duplicate codes/slugs included)."""
     rules, problems = [], []
     seen_codes: dict[str, Path] = {}
     seen_slugs: dict[str, Path] = {}
+    compact = None if strict else _compact_rule_data(directory)
+    if compact is not None:
+        from vllm_doctor.engine.rule import SIGNATURE_PLANS
+
+        SIGNATURE_PLANS.update(compact["plans"])
     for path in rule_files(directory):
-        rule, found = load_rule_file(path, strict)
+        if compact is not None:
+            rule, found = parse_rule(compact["files"][path.relative_to(directory).as_posix()], path, strict)
+        else:
+            rule, found = load_rule_file(path, strict)
         problems.extend(found)
         if rule is None:
             continue

@@ -25,6 +25,8 @@ import bisect
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Iterable
 
 try:  # Python 3.11+: sre_parse is deprecated in favour of re._parser
@@ -35,7 +37,9 @@ except ImportError:  # pragma: no cover - 3.10
 PART_WINDOW = 2048          # characters searched either side of a signature part's literal
 MIN_PART_LITERAL = 4        # a signature part needs a literal this long to be prefiltered
 MAX_HITS_PER_LITERAL = 2000  # occurrences of one literal looked at (a log of repeated lines)
+SMALL_LOG = 100_000         # characters up to which literals are found by their first 4
 LARGE_LOG = 4_000_000       # characters from which the literal scan takes the RE2-set path
+PREFIX = MIN_PART_LITERAL   # characters of a literal that index it for the small-log scan
 ANCHOR = 24                 # characters of a catalogue message's literal looked for first
 MIN_ANCHOR = 12             # the extractor keeps only messages with a part this long
 CATALOGUE_WINDOW = 4096     # characters of context verified around a catalogue hit
@@ -152,11 +156,21 @@ def _longest_literal(part: str) -> str:
     return best
 
 
-@dataclass
 class _Part:
-    regex: Any
-    literal: str
-    gap_before: int | None  # the bound of the gap before this part (None: unbounded)
+    """One part of a signature: its regex (compiled for RE2 the first time the part's literal
+    occurs in a log), that literal, and the bound of the gap before it (None: unbounded)."""
+
+    __slots__ = ("piece", "literal", "gap_before", "_regex")
+
+    def __init__(self, piece: str, literal: str, gap_before: int | None):
+        self.piece, self.literal, self.gap_before = piece, literal, gap_before
+        self._regex = None
+
+    @property
+    def regex(self):
+        if self._regex is None:
+            self._regex = _compile_re2(self.piece)
+        return self._regex
 
 
 @dataclass
@@ -172,8 +186,10 @@ class Signature:
         return found | (self.unless.literals() if self.unless else set())
 
 
-def compile_signature(pattern: str) -> Signature:
-    """Split and compile a signature; SignatureError says why a linear engine cannot run it."""
+def signature_plan(pattern: str) -> tuple:
+    """How a signature is matched, as plain data: (the plan of its ``unless`` part or None,
+    ((part regex, its literal, bound of the gap before it), ...)). SignatureError says why a
+    linear engine cannot run it."""
     unless = None
     text = pattern
     if text.startswith(r"\A(?!"):
@@ -182,7 +198,7 @@ def compile_signature(pattern: str) -> Signature:
         gap = _GAP.match(inner)
         if not gap or gap.group(1) or gap.group(2):
             raise SignatureError(r"a leading \A(?!...) must read \A(?![\s\S]*X): X nowhere in the log")
-        unless = compile_signature(inner[gap.end():])
+        unless = signature_plan(inner[gap.end():])
         text = text[close + 1:]
         lead = _GAP.match(text)
         if lead:
@@ -191,16 +207,23 @@ def compile_signature(pattern: str) -> Signature:
     for gap_start, gap_end, gap_bound in _top_level_spans(text) + [(len(text), len(text), None)]:
         piece = text[start:gap_start]
         if piece:
-            regex = _compile_re2(piece)
+            _compile_re2(piece)  # a regex RE2 cannot run is refused here, not on first use
             literal = _longest_literal(piece)
             if len(literal) < MIN_PART_LITERAL:
                 raise SignatureError(f"the part {piece[:60]!r} has no literal text of "
                                      f"{MIN_PART_LITERAL}+ characters to look for")
-            parts.append(_Part(regex, literal, bound))
+            parts.append((piece, literal, bound))
         start, bound = gap_end, gap_bound
     if not parts:
         raise SignatureError("matches nothing specific")
-    return Signature(pattern, parts, unless)
+    return unless, tuple(parts)
+
+
+def compile_signature(pattern: str, plan: tuple | None = None) -> Signature:
+    """A signature ready to match (``plan``: its signature_plan, when known already)."""
+    unless, parts = plan if plan is not None else signature_plan(pattern)
+    return Signature(pattern, [_Part(*part) for part in parts],
+                     compile_signature("", unless) if unless is not None else None)
 
 
 def signature_problem(pattern: str) -> str | None:
@@ -375,28 +398,49 @@ class CatalogueHit:
 
 
 class Catalogue:
-    """The error catalogue's matchers, built from the knowledge table on first use."""
+    """The error catalogue's matchers: each message's literal parts, and the anchors (start of
+    a message's longest part, and of its first part) that find it in a log."""
 
-    def __init__(self, keys: Iterable[str]):
-        self.entries: list[_Entry] = []
-        self.by_anchor: dict[str, list[int]] = {}
+    def __init__(self, keys: list[str], parts: list[tuple[str, ...]],
+                 by_anchor: dict[str, tuple[int, ...]], table=None,
+                 prefixes: dict[str, tuple[str, ...]] | None = None):
+        self.keys = keys
+        self.parts = parts
+        self.by_anchor = by_anchor
+        self.prefixes = prefix_index(by_anchor) if prefixes is None else prefixes
+        self.table = table  # the knowledge table the messages come from (release spans)
+        self._entries: dict[int, _Entry] = {}
+
+    @classmethod
+    def build(cls, keys: Iterable[str], table=None) -> "Catalogue":
+        names, all_parts, by_anchor = [], [], {}
         split = _WILDCARD_SPLIT.split
         for key in keys:
-            cls, _, template = key.partition(": ")
+            cls_name, _, template = key.partition(": ")
             parts = split(template)
             if "" in parts:  # a template that starts or ends with a placeholder
                 parts = [p for p in parts if p]
             if not parts:
                 continue
-            index = len(self.entries)
-            self.entries.append(_Entry(key, cls, tuple(parts), sum(map(len, parts))))
+            index = len(names)
+            names.append(key)
+            all_parts.append(tuple(parts))
             # the start of its longest literal part, and of its first part when that is long
             # enough to be specific (a message cut short, or wrapped inside its longest part)
             longest = max(parts, key=len)[:ANCHOR]
-            self.by_anchor.setdefault(longest, []).append(index)
+            by_anchor.setdefault(longest, []).append(index)
             first = parts[0][:ANCHOR]
             if first != longest and len(parts[0]) >= MIN_ANCHOR:
-                self.by_anchor.setdefault(first, []).append(index)
+                by_anchor.setdefault(first, []).append(index)
+        return cls(names, all_parts, {a: tuple(i) for a, i in by_anchor.items()}, table)
+
+    def entry(self, index: int) -> _Entry:
+        found = self._entries.get(index)
+        if found is None:
+            key, parts = self.keys[index], self.parts[index]
+            found = self._entries[index] = _Entry(key, key.partition(": ")[0], parts,
+                                                  sum(map(len, parts)))
+        return found
 
     def anchors(self) -> set[str]:
         return set(self.by_anchor)
@@ -415,14 +459,14 @@ class Catalogue:
                     window = windows.get(line_start)
                     if window is None:
                         window = windows[line_start] = _window(text, line_start, pos)
-                    result = _verify(self.entries[index], window)
+                    result = _verify(self.entry(index), window)
                     verified[(line_start, index)] = result
                     if result is None:
                         continue
                     complete, score = result
                     per_line.setdefault(line_start, []).append((score, index))
                     if index not in best or best[index].position > line_start:
-                        entry = self.entries[index]
+                        entry = self.entry(index)
                         best[index] = CatalogueHit(entry.key, entry.cls, display(entry.key.partition(": ")[2]),
                                                    line_at(text, pos), line_start, complete)
         # at one line keep the most specific messages (the most literal text matched), and
@@ -432,7 +476,7 @@ class Catalogue:
             top = max(score for score, _ in scored)
             tied = [i for score, i in scored if score == top]
             window = windows[line_start][0]
-            named = [i for i in tied if f"{self.entries[i].cls}:" in window]
+            named = [i for i in tied if f"{self.entry(i).cls}:" in window]
             keep.update(named or tied)
         # what vLLM raised comes before what it logged about it ("EngineCore failed to start."
         # is logged above the traceback of the exception that stopped it), then log order
@@ -483,16 +527,79 @@ def _verify(entry: _Entry, window: tuple[str, str]) -> tuple[bool, int] | None:
 
 @lru_cache(maxsize=1)
 def load_catalogue() -> Catalogue:
+    """The catalogue of the shipped knowledge table ``errors``, from its compact build
+    (vllm_doctor.compact: made on first use, checked against the table's bytes)."""
+    from vllm_doctor.compact import cached
+    from vllm_doctor.knowledge import DATA_DIR, KnowledgeError, Table
+
+    path = DATA_DIR / "errors.json"
+    try:
+        source = path.read_bytes()
+    except OSError as err:
+        raise KnowledgeError(f"knowledge table 'errors' cannot be read: {err}") from None
+    builder = Path(__file__).read_bytes()  # a change to how it is built is a new build too
+    compact = _without_gc(lambda: cached("catalogue", [("errors.json", source), ("logmatch.py", builder)],
+                                         lambda: _compact_catalogue(source)))
+    table = Table("errors", {**compact["meta"], "entries": _JsonValues(compact["spans"])})
+    return Catalogue(compact["keys"], compact["parts"], compact["anchors"], table, compact["prefixes"])
+
+
+def _compact_catalogue(source: bytes) -> dict[str, Any]:
+    """The catalogue as plain data: its matchers, and each message's release spans kept as
+    JSON text (decoded only for the few messages a log shows)."""
+    import json
+
+    from vllm_doctor.knowledge import KnowledgeError
+
+    try:
+        data = json.loads(source)
+        entries = data["entries"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise KnowledgeError(f"knowledge table 'errors' cannot be read: {err}") from None
+    catalogue = Catalogue.build(entries)
+    return {
+        "meta": {k: v for k, v in data.items() if k != "entries"},
+        "keys": catalogue.keys, "parts": catalogue.parts, "anchors": catalogue.by_anchor,
+        "prefixes": catalogue.prefixes,
+        "spans": {key: json.dumps(spans, separators=(",", ":")) for key, spans in entries.items()},
+    }
+
+
+class _JsonValues(Mapping):
+    """A mapping whose values are stored as JSON text and decoded on first access."""
+
+    def __init__(self, texts: dict[str, str]):
+        self._texts = texts
+        self._decoded: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._decoded[key]
+        except KeyError:
+            import json
+
+            value = self._decoded[key] = json.loads(self._texts[key])
+            return value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._texts
+
+    def __iter__(self):
+        return iter(self._texts)
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+
+def _without_gc(make):
+    """Tens of thousands of small objects, none cyclic: the cyclic collector would only rescan
+    them again and again while they are made (a third of the time)."""
     import gc
 
-    from vllm_doctor.knowledge import load
-
-    # tens of thousands of small objects, none cyclic: the cyclic collector would only rescan
-    # them again and again while they are built (a third of the time)
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return Catalogue(load("errors").keys())
+        return make()
     finally:
         if enabled:
             gc.enable()
@@ -523,10 +630,41 @@ def scan_log(text: str, signatures: Iterable[Signature] = (), catalogue: Catalog
     literals: set[str] = set()
     for sig in signatures:
         literals |= sig.literals()
+    cleaned = clean(text)
+    if len(cleaned) <= SMALL_LOG:
+        # a small log costs less to walk once, looking each position's first characters up in
+        # an index of the literals, than building an automaton (the catalogue's index is part
+        # of its compact build)
+        index = dict(catalogue.prefixes) if catalogue is not None else {}
+        for literal in literals:
+            index[literal[:PREFIX]] = index.get(literal[:PREFIX], ()) + (literal,)
+        return LogScan(cleaned, _scan_indexed(cleaned, index))
     if catalogue is not None:
         literals |= catalogue.anchors()
-    cleaned = clean(text)
     return LogScan(cleaned, _finder(frozenset(literals)).scan(cleaned))
+
+
+def prefix_index(literals: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Literals by their first PREFIX characters (every literal has at least that many)."""
+    index: dict[str, list[str]] = {}
+    for literal in literals:
+        index.setdefault(literal[:PREFIX], []).append(literal)
+    return {start: tuple(found) for start, found in index.items()}
+
+
+def _scan_indexed(text: str, index: dict[str, tuple[str, ...]]) -> dict[str, list[int]]:
+    """Literal → start of each occurrence (as the automaton gives them), through the index."""
+    hits: dict[str, list[int]] = {}
+    get, starts = index.get, text.startswith
+    for at in range(len(text) - PREFIX + 1):
+        candidates = get(text[at:at + PREFIX])
+        if candidates:
+            for literal in candidates:
+                if starts(literal, at):
+                    found = hits.setdefault(literal, [])
+                    if len(found) < MAX_HITS_PER_LITERAL:
+                        found.append(at)
+    return hits
 
 
 @lru_cache(maxsize=4)

@@ -70,12 +70,11 @@ class LogReport:
 
 
 def catalogue_messages(scan: LogScan, version: str | None, limit: int = MAX_MESSAGES) -> list[CatalogueMessage]:
-    from vllm_doctor.knowledge import load
-
-    table = load("errors")
+    catalogue = load_catalogue()
+    table = catalogue.table
     judged = table.match(version) if version else None
     out = []
-    for hit in load_catalogue().match(scan.text, scan.hits, limit=limit):
+    for hit in catalogue.match(scan.text, scan.hits, limit=limit):
         spans = table.spans(hit.key)
         if not spans:
             continue

@@ -59,6 +59,11 @@ class LazyPattern:
         return self.compiled().finditer(text)
 
 
+# pattern -> its matching plan (engine.logmatch.signature_plan), filled from the compact rule
+# data so that a signature is not split and parsed again on every run
+SIGNATURE_PLANS: dict[str, Any] = {}
+
+
 class LazySignature:
     """A crash-log signature, compiled on first use for linear-time matching
     (engine.logmatch: literal prefilter, RE2 parts, bounded windows)."""
@@ -76,7 +81,7 @@ class LazySignature:
             from vllm_doctor.errors import InputError
 
             try:
-                self._compiled = compile_signature(self.pattern)
+                self._compiled = compile_signature(self.pattern, SIGNATURE_PLANS.get(self.pattern))
             except SignatureError as err:
                 file, _, field = self.where.rpartition(":")
                 raise InputError(file, f"{field}: {err}") from None

@@ -20,15 +20,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from vllm_doctor.compact import cache_dir
+
 CACHE_VERSION = 1
-
-
-def cache_dir(environ: dict[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    if env.get("VLLM_DOCTOR_CACHE_DIR"):
-        return Path(env["VLLM_DOCTOR_CACHE_DIR"])
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "vllm-doctor"
 
 
 def torch_identity() -> dict[str, str] | None:
