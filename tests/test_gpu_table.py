@@ -126,7 +126,7 @@ def test_real_reports_resolve_through_the_table(report, capabilities):
     facts = parse_report((REPORTS / report).read_bytes(), report)
     assert facts.value("gpu.capabilities") == capabilities
     fact = facts.get("gpu.min_capability")
-    assert fact.detail == CAPABILITY_DETAIL and "gpus.json" in fact.detail  # marked inferred
+    assert fact.inferred and "GPU table (knowledge/data/gpus.json)" in fact.detail
     for device in facts.value("gpu.devices"):
         assert device["family"] and device["capability_source"] == CAPABILITY_DETAIL
 

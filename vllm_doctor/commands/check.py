@@ -335,6 +335,10 @@ def register(app: typer.Typer) -> None:
         log: Optional[Path] = inputs.LOG,
         vllm_version: Optional[str] = inputs.VLLM_VERSION,
         torch_version: Optional[str] = inputs.TORCH_VERSION,
+        gpu: Optional[str] = inputs.GPU,
+        gpus: Optional[int] = inputs.GPUS,
+        driver: Optional[str] = inputs.DRIVER,
+        cuda: Optional[str] = inputs.CUDA,
         fmt: Optional[str] = typer.Option(
             None, "--format", "-f", help=f"{', '.join(FORMATS)} (default text).",
             autocompletion=lambda: list(FORMATS)),
@@ -384,7 +388,8 @@ def register(app: typer.Typer) -> None:
         entries = (parse_entries(settings.ignore_entries, str(settings.path), "ignore-entries")
                    if settings.ignore_entries else [])
         options = inputs.collect_options(serve_tokens, serve, serve_config, model_config,
-                                         report, log, vllm_version, torch_version)
+                                         report, log, vllm_version, torch_version,
+                                         gpu, gpus, driver, cuda)
         default_rules = not no_default_rules and settings.default_rules is not False
         raise typer.Exit(run_check(
             options, fmt=fmt or settings.format or "text",

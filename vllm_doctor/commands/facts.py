@@ -78,6 +78,10 @@ def register(app: typer.Typer) -> None:
         log: Optional[Path] = inputs.LOG,
         vllm_version: Optional[str] = inputs.VLLM_VERSION,
         torch_version: Optional[str] = inputs.TORCH_VERSION,
+        gpu: Optional[str] = inputs.GPU,
+        gpus: Optional[int] = inputs.GPUS,
+        driver: Optional[str] = inputs.DRIVER,
+        cuda: Optional[str] = inputs.CUDA,
         output_format: str = typer.Option("text", "--format", help="text or json."),
         verbose: bool = inputs.VERBOSE,
     ) -> None:
@@ -87,4 +91,4 @@ def register(app: typer.Typer) -> None:
         """
         raise typer.Exit(run_facts(inputs.collect_options(
             list(ctx.args), serve, serve_config, model_config, report, log, vllm_version,
-            torch_version), output_format, verbose))
+            torch_version, gpu, gpus, driver, cuda), output_format, verbose))

@@ -16,6 +16,11 @@ REPORT = typer.Option(None, "--report", help="A `vllm collect-env` report: its f
 LOG = typer.Option(None, "--log", help="A crash log to match against the known failures.")
 VLLM_VERSION = typer.Option(None, "--vllm-version", help="What if vLLM were this version.")
 TORCH_VERSION = typer.Option(None, "--torch-version", help="What if torch were this version.")
+GPU = typer.Option(None, "--gpu", help='What if the GPUs were this model ("H100 80GB", '
+                   '"RTX 3090"; names from the GPU table): replaces this machine\'s GPUs.')
+GPUS = typer.Option(None, "--gpus", help="How many GPUs the target has (with --gpu; default 1).")
+DRIVER = typer.Option(None, "--driver", help="What if the NVIDIA driver were this version.")
+CUDA = typer.Option(None, "--cuda", help="What if the driver's CUDA version (nvidia-smi) were this.")
 VERBOSE = typer.Option(False, "--verbose", "-v", help="Sources of every fact, everything undecided, timings.")
 
 
@@ -43,9 +48,12 @@ def check_version(option: str, value: str) -> None:
 
 def collect_options(serve_tokens: list[str] | None, serve: str | None, serve_config: Path | None,
                     model_config: Path | None, report: Path | None, log: Path | None,
-                    vllm_version: str | None, torch_version: str | None):
+                    vllm_version: str | None, torch_version: str | None,
+                    gpu: str | None = None, gpus: int | None = None, driver: str | None = None,
+                    cuda: str | None = None):
     """The collector's options from the shared input options of `check` and `facts`."""
     from vllm_doctor.facts.collect import CollectOptions
+    from vllm_doctor.facts.hardware import TargetHardware
 
     for option, value in (("--vllm-version", vllm_version), ("--torch-version", torch_version)):
         if value is not None:
@@ -55,4 +63,5 @@ def collect_options(serve_tokens: list[str] | None, serve: str | None, serve_con
         serve_tokens=list(serve_tokens) if serve_tokens else None, serve_string=serve,
         serve_config=serve_config, model_config=model_config, report=report, log=log,
         vllm_version=vllm_version, torch_version=torch_version,
+        target=TargetHardware(gpu=gpu, count=gpus, driver=driver, cuda=cuda) or None,
     )

@@ -143,6 +143,11 @@ class Test(Condition):
             return Outcome(present == bool(self.operand), [self], [])
         if fact is None and isinstance(self.operand, dict):
             return Outcome(UNKNOWN, [], [self.path])  # a comparison of two facts needs both
+        if fact is not None and fact.possible is not None:
+            # an inferred fact: decided only where every value it leaves possible agrees
+            value = self._over_possible(fact.possible, facts)
+            return Outcome(value, [self], []) if value is not None else Outcome(
+                UNKNOWN, [], [self.path])
         if fact is None:
             # Looked for and not there (a flag not given, a package not installed, a config
             # field the model does not have): only the negative tests hold.
@@ -152,6 +157,13 @@ class Test(Condition):
             ref = self.operand.get("fact") if isinstance(self.operand, dict) else None
             return Outcome(UNKNOWN, [], [ref] if ref and ref not in facts else [self.path])
         return Outcome(value, [self], [])
+
+    def _over_possible(self, possible: Any, facts: Facts) -> bool | None:
+        if isinstance(possible, str):
+            return possible_versions_satisfy(possible, str(self.operand)) \
+                if self.op == "version" else None
+        answers = {self.check(value, facts) for value in possible}
+        return answers.pop() if len(answers) == 1 else None
 
     def _unknown_when_not_there(self, facts: Facts) -> bool:
         # Not collected (a reason is recorded), or a fact that no real input lacks: a model
@@ -173,6 +185,54 @@ def _fact_operand(operand: Any, op: str, where: str) -> str | None:
     if not is_known_path(ref):
         raise ConditionError(where, f"unknown fact path {ref!r}")
     return ref
+
+
+def _interval(spec: str) -> tuple[Version | None, bool, Version | None, bool] | None:
+    """(low, low inclusive, high, high inclusive) of a specifier set of >=, >, <, <=, ==
+    clauses (``!=`` clauses are left out: the interval holds the set); None for other forms."""
+    low: Version | None = None
+    high: Version | None = None
+    low_in = high_in = True
+    try:
+        clauses = SpecifierSet(spec, prereleases=True)
+    except InvalidSpecifier:
+        return None
+    for clause in clauses:
+        version = parse_version(clause.version)
+        if version is None or clause.operator not in (">=", ">", "<", "<=", "==", "!="):
+            return None
+        if clause.operator == "!=":
+            continue
+        if clause.operator in (">=", ">", "==") and (
+                low is None or version > low or (version == low and clause.operator == ">")):
+            low, low_in = version, clause.operator != ">"
+        if clause.operator in ("<", "<=", "==") and (
+                high is None or version < high or (version == high and clause.operator == "<")):
+            high, high_in = version, clause.operator != "<"
+    return low, low_in, high, high_in
+
+
+def possible_versions_satisfy(possible: str, test: str) -> bool | None:
+    """Whether every version the specifier ``possible`` allows satisfies ``test`` (True), none
+    does (False), or some do (None)."""
+    have, want = _interval(possible), _interval(test)
+    if have is None or want is None:
+        return None
+    low, low_in, high, high_in = have
+    w_low, w_low_in, w_high, w_high_in = want
+    # disjoint: one interval ends before the other starts
+    for end, end_in, start, start_in in ((high, high_in, w_low, w_low_in),
+                                         (w_high, w_high_in, low, low_in)):
+        if end is not None and start is not None and (
+                end < start or (end == start and not (end_in and start_in))):
+            return False
+    if "!=" in test:
+        return None
+    inside_low = w_low is None or (low is not None and (
+        low > w_low or (low == w_low and (w_low_in or not low_in))))
+    inside_high = w_high is None or (high is not None and (
+        high < w_high or (high == w_high and (w_high_in or not high_in))))
+    return True if inside_low and inside_high else None
 
 
 _COMPARE = {

@@ -27,8 +27,13 @@ class Evidence:
     source: str
     test: str  # what the rule asked of the fact ("gt 1", "contains X")
 
+    inferred: bool = False
+
     def to_dict(self) -> dict[str, Any]:
-        return {"fact": self.path, "value": self.value, "source": self.source, "test": self.test}
+        data = {"fact": self.path, "value": self.value, "source": self.source, "test": self.test}
+        if self.inferred:
+            data["inferred"] = True
+        return data
 
 
 @dataclass
@@ -107,7 +112,14 @@ def _missing(facts: Facts, paths: list[str]) -> list[MissingFact]:
         if path in seen:
             continue
         seen.add(path)
-        reason = facts.why_missing(path) or "not in the inputs given"
+        fact = facts.get(path)
+        if fact is not None and fact.possible is not None:
+            shown = fact.possible if isinstance(fact.possible, str) else ", ".join(
+                str(v) for v in fact.possible)
+            reason = (f"inferred ({fact.detail}): the values it leaves possible ({shown}) "
+                      "decide differently")
+        else:
+            reason = facts.why_missing(path) or "not in the inputs given"
         # undecided because a collector crashed: say so, rather than ask for an input
         hint = CRASH_HINT if CRASH_PREFIX in reason else supply_hint(path)
         result.append(MissingFact(path, reason, hint))
@@ -130,7 +142,8 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: "str | LogScan | None" = N
             continue
         fact = facts.get(test.path)
         if fact is not None:
-            evidence[test.path] = Evidence(test.path, fact.value, fact.describe_source(), test.describe())
+            evidence[test.path] = Evidence(test.path, fact.value, fact.describe_source(),
+                                           test.describe(), fact.inferred)
         elif test.op != "exists":
             evidence[test.path] = Evidence(test.path, None, "absent from the inputs", test.describe())
 

@@ -16,11 +16,14 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from vllm_doctor.errors import CRASH_PREFIX, Crash, InputError  # noqa: F401 (CRASH_PREFIX: re-exported)
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.schema import SUPPLY_HINTS
+
+if TYPE_CHECKING:
+    from vllm_doctor.facts.hardware import TargetHardware
 
 # areas a collect-env report replaces wholesale
 REPORT_AREAS = ("vllm", "torch", "packages", "driver", "gpu", "topology", "env")
@@ -29,7 +32,7 @@ MACHINE_AREAS = ("vllm", "torch", "packages", "driver", "gpu", "topology")
 STEP_NAMES = {"report": "collect-env report", "environment": "environment",
               "packages": "installed packages", "gpus": "GPUs (NVML)", "serve": "serve line",
               "model": "model config", "overrides": "what-if versions",
-              "derived": "derived facts"}
+              "inferred": "inferred facts", "derived": "derived facts"}
 
 
 @dataclass
@@ -42,6 +45,7 @@ class CollectOptions:
     log: Path | None = None                 # sets log.path/log.lines (the text is read by check)
     vllm_version: str | None = None         # what-if overrides (Source.USER)
     torch_version: str | None = None
+    target: "TargetHardware | None" = None  # --gpu/--gpus/--driver/--cuda (facts/hardware.py)
     probe_machine: bool = True              # False: do not look at this machine (examples, tests)
     environ: Mapping[str, str] | None = None
 
@@ -154,6 +158,12 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
         facts.notes.append(f"facts from the report {options.report} replace this machine's "
                            f"({', '.join(REPORT_AREAS)})")
 
+    # the target hardware replaces this machine's (or the report's) GPUs
+    if options.target:
+        from vllm_doctor.facts.hardware import apply_target_hardware
+
+        apply_target_hardware(facts, options.target)  # bad names are InputError (exit 2)
+
     # the serve line and the model ------------------------------------------------------------
     serve_env: Mapping[str, str] = (_env_from_facts(facts) if options.report is not None
                                     else (environ or {}))
@@ -184,6 +194,13 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
     if options.vllm_version or options.torch_version:
         run.step("overrides", ("vllm", "torch"), lambda: packages.apply_version_overrides(
             facts, options.vllm_version, options.torch_version))
+
+    def inferred() -> None:
+        from vllm_doctor.facts.hardware import infer_hardware
+
+        infer_hardware(facts)
+
+    run.step("inferred", (), inferred)
     run.step("derived", ("derived",), lambda: derived.compute_derived(facts))
 
     # what the judged release itself accepts (generated release knowledge) ------------------

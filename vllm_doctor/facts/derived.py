@@ -143,6 +143,19 @@ def _weights_per_gpu(facts: Facts) -> tuple[int, str]:
     return total // (tp * pp), f"{total} B / (TP {tp} × PP {pp})"
 
 
+def _memory_range(facts: Facts) -> tuple[int, int, str]:
+    """(lowest, highest) total MiB of the smallest GPU and how it is known: measured, one
+    value; inferred from a GPU name, the range its variants and NVML's reporting allow."""
+    total = facts.get("gpu.memory_total_mib")
+    if total is None:
+        _need(facts, "gpu.memory_total_mib")
+    bounds = facts.value("gpu.memory_bounds_mib")
+    if total.inferred and isinstance(bounds, list) and len(bounds) == 2:
+        low, high = int(bounds[0]), int(bounds[1])
+        return low, high, f"{low}–{high} MiB (inferred: {total.detail})"
+    return int(total.value), int(total.value), f"{total.value} MiB"
+
+
 def _model_max_len(facts: Facts) -> tuple[int, str]:
     path = facts.value("model.config_path")
     if path:
@@ -230,13 +243,30 @@ def compute_derived(facts: Facts) -> None:
     need = attempt("derived.kv_bytes_needed", needed)
     attempt("derived.weights_bytes_per_gpu", lambda: _weights_per_gpu(facts))
 
-    def available() -> tuple[int, str]:
-        total_mib = int(_need(facts, "gpu.memory_total_mib"))
+    def available_range() -> tuple[int, int, str]:
+        low_mib, high_mib, mwhy = _memory_range(facts)
         util, uwhy = _utilization(facts)
         weights, wwhy = _weights_per_gpu(facts)
-        value = max(0, int(total_mib * MIB * util) - weights)
-        return value, (f"{total_mib} MiB × {util} − weights {weights} B ({uwhy}; {wwhy}); "
-                       "activations not subtracted")
+        low, high = (max(0, int(mib * MIB * util) - weights) for mib in (low_mib, high_mib))
+        return low, high, (f"{mwhy} × {util} − weights {weights} B ({uwhy}; {wwhy}); "
+                           "activations not subtracted")
+
+    span: tuple[int, int, str] | None = None
+    failure: Exception | None = None
+    try:
+        span = available_range()
+    except (_Missing, TypeError, ValueError, ZeroDivisionError) as err:
+        failure = err  # raised again by each fact that needs the span
+
+    def available() -> tuple[int, str]:
+        if span is None:
+            raise failure
+        low, high, how = span
+        if low > 0 or high <= 0:
+            # the whole range agrees on "room left" / "no room": the low end is what is sure
+            return low, how if low == high else f"at least {low} B: {how}"
+        raise _Missing("gpu.memory_total_mib", f"between {low} and {high} B ({how}): the "
+                       "GPU's memory decides (run on the host or pass nvidia-smi's total)")
 
     avail = attempt("derived.kv_bytes_available", available)
 
@@ -244,19 +274,24 @@ def compute_derived(facts: Facts) -> None:
         if need is None:
             raise _Missing("derived.kv_bytes_needed",
                            facts.why_missing("derived.kv_bytes_needed") or "not computed")
-        if avail is None:
-            raise _Missing("derived.kv_bytes_available",
-                           facts.why_missing("derived.kv_bytes_available") or "not computed")
-        return need <= avail, f"needs {need} B, about {avail} B available per GPU"
+        if span is None:
+            raise failure
+        low, high, how = span
+        if need <= low or need > high:
+            shown = f"{low} B" if low == high else f"{low}–{high} B"
+            return need <= low, f"needs {need} B, about {shown} available per GPU ({how})"
+        raise _Missing("gpu.memory_total_mib", f"needs {need} B, {low}–{high} B available "
+                       f"per GPU ({how}): the GPU's memory decides")
 
     attempt("derived.kv_fits_one_request", fits)
 
     def estimate() -> tuple[int, str]:
-        if avail is None:
-            raise _Missing("derived.kv_bytes_available",
-                           facts.why_missing("derived.kv_bytes_available") or "not computed")
+        if span is None:
+            raise failure
+        low, high, _ = span
         _, per_gpu, how = _kv_per_token(facts)
-        return avail // per_gpu, f"{avail} B / {per_gpu} B per token per GPU"
+        at_least = "at least " if low != high else ""
+        return low // per_gpu, f"{at_least}{low} B / {per_gpu} B per token per GPU"
 
     attempt("derived.max_model_len_estimate", estimate)
     attempt("derived.free_memory_below_utilization", lambda: _free_below(facts))

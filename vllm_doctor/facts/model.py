@@ -12,7 +12,7 @@ that into a "cannot decide" verdict naming the missing fact and how to supply it
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 SCHEMA_VERSION = 1
@@ -31,6 +31,9 @@ class Source:
     REPORT = "collect-env report"
     LOG = "crash log"
     INFERRED = "inferred from the model name"
+    # a value inferred from another fact through a table (the GPU table, a release's pins,
+    # NVIDIA's driver table): the detail names what it came from; see Facts.infer
+    INFERRED_FACT = "inferred"
     DERIVED = "derived"
     USER = "command-line override"
 
@@ -42,9 +45,25 @@ class Fact:
     value: Any
     source: str
     detail: str | None = None
+    # for an inferred fact: every value the inference leaves possible (a GPU family's memory
+    # variants, the CUDA builds of a torch release) as a list, or for a version a specifier
+    # ("<5.21.0,>=5.16.1"); a test decides only where all of them agree (engine.conditions)
+    possible: Any = None
+
+    @property
+    def inferred(self) -> bool:
+        return self.source == Source.INFERRED_FACT
 
     def describe_source(self) -> str:
         return f"{self.source} ({self.detail})" if self.detail else self.source
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"value": self.value, "source": self.source, "detail": self.detail}
+        if self.inferred:
+            data["inferred"] = True
+            if self.possible is not None:
+                data["possible"] = self.possible
+        return data
 
 
 @dataclass
@@ -65,6 +84,16 @@ class Facts:
             return
         self.values[path] = Fact(value, source, detail)
         self.missing.pop(path, None)
+
+    def infer(self, path: str, value: Any, basis: str, possible: Any = None) -> bool:
+        """Set an inferred fact unless ``path`` was collected (an inference never overrides
+        an observed value); ``basis`` says what it was inferred from. True when set."""
+        known = self.values.get(path)
+        if value is None or (known is not None and not known.inferred):
+            return False
+        self.values[path] = Fact(value, Source.INFERRED_FACT, basis, possible)
+        self.missing.pop(path, None)
+        return True
 
     def mark_missing(self, path_or_area: str, reason: str) -> None:
         """Record why a fact (or every fact under an area prefix) is unavailable."""
@@ -116,7 +145,7 @@ class Facts:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
-            "facts": {k: asdict(v) for k, v in sorted(self.values.items())},
+            "facts": {k: v.to_dict() for k, v in sorted(self.values.items())},
             "missing": dict(sorted(self.missing.items())),
             "notes": list(self.notes),
         }
@@ -128,7 +157,8 @@ class Facts:
     def from_dict(cls, data: dict[str, Any]) -> "Facts":
         facts = cls()
         for path, raw in data.get("facts", {}).items():
-            facts.values[path] = Fact(raw["value"], raw["source"], raw.get("detail"))
+            facts.values[path] = Fact(raw["value"], raw["source"], raw.get("detail"),
+                                      raw.get("possible"))
         facts.missing.update(data.get("missing", {}))
         facts.notes.extend(data.get("notes", []))
         return facts

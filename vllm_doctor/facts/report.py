@@ -464,6 +464,7 @@ def _gpu_facts(report: _Report, facts: Facts, visible: list[int] | None = None) 
     else:
         _capability_facts(facts, capabilities)
     for path in ("gpu.memory_total_mib", "gpu.memory_free_mib"):
+        # facts/hardware.py infers them from the names (marked inferred) where it can
         facts.mark_missing(path, "a collect-env report does not state GPU memory")
 
 
@@ -507,9 +508,11 @@ def _capability_facts(facts: Facts, capabilities: list[int] | None = None,
         for path in ("gpu.capabilities", "gpu.min_capability", "gpu.max_capability"):
             facts.mark_missing(path, missing)
         return
-    facts.set("gpu.capabilities", capabilities, Source.REPORT, CAPABILITY_DETAIL)
-    facts.set("gpu.min_capability", min(capabilities), Source.REPORT, CAPABILITY_DETAIL)
-    facts.set("gpu.max_capability", max(capabilities), Source.REPORT, CAPABILITY_DETAIL)
+    names = ", ".join(sorted(set(facts.value("gpu.names") or ()))) or "the report's GPUs"
+    basis = f"GPU table (knowledge/data/gpus.json): {names}"
+    facts.infer("gpu.capabilities", capabilities, basis)
+    facts.infer("gpu.min_capability", min(capabilities), basis)
+    facts.infer("gpu.max_capability", max(capabilities), basis)
 
 
 # -- topology -------------------------------------------------------------------------------

@@ -79,6 +79,9 @@ FACTS: dict[str, FactSpec] = {
         never_absent=True),
     "gpu.memory_total_mib": FactSpec("int", "smallest total memory of a visible GPU (MiB)",
         never_absent=True),
+    "gpu.memory_bounds_mib": FactSpec(
+        "list", "[lowest, highest] total MiB of the smallest GPU when its memory is inferred "
+        "from its name (the GPU table's variants; NVML shows 93-100 % of the nominal size)"),
     "gpu.memory_free_mib": FactSpec("int", "smallest free memory of a visible GPU (MiB)"),
     "gpu.mig_enabled": FactSpec("bool", "MIG mode is on for any visible GPU, or MIG ids are used"),
     "gpu.persistence_mode": FactSpec("bool", "persistence mode is on for all visible GPUs"),

@@ -128,10 +128,12 @@ def section_status(facts: Facts, section: Section) -> tuple[str, str]:
     if not values and not missing:
         return OK, "none set" if section.areas == ("env",) else "nothing to report"
     inferred = any(f.source == Source.INFERRED for _, f in values)
-    if area_missing or missing or inferred:
+    from_tables = any(f.inferred for _, f in values)
+    if area_missing or missing or inferred or from_tables:
         reason = area_missing[0] if area_missing else (
-            "some values are inferred from the model name" if inferred and not missing
-            else f"{len(missing)} fact(s) missing")
+            f"{len(missing)} fact(s) missing" if missing
+            else "some values are inferred from the model name" if inferred
+            else "some values are inferred (-v shows from what)")
         return WARN, reason
     return OK, ""
 

@@ -1,0 +1,165 @@
+"""Hardware facts inferred from names (GPU table, NVIDIA's driver table) and the target
+hardware of `--gpu/--gpus/--driver/--cuda`: marked inferred, never over a collected value,
+and deciding "does not fit" only with the margin the table's variants allow."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vllm_doctor.engine.conditions import compile_condition, possible_versions_satisfy
+from vllm_doctor.errors import InputError
+from vllm_doctor.facts import derived
+from vllm_doctor.facts.hardware import (TargetHardware, apply_target_hardware,
+                                        driver_cuda_version, infer_hardware, resolve_gpu)
+from vllm_doctor.facts.model import Facts, Source
+
+HERE = Path(__file__).parent
+EXAMPLES = HERE.parent / "vllm_doctor" / "examples"
+LLAMA = EXAMPLES / "healthy-h100-llama" / "model"  # Llama 3.1 8B config + safetensors index
+REPORTS = HERE / "fixtures" / "reports"
+
+
+def doctor(*args: str):
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_"))}
+    environ["HF_HUB_OFFLINE"] = "1"
+    return subprocess.run([sys.executable, "-m", "vllm_doctor", *args], capture_output=True,
+                          text=True, env=environ, timeout=120)
+
+
+def model_facts(weights: int = 16_060_522_496) -> Facts:
+    facts = Facts.from_flat({
+        "model.num_hidden_layers": 32, "model.num_key_value_heads": 8, "model.head_dim": 128,
+        "model.dtype": "bfloat16", "model.weights_bytes": weights,
+        "model.max_position_embeddings": 131072, "serve.tensor_parallel_size": 1})
+    return facts
+
+
+@pytest.mark.parametrize("driver, cuda", [
+    ("570.86.15", "12.8"),  # the issue's example: nvidia-smi prints CUDA 12.8
+    ("580.95.05", "13.0"), ("575.57.08", "12.9"), ("535.230.02", "12.2"),
+    ("550.54.14", "12.4"), ("470.256.02", "11.4"),
+])
+def test_driver_to_cuda_follows_nvidias_table(driver, cuda):
+    assert driver_cuda_version(driver)[0] == cuda
+
+
+def test_driver_cuda_inferred_and_never_over_a_collected_one():
+    facts = Facts.from_flat({"driver.version": "570.86.15"}, Source.REPORT)
+    infer_hardware(facts)
+    fact = facts.get("driver.cuda_version")
+    assert fact.value == "12.8" and fact.inferred and "570.26" in fact.detail
+    assert facts.to_dict()["facts"]["driver.cuda_version"]["inferred"] is True
+    seen = Facts.from_flat({"driver.version": "570.86.15", "driver.cuda_version": "12.9"},
+                           Source.NVML)
+    infer_hardware(seen)
+    assert seen.get("driver.cuda_version").source == Source.NVML
+    assert seen.value("driver.cuda_version") == "12.9"
+
+
+def test_report_gpus_get_memory_from_the_gpu_table():
+    from vllm_doctor.facts.report import parse_report
+
+    facts = parse_report((REPORTS / "rtx5060ti_x2_pcie.txt").read_text(), "r")
+    infer_hardware(facts)
+    total = facts.get("gpu.memory_total_mib")
+    # the RTX 5060 Ti ships with 8 or 16 GiB: the value is the smaller, both stay possible
+    assert total.inferred and total.value == 8 * 1024 and total.possible == [8192, 16384]
+    assert facts.value("gpu.memory_bounds_mib") == [int(8192 * 0.93), 16384]
+    assert facts.get("gpu.min_capability").inferred
+    assert facts.get("gpu.memory_free_mib").inferred  # assumed idle, said so
+
+
+def test_does_not_fit_only_when_every_variant_agrees():
+    # an A100 ships with 40 or 80 GiB: 8B weights and 128k context fit the 80 GiB card only
+    facts = model_facts()
+    facts.set("serve.max_model_len", 300_000, Source.SERVE)
+    facts.set("gpu.names", ["NVIDIA A100"], Source.USER)
+    infer_hardware(facts)
+    derived.compute_derived(facts)
+    assert "derived.kv_fits_one_request" not in facts
+    assert "the GPU's memory decides" in facts.why_missing("derived.kv_fits_one_request")
+    # the same request on a card whose name settles the size is decided
+    sure = model_facts()
+    sure.set("serve.max_model_len", 300_000, Source.SERVE)
+    sure.set("gpu.names", ["NVIDIA A100-SXM4-40GB"], Source.USER)
+    infer_hardware(sure)
+    derived.compute_derived(sure)
+    assert sure.value("derived.kv_fits_one_request") is False
+    # a measured memory is one value, no margin
+    nvml = model_facts()
+    nvml.set("serve.max_model_len", 8192, Source.SERVE)
+    nvml.set("gpu.memory_total_mib", 24576, Source.NVML)
+    derived.compute_derived(nvml)
+    assert nvml.value("derived.kv_fits_one_request") is True
+
+
+def test_target_hardware_replaces_the_machines_gpus():
+    facts = Facts.from_flat({"gpu.count": 1, "gpu.names": ["Tesla T4"], "gpu.min_capability": 75,
+                             "gpu.memory_total_mib": 15360}, Source.NVML)
+    apply_target_hardware(facts, TargetHardware(gpu="H100 80GB", count=8, driver="570.86.15"))
+    infer_hardware(facts)
+    assert facts.value("gpu.count") == 8 and facts.value("gpu.min_capability") == 90
+    assert facts.get("gpu.min_capability").inferred
+    assert facts.value("gpu.memory_total_mib") == 80 * 1024
+    assert facts.get("gpu.memory_total_mib").inferred
+    assert facts.value("driver.cuda_version") == "12.8"
+    assert "links between target GPUs" in facts.why_missing("topology.all_nvlink")
+    # the same function serves other readers of a deployment (a manifest's GPU product)
+    other = Facts()
+    apply_target_hardware(other, TargetHardware(gpu="NVIDIA-L4", count=2, origin="manifest"))
+    assert other.get("gpu.count").source == "manifest"
+
+
+@pytest.mark.parametrize("name, family", [
+    ("H100 80GB", "H100"), ("RTX 3090", "GeForce RTX 3090 / 3090 Ti"), ("l40s", "L40S"),
+    ("NVIDIA A100-SXM4-80GB", "A100"), ("MI300X", "Instinct MI300X"),
+])
+def test_gpu_names_resolve(name, family):
+    assert resolve_gpu(name).family.name == family
+
+
+def test_unknown_gpu_names_close_matches():
+    with pytest.raises(InputError) as err:
+        resolve_gpu("H1OO")
+    assert "close matches" in str(err.value) and "H100" in str(err.value)
+    result = doctor("check", "--gpu", "RTX 9999", "--", "vllm", "serve", "m")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--gpu" in result.stderr and "not a GPU the GPU table knows" in result.stderr
+
+
+def test_possible_values_decide_only_when_they_agree():
+    facts = Facts()
+    facts.infer("torch.cuda_version", "12.4", "pins", possible=["11.8", "12.4", "12.6"])
+    below = compile_condition({"fact": "torch.cuda_version", "version": "<12.8"})
+    assert below.evaluate(facts).value is True
+    cu12 = compile_condition({"fact": "torch.cuda_version", "version": "<12.5"})
+    assert cu12.evaluate(facts).value is None
+    assert possible_versions_satisfy("<5.21.0,>=5.16.1", ">=5.15.0") is True
+    assert possible_versions_satisfy("<5.21.0,>=5.16.1", "<5.5.0") is False
+    assert possible_versions_satisfy(">=5.5.3", ">=5.15.0") is None
+
+
+def test_bundled_healthy_example_passes_strict():
+    result = doctor("check", "--example", "healthy-h100-llama", "--strict", "--format", "json")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    data = json.loads(result.stdout)
+    assert data["undecided"] == []
+    memory = data["facts"]["facts"]["gpu.memory_total_mib"]
+    assert memory["inferred"] is True and "GPU table" in memory["detail"]
+    assert {"MEM001", "MEM002", "MEM003"} <= set(data["not_applicable"])
+
+
+def test_mem001_decided_for_a_gpu_named_on_the_command_line():
+    result = doctor("check", "--gpu", "RTX 3090", "--vllm-version", "0.33.0", "--model-config",
+                    str(LLAMA), "--format", "json", "--", "vllm", "serve", "M",
+                    "--max-model-len", "262144")
+    data = json.loads(result.stdout)
+    mem = next(f for f in data["findings"] if f["code"] == "MEM001")
+    assert any("GPU table: RTX 3090" in e["source"] for e in mem["evidence"])
+    assert result.returncode == 1

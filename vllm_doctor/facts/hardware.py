@@ -1,0 +1,218 @@
+"""Hardware facts without the hardware: a target named on the command line (or in a
+deployment manifest), and what the GPU table and NVIDIA's driver table infer from names.
+
+``apply_target_hardware`` is the one entry point for "what if it ran on N × GPU X with
+driver D": ``check --gpu "H100 80GB" --gpus 8 --driver 580.95.05`` calls it, and so can any
+other reader of a deployment (a Kubernetes manifest's GPU product and count). The target
+replaces this machine's ``gpu`` and ``topology`` areas (and ``driver`` when one is named).
+
+``infer_hardware`` fills what the names imply and nothing observed says, each value marked
+inferred with what it came from (``Facts.infer`` never overrides a collected value):
+
+* ``gpu.memory_total_mib`` from the GPU table. The table gives a card's nominal memory; NVML
+  reports 93–100 % of it (ECC reserves about 6 % on GDDR cards: an A10 shows 23028 MiB of 24
+  GiB, an L4 23034 MiB, a T4 15360 MiB of 16 GiB), and a family can ship several sizes, so the
+  fact carries every size it leaves possible and ``gpu.memory_bounds_mib`` the range the
+  memory estimates must hold for (facts/derived.py decides "fits" / "does not fit" only
+  where the whole range agrees);
+* ``gpu.memory_free_mib``: a GPU known only by its name is assumed idle (free = total), so
+  MEM002 can only be decided "does not apply" from it — never an error;
+* ``driver.cuda_version`` from ``driver.version``: the newest CUDA toolkit whose minimum Linux
+  driver (NVIDIA's release notes, ``knowledge/data/cuda_compat.json``) the driver meets.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from vllm_doctor.errors import InputError
+from vllm_doctor.facts.model import Facts, Source
+
+MIB_PER_GIB = 1024
+# NVML's total memory as a share of the nominal size: ECC on GDDR cards reserves ~6.25 %
+NVML_SHARE_LOW = 0.93
+COMPAT_DATA = Path(__file__).resolve().parent.parent / "knowledge" / "data" / "cuda_compat.json"
+COMPAT_NAME = "knowledge/data/cuda_compat.json"
+
+
+@dataclass(frozen=True)
+class TargetHardware:
+    """Hardware to judge the serve line for, instead of this machine's."""
+
+    gpu: str | None = None     # a GPU product name, resolved through the GPU table
+    count: int | None = None   # how many of them the deployment gets
+    driver: str | None = None  # NVIDIA driver version
+    cuda: str | None = None    # the driver's CUDA version (nvidia-smi's "CUDA Version")
+    origin: str = "command line"  # where the target was named, for the evidence
+
+    def __bool__(self) -> bool:
+        return any(x is not None for x in (self.gpu, self.count, self.driver, self.cuda))
+
+
+def resolve_gpu(name: str, option: str = "--gpu"):
+    """The GPU table's match for a product name; InputError (exit 2) naming close matches."""
+    from vllm_doctor.knowledge.gpus import _families, lookup
+
+    text = " ".join(str(name).split())
+    match = lookup(text) if text else None
+    if match is not None:
+        return match
+    names = sorted({family.name for _, family in _families()})
+    close = difflib.get_close_matches(text, names, n=4, cutoff=0.4)
+    if not close:  # compare the words too: "H100 PCIe 80" → "H100"
+        words = {w.lower() for w in text.split()}
+        close = [n for n in names if words & {w.lower() for w in n.split()}][:4]
+    hint = f"; close matches: {', '.join(close)}" if close else ""
+    raise InputError(option, f"{name!r} is not a GPU the GPU table knows{hint}")
+
+
+def _check_version(option: str, value: str) -> str:
+    try:
+        return str(Version(value.strip()))
+    except InvalidVersion:
+        raise InputError(option, f"{value!r} is not a version (like 580.95.05 or 12.8)") from None
+
+
+def apply_target_hardware(facts: Facts, target: TargetHardware) -> None:
+    """Replace this machine's GPUs (and driver) with ``target``'s; what the names imply is
+    inferred by ``infer_hardware`` afterwards."""
+    detail_of = {"--gpu": target.gpu, "--gpus": target.count, "--driver": target.driver,
+                 "--cuda": target.cuda}
+    given = ", ".join(f"{k} {v}" for k, v in detail_of.items() if v is not None)
+    source = Source.USER if target.origin == "command line" else target.origin
+    if target.driver is not None or target.cuda is not None:
+        facts.drop_area("driver")
+        if target.driver is not None:
+            facts.set("driver.version", _check_version("--driver", target.driver), source, given)
+        else:
+            facts.mark_missing("driver.version", "only the driver's CUDA version was given")
+        if target.cuda is not None:
+            facts.set("driver.cuda_version", _check_version("--cuda", target.cuda), source, given)
+    if target.gpu is None and target.count is None:
+        return
+    if target.count is not None and target.count < 1:
+        raise InputError("--gpus", f"needs at least one GPU, got {target.count}")
+    names = facts.value("gpu.names") or []
+    name = target.gpu
+    if name is None:  # a count alone: this machine's (or the report's) GPU model
+        if not names or len(set(names)) != 1:
+            raise InputError("--gpus", "give the GPU model too (--gpu NAME): "
+                             + ("no GPU is known here" if not names else
+                                "the GPUs known here are not all one model"))
+        name = names[0]
+    match = resolve_gpu(name)
+    count = target.count or 1
+    facts.drop_area("gpu")
+    facts.drop_area("topology")
+    devices = [{"index": i, "name": name, "family": match.family.name} for i in range(count)]
+    facts.set("gpu.count", count, source, given or f"--gpu {name}")
+    facts.set("gpu.names", [name] * count, source, given)
+    facts.set("gpu.devices", devices, source, given)
+    facts.set("gpu.mig_enabled", False, source, "a whole GPU (no MIG slice) is named")
+    table = f"GPU table: {name} → {match.family.name}"
+    if match.capability is not None:
+        caps = [match.capability] * count
+        facts.infer("gpu.capabilities", caps, table)
+        facts.infer("gpu.min_capability", match.capability, table)
+        facts.infer("gpu.max_capability", match.capability, table)
+    else:
+        for path in ("gpu.capabilities", "gpu.min_capability", "gpu.max_capability"):
+            facts.mark_missing(path, f"{match.family.name} ({match.gfx}) has no CUDA compute "
+                               "capability")
+    facts.mark_missing("topology", f"the links between target GPUs are not known ({given}): "
+                       "pass --report with the host's collect-env report")
+
+
+# -- inference from names -------------------------------------------------------------------
+
+
+def _memory_options(name: str) -> tuple[tuple[int, ...], str] | None:
+    """The memory sizes (GiB) a device name leaves possible, and the table's words for it."""
+    from vllm_doctor.knowledge.gpus import lookup
+
+    match = lookup(name)
+    if match is None or not match.family.memory_options:
+        return None
+    if match.memory_gib:
+        return (match.memory_gib,), f"{name} → {match.family.name}, {match.memory_gib} GiB"
+    options = tuple(sorted(match.family.memory_options))
+    shown = " or ".join(str(o) for o in options)
+    return options, f"{name} → {match.family.name}, {shown} GiB"
+
+
+def infer_gpu_memory(facts: Facts) -> None:
+    """gpu.memory_total_mib (with its bounds) and an idle gpu.memory_free_mib from the GPU
+    names, where nothing measured them."""
+    if "gpu.memory_total_mib" in facts:
+        return
+    names = facts.value("gpu.names")
+    if not names:
+        return
+    per_device = [_memory_options(str(n)) for n in names]
+    unknown = sorted({str(n) for n, found in zip(names, per_device) if found is None})
+    if unknown:
+        facts.mark_missing("gpu.memory_total_mib", f"the GPU table has no memory size for "
+                           f"{', '.join(unknown)}")
+        return
+    sizes = sorted({size for options, _ in per_device for size in options})
+    words = sorted({how for _, how in per_device})
+    basis = f"GPU table: {'; '.join(words)}"
+    # the smallest GPU bounds what every rank can use
+    smallest = min(min(options) for options, _ in per_device)
+    largest_smallest = min(max(options) for options, _ in per_device)
+    low = int(smallest * MIB_PER_GIB * NVML_SHARE_LOW)
+    high = largest_smallest * MIB_PER_GIB
+    possible = sorted({s * MIB_PER_GIB for s in sizes if smallest <= s <= largest_smallest})
+    facts.infer("gpu.memory_total_mib", smallest * MIB_PER_GIB, basis,
+                possible if len(possible) > 1 else None)
+    facts.infer("gpu.memory_bounds_mib", [low, high],
+                f"{basis}; NVML reports {int(NVML_SHARE_LOW * 100)}–100 % of the nominal size")
+    if "gpu.memory_free_mib" not in facts:
+        facts.infer("gpu.memory_free_mib", smallest * MIB_PER_GIB,
+                    "assumed idle: a GPU known by its name only (nvidia-smi on the host "
+                    "shows what other processes hold)")
+
+
+@lru_cache(maxsize=1)
+def _compat() -> dict[str, Any]:
+    return json.loads(COMPAT_DATA.read_text(encoding="utf-8"))
+
+
+def driver_cuda_version(driver: str) -> tuple[str, str] | None:
+    """(highest CUDA version, the table row that says so) for a Linux driver version."""
+    try:
+        have = Version(str(driver).strip())
+    except InvalidVersion:
+        return None
+    best = None
+    for row in _compat()["driver_min"]:
+        if have >= Version(row["driver"]):
+            best = row
+    if best is None:
+        return None
+    return best["cuda"], f"driver {driver} ≥ {best['driver']}, the minimum for CUDA {best['cuda']}"
+
+
+def infer_driver_cuda(facts: Facts) -> None:
+    driver = facts.value("driver.version")
+    if driver is None or "driver.cuda_version" in facts:
+        return
+    found = driver_cuda_version(str(driver))
+    if found is None:
+        return
+    cuda, how = found
+    facts.infer("driver.cuda_version", cuda,
+                f"NVIDIA's driver table ({COMPAT_NAME}): {how}")
+
+
+def infer_hardware(facts: Facts) -> None:
+    """Every hardware fact the names imply and nothing measured."""
+    infer_gpu_memory(facts)
+    infer_driver_cuda(facts)
