@@ -290,3 +290,22 @@ def test_key_value_form_of_limit_mm_per_prompt():
     # JSON was not read by 0.8.0-0.8.4 (nullable_kvs only)
     facts = facts_for("""vllm serve m --limit-mm-per-prompt '{"image": 5}'""", "0.8.4")
     assert facts.value("release.invalid_choices")[0].endswith("(read by 0.8.5–0.33.0)")
+
+
+def test_a_package_collect_env_never_lists_is_unknown_not_absent(tmp_path):
+    # a real report (H100 x8), its vLLM line set to 0.19.1, which does not bundle DeepGEMM
+    text = (REPO / "tests/fixtures/reports/h100x8_nvlink_nightly.txt").read_text()
+    text = text.replace("0.29.1rc1.dev350+gd5f0a6e82 (git sha: d5f0a6e82)", "0.19.1")
+    report = tmp_path / "collect-env.txt"
+    report.write_text(text)
+    facts = facts_for("vllm serve deepseek-ai/DeepSeek-V3.2 -tp 8", model="DeepSeek-V3.2",
+                      report=report)
+    assert facts.value("vllm.version") == "0.19.1"
+    assert "deep-gemm would not be listed" in facts.why_missing("packages.deep-gemm")
+    assert verdict("ENV008", facts) == UNDECIDED
+    # transformers is listed by every collect-env: its absence would be real
+    assert "packages.transformers" in facts
+    # a ROCm report (a source build of torch, no +rocm in its version)
+    facts = facts_for("vllm serve deepseek-ai/DeepSeek-V3.2 -tp 8", model="DeepSeek-V3.2",
+                      report=REPO / "tests/fixtures/reports/rocm_mi300x.txt")
+    assert verdict("ENV008", facts) != APPLIES

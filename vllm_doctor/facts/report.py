@@ -22,6 +22,7 @@ Every fact has the source ``Source.REPORT`` and, as detail, the report line it c
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, Iterable
 
 from packaging.version import InvalidVersion, Version
@@ -242,6 +243,7 @@ def parse_report(text: str | bytes, name: str) -> Facts:
     _gpu_facts(report, facts, visible)
     _topology_facts(report, facts, visible)
     _package_facts(report, facts)
+    _unlisted_packages(facts)
     _env_facts(report, facts)
     return facts
 
@@ -689,6 +691,54 @@ def _package_facts(report: _Report, facts: Facts) -> None:
             found = True
     if not found:
         facts.mark_missing("packages", "the report lists no packages")
+
+
+@lru_cache(maxsize=1)
+def _asked_packages() -> tuple[str, ...]:
+    """The packages the shipped rules read (``fact: packages.X``)."""
+    from vllm_doctor.engine.loader import default_rules_dir
+
+    names: set[str] = set()
+    for path in default_rules_dir().glob("*/*.yaml"):
+        if not path.name.endswith(".cases.yaml"):
+            names |= set(_ASKED_PACKAGE.findall(path.read_text(encoding="utf-8")))
+    return tuple(sorted(names))
+
+
+_ASKED_PACKAGE = re.compile(r"\bfact:\s*packages\.([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def _unlisted_packages(facts: Facts) -> None:
+    """A package the report does not list is absent only when the report's own release
+    would list it: ``vllm collect-env`` prints just the pip packages whose line contains one
+    of its DEFAULT_PIP_PATTERNS (knowledge/data/collect_env.json, per release), so DeepGEMM
+    is never listed. Every other package the rules read is marked unknown, with the reason."""
+    if "packages" in facts.missing:
+        return
+    from vllm_doctor import knowledge
+
+    version = facts.value("vllm.version")
+    table = knowledge.load("collect_env")
+    release = (knowledge.match_release(str(version), tuple(table.releases)).release
+               if version is not None else None)
+    patterns = table.at(release).get("pip_patterns") if release is not None else None
+    for name in _asked_packages():
+        path = f"packages.{name}"
+        if path in facts:
+            continue
+        if patterns is not None and any(p in spelling for p in patterns
+                                        for spelling in (name, name.replace("-", "_"))):
+            continue  # the report would have listed it: absent
+        if patterns is None:
+            reason = (f"which pip packages the report lists is not known for vLLM {version}"
+                      if version is not None else
+                      "the report names no vLLM version, so which pip packages it lists is "
+                      "not known")
+        else:
+            reason = (f"`vllm collect-env` of vLLM {release} lists only pip packages whose "
+                      f"line contains one of {', '.join(patterns)}: {name} would not be "
+                      "listed even when installed (run `pip show " + name + "` there)")
+        facts.mark_missing(path, reason)
 
 
 # -- environment ----------------------------------------------------------------------------
