@@ -23,6 +23,7 @@ from test_release_facts import facts_for, verdict
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools" / "extractors"))
 import parsers as parsers_extractor  # noqa: E402
+import speculative as speculative_extractor  # noqa: E402
 
 
 # -- the tables ---------------------------------------------------------------------------
@@ -188,6 +189,70 @@ def test_lora_without_the_model_config_cannot_decide():
     assert verdict("MODEL102", other) == UNDECIDED
 
 
+# -- speculative decoding ----------------------------------------------------------------
+
+EAGLE3 = """--speculative-config '{"method":"eagle3","model":"AngelSlim/Qwen3-32B_eagle3",""" \
+         """"num_speculative_tokens":3}'"""
+
+
+def test_speculative_methods_per_release():
+    table = knowledge.load("speculative")
+    assert table.first_release("method:mtp") == "0.11.0"
+    assert table.first_release("method:suffix") == "0.11.1"
+    assert table.get("@release", "0.9.1").value["validated"] is True
+    assert "method:eagle" not in table.at("0.8.0")  # 0.8.x lists no methods
+    assert table.get("target:eagle3", "0.10.0").value["model_types"] == ["llama"]
+    assert "qwen" in table.get("target:eagle3", "0.10.1").value["model_types"]
+
+
+def test_speculative_extractor_flattens_aliases_and_reads_the_target_check():
+    source = (
+        "from pydantic.dataclasses import dataclass\n"
+        "MTP = Literal['a_mtp', 'mtp']\nEagle = Literal['eagle', 'eagle3', MTP]\n"
+        "SpeculativeMethod = Literal['ngram', Eagle]\n"
+        "@config\n@dataclass\nclass SpeculativeConfig:\n"
+        "    def _verify_args(self):\n"
+        "        ok = ['llama', 'qwen']\n"
+        "        if self.method in ('eagle3', 'dflash') and not any(m in self.t.model_type "
+        "for m in ok):\n"
+        "            raise ValueError(f'{self.method} is only supported for {ok} models.')\n")
+    out = speculative_extractor.extract(_Release({"config/speculative.py": source}))
+    assert {k for k in out if k.startswith("method:")} == {
+        "method:ngram", "method:eagle", "method:eagle3", "method:a_mtp", "method:mtp"}
+    assert out["target:dflash"]["model_types"] == ["llama", "qwen"]
+    assert out["@release"]["validated"] is True
+
+
+def test_a_method_the_release_lacks_is_an_error():
+    mtp = """--speculative-config '{"method":"mtp","num_speculative_tokens":1}'"""
+    old = facts_for(f"vllm serve m {mtp}", "0.10.0")
+    [text] = old.value("release.unknown_spec_methods")
+    assert "first release with 'mtp': 0.11.0" in text and "deepseek_mtp" in text
+    assert verdict("SPEC100", old) == APPLIES
+    assert verdict("SPEC100", facts_for(f"vllm serve m {mtp}", "0.11.0")) == NOT_APPLIES
+    # 0.9.0's SpeculativeConfig is a plain dataclass: an unknown method proves nothing
+    assert verdict("SPEC100", facts_for(f"vllm serve m {mtp}", "0.9.0")) == UNDECIDED
+    assert verdict("SPEC100", facts_for("vllm serve m", "0.10.0")) == NOT_APPLIES
+
+
+def test_eagle3_target_model_per_release():
+    old = facts_for(f"vllm serve Qwen/Qwen3-32B {EAGLE3}", "0.10.0", model="Qwen3-32B")
+    [text] = old.value("release.spec_target_refused")
+    assert "on a qwen3 model" in text and "one of llama" in text
+    assert verdict("SPEC101", old) == APPLIES
+    new = facts_for(f"vllm serve Qwen/Qwen3-32B {EAGLE3}", "0.10.1", model="Qwen3-32B")
+    assert verdict("SPEC101", new) == NOT_APPLIES
+    llama = facts_for(f"vllm serve meta-llama/Llama-3.1-8B-Instruct {EAGLE3}", "0.10.0",
+                      model="Llama-3.1-8B-Instruct")
+    assert verdict("SPEC101", llama) == NOT_APPLIES
+    # from 0.22.0 the model runner checks the loaded class instead: not decided here
+    later = facts_for(f"vllm serve Qwen/Qwen3-32B {EAGLE3}", "0.22.0", model="Qwen3-32B")
+    assert verdict("SPEC101", later) == UNDECIDED
+    # without the model config the model type is not known
+    assert verdict("SPEC101", facts_for(f"vllm serve Qwen/Qwen3-32B {EAGLE3}", "0.10.0")) \
+        == UNDECIDED
+
+
 # -- the vLLM messages name the rules -----------------------------------------------------
 
 # catalogue key (knowledge/data/errors.json) -> the rule whose signatures claim it
@@ -200,6 +265,12 @@ CATALOGUED = {
     "ValueError: enable_expert_parallel must be True to use EPLB.": "ARGS104",
     "ValueError: {*}does not support LoRA yet.": "MODEL102",
     "AssertionError: {*}does not support LoRA yet.": "MODEL102",
+    "ValueError: Eagle3 is only supported for Llama models. Got "
+    "self.target_model_config.hf_text_config.model_type={*}": "SPEC101",
+    "ValueError: Eagle3 is only supported for{*}models. Got "
+    "self.target_model_config.hf_text_config.model_type={*}": "SPEC101",
+    "RuntimeError: Model does not support EAGLE3 interface but aux_hidden_state_outputs was "
+    "requested": "SPEC101",
 }
 
 

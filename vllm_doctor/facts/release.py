@@ -20,7 +20,9 @@ Computed from the generated knowledge tables (``knowledge/data/*.json``, written
   register, where the release refuses it for this line (argparse choices, or its start-up
   check with the options that check reads);
 * checks: an option given without the option the release checks it needs;
-* LoRA: whether the architecture the release would load implements SupportsLoRA.
+* LoRA: whether the architecture the release would load implements SupportsLoRA;
+* speculative decoding: a ``speculative_config.method`` the release refuses, and a target
+  model the method's check in the release refuses.
 
 Options that the curated removed-flag rules (ARGS001, ARGS004) already explain are left
 out of ``release.unaccepted_options``: those rules carry the migration advice, and one
@@ -160,6 +162,7 @@ def collect_release(facts: Facts) -> None:
         _parsers(facts, release)
         _requirements(facts, release)
         _lora(facts, release)
+        _speculative(facts, release)
 
 
 # Facts that say which release judged the version: they differ between the two runs by design.
@@ -637,6 +640,77 @@ def _lora(facts: Facts, release: str) -> None:
     facts.set("release.lora_supported", bool(entry["lora"]), SOURCE,
               f"{entry['class']} in model_executor/models/{entry['module']}.py of vLLM {release} "
               + ("implements" if entry["lora"] else "does not implement") + " SupportsLoRA")
+
+
+_SPEC_PATHS = ("release.unknown_spec_methods", "release.spec_target_refused")
+
+
+def _speculative(facts: Facts, release: str) -> None:
+    """``release.unknown_spec_methods`` and ``release.spec_target_refused`` (knowledge table
+    ``speculative``), for the ``speculative_config.method`` on the serve line."""
+    method = facts.value("serve.speculative_method")
+    if not isinstance(method, str):
+        reason = facts.why_missing("serve.speculative_method")
+        for path in _SPEC_PATHS:
+            if reason:
+                facts.mark_missing(path, "serve.speculative_method is not known: " + reason)
+            else:  # no method given (none, or detected from the draft model): nothing refused
+                facts.set(path, [], SOURCE, "no speculative_config.method on the serve line")
+        return
+    from vllm_doctor import knowledge
+
+    table = knowledge.load("speculative")
+    entries = table.at(release)
+    info = entries.get("@release", {})
+    methods = sorted(k.split(":", 1)[1] for k in entries if k.startswith("method:"))
+    if not info.get("validated") or not methods:
+        facts.mark_missing("release.unknown_spec_methods", f"vLLM {release} does not validate "
+                           "speculative_config.method against a list (no pydantic Literal)")
+    elif method in methods:
+        facts.set("release.unknown_spec_methods", [], SOURCE,
+                  f"SpeculativeMethod of vLLM {release} ({info['file']})")
+    else:
+        first = table.first_release(f"method:{method}")
+        facts.set("release.unknown_spec_methods", [
+            f"speculative_config.method '{method}': vLLM {release} refuses it (SpeculativeMethod "
+            f"in {info['file']}); it accepts: {', '.join(methods)}; " +
+            (f"first release with '{method}': {first}" if first else
+             f"no release {table.releases[0]}–{table.newest} has '{method}'")],
+            SOURCE, f"SpeculativeMethod of vLLM {release} ({info['file']})")
+    check = entries.get(f"target:{method}")
+    if check is None:
+        if f"target:{method}" in table:
+            facts.mark_missing("release.spec_target_refused", f"vLLM {release} does not check the "
+                               f"target of '{method}' in its config (it checks the model class "
+                               "when loading, which the knowledge does not carry)")
+        else:
+            facts.set("release.spec_target_refused", [], SOURCE,
+                      f"vLLM {release} checks no target model for '{method}'")
+        return
+    model_type = _text_model_type(facts)
+    if model_type is None:
+        facts.mark_missing("release.spec_target_refused", "the model's text model_type is not "
+                           "known: " + (facts.why_missing("model.model_type") or
+                                        "its nested text config has none"))
+        return
+    accepted = [m for m in check["model_types"] if m in model_type]
+    facts.set("release.spec_target_refused", [] if accepted else [
+        f"speculative_config.method '{method}' on a {model_type} model: vLLM {release} accepts "
+        f"only targets whose hf_text_config.model_type contains one of "
+        f"{', '.join(check['model_types'])} ({check['function']} in {check['file']})"],
+        SOURCE, f"the target check of vLLM {release}")
+
+
+def _text_model_type(facts: Facts) -> str | None:
+    """The model_type vLLM's ``hf_text_config`` has: the nested text config's, else the
+    top-level one's (None: not known)."""
+    nested = facts.get("model.text_model_type")
+    if nested is not None:
+        return str(nested.value) if nested.value else None
+    if "model.text_model_type" in facts.missing:
+        return None
+    value = facts.value("model.model_type")
+    return str(value) if value else None
 
 
 # -- pins ---------------------------------------------------------------------------------------

@@ -227,6 +227,12 @@ FACTS: dict[str, FactSpec] = {
         "str", "the model architecture the judged release would load (first registered one)"),
     "release.lora_supported": FactSpec(
         "bool", "that architecture's class implements SupportsLoRA in the judged release"),
+    "release.unknown_spec_methods": FactSpec(
+        "list", "a speculative_config.method the judged release refuses: the methods it has and "
+        "the first release with the requested one"),
+    "release.spec_target_refused": FactSpec(
+        "list", "the speculative method's target-model check in the judged release refuses the "
+        "model's (text) model_type"),
     "release.transformers_requirement": FactSpec("str", "the judged release's transformers "
                                                  "requirement (Requires-Dist)"),
     "release.transformers_in_range": FactSpec(
