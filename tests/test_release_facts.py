@@ -309,3 +309,20 @@ def test_a_package_collect_env_never_lists_is_unknown_not_absent(tmp_path):
     facts = facts_for("vllm serve deepseek-ai/DeepSeek-V3.2 -tp 8", model="DeepSeek-V3.2",
                       report=REPO / "tests/fixtures/reports/rocm_mi300x.txt")
     assert verdict("ENV008", facts) != APPLIES
+
+
+def test_mla_model_without_its_mla_fields_has_an_unknown_head_size(tmp_path):
+    # DeepSeek-V3's config.json less kv_lora_rank / qk_*_head_dim: transformers fills them
+    # from DeepseekV3Config's defaults, so hidden_size / heads (56) is not the head size
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps({
+        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
+        "hidden_size": 7168, "num_attention_heads": 128, "num_key_value_heads": 128,
+        "num_hidden_layers": 61, "vocab_size": 129280, "torch_dtype": "bfloat16"}))
+    facts = collect_facts(CollectOptions(serve_string="vllm serve deepseek-ai/DeepSeek-V3",
+                                         vllm_version="0.20.0", probe_machine=False,
+                                         model_config=tmp_path))
+    assert "model.head_dim" not in facts
+    assert "MLA model" in facts.why_missing("model.head_dim")
+    assert verdict("ATTN100", facts) != APPLIES

@@ -93,6 +93,18 @@ def model_layouts() -> dict[str, dict]:
     return types if isinstance(types, dict) else {}
 
 
+# The model types vLLM reads as MLA models (ModelArchConfigConvertor.is_deepseek_mla /
+# ModelConfig.is_deepseek_mla of the 0.8.0-0.33.0 wheels), their attention shaped by
+# kv_lora_rank and qk_{nope,rope}_head_dim rather than hidden_size / heads.
+MLA_MODEL_TYPES = frozenset({
+    "AXK1", "axk1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4",
+    "deepseek_v41", "dots3_note", "deepseek_mtp", "k3_dspark", "glm5_next", "glm5_next_text",
+    "glm_moe_dsa", "glm4_moe_lite", "glm4_moe_lite_mtp", "kimi_k2", "kimi_linear",
+    "longcat_flash", "pangu_ultra_moe", "pangu_ultra_moe_mtp", "bailing_hybrid",
+    "bailing_hybrid_mtp", "bailing_hybrid_v3_mtp", "hy_v4", "hy_v4_mtp",
+})
+
+
 def layout_of(model_type: Any) -> dict | None:
     """The known layout of a model type, or None when the table does not know the type."""
     return model_layouts().get(model_type) if isinstance(model_type, str) else None
@@ -441,6 +453,16 @@ def read_model_config(facts: Facts, config_path: Path, cfg: dict, source_detail:
         if kv_lora is not None and _int(nope) and _int(rope):
             facts.set("model.head_dim", _int(nope) + _int(rope), Source.DERIVED,
                       "MLA: qk_nope_head_dim + qk_rope_head_dim")
+        elif text_type in MLA_MODEL_TYPES:
+            # transformers fills the missing MLA fields from its config class's defaults,
+            # which config.json does not show: hidden/heads would be a wrong head size
+            facts.mark_missing("model.head_dim", (
+                f"model_type {text_type} is an MLA model (vLLM's is_deepseek_mla) but "
+                "config.json lacks " + ", ".join(
+                    k for k, v in (("kv_lora_rank", kv_lora), ("qk_nope_head_dim", nope),
+                                   ("qk_rope_head_dim", rope)) if v is None)
+                + ": transformers fills them from its config class; pass a config.json "
+                "that states them"))
         elif hidden and heads:
             facts.set("model.head_dim", hidden // heads, Source.DERIVED,
                       "hidden_size / num_attention_heads")
@@ -533,7 +555,7 @@ def _mark_unread(facts: Facts, cfg: dict, model_type: Any, config_path: Path) ->
     if layout_of(model_type) is None and model_type:
         kind += ", a type the doctor has no layout for"
     for path, what in _STRUCTURAL.items():
-        if path in facts:
+        if path in facts or path in facts.missing:  # known, or unknown with its own reason
             continue
         note = kind
         if model_type in _ATTENTION_FREE_TYPES and path in (
