@@ -1246,6 +1246,11 @@ _COMMAND_RE = re.compile(r"(^|\s)(vllm\s+serve|vllm\.entrypoints\.(openai\.)?api
 def parse_serve_string(text: str) -> ServeLine:
     """Parse a serve command pasted as text: shell quoting, ``\\`` line continuations,
     ``#`` comments; when several commands are pasted, the `vllm serve` one is used."""
+    return parse_serve_argv(command_words(text))
+
+
+def command_words(text: str) -> list[str]:
+    """The words of the serve command in shell text (see ``parse_serve_string``)."""
     if not isinstance(text, str):
         raise InputError(SERVE_LINE, "expected text")
     if "\x00" in text:
@@ -1265,7 +1270,7 @@ def parse_serve_string(text: str) -> ServeLine:
         raise InputError(SERVE_LINE, f"cannot split into words: {err}") from None
     if not words:
         raise InputError(SERVE_LINE, "empty serve line")
-    return parse_serve_argv(_command_words(command) or words)
+    return _command_words(command) or words
 
 
 def load_serve_config(path: Path) -> ServeLine:

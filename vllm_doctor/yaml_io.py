@@ -69,19 +69,85 @@ def _flow_depth_exceeds(text: str, limit: int) -> bool:
 MAX_ITEMS = 50_000
 
 
-def safe_load(text: str) -> Any:
+def _check_size(text: str) -> None:
     if _flow_depth_exceeds(text, _FLOW_DEPTH_LIMIT):
         raise YAMLBoundsError(f"nested more than {MAX_DEPTH} levels deep")
     items = text.count(":") + text.count(",") + text.count("\n")
     if items > MAX_ITEMS:
         raise YAMLBoundsError(f"too large: about {items:,} values (at most {MAX_ITEMS:,} are read)")
-    try:
-        data = yaml.load(text, Loader=_PlainLoader)  # noqa: S506 - a safe loader
-    except RecursionError:
-        raise YAMLBoundsError("nested too deeply") from None
-    except (TypeError, ValueError) as err:  # e.g. a mapping key that cannot be hashed
-        raise YAMLBoundsError(f"not plain data: {err}") from None
+
+
+def _bounded(data: Any) -> Any:
     try:
         return check_value(data)
     except ValueBoundsError as err:
         raise YAMLBoundsError(f"the document {err}") from None
+
+
+def _load(text: str, loader: type, everything: bool = False) -> Any:
+    _check_size(text)
+    try:
+        if everything:
+            return list(yaml.load_all(text, Loader=loader))  # noqa: S506 - a safe loader
+        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+    except RecursionError:
+        raise YAMLBoundsError("nested too deeply") from None
+    except (TypeError, ValueError) as err:  # e.g. a mapping key that cannot be hashed
+        raise YAMLBoundsError(f"not plain data: {err}") from None
+
+
+def safe_load(text: str) -> Any:
+    return _bounded(_load(text, _PlainLoader))
+
+
+# -- documents that remember where each value was written ---------------------------------
+
+
+class LineDict(dict):
+    """A mapping from the YAML, with the 1-based line of the mapping (``line``) and of each
+    key (``lines``)."""
+
+    line: int = 0
+    lines: dict[Any, int]
+
+
+class LineList(list):
+    """A sequence from the YAML, with its line and each item's (``lines``)."""
+
+    line: int = 0
+    lines: list[int]
+
+
+class _LineLoader(_PlainLoader):
+    pass
+
+
+def _line_map(loader: Any, node: yaml.MappingNode):
+    data = LineDict()
+    data.line, data.lines = node.start_mark.line + 1, {}
+    yield data
+    loader.flatten_mapping(node)  # merge keys (<<) as the safe loader reads them
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        data[key] = loader.construct_object(value_node, deep=True)
+        data.lines[key] = key_node.start_mark.line + 1
+
+
+def _line_seq(loader: Any, node: yaml.SequenceNode):
+    data = LineList()
+    data.line, data.lines = node.start_mark.line + 1, []
+    yield data
+    for item in node.value:
+        data.append(loader.construct_object(item, deep=True))
+        data.lines.append(item.start_mark.line + 1)
+
+
+_LineLoader.add_constructor("tag:yaml.org,2002:map", _line_map)
+_LineLoader.add_constructor("tag:yaml.org,2002:seq", _line_seq)
+
+
+def safe_load_all_with_lines(text: str) -> list[Any]:
+    """Every document of a multi-document YAML stream (``helm template`` output, ``kubectl -o
+    yaml``), mappings and sequences carrying their lines (``LineDict``, ``LineList``); the same
+    plain data and bounds as ``safe_load``."""
+    return [_bounded(doc) for doc in _load(text, _LineLoader, everything=True)]

@@ -195,13 +195,8 @@ def run_check(
             model_config=options.model_config or ex.model_config,
             report=options.report or ex.report, log=options.log or ex.log, probe_machine=False)
 
-    from vllm_doctor.facts.crashlog import read_log
-    from vllm_doctor.engine.evaluate import evaluate_rules
-    from vllm_doctor.engine.ignore import apply_ignores, load_ignore_file, unknown_entries
+    from vllm_doctor.engine.ignore import load_ignore_file, unknown_entries
     from vllm_doctor.engine.loader import default_rules_dir, load_rules, select_rules
-    from vllm_doctor.facts.collect import collect_facts
-    from vllm_doctor.knowledge import newest_release
-    from vllm_doctor.report.document import CheckDocument, RuleBase
 
     entries = (load_ignore_file(ignore_file) if ignore_file else []) + list(ignore_entries or [])
     dirs = ([default_rules_dir()] if default_rules else []) + list(rules_dirs or [])
@@ -226,6 +221,67 @@ def run_check(
             "that was renamed or removed)")
     if strict_failures:
         raise InputError("--strict", "; ".join(strict_failures))
+    targets = manifest_targets(options)
+    judge = dict(rules=rules, loaded=loaded, entries=entries, fail_on=fail_on, strict=strict,
+                 warnings=warnings, example=example, probe=probe, probe_timeout=probe_timeout,
+                 settings=settings)
+    if targets:
+        docs = [_judge(dataclasses.replace(options, serve_config=None, manifest=None,
+                                           manifest_target=target,
+                                           probe_machine=False), **judge)
+                for target in targets]
+    else:
+        docs = [_judge(options, **judge)]
+    for doc in docs:
+        doc.duration_s = time.perf_counter() - started
+
+    from vllm_doctor.report.output import write_report
+
+    if targets:
+        from vllm_doctor.report.formats import render_targets
+
+        text = render_targets(docs, fmt, lambda d: render_document(
+            d, fmt, verbose=verbose, quiet=quiet, to_file=output is not None))
+    else:
+        text = render_document(docs[0], fmt, verbose=verbose, quiet=quiet,
+                               to_file=output is not None)
+    write_report(text, output)
+    if settings is not None:
+        print(f"vllm-doctor: {settings.describe()}", file=sys.stderr)
+    for warning in dict.fromkeys(warnings):
+        print(f"vllm-doctor: warning: {warning}", file=sys.stderr)
+    crashes = [crash for doc in docs for crash in doc.facts.crashes]
+    if crashes:
+        return crashed(crashes)
+    for doc in docs:
+        where = f"{doc.target.where} {doc.target.name}: " if doc.target is not None else ""
+        print(f"vllm-doctor: {where}{doc.summary_line()}", file=sys.stderr)
+    return EXIT_FINDINGS if any(doc.failing() for doc in docs) else EXIT_OK
+
+
+def manifest_targets(options: "CollectOptions") -> list:
+    """The containers that run vLLM in --manifest, or in a --serve-config that is a manifest;
+    [] for a serve line. A YAML that is neither a serve config nor a manifest is bad input."""
+    from vllm_doctor.serveline import manifest
+
+    if options.manifest:
+        return manifest.read_targets(str(options.manifest))
+    if options.serve_config and manifest.serve_config_is_manifest(Path(options.serve_config)):
+        return manifest.read_targets(str(options.serve_config))
+    return []
+
+
+def _judge(options: "CollectOptions", rules, loaded, entries, fail_on: str, strict: bool,
+           warnings: list[str], example: str | None, probe: bool, probe_timeout: float,
+           settings: "Config | None"):
+    """Facts → findings → the document for one serve line (one manifest target)."""
+    from vllm_doctor.engine.evaluate import evaluate_rules
+    from vllm_doctor.engine.ignore import apply_ignores
+    from vllm_doctor.facts.collect import collect_facts
+    from vllm_doctor.facts.crashlog import read_log
+    from vllm_doctor.knowledge import newest_release
+    from vllm_doctor.report.document import CheckDocument, RuleBase
+
     with step("facts"):
         facts = collect_facts(options)
     with step("crash log"):
@@ -250,9 +306,11 @@ def run_check(
     doc.rulebase = RuleBase(rulebase_version(loaded), len(loaded), newest_release())
     doc.inputs = {key: str(value) for key, value in (
         ("serve_config", options.serve_config), ("model_config", options.model_config),
-        ("report", options.report), ("log", options.log)) if value}
+        ("report", options.report), ("log", options.log),
+        ("manifest", options.manifest_target.file if options.manifest_target else None)) if value}
+    doc.target = options.manifest_target
     coverage = _coverage_note(facts)
-    if coverage:
+    if coverage and coverage not in warnings:
         warnings.append(coverage)  # on stderr too: a gate judged beyond its knowledge says so
     if settings is not None:
         doc.notes.append(settings.describe())
@@ -266,7 +324,10 @@ def run_check(
         doc.notes.append(f"bundled example {example!r}: facts come from its files, not this machine")
     with step("suggested commands"):
         _suggestions(doc, facts)
-    if probe and (options.report or not options.probe_machine):
+    if probe and options.manifest_target is not None:
+        doc.notes.append("--probe: not run for a manifest — probes confirm a failure on the "
+                         "machine they run on; run `vllm-doctor probe` on the node")
+    elif probe and (options.report or not options.probe_machine):
         doc.notes.append("--probe: not run — the facts come from a report, and probes confirm a "
                          "failure on the machine they run on; run `vllm-doctor probe` there")
     elif probe:
@@ -275,20 +336,7 @@ def run_check(
         given = tp_fact is not None and tp_fact.source != Source.DEFAULT
         tp = tp_fact.value if given else (facts.value("gpu.count") or 1)
         _attach_probes(doc, facts, findings, tp, "cuda" if facts.value("gpu.count") else "cpu", probe_timeout)
-    doc.duration_s = time.perf_counter() - started
-
-    from vllm_doctor.report.output import write_report
-
-    write_report(render_document(doc, fmt, verbose=verbose, quiet=quiet, to_file=output is not None),
-                 output)
-    if settings is not None:
-        print(f"vllm-doctor: {settings.describe()}", file=sys.stderr)
-    for warning in warnings:
-        print(f"vllm-doctor: warning: {warning}", file=sys.stderr)
-    if facts.crashes:
-        return crashed(facts.crashes)
-    print(f"vllm-doctor: {doc.summary_line()}", file=sys.stderr)
-    return EXIT_FINDINGS if doc.failing() else EXIT_OK
+    return doc
 
 
 def crashed(crashes: list) -> int:
@@ -330,6 +378,7 @@ def register(app: typer.Typer) -> None:
             None, metavar="[-- vllm serve MODEL ...]", help="The serve line, after `--`."),
         serve: Optional[str] = inputs.SERVE,
         serve_config: Optional[Path] = inputs.SERVE_CONFIG,
+        manifest: Optional[str] = inputs.MANIFEST,
         model_config: Optional[Path] = inputs.MODEL_CONFIG,
         report: Optional[Path] = inputs.REPORT,
         log: Optional[Path] = inputs.LOG,
@@ -390,6 +439,7 @@ def register(app: typer.Typer) -> None:
         options = inputs.collect_options(serve_tokens, serve, serve_config, model_config,
                                          report, log, vllm_version, torch_version,
                                          gpu, gpus, driver, cuda)
+        options.manifest = manifest
         default_rules = not no_default_rules and settings.default_rules is not False
         raise typer.Exit(run_check(
             options, fmt=fmt or settings.format or "text",

@@ -11,6 +11,10 @@ import typer
 
 SERVE = typer.Option(None, "--serve", help='The serve line as one string: "vllm serve MODEL ...".')
 SERVE_CONFIG = typer.Option(None, "--serve-config", help="A vLLM serve config file (YAML).")
+MANIFEST = typer.Option(
+    None, "--manifest", help="A Kubernetes manifest (multi-document YAML: helm template, kubectl "
+    "-o yaml), docker-compose file or Dockerfile, or - for standard input: each container "
+    "that runs vLLM is checked with the facts the file states.")
 MODEL_CONFIG = typer.Option(None, "--model-config", help="The model's config.json or model directory.")
 REPORT = typer.Option(None, "--report", help="A `vllm collect-env` report: its facts replace this machine's.")
 LOG = typer.Option(None, "--log", help="A crash log to match against the known failures.")

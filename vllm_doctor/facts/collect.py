@@ -40,6 +40,7 @@ class CollectOptions:
     serve_tokens: list[str] | None = None   # `-- vllm serve MODEL ...`
     serve_string: str | None = None         # --serve "vllm serve ..."
     serve_config: Path | None = None        # --serve-config serve.yaml
+    manifest: str | None = None             # --manifest deploy.yaml (or -)
     model_config: Path | None = None
     report: Path | None = None              # facts from a report replace this machine's
     log: Path | None = None                 # sets log.path/log.lines (the text is read by check)
@@ -48,6 +49,9 @@ class CollectOptions:
     target: "TargetHardware | None" = None  # --gpu/--gpus/--driver/--cuda (facts/hardware.py)
     probe_machine: bool = True              # False: do not look at this machine (examples, tests)
     environ: Mapping[str, str] | None = None
+    # one container of a manifest (serveline.manifest.Target): its serve line and what its
+    # file states (image, GPUs, env, /dev/shm) stand for this machine's
+    manifest_target: Any = None
 
 
 def _read_text(path: Path, what: str) -> str:
@@ -84,16 +88,22 @@ def _collect_serve(facts: Facts, options: CollectOptions, env: Mapping[str, str]
     """Parse the serve line (one of three forms) into serve.*; returns the model it names."""
     if options.serve_string is not None and not options.serve_string.strip():
         raise InputError("--serve", "the serve line is empty")
-    given = [x for x in (options.serve_tokens, options.serve_string, options.serve_config)
-             if x]
+    given = [x for x in (options.serve_tokens, options.serve_string, options.serve_config,
+                         options.manifest_target) if x]
     if not given:
         facts.mark_missing("serve", SUPPLY_HINTS["serve"])
         return None
     if len(given) > 1:
-        raise InputError("serve line", "give only one of `-- vllm serve ...`, --serve and "
-                                       "--serve-config")
+        raise InputError("serve line", "give only one of `-- vllm serve ...`, --serve, "
+                                       "--serve-config and --manifest")
     from vllm_doctor import serve_args  # written beside the collectors; imported when needed
 
+    if options.manifest_target is not None:
+        target = options.manifest_target
+        line = target.serve_line()
+        line.to_facts(facts, Source.SERVE, env)
+        target.place_serve_facts(facts)
+        return None if "model" in target.unresolved else line.model
     if options.serve_tokens:
         line = serve_args.parse_serve_argv(list(options.serve_tokens), Path.cwd())
         source = Source.SERVE
@@ -158,6 +168,9 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
         facts.notes.append(f"facts from the report {options.report} replace this machine's "
                            f"({', '.join(REPORT_AREAS)})")
 
+    # a manifest's container: what its file states stands for this machine's
+    if options.manifest_target is not None:
+        options.manifest_target.write_facts(facts)
     # the target hardware replaces this machine's (or the report's) GPUs
     if options.target:
         from vllm_doctor.facts.hardware import apply_target_hardware
@@ -165,18 +178,21 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
         apply_target_hardware(facts, options.target)  # bad names are InputError (exit 2)
 
     # the serve line and the model ------------------------------------------------------------
-    serve_env: Mapping[str, str] = (_env_from_facts(facts) if options.report is not None
-                                    else (environ or {}))
+    from_facts = options.report is not None or options.manifest_target is not None
+    serve_env: Mapping[str, str] = _env_from_facts(facts) if from_facts else (environ or {})
     model_id = run.step("serve", ("serve",), lambda: _collect_serve(facts, options, serve_env))
     if model_id is None:
         model_id = facts.value("serve.model")
+    # a manifest's model is looked up in this machine's Hugging Face cache (the config is the
+    # same wherever the model is served)
+    lookup_env = os.environ if options.manifest_target is not None else environ
 
     def model() -> None:
         from vllm_doctor.facts.model_config import collect_model
 
         collect_model(facts, options.model_config, model_id, Path.cwd(),
-                      environ if environ is not None else {},
-                      use_hf_cache=options.probe_machine)
+                      lookup_env if lookup_env is not None else {},
+                      use_hf_cache=options.probe_machine or options.manifest_target is not None)
 
     run.step("model", ("model",), model)
 

@@ -38,6 +38,8 @@ SUPPLY_HINTS: dict[str, str] = {
     "serve": "pass the serve line: `vllm-doctor check -- vllm serve MODEL ...` or --serve '...'",
     "env": "set the variable in this shell, or pass --report collect-env.txt",
     "log": "pass --log crash.txt",
+    "deploy": "pass the deployment: --manifest FILE (a Kubernetes manifest, a docker-compose "
+    "file or a Dockerfile)",
     "derived": "supply the facts it is computed from (model config, GPUs, serve line)",
     "release": "give a vLLM version the knowledge covers (0.8.0-0.33.0): run where vLLM is "
     "installed, pass --report collect-env.txt, or --vllm-version V; plus the serve line / "
@@ -173,6 +175,17 @@ FACTS: dict[str, FactSpec] = {
     # -- environment -------------------------------------------------------------------------
     "env.*": FactSpec("str", "an environment variable (secrets redacted)"),
     # -- crash log ----------------------------------------------------------------------------
+    # -- the deployment (check --manifest): what the file states about where vLLM runs --
+    "deploy.file": FactSpec("str", "the manifest, compose file or Dockerfile the target is in"),
+    "deploy.target": FactSpec("str", "the workload and container that runs vLLM"),
+    "deploy.image": FactSpec("str", "the container image"),
+    "deploy.gpus_per_pod": FactSpec("int", "GPUs the container asks for (nvidia.com/gpu or "
+                                    "amd.com/gpu limits, compose device reservations)"),
+    "deploy.nodes": FactSpec("int", "pods in one serving group (LeaderWorkerSet size; 1 else)"),
+    "deploy.gpus": FactSpec("int", "GPUs of one serving group: GPUs per pod × pods"),
+    "deploy.shm_default": FactSpec("bool", "/dev/shm is the container runtime's 64 MB default "
+                                   "(no Memory emptyDir at /dev/shm, no shm_size, no ipc: host)"),
+    "deploy.shm_mib": FactSpec("int", "size of the container's /dev/shm in MiB, when stated"),
     "log.path": FactSpec("str", "crash log that was read"),
     "log.lines": FactSpec("int", "number of lines in the crash log"),
     # -- derived (computed from the facts above) ---------------------------------------------

@@ -77,6 +77,8 @@ class CheckDocument:
     strict_failures: list[str] = field(default_factory=list)
     # the settings file used (config.Config: its path, what it turned off); None: no file
     settings: Any = None
+    # the manifest container judged (serveline.manifest.Target), None for a serve line
+    target: Any = None
 
     # -- views ---------------------------------------------------------------
     def active(self, verdict: str) -> list[Finding]:
@@ -159,9 +161,21 @@ class CheckDocument:
         return (f"{', '.join(parts)}{extra} ({self.rules_checked} rules checked in "
                 f"{self.duration_s:.2f} s){tail}")
 
+    def target_line(self, f: Finding) -> int | None:
+        """For a manifest target: the line of the first of the finding's facts the file
+        states (the flag in the args, the image, the GPU limit), else the container's."""
+        if self.target is None:
+            return None
+        for ev in f.evidence:
+            if ev.path in self.target.fact_lines:
+                return self.target.fact_lines[ev.path]
+        return self.target.line
+
     def to_dict(self) -> dict[str, Any]:
         def finding(f: Finding) -> dict[str, Any]:
             data = f.to_dict()
+            if self.target is not None:
+                data["location"] = {"file": self.target.file, "line": self.target_line(f)}
             data["suggestions"] = [s.to_dict() for s in self.suggestions.get(f.rule.code, [])]
             data["document"] = f"vllm-doctor explain {f.rule.code}"
             data["failing"] = self.is_failing(f)
@@ -193,4 +207,7 @@ class CheckDocument:
             "notes": self.notes,
             "settings": self.settings.describe() if self.settings else None,
             "facts": self.facts.to_dict(),
+            **({"target": {"file": self.target.file, "line": self.target.line,
+                           "kind": self.target.kind, "name": self.target.name}}
+               if self.target is not None else {}),
         }

@@ -159,6 +159,9 @@ def location(doc: CheckDocument, f: Finding) -> Location:
     """The input file a finding is about, in the order a user would fix it: the serve config
     line its serve evidence names, the config.json key its model evidence names, the log line
     it matched, else the first input file given, else the placeholder."""
+    if doc.target is not None and doc.target.file != "-":
+        path = Path(doc.target.file)
+        return Location(_relative_uri(path), doc.target_line(f), path)
     serve_config = doc.inputs.get("serve_config")
     model_config = doc.facts.value("model.config_path") if doc.inputs.get("model_config") else None
     log = doc.inputs.get("log")
@@ -273,7 +276,8 @@ def render_sarif(doc: CheckDocument) -> str:
             "level": SARIF_LEVEL[f.severity],
             "message": {"text": _message(doc, f)},
             "locations": [{"physicalLocation": physical}],
-            "partialFingerprints": {"vllmDoctorFinding/v1": _fingerprint(f.rule.code, where.uri)},
+            "partialFingerprints": {"vllmDoctorFinding/v1": _fingerprint(
+                f.rule.code, where.uri, *([doc.target.name] if doc.target is not None else []))},
             "properties": {"verdict": f.verdict, "confidence": f.confidence,
                            "failing": doc.is_failing(f),
                            "fix_state": f.fix_state.to_dict() if f.fix_state else None,
@@ -429,3 +433,58 @@ RENDERERS: dict[str, Callable[[CheckDocument], str]] = {
     "json": render_json, "markdown": render_markdown, "sarif": render_sarif,
     "junit": render_junit, "github": render_github, "gitlab": render_gitlab,
 }
+
+
+# -- several targets (check --manifest) --------------------------------------------------------
+
+def render_targets(docs: list[CheckDocument], fmt: str, render: Any) -> str:
+    """One report for every container of a manifest: ``render`` gives each target's report
+    in ``fmt``; the machine formats are merged into one document (one SARIF run, one GitLab
+    array, one JUnit file with a suite per target, a JSON object with a ``targets`` list)."""
+    parts = [render(doc) for doc in docs]
+    if fmt == "json":
+        return dump_json({"schema_version": docs[0].to_dict()["schema_version"],
+                          "tool": {"name": "vllm-doctor", "version": __version__},
+                          "failing": any(doc.failing() for doc in docs),
+                          "targets": [json.loads(part) for part in parts]})
+    if fmt == "sarif":
+        return _merge_sarif([json.loads(part) for part in parts])
+    if fmt == "gitlab":
+        return dump_json([issue for part in parts for issue in json.loads(part)])
+    if fmt == "junit":
+        head, tail = '<testsuites name="vllm-doctor">\n', "</testsuites>\n"
+        suites = []
+        for doc, part in zip(docs, parts):
+            suite = part.split(head, 1)[1].rsplit(tail, 1)[0]
+            suites.append(suite.replace('name="vllm-doctor check"',
+                                        f"name={quoteattr('vllm-doctor check ' + doc.target.name)}", 1))
+        return parts[0].split(head, 1)[0] + head + "".join(suites) + tail
+    if fmt == "github":
+        return "".join(parts)
+    heading = "### {}\n\n" if fmt == "markdown" else "── {} ──\n"
+    return "\n".join(heading.format(f"{doc.target.name} ({doc.target.where})") + part
+                     for doc, part in zip(docs, parts))
+
+
+def _merge_sarif(logs: list[dict[str, Any]]) -> str:
+    first = logs[0]
+    run = first["runs"][0]
+    rules: list[dict[str, Any]] = []
+    index: dict[str, int] = {}
+    results: list[dict[str, Any]] = []
+    summaries = []
+    for log in logs:
+        other = log["runs"][0]
+        own = other["tool"]["driver"]["rules"]
+        for result in other["results"]:
+            rule = own[result["ruleIndex"]]
+            if rule["id"] not in index:
+                index[rule["id"]] = len(rules)
+                rules.append(rule)
+            result["ruleIndex"] = index[rule["id"]]
+            results.append(result)
+        summaries.append(other["properties"])
+    run["tool"]["driver"]["rules"] = rules
+    run["results"] = results
+    run["properties"] = {"targets": summaries}
+    return dump_json(first)

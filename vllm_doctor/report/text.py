@@ -36,6 +36,8 @@ def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) ->
     mark = MARK_FOR_SEVERITY[rule.severity]
     console.print(f"  {mark} [bold]{rule.code}[/] {escape(f'[{rule.severity}]')} {escape(rule.summary)}"
                   f" [dim](confidence {f.confidence}; shows at {rule.phase})[/]")
+    if doc.target is not None:
+        console.print(f"      at {escape(doc.target.file)}:{doc.target_line(f)}")
     for ev in f.evidence:
         console.print(f"      because {escape(ev.path)} = {escape(_fmt(ev.value))}"
                       f" [dim]({escape(ev.source)})[/]")

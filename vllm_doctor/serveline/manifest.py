@@ -1,0 +1,966 @@
+"""Serve lines where they are deployed: Kubernetes manifests, docker-compose files, Dockerfiles.
+
+Each container (compose service, Dockerfile) that runs vLLM is one ``Target``: its serve
+line, and the facts the file states about where that line runs, each with the line it was
+read from — the image's vLLM release, the GPUs a pod asks for and which product the node
+selector names, the pods of a LeaderWorkerSet group, the container's variables and its
+``/dev/shm``.
+
+``$(VAR)`` (Kubernetes), ``$VAR``/``${VAR}`` (a ``sh -c`` script, compose interpolation) are
+resolved from the variables the file itself sets. A reference it cannot settle (a variable
+from a Secret, the host's environment, an unset name) is never guessed: the option it
+belongs to is left out of the line and the fact it would give is undecided.
+
+Kinds read: Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, LeaderWorkerSet
+(leader and worker templates), KServe InferenceService (predictor containers) and
+ServingRuntime / ClusterServingRuntime, a ``List`` of them; compose ``services``; a
+Dockerfile's final stage (``FROM``, ``ENV``, ``ENTRYPOINT``, ``CMD``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from vllm_doctor.errors import InputError
+from vllm_doctor.facts.model import Fact, Facts, Source
+
+MANIFEST = "manifest"
+# a manifest is read whole: `helm template` of a large chart stays well under this
+MAX_MANIFEST_BYTES = 4 << 20
+# Docker's and containerd's /dev/shm when nothing sizes it
+DEFAULT_SHM_MIB = 64
+# the official images run `vllm serve` when no command is given (older ones the OpenAI
+# api_server module, which takes the same options)
+IMAGE_ENTRYPOINT = ["vllm", "serve"]
+
+_SHELLS = {"sh", "bash", "dash", "zsh", "ash"}
+_VLLM_WORDS = {"vllm", "vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server",
+               "vllm.entrypoints.cli.main"}
+# the labels that name a node's GPU (GPU feature discovery, GKE, Karpenter, the common
+# hand-made one)
+GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator",
+              "karpenter.k8s.aws/instance-gpu-name", "accelerator")
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+
+
+@dataclass
+class Placed:
+    """A value and the line of the file it was read from."""
+
+    value: Any
+    line: int
+    what: str  # the field as written ("resources.limits.nvidia.com/gpu")
+
+
+@dataclass
+class Target:
+    """One container that runs vLLM, and what its file says about it."""
+
+    file: str  # as the user named it ("-" for standard input)
+    kind: str  # "Deployment", "compose service", "Dockerfile"
+    name: str  # "Deployment/vllm container vllm"
+    line: int
+    words: list[str] = field(default_factory=list)  # the command, references resolved
+    command_line: int = 0  # where the command (or args) starts
+    unresolved: dict[str, str] = field(default_factory=dict)  # option ("model") -> reference
+    image: Placed | None = None
+    env: dict[str, Placed] = field(default_factory=dict)  # value None: set from elsewhere
+    env_elsewhere: str | None = None  # envFrom / env_file: other variables not shown
+    gpus: Placed | None = None
+    gpus_unknown: str | None = None
+    nodes: Placed | None = None
+    gpu_product: Placed | None = None
+    gpu_product_unknown: str | None = None
+    shm: Placed | None = None  # MiB (int), or a str for an unsized one ("ipc: host")
+    shm_unknown: str | None = None
+    text_lines: list[str] = field(default_factory=list, repr=False)
+    # fact path -> line, filled when the facts are written (for report locations)
+    fact_lines: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def line_of(self, word: str, start: int | None = None) -> int | None:
+        """The first line from ``start`` (the command's) that holds ``word`` as a word."""
+        if not word:
+            return None
+        pattern = re.compile(r"(?<![\w-])" + re.escape(word) + r"(?![\w-])")
+        first = max(1, start or self.command_line or self.line)
+        for number in range(first, len(self.text_lines) + 1):
+            if pattern.search(self.text_lines[number - 1]):
+                return number
+        return None
+
+    def serve_line(self):
+        """The parsed serve line (``vllm_doctor.serve_args.ServeLine``)."""
+        from vllm_doctor import serve_args
+
+        try:
+            return serve_args.parse_serve_argv(list(self.words))
+        except InputError as err:
+            raise InputError(f"{self.where} ({self.name})", err.problem) from None
+
+    # -- facts ---------------------------------------------------------------------------
+    def write_facts(self, facts: Facts) -> None:
+        """What the file states about where the line runs (before the serve line)."""
+        detail = lambda placed: f"{self.file}:{placed.line} {placed.what}"  # noqa: E731
+        facts.set("deploy.file", self.file, MANIFEST, self.where)
+        facts.set("deploy.target", self.name, MANIFEST, self.where)
+        self.fact_lines.update({"deploy.file": self.line, "deploy.target": self.line})
+        self._put(facts, "deploy.image", self.image)
+        self._image_version(facts)
+        # the container's variables are the environment vLLM sees
+        facts.drop_area("env")
+        for name, placed in self.env.items():
+            if placed.value is None:
+                facts.mark_missing(f"env.{name}", f"{detail(placed)}: set from a Secret, "
+                                   "ConfigMap or field the manifest does not show")
+            else:
+                from vllm_doctor.redact import REDACTED, is_secret_name
+
+                shown = REDACTED if is_secret_name(name) else placed.value
+                self._put(facts, f"env.{name}", Placed(shown, placed.line, placed.what))
+        if self.env_elsewhere:
+            facts.mark_missing("env", f"{self.file}: {self.env_elsewhere}")
+        # the GPUs the pod asks for and on which product
+        facts.drop_area("gpu")
+        if self.gpus is not None:
+            self._put(facts, "deploy.gpus_per_pod", self.gpus)
+            self._put(facts, "gpu.count", self.gpus)
+        else:
+            reason = self.gpus_unknown or f"{self.where}: the container asks for no GPU " \
+                "(resources.limits nvidia.com/gpu); pass --gpus N"
+            for path in ("deploy.gpus_per_pod", "deploy.gpus", "gpu.count"):
+                facts.mark_missing(path, reason)
+        nodes = self.nodes or Placed(1, self.line, "one pod per replica")
+        self._put(facts, "deploy.nodes", nodes)
+        if self.gpus is not None and isinstance(nodes.value, int):
+            facts.set("deploy.gpus", self.gpus.value * nodes.value, Source.DERIVED,
+                      "GPUs per pod × pods per group")
+            self.fact_lines["deploy.gpus"] = self.gpus.line
+        self._gpu_product(facts)
+        facts.mark_missing("gpu", self.gpu_product_unknown or (
+            f"{self.where}: no node selector or affinity names the GPU product "
+            f"({GPU_LABELS[0]}); pass --gpu NAME"))
+        for area in ("torch", "packages"):
+            facts.mark_missing(area, f"{self.file}: the image's {area} are not read from its "
+                                     "tag; pass --report collect-env.txt (run in the container)")
+        for area in ("driver", "topology"):
+            facts.mark_missing(area, f"{self.file} does not state the node's {area}; run on "
+                                     "the node or pass --report collect-env.txt")
+        # shared memory
+        if self.shm is not None:
+            facts.set("deploy.shm_default", False, MANIFEST, detail(self.shm))
+            self.fact_lines["deploy.shm_default"] = self.shm.line
+            if isinstance(self.shm.value, int):
+                self._put(facts, "deploy.shm_mib", self.shm)
+        elif self.shm_unknown:
+            facts.mark_missing("deploy.shm_default", self.shm_unknown)
+            facts.mark_missing("deploy.shm_mib", self.shm_unknown)
+        else:
+            what = ("no emptyDir with medium: Memory mounted at /dev/shm"
+                    if self.kind not in ("compose service",) else "no shm_size, no ipc: host")
+            facts.set("deploy.shm_default", True, MANIFEST, f"{self.where} {what}")
+            facts.set("deploy.shm_mib", DEFAULT_SHM_MIB, Source.DEFAULT,
+                      "the container runtime's /dev/shm")
+            self.fact_lines["deploy.shm_default"] = self.line
+
+    def _put(self, facts: Facts, path: str, placed: Placed | None) -> None:
+        if placed is not None:
+            facts.set(path, placed.value, MANIFEST, f"{self.file}:{placed.line} {placed.what}")
+            self.fact_lines[path] = placed.line
+
+    def _image_version(self, facts: Facts) -> None:
+        from vllm_doctor.facts.packages import set_vllm_version_facts
+
+        if self.image is None:
+            facts.mark_missing("vllm", f"{self.where}: no image named")
+            return
+        version, why = image_vllm_version(str(self.image.value))
+        if version is None:
+            facts.mark_missing("vllm", f"{self.file}:{self.image.line} {why}; pass "
+                                       "--vllm-version V")
+            return
+        facts.drop_area("vllm")
+        set_vllm_version_facts(facts, version, MANIFEST,
+                               f"{self.file}:{self.image.line} image {self.image.value}")
+        facts.mark_missing("vllm.location", "an image tag: the installed source is not here")
+        self.fact_lines["vllm.version"] = self.image.line
+
+    def _gpu_product(self, facts: Facts) -> None:
+        """The product and count through the same entry point as --gpu/--gpus."""
+        if self.gpu_product is None:
+            return
+        from vllm_doctor.facts.hardware import TargetHardware, apply_target_hardware
+
+        name = " ".join(str(self.gpu_product.value).replace("_", "-").split("-"))
+        where = f"{self.file}:{self.gpu_product.line} {self.gpu_product.what}"
+        try:
+            apply_target_hardware(facts, TargetHardware(
+                gpu=name, count=self.gpus.value if self.gpus is not None else None,
+                origin=f"{MANIFEST} ({where})"))
+        except InputError as err:
+            self.gpu_product_unknown = f"{where}: {err.problem}; pass --gpu NAME"
+            return
+        for path in ("gpu.count", "gpu.names", "gpu.capabilities", "gpu.min_capability",
+                     "gpu.max_capability"):
+            if path in facts:
+                self.fact_lines[path] = self.gpu_product.line
+        if self.gpus is not None:
+            self.fact_lines["gpu.count"] = self.gpus.line
+        else:  # the product alone: how many the pod gets is not stated, never one by default
+            for path in ("gpu.count", "gpu.names", "gpu.devices", "gpu.capabilities"):
+                facts.values.pop(path, None)
+                facts.mark_missing(path, self.gpus_unknown or f"{self.where}: the container "
+                                   "asks for no GPU (resources.limits nvidia.com/gpu)")
+        self.gpu_product_unknown = f"{where}: the rest of the GPU's facts are measured on the node"
+
+    def place_serve_facts(self, facts: Facts) -> None:
+        """After the serve line's facts: the file and line of each flag in its evidence, and
+        the options whose values the file could not settle marked undecided."""
+        lines: dict[str, int] = {}
+        for path, fact in facts.area("serve"):
+            if fact.source != Source.DEFAULT and fact.detail and path != "serve.world_size":
+                number = self.line_of(fact.detail.split(" ", 1)[0].split("=", 1)[0])
+                if number:
+                    lines[path] = number
+        for parallel in ("serve.tensor_parallel_size", "serve.pipeline_parallel_size"):
+            if parallel in lines and "serve.world_size" in facts:
+                lines["serve.world_size"] = lines[parallel]
+                break
+        for path, number in lines.items():
+            fact = facts.values[path]
+            facts.values[path] = Fact(fact.value, fact.source, f"{self.file}:{number} {fact.detail}")
+        self.fact_lines.update(lines)
+        from vllm_doctor.serve_args import _FACT_OPTIONS
+
+        by_option = {option: f"serve.{name}" for name, (option, _, _) in _FACT_OPTIONS.items()}
+        for option, reference in self.unresolved.items():
+            reason = (f"{self.where}: {reference} is not set in the manifest (a Secret, "
+                      "ConfigMap or the host's environment): its value is not known")
+            paths = [by_option.get(option, f"serve.{option.replace('-', '_')}")]
+            if option in ("tensor-parallel-size", "pipeline-parallel-size",
+                          "prefill-context-parallel-size"):
+                paths.append("serve.world_size")
+            if option == "model":
+                paths = ["serve.model", "model"]
+            for path in paths:
+                facts.values.pop(path, None)
+                facts.mark_missing(path, reason)
+
+
+# -- reading a file ----------------------------------------------------------------------------
+
+
+def read_text(name: str) -> str:
+    """The manifest's text: a file, or standard input for ``-``; bounded."""
+    if name == "-":
+        data = sys.stdin.buffer.read(MAX_MANIFEST_BYTES + 1)
+        if len(data) > MAX_MANIFEST_BYTES:
+            raise InputError("--manifest -", f"more than {MAX_MANIFEST_BYTES >> 20} MiB on "
+                                             "standard input")
+    else:
+        from vllm_doctor.bounds import read_bytes
+
+        data = read_bytes(name, "manifest", "report", "--manifest")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(name, "the manifest is not UTF-8 text") from None
+    if "\x00" in text:
+        raise InputError(name, "the manifest contains NUL bytes")
+    return text
+
+
+def is_dockerfile(name: str, text: str) -> bool:
+    base = os.path.basename(name).lower()
+    if base.startswith(("dockerfile", "containerfile")) or base.endswith(".dockerfile"):
+        return True
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return bool(re.match(r"(?i)(FROM|ARG)\s", stripped))
+    return False
+
+
+def read_targets(name: str, text: str | None = None) -> list[Target]:
+    """Every container in the file that runs vLLM; InputError for a file that is no manifest,
+    or one with no vLLM container."""
+    text = read_text(name) if text is None else text
+    if is_dockerfile(name, text):
+        targets = list(_dockerfile(name, text))
+        looked = "the Dockerfile's final stage"
+    else:
+        docs = load_documents(name, text)
+        looked_at: list[str] = []
+        targets = []
+        for doc in docs:
+            if is_compose(doc):
+                looked_at.append("compose services")
+                targets += list(_compose(name, doc))
+            elif isinstance(doc, dict) and doc.get("kind"):
+                looked_at.append(str(doc.get("kind")))
+                targets += list(_kubernetes(name, doc))
+        if not looked_at:
+            raise InputError(name, "neither a vLLM serve config, nor a Kubernetes manifest "
+                                   "(apiVersion/kind), nor a docker-compose file (services:)")
+        looked = ", ".join(dict.fromkeys(looked_at))
+    lines = text.splitlines()
+    for target in targets:
+        target.text_lines = lines
+    if not targets:
+        raise InputError(name, f"no container runs vLLM (looked at: {looked})")
+    return targets
+
+
+def load_documents(name: str, text: str) -> list[Any]:
+    from vllm_doctor import yaml_io
+
+    try:
+        return [d for d in yaml_io.safe_load_all_with_lines(text) if d is not None]
+    except yaml_io.YAMLError as err:
+        problem = str(err).replace("\n", " ")
+        raise InputError(name, f"not valid YAML: {problem}") from None
+
+
+def is_compose(doc: Any) -> bool:
+    return isinstance(doc, dict) and isinstance(doc.get("services"), dict) \
+        and "kind" not in doc
+
+
+def is_manifest(doc: Any) -> bool:
+    """A document that is a Kubernetes object or a compose file (not a serve config)."""
+    return is_compose(doc) or (isinstance(doc, dict) and "apiVersion" in doc and "kind" in doc)
+
+
+def serve_config_is_manifest(path: Path) -> bool:
+    """Whether a --serve-config file is a manifest (then each of its vLLM containers is
+    checked); InputError when it is neither a manifest nor a serve config (a YAML mapping
+    with no key that is a vLLM option)."""
+    from vllm_doctor import serve_args
+
+    name = str(path)
+    if is_dockerfile(name, "") and os.path.basename(name).lower().startswith(
+            ("dockerfile", "containerfile")):
+        return True
+    from vllm_doctor.bounds import read_text as read_bounded
+
+    docs = load_documents(name, read_bounded(path, "file", "yaml", source="--serve-config"))
+    if len(docs) > 1 or any(is_manifest(doc) for doc in docs):
+        return True
+    doc = docs[0] if docs else None
+    if isinstance(doc, dict) and doc and not any(
+            key == "model" or serve_args.option_spec("--" + str(key)) for key in doc):
+        raise InputError(name, "neither a vLLM serve config (none of its keys is a vLLM "
+                               "option) nor a manifest (no apiVersion/kind, no services)")
+    return False
+
+
+# -- images ------------------------------------------------------------------------------------
+
+_IMAGE = re.compile(r"^(?:(?P<registry>[^/]+\.[^/]+|localhost(?::\d+)?)/)?(?P<repo>[^:@]+)"
+                    r"(?::(?P<tag>[^@]+))?(?:@(?P<digest>.+))?$")
+_OFFICIAL_REPOS = ("vllm/vllm-openai", "vllm/vllm-openai-rocm", "vllm/vllm-openai-cpu",
+                   "vllm/vllm-openai-xpu", "rocm/vllm")
+_RELEASE_TAG = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.\d+)?(?:rc\d+)?)(?:-[A-Za-z0-9_.]+)?$")
+_ROCM_TAG = re.compile(r"_vllm_(\d+\.\d+\.\d+(?:\.\d+)?)(?:_|$)")
+
+
+def image_vllm_version(image: str) -> tuple[str | None, str]:
+    """(the vLLM release an official image's tag names, or None and why not)."""
+    match = _IMAGE.match(image.strip())
+    if not match:
+        return None, f"the image {image!r} cannot be read"
+    registry, repo, tag = match.group("registry"), match.group("repo"), match.group("tag")
+    if registry and registry not in ("docker.io", "registry-1.docker.io", "index.docker.io"):
+        return None, f"the image {image} is not from Docker Hub's official vLLM repositories"
+    repo = repo.removeprefix("library/")
+    if repo not in _OFFICIAL_REPOS:
+        return None, (f"the image {image} is not an official vLLM image: its tag does not "
+                      "name the vLLM release inside")
+    if tag is None:
+        what = "a digest" if match.group("digest") else "no tag (latest)"
+        return None, f"the image {image} is pinned by {what}, which names no release"
+    found = (_ROCM_TAG.search(tag) if repo == "rocm/vllm" else _RELEASE_TAG.match(tag))
+    if found is None:
+        return None, f"the tag {tag!r} of {repo} (latest, nightly, a commit) names no release"
+    return found.group(1), ""
+
+
+def is_vllm_image(image: str | None) -> bool:
+    """An image whose default command is the vLLM server (the official ones)."""
+    if not image:
+        return False
+    match = _IMAGE.match(image.strip())
+    repo = match.group("repo") if match else image
+    return repo.rsplit("/", 1)[-1].startswith("vllm-openai")
+
+
+# -- references ----------------------------------------------------------------------------------
+
+_MARK = "\x1e"
+_MARKED = re.compile(_MARK + r"(\d+)" + _MARK)
+
+
+class _Refs:
+    """References the file cannot settle, each replaced by a marker word part."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def mark(self, reference: str) -> str:
+        self.texts.append(reference)
+        return f"{_MARK}{len(self.texts) - 1}{_MARK}"
+
+    def find(self, word: str) -> str | None:
+        found = _MARKED.search(word)
+        return self.texts[int(found.group(1))] if found else None
+
+
+_K8S_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+# $$, ${VAR...}, $VAR, and command substitutions ($(...), `...`: their output is not known)
+_SH_REF = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+?])([^}]*))?\}|"
+                     r"\$([A-Za-z_][A-Za-z0-9_]*)|\$\([^()]*\)|`[^`]*`")
+
+
+def _known(env: dict[str, Placed], name: str) -> str | None:
+    placed = env.get(name)
+    return None if placed is None or placed.value is None else str(placed.value)
+
+
+def expand_kubernetes(word: str, env: dict[str, Placed], refs: _Refs) -> str:
+    """``$(VAR)`` from the container's env (``$$`` is a literal ``$``), as the kubelet does."""
+    def one(m: re.Match) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        value = _known(env, m.group(1))
+        return value if value is not None else refs.mark(m.group(0))
+
+    return _K8S_REF.sub(one, word)
+
+
+def expand_shell(script: str, env: dict[str, Placed], refs: _Refs) -> str:
+    """``$VAR``/``${VAR}``/``${VAR:-default}`` from the container's variables, as ``sh -c``
+    expands them (outside single quotes; a default applies to a variable the file leaves
+    unset only when the file sets the container's whole environment)."""
+    out, last = [], 0
+    quoted = _single_quoted(script)
+    for m in _SH_REF.finditer(script):
+        if any(a <= m.start() < b for a, b in quoted):
+            continue
+        out.append(script[last:m.start()])
+        last = m.end()
+        name = m.group(1) or m.group(4)
+        if name is None:  # $$ (the shell's pid) or a command's output
+            out.append(refs.mark(m.group(0)))
+            continue
+        value = _known(env, name)
+        if value is None or (m.group(2) or "").startswith(":") and value == "" or \
+                (m.group(2) or "").lstrip(":") in ("=", "+", "?"):
+            out.append(refs.mark(m.group(0)))
+        else:
+            out.append(value)  # unquoted, the shell splits it into words as vLLM sees them
+    out.append(script[last:])
+    return "".join(out)
+
+
+def _single_quoted(text: str) -> list[tuple[int, int]]:
+    spans, quote, start = [], None, 0
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and quote != "'":
+            i += 2
+            continue
+        if quote is None and ch in "'\"":
+            quote, start = ch, i
+        elif quote == ch:
+            if ch == "'":
+                spans.append((start, i))
+            quote = None
+        i += 1
+    return spans
+
+
+def drop_unresolved(words: list[str], refs: _Refs) -> tuple[list[str], dict[str, str]]:
+    """The words without those holding an unsettled reference: a flag's value goes with its
+    flag, a positional word is the model. Returns (words, option or "model" -> reference)."""
+    from vllm_doctor import serve_args
+
+    kept: list[str] = []
+    unresolved: dict[str, str] = {}
+    for word in words:
+        reference = refs.find(word)
+        if reference is None:
+            kept.append(word)
+            continue
+        if word.startswith("-"):
+            flag = word.split("=", 1)[0]
+            spec = serve_args.option_spec(flag)
+            unresolved[spec.name if spec else flag.lstrip("-")] = reference
+            continue
+        previous = kept[-1] if kept else ""
+        spec = serve_args.option_spec(previous) if previous.startswith("-") and \
+            "=" not in previous else None
+        if spec is not None and spec.takes_value:
+            kept.pop()
+            unresolved[spec.name] = reference
+        elif _is_serve_start(kept):
+            unresolved["model"] = reference
+        else:
+            kept.append(word)  # a word of the command before vLLM's (a wrapper's argument)
+    return kept, unresolved
+
+
+def _is_serve_start(kept: list[str]) -> bool:
+    return any(os.path.basename(w) in _VLLM_WORDS or w == "serve" for w in kept)
+
+
+def _runs_vllm(words: list[str]) -> bool:
+    return any(os.path.basename(w) in _VLLM_WORDS for w in words) or \
+        any(w == "-m" and nxt.startswith("vllm") for w, nxt in zip(words, words[1:]))
+
+
+def resolve_command(words: list[str], env: dict[str, Placed], refs: _Refs) -> list[str] | None:
+    """The vLLM command in a container's command words (through ``sh -c`` scripts), with the
+    references settled or marked; None when the command does not run vLLM."""
+    from vllm_doctor import serve_args
+
+    if words and os.path.basename(words[0]) in _SHELLS:
+        for i, word in enumerate(words[1:], 1):
+            if re.fullmatch(r"-[a-z]*c[a-z]*", word) and i + 1 < len(words):
+                script = expand_shell(words[i + 1], env, refs)
+                if not re.search(r"(^|[\s/;&|(])(vllm(\s|$)|vllm\.entrypoints)", script):
+                    return None
+                try:
+                    return serve_args.command_words(script)
+                except InputError:
+                    return None
+            if not word.startswith("-"):
+                break
+    return words if _runs_vllm(words) else None
+
+
+# -- Kubernetes ----------------------------------------------------------------------------------
+
+
+def _get(node: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
+
+
+def _line(node: Any, key: Any = None, default: int = 0) -> int:
+    if key is not None and isinstance(node, dict):
+        return getattr(node, "lines", {}).get(key, default)
+    return getattr(node, "line", default)
+
+
+def _pod_specs(doc: dict) -> Iterator[tuple[str, dict, Placed | None]]:
+    """(label, pod spec, pods per group) of each pod template in a Kubernetes object."""
+    kind = str(doc.get("kind"))
+    name = _get(doc, "metadata", "name") or "?"
+    label = f"{kind}/{name}"
+    spec = doc.get("spec")
+    if kind == "List":
+        for item in doc.get("items") or ():
+            if isinstance(item, dict):
+                yield from _pod_specs(item)
+    elif kind == "Pod":
+        yield label, spec, None
+    elif kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job",
+                  "ReplicationController"):
+        yield label, _get(spec, "template", "spec"), None
+    elif kind == "CronJob":
+        yield label, _get(spec, "jobTemplate", "spec", "template", "spec"), None
+    elif kind == "LeaderWorkerSet":
+        group = _get(spec, "leaderWorkerTemplate")
+        size = _get(group, "size")
+        nodes = Placed(size, _line(group, "size"), "leaderWorkerTemplate.size") \
+            if isinstance(size, int) and not isinstance(size, bool) else None
+        for part in ("leaderTemplate", "workerTemplate"):
+            template = _get(group, part, "spec")
+            if template is not None:
+                yield f"{label} {part.replace('Template', '')}", template, nodes
+    elif kind == "InferenceService":
+        predictor = _get(spec, "predictor")
+        if isinstance(_get(predictor, "containers"), list):
+            yield f"{label} predictor", predictor, None
+    elif kind in ("ServingRuntime", "ClusterServingRuntime"):
+        yield label, spec, None
+
+
+def _kubernetes(name: str, doc: dict) -> Iterator[Target]:
+    for label, pod, nodes in _pod_specs(doc):
+        if not isinstance(pod, dict):
+            continue
+        for container in pod.get("containers") or ():
+            if isinstance(container, dict):
+                target = _container(name, label, pod, container, nodes)
+                if target is not None:
+                    yield target
+
+
+def _env_list(items: Any) -> dict[str, Placed]:
+    env: dict[str, Placed] = {}
+    for i, item in enumerate(items or ()):
+        if not isinstance(item, dict) or not item.get("name"):
+            continue
+        line = items.lines[i] if hasattr(items, "lines") else 0
+        value = item.get("value")
+        env[str(item["name"])] = Placed(
+            None if "valueFrom" in item else ("" if value is None else str(value)),
+            line, f"env {item['name']}")
+    return env
+
+
+def _words(node: Any) -> list[str] | None:
+    if node is None:
+        return None
+    if isinstance(node, str):
+        return [node]
+    return ["" if w is None else (str(w).lower() if isinstance(w, bool) else str(w))
+            for w in node]
+
+
+def _container(name: str, label: str, pod: dict, container: dict,
+               nodes: Placed | None) -> Target | None:
+    command, args = _words(container.get("command")), _words(container.get("args"))
+    image = container.get("image")
+    env = _env_list(container.get("env"))
+    if command is None:
+        if is_vllm_image(image):
+            command = list(IMAGE_ENTRYPOINT)
+        elif args and _runs_vllm(args):
+            command = []
+        else:
+            return None
+    refs = _Refs()
+    words = [expand_kubernetes(w, env, refs) for w in command + (args or [])]
+    resolved = resolve_command(words, env, refs)
+    if resolved is None:
+        return None
+    kept, unresolved = drop_unresolved(resolved, refs)
+    cname = container.get("name") or "?"
+    target = Target(name, str(label.split("/")[0]), f"{label} container {cname}",
+                    container.line, kept, unresolved=unresolved)
+    target.command_line = min([_line(container, k) for k in ("command", "args")
+                               if k in container] or [container.line])
+    if image:
+        target.image = Placed(str(image), _line(container, "image"), "image")
+    target.env = env
+    if container.get("envFrom"):
+        target.env_elsewhere = ("the container also takes variables from envFrom (a "
+                                "ConfigMap or Secret) the manifest does not show")
+    _k8s_gpus(target, container)
+    target.nodes = nodes
+    _k8s_product(target, pod)
+    _k8s_shm(target, pod, container)
+    return target
+
+
+def _k8s_gpus(target: Target, container: dict) -> None:
+    resources = container.get("resources") or {}
+    for section in ("limits", "requests"):
+        block = resources.get(section) if isinstance(resources, dict) else None
+        for resource in GPU_RESOURCES:
+            if isinstance(block, dict) and resource in block:
+                raw = block[resource]
+                try:
+                    count = int(str(raw))
+                except ValueError:
+                    target.gpus_unknown = f"{target.file}:{_line(block, resource)}: {resource} " \
+                                          f"is {raw!r}, not a count"
+                    return
+                target.gpus = Placed(count, _line(block, resource),
+                                     f"resources.{section}.{resource}")
+                return
+
+
+def _k8s_product(target: Target, pod: dict) -> None:
+    selector = pod.get("nodeSelector")
+    if isinstance(selector, dict):
+        for label in GPU_LABELS:
+            if selector.get(label):
+                target.gpu_product = Placed(str(selector[label]), _line(selector, label),
+                                            f"nodeSelector {label}")
+                return
+    terms = _get(pod, "affinity", "nodeAffinity",
+                 "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+    values: list[tuple[str, int, str]] = []
+    for term in terms or ():
+        for expr in _get(term, "matchExpressions") or ():
+            if _get(expr, "key") in GPU_LABELS and _get(expr, "operator") == "In":
+                for value in _get(expr, "values") or ():
+                    values.append((str(value), _line(expr, "values"), f"nodeAffinity {expr['key']}"))
+    if len({v for v, _, _ in values}) == 1:
+        target.gpu_product = Placed(*values[0])
+    elif values:
+        target.gpu_product_unknown = (f"{target.file}:{values[0][1]}: the node affinity allows "
+                                      f"several GPU products ({', '.join(v for v, _, _ in values)})")
+
+
+_K8S_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)([KMGTPE]i|[kMGTPE])?$")
+_K8S_FACTORS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+                "E": 10**18, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
+                "Pi": 1 << 50, "Ei": 1 << 60}
+# Docker's sizes (shm_size: 16gb, 8g, 1024m): binary, any case, an optional b
+_DOCKER_QUANTITY = re.compile(r"(?i)^(\d+(?:\.\d+)?)\s*([bkmgtp])?b?$")
+
+
+def quantity_mib(text: Any, docker: bool = False) -> int | None:
+    """A Kubernetes quantity (``16Gi``, ``512Mi``, ``1G``) or, with ``docker``, a Docker size
+    (``16gb``, ``8g``, a byte count) in MiB; None when it is not a size."""
+    raw = str(text).strip()
+    if docker:
+        match = _DOCKER_QUANTITY.match(raw)
+        if not match:
+            return None
+        power = "bkmgtp".index((match.group(2) or "b").lower())
+        return int(float(match.group(1)) * (1 << (10 * power))) >> 20
+    match = _K8S_QUANTITY.match(raw)
+    if not match:
+        return None
+    return int(float(match.group(1)) * _K8S_FACTORS[match.group(2)]) >> 20
+
+
+def _k8s_shm(target: Target, pod: dict, container: dict) -> None:
+    if pod.get("hostIPC") is True:
+        target.shm = Placed("hostIPC", _line(pod, "hostIPC"), "hostIPC: true (the node's /dev/shm)")
+        return
+    mounts = container.get("volumeMounts") or ()
+    for i, mount in enumerate(mounts):
+        if not isinstance(mount, dict) or str(mount.get("mountPath", "")).rstrip("/") != "/dev/shm":
+            continue
+        line = mounts.lines[i] if hasattr(mounts, "lines") else target.line
+        volume = next((v for v in pod.get("volumes") or () if isinstance(v, dict)
+                       and v.get("name") == mount.get("name")), None)
+        empty = _get(volume, "emptyDir")
+        if isinstance(empty, dict) and empty.get("medium") == "Memory":
+            size = quantity_mib(empty["sizeLimit"]) if empty.get("sizeLimit") else None
+            target.shm = Placed(size if size is not None else "Memory emptyDir", line,
+                                f"/dev/shm: emptyDir medium Memory"
+                                + (f" sizeLimit {empty['sizeLimit']}" if size is not None else ""))
+        elif _get(volume, "hostPath"):
+            target.shm = Placed("hostPath", line, f"/dev/shm: hostPath {_get(volume, 'hostPath', 'path')}")
+        else:
+            target.shm = Placed("volume", line, "/dev/shm: a volume not in memory")
+        return
+
+
+# -- docker compose ----------------------------------------------------------------------------
+
+_COMPOSE_REF = re.compile(r"\$\$|\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _compose_interpolate(text: str, refs: _Refs) -> str:
+    """Compose replaces ``${VAR}``/``$VAR`` from the host's environment or .env file (neither
+    is in the file: unsettled); ``$$`` is a literal ``$`` for the container."""
+    return _COMPOSE_REF.sub(lambda m: "$" if m.group(0) == "$$" else refs.mark(m.group(0)), text)
+
+
+def _compose_words(value: Any, refs: _Refs) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return shlex.split(_compose_interpolate(value, refs))
+        except ValueError:
+            return None
+    return [_compose_interpolate(str(v), refs) for v in value]
+
+
+def _compose(name: str, doc: dict) -> Iterator[Target]:
+    services = doc["services"]
+    for service_name, service in services.items():
+        if not isinstance(service, dict):
+            continue
+        refs = _Refs()
+        image = service.get("image")
+        env = _compose_env(service.get("environment"), refs)
+        entry = _compose_words(service.get("entrypoint"), refs)
+        command = _compose_words(service.get("command"), refs)
+        if entry is None:
+            if is_vllm_image(image):
+                entry = list(IMAGE_ENTRYPOINT)
+            elif command and _runs_vllm(command):
+                entry = []
+            else:
+                continue
+        # the container's shell sees the compose-time result: `$$VAR` is its variable
+        words = entry + (command or [])
+        resolved = resolve_command(words, env, refs)
+        if resolved is None:
+            continue
+        kept, unresolved = drop_unresolved(resolved, refs)
+        target = Target(name, "compose service", f"compose service {service_name}",
+                        _line(services, service_name), kept, unresolved=unresolved)
+        target.command_line = min([_line(service, k) for k in ("entrypoint", "command")
+                                   if k in service] or [target.line])
+        if image:
+            target.image = Placed(str(image), _line(service, "image"), "image")
+        target.env = env
+        if service.get("env_file"):
+            target.env_elsewhere = "the service also reads an env_file the check does not open"
+        _compose_gpus(target, service)
+        if service.get("ipc") == "host":
+            target.shm = Placed("ipc: host", _line(service, "ipc"), "ipc: host")
+        elif service.get("shm_size") is not None:
+            size = quantity_mib(service["shm_size"], docker=True)
+            target.shm = Placed(size if size is not None else str(service["shm_size"]),
+                                _line(service, "shm_size"), f"shm_size {service['shm_size']}")
+        target.gpu_product_unknown = (f"{target.where}: a compose file does not name the GPU "
+                                      "product; pass --gpu NAME")
+        yield target
+
+
+def _compose_env(value: Any, refs: _Refs) -> dict[str, Placed]:
+    env: dict[str, Placed] = {}
+    if isinstance(value, dict):
+        for key, item in value.items():
+            text = None if item is None else _compose_interpolate(str(item), refs)
+            env[str(key)] = Placed(None if text is None or refs.find(text) else text,
+                                   _line(value, key), f"environment {key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            key, eq, text = str(item).partition("=")
+            text = _compose_interpolate(text, refs) if eq else None
+            env[key] = Placed(None if text is None or refs.find(text) else text,
+                              value.lines[i] if hasattr(value, "lines") else 0,
+                              f"environment {key}")
+    return env
+
+
+def _compose_gpus(target: Target, service: dict) -> None:
+    devices = _get(service, "deploy", "resources", "reservations", "devices")
+    for device in devices or ():
+        if not isinstance(device, dict):
+            continue
+        if "gpu" not in (device.get("capabilities") or ()) and device.get("driver") != "nvidia":
+            continue
+        line = _line(device, "count", _line(device, "device_ids", device.line))
+        if isinstance(device.get("device_ids"), list):
+            target.gpus = Placed(len(device["device_ids"]), line, "devices.device_ids")
+        elif isinstance(device.get("count"), int):
+            target.gpus = Placed(device["count"], line, "devices.count")
+        else:
+            target.gpus_unknown = (f"{target.file}:{line}: the service asks for all the host's "
+                                   "GPUs, a number the file does not state; pass --gpus N")
+        return
+    if service.get("gpus") is not None:
+        target.gpus_unknown = (f"{target.file}:{_line(service, 'gpus')}: gpus: "
+                               f"{service['gpus']}; pass --gpus N")
+
+
+# -- Dockerfile ----------------------------------------------------------------------------------
+
+
+def _instructions(text: str) -> Iterator[tuple[int, str, str]]:
+    """(line, INSTRUCTION, arguments) with ``\\`` continuations joined and comments dropped."""
+    start, parts = 0, []
+    for number, raw in enumerate(text.splitlines(), 1):
+        stripped = raw.strip()
+        if not parts and (not stripped or stripped.startswith("#")):
+            continue
+        if parts and stripped.startswith("#"):
+            continue
+        if not parts:
+            start = number
+        if stripped.endswith("\\"):
+            parts.append(stripped[:-1])
+            continue
+        parts.append(stripped)
+        joined = " ".join(parts)
+        parts = []
+        head, _, rest = joined.partition(" ")
+        yield start, head.upper(), rest.strip()
+    if parts:
+        joined = " ".join(parts)
+        head, _, rest = joined.partition(" ")
+        yield start, head.upper(), rest.strip()
+
+
+def _exec_or_shell(arguments: str) -> tuple[list[str], bool]:
+    """A CMD/ENTRYPOINT as words: the JSON (exec) form as is, the shell form as sh -c."""
+    if arguments.startswith("["):
+        try:
+            words = json.loads(arguments)
+            if isinstance(words, list) and all(isinstance(w, str) for w in words):
+                return words, True
+        except ValueError:
+            pass
+    return ["/bin/sh", "-c", arguments], False
+
+
+def _dockerfile(name: str, text: str) -> Iterator[Target]:
+    args: dict[str, str] = {}
+    image: Placed | None = None
+    env: dict[str, Placed] = {}
+    entry: tuple[list[str], int] | None = None
+    cmd: tuple[list[str], int] | None = None
+    started = False
+    for line, op, rest in _instructions(text):
+        if op == "ARG":
+            key, _, value = rest.partition("=")
+            if not started and value:
+                args[key.strip()] = value.strip().strip('"')
+        elif op == "FROM":
+            started = True
+            ref = rest.split()[0] if rest.split() else ""
+            ref = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?",
+                         lambda m: args.get(m.group(1), m.group(0)), ref)
+            image, env, entry, cmd = Placed(ref, line, "FROM"), {}, None, None
+        elif op == "ENV":
+            for key, value in _env_pairs(rest):
+                env[key] = Placed(value, line, f"ENV {key}")
+        elif op == "ENTRYPOINT":
+            entry, cmd = (_exec_or_shell(rest)[0], line), None  # ENTRYPOINT resets CMD
+        elif op == "CMD":
+            cmd = (_exec_or_shell(rest)[0], line)
+    if image is None:
+        return
+    if entry is None:
+        if not is_vllm_image(str(image.value)) and not (cmd and _runs_vllm(cmd[0]) or
+                                                         cmd and cmd[0][:1] == ["/bin/sh"]):
+            return
+        entry = (list(IMAGE_ENTRYPOINT) if is_vllm_image(str(image.value)) else [], image.line)
+    words = entry[0] + (cmd[0] if cmd and not (entry[0][:2] == ["/bin/sh", "-c"]) else [])
+    refs = _Refs()
+    resolved = resolve_command(words, env, refs)
+    if resolved is None:
+        return
+    kept, unresolved = drop_unresolved(resolved, refs)
+    first = min(x[1] for x in (entry, cmd) if x is not None)
+    target = Target(name, "Dockerfile", os.path.basename(name) if name != "-" else "Dockerfile",
+                    first, kept, command_line=first, unresolved=unresolved)
+    target.image, target.env = image, env
+    not_stated = "a Dockerfile does not say; `docker run` decides ({})"
+    target.gpus_unknown = f"{target.where}: " + not_stated.format("--gpus") + "; pass --gpus N"
+    target.gpu_product_unknown = f"{target.where}: " + not_stated.format("the host") + \
+        "; pass --gpu NAME"
+    target.shm_unknown = f"{target.where}: " + not_stated.format("--shm-size, --ipc=host")
+    target.env_elsewhere = "`docker run -e` may add variables the Dockerfile does not show"
+    yield target
+
+
+def _env_pairs(rest: str) -> list[tuple[str, str]]:
+    """``ENV A=1 B="two words"`` or the old ``ENV A value with spaces``."""
+    try:
+        words = shlex.split(rest)
+    except ValueError:
+        return []
+    if words and "=" in words[0]:
+        return [tuple(w.split("=", 1)) for w in words if "=" in w]  # type: ignore[misc]
+    if words:
+        return [(words[0], " ".join(words[1:]))]
+    return []
