@@ -33,7 +33,9 @@ RULES = Path(__file__).resolve().parents[1] / "rules"
 # facts whose absence is meaningful: looked for and provably not there
 ABSENCE_PROVES = ("serve.", "env.", "packages.", "model.num_experts", "model.num_mtp_layers",
                   "model.kv_lora_rank", "model.qk_rope_head_dim", "model.global_head_dim",
-                  "model.quant_", "model.text_model_type", "gpu.mig_enabled", "log.")
+                  "model.quant_", "model.text_model_type", "gpu.mig_enabled", "log.",
+                  # no manifest: the serve line runs where gpu.count counts the GPUs (one node)
+                  "deploy.nodes")
 
 
 # the tests that ask about absence itself
