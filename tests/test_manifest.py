@@ -30,7 +30,7 @@ def doctor(*args: str, stdin: str | None = None, cwd: Path | None = None):
 
 def facts_of(name: str, index: int = 0):
     target = manifest.read_targets(str(SCENARIO / name))[index]
-    return target, collect_facts(CollectOptions(target=target, probe_machine=False,
+    return target, collect_facts(CollectOptions(manifest_target=target, probe_machine=False,
                                                 model_config=MODEL))
 
 

@@ -51,6 +51,7 @@ class TargetHardware:
     driver: str | None = None  # NVIDIA driver version
     cuda: str | None = None    # the driver's CUDA version (nvidia-smi's "CUDA Version")
     origin: str = "command line"  # where the target was named, for the evidence
+    detail: str | None = None  # the file and line a manifest names them at
 
     def __bool__(self) -> bool:
         return any(x is not None for x in (self.gpu, self.count, self.driver, self.cuda))
@@ -85,7 +86,7 @@ def apply_target_hardware(facts: Facts, target: TargetHardware) -> None:
     inferred by ``infer_hardware`` afterwards."""
     detail_of = {"--gpu": target.gpu, "--gpus": target.count, "--driver": target.driver,
                  "--cuda": target.cuda}
-    given = ", ".join(f"{k} {v}" for k, v in detail_of.items() if v is not None)
+    given = target.detail or ", ".join(f"{k} {v}" for k, v in detail_of.items() if v is not None)
     source = Source.USER if target.origin == "command line" else target.origin
     if target.driver is not None or target.cuda is not None:
         facts.drop_area("driver")

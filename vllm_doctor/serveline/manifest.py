@@ -206,7 +206,8 @@ class Target:
         try:
             apply_target_hardware(facts, TargetHardware(
                 gpu=name, count=self.gpus.value if self.gpus is not None else None,
-                origin=f"{MANIFEST} ({where})"))
+                origin=MANIFEST, detail=where + (f"; {self.file}:{self.gpus.line} {self.gpus.what}"
+                                                 if self.gpus is not None else "")))
         except InputError as err:
             self.gpu_product_unknown = f"{where}: {err.problem}; pass --gpu NAME"
             return
