@@ -326,3 +326,25 @@ def test_mla_model_without_its_mla_fields_has_an_unknown_head_size(tmp_path):
     assert "model.head_dim" not in facts
     assert "MLA model" in facts.why_missing("model.head_dim")
     assert verdict("ATTN100", facts) != APPLIES
+
+
+def _report_at(tmp_path, version: str) -> Path:
+    """The real RTX 5060 Ti x2 report with its vLLM line set to ``version``."""
+    text = (REPO / "tests/fixtures/reports/rtx5060ti_x2_pcie.txt").read_text()
+    text = text.replace("0.23.1rc1.dev20+g0d8097964 (git sha: 0d8097964)", version)
+    path = tmp_path / f"collect-env-{version}.txt"
+    path.write_text(text)
+    return path
+
+
+def test_oversized_world_size_per_release(tmp_path):
+    # 0.11.1+ refuse TP x PP above the node's GPUs; up to 0.11.0 vLLM switches to Ray by
+    # itself, which fails only without Ray (a collect-env report does not list ray)
+    for version, expected in (("0.12.0", APPLIES), ("0.23.0", APPLIES),
+                              ("0.10.0", UNDECIDED)):
+        facts = facts_for("vllm serve m -tp 4", report=_report_at(tmp_path, version))
+        assert facts.value("gpu.count") == 2
+        assert verdict("HW005", facts) == expected, version
+    facts = facts_for("vllm serve m -tp 4", report=_report_at(tmp_path, "0.10.0"))
+    assert facts.value("release.oversized_world") == "ray"
+    assert "ray would not be listed" in facts.why_missing("packages.ray")

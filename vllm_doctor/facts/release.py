@@ -162,6 +162,7 @@ def collect_release(facts: Facts) -> None:
         _parsers(facts, release)
         _requirements(facts, release)
         _lora(facts, release)
+        _parallel(facts, release)
         _speculative(facts, release)
 
 
@@ -602,6 +603,19 @@ def _requirements(facts: Facts, release: str) -> None:
                          f"({check['function']} in {check['file']}: \"{check['message']}\")")
     facts.set("release.unmet_requirements", unmet, SOURCE,
               f"the start-up checks of vLLM {release} (knowledge/data/checks.json)")
+
+
+def _parallel(facts: Facts, release: str) -> None:
+    """``release.oversized_world``: ray or refuse (knowledge table ``parallel``)."""
+    from vllm_doctor import knowledge
+
+    entry = knowledge.load("parallel").at(release).get("oversized_world")
+    if entry is None:
+        facts.mark_missing("release.oversized_world",
+                           f"the knowledge does not say how vLLM {release} picks the backend")
+        return
+    facts.set("release.oversized_world", entry["behaviour"], SOURCE,
+              f"ParallelConfig.__post_init__ of vLLM {release} (knowledge/data/parallel.json)")
 
 
 def _lora(facts: Facts, release: str) -> None:

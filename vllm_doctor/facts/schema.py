@@ -246,6 +246,9 @@ FACTS: dict[str, FactSpec] = {
     "release.spec_target_refused": FactSpec(
         "list", "the speculative method's target-model check in the judged release refuses the "
         "model's (text) model_type"),
+    "release.oversized_world": FactSpec(
+        "str", "what the judged release does when TP x PP exceeds the node's GPUs and no "
+        "executor backend is given: ray (switches to Ray by itself) or refuse (ValueError)"),
     "release.transformers_requirement": FactSpec("str", "the judged release's transformers "
                                                  "requirement (Requires-Dist)"),
     "release.transformers_in_range": FactSpec(
