@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.collect import CollectOptions, collect_facts
@@ -203,3 +204,58 @@ spec:
     assert line.options["tensor-parallel-size"] == 8 and line.options["pipeline-parallel-size"] == 2
     assert leader.nodes.value == 2 and leader.gpus.value == 8
     assert "served-model-name" in leader.unresolved  # $$(x) is a literal $(x): the shell runs x
+
+
+# -- a corpus of real manifests ------------------------------------------------------------------
+
+CORPUS = HERE / "fixtures" / "manifests" / "corpus"
+EXPECTED = yaml.safe_load((CORPUS / "expected.yaml").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def judged():
+    """Every corpus target judged once by the shipped rules (no model config: the doctor
+    must not prove an error it cannot)."""
+    from vllm_doctor.engine.evaluate import APPLIES, evaluate_rules
+    from vllm_doctor.engine.loader import default_rules_dir, load_rules
+
+    rules = load_rules([default_rules_dir()])
+    out = {}
+    for name in EXPECTED:
+        for target in manifest.read_targets(str(CORPUS / name)):
+            facts = collect_facts(CollectOptions(manifest_target=target, probe_machine=False))
+            findings = evaluate_rules(rules, facts)
+            out[(name, target.name)] = (target, facts, [
+                f for f in findings if f.verdict == APPLIES and f.severity == "error"])
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_real_manifests_are_read_as_their_authors_wrote_them(name, judged):
+    targets = manifest.read_targets(str(CORPUS / name))
+    assert [t.name for t in targets] == [e["name"] for e in EXPECTED[name]]
+    for expected in EXPECTED[name]:
+        target, facts, errors = judged[(name, expected["name"])]
+        line = target.serve_line()
+        assert line.model == expected["model"]
+        for option, value in expected["serve"].items():
+            assert line.options.get(option) == value, option
+        assert target.unresolved == expected["unresolved"]
+        for path, value in expected.get("facts", {}).items():
+            assert facts.value(path) == value, path
+        for path in expected.get("missing", []):
+            assert path not in facts and facts.why_missing(path), path
+        assert [f.rule.code for f in errors] == expected["errors"]
+
+
+def test_every_corpus_file_is_in_the_sources():
+    sources = (CORPUS / "SOURCES.md").read_text(encoding="utf-8")
+    files = {p.name for p in CORPUS.iterdir()} - {"SOURCES.md", "expected.yaml"}
+    assert files == set(EXPECTED)
+    assert all(f"| {name} |" in sources for name in files)
+
+
+def test_secrets_in_a_manifest_stay_out_of_the_report(judged):
+    _, facts, _ = judged[("aibrix-heterogeneous-l20.yaml",
+                          "Deployment/deepseek-coder-7b-l20 container llm-engine")]
+    assert "sk-kFJ12nKsFVf" not in facts.to_json()

@@ -47,6 +47,12 @@ _VLLM_WORDS = {"vllm", "vllm.entrypoints.openai.api_server", "vllm.entrypoints.a
 # hand-made one)
 GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator",
               "karpenter.k8s.aws/instance-gpu-name", "accelerator")
+# other providers' labels for the same thing (Volcengine's .../gpu-name, ...)
+_GPU_LABEL_ENDINGS = ("/gpu.product", "/gpu-product", "/gpu-name", "/gpu.name", "-accelerator")
+
+
+def is_gpu_label(key: Any) -> bool:
+    return isinstance(key, str) and (key in GPU_LABELS or key.endswith(_GPU_LABEL_ENDINGS))
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 
 
@@ -241,10 +247,20 @@ class Target:
             fact = facts.values[path]
             facts.values[path] = Fact(fact.value, fact.source, f"{self.file}:{number} {fact.detail}")
         self.fact_lines.update(lines)
+        if MORE_ARGUMENTS in self.unresolved:
+            reason = (f"{self.where}: the command ends in {self.unresolved[MORE_ARGUMENTS]} — the "
+                      "runtime appends options the file does not show, so no option takes its "
+                      "default for certain")
+            for path, fact in list(facts.area("serve")):
+                if fact.source == Source.DEFAULT or path == "serve.world_size":
+                    facts.values.pop(path)
+                    facts.mark_missing(path, reason)
         from vllm_doctor.serve_args import _FACT_OPTIONS
 
         by_option = {option: f"serve.{name}" for name, (option, _, _) in _FACT_OPTIONS.items()}
         for option, reference in self.unresolved.items():
+            if option == MORE_ARGUMENTS:
+                continue
             reason = (f"{self.where}: {reference} is not set in the manifest (a Secret, "
                       "ConfigMap or the host's environment): its value is not known")
             paths = [by_option.get(option, f"serve.{option.replace('-', '_')}")]
@@ -427,9 +443,13 @@ class _Refs:
 
 
 _K8S_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
-# $$, ${VAR...}, $VAR, and command substitutions ($(...), `...`: their output is not known)
+# $$, ${VAR...}, $VAR, arithmetic $((...)), command substitutions ($(...), `...`) and the
+# special parameters ($@, $1, ...): only named variables can be settled from the file
 _SH_REF = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+?])([^}]*))?\}|"
-                     r"\$([A-Za-z_][A-Za-z0-9_]*)|\$\([^()]*\)|`[^`]*`")
+                     r"\$([A-Za-z_][A-Za-z0-9_]*)|\$\(\((?:[^()]|\([^()]*\))*\)\)|"
+                     r"\$\([^()]*\)|`[^`]*`|\$[@*#?!0-9-]")
+# the arguments a runtime appends to the script ("$@"): more options the file does not show
+MORE_ARGUMENTS = "more arguments"
 
 
 def _known(env: dict[str, Placed], name: str) -> str | None:
@@ -514,6 +534,8 @@ def drop_unresolved(words: list[str], refs: _Refs) -> tuple[list[str], dict[str,
         if spec is not None and spec.takes_value:
             kept.pop()
             unresolved[spec.name] = reference
+        elif reference in ("$@", "$*"):
+            unresolved[MORE_ARGUMENTS] = reference
         elif _is_serve_start(kept):
             unresolved["model"] = reference
         else:
@@ -691,7 +713,7 @@ def _k8s_gpus(target: Target, container: dict) -> None:
 def _k8s_product(target: Target, pod: dict) -> None:
     selector = pod.get("nodeSelector")
     if isinstance(selector, dict):
-        for label in GPU_LABELS:
+        for label in [k for k in selector if is_gpu_label(k)]:
             if selector.get(label):
                 target.gpu_product = Placed(str(selector[label]), _line(selector, label),
                                             f"nodeSelector {label}")
@@ -701,7 +723,7 @@ def _k8s_product(target: Target, pod: dict) -> None:
     values: list[tuple[str, int, str]] = []
     for term in terms or ():
         for expr in _get(term, "matchExpressions") or ():
-            if _get(expr, "key") in GPU_LABELS and _get(expr, "operator") == "In":
+            if is_gpu_label(_get(expr, "key")) and _get(expr, "operator") == "In":
                 for value in _get(expr, "values") or ():
                     values.append((str(value), _line(expr, "values"), f"nodeAffinity {expr['key']}"))
     if len({v for v, _, _ in values}) == 1:
@@ -736,9 +758,6 @@ def quantity_mib(text: Any, docker: bool = False) -> int | None:
 
 
 def _k8s_shm(target: Target, pod: dict, container: dict) -> None:
-    if pod.get("hostIPC") is True:
-        target.shm = Placed("hostIPC", _line(pod, "hostIPC"), "hostIPC: true (the node's /dev/shm)")
-        return
     mounts = container.get("volumeMounts") or ()
     for i, mount in enumerate(mounts):
         if not isinstance(mount, dict) or str(mount.get("mountPath", "")).rstrip("/") != "/dev/shm":
@@ -757,6 +776,8 @@ def _k8s_shm(target: Target, pod: dict, container: dict) -> None:
         else:
             target.shm = Placed("volume", line, "/dev/shm: a volume not in memory")
         return
+    if pod.get("hostIPC") is True:
+        target.shm = Placed("hostIPC", _line(pod, "hostIPC"), "hostIPC: true (the node's /dev/shm)")
 
 
 # -- docker compose ----------------------------------------------------------------------------
