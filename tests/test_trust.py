@@ -6,6 +6,7 @@ bounded, secrets and control characters never printed."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -228,3 +229,66 @@ def test_bad_settings_files_are_exit_2(tmp_path, content, needle):
     repo = repo_with(tmp_path, "")
     (repo / ".vllm-doctor.toml").write_bytes(content)
     assert needle in one_line_exit_2(run_cli(*GEMMA, cwd=repo))
+
+
+# --- every pattern from a rule runs in linear time; fingerprint reads are bounded ------------
+
+
+def test_a_matches_condition_runs_in_linear_time():
+    from vllm_doctor.engine.conditions import compile_condition
+    from vllm_doctor.facts.model import Facts
+
+    condition = compile_condition({"fact": "torch.git_version", "matches": "^([0-9a-f]+)+!$"})
+    facts = Facts.from_flat({"torch.git_version": "0123456789abcdef" * 4 + "0"})
+    start = time.process_time()
+    assert condition.evaluate(facts).value is False
+    assert time.process_time() - start < 0.5
+
+
+@pytest.mark.parametrize("node", [{"fact": "torch.git_version", "matches": r"(a)\1"},
+                                  {"fact": "torch.git_version", "matches": "a(?!b)"}])
+def test_a_pattern_re2_cannot_run_is_refused_at_load(node):
+    from vllm_doctor.engine.conditions import ConditionError, compile_condition
+
+    with pytest.raises(ConditionError, match="not a linear-time"):
+        compile_condition(node)
+
+
+def test_a_fingerprint_pattern_re2_cannot_run_is_refused(tmp_path):
+    from vllm_doctor.engine.loader import validate_dir
+
+    rules = tmp_path / "rules"
+    shutil.copytree(ROOT / "rules" / "quant", rules)
+    rule = rules / "QUANT005.yaml"
+    rule.write_text(rule.read_text().replace("pattern: 'class ModelOptFp8Config", "pattern: '(?<=x)class ModelOptFp8Config"))
+    _, problems = validate_dir(rules)
+    assert any("QUANT005.yaml:affected.fingerprints[0].pattern: not a linear-time" in p for p in problems)
+
+
+def test_fingerprint_reads_are_bounded(tmp_path):
+    from vllm_doctor.engine import fixstate
+    from vllm_doctor.engine.rule import Fingerprint, LazyPattern
+
+    tree = tmp_path / "vllm"
+    (tree / "lib").mkdir(parents=True)
+    with open(tree / "lib" / "_C.abi3.so", "wb") as handle:  # sparse: large, costs no disk
+        handle.truncate(1536 << 20)
+    found = fixstate.check_fingerprint(Fingerprint("**/*", LazyPattern("never", "t:p"), "fixed"), tree)
+    assert found is None  # nothing readable as source: no verdict from a library's bytes
+    for i in range(3000):
+        (tree / f"m{i:04}.py").write_text("x = 1\n")
+    opened = []
+    real_open = open
+    fixstate._read.cache_clear()
+    import builtins
+
+    def counting_open(path, *args, **kwargs):
+        opened.append(path)
+        return real_open(path, *args, **kwargs)
+
+    builtins.open = counting_open
+    try:
+        state, _ = fixstate.check_fingerprint(Fingerprint("**/*", LazyPattern("never", "t:p"), "fixed"), tree)
+    finally:
+        builtins.open = real_open
+    assert state == fixstate.AFFECTED and len(opened) <= fixstate.MAX_FINGERPRINT_FILES

@@ -301,10 +301,12 @@ def _make_check(op: str, operand: Any, where: str) -> Callable[[Any, Facts], boo
             return None
         return check_contains
     if op == "matches":
+        from vllm_doctor.engine.linear import LinearRegexError, compile_linear
+
         try:
-            regex = re.compile(str(operand))
-        except re.error as err:
-            raise ConditionError(where, f"bad regex {operand!r}: {err}") from None
+            regex = compile_linear(str(operand))
+        except LinearRegexError as err:
+            raise ConditionError(where, f"{err} ({str(operand)[:80]!r})") from None
         return lambda v, _f: any(regex.search(str(x)) for x in _as_list(v))
     if op == "version":
         try:

@@ -11,6 +11,7 @@ Order of trust:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -37,31 +38,48 @@ class FixState:
                 "lowers_confidence": self.lowers_confidence}
 
 
+# A fingerprint names a source file or two; a glob like `**/*` must not read a whole package
+# (shared libraries of a GiB included): at most this many files, each at most this large.
+MAX_FINGERPRINT_FILES = 200
+MAX_FINGERPRINT_FILE_BYTES = 4 << 20
+
+
 @lru_cache(maxsize=4096)
 def _read(path: str) -> str | None:
+    """A source file's text, or None when it cannot be read or is too large to be source."""
     try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_FINGERPRINT_FILE_BYTES + 1)
     except OSError:
         return None
+    if len(data) > MAX_FINGERPRINT_FILE_BYTES:
+        return None
+    return data.decode("utf-8", errors="replace")
 
 
 def check_fingerprint(fp: Fingerprint, package_dir: Path) -> tuple[str, str] | None:
     """(state, evidence) from one fingerprint, or None when no file matches its path."""
-    files = sorted(p for p in package_dir.glob(fp.path) if p.is_file())
+    # the first matches of the glob only: it is lazy, so a huge tree is never walked whole
+    matched = itertools.islice(package_dir.glob(fp.path), MAX_FINGERPRINT_FILES * 4)
+    files = sorted(p for p in matched if p.is_file())[:MAX_FINGERPRINT_FILES]
     if not files:
         return None
+    read = []
     for file in files:
         text = _read(str(file))
         if text is None:
             continue
+        read.append(file)
         match = fp.pattern.search(text)
         if match:
             line = text.count("\n", 0, match.start()) + 1
             where = f"{file.relative_to(package_dir.parent)}:{line}"
             state = FIXED if fp.means == "fixed" else AFFECTED
             return state, f"{where} has /{fp.pattern.pattern}/"
+    if not read:  # nothing readable as source: the fingerprint decides nothing
+        return None
     state = AFFECTED if fp.means == "fixed" else FIXED
-    rel = ", ".join(str(f.relative_to(package_dir.parent)) for f in files[:3])
+    rel = ", ".join(str(f.relative_to(package_dir.parent)) for f in read[:3])
     return state, f"{rel} lacks /{fp.pattern.pattern}/"
 
 

@@ -107,10 +107,12 @@ class _Checker:
             return None
         if not self.strict:
             return LazyPattern(value, f"{self.file}:{where}")
+        from vllm_doctor.engine.linear import LinearRegexError, compile_linear
+
         try:
-            return LazyPattern(value, f"{self.file}:{where}", re.compile(value, re.MULTILINE))
-        except re.error as err:
-            self.problem(where, f"bad regex: {err}")
+            return LazyPattern(value, f"{self.file}:{where}", compile_linear(value, multiline=True))
+        except LinearRegexError as err:
+            self.problem(where, str(err))
             return None
 
     def signature(self, where: str, value: Any) -> LazySignature | None:

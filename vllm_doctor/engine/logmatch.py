@@ -55,28 +55,19 @@ class SignatureError(ValueError):
 
 
 # -- the RE2 engine ------------------------------------------------------------------------
-@lru_cache(maxsize=1)
 def _re2():
-    import re2  # google-re2: linear-time matching (see pyproject.toml)
+    from vllm_doctor.engine.linear import re2_module
 
-    options = re2.Options()
-    options.log_errors = False  # our own message names the rule file
-    return re2, options
+    return re2_module()
 
 
 def _compile_re2(pattern: str):
-    re2, options = _re2()
+    from vllm_doctor.engine.linear import LinearRegexError, compile_linear
+
     try:
-        return re2.compile("(?m)" + pattern, options)
-    except re2.error as err:
-        try:
-            re.compile(pattern)
-        except re.error as bad:
-            raise SignatureError(f"bad regex: {bad}") from None
-        detail = err.args[0] if err.args else err
-        if isinstance(detail, bytes):
-            detail = detail.decode("utf-8", "replace")
-        raise SignatureError(f"not a linear-time (RE2) regex: {detail}") from None
+        return compile_linear(pattern, multiline=True)
+    except LinearRegexError as err:
+        raise SignatureError(str(err)) from None
 
 
 # -- splitting a signature ------------------------------------------------------------------

@@ -36,20 +36,22 @@ class LazyPattern:
 
     __slots__ = ("pattern", "where", "_compiled")
 
-    def __init__(self, pattern: str, where: str, compiled: re.Pattern[str] | None = None):
+    def __init__(self, pattern: str, where: str, compiled: Any = None):
         self.pattern = pattern
         self.where = where  # "file:field", for the error message
         self._compiled = compiled
 
-    def compiled(self) -> re.Pattern[str]:
+    def compiled(self) -> Any:
         if self._compiled is None:
             from vllm_doctor.errors import InputError
 
+            from vllm_doctor.engine.linear import LinearRegexError, compile_linear
+
             try:
-                self._compiled = re.compile(self.pattern, re.MULTILINE)
-            except re.error as err:
+                self._compiled = compile_linear(self.pattern, multiline=True)
+            except LinearRegexError as err:
                 file, _, field = self.where.rpartition(":")
-                raise InputError(file, f"{field}: bad regex: {err}") from None
+                raise InputError(file, f"{field}: {err}") from None
         return self._compiled
 
     def search(self, text: str):
