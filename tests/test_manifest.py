@@ -259,3 +259,38 @@ def test_secrets_in_a_manifest_stay_out_of_the_report(judged):
     _, facts, _ = judged[("aibrix-heterogeneous-l20.yaml",
                           "Deployment/deepseek-coder-7b-l20 container llm-engine")]
     assert "sk-kFJ12nKsFVf" not in facts.to_json()
+
+
+# -- the pre-commit hook -----------------------------------------------------------------------
+
+
+def test_hook_checks_manifests_that_run_vllm_and_skips_the_rest(tmp_path):
+    from vllm_doctor.serveline.manifest import hook_option
+
+    service = tmp_path / "service.yaml"
+    service.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: web}\n")
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text("FROM python:3.12\nCMD [\"python\", \"app.py\"]\n")
+    serve = tmp_path / "deploy" / "serve.yaml"
+    serve.parent.mkdir()
+    serve.write_text("model: m\n")
+    values = tmp_path / "values.yaml"
+    values.write_text("replicaCount: 1\n")
+    assert hook_option(str(SCENARIO / "tp4-on-2-gpus.yaml")) == "--manifest"
+    assert hook_option(str(SCENARIO / "Dockerfile.diffusion-gemma")) == "--manifest"
+    assert hook_option(str(SCENARIO / "diffusion-gemma-compose.yaml")) == "--manifest"
+    assert hook_option(str(serve)) == "--serve-config"
+    for other in (service, dockerfile, values):
+        assert hook_option(str(other)) is None
+
+
+def test_hook_run_fails_on_a_manifest_finding(tmp_path, capsys):
+    from vllm_doctor import precommit
+
+    readme = tmp_path / "values.yaml"
+    readme.write_text("replicaCount: 1\n")
+    with pytest.raises(SystemExit) as exit_:
+        precommit.main([str(readme), str(SCENARIO / "tp4-on-2-gpus.yaml")])
+    assert exit_.value.code == 1
+    out = capsys.readouterr().out
+    assert "tp4-on-2-gpus.yaml" in out and "values.yaml" not in out

@@ -1,5 +1,7 @@
 """The pre-commit hook (.pre-commit-hooks.yaml): `vllm-doctor check --serve-config FILE` for
-every serve config pre-commit passes, each in its own process.
+every serve config pre-commit passes and `check --manifest FILE` for every Kubernetes manifest,
+compose file or Dockerfile that runs vLLM (a vLLM serve command or image in it; the others are
+skipped), each in its own process.
 
     vllm-doctor-pre-commit [CHECK OPTIONS ...] FILE [FILE ...]
 
@@ -59,9 +61,14 @@ def _rank(code: int) -> int:
 def main(argv: list[str] | None = None) -> None:
     options, files = split_arguments(list(sys.argv[1:] if argv is None else argv))
     worst = 0
+    from vllm_doctor.serveline.manifest import hook_option
+
     for path in files:
+        option = hook_option(path)  # --manifest, --serve-config, or None: no vLLM in the file
+        if option is None:
+            continue
         print(f"vllm-doctor: {path}", flush=True)
-        code = subprocess.call(module_command("vllm_doctor", "check", f"--serve-config={path}", "-q",
+        code = subprocess.call(module_command("vllm_doctor", "check", f"{option}={path}", "-q",
                                               *options))
         if _rank(code) > _rank(worst):
             worst = code

@@ -358,6 +358,27 @@ def is_manifest(doc: Any) -> bool:
     return is_compose(doc) or (isinstance(doc, dict) and "apiVersion" in doc and "kind" in doc)
 
 
+# a vLLM server command or image, for the pre-commit hook's first look at a file
+_MENTIONS_VLLM = re.compile(r"vllm(\s+serve\b|\.entrypoints)|vllm-openai|rocm/vllm")
+_MANIFEST_KEYS = re.compile(r"(?m)^(apiVersion|kind|services)\s*:")
+# the serve configs the hook has always checked: YAML files with "serve" in the name
+SERVE_CONFIG_NAME = re.compile(r"(^|/)[^/]*serve[^/]*\.ya?ml$")
+
+
+def hook_option(path: str) -> str | None:
+    """How the pre-commit hook checks a file: ``--manifest`` for a manifest, compose file or
+    Dockerfile that runs vLLM, ``--serve-config`` for a serve config, None for a file with no
+    vLLM in it (a README, another service's manifest)."""
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read(MAX_MANIFEST_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return "--manifest"  # `check` names what is wrong with it
+    if is_dockerfile(path, text) or _MANIFEST_KEYS.search(text):
+        return "--manifest" if _MENTIONS_VLLM.search(text) else None
+    return "--serve-config" if SERVE_CONFIG_NAME.search(path.replace(os.sep, "/")) else None
+
+
 def serve_config_is_manifest(path: Path) -> bool:
     """Whether a --serve-config file is a manifest (then each of its vLLM containers is
     checked); InputError when it is neither a manifest nor a serve config (a YAML mapping
