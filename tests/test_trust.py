@@ -292,3 +292,40 @@ def test_fingerprint_reads_are_bounded(tmp_path):
     finally:
         builtins.open = real_open
     assert state == fixstate.AFFECTED and len(opened) <= fixstate.MAX_FINGERPRINT_FILES
+
+
+# --- standard input is bounded like a file ----------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [("explain", "--log", "-"), ("check", "--serve", "vllm serve m", "--log", "-")])
+def test_standard_input_past_the_log_limit_is_exit_2(command):
+    proc = subprocess.Popen([console("vllm-doctor"), *command], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    chunk = b"INFO a line of a log that goes on\n" * 30000  # ~1 MiB
+    try:
+        for _ in range(200):  # 200 MiB offered; the reader stops after 64
+            proc.stdin.write(chunk)
+    except BrokenPipeError:
+        pass
+    try:
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    proc.stdin = None  # closed: communicate() only reads
+    out, err = proc.communicate(timeout=120)
+    run = subprocess.CompletedProcess(proc.args, proc.returncode, out.decode(), err.decode())
+    assert "at most 64.0 MiB" in one_line_exit_2(run)
+
+
+@pytest.mark.parametrize("command", [("explain", "--log", "-"), ("check", "--serve", "vllm serve m", "--log", "-")])
+def test_a_writer_that_never_closes_does_not_hang(command):
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"ERROR something\n")  # then nothing more, and never closed
+    try:
+        start = time.monotonic()
+        run = run_cli(*command, stdin=read_end, env={"VLLM_DOCTOR_STDIN_TIMEOUT": "1"}, timeout=60)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert "still open" in one_line_exit_2(run)
+    assert time.monotonic() - start < 30

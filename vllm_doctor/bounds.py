@@ -97,6 +97,58 @@ def read_bytes(path: Path | str, what: str, kind: str, source: str | None = None
     return data
 
 
+STDIN_IDLE_S = 30.0        # a pipe with nothing new for this long, still open: a writer that hangs
+STDIN_TOTAL_S = 600.0      # and a writer that trickles for ever
+STDIN_IDLE_ENV = "VLLM_DOCTOR_STDIN_TIMEOUT"
+
+
+def read_stdin(what: str, kind: str, source: str = "standard input") -> bytes:
+    """Standard input, bounded like a file of ``kind`` (``FILE_LIMITS``) and in time: a writer
+    that sends nothing for ``STDIN_IDLE_S`` seconds (``VLLM_DOCTOR_STDIN_TIMEOUT``) without
+    closing, or that is still writing after ``STDIN_TOTAL_S``, is InputError, never a hang;
+    a terminal is refused at once (nobody is typing a crash log)."""
+    import select
+    import sys
+    import time
+
+    limit = FILE_LIMITS[kind]
+    stream = sys.stdin.buffer if sys.stdin is not None else None
+    if stream is None:
+        raise InputError(source, f"there is no standard input to read the {what} from")
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):  # replaced by a test or an embedding program
+        data = stream.read(limit + 1)
+        fd = None
+    if fd is not None:
+        if os.isatty(fd):
+            raise InputError(source, f"is a terminal: pipe the {what} in, or give a file")
+        try:
+            idle = float(os.environ.get(STDIN_IDLE_ENV) or STDIN_IDLE_S)
+        except ValueError:
+            raise InputError(STDIN_IDLE_ENV, "must be a number of seconds") from None
+        chunks: list[bytes] = []
+        size, start = 0, time.monotonic()
+        while size <= limit:
+            ready, _, _ = select.select([fd], [], [], idle)
+            if not ready:
+                raise InputError(source, f"nothing arrived for {idle:g} s and the pipe is still "
+                                         f"open: close it when the {what} is complete, or give a file")
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if time.monotonic() - start > STDIN_TOTAL_S:
+                raise InputError(source, f"still open after {STDIN_TOTAL_S:g} s: give the {what} "
+                                         "as a file")
+        data = b"".join(chunks)
+    if len(data) > limit:
+        raise InputError(source, f"is over {_size(limit)}; a {what} is read whole and may be at "
+                                 f"most {_size(limit)}")
+    return data
+
+
 def read_text(path: Path | str, what: str, kind: str, source: str | None = None,
               errors: str = "strict") -> str:
     """``read_bytes`` decoded as UTF-8; undecodable text is InputError unless errors="replace"."""

@@ -32,8 +32,8 @@ def read_log(path: Path) -> str:
     """
     if str(path) == "-":
         if "-" not in _STDIN:
-            import sys
+            from vllm_doctor.bounds import read_stdin
 
-            _STDIN["-"] = _decode("standard input", sys.stdin.buffer.read())
+            _STDIN["-"] = _decode("standard input", read_stdin("log", "log"))
         return _STDIN["-"]
     return _read(str(path))

@@ -23,7 +23,6 @@ import json
 import os
 import re
 import shlex
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -32,8 +31,6 @@ from vllm_doctor.errors import InputError
 from vllm_doctor.facts.model import Fact, Facts, Source
 
 MANIFEST = "manifest"
-# a manifest is read whole: `helm template` of a large chart stays well under this
-MAX_MANIFEST_BYTES = 4 << 20
 # Docker's and containerd's /dev/shm when nothing sizes it
 DEFAULT_SHM_MIB = 64
 # the official images run `vllm serve` when no command is given (older ones the OpenAI
@@ -280,10 +277,11 @@ class Target:
 def read_text(name: str) -> str:
     """The manifest's text: a file, or standard input for ``-``; bounded."""
     if name == "-":
-        data = sys.stdin.buffer.read(MAX_MANIFEST_BYTES + 1)
-        if len(data) > MAX_MANIFEST_BYTES:
-            raise InputError("--manifest -", f"more than {MAX_MANIFEST_BYTES >> 20} MiB on "
-                                             "standard input")
+        from vllm_doctor.bounds import read_stdin
+
+        # a manifest is read whole, bounded like a report (4 MiB: `helm template` of a large
+        # chart stays well under it)
+        data = read_stdin("manifest", "report", "--manifest -")
     else:
         from vllm_doctor.bounds import read_bytes
 
