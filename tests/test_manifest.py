@@ -294,3 +294,20 @@ def test_hook_run_fails_on_a_manifest_finding(tmp_path, capsys):
     assert exit_.value.code == 1
     out = capsys.readouterr().out
     assert "tp4-on-2-gpus.yaml" in out and "values.yaml" not in out
+
+
+def test_a_leaderworkerset_group_too_small_for_the_world_size_is_an_error(tmp_path):
+    text = (CORPUS / "lws-gpu-vllm.yaml").read_text().replace(
+        "--pipeline_parallel_size 2", "--pipeline_parallel_size 4")
+    group = tmp_path / "lws.yaml"
+    group.write_text(text)
+    run = doctor("check", "--manifest", str(group), "--format", "json")
+    assert run.returncode == 1, run.stderr
+    (leader,) = json.loads(run.stdout)["targets"]
+    par007 = next(f for f in leader["findings"] if f["code"] == "PAR007")
+    assert par007["location"]["line"] == line_of_text(text, "--tensor-parallel-size")
+    assert "HW005" not in [f["code"] for f in leader["findings"]]  # the pod is one of two
+
+
+def line_of_text(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)

@@ -162,11 +162,12 @@ class CheckDocument:
                 f"{self.duration_s:.2f} s){tail}")
 
     def target_line(self, f: Finding) -> int | None:
-        """For a manifest target: the line of the first of the finding's facts the file
-        states (the flag in the args, the image, the GPU limit), else the container's."""
+        """For a manifest target: the line of the finding's first serve-line fact the file
+        states (the flag in the args), else of its first other fact there (the image, the GPU
+        limit), else the container's."""
         if self.target is None:
             return None
-        for ev in f.evidence:
+        for ev in sorted(f.evidence, key=lambda ev: not ev.path.startswith("serve.")):
             if ev.path in self.target.fact_lines:
                 return self.target.fact_lines[ev.path]
         return self.target.line
