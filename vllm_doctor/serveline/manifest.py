@@ -367,9 +367,11 @@ def hook_option(path: str) -> str | None:
     """How the pre-commit hook checks a file: ``--manifest`` for a manifest, compose file or
     Dockerfile that runs vLLM, ``--serve-config`` for a serve config, None for a file with no
     vLLM in it (a README, another service's manifest)."""
+    from vllm_doctor.bounds import FILE_LIMITS  # a manifest is bounded like a report
+
     try:
         with open(path, "rb") as handle:
-            text = handle.read(MAX_MANIFEST_BYTES).decode("utf-8", "replace")
+            text = handle.read(FILE_LIMITS["report"]).decode("utf-8", "replace")
     except OSError:
         return "--manifest"  # `check` names what is wrong with it
     if is_dockerfile(path, text) or _MANIFEST_KEYS.search(text):
