@@ -173,7 +173,7 @@ def repo_with(tmp_path: Path, settings: str) -> Path:
     return repo
 
 
-@pytest.mark.parametrize("settings, lock", zip(SILENCING, ["flag", "env"] * 3))
+@pytest.mark.parametrize("settings, lock", list(zip(SILENCING, ["flag", "env"] * 3)))
 def test_a_locked_gate_ignores_what_a_repository_turns_off(tmp_path, settings, lock):
     repo = repo_with(tmp_path, settings)
     unlocked = run_cli(*GEMMA, "-q", cwd=repo)
@@ -329,3 +329,31 @@ def test_a_writer_that_never_closes_does_not_hang(command):
         os.close(write_end)
     assert "still open" in one_line_exit_2(run)
     assert time.monotonic() - start < 30
+
+
+# --- the report parser is linear ---------------------------------------------------------------
+
+BLANKS = " " * 60_000
+
+
+@pytest.mark.parametrize("line", [
+    f"PyTorch version{BLANKS}x",                       # a key that never reaches its colon
+    f"GPU 0: NVIDIA H100{BLANKS}x",                    # a GPU line with a blank run inside
+    f"[pip3] torch==2.5.1{BLANKS}x",                   # a package line
+    f"GPU models and configuration: {BLANKS}AMD Instinct MI300X",  # one device, ROCm's form
+    "GPU models and configuration: " + "(gfx942" * 8000,
+    BLANKS,
+])
+def test_one_long_line_in_a_report_is_read_in_linear_time(line):
+    from vllm_doctor.facts.report import parse_report
+
+    text = (ROOT / "vllm_doctor" / "examples" / "diffusion-gemma-tp2" / "collect-env.txt").read_text()
+    from vllm_doctor.errors import InputError
+
+    start = time.process_time()
+    parse_report(text + "\n" + line + "\n", "report")
+    try:
+        parse_report(line + "\n", "report")
+    except InputError:  # alone it is no report: refused, and quickly
+        pass
+    assert time.process_time() - start < 1.0

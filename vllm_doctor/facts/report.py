@@ -74,10 +74,13 @@ _NOT_COLLECTED = {"", "n/a", "none", "could not collect", "no cuda", "no xpu", "
                   "n/a (dev)", "unknown"}
 
 _BANNER = re.compile(r"^\s*={20,}\s*$")
-_KEY_LINE = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z0-9_ ./()\-]*?)\s*:(?:\s(?P<val>.*))?$")
-_GPU_LINE = re.compile(r"^\s*GPU\s+(?P<idx>\d+)\s*:\s*(?P<name>.+?)\s*$")
+# Linear on any line (a 60 KB run of blanks included): a key or value ends in a non-blank
+# character, so no lazy group is retried against a trailing `\s*` at every length.
+_KEY_LINE = re.compile(
+    r"^\s*(?P<key>[A-Za-z](?:[A-Za-z0-9_ ./()\-]*[A-Za-z0-9_./()\-])?)\s*:(?:\s(?P<val>.*))?$")
+_GPU_LINE = re.compile(r"^\s*GPU\s+(?P<idx>\d+)\s*:\s*(?P<name>\S(?:.*\S)?)\s*$")
 _MIG_LINE = re.compile(r"^\s*MIG\s+\S+\s+Device\s+\d+\s*:")
-_PIP_LINE = re.compile(r"^\s*\[(?P<tool>pip3?|uv|conda)\]\s+(?P<rest>.+?)\s*$")
+_PIP_LINE = re.compile(r"^\s*\[(?P<tool>pip3?|uv|conda)\]\s+(?P<rest>\S(?:.*\S)?)\s*$")
 _ENV_LINE = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)=(?P<val>.*)$")
 _SMI_CUDA = re.compile(r"CUDA Version:\s*(?P<v>\d+\.\d+)")
 _ENV_PREFIXES = ("VLLM_", "TORCH", "NCCL", "PYTORCH", "CUDA", "CUBLAS", "CUDNN", "OMP_",
@@ -478,8 +481,15 @@ def _is_rocm(report: _Report) -> bool:
 
 def _single_device(report: _Report, facts: Facts, value: str, rocm: bool) -> None:
     detail = _line_detail(report, "GPU models and configuration")
-    arch = re.search(r"\((gfx[0-9a-f]+)[^)]*\)", value)
-    name = re.sub(r"\s*\(gfx[^)]*\)\s*$", "", value).strip()
+    # "AMD Instinct MI300X (gfx942:sramecc+:xnack-)": found with find(), linear on any value
+    arch = re.search(r"\((gfx[0-9a-f]+)", value)
+    if arch and ")" not in value[arch.end():]:
+        arch = None
+    name = value.strip()
+    if name.endswith(")"):
+        at = name.find("(gfx", name.rfind(")", 0, len(name) - 1) + 1)
+        if at >= 0:
+            name = name[:at].strip()
     device: dict[str, Any] = {"index": 0, "name": name}
     if arch:
         device["arch"] = arch.group(1)
