@@ -98,7 +98,7 @@ def test_raised_messages_come_before_logged_ones():
 def test_curated_rule_is_named_first_and_catalogue_still_listed():
     log = f"(EngineCore_DP0 pid=1234) ERROR 11-23 05:10:11 [core.py:708] {KV_CACHE}\n"
     report = analyse_log(log, RULES)
-    assert [r.code for r, _ in report.rule_hits] == ["MEM001"]
+    assert [r.code for r, *_ in report.rule_hits] == ["MEM001"]
     assert "KV cache is needed" in report.messages[0].hit.key
 
 

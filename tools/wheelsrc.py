@@ -105,6 +105,31 @@ class ReleaseSource:
         return None
 
 
+    @cached_property
+    def wheel(self) -> Path | None:
+        """The release's wheel: the location itself, or a wheel beside an unpacked tree."""
+        if self.location.is_file():
+            return self.location
+        for folder in (self.location.parent, self.location.parent.parent):
+            for found in sorted(folder.glob(f"vllm-{self.version}-*.whl")):
+                return found
+        return None
+
+    def requires_dist(self) -> Iterator:
+        """The parsed ``Requires-Dist`` requirements of the METADATA (unparsable ones left out)."""
+        from email.parser import Parser
+
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        if self.metadata is None:
+            return
+        for line in Parser().parsestr(self.metadata, headersonly=True).get_all("Requires-Dist") or []:
+            try:
+                yield Requirement(line)
+            except InvalidRequirement:
+                continue
+
+
 def find_releases(root: Path, min_version: str | None = None,
                   max_version: str | None = None) -> list[ReleaseSource]:
     """Every release under ``root``: unpacked ``<version>/vllm`` trees win over wheels."""

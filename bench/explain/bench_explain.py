@@ -103,7 +103,7 @@ def breakdown(log: Path) -> list[str]:
     step("scan + match (again)", lambda: analyse_log(text, rules))
     steps.append(f"catalogue: {sum(1 for _ in table.keys())} messages over {len(table.releases)} "
                  f"releases; named: {[m.hit.key[:60] for m in report.messages]}; "
-                 f"rules: {[r.code for r, _ in report.rule_hits]}")
+                 f"rules: {[r.code for r, *_ in report.rule_hits]}")
     return steps
 
 

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import re
 import zipfile
-from email.parser import Parser
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 KIND = "pins"
@@ -71,14 +70,9 @@ def _bounds(req: Requirement) -> dict[str, Any]:
     return value
 
 
-def requirements(metadata: str) -> dict[str, dict[str, Any]]:
-    message = Parser().parsestr(metadata, headersonly=True)
+def requirements(release) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
-    for line in message.get_all("Requires-Dist") or []:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue
+    for req in release.requires_dist():
         if req.marker is not None and "extra" in str(req.marker):
             continue
         name = canonicalize_name(req.name)
@@ -87,18 +81,8 @@ def requirements(metadata: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _wheel_of(release) -> Path | None:
-    location = Path(release.location)
-    if location.is_file():
-        return location
-    for folder in (location.parent, location.parent.parent):
-        for wheel in sorted(folder.glob(f"vllm-{release.version}-*.whl")):
-            return wheel
-    return None
-
-
 def cuda_build(release) -> dict[str, Any] | None:
-    wheel = _wheel_of(release)
+    wheel = release.wheel
     if wheel is None:
         release.problem("CUDA build: no wheel to read compiled extensions from "
                         "(an unpacked tree holds no .so files)")
@@ -121,7 +105,7 @@ def extract(release) -> dict[str, Any]:
     if metadata is None:
         release.problem("no *.dist-info/METADATA: no pins")
     else:
-        out.update(requirements(metadata))
+        out.update(requirements(release))
         if "torch" not in out:
             release.problem("METADATA has no torch requirement")
     cuda = cuda_build(release)

@@ -113,8 +113,9 @@ def log_report_dict(report, name: str) -> dict:
             {"code": rule.code, "slug": rule.slug, "severity": rule.severity,
              "confidence": rule.confidence, "summary": rule.summary, "matched_lines": lines,
              "fix": rule.raw.get("fix"), "workarounds": rule.raw.get("workarounds", []),
+             "log_reading": reading.to_dict() if reading else None,
              "references": list(rule.references), "url": rule.url}
-            for rule, lines in report.rule_hits
+            for rule, lines, reading in report.rule_hits
         ],
         "vllm_messages": [m.to_dict() for m in report.messages],
         "refused_options": report.refused_options,
@@ -133,10 +134,16 @@ def _print_log_report(report, name: str) -> None:
             typer.echo("    (pass --vllm-version V to judge them by your release)")
         if report.rule_hits or report.messages:
             typer.echo("")
-    for rule, lines in report.rule_hits:
+    for rule, lines, reading in report.rule_hits:
         typer.echo(f"{rule.code} [{rule.severity}] {rule.summary}")
         for line in lines:
             typer.echo(f"    matched: {line}")
+        if reading is not None:
+            typer.echo(f"    cause: {reading.cause}")
+            for fix in reading.fixes:
+                typer.echo(f"    fix: {fix}")
+            for line in reading.read:
+                typer.echo(f"    read: {line}")
         if rule.fix and rule.fix.version:
             typer.echo(f"    fix: upgrade to vLLM {rule.fix.version} or later")
         for w in rule.workarounds:

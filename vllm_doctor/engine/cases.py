@@ -109,6 +109,12 @@ def _run_case(rule: Rule, case: dict[str, Any], index: int) -> CaseResult:
             problems.append("the log does not match any signature")
         if expect == NOT_APPLIES and hits:
             problems.append(f"the log matches a signature: {hits[0]!r}")
+    # a rule with a log reader: the cause and the fix it must name
+    for key, got in (("cause_contains", [finding.reading.cause] if finding.reading else []),
+                     ("fix_contains", finding.reading.fixes if finding.reading else [])):
+        wanted = case.get(key)
+        if wanted is not None and not any(str(wanted) in text for text in got):
+            problems.append(f"{key}: {wanted!r} not in {got!r}")
     return CaseResult(rule.code, name, not problems, "; ".join(problems) or "ok")
 
 

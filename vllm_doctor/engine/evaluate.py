@@ -58,6 +58,7 @@ class Finding:
     suppressed: str | None = None  # reason from the ignore file
     deferred_to: str | None = None  # a more precise rule that applies (rule.defers_to)
     probe_results: list[dict[str, Any]] = field(default_factory=list)
+    reading: Any = None  # what the rule's log reader found (logreaders.LogReading)
 
     @property
     def severity(self) -> str:
@@ -81,6 +82,7 @@ class Finding:
             "workarounds": rule.raw.get("workarounds", []),
             "probe": rule.probe,
             "probe_results": self.probe_results,
+            "log_reading": self.reading.to_dict() if self.reading else None,
             "references": list(rule.references),
             "suppressed": self.suppressed,
             "url": rule.url,
@@ -104,6 +106,16 @@ def scan_for_rules(rules: list[Rule], log_text: str) -> "LogScan":
     from vllm_doctor.engine.logmatch import scan_log
 
     return scan_log(log_text, [s.compiled() for rule in rules for s in rule.signatures])
+
+
+def read_rule_log(rule: Rule, log: "str | LogScan", version: str | None):
+    """The rule's log reader on the log (its text, as scanned); the vLLM version is the one
+    known from the facts, else the one the log states."""
+    from vllm_doctor.engine.logmatch import version_in_log
+    from vllm_doctor.logreaders import read_log
+
+    text = log if isinstance(log, str) else log.text
+    return read_log(rule.reader, text, version or version_in_log(text))
 
 
 def _missing(facts: Facts, paths: list[str]) -> list[MissingFact]:
@@ -133,6 +145,11 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: "str | LogScan | None" = N
     confidence = rule.confidence
     if (outcome.value is False or rule.log_only) and not log_matches:
         return Finding(rule, NOT_APPLIES, confidence)
+    reading = None
+    if log_matches and rule.reader:
+        reading = read_rule_log(rule, log_text, facts.value("vllm.version"))
+        if reading is None:  # the message is not the case the rule's reader names
+            return Finding(rule, NOT_APPLIES, confidence)
     evidence: dict[str, Evidence] = {}  # one line per fact, listing every test made of it
     for test in outcome.evidence:
         known = evidence.get(test.path)
@@ -151,7 +168,7 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: "str | LogScan | None" = N
     if state.lowers_confidence:
         confidence = _CONFIDENCE_DOWN[confidence]
     finding = Finding(rule, UNDECIDED, confidence, list(evidence.values()), fix_state=state,
-                      log_matches=log_matches)
+                      log_matches=log_matches, reading=reading)
     if log_matches:
         # The failure was seen: the log is stronger evidence than any fact.
         finding.verdict = APPLIES
@@ -181,8 +198,16 @@ def defer(findings: list[Finding]) -> list[Finding]:
     """A rule with ``defers_to`` does not apply (and is not undecided) where one of those
     rules applies: the precise, curated rule speaks for the cause, once."""
     applying = {f.rule.code for f in findings if f.verdict == APPLIES}
+    read_in_log = {f.rule.code for f in findings if f.verdict == APPLIES and f.reading is not None}
     for finding in findings:
-        if finding.verdict == NOT_APPLIES or finding.log_matches:
+        if finding.verdict == NOT_APPLIES:
+            continue
+        if finding.log_matches:
+            # a message seen in the log steps back only for a log reader's rule that named the
+            # cause of the same log
+            winner = next((code for code in finding.rule.defers_to if code in read_in_log), None)
+            if winner is not None:
+                finding.verdict, finding.deferred_to = NOT_APPLIES, winner
             continue
         winner = next((code for code in finding.rule.defers_to if code in applying), None)
         if winner is not None:

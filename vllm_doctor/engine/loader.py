@@ -38,6 +38,7 @@ ALLOWED_KEYS = {
     "signatures", "fix", "workarounds", "probe", "references", "aliases", "related", "details",
     "defers_to",
     "log_only",
+    "reader",
 }
 REQUIRED_KEYS = ("code", "slug", "status", "severity", "confidence", "summary", "phase", "when",
                  "references", "details")
@@ -337,6 +338,14 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
     fix = _fix(chk, data.get("fix"))
     workarounds = _workarounds(chk, data.get("workarounds"))
     aliases = chk.string_list(data, "aliases")
+    reader = data.get("reader")
+    if reader is not None:
+        from vllm_doctor.logreaders import READERS
+
+        if reader not in READERS:
+            chk.problem("reader", f"unknown log reader {reader!r} (one of {', '.join(sorted(READERS))})")
+        elif not log_only:
+            chk.problem("reader", "a log reader needs log_only: true")
     if chk.problems:
         return None, chk.problems
     rule = Rule(
@@ -345,6 +354,7 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
         fingerprints=fingerprints, signatures=tuple(signatures), fix=fix,
         workarounds=workarounds, probe=probe, references=references, aliases=aliases,
         related=related, details=details, path=path, raw=data, log_only=log_only,
+        reader=reader,
     )
     return rule, []
 

@@ -61,7 +61,8 @@ class CatalogueMessage:
 @dataclass
 class LogReport:
     scan: LogScan
-    rule_hits: list[tuple[Any, list[str]]] = field(default_factory=list)  # (Rule, matched lines)
+    # (Rule, matched lines, what its log reader found or None)
+    rule_hits: list[tuple[Any, list[str], Any]] = field(default_factory=list)
     messages: list[CatalogueMessage] = field(default_factory=list)
     version: str | None = None
     version_source: str = ""  # "log" | "facts" | "option"
@@ -137,13 +138,25 @@ def analyse_log(text: str, rules: list, version: str | None = None, version_sour
     signatures = [s.compiled() for rule in rules for s in rule.signatures]
     scan = scan or scan_log(text, signatures, load_catalogue())
     report = LogReport(scan)
-    for rule in rules:
-        lines = scan.signature_lines([s.compiled() for s in rule.signatures]) if rule.signatures else []
-        if lines:
-            report.rule_hits.append((rule, lines))
     if version is None:
         version = version_in_log(scan.text)
         version_source = "log" if version else ""
+    for rule in rules:
+        lines = scan.signature_lines([s.compiled() for s in rule.signatures]) if rule.signatures else []
+        if not lines:
+            continue
+        reading = None
+        if rule.reader:
+            from vllm_doctor.logreaders import read_log
+
+            reading = read_log(rule.reader, scan.text, version)
+            if reading is None:  # not the case the rule's reader names
+                continue
+        report.rule_hits.append((rule, lines, reading))
+    # a rule that defers to a log reader's rule which read the same log steps back: the
+    # reader named the cause precisely (engine.evaluate.defer)
+    read = {rule.code for rule, _, reading in report.rule_hits if reading is not None}
+    report.rule_hits = [h for h in report.rule_hits if not set(h[0].defers_to) & read]
     report.version, report.version_source = version, version_source
     report.messages = catalogue_messages(scan, version)
     report.refused_options = refused_options(scan.text, version)

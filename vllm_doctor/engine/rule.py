@@ -150,6 +150,9 @@ class Rule:
     # a rule about a message seen in a crash log: it applies only when its signatures match,
     # and its `when` holds the facts that confirm the cause (shown as evidence)
     log_only: bool = False
+    # a log reader (vllm_doctor.logreaders) that names the cause and the fix of the message
+    # the signatures found; the rule does not apply when the reader finds none
+    reader: str | None = None
 
     @property
     def category(self) -> str:

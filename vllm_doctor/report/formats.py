@@ -77,6 +77,9 @@ def render_markdown(doc: CheckDocument) -> str:
                 out.append(f"- {'source' if f.fix_state.method == 'fingerprint' else 'version'}: {f.fix_state.detail}")
             for line in f.log_matches:
                 out.append(f"- seen in the log: `{line}`")
+            if f.reading is not None:
+                out.append(f"- cause: {f.reading.cause}")
+                out += [f"- fix: `{fix}`" for fix in f.reading.fixes]
             for sugg in doc.suggestions.get(f.rule.code, []):
                 out.append(f"- workaround: {sugg.title}" + (f" (cost: {sugg.cost})" if sugg.cost else ""))
                 if sugg.command or sugg.env:
@@ -322,6 +325,8 @@ def render_junit(doc: CheckDocument) -> str:
         head = f'    <testcase classname="vllm-doctor.{f.rule.category}" name={name}>'
         body = "\n".join(f"{e.path} = {value_text(e.value)} ({e.source})" for e in f.evidence)
         body += "".join(f"\nseen in the log: {line}" for line in f.log_matches)
+        if f.reading is not None:
+            body += f"\ncause: {f.reading.cause}" + "".join(f"\nfix: {x}" for x in f.reading.fixes)
         if f.suppressed:
             skipped += 1
             cases.append(f"{head}<skipped message={quoteattr('ignored: ' + f.suppressed)}/></testcase>")

@@ -46,6 +46,12 @@ def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) ->
         console.print(f"      {label}: {escape(f.fix_state.detail)}")
     for line in f.log_matches:
         console.print(f"      seen in the log: [italic]{escape(line)}[/]")
+    if f.reading is not None:
+        console.print(f"      cause: {escape(f.reading.cause)}")
+        for fix in f.reading.fixes:
+            console.print(f"      [green]fix:[/] [bold]{escape(fix)}[/]", soft_wrap=True)
+        for line in f.reading.read:
+            console.print(f"      [dim]read: {escape(line)}[/]")
     for probe in f.probe_results:
         # what the probe showed, in its own words: a reproduced bug reads as a warning,
         # never as a pass
