@@ -28,7 +28,7 @@ FAMILIES = {
     "28982.log": ("ENV213", "torch.compile", "-O0"),
     "31480.log": ("ATTN102", "sparse MLA", "compute capability 9.0, 10.0, 10.3"),          # vLLM's reasons
     "22193.log": ("ATTN102", "MLACommon", "VLLM_ATTENTION_BACKEND=FLEX_ATTENTION"),
-    "16228.log": ("MODEL102", "no vLLM release's registry", "vllm.general_plugins"),       # plugins
+    "16228.log": ("MODEL103", "no vLLM release's registry", "vllm.general_plugins"),       # plugins
 }
 
 
