@@ -10,7 +10,9 @@ log from upstream vLLM issues) and the shipped rule base.
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -42,6 +44,8 @@ def validate_sarif(text: str) -> dict:
     for result in run["results"]:
         (loc,) = result["locations"]
         assert loc["physicalLocation"]["artifactLocation"]["uri"]
+        assert loc["physicalLocation"]["region"]["startLine"] >= 1  # GitHub: required
+        assert re.fullmatch(r"[0-9a-f]{16}:1", result["partialFingerprints"]["primaryLocationLineHash"])
         assert result["message"]["text"]
         rule = run["tool"]["driver"]["rules"][result["ruleIndex"]]
         assert rule["id"] == result["ruleId"]
@@ -79,9 +83,23 @@ def test_sarif_of_a_serve_config_points_at_the_line_and_validates(tmp_path):
     model001 = results["MODEL001"]
     assert model001["level"] == "error" and model001["kind"] == "fail"
     physical = model001["locations"][0]["physicalLocation"]
-    assert physical["artifactLocation"]["uri"] == "deploy/serve.yaml"  # relative to the repo
+    # relative to the repository root, which the run names as %SRCROOT%
+    assert physical["artifactLocation"] == {"uri": "deploy/serve.yaml", "uriBaseId": "%SRCROOT%"}
+    assert data["runs"][0]["originalUriBaseIds"] == {"%SRCROOT%": {"uri": repo.resolve().as_uri() + "/"}}
     assert physical["region"]["startLine"] == 4  # the tensor-parallel-size line
     assert model001["partialFingerprints"]["vllmDoctorFinding/v1"]
+    # the line hash follows the line's content: a line added above moves the alert, not its id
+    serve = repo / "deploy" / "serve.yaml"
+    serve.write_text("# reviewed\n" + serve.read_text())
+    moved = validate_sarif(doctor(*GATE_ARGS, "--format", "sarif", cwd=repo).stdout)
+    (again,) = [r for r in moved["runs"][0]["results"] if r["ruleId"] == "MODEL001"]
+    assert again["locations"][0]["physicalLocation"]["region"]["startLine"] == 5
+    assert again["partialFingerprints"] == model001["partialFingerprints"]
+    serve.write_text(serve.read_text().replace("tensor-parallel-size: 2", "tensor-parallel-size: 2  # two H100"))
+    edited = validate_sarif(doctor(*GATE_ARGS, "--format", "sarif", cwd=repo).stdout)
+    (third,) = [r for r in edited["runs"][0]["results"] if r["ruleId"] == "MODEL001"]
+    assert (third["partialFingerprints"]["primaryLocationLineHash"]
+            != model001["partialFingerprints"]["primaryLocationLineHash"])
     # undecided rules are no alerts: they are listed in the run's properties
     assert all(r["properties"]["verdict"] == "applies" for r in data["runs"][0]["results"])
     props = data["runs"][0]["properties"]
@@ -102,9 +120,38 @@ def test_sarif_without_files_uses_the_placeholder_location():
     run = doctor("check", "--serve", "vllm serve m -tp 2", "--format", "sarif", "--no-default-rules",
                  "--rules-dir", str(RULES), env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"})
     data = validate_sarif(run.stdout)
-    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
-            for r in data["runs"][0]["results"]}
-    assert uris == {"vllm-serve"}
+    locations = {json.dumps(r["locations"][0]["physicalLocation"]) for r in data["runs"][0]["results"]}
+    assert locations == {json.dumps({"artifactLocation": {"uri": "vllm-serve"}, "region": {"startLine": 1}})}
+
+
+def test_sarif_of_a_serve_line_from_a_workflow_points_at_the_workflow(tmp_path):
+    """In GitHub Actions a serve line given to the Action's `args` is held by the workflow
+    file: the findings point at the line that writes the flag, relative to the workspace."""
+    repo = repo_with_serve_config(tmp_path)
+    workflow = repo / ".github" / "workflows" / "preflight.yml"
+    workflow.parent.mkdir(parents=True)
+    workflow.write_text("on: pull_request\njobs:\n  gate:\n    steps:\n      - uses: org/doctor@v1\n"
+                        "        with:\n          args: >-\n            --model-config model --report collect-env.txt\n"
+                        "            --serve 'vllm serve nvidia/diffusiongemma-26B-A4B-IT-NVFP4 -tp 2'\n")
+    sub = repo / "deploy"
+    env = {"GITHUB_WORKSPACE": str(repo), "GITHUB_WORKFLOW_REF": "org/app/.github/workflows/preflight.yml@refs/pull/7/merge"}
+    args = ["check", "--model-config", "../model", "--report", "../collect-env.txt", "--format", "sarif",
+            "--serve", "vllm serve nvidia/diffusiongemma-26B-A4B-IT-NVFP4 -tp 2"]
+    data = validate_sarif(doctor(*args, cwd=sub, env=env).stdout)
+    (model001,) = [r for r in data["runs"][0]["results"] if r["ruleId"] == "MODEL001"]
+    physical = model001["locations"][0]["physicalLocation"]
+    assert physical == {"artifactLocation": {"uri": ".github/workflows/preflight.yml", "uriBaseId": "%SRCROOT%"},
+                        "region": {"startLine": 9}}
+    assert data["runs"][0]["originalUriBaseIds"]["%SRCROOT%"]["uri"] == repo.resolve().as_uri() + "/"
+    # outside Actions the same serve line is in no file: the model's config.json holds the
+    # finding's other evidence, at its architectures key, relative to the git checkout around
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    data = validate_sarif(doctor(*args, cwd=sub).stdout)
+    (model001,) = [r for r in data["runs"][0]["results"] if r["ruleId"] == "MODEL001"]
+    physical = model001["locations"][0]["physicalLocation"]
+    config = (repo / "model" / "config.json").read_text().splitlines()
+    assert physical["artifactLocation"] == {"uri": "model/config.json", "uriBaseId": "%SRCROOT%"}
+    assert '"architectures"' in config[physical["region"]["startLine"] - 1]
 
 
 def test_sarif_under_strict_reports_undecided_errors_as_failures():

@@ -23,6 +23,8 @@ from vllm_doctor.report.output import dump_json, json_safe
 
 # the SARIF location of findings when no input file was passed: the serve line is no file
 PLACEHOLDER_URI = "vllm-serve"
+# the SARIF base of repository-relative URIs (GitHub code scanning's convention)
+SRCROOT = "%SRCROOT%"
 
 # characters XML 1.0 cannot carry at all (ANSI colour codes in crash logs are the usual case)
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -122,10 +124,11 @@ def render_markdown(doc: CheckDocument) -> str:
 # -- locations -------------------------------------------------------------------------------
 
 class Location:
-    """Where a finding points in the repository: an input file and a line, or the placeholder."""
+    """Where a finding points: an input file and a line (1 when no line of the file names
+    the finding's value), or the placeholder when the serve line is in no file."""
 
-    def __init__(self, uri: str, line: int | None, path: Path | None):
-        self.uri = uri
+    def __init__(self, uri: str, line: int, path: Path | None):
+        self.uri = uri  # relative to the repository root, or an absolute file URI outside it
         self.line = line
         self.path = path  # the file on disk, None for the placeholder
 
@@ -133,59 +136,123 @@ class Location:
     def is_file(self) -> bool:
         return self.path is not None
 
+    @property
+    def in_repository(self) -> bool:
+        return self.is_file and not self.uri.startswith("file:")
+
+    def line_text(self) -> str:
+        if self.path is None:
+            return ""
+        lines = _lines(self.path)
+        return lines[self.line - 1].strip() if 0 < self.line <= len(lines) else ""
+
+
+def repository_root() -> Path:
+    """The root the locations are relative to: the Actions workspace, else the git checkout
+    around the working directory, else the working directory."""
+    workspace = os.environ.get("GITHUB_WORKSPACE")
+    if workspace and Path(workspace).is_dir():
+        return Path(workspace).resolve()
+    cwd = Path.cwd().resolve()
+    for directory in (cwd, *cwd.parents):
+        if (directory / ".git").exists():
+            return directory
+    return cwd
+
 
 def _relative_uri(path: Path) -> str:
-    """A path relative to the working directory when it is under it (how code scanning and
-    GitLab name repository files), else an absolute file URI."""
+    """A path relative to the repository root when it is under it (how code scanning, GitHub
+    annotations and GitLab name repository files), else an absolute file URI."""
     resolved = path.resolve()
     try:
-        return resolved.relative_to(Path.cwd().resolve()).as_posix()
+        return resolved.relative_to(repository_root()).as_posix()
     except ValueError:
         return resolved.as_uri()
 
 
-def _line_of(path: Path, needles: list[str]) -> int | None:
+def _directory_uri(path: Path) -> str:
+    """A directory's file URI with the trailing slash SARIF's base URIs need."""
+    uri = path.as_uri()
+    return uri if uri.endswith("/") else uri + "/"
+
+
+def _lines(path: Path) -> list[str]:
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
-        return None
+        return []
+
+
+def _line_of(path: Path, needles: list[str]) -> int:
+    """The first line holding the first needle found; 1 when none is."""
+    lines = _lines(path)
     for needle in needles:
         if not needle:
             continue
         for number, line in enumerate(lines, 1):
             if needle in line:
                 return number
+    return 1
+
+
+def workflow_file() -> Path | None:
+    """The workflow file of the GitHub Actions run (GITHUB_WORKFLOW_REF is
+    ``owner/repo/.github/workflows/ci.yml@refs/...``), when it is in the checkout: it holds a
+    serve line given to the Action's ``args``."""
+    ref = os.environ.get("GITHUB_WORKFLOW_REF", "")
+    parts = ref.split("@", 1)[0].split("/", 2)
+    if len(parts) < 3:
+        return None
+    path = repository_root() / parts[2]
+    return path if path.is_file() else None
+
+
+def _serve_file(doc: CheckDocument) -> tuple[Path, list[str]] | None:
+    """The file that holds the serve line and how a flag is spelt in it: the serve config
+    (``tensor-parallel-size:``), else, for a serve line given on the command line in GitHub
+    Actions, the workflow that passed it (the flag as written, ``-tp 2``)."""
+    serve_config = doc.inputs.get("serve_config")
+    if serve_config and Path(serve_config).is_file():
+        return Path(serve_config), ["{dashed}:", "{key}:"]
+    if doc.facts.get("serve.argv") is not None:
+        workflow = workflow_file()
+        if workflow is not None:
+            return workflow, ["{detail}", "--{dashed}", "--{key}"]
     return None
 
 
 def location(doc: CheckDocument, f: Finding) -> Location:
-    """The input file a finding is about, in the order a user would fix it: the serve config
-    line its serve evidence names, the config.json key its model evidence names, the log line
-    it matched, else the first input file given, else the placeholder."""
+    """The input file a finding is about, in the order a user would fix it: the manifest line
+    of a manifest target; the line of the file holding the serve line that names the finding's
+    serve evidence (the serve config, or the workflow that passed the serve line), the
+    config.json key its model evidence names, the log line it matched, else line 1 of the
+    first input file given (the serve line's own file first), else the placeholder."""
     if doc.target is not None and doc.target.file != "-":
         path = Path(doc.target.file)
-        return Location(_relative_uri(path), doc.target_line(f), path)
-    serve_config = doc.inputs.get("serve_config")
+        return Location(_relative_uri(path), doc.target_line(f) or 1, path)
     model_config = doc.facts.value("model.config_path") if doc.inputs.get("model_config") else None
     log = doc.inputs.get("log")
-    for area_wanted, file in (("serve", serve_config), ("model", model_config)):
-        if not file or not Path(str(file)).is_file():
+    serve = _serve_file(doc)
+    holders = [("serve", serve[0], serve[1]) if serve else None,
+               ("model", Path(str(model_config)), ['"{key}"']) if model_config else None]
+    for area_wanted, path, spellings in filter(None, holders):
+        if not path.is_file():
             continue
-        path = Path(str(file))
         for ev in f.evidence:
             area, _, key = ev.path.partition(".")
-            if area != area_wanted:
-                continue
-            needles = ([f"{key.replace('_', '-')}:", f"{key}:"] if area == "serve"
-                       else [f'"{key}"'])
-            return Location(_relative_uri(path), _line_of(path, needles), path)
+            if area == area_wanted:
+                fact = doc.facts.get(ev.path)
+                detail = (fact.detail or "") if fact is not None else ""  # "-tp 2" as written
+                needles = [s.format(key=key, dashed=key.replace("_", "-"), detail=detail)
+                           for s in spellings]
+                return Location(_relative_uri(path), _line_of(path, needles), path)
     if f.log_matches and log and Path(log).is_file():
         head = f.log_matches[0].lstrip("…")[:80]
         return Location(_relative_uri(Path(log)), _line_of(Path(log), [head]), Path(log))
-    for candidate in (serve_config, model_config, doc.inputs.get("report"), log):
+    for candidate in (serve[0] if serve else None, model_config, doc.inputs.get("report"), log):
         if candidate and Path(str(candidate)).is_file():
-            return Location(_relative_uri(Path(str(candidate))), None, Path(str(candidate)))
-    return Location(PLACEHOLDER_URI, None, None)
+            return Location(_relative_uri(Path(str(candidate))), 1, Path(str(candidate)))
+    return Location(PLACEHOLDER_URI, 1, None)
 
 
 def _fingerprint(*parts: str) -> str:
@@ -267,11 +334,13 @@ def render_sarif(doc: CheckDocument) -> str:
     driver_rules = [_sarif_rule(f) for _, f in sorted(rules_seen.items())]
     index = {r["id"]: i for i, r in enumerate(driver_rules)}
     results = []
+    target = [doc.target.name] if doc.target is not None else []  # one manifest, many targets
     for f in reported:
         where = location(doc, f)
-        physical: dict[str, Any] = {"artifactLocation": {"uri": where.uri}}
-        if where.line:
-            physical["region"] = {"startLine": where.line}
+        artifact: dict[str, Any] = {"uri": where.uri}
+        if where.in_repository:
+            artifact["uriBaseId"] = SRCROOT
+        physical = {"artifactLocation": artifact, "region": {"startLine": where.line}}
         result: dict[str, Any] = {
             "ruleId": f.rule.code,
             "ruleIndex": index[f.rule.code],
@@ -279,8 +348,12 @@ def render_sarif(doc: CheckDocument) -> str:
             "level": SARIF_LEVEL[f.severity],
             "message": {"text": _message(doc, f)},
             "locations": [{"physicalLocation": physical}],
-            "partialFingerprints": {"vllmDoctorFinding/v1": _fingerprint(
-                f.rule.code, where.uri, *([doc.target.name] if doc.target is not None else []))},
+            # code scanning tracks an alert by primaryLocationLineHash (the line's content,
+            # so an alert survives lines added above it); our own key ignores the line
+            "partialFingerprints": {
+                "primaryLocationLineHash": _fingerprint(f.rule.code, where.uri, *target,
+                                                        where.line_text())[:16] + ":1",
+                "vllmDoctorFinding/v1": _fingerprint(f.rule.code, where.uri, *target)},
             "properties": {"verdict": f.verdict, "confidence": f.confidence,
                            "failing": doc.is_failing(f),
                            "fix_state": f.fix_state.to_dict() if f.fix_state else None,
@@ -294,6 +367,7 @@ def render_sarif(doc: CheckDocument) -> str:
         "tool": {"driver": {"name": "vllm-doctor", "version": __version__,
                             "semanticVersion": __version__, "rules": driver_rules}},
         "results": results,
+        "originalUriBaseIds": {SRCROOT: {"uri": _directory_uri(repository_root())}},
         "columnKind": "unicodeCodePoints",
         "properties": {
             "rulebase": doc.rulebase.to_dict() if doc.rulebase else None,
@@ -386,10 +460,9 @@ def render_github(doc: CheckDocument) -> str:
         if level == "error" and not doc.is_failing(f):
             level = "warning"
         props = []
-        if where.is_file and not where.uri.startswith("file:"):
+        if where.in_repository:
             props.append(f"file={_gh_property(where.uri)}")
-            if where.line:
-                props.append(f"line={where.line}")
+            props.append(f"line={where.line}")
         props.append(f"title={_gh_property(f'{f.rule.code} {f.rule.summary}')}")
         message = _message(doc, f) + f"\nMore: vllm-doctor explain {f.rule.code}"
         lines.append(f"::{level} {','.join(props)}::{_gh_data(message)}")
@@ -421,7 +494,7 @@ def render_gitlab(doc: CheckDocument) -> str:
                                        usedforsecurity=False).hexdigest(),
             "severity": _GITLAB_SEVERITY[f.severity] if f.verdict == APPLIES else "major",
             "location": {"path": where.uri if not where.uri.startswith("file:") else
-                         os.path.basename(where.uri), "lines": {"begin": where.line or 1}},
+                         os.path.basename(where.uri), "lines": {"begin": where.line}},
         })
     if doc.settings:  # Code Quality has no notes: the settings file is an info issue of its own
         note = doc.settings.describe()
