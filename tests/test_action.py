@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "vllm_doctor" / "examples" / "diffusion-gemma-tp2"
+EXAMPLES = ROOT / "vllm_doctor" / "examples"
 ACTION_TEXT = (ROOT / "action.yml").read_text(encoding="utf-8")
 ACTION = yaml.safe_load(ACTION_TEXT)
 
@@ -226,17 +226,25 @@ def pip_args(prefix: Path) -> str:
     return " ".join(["--no-index", "--no-deps", *_build_isolation(), "--upgrade", "--target", str(prefix)])
 
 
-def workspace(path: Path, tensor_parallel: int) -> Path:
+SERVE_CONFIGS = {
+    # DiffusionGemma at tensor-parallel 2 on the report's two GPUs: MODEL001 applies
+    "failing": (EXAMPLES / "diffusion-gemma-tp2", "model: nvidia/diffusiongemma-26B-A4B-IT-NVFP4\n"
+                "max-model-len: 8192\ntensor-parallel-size: 2\n"),
+    # Llama 3.1 8B on the report's one H100: nothing applies
+    "clean": (EXAMPLES / "healthy-h100-llama", "model: meta-llama/Llama-3.1-8B-Instruct\n"
+              "max-model-len: 8192\ntensor-parallel-size: 1\n"),
+}
+
+
+def workspace(path: Path, kind: str = "clean") -> Path:
     """A repository as a team keeps it: the serve config, the model's config.json and the
-    target machine's collect-env report (from the diffusion-gemma example: at tensor-parallel
-    2 MODEL001 applies, at 1 nothing does)."""
+    target machine's collect-env report (from a bundled example: real upstream files)."""
+    example, serve_config = SERVE_CONFIGS[kind]
     path.mkdir(parents=True)
-    shutil.copytree(EXAMPLE / "model", path / "model")
-    shutil.copy(EXAMPLE / "collect-env.txt", path / "collect-env.txt")
+    shutil.copytree(example / "model", path / "model")
+    shutil.copy(example / "collect-env.txt", path / "collect-env.txt")
     (path / "deploy").mkdir()
-    (path / "deploy" / "serve.yaml").write_text(
-        "model: nvidia/diffusiongemma-26B-A4B-IT-NVFP4\nmax-model-len: 8192\n"
-        f"tensor-parallel-size: {tensor_parallel}\n", encoding="utf-8")
+    (path / "deploy" / "serve.yaml").write_text(serve_config, encoding="utf-8")
     return path
 
 
@@ -246,7 +254,7 @@ ARGS = "--serve-config deploy/serve.yaml --model-config model --report collect-e
 # -- the job ------------------------------------------------------------------------------
 
 def test_a_finding_fails_the_job_with_the_doctor_installed_from_the_action_path(tmp_path, action_path):
-    repo, prefix = workspace(tmp_path / "repo", tensor_parallel=2), tmp_path / "prefix"
+    repo, prefix = workspace(tmp_path / "repo", "failing"), tmp_path / "prefix"
     job = run_job(repo, action_path, prefix, args=ARGS, **{"pip-args": pip_args(prefix)})
     install = job.step("Install vllm-doctor")
     assert install.returncode == 0, install.stdout + install.stderr
@@ -271,7 +279,7 @@ def test_a_finding_fails_the_job_with_the_doctor_installed_from_the_action_path(
 
 
 def test_a_clean_serve_config_passes_the_job(tmp_path, action_path):
-    repo, prefix = workspace(tmp_path / "repo", tensor_parallel=1), tmp_path / "prefix"
+    repo, prefix = workspace(tmp_path / "repo"), tmp_path / "prefix"
     job = run_job(repo, action_path, prefix, args=ARGS, **{"pip-args": pip_args(prefix)})
     assert job.outputs["gate"]["exit-code"] == "0", job.step("Run the gate").stderr
     assert not job.failed and job.step("Gate").ran
@@ -287,7 +295,7 @@ def test_a_clean_serve_config_passes_the_job(tmp_path, action_path):
     ({"args": ARGS, "upload-sarif": "True "}, "input upload-sarif must be true or false"),
 ])
 def test_broken_inputs_fail_the_job_with_a_clear_message(tmp_path, action_path, given, message):
-    repo, prefix = workspace(tmp_path / "repo", tensor_parallel=1), tmp_path / "prefix"
+    repo, prefix = workspace(tmp_path / "repo"), tmp_path / "prefix"
     job = run_job(repo, action_path, prefix, **given, **{"pip-args": pip_args(prefix)})
     gate = job.step("Run the gate")
     assert gate.returncode != 0 and job.failed
@@ -300,7 +308,7 @@ def test_broken_inputs_fail_the_job_with_a_clear_message(tmp_path, action_path, 
 
 
 def test_bad_input_to_the_doctor_fails_the_job_as_2(tmp_path, action_path):
-    repo, prefix = workspace(tmp_path / "repo", tensor_parallel=1), tmp_path / "prefix"
+    repo, prefix = workspace(tmp_path / "repo"), tmp_path / "prefix"
     job = run_job(repo, action_path, prefix, args="--serve-config deploy/missing.yaml",
                   **{"pip-args": pip_args(prefix)})
     assert job.outputs["gate"]["exit-code"] == "2" and job.step("Gate").returncode == 2
@@ -309,7 +317,7 @@ def test_bad_input_to_the_doctor_fails_the_job_as_2(tmp_path, action_path):
 
 
 def test_arguments_are_split_not_evaluated(tmp_path, action_path):
-    repo, prefix = workspace(tmp_path / "repo", tensor_parallel=1), tmp_path / "prefix"
+    repo, prefix = workspace(tmp_path / "repo"), tmp_path / "prefix"
     marker = tmp_path / "evaluated"
     job = run_job(repo, action_path, prefix, args=f"--serve 'vllm serve m -tp 2' --select '$(touch {marker})'",
                   **{"pip-args": pip_args(prefix)})
@@ -321,7 +329,7 @@ def test_the_install_fails_the_job_when_the_action_path_cannot_be_installed(tmp_
     """A broken checkout (or pip refusing) stops the job at the install step."""
     broken = copy_checkout(tmp_path / "broken")
     (broken / "pyproject.toml").write_text("[project\n")
-    repo, prefix = workspace(tmp_path / "repo", tensor_parallel=1), tmp_path / "prefix"
+    repo, prefix = workspace(tmp_path / "repo"), tmp_path / "prefix"
     job = run_job(repo, broken, prefix, args=ARGS, **{"pip-args": pip_args(prefix)})
     assert job.step("Install vllm-doctor").returncode != 0 and job.failed
     assert not job.step("Run the gate").ran and not job.step("Gate").ran and job.upload is None
