@@ -22,22 +22,26 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "vllm_doctor" / "examples" / "diffusion-gemma-tp2"
+EXAMPLE = ROOT / "vllm_doctor" / "examples" / "healthy-h100-llama"
 
 pytestmark = pytest.mark.slow
 
 
-def scratch_repo(path: Path) -> Path:
+def scratch_repo(path: Path, tensor_parallel: int = 2) -> Path:
     """A repository that keeps a serve config, its model's config.json and the target
-    machine's collect-env report (all from the diffusion-gemma example: MODEL001 applies)."""
+    machine's collect-env report (the healthy-h100-llama example: one H100, so HW005 applies
+    at tensor-parallel 2 and nothing at 1)."""
     path.mkdir(parents=True)
     shutil.copytree(EXAMPLE / "model", path / "model")
     shutil.copy(EXAMPLE / "collect-env.txt", path / "collect-env.txt")
     (path / "deploy").mkdir()
-    (path / "deploy" / "serve.yaml").write_text(
-        "model: nvidia/diffusiongemma-26B-A4B-IT-NVFP4\nmax-model-len: 8192\n"
-        "tensor-parallel-size: 2\n", encoding="utf-8")
+    (path / "deploy" / "serve.yaml").write_text(serve_config(tensor_parallel), encoding="utf-8")
     return path
+
+
+def serve_config(tensor_parallel: int) -> str:
+    return (f"model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 8192\n"
+            f"tensor-parallel-size: {tensor_parallel}\n")
 
 
 def clean_env() -> dict[str, str]:
@@ -61,6 +65,10 @@ def test_pre_commit_hook_on_a_repository_with_a_serve_config(tmp_path):
         "hooks": [{"id": "vllm-doctor", "args": ["--report", "collect-env.txt", "--model-config", "model"]}],
     }]}))
     (repo / "README.md").write_text("not a serve config\n")
+    # YAML files whose names only contain "serve" inside another word: not serve configs, so
+    # not checked (as serve configs they would fail: TP 2 on one GPU)
+    for name in ("server.yaml", "deploy/observer.yml", "preserve.yaml"):
+        (repo / name).write_text(serve_config(2))
     env = {**clean_env(), "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
     git = ["git", "-c", "user.name=ci", "-c", "user.email=ci@example.invalid"]
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
@@ -70,17 +78,32 @@ def test_pre_commit_hook_on_a_repository_with_a_serve_config(tmp_path):
                              capture_output=True, text=True, timeout=600)
     assert failing.returncode == 1, failing.stdout + failing.stderr
     assert "vllm-doctor: deploy/serve.yaml" in failing.stdout
-    assert "MODEL001" in failing.stdout and "README.md" not in failing.stdout
+    assert "HW005" in failing.stdout and "README.md" not in failing.stdout
+    assert not re.search(r"server\.yaml|observer\.yml|preserve\.yaml", failing.stdout)
     # fixed: tensor-parallel 1 -> the hook passes and the commit goes through
-    (repo / "deploy" / "serve.yaml").write_text(
-        "model: nvidia/diffusiongemma-26B-A4B-IT-NVFP4\nmax-model-len: 8192\n"
-        "tensor-parallel-size: 1\n")
+    (repo / "deploy" / "serve.yaml").write_text(serve_config(1))
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
     subprocess.run([*pre_commit, "install"], cwd=repo, env=env, check=True, capture_output=True)
     commit = subprocess.run([*git, "commit", "-qm", "serve at tp 1"], cwd=repo, env=env,
                             capture_output=True, text=True, timeout=600)
     assert commit.returncode == 0, commit.stdout + commit.stderr
     assert "Passed" in commit.stdout + commit.stderr
+
+
+def test_pre_commit_takes_serve_as_a_word_of_the_file_name(tmp_path):
+    """A YAML file that is no manifest is a serve config only when `serve` is a word of its
+    name; each file here holds a serve config, and only the first group is checked."""
+    from vllm_doctor.serveline.manifest import hook_option
+
+    taken = ["serve.yaml", "deploy/serve.yml", "vllm-serve.yaml", "serve.prod.yaml", "serve_tp2.yaml",
+             "k8s/llama-serve.yml", "configs/prod.serve.yaml"]
+    passed_over = ["server.yaml", "deploy/observer.yml", "preserve.yaml", "deserve.yml",
+                   "serve/values.yaml", "serverless.yml"]
+    for name in taken + passed_over:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(serve_config(2))
+    assert {name: hook_option(str(tmp_path / name)) for name in taken} == dict.fromkeys(taken, "--serve-config")
+    assert {name: hook_option(str(tmp_path / name)) for name in passed_over} == dict.fromkeys(passed_over)
 
 
 # -- the container image ----------------------------------------------------------------------

@@ -359,8 +359,9 @@ def is_manifest(doc: Any) -> bool:
 # a vLLM server command or image, for the pre-commit hook's first look at a file
 _MENTIONS_VLLM = re.compile(r"vllm(\s+serve\b|\.entrypoints)|vllm-openai|rocm/vllm")
 _MANIFEST_KEYS = re.compile(r"(?m)^(apiVersion|kind|services)\s*:")
-# the serve configs the hook has always checked: YAML files with "serve" in the name
-SERVE_CONFIG_NAME = re.compile(r"(^|/)[^/]*serve[^/]*\.ya?ml$")
+# a serve config by its name: `serve` as a word of it (serve.yaml, vllm-serve.yml,
+# serve.prod.yaml, serve_tp2.yaml), not inside another word (server.yaml, observer.yml)
+SERVE_CONFIG_NAME = re.compile(r"(^|/)([^/]*[-_.])?serve([-_.][^/]*)?\.ya?ml$")
 
 
 def hook_option(path: str) -> str | None:
