@@ -262,6 +262,11 @@ def test_a_finding_fails_the_job_with_the_doctor_installed_from_the_action_path(
     # what was installed came from the action's checkout (pip records where it came from)
     (dist,) = prefix.glob("vllm_preflight-*.dist-info")
     assert json.loads((dist / "direct_url.json").read_text())["url"] == action_path.as_uri()
+    # every package of the checkout is in the distribution (the test interpreter's editable
+    # install would otherwise hide a package pyproject.toml forgets)
+    packages = {p.parent.relative_to(action_path / "vllm_doctor").as_posix()
+                for p in (action_path / "vllm_doctor").rglob("__init__.py")}
+    assert packages and {p for p in packages if not (prefix / "vllm_doctor" / p / "__init__.py").is_file()} == set()
     assert (prefix / "vllm_doctor" / "rules").is_dir()
     # the finding fails the gate and the job
     assert job.outputs["gate"]["exit-code"] == "1"
