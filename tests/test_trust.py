@@ -357,3 +357,40 @@ def test_one_long_line_in_a_report_is_read_in_linear_time(line):
     except InputError:  # alone it is no report: refused, and quickly
         pass
     assert time.process_time() - start < 1.0
+
+
+# --- secrets inside JSON options and model URLs -----------------------------------------------
+
+URL_SECRET, JSON_SECRET, NESTED_SECRET = "wJalrXUtnFEMIK7MDENGbPxRfiCYzEXAMPLEKEY", "hubS3cretVal", "nestedPw9"
+LEAKY_LINE = (f"vllm serve s3://AKIAIOSFODNN7EXAMPLE:{URL_SECRET}@bucket/llama -tp 2 --hf-overrides "
+              f"'{{\"hub_token\": \"hf_{JSON_SECRET}\", \"x\": {{\"my_password\": \"{NESTED_SECRET}\"}}}}'")
+
+
+def in_process(argv: list[str]) -> tuple[int, str, str]:
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from vllm_doctor.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            main(argv)
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("argv", [
+    *[["check", "--strict", "--format", fmt] for fmt in
+      ("text", "json", "markdown", "sarif", "junit", "github", "gitlab")],
+    ["facts", "--format", "json"], ["facts"],
+])
+def test_secrets_in_json_options_and_model_urls_are_hidden_everywhere(argv):
+    code, out, err = in_process([*argv, "--vllm-version", "0.14.0", "--serve", LEAKY_LINE])
+    assert code in (0, 1), err
+    for secret in (URL_SECRET, JSON_SECRET, NESTED_SECRET, "AKIAIOSFODNN7EXAMPLE"):
+        assert secret not in out and secret not in err, (secret, argv)
+    if "github" not in argv and "gitlab" not in argv:  # annotations carry no facts
+        assert "bucket/llama" in out  # the model is still named

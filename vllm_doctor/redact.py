@@ -107,6 +107,18 @@ def redact_value(value: Any, name: str = "") -> Any:
     return value
 
 
+def redact_strings(value: Any) -> Any:
+    """Every string inside a value through ``redact_text``; names are not judged here (a
+    model's ``pad_token_id`` is no secret), so the value's shape and numbers stay as they are."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: redact_strings(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_strings(v) for v in value)
+    return value
+
+
 # --- command words --------------------------------------------------------------------------
 
 _ENV_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)

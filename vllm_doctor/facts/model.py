@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
+from vllm_doctor.redact import redact_strings, redact_text
+
 SCHEMA_VERSION = 1
 
 
@@ -82,7 +84,9 @@ class Facts:
     def set(self, path: str, value: Any, source: str, detail: str | None = None) -> None:
         if value is None:
             return
-        self.values[path] = Fact(value, source, detail)
+        # every fact passes here: a credential in a model URL or a JSON option never reaches
+        # a report, whatever collected it
+        self.values[path] = Fact(redact_strings(value), source, redact_text(detail) if detail else detail)
         self.missing.pop(path, None)
 
     def infer(self, path: str, value: Any, basis: str, possible: Any = None) -> bool:
@@ -98,7 +102,7 @@ class Facts:
     def mark_missing(self, path_or_area: str, reason: str) -> None:
         """Record why a fact (or every fact under an area prefix) is unavailable."""
         if path_or_area not in self.values:
-            self.missing[path_or_area] = reason
+            self.missing[path_or_area] = redact_text(reason)
 
     def drop_area(self, area: str) -> None:
         """Forget every fact and missing-reason under ``area`` (used when a report replaces it)."""
