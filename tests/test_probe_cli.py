@@ -115,9 +115,10 @@ def test_json_output_document(tmp_path):
 def test_text_output_and_exit_0():
     proc = cli("--only", "selftest-ok,cudagraph-replay", "--device", "cpu", "--tp", "2")
     assert proc.returncode == 0, proc.stderr
-    assert "[✓] selftest-ok: pass" in proc.stdout
-    assert "[-] cudagraph-replay: skip" in proc.stdout and "needs a CUDA GPU" in proc.stdout
-    assert "Summary: 1 passed, 1 skipped" in proc.stdout
+    assert "[✓] selftest-ok (" in proc.stdout and "probe pass: ok" in proc.stdout
+    assert "[-] cudagraph-replay (" in proc.stdout
+    assert "[-] SPEC001: could not run: needs a CUDA GPU; this is the CPU (gloo) variant" in proc.stdout
+    assert "Summary: 1 could not run (one verdict per rule); probes: 1 pass, 1 skip" in proc.stdout
 
 
 def test_serve_line_sets_tp():
@@ -166,17 +167,25 @@ def test_probe_names_select_the_probes_to_run():
     assert [r["name"] for r in doc["results"]] == ["selftest-ok", "selftest-part"] and doc["tp"] == 3
 
 
-def test_a_reproduced_bug_reads_as_a_warning_never_a_green_tick():
+def test_a_shown_mechanism_is_joined_with_the_judged_release():
+    """The probe shows a mechanism; the verdict and the exit code follow the judged vLLM."""
     env = {"VLLM_DOCTOR_PROBE_PARAMS": json.dumps({"selftest": {"confirm": "MODEL001"}})}
-    proc = cli("selftest-ok", "--device", "cpu", "--tp", "2", env=env)
-    assert proc.returncode == 0, proc.stderr
-    assert "[!] selftest-ok: bug reproduced on this stack (MODEL001); fix verified" in proc.stdout
-    assert "[✓] selftest-ok" not in proc.stdout
-    assert "Summary: 1 reproduced a known bug (fix verified)" in proc.stdout
-    assert "bug reproduced on this stack (MODEL001)" in proc.stderr  # the progress line
-    proc = cli("selftest-ok", "--device", "cpu", "--tp", "2", "--format", "json", env=env)
-    result = json.loads(proc.stdout)["results"][0]
-    assert result["verdict"] == "bug reproduced on this stack (MODEL001); fix verified"
+    lacks = cli("selftest-ok", "--device", "cpu", "--tp", "2", "--vllm-version", "0.24.0", env=env)
+    assert lacks.returncode == 1, lacks.stderr
+    assert "[✗] MODEL001 error: mechanism present" in lacks.stdout
+    assert "vLLM 0.24.0 (--vllm-version) lacks the fix (PR #46177): this failure will happen" in lacks.stdout
+    assert "Summary: 1 error (MODEL001)" in lacks.stdout
+    assert "mechanism present (MODEL001)" in lacks.stderr  # the progress line: the mechanism only
+    carries = cli("selftest-ok", "--device", "cpu", "--tp", "2", "--vllm-version", "0.33.0",
+                  "--format", "json", env=env)
+    assert carries.returncode == 0, carries.stderr
+    doc = json.loads(carries.stdout)
+    (verdict,) = doc["results"][0]["verdicts"]
+    assert verdict["level"] == "pass" and verdict["fix_state"] == "fixed"
+    assert verdict["text"].endswith("vLLM 0.33.0 (--vllm-version) carries the fix (PR #46177): protected")
+    assert doc["vllm"]["version"] == "0.33.0" and doc["verdicts"]["pass"] == 1
+    for out in (lacks.stdout, carries.stdout):
+        assert "reproduced on this stack" not in out
 
 
 @pytest.mark.skipif(os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version"),

@@ -258,19 +258,22 @@ def test_world_size_4_runs_every_rank(tmp_path):
     assert_all_gone(pids_in(tmp_path))
 
 
-def test_verdict_words_for_reproduced_bugs():
+def test_verdict_words_before_the_join_name_a_mechanism_not_a_bug():
     from vllm_doctor.probes import ProbeResult
     from vllm_doctor.probes.render import mark_and_style
 
     fixed = ProbeResult("p", "pass", "both fixes match", rules_confirmed=["MODEL001"])
-    assert fixed.verdict() == "bug reproduced on this stack (MODEL001); fix verified"
+    assert fixed.verdict() == "mechanism present (MODEL001); the fix's approach verified"
     assert mark_and_style(fixed) == ("[!]", "yellow")
     broken = ProbeResult("p", "fail", "fix B off the reference", rules_confirmed=["MODEL001"])
-    assert "the fix did not check out: fix B off" in broken.verdict()
+    assert "the fix's approach did not check out: fix B off" in broken.verdict()
     assert mark_and_style(broken)[1] == "red"
     clean = ProbeResult("p", "pass", "all pairs", rules_refuted=["HW001"])
-    assert clean.verdict() == "ok: no known failure reproduced (rules out HW001)"
+    assert clean.verdict() == "ok: no known failure's mechanism shown (mechanism absent: HW001)"
     assert mark_and_style(clean) == ("[✓]", "green")
+    joined = ProbeResult("p", "pass", "", rules_confirmed=["MODEL001"],
+                         verdicts=[{"rule": "MODEL001", "level": "pass", "text": "protected"}])
+    assert joined.verdict() == "MODEL001: protected" and mark_and_style(joined) == ("[✓]", "green")
 
 
 def test_link_class_expectations():

@@ -90,20 +90,33 @@ def _suggestions(doc, facts) -> None:
 
 
 def _attach_probes(doc, facts, findings, tp: int | None, device: str, timeout: float) -> None:
-    """Run the probes linked to applicable/undecided findings and fold their results in."""
-    from vllm_doctor.commands.probe import model_dims
+    """Run the probes linked to applicable/undecided findings and fold their results in, each
+    with its joined verdicts (probes.verdict): the mechanism here joined with the fix state of
+    the vLLM these facts describe, the same words `probe` prints."""
+    from vllm_doctor.commands.probe import model_dims, require_torch
+    from vllm_doctor.facts.model import Facts
     from vllm_doctor.probes import run_probes
+    from vllm_doctor.probes.verdict import join_results
 
     wanted = sorted({f.rule.probe for f in findings if f.rule.probe and f.verdict != "not-applies"})
     if not wanted:
         doc.notes.append("--probe: no finding has a confirming probe")
         return
-    results = [r.to_dict() for r in run_probes(wanted, tp=tp or 1, device=device,
-                                                timeout=timeout, model=model_dims(facts))]
-    doc.probes = results
+    require_torch(Facts(), device)
+    results = run_probes(wanted, tp=tp or 1, device=device, timeout=timeout, model=model_dims(facts))
+    join_results(results, facts, device, rules={f.rule.code: f.rule for f in findings})
+    if device == "cpu":
+        from vllm_doctor.probes.render import cpu_variant
+
+        gpu_only = cpu_variant(results)["not_run"]
+        doc.notes.append("--probe: no GPU is visible: the probes ran their CPU (gloo) variant with "
+                         "small shapes" + (f"; {', '.join(gpu_only)} need a CUDA GPU and did not run"
+                                           if gpu_only else "")
+                         + "; `vllm-doctor probe` says which GPU parts each replaces")
+    doc.probes = [r.to_dict() for r in results]
     for finding in findings:
-        for result in results:
-            if finding.rule.code in result.get("rules_confirmed", []) + result.get("rules_refuted", []):
+        for result in doc.probes:
+            if any(v["rule"] == finding.rule.code for v in result.get("verdicts", [])):
                 finding.probe_results.append(result)
 
 

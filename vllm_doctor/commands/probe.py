@@ -14,6 +14,7 @@ from vllm_doctor.commands.inputs import split_commas
 from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError
 
 FORMATS = ("text", "json")
+INSTALL_HINT = 'pip install "vllm-preflight[probe]"'
 
 
 def visible_gpus(environ: dict[str, str] | None = None) -> tuple[int | None, list[str]]:
@@ -106,13 +107,70 @@ def model_dims(facts: Any) -> dict[str, int] | None:
     return sizes or None
 
 
+def require_torch(machine: Any, device: str) -> None:
+    """Bad input (exit 2, one line) when the probes cannot run here: no torch, or a torch
+    without CUDA where the probes would run on a GPU. Read from the installed files, never by
+    importing torch."""
+    from vllm_doctor.facts.packages import collect_packages
+
+    collect_packages(machine)
+    if machine.get("torch.version") is None:
+        why = machine.why_missing("torch") or "torch is not installed"
+        raise InputError("probe", f"{why}; the probes run on torch: {INSTALL_HINT}")
+    if device == "cuda" and machine.get("torch.cuda_version") is None:
+        why = machine.why_missing("torch.cuda_version") or "this torch has no CUDA"
+        raise InputError("probe", f"torch {machine.value('torch.version')}: {why}, and the probes "
+                                  f"would run on the GPU: install a CUDA build of torch "
+                                  f"(https://pytorch.org/get-started/locally/), then "
+                                  f"{INSTALL_HINT}; or run the CPU variant with --device cpu")
+
+
+def judged_facts(machine: Any, vllm_version: str | None, report: Path | None) -> Any:
+    """The facts whose vLLM the probes' verdicts are joined with: a report's (its areas
+    replace this machine's, as in `check --report`), else the installed vLLM (its version and
+    source tree, so fingerprints decide), either replaced by --vllm-version."""
+    from vllm_doctor.commands.inputs import check_version
+    from vllm_doctor.facts.packages import apply_version_overrides, collect_packages
+
+    if vllm_version is not None:
+        check_version("--vllm-version", vllm_version)
+    if report is not None:
+        from vllm_doctor.facts.collect import CollectOptions, collect_facts
+
+        return collect_facts(CollectOptions(report=report, vllm_version=vllm_version))
+    if machine.get("vllm.installed") is None:  # not read yet (require_torch reads it)
+        collect_packages(machine)
+    if vllm_version:
+        apply_version_overrides(machine, vllm_version, None)
+    return machine
+
+
+def judged_vllm(facts: Any) -> dict[str, Any]:
+    """Which vLLM the verdicts speak of, for the report's head."""
+    fact = facts.get("vllm.version")
+    if fact is None:
+        why = facts.why_missing("vllm.version") or facts.why_missing("vllm") or "unknown"
+        return {"version": None, "source": None, "said": f"no vLLM ({why}); --vllm-version V or "
+                                                          "--report FILE judges one"}
+    from vllm_doctor.facts.model import Source
+
+    where = ("" if fact.source == Source.MACHINE else " (--vllm-version)" if fact.source == Source.USER
+             else f" ({fact.describe_source()})")
+    location = facts.value("vllm.location")
+    tree = f", source at {location}" if location else ""
+    return {"version": fact.value, "source": fact.source,
+            "said": f"vLLM {fact.value}{where}{tree}"}
+
+
 def run_probe_command(names: list[str] | None, tp: int | None, device: str | None, timeout: float,
                       fmt: str, serve_tokens: list[str], model_config: Path | None,
                       results_dir: Path | None, verbose: bool, teardown_timeout: float,
-                      list_only: bool = False, use_cache: bool = True) -> int:
+                      list_only: bool = False, use_cache: bool = True,
+                      vllm_version: str | None = None, report: Path | None = None) -> int:
+    from vllm_doctor.facts.model import Facts
     from vllm_doctor.probes import PROBES, load_results_dir, run_probes
-    from vllm_doctor.probes.render import Progress, render_text, to_json
-    from vllm_doctor.probes.result import is_problem
+    from vllm_doctor.probes.render import Progress, cpu_variant, render_text, to_json
+    from vllm_doctor.probes.verdict import exit_level, join_results
 
     if fmt not in FORMATS:
         raise InputError("--format", f"unknown format {fmt!r} (text or json)")
@@ -131,6 +189,7 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
     only = [n for n in names if n] if names else None
     specs = resolve(only)  # an unknown name is bad input before anything starts
     started = time.monotonic()
+    machine = Facts()
     if results_dir is not None:
         skipped: list[str] = []
         results = load_results_dir(results_dir, skipped=skipped)
@@ -146,6 +205,7 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
     else:
         serve = parse_serve(serve_tokens) if serve_tokens else {"model": None, "tp": None}
         count, gpu_names, topology = gpu_survey()
+        defaulted = device is None
         if device is None:
             device = "cuda" if count else "cpu"
         if device not in ("cuda", "cpu"):
@@ -165,7 +225,15 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
         limit = max_ranks(device, count if device == "cuda" else None)
         if tp > limit:
             raise InputError(source, too_many_ranks(tp, device, limit))
+        if any(s.needs_torch for s in specs):
+            require_torch(machine, device)
         model = model_sizes(model_config, serve["model"])
+        judged = judged_facts(machine, vllm_version, report)  # bad input before the run
+        if device == "cpu" and defaulted:
+            untested = [s.name for s in specs if s.needs_cuda and not s.hidden]
+            needs = f"; {', '.join(untested)} need a CUDA GPU and do not run" if untested else ""
+            typer.echo(f"vllm-doctor: no GPU is visible: running the CPU (gloo) variant with small "
+                       f"shapes{needs} (--device cpu chooses this without the notice)", err=True)
         doctor_start_s = process_age()
         info: dict[str, Any] = {}
         with Progress([s.name for s in specs]) as progress:
@@ -177,12 +245,19 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
                 "doctor_start_s": doctor_start_s, "results_at_s": progress.timeline(), **info}
         if device == "cuda" and gpu_names:
             meta["gpu"] = ", ".join(f"{n} ×{gpu_names.count(n)}" for n in sorted(set(gpu_names)))
+        if device == "cpu":
+            meta["cpu_variant"] = dict(cpu_variant(results),
+                                       why="no GPU is visible" if defaulted else "--device cpu")
+    if results_dir is not None:
+        judged = judged_facts(machine, vllm_version, report)
+    join_results(results, judged, "cpu" if meta["device"] == "cpu" else "cuda")
+    meta["vllm"] = judged_vllm(judged)
     meta["elapsed_s"] = round(time.monotonic() - started, 3)
     if fmt == "json":
         typer.echo(to_json(results, meta))
     else:
         render_text(results, meta, verbose=verbose)
-    return EXIT_FINDINGS if any(is_problem(r.status) for r in results) else EXIT_OK
+    return EXIT_FINDINGS if exit_level(results) == "error" else EXIT_OK
 
 
 SERVE_TOKENS = "vllm_doctor.probe.serve_tokens"
@@ -245,10 +320,16 @@ def register(app: typer.Typer) -> None:
         list_: bool = typer.Option(False, "--list", help="List the probes and the rules they confirm."),
         no_cache: bool = typer.Option(False, "--no-cache", help="Re-run cached deterministic sub-checks "
                                       "(the traced torch.compile failure) instead of reusing them."),
+        vllm_version: Optional[str] = typer.Option(
+            None, "--vllm-version", help="Judge the verdicts against this vLLM release (default: "
+                                         "the installed one)."),
+        report: Optional[Path] = typer.Option(
+            None, "--report", help="Judge the verdicts against the vLLM of a `vllm collect-env` report."),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Every metric, every rank."),
     ) -> int:
-        """Run small on-GPU experiments that reproduce known failures and verify their fixes on
-        this hardware: probe [NAME...] [-- vllm serve ...]."""
+        """Run small on-GPU experiments that show whether a known failure's mechanism exists on
+        this hardware and verify the fix's approach, joined with whether the judged vLLM carries
+        the fix: probe [NAME...] [-- vllm serve ...]."""
         serve_tokens = list(ctx.meta.get(SERVE_TOKENS) or [])
         names = probe_names(list(ctx.args), only)
         if serve and serve_tokens:
@@ -259,7 +340,8 @@ def register(app: typer.Typer) -> None:
             except ValueError as err:  # unbalanced quotes
                 raise InputError("--serve", f"cannot split the serve line: {err}") from None
         code = run_probe_command(names, tp, device, timeout, fmt, serve_tokens, model_config, results,
-                                 verbose, teardown_timeout, list_only=list_, use_cache=not no_cache)
+                                 verbose, teardown_timeout, list_only=list_, use_cache=not no_cache,
+                                 vllm_version=vllm_version, report=report)
         if code:
             raise typer.Exit(code)
         return code

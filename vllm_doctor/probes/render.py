@@ -7,13 +7,19 @@ import sys
 import time
 from typing import Any, TextIO
 
-from vllm_doctor.probes.registry import BY_NAME
+from vllm_doctor.probes.registry import BY_NAME, HARDWARE
 from vllm_doctor.probes.result import ERROR, FAIL, PASS, SKIP, TIMEOUT, WARN, ProbeResult
+from vllm_doctor.probes.verdict import LEVELS, worst_level
 
 JSON_SCHEMA_VERSION = 1
 MARKS = {PASS: "[✓]", WARN: "[!]", FAIL: "[✗]", ERROR: "[✗]", TIMEOUT: "[✗]", SKIP: "[-]"}
 STYLES = {PASS: "green", WARN: "yellow", FAIL: "red", ERROR: "red", TIMEOUT: "red", SKIP: "dim",
-          "reproduced": "yellow"}
+          "mechanism shown": "yellow"}
+# the joined verdicts' levels (probes.verdict)
+LEVEL_MARKS = {"error": "[✗]", "warning": "[!]", "info": "[i]", "pass": "[✓]", "skip": "[-]"}
+LEVEL_STYLES = {"error": "red", "warning": "yellow", "info": "cyan", "pass": "green", "skip": "dim"}
+LEVEL_WORDS = {"error": "error", "warning": "warning", "info": "info", "pass": "pass",
+               "skip": "could not run"}
 
 # The numbers shown under each probe in text output (all of them are in JSON and with -v).
 HEADLINE: dict[str, tuple[str, ...]] = {
@@ -37,11 +43,26 @@ PART_HEADLINE = {
 
 
 def mark_and_style(result: ProbeResult) -> tuple[str, str]:
-    """The mark and colour of a result: a reproduced bug is a warning even when every check
-    of the probe passed (the fix was verified), never a green tick."""
+    """The mark and colour of a result: its worst joined verdict's; without verdicts, a shown
+    mechanism is a warning even when every check passed, never a green tick."""
+    if result.verdicts:
+        level = worst_level([v["level"] for v in result.verdicts])
+        return LEVEL_MARKS[level], LEVEL_STYLES[level]
     if result.reproduced and result.status in (PASS, WARN):
         return MARKS[WARN], STYLES[WARN]
     return MARKS.get(result.status, "[?]"), STYLES.get(result.status, "")
+
+
+def cpu_variant(results: list[ProbeResult]) -> dict[str, Any]:
+    """What a CPU run does not test: the probes that need a GPU, and what replaces the GPU part
+    of the others (from the registry's checks)."""
+    specs = [BY_NAME[r.name] for r in results if r.name in BY_NAME and not BY_NAME[r.name].hidden]
+    return {
+        "gloo": True,
+        "not_run": [s.name for s in specs if s.needs_cuda],
+        "replaced": {s.name: [f"{c.what}: {c.cpu}" for c in s.checks if c.depends == HARDWARE and c.cpu]
+                     for s in specs if not s.needs_cuda and any(c.depends == HARDWARE and c.cpu for c in s.checks)},
+    }
 
 
 def _fmt(value: Any) -> str:
@@ -63,13 +84,53 @@ def summary_counts(results: list[ProbeResult]) -> dict[str, int]:
     return counts
 
 
+def verdict_counts(results: list[ProbeResult]) -> dict[str, int]:
+    """Joined verdicts per level (one per rule a probe covers)."""
+    counts = {level: 0 for level in LEVELS}
+    for r in results:
+        for v in r.verdicts:
+            counts[v["level"]] = counts.get(v["level"], 0) + 1
+    return counts
+
+
 def to_json(results: list[ProbeResult], meta: dict[str, Any]) -> str:
+    out = []
+    for r in results:
+        data = r.to_dict()
+        spec = BY_NAME.get(r.name)
+        if spec is not None and spec.checks:
+            data["checks"] = [{"what": c.what, "depends_on": c.depends, "on_cpu": c.cpu}
+                              for c in spec.checks]
+        out.append(data)
     return json.dumps({
         "schema_version": JSON_SCHEMA_VERSION,
         **meta,
         "summary": summary_counts(results),
-        "results": [r.to_dict() for r in results],
+        "verdicts": verdict_counts(results),
+        "results": out,
     }, indent=2, default=str)
+
+
+def _head(meta: dict[str, Any]) -> list[str]:
+    head = f"vllm-doctor probe: {meta.get('tp')} rank(s) on {meta.get('device')}"
+    if meta.get("gpu"):
+        head += f" ({meta['gpu']})"
+    if meta.get("model"):
+        head += f", model sizes {meta['model']}"
+    lines = [head]
+    judged = meta.get("vllm")
+    if isinstance(judged, dict):
+        lines.append(f"judged against: {judged.get('said')}")
+    cpu = meta.get("cpu_variant")
+    if isinstance(cpu, dict):
+        line = f"CPU variant ({cpu.get('why')}): the probes run on the CPU over gloo with small shapes"
+        if cpu.get("not_run"):
+            line += f"; not run: {', '.join(cpu['not_run'])} (they need a CUDA GPU)"
+        lines.append(line)
+        if cpu.get("replaced"):
+            lines.append("  the GPU parts of the others are replaced (each probe's 'measured' lines "
+                         "say by what); their hardware findings do not speak for a GPU")
+    return lines
 
 
 def render_text(results: list[ProbeResult], meta: dict[str, Any], verbose: bool = False,
@@ -78,25 +139,37 @@ def render_text(results: list[ProbeResult], meta: dict[str, Any], verbose: bool 
     from rich.markup import escape
 
     console = Console(file=file or sys.stdout, highlight=False, soft_wrap=True)
-    head = f"vllm-doctor probe: {meta.get('tp')} rank(s) on {meta.get('device')}"
-    if meta.get("gpu"):
-        head += f" ({meta['gpu']})"
-    if meta.get("model"):
-        head += f", model sizes {meta['model']}"
-    console.print(head)
+    for line in _head(meta):
+        console.print(escape(line))
     for r in results:
         mark, style = mark_and_style(r)
-        title = BY_NAME[r.name].title if r.name in BY_NAME else "worker process-group teardown"
-        console.print(f"[{style}]{escape(mark)} {r.name}: {escape(r.verdict() if r.reproduced else r.status)}"
-                      f"[/{style}] ({r.duration_s:.2f}s) — {escape(title)}")
-        if r.reason and not (r.reproduced and r.status == WARN):
-            console.print(f"      {escape(r.reason)}")
+        spec = BY_NAME.get(r.name)
+        title = spec.title if spec is not None else "worker process-group teardown"
+        said = r.status if r.verdicts or not r.reproduced else r.verdict()
+        console.print(f"[{style}]{escape(mark)} {r.name}[/{style}] ({r.duration_s:.2f}s) — {escape(title)}")
+        for v in r.verdicts:
+            lv = v["level"]
+            word = f" {lv}" if lv != "skip" else ""  # a skip's text says "could not run"
+            console.print(f"      [{LEVEL_STYLES[lv]}]{escape(LEVEL_MARKS[lv])} {v['rule']}{word}: "
+                          f"{escape(v['text'])}[/{LEVEL_STYLES[lv]}]")
+            if v.get("workaround"):
+                console.print(f"          {escape(v['workaround'])}")
+            if verbose and v.get("release"):
+                console.print(f"          release: {escape(v['release'])}")
+        if r.status != SKIP or not r.verdicts:
+            console.print(f"      probe {escape(said)}" + (f": {escape(r.reason)}" if r.reason else ""))
+        if spec is not None and r.status not in (SKIP,):
+            for c in spec.checks:
+                where = c.depends
+                if meta.get("device") == "cpu" and c.cpu:
+                    where += f"; on the CPU: {c.cpu}"
+                console.print(f"      measured {escape(f'[{where}]')}: {escape(c.what)}")
         rules = []
         if r.rules_confirmed:
-            rules.append("mechanism reproduced: " + ", ".join(r.rules_confirmed))
+            rules.append("mechanism present: " + ", ".join(r.rules_confirmed))
         if r.rules_refuted:
-            rules.append("ruled out: " + ", ".join(r.rules_refuted))
-        if rules:
+            rules.append("mechanism absent: " + ", ".join(r.rules_refuted))
+        if rules and not r.verdicts:
             console.print(f"      rules: {'; '.join(rules)}")
         keys = list(r.metrics) if verbose else [k for k in HEADLINE.get(r.name, ()) if k in r.metrics]
         for key in keys:
@@ -129,14 +202,15 @@ def render_text(results: list[ProbeResult], meta: dict[str, Any], verbose: bool 
             console.print("      last lines:")
             for line in r.log_tail[-12:]:
                 console.print(f"        {escape(line)}")
-    counts = summary_counts(results)
-    reproduced = sum(1 for r in results if r.reproduced and r.status == PASS)
-    counts[PASS] -= reproduced
-    parts = [f"{reproduced} reproduced a known bug (fix verified)"] if reproduced else []
-    parts += [f"{counts[s]} {label}" for s, label in ((PASS, "passed"), (WARN, "warned"), (FAIL, "failed"),
-                                                      (ERROR, "errored"), (TIMEOUT, "timed out"),
-                                                      (SKIP, "skipped")) if counts[s]]
-    console.print(f"Summary: {', '.join(parts) or 'nothing ran'} in {meta.get('elapsed_s', 0):.1f}s")
+    counts = verdict_counts(results)
+    parts = [f"{counts[lv]} {LEVEL_WORDS[lv]}" for lv in LEVELS if counts[lv]]
+    errors = [v["rule"] for r in results for v in r.verdicts if v["level"] == "error"]
+    if errors:
+        parts[0] += f" ({', '.join(errors)})"
+    probes = summary_counts(results)
+    ran = ", ".join(f"{n} {s}" for s, n in probes.items() if n)
+    console.print(f"Summary: {', '.join(parts) or 'no rule verdict'} (one verdict per rule); "
+                  f"probes: {ran or 'none ran'}; {meta.get('elapsed_s', 0):.1f}s")
 
 
 class Progress:
@@ -198,7 +272,7 @@ class Progress:
         elif state == "progress":
             st["msg"] = str(info)
         elif state == "result":
-            st.update(status="reproduced" if info.reproduced and info.status == PASS else info.status,
+            st.update(status="mechanism shown" if info.reproduced and info.status == PASS else info.status,
                       msg=info.reason, took=info.duration_s,
                       finished_at=round(time.monotonic() - self.t0, 3))
             if not self.live_enabled:

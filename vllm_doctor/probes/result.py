@@ -40,29 +40,35 @@ class ProbeResult:
     rules_refuted: list[str] = field(default_factory=list)
     log_tail: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # one joined verdict per rule (probes.verdict): the mechanism here joined with the judged
+    # vLLM's fix state; empty until joined
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def reproduced(self) -> bool:
-        """The probe reproduced the mechanism of a known failure on this stack."""
+        """The probe showed the mechanism of a known failure here (not that vLLM has the bug)."""
         return bool(self.rules_confirmed)
 
     def verdict(self) -> str:
-        """What the probe showed, in words that read right: a reproduced bug is never "ok"."""
+        """What to read: the joined verdicts when there are any, else what the probe itself
+        showed (a mechanism, never "the bug": whether vLLM has it is the release's call)."""
+        if self.verdicts:
+            return "; ".join(f"{v['rule']}: {v['text']}" for v in self.verdicts)
         rules = ", ".join(self.rules_confirmed)
         if self.reproduced:
-            head = f"bug reproduced on this stack ({rules})"
+            head = f"mechanism present ({rules})"
             if self.status == PASS:
-                return f"{head}; fix verified"
+                return f"{head}; the fix's approach verified"
             if self.status == WARN:
                 return f"{head}; {self.reason}" if self.reason else head
             if self.status == FAIL:
-                return f"{head}; the fix did not check out: {self.reason}"
+                return f"{head}; the fix's approach did not check out: {self.reason}"
             return f"{head}; then {self.status}: {self.reason}"
         if self.status == PASS:
-            out = "ok: no known failure reproduced"
-            return out + (f" (rules out {', '.join(self.rules_refuted)})" if self.rules_refuted else "")
+            out = "ok: no known failure's mechanism shown"
+            return out + (f" (mechanism absent: {', '.join(self.rules_refuted)})" if self.rules_refuted else "")
         if self.status == SKIP:
-            return f"skipped: {self.reason}" if self.reason else "skipped"
+            return f"could not run: {self.reason}" if self.reason else "could not run"
         return f"{self.status}: {self.reason}" if self.reason else self.status
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,6 +84,7 @@ class ProbeResult:
             "rules_refuted": list(self.rules_refuted),
             "log_tail": list(self.log_tail),
             "notes": list(self.notes),
+            "verdicts": _jsonable(self.verdicts),
         }
 
     @classmethod
@@ -87,7 +94,7 @@ class ProbeResult:
             duration_s=float(data.get("duration_s", 0.0)), metrics=dict(data.get("metrics", {})),
             ranks=list(data.get("ranks", [])), rules_confirmed=list(data.get("rules_confirmed", [])),
             rules_refuted=list(data.get("rules_refuted", [])), log_tail=list(data.get("log_tail", [])),
-            notes=list(data.get("notes", [])),
+            notes=list(data.get("notes", [])), verdicts=list(data.get("verdicts", [])),
         )
 
 

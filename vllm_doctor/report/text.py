@@ -52,13 +52,17 @@ def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) ->
             console.print(f"      [green]fix:[/] [bold]{escape(fix)}[/]", soft_wrap=True)
         for line in f.reading.read:
             console.print(f"      [dim]read: {escape(line)}[/]")
+    if f.probe_results:
+        from vllm_doctor.probes.render import LEVEL_STYLES as PROBE_LEVEL_STYLES
     for probe in f.probe_results:
-        # what the probe showed, in its own words: a reproduced bug reads as a warning,
-        # never as a pass
-        reproduced = rule.code in probe.get("rules_confirmed", [])
-        verdict = probe.get("verdict") or f"{probe.get('status')}: {probe.get('reason') or ''}"
-        style = "yellow" if reproduced else ("green" if probe.get("status") == "pass" else "dim")
-        console.print(f"      probe {escape(str(probe.get('name')))}: [{style}]{escape(verdict)}[/]")
+        # the joined verdict for this rule: the mechanism here and the judged vLLM's fix state
+        for v in probe.get("verdicts", []):
+            if v.get("rule") != rule.code:
+                continue
+            style = PROBE_LEVEL_STYLES.get(v.get("level"), "dim")
+            console.print(f"      probe {escape(str(probe.get('name')))}: [{style}]{escape(str(v.get('text')))}[/]")
+            if v.get("workaround"):
+                console.print(f"        {escape(str(v['workaround']))}")
         # isolated sub-checks (e.g. the transient CUDA-graph pattern) carry their own outcome
         for part, sub in (probe.get("metrics") or {}).items():
             if isinstance(sub, dict) and "status" in sub:
@@ -186,9 +190,15 @@ def render_text(doc: CheckDocument, console: Console, verbose: bool = False,
     for f in doc.suppressed:
         console.print(f"  [dim]- {f.rule.code} ignored: {escape(f.suppressed or '')}[/]")
     if doc.probes:
+        from vllm_doctor.probes.render import LEVEL_STYLES as PROBE_LEVEL_STYLES
+
         console.print("[bold]Probes[/]")
         for p in doc.probes:
             console.print(f"    {p.get('name')}: {p.get('status')} {escape(str(p.get('reason') or ''))}")
+            for v in p.get("verdicts", []):
+                style = PROBE_LEVEL_STYLES.get(v.get("level"), "dim")
+                console.print(f"      [{style}]{escape(str(v.get('rule')))} {escape(str(v.get('level')))}: "
+                              f"{escape(str(v.get('text')))}[/]")
     if verbose:
         render_facts(doc.facts, console, verbose=True, only=FACT_SECTIONS, notes=False)
         clear = sorted(f.rule.code for f in doc.findings if f.verdict == NOT_APPLIES)
