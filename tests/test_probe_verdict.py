@@ -52,6 +52,23 @@ def test_mechanism_and_release_join_into_one_verdict_per_rule():
     assert "a property of torch" in join(softembed(), rule, judged("0.24.0"), "cpu").text
 
 
+def test_older_releases_and_dev_builds_are_said_as_such():
+    from vllm_doctor.facts.packages import set_vllm_version_facts
+
+    def what_if(version):
+        facts = Facts()
+        set_vllm_version_facts(facts, version, Source.USER, "--vllm-version")
+        return facts
+
+    older = join(softembed(), RULES["MODEL001"], what_if("0.22.0"), "cuda")
+    assert older.level == "pass" and "vLLM 0.22.0 (--vllm-version) predates the failure (it came in 0.24.0)" in older.text
+    cudagraph = ProbeResult("cudagraph-replay", "pass", "", rules_confirmed=["SPEC001"])
+    dev = join(cudagraph, RULES["SPEC001"], what_if("0.22.1.dev4"), "cuda")
+    assert dev.level == "warning" and "is a dev build that may lack the fix (PR #43909)" in dev.text
+    assert join(cudagraph, RULES["SPEC001"], what_if("0.22.0"), "cuda").text.startswith(
+        "mechanism present on this hardware; vLLM 0.22.0 (--vllm-version) lacks the fix (PR #43909)")
+
+
 def test_an_error_needs_both_the_mechanism_and_the_release():
     """Drop either fact and the verdict is no error: a release without the mechanism shown, or
     the mechanism without a judged release."""

@@ -110,6 +110,18 @@ def _releases(rule: "Rule") -> str:
     return "; ".join(spans) or "every release"
 
 
+def _carries(rule: "Rule", facts: "Facts | None", judged: str) -> str:
+    """``vLLM X carries the fix (PR #N)``, or, for a release older than the failing code,
+    ``vLLM X predates the failure (it came in Y)``."""
+    from vllm_doctor.engine.conditions import parse_version
+
+    version = parse_version(str(facts.value("vllm.version"))) if facts is not None else None
+    starts = [parse_version(r.introduced) for r in rule.ranges or () if r.introduced != "0"]
+    if version is not None and starts and all(s is not None and version < s for s in starts):
+        return f"{judged} predates the failure (it came in {min(starts)})"
+    return f"{judged} carries the fix{_pr(rule)}"
+
+
 def _no_vllm(facts: "Facts | None") -> bool:
     return facts is None or (facts.get("vllm.version") is None
                              and facts.value("vllm.installed") is False)
@@ -148,7 +160,7 @@ def join(result: ProbeResult, rule: "Rule", facts: "Facts | None", device: str) 
     if found == NOT_RUN:
         why = result.reason or result.status
         release = (f"; {judged} lacks the fix{_pr(rule)}: `check` decides from the facts" if affected
-                   else f"; {judged} carries the fix{_pr(rule)}" if fixed else "")
+                   else f"; {_carries(rule, facts, judged)}" if fixed else "")
         level = "error" if result.status in (ERROR, TIMEOUT) else "skip"
         return verdict(level, f"could not run: {why}{release}")
     if found == ABSENT:
@@ -164,7 +176,7 @@ def join(result: ProbeResult, rule: "Rule", facts: "Facts | None", device: str) 
                                       f"still happen elsewhere — {rule.summary}",
                            _workaround(spec, result, rule))
         if fixed:
-            return verdict("pass", f"{head}; {judged} carries the fix{_pr(rule)}: protected")
+            return verdict("pass", f"{head}; {_carries(rule, facts, judged)}: protected")
         return verdict("info", f"{head}; {state.detail}")
     where = _where(spec, depends, device, "present")
     if state.state == UNVERSIONED:
@@ -172,6 +184,11 @@ def join(result: ProbeResult, rule: "Rule", facts: "Facts | None", device: str) 
         return verdict("error" if broken else rule.severity,
                        f"{where}; no vLLM release changes it (fix: {fix}): {rule.summary}",
                        _workaround(spec, result, rule))
+    if affected and state.method == "dev-version":  # its commit decides, not its string
+        return verdict("error" if broken else "warning",
+                       f"{where}; {judged} is a dev build that may lack the fix{_pr(rule)} (a "
+                       f"source fingerprint decides where vLLM is installed): this failure can "
+                       f"happen — {rule.summary}", _workaround(spec, result, rule))
     if affected:
         return verdict("error" if broken else rule.severity,
                        f"{where}; {judged} lacks the fix{_pr(rule)}: this failure will happen — "
@@ -180,7 +197,7 @@ def join(result: ProbeResult, rule: "Rule", facts: "Facts | None", device: str) 
         if broken:  # the release's fix is the approach that just failed here
             return verdict("error", f"{where}; {judged} carries the fix{_pr(rule)}, but its "
                                     f"approach did not check out here: {result.reason}")
-        return verdict("pass", f"{where}; {judged} carries the fix{_pr(rule)}: protected")
+        return verdict("pass", f"{where}; {_carries(rule, facts, judged)}: protected")
     pr = f", PR #{rule.fix.pr}" if rule.fix and rule.fix.pr else ""
     fixed_in = f" (fixed in {rule.fix.version}{pr})" if rule.fix and rule.fix.version else ""
     if _no_vllm(facts):
