@@ -9,7 +9,9 @@ depends on the judged vLLM: does it carry the fix? This module joins the two, pe
 mechanism               judged vLLM                     verdict (level)
 ======================  ==============================  =======================================
 present                 lacks the fix                   this failure will happen (the rule's
-                                                        severity: error for most)
+                                                        severity: error for most; a warning
+                                                        where only the CPU variant showed a
+                                                        mechanism the GPU decides)
 present                 carries the fix                 protected (pass)
 present                 no vLLM known                   which releases fail here (info)
 present                 no release fixes it             the rule's severity
@@ -179,6 +181,13 @@ def join(result: ProbeResult, rule: "Rule", facts: "Facts | None", device: str) 
             return verdict("pass", f"{head}; {_carries(rule, facts, judged)}: protected")
         return verdict("info", f"{head}; {state.detail}")
     where = _where(spec, depends, device, "present")
+    cpu_only = depends == HARDWARE and device == "cpu"
+    if cpu_only:
+        # the CPU variant shows the indexing, not the GPU's behaviour: never "will happen"
+        where = _where(spec, depends, device, "shown only")
+        if affected and not broken:
+            return verdict("warning", f"{where}; {judged} lacks the fix{_pr(rule)}: this failure can "
+                                      f"happen on a GPU — {rule.summary}", _workaround(spec, result, rule))
     if state.state == UNVERSIONED:
         fix = rule.fix.status if rule.fix else "none"
         return verdict("error" if broken else rule.severity,
@@ -202,8 +211,9 @@ def join(result: ProbeResult, rule: "Rule", facts: "Facts | None", device: str) 
     fixed_in = f" (fixed in {rule.fix.version}{pr})" if rule.fix and rule.fix.version else ""
     if _no_vllm(facts):
         return verdict("error" if broken else "info",
-                       f"{where}; no vLLM installed: releases {_releases(rule)} fail on this "
-                       f"machine{fixed_in}; --vllm-version V or --report FILE judges one",
+                       f"{where}; no vLLM installed: releases {_releases(rule)} "
+                       f"{'can fail on a GPU' if cpu_only else 'fail on this machine'}{fixed_in}; "
+                       "--vllm-version V or --report FILE judges one",
                        _workaround(spec, result, rule))
     return verdict("error" if broken else "info",
                    f"{where}; whether {judged} carries the fix is unknown: {state.detail}{fixed_in}",
