@@ -2,7 +2,8 @@
 # The joined verdicts on one device kind, in one call:  bash bench/probes/device_verdicts.sh TAG
 # Runs the whole probe suite judged against the installed vLLM (none on the device image) and
 # against releases with and without each fix (--vllm-version), the TP=2 probes' CPU (gloo)
-# variant where only one GPU is lent, and `check --probe` on a serve line SPEC002 applies to.
+# variant where only one GPU is lent, and `check --probe` on serve lines SPEC002 (and, on two
+# GPUs, MODEL001) applies to.
 # Writes under $OUT: env-TAG.txt, verdicts-TAG.txt (each command, its text output and exit
 # code), verdicts-TAG-json.tgz (the same commands with --format json, and their stderr).
 TAG=${1:-dev}
@@ -39,5 +40,10 @@ for v in 0.24.0 0.33.0; do run "probe-cpu-tp2-$v" probe tp-softembed pp-handoff 
 run check-probe-spec002-0.22.0 check --probe --vllm-version 0.22.0 \
   --model-config tests/fixtures/models/gemma-4-31B-it/config.json -- vllm serve google/gemma-4-31B-it \
   --speculative-config '{"method":"mtp","num_speculative_tokens":2}' --attention-backend FLASH_ATTN
+if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then  # DiffusionGemma at TP=2 on two GPUs
+  run check-probe-model001-0.24.0 check --probe --vllm-version 0.24.0 \
+    --model-config tests/fixtures/models/diffusiongemma-26B-A4B-IT-NVFP4/config.json -- vllm serve \
+    google/diffusiongemma-26B-A4B-IT-NVFP4 --tensor-parallel-size 2
+fi
 (cd /tmp && tar czf "$OUT/verdicts-$TAG-json.tgz" "verdicts-json-$TAG")
 cat "$ENV"; grep -E '^\$|^\[|^      \[|^Summary|^exit|^judged|^CPU' "$TXT"
