@@ -52,3 +52,17 @@ def test_readme_names_no_stale_rule_count_or_fix_version():
         for match in re.finditer(r"\b(\d+) rules\b", line):
             assert int(match.group(1)) == rules, line
     assert "0.24.0 or later" not in readme
+
+
+DEVICE_BLOCK = re.compile(r"<!-- device-output: (?P<path>[^ ]+) -->\n```\n(?P<body>.*?)```", re.S)
+
+
+def test_readme_device_excerpts_are_recorded_output():
+    """An excerpt of a device run (which CI cannot repeat) is the recorded file's lines, in
+    their order: nothing in it was written by hand."""
+    blocks = list(DEVICE_BLOCK.finditer(README.read_text(encoding="utf-8")))
+    assert blocks, "the README shows no device output"
+    for block in blocks:
+        recorded = iter((ROOT / block.group("path")).read_text(encoding="utf-8").splitlines())
+        for line in block.group("body").splitlines():
+            assert any(line == seen for seen in recorded), f"not in {block.group('path')} (in order): {line}"
