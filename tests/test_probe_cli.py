@@ -170,11 +170,12 @@ def test_probe_names_select_the_probes_to_run():
 def test_a_shown_mechanism_is_joined_with_the_judged_release():
     """The probe shows a mechanism; the verdict and the exit code follow the judged vLLM."""
     env = {"VLLM_DOCTOR_PROBE_PARAMS": json.dumps({"selftest": {"confirm": "MODEL001"}})}
+    # the self-test's mechanism counts as the hardware's: a CPU run never says "will happen"
     lacks = cli("selftest-ok", "--device", "cpu", "--tp", "2", "--vllm-version", "0.24.0", env=env)
-    assert lacks.returncode == 1, lacks.stderr
-    assert "[✗] MODEL001 error: mechanism present" in lacks.stdout
-    assert "vLLM 0.24.0 (--vllm-version) lacks the fix (PR #46177): this failure will happen" in lacks.stdout
-    assert "Summary: 1 error (MODEL001)" in lacks.stdout
+    assert lacks.returncode == 0, lacks.stderr
+    assert "[!] MODEL001 warning: mechanism shown only in the CPU variant" in lacks.stdout
+    assert "vLLM 0.24.0 (--vllm-version) lacks the fix (PR #46177): this failure can happen on a GPU" in lacks.stdout
+    assert "Summary: 1 warning (one verdict per rule)" in lacks.stdout
     assert "mechanism present (MODEL001)" in lacks.stderr  # the progress line: the mechanism only
     carries = cli("selftest-ok", "--device", "cpu", "--tp", "2", "--vllm-version", "0.33.0",
                   "--format", "json", env=env)
