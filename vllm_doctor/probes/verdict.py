@@ -130,7 +130,7 @@ def _no_vllm(facts: "Facts | None") -> bool:
 
 
 def _workaround(spec: ProbeSpec, result: ProbeResult, rule: "Rule") -> str:
-    """What the probe verified of the fix here, and the rule's first workaround."""
+    """What the probe verified of the fix here, and the rule's first two workarounds."""
     others = [w.title for w in rule.workarounds][:2]
     tail = f"; workaround: {' / '.join(others)}" if others else ""
     if result.status == PASS:
