@@ -394,3 +394,30 @@ def test_secrets_in_json_options_and_model_urls_are_hidden_everywhere(argv):
         assert secret not in out and secret not in err, (secret, argv)
     if "github" not in argv and "gitlab" not in argv:  # annotations carry no facts
         assert "bucket/llama" in out  # the model is still named
+
+
+# --- control characters never reach a terminal or a CI log --------------------------------------
+
+ESC_NAME = "org/m\x1b]0;PWNED\x07\x1b[31mred"
+
+
+def test_a_forged_annotation_in_an_ignore_file_is_escaped_on_stderr(tmp_path):
+    ignore = tmp_path / "ignore.yaml"
+    ignore.write_text('ignore:\n  - {code: "HW0001\\n::error::forged", reason: "x"}\n'
+                      '  - {code: MODEL001, reason: "old\\n::error::forged too", expires: 2001-01-01}\n')
+    code, out, err = in_process([*GEMMA, "--ignore-file", str(ignore)])
+    for stream in (out, err):
+        assert not [line for line in stream.splitlines() if line.startswith("::")], stream
+    assert "\\n::ERROR::FORGED" in err  # codes are read in capitals
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "github", "junit", "sarif", "json", "gitlab"])
+def test_terminal_escapes_from_a_model_name_never_reach_the_output(fmt):
+    code, out, err = in_process(["check", "--strict", "-v" if fmt == "text" else "-q", "--format", fmt,
+                                 "--vllm-version", "0.14.0", "--", "vllm", "serve", ESC_NAME])
+    assert "\x1b" not in out and "\x07" not in out and "\x1b" not in err, (code, err)
+
+
+def test_terminal_escapes_in_an_error_line_are_escaped():
+    code, _, err = in_process(["check", "--serve", "vllm serve m -tp \x1b[31mx\n::error::y"])
+    assert code == 2 and "\x1b" not in err and len(err.strip().splitlines()) == 1

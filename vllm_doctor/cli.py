@@ -13,7 +13,7 @@ import sys
 import typer
 
 from vllm_doctor import __version__
-from vllm_doctor.errors import (DEBUG_HINT, EXIT_BAD_INPUT, EXIT_INTERNAL, DoctorError,
+from vllm_doctor.errors import (say, DEBUG_HINT, EXIT_BAD_INPUT, EXIT_INTERNAL, DoctorError,
                                 InputError, debug_enabled, describe, set_debug)
 
 try:  # newer typer vendors click as typer._click; older typer uses click itself
@@ -101,32 +101,31 @@ def main(argv: list[str] | None = None) -> None:
     try:
         result = app(args=args, standalone_mode=False)
     except InputError as err:
-        print(f"vllm-doctor: {_one_line(str(err))}", file=sys.stderr)
+        say(f"{_one_line(str(err))}")
         sys.exit(EXIT_BAD_INPUT)
     except click_exceptions.NoSuchOption as err:
-        print(f"vllm-doctor: {_serve_option_hint(err, args) or err.format_message()}",
-              file=sys.stderr)
+        say(_serve_option_hint(err, args) or err.format_message())
         sys.exit(EXIT_BAD_INPUT)
     except click_exceptions.UsageError as err:
         if err.format_message():  # empty when the help was shown for a bare `vllm-doctor`
-            print(f"vllm-doctor: {err.format_message()}", file=sys.stderr)
+            say(f"{err.format_message()}")
         sys.exit(EXIT_BAD_INPUT)
     except typer.Exit as err:  # typer.Exit / click's Exit: a chosen exit code
         code = getattr(err, "exit_code", 0)
         if code == 130:  # typer's answer to Ctrl-C
-            print("vllm-doctor: interrupted", file=sys.stderr)
+            say("interrupted")
         sys.exit(code)
     except (typer.Abort, KeyboardInterrupt):
-        print("vllm-doctor: interrupted", file=sys.stderr)
+        say("interrupted")
         sys.exit(130)
     except BrokenPipeError:  # `vllm-doctor ... | head`: the reader left; not an error of ours
         sys.stderr.close()
         sys.exit(0)
     except DoctorError as err:
-        print(f"vllm-doctor: could not finish: {_one_line(str(err))}", file=sys.stderr)
+        say(f"could not finish: {_one_line(str(err))}")
         sys.exit(EXIT_INTERNAL)
     except click_exceptions.ClickException as err:
-        print(f"vllm-doctor: {err.format_message()}", file=sys.stderr)
+        say(f"{err.format_message()}")
         sys.exit(EXIT_BAD_INPUT)
     except Exception as err:  # anything unexpected: one line naming the step, exit 3
         if debug_enabled():
@@ -135,8 +134,8 @@ def main(argv: list[str] | None = None) -> None:
             traceback.print_exception(err, file=sys.stderr)
         step = getattr(err, "doctor_step", None) or "command"
         hint = "" if debug_enabled() else f" ({DEBUG_HINT})"
-        print(f"vllm-doctor: could not finish: {step}: {describe(err)}{hint}", file=sys.stderr)
+        say(f"could not finish: {step}: {describe(err)}{hint}")
         sys.exit(EXIT_INTERNAL)
     if result == 130:
-        print("vllm-doctor: interrupted", file=sys.stderr)
+        say("interrupted")
     sys.exit(result if isinstance(result, int) else 0)

@@ -16,9 +16,36 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import traceback
 from dataclasses import dataclass
 from typing import Iterator
+
+# Characters that steer a terminal or a CI log rather than show: C0 and C1 controls (ESC
+# starts terminal sequences; a newline starts a line GitHub reads as `::error …`), the Unicode
+# line separators and the bidirectional overrides that reorder what is shown.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str, keep: str = "") -> str:
+    """``text`` with every character that could steer a terminal or a log written as an escape
+    (``\\x1b``, ``\\n``, ``\\u202e``); ``keep``: characters left as they are (``"\\n\\t"`` for
+    a multi-line text)."""
+    def spell(match: re.Match[str]) -> str:
+        char = match.group()
+        if char in keep:
+            return char
+        return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char) or (
+            f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+    return _UNPRINTABLE.sub(spell, text)
+
+
+def say(message: str) -> None:
+    """One line on stderr, ``vllm-doctor: <message>``, nothing in it that steers a terminal."""
+    import sys
+
+    print(f"vllm-doctor: {printable(message)}", file=sys.stderr)
+
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1

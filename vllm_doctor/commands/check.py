@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from vllm_doctor.commands import inputs
-from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError, step
+from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError, say, step
 from vllm_doctor.facts.model import Source
 
 if TYPE_CHECKING:
@@ -260,15 +260,15 @@ def run_check(
                                to_file=output is not None)
     write_report(text, output)
     if settings is not None:
-        print(f"vllm-doctor: {settings.describe()}", file=sys.stderr)
+        say(f"{settings.describe()}")
     for warning in dict.fromkeys(warnings):
-        print(f"vllm-doctor: warning: {warning}", file=sys.stderr)
+        say(f"warning: {warning}")
     crashes = [crash for doc in docs for crash in doc.facts.crashes]
     if crashes:
         return crashed(crashes)
     for doc in docs:
         where = f"{doc.target.where} {doc.target.name}: " if doc.target is not None else ""
-        print(f"vllm-doctor: {where}{doc.summary_line()}", file=sys.stderr)
+        say(f"{where}{doc.summary_line()}")
     return EXIT_FINDINGS if any(doc.failing() for doc in docs) else EXIT_OK
 
 
@@ -361,8 +361,7 @@ def crashed(crashes: list) -> int:
             print(crash.traceback, file=sys.stderr, end="")
     more = f" (and {len(crashes) - 1} more)" if len(crashes) > 1 else ""
     hint = "" if debug_enabled() else f"; {DEBUG_HINT}"
-    print(f"vllm-doctor: could not finish: {crashes[0].line()}{more}: the report is incomplete"
-          f"{hint}", file=sys.stderr)
+    say(f"could not finish: {crashes[0].line()}{more}: the report is incomplete{hint}")
     return EXIT_INTERNAL
 
 

@@ -99,8 +99,10 @@ def validate(rules_dir: Optional[List[Path]] = typer.Option(
         count += len(rules)
         problems.extend(found)
         problems.extend(line for rule in rules for line in case_file_problems(rule))
+    from vllm_doctor.errors import printable
+
     for line in problems:
-        typer.echo(line, err=True)
+        typer.echo(printable(line), err=True)
     if problems:
         typer.echo(f"{len(problems)} problem(s) in the rule files", err=True)
         raise typer.Exit(2)

@@ -157,7 +157,7 @@ def render_facts(facts: Facts, console: Any = None, verbose: bool = False,
     ``notes=False`` leaves the collection notes to the caller.
     """
     from rich.console import Console
-    from rich.markup import escape
+    from vllm_doctor.report.output import escape
 
     console = console or Console(highlight=False)
     for section in SECTIONS:
@@ -199,7 +199,7 @@ def render_facts(facts: Facts, console: Any = None, verbose: bool = False,
 
 
 def _render_devices(facts: Facts, console: Any) -> None:
-    from rich.markup import escape
+    from vllm_doctor.report.output import escape
 
     for dev in facts.value("gpu.devices") or []:
         if not isinstance(dev, dict):

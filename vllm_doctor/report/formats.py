@@ -18,6 +18,7 @@ from typing import Any, Callable
 from vllm_doctor import __version__
 from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, Finding
 from vllm_doctor.engine.fixstate import UNVERSIONED
+from vllm_doctor.errors import printable
 from vllm_doctor.report.document import CheckDocument
 from vllm_doctor.report.output import dump_json, json_safe
 
@@ -52,7 +53,7 @@ def render_json(doc: CheckDocument) -> str:
 
 def _md_cell(value: Any) -> str:
     text = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
-    return text.replace("|", "\\|").replace("\n", " ")
+    return printable(text.replace("\n", " ")).replace("|", "\\|")
 
 
 def _rulebase_line(doc: CheckDocument) -> str:
@@ -118,7 +119,7 @@ def render_markdown(doc: CheckDocument) -> str:
     for note in doc.notes:
         out.append(f"> {note.replace(chr(10), ' ')}")
     out += ["", f"<sub>{_rulebase_line(doc)}</sub>", ""]
-    return "\n".join(out)
+    return printable("\n".join(out), keep="\n\t")  # no terminal sequence from any value
 
 
 # -- locations -------------------------------------------------------------------------------
@@ -440,7 +441,9 @@ def render_junit(doc: CheckDocument) -> str:
 # -- GitHub workflow commands ----------------------------------------------------------------
 
 def _gh_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # the runner turns %0A back into a line break inside the annotation; ESC and the other
+    # controls are spelled out
+    return printable(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _gh_property(text: str) -> str:

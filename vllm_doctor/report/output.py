@@ -30,6 +30,16 @@ ASCII_SPELLING = str.maketrans({
 })
 
 
+def escape(text: Any) -> str:
+    """Text for a Rich markup line: markup escaped, and every character that steers a terminal
+    (an ESC sequence in a model name or a rule's text) or starts a new line written out."""
+    from rich.markup import escape as markup_escape
+
+    from vllm_doctor.errors import printable
+
+    return markup_escape(printable(str(text)))
+
+
 def check_output_path(path: Path) -> None:
     """Refuse an -o target that cannot be written, before any collecting happens."""
     name = str(path)

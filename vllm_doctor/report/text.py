@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
+from vllm_doctor.report.output import escape
 
 from vllm_doctor.engine.evaluate import NOT_APPLIES, Finding
 from vllm_doctor.engine.fixstate import UNVERSIONED
