@@ -312,7 +312,13 @@ def _judge(options: "CollectOptions", rules, loaded, entries, fail_on: str, stri
             log_report = analyse_log(log_text, rules, str(version) if version else None,
                                      "facts" if version else "", scan=scan)
         else:
+            scan = None
             findings = evaluate_rules(rules, facts)
+    with step("releases"):
+        from vllm_doctor.engine.evaluate import defer
+        from vllm_doctor.engine.over_releases import judge_over_releases
+
+        findings = defer(judge_over_releases(findings, facts, scan))
     doc = CheckDocument(facts, findings, fail_on, len(rules), 0.0, strict=strict)
     if log_report is not None:
         doc.log_messages = log_report.messages

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 APPLIES, NOT_APPLIES, UNDECIDED = "applies", "not-applies", "undecided"
 _CONFIDENCE_DOWN = {"high": "medium", "medium": "low", "low": "low"}
+_RANK = {"info": 0, "warning": 1, "error": 2}
 
 
 @dataclass
@@ -59,9 +60,14 @@ class Finding:
     deferred_to: str | None = None  # a more precise rule that applies (rule.defers_to)
     probe_results: list[dict[str, Any]] = field(default_factory=list)
     reading: Any = None  # what the rule's log reader found (logreaders.LogReading)
+    # the highest severity the finding may have: "warning" for a rule that applies in only
+    # some of the releases an unknown vLLM version could be (engine/over_releases.py)
+    severity_cap: str | None = None
 
     @property
     def severity(self) -> str:
+        if self.severity_cap and _RANK[self.severity_cap] < _RANK[self.rule.severity]:
+            return self.severity_cap
         return self.rule.severity
 
     def to_dict(self) -> dict[str, Any]:
@@ -70,7 +76,7 @@ class Finding:
             "code": rule.code,
             "slug": rule.slug,
             "verdict": self.verdict,
-            "severity": rule.severity,
+            "severity": self.severity,
             "confidence": self.confidence,
             "summary": rule.summary,
             "phase": rule.phase,

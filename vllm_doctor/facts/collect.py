@@ -213,8 +213,10 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
 
     def inferred() -> None:
         from vllm_doctor.facts.hardware import infer_hardware
+        from vllm_doctor.facts.stack import infer_stack
 
         infer_hardware(facts)
+        infer_stack(facts)
 
     run.step("inferred", (), inferred)
     run.step("derived", ("derived",), lambda: derived.compute_derived(facts))

@@ -159,6 +159,7 @@ def collect_release(facts: Facts) -> None:
     if release is not None:
         _registry(facts, release)
         _pins(facts, release)
+        _effective_dtype(facts, release)
         _parsers(facts, release)
         _requirements(facts, release)
         _lora(facts, release)
@@ -767,6 +768,68 @@ def _pins(facts: Facts, release: str) -> None:
             if inside is not None:
                 facts.set("release.torch_matches_pin", inside, SOURCE,
                           f"torch {installed} against =={torch['pin']}")
+
+
+# -- the dtype the release computes in -------------------------------------------------------
+
+# How `--dtype auto` resolves, by release (config.py / config/model.py, platforms/cuda.py):
+# * before 0.9.0: the checkpoint's dtype as it is (float32 → float16; Gemma 2/3 → bfloat16),
+#   and the worker refuses bfloat16 below capability 8.0 (_check_if_gpu_supports_dtype);
+# * 0.9.0 (PR 17265): float32 → float16 (PLaMo2 → bfloat16), then a dtype the platform lacks
+#   (CudaPlatform.supported_dtypes: bfloat16 from 8.0) falls back to its first supported one;
+# * 0.9.1 on (_resolve_auto_dtype): the platform's supported dtypes the model allows (no
+#   float16 for _FLOAT16_NOT_SUPPORTED_MODELS); float32 → the first of them; the checkpoint's
+#   dtype if supported, else the first.
+_FALLBACK_FROM, _RESOLVE_FROM = Version("0.9.0"), Version("0.9.1")
+_NO_FLOAT16 = ("gemma2", "gemma3", "gemma3_text", "plamo2", "glm4")
+_DTYPE_NAMES = {"half": "float16", "float16": "float16", "fp16": "float16",
+                "bfloat16": "bfloat16", "bf16": "bfloat16", "float": "float32",
+                "float32": "float32", "fp32": "float32"}
+
+
+def _supported_dtypes(capability: int, model_type: str) -> list[str]:
+    dtypes = (["bfloat16", "float16", "float32"] if capability >= 80 else
+              ["float16", "float32"] if capability >= 60 else ["float32"])
+    return [d for d in dtypes if not (d == "float16" and model_type in _NO_FLOAT16)]
+
+
+def _effective_dtype(facts: Facts, release: str) -> None:
+    """release.effective_dtype: the dtype vLLM ``release`` computes in for this serve line."""
+    path = "release.effective_dtype"
+    given = str(facts.value("serve.dtype") or "auto").lower()
+    if given != "auto":
+        if given in _DTYPE_NAMES:
+            facts.set(path, _DTYPE_NAMES[given], SOURCE, f"--dtype {given}")
+        return
+    checkpoint = facts.value("model.dtype")
+    config = _DTYPE_NAMES.get(str(checkpoint).lower()) if checkpoint is not None else None
+    if config is None:
+        facts.mark_missing(path, "--dtype auto takes the checkpoint's dtype: " + (
+            facts.why_missing("model.dtype") or f"model.dtype {checkpoint!r} is not known"))
+        return
+    model_type = str(facts.value("model.text_model_type") or facts.value("model.model_type") or "")
+    ours = Version(release)
+    if ours < _FALLBACK_FROM:
+        gemma = model_type in ("gemma2", "gemma3", "gemma3_text")
+        value = ("bfloat16" if gemma else "float16") if config == "float32" else config
+        facts.set(path, value, SOURCE, f"--dtype auto in vLLM {release}: the checkpoint's "
+                  f"{checkpoint}, whatever the GPU")
+        return
+    capability = facts.value("gpu.min_capability")
+    if capability is None:
+        facts.mark_missing(path, f"--dtype auto in vLLM {release} depends on the GPU: " + (
+            facts.why_missing("gpu.min_capability") or "gpu.min_capability is not known"))
+        return
+    if ours < _RESOLVE_FROM:
+        supported = _supported_dtypes(int(capability), "")
+        wanted = "bfloat16" if model_type == "plamo2" else (
+            "float16" if config == "float32" else config)
+    else:
+        supported = _supported_dtypes(int(capability), model_type)
+        wanted = supported[0] if config == "float32" else config
+    value = wanted if wanted in supported else supported[0]
+    facts.set(path, value, SOURCE, f"--dtype auto in vLLM {release}: checkpoint {checkpoint} "
+              f"on compute capability {capability} (supported: {', '.join(supported)})")
 
 
 def _what_if_without(facts: Facts, package_path: str) -> str | None:

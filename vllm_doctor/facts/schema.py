@@ -258,6 +258,10 @@ FACTS: dict[str, FactSpec] = {
                                           "(local +cu labels ignored)"),
     "release.torch_pin_from": FactSpec("str", "installed metadata (ENV002 decides) or release "
                                        "table"),
+    "release.effective_dtype": FactSpec(
+        "str", "the dtype the judged release computes in: --dtype, or for auto the "
+        "checkpoint's as that release resolves it on this GPU (float32 → float16/bfloat16; "
+        "from 0.9.1 a dtype the GPU lacks falls back)"),
     "release.cuda_major": FactSpec("int", "CUDA major version the judged release's compiled "
                                    "extensions link against"),
     # -- what the judged release itself says (generated knowledge; facts/release_kernels.py)

@@ -33,8 +33,8 @@ def _fmt(value: Any) -> str:
 
 def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) -> None:
     rule = f.rule
-    mark = MARK_FOR_SEVERITY[rule.severity]
-    console.print(f"  {mark} [bold]{rule.code}[/] {escape(f'[{rule.severity}]')} {escape(rule.summary)}"
+    mark = MARK_FOR_SEVERITY[f.severity]
+    console.print(f"  {mark} [bold]{rule.code}[/] {escape(f'[{f.severity}]')} {escape(rule.summary)}"
                   f" [dim](confidence {f.confidence}; shows at {rule.phase})[/]")
     if doc.target is not None:
         console.print(f"      at {escape(doc.target.file)}:{doc.target_line(f)}")
