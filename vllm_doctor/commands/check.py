@@ -404,6 +404,7 @@ def register(app: typer.Typer) -> None:
         torch_version: Optional[str] = inputs.TORCH_VERSION,
         gpu: Optional[str] = inputs.GPU,
         gpus: Optional[int] = inputs.GPUS,
+        offline: bool = inputs.OFFLINE,
         driver: Optional[str] = inputs.DRIVER,
         cuda: Optional[str] = inputs.CUDA,
         fmt: Optional[str] = typer.Option(
@@ -456,7 +457,7 @@ def register(app: typer.Typer) -> None:
                    if settings.ignore_entries else [])
         options = inputs.collect_options(serve_tokens, serve, serve_config, model_config,
                                          report, log, vllm_version, torch_version,
-                                         gpu, gpus, driver, cuda)
+                                         gpu, gpus, driver, cuda, offline)
         options.manifest = manifest
         default_rules = not no_default_rules and settings.default_rules is not False
         raise typer.Exit(run_check(

@@ -80,6 +80,7 @@ def register(app: typer.Typer) -> None:
         torch_version: Optional[str] = inputs.TORCH_VERSION,
         gpu: Optional[str] = inputs.GPU,
         gpus: Optional[int] = inputs.GPUS,
+        offline: bool = inputs.OFFLINE,
         driver: Optional[str] = inputs.DRIVER,
         cuda: Optional[str] = inputs.CUDA,
         output_format: str = typer.Option("text", "--format", help="text or json."),
@@ -91,4 +92,4 @@ def register(app: typer.Typer) -> None:
         """
         raise typer.Exit(run_facts(inputs.collect_options(
             list(ctx.args), serve, serve_config, model_config, report, log, vllm_version,
-            torch_version, gpu, gpus, driver, cuda), output_format, verbose))
+            torch_version, gpu, gpus, driver, cuda, offline), output_format, verbose))

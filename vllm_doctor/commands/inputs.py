@@ -25,6 +25,8 @@ GPU = typer.Option(None, "--gpu", help='What if the GPUs were this model ("H100 
 GPUS = typer.Option(None, "--gpus", help="How many GPUs the target has (with --gpu; default 1).")
 DRIVER = typer.Option(None, "--driver", help="What if the NVIDIA driver were this version.")
 CUDA = typer.Option(None, "--cuda", help="What if the driver's CUDA version (nvidia-smi) were this.")
+OFFLINE = typer.Option(False, "--offline", help="Never ask the Hugging Face Hub for a model's "
+                       "config.json (also HF_HUB_OFFLINE=1).")
 VERBOSE = typer.Option(False, "--verbose", "-v", help="Sources of every fact, everything undecided, timings.")
 
 
@@ -54,7 +56,7 @@ def collect_options(serve_tokens: list[str] | None, serve: str | None, serve_con
                     model_config: Path | None, report: Path | None, log: Path | None,
                     vllm_version: str | None, torch_version: str | None,
                     gpu: str | None = None, gpus: int | None = None, driver: str | None = None,
-                    cuda: str | None = None):
+                    cuda: str | None = None, offline: bool = False):
     """The collector's options from the shared input options of `check` and `facts`."""
     from vllm_doctor.facts.collect import CollectOptions
     from vllm_doctor.facts.hardware import TargetHardware
@@ -68,4 +70,5 @@ def collect_options(serve_tokens: list[str] | None, serve: str | None, serve_con
         serve_config=serve_config, model_config=model_config, report=report, log=log,
         vllm_version=vllm_version, torch_version=torch_version,
         target=TargetHardware(gpu=gpu, count=gpus, driver=driver, cuda=cuda) or None,
+        offline=offline,
     )

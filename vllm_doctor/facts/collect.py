@@ -47,6 +47,7 @@ class CollectOptions:
     vllm_version: str | None = None         # what-if overrides (Source.USER)
     torch_version: str | None = None
     target: "TargetHardware | None" = None  # --gpu/--gpus/--driver/--cuda (facts/hardware.py)
+    offline: bool = False                    # --offline: never ask the Hugging Face Hub
     probe_machine: bool = True              # False: do not look at this machine (examples, tests)
     environ: Mapping[str, str] | None = None
     # one container of a manifest (serveline.manifest.Target): its serve line and what its
@@ -192,7 +193,9 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
 
         collect_model(facts, options.model_config, model_id, Path.cwd(),
                       lookup_env if lookup_env is not None else {},
-                      use_hf_cache=options.probe_machine or options.manifest_target is not None)
+                      use_hf_cache=options.probe_machine or options.manifest_target is not None,
+                      hub=options.probe_machine or options.manifest_target is not None,
+                      offline=options.offline)
 
     run.step("model", ("model",), model)
 

@@ -1,4 +1,5 @@
-"""The model's Hugging Face ``config.json``, found locally and read as JSON (never the network).
+"""The model's Hugging Face ``config.json``, found locally and read as JSON, or fetched from
+the Hub when the cache lacks it (facts/hub.py).
 
 Where the config comes from, in order:
   1. ``--model-config PATH`` (a config.json or a model directory). Missing or not valid JSON is an
@@ -8,6 +9,9 @@ Where the config comes from, in order:
      ``$XDG_CACHE_HOME/huggingface/hub``, else ``~/.cache/huggingface/hub``, in
      ``models--ORG--NAME/snapshots/<rev>/config.json`` (the snapshot ``refs/main`` names, else
      the newest one that has a config.json).
+  4. the Hugging Face Hub, for an ORG/NAME id the cache lacks (``check`` asks by default;
+     ``--offline`` or ``HF_HUB_OFFLINE`` forbid it): config.json and the small files beside it
+     land in the cache, so the next run reads them there.
 When only the model id is known, hints are inferred from the name (quantization, family) with
 ``Source.INFERRED`` and ``model.inferred = True``; everything else under ``model`` is marked
 missing with how to supply it.
@@ -677,8 +681,9 @@ def infer_from_name(facts: Facts, model_id: str) -> None:
 
 def collect_model(facts: Facts, model_config: Path | None = None, model_id: str | None = None,
                   cwd: Path | None = None, environ: Mapping[str, str] | None = None,
-                  use_hf_cache: bool = True) -> None:
-    """Write model.* from the best config.json available (see the module docstring)."""
+                  use_hf_cache: bool = True, hub: bool = False, offline: bool = False) -> None:
+    """Write model.* from the best config.json available (see the module docstring);
+    ``hub``: ask the Hugging Face Hub for a model id the cache lacks (unless ``offline``)."""
     env = os.environ if environ is None else environ
     base = cwd or Path.cwd()
     if model_id:
@@ -742,9 +747,41 @@ def collect_model(facts: Facts, model_config: Path | None = None, model_id: str 
             read_model_config(facts, path, cfg, f"HF cache {path.parent.name[:12]}")
             return
         where = f"not in the Hugging Face cache ({cache})"
+        if hub:
+            why_not = _from_hub(facts, model_id, cache, env, offline)
+            if why_not is None:
+                return
+            where += f"; {why_not}"
     else:
         where = "the Hugging Face cache was not searched"
     infer_from_name(facts, model_id)
     facts.mark_missing("model", f"config.json of {model_id}: {where}; only hints from the name "
                                 "are known — pass --model-config PATH (a config.json or model "
-                                "directory); the doctor never downloads it")
+                                "directory)")
+
+
+def _from_hub(facts: Facts, model_id: str, cache: Path, environ: Mapping[str, str],
+              offline: bool) -> str | None:
+    """Read the model's config from the Hub (facts/hub.py); None when done, else why not."""
+    from vllm_doctor.facts import hub
+
+    if not hub.looks_like_repo_id(model_id):
+        return "not a Hub model id (ORG/NAME)"
+    reason = hub.offline_reason(environ, offline)
+    if reason is not None:
+        return reason
+    try:
+        model = hub.fetch_model(model_id, cache, environ)
+        cfg = _load_json(model.config_path, explicit=False)
+    except hub.HubUnavailable as err:
+        return str(err)
+    except (OSError, ValueError) as err:
+        return f"config.json from the Hub could not be read: {err}"
+    read_model_config(facts, model.config_path, cfg, model.where)
+    if "model.weights_bytes" not in facts and model.weights_bytes:
+        facts.set("model.weights_bytes", model.weights_bytes, Source.CONFIG,
+                  f"{model.where}: {model.weights_how}")
+    if model.dtypes:
+        facts.set("model.weights_dtypes", sorted(model.dtypes), Source.CONFIG,
+                  f"{model.where}: safetensors headers ({', '.join(f'{k} {v}' for k, v in sorted(model.dtypes.items()))} parameters)")
+    return None

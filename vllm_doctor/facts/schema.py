@@ -34,7 +34,8 @@ SUPPLY_HINTS: dict[str, str] = {
     "gpu": "run on the GPU host, or pass --report collect-env.txt",
     "topology": "run on the GPU host, or pass --report collect-env.txt (its GPU Topology block)",
     "model": "pass --model-config PATH (a config.json or model directory), a local model path "
-    "to `vllm serve`, or have the model in the Hugging Face cache",
+    "to `vllm serve`, have the model in the Hugging Face cache, or let the doctor read it from "
+    "the Hub (not --offline; HF_TOKEN for a gated model)",
     "serve": "pass the serve line: `vllm-doctor check -- vllm serve MODEL ...` or --serve '...'",
     "env": "set the variable in this shell, or pass --report collect-env.txt",
     "log": "pass --log crash.txt",
@@ -130,6 +131,7 @@ FACTS: dict[str, FactSpec] = {
                                    "w8a8-fp8, nvfp4, nvfp4a16, mxfp4, mxfp8, w4a16, w4a8, w8a16, "
                                    "w8a8-int8, mixed, awq, gptq, bnb"),
     "model.weights_bytes": FactSpec("int", "total size of the weights (safetensors index)"),
+    "model.weights_dtypes": FactSpec("list", "dtypes of the safetensors weights (headers)"),
     "model.inferred": FactSpec("bool", "model facts are inferred from the name only"),
     # -- serve arguments (effective values, vLLM defaults filled in) ------------------------
     "serve.argv": FactSpec("list", "the serve arguments as given"),
