@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from vllm_doctor.redact import redact_text
+
 TIMEOUT = 5.0  # seconds per request: a CI runner without network must not wait long
 # the files beside config.json that vLLM (and the doctor's reader) use to build the model
 # config; the index gives the weights' total size
@@ -83,7 +85,8 @@ def fetch_model(repo_id: str, cache: Path, environ: Mapping[str, str],
         raise HubUnavailable(f"huggingface_hub is not installed ({err})") from None
     endpoint = (environ.get("HF_ENDPOINT") or "").rstrip("/") or None
     token = _token(environ)
-    shown = endpoint or "https://huggingface.co"
+    # an endpoint may carry credentials (https://user:pass@mirror): never in a reason
+    shown = redact_text(endpoint or "https://huggingface.co")
     api = HfApi(endpoint=endpoint, token=token or False)
     try:
         info = api.model_info(repo_id, files_metadata=True, timeout=timeout)
@@ -131,4 +134,4 @@ def _dtypes(api, repo_id: str, revision: str, timeout: float) -> dict[str, int]:
 
 def _first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
-    return text[0][:200] if text else type(err).__name__
+    return redact_text(text[0][:200]) if text else type(err).__name__

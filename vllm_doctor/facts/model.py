@@ -95,7 +95,8 @@ class Facts:
         known = self.values.get(path)
         if value is None or (known is not None and not known.inferred):
             return False
-        self.values[path] = Fact(value, Source.INFERRED_FACT, basis, possible)
+        self.values[path] = Fact(redact_strings(value), Source.INFERRED_FACT, redact_text(basis),
+                                 possible)
         self.missing.pop(path, None)
         return True
 
