@@ -421,3 +421,63 @@ def test_terminal_escapes_from_a_model_name_never_reach_the_output(fmt):
 def test_terminal_escapes_in_an_error_line_are_escaped():
     code, _, err = in_process(["check", "--serve", "vllm serve m -tp \x1b[31mx\n::error::y"])
     assert code == 2 and "\x1b" not in err and len(err.strip().splitlines()) == 1
+
+
+# --- bad input is exit 2 with one line, never a crash ------------------------------------------
+
+
+def deep_tree(root: Path, depth: int) -> None:
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        for _ in range(depth):  # relative to a directory descriptor: no path grows past PATH_MAX
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+
+
+def quant_config(tmp_path: Path, qcfg: object) -> str:
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+        "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 32000,
+        "quantization_config": qcfg}))
+    return str(tmp_path / "config.json")
+
+
+@pytest.mark.parametrize("case", ["rules-dir /", "deep rules tree", "integer key", "quant types",
+                                  "quant activations", "60 KB model id", "long model name part"])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, case):
+    import yaml
+
+    argv = ["check", "--serve", "vllm serve m", "-q"]
+    if case == "rules-dir /":
+        repo = repo_with(tmp_path, 'rules-dir = ["/"]\n')
+        monkeypatch.chdir(repo)
+    elif case == "deep rules tree":
+        deep_tree(tmp_path, 1200)
+        argv += ["--rules-dir", str(tmp_path)]
+    elif case == "integer key":
+        rule = yaml.safe_load((ROOT / "rules" / "args" / "ARGS001.yaml").read_text())
+        rule.pop("related", None)
+        rule["fix"][1] = "one"
+        rule["fix"]["zz"] = "mixed with text keys"
+        (tmp_path / "ARGS001.yaml").write_text(yaml.safe_dump(rule))
+        argv += ["--no-default-rules", "--rules-dir", str(tmp_path)]
+    elif case == "quant types":
+        argv += ["--model-config", quant_config(tmp_path, {
+            "quant_method": "compressed-tensors", "config_groups": {"g": {"weights": "x"}}})]
+    elif case == "quant activations":
+        argv += ["--model-config", quant_config(tmp_path, {
+            "quant_method": "compressed-tensors",
+            "config_groups": {"g": {"weights": {"num_bits": 8}, "input_activations": 4}}})]
+    elif case == "60 KB model id":
+        argv = ["check", "--serve", "vllm serve " + "a" * 60_000, "-q"]
+    else:
+        argv = ["check", "--serve", "vllm serve org/" + "a" * 300, "-q"]
+    code, _, err = in_process(argv)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, (code, err[-500:])

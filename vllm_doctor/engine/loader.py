@@ -381,14 +381,61 @@ def _read_rule_data(path: Path) -> tuple[Any, list[str]]:
         where = f"line {mark.line + 1}" if mark else "(yaml)"
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         return None, [f"{path}:{where}: YAML does not parse: {problem}"]
+    bad_key = _non_string_key(data)
+    if bad_key is not None:
+        return None, [f"{path}:{bad_key[0]}: key {bad_key[1]!r} is not text (every key of a rule "
+                      "file is a name)"]
     return data, []
 
 
+def _non_string_key(data: Any) -> tuple[str, Any] | None:
+    """(where, key) of the first mapping key that is not a string (`1: x`, `true: y`), else None."""
+    stack: list[tuple[str, Any]] = [("(top)", data)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if not isinstance(key, str):
+                    return where, key
+                stack.append((key if where == "(top)" else f"{where}.{key}", value))
+        elif isinstance(node, list):
+            stack.extend((f"{where}[{i}]", item) for i, item in enumerate(node))
+    return None
+
+
+# A rules directory is a handful of folders of YAML files; `rules-dir = "/"` or a tree
+# 1200 levels deep is a mistake, refused (exit 2) before it is walked for long.
+MAX_RULES_DEPTH = 16
+MAX_RULES_ENTRIES = 20_000
+
+
 def rule_files(directory: Path) -> list[Path]:
-    return sorted(
-        p for p in directory.rglob("*.y*ml")
-        if p.suffix in (".yaml", ".yml") and not p.name.endswith((".cases.yaml", ".cases.yml"))
-    )
+    """The rule files under ``directory`` (not the cases files), walked without following
+    links, at most ``MAX_RULES_DEPTH`` levels deep and ``MAX_RULES_ENTRIES`` entries."""
+    import os
+
+    found, seen = [], 0
+    stack = [(Path(directory), 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError as err:
+            raise InputError(str(folder), f"cannot read the rule directory: {err.strerror or err}") from None
+        seen += len(entries)
+        if seen > MAX_RULES_ENTRIES:
+            raise InputError(str(directory), f"holds more than {MAX_RULES_ENTRIES:,} files and folders: "
+                                             "name the folder that holds the rule files")
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if depth + 1 > MAX_RULES_DEPTH:
+                    raise InputError(str(directory), f"is nested more than {MAX_RULES_DEPTH} folders "
+                                                     "deep: name the folder that holds the rule files")
+                stack.append((Path(entry.path), depth + 1))
+            elif entry.name.endswith((".yaml", ".yml")) and not entry.name.endswith(
+                    (".cases.yaml", ".cases.yml")) and entry.is_file():
+                found.append(Path(entry.path))
+    return sorted(found)
 
 
 def _compact_rule_data(directory: Path) -> dict[str, Any] | None:

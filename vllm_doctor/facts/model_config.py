@@ -42,6 +42,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from vllm_doctor.errors import InputError
+
+MAX_MODEL_ID = 4096  # PATH_MAX on Linux
 from vllm_doctor.facts.model import Facts, Source
 
 # nested configs holding the language model, in the order they are tried when the model
@@ -314,6 +316,10 @@ def _compressed_tensors_scheme(qcfg: dict) -> str | None:
                 continue
             w = group.get("weights") or {}
             a = group.get("input_activations") or {}
+            for key, part in (("weights", w), ("input_activations", a)):
+                if not isinstance(part, dict):  # compressed-tensors writes a mapping here
+                    raise InputError("config.json", f"quantization_config.config_groups: {key} is "
+                                                    f"{type(part).__name__} {str(part)[:40]!r}, not a mapping")
             schemes.add(_ct_group(w, a))
     schemes.discard(None)
     if len(schemes) == 1:
@@ -712,6 +718,11 @@ def collect_model(facts: Facts, model_config: Path | None = None, model_id: str 
                                     "(`-- vllm serve MODEL ...`)")
         return
 
+    # a Hub id is at most 96 characters, a path at most PATH_MAX with 255-byte names: anything
+    # longer cannot name a model (and the file system would refuse to look it up)
+    if len(model_id) > MAX_MODEL_ID or any(len(part.encode()) > 255 for part in model_id.split("/")):
+        raise InputError("serve line", f"the model is {len(model_id):,} characters long "
+                                       f"({model_id[:40]!r}…): not a model id or a path")
     try:
         local = Path(model_id).expanduser()
     except RuntimeError:  # `~nosuchuser/model`: not a local directory
