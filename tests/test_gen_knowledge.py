@@ -366,10 +366,12 @@ def test_registry(tables):
     reg = tables["registry"]
     llama = reg.get("LlamaForCausalLM", "0.8.0").value
     assert llama == {"module": "llama", "class": "LlamaForCausalLM", "group": "text_generation",
-                     "pp": True, "lora": True, "multimodal": False, "quant": False}
+                     "pp": True, "lora": True, "multimodal": False, "quant": False,
+                     "pooling": False}
     assert reg.get("BertModel", "0.8.0").value["pp"] is False
     llava = reg.get("LlavaForConditionalGeneration", "0.8.0").value
     assert llava["multimodal"] is True and llava["pp"] is True  # supports_pp = True
+    assert llava["modalities"] is None  # no processor registered: not known, never "none"
     qwen3 = reg.get("Qwen3ForCausalLM", "0.10.0").value
     assert qwen3["pp"] is True  # inherited through a vLLM base class
     assert reg.first_release("Qwen3ForCausalLM") == "0.10.0"

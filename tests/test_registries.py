@@ -189,6 +189,40 @@ def test_lora_without_the_model_config_cannot_decide():
     assert verdict("MODEL102", other) == UNDECIDED
 
 
+# -- modalities, pooling, options only multimodal models take ----------------------------
+
+
+def test_modalities_and_pooling_of_the_loaded_architecture():
+    vision = facts_for("vllm serve microsoft/Phi-3.5-vision-instruct", "0.10.0",
+                       model="Phi-3.5-vision-instruct-FP8-dynamic")
+    assert vision.value("release.model_modalities") == ["image"]
+    assert vision.value("release.pooling_model") is False
+    text = facts_for("vllm serve meta-llama/Llama-3.1-8B-Instruct", "0.10.0",
+                     model="Llama-3.1-8B-Instruct")
+    assert text.value("release.model_modalities") == []
+    registry = knowledge.load("registry")
+    assert registry.get("Qwen2VLForConditionalGeneration", "0.10.0").value["modalities"] == [
+        "image", "video"]
+    assert registry.get("BertModel", "0.10.0").value["pooling"] is True
+    assert registry.get("LlamaForCausalLM", "0.10.0").value["pooling"] is False
+
+
+def test_limit_mm_per_prompt_on_a_text_model_until_0_10_0():
+    line = """vllm serve meta-llama/Llama-3.1-8B-Instruct --limit-mm-per-prompt '{"image": 2}'"""
+    old = facts_for(line, "0.10.0", model="Llama-3.1-8B-Instruct")
+    [text] = old.value("release.unmet_requirements")
+    assert text.startswith("--limit-mm-per-prompt on LlamaForCausalLM, which is not multimodal")
+    assert verdict("ARGS104", old) == APPLIES
+    # 0.10.1 ignores the option for a text-only model
+    assert verdict("ARGS104", facts_for(line, "0.10.1", model="Llama-3.1-8B-Instruct")) \
+        == NOT_APPLIES
+    vision = facts_for("""vllm serve microsoft/Phi-3.5-vision-instruct --limit-mm-per-prompt """
+                       """'{"image": 2}'""", "0.10.0", model="Phi-3.5-vision-instruct-FP8-dynamic")
+    assert verdict("ARGS104", vision) == NOT_APPLIES
+    # without the model's config the check cannot be judged
+    assert verdict("ARGS104", facts_for(line, "0.10.0")) == UNDECIDED
+
+
 # -- speculative decoding ----------------------------------------------------------------
 
 EAGLE3 = """--speculative-config '{"method":"eagle3","model":"AngelSlim/Qwen3-32B_eagle3",""" \
@@ -263,6 +297,7 @@ CATALOGUED = {
     "been registered": "ARGS103",
     "TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser": "ARGS104",
     "ValueError: enable_expert_parallel must be True to use EPLB.": "ARGS104",
+    "ValueError: `limit_mm_per_prompt` is only supported for multimodal models.": "ARGS104",
     "ValueError: {*}does not support LoRA yet.": "MODEL102",
     "AssertionError: {*}does not support LoRA yet.": "MODEL102",
     "ValueError: Eagle3 is only supported for Llama models. Got "

@@ -4,7 +4,8 @@ One option needs another, and vLLM refuses the line before loading anything when
 missing. Which releases check it is read from the release itself: the ``if ...: raise``
 whose message carries the check's literal text (``_static.guarded_raises``).
 
-Key: the check's id (below). Value: ``{"file", "function", "condition", "message"}`` (the
+Key: the check's id (below): ``<option>:<option it needs>``, or ``<option>:@multimodal`` for
+an option only a multimodal model takes. Value: ``{"file", "function", "condition", "message"}`` (the
 file relative to the vllm package, the function, the ``if`` test, the raised literal text).
 A release without the key does not make that check.
 """
@@ -27,9 +28,20 @@ CHECKS = {
         "--enable-auto-tool-choice requires --tool-call-parser",
     # config ParallelConfig.__post_init__ / _validate_parallel_config
     "enable-eplb:enable-expert-parallel": "enable_expert_parallel must be True to use EPLB",
+    # ModelConfig._init_multimodal_config: options only a multimodal model takes
+    # ("@multimodal": the architecture vLLM loads is multimodal)
+    "limit-mm-per-prompt:@multimodal":
+        "`limit_mm_per_prompt` is only supported for multimodal models",
+    "mm-processor-kwargs:@multimodal":
+        "`mm_processor_kwargs` is only supported for multimodal models",
+    "disable-mm-preprocessor-cache:@multimodal":
+        "`disable_mm_preprocessor_cache` is only supported for multimodal models",
+    "interleave-mm-strings:@multimodal":
+        "`interleave_mm_strings` is only supported for multimodal models",
 }
 META = {
-    "key": "<option>:<option it requires>, as vLLM checks at start-up",
+    "key": "<option>:<option it requires> (or :@multimodal: the model must be multimodal), "
+           "as vLLM checks at start-up",
     "value": {"file": "file raising the error (relative to the vllm package)",
               "function": "the function", "condition": "the if test guarding the raise",
               "message": "the literal text of the raised message"},

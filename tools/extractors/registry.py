@@ -4,8 +4,12 @@ Source: ``model_executor/models/registry.py`` — the dicts merged into ``_VLLM_
 (architecture -> (module, class)). Each class is followed through its module's imports and
 bases (the resolver of ``tools/gen_pp_support.py``) to the interfaces it declares:
 ``SupportsPP`` (or ``supports_pp = True``), ``SupportsLoRA`` (``supports_lora``),
-``SupportsMultiModal`` (``supports_multimodal``), ``SupportsQuant``. A class that cannot be
-followed statically gives ``null`` for those, never ``false``.
+``SupportsMultiModal`` (``supports_multimodal``), ``SupportsQuant``, ``VllmModelForPooling``
+(``is_pooling_model = True``: ``--runner auto`` picks pooling). A class that cannot be
+followed statically gives ``null`` for those, never ``false``. A multimodal class also gets
+``modalities``: the keys of ``get_supported_mm_limits`` of the processing info its
+``@MULTIMODAL_REGISTRY.register_processor(..., info=...)`` names (followed through bases and
+info builder functions).
 
 Value per architecture::
 
@@ -42,6 +46,11 @@ META = {
         "pp": "the class implements SupportsPP (null: the class could not be followed)",
         "lora": "the class implements SupportsLoRA (null: could not be followed)",
         "quant": "the class implements SupportsQuant (null: could not be followed)",
+        "pooling": "the class is a pooling model (VllmModelForPooling / is_pooling_model = True): "
+                   "runner auto picks pooling for it (null: could not be followed)",
+        "modalities": "multimodal classes: the modalities get_supported_mm_limits of the "
+                      "processing info registered for the class returns (every return "
+                      "merged; null: not a literal, or could not be followed)",
         "@release.transformers_fallback": "an architecture the registry lacks is tried with "
                                           "vLLM's Transformers backend (model_impl auto)",
         "@release.convert_suffixes": "suffixes swapped to find a registered base class to "
@@ -51,7 +60,8 @@ META = {
 }
 INTERFACES = {"pp": ("SupportsPP", "supports_pp"), "lora": ("SupportsLoRA", "supports_lora"),
               "multimodal": ("SupportsMultiModal", "supports_multimodal"),
-              "quant": ("SupportsQuant", None)}
+              "quant": ("SupportsQuant", None),
+              "pooling": ("VllmModelForPooling", "is_pooling_model")}
 
 
 class ReleaseResolver(gen_pp_support.Resolver):
@@ -161,6 +171,80 @@ def _convert_suffixes(release, registry_text: str) -> list[str]:
     return []
 
 
+def _class_and_bases(resolver, mod, cls: ast.ClassDef, depth: int = 0):
+    """The class, then its bases (depth first), as (module, ClassDef)."""
+    yield mod, cls
+    if depth > 12:
+        return
+    for base in cls.bases:
+        found = resolver.lookup_expr(mod, base)
+        if found and found[0] == "class":
+            yield from _class_and_bases(resolver, found[1], found[2], depth + 1)
+
+
+def _mm_limit_keys(resolver, mod, cls: ast.ClassDef) -> list[str] | None:
+    """The keys every ``return {...}`` of ``get_supported_mm_limits`` gives (the class or its
+    nearest base defining it); None when a return is not a literal dict."""
+    for owner_mod, owner in _class_and_bases(resolver, mod, cls):
+        for stmt in owner.body:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == "get_supported_mm_limits":
+                keys: set[str] = set()
+                for node in ast.walk(stmt):
+                    if isinstance(node, ast.Return):
+                        if not isinstance(node.value, ast.Dict) or not all(
+                                isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                for k in node.value.keys):
+                            return None
+                        keys |= {k.value for k in node.value.keys}
+                return sorted(keys)
+    return None
+
+
+def _info_classes(resolver, mod, expr: ast.expr):
+    """The processing-info classes an ``info=`` argument names: a class, or a builder
+    function's returned classes."""
+    found = resolver.lookup_expr(mod, expr)
+    if found and found[0] == "class":
+        return [(found[1], found[2])]
+    if isinstance(expr, ast.Name):  # a builder function of this module
+        for stmt in mod.tree.body:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == expr.id:
+                out = []
+                for node in ast.walk(stmt):
+                    if isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
+                        cls = resolver.lookup_expr(mod, node.value.func)
+                        if not cls or cls[0] != "class":
+                            return None
+                        out.append((cls[1], cls[2]))
+                return out or None
+    return None
+
+
+def modalities(resolver, dotted: str, cls_name: str) -> list[str] | None:
+    """The modalities a multimodal class's registered processing info supports."""
+    mod = resolver.module(dotted)
+    found = resolver.lookup(mod, cls_name) if mod is not None else None
+    if not found or found[0] != "class":
+        return None
+    for owner_mod, owner in _class_and_bases(resolver, found[1], found[2]):
+        for deco in owner.decorator_list:
+            if isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute) \
+                    and deco.func.attr == "register_processor":
+                info = next((k.value for k in deco.keywords if k.arg == "info"),
+                            deco.args[1] if len(deco.args) > 1 else None)
+                classes = _info_classes(resolver, owner_mod, info) if info is not None else None
+                if not classes:
+                    return None
+                keys: set[str] = set()
+                for info_mod, info_cls in classes:
+                    these = _mm_limit_keys(resolver, info_mod, info_cls)
+                    if these is None:
+                        return None
+                    keys |= set(these)
+                return sorted(keys)
+    return None
+
+
 def extract(release) -> dict[str, Any]:
     tree = release.tree(REGISTRY)
     if tree is None:
@@ -182,6 +266,8 @@ def extract(release) -> dict[str, Any]:
             unresolved.append(arch)
         if group == "multimodal":
             value["multimodal"] = True
+        if value["multimodal"]:
+            value["modalities"] = modalities(resolver, dotted, cls)
         out[arch] = value
     if unresolved:
         release.problem(f"{len(unresolved)} classes could not be followed statically "

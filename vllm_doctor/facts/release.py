@@ -587,8 +587,9 @@ def _parsers(facts: Facts, release: str) -> None:
 
 
 def _requirements(facts: Facts, release: str) -> None:
-    """``release.unmet_requirements``: options given without the option the judged release
-    checks they need at start-up (knowledge table ``checks``)."""
+    """``release.unmet_requirements``: options given without what the judged release checks
+    they need at start-up (knowledge table ``checks``): another option, or a multimodal model
+    (``:@multimodal``)."""
     line, _ = _given_words(facts)
     if line is None:
         facts.mark_missing("release.unmet_requirements",
@@ -596,12 +597,29 @@ def _requirements(facts: Facts, release: str) -> None:
         return
     from vllm_doctor import knowledge
 
-    unmet = []
+    unmet, undecided = [], []
     for key, check in knowledge.load("checks").at(release).items():
         option, needed = key.split(":", 1)
-        if line.options.get(option) and not line.options.get(needed):
-            unmet.append(f"--{option} without --{needed}: vLLM {release} refuses it "
-                         f"({check['function']} in {check['file']}: \"{check['message']}\")")
+        if not line.options.get(option):
+            continue
+        if needed == "@multimodal":
+            loaded = _loaded_class(facts, release)
+            if isinstance(loaded, str):
+                undecided.append(f"--{option} needs a multimodal model: {loaded}")
+                continue
+            arch, entry = loaded
+            if entry.get("multimodal"):
+                continue
+            what = f"--{option} on {arch}, which is not multimodal"
+        elif line.options.get(needed):
+            continue
+        else:
+            what = f"--{option} without --{needed}"
+        unmet.append(f"{what}: vLLM {release} refuses it ({check['function']} in "
+                     f"{check['file']}: \"{check['message']}\")")
+    if undecided and not unmet:
+        facts.mark_missing("release.unmet_requirements", "; ".join(undecided))
+        return
     facts.set("release.unmet_requirements", unmet, SOURCE,
               f"the start-up checks of vLLM {release} (knowledge/data/checks.json)")
 
@@ -619,42 +637,64 @@ def _parallel(facts: Facts, release: str) -> None:
               f"ParallelConfig.__post_init__ of vLLM {release} (knowledge/data/parallel.json)")
 
 
-def _lora(facts: Facts, release: str) -> None:
-    """The architecture the judged release would load, and whether it implements LoRA."""
-    paths = ("release.lora_architecture", "release.lora_supported")
+def _loaded_class(facts: Facts, release: str) -> tuple[str, dict[str, Any]] | str:
+    """(architecture, registry entry) of the class the judged release would load — the first
+    of ``model.architectures`` its registry has — or why it is not known."""
     archs = facts.value("model.architectures")
     if not archs:
-        for path in paths:
-            facts.mark_missing(path, "model.architectures is not known: " + (
-                facts.why_missing("model.architectures") or "config.json has none"))
-        return
+        return "model.architectures is not known: " + (
+            facts.why_missing("model.architectures") or "config.json has none")
     line, _ = _given_words(facts)
     impl = line.options.get("model-impl") if line is not None else None
     if impl is not None and str(impl) not in ("auto", "vllm"):
-        for path in paths:
-            facts.mark_missing(path, f"--model-impl {impl}: the class vLLM loads is not the "
-                               "registry's")
-        return
+        return f"--model-impl {impl}: the class vLLM loads is not the registry's"
     from vllm_doctor import knowledge
 
     table = knowledge.load("registry")
-    # vLLM loads the first of config.json's architectures its registry has
     arch = next((a for a in archs if table.get(a, release) is not None), None)
     if arch is None:
-        for path in paths:
-            facts.mark_missing(path, f"vLLM {release} registers none of {', '.join(archs)} "
-                               "(MODEL100/MODEL101 speak about that)")
+        return (f"vLLM {release} registers none of {', '.join(archs)} (MODEL100/MODEL101 speak "
+                "about that)")
+    return arch, table.get(arch, release).value
+
+
+_CLASS_PATHS = ("release.lora_architecture", "release.lora_supported",
+                "release.model_modalities", "release.pooling_model")
+
+
+def _lora(facts: Facts, release: str) -> None:
+    """The architecture the judged release would load: whether it implements LoRA, the
+    modalities its processor takes, whether ``--runner auto`` makes it a pooling model."""
+    loaded = _loaded_class(facts, release)
+    if isinstance(loaded, str):
+        for path in _CLASS_PATHS:
+            facts.mark_missing(path, loaded)
         return
+    arch, entry = loaded
+    where = f"{entry['class']} in model_executor/models/{entry['module']}.py of vLLM {release}"
     facts.set("release.lora_architecture", arch, SOURCE,
               f"first of model.architectures registered in vLLM {release}")
-    entry = table.get(arch, release).value
+    unfollowed = f"{where} could not be followed statically in the release source"
     if entry.get("lora") is None:
-        facts.mark_missing("release.lora_supported", f"{entry['class']} ({entry['module']}) "
-                           "could not be followed statically in the release source")
-        return
-    facts.set("release.lora_supported", bool(entry["lora"]), SOURCE,
-              f"{entry['class']} in model_executor/models/{entry['module']}.py of vLLM {release} "
-              + ("implements" if entry["lora"] else "does not implement") + " SupportsLoRA")
+        facts.mark_missing("release.lora_supported", unfollowed)
+    else:
+        facts.set("release.lora_supported", bool(entry["lora"]), SOURCE, where + (
+            " implements" if entry["lora"] else " does not implement") + " SupportsLoRA")
+    if not entry.get("multimodal"):
+        facts.set("release.model_modalities", [], SOURCE, f"{where}: not multimodal")
+    elif entry.get("modalities") is None:
+        facts.mark_missing("release.model_modalities", f"{where}: its processing info's "
+                           "get_supported_mm_limits could not be read statically")
+    else:
+        facts.set("release.model_modalities", entry["modalities"], SOURCE,
+                  f"{where}: get_supported_mm_limits of its processing info")
+    if entry.get("pooling") is None:
+        facts.mark_missing("release.pooling_model", unfollowed)
+    else:
+        facts.set("release.pooling_model", bool(entry["pooling"]), SOURCE, where + (
+            " is" if entry["pooling"] else " is not") + " a pooling model (VllmModelForPooling):"
+            " --runner auto " + ("serves it as pooling" if entry["pooling"] else
+                                 "generates unless the architecture's suffix converts it"))
 
 
 _SPEC_PATHS = ("release.unknown_spec_methods", "release.spec_target_refused")

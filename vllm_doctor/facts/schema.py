@@ -237,11 +237,18 @@ FACTS: dict[str, FactSpec] = {
         "start-up: the parsers it has and the first release with the name"),
     "release.unmet_requirements": FactSpec(
         "list", "options given without the option the judged release checks they need "
-        "(--enable-eplb without --enable-expert-parallel ...)"),
+        "(--enable-eplb without --enable-expert-parallel ...) or a multimodal model "
+        "(--limit-mm-per-prompt on a text-only one before 0.10.1)"),
     "release.lora_architecture": FactSpec(
         "str", "the model architecture the judged release would load (first registered one)"),
     "release.lora_supported": FactSpec(
         "bool", "that architecture's class implements SupportsLoRA in the judged release"),
+    "release.model_modalities": FactSpec(
+        "list", "modalities the loaded architecture's processor takes in the judged release "
+        "(empty: not multimodal)"),
+    "release.pooling_model": FactSpec(
+        "bool", "the loaded architecture's class is a pooling model in the judged release "
+        "(--runner auto serves it as pooling)"),
     "release.unknown_spec_methods": FactSpec(
         "list", "a speculative_config.method the judged release refuses: the methods it has and "
         "the first release with the requested one"),
