@@ -574,6 +574,17 @@ def _runs_vllm(words: list[str]) -> bool:
         any(w == "-m" and nxt.startswith("vllm") for w, nxt in zip(words, words[1:]))
 
 
+def entrypoint(given: list[str] | None, image: Any, args: list[str] | None) -> list[str] | None:
+    """The command the arguments follow: the one the file gives, else the official image's
+    (``vllm serve``), else none when the arguments run vLLM themselves; None when the
+    container does not run vLLM."""
+    if given is not None:
+        return given
+    if is_vllm_image(image):
+        return list(IMAGE_ENTRYPOINT)
+    return [] if args and _runs_vllm(args) else None
+
+
 def resolve_command(words: list[str], env: dict[str, Placed], refs: _Refs) -> list[str] | None:
     """The vLLM command in a container's command words (through ``sh -c`` scripts), with the
     references settled or marked; None when the command does not run vLLM."""
@@ -683,27 +694,16 @@ def _container(name: str, label: str, pod: dict, container: dict,
     command, args = _words(container.get("command")), _words(container.get("args"))
     image = container.get("image")
     env = _env_list(container.get("env"))
+    command = entrypoint(command, image, args)
     if command is None:
-        if is_vllm_image(image):
-            command = list(IMAGE_ENTRYPOINT)
-        elif args and _runs_vllm(args):
-            command = []
-        else:
-            return None
+        return None
     refs = _Refs()
     words = [expand_kubernetes(w, env, refs) for w in command + (args or [])]
-    resolved = resolve_command(words, env, refs)
-    if resolved is None:
+    target = _new_target(name, str(label.split("/")[0]),
+                         f"{label} container {container.get('name') or '?'}", container,
+                         container.line, ("command", "args"), words, env, refs)
+    if target is None:
         return None
-    kept, unresolved = drop_unresolved(resolved, refs)
-    cname = container.get("name") or "?"
-    target = Target(name, str(label.split("/")[0]), f"{label} container {cname}",
-                    container.line, kept, unresolved=unresolved)
-    target.command_line = min([_line(container, k) for k in ("command", "args")
-                               if k in container] or [container.line])
-    if image:
-        target.image = Placed(str(image), _line(container, "image"), "image")
-    target.env = env
     if container.get("envFrom"):
         target.env_elsewhere = ("the container also takes variables from envFrom (a "
                                 "ConfigMap or Secret) the manifest does not show")
@@ -711,6 +711,22 @@ def _container(name: str, label: str, pod: dict, container: dict,
     target.nodes = nodes
     _k8s_product(target, pod)
     _k8s_shm(target, pod, container)
+    return target
+
+
+def _new_target(file: str, kind: str, name: str, node: dict, line: int,
+                command_keys: tuple[str, ...], words: list[str], env: dict[str, Placed],
+                refs: _Refs) -> Target | None:
+    """The target of a container or service (its mapping ``node``) whose command is
+    ``words``; None when that command does not run vLLM."""
+    resolved = resolve_command(words, env, refs)
+    if resolved is None:
+        return None
+    kept, unresolved = drop_unresolved(resolved, refs)
+    target = Target(file, kind, name, line, kept, unresolved=unresolved, env=env)
+    target.command_line = min([_line(node, k) for k in command_keys if k in node] or [line])
+    if node.get("image"):
+        target.image = Placed(str(node["image"]), _line(node, "image"), "image")
     return target
 
 
@@ -834,26 +850,16 @@ def _compose(name: str, doc: dict) -> Iterator[Target]:
         env = _compose_env(service.get("environment"), refs)
         entry = _compose_words(service.get("entrypoint"), refs)
         command = _compose_words(service.get("command"), refs)
+        entry = entrypoint(entry, image, command)
         if entry is None:
-            if is_vllm_image(image):
-                entry = list(IMAGE_ENTRYPOINT)
-            elif command and _runs_vllm(command):
-                entry = []
-            else:
-                continue
+            continue
         # the container's shell sees the compose-time result: `$$VAR` is its variable
         words = entry + (command or [])
-        resolved = resolve_command(words, env, refs)
-        if resolved is None:
+        target = _new_target(name, "compose service", f"compose service {service_name}",
+                             service, _line(services, service_name), ("entrypoint", "command"),
+                             words, env, refs)
+        if target is None:
             continue
-        kept, unresolved = drop_unresolved(resolved, refs)
-        target = Target(name, "compose service", f"compose service {service_name}",
-                        _line(services, service_name), kept, unresolved=unresolved)
-        target.command_line = min([_line(service, k) for k in ("entrypoint", "command")
-                                   if k in service] or [target.line])
-        if image:
-            target.image = Placed(str(image), _line(service, "image"), "image")
-        target.env = env
         if service.get("env_file"):
             target.env_elsewhere = "the service also reads an env_file the check does not open"
         _compose_gpus(target, service)
