@@ -275,6 +275,8 @@ def run_check(
 def manifest_targets(options: "CollectOptions") -> list:
     """The containers that run vLLM in --manifest, or in a --serve-config that is a manifest;
     [] for a serve line. A YAML that is neither a serve config nor a manifest is bad input."""
+    if not options.manifest and not options.serve_config:
+        return []  # a serve line: the manifest reader is not even imported
     from vllm_doctor.serveline import manifest
 
     if options.manifest:

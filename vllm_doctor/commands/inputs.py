@@ -10,7 +10,8 @@ from pathlib import Path
 import typer
 
 SERVE = typer.Option(None, "--serve", help='The serve line as one string: "vllm serve MODEL ...".')
-SERVE_CONFIG = typer.Option(None, "--serve-config", help="A vLLM serve config file (YAML).")
+SERVE_CONFIG = typer.Option(None, "--serve-config", help="A vLLM serve config file (YAML); a "
+                            "manifest given here is read as --manifest.")
 MANIFEST = typer.Option(
     None, "--manifest", help="A Kubernetes manifest (multi-document YAML: helm template, kubectl "
     "-o yaml), docker-compose file or Dockerfile, or - for standard input: each container "
