@@ -377,15 +377,33 @@ def hook_option(path: str) -> str | None:
         return "--manifest"  # `check` names what is wrong with it
     if is_dockerfile(path, text) or _MANIFEST_KEYS.search(text):
         return "--manifest" if _MENTIONS_VLLM.search(text) else None
-    return "--serve-config" if SERVE_CONFIG_NAME.search(path.replace(os.sep, "/")) else None
+    if SERVE_CONFIG_NAME.search(path.replace(os.sep, "/")):
+        return "--serve-config"
+    return "--serve-config" if _has_serve_option(text) else None
+
+
+def _has_serve_option(text: str) -> bool:
+    from vllm_doctor import yaml_io
+
+    try:
+        return is_serve_config(yaml_io.safe_load(text))
+    except yaml_io.YAMLError:
+        return False
+
+
+def is_serve_config(data: Any) -> bool:
+    """A YAML mapping with a vLLM option (or ``model``) among its keys: a serve config, whatever
+    the file is called."""
+    from vllm_doctor import serve_args
+
+    return isinstance(data, dict) and any(
+        key == "model" or serve_args.option_spec("--" + str(key)) for key in data)
 
 
 def serve_config_is_manifest(path: Path) -> bool:
     """Whether a --serve-config file is a manifest (then each of its vLLM containers is
     checked); InputError when it is neither a manifest nor a serve config (a YAML mapping
     with no key that is a vLLM option)."""
-    from vllm_doctor import serve_args
-
     name = str(path)
     if is_dockerfile(name, "") and os.path.basename(name).lower().startswith(
             ("dockerfile", "containerfile")):
@@ -396,8 +414,7 @@ def serve_config_is_manifest(path: Path) -> bool:
     if len(docs) > 1 or any(is_manifest(doc) for doc in docs):
         return True
     doc = docs[0] if docs else None
-    if isinstance(doc, dict) and doc and not any(
-            key == "model" or serve_args.option_spec("--" + str(key)) for key in doc):
+    if isinstance(doc, dict) and doc and not is_serve_config(doc):
         raise InputError(name, "neither a vLLM serve config (none of its keys is a vLLM "
                                "option) nor a manifest (no apiVersion/kind, no services)")
     return False
