@@ -504,3 +504,69 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, case):
             remove_deep_tree(tmp_path)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, (code, err[-500:])
+
+
+# --- probes: the run directory, a reader that leaves, no GPU, an empty format -------------------
+
+
+def test_a_probe_dir_that_is_a_link_or_open_to_others_is_refused(tmp_path):
+    from vllm_doctor.errors import InputError
+    from vllm_doctor.probes.runner import private_dir
+
+    victim = tmp_path / "victim"
+    victim.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(victim)
+    with pytest.raises(InputError, match="symbolic link"):
+        private_dir(link)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(InputError, match="written by others"):
+        private_dir(shared)
+    made = private_dir(tmp_path / "new" / "run")
+    assert made.is_dir() and (made.stat().st_mode & 0o777) == 0o700
+    env_run = run_cli("probe", "selftest-ok", "--device", "cpu", env={"VLLM_DOCTOR_PROBE_DIR": str(link)})
+    assert "symbolic link" in one_line_exit_2(env_run)
+    assert not list(victim.iterdir())  # nothing was written through the link
+
+
+def test_a_stuck_probe_stops_when_stdout_closes(tmp_path):
+    from vllm_doctor.probes.runner import _pid_alive
+
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen([console("vllm-doctor"), "probe", "selftest-sleep", "--device", "cpu",
+                             "--tp", "1", "--timeout", "600"], stdout=write_end,
+                            stderr=subprocess.DEVNULL, env={**os.environ, "VLLM_DOCTOR_PROBE_DIR": str(tmp_path / "run")})
+    os.close(write_end)
+    events = tmp_path / "run"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(events.glob("events.rank0*.jsonl")):
+        time.sleep(0.2)
+    time.sleep(2)  # the worker is asleep in its probe
+    os.close(read_end)  # the reader leaves (`| head -1` that got its line)
+    try:
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    pids = [int(p) for p in (events / "pids").read_text().split()]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_pid_alive(p) for p in pids):
+        time.sleep(0.1)
+    assert not [p for p in pids if _pid_alive(p)]
+
+
+def test_cuda_visible_devices_without_a_gpu_does_not_choose_cuda():
+    import json
+
+    if os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version"):
+        pytest.skip("an NVIDIA driver is loaded here")
+    run = run_cli("probe", "selftest-ok", "--format", "json", env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["device"] == "cpu"
+
+
+@pytest.mark.parametrize("argv", [["check", "--serve", "vllm serve m"], ["explain", "MODEL001"]])
+def test_an_empty_format_is_refused(argv):
+    code, _, err = in_process([*argv, "-f", ""])
+    assert code == 2 and "unknown format ''" in err

@@ -463,7 +463,7 @@ def register(app: typer.Typer) -> None:
         options.manifest = manifest
         default_rules = not no_default_rules and settings.default_rules is not False
         raise typer.Exit(run_check(
-            options, fmt=fmt or settings.format or "text",
+            options, fmt=fmt if fmt is not None else settings.format or "text",  # -f '' is refused
             fail_on=fail_on or settings.fail_on or "error",
             select=inputs.split_commas(select) or settings.select,
             ignore=inputs.split_commas(ignore) or settings.ignore,

@@ -188,6 +188,8 @@ def register(app: typer.Typer) -> None:
         rules_dir: Optional[List[Path]] = typer.Option(None, "--rules-dir", help="Rule directory to use."),
     ) -> None:
         """Print a rule's document, or name the known failure behind a crash log."""
+        if fmt not in LOG_FORMATS:
+            raise InputError("--format", f"unknown format {fmt!r} (one of {', '.join(LOG_FORMATS)})")
         dirs = list(rules_dir) if rules_dir else None
         if log is not None:
             raise typer.Exit(explain_log(log, dirs, fmt, vllm_version))

@@ -206,8 +206,8 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
         serve = parse_serve(serve_tokens) if serve_tokens else {"model": None, "tp": None}
         count, gpu_names, topology = gpu_survey()
         defaulted = device is None
-        if device is None:
-            device = "cuda" if count else "cpu"
+        if device is None:  # CUDA_VISIBLE_DEVICES alone is no GPU: NVML or a driver must be there
+            device = "cuda" if count and (topology is not None or nvidia_driver_present()) else "cpu"
         if device not in ("cuda", "cpu"):
             raise InputError("--device", f"unknown device {device!r} (cuda or cpu)")
         if device == "cuda" and (count == 0 or (count is None and not nvidia_driver_present())):

@@ -34,6 +34,7 @@ import math
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -183,6 +184,50 @@ class _Interrupted(KeyboardInterrupt):
     pass
 
 
+def private_dir(path: Path) -> Path:
+    """A run directory given by the user (``VLLM_DOCTOR_PROBE_DIR``): created here with mode
+    0700, or one that exists only when it is a real directory (not a link) of this user that
+    nobody else may write to: the workers' logs and events are written in it, and a link or
+    another user's directory could redirect them onto any file."""
+    source = "VLLM_DOCTOR_PROBE_DIR"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700)  # exclusive: fails on anything already there, a link included
+        return path
+    except FileExistsError:
+        pass
+    except OSError as err:
+        raise InputError(source, f"cannot create {path}: {err.strerror or err}") from None
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        raise InputError(source, f"{path} is a symbolic link: give a real directory")
+    if not stat.S_ISDIR(info.st_mode):
+        raise InputError(source, f"{path} is not a directory")
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise InputError(source, f"{path} belongs to another user: give a directory of your own")
+    if info.st_mode & 0o022:
+        raise InputError(source, f"{path} may be written by others (mode {stat.S_IMODE(info.st_mode):o}): "
+                                 "chmod go-w, or give a private directory")
+    return path
+
+
+def stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe or socket whose reader has left (`vllm-doctor probe | head -1`,
+    a CI step cancelled): the probes' results would go nowhere, so the run stops."""
+    try:
+        fd = sys.stdout.fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, ValueError, OSError):
+        return False
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        return False
+    import select
+
+    poller = select.poll()
+    poller.register(fd, 0)  # POLLERR and POLLHUP are always reported
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
 class Runner:
     def __init__(self, names: list[str] | None, tp: int, device: str, timeout: float,
                  model: dict | None = None, on_update: UpdateFn | None = None,
@@ -220,8 +265,8 @@ class Runner:
         if run_dir is None and os.environ.get("VLLM_DOCTOR_PROBE_DIR"):  # keep logs and events here
             run_dir = os.environ["VLLM_DOCTOR_PROBE_DIR"]
         self.keep_dir = run_dir is not None or os.environ.get("VLLM_DOCTOR_PROBE_KEEP") == "1"
-        self.run_dir = Path(run_dir) if run_dir else Path(tempfile.mkdtemp(prefix="vllm-doctor-probe-"))
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir = private_dir(Path(run_dir)) if run_dir else Path(
+            tempfile.mkdtemp(prefix="vllm-doctor-probe-"))
         self.states = {s.name: _ProbeState(s) for s in self.specs}
         self.procs: list[_Proc] = []
         self.group: list[_Proc] = []
@@ -593,7 +638,12 @@ class Runner:
         return [r for r in out if r is not None]
 
     def _loop(self) -> None:
+        next_stdout_check = 0.0
         while True:
+            if time.monotonic() >= next_stdout_check:
+                if stdout_reader_gone():
+                    raise BrokenPipeError("stdout closed: the reader of the results left")
+                next_stdout_check = time.monotonic() + 0.5
             for proc in list(self.procs):
                 if not proc.exit_seen:
                     self._pump(proc)
