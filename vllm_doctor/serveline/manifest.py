@@ -379,16 +379,8 @@ def hook_option(path: str) -> str | None:
         return "--manifest" if _MENTIONS_VLLM.search(text) else None
     if SERVE_CONFIG_NAME.search(path.replace(os.sep, "/")):
         return "--serve-config"
-    return "--serve-config" if _has_serve_option(text) else None
-
-
-def _has_serve_option(text: str) -> bool:
-    from vllm_doctor import yaml_io
-
-    try:
-        return is_serve_config(yaml_io.safe_load(text))
-    except yaml_io.YAMLError:
-        return False
+    # a file the hook's own pattern does not select was chosen by the repository's `files:`
+    return None if path.endswith((".yaml", ".yml")) else "--serve-config"
 
 
 def is_serve_config(data: Any) -> bool:
