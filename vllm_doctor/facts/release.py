@@ -836,6 +836,11 @@ def _supported_dtypes(capability: int, model_type: str) -> list[str]:
 def _effective_dtype(facts: Facts, release: str) -> None:
     """release.effective_dtype: the dtype vLLM ``release`` computes in for this serve line."""
     path = "release.effective_dtype"
+    ours = Version(release)
+    facts.set("release.auto_dtype_fallback", ours >= _FALLBACK_FROM, SOURCE,
+              f"vLLM {release}: --dtype auto " + ("falls back from a dtype the GPU lacks (PR "
+                                                  "17265, 0.9.0)" if ours >= _FALLBACK_FROM
+                                                  else "keeps the checkpoint's dtype"))
     given = str(facts.value("serve.dtype") or "auto").lower()
     if given != "auto":
         if given in _DTYPE_NAMES:
@@ -848,7 +853,6 @@ def _effective_dtype(facts: Facts, release: str) -> None:
             facts.why_missing("model.dtype") or f"model.dtype {checkpoint!r} is not known"))
         return
     model_type = str(facts.value("model.text_model_type") or facts.value("model.model_type") or "")
-    ours = Version(release)
     if ours < _FALLBACK_FROM:
         gemma = model_type in ("gemma2", "gemma3", "gemma3_text")
         value = ("bfloat16" if gemma else "float16") if config == "float32" else config

@@ -271,6 +271,9 @@ FACTS: dict[str, FactSpec] = {
         "str", "the dtype the judged release computes in: --dtype, or for auto the "
         "checkpoint's as that release resolves it on this GPU (float32 → float16/bfloat16; "
         "from 0.9.1 a dtype the GPU lacks falls back)"),
+    "release.auto_dtype_fallback": FactSpec(
+        "bool", "with --dtype auto the judged release falls back from a dtype the GPU lacks "
+        "(0.9.0 on, PR 17265) instead of failing at worker start"),
     "release.cuda_major": FactSpec("int", "CUDA major version the judged release's compiled "
                                    "extensions link against"),
     # -- what the judged release itself says (generated knowledge; facts/release_kernels.py)
