@@ -52,7 +52,8 @@ def facts_for_release(facts: Facts, release: str) -> Facts:
     copy.drop_area("release")
     copy.set("vllm.version", release, Source.USER, SOURCE_DETAIL)
     infer_stack(copy)
-    compute_derived(copy)
+    # of the derived facts only this one follows the version (through the torch it pins)
+    compute_derived(copy, only=("derived.driver_supports_torch_cuda",))
     collect_release(copy)
     collect_release_kernels(copy)
     return copy

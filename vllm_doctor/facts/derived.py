@@ -211,13 +211,16 @@ def _free_below(facts: Facts) -> tuple[bool, str]:
     return False, f"every GPU has at least total × {util} free ({uwhy})"
 
 
-def compute_derived(facts: Facts) -> None:
-    """Set (or mark missing) every derived.* fact from the facts collected so far."""
-    for path in DERIVED_PATHS:
+def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
+    """Set (or mark missing) every derived.* fact from the facts collected so far (``only``:
+    just these, the others kept as they are)."""
+    for path in DERIVED_PATHS if only is None else only:
         facts.values.pop(path, None)
         facts.missing.pop(path, None)
 
     def attempt(path: str, fn: Any) -> Any:
+        if only is not None and path not in only:
+            return facts.value(path)
         try:
             value, how = fn()
         except _Missing as miss:

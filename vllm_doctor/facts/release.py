@@ -226,17 +226,26 @@ def _same_answer(here, there, release: str, upper: str) -> bool:
 # -- options ----------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=8)
+def _parsed(argv: tuple[str, ...]):
+    """The serve line parsed once (the release facts of every covered release read it when
+    the version is unknown); None when it does not parse. Read it, never change it."""
+    from vllm_doctor.errors import InputError
+    from vllm_doctor.serve_args import parse_serve_argv
+
+    try:
+        return parse_serve_argv(list(argv))
+    except InputError:
+        return None
+
+
 def _given_words(facts: Facts):
     """(ServeLine, {option word as written -> normalised option name or None if unknown})."""
     argv = facts.value("serve.argv")
     if not argv:
         return None, {}
-    from vllm_doctor.errors import InputError
-    from vllm_doctor.serve_args import parse_serve_argv
-
-    try:
-        line = parse_serve_argv(list(argv))
-    except InputError:
+    line = _parsed(tuple(str(word) for word in argv))
+    if line is None:
         return None, {}
     words: dict[str, str | None] = {}
     for name, raw in line.given.items():

@@ -64,6 +64,7 @@ class Table:
         self.releases: list[str] = list(data.get("releases") or [])
         self._index = {r: i for i, r in enumerate(self.releases)}
         self._entries: dict[str, list[dict[str, Any]]] = data.get("entries") or {}
+        self._at: dict[str, dict[str, Any]] = {}
 
     def __contains__(self, key: str) -> bool:
         return key in self._entries
@@ -91,9 +92,14 @@ class Table:
         return None
 
     def at(self, release: str) -> dict[str, Any]:
-        """Every key present in ``release`` with its value there."""
+        """Every key present in ``release`` with its value there (computed once per release:
+        a check judged over every covered release asks again; do not modify it)."""
+        cached = self._at.get(release)
+        if cached is not None:
+            return cached
         index = self._index[release]
-        out = {}
+        out: dict[str, Any] = {}
+        self._at[release] = out
         for key, entries in self._entries.items():
             for entry in entries:
                 if self._covers(entry, index):
