@@ -115,6 +115,13 @@ def test_a_line_the_doctor_cannot_read_is_not_started_unless_no_gate(machine):
     assert "--no-gate: the check did not finish" in escaped.stderr
 
 
+def test_a_serve_option_before_the_double_dash_says_where_it_belongs(machine):
+    misplaced = run(["vllm-doctor", "serve", "--tensor-parallel-size", "2", MODEL], machine)
+    assert misplaced.returncode == 2 and started(machine) is None
+    assert misplaced.stderr.startswith("vllm-doctor: --tensor-parallel-size is a `vllm serve` option: "
+                                       "put the serve line after `--`")
+
+
 def test_secrets_on_the_line_stay_out_of_the_doctors_messages(machine):
     passed = run(["vllm-doctor", "serve", "--", *line(1), "--api-key", "sk-live-0123456789"], machine)
     assert passed.returncode == 0, passed.stderr

@@ -40,7 +40,7 @@ def check_argv(params: typer.Context, argv: list[str]) -> list[str]:
     words = ["check", "-q"] if not params.params.get("verbose") else ["check"]
     for param in params.command.params:
         value = params.params.get(param.name)
-        if param.name in ("tokens", "no_gate", "verbose") or value is None or value == ():
+        if param.name in ("serve_tokens", "no_gate", "verbose") or value is None or value == ():
             continue
         if param.is_flag and param.secondary_opts:  # --strict/--no-strict: either was given
             words.append(param.opts[0] if value else param.secondary_opts[0])
@@ -76,7 +76,7 @@ def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve(
         ctx: typer.Context,
-        tokens: Optional[List[str]] = typer.Argument(
+        serve_tokens: Optional[List[str]] = typer.Argument(
             None, metavar="-- MODEL [VLLM SERVE ARGS ...]",
             help="The arguments of `vllm serve`, after `--`."),
         model_config: Optional[Path] = inputs.MODEL_CONFIG,
@@ -101,7 +101,7 @@ def register(app: typer.Typer) -> None:
         """Check the serve line, then start `vllm serve` with it only when the gate passes."""
         from vllm_doctor.redact import redact_words, shell_words
 
-        argv = vllm_argv(list(tokens or []))
+        argv = vllm_argv(list(serve_tokens or []))
         shown = shell_words(redact_words(argv))  # an --api-key on the line stays out of the log
         if no_gate:
             try:
