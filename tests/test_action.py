@@ -4,7 +4,8 @@ A checkout of this repository is copied under another name, as the runner lays o
 actions a workflow uses (``_actions/<owner>/<name>/<ref>``), and becomes
 ``${{ github.action_path }}``. Each `run` step is written to a file and executed with
 ``bash --noprofile --norc -eo pipefail FILE`` in the workspace, with its own GITHUB_OUTPUT file
-and the job's GITHUB_STEP_SUMMARY, GITHUB_WORKSPACE and RUNNER_TEMP; a step's `if:` is
+and the job's GITHUB_STEP_SUMMARY, GITHUB_WORKSPACE, GITHUB_WORKFLOW_REF (a workflow file in the
+workspace that uses the action with the test's inputs) and RUNNER_TEMP; a step's `if:` is
 evaluated (``always()``, ``==``/``!=``/``<=`` with the expression language's coercion to
 numbers), and a step without one runs only while every step before it succeeded. The `uses`
 step (the SARIF upload) cannot run here: the test checks whether it would run, what it would
@@ -148,6 +149,14 @@ def run_job(workspace: Path, action_path: Path, prefix: Path, **given: str) -> J
     summary = temp / "step-summary.md"
     summary.write_text("")
     env = runner_env(prefix, workspace, temp, summary)
+    # the workflow that uses the action, as its author wrote it (the runner names it)
+    workflow = workspace / ".github" / "workflows" / "preflight.yml"
+    workflow.parent.mkdir(parents=True, exist_ok=True)
+    workflow.write_text(yaml.safe_dump({"on": "pull_request", "jobs": {"gate": {
+        "runs-on": "ubuntu-latest", "permissions": {"security-events": "write"},
+        "steps": [{"uses": "actions/checkout@v7"}, {"uses": "acme/preflight-gate@v1", "with": given}]}}},
+        sort_keys=False, width=1000))
+    env["GITHUB_WORKFLOW_REF"] = "acme/app/.github/workflows/preflight.yml@refs/pull/7/merge"
     context = Context(inputs, action_path, workspace)
     job = Job()
     for number, spec in enumerate(ACTION["runs"]["steps"]):
@@ -281,6 +290,23 @@ def test_a_finding_fails_the_job_with_the_doctor_installed_from_the_action_path(
     assert "::error file=deploy/serve.yaml,line=3,title=MODEL001" in job.step("Run the gate").stdout
     assert "## vllm-doctor report" in job.summary and "MODEL001" in job.summary
     assert job.upload == {"sarif_file": "vllm-doctor.sarif", "category": "vllm-doctor"}
+
+
+def test_a_serve_line_in_the_workflow_is_located_there(tmp_path, action_path):
+    repo, prefix = workspace(tmp_path / "repo", "failing"), tmp_path / "prefix"
+    args = ("--model-config model --report collect-env.txt "
+            "--serve 'vllm serve nvidia/diffusiongemma-26B-A4B-IT-NVFP4 -tp 2'")
+    job = run_job(repo, action_path, prefix, args=args, **{"pip-args": pip_args(prefix)})
+    assert job.outputs["gate"]["exit-code"] == "1" and job.failed
+    workflow = (repo / ".github" / "workflows" / "preflight.yml").read_text().splitlines()
+    args_line = next(n for n, text in enumerate(workflow, 1) if "-tp 2" in text)
+    sarif = json.loads((repo / "vllm-doctor.sarif").read_text())
+    (model001,) = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "MODEL001"]
+    assert model001["locations"][0]["physicalLocation"] == {
+        "artifactLocation": {"uri": ".github/workflows/preflight.yml", "uriBaseId": "%SRCROOT%"},
+        "region": {"startLine": args_line}}
+    assert (f"::error file=.github/workflows/preflight.yml,line={args_line},title=MODEL001"
+            in job.step("Run the gate").stdout)
 
 
 def test_a_clean_serve_config_passes_the_job(tmp_path, action_path):
