@@ -89,6 +89,51 @@ def _suggestions(doc, facts) -> None:
             doc.suggestions[finding.rule.code] = out
 
 
+def judge(options: "CollectOptions", rules):
+    """One serve line judged in-process by ``rules`` (no ignores, no probes): the document."""
+    return _judge(options, rules=rules, loaded=rules, entries=[], fail_on="error",
+                  strict=False, warnings=[], example=None, probe=False, probe_timeout=0.0,
+                  settings=None)
+
+
+def _verify_commands(doc, facts, rules) -> None:
+    """Every command the document prints passes the rules with the same facts: a corrected
+    command that would itself draw an error on this machine (``--tensor-parallel-size 2`` kept
+    for a one-GPU report) is withheld from the suggestions, and marked in the evidence, with
+    the rules it would still fail."""
+    from vllm_doctor.engine.evaluate import APPLIES, evaluate_rules
+    from vllm_doctor.facts.collect import with_serve_line
+
+    verdicts: dict[str, list[str]] = {}
+
+    def still_failing(command: str) -> list[str]:
+        if command not in verdicts:
+            try:
+                other = with_serve_line(facts, shlex.split(command))
+            except (InputError, ValueError) as err:
+                verdicts[command] = [f"bad input ({err})"]
+            else:
+                verdicts[command] = sorted({
+                    f.rule.code for f in evaluate_rules(rules, other)
+                    if f.verdict == APPLIES and f.rule.severity == "error"})
+        return verdicts[command]
+
+    for suggestions in doc.suggestions.values():
+        for suggestion in suggestions:
+            failing = still_failing(suggestion.command) if suggestion.command else []
+            if failing:
+                suggestion.title += (" (the edited command is not shown: with these facts it "
+                                     f"would still draw {', '.join(failing)})")
+                suggestion.command = None
+    for finding in doc.applies:
+        for evidence in finding.evidence:
+            if evidence.path == "release.corrected_command" and isinstance(evidence.value, str):
+                failing = still_failing(evidence.value)
+                if failing:
+                    evidence.value += (f"  (not ready to run: with these facts it would still "
+                                       f"draw {', '.join(failing)})")
+
+
 def _attach_probes(doc, facts, findings, tp: int | None, device: str, timeout: float) -> None:
     """Run the probes linked to applicable/undecided findings and fold their results in, each
     with its joined verdicts (probes.verdict): the mechanism here joined with the fix state of
@@ -345,6 +390,7 @@ def _judge(options: "CollectOptions", rules, loaded, entries, fail_on: str, stri
         doc.notes.append(f"bundled example {example!r}: facts come from its files, not this machine")
     with step("suggested commands"):
         _suggestions(doc, facts)
+        _verify_commands(doc, facts, rules)
     if probe and options.manifest_target is not None:
         doc.notes.append("--probe: not run for a manifest — probes confirm a failure on the "
                          "machine they run on; run `vllm-doctor probe` on the node")

@@ -241,3 +241,27 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
 
     run.step("release kernels", ("release.quant", "release.attention"), release_kernels)
     return facts
+
+
+def with_serve_line(facts: Facts, argv: list[str]) -> Facts:
+    """The same facts for another serve line (a corrected command): the machine, report and
+    model facts kept, the serve line's own facts and everything computed from them (derived,
+    release) recomputed. InputError when the line itself is bad input."""
+    from vllm_doctor import serve_args
+    from vllm_doctor.facts import derived
+    from vllm_doctor.facts.release import collect_release, judged_between_releases
+    from vllm_doctor.facts.release_kernels import collect_release_kernels
+
+    line = serve_args.parse_serve_argv(list(argv))
+    other = Facts.from_dict(facts.to_dict())
+    for area in ("serve", "derived", "release"):
+        other.drop_area(area)
+    for path, fact in list(other.area("env")):
+        if fact.source == Source.SERVE:  # KEY=VALUE words in front of the old command
+            other.values.pop(path, None)
+    line.to_facts(other, Source.SERVE, _env_from_facts(other))
+    derived.compute_derived(other)
+    judged_between_releases(other, collect_release)
+    judged_between_releases(other, collect_release_kernels)
+    return other
+
