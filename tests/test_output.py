@@ -94,10 +94,11 @@ def test_piped_text_is_not_hard_wrapped_and_findings_come_first():
     lines = run.stdout.splitlines()
     assert lines[0].startswith("[✗] Known failures")
     assert lines[1].startswith("  ✗ MODEL001")
-    # the corrected command is one line, whatever its length
-    commands = [line.strip() for line in lines if line.strip().startswith("vllm serve ")]
-    assert "vllm serve nvidia/diffusiongemma-26B-A4B-IT-NVFP4 --tensor-parallel-size 1 " \
-           "--max-model-len 8192 --gpu-memory-utilization 0.92" in commands
+    # a workaround is one line, whatever its length; its edited command (TP 1) is withheld:
+    # on these 16 GiB GPUs it would itself be a MEM003 error
+    [tp1] = [line for line in lines if "Serve DiffusionGemma on one GPU" in line]
+    assert "the edited command is not shown: with these facts it would still draw MEM003" in tp1
+    assert not any("--tensor-parallel-size 1" in line for line in lines)
     assert max(len(line) for line in lines) > 100  # long lines stay long
     # facts: one line per section, after the findings
     for title in ("Stack", "GPUs and links", "Model", "Serve arguments"):

@@ -12,6 +12,7 @@ user input (``InputError``) is not a crash and propagates to the CLI (exit code 
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from dataclasses import dataclass
@@ -253,7 +254,7 @@ def with_serve_line(facts: Facts, argv: list[str]) -> Facts:
     from vllm_doctor.facts.release_kernels import collect_release_kernels
 
     line = serve_args.parse_serve_argv(list(argv))
-    other = Facts.from_dict(facts.to_dict())
+    other = copy.deepcopy(facts)  # inferred facts keep their possible values
     for area in ("serve", "derived", "release"):
         other.drop_area(area)
     for path, fact in list(other.area("env")):
