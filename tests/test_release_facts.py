@@ -348,3 +348,16 @@ def test_oversized_world_size_per_release(tmp_path):
     facts = facts_for("vllm serve m -tp 4", report=_report_at(tmp_path, "0.10.0"))
     assert facts.value("release.oversized_world") == "ray"
     assert "ray would not be listed" in facts.why_missing("packages.ray")
+
+
+def test_a_release_candidate_that_serves_the_architecture_draws_no_model100():
+    # DeepseekV32ForCausalLM is registered from 0.11.0: its release candidates (built between
+    # 0.10.2 and 0.11.0) may serve it, so the registry facts are unknown, not "unregistered"
+    for version in ("0.11.0rc1", "0.11.0rc2.dev5+g0123abc"):
+        facts = facts_for("vllm serve deepseek-ai/DeepSeek-V3.2", version, "DeepSeek-V3.2")
+        assert "release.architecture_registered" not in facts
+        assert verdict("MODEL100", facts) == UNDECIDED, version
+    facts = facts_for("vllm serve deepseek-ai/DeepSeek-V3.2", "0.11.0", "DeepSeek-V3.2")
+    assert facts.value("release.architecture_registered") is True
+    facts = facts_for("vllm serve deepseek-ai/DeepSeek-V3.2", "0.10.2", "DeepSeek-V3.2")
+    assert verdict("MODEL100", facts) == APPLIES

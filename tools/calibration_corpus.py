@@ -10,8 +10,8 @@ Three kinds of source, each tied to one release exactly:
 * the release's own tree (``/work/wheels/src/<version>/vllm``, unpacked from its wheel):
   commands in its docstrings and scripts;
 * the same tree's help texts and messages: each backquoted ``--option value`` example of a
-  serve option (``--kv-cache-dtype fp8``, ``--hf-overrides '{...}'``), served with a small
-  model;
+  serve option (``--kv-cache-dtype fp8``, ``--hf-overrides '{...}'``) and each value an
+  option's help gives as its example (``image=16,video=2``), served with a small model;
 * ``sources.txt``: text taken from vLLM's documentation and repository at a release tag
   (versioned docs pages ``docs.vllm.ai/en/v<version>/...``; repository files with their
   commit), one block per source::
@@ -148,6 +148,34 @@ _CODE = re.compile(r"\{[A-Za-z_][\w.()]*\}|%[sdr]")
 HELP_MODEL = "facebook/opt-125m"
 
 
+_VALUE_EXAMPLE = re.compile(r"e\.g\.?:?,?\s*`([^`\s]+)`")
+
+
+def _help_value_examples(path: Path) -> list[str]:
+    """``--option value`` for each value an ``add_argument`` help text gives as its example
+    ("e.g.: `image=16,video=2`" in 0.8.x's --limit-mm-per-prompt)."""
+    import ast
+    import shlex
+
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument"):
+            continue
+        longs = [a.value for a in node.args
+                 if isinstance(a, ast.Constant) and str(a.value).startswith("--")]
+        text = " ".join(n.value for k in node.keywords if k.arg == "help"
+                        for n in ast.walk(k.value)
+                        if isinstance(n, ast.Constant) and isinstance(n.value, str))
+        for value in _VALUE_EXAMPLE.findall(text) if longs else ():
+            if not value.startswith("-"):
+                found.append(f"{longs[0]} {shlex.quote(value)}")
+    return found
+
+
 def from_release_help(root: Path, option_names: set[str]) -> list[dict]:
     """Entries from each release's own help texts and messages: every backquoted
     ``--option value`` example of a serve option (a bare ``--option`` in prose is a name,
@@ -160,9 +188,10 @@ def from_release_help(root: Path, option_names: set[str]) -> list[dict]:
             if "/benchmarks/" in rel or "/bench" in rel or "/tests/" in rel:
                 continue  # other commands' options
             text = path.read_text(encoding="utf-8", errors="replace")
-            if "`--" not in text:
-                continue
-            for example in _OPTION_EXAMPLE.findall(text):
+            examples = _OPTION_EXAMPLE.findall(text) if "`--" in text else []
+            if rel.endswith(("engine/arg_utils.py", "cli_args.py")):
+                examples += _help_value_examples(path)
+            for example in examples:
                 name = example[2:].split("=", 1)[0].split(" ", 1)[0]
                 if name not in option_names or example in seen or _PLACEHOLDER.search(example) \
                         or _CODE.search(example):
