@@ -147,6 +147,22 @@ def test_cpu_suite_judged_against_a_fixed_and_an_affected_release():
     assert "Serve DiffusionGemma on one GPU (tensor-parallel 1)" in verdict["workaround"]
 
 
+def test_a_collect_env_report_supplies_the_judged_vllm():
+    reports = ROOT / "tests" / "fixtures" / "reports"
+    nightly = cli("probe", "tp-softembed", "--device", "cpu", "--format", "json",
+                  "--report", str(reports / "h100x8_nvlink_nightly.txt"))
+    doc = json.loads(nightly.stdout)
+    (verdict,) = [v for r in doc["results"] for v in r["verdicts"]]
+    assert nightly.returncode == 0 and verdict["level"] == "pass"
+    assert "the reported vLLM 0.29.1rc1.dev350+gd5f0a6e82 carries the fix (PR #46177)" in verdict["text"]
+    # a dev build between the releases around the failure: its commit decides, so a warning
+    before = cli("probe", "tp-softembed", "--device", "cpu", "--format", "json",
+                 "--report", str(reports / "rtx5060ti_x2_pcie.txt"))
+    (verdict,) = [v for r in json.loads(before.stdout)["results"] for v in r["verdicts"]]
+    assert before.returncode == 0 and verdict["level"] == "warning"
+    assert "0.23.1rc1.dev20+g0d8097964 is a dev build that may lack the fix" in verdict["text"]
+
+
 def test_check_probe_says_what_probe_says():
     serve = ["--", "vllm", "serve", "m", "-tp", "2"]
     check = cli("check", "--probe", "--vllm-version", "0.24.0", "--model-config", str(DIFFUSION_GEMMA),
