@@ -183,3 +183,10 @@ def test_image_runs_doctor_commands_and_other_programs(container, tmp_path):
     (model_dir / "config.json").write_bytes((EXAMPLE / "model" / "config.json").read_bytes())
     local = entrypoint(str(model_dir), "--tensor-parallel-size", "2", env=container)
     assert local.returncode == 1 and "MODEL001" in local.stdout and started(container) is None
+
+
+def test_no_vllm_to_start_is_exit_127_with_one_line(machine):
+    path = os.pathsep.join(p for p in machine["PATH"].split(os.pathsep) if not (Path(p) / "vllm").exists())
+    missing = run(["vllm-doctor", "serve", "--vllm-version", "0.24.0", "--", *line(1)], machine, PATH=path)
+    assert missing.returncode == 127 and started(machine) is None
+    assert missing.stderr.rstrip().endswith("vllm-doctor: cannot start vllm: No such file or directory")
