@@ -145,6 +145,8 @@ def _vllm_module(module: str, text: str, release: str | None, read_lines: list[s
 
     extensions = load("extensions")
     shipped = module in extensions
+    if not shipped and not module.endswith("_C"):
+        return None  # a Python module of vLLM: another release's code, not a missing build
     if shipped:
         first, last = extensions.first_release(module), extensions.last_release(module)
         read_lines.append(f"{module} is a compiled extension of vLLM {first}–{last} "
