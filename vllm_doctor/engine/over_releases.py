@@ -23,6 +23,7 @@ from vllm_doctor.engine.evaluate import (APPLIES, NOT_APPLIES, UNDECIDED, Findin
 from vllm_doctor.engine.fixstate import AFFECTED, FIXED, FixState
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.schema import supply_hint
+from vllm_doctor.knowledge.ranges import release_spans as spans
 
 # each release is judged as a what-if (Source.USER): installing it brings its own pins
 SOURCE_DETAIL = "each covered release in turn (the vLLM version is unknown)"
@@ -57,20 +58,6 @@ def facts_for_release(facts: Facts, release: str) -> Facts:
     collect_release(copy)
     collect_release_kernels(copy)
     return copy
-
-
-def spans(releases: list[str], chosen: set[str]) -> str:
-    """The chosen releases as ranges of consecutive covered releases: "0.8.0–0.9.0.1, 0.13.0"."""
-    out: list[list[str]] = []
-    previous = False
-    for release in releases:
-        inside = release in chosen
-        if inside and previous:
-            out[-1][1] = release
-        elif inside:
-            out.append([release, release])
-        previous = inside
-    return ", ".join(a if a == b else f"{a}–{b}" for a, b in out)
 
 
 def judge_over_releases(findings: list[Finding], facts: Facts, log: Any = None) -> list[Finding]:

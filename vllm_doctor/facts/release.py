@@ -88,16 +88,9 @@ def _curated(name: str) -> bool:
 def _release_ranges(table, holds: Callable[[str], bool]) -> str:
     """The releases for which ``holds(release)`` is true, as ranges of consecutive releases
     ("0.8.0–0.11.2, 0.13.0"), or "" for none."""
-    ranges: list[list[str]] = []
-    previous = False
-    for release in table.releases:
-        now = holds(release)
-        if now and previous:
-            ranges[-1][1] = release
-        elif now:
-            ranges.append([release, release])
-        previous = now
-    return ", ".join(a if a == b else f"{a}–{b}" for a, b in ranges)
+    from vllm_doctor.knowledge.ranges import release_spans
+
+    return release_spans(table.releases, {r for r in table.releases if holds(r)})
 
 
 def _accepted_by(table, word: str, name: str | None) -> str:

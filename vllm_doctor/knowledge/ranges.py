@@ -64,3 +64,19 @@ def dump(data: Mapping[str, Any]) -> str:
 
 def _canonical_list(spans: Sequence[Any]) -> str:
     return json.dumps(spans, sort_keys=True, separators=(",", ":"))
+
+
+def release_spans(releases: Sequence[str], chosen: set[str] | frozenset[str]) -> str:
+    """The chosen releases as ranges of consecutive covered releases ("0.8.0–0.9.0.1,
+    0.13.0"), or "" for none; ``releases`` in their order."""
+    out: list[list[str]] = []
+    previous = False
+    for release in releases:
+        inside = release in chosen
+        if inside and previous:
+            out[-1][1] = release
+        elif inside:
+            out.append([release, release])
+        previous = inside
+    return ", ".join(a if a == b else f"{a}–{b}" for a, b in out)
+
