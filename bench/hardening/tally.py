@@ -6,9 +6,13 @@
 same list can be run on main and on a branch. ``--python`` runs what that interpreter has
 installed instead (a checkout installed in its own venv: an editable install of another
 checkout would otherwise lend it its rules/ directory). Each case runs in a subprocess limited to
-5 s of CPU time, 1 GiB of address space and 30 s of wall time (a hang). Verdicts: clean-error (exit 2/3 as expected, one line on
+5 s of CPU time, 1 GiB of address space and 30 s of wall time (a hang), as `python -P -m
+vllm_doctor` in a working directory planted with look-alike standard modules, its temporary
+files under the case's own folder. Verdicts: clean-error (exit 2/3 as expected, one line on
 stderr), right-answer (exit 0/1 as expected, required output present, no canary leaked),
-traceback, wrong-exit (any other exit, a leaked canary, several stderr lines), timeout.
+traceback, wrong-exit (any other exit, several stderr lines), timeout, leak (a planted secret
+in an output), outside-write (a file written outside the temporary tree), cwd-code (a planted
+module in the working directory was imported).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ sys.path.insert(0, str(HERE.parents[1] / "tests" / "fixtures"))
 
 import bad_inputs  # noqa: E402
 
-VERDICTS = ("clean-error", "right-answer", "traceback", "wrong-exit", "timeout")
+VERDICTS = ("clean-error", "right-answer", "traceback", "wrong-exit", "timeout", "leak",
+            "outside-write", "cwd-code")
 
 
 def main() -> int:
