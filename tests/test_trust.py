@@ -426,37 +426,6 @@ def test_terminal_escapes_in_an_error_line_are_escaped():
 # --- bad input is exit 2 with one line, never a crash ------------------------------------------
 
 
-def deep_tree(root: Path, depth: int) -> None:
-    fd = os.open(root, os.O_RDONLY)
-    try:
-        for _ in range(depth):  # relative to a directory descriptor: no path grows past PATH_MAX
-            os.mkdir("d", dir_fd=fd)
-            child = os.open("d", os.O_RDONLY, dir_fd=fd)
-            os.close(fd)
-            fd = child
-    finally:
-        os.close(fd)
-
-
-def remove_deep_tree(root: Path) -> None:
-    """Remove a tree of any depth (shutil.rmtree recurses and would fail on 1200 levels, and
-    pytest's own clean-up of old temporary directories with it)."""
-    fds, names = [os.open(root, os.O_RDONLY)], []
-    try:
-        while fds:
-            sub = next((e.name for e in os.scandir(fds[-1]) if e.is_dir(follow_symlinks=False)), None)
-            if sub is not None:
-                fds.append(os.open(sub, os.O_RDONLY, dir_fd=fds[-1]))
-                names.append(sub)
-                continue
-            os.close(fds.pop())
-            if names:
-                os.rmdir(names.pop(), dir_fd=fds[-1])
-    finally:
-        for fd in fds:
-            os.close(fd)
-
-
 def quant_config(tmp_path: Path, qcfg: object) -> str:
     import json
 
@@ -477,8 +446,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, case):
         repo = repo_with(tmp_path, 'rules-dir = ["/"]\n')
         monkeypatch.chdir(repo)
     elif case == "deep rules tree":
-        deep_tree(tmp_path, 1200)
-        argv += ["--rules-dir", str(tmp_path)]
+        bad_inputs._deep_tree(tmp_path / "deep", 1200)  # made and removed without recursion
+        argv += ["--rules-dir", str(tmp_path / "deep")]
     elif case == "integer key":
         rule = yaml.safe_load((ROOT / "rules" / "args" / "ARGS001.yaml").read_text())
         rule.pop("related", None)
@@ -500,8 +469,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, case):
     try:
         code, _, err = in_process(argv)
     finally:
-        if case == "deep rules tree":
-            remove_deep_tree(tmp_path)
+        if case == "deep rules tree":  # shutil.rmtree (pytest's clean-up too) recurses
+            bad_inputs._remove_deep(tmp_path / "deep")
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, (code, err[-500:])
 

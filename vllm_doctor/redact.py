@@ -112,10 +112,14 @@ def redact_strings(value: Any) -> Any:
     model's ``pad_token_id`` is no secret), so the value's shape and numbers stay as they are."""
     if isinstance(value, str):
         return redact_text(value)
+    # the same object when nothing in it changed: a collector may still fill in a value it
+    # has stored (a device's capability), as before
     if isinstance(value, dict):
-        return {k: redact_strings(v) for k, v in value.items()}
+        cleaned = {k: redact_strings(v) for k, v in value.items()}
+        return value if all(cleaned[k] is v for k, v in value.items()) else cleaned
     if isinstance(value, (list, tuple)):
-        return type(value)(redact_strings(v) for v in value)
+        items = [redact_strings(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else type(value)(items)
     return value
 
 
