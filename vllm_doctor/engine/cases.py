@@ -16,6 +16,8 @@ from vllm_doctor.facts.model import Facts
 from vllm_doctor.facts.schema import is_known_path
 
 EXPECTS = (APPLIES, NOT_APPLIES, UNDECIDED)
+# a case's real inputs, each run through the collector `check` uses for it
+INPUT_KEYS = ("serve", "serve_config", "model_config", "report")
 
 
 @dataclass
@@ -59,6 +61,83 @@ def vllm_files_problems(case: Any) -> list[str]:
     return problems
 
 
+def repository_root(cases_file: Path) -> Path:
+    """Where a case's fixture paths are read from, and which they may not leave: the
+    repository around the cases file (the nearest folder with ``.git`` or ``pyproject.toml``),
+    else the rule directory the cases file's category folder is in."""
+    start = cases_file.resolve().parent
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists() or (folder / "pyproject.toml").exists():
+            return folder
+    return start.parent
+
+
+def input_path(cases_file: Path, key: str, rel: str) -> Path:
+    """A fixture path a case names, inside the repository; ValueError otherwise."""
+    root = repository_root(cases_file)
+    if PurePosixPath(rel).is_absolute() or "\\" in rel:
+        raise ValueError(f"{key}: {rel!r} must be a path relative to {root}")
+    path = (root / rel).resolve()  # links resolved: a link out of the repository is refused
+    if not path.is_relative_to(root):
+        raise ValueError(f"{key}: {rel!r} leaves the repository {root}")
+    if not path.exists():
+        raise ValueError(f"{key}: no file {rel!r} in {root}")
+    return path
+
+
+def _inline_or_path(cases_file: Path, tmp: Path, key: str, value: Any, name: str) -> Path:
+    """A case's ``serve_config`` / ``model_config`` / ``report``: a one-line string is a
+    fixture path in the repository; a mapping (written as YAML or JSON) or a multi-line
+    string is the input itself, written into the case's temporary folder."""
+    import json
+
+    if isinstance(value, str) and "\n" not in value.strip():
+        return input_path(cases_file, key, value.strip())
+    if isinstance(value, dict):
+        text = json.dumps(value)  # JSON is YAML too: one writer for both
+    elif isinstance(value, str):
+        text = value
+    else:
+        raise ValueError(f"{key} must be a path, a mapping or a text")
+    target = tmp / "inputs" / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    return target
+
+
+def collect_case_facts(rule: Rule, case: dict[str, Any], given: Facts, tmp: Path) -> Facts:
+    """The facts of a case with real inputs, through the real collectors (serve line, serve
+    config, model config, collect-env report, crash log), nothing of this machine examined,
+    the case's ``facts:`` standing for the machine's. ValueError for a bad input path;
+    InputError for an input the collector refuses."""
+    from vllm_doctor.facts.collect import CollectOptions, collect_facts
+
+    cases_file = cases_path(rule)
+    serve = case.get("serve")
+    if serve is not None and not isinstance(serve, str):
+        raise ValueError("serve must be a serve line (a string)")
+    options = CollectOptions(serve_string=serve, probe_machine=False, environ={},
+                             offline=True, given=given)
+    if case.get("serve_config") is not None:
+        options.serve_config = _inline_or_path(cases_file, tmp, "serve_config",
+                                               case["serve_config"], "serve.yaml")
+    if case.get("model_config") is not None:
+        options.model_config = _inline_or_path(cases_file, tmp, "model_config",
+                                               case["model_config"], "config.json")
+    if case.get("report") is not None:
+        options.report = _inline_or_path(cases_file, tmp, "report", case["report"],
+                                         "collect-env.txt")
+    if isinstance(case.get("log"), str):
+        options.log = tmp / "inputs" / "crash.log"
+        options.log.parent.mkdir(parents=True, exist_ok=True)
+        options.log.write_text(case["log"], encoding="utf-8")
+    facts = collect_facts(options)
+    # as in the facts-only form, a machine area the case lists facts of is not "unknown"
+    for area in {path.split(".", 1)[0] for path in given.values}:
+        facts.missing.pop(area, None)
+    return facts
+
+
 def _write_tree(root: Path, files: dict[str, str]) -> Path:
     tree = root / "vllm"
     tree.mkdir(parents=True, exist_ok=True)
@@ -96,6 +175,15 @@ def _run_case(rule: Rule, case: dict[str, Any], index: int) -> CaseResult:
             tree = _write_tree(Path(tmp), files) if isinstance(files, dict) else None
         except OSError as err:  # the same file named twice (`a.py` and `vllm/a.py`), a name too long
             return CaseResult(rule.code, name, False, f"cannot write vllm_files: {err.strerror or err}")
+        if any(case.get(key) is not None for key in INPUT_KEYS):
+            from vllm_doctor.errors import InputError
+
+            try:
+                facts = collect_case_facts(rule, case, facts, Path(tmp))
+            except ValueError as err:
+                return CaseResult(rule.code, name, False, str(err))
+            except InputError as err:
+                return CaseResult(rule.code, name, False, str(err))
         finding = evaluate_rule(rule, facts, log, vllm_tree=tree)
     problems = []
     if finding.verdict != expect:

@@ -54,6 +54,9 @@ class CollectOptions:
     # one container of a manifest (serveline.manifest.Target): its serve line and what its
     # file states (image, GPUs, env, /dev/shm) stand for this machine's
     manifest_target: Any = None
+    # facts that stand for this machine's (a rule case's `facts:` beside its real inputs):
+    # set before the serve line, so the collectors after it and the derived facts see them
+    given: Facts | None = None
 
 
 def _read_text(path: Path, what: str) -> str:
@@ -170,6 +173,11 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
         facts.notes.append(f"facts from the report {options.report} replace this machine's "
                            f"({', '.join(REPORT_AREAS)})")
 
+    if options.given is not None:
+        for path, fact in options.given.values.items():
+            facts.set(path, fact.value, fact.source, fact.detail)
+        for key, reason in options.given.missing.items():
+            facts.mark_missing(key, reason)
     # a manifest's container: what its file states stands for this machine's
     if options.manifest_target is not None:
         options.manifest_target.write_facts(facts)

@@ -140,7 +140,8 @@ FACTS: dict[str, FactSpec] = {
     "serve.pipeline_parallel_size": FactSpec("int", "--pipeline-parallel-size / -pp"),
     "serve.data_parallel_size": FactSpec("int", "--data-parallel-size / -dp"),
     "serve.enable_expert_parallel": FactSpec("bool", "--enable-expert-parallel"),
-    "serve.world_size": FactSpec("int", "tensor × pipeline parallel size"),
+    "serve.world_size": FactSpec("int", "tensor × pipeline × prefill-context parallel size "
+                                  "(ranks of one data-parallel replica)"),
     "serve.quantization": FactSpec("str", "--quantization / -q"),
     "serve.dtype": FactSpec("str", "--dtype"),
     "serve.kv_cache_dtype": FactSpec("str", "--kv-cache-dtype"),
@@ -173,7 +174,10 @@ FACTS: dict[str, FactSpec] = {
     "serve.reasoning_parser": FactSpec("str", "--reasoning-parser"),
     "serve.legacy_flags": FactSpec("list", "flags removed from current vLLM (old spec-decode ...)"),
     "serve.unknown_flags": FactSpec("list", "flags the doctor does not know (kept verbatim)"),
-    "serve.flags": FactSpec("list", "long names of every flag given (normalised)"),
+    "serve.flags": FactSpec("list", "long names of every flag given, without dashes in front "
+                           "(enable-eplb); a negation is recorded under the plain name "
+                           "(--no-enable-eplb gives enable-eplb): read serve.<option> for "
+                           "the value"),
     # -- environment -------------------------------------------------------------------------
     "env.*": FactSpec("str", "an environment variable (secrets redacted)"),
     # -- crash log ----------------------------------------------------------------------------
