@@ -163,3 +163,23 @@ def test_mem001_decided_for_a_gpu_named_on_the_command_line():
     mem = next(f for f in data["findings"] if f["code"] == "MEM001")
     assert any("GPU table: RTX 3090" in e["source"] for e in mem["evidence"])
     assert result.returncode == 1
+
+
+def test_mem001_from_a_config_alone_when_the_kv_cache_exceeds_the_gpu(tmp_path):
+    # no weights known: 262k tokens of Llama 3.1 8B KV (32 GiB) exceed a 24 GiB card whatever
+    # the weights weigh; MEM003 (no room after the weights) stays undecided
+    config = tmp_path / "config.json"
+    config.write_text((LLAMA / "config.json").read_text())
+    result = doctor("check", "--gpu", "RTX 3090", "--vllm-version", "0.33.0", "--model-config",
+                    str(config), "--format", "json", "--", "vllm", "serve", "M",
+                    "--max-model-len", "262144")
+    data = json.loads(result.stdout)
+    mem = next(f for f in data["findings"] if f["code"] == "MEM001")
+    fits = next(e for e in mem["evidence"] if e["fact"] == "derived.kv_fits_one_request")
+    assert "even with no weights" in fits["source"]
+    assert "MEM003" in {f["code"] for f in data["undecided"]}
+    # a short context on the same card is not decided without the weights
+    short = doctor("check", "--gpu", "RTX 3090", "--vllm-version", "0.33.0", "--model-config",
+                   str(config), "--format", "json", "--", "vllm", "serve", "M",
+                   "--max-model-len", "8192")
+    assert "MEM001" in {f["code"] for f in json.loads(short.stdout)["undecided"]}

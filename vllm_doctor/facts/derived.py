@@ -16,6 +16,9 @@ Estimates (documented, deliberately simple):
   Weights per GPU = weights_bytes / (TP × PP).
   KV memory available per GPU = total memory × gpu_memory_utilization − weights per GPU
     (activation peaks, CUDA graphs and the sampler are not subtracted: an upper bound).
+    A memory inferred from the GPU's name is a range (facts/hardware.py): "fits" and "does not
+    fit" are decided only where the whole range agrees. Without the weights' size, "does not
+    fit" is still decided when one request's KV cache exceeds total × utilisation alone.
   Expert-parallel size = TP × DP with --enable-expert-parallel, else 1.
   The model's maximum context is derived as vLLM does (the smallest context-length key of the
     config.json that was read, scaled by RoPE scaling that extends it, --hf-overrides applied);
@@ -156,6 +159,20 @@ def _memory_range(facts: Facts) -> tuple[int, int, str]:
     return int(total.value), int(total.value), f"{total.value} MiB"
 
 
+def _without_weights(facts: Facts, failure: Exception | None) -> tuple[int, str] | None:
+    """(bytes, how): the most KV memory a GPU could have whatever the weights weigh, when
+    only the weights' size is what is missing."""
+    if not (isinstance(failure, _Missing) and failure.path == "model.weights_bytes"):
+        return None
+    try:
+        _, high_mib, mwhy = _memory_range(facts)
+    except _Missing:
+        return None
+    util, uwhy = _utilization(facts)
+    return int(high_mib * MIB * util), (f"{mwhy} × {util} ({uwhy}), even with no weights: "
+                                        f"{failure.reason}")
+
+
 def _model_max_len(facts: Facts) -> tuple[int, str]:
     path = facts.value("model.config_path")
     if path:
@@ -278,6 +295,10 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
             raise _Missing("derived.kv_bytes_needed",
                            facts.why_missing("derived.kv_bytes_needed") or "not computed")
         if span is None:
+            ceiling = _without_weights(facts, failure)
+            if ceiling is not None and need > ceiling[0]:
+                # the KV cache alone exceeds the memory: no weight size could make it fit
+                return False, f"needs {need} B, at most {ceiling[0]} B per GPU ({ceiling[1]})"
             raise failure
         low, high, how = span
         if need <= low or need > high:
