@@ -493,6 +493,12 @@ def _single_device(report: _Report, facts: Facts, value: str, rocm: bool) -> Non
     device: dict[str, Any] = {"index": 0, "name": name}
     if arch:
         device["arch"] = arch.group(1)
+    cap = _describe_device(device, name)
+    amd = rocm or arch or device.get("arch", "").startswith("gfx")
+    if amd:
+        device.pop("capability", None)
+        device.pop("capability_source", None)
+    # the record is complete before it is stored: Facts.set keeps a (redacted) copy
     facts.set("gpu.names", [name], Source.REPORT, detail)
     facts.set("gpu.devices", [device], Source.REPORT, detail)
     count = _topology_count(report)
@@ -500,10 +506,7 @@ def _single_device(report: _Report, facts: Facts, value: str, rocm: bool) -> Non
         facts.set("gpu.count", count, Source.REPORT, "GPU Topology")
     else:
         facts.mark_missing("gpu.count", "the report names device 0 only (ROCm layout)")
-    cap = _describe_device(device, name)
-    if rocm or arch or device.get("arch", "").startswith("gfx"):
-        device.pop("capability", None)
-        device.pop("capability_source", None)
+    if amd:
         reason = (f"AMD GPU ({device.get('arch') or name}): no CUDA compute capability")
     else:
         if cap is not None:
