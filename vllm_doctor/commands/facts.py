@@ -25,6 +25,20 @@ if TYPE_CHECKING:
 FORMATS = ("text", "json")
 
 
+def print_schema(output_format: str) -> None:
+    """`facts --schema`: every fact path, nothing collected."""
+    from vllm_doctor.errors import InputError
+    from vllm_doctor.facts import schema_doc
+    from vllm_doctor.report.output import dump_json, write_stdout
+
+    render = {"text": schema_doc.schema_text, "markdown": schema_doc.schema_markdown,
+              "json": lambda: dump_json(schema_doc.schema_rows())}.get(output_format)
+    if render is None:
+        raise InputError("--format", f"unknown format {output_format!r} for --schema "
+                                     "(text, json or markdown)")
+    write_stdout(render().rstrip("\n") + "\n")
+
+
 def run_facts(options: "CollectOptions", output_format: str = "text", verbose: bool = False) -> int:
     """Print the facts; 0, or 3 when a collector crashed (the facts shown are incomplete)."""
     from vllm_doctor.errors import InputError
@@ -83,13 +97,20 @@ def register(app: typer.Typer) -> None:
         offline: bool = inputs.OFFLINE,
         driver: Optional[str] = inputs.DRIVER,
         cuda: Optional[str] = inputs.CUDA,
-        output_format: str = typer.Option("text", "--format", help="text or json."),
+        output_format: str = typer.Option("text", "--format", help="text or json (with "
+                                          "--schema also markdown)."),
         verbose: bool = inputs.VERBOSE,
+        schema: bool = typer.Option(False, "--schema", help="List every fact a rule may name: "
+                                    "type, description, the module that writes it, whether it "
+                                    "can be inferred (nothing is collected)."),
     ) -> None:
         """Show the facts collected from this machine, the model and the serve line.
 
         The serve line goes last, after `--`: vllm-doctor facts -- vllm serve MODEL -tp 2
         """
+        if schema:
+            print_schema(output_format)
+            return
         raise typer.Exit(run_facts(inputs.collect_options(
             list(ctx.args), serve, serve_config, model_config, report, log, vllm_version,
             torch_version, gpu, gpus, driver, cuda, offline), output_format, verbose))

@@ -316,6 +316,49 @@ FACTS: dict[str, FactSpec] = {
 }
 
 
+# The modules (under vllm_doctor/) that write each area's facts, the longest prefix first
+# taken: `facts --schema` and docs/facts.md name them, tests/test_fact_schema.py checks that
+# every fact's name is in one of its writers.
+WRITERS: dict[str, tuple[str, ...]] = {
+    "vllm": ("facts/packages.py", "facts/report.py", "facts/release.py"),
+    "torch": ("facts/packages.py", "facts/report.py", "facts/stack.py"),
+    "packages": ("facts/packages.py", "facts/report.py", "facts/stack.py"),
+    "driver": ("facts/gpus.py", "facts/report.py", "facts/hardware.py"),
+    "gpu": ("facts/gpus.py", "facts/report.py", "facts/hardware.py"),
+    "topology": ("facts/gpus.py", "facts/report.py"),
+    "model": ("facts/model_config.py",),
+    "serve": ("serve_args.py",),
+    "env": ("facts/environment.py", "facts/report.py", "serve_args.py", "serveline/manifest.py"),
+    "deploy": ("serveline/manifest.py",),
+    "log": ("facts/collect.py",),
+    "derived": ("facts/derived.py",),
+    "release": ("facts/release.py",),
+    "release.quant": ("facts/release_kernels.py",),
+    "release.attention": ("facts/release_kernels.py",),
+}
+
+# Facts a collector may infer when they were not observed (Facts.infer: from the GPU table, a
+# release's pins, NVIDIA's driver table; Source.INFERRED: from the model's name). An inferred
+# value is marked as such in every report; tests/test_fact_schema.py reads the collectors'
+# source for the facts they infer and compares with this list.
+INFERABLE: frozenset[str] = frozenset({
+    "gpu.capabilities", "gpu.min_capability", "gpu.max_capability", "gpu.memory_total_mib",
+    "gpu.memory_free_mib", "gpu.memory_bounds_mib", "driver.cuda_version", "torch.version",
+    "torch.cuda_version", "packages.*", "model.quant_scheme", "model.quant_method",
+    "model.family", "model.inferred",
+})
+
+
+def writers(path: str) -> tuple[str, ...]:
+    """The modules that write ``path`` (the entry of its longest area prefix)."""
+    parts = path.split(".")
+    for end in range(len(parts), 0, -1):
+        found = WRITERS.get(".".join(parts[:end]))
+        if found:
+            return found
+    return ()
+
+
 def spec_for(path: str) -> FactSpec | None:
     """The spec of a fact path, matching ``*`` patterns segment by segment."""
     spec = FACTS.get(path)
