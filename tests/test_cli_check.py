@@ -114,6 +114,15 @@ def test_explain_code_and_rules_commands():
     assert tested.returncode == 0 and "6 passed, 0 failed" in tested.stdout
 
 
+def test_rules_test_takes_codes_like_rules_show():
+    run = doctor("rules", "test", "hw901", "-v", "--no-default-rules", "--rules-dir", str(RULES))
+    assert run.returncode == 0 and "rules: 1," in run.stdout, run.stdout
+    assert "ok    HW901" in run.stdout and "MODEL901" not in run.stdout
+    bad = doctor("rules", "test", "HW901", "XYZ999", "--no-default-rules", "--rules-dir", str(RULES))
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "vllm-doctor: rules test: no rule XYZ999 (`vllm-doctor rules list` lists the codes)"]
+
+
 def test_rules_test_fails_on_a_wrong_case(tmp_path):
     import shutil
 

@@ -62,3 +62,18 @@ def test_explain_log_names_the_rule(tmp_path, capsys, code, name, log):
     named = [line.split()[0] for line in capsys.readouterr().out.splitlines()
              if line and not line.startswith(" ")]
     assert code in named
+
+
+def test_code_bands_as_contributing_md_states_them():
+    """0xx curated, 1xx over the generated release knowledge, 2xx log-only (CONTRIBUTING.md)."""
+    wrong = []
+    for rule in RULES:
+        band = int(rule.code[-3]) if rule.code[-3:].isdigit() else None
+        reads_release = any(p.startswith("release.") for p in rule.when.paths()) or bool(rule.reader)
+        if band == 2 and not rule.log_only:
+            wrong.append(f"{rule.code}: 2xx but not log_only")
+        if band == 1 and not reads_release:
+            wrong.append(f"{rule.code}: 1xx without release.* facts or a log reader")
+        if band == 0 and rule.log_only:
+            wrong.append(f"{rule.code}: 0xx but log_only (a 2xx code)")
+    assert wrong == []

@@ -111,15 +111,25 @@ def validate(rules_dir: Optional[List[Path]] = typer.Option(
 
 @rules_app.command("test")
 def test_rules(
+    codes: Optional[List[str]] = typer.Argument(
+        None, help="Only these rules (codes, as `rules show CODE`); default: every rule."),
     select: Optional[List[str]] = SelectOption,
     rules_dir: Optional[List[Path]] = RulesDirOption,
     no_default_rules: bool = NoDefaultOption,
     verbose: bool = typer.Option(False, "-v", "--verbose", help="List every case."),
 ) -> None:
-    """Run every rule's cases; fail on any failing case or a rule without both kinds of case."""
+    """Run every rule's cases (or those of the rules named); fail on any failing case or a
+    rule without both kinds of case."""
     from vllm_doctor.engine.cases import run_cases
 
     rules = _load(rules_dir, select, no_default_rules)
+    if codes:
+        wanted = {code.strip().upper() for code in split_commas(codes) or []}
+        unknown = sorted(wanted - {rule.code for rule in rules})
+        if unknown:
+            raise InputError("rules test", f"no rule {', '.join(unknown)} "
+                                           "(`vllm-doctor rules list` lists the codes)")
+        rules = [rule for rule in rules if rule.code in wanted]
     passed = failed = 0
     coverage: list[str] = []
     for rule in rules:
