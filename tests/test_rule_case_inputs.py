@@ -157,3 +157,42 @@ def test_a_bad_serve_line_fails_the_case_with_one_line(tmp_path):
     results = results_of(tmp_path)
     assert not results["bad"][0] and "-tp: expected an integer" in results["bad"][1]
     assert results["neg"] == (True, "ok")
+
+
+# -- rules validate: ranges against the error catalogue --------------------------------------
+
+def eplb_rule(root: Path, introduced: str) -> None:
+    write_rule(root, "fact: serve.enable_eplb\neq: true", EPLB_CASES, code="PAR902")
+    path = root / "par" / "PAR902.yaml"
+    path.write_text(path.read_text() + textwrap.dedent(f"""\
+        affected:
+          ranges:
+            - events:
+                - introduced: "{introduced}"
+        signatures:
+          - 'enable_expert_parallel must be True to use EPLB'
+    """))
+
+
+def validate(root: Path, *extra: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "vllm_doctor", "rules", "validate",
+                           "--rules-dir", str(root), *extra], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_validate_warns_on_a_range_the_error_catalogue_contradicts(tmp_path):
+    # vLLM raises "enable_expert_parallel must be True to use EPLB." from 0.10.0 (errors.json)
+    eplb_rule(tmp_path / "late", "0.18.0")
+    run = validate(tmp_path / "late")
+    assert run.returncode == 0, run.stderr
+    (line,) = [l for l in run.stderr.splitlines() if l.startswith("warning: ")]
+    assert "PAR902.yaml:signatures[0]" in line and "from 0.10.0" in line and "starts at 0.18.0" in line
+    assert "enable_expert_parallel must be True to use EPLB" in line
+    strict = validate(tmp_path / "late", "--strict")
+    assert strict.returncode == 2 and "starts at 0.18.0" in strict.stderr
+    eplb_rule(tmp_path / "right", "0.10.0")
+    right = validate(tmp_path / "right", "--strict")
+    assert right.returncode == 0 and "warning" not in right.stderr, right.stderr

@@ -83,14 +83,20 @@ def show_rule(code: str, rules_dir: Optional[List[Path]] = RulesDirOption,
 
 @rules_app.command("validate")
 def validate(rules_dir: Optional[List[Path]] = typer.Option(
-        None, "--rules-dir", help="A rule directory to validate (repeatable; default: the shipped rules).")) -> None:
+        None, "--rules-dir", help="A rule directory to validate (repeatable; default: the shipped rules)."),
+        strict: bool = typer.Option(False, "--strict", help="Count the audit's warnings (a "
+                                    "range that disagrees with the error catalogue) as problems.")) -> None:
     """Check every rule file; print `file:field: problem` for each mistake (exit 2 if any).
 
-    Validates the directories named with --rules-dir, else the shipped rule base."""
+    Validates the directories named with --rules-dir, else the shipped rule base. A rule
+    whose signature names a message of the error catalogue, with affected ranges that
+    disagree with the releases that have the message, is a warning (a problem with --strict)."""
     from vllm_doctor.engine.cases import case_file_problems
+    from vllm_doctor.engine.catalogue_audit import range_warnings
     from vllm_doctor.engine.loader import default_rules_dir, validate_dir
 
     problems: list[str] = []
+    warnings: list[str] = []
     count = 0
     for directory in rules_dir or [default_rules_dir()]:
         if not directory.is_dir():
@@ -99,8 +105,14 @@ def validate(rules_dir: Optional[List[Path]] = typer.Option(
         count += len(rules)
         problems.extend(found)
         problems.extend(line for rule in rules for line in case_file_problems(rule))
+        warnings.extend(range_warnings(rules))
     from vllm_doctor.errors import printable
 
+    if strict:
+        problems.extend(warnings)
+    else:
+        for line in warnings:
+            typer.echo(printable(f"warning: {line}"), err=True)
     for line in problems:
         typer.echo(printable(line), err=True)
     if problems:
