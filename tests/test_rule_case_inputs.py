@@ -196,3 +196,18 @@ def test_validate_warns_on_a_range_the_error_catalogue_contradicts(tmp_path):
     eplb_rule(tmp_path / "right", "0.10.0")
     right = validate(tmp_path / "right", "--strict")
     assert right.returncode == 0 and "warning" not in right.stderr, right.stderr
+
+
+def test_a_signature_names_a_catalogue_message_as_vllm_prints_it():
+    from vllm_doctor.engine.catalogue_audit import _first_releases, named_messages
+
+    first = _first_releases()
+    # a placeholder a generic class takes: the message is named (PAR001's signature)
+    heads = named_messages(r"Total number of attention heads \(\d+\) must be divisible by "
+                           r"tensor parallel size \(\d+\)", first)
+    assert heads and all("must be divisible by tensor parallel size" in k for k in heads)
+    # a signature that spells out the value of a placeholder is about that value only
+    # (QUANT012: bitsandbytes and gguf among every method "Unknown quantization method" names)
+    assert named_messages(r"Unknown quantization method: (?:bitsandbytes|gguf)\. Must be one of",
+                          first) == []
+    assert named_messages(r"Unknown quantization method: \S+\. Must be one of", first)

@@ -30,18 +30,36 @@ def _first_releases() -> dict[str, Version]:
             for key, spans in entries.items() if spans}
 
 
+# what a placeholder ({*}) of a catalogue template is replaced with before the signature is
+# tried on it: a value any generic class (\d+, \w+, .+, \S+) takes, never a name a signature
+# spells out (a signature that names one quantization method among many is not about every
+# release that raises the message for some method). The catalogue drops the spaces around a
+# placeholder (`for{*}.` is "for FlexAttention."), so the value is tried with and without.
+FILLERS = ("1", " 1", "1 ", " 1 ")
+
+
 def named_messages(signature: str, first: dict[str, Version]) -> list[str]:
-    """Catalogue messages whose text holds every literal of ``signature`` (each part's longest
-    literal run); none for a signature without a specific literal."""
+    """Catalogue messages ``signature`` matches as vLLM prints them (each placeholder
+    filled with a FILLERS value); none for a signature without a specific literal."""
+    import re
+
     try:
-        # the catalogue's templates are stripped (a message cut at a placeholder or at a
-        # string concatenation), so a literal's edge spaces are too
-        literals = {lit.strip() for lit in compile_signature(signature).literals()}
-    except SignatureError:
+        compiled = compile_signature(signature)
+        pattern = re.compile(signature, re.M)
+    except (SignatureError, re.error):
         return []  # the loader reports the signature itself
+    # the catalogue's templates are stripped (a message cut at a placeholder or at a string
+    # concatenation), so a literal's edge spaces are too
+    literals = {lit.strip() for lit in compiled.literals()}
     if not literals or max(map(len, literals)) < MIN_LITERAL:
         return []
-    return [key for key in first if all(lit in key.partition(": ")[2] for lit in literals)]
+    found = []
+    for key in first:
+        template = key.partition(": ")[2]
+        if all(lit in template for lit in literals) and any(
+                pattern.search(template.replace("{*}", filler)) for filler in FILLERS):
+            found.append(key)
+    return found
 
 
 def _version(text: str | None) -> Version | None:
