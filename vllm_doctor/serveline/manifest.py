@@ -816,7 +816,7 @@ def _k8s_shm(target: Target, pod: dict, container: dict) -> None:
         if isinstance(empty, dict) and empty.get("medium") == "Memory":
             size = quantity_mib(empty["sizeLimit"]) if empty.get("sizeLimit") else None
             target.shm = Placed(size if size is not None else "Memory emptyDir", line,
-                                f"/dev/shm: emptyDir medium Memory"
+                                "/dev/shm: emptyDir medium Memory"
                                 + (f" sizeLimit {empty['sizeLimit']}" if size is not None else ""))
         elif _get(volume, "hostPath"):
             target.shm = Placed("hostPath", line, f"/dev/shm: hostPath {_get(volume, 'hostPath', 'path')}")
