@@ -31,7 +31,7 @@ def test_schema_lists_every_fact_in_text_and_json():
     assert [row["path"] for row in listed] == list(FACTS)
     by_path = {row["path"]: row for row in listed}
     assert by_path["gpu.min_capability"]["can_be_inferred"] is True
-    assert by_path["serve.flags"]["written_by"] == ["serve_args.py"]
+    assert by_path["serve.flags"]["written_by"] == ["serveline/line.py"]
     assert by_path["release.quant.method"]["written_by"] == ["facts/release_kernels.py"]
     text = doctor("facts", "--schema").stdout
     for path, spec in FACTS.items():

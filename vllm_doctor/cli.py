@@ -84,7 +84,7 @@ def _serve_option_hint(err: "click_exceptions.NoSuchOption", args: list[str]) ->
         return None
     ours = {opt for p in command.params for opt in (*p.opts, *p.secondary_opts)}
     end = args.index("--") if "--" in args else len(args)
-    from vllm_doctor.serve_args import resolve_flag
+    from vllm_doctor.serveline.options import resolve_flag
 
     for word in args[:end]:
         flag = word.split("=", 1)[0]

@@ -209,7 +209,7 @@ def load_config(path: Path) -> Config:
         if not isinstance(value, kind) or (kind is list and key != "ignore-entries"
                                            and not all(isinstance(v, str) for v in value)):
             raise InputError(where, f"{key} must be {meaning}")
-    from vllm_doctor.commands.check import FAIL_ON, FORMATS
+    from vllm_doctor.report import FAIL_ON, FORMATS
 
     choices = {"fail-on": FAIL_ON, "format": FORMATS}
     for key, allowed in choices.items():

@@ -48,7 +48,7 @@ def _value(key: str, name: str, text: str):
         return Path(text)
     if kind is list:
         return [p.strip() for p in text.split(",") if p.strip()]
-    from vllm_doctor.commands.check import FAIL_ON, FORMATS
+    from vllm_doctor.report import FAIL_ON, FORMATS
 
     allowed = {"fail-on": FAIL_ON, "format": FORMATS}.get(key)
     if allowed and text.strip() not in allowed:

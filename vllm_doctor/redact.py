@@ -136,7 +136,7 @@ def _secret_option(word: str) -> tuple[str, int] | None:
     if not word.startswith("-") or word in ("-", "--"):
         return None
     flag = word.split("=", 1)[0]
-    from vllm_doctor.serve_args import resolve_flag
+    from vllm_doctor.serveline.options import resolve_flag
 
     if "." in flag and is_secret_name(flag.split(".", 1)[1]):
         return flag.lstrip("-"), 1  # --hf-overrides.api_key X

@@ -15,13 +15,12 @@ import typer
 from vllm_doctor.commands import inputs
 from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError, say, step
 from vllm_doctor.facts.model import Source
+from vllm_doctor.report import FAIL_ON, FORMATS
 
 if TYPE_CHECKING:
     from vllm_doctor.facts.collect import CollectOptions
     from vllm_doctor.config import Config
 
-FORMATS = ("text", "json", "markdown", "sarif", "junit", "github", "gitlab")
-FAIL_ON = ("error", "warning", "info", "never")
 
 
 def examples_dir() -> Path:
@@ -62,7 +61,7 @@ def _suggestions(doc, facts) -> None:
     line = None
     if argv:
         try:
-            from vllm_doctor.serve_args import parse_serve_argv
+            from vllm_doctor.serveline.parser import parse_serve_argv
 
             line = parse_serve_argv(list(argv))
         except (ImportError, InputError):
@@ -73,7 +72,7 @@ def _suggestions(doc, facts) -> None:
             command = None
             if w.edits_serve_line and line is not None:
                 from vllm_doctor.redact import shell_words
-                from vllm_doctor.serve_args import render_command
+                from vllm_doctor.serveline.render import render_command
 
                 command = render_command(line, set=w.serve_set, remove=w.serve_remove)
                 # `KEY=VALUE vllm serve ...`: keep the variables the user put before the command,

@@ -81,7 +81,7 @@ def visible_gpu_count(environ: dict[str, str] | None = None) -> int | None:
 def parse_serve(tokens: list[str]) -> dict[str, Any]:
     """The parts of a `vllm serve` line the probes use (model, tensor-parallel size), read by
     the doctor's one serve-line parser."""
-    from vllm_doctor.serve_args import parse_serve_argv
+    from vllm_doctor.serveline.parser import parse_serve_argv
 
     line = parse_serve_argv(list(tokens))
     return {"model": line.model, "tp": line.options.get("tensor-parallel-size")}

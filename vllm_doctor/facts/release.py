@@ -224,7 +224,7 @@ def _parsed(argv: tuple[str, ...]):
     """The serve line parsed once (the release facts of every covered release read it when
     the version is unknown); None when it does not parse. Read it, never change it."""
     from vllm_doctor.errors import InputError
-    from vllm_doctor.serve_args import parse_serve_argv
+    from vllm_doctor.serveline.parser import parse_serve_argv
 
     try:
         return parse_serve_argv(list(argv))
@@ -300,7 +300,8 @@ def _value_refusal(release: str, options: dict[str, Any], name: str, given: Any,
     the value otherwise: JSON only, no key=value pairs, a flag that takes no value), or
     None when it reads it."""
     from vllm_doctor.errors import InputError
-    from vllm_doctor.serve_args import OPTIONS, convert_value
+    from vllm_doctor.serveline.options import OPTIONS
+    from vllm_doctor.serveline.parser import convert_value
 
     spec = options.get(name)
     union = OPTIONS.get(name)
@@ -435,7 +436,7 @@ def refused_option_hints(words: list[str], version: str | None) -> list[str]:
              for w in extra]
     if not flags:
         return hints
-    from vllm_doctor.serve_args import resolve_flag
+    from vllm_doctor.serveline.options import resolve_flag
 
     table = knowledge.load("options")
     release = knowledge.match_release(version, tuple(table.releases)).release if version else None

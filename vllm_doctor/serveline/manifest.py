@@ -103,11 +103,11 @@ class Target:
         return None
 
     def serve_line(self):
-        """The parsed serve line (``vllm_doctor.serve_args.ServeLine``)."""
-        from vllm_doctor import serve_args
+        """The parsed serve line (``serveline.line.ServeLine``)."""
+        from vllm_doctor.serveline.parser import parse_serve_argv
 
         try:
-            return serve_args.parse_serve_argv(list(self.words))
+            return parse_serve_argv(list(self.words))
         except InputError as err:
             raise InputError(f"{self.where} ({self.name})", err.problem) from None
 
@@ -252,7 +252,7 @@ class Target:
                 if fact.source == Source.DEFAULT or path == "serve.world_size":
                     facts.values.pop(path)
                     facts.mark_missing(path, reason)
-        from vllm_doctor.serve_args import _FACT_OPTIONS
+        from vllm_doctor.serveline.line import _FACT_OPTIONS
 
         by_option = {option: f"serve.{name}" for name, (option, _, _) in _FACT_OPTIONS.items()}
         for option, reference in self.unresolved.items():
@@ -386,10 +386,10 @@ def hook_option(path: str) -> str | None:
 def is_serve_config(data: Any) -> bool:
     """A YAML mapping with a vLLM option (or ``model``) among its keys: a serve config, whatever
     the file is called."""
-    from vllm_doctor import serve_args
+    from vllm_doctor.serveline.options import option_spec
 
     return isinstance(data, dict) and any(
-        key == "model" or serve_args.option_spec("--" + str(key)) for key in data)
+        key == "model" or option_spec("--" + str(key)) for key in data)
 
 
 def serve_config_is_manifest(path: Path) -> bool:
@@ -545,7 +545,7 @@ def _single_quoted(text: str) -> list[tuple[int, int]]:
 def drop_unresolved(words: list[str], refs: _Refs) -> tuple[list[str], dict[str, str]]:
     """The words without those holding an unsettled reference: a flag's value goes with its
     flag, a positional word is the model. Returns (words, option or "model" -> reference)."""
-    from vllm_doctor import serve_args
+    from vllm_doctor.serveline.options import option_spec
 
     kept: list[str] = []
     unresolved: dict[str, str] = {}
@@ -556,11 +556,11 @@ def drop_unresolved(words: list[str], refs: _Refs) -> tuple[list[str], dict[str,
             continue
         if word.startswith("-"):
             flag = word.split("=", 1)[0]
-            spec = serve_args.option_spec(flag)
+            spec = option_spec(flag)
             unresolved[spec.name if spec else flag.lstrip("-")] = reference
             continue
         previous = kept[-1] if kept else ""
-        spec = serve_args.option_spec(previous) if previous.startswith("-") and \
+        spec = option_spec(previous) if previous.startswith("-") and \
             "=" not in previous else None
         if spec is not None and spec.takes_value:
             kept.pop()
@@ -597,7 +597,7 @@ def entrypoint(given: list[str] | None, image: Any, args: list[str] | None) -> l
 def resolve_command(words: list[str], env: dict[str, Placed], refs: _Refs) -> list[str] | None:
     """The vLLM command in a container's command words (through ``sh -c`` scripts), with the
     references settled or marked; None when the command does not run vLLM."""
-    from vllm_doctor import serve_args
+    from vllm_doctor.serveline.words import command_words
 
     if words and os.path.basename(words[0]) in _SHELLS:
         for i, word in enumerate(words[1:], 1):
@@ -606,7 +606,7 @@ def resolve_command(words: list[str], env: dict[str, Placed], refs: _Refs) -> li
                 if not re.search(r"(^|[\s/;&|(])(vllm(\s|$)|vllm\.entrypoints)", script):
                     return None
                 try:
-                    return serve_args.command_words(script)
+                    return command_words(script)
                 except InputError:
                     return None
             if not word.startswith("-"):

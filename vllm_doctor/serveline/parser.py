@@ -1,0 +1,699 @@
+"""Parse a `vllm serve` line the way vLLM's own parser does, without importing vLLM.
+
+The steps mirror ``FlexibleArgumentParser.parse_args`` (``vllm/utils/argparse_utils.py``)
+and argparse:
+
+1. ``vllm serve``, ``serve``, ``python -m vllm.entrypoints.openai.api_server`` prefixes are
+   dropped; ``KEY=VALUE`` words in front of the command are kept as environment settings.
+2. ``--model X`` is moved to the front (vLLM logs a deprecation warning for it).
+3. ``--config FILE.yaml`` is expanded in place: after the positional model, before the other
+   command-line arguments, so the precedence is command line > config file > defaults.
+   YAML ``true`` becomes ``--key``, ``false`` becomes ``--no-key`` only when that option
+   exists (otherwise it is dropped), a list becomes ``--key a b``, a mapping becomes JSON.
+4. In ``--`` arguments, underscores become dashes in the key part (up to the first ``.``);
+   ``--key=value`` is split; ``-O3``, ``-O=3``, ``-Odecode`` and ``-O 3`` become
+   ``--optimization-level``.
+5. Dotted keys (``--speculative-config.method mtp``, nested ``a.b``, ``key+`` appends with a
+   comma split) are json-loaded (else read as a human-readable int, else kept as a string),
+   merged per option and appended at the end, so they win over an explicit JSON value.
+6. Options are consumed argparse-style against a table of every option of the vLLM
+   releases 0.8.0 … 0.33.0 (``OPTIONS`` below, read from ``knowledge/data/options.json``,
+   which ``tools/gen_knowledge.py`` extracts from the release wheels): bare booleans and ``--no-`` forms, short
+   aliases, unique-prefix abbreviations (argparse's ``allow_abbrev``), list options taking
+   every following value, human-readable ints (``32k``, ``1K``, ``2M``, ``25.6k``) for
+   ``--max-model-len`` and the token-count options, JSON options.
+
+Options removed from current vLLM (in the table with a last version, or from the pre-0.10
+spec-decode era) are reported as legacy flags; options in no table are unknown flags and
+kept verbatim (with their value when one follows).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vllm_doctor.errors import InputError
+from vllm_doctor.serveline import SERVE_LINE
+from vllm_doctor.serveline.line import ServeLine
+from vllm_doctor.serveline.options import JSON_KINDS, OPTIONS, OptionSpec, _HRINT_OR_AUTO, _SHORT_ALIASES, _SPEC_FLAGS, _resolve_long, option_spec
+from vllm_doctor.serveline.words import _NEG_NUMBER, _looks_like_flag, _strip_prefix
+
+_HR_RE = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+
+
+_DEC = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+
+
+_BIN = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def human_readable_int(value: str) -> int:
+    """``1k`` = 1000, ``1K`` = 1024, ``25.6k`` = 25600, ``2M`` = 2·2**20; raises ValueError.
+
+    Decimals with a binary suffix (``1.5K``) are rejected, as vLLM does.
+    """
+    value = value.strip()
+    match = _HR_RE.fullmatch(value)
+    if match:
+        number, suffix = match.groups()
+        if suffix in _DEC:
+            return int(float(number) * _DEC[suffix])
+        try:
+            return int(number) * _BIN[suffix]
+        except ValueError:
+            raise ValueError(
+                f"decimals are not allowed with binary suffixes like {suffix}; "
+                f"did you mean {number}{suffix.lower()}?"
+            ) from None
+    return int(value)
+
+
+def _human_readable_int_or_auto(value: str) -> int:
+    stripped = value.strip()
+    if stripped == "-1" or stripped.lower() == "auto":
+        return -1
+    return human_readable_int(stripped)
+
+
+def _expand_json_human_readable_numbers(val: str) -> str:
+    """``{"cpu_bytes_to_use": 80m}`` -> ``{"cpu_bytes_to_use": 80000000}`` (bare tokens only)."""
+    parts = re.split(r'("(?:[^"\\]|\\.)*")', val)
+    for i in range(0, len(parts), 2):
+        parts[i] = re.sub(
+            r"\b\d+(?:\.\d+)?[kKmMgGtT]\b",
+            lambda m: str(human_readable_int(m.group())),
+            parts[i],
+        )
+    return "".join(parts)
+
+
+def _dotted_value(value_str: str) -> Any:
+    """A dotted key's value: JSON, else a human-readable int, else the string."""
+    try:
+        return json.loads(value_str)
+    except RecursionError:
+        raise InputError(value_str[:20] + "…", "nested too deeply") from None
+    except ValueError:
+        pass
+    try:
+        return human_readable_int(value_str)
+    except (ValueError, OverflowError):
+        return value_str
+
+
+# JSON options with human-readable numbers (`{"kv_bytes": 80m}`) are short; longer values that
+# are not JSON are refused without the second pass
+_HR_JSON_MAX = 64 * 1024
+
+
+def _parse_json(flag: str, value: str, spec: OptionSpec, kind: str) -> Any:
+    text = value
+    if kind == "json_or_str" and not re.match(r"(?s)^\s*{.*}\s*$", text):
+        return text
+    if spec.name == "compilation-config" and text.strip().isdigit():
+        # Older vLLM (CompilationConfig.from_cli): a bare number is the level.
+        return {"level": int(text.strip())}
+    from vllm_doctor.bounds import ValueBoundsError, json_loads
+
+    try:
+        return json_loads(text)
+    except ValueBoundsError as err:
+        raise InputError(flag, f"the JSON value {err}") from None
+    except ValueError as err:
+        if len(text) <= _HR_JSON_MAX:  # the fallback re-scans the text: only for short values
+            try:
+                return json_loads(_expand_json_human_readable_numbers(text))
+            except (ValueError, OverflowError):
+                pass
+        raise InputError(flag, f"invalid JSON: {err}") from None
+
+
+_INT_MAX = 2**63 - 1
+
+
+# sizes that count GPUs or processes: past this no machine exists, and the doctor's
+# arithmetic (world size, per-GPU shares) and probes must never see such a number
+_COUNT_MAX = 1 << 16
+
+
+def _shown(value: str, limit: int = 40) -> str:
+    """A value quoted in a message, cut short: an error stays one readable line."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value):,} characters)"
+
+
+def _in_range(flag: str, spec: OptionSpec, number: int, text: str) -> int:
+    low, high = -_INT_MAX - 1, _INT_MAX
+    if spec.name.endswith("-parallel-size"):
+        low, high = 1, _COUNT_MAX  # vLLM fails at start-up on a size below 1
+    elif spec.name.endswith("-size-local"):
+        low, high = 0, _COUNT_MAX  # 0 local ranks: a headless node
+    if not low <= number <= high:
+        shown = text.strip() if len(text.strip()) <= 24 else text.strip()[:20] + "…"
+        bound = f"{low}..{high}" if low >= 0 else f"at most {high}"
+        raise InputError(flag, f"{shown} is out of range ({bound})")
+    return number
+
+
+def _key_values(flag: str, value: str) -> dict[str, int]:
+    """``image=16,video=2`` as vLLM's nullable_kvs reads it (0.8.x, and the JSON options'
+    fallback up to 0.9.2): lower-cased keys, integer values."""
+    out: dict[str, int] = {}
+    for item in value.split(","):
+        parts = [part.lower().strip() for part in item.split("=")]
+        if len(parts) != 2:
+            raise InputError(flag, f"each item should be KEY=VALUE, got {_shown(item)}")
+        try:
+            number = int(parts[1])
+        except ValueError:
+            raise InputError(flag, f"the value of {_shown(item)} is not an integer") from None
+        if out.get(parts[0], number) != number:
+            raise InputError(flag, f"conflicting values for key {parts[0]!r}")
+        out[parts[0]] = number
+    return out
+
+
+def _convert(flag: str, spec: OptionSpec, value: str) -> Any:
+    """The value as the newest release that has the option reads it; a form only an older
+    release reads (``--limit-mm-per-prompt image=5``) is read that release's way, so a value
+    some release accepts is never bad input (which releases accept it is judged per release
+    in facts/release.py)."""
+    try:
+        return convert_value(flag, spec, spec.kind, value)
+    except InputError:
+        # not an older plain-string reading: those releases parse the string later
+        # (0.8.2's --speculative-config is json.loads'ed when the engine starts)
+        readings = [k for k in spec.older_kinds if k != "str"] + (["kvs"] if spec.kvs else [])
+        for kind in readings:
+            try:
+                return convert_value(flag, spec, kind, value)
+            except InputError:
+                continue
+        raise
+
+
+def convert_value(flag: str, spec: OptionSpec, kind: str, value: str,
+                  key_values: bool = False) -> Any:
+    """The value read as an option of ``kind`` (and, with ``key_values``, a JSON option whose
+    converter also reads ``key=value`` pairs); InputError when that reading refuses it."""
+    if kind == "json" and key_values and value.strip() and not re.match(r"^{.*}$", value):
+        return _key_values(flag, value)
+    if kind == "kvs":
+        return _key_values(flag, value) if value else None
+    try:
+        if kind == "int":
+            return _in_range(flag, spec, int(value.strip()), value)
+        if kind == "hrint":
+            if spec.name in _HRINT_OR_AUTO:
+                return _in_range(flag, spec, _human_readable_int_or_auto(value), value)
+            return _in_range(flag, spec, human_readable_int(value), value)
+        if kind == "float":
+            number = float(value)
+            if number != number or number in (float("inf"), float("-inf")):
+                raise ValueError(value)
+            return number
+    except ValueError as err:
+        detail = str(err)
+        if "binary suffixes" in detail:
+            raise InputError(flag, f"invalid value {_shown(value)}: {detail}") from None
+        expected = {"int": "an integer", "hrint": "an integer (like 4096, 32k, 1K)",
+                    "float": "a number"}[kind]
+        raise InputError(flag, f"expected {expected}, got {_shown(value)}") from None
+    except OverflowError:
+        raise InputError(flag, f"value out of range: {_shown(value)}") from None
+    if kind in JSON_KINDS:
+        return _parse_json(flag, value, spec, kind)
+    return value
+
+
+@dataclass
+class _Tok:
+    text: str  # the token after vLLM's normalisation
+    idx: int | None  # index in ServeLine.tokens, None for tokens from the config file
+    raw: str  # evidence: what the user wrote
+    # for the option word standing for merged dotted keys: the user's words they came from
+    dotted_idx: list[int] | None = None
+
+
+_MAX_CONFIG_KEYS = 10_000
+
+
+def _yaml_to_args(path: Path, data: Any) -> list[tuple[str, str]]:
+    """A config file's content as (token, evidence) pairs, as vLLM's load_config_file does."""
+    if data is None:
+        return []
+    if not isinstance(data, dict):
+        raise InputError(str(path), "a serve config file must be a YAML mapping of option: value")
+    if len(data) > _MAX_CONFIG_KEYS:
+        raise InputError(str(path), f"{len(data):,} options; vLLM has a few hundred, and a serve "
+                                    f"config of more than {_MAX_CONFIG_KEYS:,} is refused")
+    out: list[tuple[str, str]] = []
+    for key, value in data.items():
+        key = str(key)
+        evidence = f"{path.name}: {key}: {_yaml_scalar(value)}"
+        if isinstance(value, bool):
+            if value:
+                out.append(("--" + key, evidence))
+            else:
+                # vLLM adds --no-KEY only when that exact option string exists.
+                spec = OPTIONS.get(key)
+                if spec is not None and spec.kind == "bool":
+                    out.append(("--no-" + key, evidence))
+        elif isinstance(value, list):
+            if value:
+                out.append(("--" + key, evidence))
+                out.extend((str(item), evidence) for item in value)
+        elif isinstance(value, dict):
+            out.append(("--" + key, evidence))
+            out.append((json.dumps(value), evidence))
+        else:
+            out.append(("--" + key, evidence))
+            out.append((str(value), evidence))
+    return out
+
+
+def _yaml_scalar(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, default=str)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _read_config(path_text: str, cwd: Path | None) -> tuple[Path, Any]:
+    from vllm_doctor.bounds import expand_path, read_text
+
+    path = expand_path(path_text, "--config")
+    if not path.is_absolute():
+        path = (cwd or Path.cwd()) / path
+    ext = path_text.rsplit(".", 1)[-1] if "." in path_text else ""
+    if ext not in ("yaml", "yml"):
+        raise InputError("--config", f"config file must be .yaml or .yml: {path_text}")
+    text = read_text(path, "file", "yaml", source="--config")
+    from vllm_doctor import yaml_io  # only a --config file needs YAML
+
+    try:
+        data = yaml_io.safe_load(text)
+    except yaml_io.YAMLError as err:
+        problem = str(err).replace("\n", " ")
+        raise InputError(str(path), f"not valid YAML: {problem}") from None
+    return path, data
+
+
+def _normalise(toks: list[_Tok]) -> list[_Tok]:
+    """Step 4: underscores to dashes in keys, -O forms (FlexibleArgumentParser.parse_args)."""
+    out: list[_Tok] = []
+    for i, tok in enumerate(toks):
+        arg = tok.text
+        if arg.startswith("--"):
+            if "=" in arg:
+                key, value = arg.split("=", 1)
+                out.append(_Tok(_dash_key(key) + "=" + value, tok.idx, tok.raw))
+            else:
+                out.append(_Tok(_dash_key(arg), tok.idx, tok.raw))
+        elif arg.startswith("-O") and arg != "-O":
+            level = arg[3:] if arg[2] == "=" else arg[2:]
+            out.append(_Tok("--optimization-level", tok.idx, tok.raw))
+            out.append(_Tok(level, tok.idx, tok.raw))
+        elif arg == "-O" and i + 1 < len(toks) and toks[i + 1].text in {"0", "1", "2", "3"}:
+            out.append(_Tok("--optimization-level", tok.idx, tok.raw))
+        else:
+            out.append(tok)
+    return out
+
+
+def _dash_key(key: str) -> str:
+    """Underscores to dashes between the leading -- and the first dot."""
+    body = key[2:]
+    head, dot, rest = body.partition(".")
+    return "--" + head.replace("_", "-") + dot + rest
+
+
+def _nested(keys: list[str], value: Any) -> Any:
+    for key in reversed(keys):
+        value = {key: value}
+    return value
+
+
+def _merge(original: dict, update: dict, prefix: str = "") -> set[str]:
+    duplicates: set[str] = set()
+    for k, v in update.items():
+        if isinstance(v, dict) and isinstance(original.get(k), dict):
+            duplicates |= _merge(original[k], v, f"{prefix}{k}.")
+        elif isinstance(v, list) and isinstance(original.get(k), list):
+            original[k] = original[k] + v
+        else:
+            if k in original:
+                duplicates.add(prefix + k)
+            original[k] = v
+    return duplicates
+
+
+def _extract_dotted(toks: list[_Tok]) -> tuple[list[_Tok], set[str], list[str]]:
+    """Step 5: dotted keys merged into one JSON value per option, appended at the end."""
+    delete: set[int] = set()
+    merged: dict[str, dict] = {}
+    evidence: dict[str, list[_Tok]] = {}
+    duplicates: set[str] = set()
+    empty_keys: list[str] = []
+    for i, tok in enumerate(toks):
+        if i in delete:
+            continue
+        arg = tok.text
+        if arg.startswith("--") and "." not in arg:
+            continue
+        if not (arg.startswith("-") and "." in arg):
+            continue
+        if _NEG_NUMBER.match(arg):
+            continue  # rejected before this pass
+        if "=" in arg:
+            key_part, value_str = arg.split("=", 1)
+            if "." not in key_part:
+                continue  # the dot was only in the value
+            pieces = [tok]
+        else:
+            key_part = arg
+            if i + 1 >= len(toks):
+                raise InputError(tok.raw, "expected a value")
+            value_str = toks[i + 1].text
+            pieces = [tok, toks[i + 1]]
+            delete.add(i + 1)
+        if key_part.endswith("+"):
+            key_part = key_part[:-1]
+            value_str = json.dumps(value_str.split(","))
+        key, *keys = key_part.split(".")
+        if not all(keys):
+            empty_keys.append(tok.raw)
+        value = _dotted_value(value_str)
+        spec = option_spec(key)
+        label = spec.name if spec else key.lstrip("-")
+        duplicates |= {f"{label}.{d}" for d in _merge(merged.setdefault(key, {}),
+                                                     _nested(keys, value))}
+        evidence.setdefault(key, []).extend(pieces)
+        delete.add(i)
+    kept = [t for i, t in enumerate(toks) if i not in delete]
+    for key, value in merged.items():
+        pieces = evidence[key]
+        raw = _evidence_text(pieces)
+        idx = pieces[0].idx
+        kept.append(_Tok(key, idx, raw))
+        kept.append(_Tok(json.dumps(value), idx, raw))
+        # the dotted tokens' positions, for render_command
+        kept[-2].dotted_idx = [p.idx for p in pieces if p.idx is not None]
+    return kept, duplicates, empty_keys
+
+
+def _evidence_text(pieces: list[_Tok]) -> str:
+    """The user's words behind some tokens (a -O3 split in two, or a config line, once)."""
+    seen: list[str] = []
+    last: tuple[object, str] | None = None
+    for p in pieces:
+        if last is not None and last == (p.idx, p.raw):
+            continue
+        seen.append(p.raw)
+        last = (p.idx, p.raw)
+    return " ".join(seen)
+
+
+# a real serve line has tens of words; a config file's keys count too
+MAX_WORDS = 10_000
+
+
+def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
+    """Parse a serve command given as words (as a shell would split it)."""
+    if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
+        raise InputError(SERVE_LINE, "expected a list of words")
+    if not tokens or all(not t.strip() for t in tokens):
+        raise InputError(SERVE_LINE, "empty serve line")
+    if any("\x00" in t for t in tokens):
+        raise InputError(SERVE_LINE, "contains NUL bytes")
+    if len(tokens) > MAX_WORDS:
+        raise InputError(SERVE_LINE, f"{len(tokens):,} words; a serve line of more than "
+                                     f"{MAX_WORDS:,} is refused (vLLM has a few hundred options)")
+    env_words, args, entrypoint = _strip_prefix(list(tokens))
+    if not args:
+        raise InputError(SERVE_LINE, "no model and no options after `vllm serve`")
+    line = ServeLine(tokens=list(args), model=None, entrypoint=entrypoint)
+    line.env_tokens = list(env_words)
+    for word in env_words:
+        k, _, v = word.partition("=")
+        line.env[k] = v
+
+    toks = [_Tok(t, i, t) for i, t in enumerate(args)]
+
+    # -- step 2: the model -----------------------------------------------------------
+    model_tok: _Tok | None = None
+    model_idx = next((i for i, t in enumerate(toks)
+                      if re.match(r"^--model(=.+|$)", t.text)), None)
+    if model_idx is not None:
+        tok = toks[model_idx]
+        if tok.text == "--model":
+            if model_idx + 1 >= len(toks) or _looks_like_flag(toks[model_idx + 1].text):
+                raise InputError("--model", "expected one argument")
+            value_tok = toks[model_idx + 1]
+            model_tok = _Tok(value_tok.text, tok.idx, f"--model {value_tok.text}")
+            line.model_span = (model_idx, model_idx + 2)
+            del toks[model_idx:model_idx + 2]
+        else:
+            model_tok = _Tok(tok.text[len("--model="):], tok.idx, tok.text)
+            line.model_span = (model_idx, model_idx + 1)
+            del toks[model_idx]
+        if entrypoint == "serve":
+            line.warnings.append("--model is deprecated with `vllm serve`: give the model "
+                                 "as the first positional argument")
+    elif toks and not _looks_like_flag(toks[0].text):
+        model_tok = toks.pop(0)
+        line.model_span = (0, 1)
+    if model_tok is not None:
+        line.model = model_tok.text
+        line.given["model"] = model_tok.raw
+        line.origins["model"] = "cli"
+
+    if (model_tok is None and entrypoint == "serve"
+            and any(re.match(r"^--served[-_]model[-_]name(=.+|$)", t.text) for t in toks)
+            and not any(re.match(r"^--config(=.+|$)", t.text) for t in toks)):
+        line.warnings.append("`model` should be provided as the first positional argument "
+                             "when using `vllm serve` (vLLM raises ValueError)")
+
+    # -- step 3: --config --------------------------------------------------------------
+    config_positions = [i for i, t in enumerate(toks) if t.text == "--config"]
+    if len(config_positions) > 1:
+        raise InputError("--config", "more than one config file given")
+    if config_positions:
+        ci = config_positions[0]
+        if ci + 1 >= len(toks):
+            raise InputError("--config", "no config file given")
+        path, data = _read_config(toks[ci + 1].text, cwd)
+        line.config_path = str(path)
+        line.spans.setdefault("config", []).extend(
+            [(toks[ci].idx, toks[ci].idx + 1), (toks[ci + 1].idx, toks[ci + 1].idx + 1)])
+        config_toks = [_Tok(t, None, ev) for t, ev in _yaml_to_args(path, data)]
+        toks = config_toks + toks[:ci] + toks[ci + 2:]
+    elif any(t.text.startswith("--config=") for t in toks):
+        line.warnings.append("vLLM reads a config file only from `--config FILE`; "
+                             "`--config=FILE` is not loaded")
+
+    # vLLM's dotted-key pass (step 5) takes a word like `-0.5` for option `-0` with key `5`
+    # and fails, wherever the word stands (even as the model)
+    for tok in ([model_tok] if model_tok is not None else []) + toks:
+        if _NEG_NUMBER.match(tok.text) and "." in tok.text:
+            raise InputError(tok.raw, "vLLM reads a negative decimal as a dotted option "
+                             "and fails; give it as --option=" + tok.text)
+
+    # -- steps 4 and 5 ----------------------------------------------------------------
+    toks = _normalise(toks)
+    toks, dotted_duplicates, empty_keys = _extract_dotted(toks)
+    line.duplicates.extend(sorted(dotted_duplicates))
+    for raw in empty_keys:
+        line.warnings.append(f"{raw}: empty key in a dotted option")
+
+    # -- step 6: consume -----------------------------------------------------------------
+    _consume(line, toks)
+
+    if line.model is None:
+        if entrypoint == "serve":
+            line.warnings.append("no model given (vLLM would serve its default model)")
+    spec_conf = line.options.get("speculative-config")
+    if isinstance(spec_conf, dict):
+        for flag, key in _SPEC_FLAGS:
+            if flag in line.options and key in {k.replace("-", "_") for k in spec_conf}:
+                line.warnings.append(f"--{flag} and --speculative-config['{key}'] are "
+                                     "mutually exclusive (vLLM raises ValueError)")
+    return line
+
+
+def _consume(line: ServeLine, toks: list[_Tok]) -> None:
+    seen_cli: set[str] = set()
+    positional_taken = line.origins.get("model") == "cli"
+    positional_only = False
+    i = 0
+    n = len(toks)
+    while i < n:
+        tok = toks[i]
+        arg = tok.text
+        dotted_idx = tok.dotted_idx
+        if arg == "--" and not positional_only:
+            positional_only = True  # argparse: every word after `--` is positional
+            _add_span(line, "--", [tok])
+            i += 1
+            continue
+        is_long = not positional_only and arg.startswith("--") and len(arg) > 2
+        is_short = (not positional_only and not is_long and arg.startswith("-")
+                    and len(arg) > 1 and not _NEG_NUMBER.match(arg))
+        if is_long:
+            key, eq, explicit = arg[2:].partition("=")
+            spec, negated, note = _resolve_long(key)
+            flag = "--" + key
+        elif is_short:
+            key, eq, explicit = arg.partition("=")
+            target = _SHORT_ALIASES.get(key)
+            if target is None:
+                raise InputError(arg, "unknown short option (vLLM's short options are "
+                                 + ", ".join(sorted(_SHORT_ALIASES)) + ")")
+            spec, negated, note = OPTIONS[target], False, None
+            flag = key
+        else:
+            # a positional word. argparse gives the first one to the optional `model_tag`
+            # positional when no model came first (it then wins over `model:` in a config
+            # file); any further one is an unrecognized argument.
+            if not positional_taken and tok.idx is not None:
+                positional_taken = True
+                line.model = tok.text
+                line.given["model"] = tok.raw
+                line.origins["model"] = "cli"
+                line.model_span = (tok.idx, tok.idx + 1)
+                line.warnings.append("the model should be the first word after `vllm serve`")
+                i += 1
+                continue
+            line.unknown_flags.append(tok.raw)
+            line.warnings.append(f"unrecognized argument {tok.raw!r} (vLLM takes one "
+                                 "positional word: the model)")
+            _add_span(line, "?", [tok])
+            i += 1
+            continue
+        start_tok = tok
+        if spec is None:
+            # unknown: keep it verbatim, with a following value when one follows
+            end_tok = tok
+            if dotted_idx is not None and i + 1 < n:
+                i += 1  # the merged JSON value of dotted pieces
+                text = tok.raw
+            elif (not eq and i + 1 < n and not _looks_like_flag(toks[i + 1].text)
+                  and toks[i + 1].dotted_idx is None):
+                i += 1
+                end_tok = toks[i]
+                text = _evidence_text([tok, end_tok])
+            else:
+                text = tok.raw
+            line.unknown_flags.append(text)
+            _add_span(line, "?" + key, [start_tok, end_tok], dotted_idx)
+            i += 1
+            continue
+        if note:
+            line.warnings.append(note)
+        name = spec.name
+        values: list[str] = []
+        used = [tok]
+        if spec.kind in ("bool", "flag"):
+            if eq:
+                raise InputError(flag, f"takes no value (got {explicit!r}); "
+                                 f"use --{name}" + (f" or --no-{name}" if spec.kind == "bool" else ""))
+            value: Any = not negated
+            end_tok = tok
+            if (not negated and "bool_or_str" in spec.older_kinds and i + 1 < n
+                    and toks[i + 1].text.lower() in ("true", "false")):
+                # 0.8.0-0.8.4 StoreBoolean: `--enable-chunked-prefill false` (which releases
+                # take the word is judged per release)
+                i += 1
+                end_tok = toks[i]
+                used.append(end_tok)
+                value = end_tok.text.lower() == "true"
+                line.raw_values[name] = end_tok.text
+        elif spec.kind == "bool_or_str":
+            end_tok = tok
+            if eq:
+                value = explicit
+            elif i + 1 < n and not _looks_like_flag(toks[i + 1].text):
+                i += 1
+                value = toks[i].text
+                end_tok = toks[i]
+                used.append(end_tok)
+            else:
+                value = True
+        elif spec.kind == "list":
+            end_tok = tok
+            if eq:
+                values = [explicit]
+            else:
+                while i + 1 < n and not _looks_like_flag(toks[i + 1].text) \
+                        and toks[i + 1].dotted_idx is None:
+                    i += 1
+                    values.append(toks[i].text)
+                    end_tok = toks[i]
+                    used.append(end_tok)
+                if not values:
+                    raise InputError(flag, "expected at least one argument")
+            value = values
+        else:
+            if eq:
+                raw_value = explicit
+                end_tok = tok
+            else:
+                if i + 1 >= n or _looks_like_flag(toks[i + 1].text):
+                    raise InputError(flag, "expected one argument")
+                i += 1
+                raw_value = toks[i].text
+                end_tok = toks[i]
+                used.append(end_tok)
+            value = _convert(flag if not dotted_idx else f"--{name}", spec, raw_value)
+            if dotted_idx is None:
+                line.raw_values[name] = raw_value
+            if spec.kind == "append":
+                value = list(line.options.get(name) or []) + [value]
+        origin = "config" if tok.idx is None else "cli"
+        if name == "model":
+            # a positional model wins over `model:` in a config file
+            if line.model is None:
+                line.model = str(value)
+                line.given["model"] = _evidence_text(used)
+                line.origins["model"] = origin
+            else:
+                if origin == "cli" and "model" not in line.duplicates:
+                    line.duplicates.append("model")
+                _add_span(line, "model-ignored", used)  # no effect: render drops it
+            i += 1
+            continue
+        evidence = _evidence_text(used)
+        if dotted_idx is not None:
+            evidence = start_tok.raw
+        if name in line.options and origin == "cli" and name in seen_cli and spec.kind != "append":
+            if name not in line.duplicates:
+                line.duplicates.append(name)
+        if origin == "cli":
+            seen_cli.add(name)
+        if spec.legacy and ("--" + name) not in line.legacy_flags:
+            line.legacy_flags.append("--" + name)
+        line.options[name] = value
+        line.given[name] = evidence
+        line.origins[name] = origin
+        _add_span(line, name, used, dotted_idx)
+        i += 1
+
+
+def _add_span(line: ServeLine, name: str, used: list[_Tok],
+              dotted_idx: list[int] | None = None) -> None:
+    """Record which of the user's words an option used (one (i, i+1) range per word)."""
+    spans = line.spans.setdefault(name, [])
+    seen = line.span_index.get(name)  # a set beside the list: a repeated flag stays linear
+    if seen is None:
+        seen = line.span_index[name] = set(spans)
+    indices = dotted_idx if dotted_idx else [t.idx for t in used if t.idx is not None]
+    for idx in indices:
+        if (idx, idx + 1) not in seen:
+            seen.add((idx, idx + 1))
+            spans.append((idx, idx + 1))
+    if not spans:
+        del line.spans[name]
