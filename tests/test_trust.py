@@ -224,7 +224,9 @@ def test_the_search_stops_at_home_and_outside_both_at_the_working_directory(tmp_
     (b"select = [\"\xff\xfe\"]\n", "not UTF-8"),
     (b".".join([b"k"] * 3000) + b" = 1\n", "not a usable settings file"),
     (b"# " + b"x" * (2 << 20) + b"\n", "at most 1.0 MiB"),
-])
+], ids=["nested-arrays", "nested-tables", "not-utf8", "dotted-key-3000", "over-1-mib"])
+# Short ids: pytest puts the test id in PYTEST_CURRENT_TEST, which the doctor's process inherits,
+# and a 2 MiB id there is more than one environment string may hold (E2BIG at exec).
 def test_bad_settings_files_are_exit_2(tmp_path, content, needle):
     repo = repo_with(tmp_path, "")
     (repo / ".vllm-doctor.toml").write_bytes(content)
