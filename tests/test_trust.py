@@ -369,19 +369,10 @@ LEAKY_LINE = (f"vllm serve s3://AKIAIOSFODNN7EXAMPLE:{URL_SECRET}@bucket/llama -
 
 
 def in_process(argv: list[str]) -> tuple[int, str, str]:
-    import io
-    from contextlib import redirect_stderr, redirect_stdout
+    """The doctor run in this process: (exit code, stdout, stderr)."""
+    from test_hardening import run_cli as run_in_process
 
-    from vllm_doctor.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            main(argv)
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
+    return run_in_process(argv)
 
 
 @pytest.mark.parametrize("argv", [
