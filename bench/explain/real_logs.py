@@ -3,10 +3,12 @@
     python bench/explain/real_logs.py DIR [--write [NAME]]
 
 DIR holds one ``<issue>.log`` per report (the error lines as the reporter pasted them) and
-``index.json`` (a list of {"file", "url", "kind"}). The first two samples (``real-logs.md``,
-``real-logs-2.md``) list the issues their logs were copied from, so they can be assembled again;
-the third (``logs-3/``, ``real-logs-3.md``) keeps the error lines themselves, trimmed to what
-the reporter pasted, each with its source. Each log is run through ``vllm-doctor explain --log FILE
+``index.json`` (a list of {"file", "url", "kind", "right"}; ``right``: the curated rules whose
+cause the thread bears out, checked by tests/test_real_logs.py). The first two samples were
+measured on error lines that were not kept (``real-logs.md``, ``real-logs-2.md`` list their
+issues); ``logs-1/`` and ``logs-2/`` hold those lines collected again from the same threads, and
+``--then real-logs.md`` puts what each log was named by then beside what it is named by now.
+The third (``logs-3/``, ``real-logs-3.md``) kept its error lines from the start. Each log is run through ``vllm-doctor explain --log FILE
 --format json`` and counted by what it named first: a curated rule (a cause and a fix), the
 options table (argparse's "unrecognized arguments"), a vLLM message from the error catalogue
 (where vLLM raises it, not a cause), or nothing.
@@ -40,10 +42,21 @@ def classify(log: Path) -> tuple[str, list[str]]:
     return "nothing", []
 
 
-def _provenance(directory: Path, name: str) -> str:
+def named_then(table: str) -> dict[str, tuple[str, str]]:
+    """url -> (named by, what) from an earlier ``--write`` table."""
+    rows = {}
+    for line in (HERE / table).read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| http") and len(cells) >= 4:
+            rows[cells[0]] = (cells[2], cells[3])
+    return rows
+
+
+def _provenance(directory: Path, name: str, then: str | None = None) -> str:
     kept = directory.resolve().is_relative_to(HERE)
     where = f"bench/explain/{directory.resolve().relative_to(HERE)}" if kept else "DIR"
-    line = f"{dt.date.today()}: `python bench/explain/real_logs.py {where} --write {name}`"
+    line = (f"{dt.date.today()}: `python bench/explain/real_logs.py {where} --write {name}"
+            + (f" --then {then}`" if then else "`"))
     if kept:
         return line + f", on the error lines kept in {where}/ (sources in its index.json).\n\n"
     return line + (", where DIR holds the\nerror lines pasted in each issue below (not kept "
@@ -55,6 +68,9 @@ def main() -> None:
     parser.add_argument("directory", type=Path)
     parser.add_argument("--write", metavar="NAME", nargs="?", const="real-logs.md", default=None,
                         help="write the table to bench/explain/NAME (default real-logs.md)")
+    parser.add_argument("--then", metavar="TABLE",
+                        help="an earlier table of the same logs (bench/explain/TABLE): a column "
+                             "with what each log was named by then, and the tally then")
     args = parser.parse_args()
     index = json.loads((args.directory / "index.json").read_text(encoding="utf-8"))
     rows, tally = [], collections.Counter()
@@ -63,16 +79,26 @@ def main() -> None:
         tally[outcome] += 1
         rows.append((entry, outcome, named))
     lines = [f"{len(index)} logs: " + ", ".join(f"{name} {count}" for name, count in tally.most_common())]
-    print(lines[0])
+    then = named_then(args.then) if args.then else {}
+    if then:
+        before = collections.Counter(then.get(e["url"], ("not in " + args.then, ""))[0] for e in index)
+        lines.append(f"the same logs in {args.then}: "
+                     + ", ".join(f"{name} {count}" for name, count in before.most_common()))
+    print("\n".join(lines))
     for entry, outcome, named in rows:
-        print(f"  {entry['url']}  [{entry['kind']}]  {outcome}: {'; '.join(named)}")
+        was = f"  (then {' / '.join(then.get(entry['url'], ('?', '')))})" if then else ""
+        print(f"  {entry['url']}  [{entry['kind']}]  {outcome}: {'; '.join(named)}{was}")
     if args.write:
-        table = "\n".join(f"| {e['url']} | {e['kind']} | {o} | {'; '.join(n).replace('|', '/')} |"
-                          for e, o, n in rows)
+        head = "| issue | kind | named by | what |" + (" then named by | then |" if then else "")
+        rule = "| --- | --- | --- | --- |" + (" --- | --- |" if then else "")
+        table = "\n".join(
+            f"| {e['url']} | {e['kind']} | {o} | {'; '.join(n).replace('|', '/')} |"
+            + (" {} | {} |".format(*then.get(e["url"], ("?", ""))) if then else "")
+            for e, o, n in rows)
         (HERE / args.write).write_text(
             "# explain --log on real crash logs\n\n"
-            + _provenance(args.directory, args.write)
-            + f"**{lines[0]}**\n\n| issue | kind | named by | what |\n| --- | --- | --- | --- |\n"
+            + _provenance(args.directory, args.write, args.then)
+            + "".join(f"**{line}**\n\n" for line in lines) + f"{head}\n{rule}\n"
             + table + "\n", encoding="utf-8")
 
 
