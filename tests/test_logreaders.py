@@ -48,18 +48,24 @@ def test_explain_log_names_cause_and_fix(log, capsys):
     assert any(fix in f for f in reading["fixes"])
 
 
-@pytest.mark.parametrize("log", ["15286.log", "8841.log", "31480.log", "18851.log"])
-def test_check_log_names_cause_and_fix(log):
+@pytest.mark.parametrize("log", sorted(FAMILIES))
+def test_check_log_says_what_explain_log_says(log, capsys):
+    """`check --log` names the same rules as `explain --log` for what the log shows, each with
+    the same reading (cause and fixes), on every family's example."""
     from typer.testing import CliRunner
 
     from vllm_doctor.cli import app
+    from vllm_doctor.commands.explain import explain_log
 
-    code, cause, fix = FAMILIES[log]
+    explain_log(LOGS / log, None, "json")
+    explained = {h["code"]: h["log_reading"] for h in json.loads(capsys.readouterr().out)["known_failures"]}
     done = CliRunner().invoke(app, ["check", "--log", str(LOGS / log), "--format", "json"])
     doc = json.JSONDecoder().raw_decode(done.stdout)[0]
-    applies = [f for f in doc["findings"] if f["verdict"] == "applies"]
-    reading = _reading(applies, code)
-    assert cause in reading["cause"] and any(fix in f for f in reading["fixes"])
+    checked = {f["code"]: f["log_reading"] for f in doc["findings"]
+               if f["verdict"] == "applies" and f["log_matches"]}
+    assert checked == explained
+    code, cause, fix = FAMILIES[log]
+    assert cause in checked[code]["cause"] and any(fix in f for f in checked[code]["fixes"])
 
 
 def test_generic_rule_steps_back_for_the_reader():
