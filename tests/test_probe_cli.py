@@ -24,11 +24,15 @@ def cli(*args, env=None):
 
 
 def test_parse_serve_finds_tp_and_model():
-    assert parse_serve(["vllm", "serve", "google/gemma-4", "-tp", "2"]) == {"model": "google/gemma-4", "tp": 2}
+    assert parse_serve(["vllm", "serve", "google/gemma-4", "-tp", "2"]) == {"model": "google/gemma-4", "tp": 2,
+                                                                       "budget": {}}
     assert parse_serve(["serve", "m", "--tensor-parallel-size=4"])["tp"] == 4
     # vLLM moves `--model X` to the front: X is the model (serve_args' reading of its parser)
-    assert parse_serve(["m", "--model", "x", "-tp=8"]) == {"model": "x", "tp": 8}
-    assert parse_serve(["vllm", "serve", "m"]) == {"model": "m", "tp": None}
+    assert parse_serve(["m", "--model", "x", "-tp=8"]) == {"model": "x", "tp": 8, "budget": {}}
+    assert parse_serve(["vllm", "serve", "m"]) == {"model": "m", "tp": None, "budget": {}}
+    # the budgets the memory probe sizes its forward and its CUDA graphs by
+    assert parse_serve(["vllm", "serve", "m", "--max-num-batched-tokens", "16384", "--max-num-seqs=64"])[
+        "budget"] == {"max_num_batched_tokens": 16384, "max_num_seqs": 64}
     with pytest.raises(InputError):
         parse_serve(["m", "-tp", "two"])
     with pytest.raises(InputError):
@@ -49,7 +53,9 @@ def test_visible_gpu_count_without_nvml_uses_the_variable(monkeypatch):
 
 
 def test_model_sizes_from_a_nested_config():
-    assert model_sizes(FIXTURES / "config.json", None) == {"vocab_size": 1001, "hidden_size": 48}
+    assert model_sizes(FIXTURES / "config.json", None) == {
+        "vocab_size": 1001, "hidden_size": 48, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "num_hidden_layers": 2, "head_dim": 6}
     assert model_sizes(None, None) is None
     with pytest.raises(InputError):
         model_sizes(FIXTURES / "missing.json", None)

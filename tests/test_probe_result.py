@@ -2,7 +2,8 @@
 
 import json
 
-from vllm_doctor.probes import PROBE_NAMES, PROBES_FOR_RULE, ProbeResult
+from vllm_doctor.probes import PROBE_NAMES, PROBES, PROBES_FOR_RULE, ProbeResult
+from vllm_doctor.probes.registry import BY_NAME
 from vllm_doctor.probes.result import merge_rank_results, worst
 
 
@@ -76,4 +77,6 @@ def test_rule_map_names_the_probes_of_the_seed_rules():
     for code, probe in expected.items():
         assert probe in PROBES_FOR_RULE[code]
     assert all(not n.startswith("selftest") for n in PROBE_NAMES)
-    assert set(PROBE_NAMES) == set(expected.values())
+    measuring = {p.name for p in PROBES if p.on_request}
+    assert measuring == {"memory"} and not BY_NAME["memory"].rules
+    assert set(PROBE_NAMES) - measuring == set(expected.values())

@@ -84,11 +84,17 @@ def parse_serve(tokens: list[str]) -> dict[str, Any]:
     from vllm_doctor.serveline.parser import parse_serve_argv
 
     line = parse_serve_argv(list(tokens))
-    return {"model": line.model, "tp": line.options.get("tensor-parallel-size")}
+    return {"model": line.model, "tp": line.options.get("tensor-parallel-size"),
+            "budget": {key.replace("-", "_"): line.options[key] for key in SERVE_BUDGET
+                       if isinstance(line.options.get(key), int)}}
+
+
+# the serve line's token and sequence budgets the memory probe sizes its forward and graphs by
+SERVE_BUDGET = ("max-num-batched-tokens", "max-num-seqs")
 
 
 def model_sizes(model_config: Path | None, model_id: str | None) -> dict[str, int] | None:
-    """vocab_size / hidden_size from the model's config.json (--model-config, a local model
+    """The model's sizes (model_dims) from its config.json (--model-config, a local model
     directory, or the Hugging Face cache), or None."""
     if model_config is None and not model_id:
         return None
@@ -101,8 +107,11 @@ def model_sizes(model_config: Path | None, model_id: str | None) -> dict[str, in
 
 
 def model_dims(facts: Any) -> dict[str, int] | None:
-    """The model sizes the probes take (vocab_size, hidden_size) from collected facts, or None."""
-    sizes = {k: facts.value(f"model.{k}") for k in ("vocab_size", "hidden_size")}
+    """The model sizes the probes take (registry.MODEL_KEYS: vocab and hidden size, heads,
+    layers) from collected facts, or None."""
+    from vllm_doctor.probes.registry import MODEL_KEYS
+
+    sizes = {k: facts.value(f"model.{k}") for k in MODEL_KEYS}
     sizes = {k: v for k, v in sizes.items() if isinstance(v, int) and v > 0}
     return sizes or None
 
@@ -177,8 +186,8 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
     if list_only:
         for p in PROBES:
             if not p.hidden:
-                rules = ", ".join(p.rules)
-                typer.echo(f"{p.name:18} {p.title} [{rules}]")
+                said = "measures; runs when named" if p.on_request else ", ".join(p.rules)
+                typer.echo(f"{p.name:18} {p.title} [{said}]")
         return EXIT_OK
     from vllm_doctor.probes.runner import (MAX_TEARDOWN_TIMEOUT_S, MAX_TIMEOUT_S, check_seconds,
                                            max_ranks, resolve, too_many_ranks)
@@ -203,7 +212,7 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
         if skipped:
             meta["skipped_lines"] = skipped[:20]
     else:
-        serve = parse_serve(serve_tokens) if serve_tokens else {"model": None, "tp": None}
+        serve = parse_serve(serve_tokens) if serve_tokens else {"model": None, "tp": None, "budget": {}}
         count, gpu_names, topology = gpu_survey()
         defaulted = device is None
         if device is None:  # CUDA_VISIBLE_DEVICES alone is no GPU: NVML or a driver must be there
@@ -239,7 +248,8 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
         with Progress([s.name for s in specs]) as progress:
             results = run_probes(only, tp, device, timeout, model, on_update=progress.update,
                                  teardown_timeout=teardown_timeout, use_cache=use_cache,
-                                 params={"topology": topology} if device == "cuda" and topology else None,
+                                 params=dict(serve["budget"], **({"topology": topology}
+                                                                 if device == "cuda" and topology else {})),
                                  visible_gpus=count if device == "cuda" else None, info=info)
         meta = {"tp": tp, "device": device, "model": model, "timeout_s": timeout,
                 "doctor_start_s": doctor_start_s, "results_at_s": progress.timeline(), **info}

@@ -25,6 +25,10 @@ class Part:
 
 HARDWARE, TORCH = "hardware", "torch"
 
+# The model config's sizes the probes take (from the collected ``model.*`` facts).
+MODEL_KEYS = ("vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+              "num_hidden_layers")
+
 
 @dataclass(frozen=True)
 class Check:
@@ -50,6 +54,7 @@ class ProbeSpec:
     needs_torch: bool = True
     parts: tuple[Part, ...] = ()
     hidden: bool = False  # self-test probes for the runner's own tests
+    on_request: bool = False  # a measurement, not a rule's check: runs only when named
     checks: tuple[Check, ...] = ()  # what it measures (shown with its results)
     # per rule: what decides whether the failure's mechanism exists (HARDWARE or TORCH)
     mechanism: tuple[tuple[str, str], ...] = ()
@@ -146,6 +151,22 @@ PROBES: tuple[ProbeSpec, ...] = (
         mechanism=(("QUANT001", TORCH), ("QUANT002", HARDWARE)),
         verifies="narrowing by the token count (PR 38093) matches the dequantised reference",
     ),
+    ProbeSpec(
+        name="memory",
+        title="GPU memory vLLM's start-up subtracts: CUDA context, cuBLAS, NCCL, CUDA graphs, activations",
+        module="memory", needs_cuda=True, collective=True, on_request=True,
+        parts=(Part("fresh", needs_cuda=True),),
+        checks=(Check("the GPU's total, the CUDA context, and the caching allocator's slack "
+                      "(cudaMemGetInfo and NVML against memory_reserved)", HARDWARE),
+                Check("cuBLAS/cuBLASLt handle memory and the workspaces torch holds after the "
+                      "first bf16 GEMM", TORCH),
+                Check("one more NCCL communicator of the group's ranks, per rank", HARDWARE),
+                Check("the CUDA-graph pool and per-graph memory of a synthetic decode step over "
+                      "vLLM's default capture sizes (FULL and PIECEWISE)", HARDWARE),
+                Check("the activation peak of a synthetic dense decoder forward at "
+                      "max-num-batched-tokens, with the logits and a top-p-like sort", TORCH)),
+        verifies="",
+    ),
     # Self-test probes: they exercise the runner (deadline, crash, teardown hang, Ctrl-C).
     ProbeSpec(name="selftest-ok", title="self-test: passes", module="selftest",
               needs_torch=False, hidden=True),
@@ -167,6 +188,8 @@ PROBES: tuple[ProbeSpec, ...] = (
 
 BY_NAME: dict[str, ProbeSpec] = {p.name: p for p in PROBES}
 PROBE_NAMES: list[str] = [p.name for p in PROBES if not p.hidden]
+# what runs when no probe is named: every public probe but the measurements run on request
+DEFAULT_PROBES: tuple[ProbeSpec, ...] = tuple(p for p in PROBES if not p.hidden and not p.on_request)
 
 PROBES_FOR_RULE: dict[str, list[str]] = {}
 for _spec in PROBES:

@@ -145,7 +145,8 @@ def render_text(results: list[ProbeResult], meta: dict[str, Any], verbose: bool 
         mark, style = mark_and_style(r)
         spec = BY_NAME.get(r.name)
         title = spec.title if spec is not None else "worker process-group teardown"
-        said = r.status if r.verdicts or not r.reproduced else r.verdict()
+        figures = r.figures()
+        said = r.verdict() if (r.reproduced or figures) and not r.verdicts else r.status
         console.print(f"[{style}]{escape(mark)} {r.name}[/{style}] ({r.duration_s:.2f}s) — {escape(title)}")
         for v in r.verdicts:
             lv = v["level"]
@@ -158,7 +159,16 @@ def render_text(results: list[ProbeResult], meta: dict[str, Any], verbose: bool 
                 console.print(f"          release: {escape(v['release'])}")
         if r.status != SKIP or not r.verdicts:
             console.print(f"      probe {escape(said)}" + (f": {escape(r.reason)}" if r.reason else ""))
-        if spec is not None and r.status not in (SKIP,):
+        for f in figures:  # a measuring probe: each figure with what it measured
+            value = ""
+            if isinstance(f.get("bytes"), int):  # under a GiB in MiB, where small terms read well
+                size = f["bytes"] / 2**30
+                value = f" {size:.3g} GiB" if abs(size) >= 1 else f" {f['bytes'] / 2**20:.4g} MiB"
+            rank = f" (rank {f['rank']})" if "rank" in f else ""
+            tag = escape(f"[{f.get('depends')}]")
+            console.print(f"      {tag} {escape(str(f['name']))}{rank}:{value} — "
+                          f"{escape(str(f.get('what', '')))}")
+        if spec is not None and r.status not in (SKIP,) and not figures:
             for c in spec.checks:
                 where = c.depends
                 if meta.get("device") == "cpu" and c.cpu:
@@ -174,7 +184,8 @@ def render_text(results: list[ProbeResult], meta: dict[str, Any], verbose: bool 
         keys = list(r.metrics) if verbose else [k for k in HEADLINE.get(r.name, ()) if k in r.metrics]
         for key in keys:
             value = r.metrics[key]
-            if key in PART_HEADLINE or (isinstance(value, (list, dict)) and not verbose and key != "guard"):
+            if key in PART_HEADLINE or key == "figures" or (
+                    isinstance(value, (list, dict)) and not verbose and key != "guard"):
                 continue
             console.print(f"      {escape(key)}: {escape(_fmt(value))}")
         for part, pkeys in PART_HEADLINE.items():

@@ -49,6 +49,17 @@ class ProbeResult:
         """The probe showed the mechanism of a known failure here (not that vLLM has the bug)."""
         return bool(self.rules_confirmed)
 
+    def figures(self) -> list[dict[str, Any]]:
+        """The measured figures of a measuring probe (``metrics["figures"]``, its ranks' beyond
+        the lowest one's, and its parts'), each with what it measured and what it depends on."""
+        out = list(self.metrics.get("figures") or [])
+        for rank in self.ranks[1:]:
+            out.extend(dict(f, rank=rank.get("rank")) for f in (rank.get("metrics") or {}).get("figures") or [])
+        for value in self.metrics.values():
+            if isinstance(value, dict) and isinstance(value.get("figures"), list):
+                out.extend(value["figures"])
+        return [f for f in out if isinstance(f, dict) and "name" in f]
+
     def verdict(self) -> str:
         """What to read: the joined verdicts when there are any, else what the probe itself
         showed (a mechanism, never "the bug": whether vLLM has it is the release's call)."""
@@ -64,6 +75,8 @@ class ProbeResult:
             if self.status == FAIL:
                 return f"{head}; the fix's approach did not check out: {self.reason}"
             return f"{head}; then {self.status}: {self.reason}"
+        if self.status in (PASS, WARN) and not self.rules_refuted and self.figures():
+            return "measured" if self.status == PASS else "measured, partly"
         if self.status == PASS:
             out = "ok: no known failure's mechanism shown"
             return out + (f" (mechanism absent: {', '.join(self.rules_refuted)})" if self.rules_refuted else "")

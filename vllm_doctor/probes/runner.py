@@ -46,7 +46,7 @@ from typing import Any, Callable
 
 from vllm_doctor.child import module_command
 from vllm_doctor.errors import InputError
-from vllm_doctor.probes.registry import BY_NAME, PROBES, ProbeSpec
+from vllm_doctor.probes.registry import BY_NAME, DEFAULT_PROBES, MODEL_KEYS, PROBES, ProbeSpec
 from vllm_doctor.probes.result import (ERROR, PASS, SKIP, TIMEOUT, WARN, ProbeResult,
                                        merge_rank_results)
 
@@ -257,8 +257,7 @@ class Runner:
             except ValueError:
                 raise InputError("VLLM_DOCTOR_PROBE_PARAMS", "not valid JSON") from None
         if model:
-            self.params["model"] = {k: model[k] for k in ("vocab_size", "hidden_size")
-                                    if isinstance(model.get(k), int)}
+            self.params["model"] = {k: model[k] for k in MODEL_KEYS if isinstance(model.get(k), int)}
         if device == "cpu":
             self.params.setdefault("small", True)
         self.params["tp"] = tp
@@ -911,9 +910,10 @@ def _describe_exit(code: int | None) -> str:
 
 
 def resolve(names: list[str] | None) -> list[ProbeSpec]:
-    """The probe specs for ``names`` (None or empty: every public probe), in canonical order."""
+    """The probe specs for ``names`` (None or empty: every public probe but those run on
+    request), in canonical order."""
     if not names:
-        return [p for p in PROBES if not p.hidden]
+        return list(DEFAULT_PROBES)
     wanted = []
     for raw in names:
         name = raw.strip()

@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     die_with_parent()
-    from vllm_doctor.probes.registry import BY_NAME, PROBES
+    from vllm_doctor.probes.registry import BY_NAME, DEFAULT_PROBES
 
     params: dict[str, Any] = json.loads(args.params) if args.params else {}
     rank = _env_int("RANK", 0)
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         specs = [BY_NAME[n] for n in names]
     else:
-        specs = [p for p in PROBES if not p.hidden]
+        specs = list(DEFAULT_PROBES)
 
     need_torch = any(s.needs_torch for s in specs)
     init: dict[str, Any] = {}
