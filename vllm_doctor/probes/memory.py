@@ -146,11 +146,14 @@ def table_entry(report: dict[str, Any]) -> dict[str, Any]:
         "cublas_non_torch_gib": gib("cublas_handles"), "cublas_torch_gib": gib("cublas_workspace"),
         "nccl_communicator_gib": nccl,
         "allocator_slack_gib": gib("allocator_slack"),
-        "activation": {k: act.get(k) for k in ("model", "max_num_batched_tokens", "max_num_seqs",
-                                               "points", "intercept_gib",
-                                               "gib_per_1k_tokens")},
-        "cuda_graph": {k: graphs.get(k) for k in ("model", "sizes", "full", "piecewise",
-                                                  "full_and_piecewise_gib", "full_only_gib")},
+        "activation": {k: act.get(k) for k in ("model", "max_num_batched_tokens", "max_num_seqs", "points",
+                                               "forward_intercept_gib", "forward_gib_per_1k_tokens",
+                                               "sampler_bytes_per_seq_vocab")},
+        "cuda_graph": {"model": graphs.get("model"), "sizes": graphs.get("sizes"),
+                       "vllm_estimate_gib": gib("cuda_graph_estimate"), "measured_gib": gib("cuda_graph_memory"),
+                       **{mode: {k: v for k, v in (graphs.get(mode) or {}).items()
+                                 if k not in ("per_capture_mib", "free_drop_mib")}
+                          for mode in ("full", "piecewise")}},
     }
 
 
@@ -318,45 +321,50 @@ class Decoder:
 
 def _activation_peak(ctx: Ctx, meter: Meter, shape: dict[str, int], tokens: list[int],
                      max_num_seqs: int) -> dict[str, Any]:
-    """The allocator's peak above the weights during one forward of the synthetic decoder at each
-    token count, then the logits of the last token of each sequence and a sampler-like pass."""
+    """The allocator's peak above the weights in one forward of the synthetic decoder at each
+    token count, and, measured apart, in the logits of the last token of each sequence and a
+    sampler-like pass over them: vLLM's profile run does both, one after the other."""
     torch = meter.torch
     dev = meter.device
     dec = Decoder(torch, shape, dev, with_lm_head=True)
+    vocab = shape["vocab_size"]
     points = []
     for t in tokens:
         ctx.progress(f"activation peak: forward of {t} tokens")
         base = meter.settle()
         torch.cuda.reset_peak_memory_stats(dev)
         with torch.inference_mode():
-            ids = torch.randint(shape["vocab_size"], (t,), device=dev)
+            ids = torch.randint(vocab, (t,), device=dev)
             residual = torch.nn.functional.embedding(ids, dec.lm_head)
             for _ in range(ACTIVATION_LAYERS):
                 residual = dec.prefill_layer(residual)
             torch.cuda.synchronize(dev)
-            forward_peak = torch.cuda.max_memory_allocated(dev) - base["allocated"]
+            forward = torch.cuda.max_memory_allocated(dev) - base["allocated"]  # type: ignore[operator]
             # the sampled positions: the last token of each of min(max_num_seqs, t) sequences
             seqs = min(max_num_seqs, t)
             last = torch.linspace(t / seqs - 1, t - 1, seqs, device=dev).long()
             hidden = torch.nn.functional.rms_norm(residual[last], (shape["hidden_size"],), dec.norm, RMS_EPS)
             del residual, ids
+            torch.cuda.synchronize(dev)
+            torch.cuda.reset_peak_memory_stats(dev)
             logits = torch.nn.functional.linear(hidden, dec.lm_head).float()
             probs = logits.softmax(dim=-1)  # top-k/top-p: sort and cumulative sum over the vocabulary
             ordered, order = probs.sort(dim=-1, descending=True)
             keep = ordered.cumsum(dim=-1) <= 0.9
             del hidden, logits, probs, ordered, order, keep
             torch.cuda.synchronize(dev)
-        after = meter.snap()
-        peak = after["peak"] - base["allocated"]  # type: ignore[operator]
-        points.append({"tokens": t, "peak_gib": round(peak / GIB, 4),
-                       "forward_peak_gib": round(forward_peak / GIB, 4),
-                       "sampler_peak_gib": round((peak - forward_peak) / GIB, 4) if peak > forward_peak else 0.0})
+            sampler = torch.cuda.max_memory_allocated(dev) - base["allocated"]  # type: ignore[operator]
+        points.append({"tokens": t, "sequences": seqs, "peak_gib": round(max(forward, sampler) / GIB, 4),
+                       "forward_gib": round(forward / GIB, 4), "sampler_gib": round(sampler / GIB, 4),
+                       "sampler_bytes_per_seq_vocab": round(sampler / (seqs * vocab), 2)})
     weights = sum(x.numel() * x.element_size() for x in
                   (dec.w_qkv, dec.w_o, dec.w_gu, dec.w_down, dec.norm, dec.lm_head))
     attention = dec.attention
     del dec
-    intercept, slope = linear_fit([(p["tokens"] / 1000, p["peak_gib"]) for p in points])
-    return {"points": points, "intercept_gib": round(intercept, 4), "gib_per_1k_tokens": round(slope, 4),
+    intercept, slope = linear_fit([(p["tokens"] / 1000, p["forward_gib"]) for p in points])
+    return {"points": points, "forward_intercept_gib": round(intercept, 4),
+            "forward_gib_per_1k_tokens": round(slope, 4),
+            "sampler_bytes_per_seq_vocab": statistics.median(p["sampler_bytes_per_seq_vocab"] for p in points),
             "weights_gib": round(weights / GIB, 4), "attention": attention}
 
 
@@ -371,11 +379,14 @@ def _capture(torch, fn: Callable[[], Any], pool, stream):
     return graph, out
 
 
-def _graphs(ctx: Ctx, meter: Meter, shape: dict[str, int], sizes: list[int], piecewise_sizes: int) -> dict[str, Any]:
-    """Capture the synthetic decoder's decode step over the capture sizes, largest first, into
-    one pool as vLLM does: one FULL graph of every layer per size; then, for the largest sizes,
-    the PIECEWISE split (a graph per stretch between two attentions, attention left eager). The
-    free-memory drop of each capture is what vLLM's estimate reads."""
+def _graphs(ctx: Ctx, meter: Meter, shape: dict[str, int], sizes: list[int], max_num_seqs: int) -> dict[str, Any]:
+    """Capture the synthetic decoder's decode step into one pool, largest size first, as vLLM's
+    default FULL_AND_PIECEWISE does: a FULL graph of every layer for each size up to max_num_seqs
+    (uniform decode), and for every size the PIECEWISE split (a graph per stretch between two
+    attentions, attention left eager). Only the graphs and the last outputs stay referenced, so
+    the pool reuses what the pieces no longer need (vLLM keeps weak references to them). Each
+    capture's cost is this process's memory growth (NVML), which is cudaMemGetInfo's drop, the
+    figure vLLM reads, when nothing else runs on the GPU."""
     torch = meter.torch
     dev = meter.device
     layers = shape["num_hidden_layers"]
@@ -386,44 +397,43 @@ def _graphs(ctx: Ctx, meter: Meter, shape: dict[str, int], sizes: list[int], pie
     v_cache = torch.randn(kv_shape, device=dev, dtype=torch.bfloat16)
     inputs = torch.randn(top, shape["hidden_size"], device=dev, dtype=torch.bfloat16)
     stream = torch.cuda.Stream(device=dev)
-    kept: list[Any] = []  # graphs and their outputs stay alive, as vLLM keeps them
+    pool = torch.cuda.graph_pool_handle()
+    kept: list[Any] = []  # the graphs and each one's final output stay alive, as vLLM keeps them
 
-    def run_mode(label: str, order: list[int], capture_one: Callable[[int, Any], list[Any]]) -> dict[str, Any]:
-        pool = torch.cuda.graph_pool_handle()
+    def run_mode(label: str, order: list[int], capture_one: Callable[[int], list[Any]]) -> dict[str, Any]:
         start = meter.settle()
-        drops, mine, t0 = [], [], time.perf_counter()
+        samples, drops, t0 = [], [], time.perf_counter()
         for n, b in enumerate(order):
             if n % 8 == 0:
                 ctx.progress(f"CUDA graphs ({label}): capturing size {b} ({n + 1}/{len(order)})")
             before = meter.snap()
-            kept.extend(capture_one(b, pool))
+            kept.extend(capture_one(b))
             after = meter.snap()
+            samples.append(meter.mine(after) - meter.mine(before))
             drops.append(before["free"] - after["free"])  # type: ignore[operator]
-            mine.append(meter.mine(after) - meter.mine(before))
         end = meter.snap()
         return {"sizes": len(order), "largest": order[0], "seconds": round(time.perf_counter() - t0, 2),
-                "first_capture_gib": round(drops[0] / GIB, 4),
-                "per_graph_gib": round(max(drops[1] if len(drops) > 1 else 0, MIB) / GIB, 5),
-                "median_later_capture_gib": round(statistics.median(drops[1:]) / GIB, 5) if len(drops) > 1 else None,
-                "measured_total_gib": round((meter.mine(end) - meter.mine(start)) / GIB, 4),
+                "graphs_per_size": 1 if label == "FULL" else layers + 1,
+                "first_capture_gib": round(samples[0] / GIB, 4),
+                "second_capture_gib": round(samples[1] / GIB, 4) if len(samples) > 1 else None,
+                "vllm_estimate_gib": round(vllm_graph_estimate(samples, len(order)) / GIB, 4),
+                "measured_gib": round((meter.mine(end) - meter.mine(start)) / GIB, 4),
                 "pool_gib": round((end["reserved"] - start["reserved"]) / GIB, 4),  # type: ignore[operator]
                 "non_torch_gib": round((meter.non_torch(end) - meter.non_torch(start)) / GIB, 4),
-                "drops_mib": [round(d / MIB, 2) for d in drops],
-                "per_process_mib": [round(d / MIB, 2) for d in mine]}
+                "per_capture_mib": [round(d / MIB, 2) for d in samples],
+                "free_drop_mib": [round(d / MIB, 2) for d in drops]}
 
-    def full(b: int, pool) -> list[Any]:
+    def full(b: int) -> list[Any]:
         x = inputs[:b]
-        graph, out = _capture(torch, lambda: dec.decode_step(x, layers, k_cache, v_cache), pool, stream)
-        return [graph, out]
+        return list(_capture(torch, lambda: dec.decode_step(x, layers, k_cache, v_cache), pool, stream))
 
-    def pieces(b: int, pool) -> list[Any]:
+    def pieces(b: int) -> list[Any]:
         """layers + 1 graphs: the QKV of layer 0, then each stretch from one attention's output
         to the next layer's QKV; the attention runs eagerly between them."""
-        x = inputs[:b]
-        out: list[Any] = []
-        g, qkv = _capture(torch, lambda: dec.qkv(x), pool, stream)
-        out += [g, qkv]
-        residual = x
+        graphs: list[Any] = []
+        residual = inputs[:b]
+        g, qkv = _capture(torch, lambda: dec.qkv(residual), pool, stream)
+        graphs.append(g)
         for _ in range(layers):
             attn = dec.decode_attention(qkv, k_cache, v_cache)
 
@@ -432,17 +442,23 @@ def _graphs(ctx: Ctx, meter: Meter, shape: dict[str, int], sizes: list[int], pie
                 return nxt, dec.qkv(nxt)
 
             g, (residual, qkv) = _capture(torch, stretch, pool, stream)
-            out += [g, residual, qkv, attn]
-        return out
+            graphs.append(g)
+        return graphs + [residual, qkv]
 
     with torch.inference_mode():
         order = sorted(sizes, reverse=True)
-        full_mode = run_mode("FULL", order, full)
-        piece_mode = run_mode("PIECEWISE", order[:piecewise_sizes], pieces)
+        full_mode = run_mode("FULL", [b for b in order if b <= max_num_seqs], full)
+        piece_mode = run_mode("PIECEWISE", order, pieces)
     attention = dec.attention
     kept.clear()
     del dec, k_cache, v_cache, inputs
-    return {"full": full_mode, "piecewise": piece_mode, "attention": attention}
+    # FULL and PIECEWISE share the pool and never replay at once: vLLM overlays their first
+    # captures and adds the per-graph parts (profile_cudagraph_memory).
+    estimate = max(full_mode["first_capture_gib"], piece_mode["first_capture_gib"]) + \
+        sum(m["vllm_estimate_gib"] - m["first_capture_gib"] for m in (full_mode, piece_mode))
+    return {"full": full_mode, "piecewise": piece_mode, "attention": attention,
+            "vllm_estimate_gib": round(estimate, 4),
+            "measured_gib": round(full_mode["measured_gib"] + piece_mode["measured_gib"], 4)}
 
 
 def part_fresh(ctx: Ctx) -> dict:
@@ -497,21 +513,21 @@ def part_fresh(ctx: Ctx) -> dict:
     del x
     s_blas = meter.settle()
     figures.append(figure("cublas_handles", meter.non_torch(s_blas) - meter.non_torch(s_ctx),
-                          "device memory cuBLAS and cuBLASLt take outside torch's allocator at their first "
-                          "bf16 GEMM (vLLM 0.33 makes them before its baseline snapshot)", TORCH))
+                          "device memory outside torch's allocator that the first bf16 GEMMs add: the "
+                          "cuBLAS and cuBLASLt handles and the kernel modules CUDA loads lazily for them "
+                          "(vLLM 0.33 makes them before its baseline snapshot)", TORCH))
     figures.append(figure("cublas_workspace", s_blas["allocated"] - s_ctx["allocated"],  # type: ignore[operator]
                           "the cuBLAS workspaces torch holds in its own allocator after that GEMM "
                           "(counted as torch memory, never freed)", TORCH))
 
-    activation: dict[str, Any] = {}
     try:
         activation = _activation_peak(ctx, meter, shape, tokens, max_num_seqs)
         at = next(p for p in activation["points"] if p["tokens"] == tokens_max)
         figures.append(figure(
             "activation_peak", at["peak_gib"] * GIB,
-            f"the caching allocator's peak above the weights in one eager forward of {tokens_max} tokens "
-            f"through a dense Llama-like decoder layer (FlashAttention), then the logits of "
-            f"{min(max_num_seqs, tokens_max)} sequences and a top-p-like sort: stands for vLLM's "
+            f"the caching allocator's peak above the weights in an eager forward of {tokens_max} tokens "
+            f"through a dense Llama-like decoder layer (FlashAttention), or in the logits of "
+            f"{at['sequences']} sequences and a top-p-like sort, whichever is higher: stands for vLLM's "
             f"'PyTorch activation peak memory' of a dense model without torch.compile",
             TORCH, model=source, max_num_batched_tokens=tokens_max, max_num_seqs=max_num_seqs,
             **activation))
@@ -525,23 +541,19 @@ def part_fresh(ctx: Ctx) -> dict:
                           "forward and empty_cache (fragmentation vLLM counts as consumed)", TORCH))
 
     try:
-        graphs = _graphs(ctx, meter, shape, sizes, piecewise_sizes=int(params.get("piecewise_sizes", 2)))
+        graphs = _graphs(ctx, meter, shape, sizes, max_num_seqs)
         full_m, piece_m = graphs["full"], graphs["piecewise"]
-        n_full = len([s for s in sizes if s <= max_num_seqs])
-        # FULL_AND_PIECEWISE (vLLM's default): PIECEWISE graphs for every size, FULL graphs for the
-        # uniform-decode sizes; the shared first captures overlay, the per-graph parts add up.
-        both = max(full_m["first_capture_gib"], piece_m["first_capture_gib"]) + \
-            full_m["per_graph_gib"] * (n_full - 1) + piece_m["per_graph_gib"] * (len(sizes) - 1)
-        figures.append(figure(
-            "cuda_graph_estimate", both * GIB,
-            f"vLLM's CUDA-graph estimate (first capture + second × the rest, per mode) for the "
-            f"{len(sizes)} default capture sizes up to {max(sizes)}, from captures of a "
-            f"{shape['num_hidden_layers']}-layer synthetic decode step (one layer's weights reused), "
-            f"FULL_AND_PIECEWISE with FULL graphs for the {n_full} sizes ≤ max_num_seqs",
-            HARDWARE, model=source, sizes=sizes, full=full_m, piecewise=piece_m,
-            full_and_piecewise_gib=round(both, 4),
-            full_only_gib=round(full_m["first_capture_gib"] + full_m["per_graph_gib"] * (len(sizes) - 1), 4),
-            attention=graphs["attention"]))
+        said = (f"the {len(sizes)} default capture sizes up to {max(sizes)} (PIECEWISE, "
+                f"{piece_m['graphs_per_size']} graphs each) and the {full_m['sizes']} up to max_num_seqs "
+                f"(FULL), captured from a {shape['num_hidden_layers']}-layer synthetic decode step (one "
+                f"layer's weights reused) into one pool, largest first")
+        extra = dict(model=source, sizes=sizes, full=full_m, piecewise=piece_m, attention=graphs["attention"])
+        figures.append(figure("cuda_graph_estimate", graphs["vllm_estimate_gib"] * GIB,
+                              f"vLLM's CUDA-graph estimate (per mode: first capture + second × the rest; "
+                              f"the first captures overlaid) from {said}", HARDWARE, **extra))
+        figures.append(figure("cuda_graph_memory", graphs["measured_gib"] * GIB,
+                              f"what capturing all of them took (this process's growth: pool and graph "
+                              f"objects) for {said}", HARDWARE))
     except Exception as err:  # noqa: BLE001
         metrics["cuda_graph_error"] = err_text(err)
         if "CUDA error" in str(err):
@@ -567,6 +579,8 @@ def run(ctx: Ctx) -> dict:
     before = meter.settle()
     ctx.progress(f"NCCL: a new communicator of {world} rank(s) and its first all-reduce")
     group = dist.new_group(list(range(world)), backend="nccl")
+    dist.barrier(group=group, device_ids=[dev.index])  # the communicator exists after this
+    created = meter.settle()
     buf = torch.ones(1 << 20, device=dev)
     dist.all_reduce(buf, group=group)
     torch.cuda.synchronize(dev)
@@ -580,6 +594,7 @@ def run(ctx: Ctx) -> dict:
                  f"took on this rank at creation and its first all-reduce"
                  + (" (world size 1: no peer buffers)" if world == 1 else ""),
                  HARDWARE, world_size=world, allreduce_exact=exact,
+                 at_creation_gib=round((meter.non_torch(created) - meter.non_torch(before)) / GIB, 4),
                  accounting="per process (NVML)" if after["process"] is not None else "device-wide (cudaMemGetInfo)")
     metrics = {"figures": [fig], "nccl_env": nccl_env}
     status = "pass" if exact else "fail"

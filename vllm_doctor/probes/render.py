@@ -184,6 +184,8 @@ def render_text(results: list[ProbeResult], meta: dict[str, Any], verbose: bool 
         keys = list(r.metrics) if verbose else [k for k in HEADLINE.get(r.name, ()) if k in r.metrics]
         for key in keys:
             value = r.metrics[key]
+            if isinstance(value, dict) and "figures" in value:  # shown above, figure by figure
+                value = {k: v for k, v in value.items() if k != "figures"}
             if key in PART_HEADLINE or key == "figures" or (
                     isinstance(value, (list, dict)) and not verbose and key != "guard"):
                 continue
