@@ -249,6 +249,13 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
         judged_between_releases(facts, collect_release_kernels)
 
     run.step("release kernels", ("release.quant", "release.attention"), release_kernels)
+
+    def memory() -> None:
+        from vllm_doctor.memory.estimate import compute_memory
+
+        compute_memory(facts)  # reads the judged release: after it
+
+    run.step("memory", ("memory",), memory)
     return facts
 
 
@@ -263,7 +270,7 @@ def with_serve_line(facts: Facts, argv: list[str]) -> Facts:
 
     line = serve_args.parse_serve_argv(list(argv))
     other = copy.deepcopy(facts)  # inferred facts keep their possible values
-    for area in ("serve", "derived", "release"):
+    for area in ("serve", "derived", "release", "memory"):
         other.drop_area(area)
     for path, fact in list(other.area("env")):
         if fact.source == Source.SERVE:  # KEY=VALUE words in front of the old command
@@ -272,5 +279,8 @@ def with_serve_line(facts: Facts, argv: list[str]) -> Facts:
     derived.compute_derived(other)
     judged_between_releases(other, collect_release)
     judged_between_releases(other, collect_release_kernels)
+    from vllm_doctor.memory.estimate import compute_memory
+
+    compute_memory(other)
     return other
 

@@ -42,6 +42,8 @@ SUPPLY_HINTS: dict[str, str] = {
     "deploy": "pass the deployment: --manifest FILE (a Kubernetes manifest, a docker-compose "
     "file or a Dockerfile)",
     "derived": "supply the facts it is computed from (model config, GPUs, serve line)",
+    "memory": "pass the model's config (--model-config), the GPU (--gpu NAME, or run on the "
+    "host) and the serve line",
     "release": "give a vLLM version the knowledge covers (0.8.0-0.33.0): run where vLLM is "
     "installed, pass --report collect-env.txt, or --vllm-version V; plus the serve line / "
     "model config / packages the fact compares",
@@ -213,6 +215,24 @@ FACTS: dict[str, FactSpec] = {
     "derived.max_model_len_above_model": FactSpec(
         "bool", "--max-model-len exceeds the model's derived maximum context "
         "(max_position_embeddings, rope-scaled where vLLM scales it) and model_max_length"),
+    # -- vLLM's start-up memory figures per GPU, estimated per release (memory/estimate.py) --
+    "memory.usable_gib": FactSpec("float", "GPU memory as vLLM sees it (torch's total: 79.19 "
+                                  "GiB on an H100 80GB), the smallest GPU"),
+    "memory.weights_gib": FactSpec("float", "weights per GPU (vLLM's \"Model loading took\")"),
+    "memory.activation_peak_gib": FactSpec("float", "PyTorch activation peak of the profile run"),
+    "memory.non_torch_gib": FactSpec("float", "non-torch memory (CUDA context, NCCL buffers)"),
+    "memory.cuda_graph_gib": FactSpec("float", "CUDA-graph pool (subtracted from KV from 0.20.0)"),
+    "memory.kv_cache_gib": FactSpec("float", "memory left for the KV cache per GPU"),
+    "memory.kv_cache_tokens": FactSpec("int", "tokens the KV cache holds (\"GPU KV cache size\")"),
+    "memory.max_concurrency": FactSpec("float", "requests of max_model_len tokens at once "
+                                       "(\"Maximum concurrency for N tokens per request\")"),
+    "memory.kv_bytes_per_token": FactSpec("int", "KV bytes per token per GPU, attention layers"),
+    "memory.kv_layers": FactSpec("str", "the KV layers one GPU allocates, by kind"),
+    "memory.margin_gib": FactSpec("float", "the calibration's spread: the estimate's margin"),
+    "memory.kv_verdict": FactSpec("str", "fits | tight (within the margin) | does-not-fit: one "
+                                  "request of max_model_len tokens against the KV cache"),
+    "memory.estimate_line": FactSpec("str", "the estimate in one line (KV GiB, tokens, "
+                                     "concurrent requests)"),
     # -- the judged release (facts/release.py, from knowledge/data/*.json) -------------------
     "release.coverage": FactSpec("str", "covered (a release the knowledge covers judges the "
                                  "vLLM version), outside (a version outside it) or unknown"),
@@ -332,6 +352,7 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "deploy": ("serveline/manifest.py",),
     "log": ("facts/collect.py",),
     "derived": ("facts/derived.py",),
+    "memory": ("memory/estimate.py",),
     "release": ("facts/release.py",),
     "release.quant": ("facts/release_kernels.py",),
     "release.attention": ("facts/release_kernels.py",),

@@ -182,6 +182,8 @@ class CheckDocument:
             data["failing"] = self.is_failing(f)
             return data
 
+        from vllm_doctor.memory.estimate import report_summary as memory_summary
+
         return {
             "schema_version": DOCUMENT_SCHEMA_VERSION,
             "tool": {"name": "vllm-doctor", "version": __version__},
@@ -207,6 +209,7 @@ class CheckDocument:
             "log_messages": [m.to_dict() for m in self.log_messages],
             "notes": self.notes,
             "settings": self.settings.describe() if self.settings else None,
+            "memory": memory_summary(self.facts),
             "facts": self.facts.to_dict(),
             **({"target": {"file": self.target.file, "line": self.target.line,
                            "kind": self.target.kind, "name": self.target.name}}

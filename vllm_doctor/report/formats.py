@@ -107,6 +107,11 @@ def render_markdown(doc: CheckDocument) -> str:
             out.append(f"- `{_md_cell(m.hit.cls)}: {_md_cell(m.hit.template)}` — raised in {sites}; "
                        f"releases {m.release_ranges()}" + (f". {_md_cell(m.note)}" if m.note else ""))
         out.append("")
+    from vllm_doctor.memory.estimate import report_line
+
+    memory = report_line(doc.facts)
+    if memory is not None:
+        out += [f"**Memory:** {printable(memory)}", ""]
     out += ["<details><summary>Facts</summary>", "", "| fact | value | source |", "|---|---|---|"]
     for path in sorted(doc.facts.values):
         fact = doc.facts.values[path]

@@ -150,6 +150,17 @@ def _undecided(console: Console, doc: CheckDocument, verbose: bool, said: set[st
                 console.print(f"        [dim]→ {escape(how)}[/]")
 
 
+def _memory_line(console: Console, doc: CheckDocument) -> None:
+    """The memory estimate in one line (memory/estimate.py), when the facts allow one."""
+    from vllm_doctor.memory.estimate import report_line
+
+    line = report_line(doc.facts)
+    if line is not None:
+        verdict = doc.facts.value("memory.kv_verdict")
+        mark = FAIL if verdict == "does-not-fit" else WARN if verdict == "tight" else OK
+        console.print(f"{mark} [bold]Memory[/]: {escape(line)}")
+
+
 def render_text(doc: CheckDocument, console: Console, verbose: bool = False,
                 quiet: bool = False) -> None:
     """Findings first, then what could not be decided, then the facts: a line per section
@@ -210,5 +221,6 @@ def render_text(doc: CheckDocument, console: Console, verbose: bool = False,
             if section.title in FACT_SECTIONS:
                 mark, line = section_digest(doc.facts, section, said)
                 console.print(f"{marks[mark]} [bold]{escape(section.title)}[/]: {escape(line)}")
+    _memory_line(console, doc)
     for note in dict.fromkeys(doc.notes + shown_notes(doc.facts)):
         console.print(f"[dim]note: {escape(note)}[/]")

@@ -1,0 +1,184 @@
+"""The memory model (vllm_doctor/memory/) on real configs and the figures real vLLM logs print."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vllm_doctor.facts.model import Facts
+from vllm_doctor.memory import kv as kvmod
+from vllm_doctor.memory import weights as wmod
+from vllm_doctor.memory.corpus import entry_facts
+from vllm_doctor.memory.estimate import GIB, compute_memory, estimate_line, formula_for
+
+MODELS = Path(__file__).parent / "fixtures" / "models"
+
+
+def _config(name: str) -> dict:
+    cfg = json.loads((MODELS / name / "config.json").read_text())
+    return cfg.get("text_config", cfg)
+
+
+def _layout(name: str, tp: int = 1, **kw) -> kvmod.KvLayout:
+    text = _config(name)
+    return kvmod.kv_layout(
+        text, n_layers=text["num_hidden_layers"], kv_heads=text.get("num_key_value_heads"),
+        head_dim=text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"],
+        tp=tp, pp=kw.get("pp", 1), kv_bytes=kw.get("kv_bytes", 2), state_bytes=2,
+        kv_dtype=kw.get("kv_dtype", "bfloat16"), extra_layers=kw.get("extra", 0))
+
+
+def test_llama_kv_bytes_and_the_logged_token_count():
+    # "the rest of the memory reserved for KV Cache is 51.33GiB" → "GPU KV cache size:
+    # 420,480 tokens", "Maximum concurrency for 32,768 tokens per request: 12.83x"
+    # (Llama-3.1-8B on an H100, the log quoted in issue 21)
+    layout = _layout("Llama-3.1-8B-Instruct")
+    assert layout.bytes_per_token() == 32 * 8 * 128 * 2 * 2
+    cap = kvmod.capacity(layout, int(51.33 * GIB), max_model_len=32768,
+                         max_num_batched_tokens=8192, tokens_from_concurrency=False)
+    assert abs(cap.tokens - 420_480) / 420_480 < 0.001
+    assert round(cap.concurrency, 2) == 12.83
+
+
+def test_tp_splits_kv_heads_and_replicates_below_one_head():
+    assert _layout("Llama-3.1-8B-Instruct", tp=2).bytes_per_token() == 32 * 4 * 128 * 2 * 2
+    # 8 KV heads over TP 16: one head per GPU, not half of one
+    assert _layout("Llama-3.1-8B-Instruct", tp=16).bytes_per_token() == 32 * 1 * 128 * 2 * 2
+
+
+def test_fp8_kv_halves_and_draft_layers_add():
+    assert _layout("Llama-3.1-8B-Instruct", kv_bytes=1).bytes_per_token() == 32 * 8 * 128 * 2
+    assert len(_layout("Llama-3.1-8B-Instruct", extra=1).layers) == 33
+
+
+def test_mla_latent_cache_is_replicated_over_tp():
+    layout = _layout("DeepSeek-V3.2", tp=8)
+    assert {layer.kind for layer in layout.layers} == {kvmod.MLA}
+    assert layout.bytes_per_token() == 61 * (512 + 64) * 2
+    assert _layout("DeepSeek-V3.2", kv_dtype="fp8_ds_mla").bytes_per_token() == 61 * 656
+
+
+def test_sliding_window_layers_from_layer_types():
+    counts = _layout("gpt-oss-120b").counts()
+    assert counts == {kvmod.SLIDING: 18, kvmod.FULL: 18}
+    gemma = _layout("gemma-4-31B-it")
+    assert gemma.counts()[kvmod.FULL] == 10 and gemma.counts()[kvmod.SLIDING] == 50
+    # a hybrid pool: a request holds its whole length only on the full-attention layers
+    cap = kvmod.capacity(_layout("gpt-oss-120b"), 40 * GIB, max_model_len=131072,
+                         max_num_batched_tokens=8192, tokens_from_concurrency=True)
+    per_full = -(-131072 // 16)
+    per_sliding = -(-(128 - 1 + 8192) // 16) + 1
+    assert cap.groups == 2 and cap.blocks_per_request == per_full + per_sliding
+
+
+def test_qwen2_use_sliding_window_false_is_full_attention():
+    layout = _layout("Qwen2.5-7B-Instruct-AWQ")
+    assert layout.counts() == {kvmod.FULL: 28}
+
+
+def test_mamba_hybrid_raises_the_attention_block():
+    text = {"hybrid_override_pattern": "M-M*-M-M*", "hidden_size": 4096, "mamba_num_heads": 128,
+            "mamba_head_dim": 64, "ssm_state_size": 128, "conv_kernel": 4, "n_groups": 8,
+            "num_key_value_heads": 8, "head_dim": 128}
+    layout = kvmod.kv_layout(text, n_layers=9, kv_heads=8, head_dim=128, tp=1, pp=1,
+                             kv_bytes=2, state_bytes=2, kv_dtype="bfloat16")
+    assert layout.counts() == {kvmod.MAMBA: 4, kvmod.FULL: 2}
+    cap = kvmod.capacity(layout, 10 * GIB, max_model_len=8192, max_num_batched_tokens=2048,
+                         tokens_from_concurrency=True)
+    state = max(layer.state_bytes for layer in layout.layers)
+    assert cap.block_size % kvmod.KERNEL_BLOCK_ALIGNMENT == 0
+    assert cap.page_bytes >= state > (cap.block_size - 16) * 8 * 128 * 2 * 2
+
+
+def test_weights_from_config_match_the_checkpoint():
+    cfg = json.loads((MODELS / "Llama-3.1-8B-Instruct" / "config.json").read_text())
+    index = json.loads((MODELS / "Llama-3.1-8B-Instruct" / "model.safetensors.index.json")
+                       .read_text())
+    total = index["metadata"]["total_size"]
+    est = wmod.from_config(cfg, cfg, tp=1, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None,
+                           online_quant=None)
+    assert abs(est.bytes_per_gpu - total) / total < 0.01
+    half = wmod.from_config(cfg, cfg, tp=2, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None,
+                            online_quant=None)
+    assert abs(half.bytes_per_gpu - total / 2) / (total / 2) < 0.01
+
+
+def test_moe_weights_from_config_match_the_checkpoint():
+    cfg = json.loads((MODELS / "Qwen3-30B-A3B" / "config.json").read_text())
+    total = json.loads((MODELS / "Qwen3-30B-A3B" / "model.safetensors.index.json").read_text()
+                       )["metadata"]["total_size"]
+    est = wmod.from_config(cfg, cfg, tp=1, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None,
+                           online_quant=None)
+    assert abs(est.bytes_per_gpu - total) / total < 0.05
+
+
+def test_awq_weights_are_about_a_quarter():
+    cfg = json.loads((MODELS / "Qwen2.5-7B-Instruct-AWQ" / "config.json").read_text())
+    dense = wmod.from_config(cfg, cfg, tp=1, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None,
+                             online_quant=None)
+    awq = wmod.from_config(cfg, cfg, tp=1, pp=1, ep=1, dtype_bytes=2,
+                           qcfg=cfg["quantization_config"], scheme="awq", online_quant=None)
+    assert 0.25 < awq.bytes_per_gpu / dense.bytes_per_gpu < 0.45
+
+
+def test_release_formulas_from_the_wheels():
+    assert not formula_for("0.19.1").cuda_graph_subtracted  # opt-in there, default "0"
+    assert formula_for("0.20.0").cuda_graph_subtracted  # default "1" from 0.20.0
+    assert not formula_for("0.23.0").tokens_from_concurrency
+    assert formula_for("0.24.0").tokens_from_concurrency
+
+
+def _facts(serve: str, gpu: str = "NVIDIA H100 80GB HBM3", version: str = "0.33.0",
+           config: str = "models/Llama-3.1-8B-Instruct") -> Facts:
+    facts = entry_facts({"gpu": gpu, "gpu_count": 1, "vllm_version": version,
+                         "serve": serve, "config": config})
+    facts.set("release.judged", version, "test")
+    compute_memory(facts)
+    return facts
+
+
+def test_the_done_when_command_figures():
+    facts = _facts("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768")
+    assert facts.value("memory.usable_gib") == 79.19
+    assert facts.value("memory.weights_gib") == pytest.approx(14.96, abs=0.01)
+    assert 40 < facts.value("memory.kv_cache_gib") < 60
+    tokens = facts.value("memory.kv_cache_tokens")
+    assert tokens == int(facts.value("memory.kv_cache_gib") * GIB // 131072 // 16 * 16
+                         ) or abs(tokens / (facts.value("memory.kv_cache_gib") * 8192) - 1) < 0.01
+    assert facts.value("memory.kv_verdict") == "fits"
+    assert facts.value("memory.estimate_line").startswith("KV cache ≈ ")
+    assert "of 32k" in facts.value("memory.estimate_line")
+
+
+def test_no_room_and_tight_verdicts():
+    # one 131072-token request needs 16 GiB of KV: an L4 keeps about 3 GiB after the weights
+    facts = _facts("vllm serve x --max-model-len 131072", gpu="NVIDIA L4")
+    assert facts.value("memory.kv_verdict") == "does-not-fit"
+    # the KV budget flag replaces the profile
+    facts = _facts("vllm serve x --max-model-len 32768 --kv-cache-memory-bytes 8G")
+    assert facts.value("memory.kv_cache_gib") == pytest.approx(8e9 / GIB, abs=0.01)
+
+
+def test_config_without_torch_dtype_takes_vllm_default(tmp_path):
+    cfg = json.loads((MODELS / "Llama-3.1-8B-Instruct" / "config.json").read_text())
+    cfg.pop("torch_dtype", None)
+    cfg.pop("dtype", None)
+    facts = entry_facts({"gpu": "NVIDIA H100 80GB HBM3", "vllm_version": "0.33.0",
+                         "serve": "vllm serve x --max-model-len 8192", "config": cfg}, tmp_path)
+    compute_memory(facts)
+    assert facts.value("memory.kv_bytes_per_token") == 32 * 8 * 128 * 2 * 2
+    assert "vLLM's auto dtype" in facts.get("memory.kv_layers").detail
+
+
+def test_missing_inputs_name_what_to_supply():
+    facts = Facts.from_flat({"serve.max_model_len": 4096})
+    compute_memory(facts)
+    assert "memory.kv_cache_gib" not in facts
+    assert "gpu.memory_total_mib" in (facts.why_missing("memory.kv_cache_gib") or "")
+
+
+def test_estimate_line_format():
+    assert estimate_line(51.33, 420_480, 12.83, 32768) == (
+        "KV cache ≈ 51 GiB ≈ 420k tokens ≈ 12.8 concurrent requests of 32k")

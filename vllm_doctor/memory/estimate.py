@@ -1,0 +1,486 @@
+"""vLLM's start-up memory figures, estimated per release: the ``memory.*`` facts.
+
+What vLLM does (``determine_available_memory`` in ``vllm/v1/worker/gpu_worker.py``, read in the
+0.10.0–0.33.0 wheels):
+
+    requested = total GPU memory × gpu_memory_utilization
+    KV cache  = requested − weights − activation peak − non-torch memory
+                − CUDA-graph estimate (from 0.20.0)
+
+* ``total`` is what ``torch.cuda.mem_get_info`` reports (``memory.usable_gib``): less than
+  nvidia-smi's total by what the driver keeps (knowledge/data/gpu_usable_memory.json);
+* ``weights`` is "Model loading took X GiB" (memory/weights.py);
+* the activation peak (the profile run over ``max_num_batched_tokens`` tokens and the sampler
+  over ``max_num_seqs`` rows), non-torch memory (CUDA context, NCCL and custom all-reduce
+  buffers, which grow with TP) and the CUDA-graph pool are calibrated on real start-up logs
+  (knowledge/data/memory_calibration.json, fitted by tools/calibrate_memory.py);
+* the CUDA-graph estimate is subtracted when ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` is
+  on: opt-in (default "0") in 0.18.0–0.19.1, on (default "1") from 0.20.0 (vllm/envs.py; the
+  log line says "default since v0.21.0"), absent before 0.18.0; never with --enforce-eager;
+* ``--kv-cache-memory-bytes`` replaces the whole computation (from 0.11.0).
+
+Then memory/kv.py turns the KV bytes into blocks, tokens and concurrency as the release does.
+Defaults the release fills in (``EngineArgs.get_batch_defaults``): ``vllm serve`` runs with
+max_num_batched_tokens 8192 / max_num_seqs 1024 on GPUs of ≥ 70 GiB other than the A100,
+16384 / 1024 on ≥ 160 GiB from 0.28.0, else 2048 / 256.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.memory import kv as kvmod
+from vllm_doctor.memory import weights as wmod
+
+GIB = 1024 ** 3
+DATA = Path(__file__).resolve().parents[1] / "knowledge" / "data"
+USABLE_DATA = DATA / "gpu_usable_memory.json"
+CALIBRATION_DATA = DATA / "memory_calibration.json"
+DEFAULT_UTILIZATION = 0.9
+DEFAULT_DTYPE = "bfloat16"  # vLLM's "auto" for a config without torch_dtype
+
+MEMORY_PATHS = (
+    "memory.usable_gib", "memory.weights_gib", "memory.activation_peak_gib",
+    "memory.non_torch_gib", "memory.cuda_graph_gib", "memory.kv_cache_gib",
+    "memory.kv_cache_tokens", "memory.max_concurrency", "memory.kv_bytes_per_token",
+    "memory.kv_layers", "memory.margin_gib", "memory.kv_verdict", "memory.estimate_line",
+)
+
+
+class Missing(Exception):
+    def __init__(self, path: str, reason: str):
+        super().__init__(path)
+        self.path = path
+        self.reason = reason
+
+
+@lru_cache(maxsize=1)
+def usable_table() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(USABLE_DATA.read_text(encoding="utf-8"))
+    return data
+
+
+@lru_cache(maxsize=1)
+def calibration() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(CALIBRATION_DATA.read_text(encoding="utf-8"))
+    return data
+
+
+# -- the release's formula -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReleaseFormula:
+    version: str
+    cuda_graph_subtracted: bool
+    tokens_from_concurrency: bool
+    large_tier_160: bool
+
+    def describe(self) -> str:
+        graph = "− CUDA-graph estimate " if self.cuda_graph_subtracted else ""
+        tokens = ("tokens = int(concurrency × max_model_len)" if self.tokens_from_concurrency
+                  else "tokens = num_blocks // groups × block_size")
+        return (f"vLLM {self.version}: KV = total × utilization − weights − activation peak − "
+                f"non-torch {graph}(gpu_worker.determine_available_memory); {tokens}")
+
+
+def formula_for(version: str | None) -> ReleaseFormula:
+    """The formula of a release (the newest covered one when the version is unknown)."""
+    shown = version or "0.33.0 (version unknown: the newest release's formula)"
+    try:
+        v = Version(str(version).split("+")[0]) if version else Version("0.33.0")
+    except InvalidVersion:
+        v = Version("0.33.0")
+    return ReleaseFormula(
+        version=shown,
+        cuda_graph_subtracted=v >= Version("0.20.0"),
+        tokens_from_concurrency=v >= Version("0.24.0"),
+        large_tier_160=v >= Version("0.28.0"),
+    )
+
+
+# -- inputs ------------------------------------------------------------------------------------
+
+def _argv_value(facts: Facts, *names: str) -> str | None:
+    argv = facts.value("serve.argv") or []
+    for i, word in enumerate(argv):
+        for name in names:
+            if word == name and i + 1 < len(argv):
+                return str(argv[i + 1])
+            if isinstance(word, str) and word.startswith(name + "="):
+                return word.split("=", 1)[1]
+    return None
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*$", re.IGNORECASE)
+
+
+def _parse_size(text: str) -> int | None:
+    """vLLM's human-readable sizes: 8G, 8GiB, 8000000000."""
+    match = _SIZE.match(text)
+    if not match:
+        return None
+    number, unit = float(match.group(1)), (match.group(2) or "").lower()
+    scale = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 1024, "mi": 1024 ** 2,
+             "gi": 1024 ** 3, "ti": 1024 ** 4}[unit]
+    return int(number * scale)
+
+
+def _int_fact(facts: Facts, path: str, default: int) -> int:
+    value = facts.value(path)
+    return int(value) if isinstance(value, (int, float)) and value else default
+
+
+def _config(facts: Facts) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The raw config.json and its language-model part ({} when only facts are known)."""
+    path = facts.value("model.config_path")
+    if not path:
+        return {}, {}
+    from vllm_doctor import bounds
+    from vllm_doctor.errors import InputError
+    from vllm_doctor.facts.model_config import text_config_of
+
+    try:
+        cfg = bounds.json_loads(bounds.read_text(path, "config.json", "json"), non_finite="null")
+    except (InputError, ValueError, OSError):
+        return {}, {}
+    if not isinstance(cfg, dict):
+        return {}, {}
+    text, _ = text_config_of(cfg)
+    return cfg, text
+
+
+def _text_with_facts(facts: Facts, text: dict[str, Any]) -> dict[str, Any]:
+    """The text config with the values the doctor's reader resolved (aliases, nesting)."""
+    merged = dict(text)
+    for key in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+                "hidden_size", "vocab_size", "kv_lora_rank", "qk_rope_head_dim",
+                "global_head_dim"):
+        value = facts.value(f"model.{key}")
+        if value is not None:
+            merged[key] = value
+    return merged
+
+
+def _need(facts: Facts, path: str) -> Any:
+    fact = facts.get(path)
+    if fact is None or fact.value is None:
+        raise Missing(path, facts.why_missing(path) or "not collected")
+    return fact.value
+
+
+@dataclass
+class Estimate:
+    """Every figure of one estimate with its evidence (``how``)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    how: dict[str, str] = field(default_factory=dict)
+
+    def put(self, path: str, value: Any, how: str) -> None:
+        self.values[path] = value
+        self.how[path] = how
+
+
+def usable_gib(facts: Facts) -> tuple[float, str]:
+    """Total memory per GPU as vLLM sees it (torch.cuda.mem_get_info's total)."""
+    table = usable_table()
+    reserve_mib = float(table["driver_reserve_mib"])
+    total = facts.get("gpu.memory_total_mib")
+    names = facts.value("gpu.names") or []
+    if total is not None and not total.inferred:
+        mib = float(total.value)
+        return ((mib - reserve_mib) / 1024,
+                f"{mib:.0f} MiB measured − {reserve_mib:.0f} MiB the driver keeps "
+                f"(knowledge/data/gpu_usable_memory.json)")
+    from vllm_doctor.knowledge.gpus import lookup
+
+    for row in table["gpus"]:
+        for name in names:
+            if re.search(row["match"], str(name), re.IGNORECASE):
+                if row.get("usable_gib"):
+                    return float(row["usable_gib"]), (
+                        f"{name}: vLLM prints {row['usable_gib']} GiB ({row['source']})")
+                mib = float(row["nvml_mib"])
+                return ((mib - reserve_mib) / 1024,
+                        f"{name}: nvidia-smi {mib:.0f} MiB ({row['source']}) − "
+                        f"{reserve_mib:.0f} MiB the driver keeps")
+    if total is not None:
+        match = lookup(str(names[0])) if names else None
+        mib = float(total.value)
+        share = float(table["nominal_share"] if not (match and match.family.segment in (
+            "consumer", "workstation")) else table["nominal_share_gddr"])
+        return (mib * share - reserve_mib) / 1024, (
+            f"{mib:.0f} MiB nominal ({total.detail}) × {share} as NVML reports it − "
+            f"{reserve_mib:.0f} MiB the driver keeps (no measured figure for this GPU)")
+    raise Missing("gpu.memory_total_mib", facts.why_missing("gpu.memory_total_mib")
+                  or "the GPU is not known")
+
+
+def _weights(facts: Facts, cfg: dict[str, Any], text: dict[str, Any], tp: int, pp: int,
+             dtype_bytes: float) -> wmod.WeightEstimate:
+    online = facts.value("serve.quantization")
+    checkpoint = facts.get("model.weights_bytes")
+    quantized_online = isinstance(online, str) and online.lower() in (
+        "fp8", "bitsandbytes", "mxfp4") and not facts.value("model.quant_method")
+    if checkpoint is not None and not quantized_online:
+        return wmod.from_checkpoint(int(checkpoint.value), tp=tp, pp=pp,
+                                    where=checkpoint.describe_source())
+    if not text:
+        raise Missing("model.weights_bytes", facts.why_missing("model.weights_bytes")
+                      or "no checkpoint size and no config.json to count parameters from")
+    qcfg = cfg.get("quantization_config") or text.get("quantization_config")
+    return wmod.from_config(cfg, text, tp=tp, pp=pp, ep=1, dtype_bytes=dtype_bytes,
+                            qcfg=qcfg if isinstance(qcfg, dict) else None,
+                            scheme=facts.value("model.quant_scheme"),
+                            online_quant=online.lower() if isinstance(online, str) else None)
+
+
+def _kv_dtype(facts: Facts, model_dtype: str) -> tuple[str, float]:
+    kv = facts.value("serve.kv_cache_dtype")
+    if isinstance(kv, str) and kv.lower() not in ("auto", ""):
+        return kv.lower(), float(kvmod.DTYPE_BYTES.get(kv.lower(), 1 if "fp8" in kv else 2))
+    return model_dtype, float(kvmod.DTYPE_BYTES.get(model_dtype, 2))
+
+
+def _model_dtype(facts: Facts) -> tuple[str, str]:
+    serve = facts.value("serve.dtype")
+    if isinstance(serve, str) and serve.lower() not in ("auto", ""):
+        return serve.lower(), f"--dtype {serve}"
+    model = facts.value("model.dtype")
+    if isinstance(model, str) and model.lower() in kvmod.DTYPE_BYTES:
+        name = model.lower()
+        if name in ("float32", "float", "fp32"):  # vLLM's "auto" serves float32 as bfloat16
+            return DEFAULT_DTYPE, f"config {model}: vLLM's auto dtype computes in {DEFAULT_DTYPE}"
+        return name, f"config.json torch_dtype {model}"
+    return DEFAULT_DTYPE, f"no torch_dtype in config.json: vLLM's auto dtype ({DEFAULT_DTYPE})"
+
+
+def batch_defaults(usable: float, names: list[str], formula: ReleaseFormula) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vLLM fills in for `vllm serve` on this GPU."""
+    a100 = any("a100" in str(n).lower() for n in names)
+    if formula.large_tier_160 and usable >= 160:
+        return 16384, 1024
+    if usable >= 70 and not a100:
+        return 8192, 1024
+    return 2048, 256
+
+
+def calibrated_terms(*, tp: int, hidden: int, inter: int, vocab: int, layers_gpu: int,
+                     batched: int, seqs: int, act_bytes: float, eager: bool,
+                     graph_subtracted: bool) -> tuple[dict[str, float], dict[str, str]]:
+    """Activation peak, non-torch and CUDA-graph GiB from the calibration's coefficients."""
+    cal = calibration()
+    act = cal["activation"]
+    f_mlp = batched * (2 * inter / tp + 4 * hidden) * act_bytes / GIB
+    f_logits = seqs * vocab * 4 / GIB
+    activation = act["intercept_gib"] + act["per_mlp_gib"] * f_mlp + \
+        act["per_logits_gib"] * f_logits
+    nt = cal["non_torch"]
+    non_torch = nt["intercept_gib"] + (nt["tp_gib"] if tp > 1 else 0.0)
+    cg = cal["cuda_graph"]
+    graph = 0.0 if eager else cg["intercept_gib"] + cg["per_layer_gib"] * layers_gpu
+    fitted = f"fitted on {cal['fitted_on']} start-up logs (knowledge/data/memory_calibration.json)"
+    how = {
+        "activation": (f"{act['intercept_gib']:.3f} + {act['per_mlp_gib']:.3f} × MLP "
+                       f"activations {f_mlp:.3f} GiB ({batched} batched tokens × (2 × {inter}"
+                       f"/TP {tp} + 4 × {hidden}) × {act_bytes:g} B) + "
+                       f"{act['per_logits_gib']:.3f} × sampler logits {f_logits:.3f} GiB "
+                       f"({seqs} seqs × {vocab} × 4 B); {fitted}"),
+        "non_torch": (f"{nt['intercept_gib']:.3f} GiB"
+                      + (f" + {nt['tp_gib']:.3f} GiB for TP {tp} (NCCL, custom all-reduce)"
+                         if tp > 1 else "") + f"; {fitted}"),
+        "cuda_graph": ("--enforce-eager: no CUDA graphs" if eager else
+                       f"{cg['intercept_gib']:.3f} + {cg['per_layer_gib']:.4f} × {layers_gpu} "
+                       f"layers per GPU; {fitted}"
+                       + ("" if graph_subtracted else
+                          "; captured after the KV cache: not subtracted in this release")),
+    }
+    return {"activation": max(0.0, activation), "non_torch": max(0.0, non_torch),
+            "cuda_graph": max(0.0, graph)}, how
+
+
+def _max_model_len(facts: Facts) -> tuple[int, str]:
+    value = facts.value("serve.max_model_len")
+    if value:
+        return int(value), f"--max-model-len {value}"
+    from vllm_doctor.facts.derived import _model_max_len, _Missing
+
+    try:
+        length, how = _model_max_len(facts)
+    except _Missing as miss:
+        raise Missing(miss.path, miss.reason) from None
+    return length, f"the model's own limit ({how})"
+
+
+def estimate(facts: Facts) -> Estimate:
+    """Every memory figure of this deployment, or Missing naming the first input it lacks."""
+    formula = formula_for(facts.value("release.judged") or facts.value("vllm.version"))
+    cfg, raw_text = _config(facts)
+    text = _text_with_facts(facts, raw_text)
+    tp = _int_fact(facts, "serve.tensor_parallel_size", 1)
+    pp = _int_fact(facts, "serve.pipeline_parallel_size", 1)
+    util_value = facts.value("serve.gpu_memory_utilization")
+    util = float(util_value) if util_value else DEFAULT_UTILIZATION
+    out = Estimate()
+
+    usable, uhow = usable_gib(facts)
+    out.put("memory.usable_gib", round(usable, 2), uhow)
+    dtype, dhow = _model_dtype(facts)
+    dbytes = float(kvmod.DTYPE_BYTES.get(dtype, 2))
+    weights = _weights(facts, cfg, text, tp, pp, dbytes)
+    weights_gib = weights.bytes_per_gpu / GIB
+    out.put("memory.weights_gib", round(weights_gib, 2), weights.how)
+
+    layers = int(_need(facts, "model.num_hidden_layers"))
+    hidden = int(_need(facts, "model.hidden_size"))
+    vocab = int(_need(facts, "model.vocab_size"))
+    inter = int(text.get("moe_intermediate_size") or text.get("intermediate_size") or 4 * hidden)
+    names = [str(n) for n in facts.value("gpu.names") or []]
+    batched_default, seqs_default = batch_defaults(usable, names, formula)
+    batched = _int_fact(facts, "serve.max_num_batched_tokens", batched_default)
+    seqs = _int_fact(facts, "serve.max_num_seqs", seqs_default)
+    eager = bool(facts.value("serve.enforce_eager")) or facts.value("serve.cudagraph_mode") == "NONE"
+    layers_gpu = math.ceil(layers / pp)
+    terms, thow = calibrated_terms(
+        tp=tp, hidden=hidden, inter=inter, vocab=vocab, layers_gpu=layers_gpu,
+        batched=batched, seqs=seqs, act_bytes=dbytes, eager=eager,
+        graph_subtracted=formula.cuda_graph_subtracted)
+    out.put("memory.activation_peak_gib", round(terms["activation"], 2), thow["activation"])
+    out.put("memory.non_torch_gib", round(terms["non_torch"], 2), thow["non_torch"])
+    out.put("memory.cuda_graph_gib", round(terms["cuda_graph"], 2), thow["cuda_graph"])
+
+    budget = _argv_value(facts, "--kv-cache-memory-bytes", "--kv-cache-memory")
+    budget_bytes = _parse_size(budget) if budget else None
+    if budget_bytes:
+        kv_gib = budget_bytes / GIB
+        kv_how = f"--kv-cache-memory-bytes {budget}: the profile is skipped (gpu_worker)"
+    else:
+        graph = terms["cuda_graph"] if formula.cuda_graph_subtracted else 0.0
+        kv_gib = usable * util - weights_gib - terms["activation"] - terms["non_torch"] - graph
+        kv_how = (f"{usable:.2f} GiB × {util} − weights {weights_gib:.2f} − activation "
+                  f"{terms['activation']:.2f} − non-torch {terms['non_torch']:.2f}"
+                  + (f" − CUDA graphs {graph:.2f}" if formula.cuda_graph_subtracted else "")
+                  + f" GiB; {formula.describe()}")
+    out.put("memory.kv_cache_gib", round(kv_gib, 2), kv_how)
+
+    kv_dtype, kv_bytes = _kv_dtype(facts, dtype)
+    spec_layers = 0
+    method = str(facts.value("serve.speculative_method") or "").lower()
+    if "mtp" in method:
+        spec_layers = _int_fact(facts, "model.num_mtp_layers", 1)
+    elif "eagle" in method:
+        spec_layers = 1
+    heads = facts.value("model.num_key_value_heads")
+    head_dim = facts.value("model.head_dim")
+    layout = kvmod.kv_layout(
+        text, n_layers=layers, kv_heads=int(heads) if heads else None,
+        head_dim=int(head_dim) if head_dim else None, tp=tp, pp=pp, kv_bytes=kv_bytes,
+        state_bytes=dbytes, kv_dtype=kv_dtype, extra_layers=spec_layers)
+    if spec_layers:
+        layout.how.append(f"{spec_layers} speculative draft layer(s) ({method})")
+    out.put("memory.kv_layers", layout.describe(), f"KV dtype {kv_dtype} ({kv_bytes:g} B); "
+            f"model dtype {dtype} ({dhow}); TP {tp}, PP {pp}")
+    out.put("memory.kv_bytes_per_token", layout.bytes_per_token(),
+            f"per GPU, attention layers summed ({layout.describe()})")
+    max_len, lhow = _max_model_len(facts)
+    block = _argv_value(facts, "--block-size")
+    cap = kvmod.capacity(layout, max(0, int(kv_gib * GIB)), max_model_len=max_len,
+                         max_num_batched_tokens=batched,
+                         tokens_from_concurrency=formula.tokens_from_concurrency,
+                         block_size=int(block) if block and block.isdigit() else None)
+    out.put("memory.kv_cache_tokens", cap.tokens,
+            f"{cap.num_blocks} blocks of {cap.block_size} tokens ({cap.groups} group(s) of "
+            f"{cap.group_size} layers, {cap.page_bytes} B per layer page); {formula.describe()}")
+    out.put("memory.max_concurrency", round(cap.concurrency, 2),
+            f"{cap.num_blocks} blocks / {cap.blocks_per_request} blocks per request of "
+            f"{max_len} tokens ({lhow})")
+
+    margin = float(calibration()["spread"]["overhead_gib"])
+    need_gib = cap.blocks_per_request * cap.page_bytes * cap.group_size / GIB
+    if kv_gib <= -margin or (kv_gib + margin) < need_gib:
+        verdict = "does-not-fit"
+    elif kv_gib <= margin or kv_gib < need_gib + margin:
+        verdict = "tight"
+    else:
+        verdict = "fits"
+    out.put("memory.margin_gib", round(margin, 2),
+            "the calibration's spread of activation + non-torch + CUDA-graph memory "
+            "(90th percentile of the fit's error on the start-up logs)")
+    out.put("memory.kv_verdict", verdict,
+            f"one request of {max_len} tokens needs {need_gib:.2f} GiB; estimated KV cache "
+            f"{kv_gib:.2f} ± {margin:.2f} GiB")
+    out.put("memory.estimate_line", estimate_line(kv_gib, cap.tokens, cap.concurrency, max_len),
+            "memory.kv_cache_gib, memory.kv_cache_tokens, memory.max_concurrency")
+    return out
+
+
+def _short_tokens(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1e6:.2f}M"
+    if n >= 1000:
+        return f"{n / 1000:.0f}k"
+    return str(n)
+
+
+def estimate_line(kv_gib: float, tokens: int, concurrency: float, max_len: int) -> str:
+    length = f"{max_len // 1024}k" if max_len % 1024 == 0 else _short_tokens(max_len)
+    return (f"KV cache ≈ {kv_gib:.0f} GiB ≈ {_short_tokens(tokens)} tokens ≈ "
+            f"{concurrency:.1f} concurrent requests of {length}")
+
+
+def compute_memory(facts: Facts) -> None:
+    """Set every memory.* fact, or mark each missing with the input it lacks."""
+    for path in MEMORY_PATHS:
+        facts.values.pop(path, None)
+        facts.missing.pop(path, None)
+    try:
+        result = estimate(facts)
+    except Missing as miss:
+        for path in MEMORY_PATHS:
+            facts.mark_missing(path, f"needs {miss.path}: {miss.reason}")
+        return
+    except (ValueError, TypeError, KeyError, ZeroDivisionError) as err:
+        for path in MEMORY_PATHS:
+            facts.mark_missing(path, f"could not be estimated: {err}")
+        return
+    for path in MEMORY_PATHS:
+        if path in result.values:
+            facts.set(path, result.values[path], Source.DERIVED, result.how[path])
+        else:
+            facts.mark_missing(path, "not estimated")
+
+
+# -- the one line every report shows -----------------------------------------------------------
+
+SUMMARY_PATHS = ("memory.usable_gib", "memory.weights_gib", "memory.activation_peak_gib",
+                 "memory.non_torch_gib", "memory.cuda_graph_gib", "memory.kv_cache_gib",
+                 "memory.kv_cache_tokens", "memory.max_concurrency", "memory.margin_gib",
+                 "memory.kv_verdict")
+
+
+def report_line(facts: Facts) -> str | None:
+    """"KV cache ≈ 51 GiB ≈ 420k tokens ≈ 12.8 concurrent requests of 32k (…)", or None."""
+    line = facts.value("memory.estimate_line")
+    if not line:
+        return None
+    weights, usable = facts.value("memory.weights_gib"), facts.value("memory.usable_gib")
+    margin = facts.value("memory.margin_gib")
+    return (f"{line} (per GPU: weights {weights} GiB of {usable} GiB usable; "
+            f"± {margin} GiB calibrated margin)")
+
+
+def report_summary(facts: Facts) -> dict[str, Any] | None:
+    """The estimate for the JSON document: the line and its figures, or None."""
+    line = report_line(facts)
+    if line is None:
+        return None
+    return {"estimate": line,
+            "figures": {path.split(".", 1)[1]: facts.value(path) for path in SUMMARY_PATHS}}

@@ -1,0 +1,310 @@
+"""The KV cache vLLM allocates, layer by layer, and how many tokens it holds.
+
+Every layer that keeps state gets a spec, as vLLM's ``get_kv_cache_spec`` builds them
+(``vllm/v1/kv_cache_interface.py`` of the 0.10.0–0.33.0 wheels):
+
+* full attention: ``2 × KV heads per GPU × head size × dtype bytes`` per token (K and V);
+  KV heads are split over TP, one head per GPU at least (replicated when TP > KV heads);
+* sliding window / chunked local attention: the same bytes per token, but a request holds
+  at most ``window − 1 + max_num_batched_tokens`` tokens (``SlidingWindowSpec``,
+  ``ChunkedLocalAttentionSpec``);
+* MLA: ``(kv_lora_rank + qk_rope_head_dim) × dtype bytes``, the latent cache replicated on
+  every TP rank (``MLAAttentionSpec``; ``fp8_ds_mla`` stores 656 bytes per token);
+* Mamba / SSM and linear attention (GDN): a fixed state per request and layer (conv state +
+  SSM or recurrent state), split over TP (``MambaSpec``); the attention block size is raised so
+  one attention page is at least one Mamba state ("Setting attention block size to N tokens");
+* cross-attention: the encoder's tokens per request, not the decoder's (``CrossAttentionSpec``);
+* encoder-only and attention-free models: no KV cache.
+
+Layers are grouped as ``_get_kv_cache_groups_uniform_page_size`` groups them: layers of one
+spec form groups of ``group_size`` layers (the smallest count of one spec, or the largest when
+it is below 1.5 × the smallest); all groups share one pool of ``num_blocks = available //
+page_size // group_size`` blocks. One request needs ``cdiv(tokens it can hold, block_size)``
+blocks per group; concurrency is ``num_blocks / Σ blocks per request``
+(``get_max_concurrency_for_kv_cache_config``). The printed token count is
+``num_blocks // groups × block_size`` up to 0.23.0 and ``int(concurrency × max_model_len)``
+from 0.24.0 (``get_kv_cache_capacity``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
+# the attention block size for hybrid Mamba models is a multiple of the kernel's alignment
+KERNEL_BLOCK_ALIGNMENT = 16
+FP8_DS_MLA_BYTES = 656  # DeepSeek V3.2 sparse MLA fp8 cache entry per token (kv_cache_interface)
+
+FULL, SLIDING, CHUNKED, MLA, MAMBA, CROSS = (
+    "full", "sliding-window", "chunked-local", "mla", "mamba", "cross-attention")
+
+DTYPE_BYTES: dict[str, float] = {
+    "float32": 4, "float": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2,
+    "half": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1,
+    "int8": 1, "float8_e4m3fn": 1, "nvfp4": 0.5,
+}
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """The KV state of one layer on one GPU."""
+
+    kind: str
+    bytes_per_token: int = 0  # attention kinds
+    window: int | None = None  # sliding-window / chunked-local tokens
+    state_bytes: int = 0  # Mamba / linear attention: bytes per request
+
+    def key(self) -> tuple[str, int, int | None, int]:
+        return self.kind, self.bytes_per_token, self.window, self.state_bytes
+
+
+@dataclass
+class KvLayout:
+    """The layers of one GPU (the largest pipeline stage) and how they were read."""
+
+    layers: list[LayerSpec] = field(default_factory=list)
+    how: list[str] = field(default_factory=list)
+    encoder_only: bool = False
+
+    def counts(self) -> dict[str, int]:
+        return dict(Counter(layer.kind for layer in self.layers))
+
+    def bytes_per_token(self) -> int:
+        """Attention bytes per token over every layer (state layers excluded)."""
+        return sum(layer.bytes_per_token for layer in self.layers)
+
+    def describe(self) -> str:
+        parts = [f"{n} {kind}" for kind, n in sorted(self.counts().items())]
+        return ", ".join(parts) + (f" ({'; '.join(self.how)})" if self.how else "")
+
+
+@dataclass(frozen=True)
+class KvCapacity:
+    num_blocks: int
+    block_size: int
+    groups: int
+    tokens: int
+    concurrency: float
+    blocks_per_request: int
+    page_bytes: int
+    group_size: int
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _kinds_of_layers(text: dict[str, Any], n_layers: int) -> tuple[list[str], str]:
+    """One entry per decoder layer: full | sliding | chunked | mamba | linear | none."""
+    types = text.get("layer_types")
+    if isinstance(types, list) and len(types) == n_layers:
+        mapped = []
+        for t in types:
+            word = str(t).lower()
+            if "sliding" in word:
+                mapped.append("sliding")
+            elif "chunk" in word:
+                mapped.append("chunked")
+            elif "linear" in word:
+                mapped.append("linear")
+            elif "mamba" in word or word in ("conv", "short_conv"):
+                mapped.append("mamba")
+            elif "attention" in word or word in ("full", "global", "hybrid"):
+                mapped.append("full")
+            else:
+                mapped.append("none")
+        return mapped, "layer_types"
+    pattern = text.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:  # Nemotron-H: M mamba, * attention, - MLP, E MoE
+        mapped = ["mamba" if c == "M" else "full" if c == "*" else "none" for c in pattern]
+        return mapped, "hybrid_override_pattern"
+    block_types = text.get("layers_block_type")
+    if isinstance(block_types, list) and block_types:
+        mapped = ["mamba" if "mamba" in str(b) else "full" if "attention" in str(b) or
+                  "hybrid" in str(b) else "none" for b in block_types]
+        return mapped, "layers_block_type"
+    period, offset = _int(text.get("attn_layer_period")), _int(text.get("attn_layer_offset"))
+    if period and offset is not None:  # Jamba
+        return (["full" if i % period == offset else "mamba" for i in range(n_layers)],
+                "attn_layer_period/offset")
+    interval = _int(text.get("full_attention_interval"))
+    if interval and text.get("linear_num_value_heads"):  # Qwen3-Next without layer_types
+        return (["full" if (i + 1) % interval == 0 else "linear" for i in range(n_layers)],
+                "full_attention_interval")
+    chunk = _int(text.get("attention_chunk_size"))
+    no_rope = text.get("no_rope_layers")
+    if chunk and isinstance(no_rope, list) and len(no_rope) == n_layers:  # Llama 4
+        return ["chunked" if use_rope else "full" for use_rope in no_rope], "no_rope_layers"
+    window = _int(text.get("sliding_window"))
+    swp = _int(text.get("sliding_window_pattern"))
+    if window and swp:  # Gemma 3: every swp-th layer is global
+        return (["full" if (i + 1) % swp == 0 else "sliding" for i in range(n_layers)],
+                "sliding_window_pattern")
+    if window and text.get("model_type") in ("gemma2", "cohere2"):
+        return (["sliding" if i % 2 == 0 else "full" for i in range(n_layers)],
+                "alternating sliding window")
+    if window and text.get("use_sliding_window") is not False:
+        max_window = _int(text.get("max_window_layers"))
+        if text.get("use_sliding_window") and max_window is not None:  # Qwen2
+            return (["full" if i < max_window else "sliding" for i in range(n_layers)],
+                    "use_sliding_window/max_window_layers")
+        if "use_sliding_window" not in text:  # Mistral-style: every layer
+            return ["sliding"] * n_layers, "sliding_window"
+    return ["full"] * n_layers, "full attention"
+
+
+def _mamba_state_bytes(text: dict[str, Any], tp: int, state_dtype_bytes: float) -> int | None:
+    """Conv + SSM state of one Mamba2 / Mamba layer per request on one GPU."""
+    hidden = _int(text.get("hidden_size"))
+    d_state = _int(text.get("mamba_d_state") or text.get("ssm_state_size") or
+                   text.get("state_size") or text.get("d_state"))
+    d_conv = _int(text.get("mamba_d_conv") or text.get("conv_kernel") or text.get("d_conv")
+                  or text.get("mamba_conv_kernel")) or 4
+    n_heads = _int(text.get("mamba_num_heads") or text.get("mamba_n_heads"))
+    head_dim = _int(text.get("mamba_head_dim") or text.get("mamba_d_head"))
+    expand = text.get("mamba_expand") or text.get("expand")
+    groups = _int(text.get("mamba_n_groups") or text.get("n_groups")) or 1
+    if n_heads and head_dim:
+        inner = n_heads * head_dim
+    elif hidden and isinstance(expand, (int, float)):
+        inner = int(expand * hidden)
+    else:
+        return None
+    if d_state is None:
+        return None
+    group_part = 2 * groups * d_state // tp if groups % tp == 0 else 2 * groups * d_state
+    conv = (d_conv - 1) * (inner // tp + group_part)
+    ssm = (n_heads // tp * head_dim * d_state) if n_heads and head_dim else inner // tp * d_state
+    return int((conv + ssm) * state_dtype_bytes)
+
+
+def _linear_state_bytes(text: dict[str, Any], tp: int, state_dtype_bytes: float) -> int | None:
+    """Gated DeltaNet (Qwen3-Next, Qwen3.5, Kimi Linear) conv + recurrent state per request."""
+    k_heads = _int(text.get("linear_num_key_heads"))
+    v_heads = _int(text.get("linear_num_value_heads"))
+    k_dim = _int(text.get("linear_key_head_dim"))
+    v_dim = _int(text.get("linear_value_head_dim"))
+    kernel = _int(text.get("linear_conv_kernel_dim")) or 4
+    if not (k_heads and v_heads and k_dim and v_dim):
+        return None
+    conv_dim = (2 * k_heads * k_dim + v_heads * v_dim) // tp
+    recurrent = v_heads // tp * k_dim * v_dim
+    return int(((kernel - 1) * conv_dim + recurrent) * state_dtype_bytes)
+
+
+def kv_layout(text: dict[str, Any], *, n_layers: int, kv_heads: int | None,
+              head_dim: int | None, tp: int, pp: int, kv_bytes: float,
+              state_bytes: float, kv_dtype: str, extra_layers: int = 0) -> KvLayout:
+    """The KV layers of the largest pipeline stage on one GPU."""
+    layout = KvLayout()
+    kinds, source = _kinds_of_layers(text, n_layers)
+    if source != "full attention":
+        layout.how.append(f"layer kinds from {source}")
+    shared = _int(text.get("num_kv_shared_layers")) or 0
+    if shared:  # Gemma 3n / 4: the last layers reuse earlier layers' KV
+        kinds = kinds[: max(0, n_layers - shared)]
+        layout.how.append(f"{shared} KV-shared layers allocate nothing")
+    kinds += [kinds[-1] if kinds and kinds[-1] != "none" else "full"] * extra_layers
+    # pipeline stages: vLLM splits layers evenly, the first stages taking the remainder
+    # (get_pp_indices); the largest stage bounds every GPU's KV pool
+    per_stage = math.ceil(len(kinds) / pp) if pp > 1 else len(kinds)
+    stage = kinds[:per_stage]
+    window = _int(text.get("sliding_window"))
+    chunk = _int(text.get("attention_chunk_size"))
+    lora = _int(text.get("kv_lora_rank"))
+    if lora:
+        rope = _int(text.get("qk_rope_head_dim")) or 64
+        per = FP8_DS_MLA_BYTES if kv_dtype == "fp8_ds_mla" else int((lora + rope) * kv_bytes)
+        layout.how.append(f"MLA ({lora} + {rope}) × {kv_bytes:g} B, replicated over TP")
+        layout.layers = [LayerSpec(MLA, per) for k in stage if k != "none"]
+        return layout
+    if kv_heads is None or head_dim is None:
+        raise ValueError("the KV heads and head size are unknown")
+    kv_per_gpu = max(1, kv_heads // tp) if kv_heads >= tp else 1
+    full_bytes = int(2 * kv_per_gpu * head_dim * kv_bytes)
+    global_dim = _int(text.get("global_head_dim"))
+    global_kv = _int(text.get("num_global_key_value_heads"))
+    global_bytes = full_bytes
+    if global_dim:  # Gemma 4: the full-attention layers have their own head size / KV heads
+        gkv = max(1, (global_kv or kv_heads) // tp)
+        global_bytes = int(2 * gkv * global_dim * kv_bytes)
+        layout.how.append(f"full layers: {global_kv or kv_heads} KV heads × {global_dim}")
+    mamba = linear = None
+    for kind in stage:
+        if kind == "full":
+            layout.layers.append(LayerSpec(FULL, global_bytes))
+        elif kind == "sliding":
+            layout.layers.append(LayerSpec(SLIDING, full_bytes, window or None))
+        elif kind == "chunked":
+            layout.layers.append(LayerSpec(CHUNKED, full_bytes, chunk))
+        elif kind == "mamba":
+            mamba = mamba if mamba is not None else _mamba_state_bytes(text, tp, state_bytes)
+            if mamba is None:
+                raise ValueError("a Mamba layer's state size is not in the config")
+            layout.layers.append(LayerSpec(MAMBA, state_bytes=mamba))
+        elif kind == "linear":
+            linear = linear if linear is not None else _linear_state_bytes(text, tp, state_bytes)
+            if linear is None:
+                raise ValueError("a linear-attention layer's state size is not in the config")
+            layout.layers.append(LayerSpec(MAMBA, state_bytes=linear))
+    return layout
+
+
+def _block_size_for(layout: KvLayout, requested: int | None) -> tuple[int, int]:
+    """(block size of the attention layers, page bytes per layer)."""
+    attention = [layer for layer in layout.layers if layer.kind != MAMBA]
+    states = [layer.state_bytes for layer in layout.layers if layer.kind == MAMBA]
+    per_token = max((layer.bytes_per_token for layer in attention), default=0)
+    block = requested or DEFAULT_BLOCK_SIZE
+    if states and per_token:
+        # HybridAttentionMambaModelConfig: attention page ≥ the largest state, in kernel steps
+        state = max(states)
+        block = KERNEL_BLOCK_ALIGNMENT * math.ceil(state / (KERNEL_BLOCK_ALIGNMENT * per_token))
+        block = max(block, requested or 0)
+        return block, block * per_token
+    if states:
+        return 1, max(states)
+    return block, block * per_token
+
+
+def capacity(layout: KvLayout, available: int, *, max_model_len: int,
+             max_num_batched_tokens: int, tokens_from_concurrency: bool,
+             block_size: int | None = None) -> KvCapacity:
+    """Blocks, tokens and concurrency of the pool ``available`` bytes buy on one GPU."""
+    if not layout.layers:
+        raise ValueError("the model allocates no KV cache")
+    block, page = _block_size_for(layout, block_size)
+    by_spec = Counter(layer.key() for layer in layout.layers)
+    smallest, largest = min(by_spec.values()), max(by_spec.values())
+    group_size = largest if largest < smallest * 1.5 else smallest
+    if len(by_spec) == 1:
+        group_size = largest
+    groups: list[tuple[str, int | None]] = []
+    for (kind, _, window, _), count in by_spec.items():
+        groups += [(kind, window)] * math.ceil(count / group_size)
+    num_blocks = max(0, available // page // group_size)
+    per_request = 0
+    for kind, window in groups:
+        if kind == MAMBA:
+            per_request += 1
+        elif kind in (SLIDING, CHUNKED) and window:
+            held = min(window - 1 + max_num_batched_tokens, max_model_len)
+            per_request += math.ceil(held / block) + (1 if kind == SLIDING else 0)
+        else:
+            per_request += math.ceil(max_model_len / block)
+    concurrency = num_blocks / per_request if per_request else 0.0
+    if tokens_from_concurrency:
+        tokens = int(concurrency * max_model_len)
+    else:
+        tokens = num_blocks // len(groups) * block
+    return KvCapacity(num_blocks, block, len(groups), tokens, concurrency, per_request, page,
+                      group_size)

@@ -1,0 +1,151 @@
+"""The weights one GPU holds, in bytes, as vLLM's "Model loading took X GiB" counts them.
+
+From the checkpoint when its size is known (the safetensors index's ``total_size`` or the
+headers, local or from the Hub): that size split over TP × PP. Otherwise from config.json:
+parameters counted per architecture family, times the bytes per weight of the quantization.
+
+* dense decoder: embeddings (vocabulary × hidden; the LM head again unless
+  ``tie_word_embeddings``), per layer q/k/v/o (``hidden × (heads + 2 × KV heads) × head size``
+  and back) and the gated MLP (``3 × hidden × intermediate``);
+* MoE: every routed expert (``3 × hidden × moe_intermediate``), shared experts and the router;
+  the first ``first_k_dense_replace`` layers dense; experts are split over TP (or EP: the same
+  share per GPU);
+* MLA: the low-rank q/kv projections (``q_lora_rank``, ``kv_lora_rank``,
+  ``qk_nope/rope_head_dim``, ``v_head_dim``);
+* a vision tower (``vision_config``): its layers as a ViT (``4 × h² + 2 × h × intermediate``),
+  replicated on every TP rank;
+* bytes per weight of the linear layers: the checkpoint dtype (2 for bf16/fp16), 1 for FP8
+  (plus a scale per channel), AWQ/GPTQ ``bits / 8`` plus a 16-bit scale and a packed zero per
+  group of ``group_size``, NVFP4 0.5 + one FP8 scale per 16, MXFP4 0.5 + one E8M0 scale per 32,
+  bitsandbytes 4-bit 0.5 + one scale per 64; embeddings and norms stay in the compute dtype.
+
+Pipeline stages split the layers as vLLM does (``get_pp_indices``: even, the remainder on the
+first stages); the embeddings live on the first stage and the LM head on the last, so the
+largest stage is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from vllm_doctor.memory.kv import DTYPE_BYTES, _int
+
+
+@dataclass(frozen=True)
+class WeightEstimate:
+    bytes_per_gpu: int
+    how: str
+
+
+def _quant_bytes(qcfg: dict[str, Any] | None, scheme: str | None,
+                 dense_bytes: float) -> tuple[float, str]:
+    """Bytes per weight of a quantized linear layer, and how."""
+    method = str((qcfg or {}).get("quant_method") or scheme or "").lower()
+    scheme = (scheme or "").lower()
+    group = _int((qcfg or {}).get("group_size")) or 128
+    bits = _int((qcfg or {}).get("bits") or (qcfg or {}).get("w_bit")) or 4
+    if "nvfp4" in scheme or "nvfp4" in method or method == "modelopt_fp4":
+        return 0.5 + 1 / 16, "NVFP4: 4 bits + one FP8 scale per 16"
+    if "mxfp4" in scheme or method == "mxfp4":
+        return 0.5 + 1 / 32, "MXFP4: 4 bits + one E8M0 scale per 32"
+    if method in ("awq", "gptq", "awq_marlin", "gptq_marlin") or scheme in ("awq", "gptq",
+                                                                             "w4a16", "w8a16"):
+        if scheme == "w8a16":
+            bits = 8
+        per = bits / 8 + (2 + bits / 8) / group
+        return per, f"{method or scheme} {bits}-bit, group {group}: {per:.3f} B"
+    if method == "bitsandbytes" or scheme == "bnb":
+        if (qcfg or {}).get("load_in_8bit"):
+            return 1 + 4 / 4096, "bitsandbytes 8-bit"
+        return 0.5 + 4 / 64, "bitsandbytes 4-bit, one float32 scale per 64"
+    if "fp8" in method or "fp8" in scheme or scheme in ("w8a8-int8", "mxfp8") or \
+            method in ("compressed-tensors", "modelopt") and "8" in scheme:
+        return 1.0, "8-bit weights"
+    return dense_bytes, f"{dense_bytes:g} B (unquantized)"
+
+
+def _vision_params(cfg: dict[str, Any]) -> int:
+    vision = cfg.get("vision_config")
+    if not isinstance(vision, dict):
+        return 0
+    hidden = _int(vision.get("hidden_size") or vision.get("embed_dim") or vision.get("width"))
+    layers = _int(vision.get("num_hidden_layers") or vision.get("depth") or
+                  vision.get("layers"))
+    inter = _int(vision.get("intermediate_size")) or (4 * hidden if hidden else None)
+    if not (hidden and layers and inter):
+        return 0
+    return layers * (4 * hidden * hidden + 2 * hidden * inter)
+
+
+def from_config(cfg: dict[str, Any], text: dict[str, Any], *, tp: int, pp: int, ep: int,
+                dtype_bytes: float, qcfg: dict[str, Any] | None, scheme: str | None,
+                online_quant: str | None) -> WeightEstimate:
+    """Weights per GPU counted from the config (no checkpoint size known)."""
+    hidden = _int(text.get("hidden_size"))
+    layers = _int(text.get("num_hidden_layers"))
+    vocab = _int(text.get("vocab_size") or cfg.get("vocab_size"))
+    heads = _int(text.get("num_attention_heads"))
+    if not (hidden and layers and vocab and heads):
+        raise ValueError("hidden size, layers, vocabulary or heads missing from config.json")
+    kv = _int(text.get("num_key_value_heads")) or heads
+    head_dim = _int(text.get("head_dim")) or hidden // heads
+    inter = _int(text.get("intermediate_size")) or 4 * hidden
+    lora = _int(text.get("kv_lora_rank"))
+    if lora:
+        q_lora = _int(text.get("q_lora_rank"))
+        nope = _int(text.get("qk_nope_head_dim")) or 128
+        rope = _int(text.get("qk_rope_head_dim")) or 64
+        v_dim = _int(text.get("v_head_dim")) or 128
+        q = (hidden * q_lora + q_lora * heads * (nope + rope)) if q_lora else \
+            hidden * heads * (nope + rope)
+        attn = q + hidden * (lora + rope) + lora * heads * (nope + v_dim) + heads * v_dim * hidden
+        attn_how = "MLA attention"
+    else:
+        attn = hidden * (heads + 2 * kv) * head_dim + heads * head_dim * hidden
+        attn_how = "attention"
+    experts = _int(text.get("n_routed_experts") or text.get("num_experts") or
+                   text.get("num_local_experts"))
+    moe_inter = _int(text.get("moe_intermediate_size")) or inter
+    dense_mlp = 3 * hidden * inter
+    if experts:
+        shared = _int(text.get("n_shared_experts")) or 0
+        shared_inter = _int(text.get("shared_expert_intermediate_size")) or moe_inter * shared
+        moe_mlp = experts * 3 * hidden * moe_inter + 3 * hidden * shared_inter + hidden * experts
+        dense_layers = _int(text.get("first_k_dense_replace")) or 0
+        mlp_total = dense_layers * dense_mlp + (layers - dense_layers) * moe_mlp
+        mlp_how = f"{experts} experts × 3 × {hidden} × {moe_inter}"
+    else:
+        mlp_total = layers * dense_mlp
+        mlp_how = f"gated MLP 3 × {hidden} × {inter}"
+    linear = layers * attn + mlp_total
+    tied = bool(cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
+    embed = vocab * hidden * (1 if tied else 2)
+    vision = _vision_params(cfg)
+    quant = online_quant if online_quant in ("fp8", "fp8_e4m3", "mxfp4", "bitsandbytes") else None
+    per_weight, qhow = _quant_bytes({"quant_method": quant} if quant else qcfg, scheme,
+                                    dtype_bytes)
+    # the largest pipeline stage: its share of the layers, plus the embeddings on the first
+    stage_layers = math.ceil(layers / pp)
+    linear_gpu = linear * stage_layers / layers / tp
+    embed_gpu = (vocab * hidden * (1 if tied or pp > 1 else 2)) / tp
+    total = int(linear_gpu * per_weight + embed_gpu * dtype_bytes + vision * dtype_bytes)
+    del ep  # experts split over EP hold the same share per GPU as over TP
+    params = linear + embed + vision
+    how = (f"{params / 1e9:.2f} B parameters from config.json ({attn_how}, {mlp_how}, "
+           f"{'tied' if tied else 'untied'} embeddings {vocab} × {hidden}"
+           + (f", vision tower {vision / 1e9:.2f} B replicated" if vision else "")
+           + f"); linear layers at {qhow}; split over TP {tp}"
+           + (f", the largest of PP {pp} stages ({stage_layers} layers)" if pp > 1 else ""))
+    return WeightEstimate(total, how)
+
+
+def from_checkpoint(total_bytes: int, *, tp: int, pp: int, where: str) -> WeightEstimate:
+    """Weights per GPU from the checkpoint's size: split over TP and PP."""
+    per_gpu = total_bytes // (tp * pp)
+    return WeightEstimate(per_gpu, f"{total_bytes} B ({where}) / (TP {tp} × PP {pp})")
+
+
+def dtype_bytes(name: str | None) -> float | None:
+    return DTYPE_BYTES.get(str(name).lower().replace("torch.", "")) if name else None
