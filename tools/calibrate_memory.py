@@ -14,7 +14,8 @@ Each is a non-negative least-squares fit over the observations that print the te
 "PyTorch activation peak memory takes", "non_torch_memory takes", "Graph capturing finished
 … took X GiB" lines). The spread — the 90th percentile of the absolute error of activation +
 non-torch + CUDA graphs over every observation that gives them, at least 0.5 GiB — becomes
-the margin MEM001–MEM003 decide with.
+the margin MEM001–MEM003 decide with (never less than SHARE_OF_TERMS of the calibrated terms
+of an estimate).
 
 Observations come from the corpus of real start-up logs, tests/fixtures/memory-logs/*.yaml,
 read with vllm_doctor.logreaders.memory_figures when that corpus is there; the seed
@@ -42,6 +43,9 @@ CORPUS = ROOT / "tests" / "fixtures" / "memory-logs"
 MIN_CORPUS = 5
 GIB = 1024 ** 3
 MIN_SPREAD_GIB = 0.5
+# the margin is at least this share of the calibrated terms of an estimate (few logs, older
+# releases: a term may be off by half on another GPU or release)
+SHARE_OF_TERMS = 0.5
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,7 @@ def fit(observations: list[Observation]) -> dict[str, Any]:
         "cuda_graph": {"intercept_gib": round(g[0], 4), "per_layer_gib": round(g[1], 5),
                        "observations": len(cg_rows)},
         "spread": {"overhead_gib": round(max(MIN_SPREAD_GIB, p90), 3),
+                   "share_of_terms": SHARE_OF_TERMS,
                    "errors_gib": [round(e, 3) for e in errors]},
     }
 

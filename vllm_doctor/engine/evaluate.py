@@ -144,6 +144,23 @@ def _missing(facts: Facts, paths: list[str]) -> list[MissingFact]:
     return result
 
 
+def _cap_within_margin(rule: Rule, facts: Facts, finding: Finding) -> None:
+    """A rule's ``warn_when`` holds: the finding is a warning, with the facts that say so."""
+    if rule.warn_when is None:
+        return
+    outcome = rule.warn_when.evaluate(facts)
+    if outcome.value is not True:
+        return
+    finding.severity_cap = "warning"
+    shown = {e.path for e in finding.evidence}
+    for test in outcome.evidence:
+        fact = facts.get(test.path)
+        if fact is not None and test.path not in shown:
+            finding.evidence.append(Evidence(test.path, fact.value, fact.describe_source(),
+                                             f"warning only: {test.describe()}", fact.inferred))
+            shown.add(test.path)
+
+
 def evaluate_rule(rule: Rule, facts: Facts, log_text: "str | LogScan | None" = None,
                   vllm_tree: Path | None = None) -> Finding:
     outcome = rule.when.evaluate(facts)
@@ -187,6 +204,7 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: "str | LogScan | None" = N
         return finding
     if state.state in (AFFECTED, UNVERSIONED):
         finding.verdict = APPLIES
+        _cap_within_margin(rule, facts, finding)
     elif state.state == FIXED:
         finding.verdict = NOT_APPLIES
     else:

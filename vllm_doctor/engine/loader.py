@@ -37,6 +37,7 @@ ALLOWED_KEYS = {
     "code", "slug", "status", "severity", "confidence", "summary", "phase", "affected", "when",
     "signatures", "fix", "workarounds", "probe", "references", "aliases", "related", "details",
     "defers_to",
+    "warn_when",
     "log_only",
     "reader",
 }
@@ -296,6 +297,12 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
             when = compile_condition(data["when"])
         except ConditionError as err:
             chk.problem(err.field, err.problem)
+    warn_when = None
+    if "warn_when" in data:  # an applying finding is a warning where this holds
+        try:
+            warn_when = compile_condition(data["warn_when"])
+        except ConditionError as err:
+            chk.problem("warn_when." + err.field, err.problem)
     affected = data.get("affected")
     ranges, fingerprints = None, ()
     if affected is not None:
@@ -354,7 +361,7 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
         fingerprints=fingerprints, signatures=tuple(signatures), fix=fix,
         workarounds=workarounds, probe=probe, references=references, aliases=aliases,
         related=related, details=details, path=path, raw=data, log_only=log_only,
-        reader=reader,
+        reader=reader, warn_when=warn_when,
     )
     return rule, []
 

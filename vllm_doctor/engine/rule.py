@@ -153,6 +153,9 @@ class Rule:
     # a log reader (vllm_doctor.logreaders) that names the cause and the fix of the message
     # the signatures found; the rule does not apply when the reader finds none
     reader: str | None = None
+    # a condition under which an applying finding is only a warning (an estimate within its
+    # margin: MEM001-MEM003); None: always the rule's severity
+    warn_when: Any = None
 
     @property
     def category(self) -> str:

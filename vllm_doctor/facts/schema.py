@@ -231,6 +231,8 @@ FACTS: dict[str, FactSpec] = {
     "memory.margin_gib": FactSpec("float", "the calibration's spread: the estimate's margin"),
     "memory.kv_verdict": FactSpec("str", "fits | tight (within the margin) | does-not-fit: one "
                                   "request of max_model_len tokens against the KV cache"),
+    "memory.kv_room": FactSpec("str", "room | tight (within the margin) | none: the KV cache "
+                               "left after weights, activations and graphs"),
     "memory.estimate_line": FactSpec("str", "the estimate in one line (KV GiB, tokens, "
                                      "concurrent requests)"),
     # -- the judged release (facts/release.py, from knowledge/data/*.json) -------------------

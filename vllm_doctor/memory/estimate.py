@@ -37,7 +37,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.facts.model import Fact, Facts, Source
 from vllm_doctor.memory import kv as kvmod
 from vllm_doctor.memory import weights as wmod
 
@@ -52,7 +52,8 @@ MEMORY_PATHS = (
     "memory.usable_gib", "memory.weights_gib", "memory.activation_peak_gib",
     "memory.non_torch_gib", "memory.cuda_graph_gib", "memory.kv_cache_gib",
     "memory.kv_cache_tokens", "memory.max_concurrency", "memory.kv_bytes_per_token",
-    "memory.kv_layers", "memory.margin_gib", "memory.kv_verdict", "memory.estimate_line",
+    "memory.kv_layers", "memory.margin_gib", "memory.kv_verdict", "memory.kv_room",
+    "memory.estimate_line",
 )
 
 
@@ -183,17 +184,23 @@ class Estimate:
 
     values: dict[str, Any] = field(default_factory=dict)
     how: dict[str, str] = field(default_factory=dict)
+    # the weights' size was not known: the figures are upper bounds, only a "does not fit"
+    # holds whatever the weights weigh
+    weights_unknown: Missing | None = None
 
     def put(self, path: str, value: Any, how: str) -> None:
         self.values[path] = value
         self.how[path] = how
 
 
-def usable_gib(facts: Facts) -> tuple[float, str]:
-    """Total memory per GPU as vLLM sees it (torch.cuda.mem_get_info's total)."""
+def usable_gib(facts: Facts, nominal_mib: int | None = None) -> tuple[float, str]:
+    """Total memory per GPU as vLLM sees it (torch.cuda.mem_get_info's total); ``nominal_mib``:
+    one of the sizes an inferred GPU memory leaves possible."""
     table = usable_table()
     reserve_mib = float(table["driver_reserve_mib"])
     total = facts.get("gpu.memory_total_mib")
+    if total is not None and nominal_mib is not None:
+        total = Fact(nominal_mib, total.source, total.detail, total.possible)
     names = facts.value("gpu.names") or []
     if total is not None and not total.inferred:
         mib = float(total.value)
@@ -204,7 +211,8 @@ def usable_gib(facts: Facts) -> tuple[float, str]:
 
     for row in table["gpus"]:
         for name in names:
-            if re.search(row["match"], str(name), re.IGNORECASE):
+            sized = nominal_mib is None or row.get("nominal_gib", 0) * 1024 == nominal_mib
+            if sized and re.search(row["match"], str(name), re.IGNORECASE):
                 if row.get("usable_gib"):
                     return float(row["usable_gib"]), (
                         f"{name}: vLLM prints {row['usable_gib']} GiB ({row['source']})")
@@ -320,7 +328,7 @@ def _max_model_len(facts: Facts) -> tuple[int, str]:
     return length, f"the model's own limit ({how})"
 
 
-def estimate(facts: Facts) -> Estimate:
+def estimate(facts: Facts, nominal_mib: int | None = None) -> Estimate:
     """Every memory figure of this deployment, or Missing naming the first input it lacks."""
     formula = formula_for(facts.value("release.judged") or facts.value("vllm.version"))
     cfg, raw_text = _config(facts)
@@ -331,11 +339,16 @@ def estimate(facts: Facts) -> Estimate:
     util = float(util_value) if util_value else DEFAULT_UTILIZATION
     out = Estimate()
 
-    usable, uhow = usable_gib(facts)
+    usable, uhow = usable_gib(facts, nominal_mib)
     out.put("memory.usable_gib", round(usable, 2), uhow)
     dtype, dhow = _model_dtype(facts)
     dbytes = float(kvmod.DTYPE_BYTES.get(dtype, 2))
-    weights = _weights(facts, cfg, text, tp, pp, dbytes)
+    try:
+        weights = _weights(facts, cfg, text, tp, pp, dbytes)
+    except Missing as miss:
+        # still a bound: with no weights at all, does one request fit?
+        weights = wmod.WeightEstimate(0, f"unknown ({miss.path}: {miss.reason}): 0 assumed")
+        out.weights_unknown = miss
     weights_gib = weights.bytes_per_gpu / GIB
     out.put("memory.weights_gib", round(weights_gib, 2), weights.how)
 
@@ -403,7 +416,12 @@ def estimate(facts: Facts) -> Estimate:
             f"{cap.num_blocks} blocks / {cap.blocks_per_request} blocks per request of "
             f"{max_len} tokens ({lhow})")
 
-    margin = float(calibration()["spread"]["overhead_gib"])
+    # the fit's spread on the logs, and at least half of the calibrated terms themselves:
+    # a term fitted on few logs may be off by that much on another GPU and release
+    spread = calibration()["spread"]
+    calibrated = terms["activation"] + terms["non_torch"] + (
+        terms["cuda_graph"] if formula.cuda_graph_subtracted else 0.0)
+    margin = max(float(spread["overhead_gib"]), float(spread["share_of_terms"]) * calibrated)
     need_gib = cap.blocks_per_request * cap.page_bytes * cap.group_size / GIB
     if kv_gib <= -margin or (kv_gib + margin) < need_gib:
         verdict = "does-not-fit"
@@ -412,8 +430,12 @@ def estimate(facts: Facts) -> Estimate:
     else:
         verdict = "fits"
     out.put("memory.margin_gib", round(margin, 2),
-            "the calibration's spread of activation + non-torch + CUDA-graph memory "
-            "(90th percentile of the fit's error on the start-up logs)")
+            f"the larger of the calibration's spread ({spread['overhead_gib']} GiB: 90th "
+            "percentile of the fit's error on the start-up logs) and "
+            f"{spread['share_of_terms']} × the calibrated terms ({calibrated:.2f} GiB)")
+    room = "none" if kv_gib + margin <= 0 else "tight" if kv_gib - margin <= 0 else "room"
+    out.put("memory.kv_room", room, f"estimated KV cache {kv_gib:.2f} ± {margin:.2f} GiB "
+            "(vLLM stops with \"No available memory for the cache blocks\" at ≤ 0)")
     out.put("memory.kv_verdict", verdict,
             f"one request of {max_len} tokens needs {need_gib:.2f} GiB; estimated KV cache "
             f"{kv_gib:.2f} ± {margin:.2f} GiB")
@@ -436,6 +458,26 @@ def estimate_line(kv_gib: float, tokens: int, concurrency: float, max_len: int) 
             f"{concurrency:.1f} concurrent requests of {length}")
 
 
+def _decide_over_possible_sizes(facts: Facts, result: Estimate) -> None:
+    """A GPU memory inferred from a name may be several sizes (8 or 16 GiB): the figures are
+    the smallest's, and a verdict stands only where every size gives it."""
+    total = facts.get("gpu.memory_total_mib")
+    if total is None or not total.inferred or not isinstance(total.possible, list):
+        return
+    others = [estimate(facts, int(size)) for size in total.possible
+              if int(size) != int(total.value)]
+    for path in ("memory.kv_verdict", "memory.kv_room"):
+        seen = {result.values.get(path)} | {o.values.get(path) for o in others}
+        if len(seen) > 1:
+            result.values.pop(path, None)
+            result.how[path] = (f"the GPU's memory decides ({total.detail}): "
+                                f"{' or '.join(sorted(str(v) for v in seen))}")
+    sizes = " or ".join(f"{int(s) // 1024} GiB" for s in total.possible)
+    for path in result.how:
+        if path in result.values:
+            result.how[path] += f"; for the smallest of {sizes} ({total.detail})"
+
+
 def compute_memory(facts: Facts) -> None:
     """Set every memory.* fact, or mark each missing with the input it lacks."""
     for path in MEMORY_PATHS:
@@ -443,6 +485,7 @@ def compute_memory(facts: Facts) -> None:
         facts.missing.pop(path, None)
     try:
         result = estimate(facts)
+        _decide_over_possible_sizes(facts, result)
     except Missing as miss:
         for path in MEMORY_PATHS:
             facts.mark_missing(path, f"needs {miss.path}: {miss.reason}")
@@ -451,9 +494,18 @@ def compute_memory(facts: Facts) -> None:
         for path in MEMORY_PATHS:
             facts.mark_missing(path, f"could not be estimated: {err}")
         return
+    unknown = result.weights_unknown
     for path in MEMORY_PATHS:
-        if path in result.values:
-            facts.set(path, result.values[path], Source.DERIVED, result.how[path])
+        bound_holds = path == "memory.kv_verdict" and result.values.get(path) == "does-not-fit"
+        if unknown is not None and not bound_holds:
+            facts.mark_missing(path, f"needs {unknown.path}: {unknown.reason}")
+        elif path not in result.values and path in result.how:
+            facts.mark_missing(path, result.how[path])
+        elif path in result.values:
+            how = result.how[path]
+            if unknown is not None:
+                how = f"even with no weights (their size is unknown): {how}"
+            facts.set(path, result.values[path], Source.DERIVED, how)
         else:
             facts.mark_missing(path, "not estimated")
 
