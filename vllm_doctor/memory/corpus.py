@@ -35,9 +35,9 @@ _ENGINE_ARGS = {
 
 
 def load_entry(path: Path) -> dict[str, Any]:
-    from vllm_doctor.yaml_io import load_yaml_file
+    from vllm_doctor.yaml_io import safe_load
 
-    data = load_yaml_file(path)
+    data = safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict):
         raise ValueError(f"{path}: not a mapping")
     return data
