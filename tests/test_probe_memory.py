@@ -106,3 +106,17 @@ def test_text_output_shows_each_figure_with_its_tag():
     assert "[hardware] cuda_context: 512 MiB — the context" in text
     assert "[torch] cublas_workspace: 32 MiB — cuBLAS workspaces" in text
     assert "[hardware] nccl_communicator: 0 MiB" in text
+
+
+def test_committed_table_is_the_device_runs_output():
+    """knowledge/data/memory_probe.json holds exactly what table_entry reads from the raw JSON
+    of the device runs committed in bench/memory (one per GPU)."""
+    table = json.loads(TABLE.read_text(encoding="utf-8"))
+    assert table["kind"] == "memory_probe" and table["format"] == 1 and table["gpus"]
+    for gpu, entry in table["gpus"].items():
+        raw = json.loads((BENCH / entry["raw"]).read_text(encoding="utf-8"))
+        expected = memory.table_entry(raw)
+        assert expected["gpu"] == gpu
+        assert {k: v for k, v in entry.items() if k != "raw"} == expected
+        assert entry["cuda_context_gib"] > 0 and entry["total_gib"] > 0
+        assert entry["activation"]["points"] and entry["cuda_graph"]["full"]["sizes"] > 1

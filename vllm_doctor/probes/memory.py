@@ -598,7 +598,8 @@ def run(ctx: Ctx) -> dict:
                  accounting="per process (NVML)" if after["process"] is not None else "device-wide (cudaMemGetInfo)")
     metrics = {"figures": [fig], "nccl_env": nccl_env}
     status = "pass" if exact else "fail"
-    reason = f"one NCCL communicator of {world} rank(s): {fig['gib'] * 1024:.0f} MiB on this rank"
+    reason = (f"the figures below: one NCCL communicator on each of the {world} rank(s), the other "
+              f"terms in a fresh process on the first GPU")
     if not exact:
         reason += "; its all-reduce gave a wrong sum"
     return result(status, reason, metrics)
