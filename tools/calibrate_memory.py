@@ -4,27 +4,30 @@ vllm_doctor/knowledge/data/memory_calibration.json.
 
 The terms vLLM measures instead of computing (vllm_doctor/memory/estimate.py):
 
-* activation peak (GiB) = a0 + a1 × MLP activations + a2 × sampler logits, where MLP
-  activations = max_num_batched_tokens × (2 × intermediate / TP + 4 × hidden) × dtype bytes and
-  sampler logits = max_num_seqs × vocabulary × 4 bytes (both in GiB);
-* non-torch memory (GiB) = n0 + n1 × [TP > 1] (NCCL communicators, custom all-reduce buffers);
+* activation peak (GiB) = a1 × MLP activations + a2 × sampler logits, where MLP activations
+  = max_num_batched_tokens × (2 × intermediate / TP + 4 × hidden) × dtype bytes and sampler
+  logits = max_num_seqs × vocabulary × 4 bytes (both in GiB);
+* non-torch memory (GiB) = n0 + n1 × [TP > 1] (CUDA context, NCCL communicators, custom
+  all-reduce buffers);
 * CUDA-graph pool (GiB) = g0 + g1 × decoder layers per GPU.
 
-Each is a non-negative least-squares fit over the observations that print the term (the
-"PyTorch activation peak memory takes", "non_torch_memory takes", "Graph capturing finished
-… took X GiB" lines). The spread — the 90th percentile of the absolute error of activation +
-non-torch + CUDA graphs over every observation that gives them, at least 0.5 GiB — becomes
-the margin MEM001–MEM003 decide with (never less than SHARE_OF_TERMS of the calibrated terms
-of an estimate).
+Most logs do not print activation and non-torch memory apart (V1 prints the KV memory or the
+KV tokens only), so the first two are fitted together on the overhead every log implies:
+total × utilization − weights − KV cache (− the CUDA-graph estimate where the release
+subtracts it), or activation + non-torch where the log prints both (vLLM's V0 worker). The
+CUDA-graph pool is fitted on the "Graph capturing finished … took X GiB" / CUDA-graph
+estimate lines. Both are non-negative least squares. The spread — the 90th percentile of the
+absolute errors over every observation, at least 0.5 GiB — and SHARE_OF_TERMS give the margin
+MEM001–MEM003 decide with.
 
-Observations come from the corpus of real start-up logs, tests/fixtures/memory-logs/*.yaml,
-read with vllm_doctor.logreaders.memory_figures when that corpus is there; the seed
+Observations come from the corpus of real start-up logs, tests/fixtures/memory-logs/*.yaml
+(vllm_doctor.memory.corpus, read with vllm_doctor.logreaders.memory_figures); the seed
 observations below (each from a public log, URL given) are used only while the corpus has
 fewer than MIN_CORPUS usable entries.
 
     python tools/calibrate_memory.py [--corpus DIR] [--check]
 
-``--check`` exits 1 when the committed data file differs from a fresh fit (CI keeps it honest).
+``--check`` exits 1 when the committed data file differs from a fresh fit.
 """
 
 from __future__ import annotations
@@ -59,8 +62,7 @@ class Observation:
     batched: int
     seqs: int
     dtype_bytes: float = 2.0
-    activation_gib: float | None = None
-    non_torch_gib: float | None = None
+    overhead_gib: float | None = None  # activation peak + non-torch memory
     cuda_graph_gib: float | None = None
 
     def f_mlp(self) -> float:
@@ -78,20 +80,20 @@ _LLAMA3_8B = {"hidden": 4096, "intermediate": 14336, "vocab": 128256}
 SEED: tuple[Observation, ...] = (
     Observation("https://github.com/vllm-project/vllm/pull/10511 (Meta-Llama-3-8B, H100, TP 1: "
                 "activation 1.26, non-torch 1.79 GiB; max_num_batched_tokens = max_model_len 8192)",
-                tp=1, layers_gpu=32, batched=8192, seqs=256, activation_gib=1.26,
-                non_torch_gib=1.79, **_LLAMA3_8B),
+                tp=1, layers_gpu=32, batched=8192, seqs=256, overhead_gib=1.26 + 1.79,
+                **_LLAMA3_8B),
     Observation("https://github.com/vllm-project/vllm/pull/10511 (Meta-Llama-3-8B, H100, TP 2: "
                 "activation 1.26, non-torch 3.58 GiB)",
-                tp=2, layers_gpu=32, batched=8192, seqs=256, activation_gib=1.26,
-                non_torch_gib=3.58, **_LLAMA3_8B),
+                tp=2, layers_gpu=32, batched=8192, seqs=256, overhead_gib=1.26 + 3.58,
+                **_LLAMA3_8B),
     Observation("https://github.com/vllm-project/vllm/issues/10517 (Llama-3.1-8B-Instruct, RTX 3090, "
                 "--max-model-len 20000: peak torch 17.06 − weights 14.99 GiB, non-torch 0.35)",
-                tp=1, layers_gpu=32, batched=20000, seqs=256, activation_gib=2.07,
-                non_torch_gib=0.35, **_LLAMA3_8B),
+                tp=1, layers_gpu=32, batched=20000, seqs=256, overhead_gib=2.07 + 0.35,
+                **_LLAMA3_8B),
     Observation("https://github.com/vllm-project/vllm/issues/10517 (same, --max-model-len 29000: "
                 "peak torch 17.98 − weights 14.99 GiB)",
-                tp=1, layers_gpu=32, batched=29000, seqs=256, activation_gib=2.99,
-                non_torch_gib=0.35, **_LLAMA3_8B),
+                tp=1, layers_gpu=32, batched=29000, seqs=256, overhead_gib=2.99 + 0.35,
+                **_LLAMA3_8B),
     Observation("https://github.com/vllm-project/vllm/issues/7553 (Yi-1.5-34B, RTX 4090, TP 4: "
                 "2464 MiB more with CUDA graphs than with --enforce-eager)",
                 tp=4, hidden=7168, intermediate=20480, vocab=64000, layers_gpu=60, batched=4096,
@@ -121,66 +123,60 @@ def nnls(rows: list[list[float]], target: list[float], iterations: int = 5000) -
 
 
 def corpus_observations(directory: Path) -> list[Observation]:
-    """Observations from the corpus of start-up logs (empty when the corpus or its parser is
-    not there yet)."""
+    """Observations from the corpus of start-up logs (empty while there is none)."""
     if not directory.is_dir():
         return []
-    try:
-        from vllm_doctor.logreaders.memory_figures import read_memory_figures  # type: ignore
-    except ImportError:
-        return []
-    from vllm_doctor.memory.corpus import observation_inputs
+    from vllm_doctor.memory.corpus import observation
 
     found = []
     for path in sorted(directory.glob("*.yaml")):
-        inputs = observation_inputs(path)
-        if inputs is None:
-            continue
-        figures = read_memory_figures(inputs.pop("log"))
-        found.append(Observation(
-            str(inputs.pop("source")), activation_gib=figures.activation_peak_gib,
-            non_torch_gib=figures.non_torch_gib, cuda_graph_gib=figures.cuda_graph_gib,
-            **inputs))
+        seen = observation(path)
+        if seen is not None and (seen["overhead_gib"] is not None or
+                                 seen["cuda_graph_gib"] is not None):
+            found.append(Observation(**seen))
     return found
 
 
+def _p90(errors: list[float]) -> float:
+    ordered = sorted(errors)
+    return ordered[min(len(ordered) - 1, math.ceil(0.9 * len(ordered)) - 1)] if ordered else 0.0
+
+
 def fit(observations: list[Observation]) -> dict[str, Any]:
-    act_rows = [o for o in observations if o.activation_gib is not None]
-    nt_rows = [o for o in observations if o.non_torch_gib is not None]
-    cg_rows = [o for o in observations if o.cuda_graph_gib is not None]
-    a = nnls([[1.0, o.f_mlp(), o.f_logits()] for o in act_rows],
-             [float(o.activation_gib or 0) for o in act_rows]) if act_rows else [0.0, 1.0, 0.0]
-    n = nnls([[1.0, 1.0 if o.tp > 1 else 0.0] for o in nt_rows],
-             [float(o.non_torch_gib or 0) for o in nt_rows]) if nt_rows else [0.5, 0.0]
-    g = nnls([[1.0, float(o.layers_gpu)] for o in cg_rows],
-             [float(o.cuda_graph_gib or 0) for o in cg_rows]) if cg_rows else [0.0, 0.0]
-    errors: list[float] = []
-    for o in observations:
-        if o.activation_gib is not None:
-            errors.append(abs(a[0] + a[1] * o.f_mlp() + a[2] * o.f_logits() - o.activation_gib))
-        if o.non_torch_gib is not None:
-            errors.append(abs(n[0] + (n[1] if o.tp > 1 else 0) - o.non_torch_gib))
-        if o.cuda_graph_gib is not None:
-            errors.append(abs(g[0] + g[1] * o.layers_gpu - o.cuda_graph_gib))
-    errors.sort()
-    p90 = errors[min(len(errors) - 1, math.ceil(0.9 * len(errors)) - 1)] if errors else 0.0
+    rows = [o for o in observations if o.overhead_gib is not None]
+    graphs = [o for o in observations if o.cuda_graph_gib is not None]
+
+    def features(o: Observation) -> list[float]:
+        return [1.0, 1.0 if o.tp > 1 else 0.0, o.f_mlp(), o.f_logits()]
+
+    c = nnls([features(o) for o in rows], [float(o.overhead_gib or 0) for o in rows]) \
+        if rows else [0.5, 0.0, 1.0, 0.0]
+    g = nnls([[1.0, float(o.layers_gpu)] for o in graphs],
+             [float(o.cuda_graph_gib or 0) for o in graphs]) if graphs else [0.0, 0.0]
+    overhead_errors = [abs(sum(a * b for a, b in zip(c, features(o))) - float(o.overhead_gib or 0))
+                       for o in rows]
+    graph_errors = [abs(g[0] + g[1] * o.layers_gpu - float(o.cuda_graph_gib or 0))
+                    for o in graphs]
+    errors = sorted(overhead_errors + graph_errors)
     return {
         "kind": "memory_calibration",
-        "format": 1,
+        "format": 2,
         "meaning": "coefficients of the memory model's measured terms (vllm_doctor/memory/"
-                   "estimate.py), fitted by tools/calibrate_memory.py; spread.overhead_gib is "
-                   "the margin MEM001-MEM003 decide with",
+                   "estimate.py), fitted by tools/calibrate_memory.py; the margin MEM001-MEM003 "
+                   "decide with is the larger of spread.overhead_gib and spread.share_of_terms "
+                   "× the calibrated terms of an estimate",
         "fitted_on": len(observations),
-        "sources": [o.source for o in observations],
-        "activation": {"intercept_gib": round(a[0], 4), "per_mlp_gib": round(a[1], 4),
-                       "per_logits_gib": round(a[2], 4), "observations": len(act_rows)},
-        "non_torch": {"intercept_gib": round(n[0], 4), "tp_gib": round(n[1], 4),
-                      "observations": len(nt_rows)},
+        "sources": sorted({o.source for o in observations}),
+        "activation": {"intercept_gib": 0.0, "per_mlp_gib": round(c[2], 4),
+                       "per_logits_gib": round(c[3], 4), "observations": len(rows)},
+        "non_torch": {"intercept_gib": round(c[0], 4), "tp_gib": round(c[1], 4),
+                      "observations": len(rows)},
         "cuda_graph": {"intercept_gib": round(g[0], 4), "per_layer_gib": round(g[1], 5),
-                       "observations": len(cg_rows)},
-        "spread": {"overhead_gib": round(max(MIN_SPREAD_GIB, p90), 3),
+                       "observations": len(graphs)},
+        "spread": {"overhead_gib": round(max(MIN_SPREAD_GIB, _p90(errors)), 3),
                    "share_of_terms": SHARE_OF_TERMS,
-                   "errors_gib": [round(e, 3) for e in errors]},
+                   "overhead_p90_gib": round(_p90(overhead_errors), 3),
+                   "cuda_graph_p90_gib": round(_p90(graph_errors), 3)},
     }
 
 

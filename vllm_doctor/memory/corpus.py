@@ -8,7 +8,6 @@ Used by tests/test_memory_accuracy.py and tools/calibrate_memory.py; never by `c
 from __future__ import annotations
 
 import json
-import math
 import shlex
 import tempfile
 from pathlib import Path
@@ -63,6 +62,8 @@ def entry_facts(entry: dict[str, Any], scratch: Path | None = None) -> Facts:
     from vllm_doctor.serve_args import parse_serve_argv
 
     facts = Facts()
+    if entry.get("vllm_version"):  # first: the serve line's defaults depend on it
+        facts.set("vllm.version", str(entry["vllm_version"]), "corpus entry")
     scratch = scratch or Path(tempfile.mkdtemp(prefix="vllm-doctor-corpus-"))
     config = _config_path(entry, scratch)
     if config is not None:
@@ -79,8 +80,6 @@ def entry_facts(entry: dict[str, Any], scratch: Path | None = None) -> Facts:
         fact = _ENGINE_ARGS.get(str(key))
         if fact and value is not None and fact not in facts:
             facts.set(fact, value, "engine arguments the log printed")
-    if entry.get("vllm_version"):
-        facts.set("vllm.version", str(entry["vllm_version"]), "corpus entry")
     gpu = entry.get("gpu")
     if gpu:
         apply_target_hardware(facts, TargetHardware(gpu=str(gpu), count=int(
@@ -90,37 +89,38 @@ def entry_facts(entry: dict[str, Any], scratch: Path | None = None) -> Facts:
     return facts
 
 
-def observation_inputs(path: Path) -> dict[str, Any] | None:
-    """The calibration inputs of one entry (tools/calibrate_memory.py), or None when the
-    entry lacks what the fit needs."""
-    from vllm_doctor.memory.estimate import batch_defaults, formula_for, usable_gib
+def observation(path: Path) -> dict[str, Any] | None:
+    """What one entry tells the calibration (tools/calibrate_memory.py): the inputs of the
+    calibrated terms and the overhead vLLM's printed figures imply, or None when the entry
+    lacks what the fit needs."""
+    from vllm_doctor.logreaders.memory_figures import read_memory_figures
+    from vllm_doctor.memory.estimate import GIB, Missing, estimate
 
     try:
         entry = load_entry(path)
         facts = entry_facts(entry)
-        usable, _ = usable_gib(facts)
-    except Exception:  # an entry the model cannot read is not an observation
+        facts.set("release.judged", str(entry.get("vllm_version") or ""), "corpus entry")
+        result = estimate(facts)
+    except (Missing, ValueError, TypeError, KeyError, OSError):
         return None
-    hidden, layers, vocab = (facts.value(f"model.{k}") for k in (
-        "hidden_size", "num_hidden_layers", "vocab_size"))
-    if not (hidden and layers and vocab and isinstance(entry.get("log"), str)):
+    figures = read_memory_figures(str(entry.get("log") or ""))
+    inputs = dict(result.inputs)
+    if not inputs or not figures.weights_gib:
         return None
-    tp = int(facts.value("serve.tensor_parallel_size") or 1)
-    pp = int(facts.value("serve.pipeline_parallel_size") or 1)
-    formula = formula_for(facts.value("vllm.version"))
-    batched, seqs = batch_defaults(usable, [str(entry.get("gpu"))], formula)
-    return {
-        "source": str(entry.get("source")), "log": entry["log"], "tp": tp,
-        "hidden": int(hidden), "vocab": int(vocab), "layers_gpu": math.ceil(int(layers) / pp),
-        "intermediate": int(_intermediate(facts) or 4 * int(hidden)),
-        "batched": int(facts.value("serve.max_num_batched_tokens") or batched),
-        "seqs": int(facts.value("serve.max_num_seqs") or seqs),
-    }
-
-
-def _intermediate(facts: Facts) -> int | None:
-    from vllm_doctor.memory.estimate import _config
-
-    _, text = _config(facts)
-    value = text.get("moe_intermediate_size") or text.get("intermediate_size")
-    return int(value) if isinstance(value, (int, float)) else None
+    usable = figures.total_gpu_gib or inputs["usable_gib"]
+    util = figures.utilization or inputs["utilization"]
+    kv_gib = figures.kv_cache_gib
+    per_token = result.values.get("memory.kv_bytes_per_token")
+    if kv_gib is None and figures.kv_cache_tokens and per_token and inputs["uniform_kv"]:
+        kv_gib = figures.kv_cache_tokens * per_token / GIB  # blocks × block size × bytes
+    graph = figures.cuda_graph_estimate_gib or figures.cuda_graph_gib
+    overhead = None
+    if figures.activation_peak_gib is not None and figures.non_torch_gib is not None:
+        overhead = figures.activation_peak_gib + figures.non_torch_gib
+    elif kv_gib is not None and (graph is not None or not inputs["graph_subtracted"]):
+        subtracted = graph if inputs["graph_subtracted"] else 0.0
+        overhead = usable * util - figures.weights_gib - kv_gib - (subtracted or 0.0)
+    return {"source": str(entry.get("source")), "overhead_gib": overhead,
+            "cuda_graph_gib": graph, **{k: inputs[k] for k in (
+                "tp", "hidden", "intermediate", "vocab", "layers_gpu", "batched", "seqs",
+                "dtype_bytes")}}

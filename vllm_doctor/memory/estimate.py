@@ -45,7 +45,6 @@ GIB = 1024 ** 3
 DATA = Path(__file__).resolve().parents[1] / "knowledge" / "data"
 USABLE_DATA = DATA / "gpu_usable_memory.json"
 CALIBRATION_DATA = DATA / "memory_calibration.json"
-DEFAULT_UTILIZATION = 0.9
 DEFAULT_DTYPE = "bfloat16"  # vLLM's "auto" for a config without torch_dtype
 
 MEMORY_PATHS = (
@@ -84,6 +83,7 @@ class ReleaseFormula:
     cuda_graph_subtracted: bool
     tokens_from_concurrency: bool
     large_tier_160: bool
+    default_utilization: float  # CacheConfig.gpu_memory_utilization: 0.92 from 0.20.0
 
     def describe(self) -> str:
         graph = "− CUDA-graph estimate " if self.cuda_graph_subtracted else ""
@@ -105,6 +105,7 @@ def formula_for(version: str | None) -> ReleaseFormula:
         cuda_graph_subtracted=v >= Version("0.20.0"),
         tokens_from_concurrency=v >= Version("0.24.0"),
         large_tier_160=v >= Version("0.28.0"),
+        default_utilization=0.92 if v >= Version("0.20.0") else 0.9,
     )
 
 
@@ -187,6 +188,8 @@ class Estimate:
     # the weights' size was not known: the figures are upper bounds, only a "does not fit"
     # holds whatever the weights weigh
     weights_unknown: Missing | None = None
+    # what the calibration fits on (tools/calibrate_memory.py): the terms' inputs
+    inputs: dict[str, Any] = field(default_factory=dict)
 
     def put(self, path: str, value: Any, how: str) -> None:
         self.values[path] = value
@@ -336,7 +339,7 @@ def estimate(facts: Facts, nominal_mib: int | None = None) -> Estimate:
     tp = _int_fact(facts, "serve.tensor_parallel_size", 1)
     pp = _int_fact(facts, "serve.pipeline_parallel_size", 1)
     util_value = facts.value("serve.gpu_memory_utilization")
-    util = float(util_value) if util_value else DEFAULT_UTILIZATION
+    util = float(util_value) if util_value else formula.default_utilization
     out = Estimate()
 
     usable, uhow = usable_gib(facts, nominal_mib)
@@ -366,6 +369,10 @@ def estimate(facts: Facts, nominal_mib: int | None = None) -> Estimate:
         tp=tp, hidden=hidden, inter=inter, vocab=vocab, layers_gpu=layers_gpu,
         batched=batched, seqs=seqs, act_bytes=dbytes, eager=eager,
         graph_subtracted=formula.cuda_graph_subtracted)
+    out.inputs = {"tp": tp, "hidden": hidden, "intermediate": inter, "vocab": vocab,
+                  "layers_gpu": layers_gpu, "batched": batched, "seqs": seqs,
+                  "dtype_bytes": dbytes, "utilization": util, "usable_gib": usable,
+                  "graph_subtracted": formula.cuda_graph_subtracted and not eager}
     out.put("memory.activation_peak_gib", round(terms["activation"], 2), thow["activation"])
     out.put("memory.non_torch_gib", round(terms["non_torch"], 2), thow["non_torch"])
     out.put("memory.cuda_graph_gib", round(terms["cuda_graph"], 2), thow["cuda_graph"])
@@ -403,6 +410,7 @@ def estimate(facts: Facts, nominal_mib: int | None = None) -> Estimate:
             f"model dtype {dtype} ({dhow}); TP {tp}, PP {pp}")
     out.put("memory.kv_bytes_per_token", layout.bytes_per_token(),
             f"per GPU, attention layers summed ({layout.describe()})")
+    out.inputs["uniform_kv"] = len({layer.key() for layer in layout.layers}) == 1
     max_len, lhow = _max_model_len(facts)
     block = _argv_value(facts, "--block-size")
     cap = kvmod.capacity(layout, max(0, int(kv_gib * GIB)), max_model_len=max_len,
