@@ -182,3 +182,14 @@ def test_missing_inputs_name_what_to_supply():
 def test_estimate_line_format():
     assert estimate_line(51.33, 420_480, 12.83, 32768) == (
         "KV cache ≈ 51 GiB ≈ 420k tokens ≈ 12.8 concurrent requests of 32k")
+
+
+def test_uneven_pipeline_stages_as_vllm_splits_them():
+    # get_pp_indices: the remainder one each on the stages before the last, backwards
+    assert kvmod.pp_partitions(61, 4) == [15, 15, 16, 15]
+    assert kvmod.pp_partitions(32, 3) == [11, 11, 10]
+    assert kvmod.pp_partitions(32, 3, "12,10,10") == [12, 10, 10]
+    layout = _layout("Llama-3.1-8B-Instruct", pp=3)
+    assert len(layout.layers) == 11
+    est = wmod.from_checkpoint(16_000_000_000, tp=1, pp=3, where="index", layers=32)
+    assert est.bytes_per_gpu == 16_000_000_000 * 11 // 32

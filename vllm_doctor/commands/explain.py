@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -82,9 +82,55 @@ def print_rule(code: str, rules_dirs: list[Path] | None, plain: bool = False) ->
 LOG_FORMATS = ("text", "json")
 
 
+def _memory_readback(text: str, version: str | None, model_config: Path | None,
+                     gpu: str | None, gpus: int | None, serve: str | None
+                     ) -> dict[str, Any] | None:
+    """vLLM's printed memory figures and, given the model, GPU and serve line, the doctor's
+    estimate beside them (memory/readback.py); None when the log prints no figure."""
+    from vllm_doctor.memory.readback import compare, printed
+
+    figures = printed(text)
+    if figures is None:
+        return None
+    result: dict[str, Any] = {"printed": figures, "estimate": None, "comparison": [],
+                              "missing": None}
+    if not (model_config or gpu or serve):
+        result["missing"] = ("pass --model-config, --gpu and --serve to compare them with the "
+                             "doctor's estimate")
+        return result
+    from vllm_doctor.facts.collect import CollectOptions, collect_facts
+    from vllm_doctor.facts.hardware import TargetHardware
+
+    facts = collect_facts(CollectOptions(
+        serve_string=serve, model_config=model_config,
+        target=TargetHardware(gpu=gpu, count=gpus) if gpu else None, vllm_version=version,
+        probe_machine=False, offline=True))
+    result["estimate"] = facts.value("memory.estimate_line")
+    result["comparison"] = compare(figures, facts)
+    if result["estimate"] is None:
+        result["missing"] = facts.why_missing("memory.kv_cache_gib")
+    return result
+
+
+def _print_memory(memory: dict[str, Any]) -> None:
+    from vllm_doctor.memory.readback import describe
+
+    typer.echo(f"vLLM's memory figures: {describe(memory['printed'])}")
+    if memory["estimate"]:
+        typer.echo(f"    estimate: {memory['estimate']}")
+    for row in memory["comparison"]:
+        error = "" if row["error"] is None else f" ({row['error']:+.1%})"
+        typer.echo(f"    {row['figure']}: vLLM {row['printed']}, estimate {row['estimate']}{error}")
+    if memory["missing"]:
+        typer.echo(f"    no estimate: {memory['missing']}")
+
+
 def explain_log(log_path: Path, rules_dirs: list[Path] | None, fmt: str = "text",
-                vllm_version: str | None = None) -> int:
-    """Name the known failure (curated rules), else the vLLM message, behind a crash log."""
+                vllm_version: str | None = None, model_config: Path | None = None,
+                gpu: str | None = None, gpus: int | None = None,
+                serve: str | None = None) -> int:
+    """Name the known failure (curated rules), else the vLLM message, behind a crash log;
+    read back the memory figures a start-up log prints."""
     from vllm_doctor.engine.loader import load_rules
     from vllm_doctor.engine.logreport import analyse_log
     from vllm_doctor.facts.crashlog import read_log
@@ -94,12 +140,19 @@ def explain_log(log_path: Path, rules_dirs: list[Path] | None, fmt: str = "text"
     text = read_log(log_path)
     report = analyse_log(text, load_rules(rules_dirs), vllm_version, "option" if vllm_version else "")
     name = "standard input" if str(log_path) == "-" else str(log_path)
+    memory = _memory_readback(text, vllm_version or report.version, model_config, gpu, gpus,
+                              serve)
     if fmt == "json":
         import json
 
-        typer.echo(json.dumps(log_report_dict(report, name), indent=2))
+        data = log_report_dict(report, name)
+        data["memory"] = memory
+        typer.echo(json.dumps(data, indent=2))
     else:
-        _print_log_report(report, name)
+        if memory is None or report.rule_hits or report.messages or report.refused_options:
+            _print_log_report(report, name)
+        if memory is not None:
+            _print_memory(memory)
     return EXIT_FINDINGS if report.rule_hits or report.messages or report.refused_options else 0
 
 
@@ -186,13 +239,18 @@ def register(app: typer.Typer) -> None:
         vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="For --log: the vLLM version that wrote the log (else read from the log)."),
         plain: bool = typer.Option(False, "--plain", help="Markdown text instead of the rendered view."),
         rules_dir: Optional[List[Path]] = typer.Option(None, "--rules-dir", help="Rule directory to use."),
+        model_config: Optional[Path] = typer.Option(None, "--model-config", help="For --log: the model's config.json or directory, to compare a start-up log's memory figures with the estimate."),
+        gpu: Optional[str] = typer.Option(None, "--gpu", help="For --log: the GPU the log ran on (\"H100 80GB\"), for the memory estimate."),
+        gpus: Optional[int] = typer.Option(None, "--gpus", help="For --log: how many of them."),
+        serve: Optional[str] = typer.Option(None, "--serve", help="For --log: the serve line the log ran (\"vllm serve MODEL ...\"), for the memory estimate."),
     ) -> None:
         """Print a rule's document, or name the known failure behind a crash log."""
         if fmt not in LOG_FORMATS:
             raise InputError("--format", f"unknown format {fmt!r} (one of {', '.join(LOG_FORMATS)})")
         dirs = list(rules_dir) if rules_dir else None
         if log is not None:
-            raise typer.Exit(explain_log(log, dirs, fmt, vllm_version))
+            raise typer.Exit(explain_log(log, dirs, fmt, vllm_version, model_config, gpu, gpus,
+                                         serve))
         if not code:
             raise InputError("explain", "give a rule code or --log FILE")
         print_rule(code, dirs, plain)

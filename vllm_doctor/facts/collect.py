@@ -215,6 +215,10 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
         text = read_log(options.log)  # `check` matches signatures on this same read
         facts.set("log.path", str(options.log), Source.LOG)
         facts.set("log.lines", len(text.splitlines()), Source.LOG)
+        from vllm_doctor.memory.readback import printed
+
+        # a start-up log's memory figures, compared with the estimate in every report
+        facts.set("log.memory_figures", printed(text), Source.LOG, str(options.log))
     else:
         facts.mark_missing("log", SUPPLY_HINTS["log"])
 

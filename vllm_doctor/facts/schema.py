@@ -196,6 +196,9 @@ FACTS: dict[str, FactSpec] = {
     "deploy.shm_mib": FactSpec("int", "size of the container's /dev/shm in MiB, when stated"),
     "log.path": FactSpec("str", "crash log that was read"),
     "log.lines": FactSpec("int", "number of lines in the crash log"),
+    "log.memory_figures": FactSpec("dict", "the start-up memory figures vLLM printed in the log "
+                                   "(logreaders/memory_figures.py: weights_gib, kv_cache_gib, "
+                                   "kv_cache_tokens, max_concurrency, ...)"),
     # -- derived (computed from the facts above) ---------------------------------------------
     "derived.kv_bytes_per_token": FactSpec("int", "KV-cache bytes per token for the whole model"),
     "derived.kv_bytes_needed": FactSpec("int", "KV bytes for one max_model_len request per GPU"),

@@ -59,7 +59,7 @@ def entry_facts(entry: dict[str, Any], scratch: Path | None = None) -> Facts:
     from vllm_doctor.facts.derived import compute_derived
     from vllm_doctor.facts.hardware import TargetHardware, apply_target_hardware, infer_hardware
     from vllm_doctor.facts.model_config import read_model_config
-    from vllm_doctor.serve_args import parse_serve_argv
+    from vllm_doctor.serveline.parser import parse_serve_argv
 
     facts = Facts()
     if entry.get("vllm_version"):  # first: the serve line's defaults depend on it

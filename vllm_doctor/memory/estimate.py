@@ -28,7 +28,6 @@ max_num_batched_tokens 8192 / max_num_seqs 1024 on GPUs of ≥ 70 GiB other than
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -241,9 +240,13 @@ def _weights(facts: Facts, cfg: dict[str, Any], text: dict[str, Any], tp: int, p
     checkpoint = facts.get("model.weights_bytes")
     quantized_online = isinstance(online, str) and online.lower() in (
         "fp8", "bitsandbytes", "mxfp4") and not facts.value("model.quant_method")
+    partition = facts.value("env.VLLM_PP_LAYER_PARTITION")
+    layers = facts.value("model.num_hidden_layers")
     if checkpoint is not None and not quantized_online:
         return wmod.from_checkpoint(int(checkpoint.value), tp=tp, pp=pp,
-                                    where=checkpoint.describe_source())
+                                    where=checkpoint.describe_source(),
+                                    layers=int(layers) if layers else 0,
+                                    pp_partition=partition)
     if not text:
         raise Missing("model.weights_bytes", facts.why_missing("model.weights_bytes")
                       or "no checkpoint size and no config.json to count parameters from")
@@ -251,7 +254,8 @@ def _weights(facts: Facts, cfg: dict[str, Any], text: dict[str, Any], tp: int, p
     return wmod.from_config(cfg, text, tp=tp, pp=pp, ep=1, dtype_bytes=dtype_bytes,
                             qcfg=qcfg if isinstance(qcfg, dict) else None,
                             scheme=facts.value("model.quant_scheme"),
-                            online_quant=online.lower() if isinstance(online, str) else None)
+                            online_quant=online.lower() if isinstance(online, str) else None,
+                            pp_partition=partition)
 
 
 def _kv_dtype(facts: Facts, model_dtype: str) -> tuple[str, float]:
@@ -364,7 +368,7 @@ def estimate(facts: Facts, nominal_mib: int | None = None) -> Estimate:
     batched = _int_fact(facts, "serve.max_num_batched_tokens", batched_default)
     seqs = _int_fact(facts, "serve.max_num_seqs", seqs_default)
     eager = bool(facts.value("serve.enforce_eager")) or facts.value("serve.cudagraph_mode") == "NONE"
-    layers_gpu = math.ceil(layers / pp)
+    layers_gpu = max(kvmod.pp_partitions(layers, pp, facts.value("env.VLLM_PP_LAYER_PARTITION")))
     terms, thow = calibrated_terms(
         tp=tp, hidden=hidden, inter=inter, vocab=vocab, layers_gpu=layers_gpu,
         batched=batched, seqs=seqs, act_bytes=dbytes, eager=eager,
@@ -403,7 +407,8 @@ def estimate(facts: Facts, nominal_mib: int | None = None) -> Estimate:
     layout = kvmod.kv_layout(
         text, n_layers=layers, kv_heads=int(heads) if heads else None,
         head_dim=int(head_dim) if head_dim else None, tp=tp, pp=pp, kv_bytes=kv_bytes,
-        state_bytes=dbytes, kv_dtype=kv_dtype, extra_layers=spec_layers)
+        state_bytes=dbytes, kv_dtype=kv_dtype, extra_layers=spec_layers,
+        pp_partition=facts.value("env.VLLM_PP_LAYER_PARTITION"))
     if spec_layers:
         layout.how.append(f"{spec_layers} speculative draft layer(s) ({method})")
     out.put("memory.kv_layers", layout.describe(), f"KV dtype {kv_dtype} ({kv_bytes:g} B); "
@@ -527,20 +532,48 @@ SUMMARY_PATHS = ("memory.usable_gib", "memory.weights_gib", "memory.activation_p
 
 
 def report_line(facts: Facts) -> str | None:
-    """"KV cache ≈ 51 GiB ≈ 420k tokens ≈ 12.8 concurrent requests of 32k (…)", or None."""
+    """"KV cache ≈ 51 GiB ≈ 420k tokens ≈ 12.8 concurrent requests of 32k (…)", or None;
+    with a start-up log, what vLLM printed beside it."""
     line = facts.value("memory.estimate_line")
+    figures = facts.value("log.memory_figures")
     if not line:
+        if isinstance(figures, dict):
+            from vllm_doctor.memory.readback import describe
+
+            return f"vLLM printed: {describe(figures)} (no estimate: {_why_no_estimate(facts)})"
         return None
+    if isinstance(figures, dict):
+        from vllm_doctor.memory.readback import compare
+
+        rows = compare(figures, facts)
+        shown = ", ".join(f"{r['figure']} {r['printed']} ({r['error']:+.1%})" for r in rows
+                          if r["error"] is not None)
+        if shown:
+            line += f"; vLLM printed {shown}"
     weights, usable = facts.value("memory.weights_gib"), facts.value("memory.usable_gib")
     margin = facts.value("memory.margin_gib")
     return (f"{line} (per GPU: weights {weights} GiB of {usable} GiB usable; "
             f"± {margin} GiB calibrated margin)")
 
 
+def _why_no_estimate(facts: Facts) -> str:
+    reason = facts.why_missing("memory.kv_cache_gib") or "not collected"
+    return reason if len(reason) <= 160 else reason[:159] + "…"
+
+
 def report_summary(facts: Facts) -> dict[str, Any] | None:
-    """The estimate for the JSON document: the line and its figures, or None."""
+    """The estimate for the JSON document: the line, its figures and, with a start-up log,
+    vLLM's printed figures compared with them; None when there is neither."""
     line = report_line(facts)
     if line is None:
         return None
-    return {"estimate": line,
-            "figures": {path.split(".", 1)[1]: facts.value(path) for path in SUMMARY_PATHS}}
+    figures = facts.value("log.memory_figures")
+    data: dict[str, Any] = {
+        "estimate": line,
+        "figures": {path.split(".", 1)[1]: facts.value(path) for path in SUMMARY_PATHS}}
+    if isinstance(figures, dict):
+        from vllm_doctor.memory.readback import compare
+
+        data["printed"] = figures
+        data["comparison"] = compare(figures, facts)
+    return data

@@ -103,6 +103,23 @@ def _int(value: Any) -> int | None:
     return None
 
 
+def pp_partitions(layers: int, pp: int, override: str | None = None) -> list[int]:
+    """Decoder layers per pipeline stage as vLLM splits them (``get_pp_indices`` in
+    vllm/distributed/utils.py): even, the remainder one each on the stages before the last
+    (from the second-to-last backwards); ``VLLM_PP_LAYER_PARTITION`` ("10,12,10") wins."""
+    if override:
+        try:
+            parts = [int(p) for p in override.split(",")]
+        except ValueError:
+            parts = []
+        if len(parts) == pp and sum(parts) == layers:
+            return parts
+    parts = [layers // pp] * pp
+    for i in range(2, layers % pp + 2):
+        parts[-i] += 1
+    return parts
+
+
 def _kinds_of_layers(text: dict[str, Any], n_layers: int) -> tuple[list[str], str]:
     """One entry per decoder layer: full | sliding | chunked | mamba | linear | none."""
     types = text.get("layer_types")
@@ -203,7 +220,8 @@ def _linear_state_bytes(text: dict[str, Any], tp: int, state_dtype_bytes: float)
 
 def kv_layout(text: dict[str, Any], *, n_layers: int, kv_heads: int | None,
               head_dim: int | None, tp: int, pp: int, kv_bytes: float,
-              state_bytes: float, kv_dtype: str, extra_layers: int = 0) -> KvLayout:
+              state_bytes: float, kv_dtype: str, extra_layers: int = 0,
+              pp_partition: str | None = None) -> KvLayout:
     """The KV layers of the largest pipeline stage on one GPU."""
     layout = KvLayout()
     kinds, source = _kinds_of_layers(text, n_layers)
@@ -214,10 +232,13 @@ def kv_layout(text: dict[str, Any], *, n_layers: int, kv_heads: int | None,
         kinds = kinds[: max(0, n_layers - shared)]
         layout.how.append(f"{shared} KV-shared layers allocate nothing")
     kinds += [kinds[-1] if kinds and kinds[-1] != "none" else "full"] * extra_layers
-    # pipeline stages: vLLM splits layers evenly, the first stages taking the remainder
-    # (get_pp_indices); the largest stage bounds every GPU's KV pool
-    per_stage = math.ceil(len(kinds) / pp) if pp > 1 else len(kinds)
-    stage = kinds[:per_stage]
+    # the largest pipeline stage bounds every GPU's KV pool (vLLM keeps the fewest blocks)
+    parts = pp_partitions(len(kinds), pp, pp_partition) if pp > 1 else [len(kinds)]
+    largest = max(range(len(parts)), key=lambda i: parts[i])
+    start = sum(parts[:largest])
+    stage = kinds[start:start + parts[largest]]
+    if pp > 1:
+        layout.how.append(f"PP stages {parts}: stage {largest} holds {parts[largest]} layers")
     window = _int(text.get("sliding_window"))
     chunk = _int(text.get("attention_chunk_size"))
     lora = _int(text.get("kv_lora_rank"))

@@ -26,11 +26,10 @@ largest stage is reported.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_doctor.memory.kv import DTYPE_BYTES, _int
+from vllm_doctor.memory.kv import DTYPE_BYTES, _int, pp_partitions
 
 
 @dataclass(frozen=True)
@@ -81,7 +80,7 @@ def _vision_params(cfg: dict[str, Any]) -> int:
 
 def from_config(cfg: dict[str, Any], text: dict[str, Any], *, tp: int, pp: int, ep: int,
                 dtype_bytes: float, qcfg: dict[str, Any] | None, scheme: str | None,
-                online_quant: str | None) -> WeightEstimate:
+                online_quant: str | None, pp_partition: str | None = None) -> WeightEstimate:
     """Weights per GPU counted from the config (no checkpoint size known)."""
     hidden = _int(text.get("hidden_size"))
     layers = _int(text.get("num_hidden_layers"))
@@ -127,7 +126,8 @@ def from_config(cfg: dict[str, Any], text: dict[str, Any], *, tp: int, pp: int, 
     per_weight, qhow = _quant_bytes({"quant_method": quant} if quant else qcfg, scheme,
                                     dtype_bytes)
     # the largest pipeline stage: its share of the layers, plus the embeddings on the first
-    stage_layers = math.ceil(layers / pp)
+    parts = pp_partitions(layers, pp, pp_partition)
+    stage_layers = max(parts)
     linear_gpu = linear * stage_layers / layers / tp
     embed_gpu = (vocab * hidden * (1 if tied or pp > 1 else 2)) / tp
     total = int(linear_gpu * per_weight + embed_gpu * dtype_bytes + vision * dtype_bytes)
@@ -137,12 +137,19 @@ def from_config(cfg: dict[str, Any], text: dict[str, Any], *, tp: int, pp: int, 
            f"{'tied' if tied else 'untied'} embeddings {vocab} × {hidden}"
            + (f", vision tower {vision / 1e9:.2f} B replicated" if vision else "")
            + f"); linear layers at {qhow}; split over TP {tp}"
-           + (f", the largest of PP {pp} stages ({stage_layers} layers)" if pp > 1 else ""))
+           + (f", the largest of PP stages {parts} ({stage_layers} layers)" if pp > 1 else ""))
     return WeightEstimate(total, how)
 
 
-def from_checkpoint(total_bytes: int, *, tp: int, pp: int, where: str) -> WeightEstimate:
-    """Weights per GPU from the checkpoint's size: split over TP and PP."""
+def from_checkpoint(total_bytes: int, *, tp: int, pp: int, where: str, layers: int = 0,
+                    pp_partition: str | None = None) -> WeightEstimate:
+    """Weights per GPU from the checkpoint's size: split over TP, and over PP in proportion to
+    the largest stage's share of the layers."""
+    if pp > 1 and layers:
+        parts = pp_partitions(layers, pp, pp_partition)
+        per_gpu = int(total_bytes * max(parts) / layers / tp)
+        return WeightEstimate(per_gpu, f"{total_bytes} B ({where}) × {max(parts)}/{layers} "
+                              f"layers of the largest PP stage {parts} / TP {tp}")
     per_gpu = total_bytes // (tp * pp)
     return WeightEstimate(per_gpu, f"{total_bytes} B ({where}) / (TP {tp} × PP {pp})")
 

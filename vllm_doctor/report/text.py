@@ -158,6 +158,8 @@ def _memory_line(console: Console, doc: CheckDocument) -> None:
     if line is not None:
         verdict = doc.facts.value("memory.kv_verdict")
         mark = FAIL if verdict == "does-not-fit" else WARN if verdict == "tight" else OK
+        if doc.facts.value("memory.estimate_line") is None:  # vLLM's figures alone
+            mark = WARN
         console.print(f"{mark} [bold]Memory[/]: {escape(line)}")
 
 
