@@ -141,7 +141,7 @@ def _facts(serve: str, gpu: str = "NVIDIA H100 80GB HBM3", version: str = "0.33.
 
 def test_the_done_when_command_figures():
     facts = _facts("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768")
-    assert facts.value("memory.usable_gib") == 79.19
+    assert facts.value("memory.usable_gib") == 79.18  # measured on an H100 80GB HBM3
     assert facts.value("memory.weights_gib") == pytest.approx(14.96, abs=0.01)
     assert 40 < facts.value("memory.kv_cache_gib") < 60
     tokens = facts.value("memory.kv_cache_tokens")

@@ -219,8 +219,8 @@ FACTS: dict[str, FactSpec] = {
         "bool", "--max-model-len exceeds the model's derived maximum context "
         "(max_position_embeddings, rope-scaled where vLLM scales it) and model_max_length"),
     # -- vLLM's start-up memory figures per GPU, estimated per release (memory/estimate.py) --
-    "memory.usable_gib": FactSpec("float", "GPU memory as vLLM sees it (torch's total: 79.19 "
-                                  "GiB on an H100 80GB), the smallest GPU"),
+    "memory.usable_gib": FactSpec("float", "GPU memory as vLLM sees it (torch's total: 79.18-79.22"
+                                  " GiB on an H100 80GB), the smallest GPU"),
     "memory.weights_gib": FactSpec("float", "weights per GPU (vLLM's \"Model loading took\")"),
     "memory.activation_peak_gib": FactSpec("float", "PyTorch activation peak of the profile run"),
     "memory.non_torch_gib": FactSpec("float", "non-torch memory (CUDA context, NCCL buffers)"),

@@ -290,9 +290,11 @@ def batch_defaults(usable: float, names: list[str], formula: ReleaseFormula) -> 
 
 def calibrated_terms(*, tp: int, hidden: int, inter: int, vocab: int, layers_gpu: int,
                      batched: int, seqs: int, act_bytes: float, eager: bool,
-                     graph_subtracted: bool) -> tuple[dict[str, float], dict[str, str]]:
-    """Activation peak, non-torch and CUDA-graph GiB from the calibration's coefficients."""
-    cal = calibration()
+                     graph_subtracted: bool, cal: dict[str, Any] | None = None
+                     ) -> tuple[dict[str, float], dict[str, str]]:
+    """Activation peak, non-torch and CUDA-graph GiB from the calibration's coefficients
+    (``cal``: another calibration than the shipped one, for leave-one-out tests)."""
+    cal = cal or calibration()
     act = cal["activation"]
     f_mlp = batched * (2 * inter / tp + 4 * hidden) * act_bytes / GIB
     f_logits = seqs * vocab * 4 / GIB
@@ -335,8 +337,10 @@ def _max_model_len(facts: Facts) -> tuple[int, str]:
     return length, f"the model's own limit ({how})"
 
 
-def estimate(facts: Facts, nominal_mib: int | None = None) -> Estimate:
-    """Every memory figure of this deployment, or Missing naming the first input it lacks."""
+def estimate(facts: Facts, nominal_mib: int | None = None,
+             cal: dict[str, Any] | None = None) -> Estimate:
+    """Every memory figure of this deployment, or Missing naming the first input it lacks
+    (``cal``: another calibration than the shipped one)."""
     formula = formula_for(facts.value("release.judged") or facts.value("vllm.version"))
     cfg, raw_text = _config(facts)
     text = _text_with_facts(facts, raw_text)
@@ -372,7 +376,7 @@ def estimate(facts: Facts, nominal_mib: int | None = None) -> Estimate:
     terms, thow = calibrated_terms(
         tp=tp, hidden=hidden, inter=inter, vocab=vocab, layers_gpu=layers_gpu,
         batched=batched, seqs=seqs, act_bytes=dbytes, eager=eager,
-        graph_subtracted=formula.cuda_graph_subtracted)
+        graph_subtracted=formula.cuda_graph_subtracted, cal=cal)
     out.inputs = {"tp": tp, "hidden": hidden, "intermediate": inter, "vocab": vocab,
                   "layers_gpu": layers_gpu, "batched": batched, "seqs": seqs,
                   "dtype_bytes": dbytes, "utilization": util, "usable_gib": usable,
@@ -431,7 +435,7 @@ def estimate(facts: Facts, nominal_mib: int | None = None) -> Estimate:
 
     # the fit's spread on the logs, and at least half of the calibrated terms themselves:
     # a term fitted on few logs may be off by that much on another GPU and release
-    spread = calibration()["spread"]
+    spread = (cal or calibration())["spread"]
     calibrated = terms["activation"] + terms["non_torch"] + (
         terms["cuda_graph"] if formula.cuda_graph_subtracted else 0.0)
     margin = max(float(spread["overhead_gib"]), float(spread["share_of_terms"]) * calibrated)
@@ -471,13 +475,14 @@ def estimate_line(kv_gib: float, tokens: int, concurrency: float, max_len: int) 
             f"{concurrency:.1f} concurrent requests of {length}")
 
 
-def _decide_over_possible_sizes(facts: Facts, result: Estimate) -> None:
+def _decide_over_possible_sizes(facts: Facts, result: Estimate,
+                                cal: dict[str, Any] | None = None) -> None:
     """A GPU memory inferred from a name may be several sizes (8 or 16 GiB): the figures are
     the smallest's, and a verdict stands only where every size gives it."""
     total = facts.get("gpu.memory_total_mib")
     if total is None or not total.inferred or not isinstance(total.possible, list):
         return
-    others = [estimate(facts, int(size)) for size in total.possible
+    others = [estimate(facts, int(size), cal) for size in total.possible
               if int(size) != int(total.value)]
     for path in ("memory.kv_verdict", "memory.kv_room"):
         seen = {result.values.get(path)} | {o.values.get(path) for o in others}
@@ -491,14 +496,14 @@ def _decide_over_possible_sizes(facts: Facts, result: Estimate) -> None:
             result.how[path] += f"; for the smallest of {sizes} ({total.detail})"
 
 
-def compute_memory(facts: Facts) -> None:
+def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
     """Set every memory.* fact, or mark each missing with the input it lacks."""
     for path in MEMORY_PATHS:
         facts.values.pop(path, None)
         facts.missing.pop(path, None)
     try:
-        result = estimate(facts)
-        _decide_over_possible_sizes(facts, result)
+        result = estimate(facts, cal=cal)
+        _decide_over_possible_sizes(facts, result, cal)
     except Missing as miss:
         for path in MEMORY_PATHS:
             facts.mark_missing(path, f"needs {miss.path}: {miss.reason}")
