@@ -7,7 +7,9 @@ ancestor level per pair and P2P status per pair.
 
 from __future__ import annotations
 
+import inspect
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,6 +19,8 @@ from vllm_doctor.facts import gpus
 from vllm_doctor.facts.model import Facts
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nvml"
+# nvmlGpuP2PCapsIndex_t → the key of a pair's status in a machine description
+P2P_CAPS = {0: "read", 1: "write", 2: "nvlink", 3: "atomics", 4: "prop"}
 
 
 class NVMLError(Exception):
@@ -31,11 +35,18 @@ class NVMLError_InvalidArgument(NVMLError):
     pass
 
 
+class NVMLError_FunctionNotFound(NVMLError):
+    """A function the driver's libnvidia-ml lacks (pynvml has the wrapper, the C symbol is gone)."""
+
+
 class FakeNVML:
-    """Just enough of pynvml, driven by a machine description."""
+    """Just enough of pynvml, driven by a machine description: every name and signature here is
+    the installed nvidia-ml-py's (test_the_fake_is_a_subset_of_the_installed_pynvml)."""
 
     NVMLError = NVMLError
     NVMLError_NotSupported = NVMLError_NotSupported
+    NVMLError_InvalidArgument = NVMLError_InvalidArgument
+    NVMLError_FunctionNotFound = NVMLError_FunctionNotFound
     NVML_P2P_CAPS_INDEX_READ = (0,)  # as nvidia-ml-py 13.x defines it (a tuple)
     NVML_P2P_CAPS_INDEX_WRITE = 1
     NVML_P2P_STATUS_OK = 0
@@ -65,8 +76,8 @@ class FakeNVML:
     def nvmlDeviceGetCount(self):
         return len(self.gpus)
 
-    def nvmlDeviceGetHandleByIndex(self, i):
-        return self.gpus[i]
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return self.gpus[index]
 
     def nvmlDeviceGetHandleByUUID(self, uuid):
         for h in self.gpus + self.migs:
@@ -74,25 +85,27 @@ class FakeNVML:
                 return h
         raise NVMLError("Not Found")
 
-    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, h):
-        return self.gpus[h.parent]
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, migDevice):
+        return self.gpus[migDevice.parent]
 
     # -- per device ------------------------------------------------------------------------
-    def nvmlDeviceGetUUID(self, h):
-        return h.uuid
+    def nvmlDeviceGetUUID(self, handle):
+        return handle.uuid
 
-    def nvmlDeviceGetName(self, h):
-        return h.name
+    def nvmlDeviceGetName(self, handle):
+        return handle.name
 
-    def nvmlDeviceGetPciInfo(self, h):
-        return SimpleNamespace(busId=h.bus)
+    def nvmlDeviceGetPciInfo(self, handle):
+        return SimpleNamespace(busId=handle.bus)
 
-    def nvmlDeviceGetCudaComputeCapability(self, h):
+    def nvmlDeviceGetCudaComputeCapability(self, handle):
+        h = handle
         if h.kind == "mig":
             raise NVMLError_NotSupported()
         return tuple(h.cc)
 
-    def nvmlDeviceGetMemoryInfo(self, h):
+    def nvmlDeviceGetMemoryInfo(self, handle, version=None):
+        h = handle
         return SimpleNamespace(total=h.total_mib * 2**20, free=h.free_mib * 2**20,
                                used=(h.total_mib - h.free_mib) * 2**20)
 
@@ -101,39 +114,45 @@ class FakeNVML:
             raise NVMLError_NotSupported()
         return value
 
-    def nvmlDeviceGetMigMode(self, h):
-        return self._maybe(getattr(h, "mig", (0, 0)))
+    def nvmlDeviceGetMigMode(self, device):
+        return self._maybe(getattr(device, "mig", (0, 0)))
 
-    def nvmlDeviceGetPersistenceMode(self, h):
-        return self._maybe(getattr(h, "persistence", 0))
+    def nvmlDeviceGetPersistenceMode(self, handle):
+        return self._maybe(getattr(handle, "persistence", 0))
 
-    def nvmlDeviceGetEccMode(self, h):
-        return self._maybe(getattr(h, "ecc", (0, 0)))
+    def nvmlDeviceGetEccMode(self, handle):
+        return self._maybe(getattr(handle, "ecc", (0, 0)))
 
-    def nvmlDeviceGetNvLinkState(self, h, link):
-        links = getattr(h, "nvlinks", [])
+    def nvmlDeviceGetNvLinkState(self, device, link):
+        links = getattr(device, "nvlinks", [])
         if link >= len(links):
             raise NVMLError_InvalidArgument()
         return 1
 
-    def nvmlDeviceGetNvLinkRemotePciInfo_v2(self, h, link):
-        return SimpleNamespace(busId=h.nvlinks[link]["remote"])
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, device, link):
+        return SimpleNamespace(busId=device.nvlinks[link]["remote"])
 
-    def nvmlDeviceGetNvLinkRemoteDeviceType(self, h, link):
-        return h.nvlinks[link]["type"]
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle, link):
+        kind = handle.nvlinks[link]["type"]
+        if kind == "function-not-found":  # a driver older than the call
+            raise NVMLError_FunctionNotFound()
+        return kind
 
     def _pair(self, a, b):
         i, j = sorted((a.idx, b.idx))
         return f"{i}-{j}"
 
-    def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
-        return self.m["ancestor"].get(self._pair(a, b), self.m["ancestor_default"])
+    def nvmlDeviceGetTopologyCommonAncestor(self, device1, device2):
+        return self.m["ancestor"].get(self._pair(device1, device2), self.m["ancestor_default"])
 
-    def nvmlDeviceGetP2PStatus(self, a, b, index):
-        if not isinstance(index, int):  # ctypes rejects a tuple
+    def nvmlDeviceGetP2PStatus(self, device1, device2, p2pIndex):
+        if not isinstance(p2pIndex, int):  # ctypes rejects a tuple
             raise TypeError("an integer is required")
-        status = self.m["p2p"].get(self._pair(a, b), {"read": 0, "write": 0})
-        return status["read"] if index == 0 else status["write"]
+        status = self.m["p2p"].get(self._pair(device1, device2), {})
+        value = status.get(P2P_CAPS[p2pIndex], 0)
+        if value == "error":
+            raise NVMLError("Unknown Error")
+        return value
 
 
 def load(name: str) -> dict:
@@ -169,14 +188,74 @@ def test_h100_nvswitch_all_nvlink():
     assert "gpu.visible_devices" not in facts
 
 
-def test_older_pynvml_without_v2_remote_pci_info(monkeypatch):
-    monkeypatch.setattr(FakeNVML, "nvmlDeviceGetNvLinkRemotePciInfo",
-                        FakeNVML.nvmlDeviceGetNvLinkRemotePciInfo_v2, raising=False)
-    monkeypatch.delattr(FakeNVML, "nvmlDeviceGetNvLinkRemotePciInfo_v2")
-    monkeypatch.delattr(FakeNVML, "nvmlDeviceGetNvLinkRemoteDeviceType")
-    facts, _ = collect("a100_pcie_bridged_x4")
-    by_pair = {(link["a"], link["b"]): link["link"] for link in facts.value("topology.links")}
-    assert by_pair[(0, 1)] == "NV4" and by_pair[(0, 2)] == "NODE"
+def test_the_fake_is_a_subset_of_the_installed_pynvml():
+    # Whatever the fake offers, nvidia-ml-py has under the same name: functions with the same
+    # signature, constants with the same value, exceptions in the same hierarchy.
+    import pynvml
+
+    fake = FakeNVML(load("h100_nvswitch_x8"))
+    offered = [name for name in vars(FakeNVML) if not name.startswith("_")]
+    assert len(offered) > 20
+    for name in offered:
+        assert hasattr(pynvml, name), f"{name} is not in nvidia-ml-py {pynvml.__file__}"
+        real, ours = getattr(pynvml, name), getattr(fake, name)
+        if isinstance(ours, type):
+            for base in ours.__mro__:
+                if base.__name__.startswith("NVMLError"):
+                    assert issubclass(real, getattr(pynvml, base.__name__)), (name, base)
+        elif callable(ours):
+            assert inspect.signature(ours) == inspect.signature(real), name
+        else:
+            assert ours == real, name
+
+
+def test_the_collector_calls_only_what_pynvml_has():
+    import pynvml
+
+    source = Path(gpus.__file__).read_text(encoding="utf-8")
+    called = set(re.findall(r"\bnvml\.(nvml\w+|NVML\w+)", source))
+    called |= set(re.findall(r'getattr\(nvml, "(\w+)"', source))
+    assert len(called) > 15
+    assert not {name for name in called if not hasattr(pynvml, name)}
+
+
+def test_a_driver_without_the_remote_device_type_call(monkeypatch):
+    # nvmlDeviceGetNvLinkRemoteDeviceType is in every nvidia-ml-py the doctor accepts; an old
+    # driver lacks the C function (NVML_ERROR_FUNCTION_NOT_FOUND): a remote that is no GPU of
+    # this machine is then an NVSwitch
+    for name in ("a100_pcie_bridged_x4", "h100_nvswitch_x8"):
+        machine = load(name)
+        for gpu in machine["gpus"]:
+            for link in gpu["nvlinks"]:
+                link["type"] = "function-not-found"
+        facts = Facts()
+        gpus.collect_gpus(facts, {}, nvml=FakeNVML(machine))
+        by_pair = {(link["a"], link["b"]): link["link"] for link in facts.value("topology.links")}
+        if name == "a100_pcie_bridged_x4":
+            assert by_pair[(0, 1)] == "NV4" and by_pair[(0, 2)] == "NODE"
+        else:
+            assert set(by_pair.values()) == {"NV18"}
+
+
+@pytest.mark.parametrize("read, write, p2p", [
+    (0, 0, True), (0, 2, False), (2, 0, False), (2, 2, False), (0, "error", None),
+    ("error", 0, None),
+])
+def test_p2p_needs_both_read_and_write(read, write, p2p):
+    # NVML reports P2P read and write separately: a pair that can only read cannot run
+    # vLLM's custom all-reduce, which writes into the peer's buffer
+    machine = load("a100_pcie_bridged_x4")
+    machine["p2p"]["0-2"] = {"read": read, "write": write}
+    facts = Facts()
+    gpus.collect_gpus(facts, {}, nvml=FakeNVML(machine))
+    pair = next(link for link in facts.value("topology.links") if (link["a"], link["b"]) == (0, 2))
+    assert pair["p2p_read"] is (None if read == "error" else read == 0)
+    assert pair["p2p_write"] is (None if write == "error" else write == 0)
+    assert pair["p2p"] is p2p
+    if p2p is None:
+        assert "topology.p2p_all" not in facts and facts.why_missing("topology.p2p_all")
+    else:
+        assert facts.value("topology.p2p_all") is p2p
 
 
 def test_pcie_consumer_gpus_without_p2p():

@@ -146,3 +146,99 @@ def test_splitting_reads_character_classes_the_way_the_regex_engine_does():
     assert _top_level_spans(pattern) == [(pattern.index("b") + 1, pattern.index("c"), None)]
     assert _top_level_spans(f"x[^]({gap}]y({gap})z") == []
     assert _top_level_spans(rf"p[\s\S]{{0,40}}q") == [(1, 13, 40)]
+
+
+# -- sizes and edges: the small-log index, the automaton, the RE2 set of a log over 4 MB ---------
+from vllm_doctor.engine import logmatch  # noqa: E402
+from vllm_doctor.engine.evaluate import match_signatures  # noqa: E402
+
+MODEL001 = next(rule for rule in RULES if rule.code == "MODEL001")
+# the crash from vLLM issue 45719 (rules/model/MODEL001.cases.yaml)
+CRASH = ("INFO [model.py:598] Resolved architecture: DiffusionGemmaForBlockDiffusion\n"
+         "RuntimeError: a and b must have same reduction dim, but got [s88, s3] X [65536, 2816].\n")
+FILLER = "INFO 11-23 05:10:00 [loader.py:42] Loading weights took 3.21 seconds\n"
+
+
+def _log_of_size(size: int, where: str) -> str:
+    """A log of exactly ``size`` characters with the crash at its start, middle or end."""
+    filler = (FILLER * (size // len(FILLER) + 2))[:size - len(CRASH)]
+    if where == "start":
+        return CRASH + filler
+    if where == "end":
+        return filler + CRASH
+    middle = filler.rfind("\n", 0, len(filler) // 2) + 1
+    return filler[:middle] + CRASH + filler[middle:]
+
+
+def _every_occurrence(text: str, literals) -> dict[str, list[int]]:
+    found = {}
+    for literal in literals:
+        at, positions = text.find(literal), []
+        while at != -1 and len(positions) < logmatch.MAX_HITS_PER_LITERAL:
+            positions.append(at)
+            at = text.find(literal, at + 1)
+        if positions:
+            found[literal] = positions
+    return found
+
+
+SIZES = [logmatch.SMALL_LOG - 1, logmatch.SMALL_LOG, logmatch.SMALL_LOG + 1,
+         logmatch.LARGE_LOG - 1, logmatch.LARGE_LOG, logmatch.LARGE_LOG + 1, 4_300_000]
+
+
+@pytest.mark.parametrize("where", ["start", "middle", "end"])
+@pytest.mark.parametrize("size", SIZES)
+def test_the_literal_scan_finds_every_occurrence_on_each_side_of_a_size_edge(size, where):
+    # Each size takes one of three paths (a prefix index up to SMALL_LOG characters, the
+    # automaton up to LARGE_LOG, an RE2 set over more); all must give the positions str.find
+    # gives, for every literal the signatures need, and the rule must match.
+    text = _log_of_size(size, where)
+    assert len(text) == size
+    signatures = [s.compiled() for rule in RULES for s in rule.signatures]
+    scan = scan_log(text, signatures)
+    literals = set().union(*(sig.literals() for sig in signatures))
+    assert scan.hits == _every_occurrence(scan.text, literals)
+    assert match_signatures(MODEL001, scan) == [
+        "RuntimeError: a and b must have same reduction dim, but got [s88, s3] X [65536, 2816]."]
+
+
+def test_a_4_3_mb_log_with_the_catalogue_still_matches_the_rule():
+    from vllm_doctor.engine.logmatch import load_catalogue
+
+    # vLLM's own message too, so that the catalogue's literals are found beside the rule's
+    message = ("ValueError: Total number of attention heads (64) must be divisible by tensor "
+               "parallel size (3).\n")
+    text = message + _log_of_size(4_300_000 - len(message), "middle")
+    catalogue = load_catalogue()
+    scan = scan_log(text, [s.compiled() for s in MODEL001.signatures], catalogue)
+    wanted = set().union(*(s.compiled().literals() for s in MODEL001.signatures))
+    assert {k: v for k, v in scan.hits.items() if k in wanted} == _every_occurrence(scan.text, wanted)
+    # the RE2 set's answers mapped back to their own literals: each position holds its literal
+    assert len(scan.hits) > len(wanted)
+    for literal, positions in scan.hits.items():
+        assert all(scan.text.startswith(literal, at) for at in positions), literal
+    assert match_signatures(MODEL001, scan)
+
+
+@pytest.mark.parametrize("gap, matches", [(0, True), (19_999, True), (20_000, True), (20_001, False)])
+def test_a_bounded_gap_holds_at_its_bound(gap, matches):
+    # MODEL001's second signature allows at most 20000 characters between the traceback frame
+    # and the error: exactly 20000 matches, one more does not
+    pattern = MODEL001.signatures[1].pattern
+    assert "{0,20000}?" in pattern
+    sig = compile_signature(pattern)
+    frame = 'File "/v/vllm/model_executor/models/diffusion_gemma.py", line 88, in _compiled_sample_step'
+    error = "a and b must have same reduction dim, but got [s88, s3] X [65536, 2816]"
+    text = FILLER + frame + "x" * gap + error + "\n" + FILLER
+    assert bool(signature_spans(sig, text, scan_log(text, [sig]).hits)) is matches
+
+
+@pytest.mark.parametrize("shift", [-1, 0, 1])
+def test_a_part_match_at_the_edge_of_its_window(shift):
+    # a part's regex runs PART_WINDOW characters either side of its literal: a match that
+    # starts that far before the literal is found, one character further is not
+    sig = compile_signature(r"error code=\d+ in worker_main_loop")
+    digits = logmatch.PART_WINDOW - len("error code=") + shift
+    text = "error code=" + "7" * digits + " in worker_main_loop\n"
+    found = bool(signature_spans(sig, text, scan_log(text, [sig]).hits))
+    assert found is (shift <= 0)

@@ -200,8 +200,7 @@ def _nvlink_peers(nvml: Any, dev: _Device, gpu_bus_ids: set[str]) -> tuple[dict[
     peers: dict[str, int] = {}
     switch_links = 0
     get_state = getattr(nvml, "nvmlDeviceGetNvLinkState", None)
-    get_remote = (getattr(nvml, "nvmlDeviceGetNvLinkRemotePciInfo_v2", None)
-                  or getattr(nvml, "nvmlDeviceGetNvLinkRemotePciInfo", None))
+    get_remote = getattr(nvml, "nvmlDeviceGetNvLinkRemotePciInfo", None)  # calls the C _v2
     get_type = getattr(nvml, "nvmlDeviceGetNvLinkRemoteDeviceType", None)
     if get_state is None or get_remote is None or dev.mig_device:
         return peers, 0
