@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_doctor.engine.evaluate import APPLIES, evaluate_rules
+from vllm_doctor.engine.evaluate import APPLIES, UNDECIDED, evaluate_rules
 from vllm_doctor.engine.loader import load_rules
 from vllm_doctor.facts.derived import compute_derived
 from vllm_doctor.facts.model import Facts, Source
@@ -77,14 +77,27 @@ def proven(code: str, truth: dict, tp: int, pp: int) -> bool | None:
     return None
 
 
-def error_findings(entry: dict) -> list[tuple[str, int, int, str | None, object]]:
+def all_findings(entry: dict) -> list[tuple[str, int, int, str | None, object]]:
+    return _findings_of(entry["name"])
+
+
+@lru_cache(maxsize=None)
+def _findings_of(name: str) -> list[tuple[str, int, int, str | None, object]]:
+    entry = next(e for e in corpus() if e["name"] == name)
     found = []
     for tp, pp, dtype in SERVE_LINES:
         facts = facts_for(entry, tp, pp, dtype)
         for finding in evaluate_rules(rules(), facts):
-            if finding.verdict == APPLIES and finding.severity == "error":
+            # kept: the errors, and the arithmetic rules whatever their verdict
+            if finding.rule.code in ("PAR001", "PAR002") or (
+                    finding.verdict == APPLIES and finding.severity == "error"):
                 found.append((finding.rule.code, tp, pp, dtype, finding))
     return found
+
+
+def error_findings(entry: dict) -> list[tuple[str, int, int, str | None, object]]:
+    return [item for item in all_findings(entry)
+            if item[4].verdict == APPLIES and item[4].severity == "error"]
 
 
 def test_corpus_covers_the_registry():
@@ -104,13 +117,21 @@ def test_corpus_covers_the_registry():
 def test_model_facts_match_what_transformers_reads(entry):
     facts = Facts()
     read_model_config(facts, Path("/corpus/config.json"), entry["config"], "corpus")
+    wrong, unknown = [], []
     for name, value in entry["transformers_reads"].items():
         path = f"model.{name}"
-        if name == "num_attention_heads" and value == 0:
-            continue  # a class default of 0 heads (attention-free): unknown is fine too
         got = facts.value(path)
-        # read right, or unknown with a reason: never a different number
-        assert got == value or (got is None and facts.why_missing(path)), (path, got, value)
+        if got == value:
+            continue
+        if got is None and (value is None or (name == "num_attention_heads" and value == 0)):
+            # transformers itself has no number (a class default of 0 heads: attention-free)
+            assert facts.why_missing(path) or path not in facts, path
+            continue
+        # transformers reads a number: the doctor must read the same one. Unknown is counted
+        # apart from wrong, and fails too: the expected outcome is decided.
+        (unknown if got is None else wrong).append((path, got, value))
+    assert not wrong, f"read differently from transformers: {wrong}"
+    assert not unknown, f"unknown where transformers reads a value: {unknown}"
     for path in ("model.num_attention_heads", "model.num_key_value_heads", "model.hidden_size",
                  "model.num_hidden_layers", "model.vocab_size", "model.head_dim"):
         assert path in facts or facts.why_missing(path), f"{path} neither read nor missing"
@@ -133,6 +154,24 @@ def test_no_error_finding_without_proof(entry):
         if not proof:
             unproven.append(f"{code} tp{tp} pp{pp} dtype {dtype}: not proven by {truth}")
     assert not unproven, unproven
+
+
+@pytest.mark.parametrize("entry", corpus(), ids=lambda e: e["name"])
+def test_the_arithmetic_rules_decide_where_the_config_decides(entry):
+    # Where the config's own values decide PAR001 / PAR002, the doctor's verdict must be that
+    # decision: "cannot decide" is counted apart and fails like a wrong verdict.
+    truth = entry["transformers_reads"]
+    wrong, undecided = [], []
+    for code, tp, pp, _dtype, finding in all_findings(entry):
+        proof = proven(code, truth, tp, pp)
+        if proof is None or not truth.get("num_attention_heads"):
+            continue
+        if finding.verdict == UNDECIDED:
+            undecided.append(f"{code} tp{tp}: cannot decide, missing {finding.missing}")
+        elif (finding.verdict == APPLIES) != proof:
+            wrong.append(f"{code} tp{tp}: {finding.verdict}, the config says {proof}")
+    assert not wrong, wrong
+    assert not undecided, undecided
 
 
 def test_the_proof_fires_where_the_facts_prove_it():
