@@ -106,16 +106,37 @@ def test_every_entry_is_sourced_and_valid():
         assert (arch, "workstation") in archs and (arch, "consumer") in archs, arch
 
 
-@pytest.mark.skipif(not ROCM_PLATFORM.is_file(), reason="needs the unpacked vLLM wheels")
+# vLLM's checks of gfx targets in vllm/platforms/rocm.py of 0.33.0, committed so that the
+# comparison runs everywhere (tests/fixtures/vllm-source); where the wheels are unpacked the
+# fixture is compared with the release's file
+ROCM_FIXTURE = Path(__file__).parent / "fixtures" / "vllm-source" / "rocm-gfx-lines-0.33.0.json"
+_GFX_QUOTED = re.compile(r'"(gfx(?:9[0-9a-f]{2}|1[0-9]{3}))"')
+_GFX_COMMENT = re.compile(r"# (gfx1[0-9]{3})")
+
+
+def _gfx_lines(text: str) -> dict[str, str]:
+    """Line number → stripped text of each line of rocm.py that names a gfx target."""
+    return {str(number): line.strip() for number, line in enumerate(text.splitlines(), 1)
+            if _GFX_QUOTED.search(line) or _GFX_COMMENT.search(line)}
+
+
 def test_amd_targets_are_those_vllm_checks_for():
-    source = ROCM_PLATFORM.read_text(encoding="utf-8")
-    checked = set(re.findall(r'"(gfx(?:9[0-9a-f]{2}|1[0-9]{3}))"', source))
-    checked |= set(re.findall(r"# (gfx1[0-9]{3})", source))
+    fixture = json.loads(ROCM_FIXTURE.read_text(encoding="utf-8"))
+    assert (fixture["release"], fixture["path"]) == ("0.33.0", "vllm/platforms/rocm.py")
+    source = "\n".join(fixture["lines"].values())
+    checked = set(_GFX_QUOTED.findall(source)) | set(_GFX_COMMENT.findall(source))
+    assert {"gfx942", "gfx950", "gfx1201", "gfx1151"} <= checked
     assert checked <= set(gpus.amd_targets()), checked - set(gpus.amd_targets())
     # every target the table lists has at least one product in it, gfx1250 aside (vLLM
     # checks for it, no product name is stated in its source)
     listed = {e["gfx"] for e in json.loads(gpus.DATA.read_text())["families"] if "gfx" in e}
     assert set(gpus.amd_targets()) - listed <= {"gfx1250"}
+
+
+@pytest.mark.skipif(not ROCM_PLATFORM.is_file(), reason="needs the unpacked vLLM wheels")
+def test_the_rocm_fixture_is_the_release_file():
+    fixture = json.loads(ROCM_FIXTURE.read_text(encoding="utf-8"))
+    assert _gfx_lines(ROCM_PLATFORM.read_text(encoding="utf-8")) == fixture["lines"]
 
 
 @pytest.mark.parametrize("report, capabilities", [

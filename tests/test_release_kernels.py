@@ -44,12 +44,23 @@ def _facts(**flat) -> Facts:
     return facts
 
 
-# -- extractors on real release trees -----------------------------------------------------
+# -- extractors on real release trees ---------------------------------------------------------
+# Each check reads the values of a release, from the shipped table (generated from the release
+# wheels by tools/gen_knowledge.py: runs everywhere) and, where the wheels are unpacked, from
+# the extractor run on the release's own tree.
 
-@needs_wheels
-def test_quantization_extractor_reads_the_fp8_floor_change_of_0_14():
-    quant = _extractor("quantization")
-    old, new = quant.extract(_release("0.13.0")), quant.extract(_release("0.14.0"))
+SOURCES = ["shipped-table", pytest.param("release-wheel", marks=needs_wheels)]
+
+
+def _values(source: str, kind: str, release: str) -> dict:
+    if source == "shipped-table":
+        return knowledge.load(kind).at(release)
+    return _extractor(kind).extract(_release(release))
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_quantization_extractor_reads_the_fp8_floor_change_of_0_14(source):
+    old, new = _values(source, "quantization", "0.13.0"), _values(source, "quantization", "0.14.0")
     assert old["method:fp8"]["min_capability"] == 80
     assert new["method:fp8"]["min_capability"] == 75  # PR 29901 (Turing via Marlin)
     assert new["method:fbgemm_fp8"]["deprecated"] is True
@@ -61,20 +72,18 @@ def test_quantization_extractor_reads_the_fp8_floor_change_of_0_14():
     assert "bitsandbytes" in new["platform:rocm"]["added_when"]
 
 
-@needs_wheels
-def test_quantization_extractor_records_what_it_cannot_read():
-    quant = _extractor("quantization")
-    values = quant.extract(_release("0.33.0"))
+@pytest.mark.parametrize("source", SOURCES)
+def test_quantization_extractor_records_what_it_cannot_read(source):
+    values = _values(source, "quantization", "0.33.0")
     assert values["method:deepseek_v4_fp8"]["min_capability"] is None
     assert any(u.startswith("deepseek_v4_fp8:") for u in values["unresolved"])
     # online shorthands map to OnlineQuantizationConfig through the registration loop
     assert values["method:fp8_per_block"]["config"] == "OnlineQuantizationConfig"
 
 
-@needs_wheels
-def test_attention_extractor_reads_checks_and_priorities():
-    attn = _extractor("attention")
-    values = attn.extract(_release("0.12.0"))
+@pytest.mark.parametrize("source", SOURCES)
+def test_attention_extractor_reads_checks_and_priorities(source):
+    values = _values(source, "attention", "0.12.0")
     flashinfer = values["backend:FLASHINFER"]
     assert flashinfer["head_sizes"] == [64, 128, 256]
     assert 80 in flashinfer["head_size_check"]["no"]
@@ -83,7 +92,7 @@ def test_attention_extractor_reads_checks_and_priorities():
     assert values["cuda_priority:std:90"][0] == "FLASH_ATTN"
     assert values["cuda_priority:std:100"][0] == "FLASHINFER"
     assert values["check:forced_backend_validated"] == "platforms/cuda.py"
-    old = attn.extract(_release("0.8.0"))
+    old = _values(source, "attention", "0.8.0")
     assert "cuda_priority:std:90" not in old and "backend:FLASH_ATTN" in old["cuda_considered"]
 
 
