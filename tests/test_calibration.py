@@ -2,7 +2,9 @@
 
 tests/fixtures/calibration/corpus.json is built by tools/calibration_corpus.py from each
 release's own tree (its docstrings and the ``--option value`` examples of its help texts and
-messages) and from vLLM's documentation at a release tag (sources.txt). Every command is
+messages), from vLLM's documentation at a release tag and recipes (sources.txt), and from vLLM's
+CI pipelines and tests at a commit dated to a release (repository.txt,
+tools/calibration_repository.py). Every command is
 judged in-process the way ``vllm-doctor check --vllm-version <its release>`` judges it, with
 the hardware its source names; an error finding on a command vLLM itself documents for that
 release is a defect of the doctor (or, written in exclusions.json, of vLLM's text).
@@ -53,7 +55,7 @@ def test_known_good_commands_draw_no_error():
     rules = load_rules([default_rules_dir()])
     failures = []
     for entry in ENTRIES:
-        if entry.get("exclude"):
+        if entry.get("exclude") or entry.get("left_out"):
             continue
         errors = _errors(entry, rules)
         if errors:
@@ -91,3 +93,87 @@ def test_a_corrected_command_that_would_still_fail_is_not_printed(tmp_path):
     [args100] = [f for f in doc.applies if f.rule.code == "ARGS100"]
     [evidence] = [e for e in args100.evidence if e.path == "release.corrected_command"]
     assert evidence.value == "vllm serve m --tensor-parallel-size 2"
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "calibration"
+TREES = Path("/work/wheels/src")
+
+
+def _repository():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import calibration_repository
+
+    return calibration_repository
+
+
+def test_repository_entries_carry_their_provenance():
+    repo = [e for e in ENTRIES if "match" in e]
+    assert repo, "no CI pipeline or test command in the corpus"
+    for entry in repo:
+        assert len(entry["commit"]) == 40 and entry["kind"] in ("pipeline", "tests", "examples",
+                                                                 "benchmarks")
+        assert entry["source"].startswith("https://github.com/vllm-project/vllm/blob/")
+        match = entry["match"]
+        assert match["score"] >= 0.9 and entry["release"] == match["window"][-1]
+        assert entry["hardware"]["gpus"] >= 1
+
+
+def test_the_pipeline_extractor_reads_steps_and_engine_commands():
+    repository = _repository()
+    [block] = [b for b in repository.parse_blocks((FIXTURES / "repository.txt").read_text())
+               if b["commit"].startswith("000e0367")]
+    found = repository.commands_of(block)
+    # the Examples Test step's EngineArgs scripts, on the pipeline's default GPU; a script
+    # run without --model (its own default) and data_parallel.py (its own options) are not
+    assert [(c, h) for c, h, _, _ in found] == [
+        ("vllm serve facebook/opt-125m", {"gpus": 1, "gpu": "L4"}),
+        ("vllm serve meta-llama/Llama-2-13b-chat-hf --cpu-offload-gb 10", {"gpus": 1, "gpu": "L4"}),
+    ]
+
+
+def test_the_step_hardware_comes_from_the_step():
+    repository = _repository()
+    assert repository._step_hardware({"num_gpus": 4}) == ({"gpus": 4, "gpu": "L4"}, None)
+    assert repository._step_hardware({"gpu": "b200"}) == ({"gpus": 1, "gpu": "B200"}, None)
+    assert repository._step_hardware({"agents": {"queue": "gpu_4_queue"}}) == \
+        ({"gpus": 4, "gpu": "L4"}, None)
+    assert repository._step_hardware({"agents": {"queue": "amd_mi300_8"}})[1] == "amd_mi300_8"
+    assert repository._step_hardware({"no_gpu": True})[1]
+
+
+def test_the_test_extractor_reads_server_arguments():
+    repository = _repository()
+    blocks = repository.parse_blocks((FIXTURES / "repository.txt").read_text())
+    [tools] = [b for b in blocks if b["file"] == "tests/tool_use/utils.py"]
+    commands = [c for c, *_ in repository.commands_of(tools)]
+    # ARGS + each configuration's arguments; "extended" configurations do not run in CI
+    assert commands[0] == ("vllm serve NousResearch/Hermes-3-Llama-3.1-8B "
+                           "--enable-auto-tool-choice --max-model-len 1024 --max-num-seqs 256 "
+                           "--enforce-eager --no-enable-prefix-caching --tool-call-parser hermes "
+                           "--chat-template examples/tool_chat_template_hermes.jinja")
+    assert len(commands) == 8 and not any("Llama-4" in c for c in commands)
+    [lmeval] = [b for b in blocks if b["file"].endswith("test_lmeval.py")]
+    assert [c for c, *_ in repository.commands_of(lmeval)] == [
+        "vllm serve Qwen/Qwen2-1.5B-Instruct --max-model-len 4096 --disable-log-requests"]
+
+
+@pytest.mark.skipif(not TREES.is_dir(), reason="needs the unpacked release trees")
+def test_a_version_is_dated_by_what_it_refers_to():
+    from packaging.version import Version
+
+    repository = _repository()
+    trees = sorted((p for p in TREES.iterdir() if (p / "vllm").is_dir()),
+                   key=lambda p: Version(p.name))
+    # vllm/worker/worker.py is gone after 0.10.2; flashinfer_cutlass_prepare_finalize.py
+    # first appears in 0.10.0 (a stale path, vllm/sampling_metadata.py, lowers every score)
+    refs = [("path", "vllm/worker/worker.py"),
+            ("path", "vllm/model_executor/layers/fused_moe/flashinfer_cutlass_prepare_finalize.py"),
+            ("path", "vllm/sampling_metadata.py")]
+    match = repository.match_release(trees, refs)
+    assert match["window"] == ["0.10.0", "0.10.1", "0.10.1.1", "0.10.2"]
+    assert match["score"] == round(2 / 3, 3)
+    # a file with the license line but no SPDX-FileCopyrightText predates 0.9.1
+    match = repository.match_release(trees, [("header", "absent")])
+    assert match["window"][-1] == "0.9.0.1"

@@ -22,6 +22,9 @@ Three kinds of source, each tied to one release exactly:
       ## exclude: why the command is wrong for that release (optional, kept with it)
       <the text, as on the page>
 
+``repository.txt`` beside sources.txt: vLLM's CI pipelines, entrypoint tests, examples and
+benchmarks at a commit, each version dated to a release (tools/calibration_repository.py).
+
 ``exclusions.json`` beside sources.txt maps a command to the reason it is genuinely wrong
 for its release (kept in the corpus with the reason; the test skips it).
 
@@ -217,6 +220,16 @@ def main(argv: list[str] | None = None) -> int:
     names = set(load("options").keys())
     entries = (from_release_trees(args.trees) + from_release_help(args.trees, names)
                + from_sources_file(args.sources))
+    repository = args.sources.with_name("repository.txt")
+    if repository.is_file():  # vLLM's CI pipelines, tests, examples, each dated to a release
+        from calibration_repository import from_repository_file
+
+        found, dropped = from_repository_file(repository, args.trees)
+        entries += found
+        for line in dropped:
+            print(f"dropped (no close release match): {line}", file=sys.stderr)
+        print(f"{len(found)} repository commands; {len(dropped)} file versions dropped",
+              file=sys.stderr)
     exclusions = args.sources.with_name("exclusions.json")
     if exclusions.is_file():  # command -> why it is wrong for its release (kept in the corpus)
         reasons = json.loads(exclusions.read_text(encoding="utf-8"))

@@ -1,0 +1,337 @@
+"""Serve and engine commands from vLLM's own repository (CI pipelines, entrypoint tests,
+examples, benchmarks), each tied to the release whose tree matches the file version best.
+
+``repository.txt`` (beside sources.txt) holds file versions read from vllm-project/vllm at a
+commit, one block each, kept to the parts this tool reads (the pipeline steps with their
+``num_gpus``/``gpu``/queue, a test's server arguments and imports, a script's serve lines)::
+
+    ## file: .buildkite/test-pipeline.yaml
+    ## commit: 000e03674a88d9eea0906a4b002250271dd3484d
+    ## kind: pipeline            (pipeline | tests | examples | benchmarks)
+    ## format: yaml              (yaml | python | shell)
+    ## hardware: gpus=1 gpu=L4   (optional: where a test file's step runs it)
+    ## platform: rocm            (optional: a step for another platform, left out with it)
+    <the excerpt, as in the file>
+
+Commands are parsed, never executed:
+
+* yaml: each step's ``commands`` (a multi-node step's lists too); ``vllm serve`` lines, and
+  engine commands -- an example script that takes EngineArgs' own options
+  (``ENGINE_SCRIPTS``) run with ``--model M ...`` is the same engine configuration as
+  ``vllm serve M ...``. The step's GPUs: ``num_gpus`` (default 1), ``gpu`` (default L4, as the
+  pipeline's header says), or a named agent queue (``gpu_1_queue``, ``gpu_4_queue``,
+  ``H100``, ``B200``, ``mi300``); an ``amd``/``cpu``/``tpu``/``xpu``/``hpu`` queue is another
+  platform: its commands are kept with the platform (``left_out``) and not judged.
+* python: ``RemoteOpenAIServer(MODEL, ARGS)`` calls and ``{"model": ..., "arguments": [...]}``
+  server configurations, with the names they use resolved to the file's own list literals;
+  an argument that is code (``str(VLLM_PATH / "x.jinja")`` becomes ``x.jinja``; anything
+  else leaves the command out).
+* shell: ``vllm serve`` lines (tools/calibration_corpus.extract_commands).
+
+Matching a file version to a release: the vLLM repository files cannot be read at a release
+tag here, and a commit's vllm/ sources are not stored beside each file version, so a version
+is dated by what it refers to, against each release's unpacked tree: the vllm/ paths a
+pipeline names (``source_file_dependencies``), the modules and names a test or script imports
+from vllm, the tool-call and reasoning parsers its commands name (each a quoted name in the
+release's parser modules), and the repository's header convention (``SPDX-FileCopyrightText``
+first appears in 0.9.1's files; a file without it predates that). The score of a release is
+the share of references its tree resolves; the releases with the best score are the version's
+window, and it is judged with the newest release of that window (the one whose tree still has
+everything the file used). Versions whose best score is below MIN_SCORE or whose window spans
+more than MAX_WINDOW releases do not match a release closely and are dropped, with a count.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from functools import lru_cache
+from pathlib import Path
+
+from packaging.version import Version
+
+MIN_SCORE = 0.9
+MAX_WINDOW = 8
+
+# example scripts whose parser is EngineArgs.add_cli_args: `--model M rest` is `vllm serve M rest`
+ENGINE_SCRIPTS = re.compile(r"(?:^|/)offline_inference/basic/(?:generate|chat|classify|embed|"
+                            r"score|reward)\.py$")
+OTHER_PLATFORMS = ("amd", "rocm", "mi2", "mi3", "cpu", "tpu", "xpu", "hpu", "intel", "arm",
+                   "neuron", "gaudi")
+QUEUE_GPUS = {"gpu_1_queue": 1, "gpu_4_queue": 4, "gpu_8_queue": 8}
+QUEUE_GPU_NAMES = {"h100": "H100", "h200": "H200", "b200": "B200", "a100": "A100", "l4": "L4"}
+
+
+def parse_blocks(text: str) -> list[dict]:
+    """The file-version blocks of a repository.txt."""
+    blocks = []
+    for chunk in re.split(r"(?m)^(?=## file: )", text):
+        head = dict(re.findall(r"(?m)^## (\w+): (.*)$", chunk))
+        if "file" not in head:
+            continue
+        head["body"] = re.sub(r"(?m)^## \w+: .*\n?", "", chunk)
+        blocks.append(head)
+    return blocks
+
+
+# --- commands -------------------------------------------------------------------------------
+
+def _engine_command(line: str) -> str | None:
+    """``python3 .../generate.py --model M rest`` -> ``vllm serve M rest`` for ENGINE_SCRIPTS."""
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        return None
+    while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
+        words = words[1:]  # environment assignments
+    if len(words) < 2 or not re.fullmatch(r"python3?", words[0]) or \
+            not ENGINE_SCRIPTS.search(words[1]):
+        return None
+    rest = words[2:]
+    if "--model" not in rest or rest.index("--model") + 1 >= len(rest):
+        return None  # the script's own default model: not named in the command
+    at = rest.index("--model")
+    model = rest[at + 1]
+    args = rest[:at] + rest[at + 2:]
+    return shlex.join(["vllm", "serve", model, *args])
+
+
+def _step_hardware(step: dict) -> tuple[dict, str | None]:
+    """(hardware, other platform or None) of a pipeline step."""
+    queue = ""
+    agents = step.get("agents")
+    if isinstance(agents, dict):
+        queue = str(agents.get("queue", ""))
+    queue = queue or str(step.get("agent_pool", ""))
+    lowered = queue.lower()
+    if any(p in lowered for p in OTHER_PLATFORMS) or step.get("no_gpu"):
+        return {}, (queue or "cpu (no_gpu)")
+    gpus = int(step.get("num_gpus") or QUEUE_GPUS.get(lowered, 1))
+    gpu = str(step.get("gpu") or "")
+    gpu = QUEUE_GPU_NAMES.get(gpu.lower()) or next(
+        (name for key, name in QUEUE_GPU_NAMES.items() if key in lowered), gpu or "L4")
+    return {"gpus": gpus, "gpu": gpu}, None
+
+
+def _yaml_commands(text: str) -> list[tuple[str, dict, str | None, str]]:
+    """(command, hardware, other platform, step label) for each serve/engine command."""
+    import yaml
+
+    from calibration_corpus import extract_commands
+
+    doc = yaml.safe_load(text) or []
+    steps = doc.get("steps", []) if isinstance(doc, dict) else doc
+    found = []
+    for step in steps:
+        if not isinstance(step, dict):
+            continue
+        hardware, platform = _step_hardware(step)
+        lines = step.get("commands") or [step.get("command")]
+        flat = []
+        for line in lines:  # a multi-node step: one list per node
+            flat.extend(line if isinstance(line, list) else [line])
+        for line in flat:
+            if not isinstance(line, str):
+                continue
+            commands = extract_commands(line) if "vllm serve" in line else []
+            engine = _engine_command(line)
+            for command in commands + ([engine] if engine else []):
+                found.append((command, hardware, platform, str(step.get("label", ""))))
+    return found
+
+
+def _literal_list(node: ast.AST, lists: dict[str, list]) -> list[str] | None:
+    """A list of argument strings from a literal, a name bound to one, or a ``+`` of those."""
+    if isinstance(node, ast.Name):
+        return lists.get(node.id)
+    if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "list" and node.args:
+        return _literal_list(node.args[0], lists)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _literal_list(node.left, lists), _literal_list(node.right, lists)
+        return None if left is None or right is None else left + right
+    if not isinstance(node, (ast.List, ast.Tuple)):
+        return None
+    out = []
+    for element in node.elts:
+        value = _argument(element)
+        if value is None:
+            return None
+        out.append(value)
+    return out
+
+
+def _argument(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float)):
+        return str(node.value)
+    # str(VLLM_PATH / "examples/x.jinja"): the repository file it names
+    if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "str" and node.args \
+            and isinstance(node.args[0], ast.BinOp) and isinstance(node.args[0].right,
+                                                                   ast.Constant):
+        return str(node.args[0].right.value)
+    return None
+
+
+def _python_commands(text: str) -> list[str]:
+    tree = ast.parse(text)
+    lists: dict[str, list] = {}
+    strings: dict[str, str] = {}
+    for node in ast.walk(tree):  # every name bound to a literal, in source order
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if not isinstance(target, ast.Name) or node.value is None:
+                    continue
+                if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                    strings[target.id] = node.value.value
+                value = _literal_list(node.value, lists)
+                if value is not None:
+                    lists[target.id] = value
+    commands = []
+
+    def add(model_node: ast.AST, args: list[str] | None) -> None:
+        model = strings.get(model_node.id) if isinstance(model_node, ast.Name) else \
+            _argument(model_node)
+        if model and args is not None:
+            argv = [w for a in args for w in ([a] if " " not in a or a.startswith("{")
+                                                else shlex.split(a))]
+            commands.append(shlex.join(["vllm", "serve", model, *argv]))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "RemoteOpenAIServer" \
+                and len(node.args) >= 2:
+            add(node.args[0], _literal_list(node.args[1], lists))
+        if isinstance(node, ast.Dict):
+            keys = {k.value: v for k, v in zip(node.keys, node.values)
+                    if isinstance(k, ast.Constant)}
+            extended = keys.get("extended")  # "tests do not run in CI automatically"
+            if isinstance(extended, ast.Constant) and extended.value is True:
+                continue
+            if "model" in keys and "arguments" in keys:
+                args = _literal_list(keys["arguments"], lists)
+                common = lists.get("ARGS", [])  # tests/tool_use/conftest.py: ARGS + arguments
+                add(keys["model"], None if args is None else common + args)
+    return list(dict.fromkeys(commands))
+
+
+def commands_of(block: dict) -> list[tuple[str, dict, str | None, str]]:
+    """(command, hardware, other platform, where) for a block's commands."""
+    from calibration_corpus import extract_commands
+
+    body, fmt = block["body"], block.get("format", "shell")
+    hardware = _hardware_field(block.get("hardware", ""))
+    platform = block.get("platform")
+    if fmt == "yaml":
+        return _yaml_commands(body)
+    commands = _python_commands(body) if fmt == "python" else extract_commands(body)
+    return [(c, hardware, platform, "") for c in commands]
+
+
+def _hardware_field(text: str) -> dict:
+    out: dict = {}
+    for item in text.split():
+        key, _, value = item.partition("=")
+        out[key] = int(value) if value.isdigit() else value
+    return out
+
+
+# --- dating ---------------------------------------------------------------------------------
+
+def references(block: dict, commands: list[str]) -> list[tuple[str, str]]:
+    """(kind, reference) pairs the version's text makes to vllm's tree."""
+    body = block["body"]
+    refs: list[tuple[str, str]] = []
+    for path in re.findall(r"(?<![\w/.])(vllm/[\w/.]+\w)", body):
+        refs.append(("path", path.rstrip("/")))
+    if block.get("format") == "python":
+        for node in ast.walk(ast.parse(body)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("vllm"):
+                refs.append(("module", node.module))
+                refs += [("name", f"{node.module}:{a.name}") for a in node.names]
+            elif isinstance(node, ast.Import):
+                refs += [("module", a.name) for a in node.names if a.name.startswith("vllm")]
+    if block.get("format") == "python" and "SPDX-License-Identifier" in body:
+        refs.append(("header", "present" if "SPDX-FileCopyrightText" in body else "absent"))
+    for command in commands:
+        words = shlex.split(command)
+        for option, kind in (("--tool-call-parser", "tool_parser"),
+                             ("--reasoning-parser", "reasoning_parser")):
+            refs += [(kind, words[i + 1]) for i, w in enumerate(words[:-1]) if w == option]
+    return list(dict.fromkeys(refs))
+
+
+@lru_cache(maxsize=None)
+def _parser_text(tree: Path, kind: str) -> str:
+    marker = "tool_parser" if kind == "tool_parser" else "reasoning"
+    return "\n".join(p.read_text(encoding="utf-8", errors="replace")
+                     for p in (tree / "vllm").rglob("*.py") if marker in p.as_posix())
+
+
+@lru_cache(maxsize=None)
+def _module_text(tree: Path, module: str) -> str | None:
+    base = tree / Path(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path.read_text(encoding="utf-8", errors="replace")
+    return None
+
+
+def _resolves(tree: Path, kind: str, ref: str) -> bool:
+    if kind == "path":
+        path = tree / ref
+        return path.exists() or path.with_suffix(".py").exists()
+    if kind == "module":
+        return _module_text(tree, ref) is not None
+    if kind == "name":
+        module, name = ref.split(":")
+        text = _module_text(tree, module)
+        sub = _module_text(tree, f"{module}.{name}")  # `from vllm.x import submodule`
+        return sub is not None or (text is not None and re.search(rf"\b{re.escape(name)}\b",
+                                                                  text) is not None)
+    if kind == "header":
+        has = "SPDX-FileCopyrightText" in (tree / "vllm" / "__init__.py").read_text()
+        return has == (ref == "present")
+    return re.search(rf"[\"']{re.escape(ref)}[\"']", _parser_text(tree, kind)) is not None
+
+
+def match_release(trees: list[Path], refs: list[tuple[str, str]]) -> dict:
+    """The best-matching releases for a version's references."""
+    if not refs:
+        return {"score": 0.0, "window": [], "references": 0}
+    scores = {tree.name: sum(_resolves(tree, k, r) for k, r in refs) / len(refs)
+              for tree in trees}
+    best = max(scores.values())
+    window = sorted((v for v, s in scores.items() if s == best), key=Version)
+    return {"score": round(best, 3), "window": window, "references": len(refs)}
+
+
+def from_repository_file(path: Path, root: Path) -> tuple[list[dict], list[str]]:
+    """Corpus entries from repository.txt, and a line for each version dropped."""
+    trees = sorted((p for p in root.iterdir() if (p / "vllm").is_dir()),
+                   key=lambda p: Version(p.name))
+    entries, dropped = [], []
+    for block in parse_blocks(path.read_text(encoding="utf-8")):
+        found = commands_of(block)
+        refs = references(block, [c for c, *_ in found])
+        match = match_release(trees, refs)
+        where = f"{block['file']}@{block.get('commit', '?')[:10]}"
+        if match["score"] < MIN_SCORE or not match["window"] or \
+                len(match["window"]) > MAX_WINDOW:
+            dropped.append(f"{where}: score {match['score']}, window "
+                           f"{len(match['window'])} releases")
+            continue
+        release = match["window"][-1]
+        for command, hardware, platform, label in found:
+            entry = {"release": release, "command": command,
+                     "source": f"https://github.com/vllm-project/vllm/blob/"
+                               f"{block.get('commit', 'main')}/{block['file']}"
+                               + (f" (step: {label})" if label else ""),
+                     "commit": block.get("commit"), "kind": block.get("kind", "tests"),
+                     "match": {"method": "references", **match}}
+            if hardware:
+                entry["hardware"] = hardware
+            if platform:
+                entry["left_out"] = (f"runs on {platform}, a platform the doctor's "
+                                     "--gpu target cannot name (kept, not judged)")
+            entries.append(entry)
+    return entries, dropped
