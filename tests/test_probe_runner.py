@@ -13,7 +13,8 @@ import pytest
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.probes import run_probes
-from vllm_doctor.probes.runner import _pid_alive, tail
+from vllm_doctor.probes.collection import tail
+from vllm_doctor.probes.launch import pid_alive
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,9 +39,9 @@ def pids_in(run_dir: Path) -> set[int]:
 def assert_all_gone(pids):
     assert pids, "no worker pids were recorded"
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(_pid_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
         time.sleep(0.05)
-    assert not [p for p in pids if _pid_alive(p)]
+    assert not [p for p in pids if pid_alive(p)]
 
 
 def test_ok_and_isolated_part_per_rank(tmp_path):
@@ -201,7 +202,7 @@ def test_interrupt_kills_every_worker_and_part(tmp_path, sig):
     wait_until_asleep(proc, lambda: tmp_path, seconds=20)
     pids = pids_in(tmp_path)
     assert len(pids) >= 3  # two ranks and the isolated part
-    assert all(_pid_alive(p) for p in pids)
+    assert all(pid_alive(p) for p in pids)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 130
@@ -224,7 +225,7 @@ def test_killing_the_doctor_outright_leaves_no_worker_and_no_directory(tmp_path,
                             preexec_fn=default_signals)
     run_dir = wait_until_asleep(proc, lambda: next(tmp.glob("vllm-doctor-probe-*"), None), seconds=30)
     pids = pids_in(run_dir)
-    assert len(pids) >= 3 and all(_pid_alive(p) for p in pids)  # two ranks and the isolated part
+    assert len(pids) >= 3 and all(pid_alive(p) for p in pids)  # two ranks and the isolated part
     proc.send_signal(sig)
     proc.wait(timeout=10)
     assert_all_gone(pids)
@@ -235,7 +236,7 @@ def test_killing_the_doctor_outright_leaves_no_worker_and_no_directory(tmp_path,
 
 
 def test_rank_count_timeout_and_teardown_limits_are_checked():
-    from vllm_doctor.probes.runner import max_ranks
+    from vllm_doctor.probes.launch import max_ranks
 
     assert max_ranks("cpu") >= 4  # world size 4 runs on a 2-core CI machine
     with pytest.raises(InputError, match="more than this machine can run"):

@@ -61,13 +61,14 @@ def test_probe_children_import_nothing_from_a_kept_probe_dir(tmp_path):
 
 def test_the_reaper_imports_nothing_from_the_working_directory(tmp_path, monkeypatch):
     from vllm_doctor.probes.runner import Runner
+    from vllm_doctor.probes.teardown import start_reaper
 
     work = tmp_path / "work"
     work.mkdir()
     marker = plant(work)
     monkeypatch.chdir(work)
     runner = Runner(["selftest-ok"], 1, "cpu", 10)
-    reaper = runner._start_reaper()
+    reaper = start_reaper(runner.run_dir, runner.python, runner.keep_dir)
     try:
         time.sleep(1.5)  # its imports are done long before
         assert reaper.poll() is None, "the reaper died at start-up"
@@ -473,7 +474,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, case):
 
 def test_a_probe_dir_that_is_a_link_or_open_to_others_is_refused(tmp_path):
     from vllm_doctor.errors import InputError
-    from vllm_doctor.probes.runner import private_dir
+    from vllm_doctor.probes.launch import private_dir
 
     victim = tmp_path / "victim"
     victim.mkdir(mode=0o700)
@@ -494,7 +495,7 @@ def test_a_probe_dir_that_is_a_link_or_open_to_others_is_refused(tmp_path):
 
 
 def test_a_stuck_probe_stops_when_stdout_closes(tmp_path):
-    from vllm_doctor.probes.runner import _pid_alive
+    from vllm_doctor.probes.launch import pid_alive
 
     read_end, write_end = os.pipe()
     proc = subprocess.Popen([console("vllm-doctor"), "probe", "selftest-sleep", "--device", "cpu",
@@ -513,9 +514,9 @@ def test_a_stuck_probe_stops_when_stdout_closes(tmp_path):
         proc.kill()
     pids = [int(p) for p in (events / "pids").read_text().split()]
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_pid_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
         time.sleep(0.1)
-    assert not [p for p in pids if _pid_alive(p)]
+    assert not [p for p in pids if pid_alive(p)]
 
 
 def test_cuda_visible_devices_without_a_gpu_does_not_choose_cuda():

@@ -189,8 +189,9 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
                 said = "measures; runs when named" if p.on_request else ", ".join(p.rules)
                 typer.echo(f"{p.name:18} {p.title} [{said}]")
         return EXIT_OK
-    from vllm_doctor.probes.runner import (MAX_TEARDOWN_TIMEOUT_S, MAX_TIMEOUT_S, check_seconds,
-                                           max_ranks, resolve, too_many_ranks)
+    from vllm_doctor.probes.deadlines import MAX_TEARDOWN_TIMEOUT_S, MAX_TIMEOUT_S, check_seconds
+    from vllm_doctor.probes.launch import max_ranks, too_many_ranks
+    from vllm_doctor.probes.runner import resolve
 
     timeout = check_seconds("--timeout", timeout, MAX_TIMEOUT_S)
     teardown_timeout = check_seconds("--teardown-timeout", teardown_timeout, MAX_TEARDOWN_TIMEOUT_S,

@@ -10,7 +10,8 @@ package's public API is plain Python::
 
 from vllm_doctor.probes.registry import PROBE_NAMES, PROBES, PROBES_FOR_RULE, ProbeSpec
 from vllm_doctor.probes.result import ProbeResult
-from vllm_doctor.probes.runner import load_results_dir, run_probes
+from vllm_doctor.probes.collection import load_results_dir
+from vllm_doctor.probes.runner import run_probes
 
 __all__ = ["PROBES", "PROBE_NAMES", "PROBES_FOR_RULE", "ProbeResult", "ProbeSpec",
            "load_results_dir", "run_probes"]

@@ -450,8 +450,7 @@ def _graphs(ctx: Ctx, meter: Meter, shape: dict[str, int], sizes: list[int], max
         full_mode = run_mode("FULL", [b for b in order if b <= max_num_seqs], full)
         piece_mode = run_mode("PIECEWISE", order, pieces)
     attention = dec.attention
-    kept.clear()
-    del dec, k_cache, v_cache, inputs
+    kept.clear()  # the graphs and their pool go; the weights and inputs go with this frame
     # FULL and PIECEWISE share the pool and never replay at once: vLLM overlays their first
     # captures and adds the per-graph parts (profile_cudagraph_memory).
     estimate = max(full_mode["first_capture_gib"], piece_mode["first_capture_gib"]) + \

@@ -243,13 +243,9 @@ def main(argv: list[str] | None = None) -> int:
                 kwargs: dict[str, Any] = {"backend": backend}
                 if device_kind == "cuda":
                     kwargs["device_id"] = torch.device("cuda", local_rank)  # eager NCCL init
-                store_file = os.environ.get("VLLM_DOCTOR_STORE_FILE")
-                if world == 1 and "MASTER_ADDR" not in os.environ and not store_file:
-                    kwargs.update(store=dist.HashStore(), rank=0, world_size=1)
-                elif store_file:
-                    # One node, started by the doctor: the ranks meet in a file of the run
-                    # directory, so no rendezvous port listens on any network interface.
-                    kwargs.update(store=dist.FileStore(store_file, world), rank=rank, world_size=world)
+                from vllm_doctor.probes.rendezvous import store_kwargs
+
+                kwargs.update(store_kwargs(dist, rank, world))  # the store the ranks meet through
 
                 def init_pg() -> None:
                     if device_kind == "cuda":
