@@ -177,3 +177,13 @@ def test_a_version_is_dated_by_what_it_refers_to():
     # a file with the license line but no SPDX-FileCopyrightText predates 0.9.1
     match = repository.match_release(trees, [("header", "absent")])
     assert match["window"][-1] == "0.9.0.1"
+
+
+def test_documentation_examples_and_recipe_trials_are_in_the_corpus():
+    # the trials: commands from vLLM's documentation, its examples/ at a tag and
+    # recipes, each with its page; test_known_good_commands_draw_no_error judges them
+    pages = [e for e in ENTRIES if e["source"].startswith("https://")
+             and "match" not in e]
+    assert len(pages) >= 20 and len({e["source"] for e in pages}) >= 15
+    examples = {e["release"] for e in ENTRIES if e.get("kind") == "examples"}
+    assert len(examples) >= 5

@@ -20,6 +20,7 @@ Three kinds of source, each tied to one release exactly:
       ## release: 0.10.0
       ## hardware: gpus=8 gpu=H100          (optional: what the source says it runs on)
       ## exclude: why the command is wrong for that release (optional, kept with it)
+      ## kind: examples                 (optional: what the text is, e.g. examples/ at a tag)
       <the text, as on the page>
 
 ``repository.txt`` beside sources.txt: vLLM's CI pipelines, entrypoint tests, examples and
@@ -121,6 +122,8 @@ def from_sources_file(path: Path) -> list[dict]:
                 entry["hardware"] = _hardware(head["hardware"])
             if "exclude" in head:
                 entry["exclude"] = head["exclude"]
+            if "kind" in head:  # examples/ rendered by the docs at a tag, a recipe, ...
+                entry["kind"] = head["kind"]
             entries.append(entry)
     return entries
 

@@ -23,9 +23,10 @@ Commands are parsed, never executed:
   ``H100``, ``B200``, ``mi300``); an ``amd``/``cpu``/``tpu``/``xpu``/``hpu`` queue is another
   platform: its commands are kept with the platform (``left_out``) and not judged.
 * python: ``RemoteOpenAIServer(MODEL, ARGS)`` calls and ``{"model": ..., "arguments": [...]}``
-  server configurations, with the names they use resolved to the file's own list literals;
-  an argument that is code (``str(VLLM_PATH / "x.jinja")`` becomes ``x.jinja``; anything
-  else leaves the command out).
+  server configurations, with the names they use resolved to the file's own literals (a
+  fixture function that returns the list, ``MODELS[key]`` as each model of the dict,
+  ``json.dumps({...})`` as its JSON text, ``str(VLLM_PATH / "x.jinja")`` as ``x.jinja``);
+  an argument that is other code leaves the command out.
 * shell: ``vllm serve`` lines (tools/calibration_corpus.extract_commands).
 
 Matching a file version to a release: the vLLM repository files cannot be read at a release
@@ -44,6 +45,7 @@ more than MAX_WINDOW releases do not match a release closely and are dropped, wi
 from __future__ import annotations
 
 import ast
+import json
 import re
 import shlex
 from functools import lru_cache
@@ -141,66 +143,95 @@ def _yaml_commands(text: str) -> list[tuple[str, dict, str | None, str]]:
     return found
 
 
-def _literal_list(node: ast.AST, lists: dict[str, list]) -> list[str] | None:
-    """A list of argument strings from a literal, a name bound to one, or a ``+`` of those."""
-    if isinstance(node, ast.Name):
-        return lists.get(node.id)
-    if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "list" and node.args:
-        return _literal_list(node.args[0], lists)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _literal_list(node.left, lists), _literal_list(node.right, lists)
-        return None if left is None or right is None else left + right
-    if not isinstance(node, (ast.List, ast.Tuple)):
+class _Names:
+    """The literals a test module binds to names: strings, numbers, lists, dicts of them."""
+
+    def __init__(self, tree: ast.AST):
+        self.values: dict[str, object] = {}
+        for node in ast.walk(tree):  # module and function level, in source order
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                value = self.value(node.value)
+                for target in targets:
+                    if isinstance(target, ast.Name) and value is not None:
+                        self.values[target.id] = value
+            elif isinstance(node, ast.FunctionDef):  # a fixture that returns the arguments
+                returns = [n.value for n in ast.walk(node)
+                           if isinstance(n, ast.Return) and n.value is not None]
+                if len(returns) == 1 and isinstance(self.value(returns[0]), list):
+                    self.values[node.name] = self.value(returns[0])
+
+    def value(self, node: ast.AST):
+        """The literal ``node`` stands for, or None where it is code."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float)):
+            return node.value
+        if isinstance(node, ast.Name):
+            return self.values.get(node.id)
+        if isinstance(node, (ast.List, ast.Tuple)):
+            items = [self.value(e) for e in node.elts]
+            return None if any(i is None for i in items) else items
+        if isinstance(node, ast.Dict):
+            keys = [self.value(k) for k in node.keys if k is not None]
+            values = [self.value(v) for v in node.values]
+            if len(keys) != len(node.keys) or any(v is None for v in keys + values):
+                return None
+            return dict(zip(keys, values))
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self.value(node.left), self.value(node.right)
+            return left + right if isinstance(left, list) and isinstance(right, list) else None
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else \
+                getattr(node.func, "id", "")
+            arg = node.args[0]
+            if func == "list":
+                return self.value(arg)
+            if func == "dumps":  # json.dumps({"image": MAXIMUM_IMAGES})
+                value = self.value(arg)
+                return None if value is None else json.dumps(value)
+            # str(VLLM_PATH / "examples/x.jinja"): the repository file it names
+            if func == "str" and isinstance(arg, ast.BinOp) and isinstance(arg.right,
+                                                                          ast.Constant):
+                return str(arg.right.value)
         return None
-    out = []
-    for element in node.elts:
-        value = _argument(element)
-        if value is None:
-            return None
-        out.append(value)
-    return out
 
-
-def _argument(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float)):
-        return str(node.value)
-    # str(VLLM_PATH / "examples/x.jinja"): the repository file it names
-    if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "str" and node.args \
-            and isinstance(node.args[0], ast.BinOp) and isinstance(node.args[0].right,
-                                                                   ast.Constant):
-        return str(node.args[0].right.value)
-    return None
+    def models(self, node: ast.AST) -> list[str]:
+        """The model names ``node`` stands for: a string, or ``MODELS[key]`` (each model)."""
+        if isinstance(node, ast.Subscript):
+            table = self.value(node.value)
+            return [v for v in table.values() if isinstance(v, str)] \
+                if isinstance(table, dict) else []
+        if isinstance(node, ast.Name) and node.id not in self.values:
+            # model_name = MODELS[model_key] inside the function
+            return self.values.get(f"models:{node.id}", [])
+        value = self.value(node)
+        return [value] if isinstance(value, str) else []
 
 
 def _python_commands(text: str) -> list[str]:
     tree = ast.parse(text)
-    lists: dict[str, list] = {}
-    strings: dict[str, str] = {}
-    for node in ast.walk(tree):  # every name bound to a literal, in source order
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                if not isinstance(target, ast.Name) or node.value is None:
-                    continue
-                if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-                    strings[target.id] = node.value.value
-                value = _literal_list(node.value, lists)
-                if value is not None:
-                    lists[target.id] = value
+    names = _Names(tree)
+    for node in ast.walk(tree):  # model_name = MODELS[model_key]
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Subscript):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    names.values[f"models:{target.id}"] = names.models(node.value)
     commands = []
 
-    def add(model_node: ast.AST, args: list[str] | None) -> None:
-        model = strings.get(model_node.id) if isinstance(model_node, ast.Name) else \
-            _argument(model_node)
-        if model and args is not None:
-            argv = [w for a in args for w in ([a] if " " not in a or a.startswith("{")
-                                                else shlex.split(a))]
+    def add(model_node: ast.AST, args) -> None:
+        if not isinstance(args, list):
+            return
+        # one word per list element, as argv; an element with a space ("--tokenizer_mode
+        # hf") is written as the words a user types
+        argv = [w for a in map(str, args)
+                for w in ([a] if " " not in a or a.lstrip().startswith(("{", "[")) or
+                          not a.startswith("-") else shlex.split(a))]
+        for model in names.models(model_node):
             commands.append(shlex.join(["vllm", "serve", model, *argv]))
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "RemoteOpenAIServer" \
                 and len(node.args) >= 2:
-            add(node.args[0], _literal_list(node.args[1], lists))
+            add(node.args[0], names.value(node.args[1]))
         if isinstance(node, ast.Dict):
             keys = {k.value: v for k, v in zip(node.keys, node.values)
                     if isinstance(k, ast.Constant)}
@@ -208,8 +239,8 @@ def _python_commands(text: str) -> list[str]:
             if isinstance(extended, ast.Constant) and extended.value is True:
                 continue
             if "model" in keys and "arguments" in keys:
-                args = _literal_list(keys["arguments"], lists)
-                common = lists.get("ARGS", [])  # tests/tool_use/conftest.py: ARGS + arguments
+                args = names.value(keys["arguments"])
+                common = names.values.get("ARGS", [])  # tool_use/conftest.py: ARGS + arguments
                 add(keys["model"], None if args is None else common + args)
     return list(dict.fromkeys(commands))
 
