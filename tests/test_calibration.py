@@ -135,12 +135,20 @@ def test_the_pipeline_extractor_reads_steps_and_engine_commands():
 
 def test_the_step_hardware_comes_from_the_step():
     repository = _repository()
-    assert repository._step_hardware({"num_gpus": 4}) == ({"gpus": 4, "gpu": "L4"}, None)
-    assert repository._step_hardware({"gpu": "b200"}) == ({"gpus": 1, "gpu": "B200"}, None)
-    assert repository._step_hardware({"agents": {"queue": "gpu_4_queue"}}) == \
-        ({"gpus": 4, "gpu": "L4"}, None)
-    assert repository._step_hardware({"agents": {"queue": "amd_mi300_8"}})[1] == "amd_mi300_8"
-    assert repository._step_hardware({"no_gpu": True})[1]
+    hardware = repository._step_hardware
+    assert hardware({"num_gpus": 4}) == [({"gpus": 4, "gpu": "L4"}, None)]
+    assert hardware({"gpu": "b200"}) == [({"gpus": 1, "gpu": "B200"}, None)]
+    assert hardware({"agents": {"queue": "gpu_4_queue"}}) == [({"gpus": 4, "gpu": "L4"}, None)]
+    # the newer pipelines' keys (.buildkite/test_areas/distributed.yaml): device and
+    # num_devices, and an AMD mirror of the step on two MI300X, judged on that GPU
+    assert hardware({"device": "h100", "num_devices": 8}) == [({"gpus": 8, "gpu": "H100"}, None)]
+    assert hardware({"device": "b200-k8s", "num_devices": 2}) == \
+        [({"gpus": 2, "gpu": "B200"}, None)]
+    assert hardware({"num_devices": 2, "mirror": {"amd": {"device": "mi300_2"}}}) == [
+        ({"gpus": 2, "gpu": "L4"}, None), ({"gpus": 2, "gpu": "MI300X"}, None)]
+    # a CPU agent or a step without a GPU is another platform: kept, not judged
+    assert hardware({"device": "amd_cpu"}) == [({}, "amd_cpu")]
+    assert hardware({"no_gpu": True})[0][1]
 
 
 def test_the_test_extractor_reads_server_arguments():

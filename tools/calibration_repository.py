@@ -19,9 +19,11 @@ Commands are parsed, never executed:
   engine commands -- an example script that takes EngineArgs' own options
   (``ENGINE_SCRIPTS``) run with ``--model M ...`` is the same engine configuration as
   ``vllm serve M ...``. The step's GPUs: ``num_gpus`` (default 1), ``gpu`` (default L4, as the
-  pipeline's header says), or a named agent queue (``gpu_1_queue``, ``gpu_4_queue``,
-  ``H100``, ``B200``, ``mi300``); an ``amd``/``cpu``/``tpu``/``xpu``/``hpu`` queue is another
-  platform: its commands are kept with the platform (``left_out``) and not judged.
+  pipeline's header says), ``num_devices``/``device`` in the newer pipelines, or a named agent
+  queue (``gpu_1_queue``, ``gpu_4_queue``, ``h100``, ``b200-k8s``); an AMD Instinct device
+  (``mi300_2``: two MI300X, also as a step's ``mirror``) is judged on that GPU; a CPU, TPU,
+  XPU, HPU or other accelerator agent is another platform: its commands are kept with the
+  platform (``left_out``) and not judged.
 * python: ``RemoteOpenAIServer(MODEL, ARGS)`` calls and ``{"model": ..., "arguments": [...]}``
   server configurations, with the names they use resolved to the file's own literals (a
   fixture function that returns the list, ``MODELS[key]`` as each model of the dict,
@@ -59,10 +61,11 @@ MAX_WINDOW = 8
 # example scripts whose parser is EngineArgs.add_cli_args: `--model M rest` is `vllm serve M rest`
 ENGINE_SCRIPTS = re.compile(r"(?:^|/)offline_inference/basic/(?:generate|chat|classify|embed|"
                             r"score|reward)\.py$")
-OTHER_PLATFORMS = ("amd", "rocm", "mi2", "mi3", "cpu", "tpu", "xpu", "hpu", "intel", "arm",
-                   "neuron", "gaudi")
+OTHER_PLATFORMS = ("cpu", "tpu", "xpu", "hpu", "intel", "arm", "neuron", "gaudi", "ascend",
+                   "npu")
 QUEUE_GPUS = {"gpu_1_queue": 1, "gpu_4_queue": 4, "gpu_8_queue": 8}
 QUEUE_GPU_NAMES = {"h100": "H100", "h200": "H200", "b200": "B200", "a100": "A100", "l4": "L4"}
+AMD_GPUS = {"250": "MI250X", "300": "MI300X", "325": "MI325X", "350": "MI355X", "355": "MI355X"}
 
 
 def parse_blocks(text: str) -> list[dict]:
@@ -99,21 +102,42 @@ def _engine_command(line: str) -> str | None:
     return shlex.join(["vllm", "serve", model, *args])
 
 
-def _step_hardware(step: dict) -> tuple[dict, str | None]:
-    """(hardware, other platform or None) of a pipeline step."""
-    queue = ""
+def _device(name: str) -> tuple[str | None, int | None, str | None]:
+    """(GPU, count, other platform) a device or queue name gives: ``h100``, ``b200-k8s``,
+    ``mi300_2`` (two MI300X), ``gpu_4_queue``, ``amd_cpu`` (a CPU agent: another platform)."""
+    lowered = name.lower()
+    count = QUEUE_GPUS.get(lowered)
+    suffix = re.search(r"_(\d+)$", lowered)
+    if suffix and count is None:
+        count = int(suffix.group(1))
+    amd = re.search(r"mi(\d{3})", lowered)
+    if amd:
+        return AMD_GPUS.get(amd.group(1), "MI300X"), count, None
+    if any(p in lowered for p in OTHER_PLATFORMS):
+        return None, None, name
+    gpu = next((gpu for key, gpu in QUEUE_GPU_NAMES.items() if key in lowered), None)
+    return gpu, count, None
+
+
+def _step_hardware(step: dict) -> list[tuple[dict, str | None]]:
+    """(hardware, other platform or None) for each place a pipeline step runs: its own
+    device, and each named mirror (``mirror: {amd: {device: mi300_2}}``)."""
+    if step.get("no_gpu"):
+        return [({}, "cpu (no_gpu)")]
     agents = step.get("agents")
-    if isinstance(agents, dict):
-        queue = str(agents.get("queue", ""))
-    queue = queue or str(step.get("agent_pool", ""))
-    lowered = queue.lower()
-    if any(p in lowered for p in OTHER_PLATFORMS) or step.get("no_gpu"):
-        return {}, (queue or "cpu (no_gpu)")
-    gpus = int(step.get("num_gpus") or QUEUE_GPUS.get(lowered, 1))
-    gpu = str(step.get("gpu") or "")
-    gpu = QUEUE_GPU_NAMES.get(gpu.lower()) or next(
-        (name for key, name in QUEUE_GPU_NAMES.items() if key in lowered), gpu or "L4")
-    return {"gpus": gpus, "gpu": gpu}, None
+    queue = str(agents.get("queue", "")) if isinstance(agents, dict) else ""
+    device = str(step.get("gpu") or step.get("device") or queue or step.get("agent_pool") or "")
+    gpu, count, platform = _device(device) if device else (None, None, None)
+    if platform:
+        return [({}, platform)]
+    gpus = int(step.get("num_gpus") or step.get("num_devices") or count or 1)
+    places = [({"gpus": gpus, "gpu": gpu or "L4"}, None)]  # L4: the pipelines' default
+    for mirror in (step.get("mirror") or {}).values():
+        if isinstance(mirror, dict) and mirror.get("device"):
+            gpu, count, platform = _device(str(mirror["device"]))
+            places.append(({}, platform) if platform else
+                          ({"gpus": int(count or gpus), "gpu": gpu or "L4"}, None))
+    return places
 
 
 def _yaml_commands(text: str) -> list[tuple[str, dict, str | None, str]]:
@@ -128,7 +152,7 @@ def _yaml_commands(text: str) -> list[tuple[str, dict, str | None, str]]:
     for step in steps:
         if not isinstance(step, dict):
             continue
-        hardware, platform = _step_hardware(step)
+        places = _step_hardware(step)
         lines = step.get("commands") or [step.get("command")]
         flat = []
         for line in lines:  # a multi-node step: one list per node
@@ -139,7 +163,8 @@ def _yaml_commands(text: str) -> list[tuple[str, dict, str | None, str]]:
             commands = extract_commands(line) if "vllm serve" in line else []
             engine = _engine_command(line)
             for command in commands + ([engine] if engine else []):
-                found.append((command, hardware, platform, str(step.get("label", ""))))
+                found += [(command, hardware, platform, str(step.get("label", "")))
+                          for hardware, platform in places]
     return found
 
 
