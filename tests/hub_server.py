@@ -27,7 +27,7 @@ class FakeHub:
     requests: list[str] = field(default_factory=list)
     url: str = ""
 
-    def __enter__(self) -> "FakeHub":
+    def __enter__(self) -> FakeHub:
         hub = self
 
         class Handler(BaseHTTPRequestHandler):

@@ -135,7 +135,7 @@ def test_pattern_outside_the_fingerprint_path_is_counted(capsys, cache, rules_di
                                 "docs/notes.md": "see def fixed_helper( in thing.py"})
     code, out = run(capsys, str(cache), "--rules-dir", str(rules_dir), "--jobs", "1")
     assert code == 0
-    line = next(l for l in out.splitlines() if l.strip().startswith("HW999#0:"))
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("HW999#0:"))
     assert "0.4.0 (2)" in line  # the .so is not read; the fingerprint file is not counted
     assert "0.3.0" not in line
     assert "vllm/utils/copy_of_helper.py" in out
@@ -271,7 +271,7 @@ def test_versions_and_select_filter(capsys, cache, rules_dir):
     code, out = run(capsys, str(cache), "--rules-dir", str(rules_dir), "--versions",
                     "0.2.0,0.3.0", "--jobs", "1")
     assert code == 0
-    assert [l.split()[0] for l in out.splitlines() if l[:1].isdigit()] == ["0.2.0", "0.3.0"]
+    assert [ln.split()[0] for ln in out.splitlines() if ln[:1].isdigit()] == ["0.2.0", "0.3.0"]
     code, out = run(capsys, str(cache), "--rules-dir", str(rules_dir), "--select", "SPEC",
                     "--jobs", "1")
     assert code == 0 and "HW999" not in out

@@ -50,9 +50,9 @@ def test_bad_inputs_raise_input_error(tmp_path):
         collect_facts(offline(log=tmp_path / "absent.txt"))
     with pytest.raises(InputError, match="no such report file"):
         collect_facts(offline(report=tmp_path / "absent.txt"))
+    bad = tmp_path / "config.json"
+    bad.write_text("{")
     with pytest.raises(InputError, match="not valid JSON"):
-        bad = tmp_path / "config.json"
-        bad.write_text("{")
         collect_facts(offline(model_config=bad))
     with pytest.raises(InputError, match="only one of"):
         collect_facts(offline(serve_string="vllm serve m", serve_tokens=["vllm", "serve", "m"]))
@@ -75,7 +75,7 @@ def test_crashed_collectors_are_recorded_not_raised(monkeypatch):
         "installed packages: RuntimeError: metadata is broken",
         "GPUs (NVML): RuntimeError: metadata is broken"]
     assert facts.value("model.num_attention_heads") == 64  # the others went on
-    status = dict((s.title, section_status(facts, s)) for s in SECTIONS)
+    status = {s.title: section_status(facts, s) for s in SECTIONS}
     assert status["Stack"][0] == FAIL and "crashed" in status["Stack"][1]
 
 

@@ -101,7 +101,7 @@ class FakeNVML:
     def nvmlDeviceGetCudaComputeCapability(self, handle):
         h = handle
         if h.kind == "mig":
-            raise NVMLError_NotSupported()
+            raise NVMLError_NotSupported
         return tuple(h.cc)
 
     def nvmlDeviceGetMemoryInfo(self, handle, version=None):
@@ -111,7 +111,7 @@ class FakeNVML:
 
     def _maybe(self, value):
         if value == "unsupported":
-            raise NVMLError_NotSupported()
+            raise NVMLError_NotSupported
         return value
 
     def nvmlDeviceGetMigMode(self, device):
@@ -126,7 +126,7 @@ class FakeNVML:
     def nvmlDeviceGetNvLinkState(self, device, link):
         links = getattr(device, "nvlinks", [])
         if link >= len(links):
-            raise NVMLError_InvalidArgument()
+            raise NVMLError_InvalidArgument
         return 1
 
     def nvmlDeviceGetNvLinkRemotePciInfo(self, device, link):

@@ -108,7 +108,7 @@ def test_nested_text_config_is_named_in_the_source():
 def test_explicit_config_missing_or_invalid(tmp_path):
     with pytest.raises(InputError, match="no such file"):
         collect_model(Facts(), tmp_path / "absent.json")
-    with pytest.raises(InputError, match="no config.json"):
+    with pytest.raises(InputError, match=r"no config\.json"):
         collect_model(Facts(), tmp_path)
     bad = tmp_path / "config.json"
     bad.write_text("{not json")

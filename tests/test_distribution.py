@@ -10,7 +10,6 @@ GitHub Action: tests/test_action.py):
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import re
 import shutil

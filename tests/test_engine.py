@@ -185,7 +185,7 @@ def test_duplicate_codes_rejected(tmp_path):
 @given(st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),
     lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.sampled_from(sorted(rule_data()) + ["fact", "all", "any", "not", "eq", "events"]),
+    | st.dictionaries(st.sampled_from([*sorted(rule_data()), "fact", "all", "any", "not", "eq", "events"]),
                       children, max_size=6),
     max_leaves=25,
 ))
@@ -291,7 +291,6 @@ def test_log_signature_applies_and_evidence_shown():
 
 
 def test_unversioned_rule_applies_on_conditions_alone():
-    rule = make_rule(affected=None)
     rule_no_affected, _ = parse_rule({k: v for k, v in rule_data().items() if k != "affected"}, Path("MODEL901.yaml"))
     assert evaluate_rule(rule_no_affected, facts_of(**BASE)).verdict == APPLIES
 

@@ -35,7 +35,7 @@ def test_schema_lists_every_fact_in_text_and_json():
     assert by_path["release.quant.method"]["written_by"] == ["facts/release_kernels.py"]
     text = doctor("facts", "--schema").stdout
     for path, spec in FACTS.items():
-        assert re.search(rf"^  {re.escape(path)}  \[{spec.type}", text, re.M), path
+        assert re.search(rf"^  {re.escape(path)}  \[{spec.type}", text, re.MULTILINE), path
     bad = doctor("facts", "--schema", "--format", "sarif")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 

@@ -62,7 +62,7 @@ def _exercise(line) -> None:
     facts.to_json()
     for edits in ({}, {"tensor-parallel-size": 1}, {"compilation-config.cudagraph_mode": "NONE"},
                   {"enforce-eager": False, "speculative-config": {"method": "ngram"}}):
-        text = render_command(line, set=edits, remove=["port", "speculative-config.model"])
+        text = render_command(line, changes=edits, remove=["port", "speculative-config.model"])
         try:
             again = parse_serve_string(text)  # what we render must parse again
         except InputError:
@@ -259,7 +259,8 @@ def _vllm_parser(module):
         names = [f"--{name}", *spec.aliases]
         kwargs: dict = {"dest": "opt_" + name.replace("-", "_"), "default": None}
         dests[kwargs["dest"]] = name
-        conv = (lambda value, s=spec: _convert(f"--{s.name}", s, value))
+        def conv(value, s=spec):
+            return (_convert(f"--{s.name}", s, value))
         if spec.kind == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction
         elif spec.kind == "flag":
@@ -334,12 +335,9 @@ def test_differential_against_vllm_parser(words, model_first):
     assert ours is not None, (argv, ours_error)
     assert not ours.unknown_flags, (argv, ours.unknown_flags)
     theirs = {dests[k]: v for k, v in vars(ns).items() if k in dests and v is not None}
-    if "model" in theirs:
-        theirs_model = ns.model_tag or theirs.pop("model")
-    else:
-        theirs_model = ns.model_tag
+    theirs_model = ns.model_tag or theirs.pop("model") if "model" in theirs else ns.model_tag
     assert ours.model == theirs_model, argv
-    ours_options = {k: v for k, v in ours.options.items()}
+    ours_options = dict(ours.options.items())
     assert ours_options == theirs, argv
 
 

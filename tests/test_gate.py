@@ -18,7 +18,6 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
 from test_cli_check import RULES, doctor
 
 HERE = Path(__file__).parent
@@ -345,8 +344,8 @@ def test_pyproject_configuration_is_found_upward_and_the_command_line_wins(tmp_p
     run = doctor(*UNDECIDED, cwd=sub)
     assert run.returncode == 1, run.stderr  # strict from the file: undecided errors fail
     data = json.loads(run.stdout)
-    assert data["summary"]["rules_checked"] == len([c for c in json.loads(
-        doctor("rules", "list", "--format", "json", "--select", "MEM,ENV").stdout)])
+    assert data["summary"]["rules_checked"] == len(list(json.loads(
+        doctor("rules", "list", "--format", "json", "--select", "MEM,ENV").stdout)))
     # the command line wins over each key
     run = doctor(*HEALTHY, "--no-strict", "--format", "text", "--select", "HW", cwd=sub)
     assert run.returncode == 0 and run.stdout.startswith("[")

@@ -24,12 +24,19 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 
-import bad_inputs  # noqa: E402
+import bad_inputs
 
-from vllm_doctor import bounds, yaml_io  # noqa: E402
-from vllm_doctor.cli import main  # noqa: E402
-from vllm_doctor.errors import InputError  # noqa: E402
-from vllm_doctor.redact import REDACTED, is_secret_name, redact_text, redact_value, redact_words, shell_words  # noqa: E402,E501
+from vllm_doctor import bounds, yaml_io
+from vllm_doctor.cli import main
+from vllm_doctor.errors import InputError
+from vllm_doctor.redact import (
+    REDACTED,
+    is_secret_name,
+    redact_text,
+    redact_value,
+    redact_words,
+    shell_words,
+)
 
 CASES = bad_inputs.cases()
 KINDS = sorted({c.kind for c in CASES})
@@ -229,7 +236,7 @@ def test_fifo_and_sparse_files_are_refused_without_reading(tmp_path):
     sparse = tmp_path / "big"
     with open(sparse, "wb") as handle:
         handle.truncate(4 << 30)
-    with pytest.raises(InputError, match="at most 64.0 MiB"):
+    with pytest.raises(InputError, match=r"at most 64\.0 MiB"):
         bounds.read_bytes(sparse, "log file", "log")
 
 

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from hub_server import FakeHub, Repo, safetensors_file
 
 HERE = Path(__file__).parent

@@ -15,8 +15,13 @@ import pytest
 from vllm_doctor.engine.conditions import compile_condition, possible_versions_satisfy
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts import derived
-from vllm_doctor.facts.hardware import (TargetHardware, apply_target_hardware,
-                                        driver_cuda_version, infer_hardware, resolve_gpu)
+from vllm_doctor.facts.hardware import (
+    TargetHardware,
+    apply_target_hardware,
+    driver_cuda_version,
+    infer_hardware,
+    resolve_gpu,
+)
 from vllm_doctor.facts.model import Facts, Source
 
 HERE = Path(__file__).parent
@@ -33,11 +38,10 @@ def doctor(*args: str):
 
 
 def model_facts(weights: int = 16_060_522_496) -> Facts:
-    facts = Facts.from_flat({
+    return Facts.from_flat({
         "model.num_hidden_layers": 32, "model.num_key_value_heads": 8, "model.head_dim": 128,
         "model.dtype": "bfloat16", "model.weights_bytes": weights,
         "model.max_position_embeddings": 131072, "serve.tensor_parallel_size": 1})
-    return facts
 
 
 @pytest.mark.parametrize("driver, cuda", [

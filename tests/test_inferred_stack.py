@@ -8,14 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from test_inferred_hardware import doctor
 
 from vllm_doctor.engine.conditions import compile_condition
 from vllm_doctor.engine.over_releases import spans
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.release import collect_release
 from vllm_doctor.facts.stack import infer_stack
-
-from test_inferred_hardware import doctor
 
 HERE = Path(__file__).parent
 

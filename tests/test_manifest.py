@@ -114,7 +114,7 @@ def test_unresolved_references_are_undecided_never_guessed():
     assert facts.value("serve.max_model_len") == 16384  # $(MAX_LEN) from the container's env
     assert facts.value("serve.enforce_eager") is True
     for path in ("serve.tensor_parallel_size", "serve.world_size", "serve.model"):
-        assert path not in facts and "${TP_SIZE}" in (facts.why_missing(path) or "") or \
+        assert (path not in facts and "${TP_SIZE}" in (facts.why_missing(path) or "")) or \
             path == "serve.model"
     assert "vllm.version" not in facts and "latest" in facts.why_missing("vllm.version")
 

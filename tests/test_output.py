@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
 from test_cli_check import doctor
 
 HERE = Path(__file__).parent

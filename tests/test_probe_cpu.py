@@ -39,8 +39,8 @@ def check_cpu_results(res, world=2):
     assert m["fix_slice_allreduce_rel_err"] < m["tolerance_rel"]
     assert m["fix_allgather_extra_bytes_per_rank"] == (4096 - shard) * 64 * 2
     assert m["allgather_busbw_gbps"] == pytest.approx(m["allgather_algbw_gbps"] * (world - 1) / world, abs=0.02)
-    assert re.fullmatch(r"a and b must have same reduction dim, but got \[s\d+, s\d+\] X \[%d, 64\]\."
-                        % (512 // world), m["compile"]["error"])
+    assert re.fullmatch(r"a and b must have same reduction dim, but got \[s\d+, s\d+\] X "
+                        rf"\[{512 // world}, 64\]\.", m["compile"]["error"])
     assert soft.rules_confirmed == ["MODEL001"]
     assert len(soft.ranks) == world
 
@@ -113,7 +113,7 @@ def test_every_probe_module_has_its_functions():
 
     for spec in BY_NAME.values():
         module = importlib.import_module(f"vllm_doctor.probes.{spec.module}")
-        assert callable(getattr(module, "run_" + spec.name.replace("-", "_"), None) or getattr(module, "run"))
+        assert callable(getattr(module, "run_" + spec.name.replace("-", "_"), None) or module.run)
         for part in spec.parts:
             assert callable(getattr(module, "part_" + part.name))
 

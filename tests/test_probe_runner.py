@@ -198,7 +198,7 @@ def test_interrupt_kills_every_worker_and_part(tmp_path, sig):
     proc = subprocess.Popen([sys.executable, "-m", "vllm_doctor", "probe", "--device", "cpu", "--tp", "2",
                              "--only", "selftest-part,selftest-sleep", "--timeout", "60"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=default_signals)
+                            preexec_fn=default_signals)  # noqa: PLW1509 - no threads yet
     wait_until_asleep(proc, lambda: tmp_path, seconds=20)
     pids = pids_in(tmp_path)
     assert len(pids) >= 3  # two ranks and the isolated part
@@ -222,7 +222,7 @@ def test_killing_the_doctor_outright_leaves_no_worker_and_no_directory(tmp_path,
     proc = subprocess.Popen([sys.executable, "-m", "vllm_doctor", "probe", "--device", "cpu", "--tp", "2",
                              "selftest-part", "selftest-sleep", "--timeout", "60"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            preexec_fn=default_signals)
+                            preexec_fn=default_signals)  # noqa: PLW1509 - no threads yet
     run_dir = wait_until_asleep(proc, lambda: next(tmp.glob("vllm-doctor-probe-*"), None), seconds=30)
     pids = pids_in(run_dir)
     assert len(pids) >= 3 and all(pid_alive(p) for p in pids)  # two ranks and the isolated part

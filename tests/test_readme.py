@@ -19,7 +19,7 @@ from test_cli_check import doctor
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 EXAMPLES = ROOT / "vllm_doctor" / "examples"
-BLOCK = re.compile(r"(<!-- readme-output: (?P<args>[^>]+?) -->\n```\n)(?P<body>.*?)(```)", re.S)
+BLOCK = re.compile(r"(<!-- readme-output: (?P<args>[^>]+?) -->\n```\n)(?P<body>.*?)(```)", re.DOTALL)
 TIMING = re.compile(r"in \d+\.\d+ s\)")
 
 
@@ -54,7 +54,7 @@ def test_readme_names_no_stale_rule_count_or_fix_version():
     assert "0.24.0 or later" not in readme
 
 
-DEVICE_BLOCK = re.compile(r"<!-- device-output: (?P<path>[^ ]+) -->\n```\n(?P<body>.*?)```", re.S)
+DEVICE_BLOCK = re.compile(r"<!-- device-output: (?P<path>[^ ]+) -->\n```\n(?P<body>.*?)```", re.DOTALL)
 
 
 def test_readme_device_excerpts_are_recorded_output():

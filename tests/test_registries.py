@@ -11,20 +11,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_cli_check import doctor
+from test_release_facts import facts_for, verdict
 
 from vllm_doctor import knowledge
 from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED
 from vllm_doctor.engine.loader import load_rule_file
 from vllm_doctor.engine.logmatch import scan_log
 
-from test_cli_check import doctor
-from test_release_facts import facts_for, verdict
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools" / "extractors"))
 import parsers as parsers_extractor  # noqa: E402
 import speculative as speculative_extractor  # noqa: E402
-
 
 # -- the tables ---------------------------------------------------------------------------
 

@@ -16,7 +16,6 @@ from vllm_doctor.commands.check import _suggestions, render_document
 from vllm_doctor.engine.evaluate import evaluate_rules
 from vllm_doctor.engine.loader import load_rules
 from vllm_doctor.facts.model import Facts, Source
-from vllm_doctor.report import formats
 from vllm_doctor.report.document import CheckDocument, RuleBase
 
 HERE = Path(__file__).parent

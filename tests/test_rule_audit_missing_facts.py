@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from vllm_doctor import yaml_io
-from vllm_doctor.engine.cases import INPUT_KEYS, _write_tree as write_tree
+from vllm_doctor.engine.cases import INPUT_KEYS
+from vllm_doctor.engine.cases import _write_tree as write_tree
 from vllm_doctor.engine.evaluate import APPLIES, evaluate_rule
 from vllm_doctor.engine.loader import load_rules
 from vllm_doctor.facts.model import Facts

@@ -188,7 +188,7 @@ def test_validate_warns_on_a_range_the_error_catalogue_contradicts(tmp_path):
     eplb_rule(tmp_path / "late", "0.18.0")
     run = validate(tmp_path / "late")
     assert run.returncode == 0, run.stderr
-    (line,) = [l for l in run.stderr.splitlines() if l.startswith("warning: ")]
+    (line,) = [ln for ln in run.stderr.splitlines() if ln.startswith("warning: ")]
     assert "PAR902.yaml:signatures[0]" in line and "from 0.10.0" in line and "starts at 0.18.0" in line
     assert "enable_expert_parallel must be True to use EPLB" in line
     strict = validate(tmp_path / "late", "--strict")

@@ -539,13 +539,13 @@ def test_render_unchanged_keeps_everything():
 
 def test_render_replaces_in_place_keeping_spelling():
     line = parse_serve_string("vllm serve org/m -tp 2 --max_model_len=4096 --port 8000")
-    out = render_command(line, set={"tensor-parallel-size": 1, "max-model-len": 8192})
+    out = render_command(line, changes={"tensor-parallel-size": 1, "max-model-len": 8192})
     assert out == "vllm serve org/m -tp 1 --max_model_len=8192 --port 8000"
 
 
 def test_render_appends_new_flags_and_bools():
     line = parse_serve_string("vllm serve org/m --no-enforce-eager")
-    out = render_command(line, set={"enforce-eager": True, "enable-prefix-caching": False,
+    out = render_command(line, changes={"enforce-eager": True, "enable-prefix-caching": False,
                                     "kv-cache-dtype": "fp8"})
     assert out == ("vllm serve org/m --enforce-eager --no-enable-prefix-caching "
                    "--kv-cache-dtype fp8")
@@ -561,7 +561,7 @@ def test_render_removes_flags_in_every_form():
 def test_render_dotted_set_merges_into_json():
     line = parse_serve_string("vllm serve org/m --speculative-config.method mtp "
                               "--speculative-config.num_speculative_tokens 1 --port 1")
-    out = render_command(line, set={"speculative-config.num_speculative_tokens": 3})
+    out = render_command(line, changes={"speculative-config.num_speculative_tokens": 3})
     assert out == ("vllm serve org/m --speculative-config "
                    "'{\"method\": \"mtp\", \"num_speculative_tokens\": 3}' --port 1")
     again = parse_serve_string(out)
@@ -576,7 +576,7 @@ def test_render_moves_model_option_to_positional_and_keeps_env():
 
 def test_render_config_value_is_overridden_on_the_command_line():
     line = parse_serve_argv(["vllm", "serve", "--config", "serve.yaml"], cwd=FIXTURES)
-    out = render_command(line, set={"tensor-parallel-size": 2}, remove=["enforce-eager"])
+    out = render_command(line, changes={"tensor-parallel-size": 2}, remove=["enforce-eager"])
     assert out == "vllm serve --config serve.yaml --tensor-parallel-size 2 --no-enforce-eager"
 
 
@@ -591,7 +591,7 @@ def test_render_config_value_is_overridden_on_the_command_line():
 def test_render_round_trip(text):
     line = parse_serve_string(text)
     for edits in ({}, {"tensor-parallel-size": 4}, {"quantization": "fp8", "enforce-eager": True}):
-        again = parse_serve_string(render_command(line, set=edits))
+        again = parse_serve_string(render_command(line, changes=edits))
         expected = dict(line.options)
         expected.update(edits)
         assert again.options == expected
@@ -601,7 +601,7 @@ def test_render_round_trip(text):
 
 def test_render_output_is_shell_safe():
     line = parse_serve_string("vllm serve org/m")
-    out = render_command(line, set={"chat-template": "a b'c", "hf-overrides": {"x": [1, 2]}})
+    out = render_command(line, changes={"chat-template": "a b'c", "hf-overrides": {"x": [1, 2]}})
     words = shlex.split(out)
     assert words[-4:] == ["--chat-template", "a b'c", "--hf-overrides", '{"x": [1, 2]}']
 

@@ -5,6 +5,7 @@ bounded, secrets and control characters never printed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -174,7 +175,7 @@ def repo_with(tmp_path: Path, settings: str) -> Path:
     return repo
 
 
-@pytest.mark.parametrize("settings, lock", list(zip(SILENCING, ["flag", "env"] * 3)))
+@pytest.mark.parametrize("settings, lock", list(zip(SILENCING, ["flag", "env"] * 3, strict=True)))
 def test_a_locked_gate_ignores_what_a_repository_turns_off(tmp_path, settings, lock):
     repo = repo_with(tmp_path, settings)
     unlocked = run_cli(*GEMMA, "-q", cwd=repo)
@@ -310,10 +311,8 @@ def test_standard_input_past_the_log_limit_is_exit_2(command):
             proc.stdin.write(chunk)
     except BrokenPipeError:
         pass
-    try:
+    with contextlib.suppress(BrokenPipeError):
         proc.stdin.close()
-    except BrokenPipeError:
-        pass
     proc.stdin = None  # closed: communicate() only reads
     out, err = proc.communicate(timeout=120)
     run = subprocess.CompletedProcess(proc.args, proc.returncode, out.decode(), err.decode())
@@ -355,10 +354,8 @@ def test_one_long_line_in_a_report_is_read_in_linear_time(line):
 
     start = time.process_time()
     parse_report(text + "\n" + line + "\n", "report")
-    try:
+    with contextlib.suppress(InputError):  # alone it is no report: refused, and quickly
         parse_report(line + "\n", "report")
-    except InputError:  # alone it is no report: refused, and quickly
-        pass
     assert time.process_time() - start < 1.0
 
 
@@ -399,7 +396,7 @@ def test_a_forged_annotation_in_an_ignore_file_is_escaped_on_stderr(tmp_path):
     ignore = tmp_path / "ignore.yaml"
     ignore.write_text('ignore:\n  - {code: "HW0001\\n::error::forged", reason: "x"}\n'
                       '  - {code: MODEL001, reason: "old\\n::error::forged too", expires: 2001-01-01}\n')
-    code, out, err = in_process([*GEMMA, "--ignore-file", str(ignore)])
+    _code, out, err = in_process([*GEMMA, "--ignore-file", str(ignore)])
     for stream in (out, err):
         assert not [line for line in stream.splitlines() if line.startswith("::")], stream
     assert "\\n::ERROR::FORGED" in err  # codes are read in capitals

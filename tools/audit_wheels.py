@@ -37,10 +37,10 @@ import shlex
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable
 
 import yaml
 from packaging.version import InvalidVersion, Version
@@ -50,7 +50,7 @@ from vllm_doctor.engine.loader import rule_files
 from vllm_doctor.engine.rule import VersionRange
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/: the shared wheel reader
-from wheelsrc import wheel_version  # noqa: E402
+from wheelsrc import wheel_version
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = "vllm"
@@ -368,7 +368,7 @@ def run_audit(wheels: dict[Version, Path], rules: list[AuditRule], jobs: int = 1
     else:
         results = [audit_wheel(p, str(v), checked) for v, p in items]
     cells, outside, errors = {}, {}, []
-    for (version, _path), result in zip(items, results):
+    for (version, _path), result in zip(items, results, strict=True):
         if result.error:
             errors.append(result.error)
             continue
@@ -441,7 +441,7 @@ def render_text(audit: Audit) -> str:
     for version, code, cell in audit.mismatches:
         lines.append(f"MISMATCH {code} {version}: fingerprint says {cell.state}, ranges say "
                      f"{cell.expected} ({cell.evidence})")
-    for version, code, cell in audit.warnings:
+    for version, code, _cell in audit.warnings:
         lines.append(f"warning {code} {version}: ranges say affected, no fingerprint file")
     for error in audit.errors:
         lines.append(f"error: {error}")
@@ -497,7 +497,7 @@ def render_markdown(audit: Audit, command: str, problems: list[str]) -> str:
         for version, code, cell in audit.mismatches:
             out.append(f"- ✗ {code} {version}: fingerprint says {cell.state}, ranges say "
                        f"{cell.expected} ({cell.evidence})")
-        for version, code, cell in audit.warnings:
+        for version, code, _cell in audit.warnings:
             out.append(f"- ? {code} {version}: ranges say affected, no fingerprint file")
         for error in audit.errors:
             out.append(f"- error: {error}")

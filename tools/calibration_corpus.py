@@ -203,9 +203,9 @@ def from_release_help(root: Path, option_names: set[str]) -> list[dict]:
                         or _CODE.search(example):
                     continue
                 seen.add(example)
-                example = example.replace('\\"', '"')  # a Python string's escaped quotes
+                unescaped = example.replace('\\"', '"')  # a Python string's escaped quotes
                 entries.append({"release": tree.name,
-                                "command": f"vllm serve {HELP_MODEL} {example}",
+                                "command": f"vllm serve {HELP_MODEL} {unescaped}",
                                 "source": f"{rel} in the vllm {tree.name} wheel (help text "
                                           "example)"})
     return entries

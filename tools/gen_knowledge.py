@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import sys
 import time
 import traceback
@@ -48,10 +47,10 @@ if str(TOOLS) not in sys.path:
     sys.path.insert(0, str(TOOLS))
 
 from packaging.version import Version  # noqa: E402
+from wheelsrc import ReleaseSource, find_releases  # noqa: E402
 
 from vllm_doctor.knowledge import DATA_DIR  # noqa: E402
 from vllm_doctor.knowledge.ranges import dump, table  # noqa: E402
-from wheelsrc import ReleaseSource, find_releases  # noqa: E402
 
 EXTRACTORS_DIR = TOOLS / "extractors"
 RULES_DIR = REPO / "rules"
@@ -108,9 +107,9 @@ def run_release(version: str, location: str, extractor_paths: dict[str, str]
             out[kind] = (values, list(release.problems))
         except Exception as err:  # one release's odd layout never stops the others
             where = traceback.extract_tb(err.__traceback__)[-1]
-            out[kind] = (None, list(release.problems) + [
-                f"extractor failed: {type(err).__name__}: {err} "
-                f"({Path(where.filename).name}:{where.lineno})"])
+            out[kind] = (None, [*release.problems,
+                                f"extractor failed: {type(err).__name__}: {err} "
+                                f"({Path(where.filename).name}:{where.lineno})"])
     return out
 
 

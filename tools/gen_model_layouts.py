@@ -56,7 +56,7 @@ KV_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_grou
 
 def newest_vllm_source() -> Path:
     sys.path.insert(0, str(ROOT))
-    from tools.wheelsrc import find_releases  # noqa: E402
+    from tools.wheelsrc import find_releases
 
     newest = find_releases(WHEELS)[-1]
     src = WHEELS / "src" / str(newest.version) / "vllm"
@@ -82,7 +82,7 @@ def vllm_config_classes(vllm_src: Path) -> dict[str, dict[str, str]]:
                         getattr(stmt.targets[0], "id", None) == "attribute_map" and \
                         isinstance(stmt.value, ast.Dict):
                     by_class[cls.name] = {
-                        k.value: v.value for k, v in zip(stmt.value.keys, stmt.value.values)
+                        k.value: v.value for k, v in zip(stmt.value.keys, stmt.value.values, strict=True)
                         if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)}
             by_class.setdefault(cls.name, {})
     found: dict[str, dict[str, str]] = {}
@@ -103,7 +103,7 @@ def registry_architectures(vllm_src: Path) -> dict[str, str]:
     for node in tree.body:
         target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
         if getattr(target, "id", None) in REGISTRY_DICTS and isinstance(node.value, ast.Dict):
-            for key, value in zip(node.value.keys, node.value.values):
+            for key, value in zip(node.value.keys, node.value.values, strict=True):
                 if isinstance(key, ast.Constant):
                     module = value.elts[0].value if isinstance(value, ast.Tuple) and \
                         isinstance(value.elts[0], ast.Constant) else ""
@@ -164,8 +164,8 @@ def layouts(vllm_src: Path) -> dict:
             if path:
                 entry["text"] = path
         types[model_type] = entry  # an empty entry still says: the layout is known
-    for model_type, amap in vllm_config_classes(vllm_src).items():
-        amap = {k: v for k, v in amap.items() if k in FIELDS}
+    for model_type, all_aliases in vllm_config_classes(vllm_src).items():
+        amap = {k: v for k, v in all_aliases.items() if k in FIELDS}
         entry = types.setdefault(model_type, {})
         if amap:
             entry["aliases"] = amap
@@ -309,7 +309,7 @@ def _compact(value):
 
 
 def corpus(vllm_src: Path) -> tuple[list[dict], list[dict]]:
-    from transformers import AutoConfig, CONFIG_MAPPING
+    from transformers import CONFIG_MAPPING, AutoConfig
 
     known = list(CONFIG_MAPPING.keys())
     by_class = arch_to_model_type()
@@ -330,7 +330,7 @@ def corpus(vllm_src: Path) -> tuple[list[dict], list[dict]]:
         try:
             cfg = AutoConfig.for_model(model_type)
             data = _compact(cfg.to_dict())
-        except Exception as err:  # noqa: BLE001 - a class that cannot build its defaults
+        except Exception as err:
             not_covered.append({"architecture": arch, "reason":
                                 f"transformers {model_type} config has no usable defaults: "
                                 f"{type(err).__name__}: {str(err)[:120]}"})
@@ -339,7 +339,7 @@ def corpus(vllm_src: Path) -> tuple[list[dict], list[dict]]:
         data["model_type"] = model_type
         try:
             truth = oracle(data)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             not_covered.append({"architecture": arch, "reason": f"transformers cannot reload "
                                 f"its own {model_type} defaults: {type(err).__name__}"})
             continue
@@ -350,7 +350,7 @@ def corpus(vllm_src: Path) -> tuple[list[dict], list[dict]]:
         data = json.loads(path.read_text(encoding="utf-8"))
         try:
             truth = oracle(data)
-        except Exception:  # noqa: BLE001 - a model type newer than transformers
+        except Exception:
             truth = {}
         for arch in data.get("architectures") or [None]:
             lines.append({"name": path.parent.name, "architecture": arch,

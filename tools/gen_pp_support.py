@@ -25,7 +25,6 @@ import argparse
 import ast
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 import yaml
@@ -234,13 +233,13 @@ def registry_table(registry_path: Path) -> dict[str, tuple[str, str]]:
     if merged is None:
         raise SystemExit(f"{registry_path}: no _VLLM_MODELS")
     table: dict[str, tuple[str, str]] = {}
-    for key, value in zip(merged.keys, merged.values):
+    for key, value in zip(merged.keys, merged.values, strict=True):
         if key is not None or not isinstance(value, ast.Name):
             continue
         part = dicts.get(value.id)
         if part is None:
             continue
-        for k, v in zip(part.keys, part.values):
+        for k, v in zip(part.keys, part.values, strict=True):
             try:
                 arch = ast.literal_eval(k) if k is not None else None
                 mod_cls = ast.literal_eval(v)

@@ -164,5 +164,5 @@ lines = json.dumps({k: v for k, v in data.items() if k != "families"}, indent=1)
 body = ",\n".join("  " + json.dumps(e, separators=(", ", ": ")) for e in entries)
 out = lines + ',\n "families": [\n' + body + "\n ]\n}\n"
 json.loads(out)
-open(OUT, "w").write(out)
+OUT.write_text(out)
 print(len(entries))

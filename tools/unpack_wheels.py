@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wheelsrc import PACKAGE, wheel_version  # noqa: E402
+from wheelsrc import PACKAGE, wheel_version
 
 KEEP = {"py", "json", "yaml", "txt", "jinja"}
 MAX_BYTES = 8 << 20

@@ -10,9 +10,9 @@ from __future__ import annotations
 import ast
 import fnmatch
 import zipfile
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
@@ -94,7 +94,7 @@ class ReleaseSource:
     def metadata(self) -> str | None:
         """The wheel's METADATA (Requires-Dist carries the pins)."""
         if self.location.is_file():
-            self.names  # opens the zip
+            _ = self.names  # opens the zip
             assert self._zip is not None
             for n in self._zip.namelist():
                 if n.endswith(".dist-info/METADATA"):

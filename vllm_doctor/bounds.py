@@ -229,9 +229,8 @@ def _check_scalar(value: Any) -> None:
         if not -MAX_INT - 1 <= value <= MAX_INT:
             raise ValueBoundsError(f"has an integer out of range ({str(value)[:12]}…, more than "
                                    "64 bits)")
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueBoundsError(f"has a number that is not finite ({value})")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueBoundsError(f"has a number that is not finite ({value})")
 
 
 def _reject_constant(name: str) -> Any:

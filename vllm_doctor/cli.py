@@ -13,8 +13,17 @@ import sys
 import typer
 
 from vllm_doctor import __version__
-from vllm_doctor.errors import (say, DEBUG_HINT, EXIT_BAD_INPUT, EXIT_INTERNAL, DoctorError,
-                                InputError, debug_enabled, describe, set_debug)
+from vllm_doctor.errors import (
+    DEBUG_HINT,
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    DoctorError,
+    InputError,
+    debug_enabled,
+    describe,
+    say,
+    set_debug,
+)
 
 try:  # newer typer vendors click as typer._click; older typer uses click itself
     from typer._click import exceptions as click_exceptions  # type: ignore[import-not-found]
@@ -34,7 +43,7 @@ app = typer.Typer(
 def _version_callback(value: bool) -> None:
     if value:
         typer.echo(f"vllm-doctor {__version__}")
-        raise typer.Exit()
+        raise typer.Exit
 
 
 @app.callback()
@@ -76,7 +85,7 @@ def _one_line(text: str) -> str:
     return " ".join(redact_text(str(text)).split())
 
 
-def _serve_option_hint(err: "click_exceptions.NoSuchOption", args: list[str]) -> str | None:
+def _serve_option_hint(err: click_exceptions.NoSuchOption, args: list[str]) -> str | None:
     """For an unknown option of a command that takes a serve line: when a word before `--` is
     a `vllm serve` option (``--tensor-parallel-size``, ``-tp``), say where it belongs."""
     command = err.ctx.command if err.ctx is not None else None

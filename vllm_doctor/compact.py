@@ -19,8 +19,9 @@ import hashlib
 import marshal
 import os
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 LAYOUT = 1  # bump when a cached value's shape changes
 

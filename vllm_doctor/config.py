@@ -97,7 +97,7 @@ class Config:
             off.append("fail-on = never (the exit code)")
         return off
 
-    def lock(self) -> "Config":
+    def lock(self) -> Config:
         """This file's settings without the keys that choose rules and the threshold."""
         if self.path is None:
             return self

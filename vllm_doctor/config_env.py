@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from vllm_doctor.config import _KEYS, Config
 from vllm_doctor.errors import InputError

@@ -18,8 +18,8 @@ import contextlib
 import os
 import re
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 # Characters that steer a terminal or a CI log rather than show: C0 and C1 controls (ESC
 # starts terminal sequences; a newline starts a line GitHub reads as `::error …`), the Unicode
@@ -85,7 +85,7 @@ class Crash:
     traceback: str     # for --debug
 
     @classmethod
-    def of(cls, step: str, err: BaseException) -> "Crash":
+    def of(cls, step: str, err: BaseException) -> Crash:
         return cls(step, describe(err), "".join(traceback.format_exception(err)))
 
     def line(self) -> str:
@@ -107,7 +107,7 @@ _debug = False
 
 
 def set_debug(enabled: bool) -> None:
-    global _debug
+    global _debug  # noqa: PLW0603 - the one process-wide switch, set once from --debug
     _debug = enabled
 
 
@@ -124,8 +124,7 @@ def step(name: str) -> Iterator[None]:
         raise
     except Exception as err:
         if not hasattr(err, "doctor_step"):
-            try:
+            # some built-in exceptions take no attributes
+            with contextlib.suppress(AttributeError):
                 err.doctor_step = name  # type: ignore[attr-defined]
-            except AttributeError:  # some built-in exceptions take no attributes
-                pass
         raise

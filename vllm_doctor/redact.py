@@ -23,7 +23,8 @@ from __future__ import annotations
 import functools
 import re
 import shlex
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 REDACTED = "<redacted>"
 
@@ -119,13 +120,13 @@ def redact_strings(value: Any) -> Any:
         return value if all(cleaned[k] is v for k, v in value.items()) else cleaned
     if isinstance(value, (list, tuple)):
         items = [redact_strings(v) for v in value]
-        return value if all(a is b for a, b in zip(items, value)) else type(value)(items)
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else type(value)(items)
     return value
 
 
 # --- command words --------------------------------------------------------------------------
 
-_ENV_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+_ENV_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 # the variables vLLM and the hub read the same secret from
 _OPTION_VARIABLE = {"hf-token": "HF_TOKEN", "api-key": "VLLM_API_KEY"}
 

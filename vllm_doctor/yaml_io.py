@@ -88,8 +88,8 @@ def _load(text: str, loader: type, everything: bool = False) -> Any:
     _check_size(text)
     try:
         if everything:
-            return list(yaml.load_all(text, Loader=loader))  # noqa: S506 - a safe loader
-        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+            return list(yaml.load_all(text, Loader=loader))
+        return yaml.load(text, Loader=loader)
     except RecursionError:
         raise YAMLBoundsError("nested too deeply") from None
     except (TypeError, ValueError) as err:  # e.g. a mapping key that cannot be hashed

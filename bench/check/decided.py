@@ -46,7 +46,7 @@ def verdicts(tree: Path, args: list[str]) -> dict[str, str]:
     doc = json.loads(run.stdout)
     out = {f["code"]: f"applies ({f['severity']})" for f in doc["findings"]}
     out.update({f["code"]: "undecided" for f in doc["undecided"]})
-    out.update({code: "does not apply" for code in doc["not_applicable"]})
+    out.update(dict.fromkeys(doc["not_applicable"], "does not apply"))
     return out
 
 

@@ -101,7 +101,7 @@ def breakdown(log: Path) -> list[str]:
     step("build the catalogue matchers", logmatch.load_catalogue)
     report = step("scan + match (first run)", lambda: analyse_log(text, rules))
     step("scan + match (again)", lambda: analyse_log(text, rules))
-    steps.append(f"catalogue: {sum(1 for _ in table.keys())} messages over {len(table.releases)} "
+    steps.append(f"catalogue: {len(table)} messages over {len(table.releases)} "
                  f"releases; named: {[m.hit.key[:60] for m in report.messages]}; "
                  f"rules: {[r.code for r, *_ in report.rule_hits]}")
     return steps

@@ -32,7 +32,7 @@ def commands() -> dict[str, list[str]]:
     doctor = shutil.which("vllm-doctor")
     cli = [doctor] if doctor else [sys.executable, "-m", "vllm_doctor"]
     return {
-        "vllm-doctor facts --format json": cli + ["facts", "--format", "json"],
+        "vllm-doctor facts --format json": [*cli, "facts", "--format", "json"],
         "python -m torch.utils.collect_env": [sys.executable, "-m", "torch.utils.collect_env"],
         "python -c pass (interpreter start-up)": [sys.executable, "-c", "pass"],
     }

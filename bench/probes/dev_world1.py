@@ -33,7 +33,7 @@ def main() -> None:
         t = time.perf_counter()
         try:
             res = mod.run(ctx)
-        except Exception:  # noqa: BLE001
+        except Exception:
             traceback.print_exc()
             continue
         print(mod.__name__, f"{time.perf_counter() - t:.2f}s", json.dumps(res, default=str)[:1500])

@@ -11,6 +11,7 @@ initialisation took, and when it finished, all in seconds since the launch.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -71,10 +72,8 @@ def main() -> int:
         ranks = []
         for text in outs:
             for line in text.splitlines():
-                try:
+                with contextlib.suppress(ValueError):
                     ranks.append(json.loads(line))
-                except ValueError:
-                    pass
         print(json.dumps({"elapsed_s": round(elapsed, 3), "ranks": ranks}))
     else:
         print(f"{elapsed:.3f}")

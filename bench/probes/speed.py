@@ -18,7 +18,7 @@ isolated sub-checks' own times, and the floor ranks' import and NCCL times.
 from __future__ import annotations
 
 import argparse
-import datetime
+import datetime as dt
 import json
 import os
 import statistics
@@ -93,7 +93,7 @@ def main() -> int:
     env = dict(os.environ, PYTHONPATH=args.root, VLLM_DOCTOR_CACHE_DIR=cache)
     floor_cmd = [sys.executable, os.path.join(HERE, "floor.py"), "--nproc", str(args.nproc), "--json"]
     warm_cmd = [sys.executable, "-m", "vllm_doctor", "probe", "--tp", str(args.nproc), "--format", "json"]
-    cold_cmd = warm_cmd + ["--no-cache"]
+    cold_cmd = [*warm_cmd, "--no-cache"]
 
     def floor() -> tuple[float, dict]:
         t, code, text = timed(floor_cmd, env, args.root)
@@ -107,7 +107,7 @@ def main() -> int:
         t, code, text = timed(cmd, dict(env, **(extra or {})), args.root)
         return round(t, 3), code, summarise_probe(text)
 
-    doc: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    doc: dict = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                  "label": args.label, "root": args.root, "nproc": args.nproc,
                  "floor_cmd": " ".join(floor_cmd[1:]), "warm_cmd": " ".join(warm_cmd[1:]),
                  "cold_cmd": " ".join(cold_cmd[1:])}

@@ -12,8 +12,9 @@ or executed.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from _static import TORCH_DTYPES, body_without_docstring, three_valued
 
@@ -66,7 +67,7 @@ class Interp:
 
     def _block(self, stmts: list[ast.stmt], env: dict[str, Any], results: list[Any]) -> bool:
         """Runs statements; returns False when every path returned."""
-        for i, stmt in enumerate(stmts):
+        for stmt in stmts:
             if isinstance(stmt, ast.Return):
                 results.append(self.eval(stmt.value, env) if stmt.value is not None else None)
                 return False
@@ -127,11 +128,11 @@ class Interp:
             return None
         try:
             return bool(value)
-        except Exception:  # noqa: BLE001 - anything odd is unknown
+        except Exception:
             return None
 
     # -- expressions ---------------------------------------------------------------------
-    def eval(self, node: ast.AST, env: dict[str, Any]) -> Any:  # noqa: C901 - a dispatcher
+    def eval(self, node: ast.AST, env: dict[str, Any]) -> Any:
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
@@ -197,7 +198,7 @@ class Interp:
             return UNKNOWN
         if isinstance(node, ast.Compare):
             left = self.eval(node.left, env)
-            for op, comp in zip(node.ops, node.comparators):
+            for op, comp in zip(node.ops, node.comparators, strict=True):
                 right = self.eval(comp, env)
                 result = _compare(op, left, right)
                 if result is not True:
@@ -261,7 +262,7 @@ class Interp:
                 if target is not None:
                     params = [a.arg for a in target.args.args if a.arg not in ("cls", "self")]
                     sub_env = dict(env)
-                    for p, a in zip(params, node.args):
+                    for p, a in zip(params, node.args, strict=False):
                         sub_env[p] = self.eval(a, env)
                     self.depth += 1
                     try:
@@ -288,7 +289,7 @@ class _Maybe:
 def _same(a: Any, b: Any) -> bool:
     try:
         return a is not UNKNOWN and b is not UNKNOWN and type(a) is type(b) and a == b
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 

@@ -8,8 +8,10 @@ with the source text that decided it, so the tables record why instead of guessi
 from __future__ import annotations
 
 import ast
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 # torch dtype attribute -> the name vLLM users write (--dtype / config.json torch_dtype)
 TORCH_DTYPES = {
@@ -306,8 +308,6 @@ class ClassFinder:
         for node in cls.body:  # class-level constants read as bare names by the method
             if isinstance(node, ast.Assign) and len(node.targets) == 1 \
                     and isinstance(node.targets[0], ast.Name):
-                try:
+                with contextlib.suppress(ValueError, TypeError, SyntaxError):
                     names[node.targets[0].id] = ast.literal_eval(node.value)
-                except (ValueError, TypeError, SyntaxError):
-                    pass
         return names

@@ -31,9 +31,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _interp import UNKNOWN, Cap, Interp, _Enum, enum_items  # noqa: E402
-from _static import (  # noqa: E402
-    ClassFinder, Unresolved, class_attribute, evaluate, find_class, module_constants,
+from _interp import UNKNOWN, Cap, Interp, _Enum, enum_items
+from _static import (
+    ClassFinder,
+    Unresolved,
+    class_attribute,
+    evaluate,
+    find_class,
+    module_constants,
     returned_constant,
 )
 
@@ -160,7 +165,7 @@ def _predicate(finder: ClassFinder, file: str, cls: ast.ClassDef, method: str,
         return sub[2] if sub else None
 
     params = [a.arg for a in fn.args.args if a.arg not in ("cls", "self")]
-    env = {p: UNKNOWN for p in params}
+    env = dict.fromkeys(params, UNKNOWN)
     if params:
         env[params[0]] = bind["value"]
     if "__capability__" in bind:
@@ -308,7 +313,7 @@ def _priorities(release, problems: list[str]) -> dict[str, Any]:
         params = [a.arg for a in fn.args.args]
         for mla in (False, True):
             for c in CAPABILITIES:
-                env = {p: UNKNOWN for p in params}
+                env = dict.fromkeys(params, UNKNOWN)
                 env["use_mla"] = mla
                 env["device_capability"] = Cap(c // 10, c % 10)
                 values = Interp(env, module_constants(tree)).run(fn)
@@ -393,7 +398,7 @@ def extract(release) -> dict[str, Any]:
     return out
 
 
-__all__ = ["KIND", "META", "extract", "_Enum"]
+__all__ = ["KIND", "META", "_Enum", "extract"]
 
 
 # -- audit against the curated rules ---------------------------------------------------------

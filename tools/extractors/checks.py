@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _static import guarded_raises  # noqa: E402
+from _static import guarded_raises
 
 KIND = "checks"
 # id -> the literal text the release's message carries

@@ -155,7 +155,7 @@ def _trim(text: str) -> str:
 def _unparse(node: ast.AST) -> str:
     try:
         return ast.unparse(node)
-    except Exception:  # noqa: BLE001 - a node ast cannot print gives no condition, not a crash
+    except Exception:
         return ""
 
 
@@ -316,7 +316,7 @@ def extract(release) -> dict[str, Any]:
             continue
         found, file_skipped = messages_in(text)
         skipped.update(file_skipped)
-        for kind, cls, template, func, cond in found:
+        for _kind, cls, template, func, cond in found:
             entry = entries.setdefault(f"{cls}: {template}", {"sites": []})
             site = [rel, func, cond]
             if site not in entry["sites"]:

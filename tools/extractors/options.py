@@ -61,7 +61,7 @@ HUMAN_INT_FIELDS = {
 }
 BUILTIN_SIMPLE = {"bool", "int", "float", "str", "dict", "list", "tuple", "set", "None"}
 _DEPRECATED_HELP = re.compile(r"\[DEPRECATED\]|\bis deprecated\b|\bdeprecated and will be removed",
-                              re.I)
+                              re.IGNORECASE)
 
 
 class Package:
@@ -116,7 +116,7 @@ class Package:
         if name in self._aliases:
             return self._aliases[name]
         found = None
-        pattern = re.compile(rf"^{re.escape(name)}\s*(:[^=]*)?=", re.M)
+        pattern = re.compile(rf"^{re.escape(name)}\s*(:[^=]*)?=", re.MULTILINE)
         for rel in self.files():
             text = self.text(rel)
             if not pattern.search(text) and f"type {name}" not in text:
@@ -129,12 +129,12 @@ class Package:
                     t = node.targets[0]
                     if isinstance(t, ast.Name) and t.id == name:
                         found = node.value
-                if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                    if node.target.id == name and node.value is not None:
-                        found = node.value
-                if hasattr(ast, "TypeAlias") and isinstance(node, getattr(ast, "TypeAlias")):
-                    if node.name.id == name:
-                        found = node.value
+                if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                        and node.target.id == name and node.value is not None):
+                    found = node.value
+                if (hasattr(ast, "TypeAlias") and isinstance(node, ast.TypeAlias)
+                        and node.name.id == name):
+                    found = node.value
                 if found is not None:
                     break
             if found is not None:
@@ -153,7 +153,7 @@ class Package:
         for node in cls.body:
             if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 ann = ast.unparse(node.annotation)
-                if ann.startswith("ClassVar") or ann.startswith("InitVar"):
+                if ann.startswith(("ClassVar", "InitVar")):
                     continue
                 out[node.target.id] = node
         return out
@@ -253,7 +253,7 @@ class Package:
                     return self.hints(alias.args[1], depth + 1)
                 if fn.endswith("TypeAliasType") and len(alias.args) > 1:
                     return self.hints(alias.args[1], depth + 1)
-                if fn.endswith("TypeVar") or fn.endswith("NewType"):
+                if fn.endswith(("TypeVar", "NewType")):
                     return {"other"}
             kind = self.class_kind(name)
             if kind == "dataclass":
@@ -459,7 +459,7 @@ def kwargs_source(call: ast.Call, kwargs_vars: dict[str, str]) -> tuple[str, str
         value = k.value
         candidates = [value]
         if isinstance(value, ast.Dict):
-            candidates = [v for key, v in zip(value.keys, value.values) if key is None]
+            candidates = [v for key, v in zip(value.keys, value.values, strict=True) if key is None]
         for cand in candidates:
             if (
                 isinstance(cand, ast.Subscript)
@@ -482,14 +482,14 @@ def _deprecated(pkg: Package, call: ast.Call) -> bool:
         if k.arg == "help":
             helps.append(k.value)
         if k.arg is None and isinstance(k.value, ast.Dict):  # **{**kwargs["x"], "help": ...}
-            helps += [v for key, v in zip(k.value.keys, k.value.values)
+            helps += [v for key, v in zip(k.value.keys, k.value.values, strict=True)
                       if isinstance(key, ast.Constant) and key.value == "help"]
     texts: list[str] = []
     for expr in helps:
         for node in ast.walk(expr):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 texts.append(node.value)
-            elif isinstance(node, ast.Name) and node.id.isupper() or (
+            elif (isinstance(node, ast.Name) and node.id.isupper()) or (
                     isinstance(node, ast.Name) and node.id.startswith("_")):
                 alias = pkg.find_alias(node.id)
                 if alias is not None:
@@ -596,7 +596,7 @@ def _loop_arguments(pkg: Package, tree: ast.Module, out: dict[str, dict[str, Any
             type_var = kw.get("type")
             for element in loop.iter.elts:
                 items = list(element.elts) if isinstance(element, ast.Tuple) else [element]
-                bound = dict(zip(targets, items))
+                bound = dict(zip(targets, items, strict=False))
                 flag = bound.get(targets[0])
                 if not (isinstance(flag, ast.Constant) and isinstance(flag.value, str)
                         and flag.value.startswith("--")):
@@ -696,8 +696,9 @@ def audit(table: dict[str, Any], rules_dir) -> list[str]:
     after its last one must be the removal release the rule states (its ``>=X`` version
     test, or ARGS001's ``introduced`` event).
     """
-    import yaml
     from pathlib import Path
+
+    import yaml
 
     releases = table["releases"]
     problems = []

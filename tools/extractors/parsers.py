@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _static import args_read, guarded_raises  # noqa: E402
+from _static import args_read, guarded_raises
 
 KIND = "parsers"
 RELEASE_KEY = "@release"

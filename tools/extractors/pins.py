@@ -127,8 +127,8 @@ def audit(table: dict[str, Any], rules_dir: Path) -> list[str]:
     stated = re.findall(r"(\d+\.\d+\.\d+) in (\d[\w.]*\d)(?:-(\d[\w.]*\d))?", comment)
     if not stated:
         problems.append("ENV002 states no per-release torch pins to compare")
-    for pin, first, last in stated:
-        last = last or first
+    for pin, first, stated_last in stated:
+        last = stated_last or first
         if first not in index or last not in index:
             problems.append(f"ENV002 names releases {first}-{last} the table does not cover")
             continue

@@ -31,11 +31,18 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _static import (  # noqa: E402
-    ClassFinder, Unresolved, class_attribute, evaluate, imports_of, may_return_value_on_cuda,
-    module_constants, returned_constant, string_literals,
+from _interp import UNKNOWN, Interp
+from _static import (
+    ClassFinder,
+    Unresolved,
+    class_attribute,
+    evaluate,
+    imports_of,
+    may_return_value_on_cuda,
+    module_constants,
+    returned_constant,
+    string_literals,
 )
-from _interp import UNKNOWN, Interp  # noqa: E402
 
 KIND = "quantization"
 QUANT_DIR = "model_executor/layers/quantization"
@@ -95,7 +102,7 @@ def _method_map(tree: ast.Module, methods: list[str]):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict):
             target = node.targets[0] if isinstance(node, ast.Assign) else node.target
             if isinstance(target, ast.Name) and target.id == "method_to_config":
-                for k, v in zip(node.value.keys, node.value.values):
+                for k, v in zip(node.value.keys, node.value.values, strict=True):
                     if isinstance(k, ast.Constant) and isinstance(v, ast.Name):
                         mapping[k.value] = v.id
         # for shorthand in X: method_to_config.setdefault(shorthand, Config) / [shorthand] = C
@@ -120,7 +127,7 @@ def _method_map(tree: ast.Module, methods: list[str]):
 def _gate(text: str | None, pattern: str) -> int | None:
     if not text:
         return None
-    m = re.search(pattern, text, re.S)
+    m = re.search(pattern, text, re.DOTALL)
     return int(m.group(1)) if m else None
 
 
@@ -262,7 +269,7 @@ def _only_when_asked(fn: ast.FunctionDef) -> bool:
     params = [a.arg for a in fn.args.args if a.arg not in ("cls", "self")]
     if len(params) < 2:
         return False
-    env = {p: UNKNOWN for p in params}
+    env = dict.fromkeys(params, UNKNOWN)
     env[params[1]] = None  # (hf_quant_cfg, user_quant, ...)
     results = Interp(env, {}).run(fn)
     return bool(results) and all(r is None for r in results)
@@ -300,11 +307,11 @@ def audit(table: dict, rules_dir: Path) -> list[str]:
     the reverse for the floors QUANT003 claims for every release.
     """
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from vllm_doctor.knowledge import Table
-    from vllm_doctor.facts.release_kernels import quant_floor
     from vllm_doctor.engine.evaluate import APPLIES, evaluate_rules
     from vllm_doctor.engine.loader import load_rules
     from vllm_doctor.facts.model import Facts
+    from vllm_doctor.facts.release_kernels import quant_floor
+    from vllm_doctor.knowledge import Table
 
     tab = Table(KIND, table)
     rules = [r for r in load_rules([rules_dir]) if r.code in _CURATED_CAPABILITY_RULES]

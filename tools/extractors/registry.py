@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import gen_pp_support  # noqa: E402  (tools/gen_pp_support.py: the class resolver)
+import gen_pp_support
 
 KIND = "registry"
 RELEASE_KEY = "@release"
@@ -99,11 +99,11 @@ def registry_entries(tree: ast.Module) -> dict[str, tuple[str, str, str]] | None
     if merged is None:
         return None
     out: dict[str, tuple[str, str, str]] = {}
-    for key, value in zip(merged.keys, merged.values):
+    for key, value in zip(merged.keys, merged.values, strict=True):
         if key is not None or not isinstance(value, ast.Name) or value.id not in dicts:
             continue
         group = value.id.strip("_").lower().removesuffix("_models").removesuffix("_model")
-        for k, v in zip(dicts[value.id].keys, dicts[value.id].values):
+        for k, v in zip(dicts[value.id].keys, dicts[value.id].values, strict=True):
             try:
                 arch = ast.literal_eval(k) if k is not None else None
                 mod_cls = ast.literal_eval(v)
@@ -185,7 +185,7 @@ def _class_and_bases(resolver, mod, cls: ast.ClassDef, depth: int = 0):
 def _mm_limit_keys(resolver, mod, cls: ast.ClassDef) -> list[str] | None:
     """The keys every ``return {...}`` of ``get_supported_mm_limits`` gives (the class or its
     nearest base defining it); None when a return is not a literal dict."""
-    for owner_mod, owner in _class_and_bases(resolver, mod, cls):
+    for _owner_mod, owner in _class_and_bases(resolver, mod, cls):
         for stmt in owner.body:
             if isinstance(stmt, ast.FunctionDef) and stmt.name == "get_supported_mm_limits":
                 keys: set[str] = set()

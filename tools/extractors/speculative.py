@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _static import find_class, guarded_raises  # noqa: E402
+from _static import find_class, guarded_raises
 
 KIND = "speculative"
 RELEASE_KEY = "@release"

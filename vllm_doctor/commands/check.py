@@ -8,7 +8,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -18,8 +18,8 @@ from vllm_doctor.facts.model import Source
 from vllm_doctor.report import FAIL_ON, FORMATS
 
 if TYPE_CHECKING:
-    from vllm_doctor.facts.collect import CollectOptions
     from vllm_doctor.config import Config
+    from vllm_doctor.facts.collect import CollectOptions
 
 
 
@@ -44,12 +44,10 @@ def load_examples() -> dict[str, Example]:
     for scenario in sorted(examples_dir().glob("*/scenario.yaml")):
         data = yaml_io.safe_load(scenario.read_text(encoding="utf-8"))
         base = scenario.parent
-
-        def path(key: str) -> Path | None:
-            return base / data[key] if data.get(key) else None
-
+        model_config, report, log = (base / data[key] if data.get(key) else None
+                                     for key in ("model_config", "report", "log"))
         examples[base.name] = Example(base.name, data.get("description", ""), data.get("serve"),
-                                      path("model_config"), path("report"), path("log"))
+                                      model_config, report, log)
     return examples
 
 
@@ -74,7 +72,7 @@ def _suggestions(doc, facts) -> None:
                 from vllm_doctor.redact import shell_words
                 from vllm_doctor.serveline.render import render_command
 
-                command = render_command(line, set=w.serve_set, remove=w.serve_remove)
+                command = render_command(line, changes=w.serve_set, remove=w.serve_remove)
                 # `KEY=VALUE vllm serve ...`: keep the variables the user put before the command,
                 # less those the workaround unsets or sets itself
                 prefix = [f"{path[4:]}={fact.value}" for path, fact in facts.area("env")
@@ -88,7 +86,7 @@ def _suggestions(doc, facts) -> None:
             doc.suggestions[finding.rule.code] = out
 
 
-def judge(options: "CollectOptions", rules):
+def judge(options: CollectOptions, rules):
     """One serve line judged in-process by ``rules`` (no ignores, no probes): the document."""
     return _judge(options, rules=rules, loaded=rules, entries=[], fail_on="error",
                   strict=False, warnings=[], example=None, probe=False, probe_timeout=0.0,
@@ -209,7 +207,7 @@ def _coverage_note(facts) -> str | None:
 
 
 def run_check(
-    options: "CollectOptions",
+    options: CollectOptions,
     fmt: str = "text",
     fail_on: str = "error",
     select: list[str] | None = None,
@@ -225,7 +223,7 @@ def run_check(
     quiet: bool = False,
     default_rules: bool = True,
     ignore_entries: list | None = None,
-    settings: "Config | None" = None,
+    settings: Config | None = None,
 ) -> int:
     started = time.perf_counter()
     if fmt not in FORMATS:
@@ -316,7 +314,7 @@ def run_check(
     return EXIT_FINDINGS if any(doc.failing() for doc in docs) else EXIT_OK
 
 
-def manifest_targets(options: "CollectOptions") -> list:
+def manifest_targets(options: CollectOptions) -> list:
     """The containers that run vLLM in --manifest, or in a --serve-config that is a manifest;
     [] for a serve line. A YAML that is neither a serve config nor a manifest is bad input."""
     if not options.manifest and not options.serve_config:
@@ -330,9 +328,9 @@ def manifest_targets(options: "CollectOptions") -> list:
     return []
 
 
-def _judge(options: "CollectOptions", rules, loaded, entries, fail_on: str, strict: bool,
+def _judge(options: CollectOptions, rules, loaded, entries, fail_on: str, strict: bool,
            warnings: list[str], example: str | None, probe: bool, probe_timeout: float,
-           settings: "Config | None"):
+           settings: Config | None):
     """Facts → findings → the document for one serve line (one manifest target)."""
     from vllm_doctor.engine.evaluate import evaluate_rules
     from vllm_doctor.engine.ignore import apply_ignores
@@ -439,44 +437,44 @@ def render_document(doc, fmt: str, verbose: bool = False, quiet: bool = False,
 def register(app: typer.Typer) -> None:
     @app.command("check")
     def check(
-        serve_tokens: Optional[List[str]] = typer.Argument(
+        serve_tokens: list[str] | None = typer.Argument(
             None, metavar="[-- vllm serve MODEL ...]", help="The serve line, after `--`."),
-        serve: Optional[str] = inputs.SERVE,
-        serve_config: Optional[Path] = inputs.SERVE_CONFIG,
-        manifest: Optional[str] = inputs.MANIFEST,
-        model_config: Optional[Path] = inputs.MODEL_CONFIG,
-        report: Optional[Path] = inputs.REPORT,
-        log: Optional[Path] = inputs.LOG,
-        vllm_version: Optional[str] = inputs.VLLM_VERSION,
-        torch_version: Optional[str] = inputs.TORCH_VERSION,
-        gpu: Optional[str] = inputs.GPU,
-        gpus: Optional[int] = inputs.GPUS,
+        serve: str | None = inputs.SERVE,
+        serve_config: Path | None = inputs.SERVE_CONFIG,
+        manifest: str | None = inputs.MANIFEST,
+        model_config: Path | None = inputs.MODEL_CONFIG,
+        report: Path | None = inputs.REPORT,
+        log: Path | None = inputs.LOG,
+        vllm_version: str | None = inputs.VLLM_VERSION,
+        torch_version: str | None = inputs.TORCH_VERSION,
+        gpu: str | None = inputs.GPU,
+        gpus: int | None = inputs.GPUS,
         offline: bool = inputs.OFFLINE,
-        driver: Optional[str] = inputs.DRIVER,
-        cuda: Optional[str] = inputs.CUDA,
-        fmt: Optional[str] = typer.Option(
+        driver: str | None = inputs.DRIVER,
+        cuda: str | None = inputs.CUDA,
+        fmt: str | None = typer.Option(
             None, "--format", "-f", help=f"{', '.join(FORMATS)} (default text).",
             autocompletion=lambda: list(FORMATS)),
-        fail_on: Optional[str] = typer.Option(
+        fail_on: str | None = typer.Option(
             None, "--fail-on", help="Exit 1 on findings at or above: error (default), warning, info, never.",
             autocompletion=lambda: list(FAIL_ON)),
-        strict: Optional[bool] = typer.Option(
+        strict: bool | None = typer.Option(
             None, "--strict/--no-strict",
             help="Fail on undecided rules at or above --fail-on, on zero rules selected and on "
                  "ignore entries that match no rule."),
-        select: Optional[List[str]] = typer.Option(None, "--select", help="Only rule codes with these prefixes."),
-        ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip rule codes with these prefixes."),
-        ignore_file: Optional[Path] = typer.Option(None, "--ignore-file", help="YAML of accepted findings (reason, expiry)."),
+        select: list[str] | None = typer.Option(None, "--select", help="Only rule codes with these prefixes."),
+        ignore: list[str] | None = typer.Option(None, "--ignore", help="Skip rule codes with these prefixes."),
+        ignore_file: Path | None = typer.Option(None, "--ignore-file", help="YAML of accepted findings (reason, expiry)."),
         verbose: bool = inputs.VERBOSE,
         quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the findings (and the summary on stderr)."),
-        output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to a file."),
-        example: Optional[str] = typer.Option(None, "--example", help="Run on a bundled scenario (`--example list`)."),
+        output: Path | None = typer.Option(None, "--output", "-o", help="Write the report to a file."),
+        example: str | None = typer.Option(None, "--example", help="Run on a bundled scenario (`--example list`)."),
         probe: bool = typer.Option(False, "--probe", help="Run the probes linked to the findings."),
-        rules_dir: Optional[List[Path]] = typer.Option(
+        rules_dir: list[Path] | None = typer.Option(
             None, "--rules-dir", help="A rule directory to add to the shipped rules (repeatable)."),
         no_default_rules: bool = typer.Option(
             False, "--no-default-rules", help="Check only the --rules-dir rules, not the shipped ones."),
-        config: Optional[Path] = typer.Option(
+        config: Path | None = typer.Option(
             None, "--config", help="Settings file (default: the nearest .vllm-doctor.toml or "
                                    "pyproject.toml [tool.vllm-doctor] from the working directory up)."),
         no_config: bool = typer.Option(False, "--no-config", help="Ignore any settings file."),

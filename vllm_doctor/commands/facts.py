@@ -10,10 +10,9 @@ are never imported.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -39,7 +38,7 @@ def print_schema(output_format: str) -> None:
     write_stdout(render().rstrip("\n") + "\n")
 
 
-def run_facts(options: "CollectOptions", output_format: str = "text", verbose: bool = False) -> int:
+def run_facts(options: CollectOptions, output_format: str = "text", verbose: bool = False) -> int:
     """Print the facts; 0, or 3 when a collector crashed (the facts shown are incomplete)."""
     from vllm_doctor.errors import InputError
     from vllm_doctor.facts.collect import collect_facts
@@ -85,18 +84,18 @@ def register(app: typer.Typer) -> None:
     )
     def facts_cmd(
         ctx: typer.Context,
-        serve: Optional[str] = inputs.SERVE,
-        serve_config: Optional[Path] = inputs.SERVE_CONFIG,
-        model_config: Optional[Path] = inputs.MODEL_CONFIG,
-        report: Optional[Path] = inputs.REPORT,
-        log: Optional[Path] = inputs.LOG,
-        vllm_version: Optional[str] = inputs.VLLM_VERSION,
-        torch_version: Optional[str] = inputs.TORCH_VERSION,
-        gpu: Optional[str] = inputs.GPU,
-        gpus: Optional[int] = inputs.GPUS,
+        serve: str | None = inputs.SERVE,
+        serve_config: Path | None = inputs.SERVE_CONFIG,
+        model_config: Path | None = inputs.MODEL_CONFIG,
+        report: Path | None = inputs.REPORT,
+        log: Path | None = inputs.LOG,
+        vllm_version: str | None = inputs.VLLM_VERSION,
+        torch_version: str | None = inputs.TORCH_VERSION,
+        gpu: str | None = inputs.GPU,
+        gpus: int | None = inputs.GPUS,
         offline: bool = inputs.OFFLINE,
-        driver: Optional[str] = inputs.DRIVER,
-        cuda: Optional[str] = inputs.CUDA,
+        driver: str | None = inputs.DRIVER,
+        cuda: str | None = inputs.CUDA,
         output_format: str = typer.Option("text", "--format", help="text or json (with "
                                           "--schema also markdown)."),
         verbose: bool = inputs.VERBOSE,

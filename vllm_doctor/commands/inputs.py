@@ -3,8 +3,7 @@ comma-separated lists are read."""
 
 from __future__ import annotations
 
-from typing import Iterable
-
+from collections.abc import Iterable
 from pathlib import Path
 
 import typer

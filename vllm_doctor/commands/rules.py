@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -20,7 +19,7 @@ NoDefaultOption = typer.Option(
 SelectOption = typer.Option(None, "--select", help="Only rules whose code starts with these prefixes (comma-separated).")
 
 
-def rule_dirs(rules_dir: Optional[List[Path]], no_default_rules: bool) -> list[Path]:
+def rule_dirs(rules_dir: list[Path] | None, no_default_rules: bool) -> list[Path]:
     """The directories in force: the shipped rules plus each --rules-dir, or only the
     --rules-dir ones with --no-default-rules (as `check` reads them)."""
     from vllm_doctor.engine.loader import default_rules_dir
@@ -30,7 +29,7 @@ def rule_dirs(rules_dir: Optional[List[Path]], no_default_rules: bool) -> list[P
     return ([] if no_default_rules else [default_rules_dir()]) + list(rules_dir or [])
 
 
-def _load(rules_dir: Optional[List[Path]], select: Optional[List[str]] = None,
+def _load(rules_dir: list[Path] | None, select: list[str] | None = None,
           no_default_rules: bool = False):
     from vllm_doctor.engine.loader import load_rules, select_rules
 
@@ -41,8 +40,8 @@ def _load(rules_dir: Optional[List[Path]], select: Optional[List[str]] = None,
 @rules_app.command("list")
 def list_rules(
     fmt: str = typer.Option("text", "--format", help="text or json"),
-    select: Optional[List[str]] = SelectOption,
-    rules_dir: Optional[List[Path]] = RulesDirOption,
+    select: list[str] | None = SelectOption,
+    rules_dir: list[Path] | None = RulesDirOption,
     no_default_rules: bool = NoDefaultOption,
 ) -> None:
     """List the rules: code, severity, summary."""
@@ -73,7 +72,7 @@ def list_rules(
 
 
 @rules_app.command("show")
-def show_rule(code: str, rules_dir: Optional[List[Path]] = RulesDirOption,
+def show_rule(code: str, rules_dir: list[Path] | None = RulesDirOption,
               no_default_rules: bool = NoDefaultOption) -> None:
     """Print a rule's document (same as `vllm-doctor explain CODE`)."""
     from vllm_doctor.commands.explain import print_rule
@@ -82,7 +81,7 @@ def show_rule(code: str, rules_dir: Optional[List[Path]] = RulesDirOption,
 
 
 @rules_app.command("validate")
-def validate(rules_dir: Optional[List[Path]] = typer.Option(
+def validate(rules_dir: list[Path] | None = typer.Option(
         None, "--rules-dir", help="A rule directory to validate (repeatable; default: the shipped rules)."),
         strict: bool = typer.Option(False, "--strict", help="Count the audit's warnings (a "
                                     "range that disagrees with the error catalogue) as problems.")) -> None:
@@ -123,10 +122,10 @@ def validate(rules_dir: Optional[List[Path]] = typer.Option(
 
 @rules_app.command("test")
 def test_rules(
-    codes: Optional[List[str]] = typer.Argument(
+    codes: list[str] | None = typer.Argument(
         None, help="Only these rules (codes, as `rules show CODE`); default: every rule."),
-    select: Optional[List[str]] = SelectOption,
-    rules_dir: Optional[List[Path]] = RulesDirOption,
+    select: list[str] | None = SelectOption,
+    rules_dir: list[Path] | None = RulesDirOption,
     no_default_rules: bool = NoDefaultOption,
     verbose: bool = typer.Option(False, "-v", "--verbose", help="List every case."),
 ) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -76,21 +75,21 @@ def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve(
         ctx: typer.Context,
-        serve_tokens: Optional[List[str]] = typer.Argument(
+        serve_tokens: list[str] | None = typer.Argument(
             None, metavar="-- MODEL [VLLM SERVE ARGS ...]",
             help="The arguments of `vllm serve`, after `--`."),
-        model_config: Optional[Path] = inputs.MODEL_CONFIG,
-        vllm_version: Optional[str] = inputs.VLLM_VERSION,
-        torch_version: Optional[str] = inputs.TORCH_VERSION,
-        fail_on: Optional[str] = typer.Option(
+        model_config: Path | None = inputs.MODEL_CONFIG,
+        vllm_version: str | None = inputs.VLLM_VERSION,
+        torch_version: str | None = inputs.TORCH_VERSION,
+        fail_on: str | None = typer.Option(
             None, "--fail-on", help="Do not start vLLM on findings at or above: error (default), "
                                     "warning, info, never."),
-        strict: Optional[bool] = typer.Option(
+        strict: bool | None = typer.Option(
             None, "--strict/--no-strict", help="Also refuse on undecided rules at or above --fail-on."),
-        select: Optional[List[str]] = typer.Option(None, "--select", help="Only rule codes with these prefixes."),
-        ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip rule codes with these prefixes."),
-        ignore_file: Optional[Path] = typer.Option(None, "--ignore-file", help="YAML of accepted findings (reason, expiry)."),
-        config: Optional[Path] = typer.Option(None, "--config", help="Settings file (as for check)."),
+        select: list[str] | None = typer.Option(None, "--select", help="Only rule codes with these prefixes."),
+        ignore: list[str] | None = typer.Option(None, "--ignore", help="Skip rule codes with these prefixes."),
+        ignore_file: Path | None = typer.Option(None, "--ignore-file", help="YAML of accepted findings (reason, expiry)."),
+        config: Path | None = typer.Option(None, "--config", help="Settings file (as for check)."),
         no_config: bool = typer.Option(False, "--no-config", help="Ignore any settings file."),
         locked: bool = typer.Option(False, "--locked", help="As for check (also VLLM_DOCTOR_LOCKED=1)."),
         verbose: bool = inputs.VERBOSE,

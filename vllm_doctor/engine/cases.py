@@ -9,7 +9,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from vllm_doctor import yaml_io
-
 from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, evaluate_rule
 from vllm_doctor.engine.rule import Rule
 from vllm_doctor.facts.model import Facts

@@ -45,7 +45,7 @@ def named_messages(signature: str, first: dict[str, Version]) -> list[str]:
 
     try:
         compiled = compile_signature(signature)
-        pattern = re.compile(signature, re.M)
+        pattern = re.compile(signature, re.MULTILINE)
     except (SignatureError, re.error):
         return []  # the loader reports the signature itself
     # the catalogue's templates are stripped (a message cut at a placeholder or at a string

@@ -14,13 +14,13 @@ value is compared with another fact, and the test is unknown when either side is
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version  # noqa: F401
+from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.facts.model import Facts
 from vllm_doctor.facts.schema import absent_is_unknown, is_known_path
@@ -55,7 +55,7 @@ class Outcome:
     """Result of evaluating a condition: the truth value and what it was based on."""
 
     value: bool | None
-    evidence: list["Test"]  # the tests that were decided (their fact paths are the evidence)
+    evidence: list[Test]  # the tests that were decided (their fact paths are the evidence)
     missing: list[str]  # fact paths whose absence left a test unknown
 
 

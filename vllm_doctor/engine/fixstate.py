@@ -19,7 +19,6 @@ from pathlib import Path
 from packaging.version import Version
 
 from vllm_doctor.engine.conditions import parse_version
-
 from vllm_doctor.engine.rule import Fingerprint, Rule, VersionRange
 from vllm_doctor.facts.model import Facts, Source
 

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from vllm_doctor import yaml_io
 from vllm_doctor.bounds import read_text
-
 from vllm_doctor.engine.evaluate import NOT_APPLIES, Finding
 from vllm_doctor.errors import InputError
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from vllm_doctor.bounds import read_text
-from vllm_doctor.compact import digest
 from packaging.version import InvalidVersion, Version
 
+from vllm_doctor.bounds import read_text
+from vllm_doctor.compact import digest
 from vllm_doctor.engine.conditions import ConditionError, compile_condition
 from vllm_doctor.engine.rule import (
     CATEGORIES,
@@ -31,7 +32,7 @@ from vllm_doctor.engine.rule import (
 )
 from vllm_doctor.errors import InputError
 
-CODE_RE = re.compile(r"^(%s)\d{3}$" % "|".join(CATEGORIES))
+CODE_RE = re.compile(rf"^({'|'.join(CATEGORIES)})\d{{3}}$")
 SLUG_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 ALLOWED_KEYS = {
     "code", "slug", "status", "severity", "confidence", "summary", "phase", "affected", "when",
@@ -289,7 +290,7 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
     phase = chk.string(data, "phase", PHASES)
     details = chk.string(data, "details") or ""
     for section in DETAIL_SECTIONS:
-        if details and not re.search(rf"^#+\s*{re.escape(section)}\s*$", details, re.M):
+        if details and not re.search(rf"^#+\s*{re.escape(section)}\s*$", details, re.MULTILINE):
             chk.problem("details", f"missing section '## {section}'")
     when = None
     if "when" in data:
@@ -469,10 +470,8 @@ def _compact_rule_data(directory: Path) -> dict[str, Any] | None:
                 return None
             texts[path.relative_to(directory).as_posix()] = data
             for pattern in (data.get("signatures") or []) if isinstance(data, dict) else []:
-                try:
+                with contextlib.suppress(SignatureError, TypeError):  # parse_rule reports it
                     plans[pattern] = signature_plan(pattern)
-                except (SignatureError, TypeError):
-                    pass  # reported by parse_rule when strict
         return {"files": texts, "plans": plans}
 
     name = "rules-" + digest([(str(directory), b"")])[:12]

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 try:  # Python 3.11+: sre_parse is deprecated in favour of re._parser
     from re import _parser as _sre_parser  # type: ignore[attr-defined]
@@ -137,7 +137,7 @@ def _longest_literal(part: str) -> str:
     except re.error as err:
         raise SignatureError(f"bad regex: {err}") from None
     literal, best, run = _sre_parser.LITERAL, "", []
-    for op, arg in list(parsed) + [(None, None)]:
+    for op, arg in [*parsed, (None, None)]:
         if op is literal:
             run.append(chr(arg))
             continue
@@ -151,7 +151,7 @@ class _Part:
     """One part of a signature: its regex (compiled for RE2 the first time the part's literal
     occurs in a log), that literal, and the bound of the gap before it (None: unbounded)."""
 
-    __slots__ = ("piece", "literal", "gap_before", "_regex")
+    __slots__ = ("_regex", "gap_before", "literal", "piece")
 
     def __init__(self, piece: str, literal: str, gap_before: int | None):
         self.piece, self.literal, self.gap_before = piece, literal, gap_before
@@ -170,7 +170,7 @@ class Signature:
 
     pattern: str
     parts: list[_Part]
-    unless: "Signature | None" = None
+    unless: Signature | None = None
 
     def literals(self) -> set[str]:
         found = {p.literal for p in self.parts}
@@ -195,7 +195,7 @@ def signature_plan(pattern: str) -> tuple:
         if lead:
             text = text[lead.end():]
     parts, start, bound = [], 0, None
-    for gap_start, gap_end, gap_bound in _top_level_spans(text) + [(len(text), len(text), None)]:
+    for gap_start, gap_end, gap_bound in [*_top_level_spans(text), (len(text), len(text), None)]:
         piece = text[start:gap_start]
         if piece:
             _compile_re2(piece)  # a regex RE2 cannot run is refused here, not on first use
@@ -403,11 +403,11 @@ class Catalogue:
         self._entries: dict[int, _Entry] = {}
 
     @classmethod
-    def build(cls, keys: Iterable[str], table=None) -> "Catalogue":
+    def build(cls, keys: Iterable[str], table=None) -> Catalogue:
         names, all_parts, by_anchor = [], [], {}
         split = _WILDCARD_SPLIT.split
         for key in keys:
-            cls_name, _, template = key.partition(": ")
+            _cls_name, _, template = key.partition(": ")
             parts = split(template)
             if "" in parts:  # a template that starts or ends with a placeholder
                 parts = [p for p in parts if p]
@@ -445,7 +445,7 @@ class Catalogue:
             for index in self.by_anchor.get(anchor, ()):
                 for pos in positions:
                     line_start = text.rfind("\n", 0, pos) + 1
-                    if (line_start, index) in verified or index in best and best[index].position <= line_start:
+                    if (line_start, index) in verified or (index in best and best[index].position <= line_start):
                         continue
                     window = windows.get(line_start)
                     if window is None:
@@ -628,7 +628,7 @@ def scan_log(text: str, signatures: Iterable[Signature] = (), catalogue: Catalog
         # of its compact build)
         index = dict(catalogue.prefixes) if catalogue is not None else {}
         for literal in literals:
-            index[literal[:PREFIX]] = index.get(literal[:PREFIX], ()) + (literal,)
+            index[literal[:PREFIX]] = (*index.get(literal[:PREFIX], ()), literal)
         return LogScan(cleaned, _scan_indexed(cleaned, index))
     if catalogue is not None:
         literals |= catalogue.anchors()

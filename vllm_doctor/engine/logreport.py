@@ -13,7 +13,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_doctor.engine.logmatch import CatalogueHit, LogScan, load_catalogue, scan_log, version_in_log
+from vllm_doctor.engine.logmatch import (
+    CatalogueHit,
+    LogScan,
+    load_catalogue,
+    scan_log,
+    version_in_log,
+)
 
 MAX_MESSAGES = 5  # catalogue messages reported per log (the first is nearest the root cause)
 

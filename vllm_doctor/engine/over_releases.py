@@ -18,8 +18,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from vllm_doctor.engine.evaluate import (APPLIES, NOT_APPLIES, UNDECIDED, Finding, MissingFact,
-                                         evaluate_rule)
+from vllm_doctor.engine.evaluate import (
+    APPLIES,
+    NOT_APPLIES,
+    UNDECIDED,
+    Finding,
+    MissingFact,
+    evaluate_rule,
+)
 from vllm_doctor.engine.fixstate import AFFECTED, FIXED, FixState
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.schema import supply_hint

@@ -34,7 +34,7 @@ class LazyPattern:
     pay for compiling them; `rules validate` and `rules test` compile every one up front.
     """
 
-    __slots__ = ("pattern", "where", "_compiled")
+    __slots__ = ("_compiled", "pattern", "where")
 
     def __init__(self, pattern: str, where: str, compiled: Any = None):
         self.pattern = pattern
@@ -43,9 +43,8 @@ class LazyPattern:
 
     def compiled(self) -> Any:
         if self._compiled is None:
-            from vllm_doctor.errors import InputError
-
             from vllm_doctor.engine.linear import LinearRegexError, compile_linear
+            from vllm_doctor.errors import InputError
 
             try:
                 self._compiled = compile_linear(self.pattern, multiline=True)
@@ -70,7 +69,7 @@ class LazySignature:
     """A crash-log signature, compiled on first use for linear-time matching
     (engine.logmatch: literal prefilter, RE2 parts, bounded windows)."""
 
-    __slots__ = ("pattern", "where", "_compiled")
+    __slots__ = ("_compiled", "pattern", "where")
 
     def __init__(self, pattern: str, where: str, compiled=None):
         self.pattern = pattern

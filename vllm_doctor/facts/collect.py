@@ -15,11 +15,12 @@ from __future__ import annotations
 import copy
 import os
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from vllm_doctor.errors import CRASH_PREFIX, Crash, InputError  # noqa: F401 (CRASH_PREFIX: re-exported)
+from vllm_doctor.errors import CRASH_PREFIX, Crash, InputError
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.schema import SUPPLY_HINTS
 
@@ -47,7 +48,7 @@ class CollectOptions:
     log: Path | None = None                 # sets log.path/log.lines (the text is read by check)
     vllm_version: str | None = None         # what-if overrides (Source.USER)
     torch_version: str | None = None
-    target: "TargetHardware | None" = None  # --gpu/--gpus/--driver/--cuda (facts/hardware.py)
+    target: TargetHardware | None = None  # --gpu/--gpus/--driver/--cuda (facts/hardware.py)
     offline: bool = False                    # --offline: never ask the Hugging Face Hub
     probe_machine: bool = True              # False: do not look at this machine (examples, tests)
     environ: Mapping[str, str] | None = None

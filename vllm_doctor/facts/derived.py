@@ -28,7 +28,6 @@ Estimates (documented, deliberately simple):
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 from vllm_doctor.facts.model import Facts, Source
@@ -176,12 +175,10 @@ def _without_weights(facts: Facts, failure: Exception | None) -> tuple[int, str]
 def _model_max_len(facts: Facts) -> tuple[int, str]:
     path = facts.value("model.config_path")
     if path:
-        import json
-
-        from vllm_doctor.facts.model_config import derived_max_model_len
 
         from vllm_doctor import bounds
         from vllm_doctor.errors import InputError
+        from vllm_doctor.facts.model_config import derived_max_model_len
 
         try:
             cfg = bounds.json_loads(bounds.read_text(path, "config.json", "json"), non_finite="null")
@@ -288,7 +285,7 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
         raise _Missing("gpu.memory_total_mib", f"between {low} and {high} B ({how}): the "
                        "GPU's memory decides (run on the host or pass nvidia-smi's total)")
 
-    avail = attempt("derived.kv_bytes_available", available)
+    attempt("derived.kv_bytes_available", available)
 
     def fits() -> tuple[bool, str]:
         if need is None:
@@ -313,7 +310,7 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
         if span is None:
             raise failure
         low, high, _ = span
-        _, per_gpu, how = _kv_per_token(facts)
+        _, per_gpu, _how = _kv_per_token(facts)
         at_least = "at least " if low != high else ""
         return low // per_gpu, f"{at_least}{low} B / {per_gpu} B per token per GPU"
 

@@ -10,10 +10,9 @@ words. The report parser and the serve line use the same module.
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 from vllm_doctor.facts.model import Facts, Source
-
 from vllm_doctor.redact import REDACTED, is_secret_name, redact_text
 
 PREFIXES = ("VLLM_", "NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "HF_")

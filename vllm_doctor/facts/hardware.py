@@ -157,7 +157,7 @@ def infer_gpu_memory(facts: Facts) -> None:
     if not names:
         return
     per_device = [_memory_options(str(n)) for n in names]
-    unknown = sorted({str(n) for n, found in zip(names, per_device) if found is None})
+    unknown = sorted({str(n) for n, found in zip(names, per_device, strict=True) if found is None})
     if unknown:
         facts.mark_missing("gpu.memory_total_mib", f"the GPU table has no memory size for "
                            f"{', '.join(unknown)}")

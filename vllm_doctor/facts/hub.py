@@ -17,9 +17,9 @@ facts that stay unknown (``HubUnavailable``), never a failure of the run.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from vllm_doctor.redact import redact_text
 
@@ -79,8 +79,7 @@ def fetch_model(repo_id: str, cache: Path, environ: Mapping[str, str],
                 timeout: float = TIMEOUT) -> HubModel:
     """config.json (and the side files) of ``repo_id`` into ``cache``; HubUnavailable if not."""
     try:
-        from huggingface_hub import HfApi, hf_hub_download
-        from huggingface_hub import errors
+        from huggingface_hub import HfApi, errors, hf_hub_download
     except ImportError as err:  # a dependency; only a broken install lacks it
         raise HubUnavailable(f"huggingface_hub is not installed ({err})") from None
     endpoint = (environ.get("HF_ENDPOINT") or "").rstrip("/") or None

@@ -12,8 +12,9 @@ that into a "cannot decide" verdict naming the missing fact and how to supply it
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from vllm_doctor.redact import redact_strings, redact_text
 
@@ -111,7 +112,7 @@ class Facts:
             for key in [k for k in store if k == area or k.startswith(area + ".")]:
                 del store[key]
 
-    def merge(self, other: "Facts", replace_areas: Iterable[str] = ()) -> None:
+    def merge(self, other: Facts, replace_areas: Iterable[str] = ()) -> None:
         """Take ``other``'s facts; areas in ``replace_areas`` are replaced wholesale."""
         for area in replace_areas:
             self.drop_area(area)
@@ -159,7 +160,7 @@ class Facts:
         return json.dumps(self.to_dict(), indent=indent, default=str)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Facts":
+    def from_dict(cls, data: dict[str, Any]) -> Facts:
         facts = cls()
         for path, raw in data.get("facts", {}).items():
             facts.values[path] = Fact(raw["value"], raw["source"], raw.get("detail"),
@@ -169,7 +170,7 @@ class Facts:
         return facts
 
     @classmethod
-    def from_flat(cls, flat: dict[str, Any], source: str = "test case") -> "Facts":
+    def from_flat(cls, flat: dict[str, Any], source: str = "test case") -> Facts:
         """Facts from a plain ``{path: value}`` mapping (rule test cases, fixtures)."""
         facts = cls()
         for path, value in flat.items():

@@ -37,14 +37,15 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from vllm_doctor.errors import InputError
+from vllm_doctor.facts.model import Facts, Source
 
 MAX_MODEL_ID = 4096  # PATH_MAX on Linux
-from vllm_doctor.facts.model import Facts, Source
 
 # nested configs holding the language model, in the order they are tried when the model
 # type's layout is not known (transformers' get_text_config looks for decoder, generator,
@@ -293,7 +294,7 @@ def quant_scheme(qcfg: dict, hf_quant: dict | None = None
             else "fp8"
     elif method == "fbgemm_fp8":
         scheme = "fp8-dynamic"
-    elif method in ("mxfp4",):
+    elif method == "mxfp4":
         scheme = "mxfp4"
     elif method in ("awq", "awq_marlin"):
         scheme = "awq"
@@ -517,7 +518,7 @@ def _read_kv_heads(facts: Facts, text: dict, model_type: Any, heads: int | None,
                    where: str) -> int | None:
     """KV heads as vLLM counts them (ModelConfig.get_total_num_kv_heads and its convertors)."""
     src = Source.CONFIG
-    if model_type in _FALCON_TYPES + ("gpt_bigcode",) and text.get("multi_query") \
+    if model_type in (*_FALCON_TYPES, "gpt_bigcode") and text.get("multi_query") \
             and not text.get("new_decoder_architecture"):
         facts.set("model.num_key_value_heads", 1, src, f"{where}: multi_query (one KV head)")
         return 1

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
-from typing import Iterable
 
 from vllm_doctor.facts.model import Facts, Source
 
@@ -109,8 +109,8 @@ def read_version_file(path: Path) -> dict[str, object]:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return values
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].rstrip() if not line.lstrip().startswith(("'", '"')) else line
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].rstrip() if not raw.lstrip().startswith(("'", '"')) else raw
         if not line or line[0].isspace():
             continue
         names: list[str] = []
@@ -150,8 +150,7 @@ def parse_local_label(version: str) -> tuple[str | None, str | None]:
     if "+" not in version:
         return None, None
     sha = date = None
-    for part in version.split("+", 1)[1].split("."):
-        part = part.lower()
+    for part in version.split("+", 1)[1].lower().split("."):
         m = _SHA_G_RE.match(part)
         if m and sha is None:
             sha = m.group(1)
@@ -175,7 +174,7 @@ def base_release_of(version: str) -> str | None:
         return None
     if not (v.is_devrelease or v.is_prerelease):
         return None
-    parts = list(v.release) + [0, 0]
+    parts = [*v.release, 0, 0]
     major, minor, patch = parts[0], parts[1], parts[2]
     if patch > 0:
         return f"{major}.{minor}.{patch - 1}"
@@ -243,7 +242,7 @@ def torch_requirement(requires: list[str] | None) -> str | None:
 
 def pin_of(requirement: str) -> str | None:
     """The exact version of a ``torch==X`` requirement (no wildcard, single clause)."""
-    spec = requirement[len("torch"):] if requirement.startswith("torch") else requirement
+    spec = requirement.removeprefix("torch")
     clauses = [c for c in spec.split(",") if c]
     if len(clauses) == 1 and clauses[0].startswith("==") and not clauses[0].startswith("==="):
         pinned = clauses[0][2:]
@@ -256,7 +255,7 @@ def satisfies(version: str, requirement: str) -> bool | None:
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
-    spec = requirement[len("torch"):] if requirement.startswith("torch") else requirement
+    spec = requirement.removeprefix("torch")
     try:
         return SpecifierSet(spec).contains(Version(version), prereleases=True)
     except (InvalidSpecifier, InvalidVersion):

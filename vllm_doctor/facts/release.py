@@ -35,8 +35,9 @@ import bisect
 import difflib
 import re
 import shlex
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 from packaging.version import Version
 
@@ -343,11 +344,11 @@ def _options(facts: Facts, release: str | None) -> None:
 
     table = knowledge.load("options")
     line, words = _given_words(facts)
-    union = {name for name in table.keys()}
+    union = set(table.keys())
     unknown = [w for w, name in words.items() if name is None or name not in union]
     hints: list[str] = []
     for word in unknown:
-        nearest = _nearest(word, {n: None for n in union})
+        nearest = _nearest(word, dict.fromkeys(union))
         hints.append(f"{word}: no vLLM release {table.releases[0]}–{table.newest} accepts it"
                      + (f"; nearest valid spelling {nearest}" if nearest else ""))
     facts.set("release.unknown_options", unknown, SOURCE,
@@ -444,7 +445,7 @@ def refused_option_hints(words: list[str], version: str | None) -> list[str]:
     found = []
     for word in dict.fromkeys(flag.split("=", 1)[0] for flag in flags):
         spec = resolve_flag(word)
-        name = spec.name if spec is not None and spec.name in table.keys() else None
+        name = spec.name if spec is not None and spec.name in table else None
         known = _acceptance(table, word, name)
         if options is None:
             text = f"{word}: {known}"
@@ -453,7 +454,7 @@ def refused_option_hints(words: list[str], version: str | None) -> list[str]:
                     "vLLM version or entry point")
         else:
             text = f"{word}: vLLM {release} does not accept it ({known})"
-        nearest = _nearest(word, options if options is not None else {n: None for n in table.keys()})
+        nearest = _nearest(word, options if options is not None else dict.fromkeys(table.keys()))
         if nearest and nearest != f"--{name}":
             text += f"; nearest valid spelling {nearest}"
         found.append(text)
@@ -898,4 +899,4 @@ def collect(facts: Facts) -> None:
     collect_release(facts)
 
 
-__all__ = ["collect_release", "Source"]
+__all__ = ["Source", "collect_release"]

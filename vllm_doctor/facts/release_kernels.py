@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.facts.model import Facts
 
 SOURCE = "release knowledge"
 QUANT_PATHS = ("release.quant.judged_release", "release.quant.method", "release.quant.known",
@@ -59,7 +59,7 @@ def quant_floor(values: dict[str, Any], method: str) -> Floor:
     record = values.get(f"method:{method}")
     if record is None:
         return Floor(None, f"{method} is not a method of this release")
-    names = [method] + list(record.get("overridable_by") or [])
+    names = [method, *list(record.get("overridable_by") or [])]
     floors = []
     for name in names:
         other = values.get(f"method:{name}") or {}
@@ -142,8 +142,8 @@ def _collect_quant(facts: Facts) -> None:
         return
     release, values, detail = judged
     method = next((n for n in names if f"method:{n}" in values), names[0])
-    if len(names) > 1 or origin.endswith("quant_algo"):
-        if f"method:{method}" not in values:  # a ModelOpt algo this release names otherwise
+    if (len(names) > 1 or origin.endswith("quant_algo")) and f"method:{method}" not in values:
+        # a ModelOpt algo this release names otherwise
             _mark_missing(facts, QUANT_PATHS, f"which method vLLM {release} uses for this "
                           f"ModelOpt checkpoint ({'/'.join(names)}) is not in the table")
             return
@@ -193,7 +193,7 @@ def _collect_act_dtype(facts: Facts, values: dict[str, Any], method: str, releas
         facts.mark_missing("release.quant.act_dtype_ok", f"--dtype {given} is not mapped")
         return
     record = values.get(f"method:{method}") or {}
-    names = [method] + list(record.get("overridable_by") or [])
+    names = [method, *list(record.get("overridable_by") or [])]
     accepted = []
     for name in names:
         listed = (values.get(f"method:{name}") or {}).get("act_dtypes")
@@ -359,7 +359,7 @@ def _collect_attention(facts: Facts) -> None:
         _mark_missing(facts, ATTN_PATHS[5:], why)
         return
     verdicts = [judge_backend(record, head, dtype, kv, cap) for head in heads]
-    reasons = [r for _, rs in verdicts for r in rs if r not in ()]
+    reasons = [r for _, rs in verdicts for r in rs]
     if any(v is False for v, _ in verdicts):
         facts.set("release.attention.forced_supports", False, SOURCE,
                   f"{detail}: {record.get('file')} {record.get('class')}")

@@ -22,16 +22,18 @@ Every fact has the source ``Source.REPORT`` and, as detail, the report line it c
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.gpus import link_rank
-from vllm_doctor.redact import REDACTED, is_secret_name as is_secret, redact_text
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.packages import canonical_name
+from vllm_doctor.redact import REDACTED, redact_text
+from vllm_doctor.redact import is_secret_name as is_secret
 
 # vLLM releases on the package registry (0.1.0 … 0.33.0), newest last.
 _KNOWN_RELEASES = [
@@ -148,17 +150,16 @@ def _clean_lines(text: str) -> list[str]:
     quoted = [ln for ln in raw if ln.strip()]
     strip_quote = bool(quoted) and sum(ln.lstrip().startswith(">") for ln in quoted) > len(quoted) / 2
     out: list[str] = []
-    for line in raw:
-        if strip_quote:
-            line = re.sub(r"^\s*>\s?", "", line)
+    for given in raw:
+        line = re.sub(r"^\s*>\s?", "", given) if strip_quote else given
         stripped = line.strip()
-        if stripped.startswith("```") or stripped.startswith("~~~"):
+        if stripped.startswith(("```", "~~~")):
             continue
         if re.fullmatch(r"</?details[^>]*>|</?summary[^>]*>.*|<summary>.*</summary>", stripped,
                         flags=re.IGNORECASE):
             continue
-        line = re.sub(r"</?(details|summary|code|pre)[^>]*>", "", line, flags=re.IGNORECASE)
-        out.append(line.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+        bare = re.sub(r"</?(details|summary|code|pre)[^>]*>", "", line, flags=re.IGNORECASE)
+        out.append(bare.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
     return out
 
 
@@ -252,7 +253,7 @@ def parse_report(text: str | bytes, name: str) -> Facts:
 
 
 def _line_detail(report: _Report, key: str) -> str:
-    value, idx = report.values[key]
+    _value, idx = report.values[key]
     return report.lines[idx].strip()
 
 
@@ -383,7 +384,7 @@ def _visible_devices(report: _Report, facts: Facts) -> list[int] | None:
 
     The report's GPU list comes from `nvidia-smi -L` (every GPU of the host); CUDA, and so
     vLLM, sees only these. UUID or MIG ids cannot be matched (the report strips UUIDs)."""
-    for i, line in enumerate(report.lines):
+    for line in report.lines:
         m = _ENV_LINE.match(line.strip())
         if not m or m.group("key") != "CUDA_VISIBLE_DEVICES" or line.startswith((" ", "\t")):
             continue
@@ -441,7 +442,7 @@ def _gpu_facts(report: _Report, facts: Facts, visible: list[int] | None = None) 
     devices: list[dict[str, Any]] = []
     capabilities: list[int] = []
     unknown: list[str] = []
-    for index, gpu_name, line in gpus:
+    for index, gpu_name, _line in gpus:
         device: dict[str, Any] = {"index": index, "name": gpu_name}
         cap = _describe_device(device, gpu_name)
         if rocm:

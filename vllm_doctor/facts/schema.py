@@ -11,8 +11,8 @@ Versions are strings (compare them with the ``version`` condition, never as numb
 from __future__ import annotations
 
 import fnmatch
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,11 @@ use only, so a ``check`` that needs none of them pays nothing.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cache, cached_property, lru_cache
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -68,6 +69,12 @@ class Table:
 
     def __contains__(self, key: str) -> bool:
         return key in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def keys(self) -> Iterator[str]:
         return iter(self._entries)
@@ -127,7 +134,7 @@ class Table:
         return match_release(version, tuple(self.releases))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(kind: str) -> Table:
     path = DATA_DIR / f"{kind}.json"
     try:

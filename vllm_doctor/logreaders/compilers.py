@@ -20,7 +20,7 @@ _PTXAS = re.compile(r"ptxas fatal\s*: Value '(sm_\d+\w?)' is not defined for opt
                     r"ptxas'[^\n]{0,200}'--gpu-name=(sm_\d+\w?)'[^\n]{0,300}returned non-zero exit status")
 _INDUCTOR = re.compile(r"torch[\\/]_inductor[\\/]|torch\._inductor\.exc\.\w+|InductorError|"
                        r"BackendCompilerFailed|torch[\\/]_dynamo[\\/]")
-_ERROR = re.compile(r"^(?:[^\n]{0,200}\] )?(?:[\w.]+(?:Error|Exception|Failed)\b)[^\n]{0,300}", re.M)
+_ERROR = re.compile(r"^(?:[^\n]{0,200}\] )?(?:[\w.]+(?:Error|Exception|Failed)\b)[^\n]{0,300}", re.MULTILINE)
 
 
 def _release_index(release: str) -> int:

@@ -124,7 +124,7 @@ def _install_hint(dist: str, release: str | None, text: str) -> tuple[tuple[str,
 
     table = load_catalogue().table
     best: tuple[tuple[str, str], str] | None = None
-    for key in table.keys():
+    for key in table:
         if "pip install" not in key:
             continue
         for hint in _PIP_HINT.finditer(key):

@@ -46,7 +46,7 @@ def _sparse(found: re.Match, release: str | None) -> LogReading | None:
     runs_on, at = _sparse_capabilities(release, refused_gpu)
     where = f"vLLM {at}" if at else "vLLM"
     listed = "; ".join(f"{name}: {', '.join(sorted(caps))}" for name, caps in sorted(runs_on.items()))
-    read_lines = [f"the model uses sparse MLA (use_sparse=True); vLLM's reasons: "
+    read_lines = ["the model uses sparse MLA (use_sparse=True); vLLM's reasons: "
                   + "; ".join(f"{n}: {', '.join(r)}" for n, r in reasons.items())[:600],
                   f"{where}'s sparse MLA backends run on compute capability {listed} "
                   "(knowledge: attention, from the wheels)"]

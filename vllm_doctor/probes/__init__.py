@@ -13,5 +13,12 @@ from vllm_doctor.probes.result import ProbeResult
 from vllm_doctor.probes.collection import load_results_dir
 from vllm_doctor.probes.runner import run_probes
 
-__all__ = ["PROBES", "PROBE_NAMES", "PROBES_FOR_RULE", "ProbeResult", "ProbeSpec",
-           "load_results_dir", "run_probes"]
+__all__ = [
+           "PROBES",
+           "PROBES_FOR_RULE",
+           "PROBE_NAMES",
+           "ProbeResult",
+           "ProbeSpec",
+           "load_results_dir",
+           "run_probes",
+]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -154,7 +155,7 @@ class _Background:
         def target() -> None:
             try:
                 fn()
-            except BaseException as err:  # noqa: BLE001 - reported to the caller
+            except BaseException as err:
                 self.box["err"] = err
             self.box["seconds"] = time.perf_counter() - self.t0
 

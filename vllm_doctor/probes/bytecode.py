@@ -265,8 +265,8 @@ def link_existing(roots: Iterable[str], prefix: str, skip: Iterable[str] = ()) -
     skip = {os.path.abspath(p) for p in skip}
     linked = 0
     seen: set[str] = set()
-    for root in roots:
-        root = os.path.abspath(root or os.curdir)
+    for given in roots:
+        root = os.path.abspath(given or os.curdir)
         if not os.path.isdir(root) or root in skip:
             continue
         for directory, subdirs, files in os.walk(root):
@@ -341,7 +341,7 @@ def compile_module(module: Module, prefix: str) -> tuple[str, list[str]]:
                   + (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
         _write(target, header + marshal.dumps(code))
         return "compiled", names
-    except Exception:  # noqa: BLE001 - unreadable, not Python, too deep: its importer says
+    except Exception:
         return "failed", []
 
 
@@ -356,8 +356,8 @@ def compile_closure(roots: Iterable[str], prefix: str, jobs: int, locate: Locato
     """Compile the modules reachable from ``roots`` with ``jobs`` processes, and link the
     bytecode that exists beside the sources under ``search_path`` (default: the standard
     library); a summary."""
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     started = time.perf_counter()
     locate = locate or Locator(sys.path)

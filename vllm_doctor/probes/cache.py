@@ -10,7 +10,7 @@ A reused result says so (``metrics.cached``), with when and under which torch it
 
 from __future__ import annotations
 
-import datetime
+import datetime as dt
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -88,7 +88,7 @@ def store(key: str | None, result: dict[str, Any]) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         tmp = directory / f".part-{key}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps({
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "torch": (torch_identity() or {}).get("version"), "result": result}), encoding="utf-8")
         os.replace(tmp, directory / f"part-{key}.json")
     except OSError:

@@ -185,7 +185,7 @@ def part_transient(ctx: Ctx) -> dict:
     try:
         with torch.cuda.graph(graph, stream=stream):
             torch.matmul(x, weight.t(), out=out)
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:
         metrics["outcome"] = "capture-failed"
         metrics["capture_error"] = err_text(err)
         ctx.report_and_exit(result("warn", "capture failed with the caching allocator off: " + err_text(err),
@@ -218,7 +218,7 @@ def part_transient(ctx: Ctx) -> dict:
         del clobber
         torch.cuda.synchronize(dev)
         outcomes.append(replay_and_compare("after_free"))
-    except Exception as err:  # noqa: BLE001 - an illegal memory access surfaces here
+    except Exception as err:
         metrics["replay_error"] = err_text(err)
         outcomes.append("illegal-memory-access" if "illegal memory access" in str(err) else "error")
     outcome = ("illegal-memory-access" if "illegal-memory-access" in outcomes else

@@ -18,6 +18,8 @@ TP over PCIe without P2P (HW001) is confirmed when a pair has no NVLink and no p
 
 from __future__ import annotations
 
+from functools import partial
+
 from vllm_doctor.probes._common import Ctx, result, sync, time_op
 
 MIB = 1024 * 1024
@@ -52,7 +54,7 @@ def _topology(ctx: Ctx) -> tuple[list, list]:
     facts = Facts()
     try:
         collect_gpus(facts)
-    except Exception:  # noqa: BLE001 - NVML problems leave the links unknown
+    except Exception:
         return [], []
     return list(facts.value("gpu.devices") or []), list(facts.value("topology.links") or [])
 
@@ -87,7 +89,7 @@ def _nccl_version() -> str:
 
     try:
         v = torch.cuda.nccl.version()
-    except Exception:  # noqa: BLE001
+    except Exception:
         return "unknown"
     return ".".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v)
 
@@ -119,7 +121,6 @@ def prepare(ctx: Ctx) -> dict:
 
     dev = ctx.device
     ngpu = torch.cuda.device_count()
-    me = ctx.local_rank
     metrics: dict = {"ranks": ctx.world, "gpus_on_node": ngpu, "gpu": torch.cuda.get_device_name(dev),
                      "nccl_version": _nccl_version()}
 
@@ -160,7 +161,7 @@ def _peer_copies(ctx: Ctx, state: dict) -> None:
         back = dst.to(dev)
         sync(dev)
         round_trip = bool(torch.equal(back, src))
-        secs = time_op(lambda: dst.copy_(src, non_blocking=True), dev, iters=5, warmup=1)
+        secs = time_op(partial(dst.copy_, src, non_blocking=True), dev, iters=5, warmup=1)
         torch.cuda.synchronize(other)
         copies[f"{me}->{j}"] = {"ok": on_dst and round_trip, "gbps": round(src.numel() * 4 / secs / 1e9, 1)}
         if not (on_dst and round_trip):
@@ -198,7 +199,7 @@ def run(ctx: Ctx) -> dict:
     ar_ok = bool(torch.equal(y, expected))
     del expected
     bytes_ar = numel * 4
-    t_ar = time_op(lambda: dist.all_reduce(y), dev, iters=5, warmup=2)
+    t_ar = time_op(partial(dist.all_reduce, y), dev, iters=5, warmup=2)
     ar_bus = bytes_ar / t_ar / 1e9 * 2 * (n - 1) / n
     # All-gather: every rank contributes its seeded block.
     per = numel // n
@@ -207,7 +208,7 @@ def run(ctx: Ctx) -> dict:
     sync(dev)
     ag_ok = all(torch.equal(gathered[r * per:(r + 1) * per], data(r)[:per]) for r in range(n))
     part = x[:per].contiguous()
-    t_ag = time_op(lambda: dist.all_gather_into_tensor(gathered, part), dev, iters=5, warmup=2)
+    t_ag = time_op(partial(dist.all_gather_into_tensor, gathered, part), dev, iters=5, warmup=2)
     ag_bus = per * n * 4 / t_ag / 1e9 * (n - 1) / n
     metrics.update(allreduce_ok=ar_ok, allreduce_bytes=bytes_ar, allreduce_s=t_ar,
                    allreduce_busbw_gbps=round(ar_bus, 1), allgather_ok=ag_ok,

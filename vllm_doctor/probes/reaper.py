@@ -10,6 +10,7 @@ workers also die on their own, see ``worker.die_with_parent``) and removes the d
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -41,10 +42,8 @@ def reap(run_dir: Path, keep: bool) -> None:
             continue
         pid = int(word)
         if _is_probe_process(pid):
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)  # each worker leads its own process group
-            except (ProcessLookupError, PermissionError):
-                pass
     if not keep:
         shutil.rmtree(run_dir, ignore_errors=True)
 

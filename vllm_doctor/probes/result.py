@@ -101,7 +101,7 @@ class ProbeResult:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ProbeResult":
+    def from_dict(cls, data: dict[str, Any]) -> ProbeResult:
         return cls(
             name=data["name"], status=data["status"], reason=data.get("reason", ""),
             duration_s=float(data.get("duration_s", 0.0)), metrics=dict(data.get("metrics", {})),

@@ -87,7 +87,7 @@ def _where(spec: ProbeSpec, depends: str, device: str, found: str) -> str:
     return f"mechanism {found} on this hardware"
 
 
-def _judged(facts: "Facts | None") -> str:
+def _judged(facts: Facts | None) -> str:
     """``your vLLM 0.24.0`` / ``vLLM 0.24.0 (--vllm-version)`` / ``the reported vLLM ...``."""
     from vllm_doctor.facts.model import Source
 
@@ -101,18 +101,18 @@ def _judged(facts: "Facts | None") -> str:
     return f"your vLLM {fact.value}"
 
 
-def _pr(rule: "Rule") -> str:
+def _pr(rule: Rule) -> str:
     return f" (PR #{rule.fix.pr})" if rule.fix and rule.fix.pr else ""
 
 
-def _releases(rule: "Rule") -> str:
+def _releases(rule: Rule) -> str:
     """The affected releases in words: ``0.24.0 to before 0.25.0``."""
     spans = [f"{r.introduced} to before {r.fixed}" if r.fixed else f"{r.introduced} and later"
              for r in rule.ranges or ()]
     return "; ".join(spans) or "every release"
 
 
-def _carries(rule: "Rule", facts: "Facts | None", judged: str) -> str:
+def _carries(rule: Rule, facts: Facts | None, judged: str) -> str:
     """``vLLM X carries the fix (PR #N)``, or, for a release older than the failing code,
     ``vLLM X predates the failure (it came in Y)``."""
     from vllm_doctor.engine.conditions import parse_version
@@ -124,12 +124,12 @@ def _carries(rule: "Rule", facts: "Facts | None", judged: str) -> str:
     return f"{judged} carries the fix{_pr(rule)}"
 
 
-def _no_vllm(facts: "Facts | None") -> bool:
+def _no_vllm(facts: Facts | None) -> bool:
     return facts is None or (facts.get("vllm.version") is None
                              and facts.value("vllm.installed") is False)
 
 
-def _workaround(spec: ProbeSpec, result: ProbeResult, rule: "Rule") -> str:
+def _workaround(spec: ProbeSpec, result: ProbeResult, rule: Rule) -> str:
     """What the probe verified of the fix here, and the rule's first two workarounds."""
     others = [w.title for w in rule.workarounds][:2]
     tail = f"; workaround: {' / '.join(others)}" if others else ""
@@ -140,7 +140,7 @@ def _workaround(spec: ProbeSpec, result: ProbeResult, rule: "Rule") -> str:
     return f"the fix's approach was not verified here: {result.reason}{tail}"
 
 
-def join(result: ProbeResult, rule: "Rule", facts: "Facts | None", device: str) -> Verdict:
+def join(result: ProbeResult, rule: Rule, facts: Facts | None, device: str) -> Verdict:
     """The joined verdict of one rule a probe covers."""
     from vllm_doctor.engine.fixstate import AFFECTED, FIXED, UNVERSIONED, FixState, fix_state
 
@@ -220,7 +220,7 @@ def join(result: ProbeResult, rule: "Rule", facts: "Facts | None", device: str) 
                    _workaround(spec, result, rule))
 
 
-def rules_for(codes: set[str]) -> dict[str, "Rule"]:
+def rules_for(codes: set[str]) -> dict[str, Rule]:
     """The shipped rules with these codes (only their files are read)."""
     from vllm_doctor.engine.loader import default_rules_dir, load_rule_file, rule_files
 
@@ -233,8 +233,8 @@ def rules_for(codes: set[str]) -> dict[str, "Rule"]:
     return out
 
 
-def join_results(results: list[ProbeResult], facts: "Facts | None", device: str,
-                 rules: dict[str, "Rule"] | None = None) -> None:
+def join_results(results: list[ProbeResult], facts: Facts | None, device: str,
+                 rules: dict[str, Rule] | None = None) -> None:
     """Attach the joined verdicts (``result.verdicts``) to each probe result."""
     covered = {r.name: list(dict.fromkeys(BY_NAME[r.name].rules + tuple(r.rules_confirmed + r.rules_refuted)))
                for r in results if r.name in BY_NAME}

@@ -23,12 +23,14 @@ watchdog thread on the parent's pid everywhere.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 T0 = time.perf_counter()
 
@@ -48,7 +50,8 @@ class Events:
     def __init__(self, path: str | None, rank: int, echo: bool):
         self.rank = rank
         self.echo = echo
-        self.fh = open(path, "a", buffering=1, encoding="utf-8") if path else None
+        # open for the worker's lifetime: every event is appended as it happens
+        self.fh = open(path, "a", buffering=1, encoding="utf-8") if path else None  # noqa: SIM115
 
     def __call__(self, event: dict[str, Any]) -> None:
         event = dict(event, rank=self.rank, t=round(time.perf_counter() - T0, 4))
@@ -105,7 +108,7 @@ def _run_one(fn: Callable[[Any], dict], ctx: Any) -> dict:
     t0 = time.perf_counter()
     try:
         res = fn(ctx)
-    except Exception as err:  # noqa: BLE001 - every failure becomes a result
+    except Exception as err:
         traceback.print_exc()
         sys.stderr.flush()
         res = result("error", err_text(err))
@@ -232,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         runnable = [s for s in specs if s.skip_reason(world, device_kind) is None]
         if rank == 0 and args.device is None:
             parts = _start_parts(args.parts, runnable, world, device_kind, parts_prefix, params, emit)
-        from vllm_doctor.probes._common import Ctx, call_in_thread, result
+        from vllm_doctor.probes._common import Ctx, call_in_thread
 
         ctx = Ctx(rank=rank, world=world, local_rank=local_rank, device_kind=device_kind,
                   params=params, emit=emit, init=init)
@@ -278,14 +281,14 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             try:
                 ctx.prepared[spec.name] = prepare(ctx)
-            except Exception as err:  # noqa: BLE001 - the probe's run reports it
+            except Exception as err:
                 traceback.print_exc()
                 ctx.prepared[spec.name] = err
                 if _is_sticky(f"{type(err).__name__}: {err}"):
                     raise
             ctx.prepare_s[spec.name] = round(time.perf_counter() - t0, 4)
         init["prepare_s"] = round(time.perf_counter() - t, 4)
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:
         traceback.print_exc()
         emit({"ev": "fatal", "error": f"{type(err).__name__}: {err}"})
         _exit(3, parts)
@@ -306,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             if err is not None:
                 raise err
             init["dist_init_s"] = round(seconds, 4)
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:
         traceback.print_exc()
         emit({"ev": "fatal", "error": f"{type(err).__name__}: {err}"})
         _exit(3, parts)
@@ -401,10 +404,8 @@ def _exit(code: int, parts: list[Any], wait_s: float = 0.0) -> None:
     import signal
 
     for p in pending:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(p.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -479,7 +480,7 @@ def run_part(probe: str, part: str, events: str | None, params: dict, device_kin
             res.setdefault("metrics", {})["import_torch_s"] = ctx.init["import_torch_s"]
         emit({"ev": "result", "probe": probe, "part": part, "result": res})
         emit({"ev": "done"})
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         traceback.print_exc()
         code = 3
     sys.stdout.flush()

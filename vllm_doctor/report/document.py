@@ -19,8 +19,7 @@ DOCUMENT_SCHEMA_VERSION = 1
 # The input that supplies the facts of an area, and how the summary names it. Derived and
 # release facts are computed from the others, so they name no input of their own.
 INPUT_OF_AREA = {"serve": "serve", "model": "model", "log": "log",
-                 **{area: "report" for area in ("vllm", "torch", "packages", "driver", "gpu",
-                                                "topology", "env")}}
+                 **dict.fromkeys(("vllm", "torch", "packages", "driver", "gpu", "topology", "env"), "report")}
 INPUT_PHRASE = {
     "serve": "the serve line (after `--`: vllm-doctor check -- vllm serve MODEL ...)",
     "model": "the model's config.json (--model-config PATH)",

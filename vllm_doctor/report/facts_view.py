@@ -9,8 +9,9 @@ of its source), per-GPU records, every link and the time each collector took.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from vllm_doctor.facts.collect import CRASH_PREFIX
 from vllm_doctor.facts.model import Fact, Facts, Source
@@ -107,7 +108,7 @@ def format_value(path: str, value: Any, verbose: bool = False) -> str:
         items = [json.dumps(v, default=str) if isinstance(v, (dict, list)) else str(v)
                  for v in value]
         if not verbose and len(items) > 8:
-            items = items[:8] + [f"… {len(value) - 8} more"]
+            items = [*items[:8], f"… {len(value) - 8} more"]
         return ", ".join(items) if items else "(none)"
     if isinstance(value, dict):
         return json.dumps(value, default=str, sort_keys=True)
@@ -157,6 +158,7 @@ def render_facts(facts: Facts, console: Any = None, verbose: bool = False,
     ``notes=False`` leaves the collection notes to the caller.
     """
     from rich.console import Console
+
     from vllm_doctor.report.output import escape
 
     console = console or Console(highlight=False)
@@ -191,9 +193,10 @@ def render_facts(facts: Facts, console: Any = None, verbose: bool = False,
         for path, reason in missing:
             if mark == FAIL and reason == why:
                 continue  # already on the heading line
+            shown = reason
             if not verbose and path.startswith("derived.") and reason.startswith("needs "):
-                reason = reason.split(":", 1)[0]  # the input's own reason is shown in its area
-            console.print(f"    [yellow]✗ {escape(path)}[/]: {escape(reason)}")
+                shown = reason.split(":", 1)[0]  # the input's own reason is shown in its area
+            console.print(f"    [yellow]✗ {escape(path)}[/]: {escape(shown)}")
     for note in shown_notes(facts) if notes else ():
         console.print(f"[dim]note: {escape(note)}[/]")
 

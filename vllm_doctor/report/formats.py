@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from html import escape as _escape
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from vllm_doctor import __version__
 from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, Finding
@@ -115,7 +116,7 @@ def render_markdown(doc: CheckDocument) -> str:
     out += ["<details><summary>Facts</summary>", "", "| fact | value | source |", "|---|---|---|"]
     for path in sorted(doc.facts.values):
         fact = doc.facts.values[path]
-        if path in ("serve.argv",):
+        if path == "serve.argv":
             continue
         out.append(f"| `{path}` | {_md_cell(fact.value)} | {_md_cell(fact.describe_source())} |")
     for key, reason in sorted(doc.facts.missing.items()):
@@ -540,7 +541,7 @@ def render_targets(docs: list[CheckDocument], fmt: str, render: Any) -> str:
     if fmt == "junit":
         head, tail = '<testsuites name="vllm-doctor">\n', "</testsuites>\n"
         suites = []
-        for doc, part in zip(docs, parts):
+        for doc, part in zip(docs, parts, strict=True):
             suite = part.split(head, 1)[1].rsplit(tail, 1)[0]
             suites.append(suite.replace('name="vllm-doctor check"',
                                         f"name={quoteattr('vllm-doctor check ' + doc.target.name)}", 1))
@@ -549,7 +550,7 @@ def render_targets(docs: list[CheckDocument], fmt: str, render: Any) -> str:
         return "".join(parts)
     heading = "### {}\n\n" if fmt == "markdown" else "── {} ──\n"
     return "\n".join(heading.format(f"{doc.target.name} ({doc.target.where})") + part
-                     for doc, part in zip(docs, parts))
+                     for doc, part in zip(docs, parts, strict=True))
 
 
 def _merge_sarif(logs: list[dict[str, Any]]) -> str:

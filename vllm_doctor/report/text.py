@@ -7,11 +7,11 @@ import re
 from typing import Any
 
 from rich.console import Console
-from vllm_doctor.report.output import escape
 
 from vllm_doctor.engine.evaluate import NOT_APPLIES, Finding
 from vllm_doctor.engine.fixstate import UNVERSIONED
 from vllm_doctor.report.document import CheckDocument
+from vllm_doctor.report.output import escape
 
 # section marks as in the facts view; finding marks without brackets
 OK, WARN, FAIL, UNKNOWN = r"[green]\[✓][/]", r"[yellow]\[!][/]", r"[red]\[✗][/]", r"[cyan]\[?][/]"

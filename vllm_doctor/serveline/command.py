@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-
 from vllm_doctor.serveline.line import ServeLine
 from vllm_doctor.serveline.parser import parse_serve_argv
 from vllm_doctor.serveline.words import command_words
+
 
 def parse_serve_string(text: str) -> ServeLine:
     """Parse a serve command pasted as text: shell quoting, ``\\`` line continuations,

@@ -9,6 +9,7 @@ from vllm_doctor.errors import InputError
 from vllm_doctor.serveline.line import ServeLine
 from vllm_doctor.serveline.parser import parse_serve_argv
 
+
 def load_serve_config(path: Path) -> ServeLine:
     """A YAML file like vLLM's ``--config`` (``model:`` gives the model)."""
     from vllm_doctor.bounds import expand_path

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.redact import REDACTED, is_secret_name, redact_value, redact_words
 from vllm_doctor.serveline.options import _SPEC_FLAGS, option_spec
+
 
 @dataclass
 class ServeLine:
@@ -155,7 +157,7 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
     facts.set("serve.unknown_flags", [_redact_evidence(f) for f in line.unknown_flags], source)
     facts.set("serve.legacy_flags", list(line.legacy_flags), source)
 
-    for fact, (option, default, reason) in _FACT_OPTIONS.items():
+    for fact, (option, default, _reason) in _FACT_OPTIONS.items():
         path = f"serve.{fact}"
         if option == "max-model-len" and line.options.get(option) == -1:
             facts.mark_missing(path, f"`{line.given.get(option)}`: vLLM fits the length to "
@@ -240,7 +242,6 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
     if isinstance(hf, dict):
         put("serve.hf_overrides", "hf-overrides", hf)
 
-    for key, value in line.env.items():
-        if is_secret_name(key):
-            value = REDACTED
+    for key, given in line.env.items():
+        value = REDACTED if is_secret_name(key) else given
         facts.set(f"env.{key}", value, source, f"{key}={value} before the command")

@@ -19,13 +19,15 @@ Dockerfile's final stage (``FROM``, ``ENV``, ``ENTRYPOINT``, ``CMD``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.model import Fact, Facts, Source
@@ -170,7 +172,7 @@ class Target:
             facts.mark_missing("deploy.shm_mib", self.shm_unknown)
         else:
             what = ("no emptyDir with medium: Memory mounted at /dev/shm"
-                    if self.kind not in ("compose service",) else "no shm_size, no ipc: host")
+                    if self.kind != "compose service" else "no shm_size, no ipc: host")
             facts.set("deploy.shm_default", True, MANIFEST, f"{self.where} {what}")
             facts.set("deploy.shm_mib", DEFAULT_SHM_MIB, Source.DEFAULT,
                       "the container runtime's /dev/shm")
@@ -515,7 +517,7 @@ def expand_shell(script: str, env: dict[str, Placed], refs: _Refs) -> str:
             out.append(refs.mark(m.group(0)))
             continue
         value = _known(env, name)
-        if value is None or (m.group(2) or "").startswith(":") and value == "" or \
+        if value is None or ((m.group(2) or "").startswith(":") and value == "") or \
                 (m.group(2) or "").lstrip(":") in ("=", "+", "?"):
             out.append(refs.mark(m.group(0)))
         else:
@@ -580,7 +582,7 @@ def _is_serve_start(kept: list[str]) -> bool:
 
 def _runs_vllm(words: list[str]) -> bool:
     return any(os.path.basename(w) in _VLLM_WORDS for w in words) or \
-        any(w == "-m" and nxt.startswith("vllm") for w, nxt in zip(words, words[1:]))
+        any(w == "-m" and nxt.startswith("vllm") for w, nxt in itertools.pairwise(words))
 
 
 def entrypoint(given: list[str] | None, image: Any, args: list[str] | None) -> list[str] | None:
@@ -989,11 +991,11 @@ def _dockerfile(name: str, text: str) -> Iterator[Target]:
     if image is None:
         return
     if entry is None:
-        if not is_vllm_image(str(image.value)) and not (cmd and _runs_vllm(cmd[0]) or
-                                                         cmd and cmd[0][:1] == ["/bin/sh"]):
+        if not is_vllm_image(str(image.value)) and not ((cmd and _runs_vllm(cmd[0])) or
+                                                         (cmd and cmd[0][:1] == ["/bin/sh"])):
             return
         entry = (list(IMAGE_ENTRYPOINT) if is_vllm_image(str(image.value)) else [], image.line)
-    words = entry[0] + (cmd[0] if cmd and not (entry[0][:2] == ["/bin/sh", "-c"]) else [])
+    words = entry[0] + (cmd[0] if cmd and entry[0][:2] != ["/bin/sh", "-c"] else [])
     refs = _Refs()
     resolved = resolve_command(words, env, refs)
     if resolved is None:

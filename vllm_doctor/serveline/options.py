@@ -55,7 +55,7 @@ def _release_options() -> dict[str, OptionSpec]:
     table = load("options")
     newest = table.newest
     out: dict[str, OptionSpec] = {}
-    for name in table.keys():
+    for name in table:
         spans = table.raw_spans(name)  # plain dicts: no objects built at import
         aliases: list[str] = []
         negations: list[str] = []
@@ -154,7 +154,7 @@ def option_spec(name: str) -> OptionSpec | None:
     key = name
     if key.startswith("--"):
         key = key[2:]
-        head, dot, rest = key.partition(".")
+        head, _dot, _rest = key.partition(".")
         key = head.replace("_", "-")
     elif key.startswith("-"):
         target = _SHORT_ALIASES.get(key)

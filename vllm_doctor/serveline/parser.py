@@ -39,7 +39,16 @@ from typing import Any
 from vllm_doctor.errors import InputError
 from vllm_doctor.serveline import SERVE_LINE
 from vllm_doctor.serveline.line import ServeLine
-from vllm_doctor.serveline.options import JSON_KINDS, OPTIONS, OptionSpec, _HRINT_OR_AUTO, _SHORT_ALIASES, _SPEC_FLAGS, _resolve_long, option_spec
+from vllm_doctor.serveline.options import (
+    _HRINT_OR_AUTO,
+    _SHORT_ALIASES,
+    _SPEC_FLAGS,
+    JSON_KINDS,
+    OPTIONS,
+    OptionSpec,
+    _resolve_long,
+    option_spec,
+)
 from vllm_doctor.serveline.words import _NEG_NUMBER, _looks_like_flag, _strip_prefix
 
 _HR_RE = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
@@ -251,8 +260,8 @@ def _yaml_to_args(path: Path, data: Any) -> list[tuple[str, str]]:
         raise InputError(str(path), f"{len(data):,} options; vLLM has a few hundred, and a serve "
                                     f"config of more than {_MAX_CONFIG_KEYS:,} is refused")
     out: list[tuple[str, str]] = []
-    for key, value in data.items():
-        key = str(key)
+    for raw_key, value in data.items():
+        key = str(raw_key)
         evidence = f"{path.name}: {key}: {_yaml_scalar(value)}"
         if isinstance(value, bool):
             if value:
@@ -513,9 +522,8 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
     # -- step 6: consume -----------------------------------------------------------------
     _consume(line, toks)
 
-    if line.model is None:
-        if entrypoint == "serve":
-            line.warnings.append("no model given (vLLM would serve its default model)")
+    if line.model is None and entrypoint == "serve":
+        line.warnings.append("no model given (vLLM would serve its default model)")
     spec_conf = line.options.get("speculative-config")
     if isinstance(spec_conf, dict):
         for flag, key in _SPEC_FLAGS:
@@ -652,7 +660,7 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
             if dotted_idx is None:
                 line.raw_values[name] = raw_value
             if spec.kind == "append":
-                value = list(line.options.get(name) or []) + [value]
+                value = [*(line.options.get(name) or []), value]
         origin = "config" if tok.idx is None else "cli"
         if name == "model":
             # a positional model wins over `model:` in a config file
@@ -669,9 +677,9 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
         evidence = _evidence_text(used)
         if dotted_idx is not None:
             evidence = start_tok.raw
-        if name in line.options and origin == "cli" and name in seen_cli and spec.kind != "append":
-            if name not in line.duplicates:
-                line.duplicates.append(name)
+        if (name in line.options and origin == "cli" and name in seen_cli
+                and spec.kind != "append" and name not in line.duplicates):
+            line.duplicates.append(name)
         if origin == "cli":
             seen_cli.add(name)
         if spec.legacy and ("--" + name) not in line.legacy_flags:
@@ -690,7 +698,7 @@ def _add_span(line: ServeLine, name: str, used: list[_Tok],
     seen = line.span_index.get(name)  # a set beside the list: a repeated flag stays linear
     if seen is None:
         seen = line.span_index[name] = set(spans)
-    indices = dotted_idx if dotted_idx else [t.idx for t in used if t.idx is not None]
+    indices = dotted_idx or [t.idx for t in used if t.idx is not None]
     for idx in indices:
         if (idx, idx + 1) not in seen:
             seen.add((idx, idx + 1))

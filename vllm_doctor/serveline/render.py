@@ -3,15 +3,23 @@
 
 from __future__ import annotations
 
-import builtins
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.redact import shell_words
 from vllm_doctor.serveline.line import ServeLine
-from vllm_doctor.serveline.options import JSON_KINDS, OPTIONS, OptionSpec, _SHORT_ALIASES, _SPEC_FLAGS, option_spec
+from vllm_doctor.serveline.options import (
+    _SHORT_ALIASES,
+    _SPEC_FLAGS,
+    JSON_KINDS,
+    OPTIONS,
+    OptionSpec,
+    option_spec,
+)
 from vllm_doctor.serveline.words import _looks_like_flag
+
 
 def _format_value(spec: OptionSpec | None, value: Any) -> list[str]:
     if isinstance(value, (dict, list)) and (spec is None or spec.kind in JSON_KINDS):
@@ -34,7 +42,7 @@ def _flag_tokens(spec: OptionSpec | None, name: str, value: Any,
         return [f"--no-{name}"]
     if value is None:
         return []
-    return [flag] + _format_value(spec, value)
+    return [flag, *_format_value(spec, value)]
 
 
 def _set_key(key: str) -> tuple[str, list[str]]:
@@ -54,18 +62,18 @@ def _set_key(key: str) -> tuple[str, list[str]]:
     return name, [p for p in rest.split(".") if p] if dot else []
 
 
-def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
+def render_command(line: ServeLine, changes: Mapping[str, Any] | None = None,
                    remove: Iterable[str] = ()) -> str:
-    """The `vllm serve MODEL ...` command with ``set`` flags replaced (or appended) and
-    ``remove`` flags dropped, keeping the user's other flags and their order.
+    """The `vllm serve MODEL ...` command with the ``changes`` flags replaced (or appended)
+    and ``remove`` flags dropped, keeping the user's other flags and their order.
 
-    ``set`` values: True is a bare flag, False ``--no-flag`` (a store-true flag is dropped),
+    ``changes`` values: True is a bare flag, False ``--no-flag`` (a store-true flag is dropped),
     a dict for a JSON option is written as JSON; a key may be dotted
     (``compilation-config.cudagraph_mode``) to change one field of a JSON option.
     Options that came from a ``--config`` file are overridden by appending them (the
     command line wins over the file); removing such a boolean appends ``--no-flag``.
     """
-    wanted = dict(set or {})
+    wanted = dict(changes or {})
     updates: dict[str, Any] = {}
     sub_updates: dict[str, list[tuple[list[str], Any, bool]]] = {}
     for key, value in wanted.items():
@@ -74,7 +82,7 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
             sub_updates.setdefault(name, []).append((sub, value, False))
         else:
             updates[name] = value
-    removals: builtins.set[str] = builtins.set()
+    removals: set[str] = set()
     for key in remove:
         name, sub = _set_key(key)
         if sub:
@@ -107,15 +115,15 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
             removals |= {flag for flag, _ in _SPEC_FLAGS}
 
     tokens = list(line.tokens)
-    drop: builtins.set[int] = builtins.set()
+    drop: set[int] = set()
     replace_at: dict[int, list[str]] = {}
     appended: list[str] = []
     appended_removals: list[str] = []
 
     if line.model_span is not None:
-        drop |= builtins.set(range(*line.model_span))
+        drop |= set(range(*line.model_span))
     for start, end in line.spans.get("model-ignored", []):
-        drop |= builtins.set(range(start, end))
+        drop |= set(range(start, end))
     # words from a `--` marker on are all positional: they stay last, after any new flag
     marker = min((start for start, _ in line.spans.get("--", [])), default=len(tokens))
 
@@ -125,7 +133,7 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
     for name in removals:
         spans = spans_of(name)
         for start, end in spans:
-            drop |= builtins.set(range(start, end))
+            drop |= set(range(start, end))
         spec = OPTIONS.get(name)
         if line.origins.get(name) == "config" and spec is not None and spec.kind == "bool":
             appended_removals.append(f"--no-{name}")
@@ -136,7 +144,7 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
         if spans and _enclosed(line, name, spans[0][0]):
             # its words sit between another option and that option's value: append instead
             for s, e in spans:
-                drop |= builtins.set(range(s, e))
+                drop |= set(range(s, e))
             appended.extend(_flag_tokens(spec, name, value))
         elif spans:
             start, end = spans[0]
@@ -147,7 +155,7 @@ def render_command(line: ServeLine, set: Mapping[str, Any] | None = None,
                 new_tokens = [f"{new_tokens[0]}={new_tokens[1]}"]
             replace_at[start] = new_tokens
             for s, e in spans:
-                drop |= builtins.set(range(s, e))
+                drop |= set(range(s, e))
         else:
             appended.extend(_flag_tokens(spec, name, value))
 
@@ -190,7 +198,7 @@ def _spelling(token: str, name: str, spec: OptionSpec | None) -> str | None:
     key = token.split("=", 1)[0]
     if "." in key:
         return None  # dotted pieces are replaced by the whole option
-    if key.startswith("--no-") or key.startswith("-O"):
+    if key.startswith(("--no-", "-O")):
         return None
     if key.startswith("--"):
         return key if key[2:].replace("_", "-") == name else None

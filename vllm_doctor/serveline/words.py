@@ -155,7 +155,7 @@ def _drop_redirections(text: str) -> str:
             out.append(text[i:end])
             i = end
             continue
-        elif ch in "<>" or text.startswith("&>", i) or (ch.isdigit() or ch == "{") and at_word_start():
+        elif ch in "<>" or text.startswith("&>", i) or ((ch.isdigit() or ch == "{") and at_word_start()):
             match = _REDIRECTION.match(text, i)
             if match:
                 i = _target_end(text, match.end())
@@ -283,7 +283,7 @@ def command_words(text: str) -> list[str]:
     if len(text) > MAX_LINE_CHARS:
         raise InputError(SERVE_LINE, f"{len(text):,} characters; at most {MAX_LINE_CHARS:,} are read")
     lines = [ln.strip(" \t\r") for ln in _logical_lines(text)]
-    lines = [ln[2:] if ln.startswith("$ ") else ln for ln in lines]
+    lines = [ln.removeprefix("$ ") for ln in lines]
     lines = [ln for ln in lines if ln and not ln.startswith("#")]
     if not lines:
         raise InputError(SERVE_LINE, "empty serve line")
