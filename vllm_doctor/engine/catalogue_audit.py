@@ -5,6 +5,12 @@ read from every release wheel) says which releases can print it. A rule whose af
 start after the first release with the message, or end (fixed) before it, disagrees with the
 wheels: most likely its range was guessed (a message present from 0.10.0 written as "0.18.0
 and later"). The audit names the rule, the signature, the message and both ranges.
+
+A message can be older than the failure a rule describes: DeepGEMM's "backend is not
+available" is raised for any DeepGEMM kernel from 0.10.0, while the sparse-attention indexer
+that needs it (DeepSeek-V3.2) is registered from 0.11.0. A rule whose condition requires an
+architecture cannot apply before the model registry (knowledge/data/registry.json) has one of
+them, so its range is compared with the later of the two releases.
 """
 
 from __future__ import annotations
@@ -69,12 +75,51 @@ def _version(text: str | None) -> Version | None:
         return None
 
 
-def rule_range_warnings(rule: Rule, first: dict[str, Version] | None = None) -> list[str]:
+def _architecture_tests(when: Any) -> list[list[str]]:
+    """The `model.architectures` tests a rule's condition cannot apply without: those on the
+    `all` spine of ``when`` (a test under `any` or `not` is not required)."""
+    if not isinstance(when, dict):
+        return []
+    if isinstance(when.get("all"), list):
+        return [names for child in when["all"] for names in _architecture_tests(child)]
+    if when.get("fact") != "model.architectures":
+        return []
+    for op in ("contains", "contains_any", "eq"):
+        value = when.get(op)
+        if isinstance(value, str):
+            return [[value]]
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return [list(value)]
+    return []
+
+
+def registered_from(rule: Rule, registry: Any) -> tuple[Version, list[str]] | None:
+    """The first release whose model registry has an architecture the rule requires, with
+    those architectures; None when the rule requires none, or one no covered release registers
+    (an out-of-tree model can be served by any release)."""
+    bound: tuple[Version, list[str]] | None = None
+    for names in _architecture_tests(rule.raw.get("when")):
+        firsts = [[Version(span.first) for span in registry.spans(name)] for name in names]
+        if not all(firsts):
+            continue
+        since = min(min(f) for f in firsts)
+        if bound is None or since > bound[0]:
+            bound = (since, names)
+    return bound
+
+
+def rule_range_warnings(rule: Rule, first: dict[str, Version] | None = None,
+                        registry: Any = None) -> list[str]:
     """``file:signatures[i]: ...`` for each signature whose catalogue message's releases
     disagree with the rule's affected ranges (a rule without ranges is not audited)."""
     if not rule.ranges:
         return []
     first = _first_releases() if first is None else first
+    if registry is None:
+        from vllm_doctor.knowledge import load
+
+        registry = load("registry")
+    models = registered_from(rule, registry)
     starts = [_version(r.introduced) for r in rule.ranges]
     earliest = None if None in starts else min(v for v in starts if v is not None)
     ends = [_version(r.fixed) for r in rule.ranges]
@@ -87,9 +132,12 @@ def rule_range_warnings(rule: Rule, first: dict[str, Version] | None = None) -> 
         key = min(keys, key=lambda k: first[k])
         since = first[key]
         where = f"{rule.path}:signatures[{i}]"
-        if earliest is not None and since < earliest:
+        possible = max(since, models[0]) if models else since
+        if earliest is not None and possible < earliest:
+            also = (f" and the model registry has {'/'.join(models[1])} from {models[0]} "
+                    "(registry.json)" if models and models[0] > since else "")
             warnings.append(f"{where}: the error catalogue has {key!r} from {since} "
-                            f"(errors.json), but the rule's affected range starts at "
+                            f"(errors.json){also}, but the rule's affected range starts at "
                             f"{earliest}: check the range against the wheels")
         elif latest_fix is not None and latest_fix <= since:
             warnings.append(f"{where}: the error catalogue has {key!r} only from {since} "
@@ -98,5 +146,8 @@ def rule_range_warnings(rule: Rule, first: dict[str, Version] | None = None) -> 
 
 
 def range_warnings(rules: list[Rule]) -> list[str]:
+    from vllm_doctor.knowledge import load
+
     first = _first_releases()
-    return [line for rule in rules for line in rule_range_warnings(rule, first)]
+    registry = load("registry")
+    return [line for rule in rules for line in rule_range_warnings(rule, first, registry)]
