@@ -35,3 +35,55 @@ def test_ruff_check():
 def test_ruff_format():
     run = run_tool("ruff", "format", "--check", "--no-cache", ".")
     assert run.returncode == 0, f"ruff format --check (fix: ruff format FILE):\n{run.stdout}"
+
+
+def imports_of(path: Path, package: str, modules: set[str]) -> set[str]:
+    """The package's modules ``path`` imports, at module level or inside functions."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the module's package up
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules]
+            names = subs if len(subs) == len(node.names) else [base, *subs]
+        else:
+            continue
+        for name in names:
+            while name and name not in modules:  # `import a.b.c` imports the module a.b.c
+                name = name.rpartition(".")[0]
+            if name:
+                found.add(name)
+    return found
+
+
+def test_no_import_cycles():
+    """Modules import one another in one direction only, function-level imports included
+    (they are how the start-up stays fast; a cycle through them still ties two modules)."""
+    paths = {}
+    for path in (ROOT / "vllm_doctor").rglob("*.py"):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        paths[name] = path
+    modules = set(paths)
+    graph = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        graph[name] = imports_of(path, package, modules) - {name}
+    # a module is on a cycle when it can reach itself
+    cycles = set()
+    for start in graph:
+        stack, seen = [(start, (start,))], set()
+        while stack:
+            node, trail = stack.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    cycles.add(" -> ".join((*trail, start)))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, (*trail, nxt)))
+    assert not cycles, "import cycles:\n" + "\n".join(sorted(cycles))

@@ -53,10 +53,11 @@ def check_argv(params: typer.Context, argv: list[str]) -> list[str]:
 
 
 def _gate(params: typer.Context, argv: list[str]) -> int:
-    """Run `check` on the serve line in this process; its exit code."""
-    from vllm_doctor.cli import app
-
-    code = app(args=check_argv(params, argv), standalone_mode=False)
+    """Run `check` on the serve line in this process; its exit code. It is run through the
+    root command of this very invocation (the one `vllm-doctor` app), so that `check` parses
+    the forwarded options as on its own command line."""
+    root = params.find_root().command
+    code = root.main(args=check_argv(params, argv), standalone_mode=False)
     return code if isinstance(code, int) else EXIT_OK
 
 
