@@ -15,3 +15,12 @@ if "VLLM_DOCTOR_CACHE_DIR" not in os.environ:
     import tempfile
 
     os.environ["VLLM_DOCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="vllm-doctor-test-cache-")
+
+# The doctor and its children start in other working directories (a model directory, a probe
+# run directory) where the isolation tests plant look-alike modules; a relative PYTHONPATH
+# entry ("." or an empty one, as in `PYTHONPATH=. pytest`) would make them import those planted
+# modules, which the doctor never does on its own. The entries are made absolute against the
+# directory the tests were started from, which is what the caller meant by them.
+if os.environ.get("PYTHONPATH"):
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        os.path.abspath(entry or os.curdir) for entry in os.environ["PYTHONPATH"].split(os.pathsep))
