@@ -5,7 +5,7 @@ that command prints (stdout, then the summary line from stderr), with the bundle
 directory written as `.../vllm_doctor/examples` and the timing as printed when the block was
 made (timings are compared as `N.NN s`). After an intended change of the output or the rules:
 
-    UPDATE_README=1 python -m pytest tests/test_readme.py
+    UPDATE_README=1 python -m pytest -q tests/test_readme.py
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ README = ROOT / "README.md"
 EXAMPLES = ROOT / "vllm_doctor" / "examples"
 BLOCK = re.compile(r"(<!-- readme-output: (?P<args>[^>]+?) -->\n```\n)(?P<body>.*?)(```)", re.DOTALL)
 TIMING = re.compile(r"in \d+\.\d+ s\)")
+REGENERATE = "regenerate with UPDATE_README=1 python -m pytest -q tests/test_readme.py"
 
 
 def real_output(args: str) -> str:
@@ -40,7 +41,7 @@ def test_readme_blocks_are_real_output():
     for block in blocks:
         expected = TIMING.sub("in N.NN s)", block.group("body"))
         actual = TIMING.sub("in N.NN s)", real_output(block.group("args")))
-        assert expected == actual, f"README block `{block.group('args')}` is stale: UPDATE_README=1"
+        assert expected == actual, f"README block `{block.group('args')}` is stale: {REGENERATE}"
 
 
 def test_readme_names_no_stale_rule_count_or_fix_version():
@@ -50,7 +51,9 @@ def test_readme_names_no_stale_rule_count_or_fix_version():
         if "bench" in line or "synthetic" in line:
             continue  # a measurement and the rule count it was taken with, not a claim
         for match in re.finditer(r"\b(\d+) rules\b", line):
-            assert int(match.group(1)) == rules, line
+            assert int(match.group(1)) == rules, (
+                f"the README says {match.group(0)}, the rule base has {rules}: {line!r} "
+                f"(an example's output: {REGENERATE})")
     assert "0.24.0 or later" not in readme
 
 
