@@ -1,4 +1,5 @@
-"""`vllm-doctor check`: facts → rules → findings → a report, with CI exit codes."""
+"""`vllm-doctor check`: facts → rules (with the crash log's matches) → findings, each
+corrected command re-checked (and probe verdicts with --probe) → a report, with CI exit codes."""
 
 from __future__ import annotations
 

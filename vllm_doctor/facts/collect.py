@@ -1,8 +1,11 @@
 """Collect every fact the rules may look at, one collector per source.
 
-Order: environment → packages → GPUs (NVML) → a collect-env report (its areas replace this
-machine's) → serve line → model config → crash log → what-if versions → derived facts →
-release facts (what the judged vLLM release accepts, from the generated knowledge).
+Order: this machine (environment → packages → GPUs through NVML), or instead a collect-env
+report (parsed first; its areas stand for this machine's) → a rule case's given facts → a
+manifest container's stated facts → the target hardware (--gpu/--gpus/--driver/--cuda) → serve
+line → model config → crash log → what-if versions → inferred facts (hardware and stack from
+what is known) → derived facts → release facts and release kernels (what the judged vLLM
+release accepts, from the generated knowledge).
 
 A collector that crashes is recorded as missing ("collector X crashed: ...") for the areas it
 owns and in ``Facts.crashes``, and collection goes on, so the report still shows everything
@@ -102,7 +105,9 @@ def _collect_serve(facts: Facts, options: CollectOptions, env: Mapping[str, str]
     if len(given) > 1:
         raise InputError("serve line", "give only one of `-- vllm serve ...`, --serve, "
                                        "--serve-config and --manifest")
-    from vllm_doctor import serve_args  # written beside the collectors; imported when needed
+    # the serve line's readers (vllm_doctor/serveline, through its face serve_args), imported
+    # only when a line is given
+    from vllm_doctor import serve_args
 
     if options.manifest_target is not None:
         target = options.manifest_target
