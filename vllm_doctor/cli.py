@@ -26,9 +26,9 @@ from vllm_doctor.errors import (
 )
 
 try:  # newer typer vendors click as typer._click; older typer uses click itself
-    from typer._click import exceptions as click_exceptions  # type: ignore[import-not-found]
+    from typer._click import exceptions as click_exceptions
 except ImportError:  # pragma: no cover - depends on the installed typer
-    from click import exceptions as click_exceptions
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
 app = typer.Typer(
     name="vllm-doctor",
@@ -99,7 +99,7 @@ def _serve_option_hint(err: click_exceptions.NoSuchOption, args: list[str]) -> s
         flag = word.split("=", 1)[0]
         if flag.startswith("-") and flag not in ours and resolve_flag(flag) is not None:
             return (f"{flag} is a `vllm serve` option: put the serve line after `--`, as in "
-                    f"`vllm-doctor {err.ctx.info_name} [OPTIONS] -- vllm serve MODEL {flag} ...`")
+                    f"`vllm-doctor {command.name} [OPTIONS] -- vllm serve MODEL {flag} ...`")
     return None
 
 

@@ -206,7 +206,7 @@ def load_config(path: Path) -> Config:
                                 f"(known: {', '.join(_KEYS)})")
     for key, value in section.items():
         kind, meaning = _KEYS[key]
-        if not isinstance(value, kind) or (kind is list and key != "ignore-entries"
+        if not isinstance(value, kind) or (isinstance(value, list) and key != "ignore-entries"
                                            and not all(isinstance(v, str) for v in value)):
             raise InputError(where, f"{key} must be {meaning}")
     from vllm_doctor.report import FAIL_ON, FORMATS

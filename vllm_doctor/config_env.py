@@ -18,6 +18,7 @@ import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from vllm_doctor.config import _KEYS, Config
 from vllm_doctor.errors import InputError
@@ -56,7 +57,7 @@ def _value(key: str, name: str, text: str):
     return text.strip()
 
 
-def environment_settings(environ: Mapping[str, str] | None = None) -> dict[str, object]:
+def environment_settings(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The settings the environment gives, by Config field (an unset or empty variable is
     absent); a value that is not one is exit 2 naming the variable."""
     environ = os.environ if environ is None else environ

@@ -27,11 +27,12 @@ def value_options() -> set[str]:
     """The options of `check` that take a value (read from the command itself, so a new
     option cannot be missed): their value is never taken for a serve config."""
     import typer.main
+    from typer.core import TyperOption
 
     from vllm_doctor.cli import app
 
-    check = typer.main.get_command(app).commands["check"]
-    return {opt for param in check.params if param.param_type_name == "option"
+    check = typer.main.get_group(app).commands["check"]
+    return {opt for param in check.params if isinstance(param, TyperOption)
             and not param.is_flag for opt in param.opts}
 
 

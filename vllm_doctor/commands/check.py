@@ -9,7 +9,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -278,7 +278,7 @@ def run_check(
     if strict_failures:
         raise InputError("--strict", "; ".join(strict_failures))
     targets = manifest_targets(options)
-    judge = dict(rules=rules, loaded=loaded, entries=entries, fail_on=fail_on, strict=strict,
+    judge: dict[str, Any] = dict(rules=rules, loaded=loaded, entries=entries, fail_on=fail_on, strict=strict,
                  warnings=warnings, example=example, probe=probe, probe_timeout=probe_timeout,
                  settings=settings)
     if targets:
@@ -377,7 +377,9 @@ def _judge(options: CollectOptions, rules, loaded, entries, fail_on: str, strict
     if coverage and coverage not in warnings:
         warnings.append(coverage)  # on stderr too: a gate judged beyond its knowledge says so
     if settings is not None:
-        doc.notes.append(settings.describe())
+        described = settings.describe()  # None without a settings file
+        if described:
+            doc.notes.append(described)
         doc.settings = settings
     doc.notes.extend(warnings)
     doc.notes.extend(apply_ignores(findings, entries))
@@ -399,7 +401,7 @@ def _judge(options: CollectOptions, rules, loaded, entries, fail_on: str, strict
         # the serve line's TP when it was given, else every visible GPU (as `probe` does)
         tp_fact = facts.get("serve.tensor_parallel_size")
         given = tp_fact is not None and tp_fact.source != Source.DEFAULT
-        tp = tp_fact.value if given else (facts.value("gpu.count") or 1)
+        tp = tp_fact.value if tp_fact is not None and given else (facts.value("gpu.count") or 1)
         _attach_probes(doc, facts, findings, tp, "cuda" if facts.value("gpu.count") else "cpu", probe_timeout)
     return doc
 
@@ -498,7 +500,8 @@ def register(app: typer.Typer) -> None:
         overridden = set(environment_settings()) | {field for field, given in (
             ("select", select), ("ignore", ignore), ("fail_on", fail_on),
             ("ignore_file", ignore_file), ("default_rules", no_default_rules)) if given}
-        from_file = dataclasses.replace(from_file, **dict.fromkeys(overridden))
+        cleared: dict[str, Any] = dict.fromkeys(overridden)
+        from_file = dataclasses.replace(from_file, **cleared)
         entries = (parse_entries(settings.ignore_entries, str(settings.path), "ignore-entries")
                    if settings.ignore_entries else [])
         options = inputs.collect_options(serve_tokens, serve, serve_config, model_config,

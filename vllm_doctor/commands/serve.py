@@ -37,10 +37,13 @@ def check_argv(params: typer.Context, argv: list[str]) -> list[str]:
     """`check`'s command line for the options given to `serve` (each forwarded as written,
     so `check` reads them, its settings file and its environment in its one way)."""
     words = ["check", "-q"] if not params.params.get("verbose") else ["check"]
+    from typer.core import TyperOption
+
     for param in params.command.params:
-        value = params.params.get(param.name)
-        if param.name in ("serve_tokens", "no_gate", "verbose") or value is None or value == ():
-            continue
+        value = params.params.get(param.name or "")
+        if (not isinstance(param, TyperOption) or param.name in ("no_gate", "verbose")
+                or value is None or value == ()):
+            continue  # the serve line (an argument) follows the options
         if param.is_flag and param.secondary_opts:  # --strict/--no-strict: either was given
             words.append(param.opts[0] if value else param.secondary_opts[0])
         elif param.is_flag:

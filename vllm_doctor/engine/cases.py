@@ -205,7 +205,7 @@ def _run_case(rule: Rule, case: dict[str, Any], index: int) -> CaseResult:
     return CaseResult(rule.code, name, not problems, "; ".join(problems) or "ok")
 
 
-def _load_cases(rule: Rule) -> tuple[list | None, list[str]]:
+def _load_cases(rule: Rule) -> tuple[list[Any] | None, list[str]]:
     """The `cases:` list of a rule's cases file, or None and the problem."""
     path = cases_path(rule)
     if not path.exists():

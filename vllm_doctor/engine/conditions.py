@@ -235,7 +235,7 @@ def possible_versions_satisfy(possible: str, test: str) -> bool | None:
     return True if inside_low and inside_high else None
 
 
-_COMPARE = {
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
     "lt": lambda a, b: a < b, "le": lambda a, b: a <= b,
     "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
 }

@@ -15,6 +15,7 @@ from vllm_doctor.facts.schema import supply_hint
 
 if TYPE_CHECKING:
     from vllm_doctor.engine.logmatch import LogScan
+    from vllm_doctor.logreaders import LogReading
 
 APPLIES, NOT_APPLIES, UNDECIDED = "applies", "not-applies", "undecided"
 _CONFIDENCE_DOWN = {"high": "medium", "medium": "low", "low": "low"}
@@ -114,12 +115,14 @@ def scan_for_rules(rules: list[Rule], log_text: str) -> "LogScan":
     return scan_log(log_text, [s.compiled() for rule in rules for s in rule.signatures])
 
 
-def read_rule_log(rule: Rule, log: "str | LogScan", version: str | None):
+def read_rule_log(rule: Rule, log: str | LogScan, version: str | None) -> LogReading | None:
     """The rule's log reader on the log (its text, as scanned); the vLLM version is the one
     known from the facts, else the one the log states."""
     from vllm_doctor.engine.logmatch import version_in_log
     from vllm_doctor.logreaders import read_log
 
+    if rule.reader is None:
+        return None
     text = log if isinstance(log, str) else log.text
     return read_log(rule.reader, text, version or version_in_log(text))
 
@@ -169,7 +172,7 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: "str | LogScan | None" = N
     if (outcome.value is False or rule.log_only) and not log_matches:
         return Finding(rule, NOT_APPLIES, confidence)
     reading = None
-    if log_matches and rule.reader:
+    if log_matches and rule.reader and log_text is not None:
         reading = read_rule_log(rule, log_text, facts.value("vllm.version"))
         if reading is None:  # the message is not the case the rule's reader names
             return Finding(rule, NOT_APPLIES, confidence)

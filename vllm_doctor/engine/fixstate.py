@@ -82,11 +82,19 @@ def check_fingerprint(fp: Fingerprint, package_dir: Path) -> tuple[str, str] | N
     return state, f"{rel} lacks /{fp.pattern.pattern}/"
 
 
+def _bound(text: str) -> Version:
+    """A range's release (the loader has checked that it is a version)."""
+    version = parse_version(text)
+    if version is None:
+        raise ValueError(f"not a version: {text!r}")
+    return version
+
+
 def in_ranges(version: Version, ranges: tuple[VersionRange, ...]) -> tuple[bool, str]:
     """Whether a release lies in one of the affected ranges, and the ranges in words."""
     for rng in ranges:
-        low_ok = rng.introduced == "0" or version >= parse_version(rng.introduced)
-        high_ok = rng.fixed is None or version < parse_version(rng.fixed)
+        low_ok = rng.introduced == "0" or version >= _bound(rng.introduced)
+        high_ok = rng.fixed is None or version < _bound(rng.fixed)
         if low_ok and high_ok:
             upper = f", fixed in {rng.fixed}" if rng.fixed else ", no fixed release yet"
             return True, f"introduced in {rng.introduced}{upper}"
@@ -135,8 +143,8 @@ def fix_state(rule: Rule, facts: Facts, vllm_tree: Path | None = None) -> FixSta
     base = parse_version(str(facts.value("vllm.base_release") or "")) or version
     upper = max(Version(f"{base.major}.{base.minor + 1}.0"), Version(version.base_version))
     for rng in rule.ranges:
-        introduced = Version("0") if rng.introduced == "0" else parse_version(rng.introduced)
-        fixed = parse_version(rng.fixed) if rng.fixed else None
+        introduced = Version("0") if rng.introduced == "0" else _bound(rng.introduced)
+        fixed = _bound(rng.fixed) if rng.fixed else None
         if introduced <= upper and (fixed is None or fixed > base):
             maybe = []
             if introduced > base:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vllm_doctor import yaml_io
 from vllm_doctor.bounds import read_text
@@ -40,7 +41,7 @@ def load_ignore_file(path: Path) -> list[IgnoreEntry]:
     return parse_entries(data["ignore"], name, "ignore")
 
 
-def parse_entries(items: list, name: str, key: str = "ignore") -> list[IgnoreEntry]:
+def parse_entries(items: list[Any], name: str, key: str = "ignore") -> list[IgnoreEntry]:
     """Entries of an ignore file or of a configuration's ``ignore-entries`` list."""
     entries = []
     for i, item in enumerate(items):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
 
 class LinearRegexError(ValueError):
@@ -14,7 +15,7 @@ class LinearRegexError(ValueError):
 
 
 @lru_cache(maxsize=1)
-def re2_module():
+def re2_module() -> tuple[Any, Any]:  # google-re2 ships no type information
     """google-re2 (a dependency, see pyproject.toml) and quiet options for it."""
     import re2
 
@@ -23,7 +24,7 @@ def re2_module():
     return re2, options
 
 
-def compile_linear(pattern: str, multiline: bool = False):
+def compile_linear(pattern: str, multiline: bool = False) -> Any:
     """``pattern`` compiled by RE2 (``search``/``finditer``/``match.start()`` as in ``re``)."""
     re2, options = re2_module()
     try:

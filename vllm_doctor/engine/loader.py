@@ -49,7 +49,9 @@ REQUIRED_KEYS = ("code", "slug", "status", "severity", "confidence", "summary", 
 def default_rules_dir() -> Path:
     """The shipped rule base: the top-level rules/ folder (the package vllm_doctor.rules)."""
     try:
-        import vllm_doctor.rules as shipped  # the rules/ folder, mapped into the package
+        # the rules/ folder, mapped into the package by setuptools (package-dir): no module
+        # file for the type checker to find
+        import vllm_doctor.rules as shipped  # type: ignore[import-not-found]
     except ImportError:  # run from a source tree without installing (PYTHONPATH=.)
         return Path(__file__).resolve().parents[2] / "rules"
     return Path(shipped.__file__).parent
@@ -74,7 +76,7 @@ class _Checker:
     def problem(self, where: str, text: str) -> None:
         self.problems.append(f"{self.file}:{where}: {text}")
 
-    def string(self, data: dict, key: str, choices: tuple[str, ...] | None = None) -> str | None:
+    def string(self, data: dict[str, Any], key: str, choices: tuple[str, ...] | None = None) -> str | None:
         value = data.get(key)
         if value is None:
             return None
@@ -86,7 +88,7 @@ class _Checker:
             return None
         return value
 
-    def string_list(self, data: dict, key: str) -> tuple[str, ...]:
+    def string_list(self, data: dict[str, Any], key: str) -> tuple[str, ...]:
         value = data.get(key, [])
         if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
             self.problem(key, "must be a list of strings")
@@ -134,7 +136,7 @@ class _Checker:
             return None
 
 
-def _ranges(chk: _Checker, affected: dict) -> tuple[VersionRange, ...] | None:
+def _ranges(chk: _Checker, affected: dict[str, Any]) -> tuple[VersionRange, ...] | None:
     raw = affected.get("ranges")
     if raw is None:
         return None
@@ -169,7 +171,7 @@ def _ranges(chk: _Checker, affected: dict) -> tuple[VersionRange, ...] | None:
     return tuple(ranges)
 
 
-def _fingerprints(chk: _Checker, affected: dict) -> tuple[Fingerprint, ...]:
+def _fingerprints(chk: _Checker, affected: dict[str, Any]) -> tuple[Fingerprint, ...]:
     raw = affected.get("fingerprints", [])
     if not isinstance(raw, list):
         chk.problem("affected.fingerprints", "must be a list")
@@ -305,7 +307,8 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
         except ConditionError as err:
             chk.problem("warn_when." + err.field, err.problem)
     affected = data.get("affected")
-    ranges, fingerprints = None, ()
+    ranges = None
+    fingerprints: tuple[Fingerprint, ...] = ()
     if affected is not None:
         if not isinstance(affected, dict) or set(affected) - {"ranges", "fingerprints"}:
             chk.problem("affected", "takes `ranges` and `fingerprints`")
@@ -475,7 +478,8 @@ def _compact_rule_data(directory: Path) -> dict[str, Any] | None:
         return {"files": texts, "plans": plans}
 
     name = "rules-" + digest([(str(directory), b"")])[:12]
-    return cached(name, sources, build)
+    built: dict[str, Any] | None = cached(name, sources, build)
+    return built
 
 
 # the modules whose code shapes the compact rule data (a change to them is a rebuild)

@@ -23,16 +23,16 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 try:  # Python 3.11+: sre_parse is deprecated in favour of re._parser
-    from re import _parser as _sre_parser  # type: ignore[attr-defined]
+    from re import _parser as _sre_parser  # type: ignore[attr-defined]  # private, untyped
 except ImportError:  # pragma: no cover - 3.10
-    import sre_parse as _sre_parser  # type: ignore[no-redef]
+    import sre_parse as _sre_parser
 
 PART_WINDOW = 2048          # characters searched either side of a signature part's literal
 MIN_PART_LITERAL = 4        # a signature part needs a literal this long to be prefiltered
@@ -55,13 +55,13 @@ class SignatureError(ValueError):
 
 
 # -- the RE2 engine ------------------------------------------------------------------------
-def _re2():
+def _re2() -> tuple[Any, Any]:
     from vllm_doctor.engine.linear import re2_module
 
     return re2_module()
 
 
-def _compile_re2(pattern: str):
+def _compile_re2(pattern: str) -> Any:
     from vllm_doctor.engine.linear import LinearRegexError, compile_linear
 
     try:
@@ -89,7 +89,7 @@ def _class_end(pattern: str, start: int) -> int:
     return len(pattern)
 
 
-def _structure(pattern: str, start: int = 0):
+def _structure(pattern: str, start: int = 0) -> Iterator[tuple[int, str]]:
     """(index, character) of the pattern's characters from ``start`` that are neither escaped
     nor inside a character class; a class is given once, as its opening ``[``."""
     i = start
@@ -155,10 +155,10 @@ class _Part:
 
     def __init__(self, piece: str, literal: str, gap_before: int | None):
         self.piece, self.literal, self.gap_before = piece, literal, gap_before
-        self._regex = None
+        self._regex: Any = None
 
     @property
-    def regex(self):
+    def regex(self) -> Any:  # an RE2 regex (untyped)
         if self._regex is None:
             self._regex = _compile_re2(self.piece)
         return self._regex
@@ -177,11 +177,17 @@ class Signature:
         return found | (self.unless.literals() if self.unless else set())
 
 
-def signature_plan(pattern: str) -> tuple:
+# a signature's plan: (the plan of its `unless` part or None, its parts), each part
+# (regex, its longest literal, bound of the gap before it or None)
+PlanPart = tuple[str, str, "int | None"]
+SignaturePlan = tuple["SignaturePlan | None", tuple[PlanPart, ...]]
+
+
+def signature_plan(pattern: str) -> SignaturePlan:
     """How a signature is matched, as plain data: (the plan of its ``unless`` part or None,
     ((part regex, its literal, bound of the gap before it), ...)). SignatureError says why a
     linear engine cannot run it."""
-    unless = None
+    unless: SignaturePlan | None = None
     text = pattern
     if text.startswith(r"\A(?!"):
         close = _closing_paren(text, 2)
@@ -194,7 +200,8 @@ def signature_plan(pattern: str) -> tuple:
         lead = _GAP.match(text)
         if lead:
             text = text[lead.end():]
-    parts, start, bound = [], 0, None
+    parts: list[PlanPart] = []
+    start, bound = 0, None
     for gap_start, gap_end, gap_bound in [*_top_level_spans(text), (len(text), len(text), None)]:
         piece = text[start:gap_start]
         if piece:
@@ -210,7 +217,7 @@ def signature_plan(pattern: str) -> tuple:
     return unless, tuple(parts)
 
 
-def compile_signature(pattern: str, plan: tuple | None = None) -> Signature:
+def compile_signature(pattern: str, plan: SignaturePlan | None = None) -> Signature:
     """A signature ready to match (``plan``: its signature_plan, when known already)."""
     unless, parts = plan if plan is not None else signature_plan(pattern)
     return Signature(pattern, [_Part(*part) for part in parts],
@@ -261,8 +268,8 @@ class _LiteralFinder:
 
     def __init__(self, literals: frozenset[str]):
         self.literals = sorted(lit for lit in literals if lit)
-        self._automaton = None
-        self._set = None
+        self._automaton: Any = None  # pyahocorasick (untyped), built on first use
+        self._set: Any = None  # an RE2 literal set (untyped), built on first use
 
     def scan(self, text: str) -> dict[str, list[int]]:
         if not self.literals:
@@ -301,7 +308,9 @@ class _LiteralFinder:
         present = self._set.Match(text.encode("utf-8", "surrogatepass")) or []
         hits: dict[str, list[int]] = {}
         for index in present:
-            literal, found, at = self.literals[index], [], text.find(self.literals[index])
+            literal = self.literals[index]
+            found: list[int] = []
+            at = text.find(literal)
             while at != -1 and len(found) < MAX_HITS_PER_LITERAL:
                 found.append(at)
                 at = text.find(literal, at + 1)
@@ -393,7 +402,7 @@ class Catalogue:
     a message's longest part, and of its first part) that find it in a log."""
 
     def __init__(self, keys: list[str], parts: list[tuple[str, ...]],
-                 by_anchor: dict[str, tuple[int, ...]], table=None,
+                 by_anchor: dict[str, tuple[int, ...]], table: Any = None,
                  prefixes: dict[str, tuple[str, ...]] | None = None):
         self.keys = keys
         self.parts = parts
@@ -403,8 +412,10 @@ class Catalogue:
         self._entries: dict[int, _Entry] = {}
 
     @classmethod
-    def build(cls, keys: Iterable[str], table=None) -> Catalogue:
-        names, all_parts, by_anchor = [], [], {}
+    def build(cls, keys: Iterable[str], table: Any = None) -> Catalogue:
+        names: list[str] = []
+        all_parts: list[tuple[str, ...]] = []
+        by_anchor: dict[str, list[int]] = {}
         split = _WILDCARD_SPLIT.split
         for key in keys:
             _cls_name, _, template = key.partition(": ")
@@ -466,8 +477,8 @@ class Catalogue:
         for line_start, scored in per_line.items():
             top = max(score for score, _ in scored)
             tied = [i for score, i in scored if score == top]
-            window = windows[line_start][0]
-            named = [i for i in tied if f"{self.entry(i).cls}:" in window]
+            line_text = windows[line_start][0]
+            named = [i for i in tied if f"{self.entry(i).cls}:" in line_text]
             keep.update(named or tied)
         # what vLLM raised comes before what it logged about it ("EngineCore failed to start."
         # is logged above the traceback of the exception that stopped it), then log order
@@ -556,7 +567,7 @@ def _compact_catalogue(source: bytes) -> dict[str, Any]:
     }
 
 
-class _JsonValues(Mapping):
+class _JsonValues(Mapping[str, Any]):
     """A mapping whose values are stored as JSON text and decoded on first access."""
 
     def __init__(self, texts: dict[str, str]):
@@ -575,14 +586,17 @@ class _JsonValues(Mapping):
     def __contains__(self, key: object) -> bool:
         return key in self._texts
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._texts)
 
     def __len__(self) -> int:
         return len(self._texts)
 
 
-def _without_gc(make):
+T = TypeVar("T")
+
+
+def _without_gc(make: Callable[[], T]) -> T:
     """Tens of thousands of small objects, none cyclic: the cyclic collector would only rescan
     them again and again while they are made (a third of the time)."""
     import gc

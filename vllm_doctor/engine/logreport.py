@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vllm_doctor.knowledge import ReleaseMatch, Table
 
 from vllm_doctor.engine.logmatch import (
     CatalogueHit,
@@ -36,11 +39,11 @@ class CatalogueMessage:
 
     @property
     def first(self) -> str:
-        return self.releases[0]["first"]
+        return str(self.releases[0]["first"])
 
     @property
     def last(self) -> str:
-        return self.releases[-1]["last"]
+        return str(self.releases[-1]["last"])
 
     def release_ranges(self) -> str:
         return ", ".join(r["first"] if r["first"] == r["last"] else f"{r['first']}–{r['last']}"
@@ -88,7 +91,7 @@ def catalogue_messages(scan: LogScan, version: str | None, limit: int = MAX_MESS
         releases = [{"first": s.first, "last": s.last, "sites": s.value["sites"]} for s in spans]
         releases = _merge_adjacent(releases, table.releases)
         message = CatalogueMessage(hit, _kind(hit), releases, version)
-        if judged is not None:
+        if judged is not None and version is not None:
             message.release = judged.release
             message.note = _note(table, hit.key, version, judged, message)
         out.append(message)
@@ -118,7 +121,8 @@ def _kind(hit: CatalogueHit) -> str:
     return "raise"
 
 
-def _note(table, key: str, version: str, judged, message: CatalogueMessage) -> str:
+def _note(table: Table, key: str, version: str, judged: ReleaseMatch,
+          message: CatalogueMessage) -> str:
     if judged.release is None:
         return f"vLLM {version}: {judged.note}; the message is in {message.release_ranges()}"
     span = table.get(key, judged.release)
@@ -138,7 +142,7 @@ def _note(table, key: str, version: str, judged, message: CatalogueMessage) -> s
     return f"{prefix} raises this message at the place shown"
 
 
-def analyse_log(text: str, rules: list, version: str | None = None, version_source: str = "",
+def analyse_log(text: str, rules: list[Any], version: str | None = None, version_source: str = "",
                 scan: LogScan | None = None) -> LogReport:
     """Curated rule matches and catalogue messages for one log (one literal scan for both)."""
     signatures = [s.compiled() for rule in rules for s in rule.signatures]
@@ -184,6 +188,6 @@ def refused_options(text: str, version: str | None) -> list[str]:
     return refused_option_hints(words[:100], version)
 
 
-def scan_for_check(text: str, rules: list) -> LogScan:
+def scan_for_check(text: str, rules: list[Any]) -> LogScan:
     """The scan `check --log` shares between the rules' signatures and the catalogue."""
     return scan_log(text, [s.compiled() for rule in rules for s in rule.signatures], load_catalogue())

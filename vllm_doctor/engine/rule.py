@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vllm_doctor.engine.logmatch import Signature
 
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
@@ -53,10 +56,10 @@ class LazyPattern:
                 raise InputError(file, f"{field}: {err}") from None
         return self._compiled
 
-    def search(self, text: str):
+    def search(self, text: str) -> Any:  # RE2's match objects (untyped)
         return self.compiled().search(text)
 
-    def finditer(self, text: str):
+    def finditer(self, text: str) -> Any:
         return self.compiled().finditer(text)
 
 
@@ -71,12 +74,12 @@ class LazySignature:
 
     __slots__ = ("_compiled", "pattern", "where")
 
-    def __init__(self, pattern: str, where: str, compiled=None):
+    def __init__(self, pattern: str, where: str, compiled: Signature | None = None):
         self.pattern = pattern
         self.where = where  # "file:field", for the error message
         self._compiled = compiled
 
-    def compiled(self):
+    def compiled(self) -> Signature:
         if self._compiled is None:
             from vllm_doctor.engine.logmatch import SignatureError, compile_signature
             from vllm_doctor.errors import InputError

@@ -121,7 +121,8 @@ def _collect_serve(facts: Facts, options: CollectOptions, env: Mapping[str, str]
     elif options.serve_string:
         line = serve_args.parse_serve_string(options.serve_string)
         source = Source.SERVE
-    else:
+    else:  # the one input left
+        assert options.serve_config is not None
         line = serve_args.load_serve_config(Path(options.serve_config))
         source = Source.SERVE_CONFIG
     line.to_facts(facts, source, env)

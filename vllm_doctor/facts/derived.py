@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.facts.model import Fact, Facts, Source
 
 MIB = 1024 * 1024
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default
@@ -59,12 +59,16 @@ class _Missing(Exception):
         self.reason = reason
 
 
-def _need(facts: Facts, path: str) -> Any:
+def _need_fact(facts: Facts, path: str) -> Fact:
     fact = facts.get(path)
     if fact is None:
         why = facts.why_missing(path) or "not collected"
         raise _Missing(path, why)
-    return fact.value
+    return fact
+
+
+def _need(facts: Facts, path: str) -> Any:
+    return _need_fact(facts, path).value
 
 
 def _tp(facts: Facts) -> int:
@@ -148,9 +152,7 @@ def _weights_per_gpu(facts: Facts) -> tuple[int, str]:
 def _memory_range(facts: Facts) -> tuple[int, int, str]:
     """(lowest, highest) total MiB of the smallest GPU and how it is known: measured, one
     value; inferred from a GPU name, the range its variants and NVML's reporting allow."""
-    total = facts.get("gpu.memory_total_mib")
-    if total is None:
-        _need(facts, "gpu.memory_total_mib")
+    total = _need_fact(facts, "gpu.memory_total_mib")
     bounds = facts.value("gpu.memory_bounds_mib")
     if total.inferred and isinstance(bounds, list) and len(bounds) == 2:
         low, high = int(bounds[0]), int(bounds[1])
@@ -269,7 +271,7 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
                            "activations not subtracted")
 
     span: tuple[int, int, str] | None = None
-    failure: Exception | None = None
+    failure: Exception = _Missing("derived.kv_bytes_available", "not computed")
     try:
         span = available_range()
     except (_Missing, TypeError, ValueError, ZeroDivisionError) as err:

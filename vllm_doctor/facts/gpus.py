@@ -81,7 +81,7 @@ class _Device:
     name: str = ""
     bus_id: str = ""
     mig_device: bool = False  # a MIG instance named by CUDA_VISIBLE_DEVICES
-    record: dict = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict)
 
 
 def parse_visible_devices(value: str) -> list[str]:
@@ -169,7 +169,7 @@ def _not_supported(nvml: Any, fn: Any, *args: Any) -> tuple[Any, bool]:
         return None, False
 
 
-def _describe(nvml: Any, dev: _Device, position: int) -> dict:
+def _describe(nvml: Any, dev: _Device, position: int) -> dict[str, Any]:
     h = dev.handle
     rec: dict[str, Any] = {"index": position, "nvml_index": dev.index, "name": dev.name,
                            "uuid": dev.uuid, "pci_bus_id": dev.bus_id or None}
@@ -231,7 +231,7 @@ def link_rank(link: str) -> tuple[int, int]:
     return (_LINK_ORDER.get(link, 6), 0)
 
 
-def _links(nvml: Any, devices: list[_Device], all_devices: list[_Device]) -> list[dict]:
+def _links(nvml: Any, devices: list[_Device], all_devices: list[_Device]) -> list[dict[str, Any]]:
     gpu_bus_ids = {d.bus_id for d in all_devices if d.bus_id}
     nvlink = [_nvlink_peers(nvml, d, gpu_bus_ids) for d in devices]
     # nvmlGpuP2PCapsIndex_t values from nvml.h; nvidia-ml-py 13.x defines

@@ -28,12 +28,15 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.model import Facts, Source
+
+if TYPE_CHECKING:
+    from vllm_doctor.knowledge.gpus import GpuMatch
 
 MIB_PER_GIB = 1024
 # NVML's total memory as a share of the nominal size: ECC on GDDR cards reserves ~6.25 %
@@ -57,7 +60,7 @@ class TargetHardware:
         return any(x is not None for x in (self.gpu, self.count, self.driver, self.cuda))
 
 
-def resolve_gpu(name: str, option: str = "--gpu"):
+def resolve_gpu(name: str, option: str = "--gpu") -> GpuMatch:
     """The GPU table's match for a product name; InputError (exit 2) naming close matches."""
     from vllm_doctor.knowledge.gpus import _families, lookup
 
@@ -162,12 +165,13 @@ def infer_gpu_memory(facts: Facts) -> None:
         facts.mark_missing("gpu.memory_total_mib", f"the GPU table has no memory size for "
                            f"{', '.join(unknown)}")
         return
-    sizes = sorted({size for options, _ in per_device for size in options})
-    words = sorted({how for _, how in per_device})
+    known = [found for found in per_device if found is not None]  # every one, as checked above
+    sizes = sorted({size for options, _ in known for size in options})
+    words = sorted({how for _, how in known})
     basis = f"GPU table: {'; '.join(words)}"
     # the smallest GPU bounds what every rank can use
-    smallest = min(min(options) for options, _ in per_device)
-    largest_smallest = min(max(options) for options, _ in per_device)
+    smallest = min(min(options) for options, _ in known)
+    largest_smallest = min(max(options) for options, _ in known)
     low = int(smallest * MIB_PER_GIB * NVML_SHARE_LOW)
     high = largest_smallest * MIB_PER_GIB
     possible = sorted({s * MIB_PER_GIB for s in sizes if smallest <= s <= largest_smallest})
@@ -183,7 +187,8 @@ def infer_gpu_memory(facts: Facts) -> None:
 
 @lru_cache(maxsize=1)
 def _compat() -> dict[str, Any]:
-    return json.loads(COMPAT_DATA.read_text(encoding="utf-8"))
+    table: dict[str, Any] = json.loads(COMPAT_DATA.read_text(encoding="utf-8"))
+    return table
 
 
 def driver_cuda_version(driver: str) -> tuple[str, str] | None:

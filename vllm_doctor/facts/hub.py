@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from vllm_doctor.redact import redact_text
 
@@ -114,14 +115,14 @@ def fetch_model(repo_id: str, cache: Path, environ: Mapping[str, str],
     model = HubModel(repo_id, revision, paths["config.json"])
     shards = [name for name in files if name.endswith(".safetensors")]
     if shards and all(files[name] for name in shards) and "model.safetensors.index.json" not in paths:
-        model.weights_bytes = sum(files[name] for name in shards)
+        model.weights_bytes = sum(files[name] or 0 for name in shards)
         model.weights_how = f"{len(shards)} safetensors file(s) on the Hub"
     if shards:
         model.dtypes = _dtypes(api, repo_id, revision, timeout)
     return model
 
 
-def _dtypes(api, repo_id: str, revision: str, timeout: float) -> dict[str, int]:
+def _dtypes(api: Any, repo_id: str, revision: str, timeout: float) -> dict[str, int]:
     """Parameters per dtype from the safetensors headers (byte ranges, no weights); {} when
     the headers cannot be read (they only describe, the size comes from the file list)."""
     try:

@@ -90,7 +90,7 @@ LAYOUTS_PATH = Path(__file__).resolve().parents[1] / "knowledge" / "data" / "mod
 
 
 @lru_cache(maxsize=1)
-def model_layouts() -> dict[str, dict]:
+def model_layouts() -> dict[str, dict[str, Any]]:
     """model_type -> {aliases: {name vLLM reads: config key}, text: nested text-config path}."""
     try:
         data = json.loads(LAYOUTS_PATH.read_text(encoding="utf-8"))
@@ -112,7 +112,7 @@ MLA_MODEL_TYPES = frozenset({
 })
 
 
-def layout_of(model_type: Any) -> dict | None:
+def layout_of(model_type: Any) -> dict[str, Any] | None:
     """The known layout of a model type, or None when the table does not know the type."""
     return model_layouts().get(model_type) if isinstance(model_type, str) else None
 
@@ -192,7 +192,7 @@ def _read_side_json(path: Path) -> object:
         raise ValueError(err.problem) from None
 
 
-def _load_json(path: Path, explicit: bool) -> dict:
+def _load_json(path: Path, explicit: bool) -> dict[str, Any]:
     from vllm_doctor import bounds
 
     try:
@@ -219,7 +219,7 @@ def _load_json(path: Path, explicit: bool) -> dict:
 
 # -- reading ----------------------------------------------------------------------------
 
-def text_config_of(cfg: dict) -> tuple[dict, str | None]:
+def text_config_of(cfg: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The language-model part of a config and the key path it was found under."""
     path = (layout_of(cfg.get("model_type")) or {}).get("text")
     if path:  # where transformers' get_text_config() finds it for this model type
@@ -239,7 +239,7 @@ def text_config_of(cfg: dict) -> tuple[dict, str | None]:
     return cfg, None
 
 
-def _first(cfgs: list[dict], *keys: str) -> tuple[Any, str | None]:
+def _first(cfgs: list[dict[str, Any]], *keys: str) -> tuple[Any, str | None]:
     for cfg in cfgs:
         for key in keys:
             value = cfg.get(key)
@@ -269,7 +269,7 @@ def family_of(model_type: str | None) -> str | None:
     return family
 
 
-def quant_scheme(qcfg: dict, hf_quant: dict | None = None
+def quant_scheme(qcfg: dict[str, Any], hf_quant: dict[str, Any] | None = None
                  ) -> tuple[str | None, str | None, str | None]:
     """(quant_method, quant_algo, normalised scheme) of a quantization_config."""
     method = str(qcfg.get("quant_method") or "").lower() or None
@@ -307,7 +307,7 @@ def quant_scheme(qcfg: dict, hf_quant: dict | None = None
     return method, algo, scheme
 
 
-def _compressed_tensors_scheme(qcfg: dict) -> str | None:
+def _compressed_tensors_scheme(qcfg: dict[str, Any]) -> str | None:
     fmt = str(qcfg.get("format") or "").lower()
     groups = qcfg.get("config_groups")
     schemes = set()
@@ -336,7 +336,7 @@ def _compressed_tensors_scheme(qcfg: dict) -> str | None:
     return None
 
 
-def _ct_group(w: dict, a: dict) -> str | None:
+def _ct_group(w: dict[str, Any], a: dict[str, Any]) -> str | None:
     if not w:
         return None
     wbits, wtype = w.get("num_bits"), str(w.get("type") or "int").lower()
@@ -370,7 +370,8 @@ def weights_size(model_dir: Path) -> tuple[int | None, str | None]:
         if index.is_file():
             try:
                 data = _read_side_json(index)
-                total = _int((data.get("metadata") or {}).get("total_size"))
+                metadata = data.get("metadata") if isinstance(data, dict) else None
+                total = _int((metadata or {}).get("total_size"))
             except (OSError, ValueError, AttributeError):
                 total = None
             if total:
@@ -387,7 +388,7 @@ def weights_size(model_dir: Path) -> tuple[int | None, str | None]:
     return None, None
 
 
-def read_model_config(facts: Facts, config_path: Path, cfg: dict, source_detail: str) -> None:
+def read_model_config(facts: Facts, config_path: Path, cfg: dict[str, Any], source_detail: str) -> None:
     """Write model.* from a parsed config.json (and files beside it)."""
     detail = source_detail
     src = Source.CONFIG
@@ -461,8 +462,8 @@ def read_model_config(facts: Facts, config_path: Path, cfg: dict, source_detail:
     if head_dim is None:
         nope, _ = _first(cfgs, "qk_nope_head_dim")
         rope, _ = _first(cfgs, "qk_rope_head_dim")
-        if kv_lora is not None and _int(nope) and _int(rope):
-            facts.set("model.head_dim", _int(nope) + _int(rope), Source.DERIVED,
+        if kv_lora is not None and (nope_dim := _int(nope)) and (rope_dim := _int(rope)):
+            facts.set("model.head_dim", nope_dim + rope_dim, Source.DERIVED,
                       "MLA: qk_nope_head_dim + qk_rope_head_dim")
         elif text_type in MLA_MODEL_TYPES:
             # transformers fills the missing MLA fields from its config class's defaults,
@@ -478,9 +479,9 @@ def read_model_config(facts: Facts, config_path: Path, cfg: dict, source_detail:
             facts.set("model.head_dim", hidden // heads, Source.DERIVED,
                       "hidden_size / num_attention_heads")
     del kv
-    dtype, key = _first(cfgs, "torch_dtype", "dtype")
+    dtype, dtype_key = _first(cfgs, "torch_dtype", "dtype")
     if isinstance(dtype, str):
-        facts.set("model.dtype", dtype.replace("torch.", ""), src, f"{detail}: {key}")
+        facts.set("model.dtype", dtype.replace("torch.", ""), src, f"{detail}: {dtype_key}")
 
     # quantization ------------------------------------------------------------------------
     qcfg = cfg.get("quantization_config") or cfg.get("compression_config") \
@@ -514,7 +515,7 @@ def read_model_config(facts: Facts, config_path: Path, cfg: dict, source_detail:
     _mark_unread(facts, cfg, text_type, config_path)
 
 
-def _read_kv_heads(facts: Facts, text: dict, model_type: Any, heads: int | None,
+def _read_kv_heads(facts: Facts, text: dict[str, Any], model_type: Any, heads: int | None,
                    where: str) -> int | None:
     """KV heads as vLLM counts them (ModelConfig.get_total_num_kv_heads and its convertors)."""
     src = Source.CONFIG
@@ -540,8 +541,8 @@ def _read_kv_heads(facts: Facts, text: dict, model_type: Any, heads: int | None,
         for block in text["block_configs"]:
             attention = block.get("attention") if isinstance(block, dict) else None
             if isinstance(attention, dict) and not attention.get("no_op") and \
-                    _int(attention.get("n_heads_in_group")):
-                value = heads // _int(attention["n_heads_in_group"])
+                    (group := _int(attention.get("n_heads_in_group"))):
+                value = heads // group
                 facts.set("model.num_key_value_heads", value, Source.DERIVED,
                           "num_attention_heads / block_configs[].attention.n_heads_in_group")
                 return value
@@ -560,7 +561,7 @@ def _read_kv_heads(facts: Facts, text: dict, model_type: Any, heads: int | None,
     return heads
 
 
-def _mark_unread(facts: Facts, cfg: dict, model_type: Any, config_path: Path) -> None:
+def _mark_unread(facts: Facts, cfg: dict[str, Any], model_type: Any, config_path: Path) -> None:
     """Mark every value a model must have but this config did not show as missing."""
     kind = f"model_type {model_type}" if model_type else "no model_type"
     if layout_of(model_type) is None and model_type:
@@ -590,7 +591,7 @@ _MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_l
                  "model_max_length", "max_sequence_length", "max_seq_length", "seq_len")
 
 
-def derived_max_model_len(cfg: dict, overrides: dict | None = None) -> tuple[int | None, str]:
+def derived_max_model_len(cfg: dict[str, Any], overrides: dict[str, Any] | None = None) -> tuple[int | None, str]:
     """The maximum context vLLM derives from a config (``_get_and_verify_max_len``).
 
     The smallest of the length keys of the text config, times the RoPE scaling factor for
@@ -606,8 +607,11 @@ def derived_max_model_len(cfg: dict, overrides: dict | None = None) -> tuple[int
         text = dict(text)
         text.update({k: v for k, v in overrides.items() if k in _MAX_LEN_KEYS or
                      k in ("rope_scaling", "rope_parameters")})
-    found = [(key, _int(text.get(key, cfg.get(key)))) for key in _MAX_LEN_KEYS]
-    found = [(k, v) for k, v in found if v is not None]
+    found: list[tuple[str, int]] = []
+    for key in _MAX_LEN_KEYS:
+        value = _int(text.get(key, cfg.get(key)))
+        if value is not None:
+            found.append((key, value))
     if not found:
         return None, "no context-length key in config.json"
     key, length = min(found, key=lambda kv: kv[1])
@@ -625,8 +629,9 @@ def derived_max_model_len(cfg: dict, overrides: dict | None = None) -> tuple[int
                 factor = float(factor)
             except (TypeError, ValueError):
                 factor = 1.0
-            if rope_type == "yarn" and _int(rope.get("original_max_position_embeddings")):
-                length = _int(rope["original_max_position_embeddings"])
+            if rope_type == "yarn" and (
+                    original := _int(rope.get("original_max_position_embeddings"))):
+                length = original
                 how = f"original_max_position_embeddings {length}"
             if factor != 1.0:
                 length = int(length * factor)
@@ -749,14 +754,14 @@ def collect_model(facts: Facts, model_config: Path | None = None, model_id: str 
 
     if use_hf_cache:
         cache = hf_hub_cache(env)
-        path = find_in_hf_cache(model_id, cache)
-        if path is not None:
+        cached = find_in_hf_cache(model_id, cache)
+        if cached is not None:
             try:
-                cfg = _load_json(path, explicit=False)
+                cfg = _load_json(cached, explicit=False)
             except (OSError, ValueError) as err:
-                facts.mark_missing("model", f"{path} could not be read: {err}")
+                facts.mark_missing("model", f"{cached} could not be read: {err}")
                 return
-            read_model_config(facts, path, cfg, f"HF cache {path.parent.name[:12]}")
+            read_model_config(facts, cached, cfg, f"HF cache {cached.parent.name[:12]}")
             return
         where = f"not in the Hugging Face cache ({cache})"
         if hub:

@@ -301,7 +301,7 @@ def collect_packages(facts: Facts) -> None:
         facts.set("torch.version", versions["torch"], Source.MACHINE, "package metadata")
         tdir = _package_dir(torch_dist, "torch")
         info = read_version_file(tdir / "version.py") if tdir else {}
-        if info:
+        if tdir is not None and info:
             detail = str(tdir / "version.py")
             cuda = info.get("cuda")
             if cuda:
@@ -342,11 +342,11 @@ def collect_packages(facts: Facts) -> None:
                 facts.notes.append(
                     f"vllm/_version.py says {file_version} but the package metadata says "
                     f"{version} (a source tree over an older install?)")
-                sha, date = parse_local_label(file_version)
-                if sha and "vllm.git_sha" not in facts:
-                    facts.set("vllm.git_sha", sha, Source.MACHINE, detail)
-                if date and "vllm.build_date" not in facts:
-                    facts.set("vllm.build_date", date, Source.MACHINE, detail)
+                label_sha, label_date = parse_local_label(file_version)
+                if label_sha and "vllm.git_sha" not in facts:
+                    facts.set("vllm.git_sha", label_sha, Source.MACHINE, detail)
+                if label_date and "vllm.build_date" not in facts:
+                    facts.set("vllm.build_date", label_date, Source.MACHINE, detail)
     else:
         facts.mark_missing("vllm.location", "the vllm package directory was not found")
 

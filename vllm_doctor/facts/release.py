@@ -37,12 +37,16 @@ import re
 import shlex
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
-from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.facts.model import Fact, Facts, Source
 from vllm_doctor.facts.packages import satisfies
+
+if TYPE_CHECKING:
+    from vllm_doctor.knowledge import Table
+    from vllm_doctor.serveline.line import ServeLine
 
 SOURCE = "release knowledge"
 # Curated rules that explain removed flags with migration advice (their serve.flags
@@ -52,7 +56,7 @@ _FLAG_WORD = re.compile(r"^(--?[A-Za-z0-9][\w.+-]*)(=.*)?$")
 
 
 @lru_cache(maxsize=1)
-def curated_flag_patterns() -> tuple[re.Pattern, ...]:
+def curated_flag_patterns() -> tuple[re.Pattern[str], ...]:
     """The ``serve.flags`` regexes of the curated removed-flag rules."""
     from pathlib import Path
 
@@ -63,7 +67,7 @@ def curated_flag_patterns() -> tuple[re.Pattern, ...]:
         import vllm_doctor.rules as shipped  # type: ignore[import-not-found]
 
         rules_dir = Path(shipped.__file__).resolve().parent
-    patterns: list[re.Pattern] = []
+    patterns: list[re.Pattern[str]] = []
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
@@ -86,7 +90,7 @@ def _curated(name: str) -> bool:
     return any(p.search(name) for p in curated_flag_patterns())
 
 
-def _release_ranges(table, holds: Callable[[str], bool]) -> str:
+def _release_ranges(table: Table, holds: Callable[[str], bool]) -> str:
     """The releases for which ``holds(release)`` is true, as ranges of consecutive releases
     ("0.8.0–0.11.2, 0.13.0"), or "" for none."""
     from vllm_doctor.knowledge.ranges import release_spans
@@ -94,12 +98,12 @@ def _release_ranges(table, holds: Callable[[str], bool]) -> str:
     return release_spans(table.releases, {r for r in table.releases if holds(r)})
 
 
-def _accepted_by(table, word: str, name: str | None) -> str:
+def _accepted_by(table: Table, word: str, name: str | None) -> str:
     """The releases that accept the option word as written, or "" for none."""
     return _release_ranges(table, lambda release: _accepts(release, word, name))
 
 
-def _acceptance(table, word: str, name: str | None) -> str:
+def _acceptance(table: Table, word: str, name: str | None) -> str:
     """"accepted by 0.8.0–0.11.2", or "no release 0.8.0–0.33.0 accepts it"."""
     accepted_by = _accepted_by(table, word, name)
     return (f"accepted by {accepted_by}" if accepted_by else
@@ -206,7 +210,7 @@ def judged_between_releases(facts: Facts, collect: Callable[[Facts], None]) -> N
                            f"{shown[match.release]}; {match.upper}: {shown[match.upper]})")
 
 
-def _same_answer(here, there, release: str, upper: str) -> bool:
+def _same_answer(here: Fact | None, there: Fact | None, release: str, upper: str) -> bool:
     """The two runs say the same, once each release's own name is set aside (a hint that
     reads "vLLM 0.23.0 does not accept it" agrees with "vLLM 0.24.0 does not accept it")."""
     import json
@@ -221,7 +225,7 @@ def _same_answer(here, there, release: str, upper: str) -> bool:
 
 
 @lru_cache(maxsize=8)
-def _parsed(argv: tuple[str, ...]):
+def _parsed(argv: tuple[str, ...]) -> ServeLine | None:
     """The serve line parsed once (the release facts of every covered release read it when
     the version is unknown); None when it does not parse. Read it, never change it."""
     from vllm_doctor.errors import InputError
@@ -233,7 +237,7 @@ def _parsed(argv: tuple[str, ...]):
         return None
 
 
-def _given_words(facts: Facts):
+def _given_words(facts: Facts) -> tuple[ServeLine | None, dict[str, str | None]]:
     """(ServeLine, {option word as written -> normalised option name or None if unknown})."""
     argv = facts.value("serve.argv")
     if not argv:
@@ -404,7 +408,7 @@ def _options(facts: Facts, release: str | None) -> None:
     facts.set("release.invalid_choices", invalid, SOURCE, f"the options of vLLM {release}")
 
 
-def _value_acceptance(table, line, name: str) -> str:
+def _value_acceptance(table: Table, line: ServeLine, name: str) -> str:
     """"read by 0.8.0–0.9.2" for the option's value as given, over every covered release."""
     value, raw = line.options.get(name), line.raw_values.get(name)
 
@@ -447,7 +451,7 @@ def refused_option_hints(words: list[str], version: str | None) -> list[str]:
         spec = resolve_flag(word)
         name = spec.name if spec is not None and spec.name in table else None
         known = _acceptance(table, word, name)
-        if options is None:
+        if release is None or options is None:
             text = f"{word}: {known}"
         elif _accepts(release, word, name):
             text = (f"{word}: vLLM {release} accepts it ({known}): the log may come from another "
@@ -461,7 +465,7 @@ def refused_option_hints(words: list[str], version: str | None) -> list[str]:
     return found + hints
 
 
-def _corrected(line, edits: dict[str, str | None]) -> str:
+def _corrected(line: ServeLine, edits: dict[str, str | None]) -> str:
     """The user's serve words with unaccepted options renamed (or dropped with their value)."""
     out: list[str] = []
     tokens = list(line.tokens)
@@ -469,9 +473,8 @@ def _corrected(line, edits: dict[str, str | None]) -> str:
     while i < len(tokens):
         token = tokens[i]
         m = _FLAG_WORD.match(token)
-        word = m.group(1) if m else None
-        if word is not None and word in edits:
-            replacement = edits[word]
+        if m is not None and m.group(1) in edits:
+            replacement = edits[m.group(1)]
             if replacement is None:
                 i += 1
                 if m.group(2) is None and i < len(tokens) and not tokens[i].startswith("-"):
@@ -519,7 +522,7 @@ def _registry(facts: Facts, release: str) -> None:
               f"model_executor/models/registry.py of vLLM {release}")
     facts.set("release.unregistered_architectures",
               [a for a in archs if a not in registered], SOURCE, f"vLLM {release}")
-    firsts = [table.first_release(a) for a in archs if table.first_release(a)]
+    firsts = [first for a in archs if (first := table.first_release(a))]
     if firsts:
         first = min(firsts, key=Version)
         facts.set("release.architecture_first_release", first, SOURCE,
@@ -655,11 +658,12 @@ def _loaded_class(facts: Facts, release: str) -> tuple[str, dict[str, Any]] | st
     from vllm_doctor import knowledge
 
     table = knowledge.load("registry")
-    arch = next((a for a in archs if table.get(a, release) is not None), None)
-    if arch is None:
+    found = next(((a, span) for a in archs if (span := table.get(a, release)) is not None), None)
+    if found is None:
         return (f"vLLM {release} registers none of {', '.join(archs)} (MODEL100/MODEL101 speak "
                 "about that)")
-    return arch, table.get(arch, release).value
+    arch, span = found
+    return arch, span.value
 
 
 _CLASS_PATHS = ("release.lora_architecture", "release.lora_supported",
@@ -788,9 +792,8 @@ def _pins(facts: Facts, release: str) -> None:
         facts.set("release.transformers_requirement", trf["spec"], SOURCE,
                   f"Requires-Dist of vLLM {release}")
         installed = facts.value("packages.transformers")
-        if _what_if_without(facts, "packages.transformers"):
-            facts.mark_missing("release.transformers_in_range", _what_if_without(
-                facts, "packages.transformers"))
+        if why := _what_if_without(facts, "packages.transformers"):
+            facts.mark_missing("release.transformers_in_range", why)
         elif installed is not None:
             inside = satisfies(str(installed), trf["spec"])
             if inside is not None:
@@ -804,9 +807,8 @@ def _pins(facts: Facts, release: str) -> None:
         from_installed = "torch.matches_vllm_pin" in facts
         facts.set("release.torch_pin_from", "installed metadata" if from_installed
                   else "release table", SOURCE)
-        if _what_if_without(facts, "torch.version"):
-            facts.mark_missing("release.torch_matches_pin",
-                               _what_if_without(facts, "torch.version"))
+        if why := _what_if_without(facts, "torch.version"):
+            facts.mark_missing("release.torch_matches_pin", why)
         elif installed is not None:
             inside = satisfies(str(installed).split("+")[0], f"=={torch['pin']}")
             if inside is not None:

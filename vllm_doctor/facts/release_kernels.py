@@ -22,6 +22,7 @@ version, ...) is unknown, never a rejection.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,7 +73,7 @@ def quant_floor(values: dict[str, Any], method: str) -> Floor:
     return Floor(cap, f"get_min_capability of {name}{via}: {cap}")
 
 
-def _judged(facts: Facts, kind: str, paths: tuple[str, ...]) -> tuple[str, dict, str] | None:
+def _judged(facts: Facts, kind: str, paths: tuple[str, ...]) -> tuple[str, dict[str, Any], str] | None:
     """(release, that release's ``kind`` table, detail) for the release that judges
     ``vllm.version`` (facts.release decides); None, with ``paths`` marked missing and the
     reason, where no release does."""
@@ -91,7 +92,7 @@ def _judged(facts: Facts, kind: str, paths: tuple[str, ...]) -> tuple[str, dict,
     return release, table.at(release), f"vLLM {release}" + (f"; {note}" if note else "")
 
 
-def _mark_missing(facts: Facts, paths, reason: str) -> None:
+def _mark_missing(facts: Facts, paths: Iterable[str], reason: str) -> None:
     for path in paths:
         facts.mark_missing(path, reason)
 
@@ -208,7 +209,7 @@ def _collect_act_dtype(facts: Facts, values: dict[str, Any], method: str, releas
 
 # -- attention -------------------------------------------------------------------------------
 
-def _state(grid: dict[str, list[int]] | None, value: int) -> bool | None:
+def _state(grid: dict[str, list[Any]] | None, value: int | str) -> bool | None:
     if not grid:
         return None
     if value in grid.get("yes", ()):
@@ -343,9 +344,9 @@ def _collect_attention(facts: Facts) -> None:
 
     forced = facts.value("serve.attention_backend")
     if not forced:
-        reason = facts.why_missing("serve.attention_backend")
-        if reason:  # no serve line; without a forced backend the facts are absent
-            _mark_missing(facts, ATTN_PATHS[5:], reason)
+        absent = facts.why_missing("serve.attention_backend")
+        if absent:  # no serve line; without a forced backend the facts are absent
+            _mark_missing(facts, ATTN_PATHS[5:], absent)
         return
     name = str(forced).upper().removesuffix("_VLLM_V1")
     record = values.get(f"backend:{name}")
@@ -355,7 +356,7 @@ def _collect_attention(facts: Facts) -> None:
         why = f"{name} is not an attention backend vLLM {release} knows"
     else:
         why = ""
-    if why:
+    if why or record is None:
         _mark_missing(facts, ATTN_PATHS[5:], why)
         return
     verdicts = [judge_backend(record, head, dtype, kv, cap) for head in heads]

@@ -767,7 +767,7 @@ def _env_facts(report: _Report, facts: Facts) -> None:
         if not m or line.startswith((" ", "\t")):
             continue
         key, value = m.group("key"), m.group("val")
-        in_section = bool(section) and section.lower() == "environment variables"
+        in_section = section is not None and section.lower() == "environment variables"
         if not in_section and not (key.startswith(_ENV_PREFIXES) and key.upper() == key):
             continue
         if _secret(key):

@@ -20,6 +20,8 @@ that vLLM brings its pin. This machine's torch facts are then set aside, with a 
 
 from __future__ import annotations
 
+from typing import Any
+
 from vllm_doctor.facts.model import Facts, Source
 
 
@@ -35,7 +37,7 @@ def _releases(facts: Facts) -> list[str]:
     return [r for r in (match.release, match.upper) if r]
 
 
-def _same(values: list) -> object:
+def _same(values: list[Any]) -> Any:
     return values[0] if values and all(v == values[0] for v in values) else None
 
 

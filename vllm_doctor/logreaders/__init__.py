@@ -89,7 +89,8 @@ def value_at(kind: str, key: str, release: str | None) -> Any:
     last = table.last_release(key)
     if last is None:
         return None, None
-    return table.get(key, last).value, last
+    span = table.get(key, last)
+    return (span.value if span is not None else None), last
 
 
 def pip_spec(name: str, spec: str | None = None) -> str:

@@ -139,11 +139,10 @@ def qualified_name(symbol: str) -> str | None:
             at += 1
         names: list[str] = []
         while at < len(symbol) and symbol[at] != "E":
-            if symbol[at].isdigit():
-                digits = re.match(r"\d+", symbol[at:]).group(0)
-                at += len(digits)
-                names.append(symbol[at:at + int(digits)])
-                at += int(digits)
+            if length := re.match(r"\d+", symbol[at:]):
+                at += len(length.group(0))
+                names.append(symbol[at:at + int(length.group(0))])
+                at += int(length.group(0))
             elif symbol[at:at + 2] in _ABBREVIATIONS:
                 names += _ABBREVIATIONS[symbol[at:at + 2]]
                 at += 2

@@ -140,7 +140,8 @@ def _install_hint(dist: str, release: str | None, text: str) -> tuple[tuple[str,
     return best if best is not None else (None, None)
 
 
-def _vllm_module(module: str, text: str, release: str | None, read_lines: list[str]) -> LogReading:
+def _vllm_module(module: str, text: str, release: str | None,
+                 read_lines: list[str]) -> LogReading | None:
     from vllm_doctor.knowledge import load
 
     extensions = load("extensions")

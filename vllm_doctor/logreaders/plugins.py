@@ -28,6 +28,8 @@ def read(text: str, version: str | None) -> LogReading | None:
     release = judged_release(version)
     if arch in registry:
         first, last = registry.first_release(arch), registry.last_release(arch)
+        if first is None or last is None:  # listed without a span: nothing to say
+            return None
         read_lines = [f"vLLM refused the architecture {arch}",
                       f"vLLM registers {arch} in {first}–{last} (knowledge: registry, from the wheels)"]
         index = registry.releases.index

@@ -85,13 +85,13 @@ def run(ctx: Ctx) -> dict:
 
     confirmed = ["QUANT001"] if bug else []
     refuted = ["QUANT002"]
-    err = metrics["narrow_by_tokens_rel_err_vs_dequantised"]
-    if not err <= tol:
-        return result("fail", f"narrowing by the token count is off the reference (rel err {err:.3g})",
+    rel = metrics["narrow_by_tokens_rel_err_vs_dequantised"]
+    if not rel <= tol:
+        return result("fail", f"narrowing by the token count is off the reference (rel err {rel:.3g})",
                       metrics, confirmed, refuted)
     reason = (f"narrow by output_shape[0] on a 3-D input: "
               f"{metrics['narrow_by_output_shape0'].split(':')[0]}; narrow by tokens ({tokens}) matches "
-              f"the reference (rel err {err:.2g}; {metrics['narrow_by_tokens_rel_err_vs_bf16']:.2g} vs "
+              f"the reference (rel err {rel:.2g}; {metrics['narrow_by_tokens_rel_err_vs_bf16']:.2g} vs "
               f"unquantised bf16); FP8 {metrics['fp8_tflops_4096']} vs bf16 "
               f"{metrics['bf16_tflops_4096']} TFLOP/s at 4096³")
     if not bug:

@@ -236,7 +236,7 @@ def run(ctx: Ctx) -> dict:
     if n > local_world:
         worst_cls, floor = "inter-node", expected_busbw("inter-node")
     elif floors:
-        worst_pair = min(floors, key=floors.get)
+        worst_pair = min(floors, key=floors.__getitem__)
         worst_cls, floor = classes[worst_pair], floors[worst_pair]
     else:
         worst_cls, floor = "other", expected_busbw("other")

@@ -235,7 +235,7 @@ class Progress:
         self.state: dict[str, dict[str, Any]] = {n: {"status": "waiting", "msg": "", "t0": None}
                                                  for n in names}
         self.live_enabled = self.stream.isatty() if live is None else live
-        self._live = None
+        self._live: Any = None  # rich's Live, imported when a terminal shows it
         self.t0 = time.monotonic()
 
     def __enter__(self) -> "Progress":

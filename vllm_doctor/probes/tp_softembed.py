@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import time
 from functools import partial
+from typing import Any
 
 from vllm_doctor.probes._common import GIB, Ctx, err_text, rel_err, result, sync, time_op
 
@@ -32,11 +33,12 @@ REDUCTION_DIM = re.compile(r"a and b must have same reduction dim, but got \[[^\
 
 def _sizes(ctx: Ctx) -> tuple[int, int, dict]:
     vocab, hidden, src = ctx.vocab_and_hidden(DEFAULT_VOCAB, DEFAULT_HIDDEN)
-    info = {"vocab_size": vocab, "hidden_size": hidden, "sizes_from": src}
+    info: dict[str, Any] = {"vocab_size": vocab, "hidden_size": hidden, "sizes_from": src}
     if ctx.small:
-        info.update(vocab_size=min(vocab, CPU_VOCAB), hidden_size=min(hidden, CPU_HIDDEN),
-                    shrunk_from=[vocab, hidden], sizes_from="shrunk for a CPU run")
-    return info["vocab_size"], info["hidden_size"], info
+        info.update(shrunk_from=[vocab, hidden], sizes_from="shrunk for a CPU run")
+        vocab, hidden = min(vocab, CPU_VOCAB), min(hidden, CPU_HIDDEN)
+        info.update(vocab_size=vocab, hidden_size=hidden)
+    return vocab, hidden, info
 
 
 def prepare(ctx: Ctx) -> dict:

@@ -118,8 +118,10 @@ def _carries(rule: Rule, facts: Facts | None, judged: str) -> str:
     from vllm_doctor.engine.conditions import parse_version
 
     version = parse_version(str(facts.value("vllm.version"))) if facts is not None else None
-    starts = [parse_version(r.introduced) for r in rule.ranges or () if r.introduced != "0"]
-    if version is not None and starts and all(s is not None and version < s for s in starts):
+    given = [parse_version(r.introduced) for r in rule.ranges or () if r.introduced != "0"]
+    starts = [s for s in given if s is not None]
+    if version is not None and starts and len(starts) == len(given) and all(
+            version < s for s in starts):
         return f"{judged} predates the failure (it came in {min(starts)})"
     return f"{judged} carries the fix{_pr(rule)}"
 
@@ -249,7 +251,7 @@ def join_results(results: list[ProbeResult], facts: Facts | None, device: str,
 
 def exit_level(results: list[ProbeResult]) -> str:
     """The worst joined level over the results (a probe without verdicts counts by status)."""
-    levels = []
+    levels: list[str] = []
     for r in results:
         if r.verdicts:
             levels.extend(v["level"] for v in r.verdicts)

@@ -305,9 +305,9 @@ def main(argv: list[str] | None = None) -> int:
             _run_spec(spec, ctx, emit, parts)
     try:
         if init_job is not None:
-            returned, seconds, err = init_job.join(float("inf"))
-            if err is not None:
-                raise err
+            returned, seconds, failure = init_job.join(float("inf"))
+            if failure is not None:
+                raise failure
             init["dist_init_s"] = round(seconds, 4)
     except Exception as err:
         traceback.print_exc()
@@ -354,11 +354,11 @@ def main(argv: list[str] | None = None) -> int:
         while True:  # a teardown that never returns and ignores SIGTERM
             time.sleep(3600)
     if teardown is not None:
-        returned, seconds, err = teardown.join(args.teardown_timeout)
+        returned, seconds, failure = teardown.join(args.teardown_timeout)
         event: dict[str, Any] = {"ev": "teardown", "seconds": round(seconds, 4), "returned": returned,
                                  "limit_s": args.teardown_timeout}
-        if err is not None:
-            event["error"] = f"{type(err).__name__}: {err}"
+        if failure is not None:
+            event["error"] = f"{type(failure).__name__}: {failure}"
         emit(event)
     # Without the doctor's runner (torchrun), rank 0 waits for its sub-checks so that their
     # results are in the output directory when the launcher returns.

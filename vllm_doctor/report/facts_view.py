@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_doctor.facts.collect import CRASH_PREFIX
+from vllm_doctor.errors import CRASH_PREFIX
 from vllm_doctor.facts.model import Fact, Facts, Source
 
 OK, WARN, FAIL = "✓", "!", "✗"
@@ -193,10 +193,10 @@ def render_facts(facts: Facts, console: Any = None, verbose: bool = False,
         for path, reason in missing:
             if mark == FAIL and reason == why:
                 continue  # already on the heading line
-            shown = reason
+            said = reason
             if not verbose and path.startswith("derived.") and reason.startswith("needs "):
-                shown = reason.split(":", 1)[0]  # the input's own reason is shown in its area
-            console.print(f"    [yellow]✗ {escape(path)}[/]: {escape(shown)}")
+                said = reason.split(":", 1)[0]  # the input's own reason is shown in its area
+            console.print(f"    [yellow]✗ {escape(path)}[/]: {escape(said)}")
     for note in shown_notes(facts) if notes else ():
         console.print(f"[dim]note: {escape(note)}[/]")
 

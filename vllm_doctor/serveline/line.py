@@ -243,5 +243,5 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
         put("serve.hf_overrides", "hf-overrides", hf)
 
     for key, given in line.env.items():
-        value = REDACTED if is_secret_name(key) else given
-        facts.set(f"env.{key}", value, source, f"{key}={value} before the command")
+        shown = REDACTED if is_secret_name(key) else given
+        facts.set(f"env.{key}", shown, source, f"{key}={shown} before the command")

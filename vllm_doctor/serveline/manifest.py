@@ -633,7 +633,7 @@ def _line(node: Any, key: Any = None, default: int = 0) -> int:
     return getattr(node, "line", default)
 
 
-def _pod_specs(doc: dict) -> Iterator[tuple[str, dict, Placed | None]]:
+def _pod_specs(doc: dict) -> Iterator[tuple[str, Any, Placed | None]]:
     """(label, pod spec, pods per group) of each pod template in a Kubernetes object."""
     kind = str(doc.get("kind"))
     name = _get(doc, "metadata", "name") or "?"
@@ -712,7 +712,7 @@ def _container(name: str, label: str, pod: dict, container: dict,
     words = [expand_kubernetes(w, env, refs) for w in command + (args or [])]
     target = _new_target(name, str(label.split("/")[0]),
                          f"{label} container {container.get('name') or '?'}", container,
-                         container.line, ("command", "args"), words, env, refs)
+                         _line(container), ("command", "args"), words, env, refs)
     if target is None:
         return None
     if container.get("envFrom"):
@@ -909,7 +909,7 @@ def _compose_gpus(target: Target, service: dict) -> None:
             continue
         if "gpu" not in (device.get("capabilities") or ()) and device.get("driver") != "nvidia":
             continue
-        line = _line(device, "count", _line(device, "device_ids", device.line))
+        line = _line(device, "count", _line(device, "device_ids", _line(device)))
         if isinstance(device.get("device_ids"), list):
             target.gpus = Placed(len(device["device_ids"]), line, "devices.device_ids")
         elif isinstance(device.get("count"), int):
@@ -928,7 +928,8 @@ def _compose_gpus(target: Target, service: dict) -> None:
 
 def _instructions(text: str) -> Iterator[tuple[int, str, str]]:
     """(line, INSTRUCTION, arguments) with ``\\`` continuations joined and comments dropped."""
-    start, parts = 0, []
+    start = 0
+    parts: list[str] = []
     for number, raw in enumerate(text.splitlines(), 1):
         stripped = raw.strip()
         if not parts and (not stripped or stripped.startswith("#")):

@@ -497,8 +497,9 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
             raise InputError("--config", "no config file given")
         path, data = _read_config(toks[ci + 1].text, cwd)
         line.config_path = str(path)
+        # both are the user's words (a config file's own words come after this step)
         line.spans.setdefault("config", []).extend(
-            [(toks[ci].idx, toks[ci].idx + 1), (toks[ci + 1].idx, toks[ci + 1].idx + 1)])
+            (t.idx, t.idx + 1) for t in toks[ci:ci + 2] if t.idx is not None)
         config_toks = [_Tok(t, None, ev) for t, ev in _yaml_to_args(path, data)]
         toks = config_toks + toks[:ci] + toks[ci + 2:]
     elif any(t.text.startswith("--config=") for t in toks):

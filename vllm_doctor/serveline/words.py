@@ -150,8 +150,8 @@ def _drop_redirections(text: str) -> str:
             i = _group_end(text, i + 1)
             out.append("/dev/fd/63")
             continue
-        elif ch == "<" and at_word_start() and _PLACEHOLDER_WORD.match(text, i):
-            end = _PLACEHOLDER_WORD.match(text, i).end()
+        elif ch == "<" and at_word_start() and (placeholder := _PLACEHOLDER_WORD.match(text, i)):
+            end = placeholder.end()
             out.append(text[i:end])
             i = end
             continue
