@@ -135,7 +135,7 @@ class FakeNVML:
     def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle, link):
         kind = handle.nvlinks[link]["type"]
         if kind == "function-not-found":  # a driver older than the call
-            raise NVMLError_FunctionNotFound()
+            raise NVMLError_FunctionNotFound
         return kind
 
     def _pair(self, a, b):

@@ -11,7 +11,11 @@ import yaml
 from vllm_doctor.engine.cases import cases_path
 from vllm_doctor.engine.loader import load_rules, parse_rule
 from vllm_doctor.engine.logmatch import (
-    SignatureError, compile_signature, scan_log, signature_problem, signature_spans,
+    SignatureError,
+    compile_signature,
+    scan_log,
+    signature_problem,
+    signature_spans,
 )
 
 RULES = load_rules(None)
@@ -81,11 +85,11 @@ def _variants(log: str) -> dict[str, str]:
     lines = log.rstrip("\n").split("\n")
     return {
         "as-is": log,
-        "engine-core-prefix": "\n".join(f"(EngineCore_DP0 pid=1234) ERROR 11-23 05:10:11 [core.py:123] {l}"
-                                        for l in lines) + "\n",
-        "worker-prefix": "\n".join(f"(Worker_TP1 pid=77) {l}" for l in lines) + "\n",
-        "kubectl-timestamps": "\n".join(f"2026-11-23T05:10:11.123456789Z {l}" for l in lines) + "\n",
-        "ansi-colour": "\n".join(f"{ANSI_RED}ERROR{ANSI_RESET} {ANSI_RED}{l}{ANSI_RESET}" for l in lines) + "\n",
+        "engine-core-prefix": "\n".join(f"(EngineCore_DP0 pid=1234) ERROR 11-23 05:10:11 [core.py:123] {ln}"
+                                        for ln in lines) + "\n",
+        "worker-prefix": "\n".join(f"(Worker_TP1 pid=77) {ln}" for ln in lines) + "\n",
+        "kubectl-timestamps": "\n".join(f"2026-11-23T05:10:11.123456789Z {ln}" for ln in lines) + "\n",
+        "ansi-colour": "\n".join(f"{ANSI_RED}ERROR{ANSI_RESET} {ANSI_RED}{ln}{ANSI_RESET}" for ln in lines) + "\n",
         "crlf": "\r\n".join(lines) + "\r\n",
         "inside-a-long-log": "INFO 11-23 05:10:00 [api_server.py:1] vLLM API server version 0.20.0\n" * 2000
                              + log + "INFO shutting down\n" * 100,
@@ -145,7 +149,7 @@ def test_splitting_reads_character_classes_the_way_the_regex_engine_does():
     pattern = f"a[]{gap}]b{gap}c"  # only the gap after b is one
     assert _top_level_spans(pattern) == [(pattern.index("b") + 1, pattern.index("c"), None)]
     assert _top_level_spans(f"x[^]({gap}]y({gap})z") == []
-    assert _top_level_spans(rf"p[\s\S]{{0,40}}q") == [(1, 13, 40)]
+    assert _top_level_spans(r"p[\s\S]{0,40}q") == [(1, 13, 40)]
 
 
 # -- sizes and edges: the small-log index, the automaton, the RE2 set of a log over 4 MB ---------

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import pytest
@@ -81,7 +81,7 @@ def all_findings(entry: dict) -> list[tuple[str, int, int, str | None, object]]:
     return _findings_of(entry["name"])
 
 
-@lru_cache(maxsize=None)
+@cache
 def _findings_of(name: str) -> list[tuple[str, int, int, str | None, object]]:
     entry = next(e for e in corpus() if e["name"] == name)
     found = []

@@ -112,8 +112,8 @@ def nnls(rows: list[list[float]], target: list[float], iterations: int = 5000) -
             norm = sum(c * c for c in col)
             if norm == 0:
                 continue
-            residual = [t - sum(r[k] * x[k] for k in range(n)) for r, t in zip(rows, target)]
-            step = sum(c * e for c, e in zip(col, residual)) / norm
+            residual = [t - sum(r[k] * x[k] for k in range(n)) for r, t in zip(rows, target, strict=True)]
+            step = sum(c * e for c, e in zip(col, residual, strict=True)) / norm
             new = max(0.0, x[j] + step)
             moved = max(moved, abs(new - x[j]))
             x[j] = new
@@ -153,7 +153,7 @@ def fit(observations: list[Observation]) -> dict[str, Any]:
         if rows else [0.5, 0.0, 1.0, 0.0]
     g = nnls([[1.0, float(o.layers_gpu)] for o in graphs],
              [float(o.cuda_graph_gib or 0) for o in graphs]) if graphs else [0.0, 0.0]
-    overhead_errors = [abs(sum(a * b for a, b in zip(c, features(o))) - float(o.overhead_gib or 0))
+    overhead_errors = [abs(sum(a * b for a, b in zip(c, features(o), strict=True)) - float(o.overhead_gib or 0))
                        for o in rows]
     graph_errors = [abs(g[0] + g[1] * o.layers_gpu - float(o.cuda_graph_gib or 0))
                     for o in graphs]

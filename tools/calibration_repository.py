@@ -50,7 +50,7 @@ import ast
 import json
 import re
 import shlex
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from packaging.version import Version
@@ -143,7 +143,6 @@ def _step_hardware(step: dict) -> list[tuple[dict, str | None]]:
 def _yaml_commands(text: str) -> list[tuple[str, dict, str | None, str]]:
     """(command, hardware, other platform, step label) for each serve/engine command."""
     import yaml
-
     from calibration_corpus import extract_commands
 
     doc = yaml.safe_load(text) or []
@@ -258,7 +257,7 @@ def _python_commands(text: str) -> list[str]:
                 and len(node.args) >= 2:
             add(node.args[0], names.value(node.args[1]))
         if isinstance(node, ast.Dict):
-            keys = {k.value: v for k, v in zip(node.keys, node.values)
+            keys = {k.value: v for k, v in zip(node.keys, node.values, strict=True)
                     if isinstance(k, ast.Constant)}
             extended = keys.get("extended")  # "tests do not run in CI automatically"
             if isinstance(extended, ast.Constant) and extended.value is True:
@@ -316,14 +315,14 @@ def references(block: dict, commands: list[str]) -> list[tuple[str, str]]:
     return list(dict.fromkeys(refs))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _parser_text(tree: Path, kind: str) -> str:
     marker = "tool_parser" if kind == "tool_parser" else "reasoning"
     return "\n".join(p.read_text(encoding="utf-8", errors="replace")
                      for p in (tree / "vllm").rglob("*.py") if marker in p.as_posix())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _module_text(tree: Path, module: str) -> str | None:
     base = tree / Path(*module.split("."))
     for path in (base.with_suffix(".py"), base / "__init__.py"):

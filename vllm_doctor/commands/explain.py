@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
 
@@ -233,16 +233,16 @@ def render_messages(report) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("explain")
     def explain(
-        code: Optional[str] = typer.Argument(None, help="Rule code (e.g. MODEL001) or slug."),
-        log: Optional[Path] = typer.Option(None, "--log", help="Name the known failure behind a crash log (`-` reads standard input)."),
+        code: str | None = typer.Argument(None, help="Rule code (e.g. MODEL001) or slug."),
+        log: Path | None = typer.Option(None, "--log", help="Name the known failure behind a crash log (`-` reads standard input)."),
         fmt: str = typer.Option("text", "--format", "-f", help="For --log: text or json."),
-        vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="For --log: the vLLM version that wrote the log (else read from the log)."),
+        vllm_version: str | None = typer.Option(None, "--vllm-version", help="For --log: the vLLM version that wrote the log (else read from the log)."),
         plain: bool = typer.Option(False, "--plain", help="Markdown text instead of the rendered view."),
-        rules_dir: Optional[List[Path]] = typer.Option(None, "--rules-dir", help="Rule directory to use."),
-        model_config: Optional[Path] = typer.Option(None, "--model-config", help="For --log: the model's config.json or directory, to compare a start-up log's memory figures with the estimate."),
-        gpu: Optional[str] = typer.Option(None, "--gpu", help="For --log: the GPU the log ran on (\"H100 80GB\"), for the memory estimate."),
-        gpus: Optional[int] = typer.Option(None, "--gpus", help="For --log: how many of them."),
-        serve: Optional[str] = typer.Option(None, "--serve", help="For --log: the serve line the log ran (\"vllm serve MODEL ...\"), for the memory estimate."),
+        rules_dir: list[Path] | None = typer.Option(None, "--rules-dir", help="Rule directory to use."),
+        model_config: Path | None = typer.Option(None, "--model-config", help="For --log: the model's config.json or directory, to compare a start-up log's memory figures with the estimate."),
+        gpu: str | None = typer.Option(None, "--gpu", help="For --log: the GPU the log ran on (\"H100 80GB\"), for the memory estimate."),
+        gpus: int | None = typer.Option(None, "--gpus", help="For --log: how many of them."),
+        serve: str | None = typer.Option(None, "--serve", help="For --log: the serve line the log ran (\"vllm serve MODEL ...\"), for the memory estimate."),
     ) -> None:
         """Print a rule's document, or name the known failure behind a crash log."""
         if fmt not in LOG_FORMATS:

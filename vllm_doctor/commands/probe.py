@@ -6,7 +6,7 @@ import os
 import shlex
 import time
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
 
@@ -42,7 +42,7 @@ def gpu_survey(environ: dict[str, str] | None = None) -> tuple[int | None, list[
             topology = {"devices": [{"uuid": d.get("uuid")} for d in devices if isinstance(d, dict)],
                         "links": facts.value("topology.links") or []}
             return count, list(facts.value("gpu.names") or []), topology
-    except Exception:  # noqa: BLE001 - NVML missing or broken: fall back to the variable
+    except Exception:
         pass
     value = env.get("CUDA_VISIBLE_DEVICES")
     if value is None:
@@ -311,30 +311,30 @@ def register(app: typer.Typer) -> None:
                  context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
     def _cmd(
         ctx: typer.Context,
-        tp: Optional[int] = typer.Option(None, "--tp", help="Ranks (one GPU each). Default: the serve "
+        tp: int | None = typer.Option(None, "--tp", help="Ranks (one GPU each). Default: the serve "
                                          "line's tensor-parallel size, else the visible GPUs."),
-        only: Optional[List[str]] = typer.Option(None, "--only", help="Probes to run (comma-separated); "
+        only: list[str] | None = typer.Option(None, "--only", help="Probes to run (comma-separated); "
                                                  "the same as naming them: probe NAME [NAME...]."),
-        device: Optional[str] = typer.Option(None, "--device", help="cuda (NCCL) or cpu (gloo, small "
+        device: str | None = typer.Option(None, "--device", help="cuda (NCCL) or cpu (gloo, small "
                                              "shapes). Default: cuda when a GPU is visible."),
         timeout: float = typer.Option(120.0, "--timeout", help="Seconds each probe may take "
                                       "(finite, at most a day)."),
         fmt: str = typer.Option("text", "--format", help="text or json"),
-        serve: Optional[str] = typer.Option(None, "--serve", help="The vllm serve line, quoted "
+        serve: str | None = typer.Option(None, "--serve", help="The vllm serve line, quoted "
                                             "(or put it after --)."),
-        model_config: Optional[Path] = typer.Option(None, "--model-config", help="The model's "
+        model_config: Path | None = typer.Option(None, "--model-config", help="The model's "
                                                     "config.json or directory (vocab and hidden sizes)."),
-        results: Optional[Path] = typer.Option(None, "--results", help="Collate a torchrun run: the "
+        results: Path | None = typer.Option(None, "--results", help="Collate a torchrun run: the "
                                                "directory given to the worker's --out."),
         teardown_timeout: float = typer.Option(2.0, "--teardown-timeout", help="Seconds a worker waits "
                                                "for destroy_process_group before reporting a hang."),
         list_: bool = typer.Option(False, "--list", help="List the probes and the rules they confirm."),
         no_cache: bool = typer.Option(False, "--no-cache", help="Re-run cached deterministic sub-checks "
                                       "(the traced torch.compile failure) instead of reusing them."),
-        vllm_version: Optional[str] = typer.Option(
+        vllm_version: str | None = typer.Option(
             None, "--vllm-version", help="Judge the verdicts against this vLLM release (default: "
                                          "the installed one)."),
-        report: Optional[Path] = typer.Option(
+        report: Path | None = typer.Option(
             None, "--report", help="Judge the verdicts against the vLLM of a `vllm collect-env` report."),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Every metric, every rank."),
     ) -> int:

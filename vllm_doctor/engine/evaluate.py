@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vllm_doctor.errors import CRASH_HINT, CRASH_PREFIX
-from vllm_doctor.redact import redact_text
 from vllm_doctor.engine.fixstate import AFFECTED, FIXED, UNVERSIONED, FixState, fix_state
 from vllm_doctor.engine.rule import Rule
+from vllm_doctor.errors import CRASH_HINT, CRASH_PREFIX
 from vllm_doctor.facts.model import Facts
 from vllm_doctor.facts.schema import supply_hint
+from vllm_doctor.redact import redact_text
 
 if TYPE_CHECKING:
     from vllm_doctor.engine.logmatch import LogScan
@@ -96,7 +96,7 @@ class Finding:
         }
 
 
-def match_signatures(rule: Rule, log: "str | LogScan | None", limit: int = 3) -> list[str]:
+def match_signatures(rule: Rule, log: str | LogScan | None, limit: int = 3) -> list[str]:
     """Lines of the log where one of the rule's signatures matched (engine.logmatch)."""
     if not log or not rule.signatures:
         return []
@@ -108,7 +108,7 @@ def match_signatures(rule: Rule, log: "str | LogScan | None", limit: int = 3) ->
     return [redact_text(line) for line in scan.signature_lines(signatures, limit)]
 
 
-def scan_for_rules(rules: list[Rule], log_text: str) -> "LogScan":
+def scan_for_rules(rules: list[Rule], log_text: str) -> LogScan:
     """One literal scan of the log for every rule's signatures."""
     from vllm_doctor.engine.logmatch import scan_log
 
@@ -164,7 +164,7 @@ def _cap_within_margin(rule: Rule, facts: Facts, finding: Finding) -> None:
             shown.add(test.path)
 
 
-def evaluate_rule(rule: Rule, facts: Facts, log_text: "str | LogScan | None" = None,
+def evaluate_rule(rule: Rule, facts: Facts, log_text: str | LogScan | None = None,
                   vllm_tree: Path | None = None) -> Finding:
     outcome = rule.when.evaluate(facts)
     log_matches = match_signatures(rule, log_text)
@@ -216,7 +216,7 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: "str | LogScan | None" = N
     return finding
 
 
-def evaluate_rules(rules: list[Rule], facts: Facts, log: "str | LogScan | None" = None) -> list[Finding]:
+def evaluate_rules(rules: list[Rule], facts: Facts, log: str | LogScan | None = None) -> list[Finding]:
     scan = scan_for_rules(rules, log) if isinstance(log, str) and log else log
     return defer([evaluate_rule(rule, facts, scan) for rule in rules])
 

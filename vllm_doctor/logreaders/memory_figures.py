@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
 
 _NUM = r"(-?\d{1,7}(?:\.\d{1,8})?)"
 _INT = r"(\d{1,3}(?:,\d{3}){0,5}|\d{1,18})"
@@ -153,7 +154,7 @@ def read_memory_figures_by_rank(text: str) -> dict[str, MemoryFigures]:
     order the writers first printed one. The first value of each figure per writer counts (a
     later restart in the same log does not overwrite it)."""
     text = _ANSI.sub("", text[:_MAX_TEXT]) if "\x1b[" in text[:_MAX_TEXT] else text[:_MAX_TEXT]
-    found: dict[str, dict[str, float | int]] = {}
+    found: dict[str, dict[str, Any]] = {}
     seen_lines: set[int] = set()
     for hit in _KEYWORDS.finditer(text):
         start = text.rfind("\n", 0, hit.start()) + 1
@@ -185,7 +186,8 @@ def read_memory_figures(text: str) -> MemoryFigures:
     ordered = sorted(by_rank.items(), key=lambda item: (rank_of(item[0]) or 0) != 0)
     merged = MemoryFigures()
     for _, figures in ordered:
-        missing = {name: value for name, value in figures.to_dict().items() if getattr(merged, name) is None}
+        missing: dict[str, Any] = {name: value for name, value in figures.to_dict().items()
+                                   if getattr(merged, name) is None}
         if missing:
             merged = replace(merged, **missing)
     return merged

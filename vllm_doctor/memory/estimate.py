@@ -328,7 +328,7 @@ def _max_model_len(facts: Facts) -> tuple[int, str]:
     value = facts.value("serve.max_model_len")
     if value:
         return int(value), f"--max-model-len {value}"
-    from vllm_doctor.facts.derived import _model_max_len, _Missing
+    from vllm_doctor.facts.derived import _Missing, _model_max_len
 
     try:
         length, how = _model_max_len(facts)

@@ -60,7 +60,7 @@ def _quant_bytes(qcfg: dict[str, Any] | None, scheme: str | None,
             return 1 + 4 / 4096, "bitsandbytes 8-bit"
         return 0.5 + 4 / 64, "bitsandbytes 4-bit, one float32 scale per 64"
     if "fp8" in method or "fp8" in scheme or scheme in ("w8a8-int8", "mxfp8") or \
-            method in ("compressed-tensors", "modelopt") and "8" in scheme:
+            (method in ("compressed-tensors", "modelopt") and "8" in scheme):
         return 1.0, "8-bit weights"
     return dense_bytes, f"{dense_bytes:g} B (unquantized)"
 

@@ -8,9 +8,9 @@ package's public API is plain Python::
     [r.to_dict() for r in results]
 """
 
+from vllm_doctor.probes.collection import load_results_dir
 from vllm_doctor.probes.registry import PROBE_NAMES, PROBES, PROBES_FOR_RULE, ProbeSpec
 from vllm_doctor.probes.result import ProbeResult
-from vllm_doctor.probes.collection import load_results_dir
 from vllm_doctor.probes.runner import run_probes
 
 __all__ = [

@@ -10,14 +10,23 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.probes.launch import Proc
 from vllm_doctor.probes.registry import BY_NAME, PROBES, ProbeSpec
-from vllm_doctor.probes.result import ERROR, PASS, SKIP, TIMEOUT, WARN, ProbeResult, merge_rank_results
+from vllm_doctor.probes.result import (
+    ERROR,
+    PASS,
+    SKIP,
+    TIMEOUT,
+    WARN,
+    ProbeResult,
+    merge_rank_results,
+)
 
 LOG_TAIL_LINES = 12
 _NOISE = re.compile(r"^\s*(frame #\d+:|Exception raised from |<unknown function>)")
@@ -214,9 +223,8 @@ def _valid_event(ev: Any) -> dict[str, Any] | None:
         for key in ("rules_confirmed", "rules_refuted", "notes"):
             if not isinstance(res.get(key, []), list):
                 return None
-    elif ev["ev"] == "teardown":
-        if not isinstance(ev.get("seconds", 0.0), (int, float)):
-            return None
+    elif ev["ev"] == "teardown" and not isinstance(ev.get("seconds", 0.0), (int, float)):
+        return None
     return ev
 
 

@@ -78,5 +78,5 @@ class Deadlines:
 
     def settled(self, group: list[Proc], now: float) -> bool:
         """Every rank said ``done``, and each has exited or had its grace period."""
-        last_done = max(p.done_at for p in group)  # type: ignore[type-var]
-        return not any(p.alive() for p in group) or now - last_done > self.grace
+        done = [p.done_at for p in group if p.done_at is not None]  # every rank's, by then
+        return not any(p.alive() for p in group) or now - max(done, default=now) > self.grace

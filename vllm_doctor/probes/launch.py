@@ -6,6 +6,7 @@ and the record the runner keeps of each process. No torch here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -223,10 +224,8 @@ class Launcher:
             return
         if self.compiler.poll() is None:
             self.info.setdefault("bytecode", {})["unfinished"] = True
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.compiler.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         self.compiler.wait()
         try:
             summary = json.loads((self.run_dir / "bytecode.json").read_text(encoding="utf-8"))

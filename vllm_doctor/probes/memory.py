@@ -30,7 +30,8 @@ import gc
 import os
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 from vllm_doctor.probes._common import GIB, Ctx, err_text, result
 
@@ -88,7 +89,7 @@ def linear_fit(points: list[tuple[float, float]]) -> tuple[float, float]:
     xs, ys = [p[0] for p in points], [p[1] for p in points]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     sxx = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
     return my - slope * mx, slope
 
 
@@ -126,7 +127,7 @@ def table_entry(report: dict[str, Any]) -> dict[str, Any]:
     fresh = res["metrics"].get("fresh") or {}
     figures = {f["name"]: f for f in fresh.get("figures", [])}
     env = fresh.get("environment") or {}
-    nccl = {}
+    nccl: dict[str, Any] = {}
     for rank in res.get("ranks", []):
         for f in (rank.get("metrics") or {}).get("figures", []):
             if f["name"] == "nccl_communicator":
@@ -158,6 +159,19 @@ def table_entry(report: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- measuring (torch, CUDA) ----------------------------------------------------------------------
+
+
+class Snap(TypedDict):
+    """One look at the GPU's memory, in bytes; ``process`` is this process's use as NVML
+    reports it, None where NVML cannot tell."""
+
+    free: int
+    total: int
+    used: int
+    reserved: int
+    allocated: int
+    peak: int
+    process: int | None
 class Meter:
     """This process's device memory: NVML's per-process figure where it answers (another process
     on the GPU does not move it), else total − free from cudaMemGetInfo like vLLM; and the caching
@@ -179,10 +193,10 @@ class Meter:
             uuid = str(getattr(props, "uuid", "") or "")
             try:
                 self.handle = pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
-            except Exception:  # noqa: BLE001 - older torch: no uuid; the PCI address then
+            except Exception:
                 bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
                 self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
-        except Exception as err:  # noqa: BLE001 - no NVML: cudaMemGetInfo alone
+        except Exception as err:
             self.nvml_note = f"NVML unavailable ({err_text(err, 120)})"
 
     def process_bytes(self) -> int | None:
@@ -190,7 +204,7 @@ class Meter:
             return None
         try:
             procs = self.pynvml.nvmlDeviceGetComputeRunningProcesses(self.handle)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             self.nvml_note = f"NVML per-process memory unavailable ({err_text(err, 120)})"
             return None
         mine = [p.usedGpuMemory for p in procs if p.pid == os.getpid() and p.usedGpuMemory is not None]
@@ -204,10 +218,10 @@ class Meter:
             return None
         try:
             return int(self.pynvml.nvmlDeviceGetMemoryInfo(self.handle).total)
-        except Exception:  # noqa: BLE001
+        except Exception:
             return None
 
-    def snap(self) -> dict[str, int | None]:
+    def snap(self) -> Snap:
         torch = self.torch
         torch.cuda.synchronize(self.device)
         free, total = torch.cuda.mem_get_info(self.device)
@@ -219,14 +233,14 @@ class Meter:
                 "process": self.process_bytes()}
 
     @staticmethod
-    def mine(s: dict[str, int | None]) -> int:
+    def mine(s: Snap) -> int:
         """This process's device memory (per process where NVML says, else device-wide)."""
-        return s["process"] if s["process"] is not None else s["used"]  # type: ignore[return-value]
+        return s["process"] if s["process"] is not None else s["used"]
 
-    def non_torch(self, s: dict[str, int | None]) -> int:
-        return self.mine(s) - s["reserved"]  # type: ignore[operator]
+    def non_torch(self, s: Snap) -> int:
+        return self.mine(s) - s["reserved"]
 
-    def settle(self) -> dict[str, int | None]:
+    def settle(self) -> Snap:
         """A snapshot after garbage collection and emptying the cache, as vLLM takes them."""
         gc.collect()
         self.torch.cuda.empty_cache()
@@ -339,7 +353,7 @@ def _activation_peak(ctx: Ctx, meter: Meter, shape: dict[str, int], tokens: list
             for _ in range(ACTIVATION_LAYERS):
                 residual = dec.prefill_layer(residual)
             torch.cuda.synchronize(dev)
-            forward = torch.cuda.max_memory_allocated(dev) - base["allocated"]  # type: ignore[operator]
+            forward = torch.cuda.max_memory_allocated(dev) - base["allocated"]
             # the sampled positions: the last token of each of min(max_num_seqs, t) sequences
             seqs = min(max_num_seqs, t)
             last = torch.linspace(t / seqs - 1, t - 1, seqs, device=dev).long()
@@ -353,12 +367,12 @@ def _activation_peak(ctx: Ctx, meter: Meter, shape: dict[str, int], tokens: list
             keep = ordered.cumsum(dim=-1) <= 0.9
             del hidden, logits, probs, ordered, order, keep
             torch.cuda.synchronize(dev)
-            sampler = torch.cuda.max_memory_allocated(dev) - base["allocated"]  # type: ignore[operator]
+            sampler = torch.cuda.max_memory_allocated(dev) - base["allocated"]
         points.append({"tokens": t, "sequences": seqs, "peak_gib": round(max(forward, sampler) / GIB, 4),
                        "forward_gib": round(forward / GIB, 4), "sampler_gib": round(sampler / GIB, 4),
                        "sampler_bytes_per_seq_vocab": round(sampler / (seqs * vocab), 2)})
     weights = sum(x.numel() * x.element_size() for x in
-                  (dec.w_qkv, dec.w_o, dec.w_gu, dec.w_down, dec.norm, dec.lm_head))
+                  (dec.w_qkv, dec.w_o, dec.w_gu, dec.w_down, dec.norm, dec.lm_head) if x is not None)
     attention = dec.attention
     del dec
     intercept, slope = linear_fit([(p["tokens"] / 1000, p["forward_gib"]) for p in points])
@@ -410,7 +424,7 @@ def _graphs(ctx: Ctx, meter: Meter, shape: dict[str, int], sizes: list[int], max
             kept.extend(capture_one(b))
             after = meter.snap()
             samples.append(meter.mine(after) - meter.mine(before))
-            drops.append(before["free"] - after["free"])  # type: ignore[operator]
+            drops.append(before["free"] - after["free"])
         end = meter.snap()
         return {"sizes": len(order), "largest": order[0], "seconds": round(time.perf_counter() - t0, 2),
                 "graphs_per_size": 1 if label == "FULL" else layers + 1,
@@ -418,7 +432,7 @@ def _graphs(ctx: Ctx, meter: Meter, shape: dict[str, int], sizes: list[int], max
                 "second_capture_gib": round(samples[1] / GIB, 4) if len(samples) > 1 else None,
                 "vllm_estimate_gib": round(vllm_graph_estimate(samples, len(order)) / GIB, 4),
                 "measured_gib": round((meter.mine(end) - meter.mine(start)) / GIB, 4),
-                "pool_gib": round((end["reserved"] - start["reserved"]) / GIB, 4),  # type: ignore[operator]
+                "pool_gib": round((end["reserved"] - start["reserved"]) / GIB, 4),
                 "non_torch_gib": round((meter.non_torch(end) - meter.non_torch(start)) / GIB, 4),
                 "per_capture_mib": [round(d / MIB, 2) for d in samples],
                 "free_drop_mib": [round(d / MIB, 2) for d in drops]}
@@ -443,7 +457,7 @@ def _graphs(ctx: Ctx, meter: Meter, shape: dict[str, int], sizes: list[int], max
 
             g, (residual, qkv) = _capture(torch, stretch, pool, stream)
             graphs.append(g)
-        return graphs + [residual, qkv]
+        return [*graphs, residual, qkv]
 
     with torch.inference_mode():
         order = sorted(sizes, reverse=True)
@@ -486,7 +500,7 @@ def part_fresh(ctx: Ctx) -> dict:
         try:
             driver = meter.pynvml.nvmlSystemGetDriverVersion()
             driver = driver.decode() if isinstance(driver, bytes) else driver
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
     accounting = ("per process (NVML)" if s_ctx["process"] is not None else
                   f"device-wide (cudaMemGetInfo; {meter.nvml_note or 'NVML gave nothing'}): anything "
@@ -515,7 +529,7 @@ def part_fresh(ctx: Ctx) -> dict:
                           "device memory outside torch's allocator that the first bf16 GEMMs add: the "
                           "cuBLAS and cuBLASLt handles and the kernel modules CUDA loads lazily for them "
                           "(vLLM 0.33 makes them before its baseline snapshot)", TORCH))
-    figures.append(figure("cublas_workspace", s_blas["allocated"] - s_ctx["allocated"],  # type: ignore[operator]
+    figures.append(figure("cublas_workspace", s_blas["allocated"] - s_ctx["allocated"],
                           "the cuBLAS workspaces torch holds in its own allocator after that GEMM "
                           "(counted as torch memory, never freed)", TORCH))
 
@@ -530,12 +544,12 @@ def part_fresh(ctx: Ctx) -> dict:
             f"'PyTorch activation peak memory' of a dense model without torch.compile",
             TORCH, model=source, max_num_batched_tokens=tokens_max, max_num_seqs=max_num_seqs,
             **activation))
-    except Exception as err:  # noqa: BLE001 - the other figures stand
+    except Exception as err:
         metrics["activation_error"] = err_text(err)
         if "CUDA error" in str(err):
             raise
     s_act = meter.settle()
-    figures.append(figure("allocator_slack", s_act["reserved"] - s_act["allocated"],  # type: ignore[operator]
+    figures.append(figure("allocator_slack", s_act["reserved"] - s_act["allocated"],
                           "what the caching allocator still reserves beyond its live tensors after the "
                           "forward and empty_cache (fragmentation vLLM counts as consumed)", TORCH))
 
@@ -553,7 +567,7 @@ def part_fresh(ctx: Ctx) -> dict:
         figures.append(figure("cuda_graph_memory", graphs["measured_gib"] * GIB,
                               f"what capturing all of them took (this process's growth: pool and graph "
                               f"objects) for {said}", HARDWARE))
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:
         metrics["cuda_graph_error"] = err_text(err)
         if "CUDA error" in str(err):
             raise

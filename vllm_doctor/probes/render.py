@@ -78,7 +78,7 @@ def _fmt(value: Any) -> str:
 
 
 def summary_counts(results: list[ProbeResult]) -> dict[str, int]:
-    counts = {s: 0 for s in (PASS, WARN, FAIL, ERROR, TIMEOUT, SKIP)}
+    counts = dict.fromkeys((PASS, WARN, FAIL, ERROR, TIMEOUT, SKIP), 0)
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
     return counts
@@ -86,7 +86,7 @@ def summary_counts(results: list[ProbeResult]) -> dict[str, int]:
 
 def verdict_counts(results: list[ProbeResult]) -> dict[str, int]:
     """Joined verdicts per level (one per rule a probe covers)."""
-    counts = {level: 0 for level in LEVELS}
+    counts = dict.fromkeys(LEVELS, 0)
     for r in results:
         for v in r.verdicts:
             counts[v["level"]] = counts.get(v["level"], 0) + 1
@@ -160,15 +160,15 @@ def render_text(results: list[ProbeResult], meta: dict[str, Any], verbose: bool 
         if r.status != SKIP or not r.verdicts:
             console.print(f"      probe {escape(said)}" + (f": {escape(r.reason)}" if r.reason else ""))
         for f in figures:  # a measuring probe: each figure with what it measured
-            value = ""
+            amount = ""
             if isinstance(f.get("bytes"), int):  # under a GiB in MiB, where small terms read well
                 size = f["bytes"] / 2**30
-                value = f" {size:.3g} GiB" if abs(size) >= 1 else f" {f['bytes'] / 2**20:.4g} MiB"
-            rank = f" (rank {f['rank']})" if "rank" in f else ""
+                amount = f" {size:.3g} GiB" if abs(size) >= 1 else f" {f['bytes'] / 2**20:.4g} MiB"
+            whose = f" (rank {f['rank']})" if "rank" in f else ""
             tag = escape(f"[{f.get('depends')}]")
-            console.print(f"      {tag} {escape(str(f['name']))}{rank}:{value} — "
+            console.print(f"      {tag} {escape(str(f['name']))}{whose}:{amount} — "
                           f"{escape(str(f.get('what', '')))}")
-        if spec is not None and r.status not in (SKIP,) and not figures:
+        if spec is not None and r.status != SKIP and not figures:
             for c in spec.checks:
                 where = c.depends
                 if meta.get("device") == "cpu" and c.cpu:
@@ -238,7 +238,7 @@ class Progress:
         self._live: Any = None  # rich's Live, imported when a terminal shows it
         self.t0 = time.monotonic()
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         if self.live_enabled:
             from rich.console import Console
             from rich.live import Live

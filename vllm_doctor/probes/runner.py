@@ -39,8 +39,9 @@ import stat
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.probes.collection import Collector
@@ -207,10 +208,7 @@ class Runner:
             if part in state.parts:
                 if not proc.alive():
                     proc.exit_seen = True
-                elif proc.done_at is not None and now - proc.done_at > self.deadlines.grace:
-                    kill(proc)
-                    proc.exit_seen = True
-                elif state.final is not None and proc.done_at is None and self.deadlines.part_overran(proc, now):
+                elif (proc.done_at is not None and now - proc.done_at > self.deadlines.grace) or (state.final is not None and proc.done_at is None and self.deadlines.part_overran(proc, now)):
                     kill(proc)
                     proc.exit_seen = True
                 continue

@@ -5,13 +5,15 @@ outright, and the signals that end a run. No torch here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from vllm_doctor.child import module_command
 from vllm_doctor.probes.deadlines import Deadlines
@@ -32,15 +34,11 @@ def kill(proc: Proc) -> None:
         try:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
     if proc.popen is not None:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL does not fail
             proc.popen.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
-            pass
     else:
         deadline = time.monotonic() + 2.0
         while pid_alive(proc.pid) and time.monotonic() < deadline:
@@ -75,15 +73,13 @@ def install_signals() -> Callable[[], None]:
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
 
-    def handler(signum, frame):  # noqa: ARG001
+    def handler(signum, frame):
         raise Interrupted(f"signal {signum}")
 
     old = {}
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        try:
+        with contextlib.suppress(ValueError, OSError):  # not the main thread
             old[sig] = signal.signal(sig, handler)
-        except (ValueError, OSError):  # pragma: no cover
-            pass
 
     def restore() -> None:
         for sig, h in old.items():
