@@ -199,7 +199,7 @@ class _Names:
             values = [self.value(v) for v in node.values]
             if len(keys) != len(node.keys) or any(v is None for v in keys + values):
                 return None
-            return dict(zip(keys, values))
+            return dict(zip(keys, values, strict=True))
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = self.value(node.left), self.value(node.right)
             return left + right if isinstance(left, list) and isinstance(right, list) else None
