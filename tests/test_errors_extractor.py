@@ -179,3 +179,32 @@ class Helper:
     key = "EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause."
     assert found[key]["sites"] == [["v1/engine/exceptions.py", "EngineDeadError.__init__", ""]]
     assert not [k for k in found if "not an exception" in k]
+
+
+def test_an_exception_built_into_a_variable_then_raised_is_catalogued(tmp_path):
+    # vllm/v1/executor/multiproc_executor.py (0.9.0-0.33.0): e = Exception("WorkerProc ...")
+    # a few lines above `raise e from None` (bench/explain/logs-2/44411.log shows the message)
+    source = '''
+class WorkerProc:
+    @staticmethod
+    def wait_for_ready(handles):
+        e = Exception("WorkerProc initialization failed due to "
+                      "an exception in a background process. "
+                      "See stack trace for root cause.")
+        for handle in handles:
+            if handle.status != "READY":
+                raise e from None
+        try:
+            handle.wait()
+        except OSError as err:
+            raise err   # the caught exception: no message of its own here
+        holder = make_holder("not an exception, not a message users see")
+        raise holder
+'''
+    make_wheel(tmp_path, "0.3.0", {"v1/executor/multiproc_executor.py": source})
+    found = extractor.extract(find_releases(tmp_path)[0])
+    key = ("Exception: WorkerProc initialization failed due to an exception in a background process. "
+           "See stack trace for root cause.")
+    assert found[key]["sites"] == [["v1/executor/multiproc_executor.py", "WorkerProc.wait_for_ready",
+                                    "handle.status != 'READY'"]]
+    assert not [k for k in found if "not an exception" in k]

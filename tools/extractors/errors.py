@@ -94,6 +94,16 @@ class _Messages:
     def __init__(self, assignments: dict[str, list[tuple[int, ast.expr]]]):
         self.assignments = assignments
 
+    def built_exception(self, name: str, line: int) -> ast.Call | None:
+        """The exception constructed into ``name`` by its last assignment above ``line``
+        (``e = ValueError(msg)``), if that is what it holds."""
+        earlier = [value for at, value in self.assignments.get(name, ()) if at < line]
+        if earlier and isinstance(earlier[-1], ast.Call):
+            called = _name(earlier[-1]) or ""
+            if called.endswith(("Error", "Exception")):
+                return earlier[-1]
+        return None
+
     def template(self, node: ast.expr | None, line: int, depth: int = 0) -> str | None:
         if node is None or depth > 4:
             return None
@@ -233,6 +243,10 @@ class _Walker(ast.NodeVisitor):
 
     def visit_Raise(self, node):
         exc = node.exc
+        if isinstance(exc, ast.Name):
+            # `e = Exception("...")` a few lines up, then `raise e from None`: the exception
+            # built last above the raise (multiproc_executor's "WorkerProc initialization failed")
+            exc = self._messages[-1].built_exception(exc.id, node.lineno) or exc
         if isinstance(exc, ast.Call):
             cls = _name(exc) or "Exception"
             message = exc.args[0] if exc.args else next(
