@@ -43,3 +43,13 @@ def test_every_stored_log_is_in_its_index_with_a_source():
         index = json.loads((BENCH / sample / "index.json").read_text(encoding="utf-8"))
         assert sorted(e["file"] for e in index) == sorted(p.name for p in (BENCH / sample).glob("*.log"))
         assert all(e["url"].startswith("https://github.com/") and e["kind"] for e in index)
+
+
+def test_a_message_raised_from_a_variable_is_named_in_a_real_log(capsys):
+    """logs-2/44411: the engine core's `Exception: WorkerProc initialization failed ...`
+    (built into `e`, then `raise e from None`) is the catalogue's message for that log."""
+    from vllm_doctor.commands.explain import explain_log
+
+    explain_log(BENCH / "logs-2" / "44411.log", None, "json")
+    messages = json.loads(capsys.readouterr().out)["vllm_messages"]
+    assert messages[0]["template"].startswith("WorkerProc initialization failed due to an exception")
