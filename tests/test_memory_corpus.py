@@ -83,13 +83,24 @@ def test_entry_config_reads_through_the_doctors_reader(path: Path, tmp_path: Pat
 
 
 @pytest.mark.parametrize("path", ENTRIES, ids=[p.stem for p in ENTRIES])
-def test_entry_log_gives_weights_and_kv_tokens(path: Path) -> None:
+def test_entry_log_gives_weights_or_kv_tokens(path: Path) -> None:
     entry = load(path)
     figures = read_memory_figures(entry["log"])
-    assert figures.weights_gib is not None and figures.weights_gib > 0
-    assert figures.kv_cache_tokens is not None and figures.kv_cache_tokens > 0
+    assert (figures.weights_gib or 0) > 0 or (figures.kv_cache_tokens or 0) > 0, \
+        "an entry's log carries the weights or the KV-cache tokens"
     if figures.max_concurrency_tokens and entry["engine_args"] and "max_model_len" in entry["engine_args"]:
         assert figures.max_concurrency_tokens == entry["engine_args"]["max_model_len"]
+
+
+def test_each_figure_is_carried_by_enough_entries() -> None:
+    """Real logs often carry only one of the two figures (a thread quotes the weights line,
+    or only the KV lines); each must still be measured on a good share of the corpus."""
+    if not ENTRIES:
+        pytest.skip("no entries yet")
+    figures = [read_memory_figures(load(path)["log"]) for path in ENTRIES]
+    for name in ("weights_gib", "kv_cache_tokens"):
+        carried = sum(getattr(f, name) is not None for f in figures)
+        assert carried >= 0.4 * len(figures), f"{name} in {carried}/{len(figures)} entries"
 
 
 def test_every_entry_and_config_is_listed_in_the_readme() -> None:

@@ -1,5 +1,5 @@
-"""Counts of the start-up log corpus (tests/fixtures/memory-logs) by kind, GPU and release,
-and the figures vLLM printed in each entry.
+"""Counts of the start-up log corpus (tests/fixtures/memory-logs) by kind, GPU, release and
+printed figure, and the figures vLLM printed in each entry.
 
     python tools/memory_corpus_report.py            # counts and one line per entry
     python tools/memory_corpus_report.py --counts   # counts only
@@ -23,6 +23,9 @@ sys.path.insert(0, str(ROOT))
 
 from vllm_doctor.logreaders.memory_figures import read_memory_figures  # noqa: E402
 
+# the printed figures counted per entry (an entry carries at least one of the first two)
+FIGURES = ("weights_gib", "kv_cache_tokens", "kv_cache_gib", "max_concurrency", "cuda_graph_gib")
+
 
 def load_entries(corpus: Path = CORPUS) -> list[tuple[str, dict]]:
     """(entry id, entry) for every YAML file of the corpus, sorted by id."""
@@ -39,9 +42,12 @@ def release_of(entry: dict) -> str:
 
 
 def counts(entries: list[tuple[str, dict]]) -> dict[str, Counter]:
-    tally: dict[str, Counter] = {"kind": Counter(), "gpu": Counter(), "release": Counter()}
+    tally: dict[str, Counter] = {"kind": Counter(), "gpu": Counter(), "release": Counter(),
+                                 "figure": Counter()}
     for _, entry in entries:
         tally["kind"].update(entry.get("kinds") or [])
+        figures = read_memory_figures(entry["log"]).to_dict()
+        tally["figure"].update(name for name in FIGURES if name in figures)
         tally["gpu"][entry.get("gpu") or "unknown"] += 1
         tally["release"][release_of(entry)] += 1
     return tally
