@@ -118,6 +118,11 @@ def test_repository_entries_carry_their_provenance():
         match = entry["match"]
         assert match["score"] >= 0.9 and entry["release"] == match["window"][-1]
         assert entry["hardware"]["gpus"] >= 1
+    # the corpus records the method and every version kept or dropped, with its score
+    dating = json.loads(CORPUS.read_text(encoding="utf-8"))["repository_dating"]
+    kept = " ".join(dating["kept_versions"])
+    assert all(e["commit"][:10] in kept for e in repo)
+    assert not any(e["commit"][:10] in " ".join(dating["dropped_versions"]) for e in repo)
 
 
 def test_the_pipeline_extractor_reads_steps_and_engine_commands():

@@ -224,13 +224,22 @@ def main(argv: list[str] | None = None) -> int:
     entries = (from_release_trees(args.trees) + from_release_help(args.trees, names)
                + from_sources_file(args.sources))
     repository = args.sources.with_name("repository.txt")
+    dating: dict = {}
     if repository.is_file():  # vLLM's CI pipelines, tests, examples, each dated to a release
         from calibration_repository import from_repository_file
 
-        found, dropped = from_repository_file(repository, args.trees)
+        found, kept, dropped = from_repository_file(repository, args.trees)
         entries += found
         for line in dropped:
             print(f"dropped (no close release match): {line}", file=sys.stderr)
+        from calibration_repository import MAX_WINDOW, MIN_SCORE
+
+        dating = {"repository_dating": {
+            "method": "references: the vllm/ paths, vllm imports, parser names and header "
+                      "convention of each file version, resolved in each release's tree "
+                      f"(kept: best score >= {MIN_SCORE}, window <= {MAX_WINDOW} releases; "
+                      "judged with the window's newest release)",
+            "kept_versions": kept, "dropped_versions": dropped}}
         print(f"{len(found)} repository commands; {len(dropped)} file versions dropped",
               file=sys.stderr)
     exclusions = args.sources.with_name("exclusions.json")
@@ -239,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
         for entry in entries:
             if entry["command"] in reasons:
                 entry["exclude"] = reasons[entry["command"]]
-    args.output.write_text(json.dumps({"entries": entries}, indent=1, ensure_ascii=False) + "\n",
+    args.output.write_text(json.dumps({"entries": entries, **dating}, indent=1,
+                                      ensure_ascii=False) + "\n",
                            encoding="utf-8")
     per_release: dict[str, int] = {}
     for entry in entries:

@@ -360,11 +360,11 @@ def match_release(trees: list[Path], refs: list[tuple[str, str]]) -> dict:
     return {"score": round(best, 3), "window": window, "references": len(refs)}
 
 
-def from_repository_file(path: Path, root: Path) -> tuple[list[dict], list[str]]:
-    """Corpus entries from repository.txt, and a line for each version dropped."""
+def from_repository_file(path: Path, root: Path) -> tuple[list[dict], list[str], list[str]]:
+    """Corpus entries from repository.txt, and a line for each version kept and dropped."""
     trees = sorted((p for p in root.iterdir() if (p / "vllm").is_dir()),
                    key=lambda p: Version(p.name))
-    entries, dropped = [], []
+    entries, kept, dropped = [], [], []
     for block in parse_blocks(path.read_text(encoding="utf-8")):
         found = commands_of(block)
         refs = references(block, [c for c, *_ in found])
@@ -376,6 +376,8 @@ def from_repository_file(path: Path, root: Path) -> tuple[list[dict], list[str]]
                            f"{len(match['window'])} releases")
             continue
         release = match["window"][-1]
+        kept.append(f"{where}: {release} (score {match['score']}, window "
+                    f"{match['window'][0]}-{release})")
         for command, hardware, platform, label in found:
             entry = {"release": release, "command": command,
                      "source": f"https://github.com/vllm-project/vllm/blob/"
@@ -389,4 +391,4 @@ def from_repository_file(path: Path, root: Path) -> tuple[list[dict], list[str]]
                 entry["left_out"] = (f"runs on {platform}, a platform the doctor's "
                                      "--gpu target cannot name (kept, not judged)")
             entries.append(entry)
-    return entries, dropped
+    return entries, kept, dropped
