@@ -193,3 +193,45 @@ def test_uneven_pipeline_stages_as_vllm_splits_them():
     assert len(layout.layers) == 11
     est = wmod.from_checkpoint(16_000_000_000, tp=1, pp=3, where="index", layers=32)
     assert est.bytes_per_gpu == 16_000_000_000 * 11 // 32
+
+
+def _corpus_config(architecture: str) -> dict:
+    import gzip
+
+    with gzip.open(FIXTURES_CONFIGS, "rt") as lines:
+        for line in lines:
+            row = json.loads(line)
+            if row["architecture"] == architecture:
+                return row["config"]
+    raise AssertionError(architecture)
+
+
+FIXTURES_CONFIGS = Path(__file__).parent / "fixtures" / "model-configs" / "corpus.jsonl.gz"
+
+
+def _corpus_facts(architecture: str, tmp_path: Path) -> Facts:
+    tmp_path.mkdir()
+    facts = entry_facts({"gpu": "NVIDIA H100 80GB HBM3", "gpu_count": 8, "vllm_version": "0.33.0",
+                         "serve": "vllm serve x --max-model-len 4096 -tp 8",
+                         "config": _corpus_config(architecture)}, tmp_path)
+    compute_memory(facts)
+    return facts
+
+
+def test_hybrid_and_encoder_layouts_of_real_config_classes(tmp_path):
+    # Falcon-H1: attention and Mamba in every layer
+    falcon = _corpus_facts("FalconH1ForCausalLM", tmp_path / "f").value("memory.kv_layers")
+    assert falcon.startswith("32 full, 32 mamba")
+    # Kimi Linear: MLA layers between KDA linear-attention layers
+    kimi = _corpus_facts("KimiLinearForCausalLM", tmp_path / "k").value("memory.kv_layers")
+    assert "mla" in kimi and "mamba" in kimi and "KDA state" in kimi
+    # Whisper: decoder self-attention plus cross-attention over the encoder's tokens
+    whisper = _corpus_facts("WhisperForConditionalGeneration", tmp_path / "w")
+    assert "cross-attention" in whisper.value("memory.kv_layers")
+    # Nemotron-H names its Mamba layers linear_attention: state, not attention
+    nemotron = _corpus_facts("NemotronHForCausalLM", tmp_path / "n").value("memory.kv_layers")
+    assert "mamba" in nemotron
+    # BERT: encoder-only, no KV cache, so nothing to run out of
+    bert = _corpus_facts("BertModel", tmp_path / "b")
+    assert bert.value("memory.kv_verdict") == "fits"
+    assert "encoder-only" in (bert.why_missing("memory.kv_cache_tokens") or "")

@@ -366,7 +366,8 @@ def estimate(facts: Facts, nominal_mib: int | None = None,
     layers = int(_need(facts, "model.num_hidden_layers"))
     hidden = int(_need(facts, "model.hidden_size"))
     vocab = int(_need(facts, "model.vocab_size"))
-    inter = int(text.get("moe_intermediate_size") or text.get("intermediate_size") or 4 * hidden)
+    inter = kvmod.dim(text.get("moe_intermediate_size")) or \
+        kvmod.dim(text.get("intermediate_size")) or 4 * hidden
     names = [str(n) for n in facts.value("gpu.names") or []]
     batched_default, seqs_default = batch_defaults(usable, names, formula)
     batched = _int_fact(facts, "serve.max_num_batched_tokens", batched_default)
@@ -420,6 +421,14 @@ def estimate(facts: Facts, nominal_mib: int | None = None,
     out.put("memory.kv_bytes_per_token", layout.bytes_per_token(),
             f"per GPU, attention layers summed ({layout.describe()})")
     out.inputs["uniform_kv"] = len({layer.key() for layer in layout.layers}) == 1
+    if layout.encoder_only:  # no KV cache: nothing to run out of
+        why = "; ".join(layout.how)
+        out.put("memory.kv_verdict", "fits", why)
+        out.put("memory.kv_room", "room", why)
+        for path in ("memory.kv_cache_tokens", "memory.max_concurrency", "memory.margin_gib",
+                     "memory.estimate_line"):
+            out.how[path] = why  # missing, with this reason
+        return out
     max_len, lhow = _max_model_len(facts)
     block = _argv_value(facts, "--block-size")
     cap = kvmod.capacity(layout, max(0, int(kv_gib * GIB)), max_model_len=max_len,

@@ -13,8 +13,11 @@ Every layer that keeps state gets a spec, as vLLM's ``get_kv_cache_spec`` builds
 * Mamba / SSM and linear attention (GDN): a fixed state per request and layer (conv state +
   SSM or recurrent state), split over TP (``MambaSpec``); the attention block size is raised so
   one attention page is at least one Mamba state ("Setting attention block size to N tokens");
-* cross-attention: the encoder's tokens per request, not the decoder's (``CrossAttentionSpec``);
-* encoder-only and attention-free models: no KV cache.
+* cross-attention (Whisper, BART decoders): the encoder's tokens per request,
+  ``max_num_encoder_input_tokens`` (``CrossAttentionSpec``), taken as the larger of the
+  encoder length (``max_source_positions``) and ``max_num_batched_tokens``;
+* parallel hybrids (Falcon-H1): an attention layer and a Mamba layer per decoder layer;
+* encoder-only models (BERT, RoBERTa, ModernBERT, ...): no KV cache (ENCODER_ONLY attention).
 
 Layers are grouped as ``_get_kv_cache_groups_uniform_page_size`` groups them: layers of one
 spec form groups of ``group_size`` layers (the smallest count of one spec, or the largest when
@@ -73,8 +76,10 @@ class KvLayout:
         return dict(Counter(layer.kind for layer in self.layers))
 
     def bytes_per_token(self) -> int:
-        """Attention bytes per token over every layer (state layers excluded)."""
-        return sum(layer.bytes_per_token for layer in self.layers)
+        """Attention bytes per token over every layer (state and cross-attention layers,
+        which hold a fixed amount per request, excluded)."""
+        return sum(layer.bytes_per_token for layer in self.layers
+                   if layer.kind not in (MAMBA, CROSS))
 
     def describe(self) -> str:
         parts = [f"{n} {kind}" for kind, n in sorted(self.counts().items())]
@@ -103,6 +108,15 @@ def _int(value: Any) -> int | None:
     return None
 
 
+def dim(value: Any) -> int | None:
+    """A size from a config: an int, or the largest of a per-layer list (Gemma 3n's
+    intermediate_size)."""
+    if isinstance(value, list):
+        sizes = [v for v in (_int(x) for x in value) if v is not None]
+        return max(sizes) if sizes else None
+    return _int(value)
+
+
 def pp_partitions(layers: int, pp: int, override: str | None = None) -> list[int]:
     """Decoder layers per pipeline stage as vLLM splits them (``get_pp_indices`` in
     vllm/distributed/utils.py): even, the remainder one each on the stages before the last
@@ -120,43 +134,55 @@ def pp_partitions(layers: int, pp: int, override: str | None = None) -> list[int
     return parts
 
 
+def _word_kind(word: str) -> str:
+    """A layer-type word of a config (layer_types, layers_block_type) as a KV kind."""
+    word = word.lower()
+    if "sliding" in word:
+        return "sliding"
+    if "chunk" in word:
+        return "chunked"
+    # newer transformers name Mamba mixers "linear_attention" too (Granite 4, Nemotron-H)
+    if any(w in word for w in ("linear", "mamba", "conv", "ssm", "kda", "delta")):
+        return "state"
+    if "hybrid" in word:  # Zamba2: a Mamba block with the shared attention; the attention KV
+        return "full"
+    if "attention" in word or word in ("full", "global", "attn"):
+        return "full"
+    return "none"  # mlp, moe, ...
+
+
+# encoder-only models: vLLM gives their attention no KV cache (AttentionType.ENCODER_ONLY)
+ENCODER_ONLY_TYPES = frozenset({
+    "bert", "roberta", "xlm-roberta", "modernbert", "nomic_bert", "distilbert", "electra",
+    "deberta", "deberta-v2", "camembert", "jina_bert", "new", "gte", "bert_with_rope"})
+
+
 def _kinds_of_layers(text: dict[str, Any], n_layers: int) -> tuple[list[str], str]:
-    """One entry per decoder layer: full | sliding | chunked | mamba | linear | none."""
-    types = text.get("layer_types")
-    if isinstance(types, list) and len(types) == n_layers:
-        mapped = []
-        for t in types:
-            word = str(t).lower()
-            if "sliding" in word:
-                mapped.append("sliding")
-            elif "chunk" in word:
-                mapped.append("chunked")
-            elif "linear" in word:
-                mapped.append("linear")
-            elif "mamba" in word or word in ("conv", "short_conv"):
-                mapped.append("mamba")
-            elif "attention" in word or word in ("full", "global", "hybrid"):
-                mapped.append("full")
-            else:
-                mapped.append("none")
-        return mapped, "layer_types"
+    """One entry per decoder layer: full | sliding | chunked | state | cross | none."""
+    if text.get("model_type") == "falcon_h1":  # every layer: attention and Mamba in parallel
+        return ["full"] * n_layers + ["state"] * n_layers, "parallel attention + Mamba layers"
+    if text.get("is_encoder_decoder") and _int(text.get("decoder_layers")):  # Whisper, BART
+        decoder = _int(text.get("decoder_layers")) or n_layers
+        return (["full"] * decoder + ["cross"] * decoder,
+                "decoder self-attention + cross-attention layers")
+    for key in ("layer_types", "layers_block_type"):
+        types = text.get(key)
+        if isinstance(types, list) and len(types) == n_layers:
+            return [_word_kind(str(t)) for t in types], key
     pattern = text.get("hybrid_override_pattern")
     if isinstance(pattern, str) and pattern:  # Nemotron-H: M mamba, * attention, - MLP, E MoE
-        mapped = ["mamba" if c == "M" else "full" if c == "*" else "none" for c in pattern]
+        mapped = ["state" if c == "M" else "full" if c == "*" else "none" for c in pattern]
         return mapped, "hybrid_override_pattern"
-    block_types = text.get("layers_block_type")
-    if isinstance(block_types, list) and block_types:
-        mapped = ["mamba" if "mamba" in str(b) else "full" if "attention" in str(b) or
-                  "hybrid" in str(b) else "none" for b in block_types]
-        return mapped, "layers_block_type"
     period, offset = _int(text.get("attn_layer_period")), _int(text.get("attn_layer_offset"))
     if period and offset is not None:  # Jamba
-        return (["full" if i % period == offset else "mamba" for i in range(n_layers)],
+        return (["full" if i % period == offset else "state" for i in range(n_layers)],
                 "attn_layer_period/offset")
     interval = _int(text.get("full_attention_interval"))
     if interval and text.get("linear_num_value_heads"):  # Qwen3-Next without layer_types
-        return (["full" if (i + 1) % interval == 0 else "linear" for i in range(n_layers)],
+        return (["full" if (i + 1) % interval == 0 else "state" for i in range(n_layers)],
                 "full_attention_interval")
+    if text.get("model_type") in ("mamba", "mamba2", "falcon_mamba"):
+        return ["state"] * n_layers, "attention-free Mamba"
     chunk = _int(text.get("attention_chunk_size"))
     no_rope = text.get("no_rope_layers")
     if chunk and isinstance(no_rope, list) and len(no_rope) == n_layers:  # Llama 4
@@ -179,43 +205,46 @@ def _kinds_of_layers(text: dict[str, Any], n_layers: int) -> tuple[list[str], st
     return ["full"] * n_layers, "full attention"
 
 
-def _mamba_state_bytes(text: dict[str, Any], tp: int, state_dtype_bytes: float) -> int | None:
-    """Conv + SSM state of one Mamba2 / Mamba layer per request on one GPU."""
-    hidden = _int(text.get("hidden_size"))
-    d_state = _int(text.get("mamba_d_state") or text.get("ssm_state_size") or
-                   text.get("state_size") or text.get("d_state"))
-    d_conv = _int(text.get("mamba_d_conv") or text.get("conv_kernel") or text.get("d_conv")
-                  or text.get("mamba_conv_kernel")) or 4
-    n_heads = _int(text.get("mamba_num_heads") or text.get("mamba_n_heads"))
-    head_dim = _int(text.get("mamba_head_dim") or text.get("mamba_d_head"))
-    expand = text.get("mamba_expand") or text.get("expand")
-    groups = _int(text.get("mamba_n_groups") or text.get("n_groups")) or 1
-    if n_heads and head_dim:
-        inner = n_heads * head_dim
-    elif hidden and isinstance(expand, (int, float)):
-        inner = int(expand * hidden)
-    else:
-        return None
-    if d_state is None:
-        return None
-    group_part = 2 * groups * d_state // tp if groups % tp == 0 else 2 * groups * d_state
-    conv = (d_conv - 1) * (inner // tp + group_part)
-    ssm = (n_heads // tp * head_dim * d_state) if n_heads and head_dim else inner // tp * d_state
-    return int((conv + ssm) * state_dtype_bytes)
-
-
-def _linear_state_bytes(text: dict[str, Any], tp: int, state_dtype_bytes: float) -> int | None:
-    """Gated DeltaNet (Qwen3-Next, Qwen3.5, Kimi Linear) conv + recurrent state per request."""
-    k_heads = _int(text.get("linear_num_key_heads"))
-    v_heads = _int(text.get("linear_num_value_heads"))
-    k_dim = _int(text.get("linear_key_head_dim"))
-    v_dim = _int(text.get("linear_value_head_dim"))
-    kernel = _int(text.get("linear_conv_kernel_dim")) or 4
-    if not (k_heads and v_heads and k_dim and v_dim):
-        return None
-    conv_dim = (2 * k_heads * k_dim + v_heads * v_dim) // tp
-    recurrent = v_heads // tp * k_dim * v_dim
-    return int(((kernel - 1) * conv_dim + recurrent) * state_dtype_bytes)
+def _state_bytes(text: dict[str, Any], tp: int, dtype_bytes: float) -> tuple[int, str] | None:
+    """One state layer's bytes per request on one GPU, as MambaStateShapeCalculator sizes it
+    (vllm/model_executor/layers/mamba/mamba_utils.py, 0.33.0): conv state + temporal state."""
+    g = text.get
+    hidden = _int(g("hidden_size"))
+    ssm_bytes = 4.0 if str(g("mamba_ssm_cache_dtype")) == "float32" else dtype_bytes
+    k_heads, v_heads = _int(g("linear_num_key_heads")), _int(g("linear_num_value_heads"))
+    k_dim, v_dim = _int(g("linear_key_head_dim")), _int(g("linear_value_head_dim"))
+    kernel = _int(g("linear_conv_kernel_dim")) or 4
+    if k_heads and v_heads and k_dim and v_dim:  # gated_delta_net_state_shape
+        conv = (kernel - 1) * ((2 * k_heads * k_dim + v_heads * v_dim) // tp)
+        return int((conv + v_heads // tp * v_dim * k_dim) * dtype_bytes), "Gated DeltaNet"
+    heads, head_dim = _int(g("linear_num_heads")), _int(g("linear_head_dim"))
+    if heads and head_dim:  # kda_state_shape (Kimi Linear)
+        conv = (kernel - 1) * (3 * heads * head_dim // tp)
+        return int((conv + heads // tp * head_dim * head_dim) * dtype_bytes), "KDA"
+    d_state = _int(g("mamba_d_state") or g("ssm_state_size") or g("state_size") or
+                   g("d_state"))
+    d_conv = _int(g("mamba_d_conv") or g("conv_kernel") or g("d_conv") or
+                  g("mamba_conv_kernel")) or 4
+    mamba2 = g("model_type") == "mamba2"
+    n_heads = _int(g("mamba_num_heads") or g("mamba_n_heads") or g("n_mamba_heads") or
+                   (g("num_heads") if mamba2 else None))
+    m_head = _int(g("mamba_head_dim") or g("mamba_d_head") or g("mamba_headdim") or
+                  (g("head_dim") if mamba2 else None))
+    expand = g("mamba_expand") or g("expand")
+    if d_state and n_heads and m_head:  # mamba2_state_shape
+        groups = _int(g("mamba_n_groups") or g("n_groups") or g("mamba_ngroups")) or 1
+        groups += 0 if groups % tp == 0 else tp - groups  # extra_groups_for_head_shards
+        inner = _int(g("mamba_d_ssm")) or n_heads * m_head
+        conv = (d_conv - 1) * ((inner + 2 * groups * d_state) // tp)
+        ssm = n_heads // tp * m_head * d_state
+        return int(conv * dtype_bytes + ssm * ssm_bytes), "Mamba2"
+    if d_state and hidden and isinstance(expand, (int, float)):  # mamba1_state_shape
+        inner = int(expand * hidden) // tp
+        return int((d_conv - 1) * inner * dtype_bytes + inner * d_state * ssm_bytes), "Mamba"
+    cache = _int(g("conv_L_cache"))
+    if cache and hidden:  # short_conv_state_shape (LFM2)
+        return int((cache - 1) * (hidden // tp) * dtype_bytes), "short conv"
+    return None
 
 
 def kv_layout(text: dict[str, Any], *, n_layers: int, kv_heads: int | None,
@@ -224,6 +253,11 @@ def kv_layout(text: dict[str, Any], *, n_layers: int, kv_heads: int | None,
               pp_partition: str | None = None) -> KvLayout:
     """The KV layers of the largest pipeline stage on one GPU."""
     layout = KvLayout()
+    if text.get("model_type") in ENCODER_ONLY_TYPES:
+        layout.encoder_only = True
+        layout.how.append(f"{text.get('model_type')} is encoder-only: vLLM allocates no KV "
+                          "cache for it")
+        return layout
     kinds, source = _kinds_of_layers(text, n_layers)
     if source != "full attention":
         layout.how.append(f"layer kinds from {source}")
@@ -231,7 +265,7 @@ def kv_layout(text: dict[str, Any], *, n_layers: int, kv_heads: int | None,
     if shared:  # Gemma 3n / 4: the last layers reuse earlier layers' KV
         kinds = kinds[: max(0, n_layers - shared)]
         layout.how.append(f"{shared} KV-shared layers allocate nothing")
-    kinds += [kinds[-1] if kinds and kinds[-1] != "none" else "full"] * extra_layers
+    kinds += ["full"] * extra_layers  # MTP / EAGLE draft layers are attention layers
     # the largest pipeline stage bounds every GPU's KV pool (vLLM keeps the fewest blocks)
     parts = pp_partitions(len(kinds), pp, pp_partition) if pp > 1 else [len(kinds)]
     largest = max(range(len(parts)), key=lambda i: parts[i])
@@ -246,7 +280,14 @@ def kv_layout(text: dict[str, Any], *, n_layers: int, kv_heads: int | None,
         rope = _int(text.get("qk_rope_head_dim")) or 64
         per = FP8_DS_MLA_BYTES if kv_dtype == "fp8_ds_mla" else int((lora + rope) * kv_bytes)
         layout.how.append(f"MLA ({lora} + {rope}) × {kv_bytes:g} B, replicated over TP")
-        layout.layers = [LayerSpec(MLA, per) for k in stage if k != "none"]
+        state = _state_bytes(text, tp, state_bytes) if "state" in stage else None
+        for kind in stage:  # Kimi Linear: MLA layers between linear-attention (KDA) ones
+            if kind == "state" and state is not None:
+                layout.layers.append(LayerSpec(MAMBA, state_bytes=state[0]))
+            elif kind != "none":
+                layout.layers.append(LayerSpec(MLA, per))
+        if state is not None:
+            layout.how.append(f"{state[1]} state {state[0]} B per request and layer")
         return layout
     if kv_heads is None or head_dim is None:
         raise ValueError("the KV heads and head size are unknown")
@@ -259,7 +300,7 @@ def kv_layout(text: dict[str, Any], *, n_layers: int, kv_heads: int | None,
         gkv = max(1, (global_kv or kv_heads) // tp)
         global_bytes = int(2 * gkv * global_dim * kv_bytes)
         layout.how.append(f"full layers: {global_kv or kv_heads} KV heads × {global_dim}")
-    mamba = linear = None
+    state: tuple[int, str] | None = None
     for kind in stage:
         if kind == "full":
             layout.layers.append(LayerSpec(FULL, global_bytes))
@@ -267,16 +308,17 @@ def kv_layout(text: dict[str, Any], *, n_layers: int, kv_heads: int | None,
             layout.layers.append(LayerSpec(SLIDING, full_bytes, window or None))
         elif kind == "chunked":
             layout.layers.append(LayerSpec(CHUNKED, full_bytes, chunk))
-        elif kind == "mamba":
-            mamba = mamba if mamba is not None else _mamba_state_bytes(text, tp, state_bytes)
-            if mamba is None:
-                raise ValueError("a Mamba layer's state size is not in the config")
-            layout.layers.append(LayerSpec(MAMBA, state_bytes=mamba))
-        elif kind == "linear":
-            linear = linear if linear is not None else _linear_state_bytes(text, tp, state_bytes)
-            if linear is None:
-                raise ValueError("a linear-attention layer's state size is not in the config")
-            layout.layers.append(LayerSpec(MAMBA, state_bytes=linear))
+        elif kind == "cross":  # holds the encoder's tokens of each request
+            encoder = _int(text.get("max_source_positions")) or 1500
+            layout.layers.append(LayerSpec(CROSS, full_bytes, encoder))
+        elif kind == "state":
+            state = state or _state_bytes(text, tp, state_bytes)
+            if state is None:
+                raise ValueError("a Mamba / linear-attention layer's state size is not in "
+                                 "the config")
+            layout.layers.append(LayerSpec(MAMBA, state_bytes=state[0]))
+    if state is not None:
+        layout.how.append(f"{state[1]} state {state[0]} B per request and layer")
     return layout
 
 
@@ -302,7 +344,8 @@ def capacity(layout: KvLayout, available: int, *, max_model_len: int,
              block_size: int | None = None) -> KvCapacity:
     """Blocks, tokens and concurrency of the pool ``available`` bytes buy on one GPU."""
     if not layout.layers:
-        raise ValueError("the model allocates no KV cache")
+        raise ValueError("the model allocates no KV cache" + (
+            f" ({'; '.join(layout.how)})" if layout.how else ""))
     block, page = _block_size_for(layout, block_size)
     by_spec = Counter(layer.key() for layer in layout.layers)
     smallest, largest = min(by_spec.values()), max(by_spec.values())
@@ -317,6 +360,8 @@ def capacity(layout: KvLayout, available: int, *, max_model_len: int,
     for kind, window in groups:
         if kind == MAMBA:
             per_request += 1
+        elif kind == CROSS and window:  # CrossAttentionSpec: the encoder's input tokens
+            per_request += math.ceil(max(window, max_num_batched_tokens) / block)
         elif kind in (SLIDING, CHUNKED) and window:
             held = min(window - 1 + max_num_batched_tokens, max_model_len)
             per_request += math.ceil(held / block) + (1 if kind == SLIDING else 0)

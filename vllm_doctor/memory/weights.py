@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_doctor.memory.kv import DTYPE_BYTES, _int, pp_partitions
+from vllm_doctor.memory.kv import DTYPE_BYTES, _int, dim, pp_partitions
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def from_config(cfg: dict[str, Any], text: dict[str, Any], *, tp: int, pp: int, 
         raise ValueError("hidden size, layers, vocabulary or heads missing from config.json")
     kv = _int(text.get("num_key_value_heads")) or heads
     head_dim = _int(text.get("head_dim")) or hidden // heads
-    inter = _int(text.get("intermediate_size")) or 4 * hidden
+    inter = dim(text.get("intermediate_size")) or 4 * hidden
     lora = _int(text.get("kv_lora_rank"))
     if lora:
         q_lora = _int(text.get("q_lora_rank"))
@@ -106,7 +106,7 @@ def from_config(cfg: dict[str, Any], text: dict[str, Any], *, tp: int, pp: int, 
         attn_how = "attention"
     experts = _int(text.get("n_routed_experts") or text.get("num_experts") or
                    text.get("num_local_experts"))
-    moe_inter = _int(text.get("moe_intermediate_size")) or inter
+    moe_inter = dim(text.get("moe_intermediate_size")) or inter
     dense_mlp = 3 * hidden * inter
     if experts:
         shared = _int(text.get("n_shared_experts")) or 0
