@@ -173,6 +173,10 @@ def fit(observations: list[Observation]) -> dict[str, Any]:
                       "observations": len(rows)},
         "cuda_graph": {"intercept_gib": round(g[0], 4), "per_layer_gib": round(g[1], 5),
                        "observations": len(graphs)},
+        # the features the fit saw: an estimate beyond them extrapolates (estimate.py widens
+        # its margin there)
+        "range": {"mlp_gib_max": round(max((o.f_mlp() for o in rows), default=0.0), 4),
+                  "logits_gib_max": round(max((o.f_logits() for o in rows), default=0.0), 4)},
         "spread": {"overhead_gib": round(max(MIN_SPREAD_GIB, _p90(errors)), 3),
                    "share_of_terms": SHARE_OF_TERMS,
                    "overhead_p90_gib": round(_p90(overhead_errors), 3),

@@ -321,7 +321,50 @@ def calibrated_terms(*, tp: int, hidden: int, inter: int, vocab: int, layers_gpu
                           "; captured after the KV cache: not subtracted in this release")),
     }
     return {"activation": max(0.0, activation), "non_torch": max(0.0, non_torch),
-            "cuda_graph": max(0.0, graph)}, how
+            "cuda_graph": max(0.0, graph), "f_mlp": f_mlp, "f_logits": f_logits}, how
+
+
+PROBE_DATA = DATA / "memory_probe.json"
+PROBE_SAMPLER_BYTES = 40.0  # fallback: bytes per sequence × vocabulary entry
+
+
+def _probe_sampler_bytes() -> tuple[float, str]:
+    """The sampler's peak per sequence × vocabulary entry that `vllm-doctor probe memory`
+    measured (knowledge/data/memory_probe.json), the first GPU it lists."""
+    try:
+        gpus = json.loads(PROBE_DATA.read_text(encoding="utf-8")).get("gpus") or {}
+        for name, row in gpus.items():
+            value = (row.get("activation") or {}).get("sampler_bytes_per_seq_vocab")
+            if isinstance(value, (int, float)):
+                return float(value), f"measured by the memory probe on {name}"
+    except (OSError, ValueError, AttributeError):
+        pass
+    return PROBE_SAMPLER_BYTES, "the memory probe's figure"
+
+
+def margin_gib(cal: dict[str, Any], terms: dict[str, float], calibrated: float, seqs: int,
+               vocab: int) -> tuple[float, str]:
+    """The estimate's margin: the fit's spread, at least share_of_terms × the calibrated
+    terms, and — where the deployment lies beyond what the calibration saw (more sequences
+    × vocabulary, more batched tokens) — the sampler's peak the memory probe measured."""
+    spread = cal["spread"]
+    margin = max(float(spread["overhead_gib"]), float(spread["share_of_terms"]) * calibrated)
+    how = (f"the larger of the calibration's spread ({spread['overhead_gib']} GiB: 90th "
+           f"percentile of the fit's error on the start-up logs) and "
+           f"{spread['share_of_terms']} × the calibrated terms ({calibrated:.2f} GiB)")
+    seen = cal.get("range") or {}
+    beyond = (terms["f_logits"] > 1.1 * float(seen.get("logits_gib_max", 0.0)) or
+              terms["f_mlp"] > 1.1 * float(seen.get("mlp_gib_max", 0.0)))
+    if beyond:
+        per, source = _probe_sampler_bytes()
+        sampler = per * seqs * vocab / GIB
+        if sampler > margin:
+            margin = sampler
+            how += (f"; beyond the logs the calibration saw ({seqs} sequences × {vocab} "
+                    f"vocabulary, {terms['f_mlp']:.2f} GiB of MLP activations): the "
+                    f"sampler's peak {per:g} B per sequence × vocabulary entry ({source}) "
+                    f"= {sampler:.2f} GiB")
+    return margin, how
 
 
 def _max_model_len(facts: Facts) -> tuple[int, str]:
@@ -442,12 +485,9 @@ def estimate(facts: Facts, nominal_mib: int | None = None,
             f"{cap.num_blocks} blocks / {cap.blocks_per_request} blocks per request of "
             f"{max_len} tokens ({lhow})")
 
-    # the fit's spread on the logs, and at least half of the calibrated terms themselves:
-    # a term fitted on few logs may be off by that much on another GPU and release
-    spread = (cal or calibration())["spread"]
     calibrated = terms["activation"] + terms["non_torch"] + (
         terms["cuda_graph"] if formula.cuda_graph_subtracted else 0.0)
-    margin = max(float(spread["overhead_gib"]), float(spread["share_of_terms"]) * calibrated)
+    margin, margin_how = margin_gib(cal or calibration(), terms, calibrated, seqs, vocab)
     need_gib = cap.blocks_per_request * cap.page_bytes * cap.group_size / GIB
     if kv_gib <= -margin or (kv_gib + margin) < need_gib:
         verdict = "does-not-fit"
@@ -455,10 +495,7 @@ def estimate(facts: Facts, nominal_mib: int | None = None,
         verdict = "tight"
     else:
         verdict = "fits"
-    out.put("memory.margin_gib", round(margin, 2),
-            f"the larger of the calibration's spread ({spread['overhead_gib']} GiB: 90th "
-            "percentile of the fit's error on the start-up logs) and "
-            f"{spread['share_of_terms']} × the calibrated terms ({calibrated:.2f} GiB)")
+    out.put("memory.margin_gib", round(margin, 2), margin_how)
     room = "none" if kv_gib + margin <= 0 else "tight" if kv_gib - margin <= 0 else "room"
     out.put("memory.kv_room", room, f"estimated KV cache {kv_gib:.2f} ± {margin:.2f} GiB "
             "(vLLM stops with \"No available memory for the cache blocks\" at ≤ 0)")
@@ -567,7 +604,7 @@ def report_line(facts: Facts) -> str | None:
     weights, usable = facts.value("memory.weights_gib"), facts.value("memory.usable_gib")
     margin = facts.value("memory.margin_gib")
     return (f"{line} (per GPU: weights {weights} GiB of {usable} GiB usable; "
-            f"± {margin} GiB calibrated margin)")
+            f"± {margin} GiB margin)")
 
 
 def _why_no_estimate(facts: Facts) -> str:
