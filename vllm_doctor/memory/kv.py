@@ -276,18 +276,21 @@ def kv_layout(text: dict[str, Any], *, n_layers: int, kv_heads: int | None,
     window = _int(text.get("sliding_window"))
     chunk = _int(text.get("attention_chunk_size"))
     lora = _int(text.get("kv_lora_rank"))
+    state = _state_bytes(text, tp, state_bytes) if "state" in stage else None
+    if "state" in stage:
+        if state is None:
+            raise ValueError("a Mamba / linear-attention layer's state size is not in the "
+                             "config")
+        layout.how.append(f"{state[1]} state {state[0]} B per request and layer")
     if lora:
         rope = _int(text.get("qk_rope_head_dim")) or 64
         per = FP8_DS_MLA_BYTES if kv_dtype == "fp8_ds_mla" else int((lora + rope) * kv_bytes)
         layout.how.append(f"MLA ({lora} + {rope}) × {kv_bytes:g} B, replicated over TP")
-        state = _state_bytes(text, tp, state_bytes) if "state" in stage else None
         for kind in stage:  # Kimi Linear: MLA layers between linear-attention (KDA) ones
             if kind == "state" and state is not None:
                 layout.layers.append(LayerSpec(MAMBA, state_bytes=state[0]))
             elif kind != "none":
                 layout.layers.append(LayerSpec(MLA, per))
-        if state is not None:
-            layout.how.append(f"{state[1]} state {state[0]} B per request and layer")
         return layout
     if kv_heads is None or head_dim is None:
         raise ValueError("the KV heads and head size are unknown")
@@ -300,7 +303,6 @@ def kv_layout(text: dict[str, Any], *, n_layers: int, kv_heads: int | None,
         gkv = max(1, (global_kv or kv_heads) // tp)
         global_bytes = int(2 * gkv * global_dim * kv_bytes)
         layout.how.append(f"full layers: {global_kv or kv_heads} KV heads × {global_dim}")
-    state: tuple[int, str] | None = None
     for kind in stage:
         if kind == "full":
             layout.layers.append(LayerSpec(FULL, global_bytes))
@@ -311,14 +313,8 @@ def kv_layout(text: dict[str, Any], *, n_layers: int, kv_heads: int | None,
         elif kind == "cross":  # holds the encoder's tokens of each request
             encoder = _int(text.get("max_source_positions")) or 1500
             layout.layers.append(LayerSpec(CROSS, full_bytes, encoder))
-        elif kind == "state":
-            state = state or _state_bytes(text, tp, state_bytes)
-            if state is None:
-                raise ValueError("a Mamba / linear-attention layer's state size is not in "
-                                 "the config")
+        elif kind == "state" and state is not None:
             layout.layers.append(LayerSpec(MAMBA, state_bytes=state[0]))
-    if state is not None:
-        layout.how.append(f"{state[1]} state {state[0]} B per request and layer")
     return layout
 
 
