@@ -36,6 +36,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_doctor.facts.model_config import _int
+
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
 # the attention block size for hybrid Mamba models is a multiple of the kernel's alignment
 KERNEL_BLOCK_ALIGNMENT = 16
@@ -96,16 +98,6 @@ class KvCapacity:
     blocks_per_request: int
     page_bytes: int
     group_size: int
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
 
 
 def dim(value: Any) -> int | None:

@@ -29,7 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_doctor.memory.kv import DTYPE_BYTES, _int, dim, pp_partitions
+from vllm_doctor.facts.model_config import _int
+from vllm_doctor.memory.kv import DTYPE_BYTES, dim, pp_partitions
 
 
 @dataclass(frozen=True)
