@@ -170,8 +170,8 @@ def test_mem001_decided_for_a_gpu_named_on_the_command_line():
 
 
 def test_mem001_from_a_config_alone_when_the_kv_cache_exceeds_the_gpu(tmp_path):
-    # no weights known: 262k tokens of Llama 3.1 8B KV (32 GiB) exceed a 24 GiB card whatever
-    # the weights weigh; MEM003 (no room after the weights) stays undecided
+    # no checkpoint beside the config: the memory model counts the weights from config.json;
+    # 262k tokens of Llama 3.1 8B KV (32 GiB) exceed what a 24 GiB card keeps after them
     config = tmp_path / "config.json"
     config.write_text((LLAMA / "config.json").read_text())
     result = doctor("check", "--gpu", "RTX 3090", "--vllm-version", "0.33.0", "--model-config",
@@ -179,10 +179,34 @@ def test_mem001_from_a_config_alone_when_the_kv_cache_exceeds_the_gpu(tmp_path):
                     "--max-model-len", "262144")
     data = json.loads(result.stdout)
     mem = next(f for f in data["findings"] if f["code"] == "MEM001")
-    fits = next(e for e in mem["evidence"] if e["fact"] == "derived.kv_fits_one_request")
+    fits = next(e for e in mem["evidence"] if e["fact"] == "memory.kv_verdict")
+    assert fits["value"] == "does-not-fit" and "GPU table: RTX 3090" in fits["source"]
+    weights = data["facts"]["facts"]["memory.weights_gib"]
+    assert "parameters from config.json" in weights["detail"]
+    # a short context on the same card fits
+    short = doctor("check", "--gpu", "RTX 3090", "--vllm-version", "0.33.0", "--model-config",
+                   str(config), "--format", "json", "--", "vllm", "serve", "M",
+                   "--max-model-len", "8192")
+    assert "MEM001" in json.loads(short.stdout)["not_applicable"]
+
+
+def test_mem001_when_the_kv_cache_exceeds_the_gpu_whatever_the_weights(tmp_path):
+    # no checkpoint and no head count to count the weights from (head_dim and the KV heads
+    # still give the KV bytes): one 262k-token request (32 GiB) exceeds a 24 GiB card even
+    # with no weights at all; MEM003 (no room after the weights) stays undecided
+    cfg = json.loads((LLAMA / "config.json").read_text())
+    del cfg["num_attention_heads"]
+    cfg["head_dim"] = 128
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(cfg))
+    result = doctor("check", "--gpu", "RTX 3090", "--vllm-version", "0.33.0", "--model-config",
+                    str(config), "--format", "json", "--", "vllm", "serve", "M",
+                    "--max-model-len", "262144")
+    data = json.loads(result.stdout)
+    mem = next(f for f in data["findings"] if f["code"] == "MEM001")
+    fits = next(e for e in mem["evidence"] if e["fact"] == "memory.kv_verdict")
     assert "even with no weights" in fits["source"]
     assert "MEM003" in {f["code"] for f in data["undecided"]}
-    # a short context on the same card is not decided without the weights
     short = doctor("check", "--gpu", "RTX 3090", "--vllm-version", "0.33.0", "--model-config",
                    str(config), "--format", "json", "--", "vllm", "serve", "M",
                    "--max-model-len", "8192")

@@ -251,11 +251,14 @@ def _weights(facts: Facts, cfg: dict[str, Any], text: dict[str, Any], tp: int, p
         raise Missing("model.weights_bytes", facts.why_missing("model.weights_bytes")
                       or "no checkpoint size and no config.json to count parameters from")
     qcfg = cfg.get("quantization_config") or text.get("quantization_config")
-    return wmod.from_config(cfg, text, tp=tp, pp=pp, ep=1, dtype_bytes=dtype_bytes,
-                            qcfg=qcfg if isinstance(qcfg, dict) else None,
-                            scheme=facts.value("model.quant_scheme"),
-                            online_quant=online.lower() if isinstance(online, str) else None,
-                            pp_partition=partition)
+    try:
+        return wmod.from_config(cfg, text, tp=tp, pp=pp, ep=1, dtype_bytes=dtype_bytes,
+                                qcfg=qcfg if isinstance(qcfg, dict) else None,
+                                scheme=facts.value("model.quant_scheme"),
+                                online_quant=online.lower() if isinstance(online, str) else None,
+                                pp_partition=partition)
+    except ValueError as err:  # a "does not fit" can still hold whatever the weights weigh
+        raise Missing("model.weights_bytes", f"no checkpoint size, and {err}") from None
 
 
 def _kv_dtype(facts: Facts, model_dtype: str) -> tuple[str, float]:
@@ -498,10 +501,11 @@ def estimate(facts: Facts, nominal_mib: int | None = None,
     out.put("memory.margin_gib", round(margin, 2), margin_how)
     room = "none" if kv_gib + margin <= 0 else "tight" if kv_gib - margin <= 0 else "room"
     out.put("memory.kv_room", room, f"estimated KV cache {kv_gib:.2f} ± {margin:.2f} GiB "
-            "(vLLM stops with \"No available memory for the cache blocks\" at ≤ 0)")
+            "(vLLM stops with \"No available memory for the cache blocks\" at ≤ 0); total "
+            f"{usable:.2f} GiB ({uhow})")
     out.put("memory.kv_verdict", verdict,
             f"one request of {max_len} tokens needs {need_gib:.2f} GiB; estimated KV cache "
-            f"{kv_gib:.2f} ± {margin:.2f} GiB")
+            f"{kv_gib:.2f} ± {margin:.2f} GiB; total {usable:.2f} GiB ({uhow})")
     out.put("memory.estimate_line", estimate_line(kv_gib, cap.tokens, cap.concurrency, max_len),
             "memory.kv_cache_gib, memory.kv_cache_tokens, memory.max_concurrency")
     return out
