@@ -597,6 +597,15 @@ def report_line(facts: Facts) -> str | None:
 
             return f"vLLM printed: {describe(figures)} (no estimate: {_why_no_estimate(facts)})"
         return None
+    weights, usable = facts.value("memory.weights_gib"), facts.value("memory.usable_gib")
+    margin = facts.value("memory.margin_gib")
+    total = facts.get("gpu.memory_total_mib")
+    sizes = ""
+    if total is not None and total.inferred and isinstance(total.possible, list):
+        sizes = (" (the smallest of " + " or ".join(f"{int(s) // 1024}" for s in total.possible)
+                 + " GiB)")
+    line = (f"{line} (per GPU: weights {weights} GiB of {usable} GiB usable{sizes}; "
+            f"± {margin} GiB margin)")
     if isinstance(figures, dict):
         from vllm_doctor.memory.readback import compare
 
@@ -605,10 +614,7 @@ def report_line(facts: Facts) -> str | None:
                           if r["error"] is not None)
         if shown:
             line += f"; vLLM printed {shown}"
-    weights, usable = facts.value("memory.weights_gib"), facts.value("memory.usable_gib")
-    margin = facts.value("memory.margin_gib")
-    return (f"{line} (per GPU: weights {weights} GiB of {usable} GiB usable; "
-            f"± {margin} GiB margin)")
+    return line
 
 
 def _why_no_estimate(facts: Facts) -> str:

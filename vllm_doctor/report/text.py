@@ -156,8 +156,9 @@ def _memory_line(console: Console, doc: CheckDocument) -> None:
 
     line = report_line(doc.facts)
     if line is not None:
+        # ✓ only where the estimate decides that a request fits (undecided, tight: !)
         verdict = doc.facts.value("memory.kv_verdict")
-        mark = FAIL if verdict == "does-not-fit" else WARN if verdict == "tight" else OK
+        mark = FAIL if verdict == "does-not-fit" else OK if verdict == "fits" else WARN
         if doc.facts.value("memory.estimate_line") is None:  # vLLM's figures alone
             mark = WARN
         console.print(f"{mark} [bold]Memory[/]: {escape(line)}")
