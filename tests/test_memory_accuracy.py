@@ -79,6 +79,8 @@ def test_memory_model_against_real_startup_logs(capsys):
     tallies: dict[str, dict[str, list[float]]] = {"in-sample": {"w": [], "t": []},
                                                   "leave-one-out": {"w": [], "t": []}}
     within = {"in-sample": 0, "leave-one-out": 0}
+    # leave-one-out errors by where the entry's config came from (README: config_origin)
+    origins: dict[str, dict[str, list[float]]] = {}
     judged, rows = 0, []
     for path in entries:
         entry = load_entry(path)
@@ -100,6 +102,10 @@ def test_memory_model_against_real_startup_logs(capsys):
                 t_err is None or t_err <= TOKENS_BAR)
             if mode == "leave-one-out":
                 rows.append(f"  {path.stem}: {line}")
+                group = origins.setdefault(str(entry.get("config_origin", "checkpoint")),
+                                           {"w": [], "t": []})
+                group["w"] += [w_err] if w_err is not None else []
+                group["t"] += [t_err] if t_err is not None else []
         judged += counted
     with capsys.disabled():
         print(f"\nmemory model on {len(entries)} start-up logs ({judged} with printed figures)")
@@ -108,6 +114,11 @@ def test_memory_model_against_real_startup_logs(capsys):
             print(f"  {mode}: KV-cache tokens error {_quantiles(tally['t'])}")
             print(f"  {mode}: within the bar (weights ≤ 5 %, tokens ≤ 10 %): "
                   f"{within[mode]}/{judged}")
+        for origin, tally in sorted(origins.items()):
+            print(f"  leave-one-out, config {origin}: weights per GPU error "
+                  f"{_quantiles(tally['w'])}")
+            print(f"  leave-one-out, config {origin}: KV-cache tokens error "
+                  f"{_quantiles(tally['t'])}")
         print("\n".join(rows))
     if len(entries) < MIN_ENTRIES:
         pytest.skip(f"{len(entries)} corpus entries: the bar is asserted from {MIN_ENTRIES}")

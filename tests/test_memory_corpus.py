@@ -41,12 +41,18 @@ SCHEMA = {
         "engine_args": {"type": ["object", "null"]},
         "config": {"anyOf": [{"type": "string", "pattern": r"^[\w./-]+/config\.json$"},
                              {"type": "object", "minProperties": 1}]},
+        # checkpoint: a copy of the checkpoint's config.json; documented: an inline config
+        # rebuilt from a citable document of the checkpoint's architecture (config_source)
+        "config_origin": {"enum": ["checkpoint", "documented"]},
+        "config_source": {"type": "string", "pattern": URL},
         "kinds": {"type": "array", "minItems": 1, "uniqueItems": True,
                   "items": {"enum": KINDS}},
         "checkpoint_gib": {"type": "number", "exclusiveMinimum": 0},
         "notes": {"type": "string"},
         "log": {"type": "string", "minLength": 40},
     },
+    "if": {"required": ["config_origin"], "properties": {"config_origin": {"const": "documented"}}},
+    "then": {"required": ["config_source"], "properties": {"config": {"type": "object"}}},
 }
 
 
