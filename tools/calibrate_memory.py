@@ -4,7 +4,8 @@ vllm_doctor/knowledge/data/memory_calibration.json.
 
 The terms vLLM measures instead of computing (vllm_doctor/memory/estimate.py):
 
-* activation peak (GiB) = a1 × MLP activations + a2 × sampler logits, where MLP activations
+* activation peak (GiB) = max(a1 × MLP activations, a2 × sampler logits) — the profile run
+  peaks in the forward pass or in the dummy sampler run, whichever is larger — where MLP activations
   = max_num_batched_tokens × (2 × intermediate / TP + 4 × hidden) × dtype bytes and sampler
   logits = max_num_seqs × vocabulary × 4 bytes (both in GiB);
 * non-torch memory (GiB) = n0 + n1 × [TP > 1] (CUDA context, NCCL communicators, custom
@@ -143,31 +144,52 @@ def _p90(errors: list[float]) -> float:
 
 
 def fit(observations: list[Observation]) -> dict[str, Any]:
-    rows = [o for o in observations if o.overhead_gib is not None]
+    # a negative overhead means the usable memory is not what vLLM saw (unified memory:
+    # Jetson, GB10; a GPU the usable-memory table does not know): not an observation of it
+    rows = [o for o in observations if o.overhead_gib is not None and o.overhead_gib >= 0]
+    left_out = sorted(o.source for o in observations
+                      if o.overhead_gib is not None and o.overhead_gib < 0)
     graphs = [o for o in observations if o.cuda_graph_gib is not None]
 
-    def features(o: Observation) -> list[float]:
-        return [1.0, 1.0 if o.tp > 1 else 0.0, o.f_mlp(), o.f_logits()]
+    # vLLM's profile run peaks in the forward pass or in the sampler, whichever is larger:
+    # activation = max(a1 × MLP, a2 × logits); a1, a2 by grid search, the non-torch terms by
+    # NNLS on what is left of each overhead
+    def activation(o: Observation, a1: float, a2: float) -> float:
+        return max(a1 * o.f_mlp(), a2 * o.f_logits())
 
-    c = nnls([features(o) for o in rows], [float(o.overhead_gib or 0) for o in rows]) \
-        if rows else [0.5, 0.0, 1.0, 0.0]
+    def rest(a1: float, a2: float) -> tuple[float, list[float]]:
+        targets = [float(o.overhead_gib or 0) - activation(o, a1, a2) for o in rows]
+        n = nnls([[1.0, 1.0 if o.tp > 1 else 0.0] for o in rows], targets, iterations=200)
+        sse = sum((n[0] + (n[1] if o.tp > 1 else 0) - t) ** 2 for o, t in zip(rows, targets))
+        return sse, n
+
+    best: tuple[float, float, float, list[float]] = (math.inf, 1.0, 0.0, [0.5, 0.0])
+    if rows:
+        for i in range(0, 61):
+            for j in range(0, 81):
+                sse, n = rest(i * 0.05, j * 0.125)
+                if sse < best[0] - 1e-12:
+                    best = (sse, i * 0.05, j * 0.125, n)
+    _, a1, a2, n = best
+    c = [n[0], n[1], a1, a2]
     g = nnls([[1.0, float(o.layers_gpu)] for o in graphs],
              [float(o.cuda_graph_gib or 0) for o in graphs]) if graphs else [0.0, 0.0]
-    overhead_errors = [abs(sum(a * b for a, b in zip(c, features(o), strict=True)) - float(o.overhead_gib or 0))
-                       for o in rows]
+    overhead_errors = [abs(c[0] + (c[1] if o.tp > 1 else 0) + activation(o, a1, a2)
+                           - float(o.overhead_gib or 0)) for o in rows]
     graph_errors = [abs(g[0] + g[1] * o.layers_gpu - float(o.cuda_graph_gib or 0))
                     for o in graphs]
     errors = sorted(overhead_errors + graph_errors)
     return {
         "kind": "memory_calibration",
-        "format": 2,
+        "format": 3,
         "meaning": "coefficients of the memory model's measured terms (vllm_doctor/memory/"
                    "estimate.py), fitted by tools/calibrate_memory.py; the margin MEM001-MEM003 "
                    "decide with is the larger of spread.overhead_gib and spread.share_of_terms "
                    "× the calibrated terms of an estimate",
         "fitted_on": len(observations),
         "sources": sorted({o.source for o in observations}),
-        "activation": {"intercept_gib": 0.0, "per_mlp_gib": round(c[2], 4),
+        "left_out": left_out,
+        "activation": {"combine": "max", "intercept_gib": 0.0, "per_mlp_gib": round(c[2], 4),
                        "per_logits_gib": round(c[3], 4), "observations": len(rows)},
         "non_torch": {"intercept_gib": round(c[0], 4), "tp_gib": round(c[1], 4),
                       "observations": len(rows)},

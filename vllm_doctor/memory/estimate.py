@@ -225,8 +225,13 @@ def usable_gib(facts: Facts, nominal_mib: int | None = None) -> tuple[float, str
     if total is not None:
         match = lookup(str(names[0])) if names else None
         mib = float(total.value)
-        share = float(table["nominal_share"] if not (match and match.family.segment in (
-            "consumer", "workstation")) else table["nominal_share_gddr"])
+        segment = match.family.segment if match else "datacenter"
+        if segment in ("consumer", "workstation"):  # ECC off: NVML shows about all of it
+            share = float(table["nominal_share_consumer"])
+        elif names and re.search(table["gddr_match"], str(names[0])):  # ECC on GDDR
+            share = float(table["nominal_share_gddr"])
+        else:
+            share = float(table["nominal_share"])
         return (mib * share - reserve_mib) / 1024, (
             f"{mib:.0f} MiB nominal ({total.detail}) × {share} as NVML reports it − "
             f"{reserve_mib:.0f} MiB the driver keeps (no measured figure for this GPU)")
@@ -301,18 +306,22 @@ def calibrated_terms(*, tp: int, hidden: int, inter: int, vocab: int, layers_gpu
     act = cal["activation"]
     f_mlp = batched * (2 * inter / tp + 4 * hidden) * act_bytes / GIB
     f_logits = seqs * vocab * 4 / GIB
-    activation = act["intercept_gib"] + act["per_mlp_gib"] * f_mlp + \
-        act["per_logits_gib"] * f_logits
+    forward, sampler = act["per_mlp_gib"] * f_mlp, act["per_logits_gib"] * f_logits
+    combine_max = act.get("combine") == "max"  # the peak is the forward's or the sampler's
+    activation = act["intercept_gib"] + (max(forward, sampler) if combine_max
+                                         else forward + sampler)
     nt = cal["non_torch"]
     non_torch = nt["intercept_gib"] + (nt["tp_gib"] if tp > 1 else 0.0)
     cg = cal["cuda_graph"]
     graph = 0.0 if eager else cg["intercept_gib"] + cg["per_layer_gib"] * layers_gpu
     fitted = f"fitted on {cal['fitted_on']} start-up logs (knowledge/data/memory_calibration.json)"
     how = {
-        "activation": (f"{act['intercept_gib']:.3f} + {act['per_mlp_gib']:.3f} × MLP "
-                       f"activations {f_mlp:.3f} GiB ({batched} batched tokens × (2 × {inter}"
-                       f"/TP {tp} + 4 × {hidden}) × {act_bytes:g} B) + "
-                       f"{act['per_logits_gib']:.3f} × sampler logits {f_logits:.3f} GiB "
+        "activation": (f"{act['intercept_gib']:.3f} + "
+                       + ("the larger of " if combine_max else "")
+                       + f"{act['per_mlp_gib']:.3f} × MLP activations {f_mlp:.3f} GiB "
+                       f"({batched} batched tokens × (2 × {inter}/TP {tp} + 4 × {hidden}) × "
+                       f"{act_bytes:g} B) " + ("and " if combine_max else "+ ")
+                       + f"{act['per_logits_gib']:.3f} × sampler logits {f_logits:.3f} GiB "
                        f"({seqs} seqs × {vocab} × 4 B); {fitted}"),
         "non_torch": (f"{nt['intercept_gib']:.3f} GiB"
                       + (f" + {nt['tp_gib']:.3f} GiB for TP {tp} (NCCL, custom all-reduce)"
