@@ -160,13 +160,13 @@ def fit(observations: list[Observation]) -> dict[str, Any]:
     def rest(a1: float, a2: float) -> tuple[float, list[float]]:
         targets = [float(o.overhead_gib or 0) - activation(o, a1, a2) for o in rows]
         n = nnls([[1.0, 1.0 if o.tp > 1 else 0.0] for o in rows], targets, iterations=200)
-        sse = sum((n[0] + (n[1] if o.tp > 1 else 0) - t) ** 2 for o, t in zip(rows, targets))
+        sse = sum((n[0] + (n[1] if o.tp > 1 else 0) - t) ** 2 for o, t in zip(rows, targets, strict=True))
         return sse, n
 
     best: tuple[float, float, float, list[float]] = (math.inf, 1.0, 0.0, [0.5, 0.0])
     if rows:
-        for i in range(0, 61):
-            for j in range(0, 81):
+        for i in range(61):
+            for j in range(81):
                 sse, n = rest(i * 0.05, j * 0.125)
                 if sse < best[0] - 1e-12:
                     best = (sse, i * 0.05, j * 0.125, n)
