@@ -171,3 +171,42 @@ def test_the_nightly_of_the_fixing_release_is_fixed_by_its_base():
     state = fix_state(RULES["MODEL001"], installed("0.25.1.dev3+g0d8097964"))
     assert state.state == FIXED and state.method == "dev-version"
     assert "descends from 0.25.0" in state.detail
+
+
+@pytest.mark.parametrize("version, inside", [
+    ("0.0.1", True), ("0.9.9", True), ("0.10.0", False), ("0.10.0+cu128", False),  # [0, 0.10.0)
+    ("0.20.0", False), ("0.21.0", True), ("0.21.0+cu130", True), ("99.0", True),   # [0.21.0, ∞)
+])
+def test_range_edges_from_zero_and_without_a_fix(version, inside):
+    from packaging.version import Version
+
+    from vllm_doctor.engine.fixstate import in_ranges
+    from vllm_doctor.engine.rule import VersionRange
+
+    ranges = (VersionRange("0", "0.10.0"), VersionRange("0.21.0", None))
+    assert in_ranges(Version(version), ranges)[0] is inside
+
+
+# -- redaction: the length a value needs to count as a token, whatever it is called ----------------
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "Basic"])
+@pytest.mark.parametrize("length, hidden", [(7, False), (8, True), (40, True), (200, True)])
+def test_a_bearer_token_without_a_secret_name_is_hidden_from_8_characters(scheme, length, hidden):
+    from vllm_doctor.redact import REDACTED, redact_text
+
+    token = ("Zq3x9W-_" * 40)[:length]
+    # no secret-sounding name before it: only the scheme says it is a credential
+    line = f"WARNING request to http://h:8000/v1 sent with {scheme} {token} was refused"
+    out = redact_text(line)
+    assert (token not in out and REDACTED in out) is hidden, out
+
+
+@pytest.mark.parametrize("token, hidden", [
+    ("hf_" + "a" * 29, False), ("hf_" + "a" * 30, True),        # Hugging Face tokens
+    ("sk-" + "b" * 19, False), ("sk-" + "b" * 20, True),        # OpenAI-style keys
+    ("AKIA" + "C" * 15, False), ("AKIA" + "C" * 16, True),      # AWS access key ids
+])
+def test_token_shapes_at_their_minimum_length(token, hidden):
+    from vllm_doctor.redact import redact_text
+
+    assert (token not in redact_text(f"loaded {token} from the cache")) is hidden
