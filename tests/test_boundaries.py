@@ -210,3 +210,48 @@ def test_token_shapes_at_their_minimum_length(token, hidden):
     from vllm_doctor.redact import redact_text
 
     assert (token not in redact_text(f"loaded {token} from the cache")) is hidden
+
+
+# -- the other engine edges the mutation run found unguarded (bench/mutation/RESULTS.md) ------------
+
+def test_an_inferred_fact_compared_with_another_fact():
+    # every value an inferred fact leaves possible is compared with the other fact's value
+    node = {"fact": "serve.world_size", "gt": {"fact": "gpu.count"}}
+    facts = Facts.from_flat({"gpu.count": 4})
+    facts.infer("serve.world_size", 8, "test", possible=[8, 16])
+    assert compile_condition(node).evaluate(facts).value is True
+    facts.infer("serve.world_size", 8, "test", possible=[2, 8])
+    assert compile_condition(node).evaluate(facts).value is None
+
+
+def test_a_rule_defers_to_the_one_that_applies():
+    from test_engine import BASE, facts_of, make_rule, rule_data
+
+    from vllm_doctor.engine.evaluate import evaluate_rules
+    from vllm_doctor.engine.loader import parse_rule
+
+    winner = make_rule()
+    loser, problems = parse_rule(rule_data(code="MODEL902", slug="diffusion-tp-generic",
+                                           affected=None, defers_to=["MODEL901"]),
+                                 Path("MODEL902.yaml"))
+    assert not problems, problems
+    both = {f.rule.code: f for f in evaluate_rules([winner, loser], facts_of(**BASE, vllm__version="0.23.0"))}
+    assert both["MODEL901"].verdict == APPLIES
+    assert both["MODEL902"].verdict == NOT_APPLIES and both["MODEL902"].deferred_to == "MODEL901"
+    alone = {f.rule.code: f for f in evaluate_rules([winner, loser], facts_of(**BASE, vllm__version="0.24.0"))}
+    # the winner does not apply on 0.24.0; the deferring rule has no range and stands
+    assert alone["MODEL901"].verdict == NOT_APPLIES
+    assert alone["MODEL902"].deferred_to is None
+
+
+def test_the_range_words_name_the_edges():
+    from packaging.version import Version
+
+    from vllm_doctor.engine.fixstate import in_ranges
+    from vllm_doctor.engine.rule import VersionRange
+
+    ranges = (VersionRange("0.22.0", "0.24.0"), VersionRange("0.30.0", None))
+    assert in_ranges(Version("0.23.0"), ranges) == (True, "introduced in 0.22.0, fixed in 0.24.0")
+    assert in_ranges(Version("0.31.0"), ranges) == (True, "introduced in 0.30.0, no fixed release yet")
+    assert in_ranges(Version("0.25.0"), ranges) == (
+        False, "affected releases (0.22.0 ≤ v < 0.24.0; 0.30.0 ≤ v < ∞)")

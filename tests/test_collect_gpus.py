@@ -371,3 +371,26 @@ def test_parse_visible_devices(value, expected):
 def test_bus_id_normalisation():
     assert gpus._bus_id(b"00000000:18:00.0") == "0000:18:00.0"
     assert gpus._bus_id("0000:18:00.0") == gpus._bus_id("00000000:18:00.0")
+
+
+@pytest.mark.parametrize("current, pending, enabled", [(0, 1, False), (1, 0, True), (1, 1, True)])
+def test_mig_mode_is_the_current_one_not_the_pending_one(current, pending, enabled):
+    # nvmlDeviceGetMigMode returns (current, pending): MIG switched on but not yet applied (the
+    # GPU awaits a reset) is not MIG mode
+    machine = load("h100_nvswitch_x8")
+    for gpu in machine["gpus"]:
+        gpu["mig"] = [current, pending]
+    facts = Facts()
+    gpus.collect_gpus(facts, {}, nvml=FakeNVML(machine))
+    assert facts.value("gpu.mig_enabled") is enabled
+
+
+def test_every_fact_names_nvml_as_its_source():
+    facts, _ = collect("h100_nvswitch_x8")
+    for path in ("driver.version", "driver.cuda_version", "gpu.count", "gpu.names",
+                 "gpu.ecc_enabled", "topology.links", "topology.p2p_all"):
+        assert facts.get(path).source == "NVML", path
+    facts, _ = collect("a100_mig", {"CUDA_VISIBLE_DEVICES": ",".join(
+        d["uuid"] for d in load("a100_mig")["mig_devices"])})
+    (pair,) = facts.value("topology.links")
+    assert (pair["p2p_read"], pair["p2p_write"], pair["p2p"]) == (False, False, False)

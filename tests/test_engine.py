@@ -349,18 +349,22 @@ def test_ignore_file_suppresses_and_expires(tmp_path):
     assert notes and "expired on 2020-01-01" in notes[0]
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("ignore: [unclosed", "does not parse"),
-    ("- a\n", "top-level `ignore:`"),
-    ("ignore:\n  - {code: X}\n", "needs a `reason`"),
-    ("ignore:\n  - {code: X, reason: r, expires: soon}\n", "is not a date"),
+@pytest.mark.parametrize("text, problem, where", [
+    ("ignore: [unclosed", "does not parse", ""),
+    ("- a\n", "needs a top-level `ignore:` list", ""),
+    ("ignore:\n  - {reason: r}\n", "needs `code`", ":ignore[0]"),
+    ("ignore:\n  - {code: X}\n", "needs a `reason`", ":ignore[0]"),
+    ("ignore:\n  - {code: X, reason: r}\n  - {code: X, reason: r, expires: soon}\n",
+     "is not a date", ":ignore[1]"),
 ])
-def test_bad_ignore_file(tmp_path, text, problem):
+def test_bad_ignore_file(tmp_path, text, problem, where):
     path = tmp_path / "ignore.yaml"
     path.write_text(text)
     with pytest.raises(InputError) as err:
         load_ignore_file(path)
     assert problem in str(err.value)
+    # the message names the file, and the entry where there is one
+    assert err.value.source == f"{path}{where}", err.value.source
 
 
 def test_lazy_regexes_fail_as_input_errors(tmp_path):

@@ -110,3 +110,39 @@ def test_nan_and_infinity_never_make_invalid_json():
     assert data["probes"][0]["metrics"] == {"max_abs_err": "NaN", "ratio": "Infinity"}
     assert data["facts"]["facts"]["derived.kv_bytes_available"]["value"] == "-Infinity"
     ET.fromstring(render_document(doc, "junit"))
+
+
+def _shipped_case_finding(code: str):
+    """The shipped rule evaluated on the facts of its first facts-only positive case."""
+    from vllm_doctor import yaml_io
+    from vllm_doctor.engine.cases import INPUT_KEYS, cases_path
+    from vllm_doctor.engine.evaluate import evaluate_rule
+
+    rule = next(r for r in load_rules(None) if r.code == code)
+    case = next(c for c in yaml_io.safe_load(cases_path(rule).read_text())["cases"]
+                if c["expect"] == "applies" and not c.get("log")
+                and not any(c.get(k) is not None for k in INPUT_KEYS))
+    finding = evaluate_rule(rule, Facts.from_flat(case["facts"]))
+    assert finding.verdict == "applies", (code, case["name"])
+    return finding
+
+
+@pytest.mark.parametrize("fail_on, failures", [("error", 1), ("warning", 2), ("info", 3)])
+def test_each_severity_has_its_level_in_sarif_and_junit(fail_on, failures):
+    # an error (PAR001), a warning (HW001) and an info finding (QUANT002) together: SARIF's
+    # level follows the severity (info is SARIF's "note"), and JUnit fails exactly the
+    # findings at or above --fail-on
+    findings = [_shipped_case_finding(code) for code in ("PAR001", "HW001", "QUANT002")]
+    assert [f.severity for f in findings] == ["error", "warning", "info"]
+    doc = CheckDocument(Facts(), findings, fail_on, 3, 0.0)
+    run = json.loads(formats.render_sarif(doc))["runs"][0]
+    levels = {r["ruleId"]: r["level"] for r in run["results"]}
+    assert levels == {"PAR001": "error", "HW001": "warning", "QUANT002": "note"}
+    defaults = {r["id"]: r["defaultConfiguration"]["level"] for r in run["tool"]["driver"]["rules"]}
+    assert defaults == levels
+    for result in run["results"]:
+        assert run["tool"]["driver"]["rules"][result["ruleIndex"]]["id"] == result["ruleId"]
+    suite = ET.fromstring(formats.render_junit(doc)).find("testsuite")
+    assert suite.get("tests") == "3" and suite.get("failures") == str(failures)
+    failed = {case.get("name").split()[0] for case in suite if case.find("failure") is not None}
+    assert len(failed) == failures and ("PAR001" in failed)
