@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import re
 from pathlib import Path
 from types import SimpleNamespace
 

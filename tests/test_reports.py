@@ -132,6 +132,8 @@ def test_each_severity_has_its_level_in_sarif_and_junit(fail_on, failures):
     # an error (PAR001), a warning (HW001) and an info finding (QUANT002) together: SARIF's
     # level follows the severity (info is SARIF's "note"), and JUnit fails exactly the
     # findings at or above --fail-on
+    from vllm_doctor.report import formats
+
     findings = [_shipped_case_finding(code) for code in ("PAR001", "HW001", "QUANT002")]
     assert [f.severity for f in findings] == ["error", "warning", "info"]
     doc = CheckDocument(Facts(), findings, fail_on, 3, 0.0)
