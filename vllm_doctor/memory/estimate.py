@@ -240,7 +240,7 @@ def usable_gib(facts: Facts, nominal_mib: int | None = None) -> tuple[float, str
 
 
 def _weights(facts: Facts, cfg: dict[str, Any], text: dict[str, Any], tp: int, pp: int,
-             dtype_bytes: float) -> wmod.WeightEstimate:
+             dtype_bytes: float, version: str | None) -> wmod.WeightEstimate:
     online = facts.value("serve.quantization")
     checkpoint = facts.get("model.weights_bytes")
     quantized_online = isinstance(online, str) and online.lower() in (
@@ -256,12 +256,14 @@ def _weights(facts: Facts, cfg: dict[str, Any], text: dict[str, Any], tp: int, p
         raise Missing("model.weights_bytes", facts.why_missing("model.weights_bytes")
                       or "no checkpoint size and no config.json to count parameters from")
     qcfg = cfg.get("quantization_config") or text.get("quantization_config")
+    capability = facts.value("gpu.min_capability")
+    backend = wmod.mxfp4_backend(int(capability) if capability else None, version)
     try:
         return wmod.from_config(cfg, text, tp=tp, pp=pp, ep=1, dtype_bytes=dtype_bytes,
                                 qcfg=qcfg if isinstance(qcfg, dict) else None,
                                 scheme=facts.value("model.quant_scheme"),
                                 online_quant=online.lower() if isinstance(online, str) else None,
-                                pp_partition=partition)
+                                pp_partition=partition, moe_backend=backend)
     except ValueError as err:  # a "does not fit" can still hold whatever the weights weigh
         raise Missing("model.weights_bytes", f"no checkpoint size, and {err}") from None
 
@@ -410,7 +412,8 @@ def estimate(facts: Facts, nominal_mib: int | None = None,
     dtype, dhow = _model_dtype(facts)
     dbytes = float(kvmod.DTYPE_BYTES.get(dtype, 2))
     try:
-        weights = _weights(facts, cfg, text, tp, pp, dbytes)
+        version = facts.value("release.judged") or facts.value("vllm.version")
+        weights = _weights(facts, cfg, text, tp, pp, dbytes, str(version) if version else None)
     except Missing as miss:
         # still a bound: with no weights at all, does one request fit?
         weights = wmod.WeightEstimate(0, f"unknown ({miss.path}: {miss.reason}): 0 assumed")

@@ -19,6 +19,12 @@ parameters counted per architecture family, times the bytes per weight of the qu
   group of ``group_size``, NVFP4 0.5 + one FP8 scale per 16, MXFP4 0.5 + one E8M0 scale per 32,
   bitsandbytes 4-bit 0.5 + one scale per 64; embeddings and norms stay in the compute dtype.
 
+MXFP4 MoE experts are stored padded to what the release's kernel backend needs
+(``Mxfp4MoEMethod.create_weights`` in model_executor/layers/quantization/mxfp4.py, 0.10.1-0.31;
+``mxfp4_round_up_hidden_size_and_intermediate_size`` in fused_moe/oracle/mxfp4.py later):
+Marlin rounds the intermediate size per TP rank up to 128 and the hidden size to 256
+(gpt-oss: 2880 → 2944 and 3072). See ``mxfp4_backend`` for when Marlin runs.
+
 Pipeline stages split the layers as vLLM does (``get_pp_indices``: even, the remainder on the
 first stages); the embeddings live on the first stage and the LM head on the last, so the
 largest stage is reported.
@@ -66,6 +72,41 @@ def _quant_bytes(qcfg: dict[str, Any] | None, scheme: str | None,
     return dense_bytes, f"{dense_bytes:g} B (unquantized)"
 
 
+def round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def mxfp4_backend(capability: int | None, version: str | None) -> tuple[str | None, str]:
+    """The MXFP4 MoE backend a release picks on this GPU by default, and why; None where the
+    release's choice is not derivable from the GPU and release alone.
+
+    Below compute capability 9.0 every release (0.10.1-0.33.0) runs MXFP4 MoE on Marlin: the
+    Triton (triton_kernels) and FlashInfer MXFP4 kernels are for SM90/SM100 only. On SM90,
+    releases up to 0.11.2 fall back to Marlin when ``triton_kernels`` cannot be imported
+    (``_should_use_marlin``), and their wheels neither require nor vendor it; from 0.12.0 the
+    wheel vendors it (vllm/third_party/triton_kernels) and the Triton backend runs."""
+    if capability is None:
+        return None, "the GPU's compute capability is not known"
+    if not version:
+        return None, "the release is not known"
+    if capability < 90:
+        return "marlin", (f"compute capability {capability / 10:g} < 9.0: Marlin "
+                          "(the Triton/FlashInfer MXFP4 kernels need SM90/SM100)")
+    if capability == 90 and version:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            v = Version(version.split("+")[0])
+        except InvalidVersion:
+            return None, f"release {version} not understood"
+        if v < Version("0.12.0"):
+            return "marlin", (f"SM90 under {version}: triton_kernels is not in the wheel, "
+                              "so _should_use_marlin falls back to Marlin")
+        return "triton", (f"SM90 under {version}: the wheel vendors triton_kernels, so the "
+                          "Triton backend runs (its swizzled layout is not counted)")
+    return None, f"compute capability {capability / 10:g}: the backend is not modelled"
+
+
 def _vision_params(cfg: dict[str, Any]) -> int:
     vision = cfg.get("vision_config")
     if not isinstance(vision, dict):
@@ -81,7 +122,8 @@ def _vision_params(cfg: dict[str, Any]) -> int:
 
 def from_config(cfg: dict[str, Any], text: dict[str, Any], *, tp: int, pp: int, ep: int,
                 dtype_bytes: float, qcfg: dict[str, Any] | None, scheme: str | None,
-                online_quant: str | None, pp_partition: str | None = None) -> WeightEstimate:
+                online_quant: str | None, pp_partition: str | None = None,
+                moe_backend: tuple[str | None, str] = (None, "")) -> WeightEstimate:
     """Weights per GPU counted from the config (no checkpoint size known)."""
     hidden = _int(text.get("hidden_size"))
     layers = _int(text.get("num_hidden_layers"))
@@ -109,10 +151,24 @@ def from_config(cfg: dict[str, Any], text: dict[str, Any], *, tp: int, pp: int, 
                    text.get("num_local_experts"))
     moe_inter = dim(text.get("moe_intermediate_size")) or inter
     dense_mlp = 3 * hidden * inter
+    quant = online_quant if online_quant in ("fp8", "fp8_e4m3", "mxfp4", "bitsandbytes") else None
+    per_weight, qhow = _quant_bytes({"quant_method": quant} if quant else qcfg, scheme,
+                                    dtype_bytes)
+    padding = 0.0  # MoE weights stored beyond their count (Marlin's MXFP4 layout)
     if experts:
         shared = _int(text.get("n_shared_experts")) or 0
         shared_inter = _int(text.get("shared_expert_intermediate_size")) or moe_inter * shared
+        # the experts' stored (padded) size over their true one: Marlin's MXFP4 layout
+        pad = 1.0
+        if qhow.startswith("MXFP4") and moe_backend[0] == "marlin":
+            padded_inter = round_up(-(-moe_inter // tp), 128) * tp
+            pad = round_up(hidden, 256) * padded_inter / (hidden * moe_inter)
+            qhow += (f"; experts padded for Marlin to hidden {round_up(hidden, 256)} × "
+                     f"intermediate {padded_inter // tp} per TP rank ({moe_backend[1]})")
+        elif qhow.startswith("MXFP4") and moe_backend[1]:
+            qhow += f"; experts unpadded ({moe_backend[1]})"
         moe_mlp = experts * 3 * hidden * moe_inter + 3 * hidden * shared_inter + hidden * experts
+        padding = layers * experts * 3 * hidden * moe_inter * (pad - 1)  # stored, not counted
         dense_layers = _int(text.get("first_k_dense_replace")) or 0
         mlp_total = dense_layers * dense_mlp + (layers - dense_layers) * moe_mlp
         mlp_how = f"{experts} experts × 3 × {hidden} × {moe_inter}"
@@ -123,15 +179,17 @@ def from_config(cfg: dict[str, Any], text: dict[str, Any], *, tp: int, pp: int, 
     tied = bool(cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
     embed = vocab * hidden * (1 if tied else 2)
     vision = _vision_params(cfg)
-    quant = online_quant if online_quant in ("fp8", "fp8_e4m3", "mxfp4", "bitsandbytes") else None
-    per_weight, qhow = _quant_bytes({"quant_method": quant} if quant else qcfg, scheme,
-                                    dtype_bytes)
     # the largest pipeline stage: its share of the layers, plus the embeddings on the first
     parts = pp_partitions(layers, pp, pp_partition)
     stage_layers = max(parts)
-    linear_gpu = linear * stage_layers / layers / tp
+    share = stage_layers / layers / tp
+    linear_bytes = linear * share * per_weight
+    if qhow.startswith("MXFP4"):
+        # vLLM's Mxfp4Config quantizes the fused MoE only: attention stays in the dtype
+        linear_bytes = (layers * attn * dtype_bytes + (mlp_total + padding) * per_weight) * share
+        qhow += "; attention unquantized (Mxfp4Config quantizes the MoE experts only)"
     embed_gpu = (vocab * hidden * (1 if tied or pp > 1 else 2)) / tp
-    total = int(linear_gpu * per_weight + embed_gpu * dtype_bytes + vision * dtype_bytes)
+    total = int(linear_bytes + embed_gpu * dtype_bytes + vision * dtype_bytes)
     del ep  # experts split over EP hold the same share per GPU as over TP
     params = linear + embed + vision
     how = (f"{params / 1e9:.2f} B parameters from config.json ({attn_how}, {mlp_how}, "
