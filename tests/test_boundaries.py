@@ -255,3 +255,32 @@ def test_the_range_words_name_the_edges():
     assert in_ranges(Version("0.31.0"), ranges) == (True, "introduced in 0.30.0, no fixed release yet")
     assert in_ranges(Version("0.25.0"), ranges) == (
         False, "affected releases (0.22.0 ≤ v < 0.24.0; 0.30.0 ≤ v < ∞)")
+
+
+def test_a_torch_nightly_satisfies_a_range_it_lies_in():
+    from vllm_doctor.facts.packages import satisfies
+
+    assert satisfies("2.13.0.dev20261101+cu130", "torch>=2.12") is True
+    assert satisfies("2.13.0.dev20261101+cu130", "torch<2.13") is False  # before 2.13.0
+    assert satisfies("2.13.0+cu130", "torch==2.13.0") is True
+    assert satisfies("2.12.1", "torch>=2.13,<2.14") is False
+    assert satisfies("not-a-version", "torch>=2.12") is None
+
+
+def test_environment_facts_keep_their_variable_names():
+    from vllm_doctor.facts.collect import _env_from_facts
+
+    facts = Facts.from_flat({"env.VLLM_USE_V1": "1", "env.HF_HUB_OFFLINE": 1, "serve.model": "m"})
+    assert _env_from_facts(facts) == {"VLLM_USE_V1": "1", "HF_HUB_OFFLINE": "1"}
+
+
+def test_a_report_whose_visible_devices_are_mig_ids_is_mig():
+    from vllm_doctor.facts.report import parse_report
+
+    reports = Path(__file__).parent / "fixtures" / "reports"
+    text = (reports / "h100x8_nvlink_nightly.txt").read_text()
+    assert "NCCL_CUMEM_ENABLE=0" in text
+    text = text.replace("NCCL_CUMEM_ENABLE=0",
+                        "CUDA_VISIBLE_DEVICES=MIG-4f2c7a0e-1b3d-5e6f-8a9b-0c1d2e3f4a5b")
+    facts = parse_report(text, "mig-ids")
+    assert facts.value("gpu.mig_enabled") is True
