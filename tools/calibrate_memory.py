@@ -6,8 +6,10 @@ The terms vLLM measures instead of computing (vllm_doctor/memory/estimate.py):
 
 * activation peak (GiB) = max(a1 × MLP activations, a2 × sampler logits) — the profile run
   peaks in the forward pass or in the dummy sampler run, whichever is larger — where MLP activations
-  = max_num_batched_tokens × (2 × intermediate / TP + 4 × hidden) × dtype bytes and sampler
-  logits = max_num_seqs × vocabulary × 4 bytes (both in GiB);
+  = max_num_batched_tokens × (2 × intermediate / TP + 4 × hidden) × dtype bytes (a MoE model's
+  intermediate: the routed experts' × the experts per token, plus the shared ones) and sampler
+  logits = max_num_seqs × vocabulary × 4 bytes (both in GiB); a2 is fitted apart for the releases
+  whose top-k/top-p sorts the logits (before 0.17.0) and those that run the Triton kernel;
 * non-torch memory (GiB) = n0 + n1 × [TP > 1] (CUDA context, NCCL communicators, custom
   all-reduce buffers);
 * CUDA-graph pool (GiB) = g0 + g1 × decoder layers per GPU.
@@ -63,6 +65,7 @@ class Observation:
     batched: int
     seqs: int
     dtype_bytes: float = 2.0
+    sampler_sorts: bool = True  # the release's top-k/top-p sorts the logits (before 0.17.0)
     overhead_gib: float | None = None  # activation peak + non-torch memory
     cuda_graph_gib: float | None = None
 
@@ -123,6 +126,19 @@ def nnls(rows: list[list[float]], target: list[float], iterations: int = 5000) -
     return x
 
 
+def _non_torch(multi_gpu: list[bool], targets: list[float]) -> list[float]:
+    """Non-negative least squares of n0 + n1 × [TP > 1] on the targets, in closed form."""
+    single = [t for m, t in zip(multi_gpu, targets, strict=True) if not m]
+    multi = [t for m, t in zip(multi_gpu, targets, strict=True) if m]
+    n0 = sum(single) / len(single) if single else 0.0
+    n01 = sum(multi) / len(multi) if multi else n0
+    if n0 < 0:  # n0 = 0: n1 alone fits the multi-GPU rows
+        return [0.0, max(0.0, n01)]
+    if n01 < n0:  # n1 = 0: one intercept for all rows
+        return [max(0.0, sum(targets) / len(targets)), 0.0]
+    return [n0, n01 - n0]
+
+
 def corpus_observations(directory: Path) -> list[Observation]:
     """Observations from the corpus of start-up logs (empty while there is none)."""
     if not directory.is_dir():
@@ -152,29 +168,41 @@ def fit(observations: list[Observation]) -> dict[str, Any]:
     graphs = [o for o in observations if o.cuda_graph_gib is not None]
 
     # vLLM's profile run peaks in the forward pass or in the sampler, whichever is larger:
-    # activation = max(a1 × MLP, a2 × logits); a1, a2 by grid search, the non-torch terms by
-    # NNLS on what is left of each overhead
-    def activation(o: Observation, a1: float, a2: float) -> float:
-        return max(a1 * o.f_mlp(), a2 * o.f_logits())
+    # activation = max(a1 × MLP, a2 × logits), a2 by the release's top-k/top-p (sorting:
+    # a_sort, Triton: a_triton); the a's by grid search, the non-torch terms in closed form
+    def activation(o: Observation, a1: float, a_sort: float, a_triton: float) -> float:
+        return max(a1 * o.f_mlp(), (a_sort if o.sampler_sorts else a_triton) * o.f_logits())
 
-    def rest(a1: float, a2: float) -> tuple[float, list[float]]:
-        targets = [float(o.overhead_gib or 0) - activation(o, a1, a2) for o in rows]
-        n = nnls([[1.0, 1.0 if o.tp > 1 else 0.0] for o in rows], targets, iterations=200)
-        sse = sum((n[0] + (n[1] if o.tp > 1 else 0) - t) ** 2 for o, t in zip(rows, targets, strict=True))
+    def rest(a: tuple[float, float, float]) -> tuple[float, list[float]]:
+        targets = [float(o.overhead_gib or 0) - activation(o, *a) for o in rows]
+        n = _non_torch([o.tp > 1 for o in rows], targets)
+        sse = sum((n[0] + (n[1] if o.tp > 1 else 0) - t) ** 2
+                  for o, t in zip(rows, targets, strict=True))
         return sse, n
 
-    best: tuple[float, float, float, list[float]] = (math.inf, 1.0, 0.0, [0.5, 0.0])
+    grid_mlp = [i * 0.1 for i in range(61)]
+    grid_logits = [j * 0.125 for j in range(81)]
+    best: tuple[float, tuple[float, float, float], list[float]] = (
+        math.inf, (1.0, 0.0, 0.0), [0.5, 0.0])
     if rows:
-        for i in range(61):
-            for j in range(81):
-                sse, n = rest(i * 0.05, j * 0.125)
+        # alternate: (a1, a_sort) over their grid with a_triton fixed, then a_triton alone
+        for _ in range(3):
+            a_t = best[1][2]
+            for a1 in grid_mlp:
+                for a_s in grid_logits:
+                    sse, n = rest((a1, a_s, a_t))
+                    if sse < best[0] - 1e-12:
+                        best = (sse, (a1, a_s, a_t), n)
+            a1, a_s = best[1][0], best[1][1]
+            for a_t in grid_logits:
+                sse, n = rest((a1, a_s, a_t))
                 if sse < best[0] - 1e-12:
-                    best = (sse, i * 0.05, j * 0.125, n)
-    _, a1, a2, n = best
+                    best = (sse, (a1, a_s, a_t), n)
+    _, (a1, a2, a3), n = best
     c = [n[0], n[1], a1, a2]
     g = nnls([[1.0, float(o.layers_gpu)] for o in graphs],
              [float(o.cuda_graph_gib or 0) for o in graphs]) if graphs else [0.0, 0.0]
-    overhead_errors = [abs(c[0] + (c[1] if o.tp > 1 else 0) + activation(o, a1, a2)
+    overhead_errors = [abs(c[0] + (c[1] if o.tp > 1 else 0) + activation(o, a1, a2, a3)
                            - float(o.overhead_gib or 0)) for o in rows]
     graph_errors = [abs(g[0] + g[1] * o.layers_gpu - float(o.cuda_graph_gib or 0))
                     for o in graphs]
@@ -190,7 +218,9 @@ def fit(observations: list[Observation]) -> dict[str, Any]:
         "sources": sorted({o.source for o in observations}),
         "left_out": left_out,
         "activation": {"combine": "max", "intercept_gib": 0.0, "per_mlp_gib": round(c[2], 4),
-                       "per_logits_gib": round(c[3], 4), "observations": len(rows)},
+                       "per_logits_gib": round(c[3], 4), "per_logits_triton_gib": round(a3, 4),
+                       "observations": len(rows),
+                       "observations_triton_sampler": sum(not o.sampler_sorts for o in rows)},
         "non_torch": {"intercept_gib": round(c[0], 4), "tp_gib": round(c[1], 4),
                       "observations": len(rows)},
         "cuda_graph": {"intercept_gib": round(g[0], 4), "per_layer_gib": round(g[1], 5),

@@ -123,4 +123,4 @@ def observation(path: Path) -> dict[str, Any] | None:
     return {"source": str(entry.get("source")), "overhead_gib": overhead,
             "cuda_graph_gib": graph, **{k: inputs[k] for k in (
                 "tp", "hidden", "intermediate", "vocab", "layers_gpu", "batched", "seqs",
-                "dtype_bytes")}}
+                "dtype_bytes", "sampler_sorts")}}

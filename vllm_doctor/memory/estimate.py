@@ -83,6 +83,10 @@ class ReleaseFormula:
     tokens_from_concurrency: bool
     large_tier_160: bool
     default_utilization: float  # CacheConfig.gpu_memory_utilization: 0.92 from 0.20.0
+    # the profile's dummy sampler run applies top-k/top-p by sorting the logits (PyTorch sort
+    # in apply_top_k_top_p) before 0.17.0; from 0.17.0 with a Triton kernel (no sorted copy)
+    # for 8 rows or more (v1/sample/ops/topk_topp_sampler.py)
+    sampler_sorts: bool = True
 
     def describe(self) -> str:
         graph = "− CUDA-graph estimate " if self.cuda_graph_subtracted else ""
@@ -105,6 +109,7 @@ def formula_for(version: str | None) -> ReleaseFormula:
         tokens_from_concurrency=v >= Version("0.24.0"),
         large_tier_160=v >= Version("0.28.0"),
         default_utilization=0.92 if v >= Version("0.20.0") else 0.9,
+        sampler_sorts=v < Version("0.17.0"),
     )
 
 
@@ -288,6 +293,24 @@ def _model_dtype(facts: Facts) -> tuple[str, str]:
     return DEFAULT_DTYPE, f"no torch_dtype in config.json: vLLM's auto dtype ({DEFAULT_DTYPE})"
 
 
+def activation_width(text: dict[str, Any], hidden: int) -> int:
+    """The MLP width one token's activations span: the intermediate size of a dense model; of
+    a MoE model the routed experts' intermediate size × the experts each token is routed to
+    (the fused MoE's intermediate caches hold a row per token and chosen expert), plus any
+    shared experts'."""
+    experts = kvmod.dim(text.get("n_routed_experts") or text.get("num_experts") or
+                        text.get("num_local_experts"))
+    moe_inter = kvmod.dim(text.get("moe_intermediate_size"))
+    top_k = kvmod.dim(text.get("num_experts_per_tok") or text.get("moe_topk") or
+                      text.get("top_k_experts"))
+    if experts and top_k:
+        per_expert = moe_inter or kvmod.dim(text.get("intermediate_size")) or 4 * hidden
+        shared = kvmod.dim(text.get("shared_expert_intermediate_size")) or \
+            per_expert * (kvmod.dim(text.get("n_shared_experts")) or 0)
+        return per_expert * top_k + shared
+    return moe_inter or kvmod.dim(text.get("intermediate_size")) or 4 * hidden
+
+
 def batch_defaults(usable: float, names: list[str], formula: ReleaseFormula) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM fills in for `vllm serve` on this GPU."""
     a100 = any("a100" in str(n).lower() for n in names)
@@ -300,7 +323,8 @@ def batch_defaults(usable: float, names: list[str], formula: ReleaseFormula) -> 
 
 def calibrated_terms(*, tp: int, hidden: int, inter: int, vocab: int, layers_gpu: int,
                      batched: int, seqs: int, act_bytes: float, eager: bool,
-                     graph_subtracted: bool, cal: dict[str, Any] | None = None
+                     graph_subtracted: bool, cal: dict[str, Any] | None = None,
+                     sampler_sorts: bool = True
                      ) -> tuple[dict[str, float], dict[str, str]]:
     """Activation peak, non-torch and CUDA-graph GiB from the calibration's coefficients
     (``cal``: another calibration than the shipped one, for leave-one-out tests)."""
@@ -308,7 +332,9 @@ def calibrated_terms(*, tp: int, hidden: int, inter: int, vocab: int, layers_gpu
     act = cal["activation"]
     f_mlp = batched * (2 * inter / tp + 4 * hidden) * act_bytes / GIB
     f_logits = seqs * vocab * 4 / GIB
-    forward, sampler = act["per_mlp_gib"] * f_mlp, act["per_logits_gib"] * f_logits
+    per_logits = act["per_logits_gib"] if sampler_sorts else \
+        act.get("per_logits_triton_gib", act["per_logits_gib"])
+    forward, sampler = act["per_mlp_gib"] * f_mlp, per_logits * f_logits
     combine_max = act.get("combine") == "max"  # the peak is the forward's or the sampler's
     activation = act["intercept_gib"] + (max(forward, sampler) if combine_max
                                          else forward + sampler)
@@ -323,8 +349,10 @@ def calibrated_terms(*, tp: int, hidden: int, inter: int, vocab: int, layers_gpu
                        + f"{act['per_mlp_gib']:.3f} × MLP activations {f_mlp:.3f} GiB "
                        f"({batched} batched tokens × (2 × {inter}/TP {tp} + 4 × {hidden}) × "
                        f"{act_bytes:g} B) " + ("and " if combine_max else "+ ")
-                       + f"{act['per_logits_gib']:.3f} × sampler logits {f_logits:.3f} GiB "
-                       f"({seqs} seqs × {vocab} × 4 B); {fitted}"),
+                       + f"{per_logits:.3f} × sampler logits {f_logits:.3f} GiB "
+                       f"({seqs} seqs × {vocab} × 4 B; top-k/top-p "
+                       + ("by sorting" if sampler_sorts else "by the Triton kernel")
+                       + f"); {fitted}"),
         "non_torch": (f"{nt['intercept_gib']:.3f} GiB"
                       + (f" + {nt['tp_gib']:.3f} GiB for TP {tp} (NCCL, custom all-reduce)"
                          if tp > 1 else "") + f"; {fitted}"),
@@ -424,8 +452,7 @@ def estimate(facts: Facts, nominal_mib: int | None = None,
     layers = int(_need(facts, "model.num_hidden_layers"))
     hidden = int(_need(facts, "model.hidden_size"))
     vocab = int(_need(facts, "model.vocab_size"))
-    inter = kvmod.dim(text.get("moe_intermediate_size")) or \
-        kvmod.dim(text.get("intermediate_size")) or 4 * hidden
+    inter = activation_width(text, hidden)
     names = [str(n) for n in facts.value("gpu.names") or []]
     batched_default, seqs_default = batch_defaults(usable, names, formula)
     batched = _int_fact(facts, "serve.max_num_batched_tokens", batched_default)
@@ -435,8 +462,10 @@ def estimate(facts: Facts, nominal_mib: int | None = None,
     terms, thow = calibrated_terms(
         tp=tp, hidden=hidden, inter=inter, vocab=vocab, layers_gpu=layers_gpu,
         batched=batched, seqs=seqs, act_bytes=dbytes, eager=eager,
-        graph_subtracted=formula.cuda_graph_subtracted, cal=cal)
+        graph_subtracted=formula.cuda_graph_subtracted, cal=cal,
+        sampler_sorts=formula.sampler_sorts)
     out.inputs = {"tp": tp, "hidden": hidden, "intermediate": inter, "vocab": vocab,
+                  "sampler_sorts": formula.sampler_sorts,
                   "layers_gpu": layers_gpu, "batched": batched, "seqs": seqs,
                   "dtype_bytes": dbytes, "utilization": util, "usable_gib": usable,
                   "graph_subtracted": formula.cuda_graph_subtracted and not eager}
