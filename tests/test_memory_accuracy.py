@@ -23,6 +23,33 @@ CORPUS = Path(__file__).parent / "fixtures" / "memory-logs"
 MIN_ENTRIES = 40
 BAR_SHARE = 0.8
 WEIGHTS_BAR, TOKENS_BAR = 0.05, 0.10
+# Why an entry misses the bar, where the mechanism is known but not (or not yet) modelled. Only
+# printed beside the entry when it is outside the bar: every entry still counts.
+KNOWN_CAUSES = {
+    "gh-33155-gpt-oss-120b-h100":
+        "MXFP4 MoE on the Triton backend (SM90 from 0.12.0): vLLM pads to 64 only, the rest is "
+        "triton_kernels' swizzled weight layout (_swizzle_mxfp4), which is not counted",
+    "gh-5656-gpt-oss-20b-r9700x2":
+        "MXFP4 MoE on ROCm (Triton backend, get_padding_alignment 128 or 256 by gfx arch, then "
+        "triton_kernels' swizzle) of a development build whose release is unknown: not counted",
+    "web-kagaho-llama-3.1-8b-jetson-thor":
+        "unified memory: 'Jetson AGX Thor' leaves 64 or 128 GiB and the estimate takes the "
+        "smallest; vLLM sees the module's system memory, which no log in the corpus prints",
+    "web-kubesimplify-qwen3-32b-rtxpro6000-tp2":
+        "0.27.1 at 8192 batched tokens / 1024 sequences (a ≥ 70 GiB GPU): the profile's "
+        "activation peak there is extrapolated — no observation of that regime (these logs do "
+        "not print the CUDA-graph estimate 0.27.1 subtracts, so they cannot be fitted on)",
+    "web-kubesimplify-qwen3-32b-rtxpro6000-pp2":
+        "as the TP 2 run (activation at 8192 tokens / 1024 sequences extrapolated); with PP the "
+        "sampler runs on the last stage only, which the model does not split",
+    "dennislee22-qwen2-7b-a100-80g-util025":
+        "a small KV cache (0.25 utilization): the 0.6 GiB the 0.10.1.1 profile took is below "
+        "the fitted sampler peak of a sorting release; whether that run used FlashInfer's "
+        "sampler (V1 default when installed, ≤ 0.11.0) is not in the log excerpt",
+    "web-youwins-qwen2.5-7b-instruct-l4":
+        "0.27.1 eager: the log implies 0.54 GiB of activation + non-torch memory, below the "
+        "Triton-sampler releases' fit (0.9-2.0 GiB on the other 256-sequence logs)",
+}
 
 
 def _entries() -> list[Path]:
@@ -101,7 +128,11 @@ def test_memory_model_against_real_startup_logs(capsys):
             within[mode] += (w_err is None or w_err <= WEIGHTS_BAR) and (
                 t_err is None or t_err <= TOKENS_BAR)
             if mode == "leave-one-out":
-                rows.append(f"  {path.stem}: {line}")
+                outside = (w_err is not None and w_err > WEIGHTS_BAR) or (
+                    t_err is not None and t_err > TOKENS_BAR)
+                cause = KNOWN_CAUSES.get(path.stem, "cause not identified")
+                rows.append(f"  {path.stem}: {line}"
+                            + (f"\n      outside the bar: {cause}" if outside else ""))
                 group = origins.setdefault(str(entry.get("config_origin", "checkpoint")),
                                            {"w": [], "t": []})
                 group["w"] += [w_err] if w_err is not None else []
