@@ -284,3 +284,20 @@ def test_a_report_whose_visible_devices_are_mig_ids_is_mig():
                         "CUDA_VISIBLE_DEVICES=MIG-4f2c7a0e-1b3d-5e6f-8a9b-0c1d2e3f4a5b")
     facts = parse_report(text, "mig-ids")
     assert facts.value("gpu.mig_enabled") is True
+
+
+@pytest.mark.parametrize("cuda_major, value, possible, links", [
+    (12, "12.8", ["12.6", "12.8"], True),             # libcudart.so.12: the 13.0 build is out
+    (13, "13.0", None, True),                         # one CUDA 13 build: that one, decided
+    (None, "12.8", ["12.6", "12.8", "13.0"], False),  # major unknown: every build possible
+])
+def test_torch_cuda_inferred_from_the_pin_and_the_linked_runtime(cuda_major, value, possible,
+                                                                  links):
+    from vllm_doctor.facts.stack import _infer_torch_cuda
+
+    facts = Facts()
+    _infer_torch_cuda(facts, "2.9.0", cuda_major, "vllm 0.11.0")
+    fact = facts.get("torch.cuda_version")
+    assert fact.value == value and fact.possible == possible
+    assert ("libcudart.so." in fact.detail) is links
+    assert "CUDA builds of torch 2.9.0: 12.6, 12.8, 13.0" in fact.detail

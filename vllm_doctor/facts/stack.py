@@ -91,11 +91,14 @@ def _infer_torch_cuda(facts: Facts, pin: str, cuda_major: int | None, names: str
             builds = [b for b in builds if int(b.split(".")[0]) == cuda_major] or builds
         basis += f"; CUDA builds of torch {pin}: {', '.join(row['builds'])}"
         possible: object = builds if len(builds) > 1 else None
+        # one build left (the extensions' runtime picked it): that build, not PyPI's default
+        value = builds[0] if len(builds) == 1 else row["cuda"]
     elif cuda_major is not None:
         possible = f">={cuda_major}.0,<{cuda_major + 1}.0"
+        value = row["cuda"]
         basis += f"; other builds not in the table: any CUDA {cuda_major}.x"
     else:
         return
     if cuda_major is not None:
         basis += f" (vLLM's extensions link libcudart.so.{cuda_major})"
-    facts.infer("torch.cuda_version", row["cuda"], basis, possible)
+    facts.infer("torch.cuda_version", value, basis, possible)
