@@ -14,6 +14,12 @@ The terms vLLM measures instead of computing (vllm_doctor/memory/estimate.py):
   all-reduce buffers);
 * CUDA-graph pool (GiB) = g0 + g1 × decoder layers per GPU.
 
+a1 and the sorting a2 are what `vllm-doctor probe memory` measured (knowledge/data/
+memory_probe.json: the forward's GiB per 1k tokens of its decoder over that decoder's MLP
+activations, and its sort-based sampler's bytes per sequence × vocabulary entry over a float32
+logit's 4 bytes) where it measured them; the logs then fit only what no probe measures (the
+Triton sampler's coefficient, non-torch memory). Without a probe measurement all are fitted.
+
 Most logs do not print activation and non-torch memory apart (V1 prints the KV memory or the
 KV tokens only), so the first two are fitted together on the overhead every log implies:
 total × utilization − weights − KV cache (− the CUDA-graph estimate where the release
@@ -45,6 +51,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "vllm_doctor" / "knowledge" / "data" / "memory_calibration.json"
+PROBE = ROOT / "vllm_doctor" / "knowledge" / "data" / "memory_probe.json"
 CORPUS = ROOT / "tests" / "fixtures" / "memory-logs"
 MIN_CORPUS = 5
 GIB = 1024 ** 3
@@ -139,6 +146,30 @@ def _non_torch(multi_gpu: list[bool], targets: list[float]) -> list[float]:
     return [n0, n01 - n0]
 
 
+def probe_coefficients(path: Path = PROBE) -> tuple[float, float, str] | None:
+    """(a1, sorting a2, where) from the memory probe's activation measurement on its default
+    decoder (the first GPU that has one), or None."""
+    from vllm_doctor.probes.memory import DEFAULT_MODEL
+
+    try:
+        gpus = json.loads(path.read_text(encoding="utf-8")).get("gpus") or {}
+    except (OSError, ValueError):
+        return None
+    for name, row in gpus.items():
+        act = row.get("activation") or {}
+        per_1k, per_entry = act.get("forward_gib_per_1k_tokens"), act.get(
+            "sampler_bytes_per_seq_vocab")
+        if "(default)" not in str(act.get("model")) or not (per_1k and per_entry):
+            continue
+        shape = Observation("probe", tp=1, hidden=DEFAULT_MODEL["hidden_size"],
+                            intermediate=DEFAULT_MODEL["intermediate_size"],
+                            vocab=DEFAULT_MODEL["vocab_size"], layers_gpu=0, batched=1000,
+                            seqs=1)
+        return (float(per_1k) / shape.f_mlp(), float(per_entry) / 4,
+                f"measured by the memory probe on {name} ({act.get('model')})")
+    return None
+
+
 def corpus_observations(directory: Path) -> list[Observation]:
     """Observations from the corpus of start-up logs (empty while there is none)."""
     if not directory.is_dir():
@@ -159,7 +190,11 @@ def _p90(errors: list[float]) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(0.9 * len(ordered)) - 1)] if ordered else 0.0
 
 
-def fit(observations: list[Observation]) -> dict[str, Any]:
+def fit(observations: list[Observation],
+        measured: tuple[float, float, str] | None = None) -> dict[str, Any]:
+    """The calibration; ``measured``: the probe's (a1, sorting a2), probe_coefficients() when
+    not given."""
+    measured = measured or probe_coefficients()
     # a negative overhead means the usable memory is not what vLLM saw (unified memory:
     # Jetson, GB10; a GPU the usable-memory table does not know): not an observation of it
     rows = [o for o in observations if o.overhead_gib is not None and o.overhead_gib >= 0]
@@ -188,8 +223,8 @@ def fit(observations: list[Observation]) -> dict[str, Any]:
         # alternate: (a1, a_sort) over their grid with a_triton fixed, then a_triton alone
         for _ in range(3):
             a_t = best[1][2]
-            for a1 in grid_mlp:
-                for a_s in grid_logits:
+            for a1 in [measured[0]] if measured else grid_mlp:
+                for a_s in [measured[1]] if measured else grid_logits:
                     sse, n = rest((a1, a_s, a_t))
                     if sse < best[0] - 1e-12:
                         best = (sse, (a1, a_s, a_t), n)
@@ -219,6 +254,7 @@ def fit(observations: list[Observation]) -> dict[str, Any]:
         "left_out": left_out,
         "activation": {"combine": "max", "intercept_gib": 0.0, "per_mlp_gib": round(c[2], 4),
                        "per_logits_gib": round(c[3], 4), "per_logits_triton_gib": round(a3, 4),
+                       "measured": measured[2] if measured else None,
                        "observations": len(rows),
                        "observations_triton_sampler": sum(not o.sampler_sorts for o in rows)},
         "non_torch": {"intercept_gib": round(c[0], 4), "tp_gib": round(c[1], 4),

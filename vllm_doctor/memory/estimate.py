@@ -352,7 +352,8 @@ def calibrated_terms(*, tp: int, hidden: int, inter: int, vocab: int, layers_gpu
                        + f"{per_logits:.3f} × sampler logits {f_logits:.3f} GiB "
                        f"({seqs} seqs × {vocab} × 4 B; top-k/top-p "
                        + ("by sorting" if sampler_sorts else "by the Triton kernel")
-                       + f"); {fitted}"),
+                       + "); " + (f"the MLP and sorting coefficients {act['measured']}, the "
+                                  "rest " if act.get("measured") else "") + fitted),
         "non_torch": (f"{nt['intercept_gib']:.3f} GiB"
                       + (f" + {nt['tp_gib']:.3f} GiB for TP {tp} (NCCL, custom all-reduce)"
                          if tp > 1 else "") + f"; {fitted}"),
