@@ -46,6 +46,11 @@ KNOWN_CAUSES = {
         "a small KV cache (0.25 utilization): the 0.6 GiB the 0.10.1.1 profile took is below "
         "the fitted sampler peak of a sorting release; whether that run used FlashInfer's "
         "sampler (V1 default when installed, ≤ 0.11.0) is not in the log excerpt",
+    "web-guardkit-qwen3-30b-a3b-fp8-gb10":
+        "GB10 (unified memory) under NVIDIA's 0.13.0 build at 1024 sequences: the log implies "
+        "3.4 GiB of activation + non-torch memory, the sorting sampler's measured 10 × logits "
+        "gives 5.8 GiB; which sampler that build runs (FlashInfer's with "
+        "VLLM_USE_FLASHINFER_SAMPLER=1) is not in the log",
     "web-youwins-qwen2.5-7b-instruct-l4":
         "0.27.1 eager: the log implies 0.54 GiB of activation + non-torch memory, below the "
         "Triton-sampler releases' fit (0.9-2.0 GiB on the other 256-sequence logs)",
