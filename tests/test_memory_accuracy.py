@@ -51,6 +51,10 @@ KNOWN_CAUSES = {
         "3.4 GiB of activation + non-torch memory, the sorting sampler's measured 10 × logits "
         "gives 5.8 GiB; which sampler that build runs (FlashInfer's with "
         "VLLM_USE_FLASHINFER_SAMPLER=1) is not in the log",
+    "web-kvcached-qwen3-30b-a3b-gb10":
+        "GB10 (unified memory) shared with a second vLLM instance, a source build after 0.19.1: "
+        "its figures imply a negative overhead (121.69 × 0.49 − 56.88 − 4.85 = −2.1 GiB), so "
+        "the budget that run used is not total × utilization; left out of the fit likewise",
     "web-youwins-qwen2.5-7b-instruct-l4":
         "0.27.1 eager: the log implies 0.54 GiB of activation + non-torch memory, below the "
         "Triton-sampler releases' fit (0.9-2.0 GiB on the other 256-sequence logs)",
