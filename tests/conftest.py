@@ -23,4 +23,5 @@ if "VLLM_DOCTOR_CACHE_DIR" not in os.environ:
 # directory the tests were started from, which is what the caller meant by them.
 if os.environ.get("PYTHONPATH"):
     os.environ["PYTHONPATH"] = os.pathsep.join(
-        os.path.abspath(entry or os.curdir) for entry in os.environ["PYTHONPATH"].split(os.pathsep))
+        os.path.abspath(entry or os.curdir) for entry in os.environ["PYTHONPATH"].split(os.pathsep)
+    )

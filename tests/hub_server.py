@@ -51,9 +51,16 @@ class FakeHub:
 
             def _error(self, status: int, code: str, message: str, body: bool) -> None:
                 data = json.dumps({"error": message}).encode()
-                self._send(status, data, {"Content-Type": "application/json",
-                                          "X-Error-Code": code, "X-Error-Message": message},
-                           body)
+                self._send(
+                    status,
+                    data,
+                    {
+                        "Content-Type": "application/json",
+                        "X-Error-Code": code,
+                        "X-Error-Message": message,
+                    },
+                    body,
+                )
 
             def _serve(self, body: bool) -> None:
                 path = unquote(urlparse(self.path).path)
@@ -65,27 +72,38 @@ class FakeHub:
                 if repo is None:
                     return self._error(404, "RepoNotFound", "Repository not found", body)
                 if repo.gated and self.headers.get("Authorization") is None:
-                    return self._error(401, "GatedRepo", "Access to this model is restricted",
-                                       body)
+                    return self._error(401, "GatedRepo", "Access to this model is restricted", body)
                 if api:
-                    info = {"id": repo_id, "modelId": repo_id, "sha": repo.sha, "private": False,
-                            "gated": "auto" if repo.gated else False, "tags": [],
-                            "siblings": [{"rfilename": name, "size": len(data)}
-                                         for name, data in sorted(repo.files.items())]}
-                    return self._send(200, json.dumps(info).encode(),
-                                      {"Content-Type": "application/json"}, body)
+                    info = {
+                        "id": repo_id,
+                        "modelId": repo_id,
+                        "sha": repo.sha,
+                        "private": False,
+                        "gated": "auto" if repo.gated else False,
+                        "tags": [],
+                        "siblings": [
+                            {"rfilename": name, "size": len(data)}
+                            for name, data in sorted(repo.files.items())
+                        ],
+                    }
+                    return self._send(
+                        200, json.dumps(info).encode(), {"Content-Type": "application/json"}, body
+                    )
                 name = resolve.group(3)
                 data = repo.files.get(name)
                 if data is None:
                     return self._error(404, "EntryNotFound", "Entry not found", body)
-                headers = {"ETag": '"' + hashlib.sha1(data).hexdigest() + '"',
-                           "X-Repo-Commit": repo.sha, "Accept-Ranges": "bytes",
-                           "Content-Type": "application/octet-stream"}
+                headers = {
+                    "ETag": '"' + hashlib.sha1(data).hexdigest() + '"',
+                    "X-Repo-Commit": repo.sha,
+                    "Accept-Ranges": "bytes",
+                    "Content-Type": "application/octet-stream",
+                }
                 wanted = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range") or "")
                 if wanted:
                     start = int(wanted.group(1))
                     end = int(wanted.group(2)) if wanted.group(2) else len(data) - 1
-                    part = data[start:end + 1]
+                    part = data[start : end + 1]
                     headers["Content-Range"] = f"bytes {start}-{start + len(part) - 1}/{len(data)}"
                     return self._send(206, part, headers, body)
                 return self._send(200, data, headers, body)

@@ -77,7 +77,7 @@ class Context:
 
     def value(self, expr: str) -> str:
         if expr.startswith("inputs."):
-            return self.inputs[expr[len("inputs."):]]
+            return self.inputs[expr[len("inputs.") :]]
         if expr == "github.action_path":
             return str(self.action_path)
         if expr == "github.workspace":
@@ -121,8 +121,9 @@ class Context:
                 a, b = self._number(a), self._number(b)
             elif isinstance(a, str) and op in ("==", "!="):
                 a, b = a.lower(), b.lower()
-            if not {"==": a == b, "!=": a != b, "<=": a <= b, ">=": a >= b,
-                    "<": a < b, ">": a > b}[op]:
+            if not {"==": a == b, "!=": a != b, "<=": a <= b, ">=": a >= b, "<": a < b, ">": a > b}[
+                op
+            ]:
                 return False
         return True
 
@@ -131,10 +132,16 @@ def runner_env(prefix: Path, workspace: Path, temp: Path, summary: Path) -> dict
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "GITHUB_", "PYTHON"))}
     # setup-python's interpreter first (here the test's, which has the dependencies), then the
     # scratch directory the install step fills
-    env["PATH"] = os.pathsep.join([str(prefix / "bin"), str(Path(sys.executable).parent), env["PATH"]])
+    env["PATH"] = os.pathsep.join(
+        [str(prefix / "bin"), str(Path(sys.executable).parent), env["PATH"]]
+    )
     env["PYTHONPATH"] = str(prefix)
-    env.update(GITHUB_WORKSPACE=str(workspace), RUNNER_TEMP=str(temp), GITHUB_STEP_SUMMARY=str(summary),
-               GITHUB_ACTIONS="true")
+    env.update(
+        GITHUB_WORKSPACE=str(workspace),
+        RUNNER_TEMP=str(temp),
+        GITHUB_STEP_SUMMARY=str(summary),
+        GITHUB_ACTIONS="true",
+    )
     return env
 
 
@@ -152,10 +159,25 @@ def run_job(workspace: Path, action_path: Path, prefix: Path, **given: str) -> J
     # the workflow that uses the action, as its author wrote it (the runner names it)
     workflow = workspace / ".github" / "workflows" / "preflight.yml"
     workflow.parent.mkdir(parents=True, exist_ok=True)
-    workflow.write_text(yaml.safe_dump({"on": "pull_request", "jobs": {"gate": {
-        "runs-on": "ubuntu-latest", "permissions": {"security-events": "write"},
-        "steps": [{"uses": "actions/checkout@v7"}, {"uses": "acme/preflight-gate@v1", "with": given}]}}},
-        sort_keys=False, width=1000))
+    workflow.write_text(
+        yaml.safe_dump(
+            {
+                "on": "pull_request",
+                "jobs": {
+                    "gate": {
+                        "runs-on": "ubuntu-latest",
+                        "permissions": {"security-events": "write"},
+                        "steps": [
+                            {"uses": "actions/checkout@v7"},
+                            {"uses": "acme/preflight-gate@v1", "with": given},
+                        ],
+                    }
+                },
+            },
+            sort_keys=False,
+            width=1000,
+        )
+    )
     env["GITHUB_WORKFLOW_REF"] = "acme/app/.github/workflows/preflight.yml@refs/pull/7/merge"
     context = Context(inputs, action_path, workspace)
     job = Job()
@@ -175,14 +197,24 @@ def run_job(workspace: Path, action_path: Path, prefix: Path, **given: str) -> J
         script.write_text(context.substitute(spec["run"]))
         output = temp / f"output-{number}"
         output.write_text("")
-        step_env = {**env, "GITHUB_OUTPUT": str(output),
-                    **{k: context.substitute(str(v)) for k, v in spec.get("env", {}).items()}}
-        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
-                              cwd=workspace, env=step_env, capture_output=True, text=True, timeout=600)
+        step_env = {
+            **env,
+            "GITHUB_OUTPUT": str(output),
+            **{k: context.substitute(str(v)) for k, v in spec.get("env", {}).items()},
+        }
+        done = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+            cwd=workspace,
+            env=step_env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         job.steps.append(Step(name, True, done.returncode, done.stdout, done.stderr))
         if "id" in spec:
-            context.steps[spec["id"]] = dict(line.split("=", 1) for line in
-                                             output.read_text().splitlines() if "=" in line)
+            context.steps[spec["id"]] = dict(
+                line.split("=", 1) for line in output.read_text().splitlines() if "=" in line
+            )
     job.outputs = context.steps
     job.summary = summary.read_text()
     return job
@@ -190,27 +222,43 @@ def run_job(workspace: Path, action_path: Path, prefix: Path, **given: str) -> J
 
 # -- fixtures -----------------------------------------------------------------------------
 
+
 def copy_checkout(target: Path) -> Path:
     """This repository's files (a checkout's: tracked and untracked, not ignored) under
     ``target``."""
     if (ROOT / ".git").exists():
-        listed = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT,
-                                capture_output=True, check=True).stdout.decode().split("\0")
+        listed = (
+            subprocess.run(
+                ["git", "ls-files", "-z", "-co", "--exclude-standard"],
+                cwd=ROOT,
+                capture_output=True,
+                check=True,
+            )
+            .stdout.decode()
+            .split("\0")
+        )
         for name in filter(None, listed):
             source = ROOT / name
             if source.is_file():
                 (target / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, target / name)
     else:
-        shutil.copytree(ROOT, target, ignore=shutil.ignore_patterns(
-            ".venv", "build", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis"))
+        shutil.copytree(
+            ROOT,
+            target,
+            ignore=shutil.ignore_patterns(
+                ".venv", "build", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis"
+            ),
+        )
     return target
 
 
 @pytest.fixture(scope="module")
 def action_path(tmp_path_factory) -> Path:
     """The action as the runner checks it out for `uses: acme/preflight-gate@v1`."""
-    return copy_checkout(tmp_path_factory.mktemp("runner") / "_actions" / "acme" / "preflight-gate" / "v1")
+    return copy_checkout(
+        tmp_path_factory.mktemp("runner") / "_actions" / "acme" / "preflight-gate" / "v1"
+    )
 
 
 def _build_isolation() -> list[str]:
@@ -232,16 +280,23 @@ def _build_isolation() -> list[str]:
 
 def pip_args(prefix: Path) -> str:
     """Install from the action path alone: no index, no dependencies, into ``prefix``."""
-    return " ".join(["--no-index", "--no-deps", *_build_isolation(), "--upgrade", "--target", str(prefix)])
+    return " ".join(
+        ["--no-index", "--no-deps", *_build_isolation(), "--upgrade", "--target", str(prefix)]
+    )
 
 
 SERVE_CONFIGS = {
     # DiffusionGemma at tensor-parallel 2 on the report's two GPUs: MODEL001 applies
-    "failing": (EXAMPLES / "diffusion-gemma-tp2", "model: nvidia/diffusiongemma-26B-A4B-IT-NVFP4\n"
-                "max-model-len: 8192\ntensor-parallel-size: 2\n"),
+    "failing": (
+        EXAMPLES / "diffusion-gemma-tp2",
+        "model: nvidia/diffusiongemma-26B-A4B-IT-NVFP4\n"
+        "max-model-len: 8192\ntensor-parallel-size: 2\n",
+    ),
     # Llama 3.1 8B on the report's one H100: nothing applies
-    "clean": (EXAMPLES / "healthy-h100-llama", "model: meta-llama/Llama-3.1-8B-Instruct\n"
-              "max-model-len: 8192\ntensor-parallel-size: 1\n"),
+    "clean": (
+        EXAMPLES / "healthy-h100-llama",
+        "model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 8192\ntensor-parallel-size: 1\n",
+    ),
 }
 
 
@@ -262,7 +317,10 @@ ARGS = "--serve-config deploy/serve.yaml --model-config model --report collect-e
 
 # -- the job ------------------------------------------------------------------------------
 
-def test_a_finding_fails_the_job_with_the_doctor_installed_from_the_action_path(tmp_path, action_path):
+
+def test_a_finding_fails_the_job_with_the_doctor_installed_from_the_action_path(
+    tmp_path, action_path
+):
     repo, prefix = workspace(tmp_path / "repo", "failing"), tmp_path / "prefix"
     job = run_job(repo, action_path, prefix, args=ARGS, **{"pip-args": pip_args(prefix)})
     install = job.step("Install vllm-doctor")
@@ -273,9 +331,15 @@ def test_a_finding_fails_the_job_with_the_doctor_installed_from_the_action_path(
     assert json.loads((dist / "direct_url.json").read_text())["url"] == action_path.as_uri()
     # every package of the checkout is in the distribution (the test interpreter's editable
     # install would otherwise hide a package pyproject.toml forgets)
-    packages = {p.parent.relative_to(action_path / "vllm_doctor").as_posix()
-                for p in (action_path / "vllm_doctor").rglob("__init__.py")}
-    assert packages and {p for p in packages if not (prefix / "vllm_doctor" / p / "__init__.py").is_file()} == set()
+    packages = {
+        p.parent.relative_to(action_path / "vllm_doctor").as_posix()
+        for p in (action_path / "vllm_doctor").rglob("__init__.py")
+    }
+    assert (
+        packages
+        and {p for p in packages if not (prefix / "vllm_doctor" / p / "__init__.py").is_file()}
+        == set()
+    )
     assert (prefix / "vllm_doctor" / "rules").is_dir()
     # the finding fails the gate and the job
     assert job.outputs["gate"]["exit-code"] == "1"
@@ -285,7 +349,8 @@ def test_a_finding_fails_the_job_with_the_doctor_installed_from_the_action_path(
     (model001,) = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "MODEL001"]
     assert model001["locations"][0]["physicalLocation"] == {
         "artifactLocation": {"uri": "deploy/serve.yaml", "uriBaseId": "%SRCROOT%"},
-        "region": {"startLine": 3}}
+        "region": {"startLine": 3},
+    }
     assert sarif["runs"][0]["originalUriBaseIds"]["%SRCROOT%"]["uri"] == repo.as_uri() + "/"
     assert "::error file=deploy/serve.yaml,line=3,title=MODEL001" in job.step("Run the gate").stdout
     assert "## vllm-doctor report" in job.summary and "MODEL001" in job.summary
@@ -294,8 +359,10 @@ def test_a_finding_fails_the_job_with_the_doctor_installed_from_the_action_path(
 
 def test_a_serve_line_in_the_workflow_is_located_there(tmp_path, action_path):
     repo, prefix = workspace(tmp_path / "repo", "failing"), tmp_path / "prefix"
-    args = ("--model-config model --report collect-env.txt "
-            "--serve 'vllm serve nvidia/diffusiongemma-26B-A4B-IT-NVFP4 -tp 2'")
+    args = (
+        "--model-config model --report collect-env.txt "
+        "--serve 'vllm serve nvidia/diffusiongemma-26B-A4B-IT-NVFP4 -tp 2'"
+    )
     job = run_job(repo, action_path, prefix, args=args, **{"pip-args": pip_args(prefix)})
     assert job.outputs["gate"]["exit-code"] == "1" and job.failed
     workflow = (repo / ".github" / "workflows" / "preflight.yml").read_text().splitlines()
@@ -304,9 +371,12 @@ def test_a_serve_line_in_the_workflow_is_located_there(tmp_path, action_path):
     (model001,) = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "MODEL001"]
     assert model001["locations"][0]["physicalLocation"] == {
         "artifactLocation": {"uri": ".github/workflows/preflight.yml", "uriBaseId": "%SRCROOT%"},
-        "region": {"startLine": args_line}}
-    assert (f"::error file=.github/workflows/preflight.yml,line={args_line},title=MODEL001"
-            in job.step("Run the gate").stdout)
+        "region": {"startLine": args_line},
+    }
+    assert (
+        f"::error file=.github/workflows/preflight.yml,line={args_line},title=MODEL001"
+        in job.step("Run the gate").stdout
+    )
 
 
 def test_a_clean_serve_config_passes_the_job(tmp_path, action_path):
@@ -318,13 +388,18 @@ def test_a_clean_serve_config_passes_the_job(tmp_path, action_path):
     assert job.upload is not None
 
 
-@pytest.mark.parametrize("given, message", [
-    ({"args": "--serve 'vllm serve nvidia/diffusiongemma-26B-A4B-IT-NVFP4 -tp 2"},
-     "the action input args cannot be split as a shell would: No closing quotation"),
-    ({"args": "   "}, "the action input args is empty"),
-    ({"args": ARGS, "strict": "yes"}, "input strict must be true or false, not 'yes'"),
-    ({"args": ARGS, "upload-sarif": "True "}, "input upload-sarif must be true or false"),
-])
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        (
+            {"args": "--serve 'vllm serve nvidia/diffusiongemma-26B-A4B-IT-NVFP4 -tp 2"},
+            "the action input args cannot be split as a shell would: No closing quotation",
+        ),
+        ({"args": "   "}, "the action input args is empty"),
+        ({"args": ARGS, "strict": "yes"}, "input strict must be true or false, not 'yes'"),
+        ({"args": ARGS, "upload-sarif": "True "}, "input upload-sarif must be true or false"),
+    ],
+)
 def test_broken_inputs_fail_the_job_with_a_clear_message(tmp_path, action_path, given, message):
     repo, prefix = workspace(tmp_path / "repo"), tmp_path / "prefix"
     job = run_job(repo, action_path, prefix, **given, **{"pip-args": pip_args(prefix)})
@@ -340,8 +415,13 @@ def test_broken_inputs_fail_the_job_with_a_clear_message(tmp_path, action_path, 
 
 def test_bad_input_to_the_doctor_fails_the_job_as_2(tmp_path, action_path):
     repo, prefix = workspace(tmp_path / "repo"), tmp_path / "prefix"
-    job = run_job(repo, action_path, prefix, args="--serve-config deploy/missing.yaml",
-                  **{"pip-args": pip_args(prefix)})
+    job = run_job(
+        repo,
+        action_path,
+        prefix,
+        args="--serve-config deploy/missing.yaml",
+        **{"pip-args": pip_args(prefix)},
+    )
     assert job.outputs["gate"]["exit-code"] == "2" and job.step("Gate").returncode == 2
     assert "--serve-config: no such file" in job.step("Run the gate").stderr
     assert job.summary == "" and job.upload is None  # no report for input it could not read
@@ -350,10 +430,17 @@ def test_bad_input_to_the_doctor_fails_the_job_as_2(tmp_path, action_path):
 def test_arguments_are_split_not_evaluated(tmp_path, action_path):
     repo, prefix = workspace(tmp_path / "repo"), tmp_path / "prefix"
     marker = tmp_path / "evaluated"
-    job = run_job(repo, action_path, prefix, args=f"--serve 'vllm serve m -tp 2' --select '$(touch {marker})'",
-                  **{"pip-args": pip_args(prefix)})
+    job = run_job(
+        repo,
+        action_path,
+        prefix,
+        args=f"--serve 'vllm serve m -tp 2' --select '$(touch {marker})'",
+        **{"pip-args": pip_args(prefix)},
+    )
     assert not marker.exists()
-    assert job.outputs["gate"]["exit-code"] == "2" and job.failed  # the odd prefix is an unknown --select
+    assert (
+        job.outputs["gate"]["exit-code"] == "2" and job.failed
+    )  # the odd prefix is an unknown --select
 
 
 def test_the_install_fails_the_job_when_the_action_path_cannot_be_installed(tmp_path, action_path):
@@ -367,6 +454,7 @@ def test_the_install_fails_the_job_when_the_action_path_cannot_be_installed(tmp_
 
 
 # -- the definition -----------------------------------------------------------------------
+
 
 def test_every_third_party_action_is_pinned_by_commit_with_its_tag_named():
     uses = [step["uses"] for step in ACTION["runs"]["steps"] if "uses" in step]
@@ -388,5 +476,7 @@ def test_run_steps_pass_shellcheck(tmp_path):
     for number, step in enumerate(s for s in ACTION["runs"]["steps"] if "run" in s):
         script = tmp_path / f"step-{number}.sh"
         script.write_text("#!/bin/bash\n" + _EXPRESSION.sub("X", step["run"]))
-        done = subprocess.run([shellcheck, "-s", "bash", str(script)], capture_output=True, text=True)
+        done = subprocess.run(
+            [shellcheck, "-s", "bash", str(script)], capture_output=True, text=True
+        )
         assert done.returncode == 0, f"{step['name']}: {done.stdout}"

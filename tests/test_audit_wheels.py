@@ -103,8 +103,7 @@ def run(capsys, *argv: str) -> tuple[int, str]:
 def test_agreeing_rule_exits_zero_and_reports_each_release(capsys, cache, rules_dir):
     code, out = run(capsys, str(cache), "--rules-dir", str(rules_dir), "--jobs", "1")
     assert code == 0
-    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()
-            if line[:1].isdigit()}
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines() if line[:1].isdigit()}
     assert rows == {"0.1.0": "absent", "0.2.0": "affected", "0.2.1": "affected", "0.3.0": "fixed"}
     assert "MISMATCH" not in out
 
@@ -118,7 +117,9 @@ def test_fingerprint_contradicting_ranges_is_a_mismatch(capsys, cache, rules_dir
     assert "affected ✗" in out
 
 
-def test_absent_file_in_affected_range_warns_and_fails_only_when_strict(capsys, tmp_path, rules_dir):
+def test_absent_file_in_affected_range_warns_and_fails_only_when_strict(
+    capsys, tmp_path, rules_dir
+):
     cache = tmp_path / "w2"
     cache.mkdir()
     make_wheel(cache, "0.2.5", {"model_executor/other.py": BUGGY})
@@ -130,9 +131,15 @@ def test_absent_file_in_affected_range_warns_and_fails_only_when_strict(capsys, 
 
 
 def test_pattern_outside_the_fingerprint_path_is_counted(capsys, cache, rules_dir):
-    make_wheel(cache, "0.4.0", {"model_executor/layers/thing.py": FIXED,
-                                "utils/copy_of_helper.py": FIXED,
-                                "docs/notes.md": "see def fixed_helper( in thing.py"})
+    make_wheel(
+        cache,
+        "0.4.0",
+        {
+            "model_executor/layers/thing.py": FIXED,
+            "utils/copy_of_helper.py": FIXED,
+            "docs/notes.md": "see def fixed_helper( in thing.py",
+        },
+    )
     code, out = run(capsys, str(cache), "--rules-dir", str(rules_dir), "--jobs", "1")
     assert code == 0
     line = next(ln for ln in out.splitlines() if ln.strip().startswith("HW999#0:"))
@@ -143,8 +150,9 @@ def test_pattern_outside_the_fingerprint_path_is_counted(capsys, cache, rules_di
 
 def test_markdown_report_carries_the_command_and_the_table(capsys, cache, rules_dir, tmp_path):
     md = tmp_path / "audit.md"
-    code, _ = run(capsys, str(cache), "--rules-dir", str(rules_dir), "--jobs", "1",
-                  "--markdown", str(md))
+    code, _ = run(
+        capsys, str(cache), "--rules-dir", str(rules_dir), "--jobs", "1", "--markdown", str(md)
+    )
     assert code == 0
     text = md.read_text(encoding="utf-8")
     assert f"python tools/audit_wheels.py {cache}" in text
@@ -154,8 +162,10 @@ def test_markdown_report_carries_the_command_and_the_table(capsys, cache, rules_
 
 
 def test_rules_with_ranges_only_are_listed_as_unchecked(capsys, cache, rules_dir):
-    text = RULE.replace("code: HW999", "code: HW998").split("  fingerprints:")[0] + RULE.split(
-        "      means: fixed\n", 1)[1]
+    text = (
+        RULE.replace("code: HW999", "code: HW998").split("  fingerprints:")[0]
+        + RULE.split("      means: fixed\n", 1)[1]
+    )
     assert "fingerprints" not in text and "when:" in text
     (rules_dir / "test" / "HW998.yaml").write_text(text, encoding="utf-8")
     code, out = run(capsys, str(cache), "--rules-dir", str(rules_dir), "--jobs", "1")
@@ -175,24 +185,30 @@ def test_parallel_and_serial_runs_agree(cache, rules_dir):
 def test_first_fingerprint_with_a_file_decides_and_means_affected(tmp_path):
     rules = tmp_path / "rules" / "x"
     rules.mkdir(parents=True)
-    text = RULE.replace("""  fingerprints:
+    text = RULE.replace(
+        """  fingerprints:
     - path: model_executor/**/thing.py
       pattern: 'def fixed_helper\\('
-      means: fixed""", """  fingerprints:
+      means: fixed""",
+        """  fingerprints:
     - path: model_executor/new_place.py
       pattern: 'new_fix'
       means: fixed
     - path: model_executor/**/thing.py
       pattern: 'return x\\[0\\]'
-      means: affected""")
+      means: affected""",
+    )
     assert "new_place" in text
     (rules / "HW999.yaml").write_text(text, encoding="utf-8")
     cache = tmp_path / "c"
     cache.mkdir()
     make_wheel(cache, "0.2.0", {"model_executor/a/thing.py": BUGGY})
     make_wheel(cache, "0.3.0", {"model_executor/a/thing.py": FIXED})
-    make_wheel(cache, "0.3.1", {"model_executor/a/thing.py": BUGGY,
-                                "model_executor/new_place.py": "new_fix = True"})
+    make_wheel(
+        cache,
+        "0.3.1",
+        {"model_executor/a/thing.py": BUGGY, "model_executor/new_place.py": "new_fix = True"},
+    )
     loaded, problems = aw.load_rules(tmp_path / "rules")
     assert not problems
     audit = aw.run_audit(aw.find_wheels(cache), loaded)
@@ -225,14 +241,27 @@ def test_decisions_match_the_engine_on_the_same_files(tmp_path, rules_dir):
         assert ours == (engine[0] if engine else "absent"), name
 
 
-@pytest.mark.parametrize("pattern", [
-    "model_executor/*.py", "model_executor/**/thing.py", "**/thing.py", "model_*/l?yers/*.py",
-    "model_executor/layers/[tx]hing.py", "v1/spec_decode/gemma4.py",
-])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "model_executor/*.py",
+        "model_executor/**/thing.py",
+        "**/thing.py",
+        "model_*/l?yers/*.py",
+        "model_executor/layers/[tx]hing.py",
+        "v1/spec_decode/gemma4.py",
+    ],
+)
 def test_glob_translation_matches_pathlib(tmp_path, pattern):
-    files = ["model_executor/thing.py", "model_executor/layers/thing.py",
-             "model_executor/layers/quant/thing.py", "model_executor/layers/xhing.py",
-             "v1/spec_decode/gemma4.py", "v1/thing.py", "model_executor/a.txt"]
+    files = [
+        "model_executor/thing.py",
+        "model_executor/layers/thing.py",
+        "model_executor/layers/quant/thing.py",
+        "model_executor/layers/xhing.py",
+        "v1/spec_decode/gemma4.py",
+        "v1/thing.py",
+        "model_executor/a.txt",
+    ]
     for rel in files:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x")
@@ -268,12 +297,21 @@ def test_bad_inputs_exit_two(capsys, tmp_path, cache, rules_dir):
 
 
 def test_versions_and_select_filter(capsys, cache, rules_dir):
-    code, out = run(capsys, str(cache), "--rules-dir", str(rules_dir), "--versions",
-                    "0.2.0,0.3.0", "--jobs", "1")
+    code, out = run(
+        capsys,
+        str(cache),
+        "--rules-dir",
+        str(rules_dir),
+        "--versions",
+        "0.2.0,0.3.0",
+        "--jobs",
+        "1",
+    )
     assert code == 0
     assert [ln.split()[0] for ln in out.splitlines() if ln[:1].isdigit()] == ["0.2.0", "0.3.0"]
-    code, out = run(capsys, str(cache), "--rules-dir", str(rules_dir), "--select", "SPEC",
-                    "--jobs", "1")
+    code, out = run(
+        capsys, str(cache), "--rules-dir", str(rules_dir), "--select", "SPEC", "--jobs", "1"
+    )
     assert code == 0 and "HW999" not in out
 
 
@@ -284,13 +322,23 @@ def test_download_fetches_only_missing_wheels_with_pip(monkeypatch, capsys, cach
         calls.append(cmd)
         if "download" in cmd:
             version = next(a for a in cmd if a.startswith("vllm==")).split("==")[1]
-            make_wheel(Path(cmd[cmd.index("-d") + 1]), version,
-                       {"model_executor/layers/thing.py": FIXED})
+            make_wheel(
+                Path(cmd[cmd.index("-d") + 1]), version, {"model_executor/layers/thing.py": FIXED}
+            )
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(aw.subprocess, "run", fake_run)
-    code, _ = run(capsys, str(cache), "--rules-dir", str(rules_dir), "--jobs", "1",
-                  "--download", "--versions", "0.2.0,0.3.5")
+    code, _ = run(
+        capsys,
+        str(cache),
+        "--rules-dir",
+        str(rules_dir),
+        "--jobs",
+        "1",
+        "--download",
+        "--versions",
+        "0.2.0,0.3.5",
+    )
     assert code == 0
     assert len(calls) == 1
     cmd = calls[0]
@@ -305,15 +353,25 @@ def test_download_lists_releases_from_the_index(monkeypatch, capsys, tmp_path, r
         calls.append(cmd)
         if "index" in cmd:
             return subprocess.CompletedProcess(
-                cmd, 0, "vllm (0.3.0)\nAvailable versions: 0.3.0, 0.3.0rc1, 0.2.0, 0.1.0\n", "")
+                cmd, 0, "vllm (0.3.0)\nAvailable versions: 0.3.0, 0.3.0rc1, 0.2.0, 0.1.0\n", ""
+            )
         version = next(a for a in cmd if a.startswith("vllm==")).split("==")[1]
         make_wheel(Path(cmd[cmd.index("-d") + 1]), version, {})
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(aw.subprocess, "run", fake_run)
     cache = tmp_path / "fresh"
-    code, _ = run(capsys, str(cache), "--rules-dir", str(rules_dir), "--jobs", "1",
-                  "--download", "--min-version", "0.2.0")
+    code, _ = run(
+        capsys,
+        str(cache),
+        "--rules-dir",
+        str(rules_dir),
+        "--jobs",
+        "1",
+        "--download",
+        "--min-version",
+        "0.2.0",
+    )
     fetched = [next(a for a in c if a.startswith("vllm==")) for c in calls if "download" in c]
     assert fetched == ["vllm==0.2.0", "vllm==0.3.0"]  # no pre-release, nothing below 0.2.0
     assert code == 0

@@ -31,16 +31,24 @@ ENTRIES = json.loads(CORPUS.read_text(encoding="utf-8"))["entries"]
 
 def _errors(entry: dict, rules) -> list[str]:
     hardware = entry.get("hardware") or {}
-    target = TargetHardware(gpu=hardware.get("gpu"), count=hardware.get("gpus")) \
-        if hardware else None
-    options = CollectOptions(serve_tokens=shlex.split(entry["command"]),
-                             vllm_version=entry["release"], probe_machine=False, target=target)
+    target = (
+        TargetHardware(gpu=hardware.get("gpu"), count=hardware.get("gpus")) if hardware else None
+    )
+    options = CollectOptions(
+        serve_tokens=shlex.split(entry["command"]),
+        vllm_version=entry["release"],
+        probe_machine=False,
+        target=target,
+    )
     try:
         doc = judge(options, rules)
     except InputError as err:
         return [f"bad input (exit 2): {err}"]
-    return [f"{f.rule.code}: " + "; ".join(f"{e.path} = {e.value}" for e in f.evidence)
-            for f in doc.applies if f.rule.severity == "error"]
+    return [
+        f"{f.rule.code}: " + "; ".join(f"{e.path} = {e.value}" for e in f.evidence)
+        for f in doc.applies
+        if f.rule.severity == "error"
+    ]
 
 
 def test_the_corpus_is_broad():
@@ -59,14 +67,17 @@ def test_known_good_commands_draw_no_error():
             continue
         errors = _errors(entry, rules)
         if errors:
-            failures.append(f"{entry['release']}: {entry['command']} ({entry['source']}): "
-                            + " | ".join(errors))
+            failures.append(
+                f"{entry['release']}: {entry['command']} ({entry['source']}): " + " | ".join(errors)
+            )
     assert not failures, f"{len(failures)} known-good commands draw errors:\n" + "\n".join(
-        failures[:20])
+        failures[:20]
+    )
 
 
-@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.get("exclude")][:1],
-                         ids=lambda e: f"{e['release']}")
+@pytest.mark.parametrize(
+    "entry", [e for e in ENTRIES if e.get("exclude")][:1], ids=lambda e: f"{e['release']}"
+)
 def test_an_excluded_command_is_excluded_for_its_error(entry):
     # the reason is about a real refusal: the doctor reports it
     assert _errors(entry, load_rules([default_rules_dir()]))
@@ -79,16 +90,22 @@ def test_a_corrected_command_that_would_still_fail_is_not_printed(tmp_path):
     report = tmp_path / "collect-env.txt"
     report.write_text(text.replace("0.23.1rc1.dev20+g0d8097964 (git sha: 0d8097964)", "0.23.0"))
     rules = load_rules([default_rules_dir()])
-    options = CollectOptions(serve_tokens=["vllm", "serve", "m", "--tensor-parallel-sise", "4"],
-                             report=report, probe_machine=False)
+    options = CollectOptions(
+        serve_tokens=["vllm", "serve", "m", "--tensor-parallel-sise", "4"],
+        report=report,
+        probe_machine=False,
+    )
     doc = judge(options, rules)
     [args100] = [f for f in doc.applies if f.rule.code == "ARGS100"]
     [evidence] = [e for e in args100.evidence if e.path == "release.corrected_command"]
     assert evidence.value.startswith("vllm serve m --tensor-parallel-size 4")
     assert "would still draw HW005" in evidence.value
     # on two GPUs with -tp 2 the corrected command passes and is printed as it is
-    options = CollectOptions(serve_tokens=["vllm", "serve", "m", "--tensor-parallel-sise", "2"],
-                             report=report, probe_machine=False)
+    options = CollectOptions(
+        serve_tokens=["vllm", "serve", "m", "--tensor-parallel-sise", "2"],
+        report=report,
+        probe_machine=False,
+    )
     doc = judge(options, rules)
     [args100] = [f for f in doc.applies if f.rule.code == "ARGS100"]
     [evidence] = [e for e in args100.evidence if e.path == "release.corrected_command"]
@@ -112,8 +129,12 @@ def test_repository_entries_carry_their_provenance():
     repo = [e for e in ENTRIES if "match" in e]
     assert repo, "no CI pipeline or test command in the corpus"
     for entry in repo:
-        assert len(entry["commit"]) == 40 and entry["kind"] in ("pipeline", "tests", "examples",
-                                                                 "benchmarks")
+        assert len(entry["commit"]) == 40 and entry["kind"] in (
+            "pipeline",
+            "tests",
+            "examples",
+            "benchmarks",
+        )
         assert entry["source"].startswith("https://github.com/vllm-project/vllm/blob/")
         match = entry["match"]
         assert match["score"] >= 0.9 and entry["release"] == match["window"][-1]
@@ -127,8 +148,11 @@ def test_repository_entries_carry_their_provenance():
 
 def test_the_pipeline_extractor_reads_steps_and_engine_commands():
     repository = _repository()
-    [block] = [b for b in repository.parse_blocks((FIXTURES / "repository.txt").read_text())
-               if b["commit"].startswith("000e0367")]
+    [block] = [
+        b
+        for b in repository.parse_blocks((FIXTURES / "repository.txt").read_text())
+        if b["commit"].startswith("000e0367")
+    ]
     found = repository.commands_of(block)
     # the Examples Test step's EngineArgs scripts, on the pipeline's default GPU; a script
     # run without --model (its own default) and data_parallel.py (its own options) are not
@@ -147,10 +171,13 @@ def test_the_step_hardware_comes_from_the_step():
     # the newer pipelines' keys (.buildkite/test_areas/distributed.yaml): device and
     # num_devices, and an AMD mirror of the step on two MI300X, judged on that GPU
     assert hardware({"device": "h100", "num_devices": 8}) == [({"gpus": 8, "gpu": "H100"}, None)]
-    assert hardware({"device": "b200-k8s", "num_devices": 2}) == \
-        [({"gpus": 2, "gpu": "B200"}, None)]
+    assert hardware({"device": "b200-k8s", "num_devices": 2}) == [
+        ({"gpus": 2, "gpu": "B200"}, None)
+    ]
     assert hardware({"num_devices": 2, "mirror": {"amd": {"device": "mi300_2"}}}) == [
-        ({"gpus": 2, "gpu": "L4"}, None), ({"gpus": 2, "gpu": "MI300X"}, None)]
+        ({"gpus": 2, "gpu": "L4"}, None),
+        ({"gpus": 2, "gpu": "MI300X"}, None),
+    ]
     # a CPU agent or a step without a GPU is another platform: kept, not judged
     assert hardware({"device": "amd_cpu"}) == [({}, "amd_cpu")]
     assert hardware({"no_gpu": True})[0][1]
@@ -162,14 +189,17 @@ def test_the_test_extractor_reads_server_arguments():
     [tools] = [b for b in blocks if b["file"] == "tests/tool_use/utils.py"]
     commands = [c for c, *_ in repository.commands_of(tools)]
     # ARGS + each configuration's arguments; "extended" configurations do not run in CI
-    assert commands[0] == ("vllm serve NousResearch/Hermes-3-Llama-3.1-8B "
-                           "--enable-auto-tool-choice --max-model-len 1024 --max-num-seqs 256 "
-                           "--enforce-eager --no-enable-prefix-caching --tool-call-parser hermes "
-                           "--chat-template examples/tool_chat_template_hermes.jinja")
+    assert commands[0] == (
+        "vllm serve NousResearch/Hermes-3-Llama-3.1-8B "
+        "--enable-auto-tool-choice --max-model-len 1024 --max-num-seqs 256 "
+        "--enforce-eager --no-enable-prefix-caching --tool-call-parser hermes "
+        "--chat-template examples/tool_chat_template_hermes.jinja"
+    )
     assert len(commands) == 8 and not any("Llama-4" in c for c in commands)
     [lmeval] = [b for b in blocks if b["file"].endswith("test_lmeval.py")]
     assert [c for c, *_ in repository.commands_of(lmeval)] == [
-        "vllm serve Qwen/Qwen2-1.5B-Instruct --max-model-len 4096 --disable-log-requests"]
+        "vllm serve Qwen/Qwen2-1.5B-Instruct --max-model-len 4096 --disable-log-requests"
+    ]
 
 
 @pytest.mark.skipif(not TREES.is_dir(), reason="needs the unpacked release trees")
@@ -177,13 +207,16 @@ def test_a_version_is_dated_by_what_it_refers_to():
     from packaging.version import Version
 
     repository = _repository()
-    trees = sorted((p for p in TREES.iterdir() if (p / "vllm").is_dir()),
-                   key=lambda p: Version(p.name))
+    trees = sorted(
+        (p for p in TREES.iterdir() if (p / "vllm").is_dir()), key=lambda p: Version(p.name)
+    )
     # vllm/worker/worker.py is gone after 0.10.2; flashinfer_cutlass_prepare_finalize.py
     # first appears in 0.10.0 (a stale path, vllm/sampling_metadata.py, lowers every score)
-    refs = [("path", "vllm/worker/worker.py"),
-            ("path", "vllm/model_executor/layers/fused_moe/flashinfer_cutlass_prepare_finalize.py"),
-            ("path", "vllm/sampling_metadata.py")]
+    refs = [
+        ("path", "vllm/worker/worker.py"),
+        ("path", "vllm/model_executor/layers/fused_moe/flashinfer_cutlass_prepare_finalize.py"),
+        ("path", "vllm/sampling_metadata.py"),
+    ]
     match = repository.match_release(trees, refs)
     assert match["window"] == ["0.10.0", "0.10.1", "0.10.1.1", "0.10.2"]
     assert match["score"] == round(2 / 3, 3)
@@ -195,8 +228,7 @@ def test_a_version_is_dated_by_what_it_refers_to():
 def test_documentation_examples_and_recipe_trials_are_in_the_corpus():
     # the issue's trials: commands from vLLM's documentation, its examples/ at a tag and
     # recipes, each with its page; test_known_good_commands_draw_no_error judges them
-    pages = [e for e in ENTRIES if e["source"].startswith("https://")
-             and "match" not in e]
+    pages = [e for e in ENTRIES if e["source"].startswith("https://") and "match" not in e]
     assert len(pages) >= 20 and len({e["source"] for e in pages}) >= 15
     examples = {e["release"] for e in ENTRIES if e.get("kind") == "examples"}
     assert len(examples) >= 5

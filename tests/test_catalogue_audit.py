@@ -15,8 +15,12 @@ SHIPPED = default_rules_dir()
 
 
 def test_the_shipped_rules_pass_validate_strict():
-    run = subprocess.run([sys.executable, "-m", "vllm_doctor", "rules", "validate", "--strict"],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "vllm_doctor", "rules", "validate", "--strict"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip().endswith("rules valid") and not run.stderr, run.stderr
 
@@ -42,8 +46,9 @@ def test_a_message_older_than_the_rule_s_architectures_is_no_contradiction(tmp_p
 
 
 def test_a_range_after_the_architectures_arrive_is_still_a_contradiction(tmp_path):
-    late = env008_copy(tmp_path, lambda text: text.replace('introduced: "0.11.0"',
-                                                           'introduced: "0.12.0"'))
+    late = env008_copy(
+        tmp_path, lambda text: text.replace('introduced: "0.11.0"', 'introduced: "0.12.0"')
+    )
     assert len(late) == 1
     assert "ENV008.yaml:signatures[2]" in late[0] and "from 0.10.0" in late[0]
     assert "registry has DeepseekV32ForCausalLM/GlmMoeDsaForCausalLM from 0.11.0" in late[0]
@@ -53,11 +58,17 @@ def test_a_range_after_the_architectures_arrive_is_still_a_contradiction(tmp_pat
 def test_an_architecture_the_rule_does_not_require_sets_no_bound(tmp_path):
     # the architecture test under `any`: the rule could apply to another model, from 0.10.0
     def optional(text: str) -> str:
-        test = ("    - {fact: model.architectures, contains_any: [DeepseekV32ForCausalLM, "
-                "GlmMoeDsaForCausalLM]}\n")
+        test = (
+            "    - {fact: model.architectures, contains_any: [DeepseekV32ForCausalLM, "
+            "GlmMoeDsaForCausalLM]}\n"
+        )
         assert test in text
-        return text.replace(test, "    - any:\n    " + test
-                            + "        - {fact: model.architectures, contains: SomeOtherModel}\n")
+        return text.replace(
+            test,
+            "    - any:\n    "
+            + test
+            + "        - {fact: model.architectures, contains: SomeOtherModel}\n",
+        )
 
     (line,) = env008_copy(tmp_path, optional)
     assert "from 0.10.0" in line and "starts at 0.11.0" in line and "registry" not in line

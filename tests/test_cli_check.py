@@ -17,21 +17,33 @@ RULES = HERE / "fixtures" / "engine" / "rules"
 def doctor(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):
     environ = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
     environ.update(env or {})
-    return subprocess.run([sys.executable, "-m", "vllm_doctor", *args], capture_output=True,
-                          text=True, env=environ, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_doctor", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        cwd=cwd,
+        timeout=120,
+    )
 
 
 def test_exit_0_when_nothing_at_fail_on_and_1_when_something_is():
     env = {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}  # ENV901 (info) applies
-    quiet = doctor("check", "--no-default-rules", "--rules-dir", str(RULES), "--format", "json", env=env)
+    quiet = doctor(
+        "check", "--no-default-rules", "--rules-dir", str(RULES), "--format", "json", env=env
+    )
     assert quiet.returncode == 0, quiet.stderr
     data = json.loads(quiet.stdout)
     assert [f["code"] for f in data["findings"]] == ["ENV901"]
     assert data["findings"][0]["evidence"][0]["source"] == "environment"
     assert "1 info" in quiet.stderr  # the summary line goes to stderr
-    strict = doctor("check", "--no-default-rules", "--rules-dir", str(RULES), "--fail-on", "info", env=env)
+    strict = doctor(
+        "check", "--no-default-rules", "--rules-dir", str(RULES), "--fail-on", "info", env=env
+    )
     assert strict.returncode == 1
-    never = doctor("check", "--no-default-rules", "--rules-dir", str(RULES), "--fail-on", "never", env=env)
+    never = doctor(
+        "check", "--no-default-rules", "--rules-dir", str(RULES), "--fail-on", "never", env=env
+    )
     assert never.returncode == 0
     clean = doctor("check", "--no-default-rules", "--rules-dir", str(RULES), "--fail-on", "info")
     assert clean.returncode == 0
@@ -41,26 +53,44 @@ def test_ignore_file_suppresses_and_output_file(tmp_path):
     ignore = tmp_path / "ignore.yaml"
     ignore.write_text("ignore:\n  - {code: ENV9, reason: we know}\n")
     out = tmp_path / "report.xml"
-    run = doctor("check", "--no-default-rules", "--rules-dir", str(RULES), "--fail-on", "info", "--ignore-file",
-                 str(ignore), "--format", "junit", "-o", str(out),
-                 env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"})
+    run = doctor(
+        "check",
+        "--no-default-rules",
+        "--rules-dir",
+        str(RULES),
+        "--fail-on",
+        "info",
+        "--ignore-file",
+        str(ignore),
+        "--format",
+        "junit",
+        "-o",
+        str(out),
+        env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"},
+    )
     assert run.returncode == 0, run.stderr
     assert "ignored: we know" in out.read_text()
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["check", "--format", "yaml"], "--format"),
-    (["check", "--fail-on", "critical"], "--fail-on"),
-    (["check", "--example", "no-such-example"], "no example"),
-    (["check", "--log", "/nonexistent/crash.log", "--rules-dir", str(RULES)], "no such log file"),
-    (["check", "--rules-dir", "/nonexistent"], "rule directory does not exist"),
-    (["explain", "NOPE999"], "no such rule"),
-    (["explain", "--log", "/nonexistent/crash.log"], "no such log file"),
-    (["rules", "validate", "--rules-dir", "/nonexistent"], "does not exist"),
-    (["no-such-command"], "No such command"),
-    (["check", "--serve", "  "], "the serve line is empty"),
-    (["facts", "--serve", ""], "the serve line is empty"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["check", "--format", "yaml"], "--format"),
+        (["check", "--fail-on", "critical"], "--fail-on"),
+        (["check", "--example", "no-such-example"], "no example"),
+        (
+            ["check", "--log", "/nonexistent/crash.log", "--rules-dir", str(RULES)],
+            "no such log file",
+        ),
+        (["check", "--rules-dir", "/nonexistent"], "rule directory does not exist"),
+        (["explain", "NOPE999"], "no such rule"),
+        (["explain", "--log", "/nonexistent/crash.log"], "no such log file"),
+        (["rules", "validate", "--rules-dir", "/nonexistent"], "does not exist"),
+        (["no-such-command"], "No such command"),
+        (["check", "--serve", "  "], "the serve line is empty"),
+        (["facts", "--serve", ""], "the serve line is empty"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, needle):
     run = doctor(*args)
     assert run.returncode == 2, (run.returncode, run.stderr)
@@ -79,7 +109,9 @@ def test_bad_rule_and_ignore_files_exit_2(tmp_path):
     assert validate.returncode == 2 and "HW999.yaml" in validate.stderr
     ignore = tmp_path / "ignore.yaml"
     ignore.write_text("ignore:\n  - {code: X, reason: r, expires: someday}\n")
-    run = doctor("check", "--no-default-rules", "--rules-dir", str(RULES), "--ignore-file", str(ignore))
+    run = doctor(
+        "check", "--no-default-rules", "--rules-dir", str(RULES), "--ignore-file", str(ignore)
+    )
     assert run.returncode == 2 and "is not a date" in run.stderr
 
 
@@ -92,8 +124,10 @@ def test_binary_log_is_rejected(tmp_path):
 
 def test_explain_log_names_the_rule(tmp_path):
     log = tmp_path / "crash.log"
-    log.write_text("(Worker_TP0) RuntimeError: a and b must have same reduction dim, "
-                   "but got [s88, s3] X [131072, 2816].\n")
+    log.write_text(
+        "(Worker_TP0) RuntimeError: a and b must have same reduction dim, "
+        "but got [s88, s3] X [131072, 2816].\n"
+    )
     run = doctor("explain", "--log", str(log), "--rules-dir", str(RULES))
     assert run.returncode == 1
     assert run.stdout.startswith("MODEL901 [error]")
@@ -108,7 +142,11 @@ def test_explain_code_and_rules_commands():
     assert run.returncode == 0
     for section in ("## What happens", "## Why", "## How to confirm", "## Known false positives"):
         assert section in run.stdout
-    listed = json.loads(doctor("rules", "list", "--format", "json", "--no-default-rules", "--rules-dir", str(RULES)).stdout)
+    listed = json.loads(
+        doctor(
+            "rules", "list", "--format", "json", "--no-default-rules", "--rules-dir", str(RULES)
+        ).stdout
+    )
     assert [r["code"] for r in listed] == ["ENV901", "HW901", "MODEL901"]
     tested = doctor("rules", "test", "--no-default-rules", "--rules-dir", str(RULES))
     assert tested.returncode == 0 and "6 passed, 0 failed" in tested.stdout
@@ -118,9 +156,12 @@ def test_rules_test_takes_codes_like_rules_show():
     run = doctor("rules", "test", "hw901", "-v", "--no-default-rules", "--rules-dir", str(RULES))
     assert run.returncode == 0 and "rules: 1," in run.stdout, run.stdout
     assert "ok    HW901" in run.stdout and "MODEL901" not in run.stdout
-    bad = doctor("rules", "test", "HW901", "XYZ999", "--no-default-rules", "--rules-dir", str(RULES))
+    bad = doctor(
+        "rules", "test", "HW901", "XYZ999", "--no-default-rules", "--rules-dir", str(RULES)
+    )
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
-        "vllm-doctor: rules test: no rule XYZ999 (`vllm-doctor rules list` lists the codes)"]
+        "vllm-doctor: rules test: no rule XYZ999 (`vllm-doctor rules list` lists the codes)"
+    ]
 
 
 def test_rules_test_fails_on_a_wrong_case(tmp_path):
@@ -134,17 +175,33 @@ def test_rules_test_fails_on_a_wrong_case(tmp_path):
 
 
 def test_corrected_command_keeps_the_users_variables():
-    run = doctor("check", "--no-default-rules", "--rules-dir", str(RULES), "--format", "json", "--serve",
-                 "VLLM_ATTENTION_BACKEND=FLASHINFER NCCL_DEBUG='INFO x' vllm serve m -tp 2")
+    run = doctor(
+        "check",
+        "--no-default-rules",
+        "--rules-dir",
+        str(RULES),
+        "--format",
+        "json",
+        "--serve",
+        "VLLM_ATTENTION_BACKEND=FLASHINFER NCCL_DEBUG='INFO x' vllm serve m -tp 2",
+    )
     (finding,) = [f for f in json.loads(run.stdout)["findings"] if f["code"] == "ENV901"]
     (suggestion,) = finding["suggestions"]
-    assert suggestion["command"] == "NCCL_DEBUG='INFO x' vllm serve m -tp 2 --attention-backend FLASH_ATTN"
+    assert (
+        suggestion["command"]
+        == "NCCL_DEBUG='INFO x' vllm serve m -tp 2 --attention-backend FLASH_ATTN"
+    )
     assert suggestion["env"] == ["unset VLLM_ATTENTION_BACKEND"]
 
 
 def test_secrets_on_the_serve_line_never_reach_a_report():
-    run = doctor("facts", "--format", "json", "--serve",
-                 "HF_TOKEN=hf_abc123 vllm serve m --hf-token hf_def456 --api-key=sk-789 -tp 2")
+    run = doctor(
+        "facts",
+        "--format",
+        "json",
+        "--serve",
+        "HF_TOKEN=hf_abc123 vllm serve m --hf-token hf_def456 --api-key=sk-789 -tp 2",
+    )
     assert run.returncode == 0, run.stderr
     for secret in ("hf_abc123", "hf_def456", "sk-789"):
         assert secret not in run.stdout
@@ -162,14 +219,21 @@ def test_serve_config_errors_name_serve_config(tmp_path):
     assert wrong.returncode == 2 and wrong.stderr.startswith("vllm-doctor: --serve-config: ")
 
 
-@pytest.mark.parametrize("words, flag", [(["--tensor-parallel-size", "2"], "--tensor-parallel-size"),
-                                         (["-q", "-tp", "2"], "-tp"),
-                                         (["--max-model-len=4096"], "--max-model-len")])
+@pytest.mark.parametrize(
+    "words, flag",
+    [
+        (["--tensor-parallel-size", "2"], "--tensor-parallel-size"),
+        (["-q", "-tp", "2"], "-tp"),
+        (["--max-model-len=4096"], "--max-model-len"),
+    ],
+)
 def test_a_serve_option_before_the_double_dash_says_where_it_belongs(words, flag):
     run = doctor("check", *words)
     assert run.returncode == 2
-    assert run.stderr == (f"vllm-doctor: {flag} is a `vllm serve` option: put the serve line after "
-                          f"`--`, as in `vllm-doctor check [OPTIONS] -- vllm serve MODEL {flag} ...`\n")
+    assert run.stderr == (
+        f"vllm-doctor: {flag} is a `vllm serve` option: put the serve line after "
+        f"`--`, as in `vllm-doctor check [OPTIONS] -- vllm serve MODEL {flag} ...`\n"
+    )
     # an option that is neither the doctor's nor vLLM's keeps click's message and suggestion
     typo = doctor("check", "--fail-onn", "x")
     assert typo.returncode == 2 and "No such option: --fail-onn" in typo.stderr
@@ -183,8 +247,10 @@ def test_check_without_input_says_what_it_could_not_decide_and_what_to_pass():
     undecided = data["undecided"]
     serve_needed = sum(any(m["fact"].startswith("serve.") for m in f["missing"]) for f in undecided)
     assert len(undecided) > serve_needed > len(undecided) / 2
-    assert summary.endswith(f"; {serve_needed} of the {len(undecided)} undecided need the serve "
-                            "line (after `--`: vllm-doctor check -- vllm serve MODEL ...)")
+    assert summary.endswith(
+        f"; {serve_needed} of the {len(undecided)} undecided need the serve "
+        "line (after `--`: vllm-doctor check -- vllm serve MODEL ...)"
+    )
     # the report no longer says that nothing applies without saying what was not checked
     decided = data["summary"]["rules_checked"] - len(undecided)
     assert f"none of the {decided} rules decided applies; {serve_needed} of the" in run.stdout

@@ -16,11 +16,19 @@ MODELS = Path(__file__).parent / "fixtures" / "models"
 
 def test_environment_prefixes_and_redaction():
     environ = {
-        "VLLM_ATTENTION_BACKEND": "FLASHINFER", "NCCL_P2P_DISABLE": "1",
-        "CUDA_VISIBLE_DEVICES": "0,1", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
-        "TORCH_CUDA_ARCH_LIST": "9.0", "HF_TOKEN": "hf_secret", "VLLM_API_KEY": "sk-1",
-        "HF_HUB_OFFLINE": "1", "NCCL_IB_PASSWORD": "x", "VLLM_SECRET_THING": "y",
-        "HOME": "/root", "PATH": "/bin", "OPENAI_API_KEY": "never-collected",
+        "VLLM_ATTENTION_BACKEND": "FLASHINFER",
+        "NCCL_P2P_DISABLE": "1",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+        "TORCH_CUDA_ARCH_LIST": "9.0",
+        "HF_TOKEN": "hf_secret",
+        "VLLM_API_KEY": "sk-1",
+        "HF_HUB_OFFLINE": "1",
+        "NCCL_IB_PASSWORD": "x",
+        "VLLM_SECRET_THING": "y",
+        "HOME": "/root",
+        "PATH": "/bin",
+        "OPENAI_API_KEY": "never-collected",
     }
     facts = Facts()
     collect_environment(facts, environ)
@@ -44,8 +52,10 @@ def model_facts(name: str, **serve) -> Facts:
 
 
 def add_gpus(facts: Facts, total_mib: int, free_mib: list[int], cuda: str = "12.8") -> None:
-    devices = [{"index": i, "memory_total_mib": total_mib, "memory_free_mib": f}
-               for i, f in enumerate(free_mib)]
+    devices = [
+        {"index": i, "memory_total_mib": total_mib, "memory_free_mib": f}
+        for i, f in enumerate(free_mib)
+    ]
     facts.set("gpu.devices", devices, Source.NVML)
     facts.set("gpu.memory_total_mib", total_mib, Source.NVML)
     facts.set("gpu.memory_free_mib", min(free_mib), Source.NVML)
@@ -53,8 +63,12 @@ def add_gpus(facts: Facts, total_mib: int, free_mib: list[int], cuda: str = "12.
 
 
 def test_llama_kv_and_memory_estimates():
-    facts = model_facts("Llama-3.1-8B-Instruct", tensor_parallel_size=2, max_model_len=8192,
-                        gpu_memory_utilization=0.9)
+    facts = model_facts(
+        "Llama-3.1-8B-Instruct",
+        tensor_parallel_size=2,
+        max_model_len=8192,
+        gpu_memory_utilization=0.9,
+    )
     add_gpus(facts, 24564, [24000, 24100])
     facts.set("torch.cuda_version", "12.8", Source.MACHINE)
     compute_derived(facts)
@@ -115,8 +129,9 @@ def test_tp_that_does_not_divide_heads():
 
 
 def test_free_memory_below_utilization_names_the_gpu():
-    facts = model_facts("Llama-3.1-8B-Instruct", tensor_parallel_size=2,
-                        gpu_memory_utilization=0.95)
+    facts = model_facts(
+        "Llama-3.1-8B-Instruct", tensor_parallel_size=2, gpu_memory_utilization=0.95
+    )
     add_gpus(facts, 81559, [80000, 60000])
     compute_derived(facts)
     assert facts.value("derived.free_memory_below_utilization") is True
@@ -151,11 +166,14 @@ def test_missing_inputs_are_named():
     compute_derived(facts)
     assert not any(p.startswith("derived.") for p in facts.values)
     assert facts.why_missing("derived.kv_bytes_per_token").startswith(
-        "needs model.num_hidden_layers: no model given")
+        "needs model.num_hidden_layers: no model given"
+    )
     assert facts.why_missing("derived.free_memory_below_utilization").startswith(
-        "needs gpu.memory_total_mib: NVML library not found")
+        "needs gpu.memory_total_mib: NVML library not found"
+    )
     assert facts.why_missing("derived.driver_supports_torch_cuda").startswith(
-        "needs driver.cuda_version")
+        "needs driver.cuda_version"
+    )
 
 
 def test_whole_model_kv_needs_no_serve_line():
@@ -178,16 +196,21 @@ def test_recomputing_replaces_old_values():
 @pytest.mark.parametrize("dtype, bytes_", [("float32", 4), ("float16", 2), ("bfloat16", 2)])
 def test_dtype_bytes(dtype, bytes_):
     facts = Facts()
-    for path, value in {"model.num_hidden_layers": 2, "model.num_key_value_heads": 1,
-                        "model.head_dim": 4, "model.dtype": dtype}.items():
+    for path, value in {
+        "model.num_hidden_layers": 2,
+        "model.num_key_value_heads": 1,
+        "model.head_dim": 4,
+        "model.dtype": dtype,
+    }.items():
         facts.set(path, value, Source.CONFIG)
     compute_derived(facts)
     assert facts.value("derived.kv_bytes_per_token") == 2 * 1 * 4 * 2 * bytes_
 
 
 def test_expert_parallel_size():
-    facts = model_facts("Qwen3-30B-A3B", tensor_parallel_size=2, data_parallel_size=3,
-                        enable_expert_parallel=True)
+    facts = model_facts(
+        "Qwen3-30B-A3B", tensor_parallel_size=2, data_parallel_size=3, enable_expert_parallel=True
+    )
     compute_derived(facts)
     assert facts.value("derived.expert_parallel_size") == 6
     facts.set("serve.enable_expert_parallel", False, Source.SERVE)
@@ -199,14 +222,17 @@ def test_expert_parallel_size():
     assert "serve.enable_expert_parallel" in facts.why_missing("derived.expert_parallel_size")
 
 
-@pytest.mark.parametrize("model, requested, above", [
-    ("Llama-3.1-8B-Instruct", 131072, False),     # llama3 RoPE type: not scaled further
-    ("Llama-3.1-8B-Instruct", 262144, True),
-    ("Qwen3-32B", 40960, False),
-    ("Qwen3-32B", 65536, True),
-    ("DeepSeek-V3.2", 163840, False),             # YaRN: 4096 × 40
-    ("gpt-oss-120b", 131073, True),               # YaRN: 4096 × 32
-])
+@pytest.mark.parametrize(
+    "model, requested, above",
+    [
+        ("Llama-3.1-8B-Instruct", 131072, False),  # llama3 RoPE type: not scaled further
+        ("Llama-3.1-8B-Instruct", 262144, True),
+        ("Qwen3-32B", 40960, False),
+        ("Qwen3-32B", 65536, True),
+        ("DeepSeek-V3.2", 163840, False),  # YaRN: 4096 × 40
+        ("gpt-oss-120b", 131073, True),  # YaRN: 4096 × 32
+    ],
+)
 def test_max_model_len_above_model(model, requested, above):
     facts = model_facts(model, max_model_len=requested)
     compute_derived(facts)
@@ -214,9 +240,17 @@ def test_max_model_len_above_model(model, requested, above):
 
 
 def test_hf_overrides_rope_scaling_raise_the_limit():
-    facts = model_facts("Qwen3-32B", max_model_len=131072, hf_overrides={
-        "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
-                         "original_max_position_embeddings": 32768}})
+    facts = model_facts(
+        "Qwen3-32B",
+        max_model_len=131072,
+        hf_overrides={
+            "rope_scaling": {
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 32768,
+            }
+        },
+    )
     compute_derived(facts)
     assert facts.value("derived.max_model_len_above_model") is False
     assert "yarn factor 4" in facts.get("derived.max_model_len_above_model").detail
@@ -233,4 +267,5 @@ def test_max_model_len_without_config_file_uses_the_fact():
     facts.set("serve.max_model_len", 8192, Source.SERVE)
     compute_derived(facts)
     assert facts.why_missing("derived.max_model_len_above_model").startswith(
-        "needs model.max_position_embeddings: model config not found")
+        "needs model.max_position_embeddings: model config not found"
+    )

@@ -73,7 +73,8 @@ def test_crashed_collectors_are_recorded_not_raised(monkeypatch):
     # recorded as crashes, so check and facts exit 3 (a gate fails closed)
     assert [c.line() for c in facts.crashes] == [
         "installed packages: RuntimeError: metadata is broken",
-        "GPUs (NVML): RuntimeError: metadata is broken"]
+        "GPUs (NVML): RuntimeError: metadata is broken",
+    ]
     assert facts.value("model.num_attention_heads") == 64  # the others went on
     status = {s.title: section_status(facts, s) for s in SECTIONS}
     assert status["Stack"][0] == FAIL and "crashed" in status["Stack"][1]
@@ -97,8 +98,9 @@ def fake_report_module(monkeypatch, calls: list) -> None:
 def test_report_replaces_machine_areas(monkeypatch, tmp_path):
     calls: list = []
     fake_report_module(monkeypatch, calls)
-    monkeypatch.setattr(packages, "collect_packages",
-                        lambda *a: pytest.fail("this machine must not be examined"))
+    monkeypatch.setattr(
+        packages, "collect_packages", lambda *a: pytest.fail("this machine must not be examined")
+    )
     report = tmp_path / "env.txt"
     report.write_text("vLLM Version                 : 0.25.1\n")
     facts = collect_facts(CollectOptions(report=report, environ={"VLLM_LOCAL": "1"}))
@@ -144,11 +146,16 @@ def test_serve_line_names_the_model(monkeypatch, tmp_path):
     fake_serve_module(monkeypatch, lines)
     model_dir = tmp_path / "llama"
     model_dir.mkdir()
-    (model_dir / "config.json").write_text((MODELS / "Llama-3.1-8B-Instruct" /
-                                            "config.json").read_text())
+    (model_dir / "config.json").write_text(
+        (MODELS / "Llama-3.1-8B-Instruct" / "config.json").read_text()
+    )
     monkeypatch.chdir(tmp_path)
-    facts = collect_facts(offline(serve_tokens=["vllm", "serve", "llama", "-tp", "3"],
-                                  environ={"VLLM_ATTENTION_BACKEND": "FLASHINFER"}))
+    facts = collect_facts(
+        offline(
+            serve_tokens=["vllm", "serve", "llama", "-tp", "3"],
+            environ={"VLLM_ATTENTION_BACKEND": "FLASHINFER"},
+        )
+    )
     assert lines[0].env_seen == {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}
     assert facts.value("serve.tensor_parallel_size") == 3
     assert facts.value("model.id") == "llama"
@@ -158,8 +165,9 @@ def test_serve_line_names_the_model(monkeypatch, tmp_path):
 
 
 def test_what_if_versions_through_collect():
-    facts = collect_facts(offline(vllm_version="0.23.1rc1.dev20+g0d8097964",
-                                  torch_version="2.11.0+cu130"))
+    facts = collect_facts(
+        offline(vllm_version="0.23.1rc1.dev20+g0d8097964", torch_version="2.11.0+cu130")
+    )
     assert facts.get("vllm.version").source == Source.USER
     assert facts.value("vllm.base_release") == "0.23.0"
     assert facts.value("torch.cuda_version") == "13.0"
@@ -174,6 +182,7 @@ def test_timings_are_reported():
 
 # -- the text view --------------------------------------------------------------------------
 
+
 def render(facts: Facts, verbose: bool = False) -> str:
     from rich.console import Console
 
@@ -183,8 +192,9 @@ def render(facts: Facts, verbose: bool = False) -> str:
 
 
 def test_text_view_marks_sources_and_reasons():
-    facts = collect_facts(offline(model_config=MODELS / "DeepSeek-V3.2",
-                                  environ={"NCCL_DEBUG": "INFO"}))
+    facts = collect_facts(
+        offline(model_config=MODELS / "DeepSeek-V3.2", environ={"NCCL_DEBUG": "INFO"})
+    )
     text = render(facts)
     assert f"[{OK}] Model" in text
     assert "model.architectures" in text and "DeepseekV32ForCausalLM" in text
@@ -208,11 +218,22 @@ def test_text_view_inferred_model_is_a_warning():
 
 # -- the command ----------------------------------------------------------------------------
 
+
 def test_facts_command_options(tmp_path, capsys):
     from vllm_doctor.cli import app
 
-    app(args=["facts", "--format", "json", "--model-config", str(MODELS / "Qwen3-32B"),
-              "--vllm-version", "0.25.1"], standalone_mode=False)
+    app(
+        args=[
+            "facts",
+            "--format",
+            "json",
+            "--model-config",
+            str(MODELS / "Qwen3-32B"),
+            "--vllm-version",
+            "0.25.1",
+        ],
+        standalone_mode=False,
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["facts"]["vllm.version"]["source"] == Source.USER
     assert data["facts"]["model.num_attention_heads"]["value"] == 64
@@ -223,8 +244,12 @@ def test_facts_command_options(tmp_path, capsys):
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vllm_doctor", "facts", *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_doctor", "facts", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_cli_json_and_bad_input():
@@ -249,8 +274,7 @@ def test_main_path_imports_nothing_heavy():
         "heavy = {'torch', 'vllm', 'rich', 'pydantic', 'yaml', 'transformers'}\n"
         "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 

@@ -105,8 +105,11 @@ class FakeNVML:
 
     def nvmlDeviceGetMemoryInfo(self, handle, version=None):
         h = handle
-        return SimpleNamespace(total=h.total_mib * 2**20, free=h.free_mib * 2**20,
-                               used=(h.total_mib - h.free_mib) * 2**20)
+        return SimpleNamespace(
+            total=h.total_mib * 2**20,
+            free=h.free_mib * 2**20,
+            used=(h.total_mib - h.free_mib) * 2**20,
+        )
 
     def _maybe(self, value):
         if value == "unsupported":
@@ -249,10 +252,17 @@ def test_a_driver_without_the_remote_device_type_call(monkeypatch):
             assert set(by_pair.values()) == {"NV18"}
 
 
-@pytest.mark.parametrize("read, write, p2p", [
-    (0, 0, True), (0, 2, False), (2, 0, False), (2, 2, False), (0, "error", None),
-    ("error", 0, None),
-])
+@pytest.mark.parametrize(
+    "read, write, p2p",
+    [
+        (0, 0, True),
+        (0, 2, False),
+        (2, 0, False),
+        (2, 2, False),
+        (0, "error", None),
+        ("error", 0, None),
+    ],
+)
 def test_p2p_needs_both_read_and_write(read, write, p2p):
     # NVML reports P2P read and write separately: a pair that can only read cannot run
     # vLLM's custom all-reduce, which writes into the peer's buffer
@@ -360,9 +370,15 @@ def test_no_nvml_library(monkeypatch):
     assert facts.why_missing("driver.cuda_version") == facts.why_missing("topology.links")
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("0,1", ["0", "1"]), (" 2 , 3 ", ["2", "3"]), ("", []), ("MIG-abc", ["MIG-abc"]),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("0,1", ["0", "1"]),
+        (" 2 , 3 ", ["2", "3"]),
+        ("", []),
+        ("MIG-abc", ["MIG-abc"]),
+    ],
+)
 def test_parse_visible_devices(value, expected):
     assert gpus.parse_visible_devices(value) == expected
 
@@ -386,10 +402,19 @@ def test_mig_mode_is_the_current_one_not_the_pending_one(current, pending, enabl
 
 def test_every_fact_names_nvml_as_its_source():
     facts, _ = collect("h100_nvswitch_x8")
-    for path in ("driver.version", "driver.cuda_version", "gpu.count", "gpu.names",
-                 "gpu.ecc_enabled", "topology.links", "topology.p2p_all"):
+    for path in (
+        "driver.version",
+        "driver.cuda_version",
+        "gpu.count",
+        "gpu.names",
+        "gpu.ecc_enabled",
+        "topology.links",
+        "topology.p2p_all",
+    ):
         assert facts.get(path).source == "NVML", path
-    facts, _ = collect("a100_mig", {"CUDA_VISIBLE_DEVICES": ",".join(
-        d["uuid"] for d in load("a100_mig")["mig_devices"])})
+    facts, _ = collect(
+        "a100_mig",
+        {"CUDA_VISIBLE_DEVICES": ",".join(d["uuid"] for d in load("a100_mig")["mig_devices"])},
+    )
     (pair,) = facts.value("topology.links")
     assert (pair["p2p_read"], pair["p2p_write"], pair["p2p"]) == (False, False, False)

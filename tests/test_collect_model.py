@@ -25,57 +25,138 @@ MODELS = Path(__file__).parent / "fixtures" / "models"
 # fixture → expected facts (None: the fact must be absent)
 EXPECTED = {
     "diffusiongemma-26B-A4B-IT-NVFP4": dict(
-        architectures=["DiffusionGemmaForBlockDiffusion"], model_type="diffusion_gemma",
-        text_model_type="diffusion_gemma_text", family="diffusion_gemma",
-        num_attention_heads=16, num_key_value_heads=8, head_dim=256, global_head_dim=512,
-        hidden_size=2816, vocab_size=262144, num_hidden_layers=30, num_experts=128,
-        dtype="bfloat16", quant_method="modelopt", quant_algo="NVFP4", quant_scheme="nvfp4",
-        weights_bytes=17_384_245_248),
+        architectures=["DiffusionGemmaForBlockDiffusion"],
+        model_type="diffusion_gemma",
+        text_model_type="diffusion_gemma_text",
+        family="diffusion_gemma",
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=256,
+        global_head_dim=512,
+        hidden_size=2816,
+        vocab_size=262144,
+        num_hidden_layers=30,
+        num_experts=128,
+        dtype="bfloat16",
+        quant_method="modelopt",
+        quant_algo="NVFP4",
+        quant_scheme="nvfp4",
+        weights_bytes=17_384_245_248,
+    ),
     "gemma-4-E2B-it": dict(
-        architectures=["Gemma4ForConditionalGeneration"], model_type="gemma4",
-        text_model_type="gemma4_text", family="gemma4", num_attention_heads=8,
-        num_key_value_heads=1, head_dim=256, global_head_dim=512, hidden_size=1536,
-        num_hidden_layers=35, num_experts=None, quant_method=None,
-        max_position_embeddings=131072),
+        architectures=["Gemma4ForConditionalGeneration"],
+        model_type="gemma4",
+        text_model_type="gemma4_text",
+        family="gemma4",
+        num_attention_heads=8,
+        num_key_value_heads=1,
+        head_dim=256,
+        global_head_dim=512,
+        hidden_size=1536,
+        num_hidden_layers=35,
+        num_experts=None,
+        quant_method=None,
+        max_position_embeddings=131072,
+    ),
     "gemma-4-26B-A4B-it": dict(
-        family="gemma4", num_attention_heads=16, num_key_value_heads=8, num_experts=128,
-        hidden_size=2816, num_hidden_layers=30, max_position_embeddings=262144),
+        family="gemma4",
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        num_experts=128,
+        hidden_size=2816,
+        num_hidden_layers=30,
+        max_position_embeddings=262144,
+    ),
     "gemma-4-31B-it": dict(
-        family="gemma4", num_attention_heads=32, num_key_value_heads=16, num_experts=None,
-        hidden_size=5376, num_hidden_layers=60, global_head_dim=512),
+        family="gemma4",
+        num_attention_heads=32,
+        num_key_value_heads=16,
+        num_experts=None,
+        hidden_size=5376,
+        num_hidden_layers=60,
+        global_head_dim=512,
+    ),
     "gemma-4-E2B-it-assistant": dict(
-        architectures=["Gemma4MTPModel"], family="gemma4", num_hidden_layers=4),
+        architectures=["Gemma4MTPModel"], family="gemma4", num_hidden_layers=4
+    ),
     "DeepSeek-V3.2": dict(
-        architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32",
-        text_model_type=None, family="deepseek_v32", num_attention_heads=128,
-        kv_lora_rank=512, head_dim=192, num_experts=256, num_mtp_layers=1,
-        quant_method="fp8", quant_scheme="fp8-dynamic", dtype="bfloat16", vocab_size=129280),
+        architectures=["DeepseekV32ForCausalLM"],
+        model_type="deepseek_v32",
+        text_model_type=None,
+        family="deepseek_v32",
+        num_attention_heads=128,
+        kv_lora_rank=512,
+        head_dim=192,
+        num_experts=256,
+        num_mtp_layers=1,
+        quant_method="fp8",
+        quant_scheme="fp8-dynamic",
+        dtype="bfloat16",
+        vocab_size=129280,
+    ),
     "DeepSeek-V3.2-NVFP4": dict(
-        family="deepseek_v32", quant_method="modelopt", quant_algo="NVFP4",
-        quant_scheme="nvfp4", kv_lora_rank=512),
+        family="deepseek_v32",
+        quant_method="modelopt",
+        quant_algo="NVFP4",
+        quant_scheme="nvfp4",
+        kv_lora_rank=512,
+    ),
     "Llama-3.1-8B-Instruct": dict(
-        architectures=["LlamaForCausalLM"], family="llama", num_attention_heads=32,
-        num_key_value_heads=8, head_dim=128, hidden_size=4096, vocab_size=128256,
-        num_hidden_layers=32, max_position_embeddings=131072, quant_method=None,
-        weights_bytes=16_060_522_496),
+        architectures=["LlamaForCausalLM"],
+        family="llama",
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        hidden_size=4096,
+        vocab_size=128256,
+        num_hidden_layers=32,
+        max_position_embeddings=131072,
+        quant_method=None,
+        weights_bytes=16_060_522_496,
+    ),
     "Meta-Llama-3.1-8B-Instruct-FP8-dynamic": dict(
-        quant_method="compressed-tensors", quant_scheme="fp8-dynamic", quant_algo=None),
-    "Qwen3-32B": dict(family="qwen3", num_attention_heads=64, num_key_value_heads=8,
-                      head_dim=128, num_hidden_layers=64, max_position_embeddings=40960),
+        quant_method="compressed-tensors", quant_scheme="fp8-dynamic", quant_algo=None
+    ),
+    "Qwen3-32B": dict(
+        family="qwen3",
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        head_dim=128,
+        num_hidden_layers=64,
+        max_position_embeddings=40960,
+    ),
     "Qwen3-32B-quantized.w4a16": dict(quant_method="compressed-tensors", quant_scheme="w4a16"),
-    "Qwen3-30B-A3B": dict(family="qwen3", model_type="qwen3_moe", num_experts=128,
-                          num_key_value_heads=4, num_hidden_layers=48),
-    "gpt-oss-120b": dict(architectures=["GptOssForCausalLM"], family="gpt_oss",
-                         num_experts=128, head_dim=64, quant_method="mxfp4",
-                         quant_scheme="mxfp4"),
-    "Llama-3.1-8B-Instruct-FP4": dict(quant_method="modelopt", quant_algo="NVFP4",
-                                      quant_scheme="nvfp4"),
+    "Qwen3-30B-A3B": dict(
+        family="qwen3",
+        model_type="qwen3_moe",
+        num_experts=128,
+        num_key_value_heads=4,
+        num_hidden_layers=48,
+    ),
+    "gpt-oss-120b": dict(
+        architectures=["GptOssForCausalLM"],
+        family="gpt_oss",
+        num_experts=128,
+        head_dim=64,
+        quant_method="mxfp4",
+        quant_scheme="mxfp4",
+    ),
+    "Llama-3.1-8B-Instruct-FP4": dict(
+        quant_method="modelopt", quant_algo="NVFP4", quant_scheme="nvfp4"
+    ),
     "Phi-3.5-vision-instruct-FP8-dynamic": dict(
-        architectures=["Phi3VForCausalLM"], model_type="phi3_v", family="phi3",
-        num_attention_heads=32, num_key_value_heads=32, head_dim=96,
-        quant_method="compressed-tensors", quant_scheme="fp8-dynamic"),
-    "Qwen2.5-7B-Instruct-AWQ": dict(quant_method="awq", quant_scheme="awq", dtype="float16",
-                                    num_key_value_heads=4),
+        architectures=["Phi3VForCausalLM"],
+        model_type="phi3_v",
+        family="phi3",
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        head_dim=96,
+        quant_method="compressed-tensors",
+        quant_scheme="fp8-dynamic",
+    ),
+    "Qwen2.5-7B-Instruct-AWQ": dict(
+        quant_method="awq", quant_scheme="awq", dtype="float16", num_key_value_heads=4
+    ),
 }
 
 
@@ -155,8 +236,9 @@ def test_hf_cache_newest_snapshot_and_refs_main(tmp_path):
     make_snapshot(cache, "google/gemma-4-31B-it", "aaa", "gemma-4-E2B-it", now - 100)
     make_snapshot(cache, "google/gemma-4-31B-it", "bbb", "gemma-4-31B-it", now)
     facts = Facts()
-    collect_model(facts, None, "google/gemma-4-31B-it", cwd=tmp_path,
-                  environ={"HF_HUB_CACHE": str(cache)})
+    collect_model(
+        facts, None, "google/gemma-4-31B-it", cwd=tmp_path, environ={"HF_HUB_CACHE": str(cache)}
+    )
     assert facts.value("model.num_hidden_layers") == 60  # newest snapshot
     assert facts.value("model.weights_bytes") == 62_546_841_600
     assert "HF cache" in facts.get("model.architectures").detail
@@ -164,8 +246,9 @@ def test_hf_cache_newest_snapshot_and_refs_main(tmp_path):
     (cache / "models--google--gemma-4-31B-it" / "refs").mkdir()
     (cache / "models--google--gemma-4-31B-it" / "refs" / "main").write_text("aaa")
     facts = Facts()
-    collect_model(facts, None, "google/gemma-4-31B-it", cwd=tmp_path,
-                  environ={"HF_HUB_CACHE": str(cache)})
+    collect_model(
+        facts, None, "google/gemma-4-31B-it", cwd=tmp_path, environ={"HF_HUB_CACHE": str(cache)}
+    )
     assert facts.value("model.num_hidden_layers") == 35
 
 
@@ -176,20 +259,28 @@ def test_hf_cache_case_insensitive(tmp_path):
     assert find_in_hf_cache("not-a-repo-id", cache) is None
 
 
-@pytest.mark.parametrize("env, expected", [
-    ({"HF_HUB_CACHE": "/a/hub", "HF_HOME": "/b"}, "/a/hub"),
-    ({"HF_HOME": "/b"}, "/b/hub"),
-    ({"XDG_CACHE_HOME": "/x"}, "/x/huggingface/hub"),
-    ({"HOME": "/home/u"}, "/home/u/.cache/huggingface/hub"),
-])
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({"HF_HUB_CACHE": "/a/hub", "HF_HOME": "/b"}, "/a/hub"),
+        ({"HF_HOME": "/b"}, "/b/hub"),
+        ({"XDG_CACHE_HOME": "/x"}, "/x/huggingface/hub"),
+        ({"HOME": "/home/u"}, "/home/u/.cache/huggingface/hub"),
+    ],
+)
 def test_hf_hub_cache_location(env, expected):
     assert hf_hub_cache(env) == Path(expected)
 
 
 def test_inference_from_the_name_only(tmp_path):
     facts = Facts()
-    collect_model(facts, None, "nvidia/diffusiongemma-26B-A4B-IT-NVFP4", cwd=tmp_path,
-                  environ={"HF_HUB_CACHE": str(tmp_path / "empty")})
+    collect_model(
+        facts,
+        None,
+        "nvidia/diffusiongemma-26B-A4B-IT-NVFP4",
+        cwd=tmp_path,
+        environ={"HF_HUB_CACHE": str(tmp_path / "empty")},
+    )
     assert facts.value("model.inferred") is True
     assert facts.value("model.quant_scheme") == "nvfp4"
     assert facts.value("model.family") == "diffusion_gemma"
@@ -199,16 +290,19 @@ def test_inference_from_the_name_only(tmp_path):
     assert "not in the Hugging Face cache" in reason and "--model-config" in reason
 
 
-@pytest.mark.parametrize("model_id, scheme, family", [
-    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic", "fp8-dynamic", "llama"),
-    ("Qwen/Qwen3-32B-FP8", "fp8", "qwen3"),
-    ("Qwen/Qwen2.5-7B-Instruct-AWQ", "awq", "qwen2"),
-    ("openai/gpt-oss-120b", "mxfp4", "gpt_oss"),
-    ("deepseek-ai/DeepSeek-V3.2", None, "deepseek_v32"),
-    ("nvidia/DeepSeek-V3.2-NVFP4", "nvfp4", "deepseek_v32"),
-    ("RedHatAI/Qwen3-32B-quantized.w4a16", "w4a16", "qwen3"),
-    ("neuralmagic/Llama-3.1-8B-Instruct-quantized.w8a8", "w8a8-int8", "llama"),
-])
+@pytest.mark.parametrize(
+    "model_id, scheme, family",
+    [
+        ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic", "fp8-dynamic", "llama"),
+        ("Qwen/Qwen3-32B-FP8", "fp8", "qwen3"),
+        ("Qwen/Qwen2.5-7B-Instruct-AWQ", "awq", "qwen2"),
+        ("openai/gpt-oss-120b", "mxfp4", "gpt_oss"),
+        ("deepseek-ai/DeepSeek-V3.2", None, "deepseek_v32"),
+        ("nvidia/DeepSeek-V3.2-NVFP4", "nvfp4", "deepseek_v32"),
+        ("RedHatAI/Qwen3-32B-quantized.w4a16", "w4a16", "qwen3"),
+        ("neuralmagic/Llama-3.1-8B-Instruct-quantized.w8a8", "w8a8-int8", "llama"),
+    ],
+)
 def test_name_hints(model_id, scheme, family):
     facts = Facts()
     collect_model(facts, None, model_id, environ={}, use_hf_cache=False)
@@ -243,43 +337,93 @@ def test_weights_size_from_safetensors_files(tmp_path):
     assert "no safetensors" in facts.why_missing("model.weights_bytes")
 
 
-@pytest.mark.parametrize("qcfg, expected", [
-    ({"quant_method": "fp8", "activation_scheme": "static"}, ("fp8", None, "fp8")),
-    ({"quant_method": "modelopt", "quant_algo": "FP8"}, ("modelopt", "FP8", "fp8")),
-    ({"quant_method": "modelopt_fp4", "quant_algo": "NVFP4"}, ("modelopt_fp4", "NVFP4", "nvfp4")),
-    ({"quant_method": "gptq_marlin", "bits": 4}, ("gptq_marlin", None, "gptq")),
-    ({"quant_method": "bitsandbytes", "load_in_4bit": True}, ("bitsandbytes", None, "bnb")),
-    ({"quant_method": "compressed-tensors", "config_groups": {"g": {
-        "weights": {"num_bits": 4, "type": "float"},
-        "input_activations": {"num_bits": 4, "type": "float"}}}},
-     ("compressed-tensors", None, "nvfp4")),
-    ({"quant_method": "compressed-tensors", "config_groups": {"g": {
-        "weights": {"num_bits": 4, "type": "int"},
-        "input_activations": {"num_bits": 8, "type": "float", "dynamic": True}}}},
-     ("compressed-tensors", None, "w4a8")),
-    ({"quant_method": "compressed-tensors", "config_groups": {"g": {
-        "weights": {"num_bits": 8, "type": "int"},
-        "input_activations": {"num_bits": 8, "type": "int", "dynamic": True}}}},
-     ("compressed-tensors", None, "w8a8-int8")),
-    ({"quant_method": "compressed-tensors", "config_groups": {
-        "a": {"weights": {"num_bits": 8, "type": "float"},
-              "input_activations": {"num_bits": 8, "type": "float", "dynamic": True}},
-        "b": {"weights": {"num_bits": 4, "type": "float"},
-              "input_activations": {"num_bits": 4, "type": "float"}}}},
-     ("compressed-tensors", None, "mixed")),
-])
+@pytest.mark.parametrize(
+    "qcfg, expected",
+    [
+        ({"quant_method": "fp8", "activation_scheme": "static"}, ("fp8", None, "fp8")),
+        ({"quant_method": "modelopt", "quant_algo": "FP8"}, ("modelopt", "FP8", "fp8")),
+        (
+            {"quant_method": "modelopt_fp4", "quant_algo": "NVFP4"},
+            ("modelopt_fp4", "NVFP4", "nvfp4"),
+        ),
+        ({"quant_method": "gptq_marlin", "bits": 4}, ("gptq_marlin", None, "gptq")),
+        ({"quant_method": "bitsandbytes", "load_in_4bit": True}, ("bitsandbytes", None, "bnb")),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {
+                    "g": {
+                        "weights": {"num_bits": 4, "type": "float"},
+                        "input_activations": {"num_bits": 4, "type": "float"},
+                    }
+                },
+            },
+            ("compressed-tensors", None, "nvfp4"),
+        ),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {
+                    "g": {
+                        "weights": {"num_bits": 4, "type": "int"},
+                        "input_activations": {"num_bits": 8, "type": "float", "dynamic": True},
+                    }
+                },
+            },
+            ("compressed-tensors", None, "w4a8"),
+        ),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {
+                    "g": {
+                        "weights": {"num_bits": 8, "type": "int"},
+                        "input_activations": {"num_bits": 8, "type": "int", "dynamic": True},
+                    }
+                },
+            },
+            ("compressed-tensors", None, "w8a8-int8"),
+        ),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {
+                    "a": {
+                        "weights": {"num_bits": 8, "type": "float"},
+                        "input_activations": {"num_bits": 8, "type": "float", "dynamic": True},
+                    },
+                    "b": {
+                        "weights": {"num_bits": 4, "type": "float"},
+                        "input_activations": {"num_bits": 4, "type": "float"},
+                    },
+                },
+            },
+            ("compressed-tensors", None, "mixed"),
+        ),
+    ],
+)
 def test_quant_schemes(qcfg, expected):
     assert quant_scheme(qcfg) == expected
 
 
 def test_quant_from_hf_quant_config_alone():
-    assert quant_scheme({}, {"quantization": {"quant_algo": "NVFP4"}}) == ("modelopt", "NVFP4",
-                                                                           "nvfp4")
+    assert quant_scheme({}, {"quantization": {"quant_algo": "NVFP4"}}) == (
+        "modelopt",
+        "NVFP4",
+        "nvfp4",
+    )
 
 
-@pytest.mark.parametrize("model_type, family", [
-    ("gemma4_text", "gemma4"), ("qwen3_moe", "qwen3"), ("phi3_v", "phi3"),
-    ("deepseek_v32", "deepseek_v32"), ("llama", "llama"), (None, None),
-])
+@pytest.mark.parametrize(
+    "model_type, family",
+    [
+        ("gemma4_text", "gemma4"),
+        ("qwen3_moe", "qwen3"),
+        ("phi3_v", "phi3"),
+        ("deepseek_v32", "deepseek_v32"),
+        ("llama", "llama"),
+        (None, None),
+    ],
+)
 def test_family_of(model_type, family):
     assert family_of(model_type) == family

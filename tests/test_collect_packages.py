@@ -11,8 +11,14 @@ from vllm_doctor.facts import packages
 from vllm_doctor.facts.model import Facts, Source
 
 
-def make_dist(site: Path, name: str, version: str, requires: list[str] = (),
-              package: str | None = None, files: dict[str, str] | None = None) -> None:
+def make_dist(
+    site: Path,
+    name: str,
+    version: str,
+    requires: list[str] = (),
+    package: str | None = None,
+    files: dict[str, str] | None = None,
+) -> None:
     info = site / f"{name.replace('-', '_')}-{version}.dist-info"
     info.mkdir(parents=True)
     lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
@@ -68,16 +74,33 @@ def collect(site: Path) -> Facts:
 
 
 def add_torch(site: Path, version: str = "2.11.0+cu130", cuda: str | None = "13.0") -> None:
-    make_dist(site, "torch", version, package="torch", files={
-        "version.py": TORCH_VERSION_PY.format(version=version,
-                                               cuda=repr(cuda) if cuda else "None")})
+    make_dist(
+        site,
+        "torch",
+        version,
+        package="torch",
+        files={
+            "version.py": TORCH_VERSION_PY.format(
+                version=version, cuda=repr(cuda) if cuda else "None"
+            )
+        },
+    )
 
 
-def add_vllm(site: Path, version: str = "0.23.1rc1.dev20+g0d8097964",
-             requires: tuple[str, ...] = ("torch==2.11.0", "transformers>=4.56"),
-             commit: str = "g0d8097964") -> None:
-    make_dist(site, "vllm", version, list(requires), package="vllm", files={
-        "_version.py": VLLM_VERSION_PY.format(version=version, commit=commit)})
+def add_vllm(
+    site: Path,
+    version: str = "0.23.1rc1.dev20+g0d8097964",
+    requires: tuple[str, ...] = ("torch==2.11.0", "transformers>=4.56"),
+    commit: str = "g0d8097964",
+) -> None:
+    make_dist(
+        site,
+        "vllm",
+        version,
+        list(requires),
+        package="vllm",
+        files={"_version.py": VLLM_VERSION_PY.format(version=version, commit=commit)},
+    )
 
 
 def test_nightly_vllm_with_matching_torch(site):
@@ -120,10 +143,15 @@ def test_torch_mismatch_and_cpu_build(site):
 
 def test_requirement_markers_and_extras(site):
     add_torch(site, version="2.9.0")
-    add_vllm(site, version="0.11.0", requires=(
-        'torch==2.8.0; python_version < "3.0"',  # does not apply here
-        "torch>=2.9,<2.10",
-        'torch==2.1; extra == "old"'))
+    add_vllm(
+        site,
+        version="0.11.0",
+        requires=(
+            'torch==2.8.0; python_version < "3.0"',  # does not apply here
+            "torch>=2.9,<2.10",
+            'torch==2.1; extra == "old"',
+        ),
+    )
     facts = collect(site)
     assert facts.value("vllm.torch_requirement") == "torch>=2.9,<2.10"
     assert "vllm.torch_pin" not in facts  # a range is not a pin
@@ -160,16 +188,19 @@ def test_local_build_date_from_version(site):
     assert facts.value("vllm.base_release") == "0.25.1"
 
 
-@pytest.mark.parametrize("version, dev, base, sha, date", [
-    ("0.23.1rc1.dev20+g0d8097964", True, "0.23.0", "0d8097964", None),
-    ("0.26.1rc1.dev693+g7f7a32cfe", True, "0.26.0", "7f7a32cfe", None),
-    ("0.25.2.dev0+g752a3a504.d20260720", True, "0.25.1", "752a3a504", "20260720"),
-    ("0.24.0rc1", True, "0.23.0", None, None),
-    ("1.0.0.dev3", True, "0.0.0", None, None),
-    ("0.25.1", False, None, None, None),
-    ("0.10.2+9dd9ca32.nv25.10", False, None, "9dd9ca32", None),
-    ("0.9.3.dev2469+gfx906.update1.g76f77e183", True, "0.9.2", "76f77e183", None),
-])
+@pytest.mark.parametrize(
+    "version, dev, base, sha, date",
+    [
+        ("0.23.1rc1.dev20+g0d8097964", True, "0.23.0", "0d8097964", None),
+        ("0.26.1rc1.dev693+g7f7a32cfe", True, "0.26.0", "7f7a32cfe", None),
+        ("0.25.2.dev0+g752a3a504.d20260720", True, "0.25.1", "752a3a504", "20260720"),
+        ("0.24.0rc1", True, "0.23.0", None, None),
+        ("1.0.0.dev3", True, "0.0.0", None, None),
+        ("0.25.1", False, None, None, None),
+        ("0.10.2+9dd9ca32.nv25.10", False, None, "9dd9ca32", None),
+        ("0.9.3.dev2469+gfx906.update1.g76f77e183", True, "0.9.2", "76f77e183", None),
+    ],
+)
 def test_version_strings(version, dev, base, sha, date):
     assert packages.is_dev_version(version) is dev
     assert packages.base_release_of(version) == base
@@ -178,11 +209,18 @@ def test_version_strings(version, dev, base, sha, date):
 
 def test_read_version_file(tmp_path):
     path = tmp_path / "version.py"
-    path.write_text("__version__ = version = '1.2.3'  # comment\ncuda: Optional[str] = '12.8'\n"
-                    "hip = None\ndebug = False\n    indented = 'x'\n")
+    path.write_text(
+        "__version__ = version = '1.2.3'  # comment\ncuda: Optional[str] = '12.8'\n"
+        "hip = None\ndebug = False\n    indented = 'x'\n"
+    )
     info = packages.read_version_file(path)
-    assert info == {"__version__": "1.2.3", "version": "1.2.3", "cuda": "12.8", "hip": None,
-                    "debug": False}
+    assert info == {
+        "__version__": "1.2.3",
+        "version": "1.2.3",
+        "cuda": "12.8",
+        "hip": None,
+        "debug": False,
+    }
     assert packages.read_version_file(tmp_path / "absent.py") == {}
 
 

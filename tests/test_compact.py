@@ -35,7 +35,8 @@ def test_changed_source_is_built_again_and_the_stale_build_dropped(cache):
     assert compact.cached("thing", [("a", b"one")], lambda: "from one") == "from one"
     assert compact.cached("thing", [("a", b"two")], lambda: "from two") == "from two"
     assert [p.name for p in cache.glob("thing-*.marshal")] == [
-        f"thing-{compact.digest([('a', b'two')])}.marshal"]
+        f"thing-{compact.digest([('a', b'two')])}.marshal"
+    ]
 
 
 def test_corrupt_build_is_replaced(cache):
@@ -58,7 +59,7 @@ def test_compact_catalogue_equals_the_table(cache):
     try:
         built = logmatch.load_catalogue()  # first use: builds
         logmatch.load_catalogue.cache_clear()
-        read = logmatch.load_catalogue()   # read back from the compact file
+        read = logmatch.load_catalogue()  # read back from the compact file
     finally:
         logmatch.load_catalogue.cache_clear()
     table = load("errors")
@@ -75,7 +76,10 @@ def test_compact_catalogue_equals_the_table(cache):
 
 def test_small_log_scan_finds_what_the_automaton_finds(cache):
     catalogue = logmatch.load_catalogue()
-    text = Path(__file__).parent.joinpath("..", "bench", "explain", "logs-3", "31480.log").read_text() * 3
+    text = (
+        Path(__file__).parent.joinpath("..", "bench", "explain", "logs-3", "31480.log").read_text()
+        * 3
+    )
     small = logmatch.scan_log(text, (), catalogue)
     automaton = logmatch._LiteralFinder(frozenset(catalogue.anchors()))._scan_small(text)
     assert small.hits == automaton and small.hits
@@ -87,7 +91,9 @@ def test_edited_rule_file_is_read_afresh(cache, tmp_path):
     first, problems = loader.validate_dir(rules, strict=False)
     assert not problems
     path = rules / "env" / "ENV210.yaml"
-    path.write_text(path.read_text().replace("summary: 'A CUDA library", "summary: 'Edited: a CUDA library"))
+    path.write_text(
+        path.read_text().replace("summary: 'A CUDA library", "summary: 'Edited: a CUDA library")
+    )
     again, problems = loader.validate_dir(rules, strict=False)
     assert not problems
     summary = {r.code: r.summary for r in again}["ENV210"]
@@ -101,5 +107,6 @@ def test_cached_signature_plans_match_fresh_compilation(cache):
         for signature in rule.signatures:
             fresh = logmatch.compile_signature(signature.pattern)
             cached = signature.compiled()
-            assert [(p.piece, p.literal, p.gap_before) for p in cached.parts] == \
-                [(p.piece, p.literal, p.gap_before) for p in fresh.parts]
+            assert [(p.piece, p.literal, p.gap_before) for p in cached.parts] == [
+                (p.piece, p.literal, p.gap_before) for p in fresh.parts
+            ]

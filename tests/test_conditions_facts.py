@@ -15,10 +15,19 @@ def evaluate(node, flat, missing=None):
     return compile_condition(node).evaluate(facts)
 
 
-@pytest.mark.parametrize("op, world, gpus, expected", [
-    ("gt", 8, 4, True), ("gt", 4, 4, False), ("ge", 4, 4, True), ("lt", 2, 4, True),
-    ("le", 5, 4, False), ("eq", 4, 4, True), ("ne", 4, 4, False), ("ne", 32, 24, True),
-])
+@pytest.mark.parametrize(
+    "op, world, gpus, expected",
+    [
+        ("gt", 8, 4, True),
+        ("gt", 4, 4, False),
+        ("ge", 4, 4, True),
+        ("lt", 2, 4, True),
+        ("le", 5, 4, False),
+        ("eq", 4, 4, True),
+        ("ne", 4, 4, False),
+        ("ne", 32, 24, True),
+    ],
+)
 def test_compare_two_facts(op, world, gpus, expected):
     node = {"fact": "serve.world_size", op: {"fact": "gpu.count"}}
     outcome = evaluate(node, {"serve.world_size": world, "gpu.count": gpus})
@@ -34,8 +43,10 @@ def test_either_side_unknown_is_unknown(op):
     no_serve = evaluate(node, {"gpu.count": 4}, {"serve": "no serve line"})
     assert no_serve.value is None and no_serve.missing == ["serve.world_size"]
     # the left side absent (a flag not given) is no proof either way for a comparison of facts
-    absent = evaluate({"fact": "serve.max_model_len", op: {"fact": "model.vocab_size"}},
-                      {"model.vocab_size": 10, "serve.tensor_parallel_size": 1})
+    absent = evaluate(
+        {"fact": "serve.max_model_len", op: {"fact": "model.vocab_size"}},
+        {"model.vocab_size": 10, "serve.tensor_parallel_size": 1},
+    )
     assert absent.value is None
 
 
@@ -46,11 +57,14 @@ def test_compare_strings_and_mismatched_types():
     assert evaluate(lt, {"serve.dtype": "half", "model.dtype": "bfloat16"}).value is None
 
 
-@pytest.mark.parametrize("node", [
-    {"fact": "gpu.count", "gt": {"fact": "nope.x"}},
-    {"fact": "gpu.count", "eq": {"fact": "gpu.count", "plus": 1}},
-    {"fact": "gpu.count", "lt": {"value": 3}},
-])
+@pytest.mark.parametrize(
+    "node",
+    [
+        {"fact": "gpu.count", "gt": {"fact": "nope.x"}},
+        {"fact": "gpu.count", "eq": {"fact": "gpu.count", "plus": 1}},
+        {"fact": "gpu.count", "lt": {"value": 3}},
+    ],
+)
 def test_bad_fact_operands_are_rejected(node):
     with pytest.raises(ConditionError):
         compile_condition(node)
@@ -69,8 +83,16 @@ def test_never_absent_facts_are_unknown_when_not_there(op):
 
 
 def test_negated_divisibility_over_unread_heads_cannot_decide():
-    node = {"all": [{"fact": "serve.tensor_parallel_size", "gt": 1},
-                    {"not": {"fact": "model.num_attention_heads",
-                             "divisible_by": {"fact": "serve.tensor_parallel_size"}}}]}
+    node = {
+        "all": [
+            {"fact": "serve.tensor_parallel_size", "gt": 1},
+            {
+                "not": {
+                    "fact": "model.num_attention_heads",
+                    "divisible_by": {"fact": "serve.tensor_parallel_size"},
+                }
+            },
+        ]
+    }
     outcome = evaluate(node, {"serve.tensor_parallel_size": 4, "model.model_type": "mamba"})
     assert outcome.value is None and outcome.missing == ["model.num_attention_heads"]

@@ -25,20 +25,34 @@ DETAILS = "## What happens\na\n## Why\nb\n## How to confirm\nc\n## Known false p
 
 def rule_data(**over):
     data = {
-        "code": "MODEL901", "slug": "diffusion-tp", "status": "stable", "severity": "error",
-        "confidence": "high", "summary": "DiffusionGemma TP>1 crash", "phase": "warmup",
+        "code": "MODEL901",
+        "slug": "diffusion-tp",
+        "status": "stable",
+        "severity": "error",
+        "confidence": "high",
+        "summary": "DiffusionGemma TP>1 crash",
+        "phase": "warmup",
         "affected": {
             "ranges": [{"events": [{"introduced": "0.22.0"}, {"fixed": "0.24.0"}]}],
-            "fingerprints": [{"path": "model_executor/models/diffusion_gemma.py",
-                              "pattern": "sc_vocab_start", "means": "fixed"}],
+            "fingerprints": [
+                {
+                    "path": "model_executor/models/diffusion_gemma.py",
+                    "pattern": "sc_vocab_start",
+                    "means": "fixed",
+                }
+            ],
         },
-        "when": {"all": [
-            {"fact": "model.architectures", "contains": "DiffusionGemmaForBlockDiffusion"},
-            {"fact": "serve.tensor_parallel_size", "gt": 1},
-        ]},
+        "when": {
+            "all": [
+                {"fact": "model.architectures", "contains": "DiffusionGemmaForBlockDiffusion"},
+                {"fact": "serve.tensor_parallel_size", "gt": 1},
+            ]
+        },
         "signatures": [r"a and b must have same reduction dim, but got \[[^\]]*\] X \[\d+, \d+\]"],
         "fix": {"status": "released", "version": "0.24.0", "pr": 46177},
-        "workarounds": [{"title": "TP 1", "serve": {"set": {"tensor-parallel-size": 1}}, "cost": "one GPU"}],
+        "workarounds": [
+            {"title": "TP 1", "serve": {"set": {"tensor-parallel-size": 1}}, "cost": "one GPU"}
+        ],
         "references": ["https://github.com/vllm-project/vllm/pull/46177"],
         "details": DETAILS,
     }
@@ -61,24 +75,28 @@ BASE = dict(model__architectures=["DiffusionGemmaForBlockDiffusion"], serve__ten
 
 # -- conditions ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("cond, value, expected", [
-    ({"eq": "FP8"}, "fp8", True),
-    ({"ne": "auto"}, "auto", False),
-    ({"in": ["fp8", "fp8_e4m3"]}, "FP8_E4M3", True),
-    ({"not_in": ["auto"]}, "fp8", True),
-    ({"lt": 80}, 75, True),
-    ({"ge": 89}, 86, False),
-    ({"contains": "Gemma4ForCausalLM"}, ["Gemma4ForCausalLM"], True),
-    ({"contains": "nvfp4"}, "nvidia/model-NVFP4", True),
-    ({"contains_any": ["a", "b"]}, ["c"], False),
-    ({"matches": r"^0\.25\.0$"}, "0.25.0", True),
-    ({"version": ">=0.25.0,<0.25.1"}, "0.25.0+cu130", True),
-    # PEP 440: `<V` excludes pre-releases of V itself
-    ({"version": ">=0.25.0,<0.25.1"}, "0.25.1rc1.dev3+gabc", False),
-    ({"version": "<2.9"}, "2.11.0+cu130", False),
-    ({"divisible_by": 4}, 64, True),
-    ({"divisible_by": 3}, 64, False),
-])
+
+@pytest.mark.parametrize(
+    "cond, value, expected",
+    [
+        ({"eq": "FP8"}, "fp8", True),
+        ({"ne": "auto"}, "auto", False),
+        ({"in": ["fp8", "fp8_e4m3"]}, "FP8_E4M3", True),
+        ({"not_in": ["auto"]}, "fp8", True),
+        ({"lt": 80}, 75, True),
+        ({"ge": 89}, 86, False),
+        ({"contains": "Gemma4ForCausalLM"}, ["Gemma4ForCausalLM"], True),
+        ({"contains": "nvfp4"}, "nvidia/model-NVFP4", True),
+        ({"contains_any": ["a", "b"]}, ["c"], False),
+        ({"matches": r"^0\.25\.0$"}, "0.25.0", True),
+        ({"version": ">=0.25.0,<0.25.1"}, "0.25.0+cu130", True),
+        # PEP 440: `<V` excludes pre-releases of V itself
+        ({"version": ">=0.25.0,<0.25.1"}, "0.25.1rc1.dev3+gabc", False),
+        ({"version": "<2.9"}, "2.11.0+cu130", False),
+        ({"divisible_by": 4}, 64, True),
+        ({"divisible_by": 3}, 64, False),
+    ],
+)
 def test_operators(cond, value, expected):
     condition = compile_condition({"fact": "serve.kv_cache_dtype", **cond})
     facts = Facts.from_flat({"serve.kv_cache_dtype": value})
@@ -86,10 +104,20 @@ def test_operators(cond, value, expected):
 
 
 def test_divisible_by_fact_and_missing_divisor():
-    cond = compile_condition({"fact": "model.num_attention_heads",
-                              "divisible_by": {"fact": "serve.tensor_parallel_size"}})
-    assert cond.evaluate(facts_of(model__num_attention_heads=32, serve__tensor_parallel_size=3)).value is False
-    assert cond.evaluate(facts_of(model__num_attention_heads=32, serve__tensor_parallel_size=4)).value is True
+    cond = compile_condition(
+        {
+            "fact": "model.num_attention_heads",
+            "divisible_by": {"fact": "serve.tensor_parallel_size"},
+        }
+    )
+    assert (
+        cond.evaluate(facts_of(model__num_attention_heads=32, serve__tensor_parallel_size=3)).value
+        is False
+    )
+    assert (
+        cond.evaluate(facts_of(model__num_attention_heads=32, serve__tensor_parallel_size=4)).value
+        is True
+    )
     out = cond.evaluate(facts_of(model__num_attention_heads=32))
     assert out.value is None and out.missing == ["serve.tensor_parallel_size"]
 
@@ -103,16 +131,27 @@ def test_three_valued_logic():
     out = compile_condition({"any": [known_false, missing]}).evaluate(facts)
     assert out.value is None and out.missing == ["model.architectures"]
     assert compile_condition({"not": missing}).evaluate(facts).value is None
-    true_any = compile_condition({"any": [{"fact": "serve.tensor_parallel_size", "eq": 1}, missing]})
+    true_any = compile_condition(
+        {"any": [{"fact": "serve.tensor_parallel_size", "eq": 1}, missing]}
+    )
     decided = true_any.evaluate(facts)
     assert decided.value is True and decided.missing == []
 
 
-@pytest.mark.parametrize("cond, expected", [
-    ({"eq": "fp8"}, False), ({"ne": "fp8"}, True), ({"in": ["fp8"]}, False),
-    ({"not_in": ["fp8"]}, True), ({"gt": 1}, False), ({"contains": "x"}, False),
-    ({"matches": "None|.*"}, False), ({"version": ">=0"}, False), ({"divisible_by": 2}, False),
-])
+@pytest.mark.parametrize(
+    "cond, expected",
+    [
+        ({"eq": "fp8"}, False),
+        ({"ne": "fp8"}, True),
+        ({"in": ["fp8"]}, False),
+        ({"not_in": ["fp8"]}, True),
+        ({"gt": 1}, False),
+        ({"contains": "x"}, False),
+        ({"matches": "None|.*"}, False),
+        ({"version": ">=0"}, False),
+        ({"divisible_by": 2}, False),
+    ],
+)
 def test_absent_facts_only_satisfy_negative_tests(cond, expected):
     # serve line known, flag not given: the fact is absent, not missing
     facts = facts_of(serve__tensor_parallel_size=1)
@@ -130,15 +169,18 @@ def test_exists_distinguishes_absent_from_uncollected():
     assert cond.evaluate(facts).value is None
 
 
-@pytest.mark.parametrize("node, field", [
-    ({"fact": "gpu.bogus", "eq": 1}, "when.fact"),
-    ({"fact": "gpu.count", "between": 1}, "when.between"),
-    ({"fact": "gpu.count", "eq": 1, "ne": 2}, "when"),
-    ({"all": []}, "when.all"),
-    ({"all": [{"fact": "gpu.names", "matches": "("}]}, "when.all[0].matches"),
-    ({"fact": "vllm.version", "version": "~~1"}, "when.version"),
-    ({"fact": "gpu.count", "divisible_by": {"fact": "nope.x"}}, "when.divisible_by"),
-])
+@pytest.mark.parametrize(
+    "node, field",
+    [
+        ({"fact": "gpu.bogus", "eq": 1}, "when.fact"),
+        ({"fact": "gpu.count", "between": 1}, "when.between"),
+        ({"fact": "gpu.count", "eq": 1, "ne": 2}, "when"),
+        ({"all": []}, "when.all"),
+        ({"all": [{"fact": "gpu.names", "matches": "("}]}, "when.all[0].matches"),
+        ({"fact": "vllm.version", "version": "~~1"}, "when.version"),
+        ({"fact": "gpu.count", "divisible_by": {"fact": "nope.x"}}, "when.divisible_by"),
+    ],
+)
 def test_condition_errors_name_the_field(node, field):
     with pytest.raises(ConditionError) as err:
         compile_condition(node)
@@ -147,20 +189,35 @@ def test_condition_errors_name_the_field(node, field):
 
 # -- loader --------------------------------------------------------------------------------
 
+
 def test_loader_reports_every_problem_with_file_and_field():
-    bad = rule_data(severity="fatal", code="XX1", when={"fact": "model.nope", "eq": 1},
-                    signatures=["("], references=["http://insecure"], extra=1)
+    bad = rule_data(
+        severity="fatal",
+        code="XX1",
+        when={"fact": "model.nope", "eq": 1},
+        signatures=["("],
+        references=["http://insecure"],
+        extra=1,
+    )
     bad["details"] = "## What happens\nonly this"
     _, problems = parse_rule(bad, Path("rules/model/MODEL901.yaml"))
     text = "\n".join(problems)
-    for needle in ("MODEL901.yaml:severity:", "MODEL901.yaml:code:", "when.fact: unknown fact path",
-                   "signatures[0]: bad regex", "references[0]", "extra: unknown field",
-                   "details: missing section '## Why'"):
+    for needle in (
+        "MODEL901.yaml:severity:",
+        "MODEL901.yaml:code:",
+        "when.fact: unknown fact path",
+        "signatures[0]: bad regex",
+        "references[0]",
+        "extra: unknown field",
+        "details: missing section '## Why'",
+    ):
         assert needle in text, (needle, text)
 
 
 def test_fixed_must_follow_introduced():
-    data = rule_data(affected={"ranges": [{"events": [{"introduced": "0.25.0"}, {"fixed": "0.24.0"}]}]})
+    data = rule_data(
+        affected={"ranges": [{"events": [{"introduced": "0.25.0"}, {"fixed": "0.24.0"}]}]}
+    )
     _, problems = parse_rule(data, Path("MODEL901.yaml"))
     assert any("is not after introduced" in p for p in problems)
 
@@ -182,13 +239,22 @@ def test_duplicate_codes_rejected(tmp_path):
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.sampled_from([*sorted(rule_data()), "fact", "all", "any", "not", "eq", "events"]),
-                      children, max_size=6),
-    max_leaves=25,
-))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(
+                st.sampled_from(
+                    [*sorted(rule_data()), "fact", "all", "any", "not", "eq", "events"]
+                ),
+                children,
+                max_size=6,
+            )
+        ),
+        max_leaves=25,
+    )
+)
 def test_fuzz_rule_loader_only_reports_problems(data):
     # Any YAML-shaped data: a rule or a list of problems, never an exception.
     rule, problems = parse_rule(data, Path("MODEL901.yaml"))
@@ -205,6 +271,7 @@ def test_fuzz_rule_loader_mutated_fields(mutation):
 
 
 # -- fix state and verdicts ---------------------------------------------------------------------
+
 
 def test_release_ranges():
     rule = make_rule()
@@ -228,8 +295,12 @@ def test_nightly_versions_span_their_base_release_and_the_next():
     assert state.state == "affected" and "descends from 0.23.0" in state.detail
     assert "the fix came in 0.24.0" in state.detail
     # a bug introduced in the next release may already be in a nightly of the base
-    late = make_rule(affected={"ranges": [{"events": [{"introduced": "0.24.0"}, {"fixed": "0.25.0"}]}]})
-    facts = facts_of(**BASE, vllm__version="0.23.1rc1.dev20+g0d8097964", vllm__base_release="0.23.0")
+    late = make_rule(
+        affected={"ranges": [{"events": [{"introduced": "0.24.0"}, {"fixed": "0.25.0"}]}]}
+    )
+    facts = facts_of(
+        **BASE, vllm__version="0.23.1rc1.dev20+g0d8097964", vllm__base_release="0.23.0"
+    )
     state = evaluate_rule(late, facts).fix_state
     assert state.state == "affected" and "the bug came in 0.24.0, after 0.23.0" in state.detail
     old = facts_of(**BASE, vllm__version="0.22.1rc1.dev2+gabc", vllm__base_release="0.22.0")
@@ -249,6 +320,7 @@ def test_fingerprint_beats_version(tmp_path):
     assert "diffusion_gemma.py:3" in finding.fix_state.detail
     (target / "diffusion_gemma.py").write_text("def f(vocab_start): pass\n")
     from vllm_doctor.engine import fixstate
+
     fixstate._read.cache_clear()
     assert evaluate_rule(rule, facts).verdict == APPLIES
 
@@ -285,23 +357,32 @@ def test_log_signature_applies_and_evidence_shown():
     log = "INFO warmup\nRuntimeError: a and b must have same reduction dim, but got [s88, s3] X [65536, 2816].\n"
     finding = evaluate_rule(make_rule(), Facts(), log)
     assert finding.verdict == APPLIES
-    assert finding.log_matches == ["RuntimeError: a and b must have same reduction dim, but got [s88, s3] X [65536, 2816]."]
+    assert finding.log_matches == [
+        "RuntimeError: a and b must have same reduction dim, but got [s88, s3] X [65536, 2816]."
+    ]
     applied = evaluate_rule(make_rule(), facts_of(**BASE, vllm__version="0.23.0"))
-    assert {e.path for e in applied.evidence} == {"model.architectures", "serve.tensor_parallel_size"}
+    assert {e.path for e in applied.evidence} == {
+        "model.architectures",
+        "serve.tensor_parallel_size",
+    }
 
 
 def test_unversioned_rule_applies_on_conditions_alone():
-    rule_no_affected, _ = parse_rule({k: v for k, v in rule_data().items() if k != "affected"}, Path("MODEL901.yaml"))
+    rule_no_affected, _ = parse_rule(
+        {k: v for k, v in rule_data().items() if k != "affected"}, Path("MODEL901.yaml")
+    )
     assert evaluate_rule(rule_no_affected, facts_of(**BASE)).verdict == APPLIES
 
 
 # -- cases runner ----------------------------------------------------------------------------------
 
+
 def test_cases_runner_catches_wrong_expectations(tmp_path):
     rules = tmp_path / "model"
     rules.mkdir()
     (rules / "MODEL901.yaml").write_text(yaml.safe_dump(rule_data()))
-    (rules / "MODEL901.cases.yaml").write_text(textwrap.dedent("""
+    (rules / "MODEL901.cases.yaml").write_text(
+        textwrap.dedent("""
         cases:
           - name: right
             expect: applies
@@ -317,7 +398,8 @@ def test_cases_runner_catches_wrong_expectations(tmp_path):
             expect: applies
             facts: {}
             log: "some other error"
-    """))
+    """)
+    )
     (rule,) = load_rules([tmp_path])
     results, coverage = run_cases(rule)
     assert [r.ok for r in results] == [True, False, True, False]
@@ -330,7 +412,9 @@ def test_cases_coverage_requires_both_kinds(tmp_path):
     rules = tmp_path / "model"
     rules.mkdir()
     (rules / "MODEL901.yaml").write_text(yaml.safe_dump(rule_data()))
-    (rules / "MODEL901.cases.yaml").write_text("cases:\n  - {name: a, expect: undecided, facts: {}}\n")
+    (rules / "MODEL901.cases.yaml").write_text(
+        "cases:\n  - {name: a, expect: undecided, facts: {}}\n"
+    )
     (rule,) = load_rules([tmp_path])
     _, coverage = run_cases(rule)
     assert len(coverage) == 2
@@ -338,10 +422,13 @@ def test_cases_coverage_requires_both_kinds(tmp_path):
 
 # -- ignore file ----------------------------------------------------------------------------------
 
+
 def test_ignore_file_suppresses_and_expires(tmp_path):
     path = tmp_path / "ignore.yaml"
-    path.write_text("ignore:\n  - {code: MODEL9, reason: accepted}\n"
-                    "  - {code: MODEL901, reason: old, expires: 2020-01-01}\n")
+    path.write_text(
+        "ignore:\n  - {code: MODEL9, reason: accepted}\n"
+        "  - {code: MODEL901, reason: old, expires: 2020-01-01}\n"
+    )
     entries = load_ignore_file(path)
     finding = evaluate_rule(make_rule(), facts_of(**BASE, vllm__version="0.23.0"))
     notes = apply_ignores([finding], entries, today=dt.date(2026, 11, 22))
@@ -349,14 +436,20 @@ def test_ignore_file_suppresses_and_expires(tmp_path):
     assert notes and "expired on 2020-01-01" in notes[0]
 
 
-@pytest.mark.parametrize("text, problem, where", [
-    ("ignore: [unclosed", "does not parse", ""),
-    ("- a\n", "needs a top-level `ignore:` list", ""),
-    ("ignore:\n  - {reason: r}\n", "needs `code`", ":ignore[0]"),
-    ("ignore:\n  - {code: X}\n", "needs a `reason`", ":ignore[0]"),
-    ("ignore:\n  - {code: X, reason: r}\n  - {code: X, reason: r, expires: soon}\n",
-     "is not a date", ":ignore[1]"),
-])
+@pytest.mark.parametrize(
+    "text, problem, where",
+    [
+        ("ignore: [unclosed", "does not parse", ""),
+        ("- a\n", "needs a top-level `ignore:` list", ""),
+        ("ignore:\n  - {reason: r}\n", "needs `code`", ":ignore[0]"),
+        ("ignore:\n  - {code: X}\n", "needs a `reason`", ":ignore[0]"),
+        (
+            "ignore:\n  - {code: X, reason: r}\n  - {code: X, reason: r, expires: soon}\n",
+            "is not a date",
+            ":ignore[1]",
+        ),
+    ],
+)
 def test_bad_ignore_file(tmp_path, text, problem, where):
     path = tmp_path / "ignore.yaml"
     path.write_text(text)

@@ -15,7 +15,7 @@ from tools.extractors import errors as extractor  # noqa: E402
 from tools.wheelsrc import find_releases  # noqa: E402
 from vllm_doctor.knowledge.ranges import table  # noqa: E402
 
-CONFIG_PY = '''
+CONFIG_PY = """
 import logging
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class ModelConfig:
         raise ValueError(self.reason)   # no literal text: skipped
         raise ValueError("Bad")          # too short to recognise: skipped
         raise KeyError                   # no message: skipped
-'''
+"""
 
 BROKEN_PY = "def broken(:\n"
 
@@ -66,10 +66,15 @@ def releases(tmp_path):
 
 def test_templates_classes_sites_and_conditions(releases):
     found = extractor.extract(releases[0])
-    heads = found["ValueError: Total number of attention heads ({*}) must be divisible by tensor parallel size ({*})."]
+    heads = found[
+        "ValueError: Total number of attention heads ({*}) must be divisible by tensor parallel size ({*})."
+    ]
     assert heads["sites"] == [["config.py", "ModelConfig.verify", "heads % tp != 0"]]
     # an assert's condition is its test; % placeholders become wildcards
-    assert found["AssertionError: tensor parallel size must be positive, got{*}"]["sites"][0][2] == "tp > 0"
+    assert (
+        found["AssertionError: tensor parallel size must be positive, got{*}"]["sites"][0][2]
+        == "tp > 0"
+    )
     # a message built in a local variable with .format; the else branch of an if is "not (...)"
     assert "NotImplementedError: Model architectures{*}are not supported for now." in found
     concat = found["RuntimeError: Unexpected engine state:{*}while verifying"]
@@ -91,56 +96,67 @@ def test_what_cannot_be_extracted_is_counted(releases):
 
 def test_keys_stay_stable_across_releases_and_locations_go_into_spans(releases):
     data = table(extractor.KIND, {str(r.version): extractor.extract(r) for r in releases})
-    heads = data["entries"]["ValueError: Total number of attention heads ({*}) must be divisible by "
-                            "tensor parallel size ({*})."]
+    heads = data["entries"][
+        "ValueError: Total number of attention heads ({*}) must be divisible by "
+        "tensor parallel size ({*})."
+    ]
     # same message, new function: one key, two spans
     assert [(s["first"], s["last"]) for s in heads] == [("0.1.0", "0.1.0"), ("0.2.0", "0.2.0")]
     assert heads[1]["value"]["sites"][0][1] == "ModelConfig.verify_parallel"
     # a reworded message is another key, with its own releases
-    assert data["entries"]["NotImplementedError: Model architectures{*}are not supported yet."][0]["first"] == "0.2.0"
+    assert (
+        data["entries"]["NotImplementedError: Model architectures{*}are not supported yet."][0][
+            "first"
+        ]
+        == "0.2.0"
+    )
 
 
 def test_normalise_merges_whitespace_around_placeholders():
     assert extractor.normalise("x:  {*}  {*} y\n  z") == "x:{*}y z"
-    assert extractor.normalise("got %s" .replace("%s", "{*}")) == "got{*}"
+    assert extractor.normalise("got %s".replace("%s", "{*}")) == "got{*}"
 
 
 def test_a_local_message_variable_inside_an_f_string_is_inlined(tmp_path):
     # vllm/config.py (0.10.0): msg = (f"User-specified max_model_len ({max_model_len}) ...")
     # then raise ValueError(f"{msg} To allow overriding this maximum, ...")
-    source = '''
+    source = """
 def verify(max_model_len, derived):
     if max_model_len > derived:
         msg = (f"User-specified max_model_len ({max_model_len}) is greater "
                f"than the derived max_model_len ({derived}).")
         raise ValueError(f"{msg} To allow overriding this maximum, set "
                          "the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
-'''
+"""
     make_wheel(tmp_path, "0.3.0", {"config.py": source})
     found = extractor.extract(find_releases(tmp_path)[0])
-    assert ("ValueError: User-specified max_model_len ({*}) is greater than the derived max_model_len "
-            "({*}). To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1") in found
+    assert (
+        "ValueError: User-specified max_model_len ({*}) is greater than the derived max_model_len "
+        "({*}). To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+    ) in found
 
 
 def test_a_variable_assigned_in_several_branches_stays_a_placeholder(tmp_path):
     # vllm/v1/core/kv_cache_utils.py (0.9.1): estimated_msg is "" or a sentence
-    source = '''
+    source = """
 def check(needed, available, estimated):
     estimated_msg = ""
     if estimated > 0:
         estimated_msg = f"Based on the available memory, the estimated maximum model length is {estimated}."
     raise ValueError(f"KV cache is needed ({needed}), larger than the available memory ({available}). "
                      f"{estimated_msg} Try increasing `gpu_memory_utilization`.")
-'''
+"""
     make_wheel(tmp_path, "0.4.0", {"kv.py": source})
     found = extractor.extract(find_releases(tmp_path)[0])
-    assert ("ValueError: KV cache is needed ({*}), larger than the available memory ({*}).{*}"
-            "Try increasing `gpu_memory_utilization`.") in found
+    assert (
+        "ValueError: KV cache is needed ({*}), larger than the available memory ({*}).{*}"
+        "Try increasing `gpu_memory_utilization`."
+    ) in found
 
 
 def test_the_api_servers_error_replies_are_catalogued(tmp_path):
     # vllm/entrypoints/openai/serving_chat.py (0.8.0): the reply a client gets for tool_choice
-    source = '''
+    source = """
 class OpenAIServingChat:
     async def create_chat_completion(self, request):
         if request.tool_choice == "auto" and not self.enable_auto_tools:
@@ -150,20 +166,26 @@ class OpenAIServingChat:
         if request.n > self.max_n:
             return self.create_error_response(message=f"n={request.n} is above the limit of {self.max_n} choices")
         return self.create_error_response("Too short")  # too short to recognise: skipped
-'''
+"""
     make_wheel(tmp_path, "0.3.0", {"entrypoints/openai/serving_chat.py": source})
     found = extractor.extract(find_releases(tmp_path)[0])
     key = 'response: "auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
-    assert found[key]["sites"] == [["entrypoints/openai/serving_chat.py",
-                                    "OpenAIServingChat.create_chat_completion",
-                                    "request.tool_choice == 'auto' and (not self.enable_auto_tools)"]]
-    assert "response: n={*}is above the limit of{*}choices" in found  # spaces go with the placeholder
+    assert found[key]["sites"] == [
+        [
+            "entrypoints/openai/serving_chat.py",
+            "OpenAIServingChat.create_chat_completion",
+            "request.tool_choice == 'auto' and (not self.enable_auto_tools)",
+        ]
+    ]
+    assert (
+        "response: n={*}is above the limit of{*}choices" in found
+    )  # spaces go with the placeholder
     assert not [k for k in found if "Too short" in k]
 
 
 def test_an_exception_class_that_gives_its_own_message_is_catalogued(tmp_path):
     # vllm/v1/engine/exceptions.py: EngineDeadError sets its message in __init__
-    source = '''
+    source = """
 class EngineDeadError(Exception):
     def __init__(self, *args, suppress_context: bool = False, **kwargs):
         ENGINE_DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
@@ -173,7 +195,7 @@ class EngineDeadError(Exception):
 class Helper:
     def __init__(self, name):
         super().__init__("not an exception, not a message users see")
-'''
+"""
     make_wheel(tmp_path, "0.3.0", {"v1/engine/exceptions.py": source})
     found = extractor.extract(find_releases(tmp_path)[0])
     key = "EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause."
@@ -184,7 +206,7 @@ class Helper:
 def test_an_exception_built_into_a_variable_then_raised_is_catalogued(tmp_path):
     # vllm/v1/executor/multiproc_executor.py (0.9.0-0.33.0): e = Exception("WorkerProc ...")
     # a few lines above `raise e from None` (bench/explain/logs-2/44411.log shows the message)
-    source = '''
+    source = """
 class WorkerProc:
     @staticmethod
     def wait_for_ready(handles):
@@ -200,11 +222,18 @@ class WorkerProc:
             raise err   # the caught exception: no message of its own here
         holder = make_holder("not an exception, not a message users see")
         raise holder
-'''
+"""
     make_wheel(tmp_path, "0.3.0", {"v1/executor/multiproc_executor.py": source})
     found = extractor.extract(find_releases(tmp_path)[0])
-    key = ("Exception: WorkerProc initialization failed due to an exception in a background process. "
-           "See stack trace for root cause.")
-    assert found[key]["sites"] == [["v1/executor/multiproc_executor.py", "WorkerProc.wait_for_ready",
-                                    "handle.status != 'READY'"]]
+    key = (
+        "Exception: WorkerProc initialization failed due to an exception in a background process. "
+        "See stack trace for root cause."
+    )
+    assert found[key]["sites"] == [
+        [
+            "v1/executor/multiproc_executor.py",
+            "WorkerProc.wait_for_ready",
+            "handle.status != 'READY'",
+        ]
+    ]
     assert not [k for k in found if "not an exception" in k]

@@ -17,12 +17,15 @@ DOC = PACKAGE.parent / "docs" / "facts.md"
 
 
 def doctor(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vllm_doctor", *argv], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_doctor", *argv], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_docs_facts_md_is_generated_from_the_schema():
-    assert DOC.read_text() == schema_markdown().rstrip("\n") + "\n", f"docs/facts.md is stale: {REGENERATE}"
+    assert DOC.read_text() == schema_markdown().rstrip("\n") + "\n", (
+        f"docs/facts.md is stale: {REGENERATE}"
+    )
     assert doctor("facts", "--schema", "--format", "markdown").stdout == DOC.read_text()
 
 
@@ -65,8 +68,11 @@ def test_inferable_matches_what_the_collectors_infer():
     listed = {p for p in INFERABLE if "*" not in p}
     patterns = {p for p in INFERABLE if "*" in p}
     assert {p for p in inferred if spec_for(p) is None} == set()
-    missing = {p for p in inferred if p not in listed
-               and not any(spec_for(p) is FACTS[q] for q in patterns)}
+    missing = {
+        p
+        for p in inferred
+        if p not in listed and not any(spec_for(p) is FACTS[q] for q in patterns)
+    }
     assert missing == set(), f"inferred but not in INFERABLE: {missing}"
     assert listed - inferred == set(), "in INFERABLE but inferred nowhere"
 

@@ -24,8 +24,11 @@ REPORTS = sorted((Path(__file__).parent / "fixtures" / "reports").iterdir())
 REPORT_TEXTS = [p.read_text(encoding="utf-8") for p in REPORTS]
 
 # FUZZ_EXAMPLES=3000 for a longer hunt with fresh random examples (conftest.py)
-FUZZ = settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "250")), deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+FUZZ = settings(
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "250")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 
 _names = sorted(OPTIONS)
 _flag_words = st.one_of(
@@ -33,35 +36,92 @@ _flag_words = st.one_of(
     st.sampled_from(_names).map(lambda n: "--no-" + n),
     st.sampled_from(_names).map(lambda n: "--" + n.replace("-", "_")),
     st.sampled_from(_names).map(lambda n: "--" + n[: max(3, len(n) // 2)]),
-    st.sampled_from(["-tp", "-pp", "-dp", "-cc", "-ac", "-q", "-O", "-O3", "-O=2", "-Odecode",
-                     "-sc", "-x", "-", "--", "-1", "-0.5", "--model", "--config"]),
+    st.sampled_from(
+        [
+            "-tp",
+            "-pp",
+            "-dp",
+            "-cc",
+            "-ac",
+            "-q",
+            "-O",
+            "-O3",
+            "-O=2",
+            "-Odecode",
+            "-sc",
+            "-x",
+            "-",
+            "--",
+            "-1",
+            "-0.5",
+            "--model",
+            "--config",
+        ]
+    ),
     st.tuples(st.sampled_from(_names), st.text(max_size=8)).map(lambda t: f"--{t[0]}={t[1]}"),
-    st.tuples(st.sampled_from(["--speculative-config", "-cc", "--compilation-config",
-                               "--hf-overrides", "--foo"]),
-              st.lists(st.text(alphabet="abc_+.", min_size=0, max_size=4), max_size=3))
-    .map(lambda t: t[0] + "." + ".".join(t[1])),
+    st.tuples(
+        st.sampled_from(
+            ["--speculative-config", "-cc", "--compilation-config", "--hf-overrides", "--foo"]
+        ),
+        st.lists(st.text(alphabet="abc_+.", min_size=0, max_size=4), max_size=3),
+    ).map(lambda t: t[0] + "." + ".".join(t[1])),
 )
 _value_words = st.one_of(
     st.text(max_size=12),
     st.integers(-5, 10**6).map(str),
-    st.sampled_from(["32k", "1K", "2M", "1.5K", "25.6k", "auto", "true", "false", "null",
-                     "{}", '{"a": 1}', '{"method": "mtp"', "[1,2]", "x.yaml", "3", "0.9",
-                     "FULL", "nan", "inf", "1e309"]),
-    st.dictionaries(st.text(max_size=4), st.integers() | st.text(max_size=4), max_size=3)
-    .map(json.dumps),
+    st.sampled_from(
+        [
+            "32k",
+            "1K",
+            "2M",
+            "1.5K",
+            "25.6k",
+            "auto",
+            "true",
+            "false",
+            "null",
+            "{}",
+            '{"a": 1}',
+            '{"method": "mtp"',
+            "[1,2]",
+            "x.yaml",
+            "3",
+            "0.9",
+            "FULL",
+            "nan",
+            "inf",
+            "1e309",
+        ]
+    ),
+    st.dictionaries(st.text(max_size=4), st.integers() | st.text(max_size=4), max_size=3).map(
+        json.dumps
+    ),
 )
 _tokens = st.lists(st.one_of(_flag_words, _value_words), max_size=14)
-_prefixes = st.sampled_from([[], ["vllm", "serve"], ["serve"], ["vllm", "serve", "org/m"],
-                             ["python", "-m", "vllm.entrypoints.openai.api_server"],
-                             ["A=1", "vllm", "serve", "m"], ["vllm"], ["python", "-m", "x"]])
+_prefixes = st.sampled_from(
+    [
+        [],
+        ["vllm", "serve"],
+        ["serve"],
+        ["vllm", "serve", "org/m"],
+        ["python", "-m", "vllm.entrypoints.openai.api_server"],
+        ["A=1", "vllm", "serve", "m"],
+        ["vllm"],
+        ["python", "-m", "x"],
+    ]
+)
 
 
 def _exercise(line) -> None:
     facts = Facts()
     line.to_facts(facts)
     facts.to_json()
-    for edits in ({}, {"tensor-parallel-size": 1}, {"compilation-config.cudagraph_mode": "NONE"},
-                  {"enforce-eager": False, "speculative-config": {"method": "ngram"}}):
+    for edits in (
+        {},
+        {"tensor-parallel-size": 1},
+        {"compilation-config.cudagraph_mode": "NONE"},
+        {"enforce-eager": False, "speculative-config": {"method": "ngram"}},
+    ):
         text = render_command(line, changes=edits, remove=["port", "speculative-config.model"])
         try:
             again = parse_serve_string(text)  # what we render must parse again
@@ -90,12 +150,15 @@ def test_serve_argv_fuzz(prefix, tokens, tmp_path_factory):
 
 
 @FUZZ
-@given(text=st.one_of(
-    st.text(max_size=200),
-    st.lists(st.one_of(_flag_words, _value_words), max_size=12).map(
-        lambda ws: "vllm serve m " + " ".join(ws)),
-    st.text(alphabet=" \\\n'\"-=.{}abcO3tp", max_size=80),
-))
+@given(
+    text=st.one_of(
+        st.text(max_size=200),
+        st.lists(st.one_of(_flag_words, _value_words), max_size=12).map(
+            lambda ws: "vllm serve m " + " ".join(ws)
+        ),
+        st.text(alphabet=" \\\n'\"-=.{}abcO3tp", max_size=80),
+    )
+)
 def test_serve_string_fuzz(text):
     try:
         line = parse_serve_string(text)
@@ -123,15 +186,21 @@ def test_render_round_trip_fuzz(prefix, tokens):
     if line.duplicates or line.unknown_flags:
         return
     # a secret is printed as a reference to its variable, never as itself
-    secret = {name for name, value in line.options.items()
-              if is_secret_name(name) and not isinstance(value, bool)}
+    secret = {
+        name
+        for name, value in line.options.items()
+        if is_secret_name(name) and not isinstance(value, bool)
+    }
     assert set(again.options) == set(line.options)
     for name in secret:
         values = again.options[name]
-        assert all(isinstance(v, str) and v.startswith("$") for v in
-                   (values if isinstance(values, list) else [values])), (name, values)
-    assert {k: v for k, v in again.options.items() if k not in secret} == \
-        {k: v for k, v in line.options.items() if k not in secret}
+        assert all(
+            isinstance(v, str) and v.startswith("$")
+            for v in (values if isinstance(values, list) else [values])
+        ), (name, values)
+    assert {k: v for k, v in again.options.items() if k not in secret} == {
+        k: v for k, v in line.options.items() if k not in secret
+    }
 
 
 # -- reports ---------------------------------------------------------------------------------
@@ -163,8 +232,9 @@ def _mutate(text: str, ops: list[tuple[int, int, str]]) -> str:
 @FUZZ
 @given(
     base=st.sampled_from(REPORT_TEXTS),
-    ops=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 10**6), st.text(max_size=30)),
-                 max_size=12),
+    ops=st.lists(
+        st.tuples(st.integers(0, 6), st.integers(0, 10**6), st.text(max_size=30)), max_size=12
+    ),
 )
 def test_mutated_reports(base, ops):
     text = _mutate(base, ops)
@@ -177,15 +247,39 @@ def test_mutated_reports(base, ops):
 
 
 @FUZZ
-@given(data=st.one_of(st.text(max_size=400), st.binary(max_size=200),
-                      st.lists(st.sampled_from([
-                          "PyTorch version: 2.6.0", "vLLM Version: 0.9.1 (git sha: zz", "GPU 0: ",
-                          "GPU models and configuration:", "GPU Topology:", "\tGPU0\tGPU1",
-                          "GPU0\t X \tNV4", "GPU1\tSYS\t X ", "[pip3] torch==", "[conda] x",
-                          "==============================", "   Environment Variables",
-                          "A=B", "Link Type between two GPUs", "GPU0 0 XGMI", "", "vLLM Build Flags:",
-                          "CUDA Archs: ;", "CUDA Version: 99.9", "MIG 1g.5gb Device 0:",
-                      ]), max_size=25).map("\n".join)))
+@given(
+    data=st.one_of(
+        st.text(max_size=400),
+        st.binary(max_size=200),
+        st.lists(
+            st.sampled_from(
+                [
+                    "PyTorch version: 2.6.0",
+                    "vLLM Version: 0.9.1 (git sha: zz",
+                    "GPU 0: ",
+                    "GPU models and configuration:",
+                    "GPU Topology:",
+                    "\tGPU0\tGPU1",
+                    "GPU0\t X \tNV4",
+                    "GPU1\tSYS\t X ",
+                    "[pip3] torch==",
+                    "[conda] x",
+                    "==============================",
+                    "   Environment Variables",
+                    "A=B",
+                    "Link Type between two GPUs",
+                    "GPU0 0 XGMI",
+                    "",
+                    "vLLM Build Flags:",
+                    "CUDA Archs: ;",
+                    "CUDA Version: 99.9",
+                    "MIG 1g.5gb Device 0:",
+                ]
+            ),
+            max_size=25,
+        ).map("\n".join),
+    )
+)
 def test_random_report_text(data):
     try:
         facts = parse_report(data, "random")
@@ -259,8 +353,10 @@ def _vllm_parser(module):
         names = [f"--{name}", *spec.aliases]
         kwargs: dict = {"dest": "opt_" + name.replace("-", "_"), "default": None}
         dests[kwargs["dest"]] = name
+
         def conv(value, s=spec):
-            return (_convert(f"--{s.name}", s, value))
+            return _convert(f"--{s.name}", s, value)
+
         if spec.kind == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction
         elif spec.kind == "flag":
@@ -278,24 +374,73 @@ def _vllm_parser(module):
 
 
 _DIFF_WORDS = st.one_of(
-    st.sampled_from(["-tp", "--tensor-parallel-size", "--tensor_parallel_size=4", "-pp", "2",
-                     "4", "--max-model-len", "--max_model_len=32k", "16k", "1K",
-                     "--enforce-eager", "--no-enforce-eager", "--enable-prefix-caching",
-                     "--disable-prefix-caching", "--served-model-name", "a", "b",
-                     "--speculative-config.method", "mtp", "--speculative-config.num_speculative_tokens",
-                     "3", "-cc.cudagraph_mode=FULL", "--compilation-config", '{"level": 3}',
-                     "-O3", "-O", "1", "-Odecode", "--quantization", "fp8", "-q", "awq",
-                     "--kv-cache-dtype", "fp8_e4m3", "--gpu-memory-utilization", "0.8",
-                     "--model", "org/model", "--max-model", "--hf-token", "--dtype", "half",
-                     "--compilation-config.cudagraph_capture_sizes+", "1,2",
-                     "--attention-backend", "FLASHINFER", "-ac.backend", "TRITON_ATTN",
-                     "--port", "8001", "--api-key", "k1", "-dp", "--data-parallel-size-local"]),
+    st.sampled_from(
+        [
+            "-tp",
+            "--tensor-parallel-size",
+            "--tensor_parallel_size=4",
+            "-pp",
+            "2",
+            "4",
+            "--max-model-len",
+            "--max_model_len=32k",
+            "16k",
+            "1K",
+            "--enforce-eager",
+            "--no-enforce-eager",
+            "--enable-prefix-caching",
+            "--disable-prefix-caching",
+            "--served-model-name",
+            "a",
+            "b",
+            "--speculative-config.method",
+            "mtp",
+            "--speculative-config.num_speculative_tokens",
+            "3",
+            "-cc.cudagraph_mode=FULL",
+            "--compilation-config",
+            '{"level": 3}',
+            "-O3",
+            "-O",
+            "1",
+            "-Odecode",
+            "--quantization",
+            "fp8",
+            "-q",
+            "awq",
+            "--kv-cache-dtype",
+            "fp8_e4m3",
+            "--gpu-memory-utilization",
+            "0.8",
+            "--model",
+            "org/model",
+            "--max-model",
+            "--hf-token",
+            "--dtype",
+            "half",
+            "--compilation-config.cudagraph_capture_sizes+",
+            "1,2",
+            "--attention-backend",
+            "FLASHINFER",
+            "-ac.backend",
+            "TRITON_ATTN",
+            "--port",
+            "8001",
+            "--api-key",
+            "k1",
+            "-dp",
+            "--data-parallel-size-local",
+        ]
+    ),
     st.integers(0, 64).map(str),
 )
 
 
-_DIFF_ANY = st.one_of(_DIFF_WORDS, _flag_words.filter(lambda w: "--config" not in w),
-                     st.sampled_from(["0", "1", "-1", "2k", "auto", "x", '{"a": 1}', "true"]))
+_DIFF_ANY = st.one_of(
+    _DIFF_WORDS,
+    _flag_words.filter(lambda w: "--config" not in w),
+    st.sampled_from(["0", "1", "-1", "2k", "auto", "x", '{"a": 1}', "true"]),
+)
 
 
 @FUZZ
@@ -323,8 +468,10 @@ def test_differential_against_vllm_parser(words, model_first):
         ours_error = str(err)
     if theirs_error is not None:
         # vLLM rejects it: the doctor must reject it or flag what vLLM would not accept
-        assert ours is None or ours.unknown_flags or ours.warnings or ours.legacy_flags, \
-            (argv, theirs_error)
+        assert ours is None or ours.unknown_flags or ours.warnings or ours.legacy_flags, (
+            argv,
+            theirs_error,
+        )
         return
     if ours is None and ours_error.startswith("--model: expected one argument"):
         return  # vLLM takes the next word as the model blindly, even a flag

@@ -34,7 +34,7 @@ def _load(name: str, path: Path):
 sys.path.insert(0, str(TOOLS))
 gen = _load("gen_knowledge", TOOLS / "gen_knowledge.py")
 
-ARG_UTILS_080 = '''
+ARG_UTILS_080 = """
 class EngineArgs:
     @staticmethod
     def add_cli_args(parser):
@@ -52,24 +52,24 @@ class EngineArgs:
                             choices=[*QUANTIZATION_METHODS, None])
         parser.add_argument('--max-model-len', type=int)
         return parser
-'''
-CONFIG_080 = '''
+"""
+CONFIG_080 = """
 import enum
 class LoadFormat(str, enum.Enum):
     AUTO = "auto"
     SAFETENSORS = "safetensors"
-'''
-QUANT_080 = '''
+"""
+QUANT_080 = """
 QUANTIZATION_METHODS: list[str] = ["awq", "fp8", "gptq"]
-'''
-CLI_ARGS_080 = '''
+"""
+CLI_ARGS_080 = """
 def make_arg_parser(parser):
     parser.add_argument("--host", type=str, default=None)
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--allowed-origins", type=json.loads, default=["*"])
     return parser
-'''
-REGISTRY_080 = '''
+"""
+REGISTRY_080 = """
 _TEXT_GENERATION_MODELS = {
     "LlamaForCausalLM": ("llama", "LlamaForCausalLM"),
     "BertModel": ("bert", "BertModel"),
@@ -81,35 +81,35 @@ _VLLM_MODELS = {
     **_TEXT_GENERATION_MODELS,
     **_MULTIMODAL_MODELS,
 }
-'''
-INTERFACES = '''
+"""
+INTERFACES = """
 class SupportsPP: ...
 class SupportsLoRA: ...
 class SupportsMultiModal: ...
-'''
-LLAMA = '''
+"""
+LLAMA = """
 from torch import nn
 from .interfaces import SupportsLoRA, SupportsPP
 class LlamaForCausalLM(nn.Module, SupportsLoRA, SupportsPP):
     pass
-'''
-BERT = '''
+"""
+BERT = """
 from torch import nn
 class BertModel(nn.Module):
     pass
-'''
-LLAVA = '''
+"""
+LLAVA = """
 from torch import nn
 from .interfaces import SupportsMultiModal, SupportsPP
 class LlavaBase(nn.Module, SupportsMultiModal):
     pass
 class LlavaForConditionalGeneration(LlavaBase):
     supports_pp = True
-'''
-LOADER_UTILS_080 = '''
+"""
+LOADER_UTILS_080 = """
 def resolve_transformers_fallback(model_config, architectures):
     return architectures
-'''
+"""
 METADATA_080 = """Metadata-Version: 2.1
 Name: vllm
 Version: 0.8.0
@@ -120,7 +120,7 @@ Requires-Dist: xformers==0.0.29.post2; platform_system == "Linux" and platform_m
 Requires-Dist: librosa; extra == "audio"
 """
 
-ARG_UTILS_0100 = '''
+ARG_UTILS_0100 = """
 from typing import Literal, Optional
 from vllm.config import ModelConfig, get_kwargs
 
@@ -142,8 +142,8 @@ class EngineArgs:
             model_group.add_argument(arg, type=type, help=f"[DEPRECATED] {arg}",
                                      deprecated=True)
         return parser
-'''
-CONFIG_0100 = '''
+"""
+CONFIG_0100 = """
 from typing import Literal, Optional, Union
 from dataclasses import dataclass
 
@@ -162,8 +162,8 @@ class ModelConfig:
     enforce_eager: bool = False
     hf_overrides: Union[dict, "Callable"] = None
     tokenizer_mode: TokenizerMode = "auto"
-'''
-CLI_ARGS_0100 = '''
+"""
+CLI_ARGS_0100 = """
 from dataclasses import dataclass
 from typing import Optional
 
@@ -178,25 +178,33 @@ def make_arg_parser(parser):
     frontend_kwargs = get_kwargs(FrontendArgs)
     parser.add_argument("--served-model-name", nargs="+", type=str)
     return parser
-'''
-REGISTRY_0100 = REGISTRY_080.replace(
-    '    "BertModel": ("bert", "BertModel"),\n',
-    '    "Qwen3ForCausalLM": ("qwen3", "Qwen3ForCausalLM"),\n') + '''
+"""
+REGISTRY_0100 = (
+    REGISTRY_080.replace(
+        '    "BertModel": ("bert", "BertModel"),\n',
+        '    "Qwen3ForCausalLM": ("qwen3", "Qwen3ForCausalLM"),\n',
+    )
+    + """
 class _ModelRegistry:
     def _try_resolve_transformers(self, architecture, model_config):
         return None
-'''
-QWEN3 = '''
+"""
+)
+QWEN3 = """
 from .llama import LlamaForCausalLM
 class Qwen3ForCausalLM(LlamaForCausalLM):
     pass
-'''
-METADATA_0100 = METADATA_080.replace("0.8.0", "0.10.0").replace(
-    "torch==2.6.0", "torch==2.7.1").replace("transformers>=4.48.2", "transformers<5,>=4.53.2")
+"""
+METADATA_0100 = (
+    METADATA_080.replace("0.8.0", "0.10.0")
+    .replace("torch==2.6.0", "torch==2.7.1")
+    .replace("transformers>=4.48.2", "transformers<5,>=4.53.2")
+)
 
 
-def _wheel(folder: Path, version: str, files: dict[str, str], metadata: str | None,
-           cudart: int | None = 12) -> Path:
+def _wheel(
+    folder: Path, version: str, files: dict[str, str], metadata: str | None, cudart: int | None = 12
+) -> Path:
     path = folder / f"vllm-{version}-cp38-abi3-manylinux1_x86_64.whl"
     with zipfile.ZipFile(path, "w") as zf:
         for rel, text in files.items():
@@ -204,33 +212,61 @@ def _wheel(folder: Path, version: str, files: dict[str, str], metadata: str | No
         if metadata is not None:
             zf.writestr(f"vllm-{version}.dist-info/METADATA", metadata)
         if cudart is not None:
-            zf.writestr("vllm/cumem_allocator.abi3.so",
-                        b"\x7fELF\x00\x00libcuda.so.1\x00libcudart.so.%d\x00" % cudart)
+            zf.writestr(
+                "vllm/cumem_allocator.abi3.so",
+                b"\x7fELF\x00\x00libcuda.so.1\x00libcudart.so.%d\x00" % cudart,
+            )
     return path
 
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("wheels")
-    models_080 = {"model_executor/models/registry.py": REGISTRY_080,
-                  "model_executor/models/interfaces.py": INTERFACES,
-                  "model_executor/models/llama.py": LLAMA,
-                  "model_executor/models/bert.py": BERT,
-                  "model_executor/models/llava.py": LLAVA}
-    _wheel(folder, "0.8.0", {"engine/arg_utils.py": ARG_UTILS_080, "config.py": CONFIG_080,
-                             "model_executor/layers/quantization/__init__.py": QUANT_080,
-                             "entrypoints/openai/cli_args.py": CLI_ARGS_080,
-                             "model_executor/model_loader/utils.py": LOADER_UTILS_080,
-                             **models_080}, METADATA_080)
+    models_080 = {
+        "model_executor/models/registry.py": REGISTRY_080,
+        "model_executor/models/interfaces.py": INTERFACES,
+        "model_executor/models/llama.py": LLAMA,
+        "model_executor/models/bert.py": BERT,
+        "model_executor/models/llava.py": LLAVA,
+    }
+    _wheel(
+        folder,
+        "0.8.0",
+        {
+            "engine/arg_utils.py": ARG_UTILS_080,
+            "config.py": CONFIG_080,
+            "model_executor/layers/quantization/__init__.py": QUANT_080,
+            "entrypoints/openai/cli_args.py": CLI_ARGS_080,
+            "model_executor/model_loader/utils.py": LOADER_UTILS_080,
+            **models_080,
+        },
+        METADATA_080,
+    )
     # an old release with files missing: no frontend, no registry, no METADATA, no .so
-    _wheel(folder, "0.8.1", {"engine/arg_utils.py": ARG_UTILS_080, "config.py": CONFIG_080},
-           None, cudart=None)
-    models_0100 = {**models_080, "model_executor/models/registry.py": REGISTRY_0100,
-                   "model_executor/models/qwen3.py": QWEN3}
-    _wheel(folder, "0.10.0", {"engine/arg_utils.py": ARG_UTILS_0100,
-                              "config/__init__.py": CONFIG_0100,
-                              "entrypoints/openai/cli_args.py": CLI_ARGS_0100,
-                              **models_0100}, METADATA_0100, cudart=13)
+    _wheel(
+        folder,
+        "0.8.1",
+        {"engine/arg_utils.py": ARG_UTILS_080, "config.py": CONFIG_080},
+        None,
+        cudart=None,
+    )
+    models_0100 = {
+        **models_080,
+        "model_executor/models/registry.py": REGISTRY_0100,
+        "model_executor/models/qwen3.py": QWEN3,
+    }
+    _wheel(
+        folder,
+        "0.10.0",
+        {
+            "engine/arg_utils.py": ARG_UTILS_0100,
+            "config/__init__.py": CONFIG_0100,
+            "entrypoints/openai/cli_args.py": CLI_ARGS_0100,
+            **models_0100,
+        },
+        METADATA_0100,
+        cudart=13,
+    )
     return folder
 
 
@@ -239,8 +275,10 @@ def tables(wheels, tmp_path_factory) -> dict[str, Table]:
     out = tmp_path_factory.mktemp("data")
     rc = gen.main([str(wheels), "--only", KINDS, "--out", str(out), "--jobs", "2"])
     assert rc == 0
-    loaded = {kind: Table(kind, json.loads((out / f"{kind}.json").read_text()))
-              for kind in KINDS.split(",")}
+    loaded = {
+        kind: Table(kind, json.loads((out / f"{kind}.json").read_text()))
+        for kind in KINDS.split(",")
+    }
     loaded["_dir"] = out  # type: ignore[assignment]
     return loaded
 
@@ -278,21 +316,26 @@ def test_records_what_an_old_release_lacks(tables):
 def test_a_crashing_extractor_is_recorded_not_fatal(wheels, tmp_path):
     folder = tmp_path / "extractors"
     folder.mkdir()
-    (folder / "boom.py").write_text(textwrap.dedent('''
+    (folder / "boom.py").write_text(
+        textwrap.dedent("""
         KIND = "boom"
         def extract(release):
             if str(release.version) == "0.8.1":
                 raise KeyError("no such thing")
             return {"x": 1}
-    '''))
+    """)
+    )
     out = tmp_path / "out"
-    assert gen.main([str(wheels), "--extractors", str(folder), "--out", str(out),
-                     "--jobs", "1"]) == 0
+    assert (
+        gen.main([str(wheels), "--extractors", str(folder), "--out", str(out), "--jobs", "1"]) == 0
+    )
     data = json.loads((out / "boom.json").read_text())
     assert data["unreadable"] == ["0.8.1"]
     assert "KeyError" in data["problems"]["0.8.1"][0]
-    assert data["entries"]["x"] == [{"first": "0.8.0", "last": "0.8.0", "value": 1},
-                                    {"first": "0.10.0", "last": "0.10.0", "value": 1}]
+    assert data["entries"]["x"] == [
+        {"first": "0.8.0", "last": "0.8.0", "value": 1},
+        {"first": "0.10.0", "last": "0.10.0", "value": 1},
+    ]
 
 
 def test_bad_usage_exits_2(wheels, tmp_path, capsys):
@@ -305,15 +348,18 @@ def test_audit_reports_contradictions(tables, tmp_path):
     rules = tmp_path / "rules"
     (rules / "par").mkdir(parents=True)
     # PAR004 wrongly says Llama never supports PP (and misses BertModel)
-    (rules / "par" / "PAR004.yaml").write_text(textwrap.dedent('''
+    (rules / "par" / "PAR004.yaml").write_text(
+        textwrap.dedent("""
         when:
           all:
             - {fact: serve.pipeline_parallel_size, gt: 1}
             - {fact: model.architectures, contains_any: [LlamaForCausalLM]}
-    '''))
+    """)
+    )
     out = tables["_dir"]
-    rc = gen.main(["unused", "--only", "registry", "--audit-only", "--out", str(out),
-                   "--rules", str(rules)])
+    rc = gen.main(
+        ["unused", "--only", "registry", "--audit-only", "--out", str(out), "--rules", str(rules)]
+    )
     assert rc == 1
 
 
@@ -345,8 +391,12 @@ def test_new_layout_options(tables):
     assert opts["dtype"]["kind"] == "str"
     assert opts["served-model-name"]["kind"] == "list"
     assert opts["enable-auto-tool-choice"]["kind"] == "bool"  # FrontendArgs field
-    assert opts["guided-decoding-backend"] == {"kind": "str", "aliases": [], "json": False,
-                                               "deprecated": True}  # added in a loop
+    assert opts["guided-decoding-backend"] == {
+        "kind": "str",
+        "aliases": [],
+        "json": False,
+        "deprecated": True,
+    }  # added in a loop
     assert "use-v2-block-manager" not in opts
 
 
@@ -356,7 +406,9 @@ def test_option_spans(tables):
     assert options.last_release("use-v2-block-manager") == "0.8.1"
     # the kind changed (store_true -> BooleanOptionalAction): two spans
     assert [(s.first, s.last, s.value["kind"]) for s in options.spans("enforce-eager")] == [
-        ("0.8.0", "0.8.1", "flag"), ("0.10.0", "0.10.0", "bool")]
+        ("0.8.0", "0.8.1", "flag"),
+        ("0.10.0", "0.10.0", "bool"),
+    ]
 
 
 # -- registry ------------------------------------------------------------------------------------
@@ -365,9 +417,16 @@ def test_option_spans(tables):
 def test_registry(tables):
     reg = tables["registry"]
     llama = reg.get("LlamaForCausalLM", "0.8.0").value
-    assert llama == {"module": "llama", "class": "LlamaForCausalLM", "group": "text_generation",
-                     "pp": True, "lora": True, "multimodal": False, "quant": False,
-                     "pooling": False}
+    assert llama == {
+        "module": "llama",
+        "class": "LlamaForCausalLM",
+        "group": "text_generation",
+        "pp": True,
+        "lora": True,
+        "multimodal": False,
+        "quant": False,
+        "pooling": False,
+    }
     assert reg.get("BertModel", "0.8.0").value["pp"] is False
     llava = reg.get("LlavaForConditionalGeneration", "0.8.0").value
     assert llava["multimodal"] is True and llava["pp"] is True  # supports_pp = True
@@ -379,7 +438,9 @@ def test_registry(tables):
     assert reg.get("@release", "0.8.0").value["transformers_fallback"] is True
     assert reg.get("@release", "0.10.0").value["where"] == "model_executor/models/registry.py"
     assert reg.get("@release", "0.10.0").value["convert_suffixes"] == [
-        "ForCausalLM", "ForSequenceClassification"]
+        "ForCausalLM",
+        "ForSequenceClassification",
+    ]
     assert "convert_suffixes" not in reg.get("@release", "0.8.0").value
     assert reg.get("@release", "0.8.1") is None  # unreadable, not "no fallback"
 
@@ -410,8 +471,10 @@ def test_options_and_pins_audits(tables, tmp_path):
     # and --dtype removed in 0.10.0: wrong (0.10.0 has it)
     (rules / "args" / "ARGS001.yaml").write_text(
         "affected: {ranges: [{events: [{introduced: '0.10.0'}]}]}\n"
-        "when: {fact: serve.flags, matches: '^(--)?use[-_]v2[-_]block[-_]manager$'}\n")
-    (rules / "args" / "ARGS004.yaml").write_text(textwrap.dedent('''
+        "when: {fact: serve.flags, matches: '^(--)?use[-_]v2[-_]block[-_]manager$'}\n"
+    )
+    (rules / "args" / "ARGS004.yaml").write_text(
+        textwrap.dedent("""
         when:
           any:
             - all:
@@ -420,18 +483,24 @@ def test_options_and_pins_audits(tables, tmp_path):
             - all:
                 - {fact: serve.flags, matches: '^(--)?dtype$'}
                 - {fact: vllm.version, version: ">=0.10.0"}
-    '''))
+    """)
+    )
     (rules / "env" / "ENV002.yaml").write_text(
-        "# pins torch==X: 2.6.0 in 0.8.0, 2.7.0 in 0.10.0\nwhen: {}\n")
+        "# pins torch==X: 2.6.0 in 0.8.0, 2.7.0 in 0.10.0\nwhen: {}\n"
+    )
     sys.path.insert(0, str(TOOLS / "extractors"))
     found = gen.discover()
     options_problems = found["options"].audit(
-        json.loads((tables["_dir"] / "options.json").read_text()), rules)
-    assert options_problems == ["ARGS004: --dtype removed in 0.10.0 by the rule, but the "
-                                "wheels have it up to 0.10.0 (first release without it: "
-                                "none covered)"]
+        json.loads((tables["_dir"] / "options.json").read_text()), rules
+    )
+    assert options_problems == [
+        "ARGS004: --dtype removed in 0.10.0 by the rule, but the "
+        "wheels have it up to 0.10.0 (first release without it: "
+        "none covered)"
+    ]
     pins_problems = found["pins"].audit(
-        json.loads((tables["_dir"] / "pins.json").read_text()), rules)
+        json.loads((tables["_dir"] / "pins.json").read_text()), rules
+    )
     assert pins_problems == ["ENV002 says 0.10.0 pins torch==2.7.0; its METADATA says ==2.7.1"]
 
 
@@ -440,11 +509,14 @@ def test_download_fetches_only_missing_releases(wheels, monkeypatch):
     from packaging.version import Version
 
     asked = []
-    monkeypatch.setattr(audit_wheels, "available_releases",
-                        lambda lo: [Version(v) for v in ("0.8.0", "0.8.1", "0.10.0", "0.34.0")
-                                    if Version(v) >= lo])
-    monkeypatch.setattr(audit_wheels, "download",
-                        lambda folder, versions: asked.extend(map(str, versions)) or [])
+    monkeypatch.setattr(
+        audit_wheels,
+        "available_releases",
+        lambda lo: [Version(v) for v in ("0.8.0", "0.8.1", "0.10.0", "0.34.0") if Version(v) >= lo],
+    )
+    monkeypatch.setattr(
+        audit_wheels, "download", lambda folder, versions: asked.extend(map(str, versions)) or []
+    )
     gen.download_missing(wheels, "0.8.0")
     assert asked == ["0.34.0"]
     monkeypatch.setattr(audit_wheels, "download", lambda folder, versions: ["0.34.0: 404"])

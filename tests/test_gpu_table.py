@@ -17,51 +17,105 @@ ROCM_PLATFORM = Path("/work/wheels/src/0.33.0/vllm/platforms/rocm.py")
 # (name as a real device prints it, capability or gfx, memory GiB or None when the name and
 # the family leave it open)
 NVIDIA_NAMES = [
-    ("Tesla V100S-PCIE-32GB", 70, 32), ("Tesla V100-SXM2-16GB", 70, 16),
-    ("Tesla V100-SXM2-32GB", 70, 32), ("Tesla V100-PCIE-32GB", 70, 32),
-    ("Tesla V100-SXM3-32GB", 70, 32), ("Tesla P100-PCIE-16GB", 60, 16),
-    ("Tesla P100-PCIE-12GB", 60, 12), ("Tesla P100-SXM2-16GB", 60, 16), ("Tesla P40", 61, 24),
-    ("Tesla P4", 61, 8), ("Tesla T4", 75, 16), ("NVIDIA A100-SXM4-40GB", 80, 40),
-    ("NVIDIA A100-SXM4-80GB", 80, 80), ("NVIDIA A100-PCIE-40GB", 80, 40),
-    ("NVIDIA A100 80GB PCIe", 80, 80), ("NVIDIA A100-SXM4-80GB MIG 1g.10gb", 80, 80),
-    ("NVIDIA A800-SXM4-80GB", 80, 80), ("NVIDIA A800 80GB PCIe", 80, 80),
-    ("NVIDIA A30", 80, 24), ("NVIDIA A10", 86, 24), ("NVIDIA A10G", 86, 24),
-    ("NVIDIA A40", 86, 48), ("NVIDIA A16", 86, 16), ("NVIDIA A2", 86, 16),
-    ("NVIDIA H100 80GB HBM3", 90, 80), ("NVIDIA H100 PCIe", 90, None), ("NVIDIA H100 NVL", 90, 94),
-    ("NVIDIA H800", 90, 80), ("NVIDIA H20", 90, None), ("NVIDIA H200", 90, 141),
-    ("NVIDIA H200 NVL", 90, 141), ("NVIDIA GH200 480GB", 90, None),
-    ("NVIDIA GH200 144G HBM3e", 90, None), ("NVIDIA B200", 100, None), ("NVIDIA GB200", 100, 186),
-    ("NVIDIA B300 SXM6 AC", 103, 288), ("NVIDIA GB300", 103, 288), ("NVIDIA GB10", 121, 128),
-    ("NVIDIA L40S", 89, 48), ("NVIDIA L40", 89, 48), ("NVIDIA L4", 89, 24), ("NVIDIA L20", 89, 48),
-    ("NVIDIA GeForce RTX 4090", 89, 24), ("NVIDIA GeForce RTX 4090 D", 89, 24),
-    ("NVIDIA GeForce RTX 4080 SUPER", 89, 16), ("NVIDIA GeForce RTX 4070 Ti SUPER", 89, 16),
-    ("NVIDIA GeForce RTX 4060 Ti", 89, None), ("NVIDIA GeForce RTX 3090", 86, 24),
-    ("NVIDIA GeForce RTX 3090 Ti", 86, 24), ("NVIDIA GeForce RTX 3080 Ti", 86, 12),
-    ("NVIDIA GeForce RTX 3060", 86, None), ("NVIDIA GeForce RTX 2080 Ti", 75, None),
-    ("NVIDIA GeForce GTX 1080 Ti", 61, None), ("NVIDIA GeForce GTX 1660 SUPER", 75, None),
-    ("NVIDIA TITAN RTX", 75, 24), ("NVIDIA TITAN V", 70, None), ("NVIDIA TITAN Xp", 61, 12),
-    ("Quadro RTX 8000", 75, 48), ("Quadro RTX 6000", 75, 24), ("Quadro GV100", 70, 32),
-    ("Quadro P6000", 61, None), ("NVIDIA RTX A6000", 86, 48), ("NVIDIA RTX A5000", 86, 24),
-    ("NVIDIA RTX A4000", 86, 16), ("NVIDIA RTX 6000 Ada Generation", 89, 48),
-    ("NVIDIA RTX 4000 SFF Ada Generation", 89, 20), ("NVIDIA RTX 2000 Ada Generation", 89, 16),
+    ("Tesla V100S-PCIE-32GB", 70, 32),
+    ("Tesla V100-SXM2-16GB", 70, 16),
+    ("Tesla V100-SXM2-32GB", 70, 32),
+    ("Tesla V100-PCIE-32GB", 70, 32),
+    ("Tesla V100-SXM3-32GB", 70, 32),
+    ("Tesla P100-PCIE-16GB", 60, 16),
+    ("Tesla P100-PCIE-12GB", 60, 12),
+    ("Tesla P100-SXM2-16GB", 60, 16),
+    ("Tesla P40", 61, 24),
+    ("Tesla P4", 61, 8),
+    ("Tesla T4", 75, 16),
+    ("NVIDIA A100-SXM4-40GB", 80, 40),
+    ("NVIDIA A100-SXM4-80GB", 80, 80),
+    ("NVIDIA A100-PCIE-40GB", 80, 40),
+    ("NVIDIA A100 80GB PCIe", 80, 80),
+    ("NVIDIA A100-SXM4-80GB MIG 1g.10gb", 80, 80),
+    ("NVIDIA A800-SXM4-80GB", 80, 80),
+    ("NVIDIA A800 80GB PCIe", 80, 80),
+    ("NVIDIA A30", 80, 24),
+    ("NVIDIA A10", 86, 24),
+    ("NVIDIA A10G", 86, 24),
+    ("NVIDIA A40", 86, 48),
+    ("NVIDIA A16", 86, 16),
+    ("NVIDIA A2", 86, 16),
+    ("NVIDIA H100 80GB HBM3", 90, 80),
+    ("NVIDIA H100 PCIe", 90, None),
+    ("NVIDIA H100 NVL", 90, 94),
+    ("NVIDIA H800", 90, 80),
+    ("NVIDIA H20", 90, None),
+    ("NVIDIA H200", 90, 141),
+    ("NVIDIA H200 NVL", 90, 141),
+    ("NVIDIA GH200 480GB", 90, None),
+    ("NVIDIA GH200 144G HBM3e", 90, None),
+    ("NVIDIA B200", 100, None),
+    ("NVIDIA GB200", 100, 186),
+    ("NVIDIA B300 SXM6 AC", 103, 288),
+    ("NVIDIA GB300", 103, 288),
+    ("NVIDIA GB10", 121, 128),
+    ("NVIDIA L40S", 89, 48),
+    ("NVIDIA L40", 89, 48),
+    ("NVIDIA L4", 89, 24),
+    ("NVIDIA L20", 89, 48),
+    ("NVIDIA GeForce RTX 4090", 89, 24),
+    ("NVIDIA GeForce RTX 4090 D", 89, 24),
+    ("NVIDIA GeForce RTX 4080 SUPER", 89, 16),
+    ("NVIDIA GeForce RTX 4070 Ti SUPER", 89, 16),
+    ("NVIDIA GeForce RTX 4060 Ti", 89, None),
+    ("NVIDIA GeForce RTX 3090", 86, 24),
+    ("NVIDIA GeForce RTX 3090 Ti", 86, 24),
+    ("NVIDIA GeForce RTX 3080 Ti", 86, 12),
+    ("NVIDIA GeForce RTX 3060", 86, None),
+    ("NVIDIA GeForce RTX 2080 Ti", 75, None),
+    ("NVIDIA GeForce GTX 1080 Ti", 61, None),
+    ("NVIDIA GeForce GTX 1660 SUPER", 75, None),
+    ("NVIDIA TITAN RTX", 75, 24),
+    ("NVIDIA TITAN V", 70, None),
+    ("NVIDIA TITAN Xp", 61, 12),
+    ("Quadro RTX 8000", 75, 48),
+    ("Quadro RTX 6000", 75, 24),
+    ("Quadro GV100", 70, 32),
+    ("Quadro P6000", 61, None),
+    ("NVIDIA RTX A6000", 86, 48),
+    ("NVIDIA RTX A5000", 86, 24),
+    ("NVIDIA RTX A4000", 86, 16),
+    ("NVIDIA RTX 6000 Ada Generation", 89, 48),
+    ("NVIDIA RTX 4000 SFF Ada Generation", 89, 20),
+    ("NVIDIA RTX 2000 Ada Generation", 89, 16),
     ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 120, 96),
     ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 120, 96),
     ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", 120, 96),
-    ("NVIDIA GeForce RTX 5090", 120, 32), ("NVIDIA GeForce RTX 5060 Ti", 120, None),
-    ("NVIDIA GeForce RTX 5070 Ti", 120, 16), ("NVIDIA Jetson AGX Orin", 87, None),
-    ("Orin", 87, None), ("NVIDIA Thor", 110, None), ("Xavier", 72, None),
-    ("NVIDIA Tegra X2", 62, None), ("Tesla K80", 37, 24),
+    ("NVIDIA GeForce RTX 5090", 120, 32),
+    ("NVIDIA GeForce RTX 5060 Ti", 120, None),
+    ("NVIDIA GeForce RTX 5070 Ti", 120, 16),
+    ("NVIDIA Jetson AGX Orin", 87, None),
+    ("Orin", 87, None),
+    ("NVIDIA Thor", 110, None),
+    ("Xavier", 72, None),
+    ("NVIDIA Tegra X2", 62, None),
+    ("Tesla K80", 37, 24),
 ]
 AMD_NAMES = [
-    ("AMD Instinct MI300X", "gfx942", 192), ("AMD_Instinct_MI300X", "gfx942", 192),
-    ("AMD Instinct MI300A", "gfx942", 128), ("AMD Instinct MI308X", "gfx942", 192),
-    ("AMD Instinct MI325X", "gfx942", 256), ("AMD Instinct MI250X/MI250", "gfx90a", 128),
-    ("AMD Instinct MI210", "gfx90a", 64), ("AMD Instinct MI355X", "gfx950", 288),
-    ("AMD Radeon RX 7900 XTX", "gfx1100", 24), ("AMD_Radeon_RX7900XTX", "gfx1100", 24),
-    ("AMD Radeon PRO W7900", "gfx1100", 48), ("AMD Radeon RX 7800 XT", "gfx1101", None),
-    ("AMD_Radeon_8060S", "gfx1151", None), ("AMD_Radeon_890M", "gfx1150", None),
-    ("AMD Radeon RX 9070 XT", "gfx1201", 16), ("AMD_Radeon_R9700", "gfx1201", 32),
-    ("AMD Radeon AI PRO R9700", "gfx1201", 32), ("AMD Radeon RX 9060 XT", "gfx1200", None),
+    ("AMD Instinct MI300X", "gfx942", 192),
+    ("AMD_Instinct_MI300X", "gfx942", 192),
+    ("AMD Instinct MI300A", "gfx942", 128),
+    ("AMD Instinct MI308X", "gfx942", 192),
+    ("AMD Instinct MI325X", "gfx942", 256),
+    ("AMD Instinct MI250X/MI250", "gfx90a", 128),
+    ("AMD Instinct MI210", "gfx90a", 64),
+    ("AMD Instinct MI355X", "gfx950", 288),
+    ("AMD Radeon RX 7900 XTX", "gfx1100", 24),
+    ("AMD_Radeon_RX7900XTX", "gfx1100", 24),
+    ("AMD Radeon PRO W7900", "gfx1100", 48),
+    ("AMD Radeon RX 7800 XT", "gfx1101", None),
+    ("AMD_Radeon_8060S", "gfx1151", None),
+    ("AMD_Radeon_890M", "gfx1150", None),
+    ("AMD Radeon RX 9070 XT", "gfx1201", 16),
+    ("AMD_Radeon_R9700", "gfx1201", 32),
+    ("AMD Radeon AI PRO R9700", "gfx1201", 32),
+    ("AMD Radeon RX 9060 XT", "gfx1200", None),
 ]
 
 
@@ -116,8 +170,11 @@ _GFX_COMMENT = re.compile(r"# (gfx1[0-9]{3})")
 
 def _gfx_lines(text: str) -> dict[str, str]:
     """Line number → stripped text of each line of rocm.py that names a gfx target."""
-    return {str(number): line.strip() for number, line in enumerate(text.splitlines(), 1)
-            if _GFX_QUOTED.search(line) or _GFX_COMMENT.search(line)}
+    return {
+        str(number): line.strip()
+        for number, line in enumerate(text.splitlines(), 1)
+        if _GFX_QUOTED.search(line) or _GFX_COMMENT.search(line)
+    }
 
 
 def test_amd_targets_are_those_vllm_checks_for():
@@ -139,10 +196,15 @@ def test_the_rocm_fixture_is_the_release_file():
     assert _gfx_lines(ROCM_PLATFORM.read_text(encoding="utf-8")) == fixture["lines"]
 
 
-@pytest.mark.parametrize("report, capabilities", [
-    ("a100x4_markdown_wrapped.md", [80] * 4), ("h100x8_nvlink_nightly.txt", [90] * 8),
-    ("rtx5060ti_x2_pcie.txt", [120, 120]), ("t4_old_layout.txt", [75]),
-])
+@pytest.mark.parametrize(
+    "report, capabilities",
+    [
+        ("a100x4_markdown_wrapped.md", [80] * 4),
+        ("h100x8_nvlink_nightly.txt", [90] * 8),
+        ("rtx5060ti_x2_pcie.txt", [120, 120]),
+        ("t4_old_layout.txt", [75]),
+    ],
+)
 def test_real_reports_resolve_through_the_table(report, capabilities):
     facts = parse_report((REPORTS / report).read_bytes(), report)
     assert facts.value("gpu.capabilities") == capabilities
@@ -163,8 +225,11 @@ def test_rocm_report_names_the_target_and_no_cuda_capability():
 def test_v100s_report_decides_bfloat16(tmp_path):
     # The issue's case: a report's V100S had no known capability, so --dtype bfloat16 on it
     # stayed undecided. Through the table it is Volta (7.0): HW003 applies.
-    text = (REPORTS / "t4_old_layout.txt").read_text(encoding="utf-8").replace(
-        "Tesla T4", "Tesla V100S-PCIE-32GB")
+    text = (
+        (REPORTS / "t4_old_layout.txt")
+        .read_text(encoding="utf-8")
+        .replace("Tesla T4", "Tesla V100S-PCIE-32GB")
+    )
     facts = parse_report(text, "v100s.txt")
     assert facts.value("gpu.min_capability") == 70
     from vllm_doctor.engine.evaluate import APPLIES, evaluate_rule
@@ -173,7 +238,9 @@ def test_v100s_report_decides_bfloat16(tmp_path):
     from vllm_doctor.serve_args import parse_serve_argv
 
     parse_serve_argv(["vllm", "serve", "org/m", "--dtype", "bfloat16"]).to_facts(
-        facts, Source.SERVE, {})
-    hw003 = next(r for r in load_rules([Path(__file__).resolve().parents[1] / "rules"])
-                 if r.code == "HW003")
+        facts, Source.SERVE, {}
+    )
+    hw003 = next(
+        r for r in load_rules([Path(__file__).resolve().parents[1] / "rules"]) if r.code == "HW003"
+    )
     assert evaluate_rule(hw003, facts).verdict == APPLIES

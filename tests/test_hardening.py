@@ -52,8 +52,11 @@ def test_bad_inputs_end_cleanly(kind):
     cases = [c for c in CASES if c.kind == kind]
     with ThreadPoolExecutor(2) as pool:
         outcomes = list(pool.map(bad_inputs.run_case, cases))
-    bad = [f"{o.case.name}: {o.verdict} (exit {o.exit_code}, {o.seconds:.1f} s) {o.detail}"
-           for o in outcomes if o.verdict not in ("clean-error", "right-answer")]
+    bad = [
+        f"{o.case.name}: {o.verdict} (exit {o.exit_code}, {o.seconds:.1f} s) {o.detail}"
+        for o in outcomes
+        if o.verdict not in ("clean-error", "right-answer")
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -102,8 +105,17 @@ def test_a_crashed_collector_fails_the_gate_with_exit_3(monkeypatch):
 def test_a_crash_in_a_collector_no_rule_needs_still_fails(monkeypatch):
     """Fail closed: even with --select naming rules that read no model fact."""
     _crash_model_collector(monkeypatch)
-    code, _, err = run_cli(["check", "--serve", "vllm serve m --task embed", "--select", "ARGS001",
-                            "--vllm-version", "0.14.0"])
+    code, _, err = run_cli(
+        [
+            "check",
+            "--serve",
+            "vllm serve m --task embed",
+            "--select",
+            "ARGS001",
+            "--vllm-version",
+            "0.14.0",
+        ]
+    )
     assert code == 3 and "model config" in err
 
 
@@ -142,8 +154,10 @@ def test_an_unexpected_error_outside_the_collectors_names_its_step(monkeypatch):
     monkeypatch.setattr(evaluate, "evaluate_rules", broken)
     code, _, err = run_cli(["check", "--serve", "vllm serve m"])
     assert code == 3
-    assert err.strip() == ("vllm-doctor: could not finish: rule evaluation: KeyError: 'severity' "
-                           "(rerun with --debug for the traceback)")
+    assert err.strip() == (
+        "vllm-doctor: could not finish: rule evaluation: KeyError: 'severity' "
+        "(rerun with --debug for the traceback)"
+    )
 
 
 def test_a_crash_message_carries_no_secret(monkeypatch):
@@ -174,16 +188,19 @@ def test_anchor_bomb_is_refused_fast():
     assert time.process_time() - start < 1.0
 
 
-@pytest.mark.parametrize("text, match", [
-    ("a: &x [*x]\n", "refers to itself"),
-    ("a: !!binary aGVsbG8=\n", "!!binary"),
-    ("a: !!set {x, y}\n", "!!set"),
-    ("a: !!python/object:os.system x\n", "could not determine a constructor"),
-    ("a: " + "[" * 300 + "]" * 300, "nested"),
-    ("a: 1e999\n", None),  # YAML reads this as a string, which is fine
-    ("a: .inf\n", "not finite"),
-    ("a: " + "9" * 30 + "\n", "out of range"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("a: &x [*x]\n", "refers to itself"),
+        ("a: !!binary aGVsbG8=\n", "!!binary"),
+        ("a: !!set {x, y}\n", "!!set"),
+        ("a: !!python/object:os.system x\n", "could not determine a constructor"),
+        ("a: " + "[" * 300 + "]" * 300, "nested"),
+        ("a: 1e999\n", None),  # YAML reads this as a string, which is fine
+        ("a: .inf\n", "not finite"),
+        ("a: " + "9" * 30 + "\n", "out of range"),
+    ],
+)
 def test_yaml_refusals(text, match):
     if match is None:
         assert yaml_io.safe_load(text) == {"a": "1e999"}
@@ -194,17 +211,23 @@ def test_yaml_refusals(text, match):
 
 def test_yaml_dates_stay_text():
     assert yaml_io.safe_load("d: 2024-01-01\nt: 2024-01-01 10:00:00\nbad: 2024-13-45\n") == {
-        "d": "2024-01-01", "t": "2024-01-01 10:00:00", "bad": "2024-13-45"}
+        "d": "2024-01-01",
+        "t": "2024-01-01 10:00:00",
+        "bad": "2024-13-45",
+    }
 
 
-@pytest.mark.parametrize("text, match", [
-    ("[" * 100_000 + "]" * 100_000, "nested"),
-    ('{"a": NaN}', "NaN"),
-    ('{"a": Infinity}', "Infinity"),
-    ('{"a": 1e999}', "too large"),
-    ('{"a": ' + "9" * 5000 + "}", "out of range"),
-    ('{"a": ' + "9" * 19 + "}", "out of range"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested"),
+        ('{"a": NaN}', "NaN"),
+        ('{"a": Infinity}', "Infinity"),
+        ('{"a": 1e999}', "too large"),
+        ('{"a": ' + "9" * 5000 + "}", "out of range"),
+        ('{"a": ' + "9" * 19 + "}", "out of range"),
+    ],
+)
 def test_json_refusals(text, match):
     with pytest.raises(ValueError, match=match):
         bounds.json_loads(text)
@@ -215,12 +238,15 @@ def test_json_within_bounds_is_unchanged():
     assert bounds.json_loads(json.dumps(data)) == data
 
 
-@pytest.mark.parametrize("path, match", [
-    ("/dev/zero", "character device"),
-    ("/dev/urandom", "character device"),
-    ("/", "is a directory"),
-    ("~nosuchuser-x/y", "no such user"),
-])
+@pytest.mark.parametrize(
+    "path, match",
+    [
+        ("/dev/zero", "character device"),
+        ("/dev/urandom", "character device"),
+        ("/", "is a directory"),
+        ("~nosuchuser-x/y", "no such user"),
+    ],
+)
 def test_files_that_are_not_regular_are_refused(path, match):
     with pytest.raises(InputError, match=match):
         bounds.read_bytes(path, "report file", "report")
@@ -261,11 +287,16 @@ def test_json_loader_raises_only_value_errors(text):
 
 
 _plain = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=5)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.text(max_size=5)
     | st.floats(allow_nan=False, allow_infinity=False),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=3), children,
-                                                                      max_size=4),
-    max_leaves=30)
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=3), children, max_size=4)
+    ),
+    max_leaves=30,
+)
 
 
 @FUZZ
@@ -279,20 +310,23 @@ def test_check_value_accepts_plain_data_in_bounds(value):
 SECRET = "s3cr3tVALUE9"
 
 
-@pytest.mark.parametrize("words", [
-    ["vllm", "serve", "m", "--api-key", "k1", SECRET],
-    ["vllm", "serve", "m", "--api-key", SECRET, "-tp", "2"],
-    ["vllm", "serve", "m", f"--api-key={SECRET}"],
-    ["vllm", "serve", "m", "--hf-tok", SECRET],
-    ["vllm", "serve", "m", "--hf_token", SECRET],
-    ["vllm", "serve", "m", "--openai-secret-token", SECRET],
-    ["vllm", "serve", "m", "--my-db-password", "x", SECRET],
-    ["vllm", "serve", "m", "--hf-overrides.api_key", SECRET],
-    ["sudo", f"HF_TOKEN={SECRET}", "vllm", "serve", "m"],
-    ["env", f"MY_PASSWORD={SECRET}", "vllm", "serve", "m"],
-    ["vllm", "serve", "m", "--hf-overrides", f'{{"url": "https://u:{SECRET}@h/"}}'],
-    ["vllm", "serve", "m", "--served-model-name", f"https://{SECRET}@h/"],
-])
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["vllm", "serve", "m", "--api-key", "k1", SECRET],
+        ["vllm", "serve", "m", "--api-key", SECRET, "-tp", "2"],
+        ["vllm", "serve", "m", f"--api-key={SECRET}"],
+        ["vllm", "serve", "m", "--hf-tok", SECRET],
+        ["vllm", "serve", "m", "--hf_token", SECRET],
+        ["vllm", "serve", "m", "--openai-secret-token", SECRET],
+        ["vllm", "serve", "m", "--my-db-password", "x", SECRET],
+        ["vllm", "serve", "m", "--hf-overrides.api_key", SECRET],
+        ["sudo", f"HF_TOKEN={SECRET}", "vllm", "serve", "m"],
+        ["env", f"MY_PASSWORD={SECRET}", "vllm", "serve", "m"],
+        ["vllm", "serve", "m", "--hf-overrides", f'{{"url": "https://u:{SECRET}@h/"}}'],
+        ["vllm", "serve", "m", "--served-model-name", f"https://{SECRET}@h/"],
+    ],
+)
 def test_secrets_in_command_words_are_hidden(words):
     assert SECRET not in " ".join(redact_words(words))
     runnable = shell_words(words)
@@ -300,24 +334,45 @@ def test_secrets_in_command_words_are_hidden(words):
 
 
 def test_suggested_commands_use_placeholders():
-    assert shell_words(["vllm", "serve", "m", "--hf-tok", SECRET, "--api-key", "a", "b"]) == \
-        'vllm serve m --hf-tok "$HF_TOKEN" --api-key "$VLLM_API_KEY"'
-    assert shell_words(["HF_TOKEN=x", "NCCL_DEBUG=INFO x", "vllm", "serve", "m"]) == \
-        "HF_TOKEN=\"$HF_TOKEN\" NCCL_DEBUG='INFO x' vllm serve m"
+    assert (
+        shell_words(["vllm", "serve", "m", "--hf-tok", SECRET, "--api-key", "a", "b"])
+        == 'vllm serve m --hf-tok "$HF_TOKEN" --api-key "$VLLM_API_KEY"'
+    )
+    assert (
+        shell_words(["HF_TOKEN=x", "NCCL_DEBUG=INFO x", "vllm", "serve", "m"])
+        == "HF_TOKEN=\"$HF_TOKEN\" NCCL_DEBUG='INFO x' vllm serve m"
+    )
 
 
-@pytest.mark.parametrize("name", ["--tokenizer", "--max-num-batched-tokens", "--ssl-keyfile",
-                                  "--api-server-count", "VLLM_USE_V1", "--kv-cache-dtype"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "--tokenizer",
+        "--max-num-batched-tokens",
+        "--ssl-keyfile",
+        "--api-server-count",
+        "VLLM_USE_V1",
+        "--kv-cache-dtype",
+    ],
+)
 def test_names_that_are_not_secrets(name):
     assert not is_secret_name(name)
     assert redact_words(["vllm", "serve", "m", name, "value-x"])[-1] == "value-x"
 
 
-@pytest.mark.parametrize("line", [
-    f"token={SECRET}", f"Authorization: Bearer {SECRET}", f"https://user:{SECRET}@host/x",
-    f'"api_key": "{SECRET}"', f"--api-key {SECRET}", f"HF_TOKEN={SECRET}",
-    "hf_" + "a" * 34, "sk-" + "b" * 40,
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"token={SECRET}",
+        f"Authorization: Bearer {SECRET}",
+        f"https://user:{SECRET}@host/x",
+        f'"api_key": "{SECRET}"',
+        f"--api-key {SECRET}",
+        f"HF_TOKEN={SECRET}",
+        "hf_" + "a" * 34,
+        "sk-" + "b" * 40,
+    ],
+)
 def test_secrets_in_log_lines_are_hidden(line):
     assert redact_text(f"ERROR failed: {line} (retrying)").count(REDACTED) >= 1
     assert SECRET not in redact_text(line)
@@ -326,14 +381,28 @@ def test_secrets_in_log_lines_are_hidden(line):
 
 def test_redact_value_keeps_the_shape():
     value = {"url": f"https://u:{SECRET}@h", "api_key": SECRET, "n": 3, "list": [f"token={SECRET}"]}
-    assert redact_value(value) == {"url": f"https://{REDACTED}@h", "api_key": REDACTED, "n": 3,
-                                   "list": [f"token={REDACTED}"]}
+    assert redact_value(value) == {
+        "url": f"https://{REDACTED}@h",
+        "api_key": REDACTED,
+        "n": 3,
+        "list": [f"token={REDACTED}"],
+    }
 
 
-_secret_names = st.sampled_from(["HF_TOKEN", "API_KEY", "MY_SECRET", "DB_PASSWORD", "authToken",
-                                 "openai-secret-token", "x_credentials"])
-_secret_values = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJ0123456789_.",
-                         min_size=6, max_size=24).map(lambda s: "Q9" + s)
+_secret_names = st.sampled_from(
+    [
+        "HF_TOKEN",
+        "API_KEY",
+        "MY_SECRET",
+        "DB_PASSWORD",
+        "authToken",
+        "openai-secret-token",
+        "x_credentials",
+    ]
+)
+_secret_values = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJ0123456789_.", min_size=6, max_size=24
+).map(lambda s: "Q9" + s)
 
 
 @FUZZ

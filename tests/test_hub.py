@@ -25,10 +25,13 @@ def hub_repos() -> dict[str, Repo]:
     config = json.dumps(CONFIG).encode()
     small = safetensors_file({"embed": ("BF16", [64, 32]), "norm": ("F32", [32])})
     return {
-        "org/model": Repo({"config.json": config, "model.safetensors": small,
-                           "README.md": b"# a model"}),
-        "org/sharded": Repo({"config.json": config, "model.safetensors.index.json": INDEX},
-                            sha="fedcba9876543210fedcba9876543210fedcba98"),
+        "org/model": Repo(
+            {"config.json": config, "model.safetensors": small, "README.md": b"# a model"}
+        ),
+        "org/sharded": Repo(
+            {"config.json": config, "model.safetensors.index.json": INDEX},
+            sha="fedcba9876543210fedcba9876543210fedcba98",
+        ),
         "org/gated": Repo({"config.json": config}, gated=True),
     }
 
@@ -36,8 +39,13 @@ def hub_repos() -> dict[str, Repo]:
 def run(hub_url: str, home: Path, *args: str, env: dict[str, str] | None = None):
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "VLLM_"))}
     environ.update({"HF_ENDPOINT": hub_url, "HF_HOME": str(home)}, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "vllm_doctor", "check", "--format", "json",
-                           *args], capture_output=True, text=True, env=environ, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_doctor", "check", "--format", "json", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -54,14 +62,16 @@ def test_par001_from_the_hubs_config(hub, tmp_path):
     result = run(hub.url, tmp_path, "--", "vllm", "serve", "org/model", "-tp", "3")
     assert result.returncode == 1, result.stderr
     data = json.loads(result.stdout)
-    heads = next(e for e in finding(data, "PAR001")["evidence"]
-                 if e["fact"] == "model.num_attention_heads")
+    heads = next(
+        e for e in finding(data, "PAR001")["evidence"] if e["fact"] == "model.num_attention_heads"
+    )
     assert heads["value"] == 32
     assert heads["source"].startswith("config.json (Hub: org/model@0123456789ab")
     facts = data["facts"]["facts"]
     assert facts["model.weights_dtypes"]["value"] == ["BF16", "F32"]  # from the header
-    assert facts["model.weights_bytes"]["value"] == len(hub.repos["org/model"].files[
-        "model.safetensors"])
+    assert facts["model.weights_bytes"]["value"] == len(
+        hub.repos["org/model"].files["model.safetensors"]
+    )
     # the weights were never downloaded: only the header's byte range
     assert not list(tmp_path.rglob("model.safetensors"))
     # the second run reads the cache and asks the Hub nothing
@@ -74,8 +84,7 @@ def test_par001_from_the_hubs_config(hub, tmp_path):
 @pytest.mark.parametrize("how", [["--offline"], []])
 def test_offline_leaves_it_undecided_and_says_why(hub, tmp_path, how):
     env = {} if how else {"HF_HUB_OFFLINE": "1"}
-    result = run(hub.url, tmp_path, *how, "--", "vllm", "serve", "org/model", "-tp", "3",
-                 env=env)
+    result = run(hub.url, tmp_path, *how, "--", "vllm", "serve", "org/model", "-tp", "3", env=env)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     par001 = finding(data, "PAR001", "undecided")
@@ -85,8 +94,20 @@ def test_offline_leaves_it_undecided_and_says_why(hub, tmp_path, how):
 
 
 def test_sharded_weights_from_the_index_feed_the_memory_estimate(hub, tmp_path):
-    result = run(hub.url, tmp_path, "--gpu", "RTX 3090", "--vllm-version", "0.33.0", "--",
-                 "vllm", "serve", "org/sharded", "--max-model-len", "262144")
+    result = run(
+        hub.url,
+        tmp_path,
+        "--gpu",
+        "RTX 3090",
+        "--vllm-version",
+        "0.33.0",
+        "--",
+        "vllm",
+        "serve",
+        "org/sharded",
+        "--max-model-len",
+        "262144",
+    )
     data = json.loads(result.stdout)
     weights = data["facts"]["facts"]["model.weights_bytes"]
     assert weights["value"] == json.loads(INDEX)["metadata"]["total_size"]
@@ -96,11 +117,21 @@ def test_sharded_weights_from_the_index_feed_the_memory_estimate(hub, tmp_path):
 def test_gated_model_needs_a_token(hub, tmp_path):
     result = run(hub.url, tmp_path, "--", "vllm", "serve", "org/gated", "-tp", "3")
     assert result.returncode == 0, result.stderr  # undecided, not a failure of the gate
-    reasons = " ".join(m["reason"] for m in finding(json.loads(result.stdout), "PAR001",
-                                                    "undecided")["missing"])
+    reasons = " ".join(
+        m["reason"] for m in finding(json.loads(result.stdout), "PAR001", "undecided")["missing"]
+    )
     assert "gated" in reasons and "HF_TOKEN" in reasons
-    with_token = run(hub.url, tmp_path / "t", "--", "vllm", "serve", "org/gated", "-tp", "3",
-                     env={"HF_TOKEN": "hf_test_token"})
+    with_token = run(
+        hub.url,
+        tmp_path / "t",
+        "--",
+        "vllm",
+        "serve",
+        "org/gated",
+        "-tp",
+        "3",
+        env={"HF_TOKEN": "hf_test_token"},
+    )
     assert finding(json.loads(with_token.stdout), "PAR001") is not None
 
 

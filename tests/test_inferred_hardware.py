@@ -33,22 +33,40 @@ REPORTS = HERE / "fixtures" / "reports"
 def doctor(*args: str):
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_"))}
     environ["HF_HUB_OFFLINE"] = "1"
-    return subprocess.run([sys.executable, "-m", "vllm_doctor", *args], capture_output=True,
-                          text=True, env=environ, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_doctor", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=120,
+    )
 
 
 def model_facts(weights: int = 16_060_522_496) -> Facts:
-    return Facts.from_flat({
-        "model.num_hidden_layers": 32, "model.num_key_value_heads": 8, "model.head_dim": 128,
-        "model.dtype": "bfloat16", "model.weights_bytes": weights,
-        "model.max_position_embeddings": 131072, "serve.tensor_parallel_size": 1})
+    return Facts.from_flat(
+        {
+            "model.num_hidden_layers": 32,
+            "model.num_key_value_heads": 8,
+            "model.head_dim": 128,
+            "model.dtype": "bfloat16",
+            "model.weights_bytes": weights,
+            "model.max_position_embeddings": 131072,
+            "serve.tensor_parallel_size": 1,
+        }
+    )
 
 
-@pytest.mark.parametrize("driver, cuda", [
-    ("570.86.15", "12.8"),  # the example: nvidia-smi prints CUDA 12.8
-    ("580.95.05", "13.0"), ("575.57.08", "12.9"), ("535.230.02", "12.2"),
-    ("550.54.14", "12.4"), ("470.256.02", "11.4"),
-])
+@pytest.mark.parametrize(
+    "driver, cuda",
+    [
+        ("570.86.15", "12.8"),  # the example: nvidia-smi prints CUDA 12.8
+        ("580.95.05", "13.0"),
+        ("575.57.08", "12.9"),
+        ("535.230.02", "12.2"),
+        ("550.54.14", "12.4"),
+        ("470.256.02", "11.4"),
+    ],
+)
 def test_driver_to_cuda_follows_nvidias_table(driver, cuda):
     assert driver_cuda_version(driver)[0] == cuda
 
@@ -59,8 +77,9 @@ def test_driver_cuda_inferred_and_never_over_a_collected_one():
     fact = facts.get("driver.cuda_version")
     assert fact.value == "12.8" and fact.inferred and "570.26" in fact.detail
     assert facts.to_dict()["facts"]["driver.cuda_version"]["inferred"] is True
-    seen = Facts.from_flat({"driver.version": "570.86.15", "driver.cuda_version": "12.9"},
-                           Source.NVML)
+    seen = Facts.from_flat(
+        {"driver.version": "570.86.15", "driver.cuda_version": "12.9"}, Source.NVML
+    )
     infer_hardware(seen)
     assert seen.get("driver.cuda_version").source == Source.NVML
     assert seen.value("driver.cuda_version") == "12.9"
@@ -104,8 +123,15 @@ def test_does_not_fit_only_when_every_variant_agrees():
 
 
 def test_target_hardware_replaces_the_machines_gpus():
-    facts = Facts.from_flat({"gpu.count": 1, "gpu.names": ["Tesla T4"], "gpu.min_capability": 75,
-                             "gpu.memory_total_mib": 15360}, Source.NVML)
+    facts = Facts.from_flat(
+        {
+            "gpu.count": 1,
+            "gpu.names": ["Tesla T4"],
+            "gpu.min_capability": 75,
+            "gpu.memory_total_mib": 15360,
+        },
+        Source.NVML,
+    )
     apply_target_hardware(facts, TargetHardware(gpu="H100 80GB", count=8, driver="570.86.15"))
     infer_hardware(facts)
     assert facts.value("gpu.count") == 8 and facts.value("gpu.min_capability") == 90
@@ -120,10 +146,16 @@ def test_target_hardware_replaces_the_machines_gpus():
     assert other.get("gpu.count").source == "manifest"
 
 
-@pytest.mark.parametrize("name, family", [
-    ("H100 80GB", "H100"), ("RTX 3090", "GeForce RTX 3090 / 3090 Ti"), ("l40s", "L40S"),
-    ("NVIDIA A100-SXM4-80GB", "A100"), ("MI300X", "Instinct MI300X"),
-])
+@pytest.mark.parametrize(
+    "name, family",
+    [
+        ("H100 80GB", "H100"),
+        ("RTX 3090", "GeForce RTX 3090 / 3090 Ti"),
+        ("l40s", "L40S"),
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("MI300X", "Instinct MI300X"),
+    ],
+)
 def test_gpu_names_resolve(name, family):
     assert resolve_gpu(name).family.name == family
 
@@ -160,9 +192,23 @@ def test_bundled_healthy_example_passes_strict():
 
 
 def test_mem001_decided_for_a_gpu_named_on_the_command_line():
-    result = doctor("check", "--gpu", "RTX 3090", "--vllm-version", "0.33.0", "--model-config",
-                    str(LLAMA), "--format", "json", "--", "vllm", "serve", "M",
-                    "--max-model-len", "262144")
+    result = doctor(
+        "check",
+        "--gpu",
+        "RTX 3090",
+        "--vllm-version",
+        "0.33.0",
+        "--model-config",
+        str(LLAMA),
+        "--format",
+        "json",
+        "--",
+        "vllm",
+        "serve",
+        "M",
+        "--max-model-len",
+        "262144",
+    )
     data = json.loads(result.stdout)
     mem = next(f for f in data["findings"] if f["code"] == "MEM001")
     assert any("GPU table: RTX 3090" in e["source"] for e in mem["evidence"])
@@ -174,9 +220,23 @@ def test_mem001_from_a_config_alone_when_the_kv_cache_exceeds_the_gpu(tmp_path):
     # 262k tokens of Llama 3.1 8B KV (32 GiB) exceed what a 24 GiB card keeps after them
     config = tmp_path / "config.json"
     config.write_text((LLAMA / "config.json").read_text())
-    result = doctor("check", "--gpu", "RTX 3090", "--vllm-version", "0.33.0", "--model-config",
-                    str(config), "--format", "json", "--", "vllm", "serve", "M",
-                    "--max-model-len", "262144")
+    result = doctor(
+        "check",
+        "--gpu",
+        "RTX 3090",
+        "--vllm-version",
+        "0.33.0",
+        "--model-config",
+        str(config),
+        "--format",
+        "json",
+        "--",
+        "vllm",
+        "serve",
+        "M",
+        "--max-model-len",
+        "262144",
+    )
     data = json.loads(result.stdout)
     mem = next(f for f in data["findings"] if f["code"] == "MEM001")
     fits = next(e for e in mem["evidence"] if e["fact"] == "memory.kv_verdict")
@@ -184,9 +244,23 @@ def test_mem001_from_a_config_alone_when_the_kv_cache_exceeds_the_gpu(tmp_path):
     weights = data["facts"]["facts"]["memory.weights_gib"]
     assert "parameters from config.json" in weights["detail"]
     # a short context on the same card fits
-    short = doctor("check", "--gpu", "RTX 3090", "--vllm-version", "0.33.0", "--model-config",
-                   str(config), "--format", "json", "--", "vllm", "serve", "M",
-                   "--max-model-len", "8192")
+    short = doctor(
+        "check",
+        "--gpu",
+        "RTX 3090",
+        "--vllm-version",
+        "0.33.0",
+        "--model-config",
+        str(config),
+        "--format",
+        "json",
+        "--",
+        "vllm",
+        "serve",
+        "M",
+        "--max-model-len",
+        "8192",
+    )
     assert "MEM001" in json.loads(short.stdout)["not_applicable"]
 
 
@@ -199,15 +273,43 @@ def test_mem001_when_the_kv_cache_exceeds_the_gpu_whatever_the_weights(tmp_path)
     cfg["head_dim"] = 128
     config = tmp_path / "config.json"
     config.write_text(json.dumps(cfg))
-    result = doctor("check", "--gpu", "RTX 3090", "--vllm-version", "0.33.0", "--model-config",
-                    str(config), "--format", "json", "--", "vllm", "serve", "M",
-                    "--max-model-len", "262144")
+    result = doctor(
+        "check",
+        "--gpu",
+        "RTX 3090",
+        "--vllm-version",
+        "0.33.0",
+        "--model-config",
+        str(config),
+        "--format",
+        "json",
+        "--",
+        "vllm",
+        "serve",
+        "M",
+        "--max-model-len",
+        "262144",
+    )
     data = json.loads(result.stdout)
     mem = next(f for f in data["findings"] if f["code"] == "MEM001")
     fits = next(e for e in mem["evidence"] if e["fact"] == "memory.kv_verdict")
     assert "even with no weights" in fits["source"]
     assert "MEM003" in {f["code"] for f in data["undecided"]}
-    short = doctor("check", "--gpu", "RTX 3090", "--vllm-version", "0.33.0", "--model-config",
-                   str(config), "--format", "json", "--", "vllm", "serve", "M",
-                   "--max-model-len", "8192")
+    short = doctor(
+        "check",
+        "--gpu",
+        "RTX 3090",
+        "--vllm-version",
+        "0.33.0",
+        "--model-config",
+        str(config),
+        "--format",
+        "json",
+        "--",
+        "vllm",
+        "serve",
+        "M",
+        "--max-model-len",
+        "8192",
+    )
     assert "MEM001" in {f["code"] for f in json.loads(short.stdout)["undecided"]}

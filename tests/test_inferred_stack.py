@@ -19,12 +19,20 @@ from vllm_doctor.facts.stack import infer_stack
 HERE = Path(__file__).parent
 
 
-def write_config(tmp_path: Path, architecture: str = "LlamaForCausalLM",
-                 dtype: str = "bfloat16") -> Path:
-    config = {"architectures": [architecture], "model_type": "llama",
-              "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
-              "num_hidden_layers": 32, "vocab_size": 128256, "max_position_embeddings": 8192,
-              "torch_dtype": dtype}
+def write_config(
+    tmp_path: Path, architecture: str = "LlamaForCausalLM", dtype: str = "bfloat16"
+) -> Path:
+    config = {
+        "architectures": [architecture],
+        "model_type": "llama",
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "vocab_size": 128256,
+        "max_position_embeddings": 8192,
+        "torch_dtype": dtype,
+    }
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     return path
@@ -54,8 +62,14 @@ def test_torch_and_its_cuda_builds_from_the_releases_pin():
     infer_stack(new)
     assert new.get("torch.cuda_version").possible == ">=13.0,<14.0"
     # a collected torch is never replaced
-    seen = Facts.from_flat({"vllm.version": "0.8.5.post1", "torch.version": "2.6.0+cu126",
-                            "torch.cuda_version": "12.6"}, Source.REPORT)
+    seen = Facts.from_flat(
+        {
+            "vllm.version": "0.8.5.post1",
+            "torch.version": "2.6.0+cu126",
+            "torch.cuda_version": "12.6",
+        },
+        Source.REPORT,
+    )
     infer_stack(seen)
     assert seen.get("torch.cuda_version").source == Source.REPORT
 
@@ -74,25 +88,32 @@ def test_transformers_bounds_decide_where_the_range_agrees():
 
 
 def test_rtx_5090_with_the_torch_vllm_0_8_5_pins(tmp_path):
-    data = check_json("--gpu", "RTX 5090", "--vllm-version", "0.8.5.post1", "--",
-                      "vllm", "serve", "m")
+    data = check_json(
+        "--gpu", "RTX 5090", "--vllm-version", "0.8.5.post1", "--", "vllm", "serve", "m"
+    )
     env003 = finding(data, "ENV003")
     assert env003 is not None and env003["severity"] == "error"
     cuda = next(e for e in env003["evidence"] if e["fact"] == "torch.cuda_version")
     assert cuda["inferred"] is True and "torch 2.6.0" in cuda["source"]
 
 
-@pytest.mark.parametrize("release, serve_dtype, capability, expected", [
-    ("0.8.5.post1", None, 70, "bfloat16"),  # auto took the checkpoint's dtype as it was
-    ("0.9.0", None, 70, "float16"),        # PR 17265: fallback on pre-Ampere GPUs
-    ("0.33.0", None, 70, "float16"),
-    ("0.33.0", None, 90, "bfloat16"),
-    ("0.33.0", "half", 90, "float16"),
-])
-def test_effective_dtype_as_each_release_resolves_auto(release, serve_dtype, capability,
-                                                       expected):
-    flat = {"vllm.version": release, "model.dtype": "bfloat16", "model.model_type": "llama",
-            "gpu.min_capability": capability}
+@pytest.mark.parametrize(
+    "release, serve_dtype, capability, expected",
+    [
+        ("0.8.5.post1", None, 70, "bfloat16"),  # auto took the checkpoint's dtype as it was
+        ("0.9.0", None, 70, "float16"),  # PR 17265: fallback on pre-Ampere GPUs
+        ("0.33.0", None, 70, "float16"),
+        ("0.33.0", None, 90, "bfloat16"),
+        ("0.33.0", "half", 90, "float16"),
+    ],
+)
+def test_effective_dtype_as_each_release_resolves_auto(release, serve_dtype, capability, expected):
+    flat = {
+        "vllm.version": release,
+        "model.dtype": "bfloat16",
+        "model.model_type": "llama",
+        "gpu.min_capability": capability,
+    }
     if serve_dtype:
         flat["serve.dtype"] = serve_dtype
     facts = Facts.from_flat(flat, Source.REPORT)
@@ -102,9 +123,15 @@ def test_effective_dtype_as_each_release_resolves_auto(release, serve_dtype, cap
 
 def test_float32_checkpoint_on_ampere_differs_between_releases():
     def resolved(release: str) -> str:
-        facts = Facts.from_flat({"vllm.version": release, "model.dtype": "float32",
-                                 "model.model_type": "llama", "gpu.min_capability": 80},
-                                Source.REPORT)
+        facts = Facts.from_flat(
+            {
+                "vllm.version": release,
+                "model.dtype": "float32",
+                "model.model_type": "llama",
+                "gpu.min_capability": 80,
+            },
+            Source.REPORT,
+        )
         collect_release(facts)
         return facts.value("release.effective_dtype")
 
@@ -120,24 +147,53 @@ def test_unknown_version_some_releases_is_a_warning_naming_the_version(tmp_path)
     assert "applies in 0.8.0–0.8.5.post1" in hw003["fix_state"]["detail"]
     assert [m["fact"] for m in hw003["missing"]] == ["vllm.version"]
     # the same line with the version known is decided: an error on 0.8.5, nothing on 0.9.0
-    old = check_json("--gpu", "V100", "--vllm-version", "0.8.5", "--model-config",
-                     str(config), "--", "vllm", "serve", "m")
+    old = check_json(
+        "--gpu",
+        "V100",
+        "--vllm-version",
+        "0.8.5",
+        "--model-config",
+        str(config),
+        "--",
+        "vllm",
+        "serve",
+        "m",
+    )
     assert finding(old, "HW003")["severity"] == "error"
-    new = check_json("--gpu", "V100", "--vllm-version", "0.9.0", "--model-config",
-                     str(config), "--", "vllm", "serve", "m")
+    new = check_json(
+        "--gpu",
+        "V100",
+        "--vllm-version",
+        "0.9.0",
+        "--model-config",
+        str(config),
+        "--",
+        "vllm",
+        "serve",
+        "m",
+    )
     assert finding(new, "HW003") is None and "HW003" in new["not_applicable"]
 
 
 def test_unknown_version_every_release_is_as_good_as_applies(tmp_path):
     config = write_config(tmp_path, architecture="FooBarForCausalLM")
-    data = check_json("--model-config", str(config), "--", "vllm", "serve", "m",
-                      "--model-impl", "vllm")
+    data = check_json(
+        "--model-config", str(config), "--", "vllm", "serve", "m", "--model-impl", "vllm"
+    )
     model101 = finding(data, "MODEL101")
     assert model101 is not None and model101["severity"] == "error"
     assert model101["fix_state"]["detail"].startswith("applies in every release 0.8.0–")
     # a registered architecture: in no release
-    fine = check_json("--model-config", str(write_config(tmp_path)), "--", "vllm", "serve",
-                      "m", "--model-impl", "vllm")
+    fine = check_json(
+        "--model-config",
+        str(write_config(tmp_path)),
+        "--",
+        "vllm",
+        "serve",
+        "m",
+        "--model-impl",
+        "vllm",
+    )
     assert "MODEL101" in fine["not_applicable"]
 
 

@@ -20,15 +20,20 @@ def test_fold_merges_consecutive_equal_values_and_splits_on_change_or_gap():
     }
     releases, entries = fold(per)
     assert releases == list(RELEASES)
-    assert entries["a"] == [{"first": "0.8.0", "last": "0.9.0", "value": 1},
-                            {"first": "0.10.1", "last": "0.10.1", "value": 1}]
-    assert entries["b"] == [{"first": "0.8.0", "last": "0.8.0", "value": {"x": 1}},
-                            {"first": "0.9.0", "last": "0.10.1", "value": {"x": 2}}]
+    assert entries["a"] == [
+        {"first": "0.8.0", "last": "0.9.0", "value": 1},
+        {"first": "0.10.1", "last": "0.10.1", "value": 1},
+    ]
+    assert entries["b"] == [
+        {"first": "0.8.0", "last": "0.8.0", "value": {"x": 1}},
+        {"first": "0.9.0", "last": "0.10.1", "value": {"x": 2}},
+    ]
 
 
 def test_table_lookups_round_trip_through_dump():
-    data = json.loads(dump(table("t", {"0.8.0": {"a": 1}, "0.9.0": {"a": 2, "c": 3},
-                                       "0.10.0": {"a": 2}})))
+    data = json.loads(
+        dump(table("t", {"0.8.0": {"a": 1}, "0.9.0": {"a": 2, "c": 3}, "0.10.0": {"a": 2}}))
+    )
     t = Table("t", data)
     assert t.get("a", "0.8.0").value == 1 and t.get("a", "0.10.0").value == 2
     assert t.get("c", "0.10.0") is None and t.get("c", "0.9.0").value == 3
@@ -37,17 +42,20 @@ def test_table_lookups_round_trip_through_dump():
     assert t.first_release("zzz") is None
 
 
-@pytest.mark.parametrize("version,release,exact", [
-    ("0.10.0", "0.10.0", True),
-    ("0.10.0+cu126", "0.10.0", False),
-    ("0.9.1rc1.dev20+g0d80979", "0.9.0", False),   # between 0.9.0 and 0.10.0
-    ("0.10.1rc1.dev20+g0d80979", None, False),      # after the newest covered series
-    ("0.11.0.dev3", None, False),
-    ("0.9.5", None, False),          # not a covered release, not a dev build
-    ("0.7.3", None, False),          # older than coverage
-    ("0.12.0", None, False),         # newer than coverage
-    ("banana", None, False),
-])
+@pytest.mark.parametrize(
+    "version,release,exact",
+    [
+        ("0.10.0", "0.10.0", True),
+        ("0.10.0+cu126", "0.10.0", False),
+        ("0.9.1rc1.dev20+g0d80979", "0.9.0", False),  # between 0.9.0 and 0.10.0
+        ("0.10.1rc1.dev20+g0d80979", None, False),  # after the newest covered series
+        ("0.11.0.dev3", None, False),
+        ("0.9.5", None, False),  # not a covered release, not a dev build
+        ("0.7.3", None, False),  # older than coverage
+        ("0.12.0", None, False),  # newer than coverage
+        ("banana", None, False),
+    ],
+)
 def test_match_release(version, release, exact):
     m = match_release(version, RELEASES)
     assert (m.release, m.exact) == (release, exact)

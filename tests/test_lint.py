@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_tool(module: str, *args: str) -> subprocess.CompletedProcess[str]:
     if importlib.util.find_spec(module) is None:
         pytest.fail(f"{module} is not installed: pip install -e '.[test]' (it is pinned there)")
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_ruff_check():
@@ -37,8 +38,6 @@ def test_mypy():
     assert run.returncode == 0, f"mypy:\n{run.stdout}{run.stderr}"
 
 
-@pytest.mark.xfail(strict=True, reason="the tree is formatted once, in one commit, when the "
-                   "parallel work has landed; after that commit remove this marker")
 def test_ruff_format():
     run = run_tool("ruff", "format", "--check", "--no-cache", ".")
     assert run.returncode == 0, f"ruff format --check (fix: ruff format FILE):\n{run.stdout}"

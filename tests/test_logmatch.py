@@ -38,7 +38,9 @@ def _prefix_bomb(pattern: str) -> str:
     return (literal * 20_000)[:400_000] + "\n" + (literal + "\n") * 10_000
 
 
-@pytest.mark.parametrize("code, pattern", SIGNATURES, ids=[f"{c}-{i}" for i, (c, _) in enumerate(SIGNATURES)])
+@pytest.mark.parametrize(
+    "code, pattern", SIGNATURES, ids=[f"{c}-{i}" for i, (c, _) in enumerate(SIGNATURES)]
+)
 def test_every_shipped_signature_runs_in_linear_time(code, pattern):
     sig = compile_signature(pattern)
     # A catastrophic backtrack takes minutes on these (ARGS003 took 58 s on 200 KB of
@@ -85,14 +87,22 @@ def _variants(log: str) -> dict[str, str]:
     lines = log.rstrip("\n").split("\n")
     return {
         "as-is": log,
-        "engine-core-prefix": "\n".join(f"(EngineCore_DP0 pid=1234) ERROR 11-23 05:10:11 [core.py:123] {ln}"
-                                        for ln in lines) + "\n",
+        "engine-core-prefix": "\n".join(
+            f"(EngineCore_DP0 pid=1234) ERROR 11-23 05:10:11 [core.py:123] {ln}" for ln in lines
+        )
+        + "\n",
         "worker-prefix": "\n".join(f"(Worker_TP1 pid=77) {ln}" for ln in lines) + "\n",
-        "kubectl-timestamps": "\n".join(f"2026-11-23T05:10:11.123456789Z {ln}" for ln in lines) + "\n",
-        "ansi-colour": "\n".join(f"{ANSI_RED}ERROR{ANSI_RESET} {ANSI_RED}{ln}{ANSI_RESET}" for ln in lines) + "\n",
+        "kubectl-timestamps": "\n".join(f"2026-11-23T05:10:11.123456789Z {ln}" for ln in lines)
+        + "\n",
+        "ansi-colour": "\n".join(
+            f"{ANSI_RED}ERROR{ANSI_RESET} {ANSI_RED}{ln}{ANSI_RESET}" for ln in lines
+        )
+        + "\n",
         "crlf": "\r\n".join(lines) + "\r\n",
-        "inside-a-long-log": "INFO 11-23 05:10:00 [api_server.py:1] vLLM API server version 0.20.0\n" * 2000
-                             + log + "INFO shutting down\n" * 100,
+        "inside-a-long-log": "INFO 11-23 05:10:00 [api_server.py:1] vLLM API server version 0.20.0\n"
+        * 2000
+        + log
+        + "INFO shutting down\n" * 100,
     }
 
 
@@ -113,13 +123,27 @@ def test_curated_message_matches_in_every_variant(rule, name, log):
     from vllm_doctor.engine.evaluate import match_signatures
 
     for variant, text in _variants(log).items():
-        assert match_signatures(rule, text), f"{rule.code} {name}: no match in the {variant} variant"
+        assert match_signatures(rule, text), (
+            f"{rule.code} {name}: no match in the {variant} variant"
+        )
 
 
 def test_every_curated_code_range_has_log_only_rules_with_real_messages():
     codes = {r.code for r, _, _ in CURATED}
-    assert {"ENV201", "ENV202", "ENV203", "ENV204", "ENV205", "ENV206",
-            "HW201", "HW202", "HW203", "HW204", "HW205", "HW206"} <= codes
+    assert {
+        "ENV201",
+        "ENV202",
+        "ENV203",
+        "ENV204",
+        "ENV205",
+        "ENV206",
+        "HW201",
+        "HW202",
+        "HW203",
+        "HW204",
+        "HW205",
+        "HW206",
+    } <= codes
 
 
 def test_a_log_only_rule_needs_its_message():
@@ -129,8 +153,12 @@ def test_a_log_only_rule_needs_its_message():
     rule = next(r for r in RULES if r.code == "HW203")
     facts = Facts.from_flat({"gpu.min_capability": 80, "gpu.max_capability": 80})
     assert evaluate_rule(rule, facts).verdict == "not-applies"  # an A100 alone is no error
-    seen = evaluate_rule(rule, facts, "ValueError(\"type fp8e4nv not supported in this architecture. "
-                                      "The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')\")\n")
+    seen = evaluate_rule(
+        rule,
+        facts,
+        'ValueError("type fp8e4nv not supported in this architecture. '
+        "The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')\")\n",
+    )
     assert seen.verdict == "applies" and seen.confidence == "high"
     assert [e.path for e in seen.evidence] == ["gpu.min_capability"]  # the confirming fact
     hopper = Facts.from_flat({"gpu.min_capability": 90, "gpu.max_capability": 90})
@@ -158,14 +186,16 @@ from vllm_doctor.engine.evaluate import match_signatures  # noqa: E402
 
 MODEL001 = next(rule for rule in RULES if rule.code == "MODEL001")
 # the crash from vLLM issue 45719 (rules/model/MODEL001.cases.yaml)
-CRASH = ("INFO [model.py:598] Resolved architecture: DiffusionGemmaForBlockDiffusion\n"
-         "RuntimeError: a and b must have same reduction dim, but got [s88, s3] X [65536, 2816].\n")
+CRASH = (
+    "INFO [model.py:598] Resolved architecture: DiffusionGemmaForBlockDiffusion\n"
+    "RuntimeError: a and b must have same reduction dim, but got [s88, s3] X [65536, 2816].\n"
+)
 FILLER = "INFO 11-23 05:10:00 [loader.py:42] Loading weights took 3.21 seconds\n"
 
 
 def _log_of_size(size: int, where: str) -> str:
     """A log of exactly ``size`` characters with the crash at its start, middle or end."""
-    filler = (FILLER * (size // len(FILLER) + 2))[:size - len(CRASH)]
+    filler = (FILLER * (size // len(FILLER) + 2))[: size - len(CRASH)]
     if where == "start":
         return CRASH + filler
     if where == "end":
@@ -186,8 +216,15 @@ def _every_occurrence(text: str, literals) -> dict[str, list[int]]:
     return found
 
 
-SIZES = [logmatch.SMALL_LOG - 1, logmatch.SMALL_LOG, logmatch.SMALL_LOG + 1,
-         logmatch.LARGE_LOG - 1, logmatch.LARGE_LOG, logmatch.LARGE_LOG + 1, 4_300_000]
+SIZES = [
+    logmatch.SMALL_LOG - 1,
+    logmatch.SMALL_LOG,
+    logmatch.SMALL_LOG + 1,
+    logmatch.LARGE_LOG - 1,
+    logmatch.LARGE_LOG,
+    logmatch.LARGE_LOG + 1,
+    4_300_000,
+]
 
 
 @pytest.mark.parametrize("where", ["start", "middle", "end"])
@@ -203,20 +240,25 @@ def test_the_literal_scan_finds_every_occurrence_on_each_side_of_a_size_edge(siz
     literals = set().union(*(sig.literals() for sig in signatures))
     assert scan.hits == _every_occurrence(scan.text, literals)
     assert match_signatures(MODEL001, scan) == [
-        "RuntimeError: a and b must have same reduction dim, but got [s88, s3] X [65536, 2816]."]
+        "RuntimeError: a and b must have same reduction dim, but got [s88, s3] X [65536, 2816]."
+    ]
 
 
 def test_a_4_3_mb_log_with_the_catalogue_still_matches_the_rule():
     from vllm_doctor.engine.logmatch import load_catalogue
 
     # vLLM's own message too, so that the catalogue's literals are found beside the rule's
-    message = ("ValueError: Total number of attention heads (64) must be divisible by tensor "
-               "parallel size (3).\n")
+    message = (
+        "ValueError: Total number of attention heads (64) must be divisible by tensor "
+        "parallel size (3).\n"
+    )
     text = message + _log_of_size(4_300_000 - len(message), "middle")
     catalogue = load_catalogue()
     scan = scan_log(text, [s.compiled() for s in MODEL001.signatures], catalogue)
     wanted = set().union(*(s.compiled().literals() for s in MODEL001.signatures))
-    assert {k: v for k, v in scan.hits.items() if k in wanted} == _every_occurrence(scan.text, wanted)
+    assert {k: v for k, v in scan.hits.items() if k in wanted} == _every_occurrence(
+        scan.text, wanted
+    )
     # the RE2 set's answers mapped back to their own literals: each position holds its literal
     assert len(scan.hits) > len(wanted)
     for literal, positions in scan.hits.items():
@@ -224,14 +266,18 @@ def test_a_4_3_mb_log_with_the_catalogue_still_matches_the_rule():
     assert match_signatures(MODEL001, scan)
 
 
-@pytest.mark.parametrize("gap, matches", [(0, True), (19_999, True), (20_000, True), (20_001, False)])
+@pytest.mark.parametrize(
+    "gap, matches", [(0, True), (19_999, True), (20_000, True), (20_001, False)]
+)
 def test_a_bounded_gap_holds_at_its_bound(gap, matches):
     # MODEL001's second signature allows at most 20000 characters between the traceback frame
     # and the error: exactly 20000 matches, one more does not
     pattern = MODEL001.signatures[1].pattern
     assert "{0,20000}?" in pattern
     sig = compile_signature(pattern)
-    frame = 'File "/v/vllm/model_executor/models/diffusion_gemma.py", line 88, in _compiled_sample_step'
+    frame = (
+        'File "/v/vllm/model_executor/models/diffusion_gemma.py", line 88, in _compiled_sample_step'
+    )
     error = "a and b must have same reduction dim, but got [s88, s3] X [65536, 2816]"
     text = FILLER + frame + "x" * gap + error + "\n" + FILLER
     assert bool(signature_spans(sig, text, scan_log(text, [sig]).hits)) is matches

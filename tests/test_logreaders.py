@@ -15,20 +15,32 @@ LOGS = Path(__file__).resolve().parents[1] / "bench" / "explain" / "logs-3"
 
 # log -> (rule, text of the cause, text of a fix)
 FAMILIES = {
-    "15286.log": ("ENV211", "no native Windows build", "wsl --install"),                 # platforms / imports
+    "15286.log": ("ENV211", "no native Windows build", "wsl --install"),  # platforms / imports
     "15592.log": ("ENV211", "source checkout", "VLLM_USE_PRECOMPILED=1 pip install -e ."),
-    "vllm-windows-49.log": ("ENV211", "llguidance", "pip install 'llguidance"),          # imports
+    "vllm-windows-49.log": ("ENV211", "llguidance", "pip install 'llguidance"),  # imports
     "14401.log": ("ENV211", "from different times", "pip install -U lm-format-enforcer"),
-    "8841.log": ("ENV212", "c10::Error::Error is torch's", "--no-build-isolation flash-attn"),  # ABI
+    "8841.log": (
+        "ENV212",
+        "c10::Error::Error is torch's",
+        "--no-build-isolation flash-attn",
+    ),  # ABI
     "23925.log": ("ENV212", "partial or stale build", "rm -rf build"),
-    "10459.log": ("HW209", "has no wheel for this machine", "pip install 'vllm>=0.10.2'"),   # platforms
+    "10459.log": (
+        "HW209",
+        "has no wheel for this machine",
+        "pip install 'vllm>=0.10.2'",
+    ),  # platforms
     "pr-12227.log": ("HW209", "macOS", "requirements/cpu.txt"),
-    "18851.log": ("ENV213", "compile cache", "rm -rf ~/.cache/vllm/torch_compile_cache"),  # compilers
+    "18851.log": (
+        "ENV213",
+        "compile cache",
+        "rm -rf ~/.cache/vllm/torch_compile_cache",
+    ),  # compilers
     "16336.log": ("ENV213", "sm_100", "TRITON_PTXAS_PATH"),
     "28982.log": ("ENV213", "torch.compile", "-O0"),
-    "31480.log": ("ATTN102", "sparse MLA", "compute capability 9.0, 10.0, 10.3"),          # vLLM's reasons
+    "31480.log": ("ATTN102", "sparse MLA", "compute capability 9.0, 10.0, 10.3"),  # vLLM's reasons
     "22193.log": ("ATTN102", "MLACommon", "VLLM_ATTENTION_BACKEND=FLEX_ATTENTION"),
-    "16228.log": ("MODEL103", "no vLLM release's registry", "vllm.general_plugins"),       # plugins
+    "16228.log": ("MODEL103", "no vLLM release's registry", "vllm.general_plugins"),  # plugins
 }
 
 
@@ -58,11 +70,16 @@ def test_check_log_says_what_explain_log_says(log, capsys):
     from vllm_doctor.commands.explain import explain_log
 
     explain_log(LOGS / log, None, "json")
-    explained = {h["code"]: h["log_reading"] for h in json.loads(capsys.readouterr().out)["known_failures"]}
+    explained = {
+        h["code"]: h["log_reading"] for h in json.loads(capsys.readouterr().out)["known_failures"]
+    }
     done = CliRunner().invoke(app, ["check", "--log", str(LOGS / log), "--format", "json"])
     doc = json.JSONDecoder().raw_decode(done.stdout)[0]
-    checked = {f["code"]: f["log_reading"] for f in doc["findings"]
-               if f["verdict"] == "applies" and f["log_matches"]}
+    checked = {
+        f["code"]: f["log_reading"]
+        for f in doc["findings"]
+        if f["verdict"] == "applies" and f["log_matches"]
+    }
     assert checked == explained
     code, cause, fix = FAMILIES[log]
     assert cause in checked[code]["cause"] and any(fix in f for f in checked[code]["fixes"])
@@ -77,17 +94,27 @@ def test_generic_rule_steps_back_for_the_reader():
     assert [rule.code for rule, *_ in report.rule_hits] == ["ATTN102"]
 
 
-@pytest.mark.parametrize("symbol, name", [
-    ("_ZN3c105ErrorC2ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE",
-     "c10::Error::Error"),
-    ("_ZN5torch3jit17parseSchemaOrNameERKSsb", "torch::jit::parseSchemaOrName"),
-    ("_ZN2at4_ops15sum_IntList_out4callERKNS_6TensorEN3c1016OptionalArrayRefIlEEbSt8optionalINS5_10ScalarTypeEERS2_",
-     "at::_ops::sum_IntList_out::call"),
-    ("_ZN5torch7LibraryC1ENS0_4KindESsSt8optionalIN3c1011DispatchKeyEEPKcj", "torch::Library::Library"),
-    ("_Z24silu_and_mul_nvfp4_quantRN2at6TensorES1_S1_S1_", "silu_and_mul_nvfp4_quant"),
-    ("_ZNSt6vectorIiSaIiEE9push_backERKi", "std::vector"),
-    ("not_mangled", None),
-])
+@pytest.mark.parametrize(
+    "symbol, name",
+    [
+        (
+            "_ZN3c105ErrorC2ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE",
+            "c10::Error::Error",
+        ),
+        ("_ZN5torch3jit17parseSchemaOrNameERKSsb", "torch::jit::parseSchemaOrName"),
+        (
+            "_ZN2at4_ops15sum_IntList_out4callERKNS_6TensorEN3c1016OptionalArrayRefIlEEbSt8optionalINS5_10ScalarTypeEERS2_",
+            "at::_ops::sum_IntList_out::call",
+        ),
+        (
+            "_ZN5torch7LibraryC1ENS0_4KindESsSt8optionalIN3c1011DispatchKeyEEPKcj",
+            "torch::Library::Library",
+        ),
+        ("_Z24silu_and_mul_nvfp4_quantRN2at6TensorES1_S1_S1_", "silu_and_mul_nvfp4_quant"),
+        ("_ZNSt6vectorIiSaIiEE9push_backERKi", "std::vector"),
+        ("not_mangled", None),
+    ],
+)
 def test_qualified_name_without_cxxfilt(symbol, name):
     assert qualified_name(symbol) == name
 

@@ -19,20 +19,31 @@ from vllm_doctor.serveline import manifest
 HERE = Path(__file__).parent
 SCENARIO = HERE / "fixtures" / "manifests" / "scenario"
 MODEL = HERE.parent / "vllm_doctor" / "examples" / "diffusion-gemma-tp2" / "model"
-SAME_SERVICE = ["diffusion-gemma-deployment.yaml", "diffusion-gemma-compose.yaml",
-                "Dockerfile.diffusion-gemma"]
+SAME_SERVICE = [
+    "diffusion-gemma-deployment.yaml",
+    "diffusion-gemma-compose.yaml",
+    "Dockerfile.diffusion-gemma",
+]
 
 
 def doctor(*args: str, stdin: str | None = None, cwd: Path | None = None):
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_"))}
-    return subprocess.run([sys.executable, "-m", "vllm_doctor", *args], capture_output=True,
-                          text=True, env=environ, input=stdin, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_doctor", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        input=stdin,
+        cwd=cwd,
+        timeout=120,
+    )
 
 
 def facts_of(name: str, index: int = 0):
     target = manifest.read_targets(str(SCENARIO / name))[index]
-    return target, collect_facts(CollectOptions(manifest_target=target, probe_machine=False,
-                                                model_config=MODEL))
+    return target, collect_facts(
+        CollectOptions(manifest_target=target, probe_machine=False, model_config=MODEL)
+    )
 
 
 def line_of(name: str, needle: str) -> int:
@@ -42,19 +53,31 @@ def line_of(name: str, needle: str) -> int:
 
 @pytest.mark.parametrize("name", SAME_SERVICE)
 def test_the_same_service_gives_model001_at_the_tensor_parallel_line(name, tmp_path):
-    run = doctor("check", "--manifest", str(SCENARIO / name), "--model-config", str(MODEL),
-                 "--format", "json")
+    run = doctor(
+        "check",
+        "--manifest",
+        str(SCENARIO / name),
+        "--model-config",
+        str(MODEL),
+        "--format",
+        "json",
+    )
     assert run.returncode == 1, run.stderr
     data = json.loads(run.stdout)
     (target,) = data["targets"]
     model001 = next(f for f in target["findings"] if f["code"] == "MODEL001")
     assert model001["severity"] == "error"
-    assert model001["location"] == {"file": str(SCENARIO / name),
-                                    "line": line_of(name, "--tensor-parallel-size")}
+    assert model001["location"] == {
+        "file": str(SCENARIO / name),
+        "line": line_of(name, "--tensor-parallel-size"),
+    }
     facts = target["facts"]["facts"]
     assert facts["vllm.version"]["value"] == "0.24.0"
     assert facts["serve.tensor_parallel_size"]["value"] == 2
-    assert f":{line_of(name, '--tensor-parallel-size')} " in facts["serve.tensor_parallel_size"]["detail"]
+    assert (
+        f":{line_of(name, '--tensor-parallel-size')} "
+        in facts["serve.tensor_parallel_size"]["detail"]
+    )
 
 
 def test_text_and_sarif_point_at_the_args_line():
@@ -63,15 +86,31 @@ def test_text_and_sarif_point_at_the_args_line():
     text = doctor("check", "--manifest", str(SCENARIO / name), "--model-config", str(MODEL))
     assert text.returncode == 1
     assert f"at {SCENARIO / name}:{args_line}" in text.stdout
-    sarif = doctor("check", "--manifest", str(SCENARIO / name), "--model-config", str(MODEL),
-                   "--format", "sarif", cwd=HERE.parent)
+    sarif = doctor(
+        "check",
+        "--manifest",
+        str(SCENARIO / name),
+        "--model-config",
+        str(MODEL),
+        "--format",
+        "sarif",
+        cwd=HERE.parent,
+    )
     results = json.loads(sarif.stdout)["runs"][0]["results"]
     model001 = next(r for r in results if r["ruleId"] == "MODEL001")
     physical = model001["locations"][0]["physicalLocation"]
     assert physical["artifactLocation"]["uri"] == f"tests/fixtures/manifests/scenario/{name}"
     assert physical["region"]["startLine"] == args_line
-    github = doctor("check", "--manifest", str(SCENARIO / name), "--model-config", str(MODEL),
-                    "--format", "github", cwd=HERE.parent)
+    github = doctor(
+        "check",
+        "--manifest",
+        str(SCENARIO / name),
+        "--model-config",
+        str(MODEL),
+        "--format",
+        "github",
+        cwd=HERE.parent,
+    )
     assert f"file=tests/fixtures/manifests/scenario/{name},line={args_line}" in github.stdout
 
 
@@ -81,7 +120,8 @@ def test_deployment_facts_from_the_manifest():
     assert facts.value("gpu.count") == 2 and facts.value("deploy.gpus_per_pod") == 2
     assert facts.value("gpu.min_capability") == 90  # H100 from the node selector
     assert facts.get("gpu.names").detail.startswith(
-        f"{SCENARIO / 'diffusion-gemma-deployment.yaml'}:10 nodeSelector nvidia.com/gpu.product")
+        f"{SCENARIO / 'diffusion-gemma-deployment.yaml'}:10 nodeSelector nvidia.com/gpu.product"
+    )
     assert facts.value("deploy.shm_default") is True and facts.value("deploy.shm_mib") == 64
     # HF_TOKEN comes from a Secret: not known, never guessed
     assert "env.HF_TOKEN" not in facts and facts.why_missing("env.HF_TOKEN")
@@ -93,14 +133,17 @@ def test_tp4_on_a_pod_with_two_gpus_is_an_error_and_a_memory_shm_passes():
     (target,) = json.loads(run.stdout)["targets"]  # the Service runs nothing
     codes = {f["code"]: f for f in target["findings"]}
     assert codes["HW005"]["severity"] == "error"
-    assert codes["HW005"]["location"]["line"] == line_of("tp4-on-2-gpus.yaml", "--tensor-parallel-size")
+    assert codes["HW005"]["location"]["line"] == line_of(
+        "tp4-on-2-gpus.yaml", "--tensor-parallel-size"
+    )
     assert "HW008" in target["not_applicable"]
     assert target["facts"]["facts"]["deploy.shm_mib"]["value"] == 16 * 1024
 
 
 def test_tp2_without_dev_shm_warns_and_names_the_fix():
-    run = doctor("check", "--manifest", str(SCENARIO / "diffusion-gemma-deployment.yaml"),
-                 "--format", "json")
+    run = doctor(
+        "check", "--manifest", str(SCENARIO / "diffusion-gemma-deployment.yaml"), "--format", "json"
+    )
     (target,) = json.loads(run.stdout)["targets"]
     hw008 = next(f for f in target["findings"] if f["code"] == "HW008")
     assert hw008["severity"] == "warning"
@@ -114,14 +157,17 @@ def test_unresolved_references_are_undecided_never_guessed():
     assert facts.value("serve.max_model_len") == 16384  # $(MAX_LEN) from the container's env
     assert facts.value("serve.enforce_eager") is True
     for path in ("serve.tensor_parallel_size", "serve.world_size", "serve.model"):
-        assert (path not in facts and "${TP_SIZE}" in (facts.why_missing(path) or "")) or \
-            path == "serve.model"
+        assert (
+            path not in facts and "${TP_SIZE}" in (facts.why_missing(path) or "")
+        ) or path == "serve.model"
     assert "vllm.version" not in facts and "latest" in facts.why_missing("vllm.version")
 
 
 def test_stdin_multi_document_and_several_targets():
-    stream = "\n---\n".join((SCENARIO / n).read_text() for n in
-                            ("diffusion-gemma-deployment.yaml", "tp4-on-2-gpus.yaml"))
+    stream = "\n---\n".join(
+        (SCENARIO / n).read_text()
+        for n in ("diffusion-gemma-deployment.yaml", "tp4-on-2-gpus.yaml")
+    )
     run = doctor("check", "--manifest", "-", "--format", "sarif", stdin=stream)
     assert run.returncode == 1, run.stderr
     sarif = json.loads(run.stdout)
@@ -140,37 +186,52 @@ def test_serve_config_that_is_a_manifest_is_checked_as_one(tmp_path):
     assert "neither a vLLM serve config" in run.stderr and "Traceback" not in run.stderr
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("apiVersion: v1\nkind: Service\nmetadata: {name: x}\n", "no container runs vLLM"),
-    ("just: [a, mapping\n", "not valid YAML"),
-    ("a: !!python/object:os.system {}\n", "not valid YAML"),
-    ("plain: values\n", "neither a vLLM serve config"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("apiVersion: v1\nkind: Service\nmetadata: {name: x}\n", "no container runs vLLM"),
+        ("just: [a, mapping\n", "not valid YAML"),
+        ("a: !!python/object:os.system {}\n", "not valid YAML"),
+        ("plain: values\n", "neither a vLLM serve config"),
+    ],
+)
 def test_bad_manifests_are_one_clear_error(text, problem):
     with pytest.raises(InputError, match=problem):
         manifest.read_targets("in.yaml", text)
 
 
-@pytest.mark.parametrize("image, version", [
-    ("vllm/vllm-openai:v0.24.0", "0.24.0"),
-    ("docker.io/vllm/vllm-openai:v0.10.1.1", "0.10.1.1"),
-    ("vllm/vllm-openai-rocm:v0.14.0", "0.14.0"),
-    ("rocm/vllm:rocm6.4.1_vllm_0.9.1_20250702", "0.9.1"),
-    ("vllm/vllm-openai:latest", None),
-    ("vllm/vllm-openai", None),
-    ("vllm/vllm-openai:nightly", None),
-    ("vllm/vllm-openai@sha256:" + "a" * 64, None),
-    ("lmcache/vllm-openai:v0.3.5", None),  # LMCache's release, not vLLM's
-    ("ghcr.io/llm-d/llm-d:v0.2.0", None),
-])
+@pytest.mark.parametrize(
+    "image, version",
+    [
+        ("vllm/vllm-openai:v0.24.0", "0.24.0"),
+        ("docker.io/vllm/vllm-openai:v0.10.1.1", "0.10.1.1"),
+        ("vllm/vllm-openai-rocm:v0.14.0", "0.14.0"),
+        ("rocm/vllm:rocm6.4.1_vllm_0.9.1_20250702", "0.9.1"),
+        ("vllm/vllm-openai:latest", None),
+        ("vllm/vllm-openai", None),
+        ("vllm/vllm-openai:nightly", None),
+        ("vllm/vllm-openai@sha256:" + "a" * 64, None),
+        ("lmcache/vllm-openai:v0.3.5", None),  # LMCache's release, not vLLM's
+        ("ghcr.io/llm-d/llm-d:v0.2.0", None),
+    ],
+)
 def test_image_version(image, version):
     assert manifest.image_vllm_version(image)[0] == version
 
 
-@pytest.mark.parametrize("text, docker, mib", [
-    ("16Gi", False, 16384), ("512Mi", False, 512), ("1G", False, 953), ("2", False, 0),
-    ("16gb", True, 16384), ("8g", True, 8192), ("1024m", True, 1024), ("10x", False, None),
-])
+@pytest.mark.parametrize(
+    "text, docker, mib",
+    [
+        ("16Gi", False, 16384),
+        ("512Mi", False, 512),
+        ("1G", False, 953),
+        ("2", False, 0),
+        ("16gb", True, 16384),
+        ("8g", True, 8192),
+        ("1024m", True, 1024),
+        ("10x", False, None),
+    ],
+)
 def test_sizes(text, docker, mib):
     assert manifest.quantity_mib(text, docker=docker) == mib
 
@@ -225,8 +286,11 @@ def judged():
         for target in manifest.read_targets(str(CORPUS / name)):
             facts = collect_facts(CollectOptions(manifest_target=target, probe_machine=False))
             findings = evaluate_rules(rules, facts)
-            out[(name, target.name)] = (target, facts, [
-                f for f in findings if f.verdict == APPLIES and f.severity == "error"])
+            out[(name, target.name)] = (
+                target,
+                facts,
+                [f for f in findings if f.verdict == APPLIES and f.severity == "error"],
+            )
     return out
 
 
@@ -256,8 +320,9 @@ def test_every_corpus_file_is_in_the_sources():
 
 
 def test_secrets_in_a_manifest_stay_out_of_the_report(judged):
-    _, facts, _ = judged[("aibrix-heterogeneous-l20.yaml",
-                          "Deployment/deepseek-coder-7b-l20 container llm-engine")]
+    _, facts, _ = judged[
+        ("aibrix-heterogeneous-l20.yaml", "Deployment/deepseek-coder-7b-l20 container llm-engine")
+    ]
     assert "sk-kFJ12nKsFVf" not in facts.to_json()
 
 
@@ -270,7 +335,7 @@ def test_hook_checks_manifests_that_run_vllm_and_skips_the_rest(tmp_path):
     service = tmp_path / "service.yaml"
     service.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: web}\n")
     dockerfile = tmp_path / "Dockerfile"
-    dockerfile.write_text("FROM python:3.12\nCMD [\"python\", \"app.py\"]\n")
+    dockerfile.write_text('FROM python:3.12\nCMD ["python", "app.py"]\n')
     serve = tmp_path / "deploy" / "serve.yaml"
     serve.parent.mkdir()
     serve.write_text("model: m\n")
@@ -297,8 +362,11 @@ def test_hook_run_fails_on_a_manifest_finding(tmp_path, capsys):
 
 
 def test_a_leaderworkerset_group_too_small_for_the_world_size_is_an_error(tmp_path):
-    text = (CORPUS / "lws-gpu-vllm.yaml").read_text().replace(
-        "--pipeline_parallel_size 2", "--pipeline_parallel_size 4")
+    text = (
+        (CORPUS / "lws-gpu-vllm.yaml")
+        .read_text()
+        .replace("--pipeline_parallel_size 2", "--pipeline_parallel_size 4")
+    )
     group = tmp_path / "lws.yaml"
     group.write_text(text)
     run = doctor("check", "--manifest", str(group), "--format", "json")

@@ -26,38 +26,29 @@ WEIGHTS_BAR, TOKENS_BAR = 0.05, 0.10
 # Why an entry misses the bar, where the mechanism is known but not (or not yet) modelled. Only
 # printed beside the entry when it is outside the bar: every entry still counts.
 KNOWN_CAUSES = {
-    "gh-33155-gpt-oss-120b-h100":
-        "MXFP4 MoE on the Triton backend (SM90 from 0.12.0): vLLM pads to 64 only, the rest is "
-        "triton_kernels' swizzled weight layout (_swizzle_mxfp4), which is not counted",
-    "gh-5656-gpt-oss-20b-r9700x2":
-        "MXFP4 MoE on ROCm (Triton backend, get_padding_alignment 128 or 256 by gfx arch, then "
-        "triton_kernels' swizzle) of a development build whose release is unknown: not counted",
-    "web-kagaho-llama-3.1-8b-jetson-thor":
-        "unified memory: 'Jetson AGX Thor' leaves 64 or 128 GiB and the estimate takes the "
-        "smallest; vLLM sees the module's system memory, which no log in the corpus prints",
-    "web-kubesimplify-qwen3-32b-rtxpro6000-tp2":
-        "0.27.1 at 8192 batched tokens / 1024 sequences (a ≥ 70 GiB GPU): the profile's "
-        "activation peak there is extrapolated — no observation of that regime (these logs do "
-        "not print the CUDA-graph estimate 0.27.1 subtracts, so they cannot be fitted on)",
-    "web-kubesimplify-qwen3-32b-rtxpro6000-pp2":
-        "as the TP 2 run (activation at 8192 tokens / 1024 sequences extrapolated); with PP the "
-        "sampler runs on the last stage only, which the model does not split",
-    "dennislee22-qwen2-7b-a100-80g-util025":
-        "a small KV cache (0.25 utilization): the 0.6 GiB the 0.10.1.1 profile took is below "
-        "the fitted sampler peak of a sorting release; whether that run used FlashInfer's "
-        "sampler (V1 default when installed, ≤ 0.11.0) is not in the log excerpt",
-    "web-guardkit-qwen3-30b-a3b-fp8-gb10":
-        "GB10 (unified memory) under NVIDIA's 0.13.0 build at 1024 sequences: the log implies "
-        "3.4 GiB of activation + non-torch memory, the sorting sampler's measured 10 × logits "
-        "gives 5.8 GiB; which sampler that build runs (FlashInfer's with "
-        "VLLM_USE_FLASHINFER_SAMPLER=1) is not in the log",
-    "web-kvcached-qwen3-30b-a3b-gb10":
-        "GB10 (unified memory) shared with a second vLLM instance, a source build after 0.19.1: "
-        "its figures imply a negative overhead (121.69 × 0.49 − 56.88 − 4.85 = −2.1 GiB), so "
-        "the budget that run used is not total × utilization; left out of the fit likewise",
-    "web-youwins-qwen2.5-7b-instruct-l4":
-        "0.27.1 eager: the log implies 0.54 GiB of activation + non-torch memory, below the "
-        "Triton-sampler releases' fit (0.9-2.0 GiB on the other 256-sequence logs)",
+    "gh-33155-gpt-oss-120b-h100": "MXFP4 MoE on the Triton backend (SM90 from 0.12.0): vLLM pads to 64 only, the rest is "
+    "triton_kernels' swizzled weight layout (_swizzle_mxfp4), which is not counted",
+    "gh-5656-gpt-oss-20b-r9700x2": "MXFP4 MoE on ROCm (Triton backend, get_padding_alignment 128 or 256 by gfx arch, then "
+    "triton_kernels' swizzle) of a development build whose release is unknown: not counted",
+    "web-kagaho-llama-3.1-8b-jetson-thor": "unified memory: 'Jetson AGX Thor' leaves 64 or 128 GiB and the estimate takes the "
+    "smallest; vLLM sees the module's system memory, which no log in the corpus prints",
+    "web-kubesimplify-qwen3-32b-rtxpro6000-tp2": "0.27.1 at 8192 batched tokens / 1024 sequences (a ≥ 70 GiB GPU): the profile's "
+    "activation peak there is extrapolated — no observation of that regime (these logs do "
+    "not print the CUDA-graph estimate 0.27.1 subtracts, so they cannot be fitted on)",
+    "web-kubesimplify-qwen3-32b-rtxpro6000-pp2": "as the TP 2 run (activation at 8192 tokens / 1024 sequences extrapolated); with PP the "
+    "sampler runs on the last stage only, which the model does not split",
+    "dennislee22-qwen2-7b-a100-80g-util025": "a small KV cache (0.25 utilization): the 0.6 GiB the 0.10.1.1 profile took is below "
+    "the fitted sampler peak of a sorting release; whether that run used FlashInfer's "
+    "sampler (V1 default when installed, ≤ 0.11.0) is not in the log excerpt",
+    "web-guardkit-qwen3-30b-a3b-fp8-gb10": "GB10 (unified memory) under NVIDIA's 0.13.0 build at 1024 sequences: the log implies "
+    "3.4 GiB of activation + non-torch memory, the sorting sampler's measured 10 × logits "
+    "gives 5.8 GiB; which sampler that build runs (FlashInfer's with "
+    "VLLM_USE_FLASHINFER_SAMPLER=1) is not in the log",
+    "web-kvcached-qwen3-30b-a3b-gb10": "GB10 (unified memory) shared with a second vLLM instance, a source build after 0.19.1: "
+    "its figures imply a negative overhead (121.69 × 0.49 − 56.88 − 4.85 = −2.1 GiB), so "
+    "the budget that run used is not total × utilization; left out of the fit likewise",
+    "web-youwins-qwen2.5-7b-instruct-l4": "0.27.1 eager: the log implies 0.54 GiB of activation + non-torch memory, below the "
+    "Triton-sampler releases' fit (0.9-2.0 GiB on the other 256-sequence logs)",
 }
 
 
@@ -66,8 +57,9 @@ def _entries() -> list[Path]:
 
 
 def _calibration_tool() -> Any:
-    spec = importlib.util.spec_from_file_location("calibrate_memory",
-                                                  ROOT / "tools" / "calibrate_memory.py")
+    spec = importlib.util.spec_from_file_location(
+        "calibrate_memory", ROOT / "tools" / "calibrate_memory.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses resolve their annotations there
@@ -80,12 +72,15 @@ def _quantiles(errors: list[float]) -> str:
         return "none"
     ordered = sorted(errors)
     pick = {q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in (0.5, 0.8, 0.9)}
-    return (f"n={len(ordered)} median {pick[0.5]:.1%} p80 {pick[0.8]:.1%} p90 {pick[0.9]:.1%} "
-            f"max {ordered[-1]:.1%}")
+    return (
+        f"n={len(ordered)} median {pick[0.5]:.1%} p80 {pick[0.8]:.1%} p90 {pick[0.9]:.1%} "
+        f"max {ordered[-1]:.1%}"
+    )
 
 
-def _errors(entry: dict[str, Any], printed: Any, cal: dict[str, Any] | None
-            ) -> tuple[float | None, float | None, str]:
+def _errors(
+    entry: dict[str, Any], printed: Any, cal: dict[str, Any] | None
+) -> tuple[float | None, float | None, str]:
     from vllm_doctor.memory.corpus import entry_facts
     from vllm_doctor.memory.estimate import compute_memory
 
@@ -94,13 +89,25 @@ def _errors(entry: dict[str, Any], printed: Any, cal: dict[str, Any] | None
         facts.set("release.judged", str(entry["vllm_version"]), "corpus entry")
     compute_memory(facts, cal)
     w_est, t_est = facts.value("memory.weights_gib"), facts.value("memory.kv_cache_tokens")
-    w_err = (abs(w_est - printed.weights_gib) / printed.weights_gib
-             if printed.weights_gib and w_est is not None else None)
-    t_err = (abs(t_est - printed.kv_cache_tokens) / printed.kv_cache_tokens
-             if printed.kv_cache_tokens and t_est is not None else None)
+    w_err = (
+        abs(w_est - printed.weights_gib) / printed.weights_gib
+        if printed.weights_gib and w_est is not None
+        else None
+    )
+    t_err = (
+        abs(t_est - printed.kv_cache_tokens) / printed.kv_cache_tokens
+        if printed.kv_cache_tokens and t_est is not None
+        else None
+    )
     why = facts.why_missing("memory.kv_cache_tokens") if t_est is None else ""
-    return w_err, t_err, (f"weights {w_est} vs {printed.weights_gib}, tokens {t_est} vs "
-                          f"{printed.kv_cache_tokens} {why or ''}")
+    return (
+        w_err,
+        t_err,
+        (
+            f"weights {w_est} vs {printed.weights_gib}, tokens {t_est} vs "
+            f"{printed.kv_cache_tokens} {why or ''}"
+        ),
+    )
 
 
 def test_memory_model_against_real_startup_logs(capsys):
@@ -112,8 +119,10 @@ def test_memory_model_against_real_startup_logs(capsys):
 
     tool = _calibration_tool()
     seen = {path: observation(path) for path in entries}
-    tallies: dict[str, dict[str, list[float]]] = {"in-sample": {"w": [], "t": []},
-                                                  "leave-one-out": {"w": [], "t": []}}
+    tallies: dict[str, dict[str, list[float]]] = {
+        "in-sample": {"w": [], "t": []},
+        "leave-one-out": {"w": [], "t": []},
+    }
     within = {"in-sample": 0, "leave-one-out": 0}
     # leave-one-out errors by where the entry's config came from (README: config_origin)
     origins: dict[str, dict[str, list[float]]] = {}
@@ -121,8 +130,13 @@ def test_memory_model_against_real_startup_logs(capsys):
     for path in entries:
         entry = load_entry(path)
         printed = read_memory_figures(str(entry.get("log") or ""))
-        others = [tool.Observation(**o) for p, o in seen.items() if p != path and o is not None
-                  and (o["overhead_gib"] is not None or o["cuda_graph_gib"] is not None)]
+        others = [
+            tool.Observation(**o)
+            for p, o in seen.items()
+            if p != path
+            and o is not None
+            and (o["overhead_gib"] is not None or o["cuda_graph_gib"] is not None)
+        ]
         held_out = tool.fit(others) if others else None
         counted = False
         for mode, cal in (("in-sample", None), ("leave-one-out", held_out)):
@@ -135,15 +149,20 @@ def test_memory_model_against_real_startup_logs(capsys):
             if t_err is not None:
                 tallies[mode]["t"].append(t_err)
             within[mode] += (w_err is None or w_err <= WEIGHTS_BAR) and (
-                t_err is None or t_err <= TOKENS_BAR)
+                t_err is None or t_err <= TOKENS_BAR
+            )
             if mode == "leave-one-out":
                 outside = (w_err is not None and w_err > WEIGHTS_BAR) or (
-                    t_err is not None and t_err > TOKENS_BAR)
+                    t_err is not None and t_err > TOKENS_BAR
+                )
                 cause = KNOWN_CAUSES.get(path.stem, "cause not identified")
-                rows.append(f"  {path.stem}: {line}"
-                            + (f"\n      outside the bar: {cause}" if outside else ""))
-                group = origins.setdefault(str(entry.get("config_origin", "checkpoint")),
-                                           {"w": [], "t": []})
+                rows.append(
+                    f"  {path.stem}: {line}"
+                    + (f"\n      outside the bar: {cause}" if outside else "")
+                )
+                group = origins.setdefault(
+                    str(entry.get("config_origin", "checkpoint")), {"w": [], "t": []}
+                )
                 group["w"] += [w_err] if w_err is not None else []
                 group["t"] += [t_err] if t_err is not None else []
         judged += counted
@@ -152,15 +171,19 @@ def test_memory_model_against_real_startup_logs(capsys):
         for mode, tally in tallies.items():
             print(f"  {mode}: weights per GPU error {_quantiles(tally['w'])}")
             print(f"  {mode}: KV-cache tokens error {_quantiles(tally['t'])}")
-            print(f"  {mode}: within the bar (weights ≤ 5 %, tokens ≤ 10 %): "
-                  f"{within[mode]}/{judged}")
+            print(
+                f"  {mode}: within the bar (weights ≤ 5 %, tokens ≤ 10 %): {within[mode]}/{judged}"
+            )
         for origin, tally in sorted(origins.items()):
-            print(f"  leave-one-out, config {origin}: weights per GPU error "
-                  f"{_quantiles(tally['w'])}")
-            print(f"  leave-one-out, config {origin}: KV-cache tokens error "
-                  f"{_quantiles(tally['t'])}")
+            print(
+                f"  leave-one-out, config {origin}: weights per GPU error {_quantiles(tally['w'])}"
+            )
+            print(
+                f"  leave-one-out, config {origin}: KV-cache tokens error {_quantiles(tally['t'])}"
+            )
         print("\n".join(rows))
     if len(entries) < MIN_ENTRIES:
         pytest.skip(f"{len(entries)} corpus entries: the bar is asserted from {MIN_ENTRIES}")
     assert within["leave-one-out"] >= BAR_SHARE * judged, (
-        f"{within['leave-one-out']}/{judged} entries within the bar (need {BAR_SHARE:.0%})")
+        f"{within['leave-one-out']}/{judged} entries within the bar (need {BAR_SHARE:.0%})"
+    )

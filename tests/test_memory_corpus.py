@@ -28,8 +28,18 @@ URL = r"^https://[^\s/]+\.[^\s/]+/\S+$"
 
 SCHEMA = {
     "type": "object",
-    "required": ["source", "model", "vllm_version", "gpu", "gpu_count", "serve", "engine_args",
-                 "config", "kinds", "log"],
+    "required": [
+        "source",
+        "model",
+        "vllm_version",
+        "gpu",
+        "gpu_count",
+        "serve",
+        "engine_args",
+        "config",
+        "kinds",
+        "log",
+    ],
     "additionalProperties": False,
     "properties": {
         "source": {"type": "string", "pattern": URL},
@@ -39,14 +49,17 @@ SCHEMA = {
         "gpu_count": {"type": "integer", "minimum": 1},
         "serve": {"type": ["string", "null"]},
         "engine_args": {"type": ["object", "null"]},
-        "config": {"anyOf": [{"type": "string", "pattern": r"^[\w./-]+/config\.json$"},
-                             {"type": "object", "minProperties": 1}]},
+        "config": {
+            "anyOf": [
+                {"type": "string", "pattern": r"^[\w./-]+/config\.json$"},
+                {"type": "object", "minProperties": 1},
+            ]
+        },
         # checkpoint: a copy of the checkpoint's config.json; documented: an inline config
         # rebuilt from a citable document of the checkpoint's architecture (config_source)
         "config_origin": {"enum": ["checkpoint", "documented"]},
         "config_source": {"type": "string", "pattern": URL},
-        "kinds": {"type": "array", "minItems": 1, "uniqueItems": True,
-                  "items": {"enum": KINDS}},
+        "kinds": {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": KINDS}},
         "checkpoint_gib": {"type": "number", "exclusiveMinimum": 0},
         "notes": {"type": "string"},
         "log": {"type": "string", "minLength": 40},
@@ -92,9 +105,14 @@ def test_entry_config_reads_through_the_doctors_reader(path: Path, tmp_path: Pat
 def test_entry_log_gives_weights_or_kv_tokens(path: Path) -> None:
     entry = load(path)
     figures = read_memory_figures(entry["log"])
-    assert (figures.weights_gib or 0) > 0 or (figures.kv_cache_tokens or 0) > 0, \
+    assert (figures.weights_gib or 0) > 0 or (figures.kv_cache_tokens or 0) > 0, (
         "an entry's log carries the weights or the KV-cache tokens"
-    if figures.max_concurrency_tokens and entry["engine_args"] and "max_model_len" in entry["engine_args"]:
+    )
+    if (
+        figures.max_concurrency_tokens
+        and entry["engine_args"]
+        and "max_model_len" in entry["engine_args"]
+    ):
         assert figures.max_concurrency_tokens == entry["engine_args"]["max_model_len"]
 
 

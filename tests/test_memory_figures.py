@@ -81,9 +81,17 @@ V1_SUMMARY = """\
 def test_v0_profile_message_and_blocks() -> None:
     figures = read_memory_figures(V0_RTX4060)
     assert figures == MemoryFigures(
-        total_gpu_gib=8.0, utilization=0.7, requested_gib=5.6, weights_gib=5.2032,
-        non_torch_gib=0.03, activation_peak_gib=1.42, kv_cache_gib=-1.05, gpu_blocks=0,
-        max_concurrency=0.0, max_concurrency_tokens=4096)
+        total_gpu_gib=8.0,
+        utilization=0.7,
+        requested_gib=5.6,
+        weights_gib=5.2032,
+        non_torch_gib=0.03,
+        activation_peak_gib=1.42,
+        kv_cache_gib=-1.05,
+        gpu_blocks=0,
+        max_concurrency=0.0,
+        max_concurrency_tokens=4096,
+    )
     assert figures.kv_cache_tokens is None  # V0 prints blocks, not tokens
 
 
@@ -92,14 +100,22 @@ def test_v0_worker_prefix_keeps_the_continuation_lines_with_their_writer() -> No
     assert list(by_rank) == ["VllmWorkerProcess"]
     worker = by_rank["VllmWorkerProcess"]
     assert (worker.total_gpu_gib, worker.utilization, worker.weights_gib, worker.kv_cache_gib) == (
-        23.58, 0.99, 21.21, 1.57)
+        23.58,
+        0.99,
+        21.21,
+        1.57,
+    )
 
 
 def test_v1_082_gb_unit_tokens_concurrency_and_graphs() -> None:
     figures = read_memory_figures(V1_082)
     assert figures.to_dict() == {
-        "weights_gib": 1.9134, "kv_cache_tokens": 1_139_728, "max_concurrency": 34.78,
-        "max_concurrency_tokens": 32_768, "cuda_graph_gib": 0.44}
+        "weights_gib": 1.9134,
+        "kv_cache_tokens": 1_139_728,
+        "max_concurrency": 34.78,
+        "max_concurrency_tokens": 32_768,
+        "cuda_graph_gib": 0.44,
+    }
 
 
 def test_v1_workers_and_engine_core_are_read_apart_and_merged() -> None:
@@ -108,7 +124,10 @@ def test_v1_workers_and_engine_core_are_read_apart_and_merged() -> None:
     assert by_rank["EngineCore_DP0"].kv_cache_tokens == 75_840
     merged = read_memory_figures(V1_TP_ENGINE)
     assert (merged.kv_cache_gib, merged.kv_cache_tokens, merged.max_concurrency_tokens) == (
-        2.30, 75_840, 120_000)
+        2.30,
+        75_840,
+        120_000,
+    )
 
 
 def test_ansi_colour_codes_do_not_hide_the_writer_or_the_figure() -> None:
@@ -119,7 +138,10 @@ def test_ansi_colour_codes_do_not_hide_the_writer_or_the_figure() -> None:
 def test_estimated_cuda_graph_memory() -> None:
     figures = read_memory_figures(V1_ESTIMATE)
     assert (figures.cuda_graph_estimate_gib, figures.kv_cache_gib, figures.kv_cache_tokens) == (
-        1.62, 6.9, 89_760)
+        1.62,
+        6.9,
+        89_760,
+    )
 
 
 def test_one_line_capacity_and_the_start_up_summary() -> None:
@@ -128,19 +150,31 @@ def test_one_line_capacity_and_the_start_up_summary() -> None:
     assert (figures.max_concurrency, figures.max_concurrency_tokens) == (131.13, 2048)
     assert figures.cuda_graph_gib == 0.22  # "Graph capturing finished" is read first
     assert figures.cuda_graph_estimate_gib == 0.42
-    assert (figures.total_gpu_gib, figures.utilization, figures.requested_gib) == (47.37, 0.85, 40.27)
+    assert (figures.total_gpu_gib, figures.utilization, figures.requested_gib) == (
+        47.37,
+        0.85,
+        40.27,
+    )
     assert figures.activation_peak_gib == 0.57
 
 
 def test_rank_zero_wins_over_other_ranks() -> None:
-    text = ("(Worker_TP1 pid=2) INFO [gpu_model_runner.py:1] Model loading took 7.50 GiB memory and 1.0 seconds\n"
-            "(Worker_TP0 pid=1) INFO [gpu_model_runner.py:1] Model loading took 7.12 GiB memory and 1.0 seconds\n")
+    text = (
+        "(Worker_TP1 pid=2) INFO [gpu_model_runner.py:1] Model loading took 7.50 GiB memory and 1.0 seconds\n"
+        "(Worker_TP0 pid=1) INFO [gpu_model_runner.py:1] Model loading took 7.12 GiB memory and 1.0 seconds\n"
+    )
     assert read_memory_figures(text).weights_gib == 7.12
     assert [rank_of(label) for label in read_memory_figures_by_rank(text)] == [1, 0]
 
 
-@pytest.mark.parametrize("text", ["", "INFO Loading weights took 4.77 seconds\n",
-                                  "Maximum concurrency for many tokens per request\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "INFO Loading weights took 4.77 seconds\n",
+        "Maximum concurrency for many tokens per request\n",
+    ],
+)
 def test_lines_without_figures_give_nothing(text: str) -> None:
     assert read_memory_figures(text).empty()
     assert read_memory_figures_by_rank(text) == {}

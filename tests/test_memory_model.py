@@ -24,10 +24,17 @@ def _config(name: str) -> dict:
 def _layout(name: str, tp: int = 1, **kw) -> kvmod.KvLayout:
     text = _config(name)
     return kvmod.kv_layout(
-        text, n_layers=text["num_hidden_layers"], kv_heads=text.get("num_key_value_heads"),
+        text,
+        n_layers=text["num_hidden_layers"],
+        kv_heads=text.get("num_key_value_heads"),
         head_dim=text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"],
-        tp=tp, pp=kw.get("pp", 1), kv_bytes=kw.get("kv_bytes", 2), state_bytes=2,
-        kv_dtype=kw.get("kv_dtype", "bfloat16"), extra_layers=kw.get("extra", 0))
+        tp=tp,
+        pp=kw.get("pp", 1),
+        kv_bytes=kw.get("kv_bytes", 2),
+        state_bytes=2,
+        kv_dtype=kw.get("kv_dtype", "bfloat16"),
+        extra_layers=kw.get("extra", 0),
+    )
 
 
 def test_llama_kv_bytes_and_the_logged_token_count():
@@ -36,8 +43,13 @@ def test_llama_kv_bytes_and_the_logged_token_count():
     # (Llama-3.1-8B on an H100, the log quoted in issue 21)
     layout = _layout("Llama-3.1-8B-Instruct")
     assert layout.bytes_per_token() == 32 * 8 * 128 * 2 * 2
-    cap = kvmod.capacity(layout, int(51.33 * GIB), max_model_len=32768,
-                         max_num_batched_tokens=8192, tokens_from_concurrency=False)
+    cap = kvmod.capacity(
+        layout,
+        int(51.33 * GIB),
+        max_model_len=32768,
+        max_num_batched_tokens=8192,
+        tokens_from_concurrency=False,
+    )
     assert abs(cap.tokens - 420_480) / 420_480 < 0.001
     assert round(cap.concurrency, 2) == 12.83
 
@@ -66,8 +78,13 @@ def test_sliding_window_layers_from_layer_types():
     gemma = _layout("gemma-4-31B-it")
     assert gemma.counts()[kvmod.FULL] == 10 and gemma.counts()[kvmod.SLIDING] == 50
     # a hybrid pool: a request holds its whole length only on the full-attention layers
-    cap = kvmod.capacity(_layout("gpt-oss-120b"), 40 * GIB, max_model_len=131072,
-                         max_num_batched_tokens=8192, tokens_from_concurrency=True)
+    cap = kvmod.capacity(
+        _layout("gpt-oss-120b"),
+        40 * GIB,
+        max_model_len=131072,
+        max_num_batched_tokens=8192,
+        tokens_from_concurrency=True,
+    )
     per_full = -(-131072 // 16)
     per_sliding = -(-(128 - 1 + 8192) // 16) + 1
     assert cap.groups == 2 and cap.blocks_per_request == per_full + per_sliding
@@ -79,14 +96,36 @@ def test_qwen2_use_sliding_window_false_is_full_attention():
 
 
 def test_mamba_hybrid_raises_the_attention_block():
-    text = {"hybrid_override_pattern": "M-M*-M-M*", "hidden_size": 4096, "mamba_num_heads": 128,
-            "mamba_head_dim": 64, "ssm_state_size": 128, "conv_kernel": 4, "n_groups": 8,
-            "num_key_value_heads": 8, "head_dim": 128}
-    layout = kvmod.kv_layout(text, n_layers=9, kv_heads=8, head_dim=128, tp=1, pp=1,
-                             kv_bytes=2, state_bytes=2, kv_dtype="bfloat16")
+    text = {
+        "hybrid_override_pattern": "M-M*-M-M*",
+        "hidden_size": 4096,
+        "mamba_num_heads": 128,
+        "mamba_head_dim": 64,
+        "ssm_state_size": 128,
+        "conv_kernel": 4,
+        "n_groups": 8,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+    }
+    layout = kvmod.kv_layout(
+        text,
+        n_layers=9,
+        kv_heads=8,
+        head_dim=128,
+        tp=1,
+        pp=1,
+        kv_bytes=2,
+        state_bytes=2,
+        kv_dtype="bfloat16",
+    )
     assert layout.counts() == {kvmod.MAMBA: 4, kvmod.FULL: 2}
-    cap = kvmod.capacity(layout, 10 * GIB, max_model_len=8192, max_num_batched_tokens=2048,
-                         tokens_from_concurrency=True)
+    cap = kvmod.capacity(
+        layout,
+        10 * GIB,
+        max_model_len=8192,
+        max_num_batched_tokens=2048,
+        tokens_from_concurrency=True,
+    )
     state = max(layer.state_bytes for layer in layout.layers)
     assert cap.block_size % kvmod.KERNEL_BLOCK_ALIGNMENT == 0
     assert cap.page_bytes >= state > (cap.block_size - 16) * 8 * 128 * 2 * 2
@@ -94,32 +133,47 @@ def test_mamba_hybrid_raises_the_attention_block():
 
 def test_weights_from_config_match_the_checkpoint():
     cfg = json.loads((MODELS / "Llama-3.1-8B-Instruct" / "config.json").read_text())
-    index = json.loads((MODELS / "Llama-3.1-8B-Instruct" / "model.safetensors.index.json")
-                       .read_text())
+    index = json.loads(
+        (MODELS / "Llama-3.1-8B-Instruct" / "model.safetensors.index.json").read_text()
+    )
     total = index["metadata"]["total_size"]
-    est = wmod.from_config(cfg, cfg, tp=1, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None,
-                           online_quant=None)
+    est = wmod.from_config(
+        cfg, cfg, tp=1, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None, online_quant=None
+    )
     assert abs(est.bytes_per_gpu - total) / total < 0.01
-    half = wmod.from_config(cfg, cfg, tp=2, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None,
-                            online_quant=None)
+    half = wmod.from_config(
+        cfg, cfg, tp=2, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None, online_quant=None
+    )
     assert abs(half.bytes_per_gpu - total / 2) / (total / 2) < 0.01
 
 
 def test_moe_weights_from_config_match_the_checkpoint():
     cfg = json.loads((MODELS / "Qwen3-30B-A3B" / "config.json").read_text())
-    total = json.loads((MODELS / "Qwen3-30B-A3B" / "model.safetensors.index.json").read_text()
-                       )["metadata"]["total_size"]
-    est = wmod.from_config(cfg, cfg, tp=1, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None,
-                           online_quant=None)
+    total = json.loads((MODELS / "Qwen3-30B-A3B" / "model.safetensors.index.json").read_text())[
+        "metadata"
+    ]["total_size"]
+    est = wmod.from_config(
+        cfg, cfg, tp=1, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None, online_quant=None
+    )
     assert abs(est.bytes_per_gpu - total) / total < 0.05
 
 
 def test_awq_weights_are_about_a_quarter():
     cfg = json.loads((MODELS / "Qwen2.5-7B-Instruct-AWQ" / "config.json").read_text())
-    dense = wmod.from_config(cfg, cfg, tp=1, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None,
-                             online_quant=None)
-    awq = wmod.from_config(cfg, cfg, tp=1, pp=1, ep=1, dtype_bytes=2,
-                           qcfg=cfg["quantization_config"], scheme="awq", online_quant=None)
+    dense = wmod.from_config(
+        cfg, cfg, tp=1, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None, online_quant=None
+    )
+    awq = wmod.from_config(
+        cfg,
+        cfg,
+        tp=1,
+        pp=1,
+        ep=1,
+        dtype_bytes=2,
+        qcfg=cfg["quantization_config"],
+        scheme="awq",
+        online_quant=None,
+    )
     assert 0.25 < awq.bytes_per_gpu / dense.bytes_per_gpu < 0.45
 
 
@@ -130,10 +184,15 @@ def test_release_formulas_from_the_wheels():
     assert formula_for("0.24.0").tokens_from_concurrency
 
 
-def _facts(serve: str, gpu: str = "NVIDIA H100 80GB HBM3", version: str = "0.33.0",
-           config: str = "models/Llama-3.1-8B-Instruct") -> Facts:
-    facts = entry_facts({"gpu": gpu, "gpu_count": 1, "vllm_version": version,
-                         "serve": serve, "config": config})
+def _facts(
+    serve: str,
+    gpu: str = "NVIDIA H100 80GB HBM3",
+    version: str = "0.33.0",
+    config: str = "models/Llama-3.1-8B-Instruct",
+) -> Facts:
+    facts = entry_facts(
+        {"gpu": gpu, "gpu_count": 1, "vllm_version": version, "serve": serve, "config": config}
+    )
     facts.set("release.judged", version, "test")
     compute_memory(facts)
     return facts
@@ -145,8 +204,10 @@ def test_the_done_when_command_figures():
     assert facts.value("memory.weights_gib") == pytest.approx(14.96, abs=0.01)
     assert 40 < facts.value("memory.kv_cache_gib") < 60
     tokens = facts.value("memory.kv_cache_tokens")
-    assert tokens == int(facts.value("memory.kv_cache_gib") * GIB // 131072 // 16 * 16
-                         ) or abs(tokens / (facts.value("memory.kv_cache_gib") * 8192) - 1) < 0.01
+    assert (
+        tokens == int(facts.value("memory.kv_cache_gib") * GIB // 131072 // 16 * 16)
+        or abs(tokens / (facts.value("memory.kv_cache_gib") * 8192) - 1) < 0.01
+    )
     assert facts.value("memory.kv_verdict") == "fits"
     assert facts.value("memory.estimate_line").startswith("KV cache ≈ ")
     assert "of 32k" in facts.value("memory.estimate_line")
@@ -165,8 +226,15 @@ def test_config_without_torch_dtype_takes_vllm_default(tmp_path):
     cfg = json.loads((MODELS / "Llama-3.1-8B-Instruct" / "config.json").read_text())
     cfg.pop("torch_dtype", None)
     cfg.pop("dtype", None)
-    facts = entry_facts({"gpu": "NVIDIA H100 80GB HBM3", "vllm_version": "0.33.0",
-                         "serve": "vllm serve x --max-model-len 8192", "config": cfg}, tmp_path)
+    facts = entry_facts(
+        {
+            "gpu": "NVIDIA H100 80GB HBM3",
+            "vllm_version": "0.33.0",
+            "serve": "vllm serve x --max-model-len 8192",
+            "config": cfg,
+        },
+        tmp_path,
+    )
     compute_memory(facts)
     assert facts.value("memory.kv_bytes_per_token") == 32 * 8 * 128 * 2 * 2
     assert "vLLM's auto dtype" in facts.get("memory.kv_layers").detail
@@ -181,7 +249,8 @@ def test_missing_inputs_name_what_to_supply():
 
 def test_estimate_line_format():
     assert estimate_line(51.33, 420_480, 12.83, 32768) == (
-        "KV cache ≈ 51 GiB ≈ 420k tokens ≈ 12.8 concurrent requests of 32k")
+        "KV cache ≈ 51 GiB ≈ 420k tokens ≈ 12.8 concurrent requests of 32k"
+    )
 
 
 def test_uneven_pipeline_stages_as_vllm_splits_them():
@@ -211,9 +280,16 @@ FIXTURES_CONFIGS = Path(__file__).parent / "fixtures" / "model-configs" / "corpu
 
 def _corpus_facts(architecture: str, tmp_path: Path) -> Facts:
     tmp_path.mkdir()
-    facts = entry_facts({"gpu": "NVIDIA H100 80GB HBM3", "gpu_count": 8, "vllm_version": "0.33.0",
-                         "serve": "vllm serve x --max-model-len 4096 -tp 8",
-                         "config": _corpus_config(architecture)}, tmp_path)
+    facts = entry_facts(
+        {
+            "gpu": "NVIDIA H100 80GB HBM3",
+            "gpu_count": 8,
+            "vllm_version": "0.33.0",
+            "serve": "vllm serve x --max-model-len 4096 -tp 8",
+            "config": _corpus_config(architecture),
+        },
+        tmp_path,
+    )
     compute_memory(facts)
     return facts
 

@@ -24,9 +24,22 @@ def _log(tmp_path: Path) -> Path:
 
 
 def test_explain_log_reads_the_figures_back_and_compares(tmp_path):
-    result = CliRunner().invoke(app, [
-        "explain", "--log", str(_log(tmp_path)), "--format", "json", "--model-config",
-        str(CONFIG), "--gpu", "NVIDIA A100 80GB", "--serve", SERVE])
+    result = CliRunner().invoke(
+        app,
+        [
+            "explain",
+            "--log",
+            str(_log(tmp_path)),
+            "--format",
+            "json",
+            "--model-config",
+            str(CONFIG),
+            "--gpu",
+            "NVIDIA A100 80GB",
+            "--serve",
+            SERVE,
+        ],
+    )
     memory = json.loads(result.stdout)["memory"]
     assert memory["printed"]["kv_cache_tokens"] == 464_848
     assert memory["printed"]["weights_gib"] == 14.2488
@@ -43,12 +56,31 @@ def test_explain_log_without_the_model_names_what_to_pass(tmp_path):
 
 
 def test_check_log_shows_vllm_figures_beside_the_estimate(tmp_path):
-    result = CliRunner().invoke(app, [
-        "check", "--log", str(_log(tmp_path)), "--model-config", str(CONFIG), "--gpu",
-        "NVIDIA A100 80GB", "--vllm-version", "0.10.1.1", "--format", "json",
-        "--fail-on", "never", "--serve", SERVE])
+    result = CliRunner().invoke(
+        app,
+        [
+            "check",
+            "--log",
+            str(_log(tmp_path)),
+            "--model-config",
+            str(CONFIG),
+            "--gpu",
+            "NVIDIA A100 80GB",
+            "--vllm-version",
+            "0.10.1.1",
+            "--format",
+            "json",
+            "--fail-on",
+            "never",
+            "--serve",
+            SERVE,
+        ],
+    )
     memory = json.loads(result.stdout)["memory"]
     assert memory["printed"]["max_concurrency"] == 28.37
     assert "vLLM printed" in memory["estimate"]
     assert {row["fact"] for row in memory["comparison"]} >= {
-        "memory.weights_gib", "memory.kv_cache_gib", "memory.kv_cache_tokens"}
+        "memory.weights_gib",
+        "memory.kv_cache_gib",
+        "memory.kv_cache_tokens",
+    }

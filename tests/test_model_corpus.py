@@ -29,14 +29,26 @@ CORPUS = Path(__file__).parent / "fixtures" / "model-configs"
 RULES = Path(__file__).resolve().parents[1] / "rules"
 
 HEALTHY_STACK = {
-    "vllm.installed": True, "vllm.version": "0.33.0", "vllm.torch_pin": "2.13.0",
-    "torch.version": "2.13.0+cu130", "torch.cuda_version": "13.0",
-    "torch.matches_vllm_pin": True, "driver.version": "580.95.05",
-    "driver.cuda_version": "13.0", "packages.transformers": "5.23.0",
-    "gpu.count": 8, "gpu.names": ["NVIDIA H100 80GB HBM3"] * 8, "gpu.capabilities": [90] * 8,
-    "gpu.min_capability": 90, "gpu.max_capability": 90, "gpu.memory_total_mib": 81559,
-    "gpu.memory_free_mib": 81000, "gpu.mig_enabled": False, "topology.all_nvlink": True,
-    "topology.p2p_all": True, "topology.worst_link": "NV18",
+    "vllm.installed": True,
+    "vllm.version": "0.33.0",
+    "vllm.torch_pin": "2.13.0",
+    "torch.version": "2.13.0+cu130",
+    "torch.cuda_version": "13.0",
+    "torch.matches_vllm_pin": True,
+    "driver.version": "580.95.05",
+    "driver.cuda_version": "13.0",
+    "packages.transformers": "5.23.0",
+    "gpu.count": 8,
+    "gpu.names": ["NVIDIA H100 80GB HBM3"] * 8,
+    "gpu.capabilities": [90] * 8,
+    "gpu.min_capability": 90,
+    "gpu.max_capability": 90,
+    "gpu.memory_total_mib": 81559,
+    "gpu.memory_free_mib": 81000,
+    "gpu.mig_enabled": False,
+    "topology.all_nvlink": True,
+    "topology.p2p_all": True,
+    "topology.worst_link": "NV18",
 }
 SERVE_LINES = [
     (tp, pp, dtype) for tp in (1, 2, 4, 8) for pp in (1,) for dtype in (None, "bfloat16")
@@ -56,10 +68,21 @@ def rules():
 
 def facts_for(entry: dict, tp: int, pp: int, dtype: str | None) -> Facts:
     facts = Facts.from_flat(HEALTHY_STACK, "healthy stack")
-    read_model_config(facts, Path("/corpus") / entry["name"] / "config.json", entry["config"],
-                      f"corpus {entry['name']}")
-    argv = ["vllm", "serve", "org/model", "--tensor-parallel-size", str(tp),
-            "--pipeline-parallel-size", str(pp)] + (["--dtype", dtype] if dtype else [])
+    read_model_config(
+        facts,
+        Path("/corpus") / entry["name"] / "config.json",
+        entry["config"],
+        f"corpus {entry['name']}",
+    )
+    argv = [
+        "vllm",
+        "serve",
+        "org/model",
+        "--tensor-parallel-size",
+        str(tp),
+        "--pipeline-parallel-size",
+        str(pp),
+    ] + (["--dtype", dtype] if dtype else [])
     parse_serve_argv(argv).to_facts(facts, Source.SERVE, {})
     compute_derived(facts)
     return facts
@@ -72,8 +95,14 @@ def proven(code: str, truth: dict, tp: int, pp: int) -> bool | None:
     if code == "PAR001":
         return bool(heads) and tp > 1 and heads % tp != 0
     if code == "PAR002":
-        return bool(heads) and bool(kv) and tp > 1 and heads % tp == 0 \
-            and kv % tp != 0 and tp % kv != 0
+        return (
+            bool(heads)
+            and bool(kv)
+            and tp > 1
+            and heads % tp == 0
+            and kv % tp != 0
+            and tp % kv != 0
+        )
     return None
 
 
@@ -90,14 +119,18 @@ def _findings_of(name: str) -> list[tuple[str, int, int, str | None, object]]:
         for finding in evaluate_rules(rules(), facts):
             # kept: the errors, and the arithmetic rules whatever their verdict
             if finding.rule.code in ("PAR001", "PAR002") or (
-                    finding.verdict == APPLIES and finding.severity == "error"):
+                finding.verdict == APPLIES and finding.severity == "error"
+            ):
                 found.append((finding.rule.code, tp, pp, dtype, finding))
     return found
 
 
 def error_findings(entry: dict) -> list[tuple[str, int, int, str | None, object]]:
-    return [item for item in all_findings(entry)
-            if item[4].verdict == APPLIES and item[4].severity == "error"]
+    return [
+        item
+        for item in all_findings(entry)
+        if item[4].verdict == APPLIES and item[4].severity == "error"
+    ]
 
 
 def test_corpus_covers_the_registry():
@@ -132,8 +165,14 @@ def test_model_facts_match_what_transformers_reads(entry):
         (unknown if got is None else wrong).append((path, got, value))
     assert not wrong, f"read differently from transformers: {wrong}"
     assert not unknown, f"unknown where transformers reads a value: {unknown}"
-    for path in ("model.num_attention_heads", "model.num_key_value_heads", "model.hidden_size",
-                 "model.num_hidden_layers", "model.vocab_size", "model.head_dim"):
+    for path in (
+        "model.num_attention_heads",
+        "model.num_key_value_heads",
+        "model.hidden_size",
+        "model.num_hidden_layers",
+        "model.vocab_size",
+        "model.head_dim",
+    ):
         assert path in facts or facts.why_missing(path), f"{path} neither read nor missing"
 
 
@@ -148,8 +187,10 @@ def test_no_error_finding_without_proof(entry):
             for ev in finding.evidence:
                 name = ev.path.split(".", 1)[1] if ev.path.startswith("model.") else None
                 if name in truth and ev.value != truth[name]:
-                    unproven.append(f"{code} tp{tp} pp{pp}: {ev.path}={ev.value} but the "
-                                    f"config says {truth[name]}")
+                    unproven.append(
+                        f"{code} tp{tp} pp{pp}: {ev.path}={ev.value} but the "
+                        f"config says {truth[name]}"
+                    )
             continue
         if not proof:
             unproven.append(f"{code} tp{tp} pp{pp} dtype {dtype}: not proven by {truth}")
@@ -192,8 +233,10 @@ def test_every_registry_architecture_is_covered_or_listed():
     assert fixture["release"] == "0.33.0"
     registry = set(fixture["architectures"])
     in_corpus = {e["architecture"] for e in corpus()}
-    listed = {i["architecture"] for i in
-              json.loads((CORPUS / "not-covered.json").read_text(encoding="utf-8"))}
+    listed = {
+        i["architecture"]
+        for i in json.loads((CORPUS / "not-covered.json").read_text(encoding="utf-8"))
+    }
     assert registry <= in_corpus | listed, sorted(registry - in_corpus - listed)[:10]
     assert len(registry) >= 400
 

@@ -23,14 +23,18 @@ def shell(command: str, env: dict[str, str] | None = None) -> subprocess.Complet
     environ = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
     environ.update(env or {})
     environ["DOCTOR"] = f"{sys.executable} -m vllm_doctor"
-    return subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=environ,
-                          timeout=120)
+    return subprocess.run(
+        ["bash", "-c", command], capture_output=True, text=True, env=environ, timeout=120
+    )
 
 
-@pytest.mark.parametrize("target, needle", [
-    ("/nonexistent-dir/sub/x.json", "the directory /nonexistent-dir/sub does not exist"),
-    ("/tmp", "names a directory, not a file"),
-])
+@pytest.mark.parametrize(
+    "target, needle",
+    [
+        ("/nonexistent-dir/sub/x.json", "the directory /nonexistent-dir/sub does not exist"),
+        ("/tmp", "names a directory, not a file"),
+    ],
+)
 def test_unwritable_output_is_exit_2_before_any_work(target, needle):
     run = doctor(*FAILING, "--format", "json", "-o", target)
     assert run.returncode == 2, run.stderr
@@ -53,25 +57,29 @@ def test_closed_stdout_is_exit_3():
     assert "stdout is closed" in run.stderr and "Traceback" not in run.stderr
 
 
-@pytest.mark.parametrize("args, code", [
-    ("check --example diffusion-gemma-tp2 --format json", 1),
-    ("check --example diffusion-gemma-tp2", 1),
-    ("check --example healthy-h100-llama --format sarif", 0),
-    ("rules list", 0),
-    ("rules list --format json", 0),
-    ("facts --format json", 0),
-    ("explain MODEL001", 0),
-])
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        ("check --example diffusion-gemma-tp2 --format json", 1),
+        ("check --example diffusion-gemma-tp2", 1),
+        ("check --example healthy-h100-llama --format sarif", 0),
+        ("rules list", 0),
+        ("rules list --format json", 0),
+        ("facts --format json", 0),
+        ("explain MODEL001", 0),
+    ],
+)
 def test_a_reader_that_leaves_early_does_not_change_the_exit_code(args, code):
     # `true` exits at once: every write of the report meets a closed pipe
-    run = shell(f"$DOCTOR {args} | true; echo \"exit=${{PIPESTATUS[0]}}\" >&2")
+    run = shell(f'$DOCTOR {args} | true; echo "exit=${{PIPESTATUS[0]}}" >&2')
     assert f"exit={code}" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr and "BrokenPipe" not in run.stderr
 
 
 def test_head_keeps_the_exit_code():
-    run = shell("$DOCTOR check --example diffusion-gemma-tp2 -v | head -n 2; "
-                "echo \"exit=${PIPESTATUS[0]}\"")
+    run = shell(
+        '$DOCTOR check --example diffusion-gemma-tp2 -v | head -n 2; echo "exit=${PIPESTATUS[0]}"'
+    )
     assert run.stdout.splitlines()[-1] == "exit=1"
 
 
@@ -86,6 +94,7 @@ def test_ascii_only_stdout(fmt):
 
 
 # -- text: soft wrap, findings first, -q, -v ---------------------------------------------
+
 
 def test_piped_text_is_not_hard_wrapped_and_findings_come_first():
     run = doctor(*FAILING)
@@ -120,7 +129,11 @@ def test_quiet_prints_the_findings_only():
     run = doctor(*FAILING, "-q")
     assert run.returncode == 1
     assert run.stdout.startswith("  ✗ MODEL001")
-    assert "Stack" not in run.stdout and "Cannot decide" not in run.stdout and "note:" not in run.stdout
+    assert (
+        "Stack" not in run.stdout
+        and "Cannot decide" not in run.stdout
+        and "note:" not in run.stdout
+    )
     assert "1 error" in run.stderr  # the summary
     assert doctor("check", "--example", "healthy-h100-llama", "-q").stdout == ""
     assert doctor(*FAILING, "-q", "-v").returncode == 2
@@ -153,19 +166,27 @@ def test_rules_list_piped_is_one_line_per_rule():
 
 
 def test_shell_completion_is_enabled():
-    env = {"_VLLM_DOCTOR_COMPLETE": "complete_bash", "COMP_WORDS": "vllm-doctor check --format ",
-           "COMP_CWORD": "3"}
+    env = {
+        "_VLLM_DOCTOR_COMPLETE": "complete_bash",
+        "COMP_WORDS": "vllm-doctor check --format ",
+        "COMP_CWORD": "3",
+    }
     script = Path(sys.executable).parent / "vllm-doctor"  # the installed console script
     if not script.exists():
         pytest.skip("the vllm-doctor script is not installed beside this interpreter")
-    run = subprocess.run([str(script)], capture_output=True, text=True,
-                         env={**os.environ, **env}, timeout=60)
+    run = subprocess.run(
+        [str(script)], capture_output=True, text=True, env={**os.environ, **env}, timeout=60
+    )
     assert {"sarif", "junit", "github", "gitlab"} <= set(run.stdout.split())
     # the shell named on the command line, not detected from the process tree (which a
     # detached test run does not have): typer's own switch for this
-    shown = subprocess.run([str(script), "--show-completion", "bash"],
-                           capture_output=True, text=True, timeout=60,
-                           env={**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
+    shown = subprocess.run(
+        [str(script), "--show-completion", "bash"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"},
+    )
     assert "_VLLM_DOCTOR_COMPLETE" in shown.stdout, shown.stderr
 
 
@@ -176,8 +197,12 @@ def test_on_a_terminal_the_text_fits_its_width_in_colour():
     controller, terminal = pty.openpty()
     environ = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_") and k != "NO_COLOR"}
     environ.update(COLUMNS="70", TERM="xterm-256color")
-    proc = subprocess.Popen([sys.executable, "-m", "vllm_doctor", *FAILING, "-q"], stdout=terminal,
-                            stderr=subprocess.PIPE, env=environ)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vllm_doctor", *FAILING, "-q"],
+        stdout=terminal,
+        stderr=subprocess.PIPE,
+        env=environ,
+    )
     os.close(terminal)
     chunks = []
     while True:
@@ -195,6 +220,8 @@ def test_on_a_terminal_the_text_fits_its_width_in_colour():
     assert "\x1b[" in text  # colour
     plain = re.sub(r"\x1b\[[0-9;]*m", "", text).replace("\r", "")
     # the corrected command stays one line to copy; everything else fits the width
-    lines = [line for line in plain.splitlines() if line and not line.strip().startswith("vllm serve")]
+    lines = [
+        line for line in plain.splitlines() if line and not line.strip().startswith("vllm serve")
+    ]
     assert "MODEL001" in plain and max(len(line) for line in lines) <= 70
     assert len(lines) > len(doctor(*FAILING, "-q").stdout.splitlines())  # it was wrapped

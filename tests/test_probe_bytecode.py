@@ -46,15 +46,31 @@ def test_imports_followed_are_those_that_run_as_the_module_loads():
         with ctx():
             from x.y import *
     """)
-    assert {"os", "a.b.c", "typing", "typing.TYPE_CHECKING", "pkg", "pkg.sibling", "pkg.sub",
-            "pkg.sub.thing", "fast", "slow", "in_class_body", "at_run_time", "x.y"} <= set(found)
+    assert {
+        "os",
+        "a.b.c",
+        "typing",
+        "typing.TYPE_CHECKING",
+        "pkg",
+        "pkg.sibling",
+        "pkg.sub",
+        "pkg.sub.thing",
+        "fast",
+        "slow",
+        "in_class_body",
+        "at_run_time",
+        "x.y",
+    } <= set(found)
     assert not {"in_method", "in_function", "only_for_types"} & set(found)
     # beyond the top-level package: the import would fail, nothing to follow
     assert "top_level_of_pkg" not in found and ".top_level_of_pkg" not in found
 
 
 def test_relative_imports_of_a_package_are_relative_to_itself():
-    assert names_of("from .core import x", module="pkg", is_package=True) == ["pkg.core", "pkg.core.x"]
+    assert names_of("from .core import x", module="pkg", is_package=True) == [
+        "pkg.core",
+        "pkg.core.x",
+    ]
     assert names_of("from . import y", module="pkg.sub.mod") == ["pkg.sub", "pkg.sub.y"]
 
 
@@ -89,6 +105,7 @@ def test_locator_finds_packages_modules_namespaces_and_skips_extensions(tmp_path
     assert locate.submodules("pkgx") == ["pkgx.core", "pkgx.helpers", "pkgx.lazy", "pkgx.typed"]
     assert locate.submodules("nosuch") == []
     import importlib.machinery
+
     if ".cpython-311-x86_64-linux-gnu.so" in importlib.machinery.EXTENSION_SUFFIXES:
         assert locate("fastext") is None
 
@@ -110,6 +127,7 @@ def test_the_compiled_tree_is_what_python_imports_from(tmp_path):
     assert Path(target_path(str(src / "pkgx/lazy.py"), str(prefix))).is_file()
     # a standard module with bytecode beside its source is linked, not compiled
     import colorsys
+
     if bytecode._has_bytecode(colorsys.__file__):
         assert summary["linked"] >= 1
         assert Path(target_path(colorsys.__file__, str(prefix))).is_symlink()
@@ -118,10 +136,20 @@ def test_the_compiled_tree_is_what_python_imports_from(tmp_path):
         stat = path.stat()
         path.write_bytes(b"#" * (stat.st_size - 1) + b"!")  # a syntax error if it were compiled
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    env = dict(os.environ, PYTHONPATH=str(src), PYTHONPYCACHEPREFIX=str(prefix),
-               PYTHONDONTWRITEBYTECODE="1")
-    run = subprocess.run([sys.executable, "-c", "import pkgx; print(pkgx.VALUE)"],
-                         capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path)
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(src),
+        PYTHONPYCACHEPREFIX=str(prefix),
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", "import pkgx; print(pkgx.VALUE)"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout) == {"v": 42}
 
@@ -133,10 +161,20 @@ def test_a_source_changed_after_compiling_is_compiled_again_by_the_importer(tmp_
     compile_closure(["pkgx"], str(prefix), jobs=1, locate=Locator([str(src), *sys.path]))
     core = src / "pkgx" / "core.py"
     core.write_text("VALUE = 'changed after compiling, longer than before'\n", encoding="utf-8")
-    env = dict(os.environ, PYTHONPATH=str(src), PYTHONPYCACHEPREFIX=str(prefix),
-               PYTHONDONTWRITEBYTECODE="1")
-    run = subprocess.run([sys.executable, "-c", "import pkgx; print(pkgx.VALUE)"],
-                         capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path)
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(src),
+        PYTHONPYCACHEPREFIX=str(prefix),
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", "import pkgx; print(pkgx.VALUE)"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert run.stdout.strip() == "changed after compiling, longer than before", run.stderr
 
 
@@ -151,6 +189,7 @@ def test_wanted_only_where_it_can_help(monkeypatch):
     torch_init = Path(sys.prefix)
     try:
         import importlib.util
+
         spec = importlib.util.find_spec("torch")
     except ImportError:
         spec = None
@@ -159,7 +198,8 @@ def test_wanted_only_where_it_can_help(monkeypatch):
         return
     torch_init = Path(spec.origin)
     has = bytecode._has_bytecode(str(torch_init)) and bytecode._has_bytecode(
-        str(torch_init.parent / "_dynamo" / "__init__.py"))
+        str(torch_init.parent / "_dynamo" / "__init__.py")
+    )
     assert bytecode.wanted(python, {}) is (not has)
 
 
@@ -169,19 +209,42 @@ def test_a_probe_run_compiles_its_imports_and_gives_the_same_results(tmp_path):
     same probe outcomes as without it."""
     outcomes = {}
     for switch in ("1", "0"):
-        env = dict(os.environ, **{bytecode.SWITCH: switch}, VLLM_DOCTOR_CACHE_DIR=str(tmp_path / switch),
-                   PYTHONPATH=str(ROOT))
+        env = dict(
+            os.environ,
+            **{bytecode.SWITCH: switch},
+            VLLM_DOCTOR_CACHE_DIR=str(tmp_path / switch),
+            PYTHONPATH=str(ROOT),
+        )
         env.pop("PYTHONPYCACHEPREFIX", None)
-        run = subprocess.run([sys.executable, "-m", "vllm_doctor", "probe", "pp-handoff", "--device",
-                              "cpu", "--tp", "2", "--format", "json"], capture_output=True, text=True,
-                             env=env, timeout=240, cwd=tmp_path)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "vllm_doctor",
+                "probe",
+                "pp-handoff",
+                "--device",
+                "cpu",
+                "--tp",
+                "2",
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=240,
+            cwd=tmp_path,
+        )
         assert run.returncode in (0, 1), run.stderr[-2000:]
         doc = json.loads(run.stdout)
         outcomes[switch] = {r["name"]: r["status"] for r in doc["results"]}
         if switch == "1":
             info = doc["bytecode"]
             assert "torch" in info["roots"] and "vllm_doctor.probes.pp_handoff" in info["roots"]
-            assert info.get("compiled", 0) + info.get("linked", 0) > 100 or info.get("unfinished"), info
+            assert info.get("compiled", 0) + info.get("linked", 0) > 100 or info.get(
+                "unfinished"
+            ), info
         else:
             assert "bytecode" not in doc
     assert outcomes["1"] == outcomes["0"]
@@ -211,8 +274,11 @@ def test_existing_bytecode_outside_the_closure_is_linked_not_lost(tmp_path):
     (src / "lib" / "used_later.py").write_text("X = 1\n")
     (src / "lib" / "orphan.py").write_text("Y = 1\n")
     for name in ("__init__", "used_later", "orphan"):
-        py_compile.compile(str(src / "lib" / f"{name}.py"), doraise=True,
-                           invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+        py_compile.compile(
+            str(src / "lib" / f"{name}.py"),
+            doraise=True,
+            invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
+        )
     (src / "lib" / "orphan.py").unlink()
     assert bytecode._has_bytecode(str(src / "lib" / "used_later.py"))  # hash-based counts
     prefix = tmp_path / "pyc"

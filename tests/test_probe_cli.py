@@ -19,20 +19,29 @@ FIXTURES = ROOT / "tests" / "fixtures" / "probes"
 
 def cli(*args, env=None):
     full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
-    return subprocess.run([sys.executable, "-m", "vllm_doctor", "probe", *args], env=full,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_doctor", "probe", *args],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_parse_serve_finds_tp_and_model():
-    assert parse_serve(["vllm", "serve", "google/gemma-4", "-tp", "2"]) == {"model": "google/gemma-4", "tp": 2,
-                                                                       "budget": {}}
+    assert parse_serve(["vllm", "serve", "google/gemma-4", "-tp", "2"]) == {
+        "model": "google/gemma-4",
+        "tp": 2,
+        "budget": {},
+    }
     assert parse_serve(["serve", "m", "--tensor-parallel-size=4"])["tp"] == 4
     # vLLM moves `--model X` to the front: X is the model (serve_args' reading of its parser)
     assert parse_serve(["m", "--model", "x", "-tp=8"]) == {"model": "x", "tp": 8, "budget": {}}
     assert parse_serve(["vllm", "serve", "m"]) == {"model": "m", "tp": None, "budget": {}}
     # the budgets the memory probe sizes its forward and its CUDA graphs by
-    assert parse_serve(["vllm", "serve", "m", "--max-num-batched-tokens", "16384", "--max-num-seqs=64"])[
-        "budget"] == {"max_num_batched_tokens": 16384, "max_num_seqs": 64}
+    assert parse_serve(
+        ["vllm", "serve", "m", "--max-num-batched-tokens", "16384", "--max-num-seqs=64"]
+    )["budget"] == {"max_num_batched_tokens": 16384, "max_num_seqs": 64}
     with pytest.raises(InputError):
         parse_serve(["m", "-tp", "two"])
     with pytest.raises(InputError):
@@ -54,8 +63,13 @@ def test_visible_gpu_count_without_nvml_uses_the_variable(monkeypatch):
 
 def test_model_sizes_from_a_nested_config():
     assert model_sizes(FIXTURES / "config.json", None) == {
-        "vocab_size": 1001, "hidden_size": 48, "num_attention_heads": 8, "num_key_value_heads": 2,
-        "num_hidden_layers": 2, "head_dim": 6}
+        "vocab_size": 1001,
+        "hidden_size": 48,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 2,
+        "head_dim": 6,
+    }
     assert model_sizes(None, None) is None
     with pytest.raises(InputError):
         model_sizes(FIXTURES / "missing.json", None)
@@ -68,28 +82,50 @@ def test_list_names_probes_and_rules():
     assert "selftest" not in proc.stdout
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--only", "bogus", "--device", "cpu"], "unknown probe 'bogus'"),
-    (["--format", "yaml", "--device", "cpu"], "unknown format"),
-    (["--device", "tpu"], "unknown device"),
-    (["--device", "cpu", "--tp", "0", "--only", "selftest-ok"], "--tp"),
-    (["--bogus-flag"], "unknown option"),
-    (["bogus", "--device", "cpu"], "unknown probe 'bogus'"),
-    (["vllm", "serve", "m"], "give the serve line after --"),
-    (["selftest-ok", "--device", "cpu", "--timeout", "nan"], "--timeout: must be a finite number"),
-    (["selftest-ok", "--device", "cpu", "--timeout", "inf"], "--timeout: must be a finite number"),
-    (["selftest-ok", "--device", "cpu", "--timeout", "-1"], "--timeout: must be a finite number"),
-    (["selftest-ok", "--device", "cpu", "--timeout", "1e9"], "at most 86400"),
-    (["selftest-ok", "--device", "cpu", "--teardown-timeout", "nan"], "--teardown-timeout"),
-    (["selftest-ok", "--device", "cpu", "--tp", "100000"], "more than this machine can run on the CPU"),
-    (["selftest-ok", "--device", "cpu", "--", "vllm", "serve", "m", "-tp", "5000"],
-     "serve line --tensor-parallel-size: 5000 ranks is more than this machine can run"),
-    (["selftest-ok", "--device", "cpu", "--", "vllm", "serve", "m", "-tp", str(10**20)],
-     "100000000000000000000"),  # the serve-line parser or the rank cap: one line either way
-    (["--serve", "vllm serve 'x", "--device", "cpu"], "--serve: cannot split the serve line"),
-    (["--serve", "vllm serve m -tp 2", "--", "vllm", "serve", "m"], "either with --serve or after --"),
-    (["--model-config", "/nonexistent/config.json", "--device", "cpu"], "no such file"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--only", "bogus", "--device", "cpu"], "unknown probe 'bogus'"),
+        (["--format", "yaml", "--device", "cpu"], "unknown format"),
+        (["--device", "tpu"], "unknown device"),
+        (["--device", "cpu", "--tp", "0", "--only", "selftest-ok"], "--tp"),
+        (["--bogus-flag"], "unknown option"),
+        (["bogus", "--device", "cpu"], "unknown probe 'bogus'"),
+        (["vllm", "serve", "m"], "give the serve line after --"),
+        (
+            ["selftest-ok", "--device", "cpu", "--timeout", "nan"],
+            "--timeout: must be a finite number",
+        ),
+        (
+            ["selftest-ok", "--device", "cpu", "--timeout", "inf"],
+            "--timeout: must be a finite number",
+        ),
+        (
+            ["selftest-ok", "--device", "cpu", "--timeout", "-1"],
+            "--timeout: must be a finite number",
+        ),
+        (["selftest-ok", "--device", "cpu", "--timeout", "1e9"], "at most 86400"),
+        (["selftest-ok", "--device", "cpu", "--teardown-timeout", "nan"], "--teardown-timeout"),
+        (
+            ["selftest-ok", "--device", "cpu", "--tp", "100000"],
+            "more than this machine can run on the CPU",
+        ),
+        (
+            ["selftest-ok", "--device", "cpu", "--", "vllm", "serve", "m", "-tp", "5000"],
+            "serve line --tensor-parallel-size: 5000 ranks is more than this machine can run",
+        ),
+        (
+            ["selftest-ok", "--device", "cpu", "--", "vllm", "serve", "m", "-tp", str(10**20)],
+            "100000000000000000000",
+        ),  # the serve-line parser or the rank cap: one line either way
+        (["--serve", "vllm serve 'x", "--device", "cpu"], "--serve: cannot split the serve line"),
+        (
+            ["--serve", "vllm serve m -tp 2", "--", "vllm", "serve", "m"],
+            "either with --serve or after --",
+        ),
+        (["--model-config", "/nonexistent/config.json", "--device", "cpu"], "no such file"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, needle):
     proc = cli(*args)
     assert proc.returncode == 2, proc.stderr
@@ -100,13 +136,25 @@ def test_bad_input_is_one_line_and_exit_2(args, needle):
 def test_cuda_without_gpus_or_with_too_few_is_an_input_error():
     proc = cli("--device", "cuda", env={"CUDA_VISIBLE_DEVICES": ""})
     assert proc.returncode == 2 and "no GPU is visible" in proc.stderr
-    proc = cli("--device", "cuda", "--", "vllm", "serve", "m", "-tp", "4", env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    proc = cli(
+        "--device",
+        "cuda",
+        "--",
+        "vllm",
+        "serve",
+        "m",
+        "-tp",
+        "4",
+        env={"CUDA_VISIBLE_DEVICES": "0,1"},
+    )
     if "no GPU is visible" not in proc.stderr:  # NVML absent: the variable says 2 GPUs
         assert proc.returncode == 2 and "4 ranks need 4 GPUs" in proc.stderr
 
 
 def test_json_output_document(tmp_path):
-    proc = cli("--only", "selftest-ok,selftest-raise", "--device", "cpu", "--tp", "2", "--format", "json")
+    proc = cli(
+        "--only", "selftest-ok,selftest-raise", "--device", "cpu", "--tp", "2", "--format", "json"
+    )
     assert proc.returncode == 1  # an errored probe
     doc = json.loads(proc.stdout)
     assert doc["schema_version"] == 1 and doc["tp"] == 2 and doc["device"] == "cpu"
@@ -123,23 +171,46 @@ def test_text_output_and_exit_0():
     assert proc.returncode == 0, proc.stderr
     assert "[✓] selftest-ok (" in proc.stdout and "probe pass: ok" in proc.stdout
     assert "[-] cudagraph-replay (" in proc.stdout
-    assert "[-] SPEC001: could not run: needs a CUDA GPU; this is the CPU (gloo) variant" in proc.stdout
+    assert (
+        "[-] SPEC001: could not run: needs a CUDA GPU; this is the CPU (gloo) variant"
+        in proc.stdout
+    )
     assert "Summary: 1 could not run (one verdict per rule); probes: 1 pass, 1 skip" in proc.stdout
 
 
 def test_serve_line_sets_tp():
-    proc = cli("--only", "selftest-ok", "--device", "cpu", "--format", "json", "--", "vllm", "serve", "m", "-tp", "3")
+    proc = cli(
+        "--only",
+        "selftest-ok",
+        "--device",
+        "cpu",
+        "--format",
+        "json",
+        "--",
+        "vllm",
+        "serve",
+        "m",
+        "-tp",
+        "3",
+    )
     doc = json.loads(proc.stdout)
     assert doc["tp"] == 3 and len(doc["results"][0]["ranks"]) == 3
 
 
 def test_the_doctor_process_never_imports_torch():
-    code = ("import sys; from vllm_doctor.cli import main\n"
-            "try:\n    main(['probe', '--only', 'selftest-ok', '--device', 'cpu', '--format', 'json'])\n"
-            "except SystemExit:\n    pass\n"
-            "assert 'torch' not in sys.modules, 'torch was imported'\nprint('clean')")
-    proc = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                          capture_output=True, text=True, timeout=60)
+    code = (
+        "import sys; from vllm_doctor.cli import main\n"
+        "try:\n    main(['probe', '--only', 'selftest-ok', '--device', 'cpu', '--format', 'json'])\n"
+        "except SystemExit:\n    pass\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\nprint('clean')"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().endswith("clean")
 
@@ -166,11 +237,26 @@ def test_probe_names_select_the_probes_to_run():
     doc = json.loads(proc.stdout)
     assert [r["name"] for r in doc["results"]] == ["selftest-ok", "selftest-raise"]
     # names, --only and a serve line after -- together
-    proc = cli("selftest-ok", "--only", "selftest-part", "--device", "cpu", "--format", "json",
-               "--", "vllm", "serve", "m", "-tp", "3")
+    proc = cli(
+        "selftest-ok",
+        "--only",
+        "selftest-part",
+        "--device",
+        "cpu",
+        "--format",
+        "json",
+        "--",
+        "vllm",
+        "serve",
+        "m",
+        "-tp",
+        "3",
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert [r["name"] for r in doc["results"]] == ["selftest-ok", "selftest-part"] and doc["tp"] == 3
+    assert [r["name"] for r in doc["results"]] == ["selftest-ok", "selftest-part"] and doc[
+        "tp"
+    ] == 3
 
 
 def test_a_shown_mechanism_is_joined_with_the_judged_release():
@@ -180,27 +266,49 @@ def test_a_shown_mechanism_is_joined_with_the_judged_release():
     lacks = cli("selftest-ok", "--device", "cpu", "--tp", "2", "--vllm-version", "0.24.0", env=env)
     assert lacks.returncode == 0, lacks.stderr
     assert "[!] MODEL001 warning: mechanism shown only in the CPU variant" in lacks.stdout
-    assert "vLLM 0.24.0 (--vllm-version) lacks the fix (PR #46177): this failure can happen on a GPU" in lacks.stdout
+    assert (
+        "vLLM 0.24.0 (--vllm-version) lacks the fix (PR #46177): this failure can happen on a GPU"
+        in lacks.stdout
+    )
     assert "Summary: 1 warning (one verdict per rule)" in lacks.stdout
     assert "mechanism present (MODEL001)" in lacks.stderr  # the progress line: the mechanism only
-    carries = cli("selftest-ok", "--device", "cpu", "--tp", "2", "--vllm-version", "0.33.0",
-                  "--format", "json", env=env)
+    carries = cli(
+        "selftest-ok",
+        "--device",
+        "cpu",
+        "--tp",
+        "2",
+        "--vllm-version",
+        "0.33.0",
+        "--format",
+        "json",
+        env=env,
+    )
     assert carries.returncode == 0, carries.stderr
     doc = json.loads(carries.stdout)
     (verdict,) = doc["results"][0]["verdicts"]
     assert verdict["level"] == "pass" and verdict["fix_state"] == "fixed"
-    assert verdict["text"].endswith("vLLM 0.33.0 (--vllm-version) carries the fix (PR #46177): protected")
+    assert verdict["text"].endswith(
+        "vLLM 0.33.0 (--vllm-version) carries the fix (PR #46177): protected"
+    )
     assert doc["vllm"]["version"] == "0.33.0" and doc["verdicts"]["pass"] == 1
     for out in (lacks.stdout, carries.stdout):
         assert "reproduced on this stack" not in out
 
 
-@pytest.mark.skipif(os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version"),
-                    reason="an NVIDIA driver is loaded here")
+@pytest.mark.skipif(
+    os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version"),
+    reason="an NVIDIA driver is loaded here",
+)
 def test_cuda_without_any_driver_says_no_gpu_is_visible():
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-    proc = subprocess.run([sys.executable, "-m", "vllm_doctor", "probe", "--device", "cuda"],
-                          env=dict(env, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllm_doctor", "probe", "--device", "cuda"],
+        env=dict(env, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "no GPU is visible" in proc.stderr
 
 
@@ -210,14 +318,27 @@ def write_events(directory: Path, lines: list[str]) -> Path:
     return directory
 
 
-GOOD_RESULT = json.dumps({"ev": "result", "rank": 0, "probe": "pp-handoff",
-                          "result": {"status": "pass", "reason": "ok", "metrics": {}, "duration_s": 0.1}})
-MALFORMED = ["{not json", "[1, 2]", '{"ev": "result", "rank": "a", "probe": "pp-handoff"}',
-             '{"ev": "result", "rank": 0}', '{"ev": "result", "rank": 0, "probe": "pp-handoff", "result": 5}',
-             '{"ev": "result", "rank": 0, "probe": "pp-handoff", "result": {"status": "great"}}',
-             '{"ev": "result", "rank": 0, "probe": "pp-handoff", "result": {"status": "pass", "reason": [1]}}',
-             '{"ev": "hello", "rank": 0, "world": 1000000000000}', '{"ev": "teardown", "rank": 0, "seconds": "x"}',
-             "7", '{"ev": "result", "rank": -1, "probe": "pp-handoff", "result": {"status": "pass"}}']
+GOOD_RESULT = json.dumps(
+    {
+        "ev": "result",
+        "rank": 0,
+        "probe": "pp-handoff",
+        "result": {"status": "pass", "reason": "ok", "metrics": {}, "duration_s": 0.1},
+    }
+)
+MALFORMED = [
+    "{not json",
+    "[1, 2]",
+    '{"ev": "result", "rank": "a", "probe": "pp-handoff"}',
+    '{"ev": "result", "rank": 0}',
+    '{"ev": "result", "rank": 0, "probe": "pp-handoff", "result": 5}',
+    '{"ev": "result", "rank": 0, "probe": "pp-handoff", "result": {"status": "great"}}',
+    '{"ev": "result", "rank": 0, "probe": "pp-handoff", "result": {"status": "pass", "reason": [1]}}',
+    '{"ev": "hello", "rank": 0, "world": 1000000000000}',
+    '{"ev": "teardown", "rank": 0, "seconds": "x"}',
+    "7",
+    '{"ev": "result", "rank": -1, "probe": "pp-handoff", "result": {"status": "pass"}}',
+]
 
 
 def test_results_with_only_malformed_events_is_one_line_and_exit_2(tmp_path):

@@ -33,14 +33,20 @@ def check_cpu_results(res, world=2):
     assert m["sizes_from"] == "shrunk for a CPU run" and m["shrunk_from"] == [262144, 2816]
     shard = 4096 // world
     assert m["bug_eager"].startswith(
-        f"RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x4096 and {shard}x64)")
+        f"RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x4096 and {shard}x64)"
+    )
     assert m["fix_allgather_weight_exact"] is True
     assert m["fix_allgather_rel_err"] < m["tolerance_rel"]
     assert m["fix_slice_allreduce_rel_err"] < m["tolerance_rel"]
     assert m["fix_allgather_extra_bytes_per_rank"] == (4096 - shard) * 64 * 2
-    assert m["allgather_busbw_gbps"] == pytest.approx(m["allgather_algbw_gbps"] * (world - 1) / world, abs=0.02)
-    assert re.fullmatch(r"a and b must have same reduction dim, but got \[s\d+, s\d+\] X "
-                        rf"\[{512 // world}, 64\]\.", m["compile"]["error"])
+    assert m["allgather_busbw_gbps"] == pytest.approx(
+        m["allgather_algbw_gbps"] * (world - 1) / world, abs=0.02
+    )
+    assert re.fullmatch(
+        r"a and b must have same reduction dim, but got \[s\d+, s\d+\] X "
+        rf"\[{512 // world}, 64\]\.",
+        m["compile"]["error"],
+    )
     assert soft.rules_confirmed == ["MODEL001"]
     assert len(soft.ranks) == world
 
@@ -59,7 +65,9 @@ def check_cpu_results(res, world=2):
     pp = res["pp-handoff"]
     assert pp.status == "pass", pp.reason
     assert pp.metrics["fix_cast_int64_exact"] is True
-    assert "torch.int32" in pp.metrics["guard"]["int32"] and pp.metrics["guard"]["int64"] == "accepted"
+    assert (
+        "torch.int32" in pp.metrics["guard"]["int32"] and pp.metrics["guard"]["int64"] == "accepted"
+    )
     assert pp.metrics["float32_ids_wrong"] == 0 and pp.metrics["bfloat16_ids_wrong"] > 0
     assert pp.metrics["sampling_stage"] == world - 1
     assert pp.rules_confirmed == ["MODEL002"]
@@ -76,12 +84,19 @@ def test_cpu_probes_through_the_runner(tmp_path):
     # The compile sub-check is cached now: a second run reuses it and says so.
     again = {r.name: r for r in run_probes(["tp-softembed"], 2, "cpu", 120, None)}
     assert again["tp-softembed"].metrics["compile"]["cached"]["torch"] == torch.__version__
-    assert again["tp-softembed"].metrics["compile"]["error"] == res["tp-softembed"].metrics["compile"]["error"]
+    assert (
+        again["tp-softembed"].metrics["compile"]["error"]
+        == res["tp-softembed"].metrics["compile"]["error"]
+    )
 
 
 def test_model_sizes_are_used_and_an_odd_vocab_is_padded(tmp_path):
-    res = {r.name: r for r in run_probes(["tp-softembed"], 2, "cpu", 120,
-                                         {"vocab_size": 1001, "hidden_size": 48})}
+    res = {
+        r.name: r
+        for r in run_probes(
+            ["tp-softembed"], 2, "cpu", 120, {"vocab_size": 1001, "hidden_size": 48}
+        )
+    }
     m = res["tp-softembed"].metrics
     assert (m["vocab_size"], m["hidden_size"], m["padded_vocab"]) == (1001, 48, 1002)
     assert m["shrunk_from"] == [1001, 48]
@@ -93,16 +108,37 @@ def test_cpu_probes_through_torchrun(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(ROOT), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
     proc = subprocess.run(
-        ["torchrun", "--standalone", "--nproc-per-node", "2", "-m", "vllm_doctor.probes.worker",
-         "--device", "cpu", "--out", str(out), "--probes", ",".join(CPU_PROBES)],
-        env=env, capture_output=True, text=True, timeout=300)
+        [
+            "torchrun",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "vllm_doctor.probes.worker",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+            "--probes",
+            ",".join(CPU_PROBES),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "[rank 1] padded-batch: pass" in proc.stdout
     res = {r.name: r for r in load_results_dir(out)}
     check_cpu_results(res)
     assert res["teardown"].status == "pass"
-    cli = subprocess.run([sys.executable, "-m", "vllm_doctor", "probe", "--results", str(out), "--format", "json"],
-                         env=env, capture_output=True, text=True, timeout=60)
+    cli = subprocess.run(
+        [sys.executable, "-m", "vllm_doctor", "probe", "--results", str(out), "--format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert cli.returncode == 0, cli.stderr
     doc = json.loads(cli.stdout)
     assert doc["tp"] == 2 and doc["summary"]["pass"] == 4
@@ -157,8 +193,11 @@ def test_ranks_listen_on_loopback_only(tmp_path, monkeypatch):
     monkeypatch.setenv("VLLM_DOCTOR_PROBE_PARAMS", json.dumps({"selftest": {"hold_s": 6}}))
     run = tmp_path / "run"
     box = {}
-    thread = threading.Thread(target=lambda: box.setdefault("res", run_probes(["selftest-hold"], 2, "cpu", 120,
-                                                                              run_dir=run)))
+    thread = threading.Thread(
+        target=lambda: box.setdefault(
+            "res", run_probes(["selftest-hold"], 2, "cpu", 120, run_dir=run)
+        )
+    )
     thread.start()
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:

@@ -24,8 +24,13 @@ MIB = 1 << 20
 
 def cli(*args):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "vllm_doctor", "probe", *args], capture_output=True,
-                          text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_doctor", "probe", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_capture_sizes_follow_vllm_defaults():
@@ -57,8 +62,16 @@ def test_linear_fit():
 def test_model_shape_takes_the_config_and_fills_the_rest():
     shape, source = memory.model_shape({})
     assert shape == memory.DEFAULT_MODEL and "default" in source
-    shape, source = memory.model_shape({"model": {"hidden_size": 2048, "num_attention_heads": 16,
-                                                  "num_key_value_heads": 8, "vocab_size": True}})
+    shape, source = memory.model_shape(
+        {
+            "model": {
+                "hidden_size": 2048,
+                "num_attention_heads": 16,
+                "num_key_value_heads": 8,
+                "vocab_size": True,
+            }
+        }
+    )
     assert source == "model config"
     assert shape["intermediate_size"] == 7168 and shape["head_dim"] == 128
     assert shape["vocab_size"] == memory.DEFAULT_MODEL["vocab_size"]  # a bool is no size
@@ -87,12 +100,25 @@ def test_without_a_gpu_the_probe_says_it_could_not_run():
 
 def _measured_result():
     fig = memory.figure
-    part = {"status": "pass", "reason": "", "metrics": {"figures": [
-        fig("cuda_context", 512 * MIB, "the context", memory.HARDWARE),
-        fig("cublas_workspace", 32 * MIB, "cuBLAS workspaces", memory.TORCH)]}}
-    rank = {"status": "pass", "reason": "one NCCL communicator of 1 rank(s): 0 MiB on this rank",
-            "metrics": {"figures": [fig("nccl_communicator", 0, "one communicator", memory.HARDWARE,
-                                        world_size=1)]}}
+    part = {
+        "status": "pass",
+        "reason": "",
+        "metrics": {
+            "figures": [
+                fig("cuda_context", 512 * MIB, "the context", memory.HARDWARE),
+                fig("cublas_workspace", 32 * MIB, "cuBLAS workspaces", memory.TORCH),
+            ]
+        },
+    }
+    rank = {
+        "status": "pass",
+        "reason": "one NCCL communicator of 1 rank(s): 0 MiB on this rank",
+        "metrics": {
+            "figures": [
+                fig("nccl_communicator", 0, "one communicator", memory.HARDWARE, world_size=1)
+            ]
+        },
+    }
     return merge_rank_results("memory", {0: rank}, {"fresh": part})
 
 

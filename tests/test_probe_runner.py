@@ -49,8 +49,9 @@ def test_ok_and_isolated_part_per_rank(tmp_path):
     ok = res["selftest-ok"]
     assert ok.status == "pass"
     assert [r["rank"] for r in ok.ranks] == [0, 1]
-    assert {r["metrics"]["pid"] for r in ok.ranks} == {r["metrics"]["pid"] for r in ok.ranks} and \
-        len({r["metrics"]["pid"] for r in ok.ranks}) == 2  # one process per rank
+    assert {r["metrics"]["pid"] for r in ok.ranks} == {
+        r["metrics"]["pid"] for r in ok.ranks
+    } and len({r["metrics"]["pid"] for r in ok.ranks}) == 2  # one process per rank
     part = res["selftest-part"]
     assert part.status == "pass"
     child_pid = part.metrics["child"]["child_pid"]
@@ -106,8 +107,9 @@ def test_sticky_error_stops_the_process_and_the_rest_reruns(tmp_path):
 
 def test_teardown_that_never_exits_is_killed_and_reported(tmp_path):
     t0 = time.monotonic()
-    res = by_name(run_probes(["selftest-teardown-hang"], 2, "cpu", 20, run_dir=tmp_path,
-                             teardown_timeout=0.5))
+    res = by_name(
+        run_probes(["selftest-teardown-hang"], 2, "cpu", 20, run_dir=tmp_path, teardown_timeout=0.5)
+    )
     elapsed = time.monotonic() - t0
     assert res["selftest-teardown-hang"].status == "pass"  # results came before the hang
     td = res["teardown"]
@@ -120,8 +122,9 @@ def test_teardown_that_never_exits_is_killed_and_reported(tmp_path):
 
 def test_teardown_call_that_never_returns_is_reported_by_the_worker(tmp_path, monkeypatch):
     monkeypatch.setenv("VLLM_DOCTOR_PROBE_PARAMS", json.dumps({"selftest": {"teardown": "soft"}}))
-    res = by_name(run_probes(["selftest-teardown-hang"], 2, "cpu", 20, run_dir=tmp_path,
-                             teardown_timeout=0.5))
+    res = by_name(
+        run_probes(["selftest-teardown-hang"], 2, "cpu", 20, run_dir=tmp_path, teardown_timeout=0.5)
+    )
     td = res["teardown"]
     assert td.status == "warn"
     assert "did not return within 0.5s" in td.reason
@@ -147,7 +150,11 @@ def test_unknown_probe_is_an_input_error():
 
 
 def test_gpu_only_probes_skip_on_cpu_without_launching(tmp_path):
-    res = by_name(run_probes(["cudagraph-replay", "fp8-scaled-mm-3d", "p2p-nccl"], 2, "cpu", 5, run_dir=tmp_path))
+    res = by_name(
+        run_probes(
+            ["cudagraph-replay", "fp8-scaled-mm-3d", "p2p-nccl"], 2, "cpu", 5, run_dir=tmp_path
+        )
+    )
     for name in ("cudagraph-replay", "fp8-scaled-mm-3d", "p2p-nccl"):
         assert res[name].status == "skip" and "CUDA GPU" in res[name].reason
     assert not list(tmp_path.glob("*.log"))
@@ -160,9 +167,11 @@ def test_multi_rank_probes_skip_at_tp1(tmp_path):
 
 def test_tail_drops_cpp_frames(tmp_path):
     log = tmp_path / "x.log"
-    log.write_text("terminate called after throwing an instance of 'c10::Error'\n"
-                   "  what():  CUDA error: an illegal memory access was encountered\n"
-                   + "".join(f"frame #{i}: f + 0x1 (0x2 in lib.so)\n" for i in range(30)))
+    log.write_text(
+        "terminate called after throwing an instance of 'c10::Error'\n"
+        "  what():  CUDA error: an illegal memory access was encountered\n"
+        + "".join(f"frame #{i}: f + 0x1 (0x2 in lib.so)\n" for i in range(30))
+    )
     lines = tail(log)
     assert lines[-1].strip().startswith("what():")
     assert not any(line.startswith("frame #") for line in lines)
@@ -192,13 +201,32 @@ def wait_until_asleep(proc, run_dir, seconds: float) -> Path:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_kills_every_worker_and_part(tmp_path, sig):
-    env = dict(os.environ, VLLM_DOCTOR_PROBE_DIR=str(tmp_path),
-               VLLM_DOCTOR_PROBE_PARAMS=json.dumps({"selftest": {"part_sleep": True}}),
-               PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "vllm_doctor", "probe", "--device", "cpu", "--tp", "2",
-                             "--only", "selftest-part,selftest-sleep", "--timeout", "60"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=default_signals)  # noqa: PLW1509 - no threads yet
+    env = dict(
+        os.environ,
+        VLLM_DOCTOR_PROBE_DIR=str(tmp_path),
+        VLLM_DOCTOR_PROBE_PARAMS=json.dumps({"selftest": {"part_sleep": True}}),
+        PYTHONPATH=str(ROOT),
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vllm_doctor",
+            "probe",
+            "--device",
+            "cpu",
+            "--tp",
+            "2",
+            "--only",
+            "selftest-part,selftest-sleep",
+            "--timeout",
+            "60",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=default_signals,  # noqa: PLW1509 - no threads yet
+    )
     wait_until_asleep(proc, lambda: tmp_path, seconds=20)
     pids = pids_in(tmp_path)
     assert len(pids) >= 3  # two ranks and the isolated part
@@ -216,14 +244,36 @@ def test_killing_the_doctor_outright_leaves_no_worker_and_no_directory(tmp_path,
     (parent-death signal, watchdog) and the reaper removes the temporary run directory."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT),
-               VLLM_DOCTOR_PROBE_PARAMS=json.dumps({"selftest": {"part_sleep": True}}))
+    env = dict(
+        os.environ,
+        TMPDIR=str(tmp),
+        PYTHONPATH=str(ROOT),
+        VLLM_DOCTOR_PROBE_PARAMS=json.dumps({"selftest": {"part_sleep": True}}),
+    )
     env.pop("VLLM_DOCTOR_PROBE_DIR", None)
-    proc = subprocess.Popen([sys.executable, "-m", "vllm_doctor", "probe", "--device", "cpu", "--tp", "2",
-                             "selftest-part", "selftest-sleep", "--timeout", "60"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            preexec_fn=default_signals)  # noqa: PLW1509 - no threads yet
-    run_dir = wait_until_asleep(proc, lambda: next(tmp.glob("vllm-doctor-probe-*"), None), seconds=30)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vllm_doctor",
+            "probe",
+            "--device",
+            "cpu",
+            "--tp",
+            "2",
+            "selftest-part",
+            "selftest-sleep",
+            "--timeout",
+            "60",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=default_signals,  # noqa: PLW1509 - no threads yet
+    )
+    run_dir = wait_until_asleep(
+        proc, lambda: next(tmp.glob("vllm-doctor-probe-*"), None), seconds=30
+    )
     pids = pids_in(run_dir)
     assert len(pids) >= 3 and all(pid_alive(p) for p in pids)  # two ranks and the isolated part
     proc.send_signal(sig)
@@ -272,15 +322,23 @@ def test_verdict_words_before_the_join_name_a_mechanism_not_a_bug():
     clean = ProbeResult("p", "pass", "all pairs", rules_refuted=["HW001"])
     assert clean.verdict() == "ok: no known failure's mechanism shown (mechanism absent: HW001)"
     assert mark_and_style(clean) == ("[✓]", "green")
-    joined = ProbeResult("p", "pass", "", rules_confirmed=["MODEL001"],
-                         verdicts=[{"rule": "MODEL001", "level": "pass", "text": "protected"}])
+    joined = ProbeResult(
+        "p",
+        "pass",
+        "",
+        rules_confirmed=["MODEL001"],
+        verdicts=[{"rule": "MODEL001", "level": "pass", "text": "protected"}],
+    )
     assert joined.verdict() == "MODEL001: protected" and mark_and_style(joined) == ("[✓]", "green")
 
 
 def test_link_class_expectations():
     from vllm_doctor.probes.p2p_nccl import _link_class, expected_busbw
 
-    assert _link_class("NV18", True) == "nvlink" and _link_class("NV18", True, nvswitch=True) == "nvswitch"
+    assert (
+        _link_class("NV18", True) == "nvlink"
+        and _link_class("NV18", True, nvswitch=True) == "nvswitch"
+    )
     assert expected_busbw("nvlink", 18) == 90.0 and expected_busbw("nvswitch", 12) == 60.0
     assert expected_busbw("nvlink", 1) == 5.0
     assert _link_class("PIX", True) == "pcie-p2p" and _link_class("SYS", False) == "pcie-no-p2p"

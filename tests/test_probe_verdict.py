@@ -16,7 +16,9 @@ from vllm_doctor.probes import ProbeResult
 from vllm_doctor.probes.verdict import exit_level, join, join_results, rules_for
 
 ROOT = Path(__file__).resolve().parent.parent
-DIFFUSION_GEMMA = ROOT / "tests" / "fixtures" / "models" / "diffusiongemma-26B-A4B-IT-NVFP4" / "config.json"
+DIFFUSION_GEMMA = (
+    ROOT / "tests" / "fixtures" / "models" / "diffusiongemma-26B-A4B-IT-NVFP4" / "config.json"
+)
 RULES = rules_for({"MODEL001", "SPEC001", "HW001", "QUANT002"})
 
 
@@ -40,11 +42,16 @@ def test_mechanism_and_release_join_into_one_verdict_per_rule():
     rule = RULES["MODEL001"]
     lacks = join(softembed(), rule, judged("0.24.0"), "cuda")
     assert (lacks.level, lacks.mechanism, lacks.fix_state) == ("error", "present", "affected")
-    assert "vLLM 0.24.0 (--vllm-version) lacks the fix (PR #46177): this failure will happen" in lacks.text
+    assert (
+        "vLLM 0.24.0 (--vllm-version) lacks the fix (PR #46177): this failure will happen"
+        in lacks.text
+    )
     assert "verified here: slicing the probabilities" in lacks.workaround
     assert "Upgrade vLLM to 0.25.0 or later" in lacks.workaround
     carries = join(softembed(), rule, judged("0.25.0"), "cuda")
-    assert carries.level == "pass" and carries.text.endswith("carries the fix (PR #46177): protected")
+    assert carries.level == "pass" and carries.text.endswith(
+        "carries the fix (PR #46177): protected"
+    )
     none = join(softembed(), rule, judged(), "cuda")
     assert none.level == "info"
     assert "no vLLM installed: releases 0.24.0 to before 0.25.0 fail on this machine" in none.text
@@ -61,28 +68,48 @@ def test_older_releases_and_dev_builds_are_said_as_such():
         return facts
 
     older = join(softembed(), RULES["MODEL001"], what_if("0.22.0"), "cuda")
-    assert older.level == "pass" and "vLLM 0.22.0 (--vllm-version) predates the failure (it came in 0.24.0)" in older.text
+    assert (
+        older.level == "pass"
+        and "vLLM 0.22.0 (--vllm-version) predates the failure (it came in 0.24.0)" in older.text
+    )
     cudagraph = ProbeResult("cudagraph-replay", "pass", "", rules_confirmed=["SPEC001"])
     dev = join(cudagraph, RULES["SPEC001"], what_if("0.22.1.dev4"), "cuda")
     assert dev.level == "warning" and "is a dev build that may lack the fix (PR #43909)" in dev.text
     assert join(cudagraph, RULES["SPEC001"], what_if("0.22.0"), "cuda").text.startswith(
-        "mechanism present on this hardware; vLLM 0.22.0 (--vllm-version) lacks the fix (PR #43909)")
+        "mechanism present on this hardware; vLLM 0.22.0 (--vllm-version) lacks the fix (PR #43909)"
+    )
 
 
 def test_an_error_needs_both_the_mechanism_and_the_release():
     """Drop either fact and the verdict is no error: a release without the mechanism shown, or
     the mechanism without a judged release."""
     rule = RULES["MODEL001"]
-    not_shown = join(softembed(status="warn", confirmed=(), reason="did not fail here"), rule,
-                     judged("0.24.0"), "cuda")
+    not_shown = join(
+        softembed(status="warn", confirmed=(), reason="did not fail here"),
+        rule,
+        judged("0.24.0"),
+        "cuda",
+    )
     assert not_shown.level == "warning" and not_shown.mechanism == "not-shown"
     assert join(softembed(), rule, None, "cuda").level == "info"
-    skipped = join(softembed(status="skip", confirmed=(), reason="needs 2 GPUs"), rule, judged("0.24.0"), "cuda")
+    skipped = join(
+        softembed(status="skip", confirmed=(), reason="needs 2 GPUs"),
+        rule,
+        judged("0.24.0"),
+        "cuda",
+    )
     assert skipped.level == "skip" and skipped.text.startswith("could not run: needs 2 GPUs")
-    crashed = join(softembed(status="error", confirmed=(), reason="worker died"), rule, judged("0.33.0"), "cuda")
+    crashed = join(
+        softembed(status="error", confirmed=(), reason="worker died"),
+        rule,
+        judged("0.33.0"),
+        "cuda",
+    )
     assert crashed.level == "error" and crashed.text.startswith("could not run: worker died")
     # a fix whose approach fails here is an error whatever the release
-    broken = join(softembed(status="fail", reason="fix B off the reference"), rule, judged("0.33.0"), "cuda")
+    broken = join(
+        softembed(status="fail", reason="fix B off the reference"), rule, judged("0.33.0"), "cuda"
+    )
     assert broken.level == "error" and "did not check out here: fix B off" in broken.text
 
 
@@ -92,8 +119,9 @@ def test_absent_mechanism_and_unversioned_rules():
     assert absent.level == "pass"
     assert absent.text == "mechanism absent on this hardware: not affected whatever the release"
     # below compute capability 8.9 the fp8 probe shows the Marlin fallback: no release changes it
-    marlin = ProbeResult("fp8-scaled-mm-3d", "skip", "needs compute capability ≥ 8.9",
-                         rules_confirmed=["QUANT002"])
+    marlin = ProbeResult(
+        "fp8-scaled-mm-3d", "skip", "needs compute capability ≥ 8.9", rules_confirmed=["QUANT002"]
+    )
     verdict = join(marlin, RULES["QUANT002"], judged("0.33.0"), "cuda")
     assert verdict.level == "info" and "no vLLM release changes it" in verdict.text
 
@@ -121,8 +149,14 @@ def test_exit_level_follows_the_joined_verdicts():
 def cli(*args, env=None, python=sys.executable, cwd=None):
     full = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     full.update(PYTHONPATH=str(ROOT), **(env or {}))
-    return subprocess.run([python, "-m", "vllm_doctor", *args], env=full, capture_output=True,
-                          text=True, timeout=300, cwd=cwd)
+    return subprocess.run(
+        [python, "-m", "vllm_doctor", *args],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
 
 
 def test_cpu_suite_judged_against_a_fixed_and_an_affected_release():
@@ -135,10 +169,14 @@ def test_cpu_suite_judged_against_a_fixed_and_an_affected_release():
     levels = {v["rule"]: v["level"] for r in doc["results"] for v in r["verdicts"]}
     assert levels["MODEL001"] == "pass" and "error" not in levels.values()
     assert doc["cpu_variant"]["not_run"] == ["p2p-nccl", "cudagraph-replay", "fp8-scaled-mm-3d"]
-    assert "[✗]" not in fixed_text.stdout and "Summary: 4 pass, 4 could not run" in fixed_text.stdout
+    assert (
+        "[✗]" not in fixed_text.stdout and "Summary: 4 pass, 4 could not run" in fixed_text.stdout
+    )
     assert "CPU variant (--device cpu)" in fixed_text.stdout
 
-    old = cli("probe", "tp-softembed", "--device", "cpu", "--vllm-version", "0.24.0", "--format", "json")
+    old = cli(
+        "probe", "tp-softembed", "--device", "cpu", "--vllm-version", "0.24.0", "--format", "json"
+    )
     assert old.returncode == 1, old.stderr
     (result,) = [r for r in json.loads(old.stdout)["results"] if r["name"] == "tp-softembed"]
     (verdict,) = result["verdicts"]
@@ -149,15 +187,34 @@ def test_cpu_suite_judged_against_a_fixed_and_an_affected_release():
 
 def test_a_collect_env_report_supplies_the_judged_vllm():
     reports = ROOT / "tests" / "fixtures" / "reports"
-    nightly = cli("probe", "tp-softembed", "--device", "cpu", "--format", "json",
-                  "--report", str(reports / "h100x8_nvlink_nightly.txt"))
+    nightly = cli(
+        "probe",
+        "tp-softembed",
+        "--device",
+        "cpu",
+        "--format",
+        "json",
+        "--report",
+        str(reports / "h100x8_nvlink_nightly.txt"),
+    )
     doc = json.loads(nightly.stdout)
     (verdict,) = [v for r in doc["results"] for v in r["verdicts"]]
     assert nightly.returncode == 0 and verdict["level"] == "pass"
-    assert "the reported vLLM 0.29.1rc1.dev350+gd5f0a6e82 carries the fix (PR #46177)" in verdict["text"]
+    assert (
+        "the reported vLLM 0.29.1rc1.dev350+gd5f0a6e82 carries the fix (PR #46177)"
+        in verdict["text"]
+    )
     # a dev build between the releases around the failure: its commit decides, so a warning
-    before = cli("probe", "tp-softembed", "--device", "cpu", "--format", "json",
-                 "--report", str(reports / "rtx5060ti_x2_pcie.txt"))
+    before = cli(
+        "probe",
+        "tp-softembed",
+        "--device",
+        "cpu",
+        "--format",
+        "json",
+        "--report",
+        str(reports / "rtx5060ti_x2_pcie.txt"),
+    )
     (verdict,) = [v for r in json.loads(before.stdout)["results"] for v in r["verdicts"]]
     assert before.returncode == 0 and verdict["level"] == "warning"
     assert "0.23.1rc1.dev20+g0d8097964 is a dev build that may lack the fix" in verdict["text"]
@@ -165,17 +222,42 @@ def test_a_collect_env_report_supplies_the_judged_vllm():
 
 def test_check_probe_says_what_probe_says():
     serve = ["--", "vllm", "serve", "m", "-tp", "2"]
-    check = cli("check", "--probe", "--vllm-version", "0.24.0", "--model-config", str(DIFFUSION_GEMMA),
-                "--format", "json", "--select", "MODEL001", *serve)
+    check = cli(
+        "check",
+        "--probe",
+        "--vllm-version",
+        "0.24.0",
+        "--model-config",
+        str(DIFFUSION_GEMMA),
+        "--format",
+        "json",
+        "--select",
+        "MODEL001",
+        *serve,
+    )
     assert check.returncode == 1, check.stderr
     doc = json.loads(check.stdout)
     (finding,) = doc["findings"]
-    (from_check,) = [v for p in finding["probe_results"] for v in p["verdicts"] if v["rule"] == "MODEL001"]
+    (from_check,) = [
+        v for p in finding["probe_results"] for v in p["verdicts"] if v["rule"] == "MODEL001"
+    ]
     probe = cli("probe", "tp-softembed", "--vllm-version", "0.24.0", "--format", "json", *serve)
     (from_probe,) = [v for r in json.loads(probe.stdout)["results"] for v in r["verdicts"]]
-    assert from_check["text"] == from_probe["text"] and from_check["level"] == from_probe["level"] == "error"
-    text = cli("check", "--probe", "--vllm-version", "0.24.0", "--model-config", str(DIFFUSION_GEMMA),
-               "--select", "MODEL001", *serve)
+    assert (
+        from_check["text"] == from_probe["text"]
+        and from_check["level"] == from_probe["level"] == "error"
+    )
+    text = cli(
+        "check",
+        "--probe",
+        "--vllm-version",
+        "0.24.0",
+        "--model-config",
+        str(DIFFUSION_GEMMA),
+        "--select",
+        "MODEL001",
+        *serve,
+    )
     assert f"probe tp-softembed: {from_probe['text']}" in text.stdout
     assert "the probes ran their CPU (gloo) variant" in text.stdout
 

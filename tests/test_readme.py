@@ -19,7 +19,9 @@ from test_cli_check import doctor
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 EXAMPLES = ROOT / "vllm_doctor" / "examples"
-BLOCK = re.compile(r"(<!-- readme-output: (?P<args>[^>]+?) -->\n```\n)(?P<body>.*?)(```)", re.DOTALL)
+BLOCK = re.compile(
+    r"(<!-- readme-output: (?P<args>[^>]+?) -->\n```\n)(?P<body>.*?)(```)", re.DOTALL
+)
 TIMING = re.compile(r"in \d+\.\d+ s\)")
 REGENERATE = "regenerate with UPDATE_README=1 python -m pytest -q tests/test_readme.py"
 
@@ -53,11 +55,14 @@ def test_readme_names_no_stale_rule_count_or_fix_version():
         for match in re.finditer(r"\b(\d+) rules\b", line):
             assert int(match.group(1)) == rules, (
                 f"the README says {match.group(0)}, the rule base has {rules}: {line!r} "
-                f"(an example's output: {REGENERATE})")
+                f"(an example's output: {REGENERATE})"
+            )
     assert "0.24.0 or later" not in readme
 
 
-DEVICE_BLOCK = re.compile(r"<!-- device-output: (?P<path>[^ ]+) -->\n```\n(?P<body>.*?)```", re.DOTALL)
+DEVICE_BLOCK = re.compile(
+    r"<!-- device-output: (?P<path>[^ ]+) -->\n```\n(?P<body>.*?)```", re.DOTALL
+)
 
 
 def test_readme_device_excerpts_are_recorded_output():
@@ -68,4 +73,6 @@ def test_readme_device_excerpts_are_recorded_output():
     for block in blocks:
         recorded = iter((ROOT / block.group("path")).read_text(encoding="utf-8").splitlines())
         for line in block.group("body").splitlines():
-            assert any(line == seen for seen in recorded), f"not in {block.group('path')} (in order): {line}"
+            assert any(line == seen for seen in recorded), (
+                f"not in {block.group('path')} (in order): {line}"
+            )

@@ -41,7 +41,9 @@ def test_no_log_gets_a_cause_its_thread_does_not_support(sample, entry, capsys):
 def test_every_stored_log_is_in_its_index_with_a_source():
     for sample in SAMPLES:
         index = json.loads((BENCH / sample / "index.json").read_text(encoding="utf-8"))
-        assert sorted(e["file"] for e in index) == sorted(p.name for p in (BENCH / sample).glob("*.log"))
+        assert sorted(e["file"] for e in index) == sorted(
+            p.name for p in (BENCH / sample).glob("*.log")
+        )
         assert all(e["url"].startswith("https://github.com/") and e["kind"] for e in index)
 
 
@@ -52,4 +54,6 @@ def test_a_message_raised_from_a_variable_is_named_in_a_real_log(capsys):
 
     explain_log(BENCH / "logs-2" / "44411.log", None, "json")
     messages = json.loads(capsys.readouterr().out)["vllm_messages"]
-    assert messages[0]["template"].startswith("WorkerProc initialization failed due to an exception")
+    assert messages[0]["template"].startswith(
+        "WorkerProc initialization failed due to an exception"
+    )

@@ -40,7 +40,8 @@ def test_parser_names_per_release():
     assert checks["reasoning_check"]["requires"] == []
     # up to 0.8.x the reasoning parser was checked only with --enable-reasoning
     assert table.get("@release", "0.8.5").value["reasoning_check"]["requires"] == [
-        "enable-reasoning"]
+        "enable-reasoning"
+    ]
     assert "tool_choices" not in table.get("@release", "0.10.1").value
 
 
@@ -72,21 +73,27 @@ class _Release:
 
 
 def test_parser_extractor_reads_every_registration_form():
-    release = _Release({
-        "tool_parsers/a.py": "@ToolParserManager.register_module(['a1', 'a2'])\nclass A: ...\n"
-                             "@ToolParserManager.register_module()\nclass Bare: ...\n",
-        "tool_parsers/__init__.py": "_TOOL_PARSERS_TO_REGISTER = {'lazy': ('f', 'Lazy')}\n"
-                                    "ToolParserManager.register_lazy_module("
-                                    "name='direct', module_path='m', class_name='D')\n",
-        "reasoning/r.py": "@ReasoningParserManager.register_module(name=NAME)\nclass R: ...\n",
-        "entrypoints/openai/api_server.py":
-            "def validate(args):\n"
+    release = _Release(
+        {
+            "tool_parsers/a.py": "@ToolParserManager.register_module(['a1', 'a2'])\nclass A: ...\n"
+            "@ToolParserManager.register_module()\nclass Bare: ...\n",
+            "tool_parsers/__init__.py": "_TOOL_PARSERS_TO_REGISTER = {'lazy': ('f', 'Lazy')}\n"
+            "ToolParserManager.register_lazy_module("
+            "name='direct', module_path='m', class_name='D')\n",
+            "reasoning/r.py": "@ReasoningParserManager.register_module(name=NAME)\nclass R: ...\n",
+            "entrypoints/openai/api_server.py": "def validate(args):\n"
             "    if args.enable_auto_tool_choice and args.tool_call_parser not in v:\n"
             "        raise KeyError(f'invalid tool call parser: {args.tool_call_parser} ')\n",
-    })
+        }
+    )
     out = parsers_extractor.extract(release)
     assert {k for k in out if k.startswith("tool:")} == {
-        "tool:a1", "tool:a2", "tool:Bare", "tool:lazy", "tool:direct"}
+        "tool:a1",
+        "tool:a2",
+        "tool:Bare",
+        "tool:lazy",
+        "tool:direct",
+    }
     assert out["tool:lazy"] == {"class": "Lazy", "file": "tool_parsers/__init__.py"}
     assert out["@release"]["tool_check"]["requires"] == ["enable-auto-tool-choice"]
     # a name that is not a literal is recorded, never guessed
@@ -104,8 +111,10 @@ def test_glm45_on_0_10_0_is_an_error_naming_the_parsers_and_the_first_release():
     assert "it has: deepseek_v3, glm4_moe, granite" in text
     assert "first release with 'glm45': 0.10.1" in text
     assert verdict("ARGS103", facts) == APPLIES
-    assert verdict("ARGS103", facts_for("vllm serve M --tool-call-parser glm45", "0.10.1")) \
+    assert (
+        verdict("ARGS103", facts_for("vllm serve M --tool-call-parser glm45", "0.10.1"))
         == NOT_APPLIES
+    )
 
 
 def test_a_tool_parser_is_checked_only_where_the_release_checks_it():
@@ -123,8 +132,11 @@ def test_reasoning_parser_and_plugins():
     facts = facts_for("vllm serve M --reasoning-parser glm45", "0.10.0")
     [text] = facts.value("release.unknown_parsers")
     assert "reasoning parser 'glm45'" in text and "first release with 'glm45': 0.10.1" in text
-    plugin = facts_for("vllm serve M --enable-auto-tool-choice --tool-call-parser mine "
-                       "--tool-parser-plugin /p/mine.py", "0.12.0")
+    plugin = facts_for(
+        "vllm serve M --enable-auto-tool-choice --tool-call-parser mine "
+        "--tool-parser-plugin /p/mine.py",
+        "0.12.0",
+    )
     assert "release.unknown_parsers" not in plugin
     assert "plugin" in plugin.why_missing("release.unknown_parsers")
     assert verdict("ARGS103", plugin) == UNDECIDED
@@ -149,10 +161,16 @@ def test_option_dependencies_per_release():
     assert text.startswith("--enable-eplb without --enable-expert-parallel: vLLM 0.10.0")
     assert verdict("ARGS104", eplb) == APPLIES
     # 0.9.2 accepts --enable-eplb alone (its check came in 0.10.0)
-    assert facts_for("vllm serve M --enable-eplb", "0.9.2").value(
-        "release.unmet_requirements") == []
-    assert verdict("ARGS104", facts_for(
-        "vllm serve M -tp 2 --enable-eplb --enable-expert-parallel", "0.10.0")) == NOT_APPLIES
+    assert (
+        facts_for("vllm serve M --enable-eplb", "0.9.2").value("release.unmet_requirements") == []
+    )
+    assert (
+        verdict(
+            "ARGS104",
+            facts_for("vllm serve M -tp 2 --enable-eplb --enable-expert-parallel", "0.10.0"),
+        )
+        == NOT_APPLIES
+    )
     tools = facts_for("vllm serve M --enable-auto-tool-choice", "0.33.0")
     [text] = tools.value("release.unmet_requirements")
     assert "--enable-auto-tool-choice without --tool-call-parser" in text
@@ -182,8 +200,11 @@ def test_lora_on_an_architecture_without_it_is_an_error():
 def test_lora_without_the_model_config_cannot_decide():
     facts = facts_for("vllm serve /nonexistent/model --enable-lora", "0.9.2")
     assert verdict("MODEL102", facts) == UNDECIDED
-    other = facts_for("vllm serve Qwen/Qwen3-30B-A3B --enable-lora --model-impl transformers",
-                      "0.9.2", model="Qwen3-30B-A3B")
+    other = facts_for(
+        "vllm serve Qwen/Qwen3-30B-A3B --enable-lora --model-impl transformers",
+        "0.9.2",
+        model="Qwen3-30B-A3B",
+    )
     assert verdict("MODEL102", other) == UNDECIDED
 
 
@@ -191,16 +212,22 @@ def test_lora_without_the_model_config_cannot_decide():
 
 
 def test_modalities_and_pooling_of_the_loaded_architecture():
-    vision = facts_for("vllm serve microsoft/Phi-3.5-vision-instruct", "0.10.0",
-                       model="Phi-3.5-vision-instruct-FP8-dynamic")
+    vision = facts_for(
+        "vllm serve microsoft/Phi-3.5-vision-instruct",
+        "0.10.0",
+        model="Phi-3.5-vision-instruct-FP8-dynamic",
+    )
     assert vision.value("release.model_modalities") == ["image"]
     assert vision.value("release.pooling_model") is False
-    text = facts_for("vllm serve meta-llama/Llama-3.1-8B-Instruct", "0.10.0",
-                     model="Llama-3.1-8B-Instruct")
+    text = facts_for(
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct", "0.10.0", model="Llama-3.1-8B-Instruct"
+    )
     assert text.value("release.model_modalities") == []
     registry = knowledge.load("registry")
     assert registry.get("Qwen2VLForConditionalGeneration", "0.10.0").value["modalities"] == [
-        "image", "video"]
+        "image",
+        "video",
+    ]
     assert registry.get("BertModel", "0.10.0").value["pooling"] is True
     assert registry.get("LlamaForCausalLM", "0.10.0").value["pooling"] is False
 
@@ -212,10 +239,15 @@ def test_limit_mm_per_prompt_on_a_text_model_until_0_10_0():
     assert text.startswith("--limit-mm-per-prompt on LlamaForCausalLM, which is not multimodal")
     assert verdict("ARGS104", old) == APPLIES
     # 0.10.1 ignores the option for a text-only model
-    assert verdict("ARGS104", facts_for(line, "0.10.1", model="Llama-3.1-8B-Instruct")) \
-        == NOT_APPLIES
-    vision = facts_for("""vllm serve microsoft/Phi-3.5-vision-instruct --limit-mm-per-prompt """
-                       """'{"image": 2}'""", "0.10.0", model="Phi-3.5-vision-instruct-FP8-dynamic")
+    assert (
+        verdict("ARGS104", facts_for(line, "0.10.1", model="Llama-3.1-8B-Instruct")) == NOT_APPLIES
+    )
+    vision = facts_for(
+        """vllm serve microsoft/Phi-3.5-vision-instruct --limit-mm-per-prompt """
+        """'{"image": 2}'""",
+        "0.10.0",
+        model="Phi-3.5-vision-instruct-FP8-dynamic",
+    )
     assert verdict("ARGS104", vision) == NOT_APPLIES
     # without the model's config the check cannot be judged
     assert verdict("ARGS104", facts_for(line, "0.10.0")) == UNDECIDED
@@ -223,8 +255,10 @@ def test_limit_mm_per_prompt_on_a_text_model_until_0_10_0():
 
 # -- speculative decoding ----------------------------------------------------------------
 
-EAGLE3 = """--speculative-config '{"method":"eagle3","model":"AngelSlim/Qwen3-32B_eagle3",""" \
-         """"num_speculative_tokens":3}'"""
+EAGLE3 = (
+    """--speculative-config '{"method":"eagle3","model":"AngelSlim/Qwen3-32B_eagle3","""
+    """"num_speculative_tokens":3}'"""
+)
 
 
 def test_speculative_methods_per_release():
@@ -247,10 +281,16 @@ def test_speculative_extractor_flattens_aliases_and_reads_the_target_check():
         "        ok = ['llama', 'qwen']\n"
         "        if self.method in ('eagle3', 'dflash') and not any(m in self.t.model_type "
         "for m in ok):\n"
-        "            raise ValueError(f'{self.method} is only supported for {ok} models.')\n")
+        "            raise ValueError(f'{self.method} is only supported for {ok} models.')\n"
+    )
     out = speculative_extractor.extract(_Release({"config/speculative.py": source}))
     assert {k for k in out if k.startswith("method:")} == {
-        "method:ngram", "method:eagle", "method:eagle3", "method:a_mtp", "method:mtp"}
+        "method:ngram",
+        "method:eagle",
+        "method:eagle3",
+        "method:a_mtp",
+        "method:mtp",
+    }
     assert out["target:dflash"]["model_types"] == ["llama", "qwen"]
     assert out["@release"]["validated"] is True
 
@@ -274,15 +314,19 @@ def test_eagle3_target_model_per_release():
     assert verdict("SPEC101", old) == APPLIES
     new = facts_for(f"vllm serve Qwen/Qwen3-32B {EAGLE3}", "0.10.1", model="Qwen3-32B")
     assert verdict("SPEC101", new) == NOT_APPLIES
-    llama = facts_for(f"vllm serve meta-llama/Llama-3.1-8B-Instruct {EAGLE3}", "0.10.0",
-                      model="Llama-3.1-8B-Instruct")
+    llama = facts_for(
+        f"vllm serve meta-llama/Llama-3.1-8B-Instruct {EAGLE3}",
+        "0.10.0",
+        model="Llama-3.1-8B-Instruct",
+    )
     assert verdict("SPEC101", llama) == NOT_APPLIES
     # from 0.22.0 the model runner checks the loaded class instead: not decided here
     later = facts_for(f"vllm serve Qwen/Qwen3-32B {EAGLE3}", "0.22.0", model="Qwen3-32B")
     assert verdict("SPEC101", later) == UNDECIDED
     # without the model config the model type is not known
-    assert verdict("SPEC101", facts_for(f"vllm serve Qwen/Qwen3-32B {EAGLE3}", "0.10.0")) \
-        == UNDECIDED
+    assert (
+        verdict("SPEC101", facts_for(f"vllm serve Qwen/Qwen3-32B {EAGLE3}", "0.10.0")) == UNDECIDED
+    )
 
 
 # -- the vLLM messages name the rules -----------------------------------------------------
@@ -319,8 +363,9 @@ def test_each_catalogued_message_names_its_rule(key):
     assert spans, f"{key} is not in the error catalogue"
     # the message as the release prints it: placeholders filled as vLLM fills them
     cls, template = key.split(": ", 1)
-    line = f"{cls}: " + template.replace("{{*}}", "{ a,b }").replace("'{*}'", "'glm45'") \
-        .replace("{*}", " glm45 ").replace("  ", " ")
+    line = f"{cls}: " + template.replace("{{*}}", "{ a,b }").replace("'{*}'", "'glm45'").replace(
+        "{*}", " glm45 "
+    ).replace("  ", " ")
     if "does not support LoRA" in key:
         line = f"{cls}: DeepseekV2ForCausalLM does not support LoRA yet."
     rule = _rule(CATALOGUED[key])
@@ -330,9 +375,11 @@ def test_each_catalogued_message_names_its_rule(key):
 
 def test_argparse_refusal_of_0_10_0_names_args103(tmp_path):
     log = tmp_path / "crash.log"
-    log.write_text("usage: vllm serve [model_tag] [options]\nvllm serve: error: argument "
-                   "--tool-call-parser: invalid choice: 'glm45' (choose from 'deepseek_v3', "
-                   "'glm4_moe', 'hermes')\n")
+    log.write_text(
+        "usage: vllm serve [model_tag] [options]\nvllm serve: error: argument "
+        "--tool-call-parser: invalid choice: 'glm45' (choose from 'deepseek_v3', "
+        "'glm4_moe', 'hermes')\n"
+    )
     run = doctor("explain", "--log", str(log))
     assert run.returncode == 1, run.stderr
     assert "ARGS103 [error]" in run.stdout
@@ -342,7 +389,8 @@ def test_check_log_names_the_rules(tmp_path):
     log = tmp_path / "crash.log"
     log.write_text(
         "(EngineCore_0 pid=211) ValueError: DeepseekV2ForCausalLM does not support LoRA yet.\n"
-        "ValueError: enable_expert_parallel must be True to use EPLB.\n")
+        "ValueError: enable_expert_parallel must be True to use EPLB.\n"
+    )
     run = doctor("check", "--log", str(log), "--format", "json")
     codes = {f["code"] for f in json.loads(run.stdout)["findings"] if f["verdict"] == "applies"}
     assert {"MODEL102", "ARGS104"} <= codes, run.stdout[-2000:]

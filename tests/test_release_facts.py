@@ -14,9 +14,15 @@ MODELS = REPO / "tests" / "fixtures" / "models"
 
 
 def facts_for(serve: str, vllm: str | None = None, model: str | None = None, **kw):
-    return collect_facts(CollectOptions(
-        serve_string=serve, vllm_version=vllm, probe_machine=False,
-        model_config=MODELS / model if model else None, **kw))
+    return collect_facts(
+        CollectOptions(
+            serve_string=serve,
+            vllm_version=vllm,
+            probe_machine=False,
+            model_config=MODELS / model if model else None,
+            **kw,
+        )
+    )
 
 
 def verdict(code: str, facts) -> str:
@@ -34,7 +40,8 @@ def test_typo_with_a_known_version_is_an_args100_error():
     assert "no release 0.8.0–0.33.0 accepts it" in hint
     assert hint.endswith("nearest valid spelling --tensor-parallel-size")
     assert facts.value("release.corrected_command") == (
-        "vllm serve m --tensor-parallel-size 2 --max-model-len 8k")
+        "vllm serve m --tensor-parallel-size 2 --max-model-len 8k"
+    )
     assert verdict("ARGS100", facts) == APPLIES
     assert verdict("ARGS102", facts) == NOT_APPLIES  # ARGS100 speaks for a covered release
 
@@ -104,8 +111,9 @@ def test_architecture_registration_per_release():
     assert facts.value("release.transformers_fallback") is True
     assert verdict("MODEL100", facts) == APPLIES
     assert verdict("MODEL101", facts) == NOT_APPLIES
-    strict = facts_for("vllm serve google/gemma-4-31B-it --model-impl vllm", "0.18.0",
-                       model="gemma-4-31B-it")
+    strict = facts_for(
+        "vllm serve google/gemma-4-31B-it --model-impl vllm", "0.18.0", model="gemma-4-31B-it"
+    )
     assert strict.value("release.transformers_fallback") is False
     assert verdict("MODEL101", strict) == APPLIES
     new = facts_for("vllm serve google/gemma-4-31B-it", "0.19.0", model="gemma-4-31B-it")
@@ -215,22 +223,34 @@ def test_a_what_if_version_does_not_judge_the_packages_installed_here():
 def test_refused_options_are_named_with_the_releases_that_accept_them():
     from vllm_doctor.facts.release import refused_option_hints
 
-    words = ["--tensor-parallel-sise", "2", "--guided-decoding-backend", "xgrammar", "/models/m",
-             "--omni"]
+    words = [
+        "--tensor-parallel-sise",
+        "2",
+        "--guided-decoding-backend",
+        "xgrammar",
+        "/models/m",
+        "--omni",
+    ]
     hints = refused_option_hints(words, None)
     assert hints[1] == "--guided-decoding-backend: accepted by 0.8.0–0.11.2"  # in the log's order
-    assert "--tensor-parallel-sise: no release 0.8.0–0.33.0 accepts it; nearest valid spelling " \
-           "--tensor-parallel-size" in hints
+    assert (
+        "--tensor-parallel-sise: no release 0.8.0–0.33.0 accepts it; nearest valid spelling "
+        "--tensor-parallel-size" in hints
+    )
     assert "--omni: no release 0.8.0–0.33.0 accepts it" in hints
     # "2" and "xgrammar" are the refused options' values; the path is an extra positional
     assert [h for h in hints if h.startswith("/models/m: not an option")]
     assert not [h for h in hints if h.startswith(("2:", "xgrammar:"))]
     judged = refused_option_hints(words, "0.12.0")
-    assert "--guided-decoding-backend: vLLM 0.12.0 does not accept it (accepted by 0.8.0–0.11.2)" in judged
+    assert (
+        "--guided-decoding-backend: vLLM 0.12.0 does not accept it (accepted by 0.8.0–0.11.2)"
+        in judged
+    )
     # a release that accepts the option: the log came from somewhere else, and it says so
     assert refused_option_hints(["--max-model-len", "4096"], "0.20.0") == [
         "--max-model-len: vLLM 0.20.0 accepts it (accepted by 0.8.0–0.33.0): the log may come "
-        "from another vLLM version or entry point"]
+        "from another vLLM version or entry point"
+    ]
 
 
 # -- negation forms and value forms, per release's own parser (issue 16) ------------------------
@@ -246,10 +266,12 @@ def test_negation_forms_come_from_each_release_parser():
     for version in ("0.8.5", "0.9.2", "0.10.0", "0.10.1", "0.16.0", "0.33.0"):
         assert _unaccepted("vllm serve m --disable-log-requests", version) == [], version
     assert _unaccepted("vllm serve m --disable-log-requests", "0.20.0") == [
-        "--disable-log-requests"]
+        "--disable-log-requests"
+    ]
     # a store_true flag has no --no- form; BooleanOptionalAction has
     assert _unaccepted("vllm serve m --no-disable-log-requests", "0.9.2") == [
-        "--no-disable-log-requests"]
+        "--no-disable-log-requests"
+    ]
     assert _unaccepted("vllm serve m --no-disable-log-requests", "0.10.1") == []
 
 
@@ -259,7 +281,8 @@ def test_no_enable_chunked_prefill_per_release():
         assert _unaccepted("vllm serve m --no-enable-chunked-prefill", version) == [], version
     # 0.8.0-0.8.4: StoreBoolean (a bare flag or one true/false word), no --no- form
     assert _unaccepted("vllm serve m --no-enable-chunked-prefill", "0.8.4") == [
-        "--no-enable-chunked-prefill"]
+        "--no-enable-chunked-prefill"
+    ]
     facts = facts_for("vllm serve m --enable-chunked-prefill false", "0.8.4")
     assert facts.value("release.unaccepted_options") == []
     assert facts.value("release.invalid_choices") == []
@@ -268,7 +291,8 @@ def test_no_enable_chunked_prefill_per_release():
 def test_enable_disable_inverse_only_where_the_release_pairs_them():
     assert _unaccepted("vllm serve m --disable-prefix-caching", "0.33.0") == []
     assert _unaccepted("vllm serve m --disable-prefix-caching", "0.20.0") == [
-        "--disable-prefix-caching"]
+        "--disable-prefix-caching"
+    ]
 
 
 def test_abbreviation_is_judged_against_the_release_strings():
@@ -298,16 +322,20 @@ def test_a_package_collect_env_never_lists_is_unknown_not_absent(tmp_path):
     text = text.replace("0.29.1rc1.dev350+gd5f0a6e82 (git sha: d5f0a6e82)", "0.19.1")
     report = tmp_path / "collect-env.txt"
     report.write_text(text)
-    facts = facts_for("vllm serve deepseek-ai/DeepSeek-V3.2 -tp 8", model="DeepSeek-V3.2",
-                      report=report)
+    facts = facts_for(
+        "vllm serve deepseek-ai/DeepSeek-V3.2 -tp 8", model="DeepSeek-V3.2", report=report
+    )
     assert facts.value("vllm.version") == "0.19.1"
     assert "deep-gemm would not be listed" in facts.why_missing("packages.deep-gemm")
     assert verdict("ENV008", facts) == UNDECIDED
     # transformers is listed by every collect-env: its absence would be real
     assert "packages.transformers" in facts
     # a ROCm report (a source build of torch, no +rocm in its version)
-    facts = facts_for("vllm serve deepseek-ai/DeepSeek-V3.2 -tp 8", model="DeepSeek-V3.2",
-                      report=REPO / "tests/fixtures/reports/rocm_mi300x.txt")
+    facts = facts_for(
+        "vllm serve deepseek-ai/DeepSeek-V3.2 -tp 8",
+        model="DeepSeek-V3.2",
+        report=REPO / "tests/fixtures/reports/rocm_mi300x.txt",
+    )
     assert verdict("ENV008", facts) != APPLIES
 
 
@@ -316,13 +344,28 @@ def test_mla_model_without_its_mla_fields_has_an_unknown_head_size(tmp_path):
     # from DeepseekV3Config's defaults, so hidden_size / heads (56) is not the head size
     import json
 
-    (tmp_path / "config.json").write_text(json.dumps({
-        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
-        "hidden_size": 7168, "num_attention_heads": 128, "num_key_value_heads": 128,
-        "num_hidden_layers": 61, "vocab_size": 129280, "torch_dtype": "bfloat16"}))
-    facts = collect_facts(CollectOptions(serve_string="vllm serve deepseek-ai/DeepSeek-V3",
-                                         vllm_version="0.20.0", probe_machine=False,
-                                         model_config=tmp_path))
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["DeepseekV3ForCausalLM"],
+                "model_type": "deepseek_v3",
+                "hidden_size": 7168,
+                "num_attention_heads": 128,
+                "num_key_value_heads": 128,
+                "num_hidden_layers": 61,
+                "vocab_size": 129280,
+                "torch_dtype": "bfloat16",
+            }
+        )
+    )
+    facts = collect_facts(
+        CollectOptions(
+            serve_string="vllm serve deepseek-ai/DeepSeek-V3",
+            vllm_version="0.20.0",
+            probe_machine=False,
+            model_config=tmp_path,
+        )
+    )
     assert "model.head_dim" not in facts
     assert "MLA model" in facts.why_missing("model.head_dim")
     assert verdict("ATTN100", facts) != APPLIES
@@ -340,8 +383,7 @@ def _report_at(tmp_path, version: str) -> Path:
 def test_oversized_world_size_per_release(tmp_path):
     # 0.11.1+ refuse TP x PP above the node's GPUs; up to 0.11.0 vLLM switches to Ray by
     # itself, which fails only without Ray (a collect-env report does not list ray)
-    for version, expected in (("0.12.0", APPLIES), ("0.23.0", APPLIES),
-                              ("0.10.0", UNDECIDED)):
+    for version, expected in (("0.12.0", APPLIES), ("0.23.0", APPLIES), ("0.10.0", UNDECIDED)):
         facts = facts_for("vllm serve m -tp 4", report=_report_at(tmp_path, version))
         assert facts.value("gpu.count") == 2
         assert verdict("HW005", facts) == expected, version

@@ -18,8 +18,9 @@ from vllm_doctor.facts.release_kernels import collect_release_kernels, judge_bac
 
 REPO = Path(__file__).resolve().parents[1]
 WHEELS = Path("/work/wheels/src")
-needs_wheels = pytest.mark.skipif(not (WHEELS / "0.12.0").is_dir(),
-                                  reason="unpacked release wheels not available")
+needs_wheels = pytest.mark.skipif(
+    not (WHEELS / "0.12.0").is_dir(), reason="unpacked release wheels not available"
+)
 
 
 def _extractor(name: str):
@@ -98,6 +99,7 @@ def test_attention_extractor_reads_checks_and_priorities(source):
 
 # -- the shipped tables ---------------------------------------------------------------------
 
+
 def test_shipped_tables_cover_every_release():
     releases = knowledge.covered_releases()
     for kind in ("quantization", "attention"):
@@ -118,6 +120,7 @@ def test_quant_floor_takes_the_overrides_into_account():
 
 # -- facts ----------------------------------------------------------------------------------
 
+
 def test_awq_on_volta_is_refused_and_the_curated_rule_wins():
     facts = _facts(vllm__version="0.20.0", gpu__min_capability=70, model__quant_method="awq")
     assert facts.value("release.quant.min_capability") == 75
@@ -130,29 +133,36 @@ def test_awq_on_volta_is_refused_and_the_curated_rule_wins():
 
 def test_method_no_curated_rule_names_gets_the_generated_finding():
     # ModelOpt MXFP8 (modelopt_mxfp8, minimum 80 in 0.33.0) on a T4
-    facts = _facts(vllm__version="0.33.0", gpu__min_capability=75,
-                   model__quant_method="modelopt", model__quant_algo="MXFP8")
+    facts = _facts(
+        vllm__version="0.33.0",
+        gpu__min_capability=75,
+        model__quant_method="modelopt",
+        model__quant_algo="MXFP8",
+    )
     assert facts.value("release.quant.method") == "modelopt_mxfp8"
     assert facts.value("release.quant.capability_ok") is False
     findings = {f.rule.code: f for f in evaluate_rules(load_rules(), facts)}
     assert findings["QUANT100"].verdict == APPLIES
-    assert not any(f.verdict == APPLIES for code, f in findings.items()
-                   if code.startswith("QUANT0") and code != "QUANT001")
+    assert not any(
+        f.verdict == APPLIES
+        for code, f in findings.items()
+        if code.startswith("QUANT0") and code != "QUANT001"
+    )
 
 
 def test_gptq_on_volta_passes_and_unknown_method_is_reported():
     facts = _facts(vllm__version="0.20.0", gpu__min_capability=70, model__quant_method="gptq")
     assert facts.value("release.quant.capability_ok") is True
-    facts = _facts(vllm__version="0.10.0", gpu__min_capability=90,
-                   model__quant_method="mxfp8")
+    facts = _facts(vllm__version="0.10.0", gpu__min_capability=90, model__quant_method="mxfp8")
     assert facts.value("release.quant.known") is False
     findings = {f.rule.code: f for f in evaluate_rules(load_rules(), facts)}
     assert findings["QUANT101"].verdict == APPLIES
 
 
 def test_bitsandbytes_after_removal_defers_to_quant012():
-    facts = _facts(vllm__version="0.28.0", gpu__min_capability=90,
-                   model__quant_method="bitsandbytes")
+    facts = _facts(
+        vllm__version="0.28.0", gpu__min_capability=90, model__quant_method="bitsandbytes"
+    )
     findings = {f.rule.code: f for f in evaluate_rules(load_rules(), facts)}
     assert findings["QUANT012"].verdict == APPLIES
     assert findings["QUANT101"].deferred_to == "QUANT012"
@@ -178,13 +188,15 @@ def test_unquantized_model_leaves_the_quant_facts_absent():
 
 
 def test_dev_build_is_judged_by_the_release_it_descends_from():
-    facts = _facts(vllm__version="0.13.1.dev20+g0d8097964", gpu__min_capability=75,
-                   model__quant_method="fp8")
+    facts = _facts(
+        vllm__version="0.13.1.dev20+g0d8097964", gpu__min_capability=75, model__quant_method="fp8"
+    )
     assert facts.value("release.quant.judged_release") == "0.13.0"
     assert facts.value("release.quant.capability_ok") is False  # fp8 needs 80 before 0.14
 
 
 # -- attention ------------------------------------------------------------------------------
+
 
 def _attn(**flat) -> Facts:
     base = {"model__head_dim": 128, "model__dtype": "bfloat16", "serve__kv_cache_dtype": "auto"}
@@ -199,8 +211,12 @@ def test_ordinary_model_has_a_backend():
 
 
 def test_forced_flashinfer_with_head_size_80_is_refused():
-    facts = _attn(vllm__version="0.20.0", gpu__min_capability=90, model__head_dim=80,
-                  serve__attention_backend="FLASHINFER")
+    facts = _attn(
+        vllm__version="0.20.0",
+        gpu__min_capability=90,
+        model__head_dim=80,
+        serve__attention_backend="FLASHINFER",
+    )
     assert facts.value("release.attention.forced_supports") is False
     assert any("head size 80" in r for r in facts.value("release.attention.forced_rejections"))
     findings = {f.rule.code: f for f in evaluate_rules(load_rules(), facts)}
@@ -208,9 +224,14 @@ def test_forced_flashinfer_with_head_size_80_is_refused():
 
 
 def test_gemma4_forced_flashinfer_defers_to_attn003():
-    facts = _attn(vllm__version="0.20.0", gpu__min_capability=90, model__head_dim=256,
-                  model__global_head_dim=512, model__architectures=["Gemma4ForCausalLM"],
-                  serve__attention_backend="FLASHINFER")
+    facts = _attn(
+        vllm__version="0.20.0",
+        gpu__min_capability=90,
+        model__head_dim=256,
+        model__global_head_dim=512,
+        model__architectures=["Gemma4ForCausalLM"],
+        serve__attention_backend="FLASHINFER",
+    )
     assert facts.value("release.attention.forced_supports") is False
     findings = {f.rule.code: f for f in evaluate_rules(load_rules(), facts)}
     assert findings["ATTN003"].verdict == APPLIES
@@ -219,8 +240,12 @@ def test_gemma4_forced_flashinfer_defers_to_attn003():
 
 def test_runtime_checks_are_not_rejections():
     # FLASH_ATTN with head size 512 on Hopper: allowed only where FA4 is installed
-    facts = _attn(vllm__version="0.22.0", gpu__min_capability=90, model__head_dim=512,
-                  serve__attention_backend="FLASH_ATTN")
+    facts = _attn(
+        vllm__version="0.22.0",
+        gpu__min_capability=90,
+        model__head_dim=512,
+        serve__attention_backend="FLASH_ATTN",
+    )
     assert "release.attention.forced_supports" not in facts
     assert "run time" in facts.why_missing("release.attention.forced_supports")
 
@@ -233,9 +258,13 @@ def test_old_release_and_mla_cannot_decide():
 
 
 def test_judge_backend_reasons():
-    record = {"capabilities": {"yes": [80, 90], "no": [75]}, "head_sizes": [64, 128],
-              "head_size_check": {"yes": [64, 128], "no": [80]}, "dtypes": ["bfloat16"],
-              "kv_cache_dtypes": ["auto", "fp8"]}
+    record = {
+        "capabilities": {"yes": [80, 90], "no": [75]},
+        "head_sizes": [64, 128],
+        "head_size_check": {"yes": [64, 128], "no": [80]},
+        "dtypes": ["bfloat16"],
+        "kv_cache_dtypes": ["auto", "fp8"],
+    }
     assert judge_backend(record, 128, "bfloat16", "auto", 90) == (True, [])
     verdict, reasons = judge_backend(record, 80, "float32", "fp8_e5m2", 75)
     assert verdict is False and len(reasons) == 4
@@ -244,19 +273,25 @@ def test_judge_backend_reasons():
 
 # -- defers_to in the rule format -----------------------------------------------------------
 
+
 def test_defers_to_is_validated(tmp_path):
     from vllm_doctor.engine.loader import validate_dir
 
-    rule = (REPO / "rules" / "quant" / "QUANT101.yaml").read_text().replace(
-        "defers_to: [QUANT012, ARGS101]", "defers_to: [QUANT012]")
+    rule = (
+        (REPO / "rules" / "quant" / "QUANT101.yaml")
+        .read_text()
+        .replace("defers_to: [QUANT012, ARGS101]", "defers_to: [QUANT012]")
+    )
     folder = tmp_path / "quant"
     folder.mkdir()
-    (folder / "QUANT101.yaml").write_text(rule.replace("defers_to: [QUANT012]",
-                                                       "defers_to: [QUANT999, nonsense]"))
+    (folder / "QUANT101.yaml").write_text(
+        rule.replace("defers_to: [QUANT012]", "defers_to: [QUANT999, nonsense]")
+    )
     _rules, problems = validate_dir(tmp_path)
     assert any("defers_to[1]" in p for p in problems)
-    (folder / "QUANT101.yaml").write_text(rule.replace("defers_to: [QUANT012]",
-                                                       "defers_to: [QUANT999]"))
+    (folder / "QUANT101.yaml").write_text(
+        rule.replace("defers_to: [QUANT012]", "defers_to: [QUANT999]")
+    )
     _rules, problems = validate_dir(tmp_path)
     assert any("defers_to: QUANT999 is not a known rule" in p for p in problems)
 

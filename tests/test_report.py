@@ -122,7 +122,8 @@ def test_every_fact_is_a_known_path_from_the_report(name):
         assert is_known_path(path), path
         # the report's own lines, or what the GPU table infers from its GPU names
         assert fact.source == Source.REPORT or (
-            fact.inferred and path.startswith("gpu.") and "GPU table" in fact.detail), path
+            fact.inferred and path.startswith("gpu.") and "GPU table" in fact.detail
+        ), path
         assert fact.detail, path
     for path in facts.missing:
         assert is_known_path(path) or "." not in path, path
@@ -132,8 +133,14 @@ def test_every_fact_is_a_known_path_from_the_report(name):
 def test_topology_pairs_of_the_a100_box():
     facts = load("a100x4_markdown_wrapped.md")
     links = {(x["a"], x["b"]): x["link"] for x in facts.value("topology.links")}
-    assert links == {(0, 1): "NV12", (0, 2): "SYS", (0, 3): "SYS", (1, 2): "SYS",
-                     (1, 3): "SYS", (2, 3): "NODE"}
+    assert links == {
+        (0, 1): "NV12",
+        (0, 2): "SYS",
+        (0, 3): "SYS",
+        (1, 2): "SYS",
+        (1, 3): "SYS",
+        (2, 3): "NODE",
+    }
 
 
 def test_eight_gpu_matrix_has_all_pairs():
@@ -145,12 +152,18 @@ def test_eight_gpu_matrix_has_all_pairs():
 def test_capability_is_marked_as_inferred():
     facts = load("h100x8_nvlink_nightly.txt")
     fact = facts.get("gpu.min_capability")
-    assert fact.inferred and fact.detail == ("GPU table (knowledge/data/gpus.json): "
-                                             "NVIDIA H100 80GB HBM3")
+    assert fact.inferred and fact.detail == (
+        "GPU table (knowledge/data/gpus.json): NVIDIA H100 80GB HBM3"
+    )
     device = facts.value("gpu.devices")[3]
-    assert device == {"index": 3, "name": "NVIDIA H100 80GB HBM3", "capability": 90,
-                      "capability_source": CAPABILITY_DETAIL, "family": "H100",
-                      "memory_gib_nominal": 80}
+    assert device == {
+        "index": 3,
+        "name": "NVIDIA H100 80GB HBM3",
+        "capability": 90,
+        "capability_source": CAPABILITY_DETAIL,
+        "family": "H100",
+        "memory_gib_nominal": 80,
+    }
 
 
 def test_rocm_report_has_no_capability_and_says_why():
@@ -176,9 +189,12 @@ def test_single_gpu_has_no_link_facts():
 
 def test_wrapped_report_equals_bare_report():
     bare = (FIXTURES / "rtx5060ti_x2_pcie.txt").read_text()
-    wrapped = ("### Your current environment\n\n<details>\n<summary>The output of "
-               "<code>python collect_env.py</code></summary>\n\n```text\n" + bare +
-               "\n```\n\n</details>\n\n### 🐛 Describe the bug\nIt crashes: see below.\n")
+    wrapped = (
+        "### Your current environment\n\n<details>\n<summary>The output of "
+        "<code>python collect_env.py</code></summary>\n\n```text\n"
+        + bare
+        + "\n```\n\n</details>\n\n### 🐛 Describe the bug\nIt crashes: see below.\n"
+    )
     quoted = "\n".join("> " + line for line in bare.splitlines())
     base = parse_report(bare, "bare").values
     for variant in (wrapped, quoted, bare.replace("\n", "\r\n")):
@@ -223,8 +239,10 @@ def test_dev_version_na_is_missing():
 
 
 def test_local_build_with_date():
-    text = ("vLLM Version                 : 0.25.2.dev0+g752a3a504.d20260720 "
-            "(git sha: 752a3a504, date: 20260720)\nPyTorch version              : 2.11.0\n")
+    text = (
+        "vLLM Version                 : 0.25.2.dev0+g752a3a504.d20260720 "
+        "(git sha: 752a3a504, date: 20260720)\nPyTorch version              : 2.11.0\n"
+    )
     facts = parse_report(text, "local")
     assert facts.value("vllm.git_sha") == "752a3a504"
     assert facts.value("vllm.build_date") == "20260720"
@@ -233,22 +251,28 @@ def test_local_build_with_date():
 
 
 def test_smi_banner_gives_driver_cuda():
-    text = ("PyTorch version: 2.6.0+cu124\nNvidia driver version: 570.86.10\n"
-            "| NVIDIA-SMI 570.86.10   Driver Version: 570.86.10   CUDA Version: 12.8  |\n")
+    text = (
+        "PyTorch version: 2.6.0+cu124\nNvidia driver version: 570.86.10\n"
+        "| NVIDIA-SMI 570.86.10   Driver Version: 570.86.10   CUDA Version: 12.8  |\n"
+    )
     assert parse_report(text, "smi").value("driver.cuda_version") == "12.8"
 
 
 def test_conda_lines_fill_packages_pip_does_not_list():
-    text = ("PyTorch version: 2.6.0\nVersions of relevant libraries:\n[pip3] torch==2.6.0\n"
-            "[conda] torch                     2.5.0     pypi_0    pypi\n"
-            "[conda] numpy                     1.26.4    pypi_0    pypi\n")
+    text = (
+        "PyTorch version: 2.6.0\nVersions of relevant libraries:\n[pip3] torch==2.6.0\n"
+        "[conda] torch                     2.5.0     pypi_0    pypi\n"
+        "[conda] numpy                     1.26.4    pypi_0    pypi\n"
+    )
     facts = parse_report(text, "conda")
     assert facts.value("packages.torch") == "2.6.0"
     assert facts.value("packages.numpy") == "1.26.4"
 
 
 def test_package_names_are_canonical():
-    text = "PyTorch version: 2.6.0\n[pip3] Flashinfer_Python==0.2.5\n[pip3] nvidia.nccl-cu12==2.21.5\n"
+    text = (
+        "PyTorch version: 2.6.0\n[pip3] Flashinfer_Python==0.2.5\n[pip3] nvidia.nccl-cu12==2.21.5\n"
+    )
     facts = parse_report(text, "names")
     assert facts.value("packages.flashinfer-python") == "0.2.5"
     assert facts.value("packages.nvidia-nccl-cu12") == "2.21.5"
@@ -282,21 +306,44 @@ def test_undecodable_bytes():
 @pytest.mark.parametrize(
     "name, capability",
     [
-        ("NVIDIA H100 80GB HBM3", 90), ("NVIDIA H100 PCIe", 90), ("NVIDIA H200", 90),
-        ("NVIDIA H20", 90), ("NVIDIA H800", 90), ("NVIDIA GH200 480GB", 90),
-        ("NVIDIA B200", 100), ("NVIDIA GB200", 100), ("NVIDIA B300 SXM6 AC", 103),
-        ("NVIDIA GB300", 103), ("NVIDIA GB10", 121),
-        ("NVIDIA A100-SXM4-80GB", 80), ("NVIDIA A100 80GB PCIe", 80), ("NVIDIA A800-SXM4-80GB", 80),
-        ("NVIDIA A30", 80), ("NVIDIA A10", 86), ("NVIDIA A10G", 86), ("NVIDIA A40", 86),
-        ("NVIDIA L4", 89), ("NVIDIA L40", 89), ("NVIDIA L40S", 89), ("NVIDIA L20", 89),
-        ("NVIDIA GeForce RTX 3090", 86), ("NVIDIA GeForce RTX 4090", 89),
-        ("NVIDIA GeForce RTX 5090", 120), ("NVIDIA GeForce RTX 5060 Ti", 120),
-        ("NVIDIA RTX A6000", 86), ("NVIDIA RTX 6000 Ada Generation", 89),
+        ("NVIDIA H100 80GB HBM3", 90),
+        ("NVIDIA H100 PCIe", 90),
+        ("NVIDIA H200", 90),
+        ("NVIDIA H20", 90),
+        ("NVIDIA H800", 90),
+        ("NVIDIA GH200 480GB", 90),
+        ("NVIDIA B200", 100),
+        ("NVIDIA GB200", 100),
+        ("NVIDIA B300 SXM6 AC", 103),
+        ("NVIDIA GB300", 103),
+        ("NVIDIA GB10", 121),
+        ("NVIDIA A100-SXM4-80GB", 80),
+        ("NVIDIA A100 80GB PCIe", 80),
+        ("NVIDIA A800-SXM4-80GB", 80),
+        ("NVIDIA A30", 80),
+        ("NVIDIA A10", 86),
+        ("NVIDIA A10G", 86),
+        ("NVIDIA A40", 86),
+        ("NVIDIA L4", 89),
+        ("NVIDIA L40", 89),
+        ("NVIDIA L40S", 89),
+        ("NVIDIA L20", 89),
+        ("NVIDIA GeForce RTX 3090", 86),
+        ("NVIDIA GeForce RTX 4090", 89),
+        ("NVIDIA GeForce RTX 5090", 120),
+        ("NVIDIA GeForce RTX 5060 Ti", 120),
+        ("NVIDIA RTX A6000", 86),
+        ("NVIDIA RTX 6000 Ada Generation", 89),
         ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 120),
         ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 120),
-        ("Quadro RTX 6000", 75), ("Tesla T4", 75), ("Tesla V100-SXM2-32GB", 70),
-        ("Tesla P100-PCIE-16GB", 60), ("NVIDIA GeForce GTX 1080 Ti", 61),
-        ("NVIDIA GeForce RTX 2080 Ti", 75), ("AMD Instinct MI300X", None), ("Zorblax", None),
+        ("Quadro RTX 6000", 75),
+        ("Tesla T4", 75),
+        ("Tesla V100-SXM2-32GB", 70),
+        ("Tesla P100-PCIE-16GB", 60),
+        ("NVIDIA GeForce GTX 1080 Ti", 61),
+        ("NVIDIA GeForce RTX 2080 Ti", 75),
+        ("AMD Instinct MI300X", None),
+        ("Zorblax", None),
     ],
 )
 def test_capability_table(name, capability):
@@ -342,8 +389,11 @@ def test_cuda_visible_devices_by_uuid_keeps_the_list():
 
 
 def test_no_visible_gpu():
-    text = (FIXTURES / "rtx5060ti_x2_pcie.txt").read_text().replace(
-        "CUDA_VISIBLE_DEVICES=0,1", "CUDA_VISIBLE_DEVICES=")
+    text = (
+        (FIXTURES / "rtx5060ti_x2_pcie.txt")
+        .read_text()
+        .replace("CUDA_VISIBLE_DEVICES=0,1", "CUDA_VISIBLE_DEVICES=")
+    )
     facts = parse_report(text, "none")
     assert facts.value("gpu.count") == 0
     assert facts.why_missing("gpu.min_capability") == "no GPU is visible"

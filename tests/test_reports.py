@@ -27,10 +27,19 @@ def document(fail_on: str = "error") -> CheckDocument:
     facts = Facts()
     facts.set("vllm.version", "0.23.0", Source.REPORT, "vLLM Version")
     facts.set("torch.version", "2.11.0+cu130", Source.REPORT, "PyTorch version")
-    facts.set("model.architectures", ["DiffusionGemmaForBlockDiffusion"], Source.CONFIG, "/models/dg/config.json")
+    facts.set(
+        "model.architectures",
+        ["DiffusionGemmaForBlockDiffusion"],
+        Source.CONFIG,
+        "/models/dg/config.json",
+    )
     facts.set("serve.tensor_parallel_size", 2, Source.SERVE, "-tp 2")
     facts.set("serve.model", "nvidia/diffusiongemma-26B-A4B-IT-NVFP4", Source.SERVE)
-    facts.set("serve.argv", ["nvidia/diffusiongemma-26B-A4B-IT-NVFP4", "-tp", "2", "--max-model-len", "32k"], Source.SERVE)
+    facts.set(
+        "serve.argv",
+        ["nvidia/diffusiongemma-26B-A4B-IT-NVFP4", "-tp", "2", "--max-model-len", "32k"],
+        Source.SERVE,
+    )
     facts.mark_missing("gpu", "NVML not available: libnvidia-ml.so.1 not found")
     facts.mark_missing("topology", "NVML not available: libnvidia-ml.so.1 not found")
     findings = evaluate_rules(load_rules([RULES_DIR]), facts)
@@ -45,10 +54,19 @@ def render(fmt: str, verbose: bool = True) -> str:
     return render_document(document(), fmt, verbose=verbose, to_file=True)
 
 
-@pytest.mark.parametrize("fmt, suffix", [("text", "txt"), ("json", "json"), ("markdown", "md"),
-                                          ("sarif", "sarif"), ("junit", "xml"),
-                                          ("github", "github.txt"), ("gitlab", "gitlab.json"),
-                                          ("short", "short.txt")])
+@pytest.mark.parametrize(
+    "fmt, suffix",
+    [
+        ("text", "txt"),
+        ("json", "json"),
+        ("markdown", "md"),
+        ("sarif", "sarif"),
+        ("junit", "xml"),
+        ("github", "github.txt"),
+        ("gitlab", "gitlab.json"),
+        ("short", "short.txt"),
+    ],
+)
 def test_golden(fmt, suffix, monkeypatch):
     monkeypatch.setenv("GITHUB_WORKSPACE", "/")  # SARIF's %SRCROOT%: the same on every machine
     out = render("text", verbose=False) if fmt == "short" else render(fmt)
@@ -70,7 +88,10 @@ def test_json_schema_fields():
     assert data["schema_version"] == 1
     assert data["summary"]["errors"] == 1 and data["summary"]["failing"] == ["MODEL901"]
     finding = data["findings"][0]
-    assert {e["fact"] for e in finding["evidence"]} == {"model.architectures", "serve.tensor_parallel_size"}
+    assert {e["fact"] for e in finding["evidence"]} == {
+        "model.architectures",
+        "serve.tensor_parallel_size",
+    }
     assert finding["evidence"][0]["source"]
     assert data["undecided"][0]["missing"][0]["how_to_supply"]
     assert data["facts"]["schema_version"] == 1
@@ -82,7 +103,9 @@ def test_sarif_and_junit_are_well_formed():
     assert results[0]["ruleId"] == "MODEL901" and results[0]["level"] == "error"
     tree = ET.fromstring(render("junit"))
     suite = tree.find("testsuite")
-    assert suite.get("failures") == "1" and suite.get("skipped") == "1" and suite.get("tests") == "3"
+    assert (
+        suite.get("failures") == "1" and suite.get("skipped") == "1" and suite.get("tests") == "3"
+    )
 
 
 def test_fail_on_levels():
@@ -96,8 +119,13 @@ def test_nan_and_infinity_never_make_invalid_json():
     JSON format writes them as strings."""
     doc = document()
     doc.facts.set("derived.kv_bytes_available", float("-inf"), Source.DERIVED, "0 bytes free")
-    doc.probes = [{"name": "tp-softembed", "status": "fail",
-                   "metrics": {"max_abs_err": float("nan"), "ratio": float("inf")}}]
+    doc.probes = [
+        {
+            "name": "tp-softembed",
+            "status": "fail",
+            "metrics": {"max_abs_err": float("nan"), "ratio": float("inf")},
+        }
+    ]
     doc.applies[0].evidence[0].value = float("nan")
 
     def strict_constant(name):
@@ -119,9 +147,13 @@ def _shipped_case_finding(code: str):
     from vllm_doctor.engine.evaluate import evaluate_rule
 
     rule = next(r for r in load_rules(None) if r.code == code)
-    case = next(c for c in yaml_io.safe_load(cases_path(rule).read_text())["cases"]
-                if c["expect"] == "applies" and not c.get("log")
-                and not any(c.get(k) is not None for k in INPUT_KEYS))
+    case = next(
+        c
+        for c in yaml_io.safe_load(cases_path(rule).read_text())["cases"]
+        if c["expect"] == "applies"
+        and not c.get("log")
+        and not any(c.get(k) is not None for k in INPUT_KEYS)
+    )
     finding = evaluate_rule(rule, Facts.from_flat(case["facts"]))
     assert finding.verdict == "applies", (code, case["name"])
     return finding

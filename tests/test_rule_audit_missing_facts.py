@@ -34,11 +34,22 @@ from vllm_doctor.facts.schema import absent_is_unknown
 RULES = Path(__file__).resolve().parents[1] / "rules"
 
 # facts whose absence is meaningful: looked for and provably not there
-ABSENCE_PROVES = ("serve.", "env.", "packages.", "model.num_experts", "model.num_mtp_layers",
-                  "model.kv_lora_rank", "model.qk_rope_head_dim", "model.global_head_dim",
-                  "model.quant_", "model.text_model_type", "gpu.mig_enabled", "log.",
-                  # no manifest: the serve line runs where gpu.count counts the GPUs (one node)
-                  "deploy.nodes")
+ABSENCE_PROVES = (
+    "serve.",
+    "env.",
+    "packages.",
+    "model.num_experts",
+    "model.num_mtp_layers",
+    "model.kv_lora_rank",
+    "model.qk_rope_head_dim",
+    "model.global_head_dim",
+    "model.quant_",
+    "model.text_model_type",
+    "gpu.mig_enabled",
+    "log.",
+    # no manifest: the serve line runs where gpu.count counts the GPUs (one node)
+    "deploy.nodes",
+)
 
 
 # the tests that ask about absence itself
@@ -85,11 +96,23 @@ def test_the_audit_covers_the_error_rules():
     assert len(codes) >= 30 and "PAR001" in codes and "HW005" in codes
     # cases with a crash log beside facts that prove the error are in it too
     with_log = {(rule.code, case["name"]) for rule, case in positive_cases() if case.get("log")}
-    assert {("PAR001", "deepseek-v4-64-heads-tp3"), ("HW005", "tp8-on-4-gpus"),
-            ("ENV001", "cu130-torch-on-r570")} <= with_log
+    assert {
+        ("PAR001", "deepseek-v4-64-heads-tp3"),
+        ("HW005", "tp8-on-4-gpus"),
+        ("ENV001", "cu130-torch-on-r570"),
+    } <= with_log
     # every error rule over the generated release knowledge proves its case from facts
-    release_rules = {"ARGS100", "ARGS101", "MODEL101", "ENV101", "QUANT100", "QUANT101",
-                     "QUANT102", "ATTN100", "ATTN101"}
+    release_rules = {
+        "ARGS100",
+        "ARGS101",
+        "MODEL101",
+        "ENV101",
+        "QUANT100",
+        "QUANT101",
+        "QUANT102",
+        "ATTN100",
+        "ATTN101",
+    }
     assert release_rules <= codes, sorted(release_rules - codes)
 
 
@@ -101,8 +124,9 @@ def verdict(rule, case, facts: Facts):
         return evaluate_rule(rule, facts, vllm_tree=write_tree(Path(tmp), files))
 
 
-@pytest.mark.parametrize("rule, case", positive_cases(),
-                         ids=lambda x: x.code if hasattr(x, "code") else x.get("name"))
+@pytest.mark.parametrize(
+    "rule, case", positive_cases(), ids=lambda x: x.code if hasattr(x, "code") else x.get("name")
+)
 def test_dropping_a_fact_never_proves_an_error(rule, case):
     assert verdict(rule, case, facts_of(case)).verdict == APPLIES  # the case itself holds
     problems = []
@@ -117,17 +141,25 @@ def test_dropping_a_fact_never_proves_an_error(rule, case):
                 problems.append(f"{path} {how}: still applies, citing it")
             elif not missing and cited and not path.startswith(ABSENCE_PROVES):
                 # a test over an absent fact proved the error (a negated test passing)
-                problems.append(f"{path} {how}: applies on its absence, which proves nothing"
-                                + (" (never_absent)" if absent_is_unknown(path) else ""))
-            elif not missing and cited and path.startswith("model.") and \
-                    cited[0].test.split()[0] not in ABSENCE_TESTS:
+                problems.append(
+                    f"{path} {how}: applies on its absence, which proves nothing"
+                    + (" (never_absent)" if absent_is_unknown(path) else "")
+                )
+            elif (
+                not missing
+                and cited
+                and path.startswith("model.")
+                and cited[0].test.split()[0] not in ABSENCE_TESTS
+            ):
                 # a model feature's absence may prove something, but only through a test that
                 # asks about it (`exists: false`, `ne`, `not_in`): `not: {divisible_by: ...}`
                 # over a dense model's absent expert count reads "no experts" as "not
                 # divisible". (A serve flag's absence is its default: negating a positive
                 # test of it is sound.)
-                problems.append(f"{path} {how}: applies through `not` over "
-                                f"`{cited[0].test}`, which is false only for want of a value")
+                problems.append(
+                    f"{path} {how}: applies through `not` over "
+                    f"`{cited[0].test}`, which is false only for want of a value"
+                )
             # else: another branch of the rule proves it from facts that are still there
     assert not problems, problems
 
@@ -139,9 +171,15 @@ def test_the_audit_catches_a_negated_test_over_an_absent_fact():
     # be reported by the same check the rule base passes.
     from test_engine import make_rule
 
-    rule = make_rule(affected=None, when={"all": [
-        {"fact": "serve.tensor_parallel_size", "gt": 1},
-        {"not": {"fact": "vllm.git_sha", "matches": "^abc"}}]})
+    rule = make_rule(
+        affected=None,
+        when={
+            "all": [
+                {"fact": "serve.tensor_parallel_size", "gt": 1},
+                {"not": {"fact": "vllm.git_sha", "matches": "^abc"}},
+            ]
+        },
+    )
     case = {"facts": {"serve.tensor_parallel_size": 2, "vllm.git_sha": "def123"}}
     assert verdict(rule, case, facts_of(case)).verdict == APPLIES
     finding = verdict(rule, case, facts_of(case, drop="vllm.git_sha", missing=False))

@@ -51,16 +51,20 @@ def _applies_logs():
                 yield rule.code, case["name"], case["log"]
 
 
-@pytest.mark.parametrize("code, name, log", list(_applies_logs()),
-                         ids=[f"{c}-{n}" for c, n, _ in _applies_logs()])
+@pytest.mark.parametrize(
+    "code, name, log", list(_applies_logs()), ids=[f"{c}-{n}" for c, n, _ in _applies_logs()]
+)
 def test_explain_log_names_the_rule(tmp_path, capsys, code, name, log):
     from vllm_doctor.commands.explain import explain_log
 
     path = tmp_path / "crash.log"
     path.write_text(log)
     assert explain_log(path, None) == 1
-    named = [line.split()[0] for line in capsys.readouterr().out.splitlines()
-             if line and not line.startswith(" ")]
+    named = [
+        line.split()[0]
+        for line in capsys.readouterr().out.splitlines()
+        if line and not line.startswith(" ")
+    ]
     assert code in named
 
 
@@ -69,7 +73,9 @@ def test_code_bands_as_contributing_md_states_them():
     wrong = []
     for rule in RULES:
         band = int(rule.code[-3]) if rule.code[-3:].isdigit() else None
-        reads_release = any(p.startswith("release.") for p in rule.when.paths()) or bool(rule.reader)
+        reads_release = any(p.startswith("release.") for p in rule.when.paths()) or bool(
+            rule.reader
+        )
         if band == 2 and not rule.log_only:
             wrong.append(f"{rule.code}: 2xx but not log_only")
         if band == 1 and not reads_release:

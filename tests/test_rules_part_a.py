@@ -16,14 +16,30 @@ from vllm_doctor.engine.loader import load_rules, select_rules
 from vllm_doctor.facts.model import Facts
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rules-part-a"
-PREFIXES = ["QUANT002", "QUANT003", "QUANT004", "QUANT005", "QUANT006", "QUANT007",
-            "QUANT008", "QUANT009", "QUANT010", "QUANT011", "QUANT012", "QUANT013", "HW", "ENV"]
+PREFIXES = [
+    "QUANT002",
+    "QUANT003",
+    "QUANT004",
+    "QUANT005",
+    "QUANT006",
+    "QUANT007",
+    "QUANT008",
+    "QUANT009",
+    "QUANT010",
+    "QUANT011",
+    "QUANT012",
+    "QUANT013",
+    "HW",
+    "ENV",
+]
 
 
 @pytest.fixture(scope="module")
 def rules():
     chosen = select_rules(load_rules(), PREFIXES, None)
-    assert len(chosen) == 54  # 29 curated, the generated ENV100/ENV101, the 23 log-only ENV2xx/HW2xx
+    assert (
+        len(chosen) == 54
+    )  # 29 curated, the generated ENV100/ENV101, the 23 log-only ENV2xx/HW2xx
     return chosen
 
 
@@ -59,25 +75,44 @@ def _applying(rules, flat: dict, log: str | None = None) -> set[str]:
 
 
 def test_awq_on_v100_is_only_the_floor_rule(rules):
-    flat = _variant("a100-awq", gpu__min_capability=70, gpu__max_capability=70,
-                    gpu__capabilities=[70], torch__cuda_version="12.6",
-                    torch__version="2.11.0+cu126")
+    flat = _variant(
+        "a100-awq",
+        gpu__min_capability=70,
+        gpu__max_capability=70,
+        gpu__capabilities=[70],
+        torch__cuda_version="12.6",
+        torch__version="2.11.0+cu126",
+    )
     assert _applying(rules, flat) == {"QUANT003"}
 
 
 def test_fp8_on_t4_depends_on_the_release(rules):
-    flat = _variant("a100-awq", gpu__min_capability=75, gpu__max_capability=75,
-                    gpu__capabilities=[75], model__quant_method="fp8", model__quant_scheme="fp8")
-    old = dict(flat, **{"vllm.version": "0.13.0", "vllm.torch_pin": "2.9.0",
-                        "torch.version": "2.9.0+cu128", "torch.cuda_version": "12.8"})
+    flat = _variant(
+        "a100-awq",
+        gpu__min_capability=75,
+        gpu__max_capability=75,
+        gpu__capabilities=[75],
+        model__quant_method="fp8",
+        model__quant_scheme="fp8",
+    )
+    old = dict(
+        flat,
+        **{
+            "vllm.version": "0.13.0",
+            "vllm.torch_pin": "2.9.0",
+            "torch.version": "2.9.0+cu128",
+            "torch.cuda_version": "12.8",
+        },
+    )
     assert _applying(rules, old) == {"QUANT004"}
     # From 0.14.0 Turing runs FP8 weight-only through Marlin: information only.
     assert _applying(rules, flat) == {"QUANT002"}
 
 
 def test_tp2_over_pcie_with_p2p_warns_and_nvlink_does_not(rules):
-    pcie = _variant("h200x2-nvlink-tp2-qwen", topology__all_nvlink=False,
-                    topology__worst_link="NODE")
+    pcie = _variant(
+        "h200x2-nvlink-tp2-qwen", topology__all_nvlink=False, topology__worst_link="NODE"
+    )
     assert _applying(rules, pcie) == {"HW001"}
     assert "HW001" not in _applying(rules, _stacks()["h200x2-nvlink-tp2-qwen"])
 
@@ -93,7 +128,9 @@ def test_missing_gpu_facts_leave_gpu_rules_undecided(rules):
 
 
 def test_crash_log_alone_names_the_rule(rules):
-    log = ("ValueError: The quantization method modelopt is not supported for the current GPU. "
-           "Minimum capability: 89. Current capability: 86.\n")
+    log = (
+        "ValueError: The quantization method modelopt is not supported for the current GPU. "
+        "Minimum capability: 89. Current capability: 86.\n"
+    )
     applying = _applying(rules, _stacks()["h100-tp1-llama-bf16"], log)
     assert applying == {"QUANT005"}

@@ -22,8 +22,9 @@ MODELS = FIXTURES / "models"
 
 
 def _load_tool():
-    spec = importlib.util.spec_from_file_location("gen_pp_support",
-                                                  ROOT / "tools" / "gen_pp_support.py")
+    spec = importlib.util.spec_from_file_location(
+        "gen_pp_support", ROOT / "tools" / "gen_pp_support.py"
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules["gen_pp_support"] = module
     spec.loader.exec_module(module)
@@ -37,7 +38,7 @@ def _part_b_rules():
         files += sorted((rules_dir / sub).glob("[A-Z]*[0-9].yaml"))
     for sub, prefix, low, high in (("spec", "SPEC", 10, 29), ("model", "MODEL", 10, 29)):
         for path in sorted((rules_dir / sub).glob(f"{prefix}[0-9][0-9][0-9].yaml")):
-            if low <= int(path.stem[len(prefix):]) <= high:
+            if low <= int(path.stem[len(prefix) :]) <= high:
                 files.append(path)
     rules = []
     for path in files:
@@ -51,6 +52,7 @@ PART_B = _part_b_rules()
 
 
 # -- tools/gen_pp_support.py ------------------------------------------------------------
+
 
 def test_pp_generator_follows_bases_imports_adapters_and_platform_switch():
     tool = _load_tool()
@@ -92,21 +94,30 @@ def test_par004_list_is_the_generated_never_pp_list():
 
 # -- healthy stacks: no error findings -----------------------------------------------------
 
-def _stack(model: str, capability: int, total_mib: int, n_gpus: int, version: str,
-           **serve) -> Facts:
+
+def _stack(
+    model: str, capability: int, total_mib: int, n_gpus: int, version: str, **serve
+) -> Facts:
     facts = Facts()
     collect_model(facts, MODELS / model)
     argv = [model] + [f"--{k.replace('_', '-')}" for k in serve]
-    defaults = {"tensor_parallel_size": 1, "pipeline_parallel_size": 1,
-                "data_parallel_size": 1, "enable_expert_parallel": False,
-                "kv_cache_dtype": "auto", "gpu_memory_utilization": 0.9,
-                "enforce_eager": False}
+    defaults = {
+        "tensor_parallel_size": 1,
+        "pipeline_parallel_size": 1,
+        "data_parallel_size": 1,
+        "enable_expert_parallel": False,
+        "kv_cache_dtype": "auto",
+        "gpu_memory_utilization": 0.9,
+        "enforce_eager": False,
+    }
     for key, value in {**defaults, **serve}.items():
         facts.set(f"serve.{key}", value, Source.SERVE)
     facts.set("serve.argv", argv, Source.SERVE)
     facts.set("serve.flags", [a[2:] for a in argv if a.startswith("--")], Source.SERVE)
-    devices = [{"index": i, "memory_total_mib": total_mib, "memory_free_mib": total_mib - 600}
-               for i in range(n_gpus)]
+    devices = [
+        {"index": i, "memory_total_mib": total_mib, "memory_free_mib": total_mib - 600}
+        for i in range(n_gpus)
+    ]
     facts.set("gpu.devices", devices, Source.NVML)
     facts.set("gpu.count", n_gpus, Source.NVML)
     facts.set("gpu.memory_total_mib", total_mib, Source.NVML)
@@ -120,10 +131,12 @@ def _stack(model: str, capability: int, total_mib: int, n_gpus: int, version: st
 
 HEALTHY = {
     "h100-tp1-llama-bf16": lambda: _stack("Llama-3.1-8B-Instruct", 90, 81559, 1, "0.25.0"),
-    "2xh200-nvlink-tp2-qwen3": lambda: _stack("Qwen3-32B", 90, 143771, 2, "0.30.0",
-                                             tensor_parallel_size=2),
-    "a100-awq-qwen2.5": lambda: _stack("Qwen2.5-7B-Instruct-AWQ", 80, 81920, 1, "0.20.2",
-                                       max_model_len=32768),
+    "2xh200-nvlink-tp2-qwen3": lambda: _stack(
+        "Qwen3-32B", 90, 143771, 2, "0.30.0", tensor_parallel_size=2
+    ),
+    "a100-awq-qwen2.5": lambda: _stack(
+        "Qwen2.5-7B-Instruct-AWQ", 80, 81920, 1, "0.20.2", max_model_len=32768
+    ),
 }
 
 
@@ -131,16 +144,27 @@ HEALTHY = {
 def test_healthy_stack_has_no_error_findings(name):
     facts = HEALTHY[name]()
     assert facts.value("derived.kv_fits_one_request") is True
-    errors = [r.code for r in PART_B
-              if r.severity == "error" and evaluate_rule(r, facts).verdict == APPLIES]
+    errors = [
+        r.code
+        for r in PART_B
+        if r.severity == "error" and evaluate_rule(r, facts).verdict == APPLIES
+    ]
     assert errors == []
 
 
 def test_same_stack_with_a_broken_serve_line_is_flagged():
     """The healthy-stack test can fail: the same facts with TP 3 and FP8 KV + FLASH_ATTN on
     an A100 trip PAR001 and ATTN001."""
-    facts = _stack("Qwen2.5-7B-Instruct-AWQ", 80, 81920, 3, "0.20.2",
-                   tensor_parallel_size=3, kv_cache_dtype="fp8", attention_backend="FLASH_ATTN")
+    facts = _stack(
+        "Qwen2.5-7B-Instruct-AWQ",
+        80,
+        81920,
+        3,
+        "0.20.2",
+        tensor_parallel_size=3,
+        kv_cache_dtype="fp8",
+        attention_backend="FLASH_ATTN",
+    )
     hits = {r.code for r in PART_B if evaluate_rule(r, facts).verdict == APPLIES}
     assert {"PAR001", "ATTN001"} <= hits
 

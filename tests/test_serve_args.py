@@ -71,8 +71,10 @@ def test_env_words_in_front():
 
 
 def test_line_continuations_and_quotes():
-    text = ("vllm serve org/m \\\n    --tensor-parallel-size 2 \\\n"
-            "    --speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'\n")
+    text = (
+        "vllm serve org/m \\\n    --tensor-parallel-size 2 \\\n"
+        '    --speculative-config \'{"method": "mtp", "num_speculative_tokens": 1}\'\n'
+    )
     line = parse_serve_string(text)
     assert line.options["tensor-parallel-size"] == 2
     assert line.options["speculative-config"] == {"method": "mtp", "num_speculative_tokens": 1}
@@ -82,17 +84,27 @@ def test_line_continuations_and_quotes():
 
 
 def test_underscores_and_equals():
-    line = parse_serve_string("vllm serve m --max_model_len=4096 --tensor_parallel_size 2 "
-                              "--gpu_memory_utilization=0.8")
-    assert line.options == {"max-model-len": 4096, "tensor-parallel-size": 2,
-                            "gpu-memory-utilization": 0.8}
+    line = parse_serve_string(
+        "vllm serve m --max_model_len=4096 --tensor_parallel_size 2 --gpu_memory_utilization=0.8"
+    )
+    assert line.options == {
+        "max-model-len": 4096,
+        "tensor-parallel-size": 2,
+        "gpu-memory-utilization": 0.8,
+    }
     assert line.given["max-model-len"] == "--max_model_len=4096"
 
 
 @pytest.mark.parametrize(
     "text, value",
-    [("32k", 32000), ("1K", 1024), ("2M", 2 * 2**20), ("25.6k", 25600), ("4096", 4096),
-     ("1g", 10**9)],
+    [
+        ("32k", 32000),
+        ("1K", 1024),
+        ("2M", 2 * 2**20),
+        ("25.6k", 25600),
+        ("4096", 4096),
+        ("1g", 10**9),
+    ],
 )
 def test_human_readable_ints(text, value):
     assert human_readable_int(text) == value
@@ -150,27 +162,33 @@ def test_dotted_nested_and_human_values():
         "--compilation-config.pass_config.enable_sp false --kv-transfer-config.cpu_bytes 80g"
     )
     assert line.options["compilation-config"] == {
-        "pass_config": {"fuse_allreduce_rms": True, "enable_sp": False}}
+        "pass_config": {"fuse_allreduce_rms": True, "enable_sp": False}
+    }
     assert line.options["kv-transfer-config"] == {"cpu_bytes": 80 * 10**9}
 
 
 def test_dotted_list_append():
-    line = parse_serve_string("vllm serve m --compilation-config.cudagraph_capture_sizes+ 1 "
-                              "--compilation-config.cudagraph_capture_sizes+=2,4")
+    line = parse_serve_string(
+        "vllm serve m --compilation-config.cudagraph_capture_sizes+ 1 "
+        "--compilation-config.cudagraph_capture_sizes+=2,4"
+    )
     # vLLM splits on commas and keeps the pieces as strings
     assert line.options["compilation-config"] == {"cudagraph_capture_sizes": ["1", "2", "4"]}
 
 
 def test_dotted_keys_replace_an_explicit_json_value():
-    line = parse_serve_string("vllm serve m --compilation-config '{\"level\": 3}' "
-                              "--compilation-config.cudagraph_mode FULL")
+    line = parse_serve_string(
+        "vllm serve m --compilation-config '{\"level\": 3}' "
+        "--compilation-config.cudagraph_mode FULL"
+    )
     assert line.options["compilation-config"] == {"cudagraph_mode": "FULL"}
     assert "compilation-config" in line.duplicates
 
 
 def test_duplicate_dotted_key():
-    line = parse_serve_string("vllm serve m --speculative-config.method mtp "
-                              "--speculative-config.method ngram")
+    line = parse_serve_string(
+        "vllm serve m --speculative-config.method mtp --speculative-config.method ngram"
+    )
     assert line.options["speculative-config"] == {"method": "ngram"}
     assert "speculative-config.method" in line.duplicates
 
@@ -190,7 +208,10 @@ def test_compilation_config_bare_number_is_the_level():
 
 
 def test_hf_overrides_may_be_a_string_but_an_object_must_be_json():
-    assert parse_serve_argv(["m", "--hf-overrides", "my.module:fn"]).options["hf-overrides"] == "my.module:fn"
+    assert (
+        parse_serve_argv(["m", "--hf-overrides", "my.module:fn"]).options["hf-overrides"]
+        == "my.module:fn"
+    )
     with pytest.raises(InputError, match="invalid JSON"):
         parse_serve_argv(["m", "--hf-overrides", "{bad}"])
 
@@ -204,10 +225,21 @@ def test_json_human_readable_numbers_inside_json():
 
 
 def test_boolean_flags():
-    line = parse_serve_argv(["m", "--enforce-eager", "--no-enable-prefix-caching",
-                             "--trust-remote-code", "--disable-log-stats"])
-    assert line.options == {"enforce-eager": True, "enable-prefix-caching": False,
-                            "trust-remote-code": True, "disable-log-stats": True}
+    line = parse_serve_argv(
+        [
+            "m",
+            "--enforce-eager",
+            "--no-enable-prefix-caching",
+            "--trust-remote-code",
+            "--disable-log-stats",
+        ]
+    )
+    assert line.options == {
+        "enforce-eager": True,
+        "enable-prefix-caching": False,
+        "trust-remote-code": True,
+        "disable-log-stats": True,
+    }
 
 
 def test_boolean_flag_takes_no_value():
@@ -247,12 +279,22 @@ def test_long_alias():
 
 @pytest.mark.parametrize(
     "alias, name",
-    [("-tp", "tensor-parallel-size"), ("-pp", "pipeline-parallel-size"),
-     ("-dp", "data-parallel-size"), ("-dpl", "data-parallel-size-local"),
-     ("-dpa", "data-parallel-address"), ("-dpn", "data-parallel-rank"),
-     ("-dpr", "data-parallel-start-rank"), ("-dcp", "decode-context-parallel-size"),
-     ("-pcp", "prefill-context-parallel-size"), ("-n", "nnodes"), ("-r", "node-rank"),
-     ("-q", "quantization"), ("-cc", "compilation-config"), ("-ac", "attention-config")],
+    [
+        ("-tp", "tensor-parallel-size"),
+        ("-pp", "pipeline-parallel-size"),
+        ("-dp", "data-parallel-size"),
+        ("-dpl", "data-parallel-size-local"),
+        ("-dpa", "data-parallel-address"),
+        ("-dpn", "data-parallel-rank"),
+        ("-dpr", "data-parallel-start-rank"),
+        ("-dcp", "decode-context-parallel-size"),
+        ("-pcp", "prefill-context-parallel-size"),
+        ("-n", "nnodes"),
+        ("-r", "node-rank"),
+        ("-q", "quantization"),
+        ("-cc", "compilation-config"),
+        ("-ac", "attention-config"),
+    ],
 )
 def test_short_aliases(alias, name):
     spec = option_spec(alias)
@@ -271,8 +313,19 @@ def test_option_table_is_consistent():
     assert len(OPTIONS) > 250
     for name, spec in OPTIONS.items():
         assert spec.name == name
-        assert spec.kind in ("bool", "flag", "bool_or_str", "int", "hrint", "float", "str",
-                             "list", "json", "json_or_str", "append"), name
+        assert spec.kind in (
+            "bool",
+            "flag",
+            "bool_or_str",
+            "int",
+            "hrint",
+            "float",
+            "str",
+            "list",
+            "json",
+            "json_or_str",
+            "append",
+        ), name
     assert OPTIONS["max-model-len"].kind == "hrint"
     assert OPTIONS["enforce-eager"].kind == "bool"
     assert OPTIONS["speculative-config"].kind == "json"
@@ -289,16 +342,28 @@ def test_unknown_flags_are_kept_verbatim():
 
 
 def test_legacy_flags():
-    line = parse_serve_string("vllm serve m --speculative-model org/draft "
-                              "--num-speculative-tokens 5 --task generate")
+    line = parse_serve_string(
+        "vllm serve m --speculative-model org/draft --num-speculative-tokens 5 --task generate"
+    )
     assert line.legacy_flags == ["--speculative-model", "--num-speculative-tokens", "--task"]
     assert line.options["num-speculative-tokens"] == 5
     assert line.unknown_flags == []
 
 
 def test_duplicates_last_wins():
-    line = parse_serve_argv(["m", "-tp", "2", "--max-model-len", "4096",
-                             "--tensor-parallel-size", "4", "--max-model-len", "8192"])
+    line = parse_serve_argv(
+        [
+            "m",
+            "-tp",
+            "2",
+            "--max-model-len",
+            "4096",
+            "--tensor-parallel-size",
+            "4",
+            "--max-model-len",
+            "8192",
+        ]
+    )
     assert line.options == {"tensor-parallel-size": 4, "max-model-len": 8192}
     assert sorted(line.duplicates) == ["max-model-len", "tensor-parallel-size"]
     assert line.given["max-model-len"] == "--max-model-len 8192"
@@ -360,10 +425,14 @@ def test_config_file_precedence_and_conversion():
     assert line.options["max-model-len"] == 32000
     assert line.options["enforce-eager"] is True
     assert line.options["enable-prefix-caching"] is False
-    assert "trust-remote-code" not in line.options  # `trust_remote_code: false`: no --no-trust_remote_code
+    assert (
+        "trust-remote-code" not in line.options
+    )  # `trust_remote_code: false`: no --no-trust_remote_code
     assert line.options["served-model-name"] == ["dsv32", "deepseek"]
     assert line.options["compilation-config"] == {
-        "cudagraph_mode": "piecewise", "pass_config": {"fuse_allreduce_rms": True}}
+        "cudagraph_mode": "piecewise",
+        "pass_config": {"fuse_allreduce_rms": True},
+    }
     assert line.origins["compilation-config"] == "config"
     assert line.given["port"] == "serve.yaml: port: 8001"
 
@@ -446,19 +515,25 @@ def test_gpu_memory_utilization_default_depends_on_version(version, expected):
 
 
 def test_speculative_facts_from_dotted_and_spec_flags():
-    facts = facts_of("vllm serve m --speculative-config.method=mtp "
-                     "--speculative-config.num_speculative_tokens=3")
+    facts = facts_of(
+        "vllm serve m --speculative-config.method=mtp --speculative-config.num_speculative_tokens=3"
+    )
     assert facts.value("serve.speculative_method") == "mtp"
     assert facts.value("serve.num_speculative_tokens") == 3
     assert "serve.speculative_model" not in facts
     facts = facts_of("vllm serve m --spec-method eagle3 --spec-model org/draft --spec-tokens 4")
     assert facts.value("serve.speculative_config") == {
-        "method": "eagle3", "model": "org/draft", "num_speculative_tokens": 4}
+        "method": "eagle3",
+        "model": "org/draft",
+        "num_speculative_tokens": 4,
+    }
     assert facts.value("serve.speculative_model") == "org/draft"
 
 
 def test_speculative_config_dash_keys_are_normalised():
-    facts = facts_of("vllm serve m --speculative-config '{\"num-speculative-tokens\": 2, \"method\": \"ngram\"}'")
+    facts = facts_of(
+        'vllm serve m --speculative-config \'{"num-speculative-tokens": 2, "method": "ngram"}\''
+    )
     assert facts.value("serve.num_speculative_tokens") == 2
 
 
@@ -485,14 +560,30 @@ def test_cudagraph_mode(text, mode, source):
 @pytest.mark.parametrize(
     "text, env, backend, where",
     [
-        ("vllm serve m --attention-backend FLASHINFER -ac.backend TRITON_ATTN", {},
-         "FLASHINFER", "--attention-backend"),
-        ("vllm serve m -ac.backend TRITON_ATTN", {"VLLM_ATTENTION_BACKEND": "XFORMERS"},
-         "TRITON_ATTN", "--attention-config"),
-        ("vllm serve m", {"VLLM_ATTENTION_BACKEND": "FLASH_ATTN"}, "FLASH_ATTN",
-         "VLLM_ATTENTION_BACKEND"),
-        ("VLLM_ATTENTION_BACKEND=FLEX_ATTENTION vllm serve m", {"VLLM_ATTENTION_BACKEND": "X"},
-         "FLEX_ATTENTION", "VLLM_ATTENTION_BACKEND"),
+        (
+            "vllm serve m --attention-backend FLASHINFER -ac.backend TRITON_ATTN",
+            {},
+            "FLASHINFER",
+            "--attention-backend",
+        ),
+        (
+            "vllm serve m -ac.backend TRITON_ATTN",
+            {"VLLM_ATTENTION_BACKEND": "XFORMERS"},
+            "TRITON_ATTN",
+            "--attention-config",
+        ),
+        (
+            "vllm serve m",
+            {"VLLM_ATTENTION_BACKEND": "FLASH_ATTN"},
+            "FLASH_ATTN",
+            "VLLM_ATTENTION_BACKEND",
+        ),
+        (
+            "VLLM_ATTENTION_BACKEND=FLEX_ATTENTION vllm serve m",
+            {"VLLM_ATTENTION_BACKEND": "X"},
+            "FLEX_ATTENTION",
+            "VLLM_ATTENTION_BACKEND",
+        ),
     ],
 )
 def test_attention_backend_precedence(text, env, backend, where):
@@ -545,32 +636,42 @@ def test_render_replaces_in_place_keeping_spelling():
 
 def test_render_appends_new_flags_and_bools():
     line = parse_serve_string("vllm serve org/m --no-enforce-eager")
-    out = render_command(line, changes={"enforce-eager": True, "enable-prefix-caching": False,
-                                    "kv-cache-dtype": "fp8"})
-    assert out == ("vllm serve org/m --enforce-eager --no-enable-prefix-caching "
-                   "--kv-cache-dtype fp8")
+    out = render_command(
+        line,
+        changes={"enforce-eager": True, "enable-prefix-caching": False, "kv-cache-dtype": "fp8"},
+    )
+    assert out == (
+        "vllm serve org/m --enforce-eager --no-enable-prefix-caching --kv-cache-dtype fp8"
+    )
 
 
 def test_render_removes_flags_in_every_form():
-    line = parse_serve_string("vllm serve org/m -tp 2 --tensor-parallel-size=4 --port 1 "
-                              "--speculative-config.method mtp --speculative-config.num_speculative_tokens 1")
+    line = parse_serve_string(
+        "vllm serve org/m -tp 2 --tensor-parallel-size=4 --port 1 "
+        "--speculative-config.method mtp --speculative-config.num_speculative_tokens 1"
+    )
     out = render_command(line, remove=["tensor_parallel_size", "speculative-config"])
     assert out == "vllm serve org/m --port 1"
 
 
 def test_render_dotted_set_merges_into_json():
-    line = parse_serve_string("vllm serve org/m --speculative-config.method mtp "
-                              "--speculative-config.num_speculative_tokens 1 --port 1")
+    line = parse_serve_string(
+        "vllm serve org/m --speculative-config.method mtp "
+        "--speculative-config.num_speculative_tokens 1 --port 1"
+    )
     out = render_command(line, changes={"speculative-config.num_speculative_tokens": 3})
-    assert out == ("vllm serve org/m --speculative-config "
-                   "'{\"method\": \"mtp\", \"num_speculative_tokens\": 3}' --port 1")
+    assert out == (
+        "vllm serve org/m --speculative-config "
+        '\'{"method": "mtp", "num_speculative_tokens": 3}\' --port 1'
+    )
     again = parse_serve_string(out)
     assert again.options["speculative-config"] == {"method": "mtp", "num_speculative_tokens": 3}
 
 
 def test_render_moves_model_option_to_positional_and_keeps_env():
-    line = parse_serve_string("CUDA_VISIBLE_DEVICES=0 python -m vllm.entrypoints.openai.api_server "
-                              "--port 1 --model org/m")
+    line = parse_serve_string(
+        "CUDA_VISIBLE_DEVICES=0 python -m vllm.entrypoints.openai.api_server --port 1 --model org/m"
+    )
     assert render_command(line) == "CUDA_VISIBLE_DEVICES=0 vllm serve org/m --port 1"
 
 
@@ -606,30 +707,44 @@ def test_render_output_is_shell_safe():
     assert words[-4:] == ["--chat-template", "a b'c", "--hf-overrides", '{"x": [1, 2]}']
 
 
-@pytest.mark.parametrize("text, options", [
-    ("vllm serve m -tp 2 > log.txt 2>&1", {"tensor-parallel-size": 2}),
-    ("vllm serve m -tp 2 2>&1 | tee log.txt", {"tensor-parallel-size": 2}),
-    ("nohup vllm serve m -tp 2 >>out.log 2>>err.log &", {"tensor-parallel-size": 2}),
-    ("vllm serve m -tp 2 &> all.log", {"tensor-parallel-size": 2}),
-    ('vllm serve m --max-model-len 4096 >"my log.txt" && echo started', {"max-model-len": 4096}),
-    ("vllm serve m --chat-template t.jinja < /dev/null", {"chat-template": "t.jinja"}),
-    # quoted, or inside a word that does not start with a file descriptor: not a redirection
-    ('vllm serve m --served-model-name "a>b"', {"served-model-name": ["a>b"]}),
-    # &> ends the word before it; escapes and quotes in the target; here-strings and
-    # here-documents keep the words after them; process substitution as a target
-    ("vllm serve m --max-model-len 4096&>log --port 8001", {"max-model-len": 4096, "port": 8001}),
-    ('vllm serve m --port 8000 >log\\"x -tp 2', {"port": 8000, "tensor-parallel-size": 2}),
-    ("vllm serve m > my\\ log.txt --max-model-len 4096", {"max-model-len": 4096}),
-    ('vllm serve m --port 8000 <<< "hi" --max-model-len 4096', {"port": 8000, "max-model-len": 4096}),
-    ("vllm serve m <<EOF --port 8000", {"port": 8000}),
-    ("vllm serve m --port 8000 > >(tee -a vllm.log) 2>&1", {"port": 8000}),
-    ("vllm serve m {fd}>log.txt -tp 2", {"tensor-parallel-size": 2}),
-    # substitutions: a process substitution is the path the shell passes; a command
-    # substitution one word whose value is not known
-    ("vllm serve m --chat-template <(cat t.jinja)", {"chat-template": "/dev/fd/63"}),
-    ("vllm serve m --served-model-name $(hostname -s) -tp 2",
-     {"served-model-name": ["$(hostname -s)"], "tensor-parallel-size": 2}),
-])
+@pytest.mark.parametrize(
+    "text, options",
+    [
+        ("vllm serve m -tp 2 > log.txt 2>&1", {"tensor-parallel-size": 2}),
+        ("vllm serve m -tp 2 2>&1 | tee log.txt", {"tensor-parallel-size": 2}),
+        ("nohup vllm serve m -tp 2 >>out.log 2>>err.log &", {"tensor-parallel-size": 2}),
+        ("vllm serve m -tp 2 &> all.log", {"tensor-parallel-size": 2}),
+        (
+            'vllm serve m --max-model-len 4096 >"my log.txt" && echo started',
+            {"max-model-len": 4096},
+        ),
+        ("vllm serve m --chat-template t.jinja < /dev/null", {"chat-template": "t.jinja"}),
+        # quoted, or inside a word that does not start with a file descriptor: not a redirection
+        ('vllm serve m --served-model-name "a>b"', {"served-model-name": ["a>b"]}),
+        # &> ends the word before it; escapes and quotes in the target; here-strings and
+        # here-documents keep the words after them; process substitution as a target
+        (
+            "vllm serve m --max-model-len 4096&>log --port 8001",
+            {"max-model-len": 4096, "port": 8001},
+        ),
+        ('vllm serve m --port 8000 >log\\"x -tp 2', {"port": 8000, "tensor-parallel-size": 2}),
+        ("vllm serve m > my\\ log.txt --max-model-len 4096", {"max-model-len": 4096}),
+        (
+            'vllm serve m --port 8000 <<< "hi" --max-model-len 4096',
+            {"port": 8000, "max-model-len": 4096},
+        ),
+        ("vllm serve m <<EOF --port 8000", {"port": 8000}),
+        ("vllm serve m --port 8000 > >(tee -a vllm.log) 2>&1", {"port": 8000}),
+        ("vllm serve m {fd}>log.txt -tp 2", {"tensor-parallel-size": 2}),
+        # substitutions: a process substitution is the path the shell passes; a command
+        # substitution one word whose value is not known
+        ("vllm serve m --chat-template <(cat t.jinja)", {"chat-template": "/dev/fd/63"}),
+        (
+            "vllm serve m --served-model-name $(hostname -s) -tp 2",
+            {"served-model-name": ["$(hostname -s)"], "tensor-parallel-size": 2},
+        ),
+    ],
+)
 def test_shell_redirections_are_the_shells_not_vllms(text, options):
     line = parse_serve_string(text)
     assert line.model == "m"
@@ -659,6 +774,8 @@ def test_a_value_form_some_release_reads_is_not_bad_input():
 
 def test_negation_words_come_from_the_release_tables():
     assert parse_serve_argv(["m", "--disable-log-requests"]).options == {
-        "enable-log-requests": False}
+        "enable-log-requests": False
+    }
     assert parse_serve_argv(["m", "--no-enable-chunked-prefill"]).options == {
-        "enable-chunked-prefill": False}
+        "enable-chunked-prefill": False
+    }

@@ -38,20 +38,29 @@ def machine(tmp_path) -> dict[str, str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     vllm = bin_dir / "vllm"
-    vllm.write_text('#!/bin/sh\n{ echo "parent $PPID"; printf "arg %s\\n" "$@"; } > "$VLLM_STARTED"\n')
+    vllm.write_text(
+        '#!/bin/sh\n{ echo "parent $PPID"; printf "arg %s\\n" "$@"; } > "$VLLM_STARTED"\n'
+    )
     vllm.chmod(0o755)
-    snapshot = tmp_path / "hf" / "hub" / f"models--{MODEL.replace('/', '--')}" / "snapshots" / "0123abc"
+    snapshot = (
+        tmp_path / "hf" / "hub" / f"models--{MODEL.replace('/', '--')}" / "snapshots" / "0123abc"
+    )
     snapshot.mkdir(parents=True)
     for name in ("config.json", "hf_quant_config.json", "model.safetensors.index.json"):
         (snapshot / name).write_bytes((EXAMPLE / "model" / name).read_bytes())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_", "PYTHON"))}
-    env.update(PATH=os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), env["PATH"]]),
-               HF_HUB_CACHE=str(tmp_path / "hf" / "hub"), VLLM_STARTED=str(tmp_path / "started"))
+    env.update(
+        PATH=os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), env["PATH"]]),
+        HF_HUB_CACHE=str(tmp_path / "hf" / "hub"),
+        VLLM_STARTED=str(tmp_path / "started"),
+    )
     return env
 
 
 def run(command: list[str], env: dict[str, str], **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(command, env={**env, **extra}, capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        command, env={**env, **extra}, capture_output=True, text=True, timeout=180
+    )
 
 
 def started(env: dict[str, str]) -> list[str] | None:
@@ -69,8 +78,10 @@ def test_serve_refuses_to_start_vllm_when_model001_applies(machine):
     assert refused.returncode == 1, refused.stderr
     assert "MODEL001" in refused.stdout and "DiffusionGemmaForBlockDiffusion" in refused.stdout
     assert started(machine) is None
-    assert (f"vllm-doctor: not starting `vllm serve {' '.join(line(2))}`: findings at or above "
-            "--fail-on (exit 1)") in refused.stderr
+    assert (
+        f"vllm-doctor: not starting `vllm serve {' '.join(line(2))}`: findings at or above "
+        "--fail-on (exit 1)"
+    ) in refused.stderr
 
 
 def test_a_clean_line_reaches_the_exec_of_vllm_serve(machine):
@@ -80,28 +91,42 @@ def test_a_clean_line_reaches_the_exec_of_vllm_serve(machine):
     assert "the gate passed" in passed.stderr and "MODEL001" not in passed.stdout
     # `vllm serve` written out after `--` is the same line
     Path(machine["VLLM_STARTED"]).unlink()
-    assert run(["vllm-doctor", "serve", "--vllm-version", "0.24.0", "--", "vllm", "serve", *line(1)],
-               machine).returncode == 0
+    assert (
+        run(
+            ["vllm-doctor", "serve", "--vllm-version", "0.24.0", "--", "vllm", "serve", *line(1)],
+            machine,
+        ).returncode
+        == 0
+    )
     assert started(machine) == ["serve", *line(1)]
 
 
 @pytest.mark.parametrize("how", [["--fail-on", "never"], ["--no-gate"]])
 def test_fail_on_and_no_gate_let_a_finding_through(machine, how):
-    through = run(["vllm-doctor", "serve", "--vllm-version", "0.24.0", *how, "--", *line(2)], machine)
+    through = run(
+        ["vllm-doctor", "serve", "--vllm-version", "0.24.0", *how, "--", *line(2)], machine
+    )
     assert through.returncode == 0, through.stderr
     assert "MODEL001" in through.stdout  # still reported
     assert started(machine) == ["serve", *line(2)]
 
 
-@pytest.mark.parametrize("variables", [{"VLLM_DOCTOR_FAIL_ON": "never"}, {"VLLM_DOCTOR_NO_GATE": "1"}])
+@pytest.mark.parametrize(
+    "variables", [{"VLLM_DOCTOR_FAIL_ON": "never"}, {"VLLM_DOCTOR_NO_GATE": "1"}]
+)
 def test_the_environment_sets_the_gate(machine, variables):
-    through = run(["vllm-doctor", "serve", "--vllm-version", "0.24.0", "--", *line(2)], machine, **variables)
+    through = run(
+        ["vllm-doctor", "serve", "--vllm-version", "0.24.0", "--", *line(2)], machine, **variables
+    )
     assert through.returncode == 0, through.stderr
     assert started(machine) == ["serve", *line(2)]
     # the command line still wins over the environment
     Path(machine["VLLM_STARTED"]).unlink()
-    strict = run(["vllm-doctor", "serve", "--vllm-version", "0.24.0", "--fail-on", "error", "--", *line(2)],
-                 machine, VLLM_DOCTOR_FAIL_ON="never")
+    strict = run(
+        ["vllm-doctor", "serve", "--vllm-version", "0.24.0", "--fail-on", "error", "--", *line(2)],
+        machine,
+        VLLM_DOCTOR_FAIL_ON="never",
+    )
     assert strict.returncode == 1 and started(machine) is None
 
 
@@ -118,12 +143,16 @@ def test_a_line_the_doctor_cannot_read_is_not_started_unless_no_gate(machine):
 def test_a_serve_option_before_the_double_dash_says_where_it_belongs(machine):
     misplaced = run(["vllm-doctor", "serve", "--tensor-parallel-size", "2", MODEL], machine)
     assert misplaced.returncode == 2 and started(machine) is None
-    assert misplaced.stderr.startswith("vllm-doctor: --tensor-parallel-size is a `vllm serve` option: "
-                                       "put the serve line after `--`")
+    assert misplaced.stderr.startswith(
+        "vllm-doctor: --tensor-parallel-size is a `vllm serve` option: "
+        "put the serve line after `--`"
+    )
 
 
 def test_secrets_on_the_line_stay_out_of_the_doctors_messages(machine):
-    passed = run(["vllm-doctor", "serve", "--", *line(1), "--api-key", "sk-live-0123456789"], machine)
+    passed = run(
+        ["vllm-doctor", "serve", "--", *line(1), "--api-key", "sk-live-0123456789"], machine
+    )
     assert passed.returncode == 0, passed.stderr
     assert "sk-live-0123456789" not in passed.stdout + passed.stderr
     assert started(machine)[-2:] == ["--api-key", "sk-live-0123456789"]  # vLLM gets it as given
@@ -131,16 +160,20 @@ def test_secrets_on_the_line_stay_out_of_the_doctors_messages(machine):
 
 # -- the container's entrypoint -------------------------------------------------------------
 
+
 @pytest.fixture
 def container(machine, tmp_path) -> dict[str, str]:
     """The machine with vLLM 0.24.0 installed (the release wheel's own METADATA) and the torch
     it pins, as their dist-info directories say (what the doctor reads of them)."""
     site = tmp_path / "site"
     (site / "vllm-0.24.0.dist-info").mkdir(parents=True)
-    (site / "vllm-0.24.0.dist-info" / "METADATA").write_bytes((FIXTURES / "vllm-0.24.0.METADATA").read_bytes())
+    (site / "vllm-0.24.0.dist-info" / "METADATA").write_bytes(
+        (FIXTURES / "vllm-0.24.0.METADATA").read_bytes()
+    )
     (site / "torch-2.11.0+cu130.dist-info").mkdir()
     (site / "torch-2.11.0+cu130.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0+cu130\n")
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0+cu130\n"
+    )
     return {**machine, "PYTHONPATH": str(site)}
 
 
@@ -152,18 +185,27 @@ def test_image_takes_the_vllm_images_arguments_with_the_gate_in_front(container)
     # `docker run IMAGE MODEL -tp 2`: the container's vLLM 0.24.0 has the bug: not started
     refused = entrypoint(*line(2), env=container)
     assert refused.returncode == 1 and "MODEL001" in refused.stdout, refused.stderr
-    assert "version: vLLM 0.24.0: introduced in 0.24.0" in refused.stdout and started(container) is None
+    assert (
+        "version: vLLM 0.24.0: introduced in 0.24.0" in refused.stdout
+        and started(container) is None
+    )
     # `docker run IMAGE MODEL -tp 1`: started, with exactly those arguments
     passed = entrypoint(*line(1), env=container)
     assert passed.returncode == 0, passed.stderr
     assert started(container) == ["serve", *line(1)]
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["vllm", "serve", *line(1)], ["serve", *line(1)]),
-    (["--model", MODEL, "--max-model-len", "8192"], ["serve", "--model", MODEL, "--max-model-len", "8192"]),
-    (["serve", "--fail-on", "never", "--", *line(2)], ["serve", *line(2)]),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["vllm", "serve", *line(1)], ["serve", *line(1)]),
+        (
+            ["--model", MODEL, "--max-model-len", "8192"],
+            ["serve", "--model", MODEL, "--max-model-len", "8192"],
+        ),
+        (["serve", "--fail-on", "never", "--", *line(2)], ["serve", *line(2)]),
+    ],
+)
 def test_image_forms_of_the_serve_line(container, args, expected):
     done = entrypoint(*args, env=container)
     assert done.returncode == 0, done.stderr
@@ -186,7 +228,13 @@ def test_image_runs_doctor_commands_and_other_programs(container, tmp_path):
 
 
 def test_no_vllm_to_start_is_exit_127_with_one_line(machine):
-    path = os.pathsep.join(p for p in machine["PATH"].split(os.pathsep) if not (Path(p) / "vllm").exists())
-    missing = run(["vllm-doctor", "serve", "--vllm-version", "0.24.0", "--", *line(1)], machine, PATH=path)
+    path = os.pathsep.join(
+        p for p in machine["PATH"].split(os.pathsep) if not (Path(p) / "vllm").exists()
+    )
+    missing = run(
+        ["vllm-doctor", "serve", "--vllm-version", "0.24.0", "--", *line(1)], machine, PATH=path
+    )
     assert missing.returncode == 127 and started(machine) is None
-    assert missing.stderr.rstrip().endswith("vllm-doctor: cannot start vllm: No such file or directory")
+    assert missing.stderr.rstrip().endswith(
+        "vllm-doctor: cannot start vllm: No such file or directory"
+    )

@@ -26,7 +26,8 @@ def plant(directory: Path) -> Path:
     marker = directory / "PLANTED-CODE-RAN"
     for name in PLANTED:
         (directory / f"{name}.py").write_text(
-            f"open({str(marker)!r}, 'a').write('{name}\\n')\nraise SystemExit('planted {name}')\n")
+            f"open({str(marker)!r}, 'a').write('{name}\\n')\nraise SystemExit('planted {name}')\n"
+        )
     return marker
 
 
@@ -42,9 +43,24 @@ def test_probe_children_import_nothing_from_the_working_directory(tmp_path):
     work = tmp_path / "model-dir"
     work.mkdir()
     marker = plant(work)
-    run = subprocess.run([console("vllm-doctor"), "probe", "selftest-ok", "selftest-part", "--device",
-                          "cpu", "--tp", "2", "--timeout", "60"], cwd=work, capture_output=True,
-                         text=True, timeout=120)
+    run = subprocess.run(
+        [
+            console("vllm-doctor"),
+            "probe",
+            "selftest-ok",
+            "selftest-part",
+            "--device",
+            "cpu",
+            "--tp",
+            "2",
+            "--timeout",
+            "60",
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert not marker.exists(), marker.read_text()
     assert run.returncode == 0, run.stdout + run.stderr
 
@@ -87,8 +103,13 @@ def test_the_pre_commit_hook_imports_nothing_from_the_repository(tmp_path):
     repo.mkdir()
     marker = plant(repo)
     (repo / "serve.yaml").write_text("model: facebook/opt-125m\n")
-    run = subprocess.run([console("vllm-doctor-pre-commit"), "--vllm-version", "0.14.0", "serve.yaml"],
-                         cwd=repo, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [console("vllm-doctor-pre-commit"), "--vllm-version", "0.14.0", "serve.yaml"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert not marker.exists(), marker.read_text()
     assert run.returncode in (0, 1), run.stdout + run.stderr
 
@@ -103,11 +124,13 @@ def test_the_pre_commit_hook_never_reads_a_file_name_as_an_option(tmp_path, monk
     calls = []
     monkeypatch.setattr(precommit.subprocess, "call", lambda cmd: calls.append(cmd) or 0)
     with pytest.raises(SystemExit):
-        precommit.main(["--report", "r.txt", "serve.yaml", "--ignore-file=ign-serve.yaml", "--fail-on"])
+        precommit.main(
+            ["--report", "r.txt", "serve.yaml", "--ignore-file=ign-serve.yaml", "--fail-on"]
+        )
     assert len(calls) == 3
     for cmd in calls:
         assert cmd[1] in ("-P", "-I")  # isolated: the repository's root is not on sys.path
-        check = cmd[cmd.index("check") + 1:]
+        check = cmd[cmd.index("check") + 1 :]
         configs = [a for a in check if a.startswith("--serve-config=")]
         assert len(configs) == 1
         assert [a for a in check if a not in configs] == ["-q", "--report", "r.txt"]
@@ -119,21 +142,32 @@ sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
 import bad_inputs  # noqa: E402
 
 
-def run_cli(*argv: str, cwd: Path | None = None, env: dict | None = None, stdin=None,
-            timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([console("vllm-doctor"), *argv], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=timeout,
-                          stdin=subprocess.DEVNULL if stdin is None else stdin)
+def run_cli(
+    *argv: str, cwd: Path | None = None, env: dict | None = None, stdin=None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [console("vllm-doctor"), *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+        stdin=subprocess.DEVNULL if stdin is None else stdin,
+    )
 
 
 def one_line_exit_2(run: subprocess.CompletedProcess) -> str:
     lines = run.stderr.strip().splitlines()
-    assert run.returncode == 2 and len(lines) == 1 and "Traceback" not in run.stderr, \
-        (run.returncode, run.stderr[-2000:])
+    assert run.returncode == 2 and len(lines) == 1 and "Traceback" not in run.stderr, (
+        run.returncode,
+        run.stderr[-2000:],
+    )
     return lines[0]
 
 
-@pytest.mark.parametrize("name", ["../../../../escaped.pth", "{abs}/escaped.pth", "vllm/../../escaped.pth"])
+@pytest.mark.parametrize(
+    "name", ["../../../../escaped.pth", "{abs}/escaped.pth", "vllm/../../escaped.pth"]
+)
 def test_rules_test_writes_vllm_files_only_inside_its_tree(tmp_path, name):
     rules = tmp_path / "rules"
     rules.mkdir()
@@ -148,11 +182,18 @@ def test_rules_test_writes_vllm_files_only_inside_its_tree(tmp_path, name):
     (rules / "ARGS001.cases.yaml").write_text(
         (shipped / "ARGS001.cases.yaml").read_text()
         + "  - name: planted\n    expect: undecided\n    facts: {}\n"
-        f"    vllm_files:\n      {name!r}: 'import os'\n")
+        f"    vllm_files:\n      {name!r}: 'import os'\n"
+    )
     private_tmp = tmp_path / "t" / "a" / "b"
     private_tmp.mkdir(parents=True)
-    run = run_cli("rules", "test", "--rules-dir", str(rules), "--no-default-rules",
-                  env={"TMPDIR": str(private_tmp)})
+    run = run_cli(
+        "rules",
+        "test",
+        "--rules-dir",
+        str(rules),
+        "--no-default-rules",
+        env={"TMPDIR": str(private_tmp)},
+    )
     assert not list(tmp_path.rglob("escaped.pth"))
     assert run.returncode == 1 and "must stay inside the vllm package" in run.stdout, run.stdout
     validate = run_cli("rules", "validate", "--rules-dir", str(rules))
@@ -162,9 +203,14 @@ def test_rules_test_writes_vllm_files_only_inside_its_tree(tmp_path, name):
 # --- a repository cannot silence the gate unseen -----------------------------------------------
 
 GEMMA = ("check", "--example", "diffusion-gemma-tp2")  # MODEL001, an error: exit 1
-SILENCING = ['default-rules = false\nrules-dir = ["mine"]\n', 'ignore = ["MODEL"]\n',
-             'select = ["HW"]\n', 'ignore = ["M"]\n', 'fail-on = "never"\n',
-             'ignore-entries = [{code = "MODEL001", reason = "x"}]\n']
+SILENCING = [
+    'default-rules = false\nrules-dir = ["mine"]\n',
+    'ignore = ["MODEL"]\n',
+    'select = ["HW"]\n',
+    'ignore = ["M"]\n',
+    'fail-on = "never"\n',
+    'ignore-entries = [{code = "MODEL001", reason = "x"}]\n',
+]
 
 
 def repo_with(tmp_path: Path, settings: str) -> Path:
@@ -180,14 +226,24 @@ def test_a_locked_gate_ignores_what_a_repository_turns_off(tmp_path, settings, l
     repo = repo_with(tmp_path, settings)
     unlocked = run_cli(*GEMMA, "-q", cwd=repo)
     assert unlocked.returncode == 0  # the file silenced it ...
-    assert f"settings from {repo / '.vllm-doctor.toml'}; it turns off: " in unlocked.stderr  # ... said so
+    assert (
+        f"settings from {repo / '.vllm-doctor.toml'}; it turns off: " in unlocked.stderr
+    )  # ... said so
     argv = [*GEMMA, "-q", "--locked"] if lock == "flag" else [*GEMMA, "-q"]
     locked = run_cli(*argv, cwd=repo, env={"VLLM_DOCTOR_LOCKED": "1"} if lock == "env" else None)
     assert locked.returncode == 1, locked.stderr
     assert "so not applied: " in locked.stderr
     # the command line of the CI job still chooses
-    assert run_cli(*argv, "--fail-on", "never", cwd=repo,
-                   env={"VLLM_DOCTOR_LOCKED": "1"} if lock == "env" else None).returncode == 0
+    assert (
+        run_cli(
+            *argv,
+            "--fail-on",
+            "never",
+            cwd=repo,
+            env={"VLLM_DOCTOR_LOCKED": "1"} if lock == "env" else None,
+        ).returncode
+        == 0
+    )
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "markdown", "sarif", "junit", "github", "gitlab"])
@@ -220,13 +276,17 @@ def test_the_search_stops_at_home_and_outside_both_at_the_working_directory(tmp_
     assert run_cli(*GEMMA, "-q", cwd=loose, env=env).returncode == 1
 
 
-@pytest.mark.parametrize("content, needle", [
-    (b"a = " + b"[" * 5000 + b"]" * 5000 + b"\n", "not a usable settings file"),
-    (b"a = " + b"{b = " * 3000 + b"1" + b"}" * 3000 + b"\n", "not a usable settings file"),
-    (b"select = [\"\xff\xfe\"]\n", "not UTF-8"),
-    (b".".join([b"k"] * 3000) + b" = 1\n", "not a usable settings file"),
-    (b"# " + b"x" * (2 << 20) + b"\n", "at most 1.0 MiB"),
-], ids=["nested-arrays", "nested-tables", "not-utf8", "dotted-key-3000", "over-1-mib"])
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        (b"a = " + b"[" * 5000 + b"]" * 5000 + b"\n", "not a usable settings file"),
+        (b"a = " + b"{b = " * 3000 + b"1" + b"}" * 3000 + b"\n", "not a usable settings file"),
+        (b'select = ["\xff\xfe"]\n', "not UTF-8"),
+        (b".".join([b"k"] * 3000) + b" = 1\n", "not a usable settings file"),
+        (b"# " + b"x" * (2 << 20) + b"\n", "at most 1.0 MiB"),
+    ],
+    ids=["nested-arrays", "nested-tables", "not-utf8", "dotted-key-3000", "over-1-mib"],
+)
 # Short ids: pytest puts the test id in PYTEST_CURRENT_TEST, which the doctor's process inherits,
 # and a 2 MiB id there is more than one environment string may hold (E2BIG at exec).
 def test_bad_settings_files_are_exit_2(tmp_path, content, needle):
@@ -249,8 +309,13 @@ def test_a_matches_condition_runs_in_linear_time():
     assert time.process_time() - start < 0.5
 
 
-@pytest.mark.parametrize("node", [{"fact": "torch.git_version", "matches": r"(a)\1"},
-                                  {"fact": "torch.git_version", "matches": "a(?!b)"}])
+@pytest.mark.parametrize(
+    "node",
+    [
+        {"fact": "torch.git_version", "matches": r"(a)\1"},
+        {"fact": "torch.git_version", "matches": "a(?!b)"},
+    ],
+)
 def test_a_pattern_re2_cannot_run_is_refused_at_load(node):
     from vllm_doctor.engine.conditions import ConditionError, compile_condition
 
@@ -264,9 +329,15 @@ def test_a_fingerprint_pattern_re2_cannot_run_is_refused(tmp_path):
     rules = tmp_path / "rules"
     shutil.copytree(ROOT / "rules" / "quant", rules)
     rule = rules / "QUANT005.yaml"
-    rule.write_text(rule.read_text().replace("pattern: 'class ModelOptFp8Config", "pattern: '(?<=x)class ModelOptFp8Config"))
+    rule.write_text(
+        rule.read_text().replace(
+            "pattern: 'class ModelOptFp8Config", "pattern: '(?<=x)class ModelOptFp8Config"
+        )
+    )
     _, problems = validate_dir(rules)
-    assert any("QUANT005.yaml:affected.fingerprints[0].pattern: not a linear-time" in p for p in problems)
+    assert any(
+        "QUANT005.yaml:affected.fingerprints[0].pattern: not a linear-time" in p for p in problems
+    )
 
 
 def test_fingerprint_reads_are_bounded(tmp_path):
@@ -277,7 +348,9 @@ def test_fingerprint_reads_are_bounded(tmp_path):
     (tree / "lib").mkdir(parents=True)
     with open(tree / "lib" / "_C.abi3.so", "wb") as handle:  # sparse: large, costs no disk
         handle.truncate(1536 << 20)
-    found = fixstate.check_fingerprint(Fingerprint("**/*", LazyPattern("never", "t:p"), "fixed"), tree)
+    found = fixstate.check_fingerprint(
+        Fingerprint("**/*", LazyPattern("never", "t:p"), "fixed"), tree
+    )
     assert found is None  # nothing readable as source: no verdict from a library's bytes
     for i in range(3000):
         (tree / f"m{i:04}.py").write_text("x = 1\n")
@@ -292,7 +365,9 @@ def test_fingerprint_reads_are_bounded(tmp_path):
 
     builtins.open = counting_open
     try:
-        state, _ = fixstate.check_fingerprint(Fingerprint("**/*", LazyPattern("never", "t:p"), "fixed"), tree)
+        state, _ = fixstate.check_fingerprint(
+            Fingerprint("**/*", LazyPattern("never", "t:p"), "fixed"), tree
+        )
     finally:
         builtins.open = real_open
     assert state == fixstate.AFFECTED and len(opened) <= fixstate.MAX_FINGERPRINT_FILES
@@ -301,10 +376,17 @@ def test_fingerprint_reads_are_bounded(tmp_path):
 # --- standard input is bounded like a file ----------------------------------------------------
 
 
-@pytest.mark.parametrize("command", [("explain", "--log", "-"), ("check", "--serve", "vllm serve m", "--log", "-")])
+@pytest.mark.parametrize(
+    "command", [("explain", "--log", "-"), ("check", "--serve", "vllm serve m", "--log", "-")]
+)
 def test_standard_input_past_the_log_limit_is_exit_2(command):
-    proc = subprocess.Popen([console("vllm-doctor"), *command], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    proc = subprocess.Popen(
+        [console("vllm-doctor"), *command],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+    )
     chunk = b"INFO a line of a log that goes on\n" * 30000  # ~1 MiB
     try:
         for _ in range(200):  # 200 MiB offered; the reader stops after 64
@@ -319,7 +401,9 @@ def test_standard_input_past_the_log_limit_is_exit_2(command):
     assert "at most 64.0 MiB" in one_line_exit_2(run)
 
 
-@pytest.mark.parametrize("command", [("explain", "--log", "-"), ("check", "--serve", "vllm serve m", "--log", "-")])
+@pytest.mark.parametrize(
+    "command", [("explain", "--log", "-"), ("check", "--serve", "vllm serve m", "--log", "-")]
+)
 def test_a_writer_that_never_closes_does_not_hang(command):
     read_end, write_end = os.pipe()
     os.write(write_end, b"ERROR something\n")  # then nothing more, and never closed
@@ -338,18 +422,23 @@ def test_a_writer_that_never_closes_does_not_hang(command):
 BLANKS = " " * 60_000
 
 
-@pytest.mark.parametrize("line", [
-    f"PyTorch version{BLANKS}x",                       # a key that never reaches its colon
-    f"GPU 0: NVIDIA H100{BLANKS}x",                    # a GPU line with a blank run inside
-    f"[pip3] torch==2.5.1{BLANKS}x",                   # a package line
-    f"GPU models and configuration: {BLANKS}AMD Instinct MI300X",  # one device, ROCm's form
-    "GPU models and configuration: " + "(gfx942" * 8000,
-    BLANKS,
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"PyTorch version{BLANKS}x",  # a key that never reaches its colon
+        f"GPU 0: NVIDIA H100{BLANKS}x",  # a GPU line with a blank run inside
+        f"[pip3] torch==2.5.1{BLANKS}x",  # a package line
+        f"GPU models and configuration: {BLANKS}AMD Instinct MI300X",  # one device, ROCm's form
+        "GPU models and configuration: " + "(gfx942" * 8000,
+        BLANKS,
+    ],
+)
 def test_one_long_line_in_a_report_is_read_in_linear_time(line):
     from vllm_doctor.facts.report import parse_report
 
-    text = (ROOT / "vllm_doctor" / "examples" / "diffusion-gemma-tp2" / "collect-env.txt").read_text()
+    text = (
+        ROOT / "vllm_doctor" / "examples" / "diffusion-gemma-tp2" / "collect-env.txt"
+    ).read_text()
     from vllm_doctor.errors import InputError
 
     start = time.process_time()
@@ -361,9 +450,15 @@ def test_one_long_line_in_a_report_is_read_in_linear_time(line):
 
 # --- secrets inside JSON options and model URLs -----------------------------------------------
 
-URL_SECRET, JSON_SECRET, NESTED_SECRET = "wJalrXUtnFEMIK7MDENGbPxRfiCYzEXAMPLEKEY", "hubS3cretVal", "nestedPw9"
-LEAKY_LINE = (f"vllm serve s3://AKIAIOSFODNN7EXAMPLE:{URL_SECRET}@bucket/llama -tp 2 --hf-overrides "
-              f"'{{\"hub_token\": \"hf_{JSON_SECRET}\", \"x\": {{\"my_password\": \"{NESTED_SECRET}\"}}}}'")
+URL_SECRET, JSON_SECRET, NESTED_SECRET = (
+    "wJalrXUtnFEMIK7MDENGbPxRfiCYzEXAMPLEKEY",
+    "hubS3cretVal",
+    "nestedPw9",
+)
+LEAKY_LINE = (
+    f"vllm serve s3://AKIAIOSFODNN7EXAMPLE:{URL_SECRET}@bucket/llama -tp 2 --hf-overrides "
+    f'\'{{"hub_token": "hf_{JSON_SECRET}", "x": {{"my_password": "{NESTED_SECRET}"}}}}\''
+)
 
 
 def in_process(argv: list[str]) -> tuple[int, str, str]:
@@ -373,11 +468,17 @@ def in_process(argv: list[str]) -> tuple[int, str, str]:
     return run_in_process(argv)
 
 
-@pytest.mark.parametrize("argv", [
-    *[["check", "--strict", "--format", fmt] for fmt in
-      ("text", "json", "markdown", "sarif", "junit", "github", "gitlab")],
-    ["facts", "--format", "json"], ["facts"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        *[
+            ["check", "--strict", "--format", fmt]
+            for fmt in ("text", "json", "markdown", "sarif", "junit", "github", "gitlab")
+        ],
+        ["facts", "--format", "json"],
+        ["facts"],
+    ],
+)
 def test_secrets_in_json_options_and_model_urls_are_hidden_everywhere(argv):
     code, out, err = in_process([*argv, "--vllm-version", "0.14.0", "--serve", LEAKY_LINE])
     assert code in (0, 1), err
@@ -394,8 +495,10 @@ ESC_NAME = "org/m\x1b]0;PWNED\x07\x1b[31mred"
 
 def test_a_forged_annotation_in_an_ignore_file_is_escaped_on_stderr(tmp_path):
     ignore = tmp_path / "ignore.yaml"
-    ignore.write_text('ignore:\n  - {code: "HW0001\\n::error::forged", reason: "x"}\n'
-                      '  - {code: MODEL001, reason: "old\\n::error::forged too", expires: 2001-01-01}\n')
+    ignore.write_text(
+        'ignore:\n  - {code: "HW0001\\n::error::forged", reason: "x"}\n'
+        '  - {code: MODEL001, reason: "old\\n::error::forged too", expires: 2001-01-01}\n'
+    )
     _code, out, err = in_process([*GEMMA, "--ignore-file", str(ignore)])
     for stream in (out, err):
         assert not [line for line in stream.splitlines() if line.startswith("::")], stream
@@ -404,8 +507,21 @@ def test_a_forged_annotation_in_an_ignore_file_is_escaped_on_stderr(tmp_path):
 
 @pytest.mark.parametrize("fmt", ["text", "markdown", "github", "junit", "sarif", "json", "gitlab"])
 def test_terminal_escapes_from_a_model_name_never_reach_the_output(fmt):
-    code, out, err = in_process(["check", "--strict", "-v" if fmt == "text" else "-q", "--format", fmt,
-                                 "--vllm-version", "0.14.0", "--", "vllm", "serve", ESC_NAME])
+    code, out, err = in_process(
+        [
+            "check",
+            "--strict",
+            "-v" if fmt == "text" else "-q",
+            "--format",
+            fmt,
+            "--vllm-version",
+            "0.14.0",
+            "--",
+            "vllm",
+            "serve",
+            ESC_NAME,
+        ]
+    )
     assert "\x1b" not in out and "\x07" not in out and "\x1b" not in err, (code, err)
 
 
@@ -420,15 +536,34 @@ def test_terminal_escapes_in_an_error_line_are_escaped():
 def quant_config(tmp_path: Path, qcfg: object) -> str:
     import json
 
-    (tmp_path / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
-        "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 32000,
-        "quantization_config": qcfg}))
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "model_type": "llama",
+                "hidden_size": 4096,
+                "num_attention_heads": 32,
+                "num_hidden_layers": 32,
+                "vocab_size": 32000,
+                "quantization_config": qcfg,
+            }
+        )
+    )
     return str(tmp_path / "config.json")
 
 
-@pytest.mark.parametrize("case", ["rules-dir /", "deep rules tree", "integer key", "quant types",
-                                  "quant activations", "60 KB model id", "long model name part"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "rules-dir /",
+        "deep rules tree",
+        "integer key",
+        "quant types",
+        "quant activations",
+        "60 KB model id",
+        "long model name part",
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, case):
     import yaml
 
@@ -447,12 +582,24 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, case):
         (tmp_path / "ARGS001.yaml").write_text(yaml.safe_dump(rule))
         argv += ["--no-default-rules", "--rules-dir", str(tmp_path)]
     elif case == "quant types":
-        argv += ["--model-config", quant_config(tmp_path, {
-            "quant_method": "compressed-tensors", "config_groups": {"g": {"weights": "x"}}})]
+        argv += [
+            "--model-config",
+            quant_config(
+                tmp_path,
+                {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": "x"}}},
+            ),
+        ]
     elif case == "quant activations":
-        argv += ["--model-config", quant_config(tmp_path, {
-            "quant_method": "compressed-tensors",
-            "config_groups": {"g": {"weights": {"num_bits": 8}, "input_activations": 4}}})]
+        argv += [
+            "--model-config",
+            quant_config(
+                tmp_path,
+                {
+                    "quant_method": "compressed-tensors",
+                    "config_groups": {"g": {"weights": {"num_bits": 8}, "input_activations": 4}},
+                },
+            ),
+        ]
     elif case == "60 KB model id":
         argv = ["check", "--serve", "vllm serve " + "a" * 60_000, "-q"]
     else:
@@ -486,7 +633,9 @@ def test_a_probe_dir_that_is_a_link_or_open_to_others_is_refused(tmp_path):
         private_dir(shared)
     made = private_dir(tmp_path / "new" / "run")
     assert made.is_dir() and (made.stat().st_mode & 0o777) == 0o700
-    env_run = run_cli("probe", "selftest-ok", "--device", "cpu", env={"VLLM_DOCTOR_PROBE_DIR": str(link)})
+    env_run = run_cli(
+        "probe", "selftest-ok", "--device", "cpu", env={"VLLM_DOCTOR_PROBE_DIR": str(link)}
+    )
     assert "symbolic link" in one_line_exit_2(env_run)
     assert not list(victim.iterdir())  # nothing was written through the link
 
@@ -495,9 +644,22 @@ def test_a_stuck_probe_stops_when_stdout_closes(tmp_path):
     from vllm_doctor.probes.launch import pid_alive
 
     read_end, write_end = os.pipe()
-    proc = subprocess.Popen([console("vllm-doctor"), "probe", "selftest-sleep", "--device", "cpu",
-                             "--tp", "1", "--timeout", "600"], stdout=write_end,
-                            stderr=subprocess.DEVNULL, env={**os.environ, "VLLM_DOCTOR_PROBE_DIR": str(tmp_path / "run")})
+    proc = subprocess.Popen(
+        [
+            console("vllm-doctor"),
+            "probe",
+            "selftest-sleep",
+            "--device",
+            "cpu",
+            "--tp",
+            "1",
+            "--timeout",
+            "600",
+        ],
+        stdout=write_end,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "VLLM_DOCTOR_PROBE_DIR": str(tmp_path / "run")},
+    )
     os.close(write_end)
     events = tmp_path / "run"
     deadline = time.monotonic() + 60

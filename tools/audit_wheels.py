@@ -55,8 +55,23 @@ from wheelsrc import wheel_version
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = "vllm"
 # Files read when counting pattern hits across the whole package (the .so files are skipped).
-TEXT_SUFFIXES = {".py", ".pyi", ".txt", ".json", ".yaml", ".yml", ".jinja", ".md", ".toml",
-                 ".cfg", ".ini", ".cu", ".cuh", ".h", ".cpp"}
+TEXT_SUFFIXES = {
+    ".py",
+    ".pyi",
+    ".txt",
+    ".json",
+    ".yaml",
+    ".yml",
+    ".jinja",
+    ".md",
+    ".toml",
+    ".cfg",
+    ".ini",
+    ".cu",
+    ".cuh",
+    ".h",
+    ".cpp",
+}
 MAX_TEXT_BYTES = 4 << 20
 
 FIXED, AFFECTED, ABSENT = "fixed", "affected", "absent"
@@ -84,7 +99,9 @@ class AuditRule:
     fingerprints: tuple[AuditFingerprint, ...]
 
 
-def load_rules(rules_dir: Path, select: list[str] | None = None) -> tuple[list[AuditRule], list[str]]:
+def load_rules(
+    rules_dir: Path, select: list[str] | None = None
+) -> tuple[list[AuditRule], list[str]]:
     """Rules with their ranges and fingerprints, read with yaml.safe_load; plus problems."""
     if not rules_dir.is_dir():
         raise AuditError(f"{rules_dir}: rule directory does not exist")
@@ -130,8 +147,13 @@ def load_rules(rules_dir: Path, select: list[str] | None = None) -> tuple[list[A
         fps = []
         for i, fp in enumerate(affected.get("fingerprints") or []):
             try:
-                fps.append(AuditFingerprint(str(fp["path"]).removeprefix(f"{PACKAGE}/"),
-                                            str(fp["pattern"]), str(fp["means"])))
+                fps.append(
+                    AuditFingerprint(
+                        str(fp["path"]).removeprefix(f"{PACKAGE}/"),
+                        str(fp["pattern"]),
+                        str(fp["means"]),
+                    )
+                )
                 re.compile(fps[-1].pattern, re.MULTILINE)
                 if fps[-1].means not in (FIXED, AFFECTED):
                     raise ValueError(f"means {fps[-1].means!r}")
@@ -139,9 +161,16 @@ def load_rules(rules_dir: Path, select: list[str] | None = None) -> tuple[list[A
                 problems.append(f"{path}: affected.fingerprints[{i}]: {err}")
                 fps = []
                 break
-        rules.append(AuditRule(code, str(path.relative_to(rules_dir.parent)
-                                         if rules_dir.parent in path.parents else path),
-                               ranges, tuple(fps)))
+        rules.append(
+            AuditRule(
+                code,
+                str(
+                    path.relative_to(rules_dir.parent) if rules_dir.parent in path.parents else path
+                ),
+                ranges,
+                tuple(fps),
+            )
+        )
     return sorted(rules, key=lambda r: r.code), problems
 
 
@@ -167,7 +196,7 @@ def _segment_regex(segment: str) -> str:
             if j == -1:
                 out.append(re.escape(c))
             else:
-                body = segment[i + 1:j]
+                body = segment[i + 1 : j]
                 if body.startswith("!"):
                     body = "^" + body[1:]
                 out.append(f"[{body}]")
@@ -212,8 +241,9 @@ def _pip(*args: str) -> list[str]:
 
 def available_releases(min_version: Version) -> list[Version]:
     """Releases of vLLM on the package index (one `pip index versions vllm` query)."""
-    proc = subprocess.run(_pip("index", "versions", PACKAGE), capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        _pip("index", "versions", PACKAGE), capture_output=True, text=True, timeout=120
+    )
     match = re.search(r"Available versions:\s*(.+)", proc.stdout)
     if proc.returncode != 0 or not match:
         raise AuditError(f"pip index versions {PACKAGE} failed: {proc.stderr.strip()[-300:]}")
@@ -232,8 +262,15 @@ def download(cache: Path, versions: Iterable[Version]) -> list[str]:
     """Fetch the missing release wheels with `pip download vllm==X --no-deps`; returns errors."""
     errors = []
     for version in versions:
-        cmd = _pip("download", f"{PACKAGE}=={version}", "--no-deps", "--only-binary=:all:",
-                   "-q", "-d", str(cache))
+        cmd = _pip(
+            "download",
+            f"{PACKAGE}=={version}",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-q",
+            "-d",
+            str(cache),
+        )
         print(f"downloading {PACKAGE}=={version} ...", file=sys.stderr)
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -272,8 +309,11 @@ def audit_wheel(wheel: Path, version: str, rules: list[AuditRule]) -> WheelResul
         result.error = f"cannot open {wheel.name}: {err}"
         return result
     with archive:
-        infos = {i.filename[len(prefix):]: i for i in archive.infolist()
-                 if i.filename.startswith(prefix) and not i.is_dir()}
+        infos = {
+            i.filename[len(prefix) :]: i
+            for i in archive.infolist()
+            if i.filename.startswith(prefix) and not i.is_dir()
+        }
         cache: dict[str, str] = {}
 
         def text(rel: str) -> str:
@@ -281,8 +321,11 @@ def audit_wheel(wheel: Path, version: str, rules: list[AuditRule]) -> WheelResul
                 cache[rel] = _decode(archive.read(infos[rel]))
             return cache[rel]
 
-        compiled = {(r.code, i): (glob_regex(fp.path), re.compile(fp.pattern, re.MULTILINE))
-                    for r in rules for i, fp in enumerate(r.fingerprints)}
+        compiled = {
+            (r.code, i): (glob_regex(fp.path), re.compile(fp.pattern, re.MULTILINE))
+            for r in rules
+            for i, fp in enumerate(r.fingerprints)
+        }
         names = sorted(infos)
         for rule in rules:
             hit = FingerprintHit(ABSENT, "no file matches any fingerprint path", None)
@@ -307,14 +350,20 @@ def audit_wheel(wheel: Path, version: str, rules: list[AuditRule]) -> WheelResul
                 break
             result.states[rule.code] = hit
 
-        text_files = [n for n in names if PurePosixPath(n).suffix in TEXT_SUFFIXES
-                      and infos[n].file_size <= MAX_TEXT_BYTES]
+        text_files = [
+            n
+            for n in names
+            if PurePosixPath(n).suffix in TEXT_SUFFIXES and infos[n].file_size <= MAX_TEXT_BYTES
+        ]
         for rule in rules:
             per_fp: dict[int, list[str]] = {}
             for i, _fp in enumerate(rule.fingerprints):
                 path_re, pattern = compiled[(rule.code, i)]
-                per_fp[i] = [f"{prefix}{n}" for n in text_files
-                             if not path_re.match(n) and pattern.search(text(n))]
+                per_fp[i] = [
+                    f"{prefix}{n}"
+                    for n in text_files
+                    if not path_re.match(n) and pattern.search(text(n))
+                ]
             result.outside[rule.code] = per_fp
     return result
 
@@ -363,8 +412,14 @@ def run_audit(wheels: dict[Version, Path], rules: list[AuditRule], jobs: int = 1
     items = list(wheels.items())
     if jobs > 1 and len(items) > 1:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            results = list(pool.map(audit_wheel, [p for _, p in items],
-                                    [str(v) for v, _ in items], [checked] * len(items)))
+            results = list(
+                pool.map(
+                    audit_wheel,
+                    [p for _, p in items],
+                    [str(v) for v, _ in items],
+                    [checked] * len(items),
+                )
+            )
     else:
         results = [audit_wheel(p, str(v), checked) for v, p in items]
     cells, outside, errors = {}, {}, []
@@ -425,10 +480,14 @@ def render_text(audit: Audit) -> str:
         row = [cell_text(audit.cells.get((version, c))).ljust(col) for c in codes]
         lines.append(version.ljust(width) + "  " + "  ".join(row))
     lines.append("")
-    lines.append("✗ the fingerprint contradicts the rule's ranges; ? no fingerprint file in a "
-                 "release the ranges call affected")
+    lines.append(
+        "✗ the fingerprint contradicts the rule's ranges; ? no fingerprint file in a "
+        "release the ranges call affected"
+    )
     for rule in audit.rules:
-        lines.append(f"{rule.code}: ranges {ranges_text(rule)}; " + "; ".join(fingerprint_text(rule)))
+        lines.append(
+            f"{rule.code}: ranges {ranges_text(rule)}; " + "; ".join(fingerprint_text(rule))
+        )
     lines.append("")
     lines.append("pattern matches outside the fingerprint path (files per release):")
     for code, index, releases, examples in outside_summary(audit):
@@ -439,8 +498,10 @@ def render_text(audit: Audit) -> str:
     if audit.unchecked:
         lines.append("ranges without a fingerprint (not checked): " + ", ".join(audit.unchecked))
     for version, code, cell in audit.mismatches:
-        lines.append(f"MISMATCH {code} {version}: fingerprint says {cell.state}, ranges say "
-                     f"{cell.expected} ({cell.evidence})")
+        lines.append(
+            f"MISMATCH {code} {version}: fingerprint says {cell.state}, ranges say "
+            f"{cell.expected} ({cell.evidence})"
+        )
     for version, code, _cell in audit.warnings:
         lines.append(f"warning {code} {version}: ranges say affected, no fingerprint file")
     for error in audit.errors:
@@ -473,30 +534,46 @@ def render_markdown(audit: Audit, command: str, problems: list[str]) -> str:
         "|---|" + "---|" * len(codes),
     ]
     for version in audit.versions:
-        out.append(f"| {version} | " + " | ".join(
-            cell_text(audit.cells.get((version, c))) for c in codes) + " |")
+        out.append(
+            f"| {version} | "
+            + " | ".join(cell_text(audit.cells.get((version, c))) for c in codes)
+            + " |"
+        )
     out += ["", "## Rules", "", "| rule | ranges | fingerprints |", "|---|---|---|"]
     for rule in audit.rules:
         fps = "<br>".join(f"`{t}`".replace("|", "\\|") for t in fingerprint_text(rule))
         out.append(f"| {rule.code} | {ranges_text(rule)} | {fps} |")
-    out += ["", "## Pattern matches outside the fingerprint path", "",
-            "Files of the whole package (text files) that match a fingerprint pattern but lie "
-            "outside its path, per release. Anything here means the pattern is not specific "
-            "to the fixed file.", "",
-            "| rule#fingerprint | releases (files) | files |", "|---|---|---|"]
+    out += [
+        "",
+        "## Pattern matches outside the fingerprint path",
+        "",
+        "Files of the whole package (text files) that match a fingerprint pattern but lie "
+        "outside its path, per release. Anything here means the pattern is not specific "
+        "to the fixed file.",
+        "",
+        "| rule#fingerprint | releases (files) | files |",
+        "|---|---|---|",
+    ]
     for code, index, releases, examples in outside_summary(audit):
         shown = "<br>".join(f"`{e}`" for e in examples[:6]) + (
-            f"<br>… {len(examples) - 6} more" if len(examples) > 6 else "")
-        out.append(f"| {code}#{index} | {', '.join(releases) if releases else 'none'} | "
-                   f"{shown or '-'} |")
+            f"<br>… {len(examples) - 6} more" if len(examples) > 6 else ""
+        )
+        out.append(
+            f"| {code}#{index} | {', '.join(releases) if releases else 'none'} | {shown or '-'} |"
+        )
     if audit.unchecked:
-        out += ["", "Rules with release ranges but no fingerprint (their ranges are not checked "
-                "here): " + ", ".join(audit.unchecked) + "."]
+        out += [
+            "",
+            "Rules with release ranges but no fingerprint (their ranges are not checked "
+            "here): " + ", ".join(audit.unchecked) + ".",
+        ]
     if audit.mismatches or audit.warnings or audit.errors or problems:
         out += ["", "## Findings", ""]
         for version, code, cell in audit.mismatches:
-            out.append(f"- ✗ {code} {version}: fingerprint says {cell.state}, ranges say "
-                       f"{cell.expected} ({cell.evidence})")
+            out.append(
+                f"- ✗ {code} {version}: fingerprint says {cell.state}, ranges say "
+                f"{cell.expected} ({cell.evidence})"
+            )
         for version, code, _cell in audit.warnings:
             out.append(f"- ? {code} {version}: ranges say affected, no fingerprint file")
         for error in audit.errors:
@@ -512,23 +589,48 @@ def render_markdown(audit: Audit, command: str, problems: list[str]) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="audit_wheels.py",
-        description="Check every rule's ranges and fingerprints against vLLM release wheels.")
+        description="Check every rule's ranges and fingerprints against vLLM release wheels.",
+    )
     parser.add_argument("cache", type=Path, help="directory holding vllm-*.whl release wheels")
-    parser.add_argument("--rules-dir", type=Path, default=REPO / "rules",
-                        help="rule directory (default: the repository's rules/)")
-    parser.add_argument("--select", default="", help="only rules with these code prefixes (comma-separated)")
-    parser.add_argument("--versions", default="",
-                        help="only these releases (comma-separated); with --download, fetch them")
-    parser.add_argument("--min-version", default=None,
-                        help="lowest release to audit (default: every wheel in the cache) and "
-                        "to download (default 0.10.0)")
-    parser.add_argument("--download", action="store_true",
-                        help="download missing release wheels with `pip download vllm==X --no-deps`")
-    parser.add_argument("--markdown", type=Path, help="also write the report as markdown to this file")
-    parser.add_argument("--strict", action="store_true",
-                        help="fail (exit 1) on warnings too (ranges affected, fingerprint file absent)")
-    parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
-                        help="wheels read in parallel (default: up to 4)")
+    parser.add_argument(
+        "--rules-dir",
+        type=Path,
+        default=REPO / "rules",
+        help="rule directory (default: the repository's rules/)",
+    )
+    parser.add_argument(
+        "--select", default="", help="only rules with these code prefixes (comma-separated)"
+    )
+    parser.add_argument(
+        "--versions",
+        default="",
+        help="only these releases (comma-separated); with --download, fetch them",
+    )
+    parser.add_argument(
+        "--min-version",
+        default=None,
+        help="lowest release to audit (default: every wheel in the cache) and "
+        "to download (default 0.10.0)",
+    )
+    parser.add_argument(
+        "--download",
+        action="store_true",
+        help="download missing release wheels with `pip download vllm==X --no-deps`",
+    )
+    parser.add_argument(
+        "--markdown", type=Path, help="also write the report as markdown to this file"
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail (exit 1) on warnings too (ranges affected, fingerprint file absent)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=min(4, os.cpu_count() or 1),
+        help="wheels read in parallel (default: up to 4)",
+    )
     return parser.parse_args(argv)
 
 
@@ -553,8 +655,11 @@ def main(argv: list[str] | None = None) -> int:
                 for error in errors:
                     print(f"audit_wheels: download failed: {error}", file=sys.stderr)
                 return 2
-        wheels = {v: p for v, p in find_wheels(args.cache).items()
-                  if (min_version is None or v >= min_version) and (not wanted or v in wanted)}
+        wheels = {
+            v: p
+            for v, p in find_wheels(args.cache).items()
+            if (min_version is None or v >= min_version) and (not wanted or v in wanted)
+        }
         missing = [str(v) for v in wanted if v not in wheels]
         if missing:
             raise AuditError(f"no wheel for {', '.join(missing)} in {args.cache} (use --download)")
@@ -567,11 +672,15 @@ def main(argv: list[str] | None = None) -> int:
     audit = run_audit(wheels, rules, jobs=max(1, args.jobs))
     print(render_text(audit))
     if args.markdown:
-        shown = ["python", "tools/audit_wheels.py", *sys.argv[1:]] if argv is None else \
-            ["python", "tools/audit_wheels.py", *argv]
+        shown = (
+            ["python", "tools/audit_wheels.py", *sys.argv[1:]]
+            if argv is None
+            else ["python", "tools/audit_wheels.py", *argv]
+        )
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(render_markdown(audit, shlex.join(shown), problems),
-                                 encoding="utf-8")
+        args.markdown.write_text(
+            render_markdown(audit, shlex.join(shown), problems), encoding="utf-8"
+        )
     failed = bool(audit.mismatches or audit.errors or (args.strict and audit.warnings))
     return 1 if failed else 0
 

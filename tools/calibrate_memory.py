@@ -54,7 +54,7 @@ OUT = ROOT / "vllm_doctor" / "knowledge" / "data" / "memory_calibration.json"
 PROBE = ROOT / "vllm_doctor" / "knowledge" / "data" / "memory_probe.json"
 CORPUS = ROOT / "tests" / "fixtures" / "memory-logs"
 MIN_CORPUS = 5
-GIB = 1024 ** 3
+GIB = 1024**3
 MIN_SPREAD_GIB = 0.5
 # the margin is at least this share of the calibrated terms of an estimate (few logs, older
 # releases: a term may be off by half on another GPU or release)
@@ -77,8 +77,12 @@ class Observation:
     cuda_graph_gib: float | None = None
 
     def f_mlp(self) -> float:
-        return self.batched * (2 * self.intermediate / self.tp + 4 * self.hidden) * \
-            self.dtype_bytes / GIB
+        return (
+            self.batched
+            * (2 * self.intermediate / self.tp + 4 * self.hidden)
+            * self.dtype_bytes
+            / GIB
+        )
 
     def f_logits(self) -> float:
         return self.seqs * self.vocab * 4 / GIB
@@ -89,26 +93,58 @@ _LLAMA3_8B = {"hidden": 4096, "intermediate": 14336, "vocab": 128256}
 # Public start-up logs with the printed breakdown (vLLM's V0 worker, which printed every term).
 # Llama 3 8B's shape is from its config.json (tests/fixtures/models/Llama-3.1-8B-Instruct).
 SEED: tuple[Observation, ...] = (
-    Observation("https://github.com/vllm-project/vllm/pull/10511 (Meta-Llama-3-8B, H100, TP 1: "
-                "activation 1.26, non-torch 1.79 GiB; max_num_batched_tokens = max_model_len 8192)",
-                tp=1, layers_gpu=32, batched=8192, seqs=256, overhead_gib=1.26 + 1.79,
-                **_LLAMA3_8B),
-    Observation("https://github.com/vllm-project/vllm/pull/10511 (Meta-Llama-3-8B, H100, TP 2: "
-                "activation 1.26, non-torch 3.58 GiB)",
-                tp=2, layers_gpu=32, batched=8192, seqs=256, overhead_gib=1.26 + 3.58,
-                **_LLAMA3_8B),
-    Observation("https://github.com/vllm-project/vllm/issues/10517 (Llama-3.1-8B-Instruct, RTX 3090, "
-                "--max-model-len 20000: peak torch 17.06 − weights 14.99 GiB, non-torch 0.35)",
-                tp=1, layers_gpu=32, batched=20000, seqs=256, overhead_gib=2.07 + 0.35,
-                **_LLAMA3_8B),
-    Observation("https://github.com/vllm-project/vllm/issues/10517 (same, --max-model-len 29000: "
-                "peak torch 17.98 − weights 14.99 GiB)",
-                tp=1, layers_gpu=32, batched=29000, seqs=256, overhead_gib=2.99 + 0.35,
-                **_LLAMA3_8B),
-    Observation("https://github.com/vllm-project/vllm/issues/7553 (Yi-1.5-34B, RTX 4090, TP 4: "
-                "2464 MiB more with CUDA graphs than with --enforce-eager)",
-                tp=4, hidden=7168, intermediate=20480, vocab=64000, layers_gpu=60, batched=4096,
-                seqs=256, cuda_graph_gib=2464 / 1024),
+    Observation(
+        "https://github.com/vllm-project/vllm/pull/10511 (Meta-Llama-3-8B, H100, TP 1: "
+        "activation 1.26, non-torch 1.79 GiB; max_num_batched_tokens = max_model_len 8192)",
+        tp=1,
+        layers_gpu=32,
+        batched=8192,
+        seqs=256,
+        overhead_gib=1.26 + 1.79,
+        **_LLAMA3_8B,
+    ),
+    Observation(
+        "https://github.com/vllm-project/vllm/pull/10511 (Meta-Llama-3-8B, H100, TP 2: "
+        "activation 1.26, non-torch 3.58 GiB)",
+        tp=2,
+        layers_gpu=32,
+        batched=8192,
+        seqs=256,
+        overhead_gib=1.26 + 3.58,
+        **_LLAMA3_8B,
+    ),
+    Observation(
+        "https://github.com/vllm-project/vllm/issues/10517 (Llama-3.1-8B-Instruct, RTX 3090, "
+        "--max-model-len 20000: peak torch 17.06 − weights 14.99 GiB, non-torch 0.35)",
+        tp=1,
+        layers_gpu=32,
+        batched=20000,
+        seqs=256,
+        overhead_gib=2.07 + 0.35,
+        **_LLAMA3_8B,
+    ),
+    Observation(
+        "https://github.com/vllm-project/vllm/issues/10517 (same, --max-model-len 29000: "
+        "peak torch 17.98 − weights 14.99 GiB)",
+        tp=1,
+        layers_gpu=32,
+        batched=29000,
+        seqs=256,
+        overhead_gib=2.99 + 0.35,
+        **_LLAMA3_8B,
+    ),
+    Observation(
+        "https://github.com/vllm-project/vllm/issues/7553 (Yi-1.5-34B, RTX 4090, TP 4: "
+        "2464 MiB more with CUDA graphs than with --enforce-eager)",
+        tp=4,
+        hidden=7168,
+        intermediate=20480,
+        vocab=64000,
+        layers_gpu=60,
+        batched=4096,
+        seqs=256,
+        cuda_graph_gib=2464 / 1024,
+    ),
 )
 
 
@@ -123,7 +159,9 @@ def nnls(rows: list[list[float]], target: list[float], iterations: int = 5000) -
             norm = sum(c * c for c in col)
             if norm == 0:
                 continue
-            residual = [t - sum(r[k] * x[k] for k in range(n)) for r, t in zip(rows, target, strict=True)]
+            residual = [
+                t - sum(r[k] * x[k] for k in range(n)) for r, t in zip(rows, target, strict=True)
+            ]
             step = sum(c * e for c, e in zip(col, residual, strict=True)) / norm
             new = max(0.0, x[j] + step)
             moved = max(moved, abs(new - x[j]))
@@ -157,16 +195,27 @@ def probe_coefficients(path: Path = PROBE) -> tuple[float, float, str] | None:
         return None
     for name, row in gpus.items():
         act = row.get("activation") or {}
-        per_1k, per_entry = act.get("forward_gib_per_1k_tokens"), act.get(
-            "sampler_bytes_per_seq_vocab")
+        per_1k, per_entry = (
+            act.get("forward_gib_per_1k_tokens"),
+            act.get("sampler_bytes_per_seq_vocab"),
+        )
         if "(default)" not in str(act.get("model")) or not (per_1k and per_entry):
             continue
-        shape = Observation("probe", tp=1, hidden=DEFAULT_MODEL["hidden_size"],
-                            intermediate=DEFAULT_MODEL["intermediate_size"],
-                            vocab=DEFAULT_MODEL["vocab_size"], layers_gpu=0, batched=1000,
-                            seqs=1)
-        return (float(per_1k) / shape.f_mlp(), float(per_entry) / 4,
-                f"measured by the memory probe on {name} ({act.get('model')})")
+        shape = Observation(
+            "probe",
+            tp=1,
+            hidden=DEFAULT_MODEL["hidden_size"],
+            intermediate=DEFAULT_MODEL["intermediate_size"],
+            vocab=DEFAULT_MODEL["vocab_size"],
+            layers_gpu=0,
+            batched=1000,
+            seqs=1,
+        )
+        return (
+            float(per_1k) / shape.f_mlp(),
+            float(per_entry) / 4,
+            f"measured by the memory probe on {name} ({act.get('model')})",
+        )
     return None
 
 
@@ -179,8 +228,9 @@ def corpus_observations(directory: Path) -> list[Observation]:
     found = []
     for path in sorted(directory.glob("*.yaml")):
         seen = observation(path)
-        if seen is not None and (seen["overhead_gib"] is not None or
-                                 seen["cuda_graph_gib"] is not None):
+        if seen is not None and (
+            seen["overhead_gib"] is not None or seen["cuda_graph_gib"] is not None
+        ):
             found.append(Observation(**seen))
     return found
 
@@ -190,16 +240,18 @@ def _p90(errors: list[float]) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(0.9 * len(ordered)) - 1)] if ordered else 0.0
 
 
-def fit(observations: list[Observation],
-        measured: tuple[float, float, str] | None = None) -> dict[str, Any]:
+def fit(
+    observations: list[Observation], measured: tuple[float, float, str] | None = None
+) -> dict[str, Any]:
     """The calibration; ``measured``: the probe's (a1, sorting a2), probe_coefficients() when
     not given."""
     measured = measured or probe_coefficients()
     # a negative overhead means the usable memory is not what vLLM saw (unified memory:
     # Jetson, GB10; a GPU the usable-memory table does not know): not an observation of it
     rows = [o for o in observations if o.overhead_gib is not None and o.overhead_gib >= 0]
-    left_out = sorted(o.source for o in observations
-                      if o.overhead_gib is not None and o.overhead_gib < 0)
+    left_out = sorted(
+        o.source for o in observations if o.overhead_gib is not None and o.overhead_gib < 0
+    )
     graphs = [o for o in observations if o.cuda_graph_gib is not None]
 
     # vLLM's profile run peaks in the forward pass or in the sampler, whichever is larger:
@@ -211,14 +263,18 @@ def fit(observations: list[Observation],
     def rest(a: tuple[float, float, float]) -> tuple[float, list[float]]:
         targets = [float(o.overhead_gib or 0) - activation(o, *a) for o in rows]
         n = _non_torch([o.tp > 1 for o in rows], targets)
-        sse = sum((n[0] + (n[1] if o.tp > 1 else 0) - t) ** 2
-                  for o, t in zip(rows, targets, strict=True))
+        sse = sum(
+            (n[0] + (n[1] if o.tp > 1 else 0) - t) ** 2 for o, t in zip(rows, targets, strict=True)
+        )
         return sse, n
 
     grid_mlp = [i * 0.1 for i in range(61)]
     grid_logits = [j * 0.125 for j in range(81)]
     best: tuple[float, tuple[float, float, float], list[float]] = (
-        math.inf, (1.0, 0.0, 0.0), [0.5, 0.0])
+        math.inf,
+        (1.0, 0.0, 0.0),
+        [0.5, 0.0],
+    )
     if rows:
         # alternate: (a1, a_sort) over their grid with a_triton fixed, then a_triton alone
         for _ in range(3):
@@ -235,48 +291,78 @@ def fit(observations: list[Observation],
                     best = (sse, (a1, a_s, a_t), n)
     _, (a1, a2, a3), n = best
     c = [n[0], n[1], a1, a2]
-    g = nnls([[1.0, float(o.layers_gpu)] for o in graphs],
-             [float(o.cuda_graph_gib or 0) for o in graphs]) if graphs else [0.0, 0.0]
-    overhead_errors = [abs(c[0] + (c[1] if o.tp > 1 else 0) + activation(o, a1, a2, a3)
-                           - float(o.overhead_gib or 0)) for o in rows]
-    graph_errors = [abs(g[0] + g[1] * o.layers_gpu - float(o.cuda_graph_gib or 0))
-                    for o in graphs]
+    g = (
+        nnls(
+            [[1.0, float(o.layers_gpu)] for o in graphs],
+            [float(o.cuda_graph_gib or 0) for o in graphs],
+        )
+        if graphs
+        else [0.0, 0.0]
+    )
+    overhead_errors = [
+        abs(
+            c[0]
+            + (c[1] if o.tp > 1 else 0)
+            + activation(o, a1, a2, a3)
+            - float(o.overhead_gib or 0)
+        )
+        for o in rows
+    ]
+    graph_errors = [abs(g[0] + g[1] * o.layers_gpu - float(o.cuda_graph_gib or 0)) for o in graphs]
     errors = sorted(overhead_errors + graph_errors)
     return {
         "kind": "memory_calibration",
         "format": 3,
         "meaning": "coefficients of the memory model's measured terms (vllm_doctor/memory/"
-                   "estimate.py), fitted by tools/calibrate_memory.py; the margin MEM001-MEM003 "
-                   "decide with is the larger of spread.overhead_gib and spread.share_of_terms "
-                   "× the calibrated terms of an estimate",
+        "estimate.py), fitted by tools/calibrate_memory.py; the margin MEM001-MEM003 "
+        "decide with is the larger of spread.overhead_gib and spread.share_of_terms "
+        "× the calibrated terms of an estimate",
         "fitted_on": len(observations),
         "sources": sorted({o.source for o in observations}),
         "left_out": left_out,
-        "activation": {"combine": "max", "intercept_gib": 0.0, "per_mlp_gib": round(c[2], 4),
-                       "per_logits_gib": round(c[3], 4), "per_logits_triton_gib": round(a3, 4),
-                       "measured": measured[2] if measured else None,
-                       "observations": len(rows),
-                       "observations_triton_sampler": sum(not o.sampler_sorts for o in rows)},
-        "non_torch": {"intercept_gib": round(c[0], 4), "tp_gib": round(c[1], 4),
-                      "observations": len(rows)},
-        "cuda_graph": {"intercept_gib": round(g[0], 4), "per_layer_gib": round(g[1], 5),
-                       "observations": len(graphs)},
+        "activation": {
+            "combine": "max",
+            "intercept_gib": 0.0,
+            "per_mlp_gib": round(c[2], 4),
+            "per_logits_gib": round(c[3], 4),
+            "per_logits_triton_gib": round(a3, 4),
+            "measured": measured[2] if measured else None,
+            "observations": len(rows),
+            "observations_triton_sampler": sum(not o.sampler_sorts for o in rows),
+        },
+        "non_torch": {
+            "intercept_gib": round(c[0], 4),
+            "tp_gib": round(c[1], 4),
+            "observations": len(rows),
+        },
+        "cuda_graph": {
+            "intercept_gib": round(g[0], 4),
+            "per_layer_gib": round(g[1], 5),
+            "observations": len(graphs),
+        },
         # the features the fit saw: an estimate beyond them extrapolates (estimate.py widens
         # its margin there)
-        "range": {"mlp_gib_max": round(max((o.f_mlp() for o in rows), default=0.0), 4),
-                  "logits_gib_max": round(max((o.f_logits() for o in rows), default=0.0), 4)},
-        "spread": {"overhead_gib": round(max(MIN_SPREAD_GIB, _p90(errors)), 3),
-                   "share_of_terms": SHARE_OF_TERMS,
-                   "overhead_p90_gib": round(_p90(overhead_errors), 3),
-                   "cuda_graph_p90_gib": round(_p90(graph_errors), 3)},
+        "range": {
+            "mlp_gib_max": round(max((o.f_mlp() for o in rows), default=0.0), 4),
+            "logits_gib_max": round(max((o.f_logits() for o in rows), default=0.0), 4),
+        },
+        "spread": {
+            "overhead_gib": round(max(MIN_SPREAD_GIB, _p90(errors)), 3),
+            "share_of_terms": SHARE_OF_TERMS,
+            "overhead_p90_gib": round(_p90(overhead_errors), 3),
+            "cuda_graph_p90_gib": round(_p90(graph_errors), 3),
+        },
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=CORPUS)
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 when the committed data differs from a fresh fit")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 when the committed data differs from a fresh fit",
+    )
     args = parser.parse_args(argv)
     observations = corpus_observations(args.corpus)
     if len(observations) < MIN_CORPUS:
@@ -286,13 +372,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         current = OUT.read_text(encoding="utf-8") if OUT.is_file() else ""
         if current != text:
-            print(f"{OUT.relative_to(ROOT)} is stale: run tools/calibrate_memory.py",
-                  file=sys.stderr)
+            print(
+                f"{OUT.relative_to(ROOT)} is stale: run tools/calibrate_memory.py", file=sys.stderr
+            )
             return 1
         return 0
     OUT.write_text(text, encoding="utf-8")
-    print(f"fitted on {data['fitted_on']} observations; margin {data['spread']['overhead_gib']} "
-          f"GiB → {OUT.relative_to(ROOT)}")
+    print(
+        f"fitted on {data['fitted_on']} observations; margin {data['spread']['overhead_gib']} "
+        f"GiB → {OUT.relative_to(ROOT)}"
+    )
     return 0
 
 

@@ -43,8 +43,10 @@ import re
 import sys
 from pathlib import Path
 
-_START = re.compile(r"(?:^|[\s`(])((?:vllm serve|python3? -m vllm\.entrypoints\.openai\.api_server)"
-                    r"(?=\s|$).*)")
+_START = re.compile(
+    r"(?:^|[\s`(])((?:vllm serve|python3? -m vllm\.entrypoints\.openai\.api_server)"
+    r"(?=\s|$).*)"
+)
 _PROMPT = re.compile(r"^\s*(?:\$|#|>>>)\s+")
 _CUT = re.compile(r"\s(?:&&|\|\||;|\||&|>|>>|2>&1|2>|1>)(?:\s|$)|\s#|`|\"\"\"|'''")
 _PLACEHOLDER = re.compile(r"<[^>]*>|\$\{?[A-Za-z_]|\.\.\.|…|\[[a-z_ ]+\]|\{[a-z_]+\}")
@@ -63,8 +65,12 @@ def _runnable(command: str) -> bool:
         model = next((rest[i + 1] for i, w in enumerate(rest[:-1]) if w == "--model"), None)
     elif rest and rest[0].startswith("-"):
         model = None  # options first: the model is not where `vllm serve` takes it
-    return bool(model) and "/" in model and "path/to" not in model and \
-        re.fullmatch(r"[\w.@:/+-]+", model) is not None
+    return (
+        bool(model)
+        and "/" in model
+        and "path/to" not in model
+        and re.fullmatch(r"[\w.@:/+-]+", model) is not None
+    )
 
 
 def extract_commands(text: str) -> list[str]:
@@ -86,7 +92,7 @@ def extract_commands(text: str) -> list[str]:
         command = " ".join(p.strip() for p in parts if p.strip())
         cut = _CUT.search(command)
         if cut:
-            command = command[:cut.start()]
+            command = command[: cut.start()]
         command = " ".join(command.split())
         if not _runnable(command):
             continue
@@ -139,9 +145,13 @@ def from_release_trees(root: Path) -> list[dict]:
             if "vllm serve" not in text and "entrypoints.openai.api_server" not in text:
                 continue
             for command in extract_commands(text):
-                entries.append({"release": tree.name, "command": command,
-                                "source": f"{path.relative_to(tree)} in the vllm "
-                                          f"{tree.name} wheel"})
+                entries.append(
+                    {
+                        "release": tree.name,
+                        "command": command,
+                        "source": f"{path.relative_to(tree)} in the vllm {tree.name} wheel",
+                    }
+                )
     return entries
 
 
@@ -171,11 +181,18 @@ def _help_value_examples(path: Path) -> list[str]:
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument"):
             continue
-        longs = [a.value for a in node.args
-                 if isinstance(a, ast.Constant) and str(a.value).startswith("--")]
-        text = " ".join(n.value for k in node.keywords if k.arg == "help"
-                        for n in ast.walk(k.value)
-                        if isinstance(n, ast.Constant) and isinstance(n.value, str))
+        longs = [
+            a.value
+            for a in node.args
+            if isinstance(a, ast.Constant) and str(a.value).startswith("--")
+        ]
+        text = " ".join(
+            n.value
+            for k in node.keywords
+            if k.arg == "help"
+            for n in ast.walk(k.value)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        )
         for value in _VALUE_EXAMPLE.findall(text) if longs else ():
             if not value.startswith("-"):
                 found.append(f"{longs[0]} {shlex.quote(value)}")
@@ -199,15 +216,22 @@ def from_release_help(root: Path, option_names: set[str]) -> list[dict]:
                 examples += _help_value_examples(path)
             for example in examples:
                 name = example[2:].split("=", 1)[0].split(" ", 1)[0]
-                if name not in option_names or example in seen or _PLACEHOLDER.search(example) \
-                        or _CODE.search(example):
+                if (
+                    name not in option_names
+                    or example in seen
+                    or _PLACEHOLDER.search(example)
+                    or _CODE.search(example)
+                ):
                     continue
                 seen.add(example)
                 unescaped = example.replace('\\"', '"')  # a Python string's escaped quotes
-                entries.append({"release": tree.name,
-                                "command": f"vllm serve {HELP_MODEL} {unescaped}",
-                                "source": f"{rel} in the vllm {tree.name} wheel (help text "
-                                          "example)"})
+                entries.append(
+                    {
+                        "release": tree.name,
+                        "command": f"vllm serve {HELP_MODEL} {unescaped}",
+                        "source": f"{rel} in the vllm {tree.name} wheel (help text example)",
+                    }
+                )
     return entries
 
 
@@ -221,8 +245,11 @@ def main(argv: list[str] | None = None) -> int:
     from vllm_doctor.knowledge import load  # the option names of any release: serve options
 
     names = set(load("options").keys())
-    entries = (from_release_trees(args.trees) + from_release_help(args.trees, names)
-               + from_sources_file(args.sources))
+    entries = (
+        from_release_trees(args.trees)
+        + from_release_help(args.trees, names)
+        + from_sources_file(args.sources)
+    )
     repository = args.sources.with_name("repository.txt")
     dating: dict = {}
     if repository.is_file():  # vLLM's CI pipelines, tests, examples, each dated to a release
@@ -234,28 +261,34 @@ def main(argv: list[str] | None = None) -> int:
             print(f"dropped (no close release match): {line}", file=sys.stderr)
         from calibration_repository import MAX_WINDOW, MIN_SCORE
 
-        dating = {"repository_dating": {
-            "method": "references: the vllm/ paths, vllm imports, parser names and header "
-                      "convention of each file version, resolved in each release's tree "
-                      f"(kept: best score >= {MIN_SCORE}, window <= {MAX_WINDOW} releases; "
-                      "judged with the window's newest release)",
-            "kept_versions": kept, "dropped_versions": dropped}}
-        print(f"{len(found)} repository commands; {len(dropped)} file versions dropped",
-              file=sys.stderr)
+        dating = {
+            "repository_dating": {
+                "method": "references: the vllm/ paths, vllm imports, parser names and header "
+                "convention of each file version, resolved in each release's tree "
+                f"(kept: best score >= {MIN_SCORE}, window <= {MAX_WINDOW} releases; "
+                "judged with the window's newest release)",
+                "kept_versions": kept,
+                "dropped_versions": dropped,
+            }
+        }
+        print(
+            f"{len(found)} repository commands; {len(dropped)} file versions dropped",
+            file=sys.stderr,
+        )
     exclusions = args.sources.with_name("exclusions.json")
     if exclusions.is_file():  # command -> why it is wrong for its release (kept in the corpus)
         reasons = json.loads(exclusions.read_text(encoding="utf-8"))
         for entry in entries:
             if entry["command"] in reasons:
                 entry["exclude"] = reasons[entry["command"]]
-    args.output.write_text(json.dumps({"entries": entries, **dating}, indent=1,
-                                      ensure_ascii=False) + "\n",
-                           encoding="utf-8")
+    args.output.write_text(
+        json.dumps({"entries": entries, **dating}, indent=1, ensure_ascii=False) + "\n",
+        encoding="utf-8",
+    )
     per_release: dict[str, int] = {}
     for entry in entries:
         per_release[entry["release"]] = per_release.get(entry["release"], 0) + 1
-    print(f"{len(entries)} commands, {len(per_release)} releases -> {args.output}",
-          file=sys.stderr)
+    print(f"{len(entries)} commands, {len(per_release)} releases -> {args.output}", file=sys.stderr)
     return 0
 
 

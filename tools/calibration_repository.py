@@ -59,10 +59,11 @@ MIN_SCORE = 0.9
 MAX_WINDOW = 8
 
 # example scripts whose parser is EngineArgs.add_cli_args: `--model M rest` is `vllm serve M rest`
-ENGINE_SCRIPTS = re.compile(r"(?:^|/)offline_inference/basic/(?:generate|chat|classify|embed|"
-                            r"score|reward)\.py$")
-OTHER_PLATFORMS = ("cpu", "tpu", "xpu", "hpu", "intel", "arm", "neuron", "gaudi", "ascend",
-                   "npu")
+ENGINE_SCRIPTS = re.compile(
+    r"(?:^|/)offline_inference/basic/(?:generate|chat|classify|embed|"
+    r"score|reward)\.py$"
+)
+OTHER_PLATFORMS = ("cpu", "tpu", "xpu", "hpu", "intel", "arm", "neuron", "gaudi", "ascend", "npu")
 QUEUE_GPUS = {"gpu_1_queue": 1, "gpu_4_queue": 4, "gpu_8_queue": 8}
 QUEUE_GPU_NAMES = {"h100": "H100", "h200": "H200", "b200": "B200", "a100": "A100", "l4": "L4"}
 AMD_GPUS = {"250": "MI250X", "300": "MI300X", "325": "MI325X", "350": "MI355X", "355": "MI355X"}
@@ -82,6 +83,7 @@ def parse_blocks(text: str) -> list[dict]:
 
 # --- commands -------------------------------------------------------------------------------
 
+
 def _engine_command(line: str) -> str | None:
     """``python3 .../generate.py --model M rest`` -> ``vllm serve M rest`` for ENGINE_SCRIPTS."""
     try:
@@ -90,15 +92,18 @@ def _engine_command(line: str) -> str | None:
         return None
     while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
         words = words[1:]  # environment assignments
-    if len(words) < 2 or not re.fullmatch(r"python3?", words[0]) or \
-            not ENGINE_SCRIPTS.search(words[1]):
+    if (
+        len(words) < 2
+        or not re.fullmatch(r"python3?", words[0])
+        or not ENGINE_SCRIPTS.search(words[1])
+    ):
         return None
     rest = words[2:]
     if "--model" not in rest or rest.index("--model") + 1 >= len(rest):
         return None  # the script's own default model: not named in the command
     at = rest.index("--model")
     model = rest[at + 1]
-    args = rest[:at] + rest[at + 2:]
+    args = rest[:at] + rest[at + 2 :]
     return shlex.join(["vllm", "serve", model, *args])
 
 
@@ -135,8 +140,11 @@ def _step_hardware(step: dict) -> list[tuple[dict, str | None]]:
     for mirror in (step.get("mirror") or {}).values():
         if isinstance(mirror, dict) and mirror.get("device"):
             gpu, count, platform = _device(str(mirror["device"]))
-            places.append(({}, platform) if platform else
-                          ({"gpus": int(count or gpus), "gpu": gpu or "L4"}, None))
+            places.append(
+                ({}, platform)
+                if platform
+                else ({"gpus": int(count or gpus), "gpu": gpu or "L4"}, None)
+            )
     return places
 
 
@@ -162,8 +170,10 @@ def _yaml_commands(text: str) -> list[tuple[str, dict, str | None, str]]:
             commands = extract_commands(line) if "vllm serve" in line else []
             engine = _engine_command(line)
             for command in commands + ([engine] if engine else []):
-                found += [(command, hardware, platform, str(step.get("label", "")))
-                          for hardware, platform in places]
+                found += [
+                    (command, hardware, platform, str(step.get("label", "")))
+                    for hardware, platform in places
+                ]
     return found
 
 
@@ -180,8 +190,11 @@ class _Names:
                     if isinstance(target, ast.Name) and value is not None:
                         self.values[target.id] = value
             elif isinstance(node, ast.FunctionDef):  # a fixture that returns the arguments
-                returns = [n.value for n in ast.walk(node)
-                           if isinstance(n, ast.Return) and n.value is not None]
+                returns = [
+                    n.value
+                    for n in ast.walk(node)
+                    if isinstance(n, ast.Return) and n.value is not None
+                ]
                 if len(returns) == 1 and isinstance(self.value(returns[0]), list):
                     self.values[node.name] = self.value(returns[0])
 
@@ -204,8 +217,11 @@ class _Names:
             left, right = self.value(node.left), self.value(node.right)
             return left + right if isinstance(left, list) and isinstance(right, list) else None
         if isinstance(node, ast.Call) and node.args:
-            func = node.func.attr if isinstance(node.func, ast.Attribute) else \
-                getattr(node.func, "id", "")
+            func = (
+                node.func.attr
+                if isinstance(node.func, ast.Attribute)
+                else getattr(node.func, "id", "")
+            )
             arg = node.args[0]
             if func == "list":
                 return self.value(arg)
@@ -213,8 +229,7 @@ class _Names:
                 value = self.value(arg)
                 return None if value is None else json.dumps(value)
             # str(VLLM_PATH / "examples/x.jinja"): the repository file it names
-            if func == "str" and isinstance(arg, ast.BinOp) and isinstance(arg.right,
-                                                                          ast.Constant):
+            if func == "str" and isinstance(arg, ast.BinOp) and isinstance(arg.right, ast.Constant):
                 return str(arg.right.value)
         return None
 
@@ -222,8 +237,9 @@ class _Names:
         """The model names ``node`` stands for: a string, or ``MODELS[key]`` (each model)."""
         if isinstance(node, ast.Subscript):
             table = self.value(node.value)
-            return [v for v in table.values() if isinstance(v, str)] \
-                if isinstance(table, dict) else []
+            return (
+                [v for v in table.values() if isinstance(v, str)] if isinstance(table, dict) else []
+            )
         if isinstance(node, ast.Name) and node.id not in self.values:
             # model_name = MODELS[model_key] inside the function
             return self.values.get(f"models:{node.id}", [])
@@ -246,19 +262,31 @@ def _python_commands(text: str) -> list[str]:
             return
         # one word per list element, as argv; an element with a space ("--tokenizer_mode
         # hf") is written as the words a user types
-        argv = [w for a in map(str, args)
-                for w in ([a] if " " not in a or a.lstrip().startswith(("{", "[")) or
-                          not a.startswith("-") else shlex.split(a))]
+        argv = [
+            w
+            for a in map(str, args)
+            for w in (
+                [a]
+                if " " not in a or a.lstrip().startswith(("{", "[")) or not a.startswith("-")
+                else shlex.split(a)
+            )
+        ]
         for model in names.models(model_node):
             commands.append(shlex.join(["vllm", "serve", model, *argv]))
 
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "RemoteOpenAIServer" \
-                and len(node.args) >= 2:
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", "") == "RemoteOpenAIServer"
+            and len(node.args) >= 2
+        ):
             add(node.args[0], names.value(node.args[1]))
         if isinstance(node, ast.Dict):
-            keys = {k.value: v for k, v in zip(node.keys, node.values, strict=True)
-                    if isinstance(k, ast.Constant)}
+            keys = {
+                k.value: v
+                for k, v in zip(node.keys, node.values, strict=True)
+                if isinstance(k, ast.Constant)
+            }
             extended = keys.get("extended")  # "tests do not run in CI automatically"
             if isinstance(extended, ast.Constant) and extended.value is True:
                 continue
@@ -292,6 +320,7 @@ def _hardware_field(text: str) -> dict:
 
 # --- dating ---------------------------------------------------------------------------------
 
+
 def references(block: dict, commands: list[str]) -> list[tuple[str, str]]:
     """(kind, reference) pairs the version's text makes to vllm's tree."""
     body = block["body"]
@@ -309,8 +338,10 @@ def references(block: dict, commands: list[str]) -> list[tuple[str, str]]:
         refs.append(("header", "present" if "SPDX-FileCopyrightText" in body else "absent"))
     for command in commands:
         words = shlex.split(command)
-        for option, kind in (("--tool-call-parser", "tool_parser"),
-                             ("--reasoning-parser", "reasoning_parser")):
+        for option, kind in (
+            ("--tool-call-parser", "tool_parser"),
+            ("--reasoning-parser", "reasoning_parser"),
+        ):
             refs += [(kind, words[i + 1]) for i, w in enumerate(words[:-1]) if w == option]
     return list(dict.fromkeys(refs))
 
@@ -318,8 +349,11 @@ def references(block: dict, commands: list[str]) -> list[tuple[str, str]]:
 @cache
 def _parser_text(tree: Path, kind: str) -> str:
     marker = "tool_parser" if kind == "tool_parser" else "reasoning"
-    return "\n".join(p.read_text(encoding="utf-8", errors="replace")
-                     for p in (tree / "vllm").rglob("*.py") if marker in p.as_posix())
+    return "\n".join(
+        p.read_text(encoding="utf-8", errors="replace")
+        for p in (tree / "vllm").rglob("*.py")
+        if marker in p.as_posix()
+    )
 
 
 @cache
@@ -341,8 +375,9 @@ def _resolves(tree: Path, kind: str, ref: str) -> bool:
         module, name = ref.split(":")
         text = _module_text(tree, module)
         sub = _module_text(tree, f"{module}.{name}")  # `from vllm.x import submodule`
-        return sub is not None or (text is not None and re.search(rf"\b{re.escape(name)}\b",
-                                                                  text) is not None)
+        return sub is not None or (
+            text is not None and re.search(rf"\b{re.escape(name)}\b", text) is not None
+        )
     if kind == "header":
         has = "SPDX-FileCopyrightText" in (tree / "vllm" / "__init__.py").read_text()
         return has == (ref == "present")
@@ -353,8 +388,7 @@ def match_release(trees: list[Path], refs: list[tuple[str, str]]) -> dict:
     """The best-matching releases for a version's references."""
     if not refs:
         return {"score": 0.0, "window": [], "references": 0}
-    scores = {tree.name: sum(_resolves(tree, k, r) for k, r in refs) / len(refs)
-              for tree in trees}
+    scores = {tree.name: sum(_resolves(tree, k, r) for k, r in refs) / len(refs) for tree in trees}
     best = max(scores.values())
     window = sorted((v for v, s in scores.items() if s == best), key=Version)
     return {"score": round(best, 3), "window": window, "references": len(refs)}
@@ -362,33 +396,41 @@ def match_release(trees: list[Path], refs: list[tuple[str, str]]) -> dict:
 
 def from_repository_file(path: Path, root: Path) -> tuple[list[dict], list[str], list[str]]:
     """Corpus entries from repository.txt, and a line for each version kept and dropped."""
-    trees = sorted((p for p in root.iterdir() if (p / "vllm").is_dir()),
-                   key=lambda p: Version(p.name))
+    trees = sorted(
+        (p for p in root.iterdir() if (p / "vllm").is_dir()), key=lambda p: Version(p.name)
+    )
     entries, kept, dropped = [], [], []
     for block in parse_blocks(path.read_text(encoding="utf-8")):
         found = commands_of(block)
         refs = references(block, [c for c, *_ in found])
         match = match_release(trees, refs)
         where = f"{block['file']}@{block.get('commit', '?')[:10]}"
-        if match["score"] < MIN_SCORE or not match["window"] or \
-                len(match["window"]) > MAX_WINDOW:
-            dropped.append(f"{where}: score {match['score']}, window "
-                           f"{len(match['window'])} releases")
+        if match["score"] < MIN_SCORE or not match["window"] or len(match["window"]) > MAX_WINDOW:
+            dropped.append(
+                f"{where}: score {match['score']}, window {len(match['window'])} releases"
+            )
             continue
         release = match["window"][-1]
-        kept.append(f"{where}: {release} (score {match['score']}, window "
-                    f"{match['window'][0]}-{release})")
+        kept.append(
+            f"{where}: {release} (score {match['score']}, window {match['window'][0]}-{release})"
+        )
         for command, hardware, platform, label in found:
-            entry = {"release": release, "command": command,
-                     "source": f"https://github.com/vllm-project/vllm/blob/"
-                               f"{block.get('commit', 'main')}/{block['file']}"
-                               + (f" (step: {label})" if label else ""),
-                     "commit": block.get("commit"), "kind": block.get("kind", "tests"),
-                     "match": {"method": "references", **match}}
+            entry = {
+                "release": release,
+                "command": command,
+                "source": f"https://github.com/vllm-project/vllm/blob/"
+                f"{block.get('commit', 'main')}/{block['file']}"
+                + (f" (step: {label})" if label else ""),
+                "commit": block.get("commit"),
+                "kind": block.get("kind", "tests"),
+                "match": {"method": "references", **match},
+            }
             if hardware:
                 entry["hardware"] = hardware
             if platform:
-                entry["left_out"] = (f"runs on {platform}, a platform the doctor's "
-                                     "--gpu target cannot name (kept, not judged)")
+                entry["left_out"] = (
+                    f"runs on {platform}, a platform the doctor's "
+                    "--gpu target cannot name (kept, not judged)"
+                )
             entries.append(entry)
     return entries, kept, dropped

@@ -71,7 +71,9 @@ def discover(directory: Path = EXTRACTORS_DIR) -> dict[str, ModuleType]:
         kind = getattr(module, "KIND", None)
         if isinstance(kind, str) and callable(getattr(module, "extract", None)):
             if kind in found:
-                raise UsageError(f"two extractors for kind {kind!r}: {found[kind].__file__}, {path}")
+                raise UsageError(
+                    f"two extractors for kind {kind!r}: {found[kind].__file__}, {path}"
+                )
             found[kind] = module
     return found
 
@@ -92,8 +94,9 @@ def _load_module(path: Path) -> ModuleType:
     return _MODULES[path]
 
 
-def run_release(version: str, location: str, extractor_paths: dict[str, str]
-                ) -> dict[str, tuple[dict[str, Any] | None, list[str]]]:
+def run_release(
+    version: str, location: str, extractor_paths: dict[str, str]
+) -> dict[str, tuple[dict[str, Any] | None, list[str]]]:
     """All extractors over one release: kind -> (values or None if it failed, problems)."""
     release = ReleaseSource(Version(version), Path(location))
     out: dict[str, tuple[dict[str, Any] | None, list[str]]] = {}
@@ -107,21 +110,29 @@ def run_release(version: str, location: str, extractor_paths: dict[str, str]
             out[kind] = (values, list(release.problems))
         except Exception as err:  # one release's odd layout never stops the others
             where = traceback.extract_tb(err.__traceback__)[-1]
-            out[kind] = (None, [*release.problems,
-                                f"extractor failed: {type(err).__name__}: {err} "
-                                f"({Path(where.filename).name}:{where.lineno})"])
+            out[kind] = (
+                None,
+                [
+                    *release.problems,
+                    f"extractor failed: {type(err).__name__}: {err} "
+                    f"({Path(where.filename).name}:{where.lineno})",
+                ],
+            )
     return out
 
 
-def generate(releases: list[ReleaseSource], extractors: dict[str, ModuleType],
-             jobs: int = 2) -> dict[str, dict[str, Any]]:
+def generate(
+    releases: list[ReleaseSource], extractors: dict[str, ModuleType], jobs: int = 2
+) -> dict[str, dict[str, Any]]:
     """kind -> the whole table (ready for ranges.dump)."""
     paths = {kind: str(Path(m.__file__).resolve()) for kind, m in extractors.items()}
     results: dict[str, dict[str, tuple[dict | None, list[str]]]] = {}
     if jobs > 1 and len(releases) > 1:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = {str(r.version): pool.submit(run_release, str(r.version), str(r.location),
-                                                   paths) for r in releases}
+            futures = {
+                str(r.version): pool.submit(run_release, str(r.version), str(r.location), paths)
+                for r in releases
+            }
             for version, future in futures.items():
                 results[version] = future.result()
     else:
@@ -154,11 +165,13 @@ def write_tables(tables: dict[str, dict[str, Any]], releases: list[str], out_dir
         (out_dir / f"{kind}.json").write_text(dump(data), encoding="utf-8")
     listing = table("releases", {r: {} for r in releases})
     (out_dir / "releases.json").write_text(
-        json.dumps(listing, separators=(",", ":")), encoding="utf-8")
+        json.dumps(listing, separators=(",", ":")), encoding="utf-8"
+    )
 
 
-def run_audits(extractors: dict[str, ModuleType], out_dir: Path,
-               rules_dir: Path = RULES_DIR) -> list[str]:
+def run_audits(
+    extractors: dict[str, ModuleType], out_dir: Path, rules_dir: Path = RULES_DIR
+) -> list[str]:
     problems = []
     for kind, module in extractors.items():
         audit = getattr(module, "audit", None)
@@ -190,12 +203,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("wheels", type=Path, help="directory of vllm-*.whl (or unpacked src/)")
     parser.add_argument("--only", help="comma-separated kinds to regenerate (default: all)")
-    parser.add_argument("--download", action="store_true",
-                        help="first fetch missing release wheels (pip download vllm==X --no-deps)")
-    parser.add_argument("--audit", action="store_true",
-                        help="after generating, compare the tables with the curated rules")
-    parser.add_argument("--audit-only", action="store_true",
-                        help="audit the tables already in the output directory; generate nothing")
+    parser.add_argument(
+        "--download",
+        action="store_true",
+        help="first fetch missing release wheels (pip download vllm==X --no-deps)",
+    )
+    parser.add_argument(
+        "--audit",
+        action="store_true",
+        help="after generating, compare the tables with the curated rules",
+    )
+    parser.add_argument(
+        "--audit-only",
+        action="store_true",
+        help="audit the tables already in the output directory; generate nothing",
+    )
     parser.add_argument("--out", type=Path, default=DATA_DIR, help="output directory")
     parser.add_argument("--jobs", type=int, default=2, help="parallel processes (default 2)")
     parser.add_argument("--min-version", default=MIN_VERSION)
@@ -209,8 +231,10 @@ def main(argv: list[str] | None = None) -> int:
             wanted = [k.strip() for k in args.only.split(",") if k.strip()]
             unknown = [k for k in wanted if k not in extractors]
             if unknown:
-                raise UsageError(f"no extractor for {', '.join(unknown)} "
-                                 f"(known: {', '.join(sorted(extractors))})")
+                raise UsageError(
+                    f"no extractor for {', '.join(unknown)} "
+                    f"(known: {', '.join(sorted(extractors))})"
+                )
             extractors = {k: extractors[k] for k in wanted}
         if not args.audit_only:
             if not args.wheels.is_dir():
@@ -225,11 +249,15 @@ def main(argv: list[str] | None = None) -> int:
             write_tables(tables, [str(r.version) for r in releases], args.out)
             for kind, data in tables.items():
                 counts = data["counts"].values()
-                print(f"{kind}: {len(data['entries'])} keys, {min(counts)}..{max(counts)} per "
-                      f"release, {len(data['problems'])} releases with problems -> "
-                      f"{args.out / (kind + '.json')}", file=sys.stderr)
-            print(f"{len(releases)} releases in {time.perf_counter() - start:.1f} s",
-                  file=sys.stderr)
+                print(
+                    f"{kind}: {len(data['entries'])} keys, {min(counts)}..{max(counts)} per "
+                    f"release, {len(data['problems'])} releases with problems -> "
+                    f"{args.out / (kind + '.json')}",
+                    file=sys.stderr,
+                )
+            print(
+                f"{len(releases)} releases in {time.perf_counter() - start:.1f} s", file=sys.stderr
+            )
     except UsageError as err:
         print(f"gen_knowledge: {err}", file=sys.stderr)
         return 2

@@ -40,18 +40,40 @@ REAL_MODELS = ROOT / "tests" / "fixtures" / "models"
 WHEELS = Path("/work/wheels")
 
 # the names vLLM reads from the text config (ModelArchConfigConvertorBase, CONFIG_FIELD_ALIASES)
-FIELDS = ("num_attention_heads", "num_key_value_heads", "num_kv_heads", "head_dim",
-          "hidden_size", "num_hidden_layers", "vocab_size", "max_position_embeddings",
-          "num_experts", "num_local_experts", "n_routed_experts")
+FIELDS = (
+    "num_attention_heads",
+    "num_key_value_heads",
+    "num_kv_heads",
+    "head_dim",
+    "hidden_size",
+    "num_hidden_layers",
+    "vocab_size",
+    "max_position_embeddings",
+    "num_experts",
+    "num_local_experts",
+    "n_routed_experts",
+)
 # registry dictionaries that make up _VLLM_MODELS
-REGISTRY_DICTS = ("_TEXT_GENERATION_MODELS", "_EMBEDDING_MODELS", "_LATE_INTERACTION_MODELS",
-                  "_REWARD_MODELS", "_TOKEN_CLASSIFICATION_MODELS",
-                  "_SEQUENCE_CLASSIFICATION_MODELS", "_MULTIMODAL_MODELS",
-                  "_SPECULATIVE_DECODING_MODELS", "_TRANSFORMERS_SUPPORTED_MODELS",
-                  "_TRANSFORMERS_BACKEND_MODELS")
+REGISTRY_DICTS = (
+    "_TEXT_GENERATION_MODELS",
+    "_EMBEDDING_MODELS",
+    "_LATE_INTERACTION_MODELS",
+    "_REWARD_MODELS",
+    "_TOKEN_CLASSIFICATION_MODELS",
+    "_SEQUENCE_CLASSIFICATION_MODELS",
+    "_MULTIMODAL_MODELS",
+    "_SPECULATIVE_DECODING_MODELS",
+    "_TRANSFORMERS_SUPPORTED_MODELS",
+    "_TRANSFORMERS_BACKEND_MODELS",
+)
 # vLLM's base convertor: KV-head keys in the order it tries them (config.CONFIG_FIELD_ALIASES)
-KV_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
-           "num_attention_groups")
+KV_KEYS = (
+    "n_head_kv",
+    "num_kv_heads",
+    "num_key_value_heads",
+    "multi_query_group_num",
+    "num_attention_groups",
+)
 
 
 def newest_vllm_source() -> Path:
@@ -67,6 +89,7 @@ def newest_vllm_source() -> Path:
 
 # -- vLLM's own config classes (read from source, never imported) -------------------------
 
+
 def vllm_config_classes(vllm_src: Path) -> dict[str, dict[str, str]]:
     """model_type -> attribute_map of the config classes vLLM registers itself
     (``_CONFIG_REGISTRY`` in transformers_utils/config.py: ``RefinedWeb="RWConfig"``)."""
@@ -78,18 +101,26 @@ def vllm_config_classes(vllm_src: Path) -> dict[str, dict[str, str]]:
             continue
         for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
             for stmt in cls.body:
-                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
-                        getattr(stmt.targets[0], "id", None) == "attribute_map" and \
-                        isinstance(stmt.value, ast.Dict):
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and len(stmt.targets) == 1
+                    and getattr(stmt.targets[0], "id", None) == "attribute_map"
+                    and isinstance(stmt.value, ast.Dict)
+                ):
                     by_class[cls.name] = {
-                        k.value: v.value for k, v in zip(stmt.value.keys, stmt.value.values, strict=True)
-                        if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)}
+                        k.value: v.value
+                        for k, v in zip(stmt.value.keys, stmt.value.values, strict=True)
+                        if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)
+                    }
             by_class.setdefault(cls.name, {})
     found: dict[str, dict[str, str]] = {}
     tree = ast.parse((vllm_src / "transformers_utils" / "config.py").read_text(encoding="utf-8"))
     for node in ast.walk(tree):
-        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == \
-                "_CONFIG_REGISTRY" and isinstance(node.value, ast.Call):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and getattr(node.target, "id", None) == "_CONFIG_REGISTRY"
+            and isinstance(node.value, ast.Call)
+        ):
             for kw in node.value.keywords:
                 if kw.arg and isinstance(kw.value, ast.Constant):
                     found[kw.arg] = by_class.get(kw.value.value, {})
@@ -105,8 +136,11 @@ def registry_architectures(vllm_src: Path) -> dict[str, str]:
         if getattr(target, "id", None) in REGISTRY_DICTS and isinstance(node.value, ast.Dict):
             for key, value in zip(node.value.keys, node.value.values, strict=True):
                 if isinstance(key, ast.Constant):
-                    module = value.elts[0].value if isinstance(value, ast.Tuple) and \
-                        isinstance(value.elts[0], ast.Constant) else ""
+                    module = (
+                        value.elts[0].value
+                        if isinstance(value, ast.Tuple) and isinstance(value.elts[0], ast.Constant)
+                        else ""
+                    )
                     archs.setdefault(key.value, module)
     return dict(sorted(archs.items()))
 
@@ -115,13 +149,18 @@ def why_no_config(arch: str, module: str, vllm_src: Path) -> str:
     configs = vllm_src / "transformers_utils" / "configs"
     for name in (module, module.split("_")[0]):
         if name and ((configs / f"{name}.py").is_file() or (configs / name).is_dir()):
-            return (f"no transformers config class: vLLM ships it "
-                    f"(transformers_utils/configs/{name}.py)")
-    return ("no transformers config class: the checkpoint brings its own (trust_remote_code) "
-            f"or reuses another model's config; vLLM module models/{module}.py")
+            return (
+                f"no transformers config class: vLLM ships it "
+                f"(transformers_utils/configs/{name}.py)"
+            )
+    return (
+        "no transformers config class: the checkpoint brings its own (trust_remote_code) "
+        f"or reuses another model's config; vLLM module models/{module}.py"
+    )
 
 
 # -- transformers ---------------------------------------------------------------------------
+
 
 def _path_of(root, target, depth: int = 2) -> str | None:
     """The attribute path from ``root`` to the sub-config object ``target``."""
@@ -150,8 +189,7 @@ def layouts(vllm_src: Path) -> dict:
         except Exception:  # a lazily imported module that fails: skip the type
             continue
         entry: dict = {}
-        amap = {k: v for k, v in (getattr(cls, "attribute_map", None) or {}).items()
-                if k in FIELDS}
+        amap = {k: v for k, v in (getattr(cls, "attribute_map", None) or {}).items() if k in FIELDS}
         if amap:
             entry["aliases"] = amap
         try:
@@ -179,9 +217,9 @@ def layouts(vllm_src: Path) -> dict:
         "transformers": transformers.__version__,
         "vllm": vllm_src.parent.name,
         "meaning": "model_type -> aliases: {name vLLM reads: config key that holds it} from "
-                   "the config class's attribute_map; text: the key path of the language-model "
-                   "config that get_text_config() returns; source: vllm when vLLM ships the "
-                   "config class itself",
+        "the config class's attribute_map; text: the key path of the language-model "
+        "config that get_text_config() returns; source: vllm when vLLM ships the "
+        "config class itself",
         "types": types,
     }
 
@@ -211,12 +249,16 @@ def arch_to_model_type() -> dict[str, str]:
 # Layouts the doctor must read although the newest registry has no architecture for them:
 # supported by older releases, or served through a plugin (architecture -> model_type, why).
 EXTRA_ARCHITECTURES = {
-    "MptForCausalLM": ("mpt", "in the registry until 0.27.x (heads under n_heads, KV heads "
-                              "under attn_config.kv_n_heads)"),
+    "MptForCausalLM": (
+        "mpt",
+        "in the registry until 0.27.x (heads under n_heads, KV heads under attn_config.kv_n_heads)",
+    ),
     "RwkvForCausalLM": ("rwkv", "attention-free: no head count at all"),
     "T5ForConditionalGeneration": ("t5", "encoder-decoder: heads under num_heads"),
-    "BartForConditionalGeneration": ("bart", "served by the bart plugin (_OOT_SUPPORTED_MODELS):"
-                                             " heads under encoder_attention_heads"),
+    "BartForConditionalGeneration": (
+        "bart",
+        "served by the bart plugin (_OOT_SUPPORTED_MODELS): heads under encoder_attention_heads",
+    ),
 }
 
 
@@ -227,7 +269,8 @@ def _normal(text: str) -> str:
 _ARCH_SUFFIX = re.compile(
     r"(ForCausalLM|ForConditionalGeneration|LMHeadModel|ForSequenceClassification|"
     r"ForTokenClassification|ForMaskedLM|ForRetrieval|ForEmbedding|EmbeddingModel|"
-    r"ForRewardModel|ForProcessRewardModel|ForSpeechSeq2Seq|Model|MTP)$")
+    r"ForRewardModel|ForProcessRewardModel|ForSpeechSeq2Seq|Model|MTP)$"
+)
 
 
 # Architectures whose checkpoints carry the config of another model type: drafters, MTP heads,
@@ -235,13 +278,20 @@ _ARCH_SUFFIX = re.compile(
 _BASED_ON = [
     (r"^(Eagle3?|Peagle|PEagle)?(Llama|LlamaForCausalLMEagle3)", "llama"),
     (r"^Eagle3?(DeepseekV[23]|DeepSeekMTP)|^DeepSeekMTPModel|^DeepseekV32MTP", "deepseek_v3"),
-    (r"^Eagle3?Qwen3vl", "qwen3_vl"), (r"^Eagle3?Qwen2_5vl", "qwen2_5_vl"),
+    (r"^Eagle3?Qwen3vl", "qwen3_vl"),
+    (r"^Eagle3?Qwen2_5vl", "qwen2_5_vl"),
     (r"^(Eagle3?|Peagle)Qwen3|^Qwen3XPress|^VoyageQwen3", "qwen3"),
-    (r"^EagleMistral", "mistral"), (r"^EagleCohere", "cohere"), (r"^EagleLlama4", "llama4"),
-    (r"^Glm4MoeMTP|^GlmOcrMTP", "glm4_moe"), (r"^Glm4MoeLiteMTP", "glm4_moe_lite"),
-    (r"^ErnieMTP", "ernie4_5_moe"), (r"^NemotronHMTP|^NemotronHPuzzle", "nemotron_h"),
-    (r"^Phi3V", "phi3"), (r"^Gemma4(MTP|DSpark)", "gemma4_text"),
-    (r"^Lfm2Bidirectional|^ColBERTLfm2", "lfm2"), (r"^ColBERTModernBert", "modernbert"),
+    (r"^EagleMistral", "mistral"),
+    (r"^EagleCohere", "cohere"),
+    (r"^EagleLlama4", "llama4"),
+    (r"^Glm4MoeMTP|^GlmOcrMTP", "glm4_moe"),
+    (r"^Glm4MoeLiteMTP", "glm4_moe_lite"),
+    (r"^ErnieMTP", "ernie4_5_moe"),
+    (r"^NemotronHMTP|^NemotronHPuzzle", "nemotron_h"),
+    (r"^Phi3V", "phi3"),
+    (r"^Gemma4(MTP|DSpark)", "gemma4_text"),
+    (r"^Lfm2Bidirectional|^ColBERTLfm2", "lfm2"),
+    (r"^ColBERTModernBert", "modernbert"),
     (r"^ColBERTJinaRoberta|^HF_ColBERT|^BgeM3|^BertSplade", "xlm-roberta"),
     (r"^Transformers(MultiModal)?(MoE)?", "llama"),
 ]
@@ -273,13 +323,15 @@ def oracle(cfg_dict: dict) -> dict:
         text = cfg
     heads = getattr(text, "num_attention_heads", None)
     kv = None
-    if model_type in ("falcon", "RefinedWeb", "RefinedWebModel") and not getattr(
-            text, "new_decoder_architecture", False) and getattr(text, "multi_query", False):
+    if (
+        model_type in ("falcon", "RefinedWeb", "RefinedWebModel")
+        and not getattr(text, "new_decoder_architecture", False)
+        and getattr(text, "multi_query", False)
+    ):
         kv = 1
     elif model_type in ("dbrx", "mpt"):
         attn = getattr(text, "attn_config", None)
-        kv = attn.get("kv_n_heads") if isinstance(attn, dict) else getattr(attn, "kv_n_heads",
-                                                                             None)
+        kv = attn.get("kv_n_heads") if isinstance(attn, dict) else getattr(attn, "kv_n_heads", None)
     else:
         for key in KV_KEYS:
             value = getattr(text, key, None)
@@ -291,10 +343,13 @@ def oracle(cfg_dict: dict) -> dict:
     layers = getattr(text, "num_hidden_layers", None)
     if model_type == "longcat_flash":  # vLLM's LongCatFlash convertor reads num_layers
         layers = getattr(text, "num_layers", layers)
-    result = {"num_attention_heads": heads, "num_key_value_heads": kv,
-              "hidden_size": getattr(text, "hidden_size", None),
-              "num_hidden_layers": layers,
-              "vocab_size": getattr(text, "vocab_size", None)}
+    result = {
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv,
+        "hidden_size": getattr(text, "hidden_size", None),
+        "num_hidden_layers": layers,
+        "vocab_size": getattr(text, "vocab_size", None),
+    }
     return {k: v for k, v in result.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
@@ -324,28 +379,44 @@ def corpus(vllm_src: Path) -> tuple[list[dict], list[dict]]:
         if model_type is None:
             model_type, how = guess_model_type(arch, known)
         if model_type is None:
-            not_covered.append({"architecture": arch,
-                                "reason": why_no_config(arch, module, vllm_src)})
+            not_covered.append(
+                {"architecture": arch, "reason": why_no_config(arch, module, vllm_src)}
+            )
             continue
         try:
             cfg = AutoConfig.for_model(model_type)
             data = _compact(cfg.to_dict())
         except Exception as err:
-            not_covered.append({"architecture": arch, "reason":
-                                f"transformers {model_type} config has no usable defaults: "
-                                f"{type(err).__name__}: {str(err)[:120]}"})
+            not_covered.append(
+                {
+                    "architecture": arch,
+                    "reason": f"transformers {model_type} config has no usable defaults: "
+                    f"{type(err).__name__}: {str(err)[:120]}",
+                }
+            )
             continue
         data["architectures"] = [arch]
         data["model_type"] = model_type
         try:
             truth = oracle(data)
         except Exception as err:
-            not_covered.append({"architecture": arch, "reason": f"transformers cannot reload "
-                                f"its own {model_type} defaults: {type(err).__name__}"})
+            not_covered.append(
+                {
+                    "architecture": arch,
+                    "reason": f"transformers cannot reload "
+                    f"its own {model_type} defaults: {type(err).__name__}",
+                }
+            )
             continue
-        lines.append({"name": f"{arch} ({model_type} defaults)", "architecture": arch,
-                      "source": f"transformers {type(cfg).__name__}() defaults ({how})",
-                      "config": data, "transformers_reads": truth})
+        lines.append(
+            {
+                "name": f"{arch} ({model_type} defaults)",
+                "architecture": arch,
+                "source": f"transformers {type(cfg).__name__}() defaults ({how})",
+                "config": data,
+                "transformers_reads": truth,
+            }
+        )
     for path in sorted(REAL_MODELS.glob("*/config.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         try:
@@ -353,9 +424,15 @@ def corpus(vllm_src: Path) -> tuple[list[dict], list[dict]]:
         except Exception:
             truth = {}
         for arch in data.get("architectures") or [None]:
-            lines.append({"name": path.parent.name, "architecture": arch,
-                          "source": f"tests/fixtures/models/{path.parent.name}/config.json",
-                          "config": _compact(data), "transformers_reads": truth})
+            lines.append(
+                {
+                    "name": path.parent.name,
+                    "architecture": arch,
+                    "source": f"tests/fixtures/models/{path.parent.name}/config.json",
+                    "config": _compact(data),
+                    "transformers_reads": truth,
+                }
+            )
             break
     return lines, not_covered
 
@@ -365,8 +442,10 @@ def main() -> int:
     parser.add_argument("--layouts-only", action="store_true")
     args = parser.parse_args()
     vllm_src = newest_vllm_source()
-    LAYOUTS.write_text(json.dumps(layouts(vllm_src), sort_keys=True, separators=(",", ":"))
-                       + "\n", encoding="utf-8")
+    LAYOUTS.write_text(
+        json.dumps(layouts(vllm_src), sort_keys=True, separators=(",", ":")) + "\n",
+        encoding="utf-8",
+    )
     print(f"wrote {LAYOUTS.relative_to(ROOT)}")
     if args.layouts_only:
         return 0
@@ -375,11 +454,14 @@ def main() -> int:
     with gzip.open(CORPUS_DIR / "corpus.jsonl.gz", "wt", encoding="utf-8", compresslevel=9) as out:
         for line in lines:
             out.write(json.dumps(line, sort_keys=True, separators=(",", ":"), default=str) + "\n")
-    (CORPUS_DIR / "not-covered.json").write_text(json.dumps(not_covered, indent=1) + "\n",
-                                                  encoding="utf-8")
+    (CORPUS_DIR / "not-covered.json").write_text(
+        json.dumps(not_covered, indent=1) + "\n", encoding="utf-8"
+    )
     archs = {line["architecture"] for line in lines}
-    print(f"wrote {len(lines)} configs ({len(archs)} architectures); "
-          f"{len(not_covered)} architectures not covered")
+    print(
+        f"wrote {len(lines)} configs ({len(archs)} architectures); "
+        f"{len(not_covered)} architectures not covered"
+    )
     return 0
 
 

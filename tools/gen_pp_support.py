@@ -163,8 +163,9 @@ class Resolver:
         """True/False, or None when the class cannot be found statically."""
         return self.implements(dotted, cls_name, PP_INTERFACE, "supports_pp")
 
-    def implements(self, dotted: str, cls_name: str, interface: str,
-                   flag: str | None) -> bool | None:
+    def implements(
+        self, dotted: str, cls_name: str, interface: str, flag: str | None
+    ) -> bool | None:
         """Whether the class derives from ``interface`` (an interfaces module's class) or
         sets ``flag = True`` in its body, here or in a base; None when it cannot be found."""
         mod = self.module(dotted)
@@ -175,8 +176,9 @@ class Resolver:
             return None
         return self._class_implements(found[1], found[2], interface, flag, set())
 
-    def _class_implements(self, mod: Module, cls: ast.ClassDef, interface: str,
-                          flag: str | None, seen: set) -> bool:
+    def _class_implements(
+        self, mod: Module, cls: ast.ClassDef, interface: str, flag: str | None, seen: set
+    ) -> bool:
         key = (mod.name, cls.name)
         if key in seen:
             return False
@@ -191,8 +193,10 @@ class Resolver:
             if isinstance(base, ast.Attribute) and base.attr == interface:
                 return True
             found = self.lookup_expr(mod, base)
-            if found and found[0] == "class" and self._class_implements(
-                found[1], found[2], interface, flag, seen
+            if (
+                found
+                and found[0] == "class"
+                and self._class_implements(found[1], found[2], interface, flag, seen)
             ):
                 return True
         return False
@@ -245,22 +249,20 @@ def registry_table(registry_path: Path) -> dict[str, tuple[str, str]]:
                 mod_cls = ast.literal_eval(v)
             except ValueError:
                 continue
-            if not isinstance(arch, str) or not (
-                isinstance(mod_cls, tuple) and len(mod_cls) == 2
-            ):
+            if not isinstance(arch, str) or not (isinstance(mod_cls, tuple) and len(mod_cls) == 2):
                 continue
             mod_rel, cls_name = mod_cls
-            dotted = mod_rel if mod_rel.startswith("vllm.") else (
-                f"vllm.model_executor.models.{mod_rel}"
+            dotted = (
+                mod_rel
+                if mod_rel.startswith("vllm.")
+                else (f"vllm.model_executor.models.{mod_rel}")
             )
             table[arch] = (dotted, cls_name)
     return table
 
 
 def analyse(root: Path) -> dict:
-    versions = sorted(
-        (p.name for p in root.iterdir() if (p / REGISTRY).is_file()), key=Version
-    )
+    versions = sorted((p.name for p in root.iterdir() if (p / REGISTRY).is_file()), key=Version)
     per_arch: dict[str, dict[str, list[str]]] = {}
     for version in versions:
         resolver = Resolver(root / version)
@@ -290,8 +292,12 @@ def analyse(root: Path) -> dict:
         "changed": changed,
         "unresolved": {a: e["unresolved"] for a, e in sorted(per_arch.items()) if e["unresolved"]},
         "architectures": {
-            a: {"first": e["registered"][0], "last": e["registered"][-1],
-                "pp_in": len(e["pp"]), "registered_in": len(e["registered"])}
+            a: {
+                "first": e["registered"][0],
+                "last": e["registered"][-1],
+                "pp_in": len(e["pp"]),
+                "registered_in": len(e["registered"]),
+            }
             for a, e in sorted(per_arch.items())
         },
     }
@@ -299,11 +305,18 @@ def analyse(root: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", type=Path, required=True,
-                        help="directory with one unpacked release per sub-directory")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        required=True,
+        help="directory with one unpacked release per sub-directory",
+    )
     parser.add_argument("--out", type=Path, help="write the analysis as YAML here")
-    parser.add_argument("--print-never-pp", action="store_true",
-                        help="print the never-PP architectures as a YAML list")
+    parser.add_argument(
+        "--print-never-pp",
+        action="store_true",
+        help="print the never-PP architectures as a YAML list",
+    )
     args = parser.parse_args(argv)
     result = analyse(args.root)
     if args.out:
@@ -316,8 +329,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_never_pp:
         yaml.safe_dump(result["never_pp"], sys.stdout, default_flow_style=False)
     if not args.out and not args.print_never_pp:
-        print(f"{len(result['never_pp'])} never-PP, {len(result['changed'])} changed, "
-              f"{len(result['unresolved'])} with unresolved classes")
+        print(
+            f"{len(result['never_pp'])} never-PP, {len(result['changed'])} changed, "
+            f"{len(result['unresolved'])} with unresolved classes"
+        )
     return 0
 
 

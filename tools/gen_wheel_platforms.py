@@ -18,7 +18,13 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-OUT = Path(__file__).resolve().parents[1] / "vllm_doctor" / "knowledge" / "data" / "wheel_platforms.json"
+OUT = (
+    Path(__file__).resolve().parents[1]
+    / "vllm_doctor"
+    / "knowledge"
+    / "data"
+    / "wheel_platforms.json"
+)
 
 
 def main(path: str) -> None:
@@ -44,12 +50,20 @@ def main(path: str) -> None:
         if platforms or sdist:
             releases[version] = {"platforms": sorted(platforms), "sdist": sdist}
     ordered = dict(sorted(releases.items(), key=lambda kv: Version(kv[0])))
-    OUT.write_text(json.dumps({
-        "kind": "wheel_platforms",
-        "source": "https://pypi.org/pypi/vllm/json",
-        "generated_by": "tools/gen_wheel_platforms.py",
-        "value": "platform tags of the release's wheels on PyPI; sdist: a source archive exists",
-        "releases": ordered}, indent=1) + "\n", encoding="utf-8")
+    OUT.write_text(
+        json.dumps(
+            {
+                "kind": "wheel_platforms",
+                "source": "https://pypi.org/pypi/vllm/json",
+                "generated_by": "tools/gen_wheel_platforms.py",
+                "value": "platform tags of the release's wheels on PyPI; sdist: a source archive exists",
+                "releases": ordered,
+            },
+            indent=1,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
 
 
 if __name__ == "__main__":

@@ -29,8 +29,10 @@ FIGURES = ("weights_gib", "kv_cache_tokens", "kv_cache_gib", "max_concurrency", 
 
 def load_entries(corpus: Path = CORPUS) -> list[tuple[str, dict]]:
     """(entry id, entry) for every YAML file of the corpus, sorted by id."""
-    return [(path.stem, yaml.safe_load(path.read_text(encoding="utf-8")))
-            for path in sorted(corpus.glob("*.yaml"))]
+    return [
+        (path.stem, yaml.safe_load(path.read_text(encoding="utf-8")))
+        for path in sorted(corpus.glob("*.yaml"))
+    ]
 
 
 def release_of(entry: dict) -> str:
@@ -42,8 +44,12 @@ def release_of(entry: dict) -> str:
 
 
 def counts(entries: list[tuple[str, dict]]) -> dict[str, Counter]:
-    tally: dict[str, Counter] = {"kind": Counter(), "gpu": Counter(), "release": Counter(),
-                                 "figure": Counter()}
+    tally: dict[str, Counter] = {
+        "kind": Counter(),
+        "gpu": Counter(),
+        "release": Counter(),
+        "figure": Counter(),
+    }
     for _, entry in entries:
         tally["kind"].update(entry.get("kinds") or [])
         figures = read_memory_figures(entry["log"]).to_dict()
@@ -67,9 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         print("\nentry: model @ gpu x count, release: weights GiB, KV GiB, KV tokens, concurrency")
         for name, entry in entries:
             figures = read_memory_figures(entry["log"])
-            print(f"  {name}: {entry['model']} @ {entry['gpu']} x{entry['gpu_count']}, "
-                  f"{entry.get('vllm_version')}: {figures.weights_gib}, {figures.kv_cache_gib}, "
-                  f"{figures.kv_cache_tokens}, {figures.max_concurrency}")
+            print(
+                f"  {name}: {entry['model']} @ {entry['gpu']} x{entry['gpu_count']}, "
+                f"{entry.get('vllm_version')}: {figures.weights_gib}, {figures.kv_cache_gib}, "
+                f"{figures.kv_cache_tokens}, {figures.max_concurrency}"
+            )
     return 0
 
 

@@ -38,10 +38,14 @@ def main() -> int:
             else:
                 proven += 1
     archs = {e["architecture"] for e in entries}
-    print(f"configs {len(entries)}, architectures {len(archs)}, serve lines "
-          f"{len(corpus_test.SERVE_LINES)}")
-    print(f"error findings {total}: proven or non-arithmetic {proven}, "
-          f"unproven {sum(unproven.values())}")
+    print(
+        f"configs {len(entries)}, architectures {len(archs)}, serve lines "
+        f"{len(corpus_test.SERVE_LINES)}"
+    )
+    print(
+        f"error findings {total}: proven or non-arithmetic {proven}, "
+        f"unproven {sum(unproven.values())}"
+    )
     print("  by rule: " + ", ".join(f"{c} {n}" for c, n in sorted(by_rule.items())))
     for code, count in unproven.most_common():
         print(f"  {code}: {count} unproven (e.g. {examples[code]})")

@@ -58,9 +58,19 @@ def results(package: str) -> dict[str, int | None]:
 
 
 def mutmut(names: list[str], seconds: float, children: int) -> int:
-    command = ["nice", "-n", "15", "timeout", "--signal=INT", str(max(1, int(seconds))),
-               str(Path(sys.executable).with_name("mutmut")), "run",
-               "--max-children", str(children), *names]
+    command = [
+        "nice",
+        "-n",
+        "15",
+        "timeout",
+        "--signal=INT",
+        str(max(1, int(seconds))),
+        str(Path(sys.executable).with_name("mutmut")),
+        "run",
+        "--max-children",
+        str(children),
+        *names,
+    ]
     with open(REPO / "mutants" / "mutation-run.log", "a", encoding="utf-8") as log:
         return subprocess.run(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT).returncode
 
@@ -85,25 +95,37 @@ def tally(package: str, rate: float) -> Counter:
 
 
 def table(rates: dict[str, float]) -> str:
-    lines = ["| package | mutants | sample | ran | killed | survived | no tests | kill rate |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| package | mutants | sample | ran | killed | survived | no tests | kill rate |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for package, rate in rates.items():
         c = tally(package, rate)
         ran = c["killed"] + c["survived"] + c["no tests"]
         kill = f"{100 * c['killed'] / ran:.1f} %" if ran else "-"
-        lines.append(f"| {package} | {len(results(package))} | {c['sampled']} ({rate:.0%}) | "
-                     f"{ran} | {c['killed']} | {c['survived']} | {c['no tests']} | {kill} |")
+        lines.append(
+            f"| {package} | {len(results(package))} | {c['sampled']} ({rate:.0%}) | "
+            f"{ran} | {c['killed']} | {c['survived']} | {c['no tests']} | {kill} |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--packages", default=",".join(PACKAGES))
-    parser.add_argument("--rate", action="append", default=[], metavar="PACKAGE=SHARE",
-                        help="share of a package's mutants to run (default engine=0.08, "
-                             "facts=0.03, report=0.05)")
-    parser.add_argument("--budget-min", type=float, default=45.0,
-                        help="wall-clock budget for the whole run, in minutes")
+    parser.add_argument(
+        "--rate",
+        action="append",
+        default=[],
+        metavar="PACKAGE=SHARE",
+        help="share of a package's mutants to run (default engine=0.08, facts=0.03, report=0.05)",
+    )
+    parser.add_argument(
+        "--budget-min",
+        type=float,
+        default=45.0,
+        help="wall-clock budget for the whole run, in minutes",
+    )
     parser.add_argument("--children", type=int, default=1, help="mutants run at once")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--survivors", type=Path, help="write the surviving mutants' names here")
@@ -120,8 +142,12 @@ def main(argv: list[str] | None = None) -> int:
             mutmut([BOOTSTRAP], deadline - time.monotonic(), args.children)
         # one mutmut run for every package: each run first runs the tests of the mutants it
         # is given once without mutation, which costs as much as a few hundred mutants
-        todo = [n for package, rate in rates.items() for n, code in results(package).items()
-                if code is None and in_sample(n, rate)]
+        todo = [
+            n
+            for package, rate in rates.items()
+            for n, code in results(package).items()
+            if code is None and in_sample(n, rate)
+        ]
         left = deadline - time.monotonic()
         if todo and left > 0:
             print(f"{len(todo)} mutants to run, {left / 60:.0f} min left", file=sys.stderr)
@@ -129,8 +155,12 @@ def main(argv: list[str] | None = None) -> int:
 
     print(table(rates))
     if args.survivors:
-        names = [n for p, rate in rates.items() for n, code in results(p).items()
-                 if in_sample(n, rate) and code is not None and (code in SURVIVED or code in NO_TESTS)]
+        names = [
+            n
+            for p, rate in rates.items()
+            for n, code in results(p).items()
+            if in_sample(n, rate) and code is not None and (code in SURVIVED or code in NO_TESTS)
+        ]
         args.survivors.write_text("\n".join(sorted(names)) + "\n", encoding="utf-8")
     return 0
 

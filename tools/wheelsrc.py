@@ -54,8 +54,11 @@ class ReleaseSource:
         prefix = f"{PACKAGE}/"
         if self.location.is_file():
             self._zip = zipfile.ZipFile(self.location)
-            return sorted(n[len(prefix):] for n in self._zip.namelist()
-                          if n.startswith(prefix) and not n.endswith("/"))
+            return sorted(
+                n[len(prefix) :]
+                for n in self._zip.namelist()
+                if n.startswith(prefix) and not n.endswith("/")
+            )
         base = self.location / PACKAGE
         return sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file())
 
@@ -104,7 +107,6 @@ class ReleaseSource:
             return p.read_text("utf-8", "replace")
         return None
 
-
     @cached_property
     def wheel(self) -> Path | None:
         """The release's wheel: the location itself, or a wheel beside an unpacked tree."""
@@ -123,15 +125,18 @@ class ReleaseSource:
 
         if self.metadata is None:
             return
-        for line in Parser().parsestr(self.metadata, headersonly=True).get_all("Requires-Dist") or []:
+        for line in (
+            Parser().parsestr(self.metadata, headersonly=True).get_all("Requires-Dist") or []
+        ):
             try:
                 yield Requirement(line)
             except InvalidRequirement:
                 continue
 
 
-def find_releases(root: Path, min_version: str | None = None,
-                  max_version: str | None = None) -> list[ReleaseSource]:
+def find_releases(
+    root: Path, min_version: str | None = None, max_version: str | None = None
+) -> list[ReleaseSource]:
     """Every release under ``root``: unpacked ``<version>/vllm`` trees win over wheels."""
     found: dict[Version, Path] = {}
     for path in sorted(root.glob(f"{PACKAGE}-*.whl")):
@@ -149,8 +154,11 @@ def find_releases(root: Path, min_version: str | None = None,
                     continue
     lo = Version(min_version) if min_version else None
     hi = Version(max_version) if max_version else None
-    return [ReleaseSource(v, p) for v, p in sorted(found.items())
-            if (lo is None or v >= lo) and (hi is None or v <= hi)]
+    return [
+        ReleaseSource(v, p)
+        for v, p in sorted(found.items())
+        if (lo is None or v >= lo) and (hi is None or v <= hi)
+    ]
 
 
 def iter_py(release: ReleaseSource, prefix: str = "") -> Iterator[str]:

@@ -30,9 +30,9 @@ FILE_LIMITS = {
     "yaml": 1 * MiB,
     "toml": 1 * MiB,
 }
-MAX_DEPTH = 64            # nesting of JSON/YAML values (real configs stay under 8)
-MAX_VALUES = 1_000_000    # values in one document, YAML aliases counted as expanded
-MAX_INT = 2**63 - 1       # integers the doctor keeps as facts (int64, like torch)
+MAX_DEPTH = 64  # nesting of JSON/YAML values (real configs stay under 8)
+MAX_VALUES = 1_000_000  # values in one document, YAML aliases counted as expanded
+MAX_INT = 2**63 - 1  # integers the doctor keeps as facts (int64, like torch)
 
 
 def expand_path(path: Path | str, source: str) -> Path:
@@ -80,8 +80,10 @@ def read_bytes(path: Path | str, what: str, kind: str, source: str | None = None
     if not stat.S_ISREG(info.st_mode):
         raise InputError(source, f"is {_describe(info.st_mode)}, not a {what}: give a regular file")
     if info.st_size > limit:
-        raise InputError(source, f"is {_size(info.st_size)}; a {what} is read whole and may be at "
-                                 f"most {_size(limit)}")
+        raise InputError(
+            source,
+            f"is {_size(info.st_size)}; a {what} is read whole and may be at most {_size(limit)}",
+        )
     try:
         # O_NONBLOCK: should the path become a FIFO between stat and open, open() still returns
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
@@ -92,13 +94,15 @@ def read_bytes(path: Path | str, what: str, kind: str, source: str | None = None
             raise InputError(source, f"is not a regular file, not a {what}")
         data = handle.read(limit + 1)
     if len(data) > limit:
-        raise InputError(source, f"is over {_size(limit)}; a {what} is read whole and may be at "
-                                 f"most {_size(limit)}")
+        raise InputError(
+            source,
+            f"is over {_size(limit)}; a {what} is read whole and may be at most {_size(limit)}",
+        )
     return data
 
 
-STDIN_IDLE_S = 30.0        # a pipe with nothing new for this long, still open: a writer that hangs
-STDIN_TOTAL_S = 600.0      # and a writer that trickles for ever
+STDIN_IDLE_S = 30.0  # a pipe with nothing new for this long, still open: a writer that hangs
+STDIN_TOTAL_S = 600.0  # and a writer that trickles for ever
 STDIN_IDLE_ENV = "VLLM_DOCTOR_STDIN_TIMEOUT"
 
 
@@ -132,25 +136,32 @@ def read_stdin(what: str, kind: str, source: str = "standard input") -> bytes:
         while size <= limit:
             ready, _, _ = select.select([fd], [], [], idle)
             if not ready:
-                raise InputError(source, f"nothing arrived for {idle:g} s and the pipe is still "
-                                         f"open: close it when the {what} is complete, or give a file")
+                raise InputError(
+                    source,
+                    f"nothing arrived for {idle:g} s and the pipe is still "
+                    f"open: close it when the {what} is complete, or give a file",
+                )
             chunk = os.read(fd, min(1 << 20, limit + 1 - size))
             if not chunk:
                 break
             chunks.append(chunk)
             size += len(chunk)
             if time.monotonic() - start > STDIN_TOTAL_S:
-                raise InputError(source, f"still open after {STDIN_TOTAL_S:g} s: give the {what} "
-                                         "as a file")
+                raise InputError(
+                    source, f"still open after {STDIN_TOTAL_S:g} s: give the {what} as a file"
+                )
         data = b"".join(chunks)
     if len(data) > limit:
-        raise InputError(source, f"is over {_size(limit)}; a {what} is read whole and may be at "
-                                 f"most {_size(limit)}")
+        raise InputError(
+            source,
+            f"is over {_size(limit)}; a {what} is read whole and may be at most {_size(limit)}",
+        )
     return data
 
 
-def read_text(path: Path | str, what: str, kind: str, source: str | None = None,
-              errors: str = "strict") -> str:
+def read_text(
+    path: Path | str, what: str, kind: str, source: str | None = None, errors: str = "strict"
+) -> str:
     """``read_bytes`` decoded as UTF-8; undecodable text is InputError unless errors="replace"."""
     data = read_bytes(path, what, kind, source)
     try:
@@ -173,7 +184,7 @@ def check_value(data: Any, max_depth: int = MAX_DEPTH, max_values: int = MAX_VAL
     and counted as often as it is referenced, so a billion-laughs document is refused from
     its shape without being expanded.
     """
-    sizes: dict[int, int] = {}   # id(container) -> values it holds, aliases expanded
+    sizes: dict[int, int] = {}  # id(container) -> values it holds, aliases expanded
     depths: dict[int, int] = {}  # id(container) -> nesting depth below it
     on_path: set[int] = set()
     # iterative post-order walk: deep input must not hit Python's recursion limit
@@ -201,8 +212,9 @@ def check_value(data: Any, max_depth: int = MAX_DEPTH, max_values: int = MAX_VAL
             if depth + 1 > max_depth:
                 raise ValueBoundsError(f"nested more than {max_depth} levels deep")
             if size > max_values:
-                raise ValueBoundsError(f"holds more than {max_values:,} values once its aliases "
-                                       "are expanded")
+                raise ValueBoundsError(
+                    f"holds more than {max_values:,} values once its aliases are expanded"
+                )
             continue
         if key in sizes:
             continue
@@ -227,8 +239,9 @@ def _check_scalar(value: Any) -> None:
         return
     if isinstance(value, int):
         if not -MAX_INT - 1 <= value <= MAX_INT:
-            raise ValueBoundsError(f"has an integer out of range ({str(value)[:12]}…, more than "
-                                   "64 bits)")
+            raise ValueBoundsError(
+                f"has an integer out of range ({str(value)[:12]}…, more than 64 bits)"
+            )
     elif isinstance(value, float) and not math.isfinite(value):
         raise ValueBoundsError(f"has a number that is not finite ({value})")
 
@@ -271,9 +284,12 @@ def json_loads(text: str, non_finite: str = "refuse") -> Any:
     """
     lenient = non_finite == "null"
     try:
-        data = json.loads(text, parse_constant=_null_constant if lenient else _reject_constant,
-                          parse_float=_float_or_null if lenient else _parse_float,
-                          parse_int=_parse_int)
+        data = json.loads(
+            text,
+            parse_constant=_null_constant if lenient else _reject_constant,
+            parse_float=_float_or_null if lenient else _parse_float,
+            parse_int=_parse_int,
+        )
     except RecursionError:
         raise ValueBoundsError(f"nested more than {MAX_DEPTH} levels deep") from None
     return check_value(data)

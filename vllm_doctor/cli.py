@@ -52,8 +52,11 @@ def _root(
         False, "--version", callback=_version_callback, is_eager=True, help="Show the version."
     ),
     debug: bool = typer.Option(
-        False, "--debug", help="On a crash, print the traceback (also VLLM_DOCTOR_DEBUG=1); "
-                               "may be given after the command too."),
+        False,
+        "--debug",
+        help="On a crash, print the traceback (also VLLM_DOCTOR_DEBUG=1); "
+        "may be given after the command too.",
+    ),
 ) -> None:
     """Preflight doctor for vLLM deployments."""
     if debug:
@@ -98,8 +101,10 @@ def _serve_option_hint(err: click_exceptions.NoSuchOption, args: list[str]) -> s
     for word in args[:end]:
         flag = word.split("=", 1)[0]
         if flag.startswith("-") and flag not in ours and resolve_flag(flag) is not None:
-            return (f"{flag} is a `vllm serve` option: put the serve line after `--`, as in "
-                    f"`vllm-doctor {command.name} [OPTIONS] -- vllm serve MODEL {flag} ...`")
+            return (
+                f"{flag} is a `vllm serve` option: put the serve line after `--`, as in "
+                f"`vllm-doctor {command.name} [OPTIONS] -- vllm serve MODEL {flag} ...`"
+            )
     return None
 
 

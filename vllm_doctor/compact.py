@@ -46,8 +46,9 @@ def digest(sources: Sequence[tuple[str, bytes]], layout: int = LAYOUT) -> str:
     return h.hexdigest()
 
 
-def cached(name: str, sources: Sequence[tuple[str, bytes]], build: Callable[[], Any],
-           layout: int = LAYOUT) -> Any:
+def cached(
+    name: str, sources: Sequence[tuple[str, bytes]], build: Callable[[], Any], layout: int = LAYOUT
+) -> Any:
     """``build()``'s value for these sources (name, bytes): read from the cache when a build
     for exactly these bytes is there, else built and written for the next run. ``build``
     must return plain data (what ``marshal`` stores: str, bytes, numbers, tuples, lists,

@@ -91,7 +91,9 @@ class Config:
         if self.ignore_file is not None:
             off.append(f"ignore-file = {self.ignore_file}")
         if self.ignore_entries:
-            codes = [str(e.get("code")) if isinstance(e, dict) else "?" for e in self.ignore_entries]
+            codes = [
+                str(e.get("code")) if isinstance(e, dict) else "?" for e in self.ignore_entries
+            ]
             off.append(f"ignore-entries for {', '.join(codes)}")
         if self.fail_on == "never":
             off.append("fail-on = never (the exit code)")
@@ -101,12 +103,21 @@ class Config:
         """This file's settings without the keys that choose rules and the threshold."""
         if self.path is None:
             return self
-        locked = Config(path=self.path, strict=self.strict, format=self.format,
-                        rules_dirs=self.rules_dirs)
-        locked.not_applied = [k for k, v in (
-            ("default-rules", self.default_rules), ("select", self.select), ("ignore", self.ignore),
-            ("ignore-file", self.ignore_file), ("ignore-entries", self.ignore_entries),
-            ("fail-on", self.fail_on)) if v not in (None, [])]
+        locked = Config(
+            path=self.path, strict=self.strict, format=self.format, rules_dirs=self.rules_dirs
+        )
+        locked.not_applied = [
+            k
+            for k, v in (
+                ("default-rules", self.default_rules),
+                ("select", self.select),
+                ("ignore", self.ignore),
+                ("ignore-file", self.ignore_file),
+                ("ignore-entries", self.ignore_entries),
+                ("fail-on", self.fail_on),
+            )
+            if v not in (None, [])
+        ]
         return locked
 
     def describe(self) -> str | None:
@@ -118,8 +129,9 @@ class Config:
         off = self.turned_off()
         line += f"; it turns off: {'; '.join(off)}" if off else "; it turns nothing off"
         if self.not_applied:
-            line += (f"; locked ({LOCK_ENV} or --locked), so not applied: "
-                     f"{', '.join(self.not_applied)}")
+            line += (
+                f"; locked ({LOCK_ENV} or --locked), so not applied: {', '.join(self.not_applied)}"
+            )
         return line
 
 
@@ -172,7 +184,7 @@ def search_dirs(start: Path) -> list[Path]:
     chain = [start, *start.parents]
     for i, directory in enumerate(chain):
         if directory == home or any((directory / marker).exists() for marker in (".git", ".hg")):
-            return chain[:i + 1]
+            return chain[: i + 1]
     return [start]
 
 
@@ -202,12 +214,14 @@ def load_config(path: Path) -> Config:
     where = f"{path}" + (f" [tool.{TABLE}]" if path.name == PYPROJECT else "")
     unknown = sorted(set(section) - set(_KEYS))
     if unknown:
-        raise InputError(where, f"unknown key(s) {', '.join(unknown)} "
-                                f"(known: {', '.join(_KEYS)})")
+        raise InputError(where, f"unknown key(s) {', '.join(unknown)} (known: {', '.join(_KEYS)})")
     for key, value in section.items():
         kind, meaning = _KEYS[key]
-        if not isinstance(value, kind) or (isinstance(value, list) and key != "ignore-entries"
-                                           and not all(isinstance(v, str) for v in value)):
+        if not isinstance(value, kind) or (
+            isinstance(value, list)
+            and key != "ignore-entries"
+            and not all(isinstance(v, str) for v in value)
+        ):
             raise InputError(where, f"{key} must be {meaning}")
     from vllm_doctor.report import FAIL_ON, FORMATS
 
@@ -231,8 +245,9 @@ def load_config(path: Path) -> Config:
     return config
 
 
-def resolve_config(explicit: Path | None, use_config: bool = True, cwd: Path | None = None,
-                   locked: bool = False) -> Config:
+def resolve_config(
+    explicit: Path | None, use_config: bool = True, cwd: Path | None = None, locked: bool = False
+) -> Config:
     """The configuration in force: ``--config FILE``, else the nearest file, else defaults;
     ``locked`` (or ``VLLM_DOCTOR_LOCKED``): without the keys that choose rules and threshold."""
     if explicit is not None:

@@ -26,9 +26,16 @@ from vllm_doctor.errors import InputError
 PREFIX = "VLLM_DOCTOR_"
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 # key → the Config field it fills
-_FIELDS = {"select": "select", "ignore": "ignore", "fail-on": "fail_on", "strict": "strict",
-           "format": "format", "rules-dir": "rules_dirs", "default-rules": "default_rules",
-           "ignore-file": "ignore_file"}
+_FIELDS = {
+    "select": "select",
+    "ignore": "ignore",
+    "fail-on": "fail_on",
+    "strict": "strict",
+    "format": "format",
+    "rules-dir": "rules_dirs",
+    "default-rules": "default_rules",
+    "ignore-file": "ignore_file",
+}
 
 
 def variable(key: str) -> str:

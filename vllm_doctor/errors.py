@@ -31,12 +31,15 @@ def printable(text: str, keep: str = "") -> str:
     """``text`` with every character that could steer a terminal or a log written as an escape
     (``\\x1b``, ``\\n``, ``\\u202e``); ``keep``: characters left as they are (``"\\n\\t"`` for
     a multi-line text)."""
+
     def spell(match: re.Match[str]) -> str:
         char = match.group()
         if char in keep:
             return char
         return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char) or (
-            f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+            f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+        )
+
     return _UNPRINTABLE.sub(spell, text)
 
 
@@ -53,8 +56,10 @@ EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
 
 CRASH_PREFIX = "collector crashed"  # how a crashed collector's missing facts are explained
-CRASH_HINT = ("not a missing input: a step of the doctor crashed (the run exits 3); rerun "
-              "with --debug and report the traceback")
+CRASH_HINT = (
+    "not a missing input: a step of the doctor crashed (the run exits 3); rerun "
+    "with --debug and report the traceback"
+)
 DEBUG_ENV = "VLLM_DOCTOR_DEBUG"
 DEBUG_HINT = "rerun with --debug for the traceback"
 
@@ -80,9 +85,9 @@ class DoctorError(Exception):
 class Crash:
     """An unexpected exception in one step of a run (a collector, the rules, a report)."""
 
-    step: str          # "model config", "rules", "report rendering"
-    error: str         # "RecursionError: maximum recursion depth exceeded"
-    traceback: str     # for --debug
+    step: str  # "model config", "rules", "report rendering"
+    error: str  # "RecursionError: maximum recursion depth exceeded"
+    traceback: str  # for --debug
 
     @classmethod
     def of(cls, step: str, err: BaseException) -> Crash:

@@ -32,8 +32,12 @@ def value_options() -> set[str]:
     from vllm_doctor.cli import app
 
     check = typer.main.get_group(app).commands["check"]
-    return {opt for param in check.params if isinstance(param, TyperOption)
-            and not param.is_flag for opt in param.opts}
+    return {
+        opt
+        for param in check.params
+        if isinstance(param, TyperOption) and not param.is_flag
+        for opt in param.opts
+    }
 
 
 def split_arguments(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -69,8 +73,9 @@ def main(argv: list[str] | None = None) -> None:
         if option is None:
             continue
         print(f"vllm-doctor: {path}", flush=True)
-        code = subprocess.call(module_command("vllm_doctor", "check", f"{option}={path}", "-q",
-                                              *options))
+        code = subprocess.call(
+            module_command("vllm_doctor", "check", f"{option}={path}", "-q", *options)
+        )
         if _rank(code) > _rank(worst):
             worst = code
     sys.exit(worst)

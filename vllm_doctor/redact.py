@@ -30,16 +30,38 @@ REDACTED = "<redacted>"
 
 # words of a name (split at - _ . and camelCase) that make it a secret's name; whole words,
 # so --max-num-batched-tokens, --tokenizer, --ssl-keyfile and --api-server-count are not
-_SECRET_WORDS = frozenset({
-    "token", "key", "secret", "secrets", "password", "passwd", "pwd", "passphrase",
-    "credential", "credentials", "cookie", "auth", "authorization", "private",
-    "apikey", "authtoken", "accesstoken", "accesskey", "secretkey", "privatekey", "hftoken",
-})
+_SECRET_WORDS = frozenset(
+    {
+        "token",
+        "key",
+        "secret",
+        "secrets",
+        "password",
+        "passwd",
+        "pwd",
+        "passphrase",
+        "credential",
+        "credentials",
+        "cookie",
+        "auth",
+        "authorization",
+        "private",
+        "apikey",
+        "authtoken",
+        "accesstoken",
+        "accesskey",
+        "secretkey",
+        "privatekey",
+        "hftoken",
+    }
+)
 _NAME_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 
 # a text without any of these has no secret name in it: the name passes are skipped
-_SECRET_HINT = re.compile(r"(?i)token|key|secret|passw|pwd|passphrase|credential|cookie|auth|private")
+_SECRET_HINT = re.compile(
+    r"(?i)token|key|secret|passw|pwd|passphrase|credential|cookie|auth|private"
+)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -50,13 +72,16 @@ def is_secret_name(name: str) -> bool:
 
 
 # scheme://userinfo@ — the userinfo (user:password, or a bare token) is a credential
-_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)([^\s/@:'\"`<>]{1,256}"
-                              r"(?::[^\s/@'\"`<>]{0,256})?)@")
+_URL_CREDENTIALS = re.compile(
+    r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)([^\s/@:'\"`<>]{1,256}"
+    r"(?::[^\s/@'\"`<>]{0,256})?)@"
+)
 # values that are tokens whatever they are called
 _TOKEN_VALUES = re.compile(
     r"\b(?:hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|"
     r"github_pat_[A-Za-z0-9_]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|"
-    r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,})")
+    r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,})"
+)
 _BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{8,})")
 _NAME = r"[A-Za-z_][A-Za-z0-9_.-]{0,80}"
 _VALUE = re.compile(r"\"[^\"\n]{0,4096}\"|'[^'\n]{0,4096}'|[^\s\"',;&|]{1,4096}")
@@ -76,7 +101,7 @@ def _hide_values(pattern: re.Pattern[str], text: str) -> str:
         if value is None:
             continue
         quoted = value.group()[:1] in ("'", '"') and len(value.group()) >= 2
-        out.append(text[pos:key.end()])
+        out.append(text[pos : key.end()])
         out.append(value.group()[0] + REDACTED + value.group()[-1] if quoted else REDACTED)
         pos = value.end()
     out.append(text[pos:])
@@ -120,7 +145,9 @@ def redact_strings(value: Any) -> Any:
         return value if all(cleaned[k] is v for k, v in value.items()) else cleaned
     if isinstance(value, (list, tuple)):
         items = [redact_strings(v) for v in value]
-        return value if all(a is b for a, b in zip(items, value, strict=True)) else type(value)(items)
+        return (
+            value if all(a is b for a, b in zip(items, value, strict=True)) else type(value)(items)
+        )
     return value
 
 
@@ -168,6 +195,7 @@ def redact_words(words: Iterable[str], placeholders: bool = False) -> list[str]:
     references to a variable (``--hf-token $HF_TOKEN``, ``HF_TOKEN=$HF_TOKEN``) that
     ``shell_words`` prints unquoted.
     """
+
     def hidden(option: str) -> str:
         return f"{_PLACEHOLDER}${_variable_for(option)}" if placeholders else REDACTED
 

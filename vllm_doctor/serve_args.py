@@ -18,8 +18,22 @@ from vllm_doctor.serveline.render import render_command
 from vllm_doctor.serveline.words import MAX_LINE_CHARS, command_words
 
 __all__ = [
-    "JSON_KINDS", "MAX_LINE_CHARS", "MAX_WORDS", "OPTIONS", "SERVE_LINE", "_FACT_OPTIONS",
-    "OptionSpec", "ServeLine", "_convert", "command_words", "convert_value", "human_readable_int",
-    "load_serve_config", "option_spec", "parse_serve_argv", "parse_serve_string", "render_command",
+    "JSON_KINDS",
+    "MAX_LINE_CHARS",
+    "MAX_WORDS",
+    "OPTIONS",
+    "SERVE_LINE",
+    "_FACT_OPTIONS",
+    "OptionSpec",
+    "ServeLine",
+    "_convert",
+    "command_words",
+    "convert_value",
+    "human_readable_int",
+    "load_serve_config",
+    "option_spec",
+    "parse_serve_argv",
+    "parse_serve_string",
+    "render_command",
     "resolve_flag",
 ]

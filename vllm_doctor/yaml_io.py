@@ -38,6 +38,7 @@ def _refuse(tag: str):
     def construct(loader: yaml.BaseLoader, node: yaml.Node) -> Any:
         mark = node.start_mark
         raise YAMLBoundsError(f"line {mark.line + 1}: the tag {tag} is not plain data")
+
     return construct
 
 

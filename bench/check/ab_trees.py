@@ -24,13 +24,29 @@ import time
 from pathlib import Path
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "vllm_doctor" / "examples" / "gemma4-mtp-tp2"
-SERVE = ("vllm serve google/gemma-4-E2B-it --tensor-parallel-size 2 --speculative-config "
-         "'{\"method\": \"mtp\", \"model\": \"gg-hf-am/gemma-4-E2B-it-assistant\", "
-         "\"num_speculative_tokens\": 1}'")
-INPUTS = ["--serve", SERVE, "--model-config", str(EXAMPLE / "model"),
-          "--report", str(EXAMPLE / "collect-env.txt"), "--format", "json"]
-UNKNOWN_VERSION = ["--serve", "vllm serve google/gemma-4-E2B-it --tensor-parallel-size 2",
-                   "--model-config", str(EXAMPLE / "model"), "--format", "json"]
+SERVE = (
+    "vllm serve google/gemma-4-E2B-it --tensor-parallel-size 2 --speculative-config "
+    '\'{"method": "mtp", "model": "gg-hf-am/gemma-4-E2B-it-assistant", '
+    '"num_speculative_tokens": 1}\''
+)
+INPUTS = [
+    "--serve",
+    SERVE,
+    "--model-config",
+    str(EXAMPLE / "model"),
+    "--report",
+    str(EXAMPLE / "collect-env.txt"),
+    "--format",
+    "json",
+]
+UNKNOWN_VERSION = [
+    "--serve",
+    "vllm serve google/gemma-4-E2B-it --tensor-parallel-size 2",
+    "--model-config",
+    str(EXAMPLE / "model"),
+    "--format",
+    "json",
+]
 
 
 def main() -> int:
@@ -46,13 +62,18 @@ def main() -> int:
         for tree in trees if round_ % 2 == 0 else trees[::-1]:
             for command in ("facts", "check"):
                 # each tree with its own rules only
-                extra = (["--no-default-rules", "--rules-dir", str(tree / "rules")]
-                         if command == "check" else [])
+                extra = (
+                    ["--no-default-rules", "--rules-dir", str(tree / "rules")]
+                    if command == "check"
+                    else []
+                )
                 start = time.perf_counter()
-                run = subprocess.run([sys.executable, "-m", "vllm_doctor", command, *inputs,
-                                      *extra], capture_output=True, cwd=tree,
-                                     env=dict(os.environ, PYTHONPATH=str(tree),
-                                              HF_HUB_OFFLINE="1"))
+                run = subprocess.run(
+                    [sys.executable, "-m", "vllm_doctor", command, *inputs, *extra],
+                    capture_output=True,
+                    cwd=tree,
+                    env=dict(os.environ, PYTHONPATH=str(tree), HF_HUB_OFFLINE="1"),
+                )
                 times.setdefault((tree, command), []).append(time.perf_counter() - start)
                 if run.returncode not in (0, 1):
                     sys.exit(f"{tree} {command}: {run.stderr.decode()[-400:]}")
@@ -60,7 +81,9 @@ def main() -> int:
     for tree in trees:
         facts = statistics.median(times[(tree, "facts")])
         check = statistics.median(times[(tree, "check")])
-        print(f"{tree}: facts {facts:.3f} s, check {check:.3f} s, check - facts {check - facts:+.3f} s")
+        print(
+            f"{tree}: facts {facts:.3f} s, check {check:.3f} s, check - facts {check - facts:+.3f} s"
+        )
     return 0
 
 

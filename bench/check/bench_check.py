@@ -25,11 +25,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "vllm_doctor" / "examples" / "gemma4-mtp-tp2"
-SERVE = ("vllm serve google/gemma-4-E2B-it --tensor-parallel-size 2 --speculative-config "
-         "'{\"method\": \"mtp\", \"model\": \"gg-hf-am/gemma-4-E2B-it-assistant\", "
-         "\"num_speculative_tokens\": 1}'")
-INPUTS = ["--serve", SERVE, "--model-config", str(EXAMPLE / "model"),
-          "--report", str(EXAMPLE / "collect-env.txt"), "--format", "json"]
+SERVE = (
+    "vllm serve google/gemma-4-E2B-it --tensor-parallel-size 2 --speculative-config "
+    '\'{"method": "mtp", "model": "gg-hf-am/gemma-4-E2B-it-assistant", '
+    '"num_speculative_tokens": 1}\''
+)
+INPUTS = [
+    "--serve",
+    SERVE,
+    "--model-config",
+    str(EXAMPLE / "model"),
+    "--report",
+    str(EXAMPLE / "collect-env.txt"),
+    "--format",
+    "json",
+]
 
 
 def wall(args: list[str], env: dict[str, str]) -> float:
@@ -53,9 +63,15 @@ def main() -> None:
     # place with PYTHONDONTWRITEBYTECODE=1 compiles them on every run instead, and check
     # imports more of them than facts. Both are timed, in the same interleaved rounds.
     pyc = tempfile.mkdtemp(prefix="bench-check-pyc-")
-    base = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
-    envs = {"bytecode": dict(base, PYTHONPYCACHEPREFIX=pyc),
-            "sources": dict(base, PYTHONDONTWRITEBYTECODE="1")}  # as a checkout run in place
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+    }
+    envs = {
+        "bytecode": dict(base, PYTHONPYCACHEPREFIX=pyc),
+        "sources": dict(base, PYTHONDONTWRITEBYTECODE="1"),
+    }  # as a checkout run in place
     commands = {"facts": ["facts", *INPUTS], "check": ["check", *INPUTS, "--fail-on", "never"]}
     cases = {(cmd, how): (argv, env) for how, env in envs.items() for cmd, argv in commands.items()}
     for argv, env in cases.values():  # warm the page cache and write the bytecode
@@ -72,16 +88,27 @@ def main() -> None:
         f"rules: {n_rules}; rounds: {args.rounds} (interleaved)",
     ]
     for how in envs:
-        lines += [f"{cmd:6} {how:8} median {med[cmd, how]:.3f} s  (min {min(times[cmd, how]):.3f}, "
-                  f"max {max(times[cmd, how]):.3f})" for cmd in commands]
-    lines += [f"check - facts, {how}: {med['check', how] - med['facts', how]:+.3f} s"
-              + (" (target: at most +0.100 s)" if how == "bytecode" else " (the doctor's modules "
-                 "without .pyc files: each run compiles those it imports)") for how in envs]
+        lines += [
+            f"{cmd:6} {how:8} median {med[cmd, how]:.3f} s  (min {min(times[cmd, how]):.3f}, "
+            f"max {max(times[cmd, how]):.3f})"
+            for cmd in commands
+        ]
+    lines += [
+        f"check - facts, {how}: {med['check', how] - med['facts', how]:+.3f} s"
+        + (
+            " (target: at most +0.100 s)"
+            if how == "bytecode"
+            else " (the doctor's modules without .pyc files: each run compiles those it imports)"
+        )
+        for how in envs
+    ]
     print("\n".join(lines))
     if args.write:
         out = ROOT / "bench" / "check" / "RESULTS.md"
-        out.write_text("# check vs facts\n\nCommand: `python bench/check/bench_check.py --rounds "
-                       f"{args.rounds} --write`\n\n```\n" + "\n".join(lines) + "\n```\n")
+        out.write_text(
+            "# check vs facts\n\nCommand: `python bench/check/bench_check.py --rounds "
+            f"{args.rounds} --write`\n\n```\n" + "\n".join(lines) + "\n```\n"
+        )
 
 
 if __name__ == "__main__":

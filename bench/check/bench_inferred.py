@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "vllm_doctor" / "examples" / "gemma4-mtp-tp2"
 SERVE = "vllm serve google/gemma-4-E2B-it --tensor-parallel-size 2"
 
-STEPS = r'''
+STEPS = r"""
 import json, sys, time
 from vllm_doctor.commands.inputs import collect_options
 from vllm_doctor.engine.evaluate import evaluate_rules
@@ -48,13 +48,19 @@ start = time.perf_counter()
 judge_over_releases(findings, facts)
 timings["releases"] = time.perf_counter() - start
 print(json.dumps(timings))
-'''
+"""
 
 
 def run_steps(report: str) -> dict[str, float]:
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    done = subprocess.run([sys.executable, "-c", STEPS, report, SERVE, str(EXAMPLE / "model")],
-                          capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", STEPS, report, SERVE, str(EXAMPLE / "model")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -62,8 +68,9 @@ def hub_runs(rounds: int) -> tuple[list[float], list[float]]:
     sys.path.insert(0, str(ROOT / "tests"))
     from hub_server import FakeHub, Repo, safetensors_file
 
-    config = (ROOT / "vllm_doctor" / "examples" / "healthy-h100-llama" / "model" /
-              "config.json").read_bytes()
+    config = (
+        ROOT / "vllm_doctor" / "examples" / "healthy-h100-llama" / "model" / "config.json"
+    ).read_bytes()
     weights = safetensors_file({"embed": ("BF16", [64, 32])})
     cold, cached = [], []
     with FakeHub({"org/model": Repo({"config.json": config, "model.safetensors": weights})}) as hub:
@@ -73,9 +80,25 @@ def hub_runs(rounds: int) -> tuple[list[float], list[float]]:
             env.update(HF_ENDPOINT=hub.url, HF_HOME=home)
             for times in (cold, cached):
                 start = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "vllm_doctor", "check", "--format", "json",
-                                "--", "vllm", "serve", "org/model", "-tp", "3"],
-                               capture_output=True, env=env, cwd=ROOT)
+                subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "vllm_doctor",
+                        "check",
+                        "--format",
+                        "json",
+                        "--",
+                        "vllm",
+                        "serve",
+                        "org/model",
+                        "-tp",
+                        "3",
+                    ],
+                    capture_output=True,
+                    env=env,
+                    cwd=ROOT,
+                )
                 times.append(time.perf_counter() - start)
     return cold, cached
 
@@ -95,8 +118,9 @@ def main() -> int:
     print(f"inferred (example, version known): {ms([t['inferred'] for t in known])}")
     print(f"releases (example, version known): {ms([t['releases'] for t in known])}")
     print(f"inferred (no vLLM version): {ms([t['inferred'] for t in unknown])}")
-    print(f"releases (no vLLM version, every covered release): "
-          f"{ms([t['releases'] for t in unknown])}")
+    print(
+        f"releases (no vLLM version, every covered release): {ms([t['releases'] for t in unknown])}"
+    )
     print(f"check, Hub cold (fetch): {ms(cold)}; check, Hub cached (no request): {ms(cached)}")
     return 0
 

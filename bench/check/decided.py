@@ -29,18 +29,40 @@ SERVE = ["--", "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--max-model
 def scenarios() -> dict[str, list[str]]:
     found = {f"example {name}": ["--example", name] for name in EXAMPLES}
     for report in REPORTS:
-        found[f"report {report.name}"] = ["--report", str(report), "--model-config", str(MODEL),
-                                          *SERVE]
+        found[f"report {report.name}"] = [
+            "--report",
+            str(report),
+            "--model-config",
+            str(MODEL),
+            *SERVE,
+        ]
     return found
 
 
 def verdicts(tree: Path, args: list[str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_"))}
     env.update(PYTHONPATH=str(tree), HF_HUB_OFFLINE="1")
-    run = subprocess.run([sys.executable, "-m", "vllm_doctor", "check", "--format", "json",
-                          "--fail-on", "never", "--no-default-rules", "--rules-dir",
-                          str(tree / "rules"), *args], capture_output=True, text=True, env=env,
-                         cwd=tree, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vllm_doctor",
+            "check",
+            "--format",
+            "json",
+            "--fail-on",
+            "never",
+            "--no-default-rules",
+            "--rules-dir",
+            str(tree / "rules"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tree,
+        timeout=300,
+    )
     if run.returncode != 0:
         sys.exit(f"{tree} {args}: {run.stderr[-600:]}")
     doc = json.loads(run.stdout)
@@ -65,18 +87,30 @@ def main() -> int:
         worse = [c for c in common if after[c] == "undecided" and before[c] != "undecided"]
         total_moved += len(moved)
         total_before += len(undecided)
-        rows.append({"input": name, "rules": len(common), "undecided_before": len(undecided),
-                     "undecided_after": sum(after[c] == "undecided" for c in common),
-                     "decided_now": moved, "newly_undecided": worse})
+        rows.append(
+            {
+                "input": name,
+                "rules": len(common),
+                "undecided_before": len(undecided),
+                "undecided_after": sum(after[c] == "undecided" for c in common),
+                "decided_now": moved,
+                "newly_undecided": worse,
+            }
+        )
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
     for row in rows:
         moved = ", ".join(f"{c} {v}" for c, v in row["decided_now"].items()) or "-"
-        print(f"{row['input']}: undecided {row['undecided_before']} → {row['undecided_after']} "
-              f"of {row['rules']} rules; decided now: {moved}"
-              + (f"; newly undecided: {', '.join(row['newly_undecided'])}"
-                 if row["newly_undecided"] else ""))
+        print(
+            f"{row['input']}: undecided {row['undecided_before']} → {row['undecided_after']} "
+            f"of {row['rules']} rules; decided now: {moved}"
+            + (
+                f"; newly undecided: {', '.join(row['newly_undecided'])}"
+                if row["newly_undecided"]
+                else ""
+            )
+        )
     print(f"total: {total_moved} of {total_before} undecided rule verdicts decided now")
     return 0
 

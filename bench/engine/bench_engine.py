@@ -24,19 +24,38 @@ DETAILS = "## What happens\na\n## Why\nb\n## How to confirm\nc\n## Known false p
 def synthetic_rule(i: int) -> dict:
     """A rule shaped like the real ones: a nested when-tree, ranges, a signature."""
     return {
-        "code": f"MODEL{i % 1000:03d}", "slug": f"synthetic-{i}", "status": "stable",
-        "severity": ("error", "warning", "info")[i % 3], "confidence": "high",
-        "summary": f"synthetic rule {i}", "phase": "startup",
-        "affected": {"ranges": [{"events": [{"introduced": f"0.{i % 20}.0"},
-                                            {"fixed": f"0.{i % 20 + 3}.0"}]}]},
-        "when": {"all": [
-            {"fact": "model.architectures", "contains_any": [f"Arch{i % 50}", "LlamaForCausalLM"]},
-            {"any": [{"fact": "serve.tensor_parallel_size", "gt": i % 4},
-                     {"fact": "serve.kv_cache_dtype", "in": ["fp8", "fp8_e4m3"]}]},
-            {"not": {"fact": "gpu.min_capability", "ge": 80 + i % 40}},
-            {"fact": "model.num_attention_heads", "divisible_by": {"fact": "serve.tensor_parallel_size"}},
-            {"fact": "torch.version", "version": ">=2.4"},
-        ]},
+        "code": f"MODEL{i % 1000:03d}",
+        "slug": f"synthetic-{i}",
+        "status": "stable",
+        "severity": ("error", "warning", "info")[i % 3],
+        "confidence": "high",
+        "summary": f"synthetic rule {i}",
+        "phase": "startup",
+        "affected": {
+            "ranges": [
+                {"events": [{"introduced": f"0.{i % 20}.0"}, {"fixed": f"0.{i % 20 + 3}.0"}]}
+            ]
+        },
+        "when": {
+            "all": [
+                {
+                    "fact": "model.architectures",
+                    "contains_any": [f"Arch{i % 50}", "LlamaForCausalLM"],
+                },
+                {
+                    "any": [
+                        {"fact": "serve.tensor_parallel_size", "gt": i % 4},
+                        {"fact": "serve.kv_cache_dtype", "in": ["fp8", "fp8_e4m3"]},
+                    ]
+                },
+                {"not": {"fact": "gpu.min_capability", "ge": 80 + i % 40}},
+                {
+                    "fact": "model.num_attention_heads",
+                    "divisible_by": {"fact": "serve.tensor_parallel_size"},
+                },
+                {"fact": "torch.version", "version": ">=2.4"},
+            ]
+        },
         "signatures": [rf"synthetic failure {i}: shape \[\d+, \d+\]"],
         "references": ["https://github.com/vllm-project/vllm/issues/1"],
         "details": DETAILS,
@@ -44,11 +63,17 @@ def synthetic_rule(i: int) -> dict:
 
 
 def facts() -> Facts:
-    return Facts.from_flat({
-        "model.architectures": ["LlamaForCausalLM"], "serve.tensor_parallel_size": 2,
-        "serve.kv_cache_dtype": "auto", "gpu.min_capability": 90, "model.num_attention_heads": 32,
-        "torch.version": "2.11.0+cu130", "vllm.version": "0.12.0",
-    })
+    return Facts.from_flat(
+        {
+            "model.architectures": ["LlamaForCausalLM"],
+            "serve.tensor_parallel_size": 2,
+            "serve.kv_cache_dtype": "auto",
+            "gpu.min_capability": 90,
+            "model.num_attention_heads": 32,
+            "torch.version": "2.11.0+cu130",
+            "vllm.version": "0.12.0",
+        }
+    )
 
 
 def main() -> None:
@@ -69,12 +94,18 @@ def main() -> None:
         t = time.perf_counter()
         findings = evaluate_rules(rules, f)
         timings.append(time.perf_counter() - t)
-    verdicts = {v: sum(1 for x in findings if x.verdict == v) for v in {x.verdict for x in findings}}
-    print(f"machine: {platform.node()} {platform.processor() or platform.machine()}, python {platform.python_version()}")
+    verdicts = {
+        v: sum(1 for x in findings if x.verdict == v) for v in {x.verdict for x in findings}
+    }
+    print(
+        f"machine: {platform.node()} {platform.processor() or platform.machine()}, python {platform.python_version()}"
+    )
     print(f"rules: {args.rules}, verdicts: {verdicts}")
     print(f"validate+compile: {load_s * 1000:.1f} ms")
-    print(f"evaluate: median {statistics.median(timings) * 1000:.2f} ms, "
-          f"min {min(timings) * 1000:.2f} ms, max {max(timings) * 1000:.2f} ms over {args.rounds} rounds")
+    print(
+        f"evaluate: median {statistics.median(timings) * 1000:.2f} ms, "
+        f"min {min(timings) * 1000:.2f} ms, max {max(timings) * 1000:.2f} ms over {args.rounds} rounds"
+    )
 
 
 if __name__ == "__main__":

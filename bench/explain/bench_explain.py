@@ -50,13 +50,19 @@ def build_log(path: Path, size: int) -> None:
         "were present in the request but ignored: {{'stream_options'}}",
     ]
     with path.open("w", encoding="utf-8") as out:
-        out.write("(APIServer pid=1201) INFO 11-23 05:00:00 [api_server.py:1755] vLLM API server "
-                  "version 0.11.0\n")
+        out.write(
+            "(APIServer pid=1201) INFO 11-23 05:00:00 [api_server.py:1755] vLLM API server "
+            "version 0.11.0\n"
+        )
         written, i = 0, 0
         tail = len(TAIL.encode())
         while written < size - tail:
-            line = lines[i % len(lines)].format(m=i // 60 % 60, s=i % 60, a=i % 9000, b=i % 700,
-                                                r=i % 64, k=i % 97) + "\n"
+            line = (
+                lines[i % len(lines)].format(
+                    m=i // 60 % 60, s=i % 60, a=i % 9000, b=i % 700, r=i % 64, k=i % 97
+                )
+                + "\n"
+            )
             out.write(line)
             written += len(line)
             i += 1
@@ -66,14 +72,17 @@ def build_log(path: Path, size: int) -> None:
 # As installed: the doctor's modules have bytecode (pip compiles them). A machine with
 # PYTHONDONTWRITEBYTECODE=1 would otherwise compile them on every timed run.
 _PYC = tempfile.mkdtemp(prefix="bench-explain-pyc-")
-ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
-       "PYTHONPYCACHEPREFIX": _PYC}
+ENV = {
+    **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+    "PYTHONPYCACHEPREFIX": _PYC,
+}
 
 
 def wall(args: list[str]) -> tuple[float, str]:
     start = time.perf_counter()
-    run = subprocess.run([sys.executable, "-m", "vllm_doctor", *args], capture_output=True, text=True,
-                         env=ENV)
+    run = subprocess.run(
+        [sys.executable, "-m", "vllm_doctor", *args], capture_output=True, text=True, env=ENV
+    )
     elapsed = time.perf_counter() - start
     if run.returncode not in (0, 1):
         raise SystemExit(f"explain failed: {run.stderr[-500:]}")
@@ -101,9 +110,11 @@ def breakdown(log: Path) -> list[str]:
     step("build the catalogue matchers", logmatch.load_catalogue)
     report = step("scan + match (first run)", lambda: analyse_log(text, rules))
     step("scan + match (again)", lambda: analyse_log(text, rules))
-    steps.append(f"catalogue: {len(table)} messages over {len(table.releases)} "
-                 f"releases; named: {[m.hit.key[:60] for m in report.messages]}; "
-                 f"rules: {[r.code for r, *_ in report.rule_hits]}")
+    steps.append(
+        f"catalogue: {len(table)} messages over {len(table.releases)} "
+        f"releases; named: {[m.hit.key[:60] for m in report.messages]}; "
+        f"rules: {[r.code for r, *_ in report.rule_hits]}"
+    )
     return steps
 
 
@@ -120,8 +131,13 @@ def main() -> int:
         small.write_text(TAIL)
         size = log.stat().st_size
         wall(["explain", "--log", str(small), "--format", "json"])  # writes the bytecode
-        big = [wall(["explain", "--log", str(log), "--format", "json"])[0] for _ in range(args.rounds)]
-        tiny = [wall(["explain", "--log", str(small), "--format", "json"])[0] for _ in range(args.rounds)]
+        big = [
+            wall(["explain", "--log", str(log), "--format", "json"])[0] for _ in range(args.rounds)
+        ]
+        tiny = [
+            wall(["explain", "--log", str(small), "--format", "json"])[0]
+            for _ in range(args.rounds)
+        ]
         rules_only = [wall(["explain", "MEM001", "--plain"])[0] for _ in range(args.rounds)]
         steps = breakdown(log)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

@@ -33,8 +33,10 @@ def main() -> int:
     table = load("errors")
     catalogue = load_catalogue()
     rng = random.Random(9)
-    lines = [f"date: {dt.date.today()}; catalogue: {len(table)} messages",
-             "release   sampled  named  same-text  missed"]
+    lines = [
+        f"date: {dt.date.today()}; catalogue: {len(table)} messages",
+        "release   sampled  named  same-text  missed",
+    ]
     missed_examples = []
     for release in args.releases.split(","):
         keys = sorted(table.at(release))
@@ -45,7 +47,9 @@ def main() -> int:
             message = template.replace(WILDCARD, " 42 ").replace("  ", " ").strip()
             prefix = "" if cls.startswith("log.") else f"{cls}: "
             log = f"(EngineCore_DP0 pid=7) ERROR 11-23 05:10:11 [core.py:1] {prefix}{message}\n"
-            hits = catalogue.match(scan_log(log, (), catalogue).text, scan_log(log, (), catalogue).hits)
+            hits = catalogue.match(
+                scan_log(log, (), catalogue).text, scan_log(log, (), catalogue).hits
+            )
             found = [h.key for h in hits]
             if key in found:
                 named += 1
@@ -53,14 +57,18 @@ def main() -> int:
                 same += 1
             else:
                 missed_examples.append(key)
-        lines.append(f"{release:9} {len(sample):7}  {named:5}  {same:9}  {len(sample) - named - same:6}")
+        lines.append(
+            f"{release:9} {len(sample):7}  {named:5}  {same:9}  {len(sample) - named - same:6}"
+        )
     lines.append("missed, e.g.: " + "; ".join(k[:90] for k in missed_examples[:5]))
     text = "\n".join(lines)
     print(text)
     if args.write:
         with Path(__file__).with_name("RESULTS.md").open("a", encoding="utf-8") as out:
-            out.write(f"Command: `python bench/explain/coverage.py --per-release {args.per_release} --write`\n\n"
-                      f"```\n{text}\n```\n\n")
+            out.write(
+                f"Command: `python bench/explain/coverage.py --per-release {args.per_release} --write`\n\n"
+                f"```\n{text}\n```\n\n"
+            )
     return 0
 
 

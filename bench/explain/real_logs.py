@@ -28,8 +28,12 @@ HERE = Path(__file__).resolve().parent
 
 
 def classify(log: Path) -> tuple[str, list[str]]:
-    run = subprocess.run([sys.executable, "-m", "vllm_doctor", "explain", "--log", str(log),
-                          "--format", "json"], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "vllm_doctor", "explain", "--log", str(log), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if run.returncode not in (0, 1):
         return f"exit {run.returncode}", [run.stderr.strip()[:200]]
     doc = json.loads(run.stdout)
@@ -55,22 +59,34 @@ def named_then(table: str) -> dict[str, tuple[str, str]]:
 def _provenance(directory: Path, name: str, then: str | None = None) -> str:
     kept = directory.resolve().is_relative_to(HERE)
     where = f"bench/explain/{directory.resolve().relative_to(HERE)}" if kept else "DIR"
-    line = (f"{dt.date.today()}: `python bench/explain/real_logs.py {where} --write {name}"
-            + (f" --then {then}`" if then else "`"))
+    line = f"{dt.date.today()}: `python bench/explain/real_logs.py {where} --write {name}" + (
+        f" --then {then}`" if then else "`"
+    )
     if kept:
         return line + f", on the error lines kept in {where}/ (sources in its index.json).\n\n"
-    return line + (", where DIR holds the\nerror lines pasted in each issue below (not kept "
-                   "here: third-party text).\n\n")
+    return line + (
+        ", where DIR holds the\nerror lines pasted in each issue below (not kept "
+        "here: third-party text).\n\n"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("directory", type=Path)
-    parser.add_argument("--write", metavar="NAME", nargs="?", const="real-logs.md", default=None,
-                        help="write the table to bench/explain/NAME (default real-logs.md)")
-    parser.add_argument("--then", metavar="TABLE",
-                        help="an earlier table of the same logs (bench/explain/TABLE): a column "
-                             "with what each log was named by then, and the tally then")
+    parser.add_argument(
+        "--write",
+        metavar="NAME",
+        nargs="?",
+        const="real-logs.md",
+        default=None,
+        help="write the table to bench/explain/NAME (default real-logs.md)",
+    )
+    parser.add_argument(
+        "--then",
+        metavar="TABLE",
+        help="an earlier table of the same logs (bench/explain/TABLE): a column "
+        "with what each log was named by then, and the tally then",
+    )
     args = parser.parse_args()
     index = json.loads((args.directory / "index.json").read_text(encoding="utf-8"))
     rows, tally = [], collections.Counter()
@@ -78,12 +94,18 @@ def main() -> None:
         outcome, named = classify(args.directory / entry["file"])
         tally[outcome] += 1
         rows.append((entry, outcome, named))
-    lines = [f"{len(index)} logs: " + ", ".join(f"{name} {count}" for name, count in tally.most_common())]
+    lines = [
+        f"{len(index)} logs: " + ", ".join(f"{name} {count}" for name, count in tally.most_common())
+    ]
     then = named_then(args.then) if args.then else {}
     if then:
-        before = collections.Counter(then.get(e["url"], ("not in " + args.then, ""))[0] for e in index)
-        lines.append(f"the same logs in {args.then}: "
-                     + ", ".join(f"{name} {count}" for name, count in before.most_common()))
+        before = collections.Counter(
+            then.get(e["url"], ("not in " + args.then, ""))[0] for e in index
+        )
+        lines.append(
+            f"the same logs in {args.then}: "
+            + ", ".join(f"{name} {count}" for name, count in before.most_common())
+        )
     print("\n".join(lines))
     for entry, outcome, named in rows:
         was = f"  (then {' / '.join(then.get(entry['url'], ('?', '')))})" if then else ""
@@ -94,12 +116,17 @@ def main() -> None:
         table = "\n".join(
             f"| {e['url']} | {e['kind']} | {o} | {'; '.join(n).replace('|', '/')} |"
             + (" {} | {} |".format(*then.get(e["url"], ("?", ""))) if then else "")
-            for e, o, n in rows)
+            for e, o, n in rows
+        )
         (HERE / args.write).write_text(
             "# explain --log on real crash logs\n\n"
             + _provenance(args.directory, args.write, args.then)
-            + "".join(f"**{line}**\n\n" for line in lines) + f"{head}\n{rule}\n"
-            + table + "\n", encoding="utf-8")
+            + "".join(f"**{line}**\n\n" for line in lines)
+            + f"{head}\n{rule}\n"
+            + table
+            + "\n",
+            encoding="utf-8",
+        )
 
 
 if __name__ == "__main__":

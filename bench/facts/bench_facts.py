@@ -43,8 +43,10 @@ def run_once(cmd: list[str]) -> float:
     done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}): "
-                         f"{done.stderr.decode(errors='replace')[-500:]}")
+        raise SystemExit(
+            f"{' '.join(cmd)} failed ({done.returncode}): "
+            f"{done.stderr.decode(errors='replace')[-500:]}"
+        )
     return elapsed
 
 
@@ -57,15 +59,21 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return (f"{platform.system()} {platform.release()}, {cpu}, {os.cpu_count()} CPUs, "
-            f"Python {platform.python_version()}")
+    return (
+        f"{platform.system()} {platform.release()}, {cpu}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}"
+    )
 
 
 def versions() -> str:
     from importlib import metadata
 
     out = []
-    for name in ("vllm-preflight", "typer", "torch"):  # vllm-preflight: the distribution of vllm-doctor
+    for name in (
+        "vllm-preflight",
+        "typer",
+        "torch",
+    ):  # vllm-preflight: the distribution of vllm-doctor
         try:
             out.append(f"{name} {metadata.version(name)}")
         except metadata.PackageNotFoundError:
@@ -90,13 +98,17 @@ def main() -> None:
     med = {name: statistics.median(ts) for name, ts in times.items()}
     facts_name, torch_name, floor_name = list(cmds)
     ratio = med[torch_name] / med[facts_name]
-    rows = [f"| {name} | {med[name]:.3f} | {min(ts):.3f} | {max(ts):.3f} |"
-            for name, ts in times.items()]
+    rows = [
+        f"| {name} | {med[name]:.3f} | {min(ts):.3f} | {max(ts):.3f} |"
+        for name, ts in times.items()
+    ]
     ok = med[facts_name] <= TARGET_S and ratio >= TARGET_RATIO
-    verdict = (f"vllm-doctor facts: median {med[facts_name]:.3f} s, {ratio:.1f}× faster than "
-               f"torch's collect_env (target ≤ {TARGET_S} s and ≥ {TARGET_RATIO:.0f}×): "
-               f"{'met' if ok else 'NOT met'}; interpreter start-up alone: "
-               f"{med[floor_name]:.3f} s.")
+    verdict = (
+        f"vllm-doctor facts: median {med[facts_name]:.3f} s, {ratio:.1f}× faster than "
+        f"torch's collect_env (target ≤ {TARGET_S} s and ≥ {TARGET_RATIO:.0f}×): "
+        f"{'met' if ok else 'NOT met'}; interpreter start-up alone: "
+        f"{med[floor_name]:.3f} s."
+    )
     table = "\n".join(["| command | median s | min s | max s |", "|---|---|---|---|", *rows])
     print(table)
     print(verdict)
@@ -104,7 +116,7 @@ def main() -> None:
         text = f"""# facts benchmark
 
 Command: `python bench/facts/bench_facts.py --rounds {args.rounds} --write`
-Date: {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}
+Date: {dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 Machine: {machine()}
 Versions: {versions()}
 

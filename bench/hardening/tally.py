@@ -28,8 +28,16 @@ sys.path.insert(0, str(HERE.parents[1] / "tests" / "fixtures"))
 
 import bad_inputs  # noqa: E402
 
-VERDICTS = ("clean-error", "right-answer", "traceback", "wrong-exit", "timeout", "leak",
-            "outside-write", "cwd-code")
+VERDICTS = (
+    "clean-error",
+    "right-answer",
+    "traceback",
+    "wrong-exit",
+    "timeout",
+    "leak",
+    "outside-write",
+    "cwd-code",
+)
 
 
 def main() -> int:
@@ -43,7 +51,9 @@ def main() -> int:
     cases = [c for c in bad_inputs.cases() if args.only in c.name]
     with ThreadPoolExecutor(args.jobs) as pool:
         if args.python:
-            outcomes = list(pool.map(lambda c: bad_inputs.run_case(c, None, python=args.python), cases))
+            outcomes = list(
+                pool.map(lambda c: bad_inputs.run_case(c, None, python=args.python), cases)
+            )
         else:
             outcomes = list(pool.map(lambda c: bad_inputs.run_case(c, args.repo.resolve()), cases))
     tally = collections.Counter(o.verdict for o in outcomes)
@@ -51,12 +61,17 @@ def main() -> int:
     for o in outcomes:
         by_kind[o.case.kind][o.verdict] += 1
         if args.verbose or o.verdict not in ("clean-error", "right-answer"):
-            print(f"{o.verdict:12} exit={o.exit_code!s:4} {o.seconds:5.2f}s  {o.case.name}: "
-                  f"{bad_inputs.short(o.detail)}")
+            print(
+                f"{o.verdict:12} exit={o.exit_code!s:4} {o.seconds:5.2f}s  {o.case.name}: "
+                f"{bad_inputs.short(o.detail)}"
+            )
     print(f"\n{len(outcomes)} cases against {args.python or args.repo}:")
     print("  " + ", ".join(f"{v} {tally[v]}" for v in VERDICTS))
     for kind in sorted(by_kind):
-        print(f"  {kind:8} " + ", ".join(f"{v} {by_kind[kind][v]}" for v in VERDICTS if by_kind[kind][v]))
+        print(
+            f"  {kind:8} "
+            + ", ".join(f"{v} {by_kind[kind][v]}" for v in VERDICTS if by_kind[kind][v])
+        )
     return 0 if tally["clean-error"] + tally["right-answer"] == len(outcomes) else 1
 
 

@@ -7,12 +7,13 @@ cost once, so it adds to both and not to their difference.
 
     python bench/knowledge/bench_release_kernels.py [ROUNDS]
 """
+
 import json
 import statistics
 import subprocess
 import sys
 
-code = r'''
+code = r"""
 import time, json
 from vllm_doctor.facts.model import Facts
 from vllm_doctor.facts.release_kernels import collect_release_kernels
@@ -24,11 +25,15 @@ t = time.perf_counter()
 for _ in range(100): collect_release_kernels(Facts.from_flat(flat))
 warm = (time.perf_counter() - t) / 100
 print(json.dumps([cold, warm]))
-'''
+"""
 colds, warms = [], []
 for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 7):
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     c, w = json.loads(out)
     colds.append(c)
     warms.append(w)
-print(f"cold (both tables parsed) median {statistics.median(colds)*1000:.1f} ms (min {min(colds)*1000:.1f}); warm median {statistics.median(warms)*1000:.2f} ms")
+print(
+    f"cold (both tables parsed) median {statistics.median(colds) * 1000:.1f} ms (min {min(colds) * 1000:.1f}); warm median {statistics.median(warms) * 1000:.2f} ms"
+)

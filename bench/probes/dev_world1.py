@@ -23,11 +23,20 @@ from vllm_doctor.probes._common import Ctx
 def main() -> None:
     torch.cuda.set_device(0)
     t = time.perf_counter()
-    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1,
-                            device_id=torch.device("cuda", 0))
+    dist.init_process_group(
+        "nccl", store=dist.HashStore(), rank=0, world_size=1, device_id=torch.device("cuda", 0)
+    )
     init = {"dist_init_s": round(time.perf_counter() - t, 3)}
-    ctx = Ctx(rank=0, world=1, local_rank=0, device_kind="cuda", params={"tp": 2},
-              emit=lambda ev: print("  ", ev.get("msg")), dist_backend="nccl", init=init)
+    ctx = Ctx(
+        rank=0,
+        world=1,
+        local_rank=0,
+        device_kind="cuda",
+        params={"tp": 2},
+        emit=lambda ev: print("  ", ev.get("msg")),
+        dist_backend="nccl",
+        init=init,
+    )
     for mod in (tp_softembed, pp_handoff, p2p_nccl):
         ctx.probe = mod.__name__
         t = time.perf_counter()

@@ -39,9 +39,18 @@ def child() -> None:
     torch.cuda.synchronize()
     init_s = time.perf_counter() - t
     assert out.view(world, -1)[:, 0].tolist() == [float(r) for r in range(world)]
-    print(json.dumps({"rank": rank, "started_s": round(started, 3), "import_torch_s": round(import_s, 3),
-                      "nccl_init_and_allgather_s": round(init_s, 3),
-                      "finished_s": round(time.time() - launched, 3)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "rank": rank,
+                "started_s": round(started, 3),
+                "import_torch_s": round(import_s, 3),
+                "nccl_init_and_allgather_s": round(init_s, 3),
+                "finished_s": round(time.time() - launched, 3),
+            }
+        ),
+        flush=True,
+    )
     os._exit(0)  # no teardown: the floor does the least that is correct
 
 
@@ -61,10 +70,20 @@ def main() -> int:
     launched = time.time()
     procs = []
     for rank in range(args.nproc):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.nproc), LOCAL_RANK=str(rank),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), FLOOR_T0=repr(launched))
-        procs.append(subprocess.Popen([sys.executable, __file__, "--child"], env=env, stdout=subprocess.PIPE,
-                                      text=True))
+        env = dict(
+            os.environ,
+            RANK=str(rank),
+            WORLD_SIZE=str(args.nproc),
+            LOCAL_RANK=str(rank),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            FLOOR_T0=repr(launched),
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, __file__, "--child"], env=env, stdout=subprocess.PIPE, text=True
+            )
+        )
     outs = [p.communicate()[0] for p in procs]
     elapsed = time.perf_counter() - t0
     codes = [p.returncode for p in procs]

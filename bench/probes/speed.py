@@ -61,9 +61,20 @@ def summarise_probe(text: str) -> dict:
         "rank_init": [r.get("init") for r in teardown.get("ranks", [])],
         "exit_after_done_s": [r.get("exit_after_done_s") for r in teardown.get("ranks", [])],
         "destroy_process_group_s": teardown.get("metrics", {}).get("destroy_process_group_s"),
-        "compile_part": {k: soft.get("compile", {}).get(k)
-                         for k in ("status", "import_torch_s", "dynamo_import_s", "compile_setup_s", "compile_s", "cached")},
-        "transient_part": {k: graph.get("transient", {}).get(k) for k in ("status", "import_torch_s", "outcome")},
+        "compile_part": {
+            k: soft.get("compile", {}).get(k)
+            for k in (
+                "status",
+                "import_torch_s",
+                "dynamo_import_s",
+                "compile_setup_s",
+                "compile_s",
+                "cached",
+            )
+        },
+        "transient_part": {
+            k: graph.get("transient", {}).get(k) for k in ("status", "import_torch_s", "outcome")
+        },
         "bytecode": doc.get("bytecode"),
     }
 
@@ -80,9 +91,14 @@ def main() -> int:
     parser.add_argument("--root", default=os.getcwd(), help="checkout whose vllm_doctor runs")
     parser.add_argument("--label", default="probe")
     parser.add_argument("--out", default=None)
-    parser.add_argument("--variant", action="append", default=[], metavar="NAME:VAR=VALUE",
-                        help="also time warm and cold runs with VAR=VALUE in their environment, "
-                             "in the same rounds (e.g. nobytecode:VLLM_DOCTOR_PROBE_BYTECODE=0)")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME:VAR=VALUE",
+        help="also time warm and cold runs with VAR=VALUE in their environment, "
+        "in the same rounds (e.g. nobytecode:VLLM_DOCTOR_PROBE_BYTECODE=0)",
+    )
     args = parser.parse_args()
     variants: dict[str, dict[str, str]] = {}
     for spec in args.variant:
@@ -91,8 +107,23 @@ def main() -> int:
         variants.setdefault(name, {})[var] = value
     cache = tempfile.mkdtemp(prefix=f"vllm-doctor-cache-{args.label}-")
     env = dict(os.environ, PYTHONPATH=args.root, VLLM_DOCTOR_CACHE_DIR=cache)
-    floor_cmd = [sys.executable, os.path.join(HERE, "floor.py"), "--nproc", str(args.nproc), "--json"]
-    warm_cmd = [sys.executable, "-m", "vllm_doctor", "probe", "--tp", str(args.nproc), "--format", "json"]
+    floor_cmd = [
+        sys.executable,
+        os.path.join(HERE, "floor.py"),
+        "--nproc",
+        str(args.nproc),
+        "--json",
+    ]
+    warm_cmd = [
+        sys.executable,
+        "-m",
+        "vllm_doctor",
+        "probe",
+        "--tp",
+        str(args.nproc),
+        "--format",
+        "json",
+    ]
     cold_cmd = [*warm_cmd, "--no-cache"]
 
     def floor() -> tuple[float, dict]:
@@ -107,18 +138,31 @@ def main() -> int:
         t, code, text = timed(cmd, dict(env, **(extra or {})), args.root)
         return round(t, 3), code, summarise_probe(text)
 
-    doc: dict = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                 "label": args.label, "root": args.root, "nproc": args.nproc,
-                 "floor_cmd": " ".join(floor_cmd[1:]), "warm_cmd": " ".join(warm_cmd[1:]),
-                 "cold_cmd": " ".join(cold_cmd[1:])}
+    doc: dict = {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "label": args.label,
+        "root": args.root,
+        "nproc": args.nproc,
+        "floor_cmd": " ".join(floor_cmd[1:]),
+        "warm_cmd": " ".join(warm_cmd[1:]),
+        "cold_cmd": " ".join(cold_cmd[1:]),
+    }
     if args.fresh:
         t_cold, code, run = probe(cold_cmd)
         t_floor, detail = floor()
-        doc["fresh"] = {"cold_probe_s": t_cold, "cold_exit": code, "cold_run": run,
-                        "floor_s": t_floor, "floor": detail,
-                        "ratio": round(t_cold / t_floor, 3)}
-        print(f"[{args.label}] fresh machine: cold probe {t_cold:.2f}s (exit {code}), then floor "
-              f"{t_floor:.2f}s", flush=True)
+        doc["fresh"] = {
+            "cold_probe_s": t_cold,
+            "cold_exit": code,
+            "cold_run": run,
+            "floor_s": t_floor,
+            "floor": detail,
+            "ratio": round(t_cold / t_floor, 3),
+        }
+        print(
+            f"[{args.label}] fresh machine: cold probe {t_cold:.2f}s (exit {code}), then floor "
+            f"{t_floor:.2f}s",
+            flush=True,
+        )
     else:
         floor()
     probe(warm_cmd)  # fills the cache (and warms the page cache) for the warm runs
@@ -131,35 +175,63 @@ def main() -> int:
         floors.append(t_floor)
         warms.append(t_warm)
         colds.append(t_cold)
-        runs.append({"floor": detail, "warm": dict(run_w, wall_s=t_warm, exit=code_w),
-                     "cold": dict(run_c, wall_s=t_cold, exit=code_c)})
-        line = (f"[{args.label}] round {k}: floor {t_floor:.2f}s  warm {t_warm:.2f}s (exit {code_w})  "
-                f"cold {t_cold:.2f}s (exit {code_c})")
+        runs.append(
+            {
+                "floor": detail,
+                "warm": dict(run_w, wall_s=t_warm, exit=code_w),
+                "cold": dict(run_c, wall_s=t_cold, exit=code_c),
+            }
+        )
+        line = (
+            f"[{args.label}] round {k}: floor {t_floor:.2f}s  warm {t_warm:.2f}s (exit {code_w})  "
+            f"cold {t_cold:.2f}s (exit {code_c})"
+        )
         for name, extra in variants.items():
             t_vw, code_vw, run_vw = probe(warm_cmd, extra)
             t_vc, code_vc, run_vc = probe(cold_cmd, extra)
             other[name]["warm"].append(t_vw)
             other[name]["cold"].append(t_vc)
-            runs[-1][name] = {"warm": dict(run_vw, wall_s=t_vw, exit=code_vw),
-                              "cold": dict(run_vc, wall_s=t_vc, exit=code_vc)}
+            runs[-1][name] = {
+                "warm": dict(run_vw, wall_s=t_vw, exit=code_vw),
+                "cold": dict(run_vc, wall_s=t_vc, exit=code_vc),
+            }
             line += f"  | {name}: warm {t_vw:.2f}s cold {t_vc:.2f}s"
         print(line, flush=True)
     f, w, c = median(floors), median(warms), median(colds)
-    doc.update(floor_s=floors, warm_s=warms, cold_s=colds, floor_median_s=f, warm_median_s=w,
-               cold_median_s=c, warm_ratio=round(w / f, 3), cold_ratio=round(c / f, 3),
-               targets={"warm_ratio": 1.2, "cold_ratio": 1.5}, rounds=runs)
+    doc.update(
+        floor_s=floors,
+        warm_s=warms,
+        cold_s=colds,
+        floor_median_s=f,
+        warm_median_s=w,
+        cold_median_s=c,
+        warm_ratio=round(w / f, 3),
+        cold_ratio=round(c / f, 3),
+        targets={"warm_ratio": 1.2, "cold_ratio": 1.5},
+        rounds=runs,
+    )
     doc["variants"] = {}
     for name, times in other.items():
         vw, vc = median(times["warm"]), median(times["cold"])
-        doc["variants"][name] = {"env": variants[name], "warm_s": times["warm"], "cold_s": times["cold"],
-                                 "warm_median_s": vw, "cold_median_s": vc,
-                                 "warm_ratio": round(vw / f, 3), "cold_ratio": round(vc / f, 3)}
-        print(f"[{args.label}] {name}: warm {vw:.2f}s ({vw / f:.2f}x)  cold {vc:.2f}s ({vc / f:.2f}x)")
+        doc["variants"][name] = {
+            "env": variants[name],
+            "warm_s": times["warm"],
+            "cold_s": times["cold"],
+            "warm_median_s": vw,
+            "cold_median_s": vc,
+            "warm_ratio": round(vw / f, 3),
+            "cold_ratio": round(vc / f, 3),
+        }
+        print(
+            f"[{args.label}] {name}: warm {vw:.2f}s ({vw / f:.2f}x)  cold {vc:.2f}s ({vc / f:.2f}x)"
+        )
     if args.out:
         with open(args.out, "w") as fh:
             fh.write(json.dumps(doc, indent=2) + "\n")
-    print(f"[{args.label}] floor {f:.2f}s  warm {w:.2f}s ({w / f:.2f}x, target 1.2)  "
-          f"cold {c:.2f}s ({c / f:.2f}x, target 1.5)")
+    print(
+        f"[{args.label}] floor {f:.2f}s  warm {w:.2f}s ({w / f:.2f}x, target 1.2)  "
+        f"cold {c:.2f}s ({c / f:.2f}x, target 1.5)"
+    )
     return 0
 
 

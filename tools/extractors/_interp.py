@@ -26,8 +26,7 @@ class _Unknown:
 
 UNKNOWN = _Unknown()
 _CUDA_TRUE = {"is_cuda", "is_cuda_alike"}
-_CUDA_FALSE = {"is_cpu", "is_xpu", "is_tpu", "is_rocm", "is_hpu", "is_neuron",
-               "is_out_of_tree"}
+_CUDA_FALSE = {"is_cpu", "is_xpu", "is_tpu", "is_rocm", "is_hpu", "is_neuron", "is_out_of_tree"}
 
 
 @dataclass(frozen=True, order=True)
@@ -47,10 +46,14 @@ MethodLookup = Callable[[str, bool], "ast.FunctionDef | None"]  # (name, from_su
 
 
 class Interp:
-    def __init__(self, env: dict[str, Any], names: dict[str, Any],
-                 methods: MethodLookup | None = None, enum_names: tuple[str, ...] = (
-                     "AttentionBackendEnum", "_Backend"),
-                 cls_attrs: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        env: dict[str, Any],
+        names: dict[str, Any],
+        methods: MethodLookup | None = None,
+        enum_names: tuple[str, ...] = ("AttentionBackendEnum", "_Backend"),
+        cls_attrs: dict[str, Any] | None = None,
+    ):
         self.env = dict(env)
         self.names = names
         self.methods = methods
@@ -93,19 +96,28 @@ class Interp:
                         else:
                             env[key] = a if falls_l else b
                 continue
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
-                    and isinstance(stmt.targets[0], ast.Name):
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+            ):
                 env[stmt.targets[0].id] = self.eval(stmt.value, env)
                 continue
-            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
-                    and stmt.value is not None:
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and stmt.value is not None
+            ):
                 env[stmt.target.id] = self.eval(stmt.value, env)
                 continue
-            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
-                    and isinstance(stmt.value.func, ast.Attribute) \
-                    and isinstance(stmt.value.func.value, ast.Name) \
-                    and stmt.value.func.attr in ("append", "insert", "extend") \
-                    and isinstance(env.get(stmt.value.func.value.id), list):
+            if (
+                isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Call)
+                and isinstance(stmt.value.func, ast.Attribute)
+                and isinstance(stmt.value.func.value, ast.Name)
+                and stmt.value.func.attr in ("append", "insert", "extend")
+                and isinstance(env.get(stmt.value.func.value.id), list)
+            ):
                 # a list grown in place: keep every item (order approximate)
                 target = list(env[stmt.value.func.value.id])
                 args = [self.eval(a, env) for a in stmt.value.args]
@@ -144,11 +156,17 @@ class Interp:
         if isinstance(node, ast.Attribute):
             if isinstance(node.value, ast.Name) and node.value.id in self.enum_names:
                 return _Enum(node.attr)
-            if isinstance(node.value, ast.Name) and node.value.id == "torch" \
-                    and node.attr in TORCH_DTYPES:
+            if (
+                isinstance(node.value, ast.Name)
+                and node.value.id == "torch"
+                and node.attr in TORCH_DTYPES
+            ):
                 return TORCH_DTYPES[node.attr]
-            if isinstance(node.value, ast.Name) and node.value.id in ("cls", "self") \
-                    and "cls" not in env:
+            if (
+                isinstance(node.value, ast.Name)
+                and node.value.id in ("cls", "self")
+                and "cls" not in env
+            ):
                 return self.cls_attrs.get(node.attr, UNKNOWN)
             base = self.eval(node.value, env)
             if isinstance(base, Cap) and node.attr in ("major", "minor"):
@@ -188,9 +206,13 @@ class Interp:
         if isinstance(node, ast.BinOp):
             a, b = self.eval(node.left, env), self.eval(node.right, env)
             if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
-                ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b,
-                       ast.Mult: lambda: a * b, ast.Mod: lambda: a % b if b else UNKNOWN,
-                       ast.FloorDiv: lambda: a // b if b else UNKNOWN}
+                ops = {
+                    ast.Add: lambda: a + b,
+                    ast.Sub: lambda: a - b,
+                    ast.Mult: lambda: a * b,
+                    ast.Mod: lambda: a % b if b else UNKNOWN,
+                    ast.FloorDiv: lambda: a // b if b else UNKNOWN,
+                }
                 fn = ops.get(type(node.op))
                 return fn() if fn else UNKNOWN
             if isinstance(a, list) and isinstance(b, list) and isinstance(node.op, ast.Add):
@@ -211,8 +233,11 @@ class Interp:
 
     def _call(self, node: ast.Call, env: dict[str, Any]) -> Any:
         func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else (
-            func.id if isinstance(func, ast.Name) else None)
+        name = (
+            func.attr
+            if isinstance(func, ast.Attribute)
+            else (func.id if isinstance(func, ast.Name) else None)
+        )
         if name in _CUDA_TRUE and not node.args:
             return True
         if name in _CUDA_FALSE and not node.args:
@@ -225,8 +250,7 @@ class Interp:
             if isinstance(major, int) and isinstance(minor, int):
                 return Cap(major, minor)
             return UNKNOWN
-        if name in ("startswith", "endswith", "lower", "upper") \
-                and isinstance(func, ast.Attribute):
+        if name in ("startswith", "endswith", "lower", "upper") and isinstance(func, ast.Attribute):
             base = self.eval(func.value, env)
             args = [self.eval(a, env) for a in node.args]
             if isinstance(base, str) and all(isinstance(a, (str, tuple)) for a in args):
@@ -254,8 +278,11 @@ class Interp:
                 return cap.to_int() == want
             return UNKNOWN
         if self.methods is not None and isinstance(func, ast.Attribute) and self.depth < 4:
-            from_super = isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name) \
+            from_super = (
+                isinstance(func.value, ast.Call)
+                and isinstance(func.value.func, ast.Name)
                 and func.value.func.id == "super"
+            )
             on_cls = isinstance(func.value, ast.Name) and func.value.id == "cls"
             if from_super or on_cls:
                 target = self.methods(func.attr, from_super)
@@ -266,8 +293,9 @@ class Interp:
                         sub_env[p] = self.eval(a, env)
                     self.depth += 1
                     try:
-                        values = Interp(sub_env, self.names, self.methods,
-                                        self.enum_names, self.cls_attrs).run(target)
+                        values = Interp(
+                            sub_env, self.names, self.methods, self.enum_names, self.cls_attrs
+                        ).run(target)
                     finally:
                         self.depth -= 1
                     return _combine(values)

@@ -15,9 +15,15 @@ from typing import Any
 
 # torch dtype attribute -> the name vLLM users write (--dtype / config.json torch_dtype)
 TORCH_DTYPES = {
-    "half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32",
-    "float32": "float32", "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
-    "uint8": "uint8", "int8": "int8",
+    "half": "float16",
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "float": "float32",
+    "float32": "float32",
+    "float8_e4m3fn": "float8_e4m3fn",
+    "float8_e5m2": "float8_e5m2",
+    "uint8": "uint8",
+    "int8": "int8",
 }
 
 
@@ -57,11 +63,19 @@ def evaluate(node: ast.AST, names: dict[str, Any]) -> Any:
         return node.value
     if isinstance(node, ast.Name) and node.id in names:
         return names[node.id]
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-            and node.value.id == "torch" and node.attr in TORCH_DTYPES:
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "torch"
+        and node.attr in TORCH_DTYPES
+    ):
         return TORCH_DTYPES[node.attr]
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-            and node.func.id == "MultipleOf" and len(node.args) == 1:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "MultipleOf"
+        and len(node.args) == 1
+    ):
         value = evaluate(node.args[0], names)
         if isinstance(value, int):
             return f"multiple_of:{value}"  # any block size divisible by it
@@ -71,12 +85,17 @@ def evaluate(node: ast.AST, names: dict[str, Any]) -> Any:
         value = evaluate(node.operand, names)
         if isinstance(value, int):
             return -value
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult,
-                                                            ast.FloorDiv)):
+    if isinstance(node, ast.BinOp) and isinstance(
+        node.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)
+    ):
         left, right = evaluate(node.left, names), evaluate(node.right, names)
         if isinstance(left, int) and isinstance(right, int):
-            return {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right,
-                    ast.FloorDiv: left // right if right else 0}[type(node.op)]
+            return {
+                ast.Add: left + right,
+                ast.Sub: left - right,
+                ast.Mult: left * right,
+                ast.FloorDiv: left // right if right else 0,
+            }[type(node.op)]
         if isinstance(left, list) and isinstance(right, list) and isinstance(node.op, ast.Add):
             return left + right
     raise ValueError(_short(node))
@@ -84,8 +103,12 @@ def evaluate(node: ast.AST, names: dict[str, Any]) -> Any:
 
 def body_without_docstring(fn: ast.FunctionDef) -> list[ast.stmt]:
     body = list(fn.body)
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         body = body[1:]
     return body
 
@@ -121,10 +144,15 @@ def find_function(node: ast.AST, name: str) -> ast.FunctionDef | None:
 def class_attribute(cls: ast.ClassDef, name: str) -> ast.expr | None:
     for node in cls.body:
         if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
             return node.value
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
-                and node.target.id == name and node.value is not None:
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == name
+            and node.value is not None
+        ):
             return node.value
     return None
 
@@ -159,8 +187,9 @@ def candidate_files(dotted: str) -> Iterator[str]:
 
 
 def string_literals(node: ast.AST) -> set[str]:
-    return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant)
-            and isinstance(n.value, str)}
+    return {
+        n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
 
 
 def guarded_raises(tree: ast.Module) -> Iterator[tuple[str, ast.expr, str]]:
@@ -173,22 +202,35 @@ def guarded_raises(tree: ast.Module) -> Iterator[tuple[str, ast.expr, str]]:
             if isinstance(node, ast.If):
                 for stmt in node.body:
                     if isinstance(stmt, ast.Raise):
-                        text = "".join(c.value for c in ast.walk(stmt)
-                                       if isinstance(c, ast.Constant) and isinstance(c.value, str))
+                        text = "".join(
+                            c.value
+                            for c in ast.walk(stmt)
+                            if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                        )
                         yield func.name, node.test, text
 
 
 def args_read(test: ast.expr, base: str = "args") -> set[str]:
     """The attributes a condition reads off ``base`` (``args.enable_auto_tool_choice``)."""
-    return {n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute)
-            and isinstance(n.value, ast.Name) and n.value.id == base}
+    return {
+        n.attr
+        for n in ast.walk(test)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == base
+    }
 
 
 # -- can a function return something other than None on a CUDA platform? ----------------------
 
 _PLATFORM_TRUE_ON_CUDA = {"is_cuda", "is_cuda_alike"}
-_PLATFORM_FALSE_ON_CUDA = {"is_cpu", "is_xpu", "is_tpu", "is_rocm", "is_hpu", "is_neuron",
-                           "is_out_of_tree"}
+_PLATFORM_FALSE_ON_CUDA = {
+    "is_cpu",
+    "is_xpu",
+    "is_tpu",
+    "is_rocm",
+    "is_hpu",
+    "is_neuron",
+    "is_out_of_tree",
+}
 
 
 def _tri(node: ast.AST) -> bool | None:
@@ -222,16 +264,20 @@ def _walk_returns(stmts: list[ast.stmt], reachable: bool, out: list[tuple[bool, 
     """Appends (returns None, reachable) per return; returns whether control falls through."""
     for stmt in stmts:
         if isinstance(stmt, ast.Return):
-            none = stmt.value is None or (isinstance(stmt.value, ast.Constant)
-                                          and stmt.value.value is None)
+            none = stmt.value is None or (
+                isinstance(stmt.value, ast.Constant) and stmt.value.value is None
+            )
             out.append((none, reachable))
             return False
         if isinstance(stmt, ast.If):
             test = _tri(stmt.test)
             body_falls = _walk_returns(stmt.body, reachable and test is not False, out)
             else_falls = _walk_returns(stmt.orelse, reachable and test is not True, out)
-            if (test is True and not body_falls) or (test is False and not else_falls) or (
-                    not body_falls and not else_falls):
+            if (
+                (test is True and not body_falls)
+                or (test is False and not else_falls)
+                or (not body_falls and not else_falls)
+            ):
                 reachable = False
         elif isinstance(stmt, (ast.For, ast.While, ast.With, ast.Try)):
             for block in ("body", "orelse", "finalbody"):
@@ -290,8 +336,11 @@ class ClassFinder:
         if depth > 5:
             return None
         for base in cls.bases:
-            base_name = base.id if isinstance(base, ast.Name) else (
-                base.attr if isinstance(base, ast.Attribute) else None)
+            base_name = (
+                base.id
+                if isinstance(base, ast.Name)
+                else (base.attr if isinstance(base, ast.Attribute) else None)
+            )
             if base_name is None:
                 continue
             found = self.locate(base_name, file)
@@ -306,8 +355,11 @@ class ClassFinder:
         tree = self.release.tree(file)
         names = module_constants(tree) if tree is not None else {}
         for node in cls.body:  # class-level constants read as bare names by the method
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                    and isinstance(node.targets[0], ast.Name):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+            ):
                 with contextlib.suppress(ValueError, TypeError, SyntaxError):
                     names[node.targets[0].id] = ast.literal_eval(node.value)
         return names

@@ -46,29 +46,45 @@ KIND = "attention"
 HEAD_SIZES = [32, 48, 64, 72, 80, 96, 112, 120, 128, 160, 192, 224, 256, 320, 512, 576]
 # capability grid: Pascal, Volta, Turing, Ampere, Ada, Hopper, Blackwell DC, Thor, RTX 50
 CAPABILITIES = [60, 61, 70, 75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121]
-KV_DTYPES = ["auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla",
-             "fp8_inc", "nvfp4"]
+KV_DTYPES = [
+    "auto",
+    "float16",
+    "bfloat16",
+    "fp8",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "fp8_ds_mla",
+    "fp8_inc",
+    "nvfp4",
+]
 DTYPES = ["float16", "bfloat16", "float32"]
 META = {
     "key": "backend:<NAME> (V1 or registry) | backend_v0:<NAME> | cuda_priority:<std|mla>:"
-           "<capability> | cuda_considered | unresolved",
+    "<capability> | cuda_considered | unresolved",
     "value": {
         "backend": "class, file, mla, head_sizes ([] = any), head_size_check "
-                   "{yes,no,unknown} over common head sizes, dtypes, kv_cache_dtypes, "
-                   "kv_cache_dtype_runtime, kv_cache_check / dtype_check {yes,no,unknown} "
-                   "(supports_kv_cache_dtype / supports_dtype evaluated), capabilities "
-                   "{yes,no,unknown} over GPU generations, block_sizes",
+        "{yes,no,unknown} over common head sizes, dtypes, kv_cache_dtypes, "
+        "kv_cache_dtype_runtime, kv_cache_check / dtype_check {yes,no,unknown} "
+        "(supports_kv_cache_dtype / supports_dtype evaluated), capabilities "
+        "{yes,no,unknown} over GPU generations, block_sizes",
         "cuda_priority": "backends _get_backend_priorities may return, in order",
         "cuda_considered": "backends get_attn_backend_cls names (before 0.12.0)",
     },
     "head_sizes_probed": HEAD_SIZES,
     "capabilities_probed": CAPABILITIES,
     "kv_cache_dtypes_probed": KV_DTYPES,
-    "sources": ["v1/attention/backends/**/*.py", "attention/backends/*.py",
-                "*/backends/registry.py", "platforms/cuda.py"],
+    "sources": [
+        "v1/attention/backends/**/*.py",
+        "attention/backends/*.py",
+        "*/backends/registry.py",
+        "platforms/cuda.py",
+    ],
 }
-_BASES = ("v1/attention/backend.py", "attention/backends/abstract.py",
-          "v1/attention/backends/abstract.py")
+_BASES = (
+    "v1/attention/backend.py",
+    "attention/backends/abstract.py",
+    "v1/attention/backends/abstract.py",
+)
 
 
 def _registry(release) -> dict[str, str] | None:
@@ -106,17 +122,22 @@ def _class_from_path(release, dotted: str):
 def _scan(release) -> dict[str, tuple[str, ast.ClassDef, bool]]:
     """Before the registry: ``name -> (file, class, is_v0)`` from get_name constants."""
     out: dict[str, tuple[str, ast.ClassDef, bool]] = {}
-    files = release.glob("v1/attention/backends/*.py") + \
-        release.glob("v1/attention/backends/mla/*.py") + \
-        release.glob("attention/backends/*.py") + release.glob("attention/backends/mla/*.py")
+    files = (
+        release.glob("v1/attention/backends/*.py")
+        + release.glob("v1/attention/backends/mla/*.py")
+        + release.glob("attention/backends/*.py")
+        + release.glob("attention/backends/mla/*.py")
+    )
     for path in files:
         tree = release.tree(path)
         if tree is None:
             continue
         v0 = not path.startswith("v1/")
         for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
-            fn = next((f for f in cls.body if isinstance(f, ast.FunctionDef)
-                       and f.name == "get_name"), None)
+            fn = next(
+                (f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "get_name"),
+                None,
+            )
             if fn is None:
                 continue
             name = returned_constant(fn, {})
@@ -142,8 +163,14 @@ def _grid(values: dict[int, Any]) -> dict[str, list[int]]:
     return {k: v for k, v in out.items() if v}
 
 
-def _predicate(finder: ClassFinder, file: str, cls: ast.ClassDef, method: str,
-               bind: dict[str, Any], cls_attrs: dict[str, Any] | None = None) -> Any:
+def _predicate(
+    finder: ClassFinder,
+    file: str,
+    cls: ast.ClassDef,
+    method: str,
+    bind: dict[str, Any],
+    cls_attrs: dict[str, Any] | None = None,
+) -> Any:
     hit = finder.method(file, cls, method)
     if hit is None:
         return None
@@ -179,10 +206,14 @@ def _predicate(finder: ClassFinder, file: str, cls: ast.ClassDef, method: str,
     return UNKNOWN
 
 
-def _backend(finder: ClassFinder, file: str, cls: ast.ClassDef,
-             problems: list[str], label: str) -> dict[str, Any]:
-    rec: dict[str, Any] = {"class": cls.name, "file": file,
-                           "mla": "/mla/" in file or "MLA" in cls.name.upper()}
+def _backend(
+    finder: ClassFinder, file: str, cls: ast.ClassDef, problems: list[str], label: str
+) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "class": cls.name,
+        "file": file,
+        "mla": "/mla/" in file or "MLA" in cls.name.upper(),
+    }
 
     def const(method: str, attr: str | None = None) -> Any:
         # a class attribute (this class or a base) wins over a method of the same meaning
@@ -205,12 +236,12 @@ def _backend(finder: ClassFinder, file: str, cls: ast.ClassDef,
             return None
         return returned_constant(hit[2], finder.constants(hit[0], hit[1]))
 
-    for field, method, attr in (("head_sizes", "get_supported_head_sizes", None),
-                                ("dtypes", "get_supported_dtypes", "supported_dtypes"),
-                                ("kv_cache_dtypes", "get_supported_kv_cache_dtypes",
-                                 "supported_kv_cache_dtypes"),
-                                ("block_sizes", "get_supported_kernel_block_sizes",
-                                 "supported_kernel_block_sizes")):
+    for field, method, attr in (
+        ("head_sizes", "get_supported_head_sizes", None),
+        ("dtypes", "get_supported_dtypes", "supported_dtypes"),
+        ("kv_cache_dtypes", "get_supported_kv_cache_dtypes", "supported_kv_cache_dtypes"),
+        ("block_sizes", "get_supported_kernel_block_sizes", "supported_kernel_block_sizes"),
+    ):
         value = const(method, attr)
         if isinstance(value, Unresolved):
             problems.append(f"{label}: {field} — {value.why}")
@@ -219,30 +250,47 @@ def _backend(finder: ClassFinder, file: str, cls: ast.ClassDef,
             value = [v if isinstance(v, int) else str(v) for v in value]
         if value is not None:
             rec[field] = value
-    heads = {h: _predicate(finder, file, cls, "supports_head_size", {"value": h})
-             for h in HEAD_SIZES}
+    heads = {
+        h: _predicate(finder, file, cls, "supports_head_size", {"value": h}) for h in HEAD_SIZES
+    }
     if any(v is not None for v in heads.values()):
         rec["head_size_check"] = _grid(heads)
-    caps = {c: _predicate(finder, file, cls, "supports_compute_capability",
-                          {"value": Cap(c // 10, c % 10), "__capability__": Cap(c // 10, c % 10)})
-            for c in CAPABILITIES}
+    caps = {
+        c: _predicate(
+            finder,
+            file,
+            cls,
+            "supports_compute_capability",
+            {"value": Cap(c // 10, c % 10), "__capability__": Cap(c // 10, c % 10)},
+        )
+        for c in CAPABILITIES
+    }
     if any(v is not None for v in caps.values()):
         rec["capabilities"] = _grid(caps)
     hit = finder.method(file, cls, "supports_kv_cache_dtype")
     if hit is not None and hit[0] not in _BASES:
         rec["kv_cache_dtype_runtime"] = True  # an override: the list alone does not decide
-    attrs = {k: rec[f] for k, f in (("supported_kv_cache_dtypes", "kv_cache_dtypes"),
-                                    ("supported_dtypes", "dtypes")) if f in rec}
-    for field, method, grid in (("kv_cache_check", "supports_kv_cache_dtype", KV_DTYPES),
-                                ("dtype_check", "supports_dtype", DTYPES)):
+    attrs = {
+        k: rec[f]
+        for k, f in (
+            ("supported_kv_cache_dtypes", "kv_cache_dtypes"),
+            ("supported_dtypes", "dtypes"),
+        )
+        if f in rec
+    }
+    for field, method, grid in (
+        ("kv_cache_check", "supports_kv_cache_dtype", KV_DTYPES),
+        ("dtype_check", "supports_dtype", DTYPES),
+    ):
         states = {v: _predicate(finder, file, cls, method, {"value": v}, attrs) for v in grid}
         if any(s is not None for s in states.values()):
             rec[field] = _grid(states)
     return rec
 
 
-def _composite(release, finder: ClassFinder, dotted: str, problems: list[str],
-               label: str) -> dict[str, Any] | None:
+def _composite(
+    release, finder: ClassFinder, dotted: str, problems: list[str], label: str
+) -> dict[str, Any] | None:
     """A backend made by ``create_composite_attention_backend(general, causal, ...)``: it
     supports what both parts support (composite.py: ``all(backend.supports_... for backend
     in (general_backend, causal_backend))``), narrowed by its own head_sizes/device_major."""
@@ -253,9 +301,13 @@ def _composite(release, finder: ClassFinder, dotted: str, problems: list[str],
         return None
     call = None
     for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) \
-                and node.targets[0].id == name and isinstance(node.value, ast.Call) \
-                and ast.unparse(node.value.func) == "create_composite_attention_backend":
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == name
+            and isinstance(node.value, ast.Call)
+            and ast.unparse(node.value.func) == "create_composite_attention_backend"
+        ):
             call = node.value
     if call is None or len(call.args) < 2:
         return None
@@ -267,8 +319,12 @@ def _composite(release, finder: ClassFinder, dotted: str, problems: list[str],
             return None
         parts.append(_backend(finder, found[0], found[1], problems, f"{label}/{arg.id}"))
     kw = {k.arg: k.value for k in call.keywords}
-    rec: dict[str, Any] = {"class": name, "file": rel, "mla": False,
-                           "composite_of": [p["class"] for p in parts]}
+    rec: dict[str, Any] = {
+        "class": name,
+        "file": rel,
+        "mla": False,
+        "composite_of": [p["class"] for p in parts],
+    }
     for field in ("dtypes", "kv_cache_dtypes"):
         if all(field in p for p in parts):
             first = parts[0][field]
@@ -284,9 +340,18 @@ def _composite(release, finder: ClassFinder, dotted: str, problems: list[str],
     def both(field: str, grid: list[int], own) -> dict[str, list[int]]:
         values = {}
         for x in grid:
-            states = [("yes" if x in p.get(field, {}).get("yes", []) else
-                       "no" if x in p.get(field, {}).get("no", []) else
-                       "yes" if field not in p else "unknown") for p in parts]
+            states = [
+                (
+                    "yes"
+                    if x in p.get(field, {}).get("yes", [])
+                    else "no"
+                    if x in p.get(field, {}).get("no", [])
+                    else "yes"
+                    if field not in p
+                    else "unknown"
+                )
+                for p in parts
+            ]
             if not own(x) or "no" in states:
                 values[x] = False
             elif all(s == "yes" for s in states):
@@ -295,10 +360,12 @@ def _composite(release, finder: ClassFinder, dotted: str, problems: list[str],
                 values[x] = UNKNOWN
         return _grid(values)
 
-    rec["head_size_check"] = both("head_size_check", HEAD_SIZES,
-                                  lambda h: not own_heads or h in own_heads)
-    rec["capabilities"] = both("capabilities", CAPABILITIES,
-                               lambda c: device_major is None or c // 10 == device_major)
+    rec["head_size_check"] = both(
+        "head_size_check", HEAD_SIZES, lambda h: not own_heads or h in own_heads
+    )
+    rec["capabilities"] = both(
+        "capabilities", CAPABILITIES, lambda c: device_major is None or c // 10 == device_major
+    )
     return rec
 
 
@@ -306,8 +373,14 @@ def _priorities(release, problems: list[str]) -> dict[str, Any]:
     tree = release.tree("platforms/cuda.py")
     if tree is None:
         return {}
-    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
-               and n.name == "_get_backend_priorities"), None)
+    fn = next(
+        (
+            n
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef) and n.name == "_get_backend_priorities"
+        ),
+        None,
+    )
     out: dict[str, Any] = {}
     if fn is not None:
         params = [a.arg for a in fn.args.args]
@@ -334,25 +407,45 @@ def _priorities(release, problems: list[str]) -> dict[str, Any]:
     # before 0.12.0: an if-chain returning class paths; keep the set it names
     method = None
     for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
-        method = next((f for f in cls.body if isinstance(f, ast.FunctionDef)
-                       and f.name == "get_attn_backend_cls"), None) or method
+        method = (
+            next(
+                (
+                    f
+                    for f in cls.body
+                    if isinstance(f, ast.FunctionDef) and f.name == "get_attn_backend_cls"
+                ),
+                None,
+            )
+            or method
+        )
     if method is None:
         problems.append("platforms/cuda.py has no get_attn_backend_cls")
         return out
     named = set()
     for node in ast.walk(method):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                and node.value.startswith("vllm.") and node.value.endswith("Backend"):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.startswith("vllm.")
+            and node.value.endswith("Backend")
+        ):
             named.add(node.value)
-        if isinstance(node, ast.JoinedStr) and node.values \
-                and isinstance(node.values[0], ast.Constant) \
-                and str(node.values[0].value).startswith("vllm."):
+        if (
+            isinstance(node, ast.JoinedStr)
+            and node.values
+            and isinstance(node.values[0], ast.Constant)
+            and str(node.values[0].value).startswith("vllm.")
+        ):
             # a class path assembled from pieces (not a log message)
-            problems.append("get_attn_backend_cls builds a class path at run time "
-                            f"({' '.join(ast.unparse(node).split())[:80]})")
+            problems.append(
+                "get_attn_backend_cls builds a class path at run time "
+                f"({' '.join(ast.unparse(node).split())[:80]})"
+            )
     out["cuda_considered"] = sorted(named)
-    problems.append("selection before 0.12.0 is an if-chain in get_attn_backend_cls: the "
-                    "backends it names are recorded (cuda_considered), not an order")
+    problems.append(
+        "selection before 0.12.0 is an if-chain in get_attn_backend_cls: the "
+        "backends it names are recorded (cuda_considered), not an order"
+    )
     return out
 
 
@@ -378,8 +471,11 @@ def extract(release) -> dict[str, Any]:
             out[key] = _backend(finder, file, cls, problems, name)
     prio = _priorities(release, problems)
     if "cuda_considered" in prio:
-        by_class = {(v["file"].removesuffix(".py").replace("/", "."), v["class"]): k
-                    for k, v in out.items() if k.startswith("backend")}
+        by_class = {
+            (v["file"].removesuffix(".py").replace("/", "."), v["class"]): k
+            for k, v in out.items()
+            if k.startswith("backend")
+        }
         named = []
         for dotted in prio["cuda_considered"]:
             module, _, cls_name = dotted.rpartition(".")
@@ -402,6 +498,7 @@ __all__ = ["KIND", "META", "_Enum", "extract"]
 
 
 # -- audit against the curated rules ---------------------------------------------------------
+
 
 def audit(table: dict, rules_dir: Path) -> list[str]:
     """Contradictions between the backends' recorded checks and ATTN001 / ATTN003.
@@ -428,12 +525,29 @@ def audit(table: dict, rules_dir: Path) -> list[str]:
     problems: list[str] = []
     scenarios = []
     for kv in ("fp8", "fp8_e4m3", "fp8_e5m2"):
-        scenarios.append(("ATTN001", "FLASH_ATTN", [128], kv,
-                          {"serve.kv_cache_dtype": kv, "model.head_dim": 128}))
+        scenarios.append(
+            (
+                "ATTN001",
+                "FLASH_ATTN",
+                [128],
+                kv,
+                {"serve.kv_cache_dtype": kv, "model.head_dim": 128},
+            )
+        )
     for backend in ("FLASHINFER", "FLASH_ATTN"):
-        scenarios.append(("ATTN003", backend, [256, 512], "auto",
-                          {"model.architectures": ["Gemma4ForCausalLM"],
-                           "model.head_dim": 256, "model.global_head_dim": 512}))
+        scenarios.append(
+            (
+                "ATTN003",
+                backend,
+                [256, 512],
+                "auto",
+                {
+                    "model.architectures": ["Gemma4ForCausalLM"],
+                    "model.head_dim": 256,
+                    "model.global_head_dim": 512,
+                },
+            )
+        )
     for release in tab.releases:
         values = tab.at(release)
         if "check:forced_backend_validated" not in values:
@@ -448,16 +562,26 @@ def audit(table: dict, rules_dir: Path) -> list[str]:
             for cap in CAPABILITIES:
                 if cap < 80:
                     continue  # both backends need sm_80; the curated rules speak of 8.0+
-                facts = Facts.from_flat({"vllm.version": release, "gpu.min_capability": cap,
-                                         "serve.attention_backend": backend, **extra})
+                facts = Facts.from_flat(
+                    {
+                        "vllm.version": release,
+                        "gpu.min_capability": cap,
+                        "serve.attention_backend": backend,
+                        **extra,
+                    }
+                )
                 curated = evaluate_rule(rules[code], facts).verdict == APPLIES
                 verdicts = [judge_backend(record, h, "bfloat16", kv, cap)[0] for h in heads]
                 refused = False in verdicts
                 accepted = all(v is True for v in verdicts)
                 if curated and accepted:
-                    problems.append(f"{release} {backend} cap {cap} kv {kv} heads {heads}: "
-                                    f"{code} says refused, the release's checks accept")
+                    problems.append(
+                        f"{release} {backend} cap {cap} kv {kv} heads {heads}: "
+                        f"{code} says refused, the release's checks accept"
+                    )
                 if refused and not curated:
-                    problems.append(f"{release} {backend} cap {cap} kv {kv} heads {heads}: "
-                                    f"the release's checks refuse, {code} does not say so")
+                    problems.append(
+                        f"{release} {backend} cap {cap} kv {kv} heads {heads}: "
+                        f"the release's checks refuse, {code} does not say so"
+                    )
     return problems

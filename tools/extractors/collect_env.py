@@ -27,9 +27,12 @@ def extract(release) -> dict[str, Any]:
     if tree is None:
         return {}
     for node in tree.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id == "DEFAULT_PIP_PATTERNS"):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == "DEFAULT_PIP_PATTERNS"
+        ):
             try:
                 return {"pip_patterns": sorted(ast.literal_eval(node.value))}
             except ValueError:

@@ -23,9 +23,11 @@ from packaging.utils import canonicalize_name
 KIND = "dependencies"
 META = {
     "key": "canonical distribution name from Requires-Dist",
-    "value": {"spec": "version specifier as written (null: any version)",
-              "extra": "the vLLM extra that requires it (null: every install)",
-              "marker": "environment marker other than the extra (null: every platform)"},
+    "value": {
+        "spec": "version specifier as written (null: any version)",
+        "extra": "the vLLM extra that requires it (null: every install)",
+        "marker": "environment marker other than the extra (null: every platform)",
+    },
     "sources": ["*.dist-info/METADATA (Requires-Dist)"],
 }
 _EXTRA = re.compile(r"""\s*(?:and\s+)?extra\s*==\s*["']([^"']+)["']\s*(?:and\s+)?""")
@@ -37,8 +39,11 @@ def requirements(release) -> dict[str, dict[str, Any]]:
         marker = str(req.marker) if req.marker is not None else ""
         extra = _EXTRA.search(marker)
         rest = _EXTRA.sub(" ", marker).strip() if extra else marker
-        value = {"spec": str(req.specifier) or None, "extra": extra.group(1) if extra else None,
-                 "marker": rest or None}
+        value = {
+            "spec": str(req.specifier) or None,
+            "extra": extra.group(1) if extra else None,
+            "marker": rest or None,
+        }
         name = canonicalize_name(req.name)
         known = out.get(name)
         if known is None or (known["extra"] is not None and value["extra"] is None):

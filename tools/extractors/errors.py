@@ -47,15 +47,17 @@ RESPONSE_CALLS = {"create_error_response", "create_streaming_error_response"}
 
 META = {
     "description": "Messages vLLM raises, asserts or logs at error level, by exception class and "
-                   "template ({*} marks a placeholder). Value: the sites that emit it in that "
-                   "release.",
-    "value": {"sites": "[[file, function, condition], ...] (file relative to the vllm package; "
-                       "condition: the assert test, the enclosing if (not (...) in its else), or "
-                       "except X; '' when unconditional; at most 3 sites)"},
+    "template ({*} marks a placeholder). Value: the sites that emit it in that "
+    "release.",
+    "value": {
+        "sites": "[[file, function, condition], ...] (file relative to the vllm package; "
+        "condition: the assert test, the enclosing if (not (...) in its else), or "
+        "except X; '' when unconditional; at most 3 sites)"
+    },
     "key": "<exception class>: <template>; log.error/log.exception/...: for logger lines; "
-           "response: for the API server's error replies (create_error_response); "
-           "AssertionError: assert <source line> for an assert without a message (the traceback "
-           "shows the line)",
+    "response: for the API server's error replies (create_error_response); "
+    "AssertionError: assert <source line> for an assert without a message (the traceback "
+    "shows the line)",
     "wildcard": WILDCARD,
     "min_literal": MIN_LITERAL,
 }
@@ -64,7 +66,9 @@ META = {
 # them into the table)
 SKIPPED: dict[str, Counter] = {}
 
-_PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[hlL]?[diouxXeEfFgGcrsa%]")
+_PERCENT = re.compile(
+    r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[hlL]?[diouxXeEfFgGcrsa%]"
+)
 _FORMAT_FIELD = re.compile(r"\{\{|\}\}|\{[^{}]*\}")
 _SPACES = re.compile(r"\s+")
 _WILDCARDS = re.compile(r"(?:\s*\{\*\}\s*)+")
@@ -118,9 +122,13 @@ class _Messages:
                 inner = None
                 # f"{msg} To allow ...": a local message variable assigned once is inlined (one
                 # assigned in several branches could hold any of them: a placeholder)
-                if (isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
-                        and part.format_spec is None and part.conversion in (-1, ord("s"))
-                        and len(self.assignments.get(part.value.id, ())) == 1):
+                if (
+                    isinstance(part, ast.FormattedValue)
+                    and isinstance(part.value, ast.Name)
+                    and part.format_spec is None
+                    and part.conversion in (-1, ord("s"))
+                    and len(self.assignments.get(part.value.id, ())) == 1
+                ):
                     inner = self.template(part.value, line, depth + 1)
                 out.append(inner if inner is not None else WILDCARD)
             return "".join(out)
@@ -132,12 +140,21 @@ class _Messages:
             right = self.template(node.right, line, depth + 1)
             if left is None and right is None:
                 return None
-            return (left if left is not None else WILDCARD) + (right if right is not None else WILDCARD)
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "format"):
+            return (left if left is not None else WILDCARD) + (
+                right if right is not None else WILDCARD
+            )
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "format"
+        ):
             base = self.template(node.func.value, line, depth + 1)
             return _brace(base) if base is not None else None
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join":
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "join"
+        ):
             return WILDCARD
         if isinstance(node, ast.Name):
             # `msg = (...)` shortly before `raise X(msg)`: the last assignment above the line
@@ -159,7 +176,7 @@ def _name(node: ast.expr | None) -> str | None:
 
 def _trim(text: str) -> str:
     text = _SPACES.sub(" ", text).strip()
-    return text if len(text) <= MAX_CONDITION else text[:MAX_CONDITION - 1] + "…"
+    return text if len(text) <= MAX_CONDITION else text[: MAX_CONDITION - 1] + "…"
 
 
 def _unparse(node: ast.AST) -> str:
@@ -183,7 +200,11 @@ class _Walker(ast.NodeVisitor):
     def _function(self, node):
         assignments: dict[str, list[tuple[int, ast.expr]]] = {}
         for sub in ast.walk(node):
-            if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and isinstance(sub.targets[0], ast.Name):
+            if (
+                isinstance(sub, ast.Assign)
+                and len(sub.targets) == 1
+                and isinstance(sub.targets[0], ast.Name)
+            ):
                 assignments.setdefault(sub.targets[0].id, []).append((sub.lineno, sub.value))
             elif isinstance(sub, ast.AnnAssign) and isinstance(sub.target, ast.Name) and sub.value:
                 assignments.setdefault(sub.target.id, []).append((sub.lineno, sub.value))
@@ -201,8 +222,11 @@ class _Walker(ast.NodeVisitor):
 
     def visit_ClassDef(self, node):
         self._scope.append(node.name)
-        self._classes.append(node.name if any(
-            (_name(base) or "").endswith(("Error", "Exception")) for base in node.bases) else None)
+        self._classes.append(
+            node.name
+            if any((_name(base) or "").endswith(("Error", "Exception")) for base in node.bases)
+            else None
+        )
         self.generic_visit(node)
         self._classes.pop()
         self._scope.pop()
@@ -213,7 +237,11 @@ class _Walker(ast.NodeVisitor):
         self._guards.append(test)
         for child in node.body:
             self.visit(child)
-        negated = node.test.operand if isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not) else None
+        negated = (
+            node.test.operand
+            if isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not)
+            else None
+        )
         self._guards[-1] = _unparse(negated) if negated is not None else f"not ({test})"
         for child in node.orelse:
             self.visit(child)
@@ -249,12 +277,19 @@ class _Walker(ast.NodeVisitor):
             exc = self._messages[-1].built_exception(exc.id, node.lineno) or exc
         if isinstance(exc, ast.Call):
             cls = _name(exc) or "Exception"
-            message = exc.args[0] if exc.args else next(
-                (k.value for k in exc.keywords if k.arg in ("msg", "message", "detail")), None)
+            message = (
+                exc.args[0]
+                if exc.args
+                else next(
+                    (k.value for k in exc.keywords if k.arg in ("msg", "message", "detail")), None
+                )
+            )
             if message is None:
                 self.skipped["raise without a message"] += 1
             else:
-                self._record("raise", cls, message, node.lineno, self._guards[-1] if self._guards else "")
+                self._record(
+                    "raise", cls, message, node.lineno, self._guards[-1] if self._guards else ""
+                )
         elif exc is not None:
             self.skipped["raise without a message"] += 1
         self.generic_visit(node)
@@ -264,8 +299,9 @@ class _Walker(ast.NodeVisitor):
             # the log shows only the traceback's source line: `    assert x is not None`
             line = self._source_line(node)
             if line and line.startswith("assert ") and len(line) >= MIN_LITERAL + 7:
-                self.found.append(("assert-line", "AssertionError", line,
-                                   ".".join(self._scope) or "<module>", ""))
+                self.found.append(
+                    ("assert-line", "AssertionError", line, ".".join(self._scope) or "<module>", "")
+                )
             else:
                 self.skipped["assert without a message, source line too short"] += 1
         else:
@@ -275,26 +311,54 @@ class _Walker(ast.NodeVisitor):
     def visit_Call(self, node):
         func = node.func
         called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-        if (called == "__init__" and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
-                and getattr(func.value.func, "id", None) == "super" and node.args
-                and self._classes and self._classes[-1] and self._scope[-1:] == ["__init__"]):
+        if (
+            called == "__init__"
+            and isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Call)
+            and getattr(func.value.func, "id", None) == "super"
+            and node.args
+            and self._classes
+            and self._classes[-1]
+            and self._scope[-1:] == ["__init__"]
+        ):
             # an exception class that gives its own message: raise EngineDeadError() shows it
             self._record("raise", self._classes[-1], node.args[0], node.lineno, "")
         if called in RESPONSE_CALLS:
             # an error the API server returns to the client (HTTP 4xx/5xx with this message)
-            message = node.args[0] if node.args else next(
-                (k.value for k in node.keywords if k.arg == "message"), None)
+            message = (
+                node.args[0]
+                if node.args
+                else next((k.value for k in node.keywords if k.arg == "message"), None)
+            )
             if message is not None:
-                self._record("response", "response", message, node.lineno,
-                             self._guards[-1] if self._guards else "")
-        if (isinstance(func, ast.Attribute) and func.attr in LOG_LEVELS and node.args
-                and "log" in (_name(func.value) or "").lower()):
+                self._record(
+                    "response",
+                    "response",
+                    message,
+                    node.lineno,
+                    self._guards[-1] if self._guards else "",
+                )
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in LOG_LEVELS
+            and node.args
+            and "log" in (_name(func.value) or "").lower()
+        ):
             # logging formats its arguments with %: "... %s", value
             message = node.args[0]
-            if len(node.args) > 1 and isinstance(message, ast.Constant) and isinstance(message.value, str):
+            if (
+                len(node.args) > 1
+                and isinstance(message, ast.Constant)
+                and isinstance(message.value, str)
+            ):
                 message = ast.BinOp(message, ast.Mod(), ast.Tuple(node.args[1:], ast.Load()))
-            self._record("log", f"log.{func.attr}", message, node.lineno,
-                         self._guards[-1] if self._guards else "")
+            self._record(
+                "log",
+                f"log.{func.attr}",
+                message,
+                node.lineno,
+                self._guards[-1] if self._guards else "",
+            )
         self.generic_visit(node)
 
 
@@ -350,8 +414,15 @@ def main() -> int:
     import subprocess
 
     root = Path(__file__).resolve().parents[2]
-    return subprocess.call([sys.executable, str(root / "tools" / "gen_knowledge.py"),
-                            *(sys.argv[1:] or ["/work/wheels"]), "--only", KIND])
+    return subprocess.call(
+        [
+            sys.executable,
+            str(root / "tools" / "gen_knowledge.py"),
+            *(sys.argv[1:] or ["/work/wheels"]),
+            "--only",
+            KIND,
+        ]
+    )
 
 
 if __name__ == "__main__":

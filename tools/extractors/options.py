@@ -37,15 +37,15 @@ META = {
     "key": "long option name without the leading dashes",
     "value": {
         "kind": "bool | flag | bool_or_str | int | hrint | float | str | list | json | "
-                "json_or_str | kvs | append (how vLLM's parser reads the value)",
+        "json_or_str | kvs | append (how vLLM's parser reads the value)",
         "aliases": "short aliases (-tp) and second long names (--device-memory-utilization)",
         "choices": "the values argparse accepts, where the source fixes them statically "
-                   "(absent: any value of the kind)",
+        "(absent: any value of the kind)",
         "json": "the option takes a JSON object",
         "deprecated": "the release's source marks the option deprecated",
         "negations": "option strings (without dashes) that set a bool option to false in this "
-                     "release (--no-x; --disable-x beside --enable-x where EnableDisableAction "
-                     "pairs them)",
+        "release (--no-x; --disable-x beside --enable-x where EnableDisableAction "
+        "pairs them)",
         "kvs": "the JSON converter also reads key=value,... pairs (nullable_kvs)",
     },
     "sources": ["engine/arg_utils.py", "entrypoints/*/cli_args.py", "entrypoints/cli/serve.py"],
@@ -60,15 +60,22 @@ HUMAN_INT_FIELDS = {
     "max_num_queued_tokens",
 }
 BUILTIN_SIMPLE = {"bool", "int", "float", "str", "dict", "list", "tuple", "set", "None"}
-_DEPRECATED_HELP = re.compile(r"\[DEPRECATED\]|\bis deprecated\b|\bdeprecated and will be removed",
-                              re.IGNORECASE)
+_DEPRECATED_HELP = re.compile(
+    r"\[DEPRECATED\]|\bis deprecated\b|\bdeprecated and will be removed", re.IGNORECASE
+)
 
 
 class Package:
     """Class, alias and enum lookup by name across one release's package."""
 
-    SKIP = ("model_executor/models/", "benchmarks/", "third_party/", "vllm_flash_attn/",
-            "tests/", "kernels/")
+    SKIP = (
+        "model_executor/models/",
+        "benchmarks/",
+        "third_party/",
+        "vllm_flash_attn/",
+        "tests/",
+        "kernels/",
+    )
 
     def __init__(self, release):
         self.release = release
@@ -78,6 +85,7 @@ class Package:
 
     def files(self) -> list[str]:
         if self._files is None:
+
             def rank(rel: str) -> int:
                 if rel.startswith("config/") or rel == "config.py":
                     return 0
@@ -85,8 +93,14 @@ class Package:
                     return 1
                 return 2
 
-            self._files = sorted((n for n in self.release.names
-                                  if n.endswith(".py") and not n.startswith(self.SKIP)), key=rank)
+            self._files = sorted(
+                (
+                    n
+                    for n in self.release.names
+                    if n.endswith(".py") and not n.startswith(self.SKIP)
+                ),
+                key=rank,
+            )
         return self._files
 
     def text(self, rel: str) -> str:
@@ -105,8 +119,9 @@ class Package:
             tree = self.tree(rel)
             if tree is None:
                 continue
-            found = next((n for n in tree.body
-                          if isinstance(n, ast.ClassDef) and n.name == name), None)
+            found = next(
+                (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None
+            )
             if found is not None:
                 break
         self._classes[name] = found
@@ -129,11 +144,18 @@ class Package:
                     t = node.targets[0]
                     if isinstance(t, ast.Name) and t.id == name:
                         found = node.value
-                if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-                        and node.target.id == name and node.value is not None):
+                if (
+                    isinstance(node, ast.AnnAssign)
+                    and isinstance(node.target, ast.Name)
+                    and node.target.id == name
+                    and node.value is not None
+                ):
                     found = node.value
-                if (hasattr(ast, "TypeAlias") and isinstance(node, ast.TypeAlias)
-                        and node.name.id == name):
+                if (
+                    hasattr(ast, "TypeAlias")
+                    and isinstance(node, ast.TypeAlias)
+                    and node.name.id == name
+                ):
                     found = node.value
                 if found is not None:
                     break
@@ -171,7 +193,12 @@ class Package:
         if any(b == "dict" or b.startswith("dict[") for b in bases):
             return "typeddict"
         decos = {ast.unparse(d).split("(")[0] for d in cls.decorator_list}
-        if decos & {"config", "dataclass", "dataclasses.dataclass", "pydantic.dataclasses.dataclass"}:
+        if decos & {
+            "config",
+            "dataclass",
+            "dataclasses.dataclass",
+            "pydantic.dataclasses.dataclass",
+        }:
             return "dataclass"
         if any(b in ("BaseModel", "pydantic.BaseModel") for b in bases):
             return "dataclass"
@@ -184,8 +211,12 @@ class Package:
             return None
         out = []
         for stmt in cls.body:
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
-                    stmt.targets[0], ast.Name) and not stmt.targets[0].id.startswith("_"):
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and not stmt.targets[0].id.startswith("_")
+            ):
                 if attr == "name":
                     out.append(stmt.targets[0].id)
                 elif isinstance(stmt.value, ast.Constant):
@@ -277,8 +308,9 @@ class Package:
                 return self.literal_values(ast.parse(node.value, mode="eval").body, depth + 1)
             except SyntaxError:
                 return None
-        if not (isinstance(node, ast.Subscript)
-                and ast.unparse(node.value).split(".")[-1] == "Literal"):
+        if not (
+            isinstance(node, ast.Subscript) and ast.unparse(node.value).split(".")[-1] == "Literal"
+        ):
             return None
         out: list[Any] = []
         for item in _items(node.slice):
@@ -302,9 +334,10 @@ class Package:
     def enable_disable_pairs(self) -> bool:
         """0.33+: the parser registers EnableDisableAction for BooleanOptionalAction, which
         pairs ``--enable-x`` with ``--disable-x`` (and keeps ``--no-enable-x``)."""
-        return any('register("action", BooleanOptionalAction, EnableDisableAction)'
-                   in self.text(rel) for rel in ("utils/argparse_utils.py", "utils/__init__.py",
-                                                 "utils.py"))
+        return any(
+            'register("action", BooleanOptionalAction, EnableDisableAction)' in self.text(rel)
+            for rel in ("utils/argparse_utils.py", "utils/__init__.py", "utils.py")
+        )
 
     @property
     def literal_with_str_is_free(self) -> bool:
@@ -357,9 +390,14 @@ class Package:
         if isinstance(node, ast.ListComp) and len(node.generators) == 1:
             gen = node.generators[0]
             elt = node.elt
-            if (isinstance(elt, ast.Attribute) and isinstance(elt.value, ast.Name)
-                    and isinstance(gen.target, ast.Name) and elt.value.id == gen.target.id
-                    and elt.attr in ("value", "name") and not gen.ifs):
+            if (
+                isinstance(elt, ast.Attribute)
+                and isinstance(elt.value, ast.Name)
+                and isinstance(gen.target, ast.Name)
+                and elt.value.id == gen.target.id
+                and elt.attr in ("value", "name")
+                and not gen.ifs
+            ):
                 return self.enum_values(ast.unparse(gen.iter).split(".")[-1], elt.attr)
             return None
         if isinstance(node, (ast.Name, ast.Attribute)):
@@ -379,7 +417,11 @@ def _union_parts(node: ast.expr) -> list[ast.expr]:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         return _union_parts(node.left) + _union_parts(node.right)
     if isinstance(node, ast.Subscript) and ast.unparse(node.value).split(".")[-1] in (
-            "Optional", "Union", "Annotated", "SkipValidation"):
+        "Optional",
+        "Union",
+        "Annotated",
+        "SkipValidation",
+    ):
         items = _items(node.slice)
         if ast.unparse(node.value).endswith(("Annotated", "SkipValidation")):
             items = items[:1]
@@ -482,30 +524,42 @@ def _deprecated(pkg: Package, call: ast.Call) -> bool:
         if k.arg == "help":
             helps.append(k.value)
         if k.arg is None and isinstance(k.value, ast.Dict):  # **{**kwargs["x"], "help": ...}
-            helps += [v for key, v in zip(k.value.keys, k.value.values, strict=True)
-                      if isinstance(key, ast.Constant) and key.value == "help"]
+            helps += [
+                v
+                for key, v in zip(k.value.keys, k.value.values, strict=True)
+                if isinstance(key, ast.Constant) and key.value == "help"
+            ]
     texts: list[str] = []
     for expr in helps:
         for node in ast.walk(expr):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 texts.append(node.value)
             elif (isinstance(node, ast.Name) and node.id.isupper()) or (
-                    isinstance(node, ast.Name) and node.id.startswith("_")):
+                isinstance(node, ast.Name) and node.id.startswith("_")
+            ):
                 alias = pkg.find_alias(node.id)
                 if alias is not None:
-                    texts += [n.value for n in ast.walk(alias)
-                              if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+                    texts += [
+                        n.value
+                        for n in ast.walk(alias)
+                        if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                    ]
     return bool(_DEPRECATED_HELP.search(" ".join(texts)))
 
 
-def _record(kind: str, aliases: tuple[str, ...], choices: list[Any] | None,
-            deprecated: bool) -> dict[str, Any]:
-    value: dict[str, Any] = {"kind": kind, "aliases": list(aliases),
-                             "json": kind in ("json", "json_or_str")}
+def _record(
+    kind: str, aliases: tuple[str, ...], choices: list[Any] | None, deprecated: bool
+) -> dict[str, Any]:
+    value: dict[str, Any] = {
+        "kind": kind,
+        "aliases": list(aliases),
+        "json": kind in ("json", "json_or_str"),
+    }
     if choices is not None:
         plain = [c for c in choices if c is not None]
-        if plain and all(isinstance(c, (str, int, float)) and not isinstance(c, bool)
-                         for c in plain):
+        if plain and all(
+            isinstance(c, (str, int, float)) and not isinstance(c, bool) for c in plain
+        ):
             value["choices"] = sorted(set(plain), key=lambda c: (str(type(c)), c))
     if deprecated:
         value["deprecated"] = True
@@ -582,15 +636,26 @@ def _loop_arguments(pkg: Package, tree: ast.Module, out: dict[str, dict[str, Any
     for loop in ast.walk(tree):
         if not (isinstance(loop, ast.For) and isinstance(loop.iter, (ast.List, ast.Tuple))):
             continue
-        targets = ([t.id for t in loop.target.elts if isinstance(t, ast.Name)]
-                   if isinstance(loop.target, ast.Tuple)
-                   else [loop.target.id] if isinstance(loop.target, ast.Name) else [])
+        targets = (
+            [t.id for t in loop.target.elts if isinstance(t, ast.Name)]
+            if isinstance(loop.target, ast.Tuple)
+            else [loop.target.id]
+            if isinstance(loop.target, ast.Name)
+            else []
+        )
         if not targets:
             continue
-        calls = [n for stmt in loop.body for n in ast.walk(stmt)
-                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                 and n.func.attr == "add_argument" and n.args
-                 and isinstance(n.args[0], ast.Name) and n.args[0].id == targets[0]]
+        calls = [
+            n
+            for stmt in loop.body
+            for n in ast.walk(stmt)
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "add_argument"
+            and n.args
+            and isinstance(n.args[0], ast.Name)
+            and n.args[0].id == targets[0]
+        ]
         for call in calls:
             kw = {k.arg: k.value for k in call.keywords if k.arg}
             type_var = kw.get("type")
@@ -598,8 +663,11 @@ def _loop_arguments(pkg: Package, tree: ast.Module, out: dict[str, dict[str, Any
                 items = list(element.elts) if isinstance(element, ast.Tuple) else [element]
                 bound = dict(zip(targets, items, strict=False))
                 flag = bound.get(targets[0])
-                if not (isinstance(flag, ast.Constant) and isinstance(flag.value, str)
-                        and flag.value.startswith("--")):
+                if not (
+                    isinstance(flag, ast.Constant)
+                    and isinstance(flag.value, str)
+                    and flag.value.startswith("--")
+                ):
                     continue
                 kind = explicit_kind(call) or "str"
                 if isinstance(type_var, ast.Name) and type_var.id in bound:
@@ -614,13 +682,16 @@ def extract_frontend(pkg: Package, rel: str, out: dict[str, dict[str, Any]]) -> 
     if tree is None:
         return
     text = pkg.text(rel)
-    classes = [n.name for n in tree.body
-               if isinstance(n, ast.ClassDef) and n.name.endswith("FrontendArgs")]
+    classes = [
+        n.name for n in tree.body if isinstance(n, ast.ClassDef) and n.name.endswith("FrontendArgs")
+    ]
     for cls in classes:
         for field, node in pkg.class_fields(cls).items():
             kind = classify(field, pkg.hints(node.annotation))
-            out.setdefault(field.replace("_", "-"),
-                           _record(kind, (), pkg.field_choices(node.annotation), False))
+            out.setdefault(
+                field.replace("_", "-"),
+                _record(kind, (), pkg.field_choices(node.annotation), False),
+            )
     # special cases made in _customize_cli_kwargs / add_cli_args
     for field in ("allowed_origins", "allowed_methods", "allowed_headers"):
         if f'["{field}"]["type"] = json.loads' in text:
@@ -640,14 +711,18 @@ def extract(release) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     extract_file(pkg, "engine/arg_utils.py", out)
     # make_arg_parser moved: entrypoints/openai/, entrypoints/launchers/, entrypoints/common/
-    frontends = sorted({rel for rel in release.glob("entrypoints/*cli_args.py")
-                        + release.glob("entrypoints/*/cli_args.py")
-                        if "def make_arg_parser" in pkg.text(rel)})
+    frontends = sorted(
+        {
+            rel
+            for rel in release.glob("entrypoints/*cli_args.py")
+            + release.glob("entrypoints/*/cli_args.py")
+            if "def make_arg_parser" in pkg.text(rel)
+        }
+    )
     for rel in frontends:
         extract_frontend(pkg, rel, out)
     if not frontends:
-        release.problem("no entrypoints/*/cli_args.py defines make_arg_parser: no frontend "
-                        "options")
+        release.problem("no entrypoints/*/cli_args.py defines make_arg_parser: no frontend options")
     if release.text("entrypoints/cli/serve.py") is not None:
         extract_file(pkg, "entrypoints/cli/serve.py", out)
     _add_negations(pkg, out)
@@ -665,8 +740,12 @@ def _add_negations(pkg: Package, out: dict[str, dict[str, Any]]) -> None:
         longs = [name] + [a[2:] for a in value["aliases"] if a.startswith("--")]
         negations = [f"no-{long}" for long in longs]
         if pkg.enable_disable_pairs:
-            negations += [inverse + long[len(prefix):] for long in longs
-                          for prefix, inverse in inverses if long.startswith(prefix)]
+            negations += [
+                inverse + long[len(prefix) :]
+                for long in longs
+                for prefix, inverse in inverses
+                if long.startswith(prefix)
+            ]
         value["negations"] = negations
 
 
@@ -677,8 +756,11 @@ def _flag_groups(node: Any, version: str | None = None):
             yield node["matches"], version
             return
         if "all" in node:
-            versions = [c.get("version") for c in node["all"]
-                        if isinstance(c, dict) and c.get("fact") == "vllm.version"]
+            versions = [
+                c.get("version")
+                for c in node["all"]
+                if isinstance(c, dict) and c.get("fact") == "vllm.version"
+            ]
             for child in node["all"]:
                 yield from _flag_groups(child, versions[0] if versions else version)
             return
@@ -719,7 +801,9 @@ def audit(table: dict[str, Any], rules_dir) -> list[str]:
                 last = max((s["last"] for s in table["entries"][name]), key=releases.index)
                 after = releases[releases.index(last) + 1] if last != releases[-1] else None
                 if after != removal:
-                    problems.append(f"{code}: --{name} removed in {removal} by the rule, but "
-                                    f"the wheels have it up to {last} (first release without "
-                                    f"it: {after or 'none covered'})")
+                    problems.append(
+                        f"{code}: --{name} removed in {removal} by the rule, but "
+                        f"the wheels have it up to {last} (first release without "
+                        f"it: {after or 'none covered'})"
+                    )
     return problems

@@ -24,8 +24,10 @@ META = {
     "sources": ["config/parallel.py or config.py (ParallelConfig.__post_init__)"],
 }
 # the device count as each release asks for it (0.20.0 on: current_platform.device_count())
-_TESTS = ("cuda_device_count_stateless() < self.world_size",
-          "current_platform.device_count() < self.world_size")
+_TESTS = (
+    "cuda_device_count_stateless() < self.world_size",
+    "current_platform.device_count() < self.world_size",
+)
 
 
 def _behaviour(branch: list[ast.stmt]) -> str | None:
@@ -33,8 +35,11 @@ def _behaviour(branch: list[ast.stmt]) -> str | None:
         if isinstance(stmt, ast.Raise):
             return "refuse"  # raised whatever else holds
         for node in ast.walk(stmt):
-            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-                    and node.value.value == "ray"):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Constant)
+                and node.value.value == "ray"
+            ):
                 return "ray"
     return None
 

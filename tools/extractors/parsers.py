@@ -41,25 +41,36 @@ RELEASE_KEY = "@release"
 MANAGERS = {"ToolParserManager": "tool", "ReasoningParserManager": "reasoning"}
 LAZY_TABLES = {"_TOOL_PARSERS_TO_REGISTER": "tool", "_REASONING_PARSERS_TO_REGISTER": "reasoning"}
 # the start-up checks: message template prefix in the error catalogue -> @release field
-CHECKS = {"invalid tool call parser:": "tool_check",
-          "invalid reasoning parser:": "reasoning_check"}
+CHECKS = {"invalid tool call parser:": "tool_check", "invalid reasoning parser:": "reasoning_check"}
 # the names in a check's condition that are the parser itself, not another option
-SELF_NAMES = {"tool_call_parser", "reasoning_parser", "structured_outputs_config", "args",
-              "valid_tool_parses", "valid_reasoning_parses", "valid_reasoning_parsers"}
+SELF_NAMES = {
+    "tool_call_parser",
+    "reasoning_parser",
+    "structured_outputs_config",
+    "args",
+    "valid_tool_parses",
+    "valid_reasoning_parses",
+    "valid_reasoning_parsers",
+}
 _CHOICES = re.compile(r"""\[\s*["']tool_call_parser["']\s*\]\s*\[\s*["']choices["']\s*\]\s*=""")
 META = {
     "key": "tool:<name> or reasoning:<name> as --tool-call-parser / --reasoning-parser take it; "
-           "'@release' holds how the release checks the names",
+    "'@release' holds how the release checks the names",
     "value": {
         "class": "the parser class registered under the name",
         "file": "the file registering it (relative to the vllm package)",
         "@release.tool_check": "where 'invalid tool call parser' is raised: file, function, "
-                               "condition, requires (other options the condition needs set)",
+        "condition, requires (other options the condition needs set)",
         "@release.reasoning_check": "likewise for 'invalid reasoning parser'",
         "@release.tool_choices": "file where argparse gets the registered tool parsers as choices",
     },
-    "sources": ["entrypoints/openai/tool_parsers/", "tool_parsers/", "reasoning/",
-                "entrypoints/openai/api_server.py", "entrypoints/openai/cli_args.py"],
+    "sources": [
+        "entrypoints/openai/tool_parsers/",
+        "tool_parsers/",
+        "reasoning/",
+        "entrypoints/openai/api_server.py",
+        "entrypoints/openai/cli_args.py",
+    ],
 }
 
 
@@ -80,8 +91,12 @@ def _literal_names(node: ast.expr | None) -> list[str] | None:
 
 def _manager_call(node: ast.expr, method: str) -> str | None:
     """The parser kind when ``node`` is ``<Manager>.<method>(...)``."""
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr == method and isinstance(node.func.value, ast.Name)):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == method
+        and isinstance(node.func.value, ast.Name)
+    ):
         return MANAGERS.get(node.func.value.id)
     return None
 
@@ -107,22 +122,32 @@ def registrations(rel: str, tree: ast.Module, release) -> list[tuple[str, str, s
                     release.problem(f"{rel}: {node.name} registered under a name not literal")
                     continue
                 found += [(kind, n, node.name) for n in names]
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name) and node.targets[0].id in LAZY_TABLES:
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id in LAZY_TABLES
+        ):
             kind = LAZY_TABLES[node.targets[0].id]
             try:
                 table = ast.literal_eval(node.value)
             except ValueError:
                 release.problem(f"{rel}: {node.targets[0].id} is not a literal")
                 continue
-            found += [(kind, name, value[1]) for name, value in table.items()
-                      if isinstance(name, str) and isinstance(value, tuple) and len(value) == 2]
+            found += [
+                (kind, name, value[1])
+                for name, value in table.items()
+                if isinstance(name, str) and isinstance(value, tuple) and len(value) == 2
+            ]
         elif isinstance(node, ast.Call):
             kind = _manager_call(node, "register_lazy_module")
             names = _literal_names(_name_argument(node)) if kind else None
             if kind and names:
-                cls = node.args[2] if len(node.args) > 2 else next(
-                    (k.value for k in node.keywords if k.arg == "class_name"), None)
+                cls = (
+                    node.args[2]
+                    if len(node.args) > 2
+                    else next((k.value for k in node.keywords if k.arg == "class_name"), None)
+                )
                 cls_name = cls.value if isinstance(cls, ast.Constant) else "?"
                 found += [(kind, n, cls_name) for n in names]
     return found
@@ -147,15 +172,21 @@ def checks(release) -> dict[str, Any]:
         for func, test, raised in guarded_raises(tree) if tree is not None else ():
             for prefix, field in CHECKS.items():
                 if raised.startswith(prefix) and field not in out:
-                    out[field] = {"file": rel, "function": func, "condition": ast.unparse(test),
-                                  "requires": _requires(test)}
+                    out[field] = {
+                        "file": rel,
+                        "function": func,
+                        "condition": ast.unparse(test),
+                        "requires": _requires(test),
+                    }
     return out
 
 
 def extract(release) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for rel in release.names:
-        if not rel.endswith(".py") or not re.search(r"(^|/)(tool_parsers|reasoning|reasoning_parsers)/", rel):
+        if not rel.endswith(".py") or not re.search(
+            r"(^|/)(tool_parsers|reasoning|reasoning_parsers)/", rel
+        ):
             continue
         tree = release.tree(rel)
         if tree is None:
@@ -166,7 +197,9 @@ def extract(release) -> dict[str, Any]:
     info = checks(release)
     for field in CHECKS.values():
         if field not in info:
-            release.problem(f"no '{field}' found: the release does not check those names "
-                            "at start-up (or the message moved)")
+            release.problem(
+                f"no '{field}' found: the release does not check those names "
+                "at start-up (or the message moved)"
+            )
     out[RELEASE_KEY] = info
     return out

@@ -29,16 +29,34 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 KIND = "pins"
-TRACKED = ("torch", "torchvision", "torchaudio", "transformers", "tokenizers", "xformers",
-           "flashinfer-python", "triton", "numpy", "compressed-tensors", "xgrammar",
-           "mistral-common", "ray", "outlines", "llguidance", "huggingface-hub",
-           "flash-attn", "nvidia-cutlass-dsl", "deep-gemm")
+TRACKED = (
+    "torch",
+    "torchvision",
+    "torchaudio",
+    "transformers",
+    "tokenizers",
+    "xformers",
+    "flashinfer-python",
+    "triton",
+    "numpy",
+    "compressed-tensors",
+    "xgrammar",
+    "mistral-common",
+    "ray",
+    "outlines",
+    "llguidance",
+    "huggingface-hub",
+    "flash-attn",
+    "nvidia-cutlass-dsl",
+    "deep-gemm",
+)
 META = {
     "key": "canonical package name, or 'cuda'",
     "value": {
         "spec": "the requirement's version specifier as written",
         "pin": "the version of an == requirement",
-        "min": "lower bound (>= or >)", "max": "upper bound (< or <=, see max_inclusive)",
+        "min": "lower bound (>= or >)",
+        "max": "upper bound (< or <=, see max_inclusive)",
         "marker": "environment marker (platform-specific requirement)",
         "cuda.major": "CUDA major version the compiled extensions link against",
     },
@@ -49,8 +67,12 @@ _SMALL_SO = 4 << 20
 
 
 def _bounds(req: Requirement) -> dict[str, Any]:
-    value: dict[str, Any] = {"spec": str(req.specifier) or None, "pin": None, "min": None,
-                             "max": None}
+    value: dict[str, Any] = {
+        "spec": str(req.specifier) or None,
+        "pin": None,
+        "min": None,
+        "max": None,
+    }
     for spec in req.specifier:
         op, version = spec.operator, spec.version
         if op in ("==", "===") and "*" not in version:
@@ -84,13 +106,16 @@ def requirements(release) -> dict[str, dict[str, Any]]:
 def cuda_build(release) -> dict[str, Any] | None:
     wheel = release.wheel
     if wheel is None:
-        release.problem("CUDA build: no wheel to read compiled extensions from "
-                        "(an unpacked tree holds no .so files)")
+        release.problem(
+            "CUDA build: no wheel to read compiled extensions from "
+            "(an unpacked tree holds no .so files)"
+        )
         return None
     with zipfile.ZipFile(wheel) as zf:
-        small = sorted((i for i in zf.infolist()
-                        if i.filename.endswith(".so") and i.file_size <= _SMALL_SO),
-                       key=lambda i: i.file_size)
+        small = sorted(
+            (i for i in zf.infolist() if i.filename.endswith(".so") and i.file_size <= _SMALL_SO),
+            key=lambda i: i.file_size,
+        )
         for info in small:
             found = sorted({int(m) for m in _CUDART.findall(zf.read(info))})
             if len(found) == 1:
@@ -119,8 +144,9 @@ def audit(table: dict[str, Any], rules_dir: Path) -> list[str]:
     against METADATA (the rule itself compares with the installed vLLM's requirement)."""
 
     text = (rules_dir / "env" / "ENV002.yaml").read_text(encoding="utf-8")
-    comment = " ".join(line.lstrip("# ").strip() for line in text.splitlines()
-                       if line.startswith("#"))
+    comment = " ".join(
+        line.lstrip("# ").strip() for line in text.splitlines() if line.startswith("#")
+    )
     releases = table["releases"]
     index = {r: i for i, r in enumerate(releases)}
     problems = []
@@ -132,11 +158,19 @@ def audit(table: dict[str, Any], rules_dir: Path) -> list[str]:
         if first not in index or last not in index:
             problems.append(f"ENV002 names releases {first}-{last} the table does not cover")
             continue
-        for release in releases[index[first]:index[last] + 1]:
-            span = next((s for s in table["entries"].get("torch", [])
-                         if index[s["first"]] <= index[release] <= index[s["last"]]), None)
+        for release in releases[index[first] : index[last] + 1]:
+            span = next(
+                (
+                    s
+                    for s in table["entries"].get("torch", [])
+                    if index[s["first"]] <= index[release] <= index[s["last"]]
+                ),
+                None,
+            )
             actual = span["value"].get("pin") if span else None
             if actual != pin:
-                problems.append(f"ENV002 says {release} pins torch=={pin}; its METADATA says "
-                                f"{span['value'].get('spec') if span else 'no torch pin'}")
+                problems.append(
+                    f"ENV002 says {release} pins torch=={pin}; its METADATA says "
+                    f"{span['value'].get('spec') if span else 'no torch pin'}"
+                )
     return problems

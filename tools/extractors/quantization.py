@@ -49,12 +49,12 @@ QUANT_DIR = "model_executor/layers/quantization"
 INIT = f"{QUANT_DIR}/__init__.py"
 META = {
     "key": "method:<name> | ct_scheme:<class> | platform:<file> | gate:<name> | check:<what> "
-           "| unresolved",
+    "| unresolved",
     "value": {
         "method": "config class and file, min_capability (get_min_capability, 80 = sm_80), "
-                  "act_dtypes (get_supported_act_dtypes), deprecated (refused without "
-                  "--allow-deprecated-quantization), overridable_by (methods whose "
-                  "override_quantization_method names this one)",
+        "act_dtypes (get_supported_act_dtypes), deprecated (refused without "
+        "--allow-deprecated-quantization), overridable_by (methods whose "
+        "override_quantization_method names this one)",
         "ct_scheme": "min_capability of a compressed-tensors scheme (get_min_capability)",
         "platform": "supported_quantization of a platform class (CUDA has no list: all)",
         "gate:fp8_marlin_below": "FP8 runs weight-only on Marlin below this capability",
@@ -64,8 +64,14 @@ META = {
         "check": "the file where vLLM refuses the method (min capability, deprecated)",
         "unresolved": "what could not be read statically, with the reason",
     },
-    "sources": [INIT, f"{QUANT_DIR}/*.py", f"{QUANT_DIR}/compressed_tensors/schemes/*.py",
-                "platforms/*.py", f"{QUANT_DIR}/utils/marlin_utils*.py", "config*.py"],
+    "sources": [
+        INIT,
+        f"{QUANT_DIR}/*.py",
+        f"{QUANT_DIR}/compressed_tensors/schemes/*.py",
+        "platforms/*.py",
+        f"{QUANT_DIR}/utils/marlin_utils*.py",
+        "config*.py",
+    ],
 }
 
 _BASE_NAMES = {"QuantizationConfig", "object", "ABC"}
@@ -78,9 +84,9 @@ def _methods(tree: ast.Module) -> list[str] | None:
     if isinstance(value, list):
         return [str(v) for v in value]
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name)
-                                                and t.id == "QuantizationMethods"
-                                                for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "QuantizationMethods" for t in node.targets
+        ):
             sub = node.value
             if isinstance(sub, ast.Subscript):
                 inner = sub.slice
@@ -92,8 +98,14 @@ def _methods(tree: ast.Module) -> list[str] | None:
 def _method_map(tree: ast.Module, methods: list[str]):
     """``{method: class name}`` from get_quantization_config, the function's imports, and
     what could not be mapped."""
-    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
-               and n.name == "get_quantization_config"), None)
+    fn = next(
+        (
+            n
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef) and n.name == "get_quantization_config"
+        ),
+        None,
+    )
     if fn is None:
         return {}, {}, ["get_quantization_config not found"]
     mapping: dict[str, str] = {}
@@ -110,13 +122,20 @@ def _method_map(tree: ast.Module, methods: list[str]):
         if isinstance(node, ast.For) and isinstance(node.target, ast.Name):
             for inner in ast.walk(node):
                 config = None
-                if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) \
-                        and inner.func.attr == "setdefault" and len(inner.args) == 2 \
-                        and isinstance(inner.args[1], ast.Name):
+                if (
+                    isinstance(inner, ast.Call)
+                    and isinstance(inner.func, ast.Attribute)
+                    and inner.func.attr == "setdefault"
+                    and len(inner.args) == 2
+                    and isinstance(inner.args[1], ast.Name)
+                ):
                     config = inner.args[1].id
-                elif isinstance(inner, ast.Assign) and isinstance(inner.value, ast.Name) \
-                        and isinstance(inner.targets[0], ast.Subscript) \
-                        and ast.unparse(inner.targets[0].value) == "method_to_config":
+                elif (
+                    isinstance(inner, ast.Assign)
+                    and isinstance(inner.value, ast.Name)
+                    and isinstance(inner.targets[0], ast.Subscript)
+                    and ast.unparse(inner.targets[0].value) == "method_to_config"
+                ):
                     config = inner.value.id
                 if config:
                     for m in methods:
@@ -134,27 +153,38 @@ def _gate(text: str | None, pattern: str) -> int | None:
 def _gates(release) -> dict[str, int]:
     out: dict[str, int] = {}
     fp8 = release.text(f"{QUANT_DIR}/fp8.py")
-    below = _gate(fp8, r"use_marlin\s*=\s*\(?\s*not\s+current_platform\.has_device_capability"
-                       r"\(\s*(\d+)\s*\)")
+    below = _gate(
+        fp8,
+        r"use_marlin\s*=\s*\(?\s*not\s+current_platform\.has_device_capability"
+        r"\(\s*(\d+)\s*\)",
+    )
     if below is None:
-        for path in release.glob("model_executor/kernels/linear/scaled_mm/marlin.py") + \
-                release.glob("model_executor/layers/quantization/kernels/scaled_mm/marlin.py"):
+        for path in release.glob(
+            "model_executor/kernels/linear/scaled_mm/marlin.py"
+        ) + release.glob("model_executor/layers/quantization/kernels/scaled_mm/marlin.py"):
             below = _gate(release.text(path), r"compute_capability\s*>=\s*(\d+)")
             if below is not None:
                 break
     if below is not None:
         out["gate:fp8_marlin_below"] = below
     marlin = release.text(f"{QUANT_DIR}/utils/marlin_utils.py")
-    value = _gate(marlin, r"def query_marlin_supported_quant_types.*?device_capability\s*<\s*"
-                          r"(\d+)\s*:\s*return\s*\[\]")
+    value = _gate(
+        marlin,
+        r"def query_marlin_supported_quant_types.*?device_capability\s*<\s*"
+        r"(\d+)\s*:\s*return\s*\[\]",
+    )
     if value is not None:
         out["gate:marlin_int_min"] = value
-    value = _gate(release.text(f"{QUANT_DIR}/utils/marlin_utils_fp8.py"),
-                  r"def is_fp8_marlin_supported\(\):\s*return[^\n]*has_device_capability\((\d+)\)")
+    value = _gate(
+        release.text(f"{QUANT_DIR}/utils/marlin_utils_fp8.py"),
+        r"def is_fp8_marlin_supported\(\):\s*return[^\n]*has_device_capability\((\d+)\)",
+    )
     if value is not None:
         out["gate:marlin_fp8_min"] = value
-    value = _gate(release.text(f"{QUANT_DIR}/utils/marlin_utils_fp4.py"),
-                  r"def is_fp4_marlin_supported\(\):\s*return[^\n]*has_device_capability\((\d+)\)")
+    value = _gate(
+        release.text(f"{QUANT_DIR}/utils/marlin_utils_fp4.py"),
+        r"def is_fp4_marlin_supported\(\):\s*return[^\n]*has_device_capability\((\d+)\)",
+    )
     if value is not None:
         out["gate:marlin_fp4_min"] = value
     return out
@@ -176,10 +206,16 @@ def _platforms(release) -> dict[str, Any]:
                 continue
             if not listed:
                 continue
-            added = sorted({s for n in ast.walk(cls) if isinstance(n, ast.AugAssign)
-                            and isinstance(n.target, ast.Name)
-                            and n.target.id == "supported_quantization"
-                            for s in string_literals(n.value)})
+            added = sorted(
+                {
+                    s
+                    for n in ast.walk(cls)
+                    if isinstance(n, ast.AugAssign)
+                    and isinstance(n.target, ast.Name)
+                    and n.target.id == "supported_quantization"
+                    for s in string_literals(n.value)
+                }
+            )
             entry: dict[str, Any] = {"class": cls.name, "methods": listed}
             if added:
                 entry["added_when"] = added  # appended under a run-time condition
@@ -215,21 +251,28 @@ def extract(release) -> dict[str, Any]:
     records: dict[str, dict[str, Any]] = {}
     override_names: dict[str, set[str]] = {}
     for method in methods:
-        record: dict[str, Any] = {"deprecated": method in deprecated,
-                                  "min_capability": None, "act_dtypes": None}
+        record: dict[str, Any] = {
+            "deprecated": method in deprecated,
+            "min_capability": None,
+            "act_dtypes": None,
+        }
         cls_name = mapping.get(method)
         located = classes.locate(cls_name, INIT, fn_imports) if cls_name else None
         if cls_name is None:
             unresolved.append(f"{method}: no entry in get_quantization_config's map")
         elif located is None:
-            unresolved.append(f"{method}: class {cls_name} not found statically "
-                              "(assigned at run time or imported from outside vllm)")
+            unresolved.append(
+                f"{method}: class {cls_name} not found statically "
+                "(assigned at run time or imported from outside vllm)"
+            )
             record["config"] = cls_name
         if located is not None:
             file, cls = located
             record["config"], record["file"] = cls.name, file
-            for fact, fn_name in (("min_capability", "get_min_capability"),
-                                  ("act_dtypes", "get_supported_act_dtypes")):
+            for fact, fn_name in (
+                ("min_capability", "get_min_capability"),
+                ("act_dtypes", "get_supported_act_dtypes"),
+            ):
                 hit = classes.method(file, cls, fn_name)
                 if hit is None:
                     value: Any = Unresolved(f"{fn_name} not found")
@@ -250,9 +293,12 @@ def extract(release) -> dict[str, Any]:
         records[method] = record
     for method, record in records.items():
         record["overridable_by"] = sorted(
-            other for other, names in override_names.items()
-            if other != method and method in names
-            and records[other].get("config") != record.get("config"))
+            other
+            for other, names in override_names.items()
+            if other != method
+            and method in names
+            and records[other].get("config") != record.get("config")
+        )
         out[f"method:{method}"] = record
     out.update(_schemes(release, classes, unresolved))
     out.update(_platforms(release))
@@ -297,6 +343,7 @@ def _schemes(release, classes: ClassFinder, unresolved: list[str]) -> dict[str, 
 
 # -- audit against the curated rules ---------------------------------------------------------
 
+
 def audit(table: dict, rules_dir: Path) -> list[str]:
     """Contradictions between the generated minimum capabilities and the curated QUANT rules.
 
@@ -325,20 +372,29 @@ def audit(table: dict, rules_dir: Path) -> list[str]:
             if floor.value is None:
                 continue
             for cap in _CAPABILITIES:
-                flat = {"vllm.version": release, "gpu.min_capability": cap,
-                        "model.quant_method": method}
+                flat = {
+                    "vllm.version": release,
+                    "gpu.min_capability": cap,
+                    "model.quant_method": method,
+                }
                 if algo:
                     flat["model.quant_algo"] = algo
                 facts = Facts.from_flat(flat)
-                curated = [f.rule.code for f in evaluate_rules(rules, facts) if f.verdict == APPLIES]
+                curated = [
+                    f.rule.code for f in evaluate_rules(rules, facts) if f.verdict == APPLIES
+                ]
                 refused = cap < floor.value
                 if curated and not refused:
-                    problems.append(f"{release} {method}{'/' + algo if algo else ''} on "
-                                    f"capability {cap}: {', '.join(curated)} says refused, the "
-                                    f"release's minimum is {floor.value} ({floor.why})")
+                    problems.append(
+                        f"{release} {method}{'/' + algo if algo else ''} on "
+                        f"capability {cap}: {', '.join(curated)} says refused, the "
+                        f"release's minimum is {floor.value} ({floor.why})"
+                    )
                 if refused and not curated and method in _CURATED_COMPLETE:
-                    problems.append(f"{release} {method} on capability {cap}: refused by the "
-                                    f"release (minimum {floor.value}) but no curated rule says so")
+                    problems.append(
+                        f"{release} {method} on capability {cap}: refused by the "
+                        f"release (minimum {floor.value}) but no curated rule says so"
+                    )
     return problems
 
 
@@ -351,12 +407,31 @@ def _effective_method(method: str, algo: str | None) -> str:
 
 _CURATED_CAPABILITY_RULES = {"QUANT003", "QUANT004", "QUANT005", "QUANT006", "QUANT009"}
 # (checkpoint quant_method, ModelOpt quant_algo) pairs the curated capability rules speak of
-_AUDIT_METHODS = [("fp8", None), ("awq", None), ("awq_marlin", None), ("torchao", None),
-                  ("gptq", None), ("gptq_marlin", None), ("moe_wna16", None),
-                  ("bitsandbytes", None), ("fbgemm_fp8", None), ("experts_int8", None),
-                  ("fp_quant", None), ("mxfp4", None), ("modelopt_fp4", None),
-                  ("modelopt", "NVFP4")]
+_AUDIT_METHODS = [
+    ("fp8", None),
+    ("awq", None),
+    ("awq_marlin", None),
+    ("torchao", None),
+    ("gptq", None),
+    ("gptq_marlin", None),
+    ("moe_wna16", None),
+    ("bitsandbytes", None),
+    ("fbgemm_fp8", None),
+    ("experts_int8", None),
+    ("fp_quant", None),
+    ("mxfp4", None),
+    ("modelopt_fp4", None),
+    ("modelopt", "NVFP4"),
+]
 # methods whose every refusal below the release's floor a curated rule claims
-_CURATED_COMPLETE = {"fp8", "awq", "gptq", "moe_wna16", "fbgemm_fp8", "experts_int8",
-                     "fp_quant", "mxfp4"}
+_CURATED_COMPLETE = {
+    "fp8",
+    "awq",
+    "gptq",
+    "moe_wna16",
+    "fbgemm_fp8",
+    "experts_int8",
+    "fp_quant",
+    "mxfp4",
+}
 _CAPABILITIES = [60, 61, 70, 75, 80, 86, 89, 90, 100, 120]

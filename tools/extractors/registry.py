@@ -41,27 +41,30 @@ META = {
         "module": "module under vllm.model_executor.models (or a dotted vllm path)",
         "class": "the class vLLM instantiates",
         "group": "the registry dict it is listed in (text_generation, multimodal, embedding, "
-                 "speculative_decoding, transformers_backend, ...)",
+        "speculative_decoding, transformers_backend, ...)",
         "multimodal": "listed as multimodal or the class implements SupportsMultiModal",
         "pp": "the class implements SupportsPP (null: the class could not be followed)",
         "lora": "the class implements SupportsLoRA (null: could not be followed)",
         "quant": "the class implements SupportsQuant (null: could not be followed)",
         "pooling": "the class is a pooling model (VllmModelForPooling / is_pooling_model = True): "
-                   "runner auto picks pooling for it (null: could not be followed)",
+        "runner auto picks pooling for it (null: could not be followed)",
         "modalities": "multimodal classes: the modalities get_supported_mm_limits of the "
-                      "processing info registered for the class returns (every return "
-                      "merged; null: not a literal, or could not be followed)",
+        "processing info registered for the class returns (every return "
+        "merged; null: not a literal, or could not be followed)",
         "@release.transformers_fallback": "an architecture the registry lacks is tried with "
-                                          "vLLM's Transformers backend (model_impl auto)",
+        "vLLM's Transformers backend (model_impl auto)",
         "@release.convert_suffixes": "suffixes swapped to find a registered base class to "
-                                     "convert (XForSequenceClassification -> XForCausalLM)",
+        "convert (XForSequenceClassification -> XForCausalLM)",
     },
     "sources": [REGISTRY, "model_executor/model_loader/utils.py"],
 }
-INTERFACES = {"pp": ("SupportsPP", "supports_pp"), "lora": ("SupportsLoRA", "supports_lora"),
-              "multimodal": ("SupportsMultiModal", "supports_multimodal"),
-              "quant": ("SupportsQuant", None),
-              "pooling": ("VllmModelForPooling", "is_pooling_model")}
+INTERFACES = {
+    "pp": ("SupportsPP", "supports_pp"),
+    "lora": ("SupportsLoRA", "supports_lora"),
+    "multimodal": ("SupportsMultiModal", "supports_multimodal"),
+    "quant": ("SupportsQuant", None),
+    "pooling": ("VllmModelForPooling", "is_pooling_model"),
+}
 
 
 class ReleaseResolver(gen_pp_support.Resolver):
@@ -192,8 +195,9 @@ def _mm_limit_keys(resolver, mod, cls: ast.ClassDef) -> list[str] | None:
                 for node in ast.walk(stmt):
                     if isinstance(node, ast.Return):
                         if not isinstance(node.value, ast.Dict) or not all(
-                                isinstance(k, ast.Constant) and isinstance(k.value, str)
-                                for k in node.value.keys):
+                            isinstance(k, ast.Constant) and isinstance(k.value, str)
+                            for k in node.value.keys
+                        ):
                             return None
                         keys |= {k.value for k in node.value.keys}
                 return sorted(keys)
@@ -228,10 +232,15 @@ def modalities(resolver, dotted: str, cls_name: str) -> list[str] | None:
         return None
     for owner_mod, owner in _class_and_bases(resolver, found[1], found[2]):
         for deco in owner.decorator_list:
-            if isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute) \
-                    and deco.func.attr == "register_processor":
-                info = next((k.value for k in deco.keywords if k.arg == "info"),
-                            deco.args[1] if len(deco.args) > 1 else None)
+            if (
+                isinstance(deco, ast.Call)
+                and isinstance(deco.func, ast.Attribute)
+                and deco.func.attr == "register_processor"
+            ):
+                info = next(
+                    (k.value for k in deco.keywords if k.arg == "info"),
+                    deco.args[1] if len(deco.args) > 1 else None,
+                )
                 classes = _info_classes(resolver, owner_mod, info) if info is not None else None
                 if not classes:
                     return None
@@ -270,9 +279,11 @@ def extract(release) -> dict[str, Any]:
             value["modalities"] = modalities(resolver, dotted, cls)
         out[arch] = value
     if unresolved:
-        release.problem(f"{len(unresolved)} classes could not be followed statically "
-                        f"(interfaces unknown): {', '.join(sorted(unresolved)[:8])}"
-                        + (" ..." if len(unresolved) > 8 else ""))
+        release.problem(
+            f"{len(unresolved)} classes could not be followed statically "
+            f"(interfaces unknown): {', '.join(sorted(unresolved)[:8])}"
+            + (" ..." if len(unresolved) > 8 else "")
+        )
     return out
 
 
@@ -289,12 +300,15 @@ def audit(table: dict[str, Any], rules_dir: Path) -> list[str]:
     releases = table["releases"]
     problems = []
     for arch in sorted(listed):
-        spans = [s for s in table["entries"].get(arch, [])
-                 if Version(s["last"]) >= Version("0.10.0")]
+        spans = [
+            s for s in table["entries"].get(arch, []) if Version(s["last"]) >= Version("0.10.0")
+        ]
         pp_in = [f"{s['first']}..{s['last']}" for s in spans if s["value"].get("pp") is True]
         if pp_in:
-            problems.append(f"PAR004 lists {arch} as never supporting PP, but its class "
-                            f"implements SupportsPP in {', '.join(pp_in)}")
+            problems.append(
+                f"PAR004 lists {arch} as never supporting PP, but its class "
+                f"implements SupportsPP in {', '.join(pp_in)}"
+            )
     # the other direction: registered from 0.10.0 on, resolved, never PP, and not listed
     for arch, spans in table["entries"].items():
         if arch.startswith("@") or arch in listed:
@@ -302,7 +316,9 @@ def audit(table: dict[str, Any], rules_dir: Path) -> list[str]:
         recent = [s for s in spans if Version(s["last"]) >= Version("0.10.0")]
         if recent and all(s["value"].get("pp") is False for s in recent):
             first = max(recent[0]["first"], "0.10.0", key=Version)
-            problems.append(f"{arch} never implements SupportsPP ({first}..{recent[-1]['last']}) "
-                            "but PAR004 does not list it")
+            problems.append(
+                f"{arch} never implements SupportsPP ({first}..{recent[-1]['last']}) "
+                "but PAR004 does not list it"
+            )
     del releases
     return problems

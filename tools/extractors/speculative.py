@@ -33,13 +33,12 @@ CANDIDATES = ("config/speculative.py", "config/__init__.py", "config.py")
 PYDANTIC_DATACLASS = "from pydantic.dataclasses import dataclass"
 META = {
     "key": "method:<name> (a speculative_config method), target:<method> (the target models "
-           "the method needs), '@release'",
+    "the method needs), '@release'",
     "value": {
         "file": "the file defining SpeculativeConfig (relative to the vllm package)",
-        "model_types": "target:<method>: names one of which hf_text_config.model_type must "
-                       "contain",
+        "model_types": "target:<method>: names one of which hf_text_config.model_type must contain",
         "@release.validated": "SpeculativeConfig is a pydantic dataclass: a method outside the "
-                              "Literal is refused",
+        "Literal is refused",
     },
     "sources": list(CANDIDATES),
 }
@@ -49,10 +48,14 @@ def _literal_aliases(tree: ast.Module) -> dict[str, list[str]]:
     """Module-level ``Name = Literal[...]`` aliases, nested aliases flattened."""
     raw: dict[str, list[ast.expr]] = {}
     for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
-                and isinstance(stmt.targets[0], ast.Name) \
-                and isinstance(stmt.value, ast.Subscript) \
-                and isinstance(stmt.value.value, ast.Name) and stmt.value.value.id == "Literal":
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Subscript)
+            and isinstance(stmt.value.value, ast.Name)
+            and stmt.value.value.id == "Literal"
+        ):
             items = stmt.value.slice
             raw[stmt.targets[0].id] = list(items.elts) if isinstance(items, ast.Tuple) else [items]
 
@@ -70,8 +73,9 @@ def _literal_aliases(tree: ast.Module) -> dict[str, list[str]]:
 
 def _validated(release, rel: str, cls: ast.ClassDef) -> bool:
     text = release.text(rel) or ""
-    names = {d.id if isinstance(d, ast.Name) else getattr(d, "attr", None)
-             for d in cls.decorator_list}
+    names = {
+        d.id if isinstance(d, ast.Name) else getattr(d, "attr", None) for d in cls.decorator_list
+    }
     if "dataclass" in names and PYDANTIC_DATACLASS in text:
         return True
     utils = release.text("config/utils.py") or ""
@@ -82,8 +86,12 @@ def _methods_tested(test: ast.expr) -> list[str]:
     """The methods a condition tests ``self.method`` against (== or in a literal tuple)."""
     found: list[str] = []
     for node in ast.walk(test):
-        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) \
-                and node.left.attr == "method" and len(node.ops) == 1:
+        if (
+            isinstance(node, ast.Compare)
+            and isinstance(node.left, ast.Attribute)
+            and node.left.attr == "method"
+            and len(node.ops) == 1
+        ):
             try:
                 value = ast.literal_eval(node.comparators[0])
             except ValueError:
@@ -99,18 +107,28 @@ def _model_types(test: ast.expr, function: ast.AST) -> list[str] | None:
     """The target model types a condition accepts: ``"llama" not in X.model_type`` or
     ``not any(m in X.model_type for m in NAME)`` with NAME a list literal in the function."""
     for node in ast.walk(test):
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 \
-                and isinstance(node.ops[0], ast.NotIn) \
-                and isinstance(node.comparators[0], ast.Attribute) \
-                and node.comparators[0].attr == "model_type" \
-                and isinstance(node.left, ast.Constant):
+        if (
+            isinstance(node, ast.Compare)
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], ast.NotIn)
+            and isinstance(node.comparators[0], ast.Attribute)
+            and node.comparators[0].attr == "model_type"
+            and isinstance(node.left, ast.Constant)
+        ):
             return [node.left.value]
-        if isinstance(node, ast.GeneratorExp) and node.generators \
-                and isinstance(node.generators[0].iter, ast.Name):
+        if (
+            isinstance(node, ast.GeneratorExp)
+            and node.generators
+            and isinstance(node.generators[0].iter, ast.Name)
+        ):
             name = node.generators[0].iter.id
             for stmt in ast.walk(function):
-                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
-                        and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == name:
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name)
+                    and stmt.targets[0].id == name
+                ):
                     try:
                         value = ast.literal_eval(stmt.value)
                     except ValueError:
@@ -143,7 +161,10 @@ def extract(release) -> dict[str, Any]:
             release.problem(f"{rel} {func}: a target check whose model types are not literal")
             continue
         for method in _methods_tested(test):
-            out[f"target:{method}"] = {"model_types": types, "match": "substring of "
-                                       "hf_text_config.model_type", "file": rel,
-                                       "function": f"SpeculativeConfig.{func}"}
+            out[f"target:{method}"] = {
+                "model_types": types,
+                "match": "substring of hf_text_config.model_type",
+                "file": rel,
+                "function": f"SpeculativeConfig.{func}",
+            }
     return out

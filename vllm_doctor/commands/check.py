@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from vllm_doctor.facts.collect import CollectOptions
 
 
-
 def examples_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "examples"
 
@@ -45,10 +44,12 @@ def load_examples() -> dict[str, Example]:
     for scenario in sorted(examples_dir().glob("*/scenario.yaml")):
         data = yaml_io.safe_load(scenario.read_text(encoding="utf-8"))
         base = scenario.parent
-        model_config, report, log = (base / data[key] if data.get(key) else None
-                                     for key in ("model_config", "report", "log"))
-        examples[base.name] = Example(base.name, data.get("description", ""), data.get("serve"),
-                                      model_config, report, log)
+        model_config, report, log = (
+            base / data[key] if data.get(key) else None for key in ("model_config", "report", "log")
+        )
+        examples[base.name] = Example(
+            base.name, data.get("description", ""), data.get("serve"), model_config, report, log
+        )
     return examples
 
 
@@ -76,12 +77,18 @@ def _suggestions(doc, facts) -> None:
                 command = render_command(line, changes=w.serve_set, remove=w.serve_remove)
                 # `KEY=VALUE vllm serve ...`: keep the variables the user put before the command,
                 # less those the workaround unsets or sets itself
-                prefix = [f"{path[4:]}={fact.value}" for path, fact in facts.area("env")
-                          if fact.source == Source.SERVE and path[4:] not in w.env_unset
-                          and path[4:] not in w.env_set]
+                prefix = [
+                    f"{path[4:]}={fact.value}"
+                    for path, fact in facts.area("env")
+                    if fact.source == Source.SERVE
+                    and path[4:] not in w.env_unset
+                    and path[4:] not in w.env_set
+                ]
                 if prefix:  # a secret's value is a "$NAME" placeholder, never '<redacted>'
                     command = f"{shell_words(prefix)} {command}"
-            env = [f"export {k}={v}" for k, v in w.env_set.items()] + [f"unset {k}" for k in w.env_unset]
+            env = [f"export {k}={v}" for k, v in w.env_set.items()] + [
+                f"unset {k}" for k in w.env_unset
+            ]
             out.append(FixSuggestion(finding.rule.code, w.title, command, env, w.cost))
         if out:
             doc.suggestions[finding.rule.code] = out
@@ -89,9 +96,19 @@ def _suggestions(doc, facts) -> None:
 
 def judge(options: CollectOptions, rules):
     """One serve line judged in-process by ``rules`` (no ignores, no probes): the document."""
-    return _judge(options, rules=rules, loaded=rules, entries=[], fail_on="error",
-                  strict=False, warnings=[], example=None, probe=False, probe_timeout=0.0,
-                  settings=None)
+    return _judge(
+        options,
+        rules=rules,
+        loaded=rules,
+        entries=[],
+        fail_on="error",
+        strict=False,
+        warnings=[],
+        example=None,
+        probe=False,
+        probe_timeout=0.0,
+        settings=None,
+    )
 
 
 def _verify_commands(doc, facts, rules) -> None:
@@ -111,25 +128,33 @@ def _verify_commands(doc, facts, rules) -> None:
             except (InputError, ValueError) as err:
                 verdicts[command] = [f"bad input ({err})"]
             else:
-                verdicts[command] = sorted({
-                    f.rule.code for f in evaluate_rules(rules, other)
-                    if f.verdict == APPLIES and f.rule.severity == "error"})
+                verdicts[command] = sorted(
+                    {
+                        f.rule.code
+                        for f in evaluate_rules(rules, other)
+                        if f.verdict == APPLIES and f.rule.severity == "error"
+                    }
+                )
         return verdicts[command]
 
     for suggestions in doc.suggestions.values():
         for suggestion in suggestions:
             failing = still_failing(suggestion.command) if suggestion.command else []
             if failing:
-                suggestion.title += (" (the edited command is not shown: with these facts it "
-                                     f"would still draw {', '.join(failing)})")
+                suggestion.title += (
+                    " (the edited command is not shown: with these facts it "
+                    f"would still draw {', '.join(failing)})"
+                )
                 suggestion.command = None
     for finding in doc.applies:
         for evidence in finding.evidence:
             if evidence.path == "release.corrected_command" and isinstance(evidence.value, str):
                 failing = still_failing(evidence.value)
                 if failing:
-                    evidence.value += (f"  (not ready to run: with these facts it would still "
-                                       f"draw {', '.join(failing)})")
+                    evidence.value += (
+                        f"  (not ready to run: with these facts it would still "
+                        f"draw {', '.join(failing)})"
+                    )
 
 
 def _attach_probes(doc, facts, findings, tp: int | None, device: str, timeout: float) -> None:
@@ -146,16 +171,20 @@ def _attach_probes(doc, facts, findings, tp: int | None, device: str, timeout: f
         doc.notes.append("--probe: no finding has a confirming probe")
         return
     require_torch(Facts(), device)
-    results = run_probes(wanted, tp=tp or 1, device=device, timeout=timeout, model=model_dims(facts))
+    results = run_probes(
+        wanted, tp=tp or 1, device=device, timeout=timeout, model=model_dims(facts)
+    )
     join_results(results, facts, device, rules={f.rule.code: f.rule for f in findings})
     if device == "cpu":
         from vllm_doctor.probes.render import cpu_variant
 
         gpu_only = cpu_variant(results)["not_run"]
-        doc.notes.append("--probe: no GPU is visible: the probes ran their CPU (gloo) variant with "
-                         "small shapes" + (f"; {', '.join(gpu_only)} need a CUDA GPU and did not run"
-                                           if gpu_only else "")
-                         + "; `vllm-doctor probe` says which GPU parts each replaces")
+        doc.notes.append(
+            "--probe: no GPU is visible: the probes ran their CPU (gloo) variant with "
+            "small shapes"
+            + (f"; {', '.join(gpu_only)} need a CUDA GPU and did not run" if gpu_only else "")
+            + "; `vllm-doctor probe` says which GPU parts each replaces"
+        )
     doc.probes = [r.to_dict() for r in results]
     for finding in findings:
         for result in doc.probes:
@@ -202,9 +231,11 @@ def _coverage_note(facts) -> str | None:
         return None
     fact = facts.get("vllm.version")
     via = " (--vllm-version)" if fact is not None and fact.source == Source.USER else ""
-    return (f"vLLM {version}{via} is newer than {newest}, the newest release this rule base "
-            f"knows: failures that came in after {newest} are not in it, and fixes are judged "
-            f"as of {newest}")
+    return (
+        f"vLLM {version}{via} is newer than {newest}, the newest release this rule base "
+        f"knows: failures that came in after {newest} are not in it, and fixes are judged "
+        f"as of {newest}"
+    )
 
 
 def run_check(
@@ -247,9 +278,13 @@ def run_check(
             raise InputError("--example", f"no example {example!r} (try --example list)")
         ex = examples[example]
         options = dataclasses.replace(
-            options, serve_string=options.serve_string or ex.serve,
+            options,
+            serve_string=options.serve_string or ex.serve,
             model_config=options.model_config or ex.model_config,
-            report=options.report or ex.report, log=options.log or ex.log, probe_machine=False)
+            report=options.report or ex.report,
+            log=options.log or ex.log,
+            probe_machine=False,
+        )
 
     from vllm_doctor.engine.ignore import load_ignore_file, unknown_entries
     from vllm_doctor.engine.loader import default_rules_dir, load_rules, select_rules
@@ -263,29 +298,52 @@ def run_check(
     for option, prefixes in (("--select", select), ("--ignore", ignore)):
         unknown = _unknown_prefixes(prefixes, codes)
         if unknown:
-            raise InputError(option, f"no rule code starts with {', '.join(unknown)} "
-                                     "(`vllm-doctor rules list` shows the codes)")
+            raise InputError(
+                option,
+                f"no rule code starts with {', '.join(unknown)} "
+                "(`vllm-doctor rules list` shows the codes)",
+            )
     rules = select_rules(loaded, select, ignore)
     warnings: list[str] = []
     strict_failures: list[str] = []
     if not rules:
         (strict_failures if strict else warnings).append(
-            "no rule selected: --select/--ignore leave nothing to check")
+            "no rule selected: --select/--ignore leave nothing to check"
+        )
     for entry in unknown_entries(entries, codes):
         (strict_failures if strict else warnings).append(
             f"{entry.where}: ignore entry {entry.code} matches no rule code (a typo, or a rule "
-            "that was renamed or removed)")
+            "that was renamed or removed)"
+        )
     if strict_failures:
         raise InputError("--strict", "; ".join(strict_failures))
     targets = manifest_targets(options)
-    judge: dict[str, Any] = dict(rules=rules, loaded=loaded, entries=entries, fail_on=fail_on, strict=strict,
-                 warnings=warnings, example=example, probe=probe, probe_timeout=probe_timeout,
-                 settings=settings)
+    judge: dict[str, Any] = dict(
+        rules=rules,
+        loaded=loaded,
+        entries=entries,
+        fail_on=fail_on,
+        strict=strict,
+        warnings=warnings,
+        example=example,
+        probe=probe,
+        probe_timeout=probe_timeout,
+        settings=settings,
+    )
     if targets:
-        docs = [_judge(dataclasses.replace(options, serve_config=None, manifest=None,
-                                           manifest_target=target,
-                                           probe_machine=False), **judge)
-                for target in targets]
+        docs = [
+            _judge(
+                dataclasses.replace(
+                    options,
+                    serve_config=None,
+                    manifest=None,
+                    manifest_target=target,
+                    probe_machine=False,
+                ),
+                **judge,
+            )
+            for target in targets
+        ]
     else:
         docs = [_judge(options, **judge)]
     for doc in docs:
@@ -296,11 +354,17 @@ def run_check(
     if targets:
         from vllm_doctor.report.formats import render_targets
 
-        text = render_targets(docs, fmt, lambda d: render_document(
-            d, fmt, verbose=verbose, quiet=quiet, to_file=output is not None))
+        text = render_targets(
+            docs,
+            fmt,
+            lambda d: render_document(
+                d, fmt, verbose=verbose, quiet=quiet, to_file=output is not None
+            ),
+        )
     else:
-        text = render_document(docs[0], fmt, verbose=verbose, quiet=quiet,
-                               to_file=output is not None)
+        text = render_document(
+            docs[0], fmt, verbose=verbose, quiet=quiet, to_file=output is not None
+        )
     write_report(text, output)
     if settings is not None:
         say(f"{settings.describe()}")
@@ -329,9 +393,19 @@ def manifest_targets(options: CollectOptions) -> list:
     return []
 
 
-def _judge(options: CollectOptions, rules, loaded, entries, fail_on: str, strict: bool,
-           warnings: list[str], example: str | None, probe: bool, probe_timeout: float,
-           settings: Config | None):
+def _judge(
+    options: CollectOptions,
+    rules,
+    loaded,
+    entries,
+    fail_on: str,
+    strict: bool,
+    warnings: list[str],
+    example: str | None,
+    probe: bool,
+    probe_timeout: float,
+    settings: Config | None,
+):
     """Facts → findings → the document for one serve line (one manifest target)."""
     from vllm_doctor.engine.evaluate import evaluate_rules
     from vllm_doctor.engine.ignore import apply_ignores
@@ -354,8 +428,13 @@ def _judge(options: CollectOptions, rules, loaded, entries, fail_on: str, strict
             scan = scan_for_check(log_text, rules)
             findings = evaluate_rules(rules, facts, scan)
             version = facts.value("vllm.version")
-            log_report = analyse_log(log_text, rules, str(version) if version else None,
-                                     "facts" if version else "", scan=scan)
+            log_report = analyse_log(
+                log_text,
+                rules,
+                str(version) if version else None,
+                "facts" if version else "",
+                scan=scan,
+            )
         else:
             scan = None
             findings = evaluate_rules(rules, facts)
@@ -368,10 +447,17 @@ def _judge(options: CollectOptions, rules, loaded, entries, fail_on: str, strict
     if log_report is not None:
         doc.log_messages = log_report.messages
     doc.rulebase = RuleBase(rulebase_version(loaded), len(loaded), newest_release())
-    doc.inputs = {key: str(value) for key, value in (
-        ("serve_config", options.serve_config), ("model_config", options.model_config),
-        ("report", options.report), ("log", options.log),
-        ("manifest", options.manifest_target.file if options.manifest_target else None)) if value}
+    doc.inputs = {
+        key: str(value)
+        for key, value in (
+            ("serve_config", options.serve_config),
+            ("model_config", options.model_config),
+            ("report", options.report),
+            ("log", options.log),
+            ("manifest", options.manifest_target.file if options.manifest_target else None),
+        )
+        if value
+    }
     doc.target = options.manifest_target
     coverage = _coverage_note(facts)
     if coverage and coverage not in warnings:
@@ -384,25 +470,35 @@ def _judge(options: CollectOptions, rules, loaded, entries, fail_on: str, strict
     doc.notes.extend(warnings)
     doc.notes.extend(apply_ignores(findings, entries))
     for crash in facts.crashes:
-        doc.notes.append(f"could not finish: {crash.line()}: the rules that need its facts "
-                         "are undecided because of this crash, and the run exits 3")
+        doc.notes.append(
+            f"could not finish: {crash.line()}: the rules that need its facts "
+            "are undecided because of this crash, and the run exits 3"
+        )
     if example:
-        doc.notes.append(f"bundled example {example!r}: facts come from its files, not this machine")
+        doc.notes.append(
+            f"bundled example {example!r}: facts come from its files, not this machine"
+        )
     with step("suggested commands"):
         _suggestions(doc, facts)
         _verify_commands(doc, facts, rules)
     if probe and options.manifest_target is not None:
-        doc.notes.append("--probe: not run for a manifest — probes confirm a failure on the "
-                         "machine they run on; run `vllm-doctor probe` on the node")
+        doc.notes.append(
+            "--probe: not run for a manifest — probes confirm a failure on the "
+            "machine they run on; run `vllm-doctor probe` on the node"
+        )
     elif probe and (options.report or not options.probe_machine):
-        doc.notes.append("--probe: not run — the facts come from a report, and probes confirm a "
-                         "failure on the machine they run on; run `vllm-doctor probe` there")
+        doc.notes.append(
+            "--probe: not run — the facts come from a report, and probes confirm a "
+            "failure on the machine they run on; run `vllm-doctor probe` there"
+        )
     elif probe:
         # the serve line's TP when it was given, else every visible GPU (as `probe` does)
         tp_fact = facts.get("serve.tensor_parallel_size")
         given = tp_fact is not None and tp_fact.source != Source.DEFAULT
         tp = tp_fact.value if tp_fact is not None and given else (facts.value("gpu.count") or 1)
-        _attach_probes(doc, facts, findings, tp, "cuda" if facts.value("gpu.count") else "cpu", probe_timeout)
+        _attach_probes(
+            doc, facts, findings, tp, "cuda" if facts.value("gpu.count") else "cpu", probe_timeout
+        )
     return doc
 
 
@@ -419,8 +515,9 @@ def crashed(crashes: list) -> int:
     return EXIT_INTERNAL
 
 
-def render_document(doc, fmt: str, verbose: bool = False, quiet: bool = False,
-                    to_file: bool = False) -> str:
+def render_document(
+    doc, fmt: str, verbose: bool = False, quiet: bool = False, to_file: bool = False
+) -> str:
     """The report as text. The text format is soft-wrapped (one line per line, whatever its
     length) unless it goes to a terminal, where it fits the terminal's width."""
     if fmt == "text":
@@ -441,7 +538,8 @@ def register(app: typer.Typer) -> None:
     @app.command("check")
     def check(
         serve_tokens: list[str] | None = typer.Argument(
-            None, metavar="[-- vllm serve MODEL ...]", help="The serve line, after `--`."),
+            None, metavar="[-- vllm serve MODEL ...]", help="The serve line, after `--`."
+        ),
         serve: str | None = inputs.SERVE,
         serve_config: Path | None = inputs.SERVE_CONFIG,
         manifest: str | None = inputs.MANIFEST,
@@ -456,35 +554,66 @@ def register(app: typer.Typer) -> None:
         driver: str | None = inputs.DRIVER,
         cuda: str | None = inputs.CUDA,
         fmt: str | None = typer.Option(
-            None, "--format", "-f", help=f"{', '.join(FORMATS)} (default text).",
-            autocompletion=lambda: list(FORMATS)),
+            None,
+            "--format",
+            "-f",
+            help=f"{', '.join(FORMATS)} (default text).",
+            autocompletion=lambda: list(FORMATS),
+        ),
         fail_on: str | None = typer.Option(
-            None, "--fail-on", help="Exit 1 on findings at or above: error (default), warning, info, never.",
-            autocompletion=lambda: list(FAIL_ON)),
+            None,
+            "--fail-on",
+            help="Exit 1 on findings at or above: error (default), warning, info, never.",
+            autocompletion=lambda: list(FAIL_ON),
+        ),
         strict: bool | None = typer.Option(
-            None, "--strict/--no-strict",
+            None,
+            "--strict/--no-strict",
             help="Fail on undecided rules at or above --fail-on, on zero rules selected and on "
-                 "ignore entries that match no rule."),
-        select: list[str] | None = typer.Option(None, "--select", help="Only rule codes with these prefixes."),
-        ignore: list[str] | None = typer.Option(None, "--ignore", help="Skip rule codes with these prefixes."),
-        ignore_file: Path | None = typer.Option(None, "--ignore-file", help="YAML of accepted findings (reason, expiry)."),
+            "ignore entries that match no rule.",
+        ),
+        select: list[str] | None = typer.Option(
+            None, "--select", help="Only rule codes with these prefixes."
+        ),
+        ignore: list[str] | None = typer.Option(
+            None, "--ignore", help="Skip rule codes with these prefixes."
+        ),
+        ignore_file: Path | None = typer.Option(
+            None, "--ignore-file", help="YAML of accepted findings (reason, expiry)."
+        ),
         verbose: bool = inputs.VERBOSE,
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the findings (and the summary on stderr)."),
-        output: Path | None = typer.Option(None, "--output", "-o", help="Write the report to a file."),
-        example: str | None = typer.Option(None, "--example", help="Run on a bundled scenario (`--example list`)."),
+        quiet: bool = typer.Option(
+            False, "--quiet", "-q", help="Only the findings (and the summary on stderr)."
+        ),
+        output: Path | None = typer.Option(
+            None, "--output", "-o", help="Write the report to a file."
+        ),
+        example: str | None = typer.Option(
+            None, "--example", help="Run on a bundled scenario (`--example list`)."
+        ),
         probe: bool = typer.Option(False, "--probe", help="Run the probes linked to the findings."),
         rules_dir: list[Path] | None = typer.Option(
-            None, "--rules-dir", help="A rule directory to add to the shipped rules (repeatable)."),
+            None, "--rules-dir", help="A rule directory to add to the shipped rules (repeatable)."
+        ),
         no_default_rules: bool = typer.Option(
-            False, "--no-default-rules", help="Check only the --rules-dir rules, not the shipped ones."),
+            False,
+            "--no-default-rules",
+            help="Check only the --rules-dir rules, not the shipped ones.",
+        ),
         config: Path | None = typer.Option(
-            None, "--config", help="Settings file (default: the nearest .vllm-doctor.toml or "
-                                   "pyproject.toml [tool.vllm-doctor] from the working directory up)."),
+            None,
+            "--config",
+            help="Settings file (default: the nearest .vllm-doctor.toml or "
+            "pyproject.toml [tool.vllm-doctor] from the working directory up).",
+        ),
         no_config: bool = typer.Option(False, "--no-config", help="Ignore any settings file."),
         locked: bool = typer.Option(
-            False, "--locked", help="A settings file may not choose rules or the threshold "
-                                    "(select, ignore, default-rules, ignore-file/-entries, fail-on); "
-                                    "also VLLM_DOCTOR_LOCKED=1."),
+            False,
+            "--locked",
+            help="A settings file may not choose rules or the threshold "
+            "(select, ignore, default-rules, ignore-file/-entries, fail-on); "
+            "also VLLM_DOCTOR_LOCKED=1.",
+        ),
     ) -> None:
         """Check this stack, model and serve line against the known failures."""
         from vllm_doctor.config import resolve_config
@@ -497,27 +626,58 @@ def register(app: typer.Typer) -> None:
         from_file = resolve_config(config, use_config=not no_config, locked=locked)
         settings = with_environment(from_file)
         # what the file decides is what the command line and the environment left to it
-        overridden = set(environment_settings()) | {field for field, given in (
-            ("select", select), ("ignore", ignore), ("fail_on", fail_on),
-            ("ignore_file", ignore_file), ("default_rules", no_default_rules)) if given}
+        overridden = set(environment_settings()) | {
+            field
+            for field, given in (
+                ("select", select),
+                ("ignore", ignore),
+                ("fail_on", fail_on),
+                ("ignore_file", ignore_file),
+                ("default_rules", no_default_rules),
+            )
+            if given
+        }
         cleared: dict[str, Any] = dict.fromkeys(overridden)
         from_file = dataclasses.replace(from_file, **cleared)
-        entries = (parse_entries(settings.ignore_entries, str(settings.path), "ignore-entries")
-                   if settings.ignore_entries else [])
-        options = inputs.collect_options(serve_tokens, serve, serve_config, model_config,
-                                         report, log, vllm_version, torch_version,
-                                         gpu, gpus, driver, cuda, offline)
+        entries = (
+            parse_entries(settings.ignore_entries, str(settings.path), "ignore-entries")
+            if settings.ignore_entries
+            else []
+        )
+        options = inputs.collect_options(
+            serve_tokens,
+            serve,
+            serve_config,
+            model_config,
+            report,
+            log,
+            vllm_version,
+            torch_version,
+            gpu,
+            gpus,
+            driver,
+            cuda,
+            offline,
+        )
         options.manifest = manifest
         default_rules = not no_default_rules and settings.default_rules is not False
-        raise typer.Exit(run_check(
-            options, fmt=fmt if fmt is not None else settings.format or "text",  # -f '' is refused
-            fail_on=fail_on or settings.fail_on or "error",
-            select=inputs.split_commas(select) or settings.select,
-            ignore=inputs.split_commas(ignore) or settings.ignore,
-            ignore_file=ignore_file or settings.ignore_file, verbose=verbose, output=output,
-            example=example, probe=probe,
-            rules_dirs=list(rules_dir) if rules_dir else settings.rules_dirs,
-            strict=strict if strict is not None else bool(settings.strict), quiet=quiet,
-            default_rules=default_rules, ignore_entries=entries,
-            settings=from_file if from_file.path else None,
-        ))
+        raise typer.Exit(
+            run_check(
+                options,
+                fmt=fmt if fmt is not None else settings.format or "text",  # -f '' is refused
+                fail_on=fail_on or settings.fail_on or "error",
+                select=inputs.split_commas(select) or settings.select,
+                ignore=inputs.split_commas(ignore) or settings.ignore,
+                ignore_file=ignore_file or settings.ignore_file,
+                verbose=verbose,
+                output=output,
+                example=example,
+                probe=probe,
+                rules_dirs=list(rules_dir) if rules_dir else settings.rules_dirs,
+                strict=strict if strict is not None else bool(settings.strict),
+                quiet=quiet,
+                default_rules=default_rules,
+                ignore_entries=entries,
+                settings=from_file if from_file.path else None,
+            )
+        )

@@ -12,19 +12,34 @@ from vllm_doctor.errors import EXIT_FINDINGS, InputError
 
 def rule_markdown(rule) -> str:
     """A rule's document as markdown: header, summary, fix, workarounds, details, references."""
-    lines = [f"# {rule.code} · {rule.slug}", "", f"**{rule.summary}**", "",
-             f"Severity: {rule.severity} · confidence: {rule.confidence} · shows at: {rule.phase}"
-             f" · status: {rule.status}", ""]
+    lines = [
+        f"# {rule.code} · {rule.slug}",
+        "",
+        f"**{rule.summary}**",
+        "",
+        f"Severity: {rule.severity} · confidence: {rule.confidence} · shows at: {rule.phase}"
+        f" · status: {rule.status}",
+        "",
+    ]
     if rule.log_only:
-        lines += ["Applies when a crash log shows the message below; the facts in `when` confirm "
-                  "the cause.", ""]
+        lines += [
+            "Applies when a crash log shows the message below; the facts in `when` confirm "
+            "the cause.",
+            "",
+        ]
     if rule.ranges:
-        spans = ", ".join(f"{r.introduced} ≤ vLLM < {r.fixed}" if r.fixed else f"vLLM ≥ {r.introduced} (no fix released)"
-                          for r in rule.ranges)
+        spans = ", ".join(
+            f"{r.introduced} ≤ vLLM < {r.fixed}"
+            if r.fixed
+            else f"vLLM ≥ {r.introduced} (no fix released)"
+            for r in rule.ranges
+        )
         lines += [f"Affected releases: {spans}", ""]
     if rule.fingerprints:
         lines.append("Source fingerprints (read from the installed vllm package):")
-        lines += [f"- `{fp.path}`: `{fp.pattern.pattern}` means {fp.means}" for fp in rule.fingerprints]
+        lines += [
+            f"- `{fp.path}`: `{fp.pattern.pattern}` means {fp.means}" for fp in rule.fingerprints
+        ]
         lines.append("")
     if rule.fix:
         fix = rule.fix
@@ -41,9 +56,13 @@ def rule_markdown(rule) -> str:
         for w in rule.workarounds:
             edits = [f"--{k} {v}" if v is not True else f"--{k}" for k, v in w.serve_set.items()]
             edits += [f"drop --{k}" for k in w.serve_remove]
-            edits += [f"{k}={v}" for k, v in w.env_set.items()] + [f"unset {k}" for k in w.env_unset]
+            edits += [f"{k}={v}" for k, v in w.env_set.items()] + [
+                f"unset {k}" for k in w.env_unset
+            ]
             cost = f" (cost: {w.cost})" if w.cost else ""
-            lines.append(f"- {w.title}: `{' '.join(edits)}`{cost}" if edits else f"- {w.title}{cost}")
+            lines.append(
+                f"- {w.title}: `{' '.join(edits)}`{cost}" if edits else f"- {w.title}{cost}"
+            )
         lines.append("")
     if rule.probe:
         lines += [f"Confirming probe: `vllm-doctor probe --only {rule.probe}`", ""]
@@ -82,9 +101,14 @@ def print_rule(code: str, rules_dirs: list[Path] | None, plain: bool = False) ->
 LOG_FORMATS = ("text", "json")
 
 
-def _memory_readback(text: str, version: str | None, model_config: Path | None,
-                     gpu: str | None, gpus: int | None, serve: str | None
-                     ) -> dict[str, Any] | None:
+def _memory_readback(
+    text: str,
+    version: str | None,
+    model_config: Path | None,
+    gpu: str | None,
+    gpus: int | None,
+    serve: str | None,
+) -> dict[str, Any] | None:
     """vLLM's printed memory figures and, given the model, GPU and serve line, the doctor's
     estimate beside them (memory/readback.py); None when the log prints no figure."""
     from vllm_doctor.memory.readback import compare, printed
@@ -92,19 +116,30 @@ def _memory_readback(text: str, version: str | None, model_config: Path | None,
     figures = printed(text)
     if figures is None:
         return None
-    result: dict[str, Any] = {"printed": figures, "estimate": None, "comparison": [],
-                              "missing": None}
+    result: dict[str, Any] = {
+        "printed": figures,
+        "estimate": None,
+        "comparison": [],
+        "missing": None,
+    }
     if not (model_config or gpu or serve):
-        result["missing"] = ("pass --model-config, --gpu and --serve to compare them with the "
-                             "doctor's estimate")
+        result["missing"] = (
+            "pass --model-config, --gpu and --serve to compare them with the doctor's estimate"
+        )
         return result
     from vllm_doctor.facts.collect import CollectOptions, collect_facts
     from vllm_doctor.facts.hardware import TargetHardware
 
-    facts = collect_facts(CollectOptions(
-        serve_string=serve, model_config=model_config,
-        target=TargetHardware(gpu=gpu, count=gpus) if gpu else None, vllm_version=version,
-        probe_machine=False, offline=True))
+    facts = collect_facts(
+        CollectOptions(
+            serve_string=serve,
+            model_config=model_config,
+            target=TargetHardware(gpu=gpu, count=gpus) if gpu else None,
+            vllm_version=version,
+            probe_machine=False,
+            offline=True,
+        )
+    )
     result["estimate"] = facts.value("memory.estimate_line")
     result["comparison"] = compare(figures, facts)
     if result["estimate"] is None:
@@ -125,10 +160,16 @@ def _print_memory(memory: dict[str, Any]) -> None:
         typer.echo(f"    no estimate: {memory['missing']}")
 
 
-def explain_log(log_path: Path, rules_dirs: list[Path] | None, fmt: str = "text",
-                vllm_version: str | None = None, model_config: Path | None = None,
-                gpu: str | None = None, gpus: int | None = None,
-                serve: str | None = None) -> int:
+def explain_log(
+    log_path: Path,
+    rules_dirs: list[Path] | None,
+    fmt: str = "text",
+    vllm_version: str | None = None,
+    model_config: Path | None = None,
+    gpu: str | None = None,
+    gpus: int | None = None,
+    serve: str | None = None,
+) -> int:
     """Name the known failure (curated rules), else the vLLM message, behind a crash log;
     read back the memory figures a start-up log prints."""
     from vllm_doctor.engine.loader import load_rules
@@ -138,10 +179,11 @@ def explain_log(log_path: Path, rules_dirs: list[Path] | None, fmt: str = "text"
     if fmt not in LOG_FORMATS:
         raise InputError("--format", f"unknown format {fmt!r} (one of {', '.join(LOG_FORMATS)})")
     text = read_log(log_path)
-    report = analyse_log(text, load_rules(rules_dirs), vllm_version, "option" if vllm_version else "")
+    report = analyse_log(
+        text, load_rules(rules_dirs), vllm_version, "option" if vllm_version else ""
+    )
     name = "standard input" if str(log_path) == "-" else str(log_path)
-    memory = _memory_readback(text, vllm_version or report.version, model_config, gpu, gpus,
-                              serve)
+    memory = _memory_readback(text, vllm_version or report.version, model_config, gpu, gpus, serve)
     if fmt == "json":
         import json
 
@@ -163,11 +205,19 @@ def log_report_dict(report, name: str) -> dict:
         "vllm_version": report.version,
         "vllm_version_source": report.version_source or None,
         "known_failures": [
-            {"code": rule.code, "slug": rule.slug, "severity": rule.severity,
-             "confidence": rule.confidence, "summary": rule.summary, "matched_lines": lines,
-             "fix": rule.raw.get("fix"), "workarounds": rule.raw.get("workarounds", []),
-             "log_reading": reading.to_dict() if reading else None,
-             "references": list(rule.references), "url": rule.url}
+            {
+                "code": rule.code,
+                "slug": rule.slug,
+                "severity": rule.severity,
+                "confidence": rule.confidence,
+                "summary": rule.summary,
+                "matched_lines": lines,
+                "fix": rule.raw.get("fix"),
+                "workarounds": rule.raw.get("workarounds", []),
+                "log_reading": reading.to_dict() if reading else None,
+                "references": list(rule.references),
+                "url": rule.url,
+            }
             for rule, lines, reading in report.rule_hits
         ],
         "vllm_messages": [m.to_dict() for m in report.messages],
@@ -210,14 +260,23 @@ def _print_log_report(report, name: str) -> None:
 
 def render_messages(report) -> str:
     """The catalogue part of a log report, as text (explain --log and check --log)."""
-    out = [f"vLLM error messages in the log (error catalogue, {len(report.messages)} shown; "
-           "the first is the nearest to the root cause):"]
+    out = [
+        f"vLLM error messages in the log (error catalogue, {len(report.messages)} shown; "
+        "the first is the nearest to the root cause):"
+    ]
     for message in report.messages:
         hit = message.hit
-        label = (f"logged at {hit.cls[4:]} level" if hit.cls.startswith("log.") else
-                 "the API server's error reply" if hit.cls == "response" else hit.cls)
+        label = (
+            f"logged at {hit.cls[4:]} level"
+            if hit.cls.startswith("log.")
+            else "the API server's error reply"
+            if hit.cls == "response"
+            else hit.cls
+        )
         out.append(f"  {label}: {hit.template}")
-        out.append(f"    seen: {hit.line}" + ("" if hit.complete else "  (message cut short in the log)"))
+        out.append(
+            f"    seen: {hit.line}" + ("" if hit.complete else "  (message cut short in the log)")
+        )
         verb = "returned by" if hit.cls == "response" else "raised in"
         for path, func, cond in message.sites():
             where = f"vllm/{path}, in {func}"
@@ -234,23 +293,50 @@ def register(app: typer.Typer) -> None:
     @app.command("explain")
     def explain(
         code: str | None = typer.Argument(None, help="Rule code (e.g. MODEL001) or slug."),
-        log: Path | None = typer.Option(None, "--log", help="Name the known failure behind a crash log (`-` reads standard input)."),
+        log: Path | None = typer.Option(
+            None,
+            "--log",
+            help="Name the known failure behind a crash log (`-` reads standard input).",
+        ),
         fmt: str = typer.Option("text", "--format", "-f", help="For --log: text or json."),
-        vllm_version: str | None = typer.Option(None, "--vllm-version", help="For --log: the vLLM version that wrote the log (else read from the log)."),
-        plain: bool = typer.Option(False, "--plain", help="Markdown text instead of the rendered view."),
-        rules_dir: list[Path] | None = typer.Option(None, "--rules-dir", help="Rule directory to use."),
-        model_config: Path | None = typer.Option(None, "--model-config", help="For --log: the model's config.json or directory, to compare a start-up log's memory figures with the estimate."),
-        gpu: str | None = typer.Option(None, "--gpu", help="For --log: the GPU the log ran on (\"H100 80GB\"), for the memory estimate."),
+        vllm_version: str | None = typer.Option(
+            None,
+            "--vllm-version",
+            help="For --log: the vLLM version that wrote the log (else read from the log).",
+        ),
+        plain: bool = typer.Option(
+            False, "--plain", help="Markdown text instead of the rendered view."
+        ),
+        rules_dir: list[Path] | None = typer.Option(
+            None, "--rules-dir", help="Rule directory to use."
+        ),
+        model_config: Path | None = typer.Option(
+            None,
+            "--model-config",
+            help="For --log: the model's config.json or directory, to compare a start-up log's memory figures with the estimate.",
+        ),
+        gpu: str | None = typer.Option(
+            None,
+            "--gpu",
+            help='For --log: the GPU the log ran on ("H100 80GB"), for the memory estimate.',
+        ),
         gpus: int | None = typer.Option(None, "--gpus", help="For --log: how many of them."),
-        serve: str | None = typer.Option(None, "--serve", help="For --log: the serve line the log ran (\"vllm serve MODEL ...\"), for the memory estimate."),
+        serve: str | None = typer.Option(
+            None,
+            "--serve",
+            help='For --log: the serve line the log ran ("vllm serve MODEL ..."), for the memory estimate.',
+        ),
     ) -> None:
         """Print a rule's document, or name the known failure behind a crash log."""
         if fmt not in LOG_FORMATS:
-            raise InputError("--format", f"unknown format {fmt!r} (one of {', '.join(LOG_FORMATS)})")
+            raise InputError(
+                "--format", f"unknown format {fmt!r} (one of {', '.join(LOG_FORMATS)})"
+            )
         dirs = list(rules_dir) if rules_dir else None
         if log is not None:
-            raise typer.Exit(explain_log(log, dirs, fmt, vllm_version, model_config, gpu, gpus,
-                                         serve))
+            raise typer.Exit(
+                explain_log(log, dirs, fmt, vllm_version, model_config, gpu, gpus, serve)
+            )
         if not code:
             raise InputError("explain", "give a rule code or --log FILE")
         print_rule(code, dirs, plain)

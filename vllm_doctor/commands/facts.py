@@ -30,11 +30,15 @@ def print_schema(output_format: str) -> None:
     from vllm_doctor.facts import schema_doc
     from vllm_doctor.report.output import dump_json, write_stdout
 
-    render = {"text": schema_doc.schema_text, "markdown": schema_doc.schema_markdown,
-              "json": lambda: dump_json(schema_doc.schema_rows())}.get(output_format)
+    render = {
+        "text": schema_doc.schema_text,
+        "markdown": schema_doc.schema_markdown,
+        "json": lambda: dump_json(schema_doc.schema_rows()),
+    }.get(output_format)
     if render is None:
-        raise InputError("--format", f"unknown format {output_format!r} for --schema "
-                                     "(text, json or markdown)")
+        raise InputError(
+            "--format", f"unknown format {output_format!r} for --schema (text, json or markdown)"
+        )
     write_stdout(render().rstrip("\n") + "\n")
 
 
@@ -47,8 +51,11 @@ def run_facts(options: CollectOptions, output_format: str = "text", verbose: boo
         raise InputError("--format", f"unknown format {output_format!r} (text or json)")
     tokens = options.serve_tokens
     if tokens and tokens[0].startswith("-"):
-        raise InputError("facts", f"unknown option {tokens[0]}; the serve line goes "
-                                  "last: vllm-doctor facts [OPTIONS] -- vllm serve MODEL ...")
+        raise InputError(
+            "facts",
+            f"unknown option {tokens[0]}; the serve line goes "
+            "last: vllm-doctor facts [OPTIONS] -- vllm serve MODEL ...",
+        )
     timings: dict[str, float] = {}
     start = time.perf_counter()
     facts = collect_facts(options, timings)
@@ -96,12 +103,17 @@ def register(app: typer.Typer) -> None:
         offline: bool = inputs.OFFLINE,
         driver: str | None = inputs.DRIVER,
         cuda: str | None = inputs.CUDA,
-        output_format: str = typer.Option("text", "--format", help="text or json (with "
-                                          "--schema also markdown)."),
+        output_format: str = typer.Option(
+            "text", "--format", help="text or json (with --schema also markdown)."
+        ),
         verbose: bool = inputs.VERBOSE,
-        schema: bool = typer.Option(False, "--schema", help="List every fact a rule may name: "
-                                    "type, description, the module that writes it, whether it "
-                                    "can be inferred (nothing is collected)."),
+        schema: bool = typer.Option(
+            False,
+            "--schema",
+            help="List every fact a rule may name: "
+            "type, description, the module that writes it, whether it "
+            "can be inferred (nothing is collected).",
+        ),
     ) -> None:
         """Show the facts collected from this machine, the model and the serve line.
 
@@ -110,6 +122,24 @@ def register(app: typer.Typer) -> None:
         if schema:
             print_schema(output_format)
             return
-        raise typer.Exit(run_facts(inputs.collect_options(
-            list(ctx.args), serve, serve_config, model_config, report, log, vllm_version,
-            torch_version, gpu, gpus, driver, cuda, offline), output_format, verbose))
+        raise typer.Exit(
+            run_facts(
+                inputs.collect_options(
+                    list(ctx.args),
+                    serve,
+                    serve_config,
+                    model_config,
+                    report,
+                    log,
+                    vllm_version,
+                    torch_version,
+                    gpu,
+                    gpus,
+                    driver,
+                    cuda,
+                    offline,
+                ),
+                output_format,
+                verbose,
+            )
+        )

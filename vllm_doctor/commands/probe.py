@@ -39,8 +39,10 @@ def gpu_survey(environ: dict[str, str] | None = None) -> tuple[int | None, list[
         count = facts.value("gpu.count")
         if isinstance(count, int):
             devices = facts.value("gpu.devices") or []
-            topology = {"devices": [{"uuid": d.get("uuid")} for d in devices if isinstance(d, dict)],
-                        "links": facts.value("topology.links") or []}
+            topology = {
+                "devices": [{"uuid": d.get("uuid")} for d in devices if isinstance(d, dict)],
+                "links": facts.value("topology.links") or [],
+            }
             return count, list(facts.value("gpu.names") or []), topology
     except Exception:
         pass
@@ -84,9 +86,15 @@ def parse_serve(tokens: list[str]) -> dict[str, Any]:
     from vllm_doctor.serveline.parser import parse_serve_argv
 
     line = parse_serve_argv(list(tokens))
-    return {"model": line.model, "tp": line.options.get("tensor-parallel-size"),
-            "budget": {key.replace("-", "_"): line.options[key] for key in SERVE_BUDGET
-                       if isinstance(line.options.get(key), int)}}
+    return {
+        "model": line.model,
+        "tp": line.options.get("tensor-parallel-size"),
+        "budget": {
+            key.replace("-", "_"): line.options[key]
+            for key in SERVE_BUDGET
+            if isinstance(line.options.get(key), int)
+        },
+    }
 
 
 # the serve line's token and sequence budgets the memory probe sizes its forward and graphs by
@@ -128,10 +136,13 @@ def require_torch(machine: Any, device: str) -> None:
         raise InputError("probe", f"{why}; the probes run on torch: {INSTALL_HINT}")
     if device == "cuda" and machine.get("torch.cuda_version") is None:
         why = machine.why_missing("torch.cuda_version") or "this torch has no CUDA"
-        raise InputError("probe", f"torch {machine.value('torch.version')}: {why}, and the probes "
-                                  f"would run on the GPU: install a CUDA build of torch "
-                                  f"(https://pytorch.org/get-started/locally/), then "
-                                  f"{INSTALL_HINT}; or run the CPU variant with --device cpu")
+        raise InputError(
+            "probe",
+            f"torch {machine.value('torch.version')}: {why}, and the probes "
+            f"would run on the GPU: install a CUDA build of torch "
+            f"(https://pytorch.org/get-started/locally/), then "
+            f"{INSTALL_HINT}; or run the CPU variant with --device cpu",
+        )
 
 
 def judged_facts(machine: Any, vllm_version: str | None, report: Path | None) -> Any:
@@ -159,23 +170,41 @@ def judged_vllm(facts: Any) -> dict[str, Any]:
     fact = facts.get("vllm.version")
     if fact is None:
         why = facts.why_missing("vllm.version") or facts.why_missing("vllm") or "unknown"
-        return {"version": None, "source": None, "said": f"no vLLM ({why}); --vllm-version V or "
-                                                          "--report FILE judges one"}
+        return {
+            "version": None,
+            "source": None,
+            "said": f"no vLLM ({why}); --vllm-version V or --report FILE judges one",
+        }
     from vllm_doctor.facts.model import Source
 
-    where = ("" if fact.source == Source.MACHINE else " (--vllm-version)" if fact.source == Source.USER
-             else f" ({fact.describe_source()})")
+    where = (
+        ""
+        if fact.source == Source.MACHINE
+        else " (--vllm-version)"
+        if fact.source == Source.USER
+        else f" ({fact.describe_source()})"
+    )
     location = facts.value("vllm.location")
     tree = f", source at {location}" if location else ""
-    return {"version": fact.value, "source": fact.source,
-            "said": f"vLLM {fact.value}{where}{tree}"}
+    return {"version": fact.value, "source": fact.source, "said": f"vLLM {fact.value}{where}{tree}"}
 
 
-def run_probe_command(names: list[str] | None, tp: int | None, device: str | None, timeout: float,
-                      fmt: str, serve_tokens: list[str], model_config: Path | None,
-                      results_dir: Path | None, verbose: bool, teardown_timeout: float,
-                      list_only: bool = False, use_cache: bool = True,
-                      vllm_version: str | None = None, report: Path | None = None) -> int:
+def run_probe_command(
+    names: list[str] | None,
+    tp: int | None,
+    device: str | None,
+    timeout: float,
+    fmt: str,
+    serve_tokens: list[str],
+    model_config: Path | None,
+    results_dir: Path | None,
+    verbose: bool,
+    teardown_timeout: float,
+    list_only: bool = False,
+    use_cache: bool = True,
+    vllm_version: str | None = None,
+    report: Path | None = None,
+) -> int:
     from vllm_doctor.facts.model import Facts
     from vllm_doctor.probes import PROBES, load_results_dir, run_probes
     from vllm_doctor.probes.render import Progress, cpu_variant, render_text, to_json
@@ -194,8 +223,9 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
     from vllm_doctor.probes.runner import resolve
 
     timeout = check_seconds("--timeout", timeout, MAX_TIMEOUT_S)
-    teardown_timeout = check_seconds("--teardown-timeout", teardown_timeout, MAX_TEARDOWN_TIMEOUT_S,
-                                     allow_zero=True)
+    teardown_timeout = check_seconds(
+        "--teardown-timeout", teardown_timeout, MAX_TEARDOWN_TIMEOUT_S, allow_zero=True
+    )
     only = [n for n in names if n] if names else None
     specs = resolve(only)  # an unknown name is bad input before anything starts
     started = time.monotonic()
@@ -206,25 +236,36 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
         if only:
             results = [r for r in results if r.name in only or r.name == "teardown"]
         if skipped:
-            typer.echo(f"vllm-doctor: {results_dir}: left out {len(skipped)} line(s) that are not "
-                       f"probe events (first: {skipped[0]})", err=True)
+            typer.echo(
+                f"vllm-doctor: {results_dir}: left out {len(skipped)} line(s) that are not "
+                f"probe events (first: {skipped[0]})",
+                err=True,
+            )
         ranks = max((len(r.ranks) for r in results if r.name != "teardown"), default=0)
         meta = {"tp": ranks, "device": "torchrun", "source": str(results_dir)}
         if skipped:
             meta["skipped_lines"] = skipped[:20]
     else:
-        serve = parse_serve(serve_tokens) if serve_tokens else {"model": None, "tp": None, "budget": {}}
+        serve = (
+            parse_serve(serve_tokens) if serve_tokens else {"model": None, "tp": None, "budget": {}}
+        )
         count, gpu_names, topology = gpu_survey()
         defaulted = device is None
         if device is None:  # CUDA_VISIBLE_DEVICES alone is no GPU: NVML or a driver must be there
-            device = "cuda" if count and (topology is not None or nvidia_driver_present()) else "cpu"
+            device = (
+                "cuda" if count and (topology is not None or nvidia_driver_present()) else "cpu"
+            )
         if device not in ("cuda", "cpu"):
             raise InputError("--device", f"unknown device {device!r} (cuda or cpu)")
         if device == "cuda" and (count == 0 or (count is None and not nvidia_driver_present())):
-            why = ("NVML and CUDA_VISIBLE_DEVICES show none" if count == 0 else
-                   "no NVIDIA driver is loaded (no /proc/driver/nvidia, no /dev/nvidiactl)")
-            raise InputError("--device", f"no GPU is visible: {why}; use --device cpu for the "
-                                         "CPU (gloo) run")
+            why = (
+                "NVML and CUDA_VISIBLE_DEVICES show none"
+                if count == 0
+                else "no NVIDIA driver is loaded (no /proc/driver/nvidia, no /dev/nvidiactl)"
+            )
+            raise InputError(
+                "--device", f"no GPU is visible: {why}; use --device cpu for the CPU (gloo) run"
+            )
         source = "--tp"
         if tp is None and serve["tp"] is not None:
             tp, source = serve["tp"], "serve line --tensor-parallel-size"
@@ -242,23 +283,45 @@ def run_probe_command(names: list[str] | None, tp: int | None, device: str | Non
         if device == "cpu" and defaulted:
             untested = [s.name for s in specs if s.needs_cuda and not s.hidden]
             needs = f"; {', '.join(untested)} need a CUDA GPU and do not run" if untested else ""
-            typer.echo(f"vllm-doctor: no GPU is visible: running the CPU (gloo) variant with small "
-                       f"shapes{needs} (--device cpu chooses this without the notice)", err=True)
+            typer.echo(
+                f"vllm-doctor: no GPU is visible: running the CPU (gloo) variant with small "
+                f"shapes{needs} (--device cpu chooses this without the notice)",
+                err=True,
+            )
         doctor_start_s = process_age()
         info: dict[str, Any] = {}
         with Progress([s.name for s in specs]) as progress:
-            results = run_probes(only, tp, device, timeout, model, on_update=progress.update,
-                                 teardown_timeout=teardown_timeout, use_cache=use_cache,
-                                 params=dict(serve["budget"], **({"topology": topology}
-                                                                 if device == "cuda" and topology else {})),
-                                 visible_gpus=count if device == "cuda" else None, info=info)
-        meta = {"tp": tp, "device": device, "model": model, "timeout_s": timeout,
-                "doctor_start_s": doctor_start_s, "results_at_s": progress.timeline(), **info}
+            results = run_probes(
+                only,
+                tp,
+                device,
+                timeout,
+                model,
+                on_update=progress.update,
+                teardown_timeout=teardown_timeout,
+                use_cache=use_cache,
+                params=dict(
+                    serve["budget"],
+                    **({"topology": topology} if device == "cuda" and topology else {}),
+                ),
+                visible_gpus=count if device == "cuda" else None,
+                info=info,
+            )
+        meta = {
+            "tp": tp,
+            "device": device,
+            "model": model,
+            "timeout_s": timeout,
+            "doctor_start_s": doctor_start_s,
+            "results_at_s": progress.timeline(),
+            **info,
+        }
         if device == "cuda" and gpu_names:
             meta["gpu"] = ", ".join(f"{n} ×{gpu_names.count(n)}" for n in sorted(set(gpu_names)))
         if device == "cpu":
-            meta["cpu_variant"] = dict(cpu_variant(results),
-                                       why="no GPU is visible" if defaulted else "--device cpu")
+            meta["cpu_variant"] = dict(
+                cpu_variant(results), why="no GPU is visible" if defaulted else "--device cpu"
+            )
     if results_dir is not None:
         judged = judged_facts(machine, vllm_version, report)
     join_results(results, judged, "cpu" if meta["device"] == "cpu" else "cuda")
@@ -284,7 +347,7 @@ def _probe_command_class() -> type:
             args = list(args)
             if "--" in args:
                 cut = args.index("--")
-                ctx.meta[SERVE_TOKENS] = args[cut + 1:]
+                ctx.meta[SERVE_TOKENS] = args[cut + 1 :]
                 args = args[:cut]
             else:
                 ctx.meta[SERVE_TOKENS] = []
@@ -299,43 +362,81 @@ def probe_names(positional: list[str], only: list[str] | None) -> list[str] | No
         if word.startswith("-"):
             raise InputError("probe", f"unknown option {word!r} (a serve line goes after --)")
         if word in ("vllm", "serve"):
-            raise InputError("probe", f"{word!r} is not a probe name; give the serve line after "
-                                      "-- (probe -- vllm serve MODEL ...) or with --serve")
+            raise InputError(
+                "probe",
+                f"{word!r} is not a probe name; give the serve line after "
+                "-- (probe -- vllm serve MODEL ...) or with --serve",
+            )
     names = [p.strip() for w in positional for p in w.split(",") if p.strip()]
     return (names + list(split_commas(only) or [])) or None
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("probe", cls=_probe_command_class(),
-                 options_metavar="[OPTIONS] [NAME]... [-- vllm serve ...]",
-                 context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    @app.command(
+        "probe",
+        cls=_probe_command_class(),
+        options_metavar="[OPTIONS] [NAME]... [-- vllm serve ...]",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )
     def _cmd(
         ctx: typer.Context,
-        tp: int | None = typer.Option(None, "--tp", help="Ranks (one GPU each). Default: the serve "
-                                         "line's tensor-parallel size, else the visible GPUs."),
-        only: list[str] | None = typer.Option(None, "--only", help="Probes to run (comma-separated); "
-                                                 "the same as naming them: probe NAME [NAME...]."),
-        device: str | None = typer.Option(None, "--device", help="cuda (NCCL) or cpu (gloo, small "
-                                             "shapes). Default: cuda when a GPU is visible."),
-        timeout: float = typer.Option(120.0, "--timeout", help="Seconds each probe may take "
-                                      "(finite, at most a day)."),
+        tp: int | None = typer.Option(
+            None,
+            "--tp",
+            help="Ranks (one GPU each). Default: the serve "
+            "line's tensor-parallel size, else the visible GPUs.",
+        ),
+        only: list[str] | None = typer.Option(
+            None,
+            "--only",
+            help="Probes to run (comma-separated); the same as naming them: probe NAME [NAME...].",
+        ),
+        device: str | None = typer.Option(
+            None,
+            "--device",
+            help="cuda (NCCL) or cpu (gloo, small shapes). Default: cuda when a GPU is visible.",
+        ),
+        timeout: float = typer.Option(
+            120.0, "--timeout", help="Seconds each probe may take (finite, at most a day)."
+        ),
         fmt: str = typer.Option("text", "--format", help="text or json"),
-        serve: str | None = typer.Option(None, "--serve", help="The vllm serve line, quoted "
-                                            "(or put it after --)."),
-        model_config: Path | None = typer.Option(None, "--model-config", help="The model's "
-                                                    "config.json or directory (vocab and hidden sizes)."),
-        results: Path | None = typer.Option(None, "--results", help="Collate a torchrun run: the "
-                                               "directory given to the worker's --out."),
-        teardown_timeout: float = typer.Option(2.0, "--teardown-timeout", help="Seconds a worker waits "
-                                               "for destroy_process_group before reporting a hang."),
-        list_: bool = typer.Option(False, "--list", help="List the probes and the rules they confirm."),
-        no_cache: bool = typer.Option(False, "--no-cache", help="Re-run cached deterministic sub-checks "
-                                      "(the traced torch.compile failure) instead of reusing them."),
+        serve: str | None = typer.Option(
+            None, "--serve", help="The vllm serve line, quoted (or put it after --)."
+        ),
+        model_config: Path | None = typer.Option(
+            None,
+            "--model-config",
+            help="The model's config.json or directory (vocab and hidden sizes).",
+        ),
+        results: Path | None = typer.Option(
+            None,
+            "--results",
+            help="Collate a torchrun run: the directory given to the worker's --out.",
+        ),
+        teardown_timeout: float = typer.Option(
+            2.0,
+            "--teardown-timeout",
+            help="Seconds a worker waits for destroy_process_group before reporting a hang.",
+        ),
+        list_: bool = typer.Option(
+            False, "--list", help="List the probes and the rules they confirm."
+        ),
+        no_cache: bool = typer.Option(
+            False,
+            "--no-cache",
+            help="Re-run cached deterministic sub-checks "
+            "(the traced torch.compile failure) instead of reusing them.",
+        ),
         vllm_version: str | None = typer.Option(
-            None, "--vllm-version", help="Judge the verdicts against this vLLM release (default: "
-                                         "the installed one)."),
+            None,
+            "--vllm-version",
+            help="Judge the verdicts against this vLLM release (default: the installed one).",
+        ),
         report: Path | None = typer.Option(
-            None, "--report", help="Judge the verdicts against the vLLM of a `vllm collect-env` report."),
+            None,
+            "--report",
+            help="Judge the verdicts against the vLLM of a `vllm collect-env` report.",
+        ),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Every metric, every rank."),
     ) -> int:
         """Run small on-GPU experiments that show whether a known failure's mechanism exists on
@@ -344,15 +445,30 @@ def register(app: typer.Typer) -> None:
         serve_tokens = list(ctx.meta.get(SERVE_TOKENS) or [])
         names = probe_names(list(ctx.args), only)
         if serve and serve_tokens:
-            raise InputError("--serve", "give the serve line either with --serve or after --, not both")
+            raise InputError(
+                "--serve", "give the serve line either with --serve or after --, not both"
+            )
         if serve:
             try:
                 serve_tokens = shlex.split(serve)
             except ValueError as err:  # unbalanced quotes
                 raise InputError("--serve", f"cannot split the serve line: {err}") from None
-        code = run_probe_command(names, tp, device, timeout, fmt, serve_tokens, model_config, results,
-                                 verbose, teardown_timeout, list_only=list_, use_cache=not no_cache,
-                                 vllm_version=vllm_version, report=report)
+        code = run_probe_command(
+            names,
+            tp,
+            device,
+            timeout,
+            fmt,
+            serve_tokens,
+            model_config,
+            results,
+            verbose,
+            teardown_timeout,
+            list_only=list_,
+            use_cache=not no_cache,
+            vllm_version=vllm_version,
+            report=report,
+        )
         if code:
             raise typer.Exit(code)
         return code

@@ -15,8 +15,11 @@ RulesDirOption = typer.Option(
     None, "--rules-dir", help="A rule directory to add to the shipped rules (repeatable)."
 )
 NoDefaultOption = typer.Option(
-    False, "--no-default-rules", help="Only the --rules-dir rules, not the shipped ones.")
-SelectOption = typer.Option(None, "--select", help="Only rules whose code starts with these prefixes (comma-separated).")
+    False, "--no-default-rules", help="Only the --rules-dir rules, not the shipped ones."
+)
+SelectOption = typer.Option(
+    None, "--select", help="Only rules whose code starts with these prefixes (comma-separated)."
+)
 
 
 def rule_dirs(rules_dir: list[Path] | None, no_default_rules: bool) -> list[Path]:
@@ -29,8 +32,9 @@ def rule_dirs(rules_dir: list[Path] | None, no_default_rules: bool) -> list[Path
     return ([] if no_default_rules else [default_rules_dir()]) + list(rules_dir or [])
 
 
-def _load(rules_dir: list[Path] | None, select: list[str] | None = None,
-          no_default_rules: bool = False):
+def _load(
+    rules_dir: list[Path] | None, select: list[str] | None = None, no_default_rules: bool = False
+):
     from vllm_doctor.engine.loader import load_rules, select_rules
 
     rules = load_rules(rule_dirs(rules_dir, no_default_rules))
@@ -56,10 +60,15 @@ def list_rules(
     if not stdout_is_terminal():
         # one rule per line, never wrapped: `rules list | grep WORD` finds every word
         rows = [("code", "severity", "status", "summary")] + [
-            (r.code, r.severity, r.status, r.summary) for r in rules]
+            (r.code, r.severity, r.status, r.summary) for r in rules
+        ]
         widths = [max(len(row[i]) for row in rows) for i in range(3)]
-        write_stdout("".join(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  "
-                             f"{row[2]:<{widths[2]}}  {row[3]}\n" for row in rows))
+        write_stdout(
+            "".join(
+                f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}\n"
+                for row in rows
+            )
+        )
         return
     from rich.table import Table
 
@@ -72,8 +81,11 @@ def list_rules(
 
 
 @rules_app.command("show")
-def show_rule(code: str, rules_dir: list[Path] | None = RulesDirOption,
-              no_default_rules: bool = NoDefaultOption) -> None:
+def show_rule(
+    code: str,
+    rules_dir: list[Path] | None = RulesDirOption,
+    no_default_rules: bool = NoDefaultOption,
+) -> None:
     """Print a rule's document (same as `vllm-doctor explain CODE`)."""
     from vllm_doctor.commands.explain import print_rule
 
@@ -81,10 +93,19 @@ def show_rule(code: str, rules_dir: list[Path] | None = RulesDirOption,
 
 
 @rules_app.command("validate")
-def validate(rules_dir: list[Path] | None = typer.Option(
-        None, "--rules-dir", help="A rule directory to validate (repeatable; default: the shipped rules)."),
-        strict: bool = typer.Option(False, "--strict", help="Count the audit's warnings (a "
-                                    "range that disagrees with the error catalogue) as problems.")) -> None:
+def validate(
+    rules_dir: list[Path] | None = typer.Option(
+        None,
+        "--rules-dir",
+        help="A rule directory to validate (repeatable; default: the shipped rules).",
+    ),
+    strict: bool = typer.Option(
+        False,
+        "--strict",
+        help="Count the audit's warnings (a "
+        "range that disagrees with the error catalogue) as problems.",
+    ),
+) -> None:
     """Check every rule file; print `file:field: problem` for each mistake (exit 2 if any).
 
     Validates the directories named with --rules-dir, else the shipped rule base. A rule
@@ -123,7 +144,8 @@ def validate(rules_dir: list[Path] | None = typer.Option(
 @rules_app.command("test")
 def test_rules(
     codes: list[str] | None = typer.Argument(
-        None, help="Only these rules (codes, as `rules show CODE`); default: every rule."),
+        None, help="Only these rules (codes, as `rules show CODE`); default: every rule."
+    ),
     select: list[str] | None = SelectOption,
     rules_dir: list[Path] | None = RulesDirOption,
     no_default_rules: bool = NoDefaultOption,
@@ -138,8 +160,10 @@ def test_rules(
         wanted = {code.strip().upper() for code in split_commas(codes) or []}
         unknown = sorted(wanted - {rule.code for rule in rules})
         if unknown:
-            raise InputError("rules test", f"no rule {', '.join(unknown)} "
-                                           "(`vllm-doctor rules list` lists the codes)")
+            raise InputError(
+                "rules test",
+                f"no rule {', '.join(unknown)} (`vllm-doctor rules list` lists the codes)",
+            )
         rules = [rule for rule in rules if rule.code in wanted]
     passed = failed = 0
     coverage: list[str] = []
@@ -156,8 +180,10 @@ def test_rules(
                 typer.echo(f"FAIL  {res.code} {res.name}: {res.message}")
     for line in coverage:
         typer.echo(f"COVER {line}")
-    typer.echo(f"rules: {len(rules)}, cases: {passed} passed, {failed} failed"
-               + (f", {len(coverage)} coverage problem(s)" if coverage else ""))
+    typer.echo(
+        f"rules: {len(rules)}, cases: {passed} passed, {failed} failed"
+        + (f", {len(coverage)} coverage problem(s)" if coverage else "")
+    )
     if failed or coverage:
         raise typer.Exit(EXIT_FINDINGS)
 

@@ -41,8 +41,12 @@ def check_argv(params: typer.Context, argv: list[str]) -> list[str]:
 
     for param in params.command.params:
         value = params.params.get(param.name or "")
-        if (not isinstance(param, TyperOption) or param.name in ("no_gate", "verbose")
-                or value is None or value == ()):
+        if (
+            not isinstance(param, TyperOption)
+            or param.name in ("no_gate", "verbose")
+            or value is None
+            or value == ()
+        ):
             continue  # the serve line (an argument) follows the options
         if param.is_flag and param.secondary_opts:  # --strict/--no-strict: either was given
             words.append(param.opts[0] if value else param.secondary_opts[0])
@@ -80,26 +84,45 @@ def register(app: typer.Typer) -> None:
     def serve(
         ctx: typer.Context,
         serve_tokens: list[str] | None = typer.Argument(
-            None, metavar="-- MODEL [VLLM SERVE ARGS ...]",
-            help="The arguments of `vllm serve`, after `--`."),
+            None,
+            metavar="-- MODEL [VLLM SERVE ARGS ...]",
+            help="The arguments of `vllm serve`, after `--`.",
+        ),
         model_config: Path | None = inputs.MODEL_CONFIG,
         vllm_version: str | None = inputs.VLLM_VERSION,
         torch_version: str | None = inputs.TORCH_VERSION,
         fail_on: str | None = typer.Option(
-            None, "--fail-on", help="Do not start vLLM on findings at or above: error (default), "
-                                    "warning, info, never."),
+            None,
+            "--fail-on",
+            help="Do not start vLLM on findings at or above: error (default), "
+            "warning, info, never.",
+        ),
         strict: bool | None = typer.Option(
-            None, "--strict/--no-strict", help="Also refuse on undecided rules at or above --fail-on."),
-        select: list[str] | None = typer.Option(None, "--select", help="Only rule codes with these prefixes."),
-        ignore: list[str] | None = typer.Option(None, "--ignore", help="Skip rule codes with these prefixes."),
-        ignore_file: Path | None = typer.Option(None, "--ignore-file", help="YAML of accepted findings (reason, expiry)."),
+            None,
+            "--strict/--no-strict",
+            help="Also refuse on undecided rules at or above --fail-on.",
+        ),
+        select: list[str] | None = typer.Option(
+            None, "--select", help="Only rule codes with these prefixes."
+        ),
+        ignore: list[str] | None = typer.Option(
+            None, "--ignore", help="Skip rule codes with these prefixes."
+        ),
+        ignore_file: Path | None = typer.Option(
+            None, "--ignore-file", help="YAML of accepted findings (reason, expiry)."
+        ),
         config: Path | None = typer.Option(None, "--config", help="Settings file (as for check)."),
         no_config: bool = typer.Option(False, "--no-config", help="Ignore any settings file."),
-        locked: bool = typer.Option(False, "--locked", help="As for check (also VLLM_DOCTOR_LOCKED=1)."),
+        locked: bool = typer.Option(
+            False, "--locked", help="As for check (also VLLM_DOCTOR_LOCKED=1)."
+        ),
         verbose: bool = inputs.VERBOSE,
         no_gate: bool = typer.Option(
-            False, "--no-gate", envvar="VLLM_DOCTOR_NO_GATE",
-            help="Print the findings and start vLLM whatever they are (also VLLM_DOCTOR_NO_GATE=1)."),
+            False,
+            "--no-gate",
+            envvar="VLLM_DOCTOR_NO_GATE",
+            help="Print the findings and start vLLM whatever they are (also VLLM_DOCTOR_NO_GATE=1).",
+        ),
     ) -> None:
         """Check the serve line, then start `vllm serve` with it only when the gate passes."""
         from vllm_doctor.redact import redact_words, shell_words
@@ -110,21 +133,32 @@ def register(app: typer.Typer) -> None:
             try:
                 code = _gate(ctx, argv[2:])
             except Exception as err:  # the escape hatch: the doctor never stands in vLLM's way
-                print(f"vllm-doctor: --no-gate: the check did not finish ({err}); starting vLLM",
-                      file=sys.stderr)
+                print(
+                    f"vllm-doctor: --no-gate: the check did not finish ({err}); starting vLLM",
+                    file=sys.stderr,
+                )
             else:
                 if code != EXIT_OK:
-                    print(f"vllm-doctor: --no-gate: the gate would stop here (exit {code}); "
-                          "starting vLLM", file=sys.stderr)
+                    print(
+                        f"vllm-doctor: --no-gate: the gate would stop here (exit {code}); "
+                        "starting vLLM",
+                        file=sys.stderr,
+                    )
             start_vllm(argv)
         code = _gate(ctx, argv[2:])
         if code != EXIT_OK:
-            reason = ("findings at or above --fail-on" if code == 1 else
-                      "the serve line or an input could not be read" if code == 2 else
-                      "the check could not finish")
-            print(f"vllm-doctor: not starting `{shown}`: {reason} (exit {code}); fix the serve "
-                  "line, or pass --no-gate (VLLM_DOCTOR_NO_GATE=1) to start it anyway",
-                  file=sys.stderr)
+            reason = (
+                "findings at or above --fail-on"
+                if code == 1
+                else "the serve line or an input could not be read"
+                if code == 2
+                else "the check could not finish"
+            )
+            print(
+                f"vllm-doctor: not starting `{shown}`: {reason} (exit {code}); fix the serve "
+                "line, or pass --no-gate (VLLM_DOCTOR_NO_GATE=1) to start it anyway",
+                file=sys.stderr,
+            )
             raise typer.Exit(code)
         print(f"vllm-doctor: the gate passed; starting `{shown}`", file=sys.stderr)
         start_vllm(argv)

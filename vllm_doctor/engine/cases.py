@@ -39,8 +39,9 @@ def tree_path(rel: Any) -> PurePosixPath:
         raise ValueError(f"vllm_files name {rel!r} must be a non-empty relative path")
     path = PurePosixPath(rel.removeprefix("vllm/"))
     if path.is_absolute() or not path.parts or ".." in path.parts or "\\" in rel:
-        raise ValueError(f"vllm_files name {rel!r} must stay inside the vllm package "
-                         "(no absolute path, no `..`)")
+        raise ValueError(
+            f"vllm_files name {rel!r} must stay inside the vllm package (no absolute path, no `..`)"
+        )
     return path
 
 
@@ -115,17 +116,21 @@ def collect_case_facts(rule: Rule, case: dict[str, Any], given: Facts, tmp: Path
     serve = case.get("serve")
     if serve is not None and not isinstance(serve, str):
         raise ValueError("serve must be a serve line (a string)")
-    options = CollectOptions(serve_string=serve, probe_machine=False, environ={},
-                             offline=True, given=given)
+    options = CollectOptions(
+        serve_string=serve, probe_machine=False, environ={}, offline=True, given=given
+    )
     if case.get("serve_config") is not None:
-        options.serve_config = _inline_or_path(cases_file, tmp, "serve_config",
-                                               case["serve_config"], "serve.yaml")
+        options.serve_config = _inline_or_path(
+            cases_file, tmp, "serve_config", case["serve_config"], "serve.yaml"
+        )
     if case.get("model_config") is not None:
-        options.model_config = _inline_or_path(cases_file, tmp, "model_config",
-                                               case["model_config"], "config.json")
+        options.model_config = _inline_or_path(
+            cases_file, tmp, "model_config", case["model_config"], "config.json"
+        )
     if case.get("report") is not None:
-        options.report = _inline_or_path(cases_file, tmp, "report", case["report"],
-                                         "collect-env.txt")
+        options.report = _inline_or_path(
+            cases_file, tmp, "report", case["report"], "collect-env.txt"
+        )
     if isinstance(case.get("log"), str):
         options.log = tmp / "inputs" / "crash.log"
         options.log.parent.mkdir(parents=True, exist_ok=True)
@@ -144,7 +149,9 @@ def _write_tree(root: Path, files: dict[str, str]) -> Path:
         target = tree.joinpath(*tree_path(rel).parts)
         target.parent.mkdir(parents=True, exist_ok=True)
         # O_EXCL|O_NOFOLLOW: a name given twice, or a link, is never followed out of the tree
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        fd = os.open(
+            target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600
+        )
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(str(text))
     return tree
@@ -172,8 +179,12 @@ def _run_case(rule: Rule, case: dict[str, Any], index: int) -> CaseResult:
     with tempfile.TemporaryDirectory(prefix="vllm-doctor-case-") as tmp:
         try:
             tree = _write_tree(Path(tmp), files) if isinstance(files, dict) else None
-        except OSError as err:  # the same file named twice (`a.py` and `vllm/a.py`), a name too long
-            return CaseResult(rule.code, name, False, f"cannot write vllm_files: {err.strerror or err}")
+        except (
+            OSError
+        ) as err:  # the same file named twice (`a.py` and `vllm/a.py`), a name too long
+            return CaseResult(
+                rule.code, name, False, f"cannot write vllm_files: {err.strerror or err}"
+            )
         if any(case.get(key) is not None for key in INPUT_KEYS):
             from vllm_doctor.errors import InputError
 
@@ -188,8 +199,11 @@ def _run_case(rule: Rule, case: dict[str, Any], index: int) -> CaseResult:
     if finding.verdict != expect:
         detail = finding.fix_state.detail if finding.fix_state else ""
         missing = ", ".join(m.path for m in finding.missing)
-        problems.append(f"expected {expect}, got {finding.verdict}"
-                        + (f" ({detail})" if detail else "") + (f" missing: {missing}" if missing else ""))
+        problems.append(
+            f"expected {expect}, got {finding.verdict}"
+            + (f" ({detail})" if detail else "")
+            + (f" missing: {missing}" if missing else "")
+        )
     if log:
         hits = finding.log_matches  # evaluate_rule matched the signatures already
         if expect == APPLIES and not hits:
@@ -197,8 +211,10 @@ def _run_case(rule: Rule, case: dict[str, Any], index: int) -> CaseResult:
         if expect == NOT_APPLIES and hits:
             problems.append(f"the log matches a signature: {hits[0]!r}")
     # a rule with a log reader: the cause and the fix it must name
-    for key, got in (("cause_contains", [finding.reading.cause] if finding.reading else []),
-                     ("fix_contains", finding.reading.fixes if finding.reading else [])):
+    for key, got in (
+        ("cause_contains", [finding.reading.cause] if finding.reading else []),
+        ("fix_contains", finding.reading.fixes if finding.reading else []),
+    ):
         wanted = case.get(key)
         if wanted is not None and not any(str(wanted) in text for text in got):
             problems.append(f"{key}: {wanted!r} not in {got!r}")
@@ -229,8 +245,11 @@ def case_file_problems(rule: Rule) -> list[str]:
     """`rules validate`'s reading of a cases file: the files a case would write stay inside
     the case's temporary tree (a missing cases file is `rules test`'s coverage problem)."""
     cases, _ = _load_cases(rule)
-    return [f"{cases_path(rule)}:cases[{i}].vllm_files: {problem}"
-            for i, case in enumerate(cases or []) for problem in vllm_files_problems(case)]
+    return [
+        f"{cases_path(rule)}:cases[{i}].vllm_files: {problem}"
+        for i, case in enumerate(cases or [])
+        for problem in vllm_files_problems(case)
+    ]
 
 
 def run_cases(rule: Rule) -> tuple[list[CaseResult], list[str]]:
@@ -239,7 +258,8 @@ def run_cases(rule: Rule) -> tuple[list[CaseResult], list[str]]:
     if cases is None:
         return [], problems
     results = [
-        _run_case(rule, case, i) if isinstance(case, dict)
+        _run_case(rule, case, i)
+        if isinstance(case, dict)
         else CaseResult(rule.code, f"case[{i}]", False, "a case must be a mapping")
         for i, case in enumerate(cases)
     ]

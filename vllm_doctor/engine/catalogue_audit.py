@@ -32,8 +32,11 @@ def _first_releases() -> dict[str, Version]:
     from vllm_doctor.knowledge import DATA_DIR
 
     entries: dict[str, Any] = json.loads((DATA_DIR / "errors.json").read_text())["entries"]
-    return {key: min(Version(span["first"]) for span in spans)
-            for key, spans in entries.items() if spans}
+    return {
+        key: min(Version(span["first"]) for span in spans)
+        for key, spans in entries.items()
+        if spans
+    }
 
 
 # what a placeholder ({*}) of a catalogue template is replaced with before the signature is
@@ -63,7 +66,8 @@ def named_messages(signature: str, first: dict[str, Version]) -> list[str]:
     for key in first:
         template = key.partition(": ")[2]
         if all(lit in template for lit in literals) and any(
-                pattern.search(template.replace("{*}", filler)) for filler in FILLERS):
+            pattern.search(template.replace("{*}", filler)) for filler in FILLERS
+        ):
             found.append(key)
     return found
 
@@ -108,8 +112,9 @@ def registered_from(rule: Rule, registry: Any) -> tuple[Version, list[str]] | No
     return bound
 
 
-def rule_range_warnings(rule: Rule, first: dict[str, Version] | None = None,
-                        registry: Any = None) -> list[str]:
+def rule_range_warnings(
+    rule: Rule, first: dict[str, Version] | None = None, registry: Any = None
+) -> list[str]:
     """``file:signatures[i]: ...`` for each signature whose catalogue message's releases
     disagree with the rule's affected ranges (a rule without ranges is not audited)."""
     if not rule.ranges:
@@ -134,14 +139,22 @@ def rule_range_warnings(rule: Rule, first: dict[str, Version] | None = None,
         where = f"{rule.path}:signatures[{i}]"
         possible = max(since, models[0]) if models else since
         if earliest is not None and possible < earliest:
-            also = (f" and the model registry has {'/'.join(models[1])} from {models[0]} "
-                    "(registry.json)" if models and models[0] > since else "")
-            warnings.append(f"{where}: the error catalogue has {key!r} from {since} "
-                            f"(errors.json){also}, but the rule's affected range starts at "
-                            f"{earliest}: check the range against the wheels")
+            also = (
+                f" and the model registry has {'/'.join(models[1])} from {models[0]} "
+                "(registry.json)"
+                if models and models[0] > since
+                else ""
+            )
+            warnings.append(
+                f"{where}: the error catalogue has {key!r} from {since} "
+                f"(errors.json){also}, but the rule's affected range starts at "
+                f"{earliest}: check the range against the wheels"
+            )
         elif latest_fix is not None and latest_fix <= since:
-            warnings.append(f"{where}: the error catalogue has {key!r} only from {since} "
-                            f"(errors.json), but the rule's ranges end (fixed) at {latest_fix}")
+            warnings.append(
+                f"{where}: the error catalogue has {key!r} only from {since} "
+                f"(errors.json), but the rule's ranges end (fixed) at {latest_fix}"
+            )
     return warnings
 
 

@@ -35,9 +35,22 @@ def parse_version(text: str) -> Version | None:
     except InvalidVersion:
         return None
 
+
 OPERATORS = (
-    "eq", "ne", "in", "not_in", "lt", "le", "gt", "ge", "contains", "contains_any",
-    "matches", "exists", "version", "divisible_by",
+    "eq",
+    "ne",
+    "in",
+    "not_in",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "contains",
+    "contains_any",
+    "matches",
+    "exists",
+    "version",
+    "divisible_by",
 )
 
 
@@ -146,8 +159,11 @@ class Test(Condition):
         if fact is not None and fact.possible is not None:
             # an inferred fact: decided only where every value it leaves possible agrees
             value = self._over_possible(fact.possible, facts)
-            return Outcome(value, [self], []) if value is not None else Outcome(
-                UNKNOWN, [], [self.path])
+            return (
+                Outcome(value, [self], [])
+                if value is not None
+                else Outcome(UNKNOWN, [], [self.path])
+            )
         if fact is None:
             # Looked for and not there (a flag not given, a package not installed, a config
             # field the model does not have): only the negative tests hold.
@@ -160,8 +176,11 @@ class Test(Condition):
 
     def _over_possible(self, possible: Any, facts: Facts) -> bool | None:
         if isinstance(possible, str):
-            return possible_versions_satisfy(possible, str(self.operand)) \
-                if self.op == "version" else None
+            return (
+                possible_versions_satisfy(possible, str(self.operand))
+                if self.op == "version"
+                else None
+            )
         answers = {self.check(value, facts) for value in possible}
         return answers.pop() if len(answers) == 1 else None
 
@@ -204,10 +223,12 @@ def _interval(spec: str) -> tuple[Version | None, bool, Version | None, bool] | 
         if clause.operator == "!=":
             continue
         if clause.operator in (">=", ">", "==") and (
-                low is None or version > low or (version == low and clause.operator == ">")):
+            low is None or version > low or (version == low and clause.operator == ">")
+        ):
             low, low_in = version, clause.operator != ">"
         if clause.operator in ("<", "<=", "==") and (
-                high is None or version < high or (version == high and clause.operator == "<")):
+            high is None or version < high or (version == high and clause.operator == "<")
+        ):
             high, high_in = version, clause.operator != "<"
     return low, low_in, high, high_in
 
@@ -221,28 +242,38 @@ def possible_versions_satisfy(possible: str, test: str) -> bool | None:
     low, low_in, high, high_in = have
     w_low, w_low_in, w_high, w_high_in = want
     # disjoint: one interval ends before the other starts
-    for end, end_in, start, start_in in ((high, high_in, w_low, w_low_in),
-                                         (w_high, w_high_in, low, low_in)):
-        if end is not None and start is not None and (
-                end < start or (end == start and not (end_in and start_in))):
+    for end, end_in, start, start_in in (
+        (high, high_in, w_low, w_low_in),
+        (w_high, w_high_in, low, low_in),
+    ):
+        if (
+            end is not None
+            and start is not None
+            and (end < start or (end == start and not (end_in and start_in)))
+        ):
             return False
     if "!=" in test:
         return None
-    inside_low = w_low is None or (low is not None and (
-        low > w_low or (low == w_low and (w_low_in or not low_in))))
-    inside_high = w_high is None or (high is not None and (
-        high < w_high or (high == w_high and (w_high_in or not high_in))))
+    inside_low = w_low is None or (
+        low is not None and (low > w_low or (low == w_low and (w_low_in or not low_in)))
+    )
+    inside_high = w_high is None or (
+        high is not None and (high < w_high or (high == w_high and (w_high_in or not high_in)))
+    )
     return True if inside_low and inside_high else None
 
 
 _COMPARE: dict[str, Callable[[float, float], bool]] = {
-    "lt": lambda a, b: a < b, "le": lambda a, b: a <= b,
-    "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
 }
 
 
 def _compare_facts(op: str, ref: str) -> Callable[[Any, Facts], bool | None]:
     """A test of one fact against another: unknown unless both are known and comparable."""
+
     def check(v: Any, facts: Facts) -> bool | None:
         other = facts.value(ref)
         if other is None:
@@ -251,13 +282,17 @@ def _compare_facts(op: str, ref: str) -> Callable[[Any, Facts], bool | None]:
             if isinstance(v, bool) != isinstance(other, bool):
                 return None
             left, right = _number(v), _number(other)
-            same = (left == right) if left is not None and right is not None \
+            same = (
+                (left == right)
+                if left is not None and right is not None
                 else _fold(v) == _fold(other)
+            )
             return same if op == "eq" else not same
         left, right = _number(v), _number(other)
         if left is None or right is None:
             return None
         return _COMPARE[op](left, right)
+
     return check
 
 
@@ -267,9 +302,11 @@ def _make_check(op: str, operand: Any, where: str) -> Callable[[Any, Facts], boo
         if ref is not None:
             return _compare_facts(op, ref)
     if op in ("eq", "ne"):
+
         def check(v: Any, _f: Facts) -> bool | None:
             same = _fold(v) == _fold(operand)
             return same if op == "eq" else not same
+
         return check
     if op in ("in", "not_in"):
         if not isinstance(operand, list):
@@ -285,6 +322,7 @@ def _make_check(op: str, operand: Any, where: str) -> Callable[[Any, Facts], boo
         def check_number(v: Any, _f: Facts) -> bool | None:
             number = _number(v)
             return None if number is None else compare(number, bound)
+
         return check_number
     if op in ("contains", "contains_any"):
         wanted = operand if op == "contains_any" else [operand]
@@ -299,6 +337,7 @@ def _make_check(op: str, operand: Any, where: str) -> Callable[[Any, Facts], boo
                 items = [_fold(x) for x in v]
                 return any(w in items for w in folded)
             return None
+
         return check_contains
     if op == "matches":
         from vllm_doctor.engine.linear import LinearRegexError, compile_linear
@@ -317,6 +356,7 @@ def _make_check(op: str, operand: Any, where: str) -> Callable[[Any, Facts], boo
         def check_version(v: Any, _f: Facts) -> bool | None:
             version = parse_version(str(v))
             return None if version is None else spec.contains(version)
+
         return check_version
     if op == "exists":
         if not isinstance(operand, bool):
@@ -325,11 +365,13 @@ def _make_check(op: str, operand: Any, where: str) -> Callable[[Any, Facts], boo
     if op == "divisible_by":
         ref = _fact_operand(operand, op, where)
         if ref is not None:
+
             def check_div_fact(v: Any, facts: Facts) -> bool | None:
                 divisor = facts.value(ref)
                 if not isinstance(divisor, int) or not isinstance(v, int) or divisor == 0:
                     return None
                 return v % divisor == 0
+
             return check_div_fact
         if not isinstance(operand, int) or operand == 0:
             raise ConditionError(where, "`divisible_by` needs a non-zero integer")
@@ -351,7 +393,9 @@ def compile_condition(node: Any, where: str = "when") -> Condition:
             return Group("not", [compile_condition(body, f"{where}.not")])
         if not isinstance(body, list) or not body:
             raise ConditionError(f"{where}.{kind}", "needs a non-empty list")
-        return Group(kind, [compile_condition(p, f"{where}.{kind}[{i}]") for i, p in enumerate(body)])
+        return Group(
+            kind, [compile_condition(p, f"{where}.{kind}[{i}]") for i, p in enumerate(body)]
+        )
     path = node.get("fact")
     if not isinstance(path, str):
         raise ConditionError(where, "needs `fact: PATH` or one of all/any/not")

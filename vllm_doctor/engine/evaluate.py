@@ -135,10 +135,15 @@ def _missing(facts: Facts, paths: list[str]) -> list[MissingFact]:
         seen.add(path)
         fact = facts.get(path)
         if fact is not None and fact.possible is not None:
-            shown = fact.possible if isinstance(fact.possible, str) else ", ".join(
-                str(v) for v in fact.possible)
-            reason = (f"inferred ({fact.detail}): the values it leaves possible ({shown}) "
-                      "decide differently")
+            shown = (
+                fact.possible
+                if isinstance(fact.possible, str)
+                else ", ".join(str(v) for v in fact.possible)
+            )
+            reason = (
+                f"inferred ({fact.detail}): the values it leaves possible ({shown}) "
+                "decide differently"
+            )
         else:
             reason = facts.why_missing(path) or "not in the inputs given"
         # undecided because a collector crashed: say so, rather than ask for an input
@@ -159,13 +164,21 @@ def _cap_within_margin(rule: Rule, facts: Facts, finding: Finding) -> None:
     for test in outcome.evidence:
         fact = facts.get(test.path)
         if fact is not None and test.path not in shown:
-            finding.evidence.append(Evidence(test.path, fact.value, fact.describe_source(),
-                                             f"warning only: {test.describe()}", fact.inferred))
+            finding.evidence.append(
+                Evidence(
+                    test.path,
+                    fact.value,
+                    fact.describe_source(),
+                    f"warning only: {test.describe()}",
+                    fact.inferred,
+                )
+            )
             shown.add(test.path)
 
 
-def evaluate_rule(rule: Rule, facts: Facts, log_text: str | LogScan | None = None,
-                  vllm_tree: Path | None = None) -> Finding:
+def evaluate_rule(
+    rule: Rule, facts: Facts, log_text: str | LogScan | None = None, vllm_tree: Path | None = None
+) -> Finding:
     outcome = rule.when.evaluate(facts)
     log_matches = match_signatures(rule, log_text)
     confidence = rule.confidence
@@ -185,22 +198,35 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: str | LogScan | None = Non
             continue
         fact = facts.get(test.path)
         if fact is not None:
-            evidence[test.path] = Evidence(test.path, fact.value, fact.describe_source(),
-                                           test.describe(), fact.inferred)
+            evidence[test.path] = Evidence(
+                test.path, fact.value, fact.describe_source(), test.describe(), fact.inferred
+            )
         elif test.op != "exists":
-            evidence[test.path] = Evidence(test.path, None, "absent from the inputs", test.describe())
+            evidence[test.path] = Evidence(
+                test.path, None, "absent from the inputs", test.describe()
+            )
 
     state = fix_state(rule, facts, vllm_tree)
     if state.lowers_confidence:
         confidence = _CONFIDENCE_DOWN[confidence]
-    finding = Finding(rule, UNDECIDED, confidence, list(evidence.values()), fix_state=state,
-                      log_matches=log_matches, reading=reading)
+    finding = Finding(
+        rule,
+        UNDECIDED,
+        confidence,
+        list(evidence.values()),
+        fix_state=state,
+        log_matches=log_matches,
+        reading=reading,
+    )
     if log_matches:
         # The failure was seen: the log is stronger evidence than any fact.
         finding.verdict = APPLIES
         # facts that contradict the cause a log-only rule names make it less certain
-        finding.confidence = (_CONFIDENCE_DOWN[rule.confidence] if rule.log_only and outcome.value is False
-                              else rule.confidence)
+        finding.confidence = (
+            _CONFIDENCE_DOWN[rule.confidence]
+            if rule.log_only and outcome.value is False
+            else rule.confidence
+        )
         return finding
     if outcome.value is None:
         finding.missing = _missing(facts, outcome.missing)
@@ -211,12 +237,17 @@ def evaluate_rule(rule: Rule, facts: Facts, log_text: str | LogScan | None = Non
     elif state.state == FIXED:
         finding.verdict = NOT_APPLIES
     else:
-        finding.missing = _missing(facts, ["vllm.version"]) if "vllm.version" not in facts else [
-            MissingFact("vllm.location", state.detail, supply_hint("vllm"))]
+        finding.missing = (
+            _missing(facts, ["vllm.version"])
+            if "vllm.version" not in facts
+            else [MissingFact("vllm.location", state.detail, supply_hint("vllm"))]
+        )
     return finding
 
 
-def evaluate_rules(rules: list[Rule], facts: Facts, log: str | LogScan | None = None) -> list[Finding]:
+def evaluate_rules(
+    rules: list[Rule], facts: Facts, log: str | LogScan | None = None
+) -> list[Finding]:
     scan = scan_for_rules(rules, log) if isinstance(log, str) and log else log
     return defer([evaluate_rule(rule, facts, scan) for rule in rules])
 

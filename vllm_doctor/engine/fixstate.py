@@ -33,8 +33,12 @@ class FixState:
     lowers_confidence: bool = False
 
     def to_dict(self) -> dict[str, object]:
-        return {"state": self.state, "method": self.method, "detail": self.detail,
-                "lowers_confidence": self.lowers_confidence}
+        return {
+            "state": self.state,
+            "method": self.method,
+            "detail": self.detail,
+            "lowers_confidence": self.lowers_confidence,
+        }
 
 
 # A fingerprint names a source file or two; a glob like `**/*` must not read a whole package
@@ -121,8 +125,11 @@ def fix_state(rule: Rule, facts: Facts, vllm_tree: Path | None = None) -> FixSta
                 return FixState(found[0], "fingerprint", found[1])
 
     if rule.ranges is None:
-        return FixState(UNKNOWN, "none",
-                        "only a source fingerprint decides this rule: run where vLLM is installed")
+        return FixState(
+            UNKNOWN,
+            "none",
+            "only a source fingerprint decides this rule: run where vLLM is installed",
+        )
     if version_fact is None:
         return FixState(UNKNOWN, "none", "the vLLM version is unknown")
     version = parse_version(str(version_fact.value))
@@ -134,8 +141,12 @@ def fix_state(rule: Rule, facts: Facts, vllm_tree: Path | None = None) -> FixSta
         inside, why = in_ranges(version, rule.ranges)
         custom = f" (custom build +{version.local}: backports possible)" if version.local else ""
         why = why if inside else f"not in the {why}"
-        return FixState(AFFECTED if inside else FIXED, "release-range",
-                        f"vLLM {version}: {why}{custom}", lowers_confidence=bool(version.local))
+        return FixState(
+            AFFECTED if inside else FIXED,
+            "release-range",
+            f"vLLM {version}: {why}{custom}",
+            lowers_confidence=bool(version.local),
+        )
 
     # (3) a dev build known by its string: it holds everything up to the release it descends
     # from, and possibly some of what the next release brought. It is affected if that span
@@ -153,13 +164,17 @@ def fix_state(rule: Rule, facts: Facts, vllm_tree: Path | None = None) -> FixSta
                 maybe.append(f"the fix came in {rng.fixed}")
             hedge = f" ({'; '.join(maybe)}: the build may or may not carry it)" if maybe else ""
             return FixState(
-                AFFECTED, "dev-version",
+                AFFECTED,
+                "dev-version",
                 f"dev build {version} descends from {base}; affected releases "
                 f"{rng.introduced} ≤ v < {rng.fixed or '∞'}{hedge} — a source fingerprint "
                 "decides exactly where vLLM is installed",
                 lowers_confidence=True,
             )
     _, why = in_ranges(base, rule.ranges)
-    return FixState(FIXED, "dev-version",
-                    f"dev build {version} descends from {base}, outside the {why}",
-                    lowers_confidence=True)
+    return FixState(
+        FIXED,
+        "dev-version",
+        f"dev build {version} descends from {base}, outside the {why}",
+        lowers_confidence=True,
+    )

@@ -35,7 +35,9 @@ def load_ignore_file(path: Path) -> list[IgnoreEntry]:
     try:
         data = yaml_io.safe_load(text)
     except yaml_io.YAMLError as err:
-        raise InputError(name, f"the ignore file does not parse as YAML: {str(err).splitlines()[0]}") from None
+        raise InputError(
+            name, f"the ignore file does not parse as YAML: {str(err).splitlines()[0]}"
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("ignore"), list):
         raise InputError(name, "needs a top-level `ignore:` list")
     return parse_entries(data["ignore"], name, "ignore")
@@ -83,8 +85,9 @@ def unknown_entries(entries: list[IgnoreEntry], known_codes: list[str]) -> list[
     return [e for e in entries if not any(code.startswith(e.code) for code in known_codes)]
 
 
-def apply_ignores(findings: list[Finding], entries: list[IgnoreEntry],
-                  today: dt.date | None = None) -> list[str]:
+def apply_ignores(
+    findings: list[Finding], entries: list[IgnoreEntry], today: dt.date | None = None
+) -> list[str]:
     """Mark the findings an entry accepts; returns notes about expired entries.
 
     Only findings that apply or are undecided are marked: a rule that does not apply has
@@ -95,8 +98,10 @@ def apply_ignores(findings: list[Finding], entries: list[IgnoreEntry],
     for entry in entries:
         expired = entry.expires is not None and entry.expires < today
         if expired:
-            notes.append(f"ignore entry for {entry.code} expired on {entry.expires}: "
-                         f"no longer suppressed ({entry.reason})")
+            notes.append(
+                f"ignore entry for {entry.code} expired on {entry.expires}: "
+                f"no longer suppressed ({entry.reason})"
+            )
             continue
         for finding in findings:
             if finding.rule.code.startswith(entry.code) and finding.verdict != NOT_APPLIES:

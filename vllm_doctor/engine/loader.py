@@ -35,15 +35,40 @@ from vllm_doctor.errors import InputError
 CODE_RE = re.compile(rf"^({'|'.join(CATEGORIES)})\d{{3}}$")
 SLUG_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 ALLOWED_KEYS = {
-    "code", "slug", "status", "severity", "confidence", "summary", "phase", "affected", "when",
-    "signatures", "fix", "workarounds", "probe", "references", "aliases", "related", "details",
+    "code",
+    "slug",
+    "status",
+    "severity",
+    "confidence",
+    "summary",
+    "phase",
+    "affected",
+    "when",
+    "signatures",
+    "fix",
+    "workarounds",
+    "probe",
+    "references",
+    "aliases",
+    "related",
+    "details",
     "defers_to",
     "warn_when",
     "log_only",
     "reader",
 }
-REQUIRED_KEYS = ("code", "slug", "status", "severity", "confidence", "summary", "phase", "when",
-                 "references", "details")
+REQUIRED_KEYS = (
+    "code",
+    "slug",
+    "status",
+    "severity",
+    "confidence",
+    "summary",
+    "phase",
+    "when",
+    "references",
+    "details",
+)
 
 
 def default_rules_dir() -> Path:
@@ -76,7 +101,9 @@ class _Checker:
     def problem(self, where: str, text: str) -> None:
         self.problems.append(f"{self.file}:{where}: {text}")
 
-    def string(self, data: dict[str, Any], key: str, choices: tuple[str, ...] | None = None) -> str | None:
+    def string(
+        self, data: dict[str, Any], key: str, choices: tuple[str, ...] | None = None
+    ) -> str | None:
         value = data.get(key)
         if value is None:
             return None
@@ -155,7 +182,7 @@ def _ranges(chk: _Checker, affected: dict[str, Any]) -> tuple[VersionRange, ...]
             if not isinstance(event, dict) or len(event) != 1:
                 chk.problem(f"{where}.events[{j}]", "must be {introduced: V} or {fixed: V}")
                 continue
-            (kind, value), = event.items()
+            ((kind, value),) = event.items()
             if kind == "introduced":
                 introduced = chk.version(f"{where}.events[{j}].introduced", value)
             elif kind == "fixed":
@@ -232,14 +259,16 @@ def _workarounds(chk: _Checker, raw: Any) -> tuple[Workaround, ...]:
         if not isinstance(serve_remove, list) or not isinstance(env_unset, list):
             chk.problem(where, "`remove`/`unset` must be lists")
             continue
-        result.append(Workaround(
-            title=item["title"],
-            serve_set={str(k).lstrip("-"): v for k, v in serve_set.items()},
-            serve_remove=tuple(str(x).lstrip("-") for x in serve_remove),
-            env_set={str(k): str(v) for k, v in env_set.items()},
-            env_unset=tuple(str(x) for x in env_unset),
-            cost=str(item.get("cost", "")),
-        ))
+        result.append(
+            Workaround(
+                title=item["title"],
+                serve_set={str(k).lstrip("-"): v for k, v in serve_set.items()},
+                serve_remove=tuple(str(x).lstrip("-") for x in serve_remove),
+                env_set={str(k): str(v) for k, v in env_set.items()},
+                env_unset=tuple(str(x) for x in env_unset),
+                cost=str(item.get("cost", "")),
+            )
+        )
     return tuple(result)
 
 
@@ -279,7 +308,9 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
             chk.problem(key, "missing required field")
     code = chk.string(data, "code")
     if code and not CODE_RE.match(code):
-        chk.problem("code", f"{code!r} must be a category prefix ({', '.join(CATEGORIES)}) + 3 digits")
+        chk.problem(
+            "code", f"{code!r} must be a category prefix ({', '.join(CATEGORIES)}) + 3 digits"
+        )
     if code and path.name not in (f"{code}.yaml", f"{code}.yml"):
         chk.problem("code", f"{code!r} does not match the file name {path.name!r}")
     slug = chk.string(data, "slug")
@@ -354,18 +385,37 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
         from vllm_doctor.logreaders import READERS
 
         if reader not in READERS:
-            chk.problem("reader", f"unknown log reader {reader!r} (one of {', '.join(sorted(READERS))})")
+            chk.problem(
+                "reader", f"unknown log reader {reader!r} (one of {', '.join(sorted(READERS))})"
+            )
         elif not log_only:
             chk.problem("reader", "a log reader needs log_only: true")
     if chk.problems:
         return None, chk.problems
     rule = Rule(
-        code=code, slug=slug, status=status, severity=severity, confidence=confidence,  # type: ignore[arg-type]
-        summary=summary, phase=phase, when=when, ranges=ranges,  # type: ignore[arg-type]
-        fingerprints=fingerprints, signatures=tuple(signatures), fix=fix,
-        workarounds=workarounds, probe=probe, references=references, aliases=aliases,
-        related=related, details=details, path=path, raw=data, log_only=log_only,
-        reader=reader, warn_when=warn_when,
+        code=code,
+        slug=slug,
+        status=status,
+        severity=severity,
+        confidence=confidence,  # type: ignore[arg-type]
+        summary=summary,
+        phase=phase,
+        when=when,
+        ranges=ranges,  # type: ignore[arg-type]
+        fingerprints=fingerprints,
+        signatures=tuple(signatures),
+        fix=fix,
+        workarounds=workarounds,
+        probe=probe,
+        references=references,
+        aliases=aliases,
+        related=related,
+        details=details,
+        path=path,
+        raw=data,
+        log_only=log_only,
+        reader=reader,
+        warn_when=warn_when,
     )
     return rule, []
 
@@ -394,8 +444,10 @@ def _read_rule_data(path: Path) -> tuple[Any, list[str]]:
         return None, [f"{path}:{where}: YAML does not parse: {problem}"]
     bad_key = _non_string_key(data)
     if bad_key is not None:
-        return None, [f"{path}:{bad_key[0]}: key {bad_key[1]!r} is not text (every key of a rule "
-                      "file is a name)"]
+        return None, [
+            f"{path}:{bad_key[0]}: key {bad_key[1]!r} is not text (every key of a rule "
+            "file is a name)"
+        ]
     return data, []
 
 
@@ -432,19 +484,30 @@ def rule_files(directory: Path) -> list[Path]:
         try:
             entries = list(os.scandir(folder))
         except OSError as err:
-            raise InputError(str(folder), f"cannot read the rule directory: {err.strerror or err}") from None
+            raise InputError(
+                str(folder), f"cannot read the rule directory: {err.strerror or err}"
+            ) from None
         seen += len(entries)
         if seen > MAX_RULES_ENTRIES:
-            raise InputError(str(directory), f"holds more than {MAX_RULES_ENTRIES:,} files and folders: "
-                                             "name the folder that holds the rule files")
+            raise InputError(
+                str(directory),
+                f"holds more than {MAX_RULES_ENTRIES:,} files and folders: "
+                "name the folder that holds the rule files",
+            )
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
                 if depth + 1 > MAX_RULES_DEPTH:
-                    raise InputError(str(directory), f"is nested more than {MAX_RULES_DEPTH} folders "
-                                                     "deep: name the folder that holds the rule files")
+                    raise InputError(
+                        str(directory),
+                        f"is nested more than {MAX_RULES_DEPTH} folders "
+                        "deep: name the folder that holds the rule files",
+                    )
                 stack.append((Path(entry.path), depth + 1))
-            elif entry.name.endswith((".yaml", ".yml")) and not entry.name.endswith(
-                    (".cases.yaml", ".cases.yml")) and entry.is_file():
+            elif (
+                entry.name.endswith((".yaml", ".yml"))
+                and not entry.name.endswith((".cases.yaml", ".cases.yml"))
+                and entry.is_file()
+            ):
                 found.append(Path(entry.path))
     return sorted(found)
 
@@ -498,7 +561,9 @@ def validate_dir(directory: Path, strict: bool = True) -> tuple[list[Rule], list
         SIGNATURE_PLANS.update(compact["plans"])
     for path in rule_files(directory):
         if compact is not None:
-            rule, found = parse_rule(compact["files"][path.relative_to(directory).as_posix()], path, strict)
+            rule, found = parse_rule(
+                compact["files"][path.relative_to(directory).as_posix()], path, strict
+            )
         else:
             rule, found = load_rule_file(path, strict)
         problems.extend(found)
@@ -547,13 +612,19 @@ def load_rules(directories: list[Path] | None = None) -> list[Rule]:
     return sorted(rules, key=lambda r: r.code)
 
 
-def select_rules(rules: list[Rule], select: list[str] | None, ignore: list[str] | None) -> list[Rule]:
+def select_rules(
+    rules: list[Rule], select: list[str] | None, ignore: list[str] | None
+) -> list[Rule]:
     """ruff-style prefix selection: `--select SPEC,QUANT001 --ignore SPEC010`."""
+
     def matches(rule: Rule, prefixes: list[str]) -> bool:
         return any(rule.code.startswith(p.strip().upper()) for p in prefixes if p.strip())
 
-    chosen = [r for r in rules if r.status not in ("withdrawn", "deprecated")
-              or (select and matches(r, select))]
+    chosen = [
+        r
+        for r in rules
+        if r.status not in ("withdrawn", "deprecated") or (select and matches(r, select))
+    ]
     if select:
         chosen = [r for r in chosen if matches(r, select)]
     if ignore:

@@ -34,16 +34,16 @@ try:  # Python 3.11+: sre_parse is deprecated in favour of re._parser
 except ImportError:  # pragma: no cover - 3.10
     import sre_parse as _sre_parser
 
-PART_WINDOW = 2048          # characters searched either side of a signature part's literal
-MIN_PART_LITERAL = 4        # a signature part needs a literal this long to be prefiltered
+PART_WINDOW = 2048  # characters searched either side of a signature part's literal
+MIN_PART_LITERAL = 4  # a signature part needs a literal this long to be prefiltered
 MAX_HITS_PER_LITERAL = 2000  # occurrences of one literal looked at (a log of repeated lines)
-SMALL_LOG = 100_000         # characters up to which literals are found by their first 4
-LARGE_LOG = 4_000_000       # characters from which the literal scan takes the RE2-set path
-PREFIX = MIN_PART_LITERAL   # characters of a literal that index it for the small-log scan
-ANCHOR = 24                 # characters of a catalogue message's literal looked for first
-MIN_ANCHOR = 12             # the extractor keeps only messages with a part this long
-CATALOGUE_WINDOW = 4096     # characters of context verified around a catalogue hit
-PARTIAL_SHARE = 0.6         # a message cut short: this share of its literal text, in order
+SMALL_LOG = 100_000  # characters up to which literals are found by their first 4
+LARGE_LOG = 4_000_000  # characters from which the literal scan takes the RE2-set path
+PREFIX = MIN_PART_LITERAL  # characters of a literal that index it for the small-log scan
+ANCHOR = 24  # characters of a catalogue message's literal looked for first
+MIN_ANCHOR = 12  # the extractor keeps only messages with a part this long
+CATALOGUE_WINDOW = 4096  # characters of context verified around a catalogue hit
+PARTIAL_SHARE = 0.6  # a message cut short: this share of its literal text, in order
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]{0,256}(?:\x07|\x1b\\)")
 _GAP = re.compile(r"\[\\s\\S\](?:\*\??|\{0,(\d+)\}\??)|\[\\S\\s\](?:\*\??|\{0,(\d+)\}\??)")
@@ -75,9 +75,9 @@ def _class_end(pattern: str, start: int) -> int:
     """The index just past the character class that opens at ``pattern[start]`` (``[``); a
     ``]`` first in the class (``[]a]``, ``[^]a]``) is one of its characters."""
     i = start + 1
-    if pattern[i:i + 1] == "^":
+    if pattern[i : i + 1] == "^":
         i += 1
-    if pattern[i:i + 1] == "]":
+    if pattern[i : i + 1] == "]":
         i += 1
     while i < len(pattern):
         if pattern[i] == "\\":
@@ -194,12 +194,14 @@ def signature_plan(pattern: str) -> SignaturePlan:
         inner = text[5:close]
         gap = _GAP.match(inner)
         if not gap or gap.group(1) or gap.group(2):
-            raise SignatureError(r"a leading \A(?!...) must read \A(?![\s\S]*X): X nowhere in the log")
-        unless = signature_plan(inner[gap.end():])
-        text = text[close + 1:]
+            raise SignatureError(
+                r"a leading \A(?!...) must read \A(?![\s\S]*X): X nowhere in the log"
+            )
+        unless = signature_plan(inner[gap.end() :])
+        text = text[close + 1 :]
         lead = _GAP.match(text)
         if lead:
-            text = text[lead.end():]
+            text = text[lead.end() :]
     parts: list[PlanPart] = []
     start, bound = 0, None
     for gap_start, gap_end, gap_bound in [*_top_level_spans(text), (len(text), len(text), None)]:
@@ -208,8 +210,10 @@ def signature_plan(pattern: str) -> SignaturePlan:
             _compile_re2(piece)  # a regex RE2 cannot run is refused here, not on first use
             literal = _longest_literal(piece)
             if len(literal) < MIN_PART_LITERAL:
-                raise SignatureError(f"the part {piece[:60]!r} has no literal text of "
-                                     f"{MIN_PART_LITERAL}+ characters to look for")
+                raise SignatureError(
+                    f"the part {piece[:60]!r} has no literal text of "
+                    f"{MIN_PART_LITERAL}+ characters to look for"
+                )
             parts.append((piece, literal, bound))
         start, bound = gap_end, gap_bound
     if not parts:
@@ -220,8 +224,11 @@ def signature_plan(pattern: str) -> SignaturePlan:
 def compile_signature(pattern: str, plan: SignaturePlan | None = None) -> Signature:
     """A signature ready to match (``plan``: its signature_plan, when known already)."""
     unless, parts = plan if plan is not None else signature_plan(pattern)
-    return Signature(pattern, [_Part(*part) for part in parts],
-                     compile_signature("", unless) if unless is not None else None)
+    return Signature(
+        pattern,
+        [_Part(*part) for part in parts],
+        compile_signature("", unless) if unless is not None else None,
+    )
 
 
 def signature_problem(pattern: str) -> str | None:
@@ -253,7 +260,9 @@ def line_at(text: str, pos: int, limit: int = 300) -> str:
     end = len(text) if end == -1 else end
     if end - start > limit:
         offset = max(start, min(pos - limit // 2, end - limit))
-        return redact_text(("…" if offset > start else "") + text[offset:offset + limit].strip() + "…")
+        return redact_text(
+            ("…" if offset > start else "") + text[offset : offset + limit].strip() + "…"
+        )
     return redact_text(text[start:end].strip())
 
 
@@ -335,8 +344,9 @@ def _part_matches(part: _Part, text: str, hits: dict[str, list[int]]) -> list[tu
     return found
 
 
-def signature_spans(sig: Signature, text: str, hits: dict[str, list[int]],
-                    limit: int = 3) -> list[tuple[int, int]]:
+def signature_spans(
+    sig: Signature, text: str, hits: dict[str, list[int]], limit: int = 3
+) -> list[tuple[int, int]]:
     """Where the whole signature matches: (start of its first part, end of its last)."""
     if sig.unless is not None and signature_spans(sig.unless, text, hits, 1):
         return []
@@ -393,17 +403,27 @@ class CatalogueHit:
     complete: bool  # every literal part was found (False: a message cut short)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "exception": self.cls, "template": self.template,
-                "matched_line": self.line, "complete": self.complete}
+        return {
+            "key": self.key,
+            "exception": self.cls,
+            "template": self.template,
+            "matched_line": self.line,
+            "complete": self.complete,
+        }
 
 
 class Catalogue:
     """The error catalogue's matchers: each message's literal parts, and the anchors (start of
     a message's longest part, and of its first part) that find it in a log."""
 
-    def __init__(self, keys: list[str], parts: list[tuple[str, ...]],
-                 by_anchor: dict[str, tuple[int, ...]], table: Any = None,
-                 prefixes: dict[str, tuple[str, ...]] | None = None):
+    def __init__(
+        self,
+        keys: list[str],
+        parts: list[tuple[str, ...]],
+        by_anchor: dict[str, tuple[int, ...]],
+        table: Any = None,
+        prefixes: dict[str, tuple[str, ...]] | None = None,
+    ):
         self.keys = keys
         self.parts = parts
         self.by_anchor = by_anchor
@@ -440,8 +460,9 @@ class Catalogue:
         found = self._entries.get(index)
         if found is None:
             key, parts = self.keys[index], self.parts[index]
-            found = self._entries[index] = _Entry(key, key.partition(": ")[0], parts,
-                                                  sum(map(len, parts)))
+            found = self._entries[index] = _Entry(
+                key, key.partition(": ")[0], parts, sum(map(len, parts))
+            )
         return found
 
     def anchors(self) -> set[str]:
@@ -456,7 +477,9 @@ class Catalogue:
             for index in self.by_anchor.get(anchor, ()):
                 for pos in positions:
                     line_start = text.rfind("\n", 0, pos) + 1
-                    if (line_start, index) in verified or (index in best and best[index].position <= line_start):
+                    if (line_start, index) in verified or (
+                        index in best and best[index].position <= line_start
+                    ):
                         continue
                     window = windows.get(line_start)
                     if window is None:
@@ -469,8 +492,14 @@ class Catalogue:
                     per_line.setdefault(line_start, []).append((score, index))
                     if index not in best or best[index].position > line_start:
                         entry = self.entry(index)
-                        best[index] = CatalogueHit(entry.key, entry.cls, display(entry.key.partition(": ")[2]),
-                                                   line_at(text, pos), line_start, complete)
+                        best[index] = CatalogueHit(
+                            entry.key,
+                            entry.cls,
+                            display(entry.key.partition(": ")[2]),
+                            line_at(text, pos),
+                            line_start,
+                            complete,
+                        )
         # at one line keep the most specific messages (the most literal text matched), and
         # among equals the one whose exception class the line names
         keep: set[int] = set()
@@ -482,8 +511,10 @@ class Catalogue:
             keep.update(named or tied)
         # what vLLM raised comes before what it logged about it ("EngineCore failed to start."
         # is logged above the traceback of the exception that stopped it), then log order
-        chosen = sorted((hit for i, hit in best.items() if i in keep),
-                        key=lambda h: (h.cls.startswith("log."), h.position, h.key))
+        chosen = sorted(
+            (hit for i, hit in best.items() if i in keep),
+            key=lambda h: (h.cls.startswith("log."), h.position, h.key),
+        )
         return chosen[:limit]
 
 
@@ -499,7 +530,7 @@ def _window(text: str, line_start: int, pos: int) -> tuple[str, str]:
             break
         end = nxt
     lo = max(before, pos - CATALOGUE_WINDOW)
-    raw = text[lo:min(end, pos + CATALOGUE_WINDOW)]
+    raw = text[lo : min(end, pos + CATALOGUE_WINDOW)]
     return _SPACES.sub(" ", raw), _SPACES.sub(" ", raw.replace("\n", ""))
 
 
@@ -522,7 +553,11 @@ def _verify(entry: _Entry, window: tuple[str, str]) -> tuple[bool, int] | None:
             return True, entry.literal_chars
         best = max(best, found)
     matched = sum(len(p) for p in entry.parts[:best])
-    if best and matched >= PARTIAL_SHARE * entry.literal_chars and max(map(len, entry.parts[:best])) >= 12:
+    if (
+        best
+        and matched >= PARTIAL_SHARE * entry.literal_chars
+        and max(map(len, entry.parts[:best])) >= 12
+    ):
         return False, matched
     return None
 
@@ -540,10 +575,17 @@ def load_catalogue() -> Catalogue:
     except OSError as err:
         raise KnowledgeError(f"knowledge table 'errors' cannot be read: {err}") from None
     builder = Path(__file__).read_bytes()  # a change to how it is built is a new build too
-    compact = _without_gc(lambda: cached("catalogue", [("errors.json", source), ("logmatch.py", builder)],
-                                         lambda: _compact_catalogue(source)))
+    compact = _without_gc(
+        lambda: cached(
+            "catalogue",
+            [("errors.json", source), ("logmatch.py", builder)],
+            lambda: _compact_catalogue(source),
+        )
+    )
     table = Table("errors", {**compact["meta"], "entries": _JsonValues(compact["spans"])})
-    return Catalogue(compact["keys"], compact["parts"], compact["anchors"], table, compact["prefixes"])
+    return Catalogue(
+        compact["keys"], compact["parts"], compact["anchors"], table, compact["prefixes"]
+    )
 
 
 def _compact_catalogue(source: bytes) -> dict[str, Any]:
@@ -561,7 +603,9 @@ def _compact_catalogue(source: bytes) -> dict[str, Any]:
     catalogue = Catalogue.build(entries)
     return {
         "meta": {k: v for k, v in data.items() if k != "entries"},
-        "keys": catalogue.keys, "parts": catalogue.parts, "anchors": catalogue.by_anchor,
+        "keys": catalogue.keys,
+        "parts": catalogue.parts,
+        "anchors": catalogue.by_anchor,
         "prefixes": catalogue.prefixes,
         "spans": {key: json.dumps(spans, separators=(",", ":")) for key, spans in entries.items()},
     }
@@ -631,7 +675,9 @@ class LogScan:
         return lines
 
 
-def scan_log(text: str, signatures: Iterable[Signature] = (), catalogue: Catalogue | None = None) -> LogScan:
+def scan_log(
+    text: str, signatures: Iterable[Signature] = (), catalogue: Catalogue | None = None
+) -> LogScan:
     literals: set[str] = set()
     for sig in signatures:
         literals |= sig.literals()
@@ -662,7 +708,7 @@ def _scan_indexed(text: str, index: dict[str, tuple[str, ...]]) -> dict[str, lis
     hits: dict[str, list[int]] = {}
     get, starts = index.get, text.startswith
     for at in range(len(text) - PREFIX + 1):
-        candidates = get(text[at:at + PREFIX])
+        candidates = get(text[at : at + PREFIX])
         if candidates:
             for literal in candidates:
                 if starts(literal, at):
@@ -680,7 +726,8 @@ def _finder(literals: frozenset[str]) -> _LiteralFinder:
 # -- the vLLM version a log names --------------------------------------------------------------
 _VERSION_LINES = re.compile(
     r"vLLM API server version (\d+\.\d+[\w.+-]{0,40})|LLM engine \(v(\d+\.\d+[\w.+-]{0,40})\)"
-    r"|vllm[ =]=?=?v?(\d+\.\d+\.\d+[\w.+-]{0,40})")
+    r"|vllm[ =]=?=?v?(\d+\.\d+\.\d+[\w.+-]{0,40})"
+)
 
 
 def version_in_log(text: str) -> str | None:

@@ -30,12 +30,12 @@ MAX_MESSAGES = 5  # catalogue messages reported per log (the first is nearest th
 @dataclass
 class CatalogueMessage:
     hit: CatalogueHit
-    kind: str                           # raise | assert | log | assert-line | response
-    releases: list[dict[str, Any]]      # [{first, last, sites}] from the knowledge table
-    version: str | None = None          # the user's vLLM version, when known
-    release: str | None = None          # the covered release it is judged by
+    kind: str  # raise | assert | log | assert-line | response
+    releases: list[dict[str, Any]]  # [{first, last, sites}] from the knowledge table
+    version: str | None = None  # the user's vLLM version, when known
+    release: str | None = None  # the covered release it is judged by
     at_release: list[list[str]] | None = None  # sites in that release (None: not raised there)
-    note: str = ""                      # what the release knowledge says about the user's case
+    note: str = ""  # what the release knowledge says about the user's case
 
     @property
     def first(self) -> str:
@@ -46,8 +46,10 @@ class CatalogueMessage:
         return str(self.releases[-1]["last"])
 
     def release_ranges(self) -> str:
-        return ", ".join(r["first"] if r["first"] == r["last"] else f"{r['first']}–{r['last']}"
-                         for r in self.releases)
+        return ", ".join(
+            r["first"] if r["first"] == r["last"] else f"{r['first']}–{r['last']}"
+            for r in self.releases
+        )
 
     def sites(self) -> list[list[str]]:
         """The sites in the user's release, else in the newest release that has the message."""
@@ -57,8 +59,10 @@ class CatalogueMessage:
         return {
             **self.hit.to_dict(),
             "kind": self.kind,
-            "raised_at": [{"file": f"vllm/{path}", "function": func, "condition": cond or None}
-                          for path, func, cond in self.sites()],
+            "raised_at": [
+                {"file": f"vllm/{path}", "function": func, "condition": cond or None}
+                for path, func, cond in self.sites()
+            ],
             "releases": [{"first": r["first"], "last": r["last"]} for r in self.releases],
             "vllm_version": self.version,
             "judged_by_release": self.release,
@@ -79,7 +83,9 @@ class LogReport:
     refused_options: list[str] = field(default_factory=list)
 
 
-def catalogue_messages(scan: LogScan, version: str | None, limit: int = MAX_MESSAGES) -> list[CatalogueMessage]:
+def catalogue_messages(
+    scan: LogScan, version: str | None, limit: int = MAX_MESSAGES
+) -> list[CatalogueMessage]:
     catalogue = load_catalogue()
     table = catalogue.table
     judged = table.match(version) if version else None
@@ -105,7 +111,11 @@ def _merge_adjacent(spans: list[dict[str, Any]], order: list[str]) -> list[dict[
     merged: list[dict[str, Any]] = []
     for span in spans:
         if merged and index[span["first"]] == index[merged[-1]["last"]] + 1:
-            merged[-1] = {"first": merged[-1]["first"], "last": span["last"], "sites": span["sites"]}
+            merged[-1] = {
+                "first": merged[-1]["first"],
+                "last": span["last"],
+                "sites": span["sites"],
+            }
         else:
             merged.append(dict(span))
     return merged
@@ -121,8 +131,9 @@ def _kind(hit: CatalogueHit) -> str:
     return "raise"
 
 
-def _note(table: Table, key: str, version: str, judged: ReleaseMatch,
-          message: CatalogueMessage) -> str:
+def _note(
+    table: Table, key: str, version: str, judged: ReleaseMatch, message: CatalogueMessage
+) -> str:
     if judged.release is None:
         return f"vLLM {version}: {judged.note}; the message is in {message.release_ranges()}"
     span = table.get(key, judged.release)
@@ -136,14 +147,21 @@ def _note(table: Table, key: str, version: str, judged: ReleaseMatch,
             change = f"it was removed or reworded after {message.last}"
         else:
             change = f"it is in {message.release_ranges()} only"
-        return (f"{prefix} does not raise this message ({change}); the log may "
-                "come from another vLLM version, or from code outside vLLM with the same text")
+        return (
+            f"{prefix} does not raise this message ({change}); the log may "
+            "come from another vLLM version, or from code outside vLLM with the same text"
+        )
     message.at_release = span.value["sites"]
     return f"{prefix} raises this message at the place shown"
 
 
-def analyse_log(text: str, rules: list[Any], version: str | None = None, version_source: str = "",
-                scan: LogScan | None = None) -> LogReport:
+def analyse_log(
+    text: str,
+    rules: list[Any],
+    version: str | None = None,
+    version_source: str = "",
+    scan: LogScan | None = None,
+) -> LogReport:
     """Curated rule matches and catalogue messages for one log (one literal scan for both)."""
     signatures = [s.compiled() for rule in rules for s in rule.signatures]
     scan = scan or scan_log(text, signatures, load_catalogue())
@@ -152,7 +170,9 @@ def analyse_log(text: str, rules: list[Any], version: str | None = None, version
         version = version_in_log(scan.text)
         version_source = "log" if version else ""
     for rule in rules:
-        lines = scan.signature_lines([s.compiled() for s in rule.signatures]) if rule.signatures else []
+        lines = (
+            scan.signature_lines([s.compiled() for s in rule.signatures]) if rule.signatures else []
+        )
         if not lines:
             continue
         reading = None
@@ -190,4 +210,6 @@ def refused_options(text: str, version: str | None) -> list[str]:
 
 def scan_for_check(text: str, rules: list[Any]) -> LogScan:
     """The scan `check --log` shares between the rules' signatures and the catalogue."""
-    return scan_log(text, [s.compiled() for rule in rules for s in rule.signatures], load_catalogue())
+    return scan_log(
+        text, [s.compiled() for rule in rules for s in rule.signatures], load_catalogue()
+    )

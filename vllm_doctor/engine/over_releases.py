@@ -35,14 +35,25 @@ from vllm_doctor.knowledge.ranges import release_spans as spans
 SOURCE_DETAIL = "each covered release in turn (the vLLM version is unknown)"
 _CONFIDENCE_DOWN = {"high": "medium", "medium": "low", "low": "low"}
 # facts a known version would settle: the rule may be decided over the releases
-_VERSION_PATHS = ("vllm.version", "vllm.location", "release.", "torch.", "packages.transformers",
-                  "derived.driver_supports_torch_cuda")
+_VERSION_PATHS = (
+    "vllm.version",
+    "vllm.location",
+    "release.",
+    "torch.",
+    "packages.transformers",
+    "derived.driver_supports_torch_cuda",
+)
 
 
 def _waits_for_version(finding: Finding) -> bool:
-    return finding.verdict == UNDECIDED and not finding.log_matches and (
-        (finding.fix_state is not None and finding.fix_state.state == "unknown")
-        or any(m.path.startswith(_VERSION_PATHS) for m in finding.missing))
+    return (
+        finding.verdict == UNDECIDED
+        and not finding.log_matches
+        and (
+            (finding.fix_state is not None and finding.fix_state.state == "unknown")
+            or any(m.path.startswith(_VERSION_PATHS) for m in finding.missing)
+        )
+    )
 
 
 def facts_for_release(facts: Facts, release: str) -> Facts:
@@ -53,9 +64,14 @@ def facts_for_release(facts: Facts, release: str) -> Facts:
     from vllm_doctor.facts.release_kernels import collect_release_kernels
     from vllm_doctor.facts.stack import infer_stack
 
-    copy = Facts(values={p: f for p, f in facts.values.items() if not f.inferred
-                         or not p.startswith(("torch.", "packages."))},
-                 missing=dict(facts.missing))
+    copy = Facts(
+        values={
+            p: f
+            for p, f in facts.values.items()
+            if not f.inferred or not p.startswith(("torch.", "packages."))
+        },
+        missing=dict(facts.missing),
+    )
     copy.drop_area("release")
     copy.set("vllm.version", release, Source.USER, SOURCE_DETAIL)
     infer_stack(copy)
@@ -88,29 +104,58 @@ def judge_over_releases(findings: list[Finding], facts: Facts, log: Any = None) 
             if applying:  # say where it would apply; what else is missing stays listed
                 open_ = {r for r, v in verdicts.items() if v == UNDECIDED}
                 not_ = set(releases) - applying - open_
-                finding.missing.insert(0, MissingFact("vllm.version", f"{why}: applies in "
-                    f"{spans(releases, applying)}, cannot decide in {spans(releases, open_)}"
-                    + (f", not in {spans(releases, not_)}" if not_ else ""),
-                    supply_hint("vllm.version")))
+                finding.missing.insert(
+                    0,
+                    MissingFact(
+                        "vllm.version",
+                        f"{why}: applies in "
+                        f"{spans(releases, applying)}, cannot decide in {spans(releases, open_)}"
+                        + (f", not in {spans(releases, not_)}" if not_ else ""),
+                        supply_hint("vllm.version"),
+                    ),
+                )
             continue
         if not applying:
-            findings[index] = replace(finding, verdict=NOT_APPLIES, missing=[], fix_state=FixState(
-                FIXED, "release-range", f"applies in no release {first}–{last} (your vLLM "
-                "version is unknown)"))
+            findings[index] = replace(
+                finding,
+                verdict=NOT_APPLIES,
+                missing=[],
+                fix_state=FixState(
+                    FIXED,
+                    "release-range",
+                    f"applies in no release {first}–{last} (your vLLM version is unknown)",
+                ),
+            )
             continue
         newest = results[max(applying, key=releases.index)]
         if len(applying) == len(releases):
-            findings[index] = replace(newest, fix_state=FixState(
-                AFFECTED, "release-range", f"applies in every release {first}–{last} (your "
-                "vLLM version is unknown)"))
+            findings[index] = replace(
+                newest,
+                fix_state=FixState(
+                    AFFECTED,
+                    "release-range",
+                    f"applies in every release {first}–{last} (your vLLM version is unknown)",
+                ),
+            )
             continue
         where = spans(releases, applying)
         findings[index] = replace(
-            newest, confidence=_CONFIDENCE_DOWN[newest.confidence],
+            newest,
+            confidence=_CONFIDENCE_DOWN[newest.confidence],
             severity_cap="warning",
-            missing=[MissingFact("vllm.version", f"{why}: applies in {where}, not in "
-                                 f"{spans(releases, set(releases) - applying)}",
-                                 supply_hint("vllm.version"))],
-            fix_state=FixState(AFFECTED, "release-range", f"applies in {where} (your vLLM "
-                               "version is unknown; vllm.version decides)", True))
+            missing=[
+                MissingFact(
+                    "vllm.version",
+                    f"{why}: applies in {where}, not in "
+                    f"{spans(releases, set(releases) - applying)}",
+                    supply_hint("vllm.version"),
+                )
+            ],
+            fix_state=FixState(
+                AFFECTED,
+                "release-range",
+                f"applies in {where} (your vLLM version is unknown; vllm.version decides)",
+                True,
+            ),
+        )
     return findings

@@ -34,26 +34,33 @@ if TYPE_CHECKING:
 REPORT_AREAS = ("vllm", "torch", "packages", "driver", "gpu", "topology", "env")
 MACHINE_AREAS = ("vllm", "torch", "packages", "driver", "gpu", "topology")
 # the steps' names in messages ("could not finish: model config: RecursionError ...")
-STEP_NAMES = {"report": "collect-env report", "environment": "environment",
-              "packages": "installed packages", "gpus": "GPUs (NVML)", "serve": "serve line",
-              "model": "model config", "overrides": "what-if versions",
-              "inferred": "inferred facts", "derived": "derived facts"}
+STEP_NAMES = {
+    "report": "collect-env report",
+    "environment": "environment",
+    "packages": "installed packages",
+    "gpus": "GPUs (NVML)",
+    "serve": "serve line",
+    "model": "model config",
+    "overrides": "what-if versions",
+    "inferred": "inferred facts",
+    "derived": "derived facts",
+}
 
 
 @dataclass
 class CollectOptions:
-    serve_tokens: list[str] | None = None   # `-- vllm serve MODEL ...`
-    serve_string: str | None = None         # --serve "vllm serve ..."
-    serve_config: Path | None = None        # --serve-config serve.yaml
-    manifest: str | None = None             # --manifest deploy.yaml (or -)
+    serve_tokens: list[str] | None = None  # `-- vllm serve MODEL ...`
+    serve_string: str | None = None  # --serve "vllm serve ..."
+    serve_config: Path | None = None  # --serve-config serve.yaml
+    manifest: str | None = None  # --manifest deploy.yaml (or -)
     model_config: Path | None = None
-    report: Path | None = None              # facts from a report replace this machine's
-    log: Path | None = None                 # sets log.path/log.lines (the text is read by check)
-    vllm_version: str | None = None         # what-if overrides (Source.USER)
+    report: Path | None = None  # facts from a report replace this machine's
+    log: Path | None = None  # sets log.path/log.lines (the text is read by check)
+    vllm_version: str | None = None  # what-if overrides (Source.USER)
     torch_version: str | None = None
     target: TargetHardware | None = None  # --gpu/--gpus/--driver/--cuda (facts/hardware.py)
-    offline: bool = False                    # --offline: never ask the Hugging Face Hub
-    probe_machine: bool = True              # False: do not look at this machine (examples, tests)
+    offline: bool = False  # --offline: never ask the Hugging Face Hub
+    probe_machine: bool = True  # False: do not look at this machine (examples, tests)
     environ: Mapping[str, str] | None = None
     # one container of a manifest (serveline.manifest.Target): its serve line and what its
     # file states (image, GPUs, env, /dev/shm) stand for this machine's
@@ -97,14 +104,24 @@ def _collect_serve(facts: Facts, options: CollectOptions, env: Mapping[str, str]
     """Parse the serve line (one of three forms) into serve.*; returns the model it names."""
     if options.serve_string is not None and not options.serve_string.strip():
         raise InputError("--serve", "the serve line is empty")
-    given = [x for x in (options.serve_tokens, options.serve_string, options.serve_config,
-                         options.manifest_target) if x]
+    given = [
+        x
+        for x in (
+            options.serve_tokens,
+            options.serve_string,
+            options.serve_config,
+            options.manifest_target,
+        )
+        if x
+    ]
     if not given:
         facts.mark_missing("serve", SUPPLY_HINTS["serve"])
         return None
     if len(given) > 1:
-        raise InputError("serve line", "give only one of `-- vllm serve ...`, --serve, "
-                                       "--serve-config and --manifest")
+        raise InputError(
+            "serve line",
+            "give only one of `-- vllm serve ...`, --serve, --serve-config and --manifest",
+        )
     # the serve line's readers (vllm_doctor/serveline, through its face serve_args), imported
     # only when a line is given
     from vllm_doctor import serve_args
@@ -158,13 +175,15 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
     # this machine -------------------------------------------------------------------
     if options.report is None:
         if environ is not None:
-            run.step("environment", ("env",),
-                     lambda: environment.collect_environment(facts, environ))
+            run.step(
+                "environment", ("env",), lambda: environment.collect_environment(facts, environ)
+            )
         else:
             facts.mark_missing("env", "this machine's environment was not examined")
         if options.probe_machine:
-            run.step("packages", ("vllm", "torch", "packages"),
-                     lambda: packages.collect_packages(facts))
+            run.step(
+                "packages", ("vllm", "torch", "packages"), lambda: packages.collect_packages(facts)
+            )
 
             def gpus() -> None:
                 from vllm_doctor.facts.gpus import collect_gpus
@@ -177,8 +196,10 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
                 facts.mark_missing(area, "this machine was not examined (no report given)")
     elif report_facts is not None:
         facts.merge(report_facts, replace_areas=REPORT_AREAS)
-        facts.notes.append(f"facts from the report {options.report} replace this machine's "
-                           f"({', '.join(REPORT_AREAS)})")
+        facts.notes.append(
+            f"facts from the report {options.report} replace this machine's "
+            f"({', '.join(REPORT_AREAS)})"
+        )
 
     if options.given is not None:
         for path, fact in options.given.values.items():
@@ -207,11 +228,16 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
     def model() -> None:
         from vllm_doctor.facts.model_config import collect_model
 
-        collect_model(facts, options.model_config, model_id, Path.cwd(),
-                      lookup_env if lookup_env is not None else {},
-                      use_hf_cache=options.probe_machine or options.manifest_target is not None,
-                      hub=options.probe_machine or options.manifest_target is not None,
-                      offline=options.offline)
+        collect_model(
+            facts,
+            options.model_config,
+            model_id,
+            Path.cwd(),
+            lookup_env if lookup_env is not None else {},
+            use_hf_cache=options.probe_machine or options.manifest_target is not None,
+            hub=options.probe_machine or options.manifest_target is not None,
+            offline=options.offline,
+        )
 
     run.step("model", ("model",), model)
 
@@ -231,8 +257,13 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
 
     # what-if versions, then everything computed from the rest ----------------------------
     if options.vllm_version or options.torch_version:
-        run.step("overrides", ("vllm", "torch"), lambda: packages.apply_version_overrides(
-            facts, options.vllm_version, options.torch_version))
+        run.step(
+            "overrides",
+            ("vllm", "torch"),
+            lambda: packages.apply_version_overrides(
+                facts, options.vllm_version, options.torch_version
+            ),
+        )
 
     def inferred() -> None:
         from vllm_doctor.facts.hardware import infer_hardware
@@ -294,4 +325,3 @@ def with_serve_line(facts: Facts, argv: list[str]) -> Facts:
 
     compute_memory(other)
     return other
-

@@ -37,17 +37,34 @@ DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default
 DEFAULT_MLA_ROPE_DIM = 64
 
 _DTYPE_BYTES = {
-    "float32": 4, "float": 4, "fp32": 4,
-    "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
-    "float8": 1, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1,
+    "float32": 4,
+    "float": 4,
+    "fp32": 4,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float16": 2,
+    "fp16": 2,
+    "half": 2,
+    "float8": 1,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "fp8_ds_mla": 1,
 }
 
 DERIVED_PATHS = (
-    "derived.kv_bytes_per_token", "derived.kv_bytes_needed", "derived.kv_bytes_available",
-    "derived.kv_fits_one_request", "derived.max_model_len_estimate",
-    "derived.weights_bytes_per_gpu", "derived.free_memory_below_utilization",
-    "derived.tp_divides_heads", "derived.tp_divides_kv_heads",
-    "derived.driver_supports_torch_cuda", "derived.expert_parallel_size",
+    "derived.kv_bytes_per_token",
+    "derived.kv_bytes_needed",
+    "derived.kv_bytes_available",
+    "derived.kv_fits_one_request",
+    "derived.max_model_len_estimate",
+    "derived.weights_bytes_per_gpu",
+    "derived.free_memory_below_utilization",
+    "derived.tp_divides_heads",
+    "derived.tp_divides_kv_heads",
+    "derived.driver_supports_torch_cuda",
+    "derived.expert_parallel_size",
     "derived.max_model_len_above_model",
 )
 
@@ -85,7 +102,8 @@ def _utilization(facts: Facts) -> tuple[float, str]:
     if fact is not None and fact.value is not None:
         return float(fact.value), f"gpu_memory_utilization {fact.value}"
     return DEFAULT_GPU_MEMORY_UTILIZATION, (
-        f"gpu_memory_utilization {DEFAULT_GPU_MEMORY_UTILIZATION} (vLLM default)")
+        f"gpu_memory_utilization {DEFAULT_GPU_MEMORY_UTILIZATION} (vLLM default)"
+    )
 
 
 def _kv_dtype_bytes(facts: Facts) -> tuple[int, str]:
@@ -170,26 +188,29 @@ def _without_weights(facts: Facts, failure: Exception | None) -> tuple[int, str]
     except _Missing:
         return None
     util, uwhy = _utilization(facts)
-    return int(high_mib * MIB * util), (f"{mwhy} × {util} ({uwhy}), even with no weights: "
-                                        f"{failure.reason}")
+    return int(high_mib * MIB * util), (
+        f"{mwhy} × {util} ({uwhy}), even with no weights: {failure.reason}"
+    )
 
 
 def _model_max_len(facts: Facts) -> tuple[int, str]:
     path = facts.value("model.config_path")
     if path:
-
         from vllm_doctor import bounds
         from vllm_doctor.errors import InputError
         from vllm_doctor.facts.model_config import derived_max_model_len
 
         try:
-            cfg = bounds.json_loads(bounds.read_text(path, "config.json", "json"), non_finite="null")
+            cfg = bounds.json_loads(
+                bounds.read_text(path, "config.json", "json"), non_finite="null"
+            )
         except (InputError, ValueError):
             cfg = None
         if isinstance(cfg, dict):
             overrides = facts.value("serve.hf_overrides")
             length, how = derived_max_model_len(
-                cfg, overrides if isinstance(overrides, dict) else None)
+                cfg, overrides if isinstance(overrides, dict) else None
+            )
             if length is not None:
                 return length, how
     value = _need(facts, "model.max_position_embeddings")
@@ -210,11 +231,20 @@ def _free_below(facts: Facts) -> tuple[bool, str]:
     util, uwhy = _utilization(facts)
     devices = facts.value("gpu.devices")
     pairs: list[tuple[int, int, int]] = []
-    if isinstance(devices, list) and devices and all(
-            isinstance(d, dict) and d.get("memory_total_mib") is not None
-            and d.get("memory_free_mib") is not None for d in devices):
-        pairs = [(int(d.get("index", i)), int(d["memory_total_mib"]), int(d["memory_free_mib"]))
-                 for i, d in enumerate(devices)]
+    if (
+        isinstance(devices, list)
+        and devices
+        and all(
+            isinstance(d, dict)
+            and d.get("memory_total_mib") is not None
+            and d.get("memory_free_mib") is not None
+            for d in devices
+        )
+    ):
+        pairs = [
+            (int(d.get("index", i)), int(d["memory_total_mib"]), int(d["memory_free_mib"]))
+            for i, d in enumerate(devices)
+        ]
     else:
         total = int(_need(facts, "gpu.memory_total_mib"))
         free = int(_need(facts, "gpu.memory_free_mib"))
@@ -267,8 +297,11 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
         util, uwhy = _utilization(facts)
         weights, wwhy = _weights_per_gpu(facts)
         low, high = (max(0, int(mib * MIB * util) - weights) for mib in (low_mib, high_mib))
-        return low, high, (f"{mwhy} × {util} − weights {weights} B ({uwhy}; {wwhy}); "
-                           "activations not subtracted")
+        return (
+            low,
+            high,
+            (f"{mwhy} × {util} − weights {weights} B ({uwhy}; {wwhy}); activations not subtracted"),
+        )
 
     span: tuple[int, int, str] | None = None
     failure: Exception = _Missing("derived.kv_bytes_available", "not computed")
@@ -284,15 +317,20 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
         if low > 0 or high <= 0:
             # the whole range agrees on "room left" / "no room": the low end is what is sure
             return low, how if low == high else f"at least {low} B: {how}"
-        raise _Missing("gpu.memory_total_mib", f"between {low} and {high} B ({how}): the "
-                       "GPU's memory decides (run on the host or pass nvidia-smi's total)")
+        raise _Missing(
+            "gpu.memory_total_mib",
+            f"between {low} and {high} B ({how}): the "
+            "GPU's memory decides (run on the host or pass nvidia-smi's total)",
+        )
 
     attempt("derived.kv_bytes_available", available)
 
     def fits() -> tuple[bool, str]:
         if need is None:
-            raise _Missing("derived.kv_bytes_needed",
-                           facts.why_missing("derived.kv_bytes_needed") or "not computed")
+            raise _Missing(
+                "derived.kv_bytes_needed",
+                facts.why_missing("derived.kv_bytes_needed") or "not computed",
+            )
         if span is None:
             ceiling = _without_weights(facts, failure)
             if ceiling is not None and need > ceiling[0]:
@@ -303,8 +341,10 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
         if need <= low or need > high:
             shown = f"{low} B" if low == high else f"{low}–{high} B"
             return need <= low, f"needs {need} B, about {shown} available per GPU ({how})"
-        raise _Missing("gpu.memory_total_mib", f"needs {need} B, {low}–{high} B available "
-                       f"per GPU ({how}): the GPU's memory decides")
+        raise _Missing(
+            "gpu.memory_total_mib",
+            f"needs {need} B, {low}–{high} B available per GPU ({how}): the GPU's memory decides",
+        )
 
     attempt("derived.kv_fits_one_request", fits)
 
@@ -336,7 +376,8 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
         driver = str(_need(facts, "driver.cuda_version"))
         torch_cuda = str(_need(facts, "torch.cuda_version"))
         return _compare_versions(driver, torch_cuda), (
-            f"driver supports CUDA {driver}, torch built with CUDA {torch_cuda}")
+            f"driver supports CUDA {driver}, torch built with CUDA {torch_cuda}"
+        )
 
     attempt("derived.driver_supports_torch_cuda", driver_cuda)
 

@@ -89,8 +89,9 @@ def parse_visible_devices(value: str) -> list[str]:
     return [part.strip() for part in value.split(",")] if value.strip() else []
 
 
-def _select_visible(nvml: Any, all_devices: list[_Device], entries: list[str],
-                    facts: Facts) -> list[_Device]:
+def _select_visible(
+    nvml: Any, all_devices: list[_Device], entries: list[str], facts: Facts
+) -> list[_Device]:
     """The devices CUDA_VISIBLE_DEVICES names, in its order; stops at the first bad entry."""
     chosen: list[_Device] = []
     for entry in entries:
@@ -114,7 +115,8 @@ def _select_visible(nvml: Any, all_devices: list[_Device], entries: list[str],
             if device is None:
                 facts.notes.append(
                     f"CUDA_VISIBLE_DEVICES entry {entry!r} names no device: CUDA ignores it "
-                    "and every entry after it")
+                    "and every entry after it"
+                )
             break
         chosen.append(device)
     return chosen
@@ -129,8 +131,14 @@ def _resolve_mig(nvml: Any, entry: str, all_devices: list[_Device]) -> _Device |
             parent_uuid = entry[4:].split("/", 1)[0]
             for dev in all_devices:
                 if dev.uuid == parent_uuid:
-                    return _Device(index=dev.index, handle=dev.handle, uuid=entry,
-                                   name=dev.name, bus_id=dev.bus_id, mig_device=True)
+                    return _Device(
+                        index=dev.index,
+                        handle=dev.handle,
+                        uuid=entry,
+                        name=dev.name,
+                        bus_id=dev.bus_id,
+                        mig_device=True,
+                    )
         return None
     parent_index = -1
     bus = ""
@@ -146,8 +154,9 @@ def _resolve_mig(nvml: Any, entry: str, all_devices: list[_Device]) -> _Device |
         name = _s(nvml.nvmlDeviceGetName(handle))
     except Exception:
         name = "MIG device"
-    return _Device(index=parent_index, handle=handle, uuid=entry, name=name, bus_id=bus,
-                   mig_device=True)
+    return _Device(
+        index=parent_index, handle=handle, uuid=entry, name=name, bus_id=bus, mig_device=True
+    )
 
 
 def _try(fn: Any, *args: Any) -> Any:
@@ -171,12 +180,19 @@ def _not_supported(nvml: Any, fn: Any, *args: Any) -> tuple[Any, bool]:
 
 def _describe(nvml: Any, dev: _Device, position: int) -> dict[str, Any]:
     h = dev.handle
-    rec: dict[str, Any] = {"index": position, "nvml_index": dev.index, "name": dev.name,
-                           "uuid": dev.uuid, "pci_bus_id": dev.bus_id or None}
+    rec: dict[str, Any] = {
+        "index": position,
+        "nvml_index": dev.index,
+        "name": dev.name,
+        "uuid": dev.uuid,
+        "pci_bus_id": dev.bus_id or None,
+    }
     cc = _try(nvml.nvmlDeviceGetCudaComputeCapability, h)
     if cc is None and dev.mig_device and dev.index >= 0:
-        cc = _try(nvml.nvmlDeviceGetCudaComputeCapability,
-                  _try(nvml.nvmlDeviceGetHandleByIndex, dev.index))
+        cc = _try(
+            nvml.nvmlDeviceGetCudaComputeCapability,
+            _try(nvml.nvmlDeviceGetHandleByIndex, dev.index),
+        )
     rec["capability"] = int(cc[0]) * 10 + int(cc[1]) if cc else None
     mem = _try(nvml.nvmlDeviceGetMemoryInfo, h)
     rec["memory_total_mib"] = int(mem.total) // (1024 * 1024) if mem is not None else None
@@ -189,8 +205,7 @@ def _describe(nvml: Any, dev: _Device, position: int) -> dict[str, Any]:
     else:
         rec["mig"] = bool(mig[0]) if mig is not None else None
     pers, pers_unsupported = _not_supported(nvml, nvml.nvmlDeviceGetPersistenceMode, h)
-    rec["persistence_mode"] = False if pers_unsupported else (
-        None if pers is None else bool(pers))
+    rec["persistence_mode"] = False if pers_unsupported else (None if pers is None else bool(pers))
     ecc, ecc_unsupported = _not_supported(nvml, nvml.nvmlDeviceGetEccMode, h)
     rec["ecc_enabled"] = False if ecc_unsupported else (None if ecc is None else bool(ecc[0]))
     return rec
@@ -215,7 +230,8 @@ def _nvlink_peers(nvml: Any, dev: _Device, gpu_bus_ids: set[str]) -> tuple[dict[
         info = _try(get_remote, dev.handle, link)
         remote = _bus_id(getattr(info, "busId", "")) if info is not None else ""
         if remote_type == _NVLINK_DEVICE_TYPE_SWITCH or (
-                remote_type is None and remote and remote not in gpu_bus_ids):
+            remote_type is None and remote and remote not in gpu_bus_ids
+        ):
             switch_links += 1
         elif remote:
             peers[remote] = peers.get(remote, 0) + 1
@@ -243,8 +259,14 @@ def _links(nvml: Any, devices: list[_Device], all_devices: list[_Device]) -> lis
             a, b = devices[i], devices[j]
             rec: dict[str, Any] = {"a": i, "b": j}
             if a.mig_device or b.mig_device:
-                rec.update(link="SYS", nvlinks=0, p2p_read=False, p2p_write=False, p2p=False,
-                           note="MIG instances have no P2P access")
+                rec.update(
+                    link="SYS",
+                    nvlinks=0,
+                    p2p_read=False,
+                    p2p_write=False,
+                    p2p=False,
+                    note="MIG instances have no P2P access",
+                )
                 links.append(rec)
                 continue
             direct = nvlink[i][0].get(b.bus_id, 0) or nvlink[j][0].get(a.bus_id, 0)
@@ -258,18 +280,22 @@ def _links(nvml: Any, devices: list[_Device], all_devices: list[_Device]) -> lis
             read = _try(nvml.nvmlDeviceGetP2PStatus, a.handle, b.handle, read_idx)
             write = _try(nvml.nvmlDeviceGetP2PStatus, a.handle, b.handle, write_idx)
             rec.update(
-                link=link, nvlinks=count, nvswitch=bool(count and not direct),
+                link=link,
+                nvlinks=count,
+                nvswitch=bool(count and not direct),
                 p2p_read=None if read is None else read == status_ok,
                 p2p_write=None if write is None else write == status_ok,
             )
-            rec["p2p"] = (None if rec["p2p_read"] is None or rec["p2p_write"] is None
-                          else rec["p2p_read"] and rec["p2p_write"])
+            rec["p2p"] = (
+                None
+                if rec["p2p_read"] is None or rec["p2p_write"] is None
+                else rec["p2p_read"] and rec["p2p_write"]
+            )
             links.append(rec)
     return links
 
 
-def collect_gpus(facts: Facts, environ: Mapping[str, str] | None = None,
-                 nvml: Any = None) -> None:
+def collect_gpus(facts: Facts, environ: Mapping[str, str] | None = None, nvml: Any = None) -> None:
     """Write gpu.*, driver.* and topology.* (or mark them missing with the reason)."""
     env = os.environ if environ is None else environ
     try:
@@ -277,8 +303,11 @@ def collect_gpus(facts: Facts, environ: Mapping[str, str] | None = None,
             nvml = _load_nvml()
         nvml.nvmlInit()
     except Exception as err:
-        reason = str(err) if isinstance(err, RuntimeError) else (
-            f"NVML could not be initialised: {_s(err) or type(err).__name__}")
+        reason = (
+            str(err)
+            if isinstance(err, RuntimeError)
+            else (f"NVML could not be initialised: {_s(err) or type(err).__name__}")
+        )
         for area in ("gpu", "driver", "topology"):
             facts.mark_missing(area, reason)
         return
@@ -310,12 +339,15 @@ def _collect(nvml: Any, facts: Facts, env: Mapping[str, str]) -> None:
     for idx in range(count):
         h = nvml.nvmlDeviceGetHandleByIndex(idx)
         pci = _try(nvml.nvmlDeviceGetPciInfo, h)
-        all_devices.append(_Device(
-            index=idx, handle=h,
-            uuid=_s(_try(nvml.nvmlDeviceGetUUID, h) or ""),
-            name=_s(_try(nvml.nvmlDeviceGetName, h) or "unknown"),
-            bus_id=_bus_id(getattr(pci, "busId", "")) if pci is not None else "",
-        ))
+        all_devices.append(
+            _Device(
+                index=idx,
+                handle=h,
+                uuid=_s(_try(nvml.nvmlDeviceGetUUID, h) or ""),
+                name=_s(_try(nvml.nvmlDeviceGetName, h) or "unknown"),
+                bus_id=_bus_id(getattr(pci, "busId", "")) if pci is not None else "",
+            )
+        )
 
     visible_env = env.get("CUDA_VISIBLE_DEVICES")
     if visible_env is not None:
@@ -324,8 +356,9 @@ def _collect(nvml: Any, facts: Facts, env: Mapping[str, str]) -> None:
         devices = _select_visible(nvml, all_devices, entries, facts)
     else:
         devices = all_devices
-    detail = (f"CUDA_VISIBLE_DEVICES={visible_env}" if visible_env is not None
-              else f"all {count} GPUs")
+    detail = (
+        f"CUDA_VISIBLE_DEVICES={visible_env}" if visible_env is not None else f"all {count} GPUs"
+    )
 
     records = [_describe(nvml, dev, pos) for pos, dev in enumerate(devices)]
     facts.set("gpu.count", len(records), Source.NVML, detail)
@@ -333,11 +366,20 @@ def _collect(nvml: Any, facts: Facts, env: Mapping[str, str]) -> None:
     facts.set("gpu.names", [r["name"] for r in records], Source.NVML, detail)
     uses_mig_ids = any(d.mig_device for d in devices)
     if not records:
-        reason = ("CUDA_VISIBLE_DEVICES hides every GPU" if visible_env is not None and count
-                  else "NVML reports no GPU")
-        for path in ("gpu.capabilities", "gpu.min_capability", "gpu.max_capability",
-                     "gpu.memory_total_mib", "gpu.memory_free_mib", "gpu.persistence_mode",
-                     "gpu.ecc_enabled"):
+        reason = (
+            "CUDA_VISIBLE_DEVICES hides every GPU"
+            if visible_env is not None and count
+            else "NVML reports no GPU"
+        )
+        for path in (
+            "gpu.capabilities",
+            "gpu.min_capability",
+            "gpu.max_capability",
+            "gpu.memory_total_mib",
+            "gpu.memory_free_mib",
+            "gpu.persistence_mode",
+            "gpu.ecc_enabled",
+        ):
             facts.mark_missing(path, reason)
         facts.set("gpu.mig_enabled", False, Source.NVML, detail)
         facts.mark_missing("topology", reason)
@@ -361,8 +403,12 @@ def _collect(nvml: Any, facts: Facts, env: Mapping[str, str]) -> None:
     aggregate("ecc_enabled", "gpu.ecc_enabled", all, "ECC mode")
     mig_values = [r["mig"] for r in records]
     if uses_mig_ids or any(mig_values):
-        facts.set("gpu.mig_enabled", True, Source.NVML,
-                  "MIG ids in CUDA_VISIBLE_DEVICES" if uses_mig_ids else "MIG mode is on")
+        facts.set(
+            "gpu.mig_enabled",
+            True,
+            Source.NVML,
+            "MIG ids in CUDA_VISIBLE_DEVICES" if uses_mig_ids else "MIG mode is on",
+        )
     elif any(v is None for v in mig_values):
         facts.mark_missing("gpu.mig_enabled", "NVML did not report the MIG mode of every GPU")
     else:

@@ -49,10 +49,10 @@ COMPAT_NAME = "knowledge/data/cuda_compat.json"
 class TargetHardware:
     """Hardware to judge the serve line for, instead of this machine's."""
 
-    gpu: str | None = None     # a GPU product name, resolved through the GPU table
-    count: int | None = None   # how many of them the deployment gets
+    gpu: str | None = None  # a GPU product name, resolved through the GPU table
+    count: int | None = None  # how many of them the deployment gets
     driver: str | None = None  # NVIDIA driver version
-    cuda: str | None = None    # the driver's CUDA version (nvidia-smi's "CUDA Version")
+    cuda: str | None = None  # the driver's CUDA version (nvidia-smi's "CUDA Version")
     origin: str = "command line"  # where the target was named, for the evidence
     detail: str | None = None  # the file and line a manifest names them at
 
@@ -87,8 +87,12 @@ def _check_version(option: str, value: str) -> str:
 def apply_target_hardware(facts: Facts, target: TargetHardware) -> None:
     """Replace this machine's GPUs (and driver) with ``target``'s; what the names imply is
     inferred by ``infer_hardware`` afterwards."""
-    detail_of = {"--gpu": target.gpu, "--gpus": target.count, "--driver": target.driver,
-                 "--cuda": target.cuda}
+    detail_of = {
+        "--gpu": target.gpu,
+        "--gpus": target.count,
+        "--driver": target.driver,
+        "--cuda": target.cuda,
+    }
     given = target.detail or ", ".join(f"{k} {v}" for k, v in detail_of.items() if v is not None)
     source = Source.USER if target.origin == "command line" else target.origin
     if target.driver is not None or target.cuda is not None:
@@ -107,9 +111,15 @@ def apply_target_hardware(facts: Facts, target: TargetHardware) -> None:
     name = target.gpu
     if name is None:  # a count alone: this machine's (or the report's) GPU model
         if not names or len(set(names)) != 1:
-            raise InputError("--gpus", "give the GPU model too (--gpu NAME): "
-                             + ("no GPU is known here" if not names else
-                                "the GPUs known here are not all one model"))
+            raise InputError(
+                "--gpus",
+                "give the GPU model too (--gpu NAME): "
+                + (
+                    "no GPU is known here"
+                    if not names
+                    else "the GPUs known here are not all one model"
+                ),
+            )
         name = names[0]
     match = resolve_gpu(name)
     count = target.count or 1
@@ -128,10 +138,14 @@ def apply_target_hardware(facts: Facts, target: TargetHardware) -> None:
         facts.infer("gpu.max_capability", match.capability, table)
     else:
         for path in ("gpu.capabilities", "gpu.min_capability", "gpu.max_capability"):
-            facts.mark_missing(path, f"{match.family.name} ({match.gfx}) has no CUDA compute "
-                               "capability")
-    facts.mark_missing("topology", f"the links between target GPUs are not known ({given}): "
-                       "pass --report with the host's collect-env report")
+            facts.mark_missing(
+                path, f"{match.family.name} ({match.gfx}) has no CUDA compute capability"
+            )
+    facts.mark_missing(
+        "topology",
+        f"the links between target GPUs are not known ({given}): "
+        "pass --report with the host's collect-env report",
+    )
 
 
 # -- inference from names -------------------------------------------------------------------
@@ -162,8 +176,9 @@ def infer_gpu_memory(facts: Facts) -> None:
     per_device = [_memory_options(str(n)) for n in names]
     unknown = sorted({str(n) for n, found in zip(names, per_device, strict=True) if found is None})
     if unknown:
-        facts.mark_missing("gpu.memory_total_mib", f"the GPU table has no memory size for "
-                           f"{', '.join(unknown)}")
+        facts.mark_missing(
+            "gpu.memory_total_mib", f"the GPU table has no memory size for {', '.join(unknown)}"
+        )
         return
     known = [found for found in per_device if found is not None]  # every one, as checked above
     sizes = sorted({size for options, _ in known for size in options})
@@ -175,14 +190,24 @@ def infer_gpu_memory(facts: Facts) -> None:
     low = int(smallest * MIB_PER_GIB * NVML_SHARE_LOW)
     high = largest_smallest * MIB_PER_GIB
     possible = sorted({s * MIB_PER_GIB for s in sizes if smallest <= s <= largest_smallest})
-    facts.infer("gpu.memory_total_mib", smallest * MIB_PER_GIB, basis,
-                possible if len(possible) > 1 else None)
-    facts.infer("gpu.memory_bounds_mib", [low, high],
-                f"{basis}; NVML reports {int(NVML_SHARE_LOW * 100)}–100 % of the nominal size")
+    facts.infer(
+        "gpu.memory_total_mib",
+        smallest * MIB_PER_GIB,
+        basis,
+        possible if len(possible) > 1 else None,
+    )
+    facts.infer(
+        "gpu.memory_bounds_mib",
+        [low, high],
+        f"{basis}; NVML reports {int(NVML_SHARE_LOW * 100)}–100 % of the nominal size",
+    )
     if "gpu.memory_free_mib" not in facts:
-        facts.infer("gpu.memory_free_mib", smallest * MIB_PER_GIB,
-                    "assumed idle: a GPU known by its name only (nvidia-smi on the host "
-                    "shows what other processes hold)")
+        facts.infer(
+            "gpu.memory_free_mib",
+            smallest * MIB_PER_GIB,
+            "assumed idle: a GPU known by its name only (nvidia-smi on the host "
+            "shows what other processes hold)",
+        )
 
 
 @lru_cache(maxsize=1)
@@ -214,8 +239,7 @@ def infer_driver_cuda(facts: Facts) -> None:
     if found is None:
         return
     cuda, how = found
-    facts.infer("driver.cuda_version", cuda,
-                f"NVIDIA's driver table ({COMPAT_NAME}): {how}")
+    facts.infer("driver.cuda_version", cuda, f"NVIDIA's driver table ({COMPAT_NAME}): {how}")
 
 
 def infer_hardware(facts: Facts) -> None:

@@ -30,8 +30,20 @@ TIMEOUT = 5.0  # seconds per request: a CI runner without network must not wait 
 SIDE_FILES = ("hf_quant_config.json", "model.safetensors.index.json")
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}")
 _TRUE = ("1", "on", "yes", "true")
-_DTYPE_BYTES = {"F64": 8, "I64": 8, "F32": 4, "I32": 4, "BF16": 2, "F16": 2, "I16": 2,
-                "F8_E4M3": 1, "F8_E5M2": 1, "I8": 1, "U8": 1, "BOOL": 1}
+_DTYPE_BYTES = {
+    "F64": 8,
+    "I64": 8,
+    "F32": 4,
+    "I32": 4,
+    "BF16": 2,
+    "F16": 2,
+    "I16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+}
 
 
 class HubUnavailable(Exception):
@@ -76,8 +88,9 @@ def _token(environ: Mapping[str, str]) -> str | None:
         return None
 
 
-def fetch_model(repo_id: str, cache: Path, environ: Mapping[str, str],
-                timeout: float = TIMEOUT) -> HubModel:
+def fetch_model(
+    repo_id: str, cache: Path, environ: Mapping[str, str], timeout: float = TIMEOUT
+) -> HubModel:
     """config.json (and the side files) of ``repo_id`` into ``cache``; HubUnavailable if not."""
     try:
         from huggingface_hub import HfApi, errors, hf_hub_download
@@ -94,27 +107,45 @@ def fetch_model(repo_id: str, cache: Path, environ: Mapping[str, str],
         files = {s.rfilename: s.size for s in info.siblings or ()}
         if "config.json" not in files:
             raise HubUnavailable(f"{repo_id} on the Hub ({shown}) has no config.json")
-        paths = {name: Path(hf_hub_download(
-            repo_id, name, revision=revision, cache_dir=cache, endpoint=endpoint,
-            token=token or False, etag_timeout=timeout))
-            for name in ("config.json", *SIDE_FILES) if name in files}
+        paths = {
+            name: Path(
+                hf_hub_download(
+                    repo_id,
+                    name,
+                    revision=revision,
+                    cache_dir=cache,
+                    endpoint=endpoint,
+                    token=token or False,
+                    etag_timeout=timeout,
+                )
+            )
+            for name in ("config.json", *SIDE_FILES)
+            if name in files
+        }
     except errors.GatedRepoError:
-        raise HubUnavailable(f"{repo_id} is gated on the Hub ({shown}): accept its license "
-                             "and set HF_TOKEN" + (" (the token given has no access)"
-                                                   if token else "")) from None
+        raise HubUnavailable(
+            f"{repo_id} is gated on the Hub ({shown}): accept its license "
+            "and set HF_TOKEN" + (" (the token given has no access)" if token else "")
+        ) from None
     except errors.RepositoryNotFoundError:
-        raise HubUnavailable(f"{repo_id} is not on the Hub ({shown}), or is private (set "
-                             "HF_TOKEN)") from None
+        raise HubUnavailable(
+            f"{repo_id} is not on the Hub ({shown}), or is private (set HF_TOKEN)"
+        ) from None
     except errors.HfHubHTTPError as err:
         raise HubUnavailable(f"the Hub ({shown}) refused: {_first_line(err)}") from None
     except HubUnavailable:
         raise
     except Exception as err:  # network: DNS, refused, timeout, proxy
-        raise HubUnavailable(f"the Hub ({shown}) could not be reached: "
-                             f"{type(err).__name__}: {_first_line(err)}") from None
+        raise HubUnavailable(
+            f"the Hub ({shown}) could not be reached: {type(err).__name__}: {_first_line(err)}"
+        ) from None
     model = HubModel(repo_id, revision, paths["config.json"])
     shards = [name for name in files if name.endswith(".safetensors")]
-    if shards and all(files[name] for name in shards) and "model.safetensors.index.json" not in paths:
+    if (
+        shards
+        and all(files[name] for name in shards)
+        and "model.safetensors.index.json" not in paths
+    ):
         model.weights_bytes = sum(files[name] or 0 for name in shards)
         model.weights_how = f"{len(shards)} safetensors file(s) on the Hub"
     if shards:

@@ -87,7 +87,9 @@ class Facts:
             return
         # every fact passes here: a credential in a model URL or a JSON option never reaches
         # a report, whatever collected it
-        self.values[path] = Fact(redact_strings(value), source, redact_text(detail) if detail else detail)
+        self.values[path] = Fact(
+            redact_strings(value), source, redact_text(detail) if detail else detail
+        )
         self.missing.pop(path, None)
 
     def infer(self, path: str, value: Any, basis: str, possible: Any = None) -> bool:
@@ -96,8 +98,9 @@ class Facts:
         known = self.values.get(path)
         if value is None or (known is not None and not known.inferred):
             return False
-        self.values[path] = Fact(redact_strings(value), Source.INFERRED_FACT, redact_text(basis),
-                                 possible)
+        self.values[path] = Fact(
+            redact_strings(value), Source.INFERRED_FACT, redact_text(basis), possible
+        )
         self.missing.pop(path, None)
         return True
 
@@ -163,8 +166,9 @@ class Facts:
     def from_dict(cls, data: dict[str, Any]) -> Facts:
         facts = cls()
         for path, raw in data.get("facts", {}).items():
-            facts.values[path] = Fact(raw["value"], raw["source"], raw.get("detail"),
-                                      raw.get("possible"))
+            facts.values[path] = Fact(
+                raw["value"], raw["source"], raw.get("detail"), raw.get("possible")
+            )
         facts.missing.update(data.get("missing", {}))
         facts.notes.extend(data.get("notes", []))
         return facts

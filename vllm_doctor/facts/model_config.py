@@ -50,12 +50,29 @@ MAX_MODEL_ID = 4096  # PATH_MAX on Linux
 # nested configs holding the language model, in the order they are tried when the model
 # type's layout is not known (transformers' get_text_config looks for decoder, generator,
 # text_config and text_encoder; vLLM's own configs use llm_config, language_config, ...)
-TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config", "thinker_config",
-                    "text_model_config", "language_model_config", "decoder_config",
-                    "decoder", "generator", "text_encoder")
+TEXT_CONFIG_KEYS = (
+    "text_config",
+    "language_config",
+    "llm_config",
+    "thinker_config",
+    "text_model_config",
+    "language_model_config",
+    "decoder_config",
+    "decoder",
+    "generator",
+    "text_encoder",
+)
 
-_LAYER_KEYS = ("num_attention_heads", "num_hidden_layers", "hidden_size", "n_head", "n_layer",
-               "n_heads", "num_heads", "d_model")
+_LAYER_KEYS = (
+    "num_attention_heads",
+    "num_hidden_layers",
+    "hidden_size",
+    "n_head",
+    "n_layer",
+    "n_heads",
+    "num_heads",
+    "d_model",
+)
 
 # Keys tried, in order, when the model type has no known layout (remote code, a type newer
 # than the generated table): the names transformers' attribute_maps most often point to.
@@ -64,13 +81,23 @@ _GENERIC_KEYS = {
     "hidden_size": ("hidden_size", "d_model", "n_embd"),
     "num_hidden_layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers"),
     "vocab_size": ("vocab_size", "padded_vocab_size"),
-    "max_position_embeddings": ("max_position_embeddings", "max_sequence_length",
-                                "seq_length", "n_positions", "max_seq_len"),
+    "max_position_embeddings": (
+        "max_position_embeddings",
+        "max_sequence_length",
+        "seq_length",
+        "n_positions",
+        "max_seq_len",
+    ),
     "head_dim": ("head_dim", "hidden_size_per_head", "attention_head_dim"),
 }
 # vLLM's KV-head keys in the order it tries them (CONFIG_FIELD_ALIASES["total_num_kv_heads"])
-_KV_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
-            "num_attention_groups")
+_KV_KEYS = (
+    "n_head_kv",
+    "num_kv_heads",
+    "num_key_value_heads",
+    "multi_query_group_num",
+    "num_attention_groups",
+)
 _FALCON_TYPES = ("falcon", "RefinedWeb", "RefinedWebModel")
 _ATTENTION_FREE_TYPES = ("mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm", "timm_wrapper")
 
@@ -103,13 +130,35 @@ def model_layouts() -> dict[str, dict[str, Any]]:
 # The model types vLLM reads as MLA models (ModelArchConfigConvertor.is_deepseek_mla /
 # ModelConfig.is_deepseek_mla of the 0.8.0-0.33.0 wheels), their attention shaped by
 # kv_lora_rank and qk_{nope,rope}_head_dim rather than hidden_size / heads.
-MLA_MODEL_TYPES = frozenset({
-    "AXK1", "axk1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4",
-    "deepseek_v41", "dots3_note", "deepseek_mtp", "k3_dspark", "glm5_next", "glm5_next_text",
-    "glm_moe_dsa", "glm4_moe_lite", "glm4_moe_lite_mtp", "kimi_k2", "kimi_linear",
-    "longcat_flash", "pangu_ultra_moe", "pangu_ultra_moe_mtp", "bailing_hybrid",
-    "bailing_hybrid_mtp", "bailing_hybrid_v3_mtp", "hy_v4", "hy_v4_mtp",
-})
+MLA_MODEL_TYPES = frozenset(
+    {
+        "AXK1",
+        "axk1",
+        "deepseek_v2",
+        "deepseek_v3",
+        "deepseek_v32",
+        "deepseek_v4",
+        "deepseek_v41",
+        "dots3_note",
+        "deepseek_mtp",
+        "k3_dspark",
+        "glm5_next",
+        "glm5_next_text",
+        "glm_moe_dsa",
+        "glm4_moe_lite",
+        "glm4_moe_lite_mtp",
+        "kimi_k2",
+        "kimi_linear",
+        "longcat_flash",
+        "pangu_ultra_moe",
+        "pangu_ultra_moe_mtp",
+        "bailing_hybrid",
+        "bailing_hybrid_mtp",
+        "bailing_hybrid_v3_mtp",
+        "hy_v4",
+        "hy_v4_mtp",
+    }
+)
 
 
 def layout_of(model_type: Any) -> dict[str, Any] | None:
@@ -132,6 +181,7 @@ def keys_for(name: str, model_type: Any) -> tuple[str, ...]:
 
 
 # -- locating the config -----------------------------------------------------------------
+
 
 def _expanded(path: str) -> Path:
     try:
@@ -219,6 +269,7 @@ def _load_json(path: Path, explicit: bool) -> dict[str, Any]:
 
 # -- reading ----------------------------------------------------------------------------
 
+
 def text_config_of(cfg: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The language-model part of a config and the key path it was found under."""
     path = (layout_of(cfg.get("model_type")) or {}).get("text")
@@ -269,8 +320,9 @@ def family_of(model_type: str | None) -> str | None:
     return family
 
 
-def quant_scheme(qcfg: dict[str, Any], hf_quant: dict[str, Any] | None = None
-                 ) -> tuple[str | None, str | None, str | None]:
+def quant_scheme(
+    qcfg: dict[str, Any], hf_quant: dict[str, Any] | None = None
+) -> tuple[str | None, str | None, str | None]:
     """(quant_method, quant_algo, normalised scheme) of a quantization_config."""
     method = str(qcfg.get("quant_method") or "").lower() or None
     algo = qcfg.get("quant_algo")
@@ -281,17 +333,24 @@ def quant_scheme(qcfg: dict[str, Any], hf_quant: dict[str, Any] | None = None
     algo = str(algo) if algo else None
     scheme: str | None = None
     if method in ("modelopt", "modelopt_fp4", "modelopt_mxfp8") or algo:
-        scheme = {"NVFP4": "nvfp4", "FP8": "fp8", "W4A8_AWQ": "w4a8", "W4A16_AWQ": "w4a16",
-                  "MXFP8": "mxfp8", "MIXED_PRECISION": "mixed",
-                  "FP8_PB_WO": "fp8", "FP8_PER_CHANNEL_PER_TOKEN": "fp8-dynamic"}.get(
-            (algo or "").upper(), (algo or "").lower() or None)
+        scheme = {
+            "NVFP4": "nvfp4",
+            "FP8": "fp8",
+            "W4A8_AWQ": "w4a8",
+            "W4A16_AWQ": "w4a16",
+            "MXFP8": "mxfp8",
+            "MIXED_PRECISION": "mixed",
+            "FP8_PB_WO": "fp8",
+            "FP8_PER_CHANNEL_PER_TOKEN": "fp8-dynamic",
+        }.get((algo or "").upper(), (algo or "").lower() or None)
         if scheme is None and method == "modelopt_fp4":
             scheme = "nvfp4"
     elif method == "compressed-tensors":
         scheme = _compressed_tensors_scheme(qcfg)
     elif method == "fp8":
-        scheme = "fp8-dynamic" if str(qcfg.get("activation_scheme", "")).lower() == "dynamic" \
-            else "fp8"
+        scheme = (
+            "fp8-dynamic" if str(qcfg.get("activation_scheme", "")).lower() == "dynamic" else "fp8"
+        )
     elif method == "fbgemm_fp8":
         scheme = "fp8-dynamic"
     elif method == "mxfp4":
@@ -319,8 +378,11 @@ def _compressed_tensors_scheme(qcfg: dict[str, Any]) -> str | None:
             a = group.get("input_activations") or {}
             for key, part in (("weights", w), ("input_activations", a)):
                 if not isinstance(part, dict):  # compressed-tensors writes a mapping here
-                    raise InputError("config.json", f"quantization_config.config_groups: {key} is "
-                                                    f"{type(part).__name__} {str(part)[:40]!r}, not a mapping")
+                    raise InputError(
+                        "config.json",
+                        f"quantization_config.config_groups: {key} is "
+                        f"{type(part).__name__} {str(part)[:40]!r}, not a mapping",
+                    )
             schemes.add(_ct_group(w, a))
     schemes.discard(None)
     if len(schemes) == 1:
@@ -388,7 +450,9 @@ def weights_size(model_dir: Path) -> tuple[int | None, str | None]:
     return None, None
 
 
-def read_model_config(facts: Facts, config_path: Path, cfg: dict[str, Any], source_detail: str) -> None:
+def read_model_config(
+    facts: Facts, config_path: Path, cfg: dict[str, Any], source_detail: str
+) -> None:
     """Write model.* from a parsed config.json (and files beside it)."""
     detail = source_detail
     src = Source.CONFIG
@@ -407,8 +471,12 @@ def read_model_config(facts: Facts, config_path: Path, cfg: dict[str, Any], sour
     facts.set("model.model_type", model_type, src, detail)
     if text_key:
         facts.set("model.text_model_type", text.get("model_type"), src, tdetail)
-    facts.set("model.family", family_of(str(model_type)) if model_type else None,
-              Source.DERIVED, f"model_type {model_type}")
+    facts.set(
+        "model.family",
+        family_of(str(model_type)) if model_type else None,
+        Source.DERIVED,
+        f"model_type {model_type}",
+    )
 
     text_type = text.get("model_type") or model_type
 
@@ -426,11 +494,19 @@ def read_model_config(facts: Facts, config_path: Path, cfg: dict[str, Any], sour
 
     heads = put_named("model.num_attention_heads", "num_attention_heads")
     decoder = text.get("transf_decoder")
-    if heads is None and text_type == "cohere_asr" and isinstance(decoder, dict) and \
-            isinstance(decoder.get("config_dict"), dict):  # vLLM's CohereAsr convertor
+    if (
+        heads is None
+        and text_type == "cohere_asr"
+        and isinstance(decoder, dict)
+        and isinstance(decoder.get("config_dict"), dict)
+    ):  # vLLM's CohereAsr convertor
         heads = _int(decoder["config_dict"].get("num_attention_heads"))
-        facts.set("model.num_attention_heads", heads, src,
-                  f"{tdetail}: transf_decoder.config_dict.num_attention_heads")
+        facts.set(
+            "model.num_attention_heads",
+            heads,
+            src,
+            f"{tdetail}: transf_decoder.config_dict.num_attention_heads",
+        )
     kv = _read_kv_heads(facts, text, text_type, heads, tdetail)
     hidden = put_named("model.hidden_size", "hidden_size")
     put_named("model.vocab_size", "vocab_size")
@@ -441,18 +517,32 @@ def read_model_config(facts: Facts, config_path: Path, cfg: dict[str, Any], sour
         for key in ("layers_block_type", "hybrid_override_pattern"):
             pattern = text.get(key)
             if isinstance(pattern, (list, str)) and pattern:
-                facts.set("model.num_hidden_layers", len(pattern), Source.DERIVED,
-                          f"{tdetail}: len({key})")
+                facts.set(
+                    "model.num_hidden_layers",
+                    len(pattern),
+                    Source.DERIVED,
+                    f"{tdetail}: len({key})",
+                )
                 break
     put_named("model.max_position_embeddings", "max_position_embeddings")
     put("model.global_head_dim", "global_head_dim")
-    put("model.num_experts", "n_routed_experts", "num_experts", "num_local_experts",
-        "moe_num_experts")
+    put(
+        "model.num_experts",
+        "n_routed_experts",
+        "num_experts",
+        "num_local_experts",
+        "moe_num_experts",
+    )
     if "model.num_experts" not in facts and isinstance(text.get("ffn_config"), dict):
         put_experts = _int(text["ffn_config"].get("moe_num_experts"))  # DBRX
         facts.set("model.num_experts", put_experts, src, f"{tdetail}: ffn_config.moe_num_experts")
-    put("model.num_mtp_layers", "num_nextn_predict_layers", "mtp_num_hidden_layers",
-        "num_mtp_layers", "mtp_num_layers")
+    put(
+        "model.num_mtp_layers",
+        "num_nextn_predict_layers",
+        "mtp_num_hidden_layers",
+        "num_mtp_layers",
+        "mtp_num_layers",
+    )
     kv_lora = put("model.kv_lora_rank", "kv_lora_rank")
     put("model.qk_rope_head_dim", "qk_rope_head_dim")
     head_dim = put_named("model.head_dim", "head_dim")
@@ -463,29 +553,51 @@ def read_model_config(facts: Facts, config_path: Path, cfg: dict[str, Any], sour
         nope, _ = _first(cfgs, "qk_nope_head_dim")
         rope, _ = _first(cfgs, "qk_rope_head_dim")
         if kv_lora is not None and (nope_dim := _int(nope)) and (rope_dim := _int(rope)):
-            facts.set("model.head_dim", nope_dim + rope_dim, Source.DERIVED,
-                      "MLA: qk_nope_head_dim + qk_rope_head_dim")
+            facts.set(
+                "model.head_dim",
+                nope_dim + rope_dim,
+                Source.DERIVED,
+                "MLA: qk_nope_head_dim + qk_rope_head_dim",
+            )
         elif text_type in MLA_MODEL_TYPES:
             # transformers fills the missing MLA fields from its config class's defaults,
             # which config.json does not show: hidden/heads would be a wrong head size
-            facts.mark_missing("model.head_dim", (
-                f"model_type {text_type} is an MLA model (vLLM's is_deepseek_mla) but "
-                "config.json lacks " + ", ".join(
-                    k for k, v in (("kv_lora_rank", kv_lora), ("qk_nope_head_dim", nope),
-                                   ("qk_rope_head_dim", rope)) if v is None)
-                + ": transformers fills them from its config class; pass a config.json "
-                "that states them"))
+            facts.mark_missing(
+                "model.head_dim",
+                (
+                    f"model_type {text_type} is an MLA model (vLLM's is_deepseek_mla) but "
+                    "config.json lacks "
+                    + ", ".join(
+                        k
+                        for k, v in (
+                            ("kv_lora_rank", kv_lora),
+                            ("qk_nope_head_dim", nope),
+                            ("qk_rope_head_dim", rope),
+                        )
+                        if v is None
+                    )
+                    + ": transformers fills them from its config class; pass a config.json "
+                    "that states them"
+                ),
+            )
         elif hidden and heads:
-            facts.set("model.head_dim", hidden // heads, Source.DERIVED,
-                      "hidden_size / num_attention_heads")
+            facts.set(
+                "model.head_dim",
+                hidden // heads,
+                Source.DERIVED,
+                "hidden_size / num_attention_heads",
+            )
     del kv
     dtype, dtype_key = _first(cfgs, "torch_dtype", "dtype")
     if isinstance(dtype, str):
         facts.set("model.dtype", dtype.replace("torch.", ""), src, f"{detail}: {dtype_key}")
 
     # quantization ------------------------------------------------------------------------
-    qcfg = cfg.get("quantization_config") or cfg.get("compression_config") \
+    qcfg = (
+        cfg.get("quantization_config")
+        or cfg.get("compression_config")
         or text.get("quantization_config")
+    )
     hf_quant = None
     hf_quant_path = model_dir / "hf_quant_config.json"
     if hf_quant_path.is_file():
@@ -494,33 +606,44 @@ def read_model_config(facts: Facts, config_path: Path, cfg: dict[str, Any], sour
         except (OSError, ValueError):
             facts.notes.append(f"{hf_quant_path}: not valid JSON, ignored")
     if isinstance(qcfg, dict) or isinstance(hf_quant, dict):
-        method, algo, scheme = quant_scheme(qcfg if isinstance(qcfg, dict) else {},
-                                            hf_quant if isinstance(hf_quant, dict) else None)
+        method, algo, scheme = quant_scheme(
+            qcfg if isinstance(qcfg, dict) else {}, hf_quant if isinstance(hf_quant, dict) else None
+        )
         qdetail = f"{detail}: quantization_config" if isinstance(qcfg, dict) else str(hf_quant_path)
         facts.set("model.quant_method", method, src, qdetail)
         if algo:
-            algo_src = qdetail if isinstance(qcfg, dict) and qcfg.get("quant_algo") \
-                else str(hf_quant_path)
+            algo_src = (
+                qdetail if isinstance(qcfg, dict) and qcfg.get("quant_algo") else str(hf_quant_path)
+            )
             facts.set("model.quant_algo", algo, src, algo_src)
-        facts.set("model.quant_scheme", scheme, Source.DERIVED, f"from {method}"
-                  + (f" / {algo}" if algo else ""))
+        facts.set(
+            "model.quant_scheme",
+            scheme,
+            Source.DERIVED,
+            f"from {method}" + (f" / {algo}" if algo else ""),
+        )
 
     size, size_detail = weights_size(model_dir)
     if size:
         facts.set("model.weights_bytes", size, src, size_detail)
     else:
-        facts.mark_missing("model.weights_bytes",
-                           f"no safetensors index or weight files beside {config_path}")
+        facts.mark_missing(
+            "model.weights_bytes", f"no safetensors index or weight files beside {config_path}"
+        )
     facts.set("model.inferred", False, src, detail)
     _mark_unread(facts, cfg, text_type, config_path)
 
 
-def _read_kv_heads(facts: Facts, text: dict[str, Any], model_type: Any, heads: int | None,
-                   where: str) -> int | None:
+def _read_kv_heads(
+    facts: Facts, text: dict[str, Any], model_type: Any, heads: int | None, where: str
+) -> int | None:
     """KV heads as vLLM counts them (ModelConfig.get_total_num_kv_heads and its convertors)."""
     src = Source.CONFIG
-    if model_type in (*_FALCON_TYPES, "gpt_bigcode") and text.get("multi_query") \
-            and not text.get("new_decoder_architecture"):
+    if (
+        model_type in (*_FALCON_TYPES, "gpt_bigcode")
+        and text.get("multi_query")
+        and not text.get("new_decoder_architecture")
+    ):
         facts.set("model.num_key_value_heads", 1, src, f"{where}: multi_query (one KV head)")
         return 1
     attn = text.get("attn_config")
@@ -530,21 +653,35 @@ def _read_kv_heads(facts: Facts, text: dict[str, Any], model_type: Any, heads: i
             facts.set("model.num_key_value_heads", value, src, f"{where}: attn_config.kv_n_heads")
             return value
     decoder = text.get("transf_decoder")  # Cohere ASR: the decoder's own config
-    if model_type == "cohere_asr" and isinstance(decoder, dict) and \
-            isinstance(decoder.get("config_dict"), dict):
+    if (
+        model_type == "cohere_asr"
+        and isinstance(decoder, dict)
+        and isinstance(decoder.get("config_dict"), dict)
+    ):
         value = _int(decoder["config_dict"].get("num_attention_heads"))
         if value is not None:
-            facts.set("model.num_key_value_heads", value, src,
-                      f"{where}: transf_decoder.config_dict.num_attention_heads")
+            facts.set(
+                "model.num_key_value_heads",
+                value,
+                src,
+                f"{where}: transf_decoder.config_dict.num_attention_heads",
+            )
             return value
     if model_type == "nemotron-nas" and heads and isinstance(text.get("block_configs"), list):
         for block in text["block_configs"]:
             attention = block.get("attention") if isinstance(block, dict) else None
-            if isinstance(attention, dict) and not attention.get("no_op") and \
-                    (group := _int(attention.get("n_heads_in_group"))):
+            if (
+                isinstance(attention, dict)
+                and not attention.get("no_op")
+                and (group := _int(attention.get("n_heads_in_group")))
+            ):
                 value = heads // group
-                facts.set("model.num_key_value_heads", value, Source.DERIVED,
-                          "num_attention_heads / block_configs[].attention.n_heads_in_group")
+                facts.set(
+                    "model.num_key_value_heads",
+                    value,
+                    Source.DERIVED,
+                    "num_attention_heads / block_configs[].attention.n_heads_in_group",
+                )
                 return value
         return None
     layout = layout_of(model_type) or {}
@@ -556,8 +693,12 @@ def _read_kv_heads(facts: Facts, text: dict[str, Any], model_type: Any, heads: i
             facts.set("model.num_key_value_heads", value, src, f"{where}: {key}")
             return value
     if heads is not None:  # no grouped-query key: every head has its own KV head
-        facts.set("model.num_key_value_heads", heads, Source.DERIVED,
-                  "no KV-head key in config: equal to the attention heads")
+        facts.set(
+            "model.num_key_value_heads",
+            heads,
+            Source.DERIVED,
+            "no KV-head key in config: equal to the attention heads",
+        )
     return heads
 
 
@@ -571,14 +712,23 @@ def _mark_unread(facts: Facts, cfg: dict[str, Any], model_type: Any, config_path
             continue
         note = kind
         if model_type in _ATTENTION_FREE_TYPES and path in (
-                "model.num_attention_heads", "model.num_key_value_heads", "model.head_dim"):
+            "model.num_attention_heads",
+            "model.num_key_value_heads",
+            "model.head_dim",
+        ):
             note += ", attention-free: vLLM counts 0 heads"
-        keys = keys_for(path.split(".", 1)[1], model_type) if path != "model.dtype" \
+        keys = (
+            keys_for(path.split(".", 1)[1], model_type)
+            if path != "model.dtype"
             else ("torch_dtype", "dtype")
+        )
         if path == "model.num_key_value_heads":
             keys = _KV_KEYS
-        facts.mark_missing(path, f"{config_path.name} ({note}) has no {what} under any key "
-                                 f"vLLM reads ({', '.join(keys)})")
+        facts.mark_missing(
+            path,
+            f"{config_path.name} ({note}) has no {what} under any key "
+            f"vLLM reads ({', '.join(keys)})",
+        )
     if "model.architectures" not in facts:
         facts.mark_missing("model.architectures", f"{config_path.name} has no architectures list")
     if "model.model_type" not in facts:
@@ -587,11 +737,21 @@ def _mark_unread(facts: Facts, cfg: dict[str, Any], model_type: Any, config_path
 
 # -- the context length vLLM derives --------------------------------------------------------
 
-_MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
-                 "model_max_length", "max_sequence_length", "max_seq_length", "seq_len")
+_MAX_LEN_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
 
 
-def derived_max_model_len(cfg: dict[str, Any], overrides: dict[str, Any] | None = None) -> tuple[int | None, str]:
+def derived_max_model_len(
+    cfg: dict[str, Any], overrides: dict[str, Any] | None = None
+) -> tuple[int | None, str]:
     """The maximum context vLLM derives from a config (``_get_and_verify_max_len``).
 
     The smallest of the length keys of the text config, times the RoPE scaling factor for
@@ -605,8 +765,13 @@ def derived_max_model_len(cfg: dict[str, Any], overrides: dict[str, Any] | None 
     text, _ = text_config_of(cfg)
     if overrides and text is not cfg:
         text = dict(text)
-        text.update({k: v for k, v in overrides.items() if k in _MAX_LEN_KEYS or
-                     k in ("rope_scaling", "rope_parameters")})
+        text.update(
+            {
+                k: v
+                for k, v in overrides.items()
+                if k in _MAX_LEN_KEYS or k in ("rope_scaling", "rope_parameters")
+            }
+        )
     found: list[tuple[str, int]] = []
     for key in _MAX_LEN_KEYS:
         value = _int(text.get(key, cfg.get(key)))
@@ -630,7 +795,8 @@ def derived_max_model_len(cfg: dict[str, Any], overrides: dict[str, Any] | None 
             except (TypeError, ValueError):
                 factor = 1.0
             if rope_type == "yarn" and (
-                    original := _int(rope.get("original_max_position_embeddings"))):
+                original := _int(rope.get("original_max_position_embeddings"))
+            ):
                 length = original
                 how = f"original_max_position_embeddings {length}"
             if factor != 1.0:
@@ -691,9 +857,17 @@ def infer_from_name(facts: Facts, model_id: str) -> None:
 
 # -- the collector -------------------------------------------------------------------------
 
-def collect_model(facts: Facts, model_config: Path | None = None, model_id: str | None = None,
-                  cwd: Path | None = None, environ: Mapping[str, str] | None = None,
-                  use_hf_cache: bool = True, hub: bool = False, offline: bool = False) -> None:
+
+def collect_model(
+    facts: Facts,
+    model_config: Path | None = None,
+    model_id: str | None = None,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    use_hf_cache: bool = True,
+    hub: bool = False,
+    offline: bool = False,
+) -> None:
     """Write model.* from the best config.json available (see the module docstring);
     ``hub``: ask the Hugging Face Hub for a model id the cache lacks (unless ``offline``)."""
     env = os.environ if environ is None else environ
@@ -720,15 +894,23 @@ def collect_model(facts: Facts, model_config: Path | None = None, model_id: str 
         return
 
     if not model_id:
-        facts.mark_missing("model", "no model given: pass --model-config PATH or the serve line "
-                                    "(`-- vllm serve MODEL ...`)")
+        facts.mark_missing(
+            "model",
+            "no model given: pass --model-config PATH or the serve line "
+            "(`-- vllm serve MODEL ...`)",
+        )
         return
 
     # a Hub id is at most 96 characters, a path at most PATH_MAX with 255-byte names: anything
     # longer cannot name a model (and the file system would refuse to look it up)
-    if len(model_id) > MAX_MODEL_ID or any(len(part.encode()) > 255 for part in model_id.split("/")):
-        raise InputError("serve line", f"the model is {len(model_id):,} characters long "
-                                       f"({model_id[:40]!r}…): not a model id or a path")
+    if len(model_id) > MAX_MODEL_ID or any(
+        len(part.encode()) > 255 for part in model_id.split("/")
+    ):
+        raise InputError(
+            "serve line",
+            f"the model is {len(model_id):,} characters long "
+            f"({model_id[:40]!r}…): not a model id or a path",
+        )
     try:
         local = Path(model_id).expanduser()
     except RuntimeError:  # `~nosuchuser/model`: not a local directory
@@ -748,8 +930,11 @@ def collect_model(facts: Facts, model_config: Path | None = None, model_id: str 
         facts.mark_missing("model", f"the local model directory {local} has no config.json")
         return
     if local.is_file():
-        facts.mark_missing("model", f"{local} is a file, not a model directory (GGUF and single "
-                                    "files are not read): pass --model-config PATH")
+        facts.mark_missing(
+            "model",
+            f"{local} is a file, not a model directory (GGUF and single "
+            "files are not read): pass --model-config PATH",
+        )
         return
 
     if use_hf_cache:
@@ -772,13 +957,17 @@ def collect_model(facts: Facts, model_config: Path | None = None, model_id: str 
     else:
         where = "the Hugging Face cache was not searched"
     infer_from_name(facts, model_id)
-    facts.mark_missing("model", f"config.json of {model_id}: {where}; only hints from the name "
-                                "are known — pass --model-config PATH (a config.json or model "
-                                "directory)")
+    facts.mark_missing(
+        "model",
+        f"config.json of {model_id}: {where}; only hints from the name "
+        "are known — pass --model-config PATH (a config.json or model "
+        "directory)",
+    )
 
 
-def _from_hub(facts: Facts, model_id: str, cache: Path, environ: Mapping[str, str],
-              offline: bool) -> str | None:
+def _from_hub(
+    facts: Facts, model_id: str, cache: Path, environ: Mapping[str, str], offline: bool
+) -> str | None:
     """Read the model's config from the Hub (facts/hub.py); None when done, else why not."""
     from vllm_doctor.facts import hub
 
@@ -796,9 +985,17 @@ def _from_hub(facts: Facts, model_id: str, cache: Path, environ: Mapping[str, st
         return f"config.json from the Hub could not be read: {err}"
     read_model_config(facts, model.config_path, cfg, model.where)
     if "model.weights_bytes" not in facts and model.weights_bytes:
-        facts.set("model.weights_bytes", model.weights_bytes, Source.CONFIG,
-                  f"{model.where}: {model.weights_how}")
+        facts.set(
+            "model.weights_bytes",
+            model.weights_bytes,
+            Source.CONFIG,
+            f"{model.where}: {model.weights_how}",
+        )
     if model.dtypes:
-        facts.set("model.weights_dtypes", sorted(model.dtypes), Source.CONFIG,
-                  f"{model.where}: safetensors headers ({', '.join(f'{k} {v}' for k, v in sorted(model.dtypes.items()))} parameters)")
+        facts.set(
+            "model.weights_dtypes",
+            sorted(model.dtypes),
+            Source.CONFIG,
+            f"{model.where}: safetensors headers ({', '.join(f'{k} {v}' for k, v in sorted(model.dtypes.items()))} parameters)",
+        )
     return None

@@ -201,8 +201,12 @@ def set_vllm_version_facts(facts: Facts, version: str, source: str, detail: str 
     dev = is_dev_version(version)
     facts.set("vllm.is_dev", dev, Source.DERIVED, f"from version {version}")
     if dev:
-        facts.set("vllm.base_release", base_release_of(version), Source.DERIVED,
-                  f"the release {version} descends from")
+        facts.set(
+            "vllm.base_release",
+            base_release_of(version),
+            Source.DERIVED,
+            f"the release {version} descends from",
+        )
     sha, date = parse_local_label(version)
     facts.set("vllm.git_sha", sha, source, "version local label" if sha else None)
     facts.set("vllm.build_date", date, source, "version local label" if date else None)
@@ -273,6 +277,7 @@ def cuda_from_torch_version(version: str) -> str | None:
 
 # -- the collector --------------------------------------------------------------------------
 
+
 def collect_packages(facts: Facts) -> None:
     """Write packages.*, vllm.* and torch.* for the running interpreter's environment."""
     found: dict[str, metadata.Distribution] = {}
@@ -341,7 +346,8 @@ def collect_packages(facts: Facts) -> None:
             if isinstance(file_version, str) and file_version != version:
                 facts.notes.append(
                     f"vllm/_version.py says {file_version} but the package metadata says "
-                    f"{version} (a source tree over an older install?)")
+                    f"{version} (a source tree over an older install?)"
+                )
                 label_sha, label_date = parse_local_label(file_version)
                 if label_sha and "vllm.git_sha" not in facts:
                     facts.set("vllm.git_sha", label_sha, Source.MACHINE, detail)
@@ -352,8 +358,9 @@ def collect_packages(facts: Facts) -> None:
 
     requirement = torch_requirement(requires.get("vllm"))
     if requirement is None:
-        facts.mark_missing("vllm.torch_requirement",
-                           "vLLM's metadata declares no torch requirement")
+        facts.mark_missing(
+            "vllm.torch_requirement", "vLLM's metadata declares no torch requirement"
+        )
         return
     facts.set("vllm.torch_requirement", requirement, Source.MACHINE, "vllm Requires-Dist")
     pin = pin_of(requirement)
@@ -370,25 +377,41 @@ def update_torch_match(facts: Facts) -> None:
     torch_version = facts.value("torch.version")
     if torch_version is None:
         if facts.value("vllm.installed") and facts.why_missing("torch"):
-            facts.set("torch.matches_vllm_pin", False, Source.DERIVED,
-                      f"vLLM requires {requirement}; torch is not installed")
+            facts.set(
+                "torch.matches_vllm_pin",
+                False,
+                Source.DERIVED,
+                f"vLLM requires {requirement}; torch is not installed",
+            )
         return
     ok = satisfies(str(torch_version), str(requirement))
-    facts.set("torch.matches_vllm_pin", ok, Source.DERIVED,
-              f"torch {torch_version} vs vLLM's {requirement}")
+    facts.set(
+        "torch.matches_vllm_pin",
+        ok,
+        Source.DERIVED,
+        f"torch {torch_version} vs vLLM's {requirement}",
+    )
 
 
-def apply_version_overrides(facts: Facts, vllm_version: str | None,
-                            torch_version: str | None) -> None:
+def apply_version_overrides(
+    facts: Facts, vllm_version: str | None, torch_version: str | None
+) -> None:
     """What-if versions from the command line replace the observed ones (Source.USER)."""
     if vllm_version:
-        for key in ("vllm.version", "vllm.is_dev", "vllm.base_release", "vllm.git_sha",
-                    "vllm.build_date", "vllm.location"):
+        for key in (
+            "vllm.version",
+            "vllm.is_dev",
+            "vllm.base_release",
+            "vllm.git_sha",
+            "vllm.build_date",
+            "vllm.location",
+        ):
             facts.values.pop(key, None)
         facts.missing.pop("vllm", None)
         set_vllm_version_facts(facts, vllm_version, Source.USER, "--vllm-version")
-        facts.mark_missing("vllm.location",
-                           "--vllm-version given: the installed source does not describe it")
+        facts.mark_missing(
+            "vllm.location", "--vllm-version given: the installed source does not describe it"
+        )
         facts.notes.append(f"what-if: vLLM version {vllm_version} (--vllm-version)")
     if torch_version:
         for key in ("torch.version", "torch.cuda_version", "torch.git_version"):
@@ -400,8 +423,10 @@ def apply_version_overrides(facts: Facts, vllm_version: str | None,
         if cuda:
             facts.set("torch.cuda_version", cuda, Source.USER, "--torch-version label")
         else:
-            facts.mark_missing("torch.cuda_version",
-                               f"--torch-version {torch_version} names no CUDA build (+cuXYZ)")
+            facts.mark_missing(
+                "torch.cuda_version",
+                f"--torch-version {torch_version} names no CUDA build (+cuXYZ)",
+            )
         facts.notes.append(f"what-if: torch version {torch_version} (--torch-version)")
     if vllm_version or torch_version:
         facts.values.pop("torch.matches_vllm_pin", None)
@@ -409,6 +434,8 @@ def apply_version_overrides(facts: Facts, vllm_version: str | None,
             # the installed vLLM's requirement says nothing about another version
             facts.values.pop("vllm.torch_requirement", None)
             facts.values.pop("vllm.torch_pin", None)
-            facts.mark_missing("vllm.torch_requirement",
-                               "--vllm-version given: its torch requirement is not known offline")
+            facts.mark_missing(
+                "vllm.torch_requirement",
+                "--vllm-version given: its torch requirement is not known offline",
+            )
         update_torch_match(facts)

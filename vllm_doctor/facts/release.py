@@ -104,10 +104,13 @@ def _accepted_by(table: Table, word: str, name: str | None) -> str:
 
 
 def _acceptance(table: Table, word: str, name: str | None) -> str:
-    """"accepted by 0.8.0–0.11.2", or "no release 0.8.0–0.33.0 accepts it"."""
+    """ "accepted by 0.8.0–0.11.2", or "no release 0.8.0–0.33.0 accepts it"."""
     accepted_by = _accepted_by(table, word, name)
-    return (f"accepted by {accepted_by}" if accepted_by else
-            f"no release {table.releases[0]}–{table.newest} accepts it")
+    return (
+        f"accepted by {accepted_by}"
+        if accepted_by
+        else f"no release {table.releases[0]}–{table.newest} accepts it"
+    )
 
 
 def judge_release(facts: Facts, releases: tuple[str, ...]) -> tuple[str | None, str, str]:
@@ -134,8 +137,11 @@ _VERSION_FREE = ("release.coverage", "release.unknown_options")
 def _release_paths() -> list[str]:
     from vllm_doctor.facts.schema import FACTS
 
-    return [p for p in FACTS if p.startswith("release.") and p.count(".") == 1
-            and p not in _VERSION_FREE]
+    return [
+        p
+        for p in FACTS
+        if p.startswith("release.") and p.count(".") == 1 and p not in _VERSION_FREE
+    ]
 
 
 def collect_release(facts: Facts) -> None:
@@ -143,16 +149,23 @@ def collect_release(facts: Facts) -> None:
 
     releases = tuple(knowledge.covered_releases())
     release, coverage, note = judge_release(facts, releases)
-    facts.set("release.coverage", coverage, SOURCE,
-              f"releases {releases[0]}–{releases[-1]}" if coverage == "covered" else note)
+    facts.set(
+        "release.coverage",
+        coverage,
+        SOURCE,
+        f"releases {releases[0]}–{releases[-1]}" if coverage == "covered" else note,
+    )
     if release is None:
-        reason = (f"no covered release to judge by: {note} (covered: {releases[0]}–"
-                  f"{releases[-1]})")
+        reason = f"no covered release to judge by: {note} (covered: {releases[0]}–{releases[-1]})"
         for path in _release_paths():
             facts.mark_missing(path, reason)
     else:
-        facts.set("release.judged", release, SOURCE,
-                  note or f"vLLM {facts.value('vllm.version')} is release {release}")
+        facts.set(
+            "release.judged",
+            release,
+            SOURCE,
+            note or f"vLLM {facts.value('vllm.version')} is release {release}",
+        )
     _options(facts, release)
     if release is not None:
         _registry(facts, release)
@@ -166,8 +179,12 @@ def collect_release(facts: Facts) -> None:
 
 
 # Facts that say which release judged the version: they differ between the two runs by design.
-_JUDGE_PATHS = {"release.coverage", "release.judged", "release.quant.judged_release",
-                "release.attention.judged_release"}
+_JUDGE_PATHS = {
+    "release.coverage",
+    "release.judged",
+    "release.quant.judged_release",
+    "release.attention.judged_release",
+}
 
 
 def judged_between_releases(facts: Facts, collect: Callable[[Facts], None]) -> None:
@@ -203,11 +220,16 @@ def judged_between_releases(facts: Facts, collect: Callable[[Facts], None]) -> N
         if _same_answer(here, there, match.release, match.upper):
             continue
         facts.values.pop(path, None)
-        shown = {r: ("not known" if f is None else f.value)
-                 for r, f in ((match.release, here), (match.upper, there))}
-        facts.mark_missing(path, f"vLLM {version} is a build between {match.release} and "
-                           f"{match.upper}, which differ here ({match.release}: "
-                           f"{shown[match.release]}; {match.upper}: {shown[match.upper]})")
+        shown = {
+            r: ("not known" if f is None else f.value)
+            for r, f in ((match.release, here), (match.upper, there))
+        }
+        facts.mark_missing(
+            path,
+            f"vLLM {version} is a build between {match.release} and "
+            f"{match.upper}, which differ here ({match.release}: "
+            f"{shown[match.release]}; {match.upper}: {shown[match.upper]})",
+        )
 
 
 def _same_answer(here: Fact | None, there: Fact | None, release: str, upper: str) -> bool:
@@ -263,7 +285,8 @@ def _option_strings(options: dict[str, Any]) -> dict[str, str]:
     for name, spec in options.items():
         out[name] = name
         for word in [a[2:] for a in spec.get("aliases", ()) if a.startswith("--")] + list(
-                spec.get("negations", ())):
+            spec.get("negations", ())
+        ):
             out.setdefault(word, name)
     return out
 
@@ -275,8 +298,9 @@ def _release_strings(release: str) -> tuple[dict[str, str], tuple[str, ...], fro
 
     options = knowledge.load("options").at(release)
     strings = _option_strings(options)
-    shorts = frozenset(a for spec in options.values() for a in spec.get("aliases", ())
-                       if not a.startswith("--"))
+    shorts = frozenset(
+        a for spec in options.values() for a in spec.get("aliases", ()) if not a.startswith("--")
+    )
     return strings, tuple(sorted(strings)), shorts
 
 
@@ -295,12 +319,16 @@ def _accepts(release: str, word: str, name: str | None) -> bool:
     if bare in strings:
         return True
     start = bisect.bisect_left(ordered, bare)
-    return start < len(ordered) and ordered[start].startswith(bare) and not (
-        start + 1 < len(ordered) and ordered[start + 1].startswith(bare))
+    return (
+        start < len(ordered)
+        and ordered[start].startswith(bare)
+        and not (start + 1 < len(ordered) and ordered[start + 1].startswith(bare))
+    )
 
 
-def _value_refusal(release: str, options: dict[str, Any], name: str, given: Any,
-                   raw: str | None) -> str | None:
+def _value_refusal(
+    release: str, options: dict[str, Any], name: str, given: Any, raw: str | None
+) -> str | None:
     """Why the release's parser refuses the option's value as given (its kind there reads
     the value otherwise: JSON only, no key=value pairs, a flag that takes no value), or
     None when it reads it."""
@@ -334,8 +362,13 @@ def _nearest(word: str, options: dict[str, Any]) -> str | None:
     return f"--{match[0]}" if match else None
 
 
-_OPTION_PATHS = ("release.unknown_options", "release.unaccepted_options",
-                 "release.option_hints", "release.corrected_command", "release.invalid_choices")
+_OPTION_PATHS = (
+    "release.unknown_options",
+    "release.unaccepted_options",
+    "release.option_hints",
+    "release.corrected_command",
+    "release.invalid_choices",
+)
 
 
 def _options(facts: Facts, release: str | None) -> None:
@@ -353,10 +386,16 @@ def _options(facts: Facts, release: str | None) -> None:
     hints: list[str] = []
     for word in unknown:
         nearest = _nearest(word, dict.fromkeys(union))
-        hints.append(f"{word}: no vLLM release {table.releases[0]}–{table.newest} accepts it"
-                     + (f"; nearest valid spelling {nearest}" if nearest else ""))
-    facts.set("release.unknown_options", unknown, SOURCE,
-              f"options of every release {table.releases[0]}–{table.newest}")
+        hints.append(
+            f"{word}: no vLLM release {table.releases[0]}–{table.newest} accepts it"
+            + (f"; nearest valid spelling {nearest}" if nearest else "")
+        )
+    facts.set(
+        "release.unknown_options",
+        unknown,
+        SOURCE,
+        f"options of every release {table.releases[0]}–{table.newest}",
+    )
     if release is None:
         if hints:
             facts.set("release.option_hints", hints, SOURCE)
@@ -369,8 +408,12 @@ def _options(facts: Facts, release: str | None) -> None:
         if _accepts(release, word, name):
             continue
         last = table.last_release(name) if name else None
-        if (name is not None and last is not None and Version(release) > Version(last)
-                and _curated(name)):
+        if (
+            name is not None
+            and last is not None
+            and Version(release) > Version(last)
+            and _curated(name)
+        ):
             continue  # removed, and ARGS001/ARGS004 explain it with the migration advice
         unaccepted.append(word)
         nearest = _nearest(word, options)
@@ -385,8 +428,12 @@ def _options(facts: Facts, release: str | None) -> None:
     if release_hints:
         facts.set("release.option_hints", release_hints, SOURCE)
     if unaccepted and line is not None:
-        facts.set("release.corrected_command", _corrected(line, edits), SOURCE,
-                  "misspelt options renamed to the nearest valid spelling, the others removed")
+        facts.set(
+            "release.corrected_command",
+            _corrected(line, edits),
+            SOURCE,
+            "misspelt options renamed to the nearest valid spelling, the others removed",
+        )
     invalid = []
     if line is not None:
         for name, value in line.options.items():
@@ -403,13 +450,15 @@ def _options(facts: Facts, release: str | None) -> None:
             values = value if isinstance(value, list) else [value]
             bad = [str(v) for v in values if str(v) not in allowed]
             if bad:
-                invalid.append(f"--{name} {' '.join(bad)}: not among the choices of vLLM "
-                               f"{release} ({', '.join(str(c) for c in spec['choices'])})")
+                invalid.append(
+                    f"--{name} {' '.join(bad)}: not among the choices of vLLM "
+                    f"{release} ({', '.join(str(c) for c in spec['choices'])})"
+                )
     facts.set("release.invalid_choices", invalid, SOURCE, f"the options of vLLM {release}")
 
 
 def _value_acceptance(table: Table, line: ServeLine, name: str) -> str:
-    """"read by 0.8.0–0.9.2" for the option's value as given, over every covered release."""
+    """ "read by 0.8.0–0.9.2" for the option's value as given, over every covered release."""
     value, raw = line.options.get(name), line.raw_values.get(name)
 
     def reads(release: str) -> bool:
@@ -436,9 +485,11 @@ def refused_option_hints(words: list[str], version: str | None) -> list[str]:
             after_flag = False  # the refused option's value
         else:
             extra.append(word)
-    hints = [f"{w}: not an option but an extra positional argument (vllm serve takes one model; "
-             "an option's value split from it, or a quoted word that should be two, does this)"
-             for w in extra]
+    hints = [
+        f"{w}: not an option but an extra positional argument (vllm serve takes one model; "
+        "an option's value split from it, or a quoted word that should be two, does this)"
+        for w in extra
+    ]
     if not flags:
         return hints
     from vllm_doctor.serveline.options import resolve_flag
@@ -454,8 +505,10 @@ def refused_option_hints(words: list[str], version: str | None) -> list[str]:
         if release is None or options is None:
             text = f"{word}: {known}"
         elif _accepts(release, word, name):
-            text = (f"{word}: vLLM {release} accepts it ({known}): the log may come from another "
-                    "vLLM version or entry point")
+            text = (
+                f"{word}: vLLM {release} accepts it ({known}): the log may come from another "
+                "vLLM version or entry point"
+            )
         else:
             text = f"{word}: vLLM {release} does not accept it ({known})"
         nearest = _nearest(word, options if options is not None else dict.fromkeys(table.keys()))
@@ -484,8 +537,11 @@ def _corrected(line: ServeLine, edits: dict[str, str | None]) -> str:
         else:
             out.append(token)
         i += 1
-    prefix = "vllm serve" if line.entrypoint == "serve" else \
-        "python -m vllm.entrypoints.openai.api_server"
+    prefix = (
+        "vllm serve"
+        if line.entrypoint == "serve"
+        else "python -m vllm.entrypoints.openai.api_server"
+    )
     return " ".join([prefix, *(shlex.quote(t) for t in out)])
 
 
@@ -497,10 +553,15 @@ def _registry(facts: Facts, release: str) -> None:
 
     archs = facts.value("model.architectures")
     if not archs:
-        reason = ("model.architectures is not known: "
-                  + (facts.why_missing("model.architectures") or "config.json has none"))
-        for path in ("release.architecture_registered", "release.unregistered_architectures",
-                     "release.architecture_first_release", "release.transformers_fallback"):
+        reason = "model.architectures is not known: " + (
+            facts.why_missing("model.architectures") or "config.json has none"
+        )
+        for path in (
+            "release.architecture_registered",
+            "release.unregistered_architectures",
+            "release.architecture_first_release",
+            "release.transformers_fallback",
+        ):
             facts.mark_missing(path, reason)
         return
     table = knowledge.load("registry")
@@ -518,22 +579,37 @@ def _registry(facts: Facts, release: str) -> None:
         return False
 
     registered = [a for a in archs if known(a)]
-    facts.set("release.architecture_registered", bool(registered), SOURCE,
-              f"model_executor/models/registry.py of vLLM {release}")
-    facts.set("release.unregistered_architectures",
-              [a for a in archs if a not in registered], SOURCE, f"vLLM {release}")
+    facts.set(
+        "release.architecture_registered",
+        bool(registered),
+        SOURCE,
+        f"model_executor/models/registry.py of vLLM {release}",
+    )
+    facts.set(
+        "release.unregistered_architectures",
+        [a for a in archs if a not in registered],
+        SOURCE,
+        f"vLLM {release}",
+    )
     firsts = [first for a in archs if (first := table.first_release(a))]
     if firsts:
         first = min(firsts, key=Version)
-        facts.set("release.architecture_first_release", first, SOURCE,
-                  "first covered release that registers one of the architectures")
+        facts.set(
+            "release.architecture_first_release",
+            first,
+            SOURCE,
+            "first covered release that registers one of the architectures",
+        )
     fallback = bool(info and info.value.get("transformers_fallback"))
     impl = None
     line, _ = _given_words(facts)
     if line is not None:
         impl = line.options.get("model-impl")
-    detail = (f"vLLM {release} " + ("tries its Transformers backend for an unregistered "
-                                    "architecture" if fallback else "has no Transformers fallback"))
+    detail = f"vLLM {release} " + (
+        "tries its Transformers backend for an unregistered architecture"
+        if fallback
+        else "has no Transformers fallback"
+    )
     if impl is not None and str(impl) == "vllm":
         fallback = False
         detail = "--model-impl vllm turns the Transformers fallback off"
@@ -543,8 +619,10 @@ def _registry(facts: Facts, release: str) -> None:
 # -- parsers, start-up checks, LoRA -------------------------------------------------------------
 
 # parser kind -> (its option, the option that loads plugins registering more names)
-_PARSER_OPTIONS = {"tool": ("tool-call-parser", "tool-parser-plugin"),
-                   "reasoning": ("reasoning-parser", "reasoning-parser-plugin")}
+_PARSER_OPTIONS = {
+    "tool": ("tool-call-parser", "tool-parser-plugin"),
+    "reasoning": ("reasoning-parser", "reasoning-parser-plugin"),
+}
 _PARSER_WORDS = {"tool": "tool-call parser", "reasoning": "reasoning parser"}
 
 
@@ -553,8 +631,10 @@ def _parsers(facts: Facts, release: str) -> None:
     not register and refuses at start-up for this line."""
     line, _ = _given_words(facts)
     if line is None:
-        facts.mark_missing("release.unknown_parsers",
-                           "no serve line: " + (facts.why_missing("serve.argv") or "not given"))
+        facts.mark_missing(
+            "release.unknown_parsers",
+            "no serve line: " + (facts.why_missing("serve.argv") or "not given"),
+        )
         return
     from vllm_doctor import knowledge
 
@@ -570,27 +650,39 @@ def _parsers(facts: Facts, release: str) -> None:
         if "choices" in options.get(option, {}):
             continue  # the release's argparse choices: ARGS101 names the value
         if line.options.get(plugin):
-            facts.mark_missing("release.unknown_parsers", f"--{plugin} may register "
-                               f"'{name}' (what a plugin registers is not known here)")
+            facts.mark_missing(
+                "release.unknown_parsers",
+                f"--{plugin} may register '{name}' (what a plugin registers is not known here)",
+            )
             return
         check = checks.get(f"{kind}_check")
         if kind == "tool" and checks.get("tool_choices"):
             where = f"argparse choices ({checks['tool_choices']})"
         elif check and all(line.options.get(r) for r in check["requires"]):
             where = f"{check['function']} in {check['file']}" + "".join(
-                f", with --{r}" for r in check["requires"])
+                f", with --{r}" for r in check["requires"]
+            )
         else:
             continue  # this release does not check the name for this line
         have = sorted(k.split(":", 1)[1] for k in names if k.startswith(f"{kind}:"))
         first = table.first_release(f"{kind}:{name}")
-        text = (f"--{option} {name}: vLLM {release} has no {_PARSER_WORDS[kind]} '{name}' "
-                f"(refused by {where}); it has: {', '.join(have)}; ")
-        text += (f"first release with '{name}': {first}" if first else
-                 f"no release {table.releases[0]}–{table.newest} has '{name}'")
+        text = (
+            f"--{option} {name}: vLLM {release} has no {_PARSER_WORDS[kind]} '{name}' "
+            f"(refused by {where}); it has: {', '.join(have)}; "
+        )
+        text += (
+            f"first release with '{name}': {first}"
+            if first
+            else f"no release {table.releases[0]}–{table.newest} has '{name}'"
+        )
         nearest = difflib.get_close_matches(name, have, n=1, cutoff=0.6)
         refused.append(text + (f"; nearest name in {release}: {nearest[0]}" if nearest else ""))
-    facts.set("release.unknown_parsers", refused, SOURCE,
-              f"the parsers vLLM {release} registers (knowledge/data/parsers.json)")
+    facts.set(
+        "release.unknown_parsers",
+        refused,
+        SOURCE,
+        f"the parsers vLLM {release} registers (knowledge/data/parsers.json)",
+    )
 
 
 def _requirements(facts: Facts, release: str) -> None:
@@ -599,8 +691,10 @@ def _requirements(facts: Facts, release: str) -> None:
     (``:@multimodal``)."""
     line, _ = _given_words(facts)
     if line is None:
-        facts.mark_missing("release.unmet_requirements",
-                           "no serve line: " + (facts.why_missing("serve.argv") or "not given"))
+        facts.mark_missing(
+            "release.unmet_requirements",
+            "no serve line: " + (facts.why_missing("serve.argv") or "not given"),
+        )
         return
     from vllm_doctor import knowledge
 
@@ -622,13 +716,19 @@ def _requirements(facts: Facts, release: str) -> None:
             continue
         else:
             what = f"--{option} without --{needed}"
-        unmet.append(f"{what}: vLLM {release} refuses it ({check['function']} in "
-                     f"{check['file']}: \"{check['message']}\")")
+        unmet.append(
+            f"{what}: vLLM {release} refuses it ({check['function']} in "
+            f'{check["file"]}: "{check["message"]}")'
+        )
     if undecided and not unmet:
         facts.mark_missing("release.unmet_requirements", "; ".join(undecided))
         return
-    facts.set("release.unmet_requirements", unmet, SOURCE,
-              f"the start-up checks of vLLM {release} (knowledge/data/checks.json)")
+    facts.set(
+        "release.unmet_requirements",
+        unmet,
+        SOURCE,
+        f"the start-up checks of vLLM {release} (knowledge/data/checks.json)",
+    )
 
 
 def _parallel(facts: Facts, release: str) -> None:
@@ -637,11 +737,17 @@ def _parallel(facts: Facts, release: str) -> None:
 
     entry = knowledge.load("parallel").at(release).get("oversized_world")
     if entry is None:
-        facts.mark_missing("release.oversized_world",
-                           f"the knowledge does not say how vLLM {release} picks the backend")
+        facts.mark_missing(
+            "release.oversized_world",
+            f"the knowledge does not say how vLLM {release} picks the backend",
+        )
         return
-    facts.set("release.oversized_world", entry["behaviour"], SOURCE,
-              f"ParallelConfig.__post_init__ of vLLM {release} (knowledge/data/parallel.json)")
+    facts.set(
+        "release.oversized_world",
+        entry["behaviour"],
+        SOURCE,
+        f"ParallelConfig.__post_init__ of vLLM {release} (knowledge/data/parallel.json)",
+    )
 
 
 def _loaded_class(facts: Facts, release: str) -> tuple[str, dict[str, Any]] | str:
@@ -650,7 +756,8 @@ def _loaded_class(facts: Facts, release: str) -> tuple[str, dict[str, Any]] | st
     archs = facts.value("model.architectures")
     if not archs:
         return "model.architectures is not known: " + (
-            facts.why_missing("model.architectures") or "config.json has none")
+            facts.why_missing("model.architectures") or "config.json has none"
+        )
     line, _ = _given_words(facts)
     impl = line.options.get("model-impl") if line is not None else None
     if impl is not None and str(impl) not in ("auto", "vllm"):
@@ -660,14 +767,20 @@ def _loaded_class(facts: Facts, release: str) -> tuple[str, dict[str, Any]] | st
     table = knowledge.load("registry")
     found = next(((a, span) for a in archs if (span := table.get(a, release)) is not None), None)
     if found is None:
-        return (f"vLLM {release} registers none of {', '.join(archs)} (MODEL100/MODEL101 speak "
-                "about that)")
+        return (
+            f"vLLM {release} registers none of {', '.join(archs)} (MODEL100/MODEL101 speak "
+            "about that)"
+        )
     arch, span = found
     return arch, span.value
 
 
-_CLASS_PATHS = ("release.lora_architecture", "release.lora_supported",
-                "release.model_modalities", "release.pooling_model")
+_CLASS_PATHS = (
+    "release.lora_architecture",
+    "release.lora_supported",
+    "release.model_modalities",
+    "release.pooling_model",
+)
 
 
 def _lora(facts: Facts, release: str) -> None:
@@ -680,29 +793,53 @@ def _lora(facts: Facts, release: str) -> None:
         return
     arch, entry = loaded
     where = f"{entry['class']} in model_executor/models/{entry['module']}.py of vLLM {release}"
-    facts.set("release.lora_architecture", arch, SOURCE,
-              f"first of model.architectures registered in vLLM {release}")
+    facts.set(
+        "release.lora_architecture",
+        arch,
+        SOURCE,
+        f"first of model.architectures registered in vLLM {release}",
+    )
     unfollowed = f"{where} could not be followed statically in the release source"
     if entry.get("lora") is None:
         facts.mark_missing("release.lora_supported", unfollowed)
     else:
-        facts.set("release.lora_supported", bool(entry["lora"]), SOURCE, where + (
-            " implements" if entry["lora"] else " does not implement") + " SupportsLoRA")
+        facts.set(
+            "release.lora_supported",
+            bool(entry["lora"]),
+            SOURCE,
+            where + (" implements" if entry["lora"] else " does not implement") + " SupportsLoRA",
+        )
     if not entry.get("multimodal"):
         facts.set("release.model_modalities", [], SOURCE, f"{where}: not multimodal")
     elif entry.get("modalities") is None:
-        facts.mark_missing("release.model_modalities", f"{where}: its processing info's "
-                           "get_supported_mm_limits could not be read statically")
+        facts.mark_missing(
+            "release.model_modalities",
+            f"{where}: its processing info's get_supported_mm_limits could not be read statically",
+        )
     else:
-        facts.set("release.model_modalities", entry["modalities"], SOURCE,
-                  f"{where}: get_supported_mm_limits of its processing info")
+        facts.set(
+            "release.model_modalities",
+            entry["modalities"],
+            SOURCE,
+            f"{where}: get_supported_mm_limits of its processing info",
+        )
     if entry.get("pooling") is None:
         facts.mark_missing("release.pooling_model", unfollowed)
     else:
-        facts.set("release.pooling_model", bool(entry["pooling"]), SOURCE, where + (
-            " is" if entry["pooling"] else " is not") + " a pooling model (VllmModelForPooling):"
-            " --runner auto " + ("serves it as pooling" if entry["pooling"] else
-                                 "generates unless the architecture's suffix converts it"))
+        facts.set(
+            "release.pooling_model",
+            bool(entry["pooling"]),
+            SOURCE,
+            where
+            + (" is" if entry["pooling"] else " is not")
+            + " a pooling model (VllmModelForPooling):"
+            " --runner auto "
+            + (
+                "serves it as pooling"
+                if entry["pooling"]
+                else "generates unless the architecture's suffix converts it"
+            ),
+        )
 
 
 _SPEC_PATHS = ("release.unknown_spec_methods", "release.spec_target_refused")
@@ -727,41 +864,73 @@ def _speculative(facts: Facts, release: str) -> None:
     info = entries.get("@release", {})
     methods = sorted(k.split(":", 1)[1] for k in entries if k.startswith("method:"))
     if not info.get("validated") or not methods:
-        facts.mark_missing("release.unknown_spec_methods", f"vLLM {release} does not validate "
-                           "speculative_config.method against a list (no pydantic Literal)")
+        facts.mark_missing(
+            "release.unknown_spec_methods",
+            f"vLLM {release} does not validate "
+            "speculative_config.method against a list (no pydantic Literal)",
+        )
     elif method in methods:
-        facts.set("release.unknown_spec_methods", [], SOURCE,
-                  f"SpeculativeMethod of vLLM {release} ({info['file']})")
+        facts.set(
+            "release.unknown_spec_methods",
+            [],
+            SOURCE,
+            f"SpeculativeMethod of vLLM {release} ({info['file']})",
+        )
     else:
         first = table.first_release(f"method:{method}")
-        facts.set("release.unknown_spec_methods", [
-            f"speculative_config.method '{method}': vLLM {release} refuses it (SpeculativeMethod "
-            f"in {info['file']}); it accepts: {', '.join(methods)}; " +
-            (f"first release with '{method}': {first}" if first else
-             f"no release {table.releases[0]}–{table.newest} has '{method}'")],
-            SOURCE, f"SpeculativeMethod of vLLM {release} ({info['file']})")
+        facts.set(
+            "release.unknown_spec_methods",
+            [
+                f"speculative_config.method '{method}': vLLM {release} refuses it (SpeculativeMethod "
+                f"in {info['file']}); it accepts: {', '.join(methods)}; "
+                + (
+                    f"first release with '{method}': {first}"
+                    if first
+                    else f"no release {table.releases[0]}–{table.newest} has '{method}'"
+                )
+            ],
+            SOURCE,
+            f"SpeculativeMethod of vLLM {release} ({info['file']})",
+        )
     check = entries.get(f"target:{method}")
     if check is None:
         if f"target:{method}" in table:
-            facts.mark_missing("release.spec_target_refused", f"vLLM {release} does not check the "
-                               f"target of '{method}' in its config (it checks the model class "
-                               "when loading, which the knowledge does not carry)")
+            facts.mark_missing(
+                "release.spec_target_refused",
+                f"vLLM {release} does not check the "
+                f"target of '{method}' in its config (it checks the model class "
+                "when loading, which the knowledge does not carry)",
+            )
         else:
-            facts.set("release.spec_target_refused", [], SOURCE,
-                      f"vLLM {release} checks no target model for '{method}'")
+            facts.set(
+                "release.spec_target_refused",
+                [],
+                SOURCE,
+                f"vLLM {release} checks no target model for '{method}'",
+            )
         return
     model_type = _text_model_type(facts)
     if model_type is None:
-        facts.mark_missing("release.spec_target_refused", "the model's text model_type is not "
-                           "known: " + (facts.why_missing("model.model_type") or
-                                        "its nested text config has none"))
+        facts.mark_missing(
+            "release.spec_target_refused",
+            "the model's text model_type is not "
+            "known: "
+            + (facts.why_missing("model.model_type") or "its nested text config has none"),
+        )
         return
     accepted = [m for m in check["model_types"] if m in model_type]
-    facts.set("release.spec_target_refused", [] if accepted else [
-        f"speculative_config.method '{method}' on a {model_type} model: vLLM {release} accepts "
-        f"only targets whose hf_text_config.model_type contains one of "
-        f"{', '.join(check['model_types'])} ({check['function']} in {check['file']})"],
-        SOURCE, f"the target check of vLLM {release}")
+    facts.set(
+        "release.spec_target_refused",
+        []
+        if accepted
+        else [
+            f"speculative_config.method '{method}' on a {model_type} model: vLLM {release} accepts "
+            f"only targets whose hf_text_config.model_type contains one of "
+            f"{', '.join(check['model_types'])} ({check['function']} in {check['file']})"
+        ],
+        SOURCE,
+        f"the target check of vLLM {release}",
+    )
 
 
 def _text_model_type(facts: Facts) -> str | None:
@@ -789,31 +958,46 @@ def _pins(facts: Facts, release: str) -> None:
         facts.set("release.cuda_major", cuda["major"], SOURCE, f"vLLM {release}: {cuda['from']}")
     trf = pins.get("transformers")
     if trf and trf.get("spec"):
-        facts.set("release.transformers_requirement", trf["spec"], SOURCE,
-                  f"Requires-Dist of vLLM {release}")
+        facts.set(
+            "release.transformers_requirement",
+            trf["spec"],
+            SOURCE,
+            f"Requires-Dist of vLLM {release}",
+        )
         installed = facts.value("packages.transformers")
         if why := _what_if_without(facts, "packages.transformers"):
             facts.mark_missing("release.transformers_in_range", why)
         elif installed is not None:
             inside = satisfies(str(installed), trf["spec"])
             if inside is not None:
-                facts.set("release.transformers_in_range", inside, SOURCE,
-                          f"transformers {installed} against {trf['spec']}")
+                facts.set(
+                    "release.transformers_in_range",
+                    inside,
+                    SOURCE,
+                    f"transformers {installed} against {trf['spec']}",
+                )
     torch = pins.get("torch")
     if torch and torch.get("pin"):
         facts.set("release.torch_pin", torch["pin"], SOURCE, f"Requires-Dist of vLLM {release}")
         installed = facts.value("torch.version")
         # the installed vLLM's own metadata (ENV002) wins over the table
         from_installed = "torch.matches_vllm_pin" in facts
-        facts.set("release.torch_pin_from", "installed metadata" if from_installed
-                  else "release table", SOURCE)
+        facts.set(
+            "release.torch_pin_from",
+            "installed metadata" if from_installed else "release table",
+            SOURCE,
+        )
         if why := _what_if_without(facts, "torch.version"):
             facts.mark_missing("release.torch_matches_pin", why)
         elif installed is not None:
             inside = satisfies(str(installed).split("+")[0], f"=={torch['pin']}")
             if inside is not None:
-                facts.set("release.torch_matches_pin", inside, SOURCE,
-                          f"torch {installed} against =={torch['pin']}")
+                facts.set(
+                    "release.torch_matches_pin",
+                    inside,
+                    SOURCE,
+                    f"torch {installed} against =={torch['pin']}",
+                )
 
 
 # -- the dtype the release computes in -------------------------------------------------------
@@ -828,14 +1012,26 @@ def _pins(facts: Facts, release: str) -> None:
 #   dtype if supported, else the first.
 _FALLBACK_FROM, _RESOLVE_FROM = Version("0.9.0"), Version("0.9.1")
 _NO_FLOAT16 = ("gemma2", "gemma3", "gemma3_text", "plamo2", "glm4")
-_DTYPE_NAMES = {"half": "float16", "float16": "float16", "fp16": "float16",
-                "bfloat16": "bfloat16", "bf16": "bfloat16", "float": "float32",
-                "float32": "float32", "fp32": "float32"}
+_DTYPE_NAMES = {
+    "half": "float16",
+    "float16": "float16",
+    "fp16": "float16",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float": "float32",
+    "float32": "float32",
+    "fp32": "float32",
+}
 
 
 def _supported_dtypes(capability: int, model_type: str) -> list[str]:
-    dtypes = (["bfloat16", "float16", "float32"] if capability >= 80 else
-              ["float16", "float32"] if capability >= 60 else ["float32"])
+    dtypes = (
+        ["bfloat16", "float16", "float32"]
+        if capability >= 80
+        else ["float16", "float32"]
+        if capability >= 60
+        else ["float32"]
+    )
     return [d for d in dtypes if not (d == "float16" and model_type in _NO_FLOAT16)]
 
 
@@ -843,10 +1039,17 @@ def _effective_dtype(facts: Facts, release: str) -> None:
     """release.effective_dtype: the dtype vLLM ``release`` computes in for this serve line."""
     path = "release.effective_dtype"
     ours = Version(release)
-    facts.set("release.auto_dtype_fallback", ours >= _FALLBACK_FROM, SOURCE,
-              f"vLLM {release}: --dtype auto " + ("falls back from a dtype the GPU lacks (PR "
-                                                  "17265, 0.9.0)" if ours >= _FALLBACK_FROM
-                                                  else "keeps the checkpoint's dtype"))
+    facts.set(
+        "release.auto_dtype_fallback",
+        ours >= _FALLBACK_FROM,
+        SOURCE,
+        f"vLLM {release}: --dtype auto "
+        + (
+            "falls back from a dtype the GPU lacks (PR 17265, 0.9.0)"
+            if ours >= _FALLBACK_FROM
+            else "keeps the checkpoint's dtype"
+        ),
+    )
     given = str(facts.value("serve.dtype") or "auto").lower()
     if given != "auto":
         if given in _DTYPE_NAMES:
@@ -855,31 +1058,47 @@ def _effective_dtype(facts: Facts, release: str) -> None:
     checkpoint = facts.value("model.dtype")
     config = _DTYPE_NAMES.get(str(checkpoint).lower()) if checkpoint is not None else None
     if config is None:
-        facts.mark_missing(path, "--dtype auto takes the checkpoint's dtype: " + (
-            facts.why_missing("model.dtype") or f"model.dtype {checkpoint!r} is not known"))
+        facts.mark_missing(
+            path,
+            "--dtype auto takes the checkpoint's dtype: "
+            + (facts.why_missing("model.dtype") or f"model.dtype {checkpoint!r} is not known"),
+        )
         return
     model_type = str(facts.value("model.text_model_type") or facts.value("model.model_type") or "")
     if ours < _FALLBACK_FROM:
         gemma = model_type in ("gemma2", "gemma3", "gemma3_text")
         value = ("bfloat16" if gemma else "float16") if config == "float32" else config
-        facts.set(path, value, SOURCE, f"--dtype auto in vLLM {release}: the checkpoint's "
-                  f"{checkpoint}, whatever the GPU")
+        facts.set(
+            path,
+            value,
+            SOURCE,
+            f"--dtype auto in vLLM {release}: the checkpoint's {checkpoint}, whatever the GPU",
+        )
         return
     capability = facts.value("gpu.min_capability")
     if capability is None:
-        facts.mark_missing(path, f"--dtype auto in vLLM {release} depends on the GPU: " + (
-            facts.why_missing("gpu.min_capability") or "gpu.min_capability is not known"))
+        facts.mark_missing(
+            path,
+            f"--dtype auto in vLLM {release} depends on the GPU: "
+            + (facts.why_missing("gpu.min_capability") or "gpu.min_capability is not known"),
+        )
         return
     if ours < _RESOLVE_FROM:
         supported = _supported_dtypes(int(capability), "")
-        wanted = "bfloat16" if model_type == "plamo2" else (
-            "float16" if config == "float32" else config)
+        wanted = (
+            "bfloat16" if model_type == "plamo2" else ("float16" if config == "float32" else config)
+        )
     else:
         supported = _supported_dtypes(int(capability), model_type)
         wanted = supported[0] if config == "float32" else config
     value = wanted if wanted in supported else supported[0]
-    facts.set(path, value, SOURCE, f"--dtype auto in vLLM {release}: checkpoint {checkpoint} "
-              f"on compute capability {capability} (supported: {', '.join(supported)})")
+    facts.set(
+        path,
+        value,
+        SOURCE,
+        f"--dtype auto in vLLM {release}: checkpoint {checkpoint} "
+        f"on compute capability {capability} (supported: {', '.join(supported)})",
+    )
 
 
 def _what_if_without(facts: Facts, package_path: str) -> str | None:
@@ -892,9 +1111,13 @@ def _what_if_without(facts: Facts, package_path: str) -> str | None:
         return None
     if package is not None and package.source in (Source.USER, Source.REPORT):
         return None
-    flag = " (--torch-version V judges a torch you keep)" if package_path.startswith("torch") else ""
-    return (f"vLLM {version.value} is a what-if (--vllm-version): installing it brings the "
-            f"versions it requires, so the one installed here says nothing about that stack{flag}")
+    flag = (
+        " (--torch-version V judges a torch you keep)" if package_path.startswith("torch") else ""
+    )
+    return (
+        f"vLLM {version.value} is a what-if (--vllm-version): installing it brings the "
+        f"versions it requires, so the one installed here says nothing about that stack{flag}"
+    )
 
 
 def collect(facts: Facts) -> None:

@@ -29,23 +29,45 @@ from typing import Any
 from vllm_doctor.facts.model import Facts
 
 SOURCE = "release knowledge"
-QUANT_PATHS = ("release.quant.judged_release", "release.quant.method", "release.quant.known",
-               "release.quant.min_capability", "release.quant.capability_ok",
-               "release.quant.deprecated", "release.quant.act_dtypes",
-               "release.quant.act_dtype_ok")
-ATTN_PATHS = ("release.attention.judged_release", "release.attention.candidates",
-              "release.attention.supporting", "release.attention.any_supports",
-              "release.attention.rejections", "release.attention.forced_supports",
-              "release.attention.forced_rejections")
+QUANT_PATHS = (
+    "release.quant.judged_release",
+    "release.quant.method",
+    "release.quant.known",
+    "release.quant.min_capability",
+    "release.quant.capability_ok",
+    "release.quant.deprecated",
+    "release.quant.act_dtypes",
+    "release.quant.act_dtype_ok",
+)
+ATTN_PATHS = (
+    "release.attention.judged_release",
+    "release.attention.candidates",
+    "release.attention.supporting",
+    "release.attention.any_supports",
+    "release.attention.rejections",
+    "release.attention.forced_supports",
+    "release.attention.forced_rejections",
+)
 
 # ModelOpt checkpoints all say quant_method "modelopt"; vLLM picks the config by quant_algo
 # (the NVFP4 config was named "nvfp4" in 0.8.x). A release that has none of the names is not
 # judged: how it reads such a checkpoint is not in the table.
-_MODELOPT_BY_ALGO = {"FP8": ("modelopt",), "NVFP4": ("modelopt_fp4", "nvfp4"),
-                     "MIXED_PRECISION": ("modelopt_mixed",), "MXFP8": ("modelopt_mxfp8",)}
-_DTYPE_NAMES = {"half": "float16", "float16": "float16", "fp16": "float16",
-                "bfloat16": "bfloat16", "bf16": "bfloat16", "float": "float32",
-                "float32": "float32", "fp32": "float32"}
+_MODELOPT_BY_ALGO = {
+    "FP8": ("modelopt",),
+    "NVFP4": ("modelopt_fp4", "nvfp4"),
+    "MIXED_PRECISION": ("modelopt_mixed",),
+    "MXFP8": ("modelopt_mxfp8",),
+}
+_DTYPE_NAMES = {
+    "half": "float16",
+    "float16": "float16",
+    "fp16": "float16",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float": "float32",
+    "float32": "float32",
+    "fp32": "float32",
+}
 
 
 @dataclass(frozen=True)
@@ -73,7 +95,9 @@ def quant_floor(values: dict[str, Any], method: str) -> Floor:
     return Floor(cap, f"get_min_capability of {name}{via}: {cap}")
 
 
-def _judged(facts: Facts, kind: str, paths: tuple[str, ...]) -> tuple[str, dict[str, Any], str] | None:
+def _judged(
+    facts: Facts, kind: str, paths: tuple[str, ...]
+) -> tuple[str, dict[str, Any], str] | None:
     """(release, that release's ``kind`` table, detail) for the release that judges
     ``vllm.version`` (facts.release decides); None, with ``paths`` marked missing and the
     reason, where no release does."""
@@ -87,7 +111,9 @@ def _judged(facts: Facts, kind: str, paths: tuple[str, ...]) -> tuple[str, dict[
         return None
     release, coverage, note = judge_release(facts, tuple(table.releases))
     if coverage == "outside" or release is None:
-        _mark_missing(facts, paths, f"no release knowledge: {note}" if coverage == "outside" else note)
+        _mark_missing(
+            facts, paths, f"no release knowledge: {note}" if coverage == "outside" else note
+        )
         return None
     return release, table.at(release), f"vLLM {release}" + (f"; {note}" if note else "")
 
@@ -132,9 +158,14 @@ def _collect_quant(facts: Facts) -> None:
     names, origin = _method(facts)
     if names is None:
         # an unquantized model on a known serve line: the facts are absent, not unknown
-        reason = origin or next((facts.why_missing(p) for p in ("serve.quantization",
-                                                                  "model.quant_method")
-                                 if facts.why_missing(p)), None)
+        reason = origin or next(
+            (
+                facts.why_missing(p)
+                for p in ("serve.quantization", "model.quant_method")
+                if facts.why_missing(p)
+            ),
+            None,
+        )
         if reason:
             _mark_missing(facts, QUANT_PATHS, reason)
         return
@@ -145,39 +176,60 @@ def _collect_quant(facts: Facts) -> None:
     method = next((n for n in names if f"method:{n}" in values), names[0])
     if (len(names) > 1 or origin.endswith("quant_algo")) and f"method:{method}" not in values:
         # a ModelOpt algo this release names otherwise
-            _mark_missing(facts, QUANT_PATHS, f"which method vLLM {release} uses for this "
-                          f"ModelOpt checkpoint ({'/'.join(names)}) is not in the table")
-            return
+        _mark_missing(
+            facts,
+            QUANT_PATHS,
+            f"which method vLLM {release} uses for this "
+            f"ModelOpt checkpoint ({'/'.join(names)}) is not in the table",
+        )
+        return
     facts.set("release.quant.judged_release", release, SOURCE, detail)
     facts.set("release.quant.method", method, SOURCE, origin)
     record = values.get(f"method:{method}")
-    facts.set("release.quant.known", record is not None, SOURCE,
-              f"{detail}: model_executor/layers/quantization/__init__.py")
+    facts.set(
+        "release.quant.known",
+        record is not None,
+        SOURCE,
+        f"{detail}: model_executor/layers/quantization/__init__.py",
+    )
     if record is None:
-        _mark_missing(facts, QUANT_PATHS[3:],
-                      f"{method} is not a quantization method of vLLM {release}")
+        _mark_missing(
+            facts, QUANT_PATHS[3:], f"{method} is not a quantization method of vLLM {release}"
+        )
         return
     facts.set("release.quant.deprecated", bool(record.get("deprecated")), SOURCE, detail)
     if record.get("act_dtypes") is not None:
         facts.set("release.quant.act_dtypes", record["act_dtypes"], SOURCE, detail)
     else:
-        facts.mark_missing("release.quant.act_dtypes",
-                           f"get_supported_act_dtypes of {method} is computed at run time")
+        facts.mark_missing(
+            "release.quant.act_dtypes",
+            f"get_supported_act_dtypes of {method} is computed at run time",
+        )
     _collect_act_dtype(facts, values, method, release)
     floor = quant_floor(values, method)
     if floor.value is None:
         facts.mark_missing("release.quant.min_capability", floor.why)
         facts.mark_missing("release.quant.capability_ok", floor.why)
         return
-    facts.set("release.quant.min_capability", floor.value, SOURCE,
-              f"{detail}: {record.get('file', '')} {floor.why}")
+    facts.set(
+        "release.quant.min_capability",
+        floor.value,
+        SOURCE,
+        f"{detail}: {record.get('file', '')} {floor.why}",
+    )
     gpu = facts.get("gpu.min_capability")
     if gpu is None:
-        facts.mark_missing("release.quant.capability_ok",
-                           facts.why_missing("gpu.min_capability") or "no GPU capability")
+        facts.mark_missing(
+            "release.quant.capability_ok",
+            facts.why_missing("gpu.min_capability") or "no GPU capability",
+        )
         return
-    facts.set("release.quant.capability_ok", int(gpu.value) >= floor.value, SOURCE,
-              f"GPU {gpu.value} vs minimum {floor.value} in vLLM {release}")
+    facts.set(
+        "release.quant.capability_ok",
+        int(gpu.value) >= floor.value,
+        SOURCE,
+        f"GPU {gpu.value} vs minimum {floor.value} in vLLM {release}",
+    )
 
 
 def _collect_act_dtype(facts: Facts, values: dict[str, Any], method: str, release: str) -> None:
@@ -199,15 +251,22 @@ def _collect_act_dtype(facts: Facts, values: dict[str, Any], method: str, releas
     for name in names:
         listed = (values.get(f"method:{name}") or {}).get("act_dtypes")
         if listed is None:
-            facts.mark_missing("release.quant.act_dtype_ok",
-                               f"get_supported_act_dtypes of {name} is computed at run time")
+            facts.mark_missing(
+                "release.quant.act_dtype_ok",
+                f"get_supported_act_dtypes of {name} is computed at run time",
+            )
             return
         accepted += [d for d in listed if d not in accepted]
-    facts.set("release.quant.act_dtype_ok", dtype in accepted, SOURCE,
-              f"--dtype {given} vs {accepted} ({', '.join(names)} in vLLM {release})")
+    facts.set(
+        "release.quant.act_dtype_ok",
+        dtype in accepted,
+        SOURCE,
+        f"--dtype {given} vs {accepted} ({', '.join(names)} in vLLM {release})",
+    )
 
 
 # -- attention -------------------------------------------------------------------------------
+
 
 def _state(grid: dict[str, list[Any]] | None, value: int | str) -> bool | None:
     if not grid:
@@ -219,8 +278,9 @@ def _state(grid: dict[str, list[Any]] | None, value: int | str) -> bool | None:
     return None
 
 
-def judge_backend(record: dict[str, Any], head: int | None, dtype: str | None,
-                  kv: str | None, capability: int) -> tuple[bool | None, list[str]]:
+def judge_backend(
+    record: dict[str, Any], head: int | None, dtype: str | None, kv: str | None, capability: int
+) -> tuple[bool | None, list[str]]:
     """(True/False/None, the reasons it says no) for one backend record of the table."""
     reasons: list[str] = []
     unknown = False
@@ -251,9 +311,12 @@ def judge_backend(record: dict[str, Any], head: int | None, dtype: str | None,
         ok = _state(record.get("kv_cache_check"), kv)
         if ok is None and "kv_cache_check" not in record and kv == "auto":
             ok = True  # every backend reads a cache in the model dtype
-        elif ok is None and "kv_cache_check" not in record and \
-                record.get("kv_cache_dtypes") is not None and \
-                not record.get("kv_cache_dtype_runtime"):
+        elif (
+            ok is None
+            and "kv_cache_check" not in record
+            and record.get("kv_cache_dtypes") is not None
+            and not record.get("kv_cache_dtype_runtime")
+        ):
             ok = kv in record["kv_cache_dtypes"]
         if ok is False:
             reasons.append(f"kv_cache_dtype {kv} not supported")
@@ -278,8 +341,13 @@ def _attention_inputs(facts: Facts) -> tuple[dict[str, Any] | None, str]:
         heads.append(global_head)  # every attention layer gets a backend for its head size
     dtype, why_dtype = _dtype(facts)
     kv = facts.value("serve.kv_cache_dtype")
-    return {"capability": int(gpu.value), "heads": heads, "dtype": dtype, "kv": kv or "auto",
-            "why_dtype": why_dtype}, ""
+    return {
+        "capability": int(gpu.value),
+        "heads": heads,
+        "dtype": dtype,
+        "kv": kv or "auto",
+        "why_dtype": why_dtype,
+    }, ""
 
 
 def _collect_attention(facts: Facts) -> None:
@@ -292,30 +360,37 @@ def _collect_attention(facts: Facts) -> None:
         return
     release, values, detail = judged
     facts.set("release.attention.judged_release", release, SOURCE, detail)
-    cap, heads, dtype, kv = (inputs["capability"], inputs["heads"], inputs["dtype"],
-                             inputs["kv"])
+    cap, heads, dtype, kv = (inputs["capability"], inputs["heads"], inputs["dtype"], inputs["kv"])
     shown_heads = "/".join(str(h) if h is not None else "?" for h in heads)
-    described = (f"capability {cap}, head size {shown_heads}, dtype {dtype or '?'}, "
-                 f"kv_cache_dtype {kv}")
+    described = (
+        f"capability {cap}, head size {shown_heads}, dtype {dtype or '?'}, kv_cache_dtype {kv}"
+    )
 
     # the backends vLLM would consider by itself (each layer picks one for its head size)
     candidates = values.get(f"cuda_priority:std:{cap}")
     if "check:no_valid_backend" not in values or candidates is None:
-        reason = (f"vLLM {release} picks the backend by an if-chain (before 0.12.0)"
-                  if "check:no_valid_backend" not in values else
-                  f"no priority list for capability {cap} in vLLM {release}")
+        reason = (
+            f"vLLM {release} picks the backend by an if-chain (before 0.12.0)"
+            if "check:no_valid_backend" not in values
+            else f"no priority list for capability {cap} in vLLM {release}"
+        )
         _mark_missing(facts, ATTN_PATHS[1:5], reason)
     else:
-        facts.set("release.attention.candidates", candidates, SOURCE,
-                  f"{detail}: platforms/cuda.py _get_backend_priorities")
+        facts.set(
+            "release.attention.candidates",
+            candidates,
+            SOURCE,
+            f"{detail}: platforms/cuda.py _get_backend_priorities",
+        )
         supporting, rejections = [], []
         refused_heads, undecided = [], []
         for head in heads:
             some_yes, some_unknown = False, []
             for name in candidates:
                 record = values.get(f"backend:{name}")
-                verdict, reasons = (judge_backend(record, head, dtype, kv, cap) if record
-                                    else (None, []))
+                verdict, reasons = (
+                    judge_backend(record, head, dtype, kv, cap) if record else (None, [])
+                )
                 if verdict is True:
                     some_yes = True
                     if name not in supporting:
@@ -331,14 +406,19 @@ def _collect_attention(facts: Facts) -> None:
         facts.set("release.attention.supporting", supporting, SOURCE, described)
         facts.set("release.attention.rejections", rejections, SOURCE, described)
         if refused_heads:
-            facts.set("release.attention.any_supports", False, SOURCE,
-                      f"{described}: no candidate for head size "
-                      f"{'/'.join(map(str, refused_heads))}")
+            facts.set(
+                "release.attention.any_supports",
+                False,
+                SOURCE,
+                f"{described}: no candidate for head size {'/'.join(map(str, refused_heads))}",
+            )
         elif undecided:
-            facts.mark_missing("release.attention.any_supports",
-                               f"decided at run time or by inputs not known here "
-                               f"({'; '.join(undecided)}; {described}"
-                               f"{'; ' + inputs['why_dtype'] if inputs['why_dtype'] else ''})")
+            facts.mark_missing(
+                "release.attention.any_supports",
+                f"decided at run time or by inputs not known here "
+                f"({'; '.join(undecided)}; {described}"
+                f"{'; ' + inputs['why_dtype'] if inputs['why_dtype'] else ''})",
+            )
         else:
             facts.set("release.attention.any_supports", True, SOURCE, described)
 
@@ -362,15 +442,24 @@ def _collect_attention(facts: Facts) -> None:
     verdicts = [judge_backend(record, head, dtype, kv, cap) for head in heads]
     reasons = [r for _, rs in verdicts for r in rs]
     if any(v is False for v, _ in verdicts):
-        facts.set("release.attention.forced_supports", False, SOURCE,
-                  f"{detail}: {record.get('file')} {record.get('class')}")
+        facts.set(
+            "release.attention.forced_supports",
+            False,
+            SOURCE,
+            f"{detail}: {record.get('file')} {record.get('class')}",
+        )
     elif all(v is True for v, _ in verdicts):
-        facts.set("release.attention.forced_supports", True, SOURCE,
-                  f"{detail}: {record.get('file')} {record.get('class')}")
+        facts.set(
+            "release.attention.forced_supports",
+            True,
+            SOURCE,
+            f"{detail}: {record.get('file')} {record.get('class')}",
+        )
     else:
-        facts.mark_missing("release.attention.forced_supports",
-                           f"{name}'s checks are decided at run time or by inputs not known "
-                           f"here ({described})")
+        facts.mark_missing(
+            "release.attention.forced_supports",
+            f"{name}'s checks are decided at run time or by inputs not known here ({described})",
+        )
     facts.set("release.attention.forced_rejections", sorted(set(reasons)), SOURCE, described)
 
 

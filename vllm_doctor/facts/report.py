@@ -37,57 +37,202 @@ from vllm_doctor.redact import is_secret_name as is_secret
 
 # vLLM releases on the package registry (0.1.0 … 0.33.0), newest last.
 _KNOWN_RELEASES = [
-    "0.1.0", "0.1.1", "0.1.2", "0.1.3", "0.1.4", "0.1.5", "0.1.6", "0.1.7", "0.2.0",
-    "0.2.1.post1", "0.2.2", "0.2.3", "0.2.4", "0.2.5", "0.2.6", "0.2.7", "0.3.0", "0.3.1",
-    "0.3.2", "0.3.3", "0.4.0", "0.4.0.post1", "0.4.1", "0.4.2", "0.4.3", "0.5.0",
-    "0.5.0.post1", "0.5.1", "0.5.2", "0.5.3", "0.5.3.post1", "0.5.4", "0.5.5", "0.6.0",
-    "0.6.1", "0.6.1.post1", "0.6.1.post2", "0.6.2", "0.6.3", "0.6.3.post1", "0.6.4",
-    "0.6.4.post1", "0.6.5", "0.6.6", "0.6.6.post1", "0.7.0", "0.7.1", "0.7.2", "0.7.3",
-    "0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.8.4", "0.8.5", "0.8.5.post1", "0.9.0", "0.9.0.1",
-    "0.9.1", "0.9.2", "0.10.0", "0.10.1", "0.10.1.1", "0.10.2", "0.11.0", "0.11.1", "0.11.2",
-    "0.12.0", "0.13.0", "0.14.0", "0.14.1", "0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1",
-    "0.18.0", "0.18.1", "0.19.0", "0.19.1", "0.20.0", "0.20.1", "0.20.2", "0.21.0", "0.22.0",
-    "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0",
-    "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
+    "0.1.0",
+    "0.1.1",
+    "0.1.2",
+    "0.1.3",
+    "0.1.4",
+    "0.1.5",
+    "0.1.6",
+    "0.1.7",
+    "0.2.0",
+    "0.2.1.post1",
+    "0.2.2",
+    "0.2.3",
+    "0.2.4",
+    "0.2.5",
+    "0.2.6",
+    "0.2.7",
+    "0.3.0",
+    "0.3.1",
+    "0.3.2",
+    "0.3.3",
+    "0.4.0",
+    "0.4.0.post1",
+    "0.4.1",
+    "0.4.2",
+    "0.4.3",
+    "0.5.0",
+    "0.5.0.post1",
+    "0.5.1",
+    "0.5.2",
+    "0.5.3",
+    "0.5.3.post1",
+    "0.5.4",
+    "0.5.5",
+    "0.6.0",
+    "0.6.1",
+    "0.6.1.post1",
+    "0.6.1.post2",
+    "0.6.2",
+    "0.6.3",
+    "0.6.3.post1",
+    "0.6.4",
+    "0.6.4.post1",
+    "0.6.5",
+    "0.6.6",
+    "0.6.6.post1",
+    "0.7.0",
+    "0.7.1",
+    "0.7.2",
+    "0.7.3",
+    "0.8.0",
+    "0.8.1",
+    "0.8.2",
+    "0.8.3",
+    "0.8.4",
+    "0.8.5",
+    "0.8.5.post1",
+    "0.9.0",
+    "0.9.0.1",
+    "0.9.1",
+    "0.9.2",
+    "0.10.0",
+    "0.10.1",
+    "0.10.1.1",
+    "0.10.2",
+    "0.11.0",
+    "0.11.1",
+    "0.11.2",
+    "0.12.0",
+    "0.13.0",
+    "0.14.0",
+    "0.14.1",
+    "0.15.0",
+    "0.15.1",
+    "0.16.0",
+    "0.17.0",
+    "0.17.1",
+    "0.18.0",
+    "0.18.1",
+    "0.19.0",
+    "0.19.1",
+    "0.20.0",
+    "0.20.1",
+    "0.20.2",
+    "0.21.0",
+    "0.22.0",
+    "0.22.1",
+    "0.23.0",
+    "0.24.0",
+    "0.25.0",
+    "0.25.1",
+    "0.26.0",
+    "0.27.0",
+    "0.27.1",
+    "0.28.0",
+    "0.29.0",
+    "0.30.0",
+    "0.31.0",
+    "0.32.0",
+    "0.33.0",
 ]
 
 # Keys of the report, both layouts (compared case-insensitively, spaces collapsed).
 _KEYS = [
-    "OS", "GCC version", "Clang version", "CMake version", "Libc version",
-    "PyTorch version", "Is debug build", "CUDA used to build PyTorch",
-    "ROCM used to build PyTorch", "XPU used to build PyTorch",
-    "Python version", "Python platform",
-    "Is CUDA available", "CUDA runtime version", "CUDA_MODULE_LOADING set to",
-    "GPU models and configuration", "Nvidia driver version", "cuDNN version",
-    "HIP runtime version", "MIOpen runtime version", "Is XNNPACK available",
-    "Is XPU available", "XPU runtime version", "Intel GPU models",
-    "CPU", "Versions of relevant libraries",
-    "ROCM Version", "Neuron SDK Version", "vLLM Version", "vLLM Build Flags",
-    "GPU Topology", "CUDA Archs",
+    "OS",
+    "GCC version",
+    "Clang version",
+    "CMake version",
+    "Libc version",
+    "PyTorch version",
+    "Is debug build",
+    "CUDA used to build PyTorch",
+    "ROCM used to build PyTorch",
+    "XPU used to build PyTorch",
+    "Python version",
+    "Python platform",
+    "Is CUDA available",
+    "CUDA runtime version",
+    "CUDA_MODULE_LOADING set to",
+    "GPU models and configuration",
+    "Nvidia driver version",
+    "cuDNN version",
+    "HIP runtime version",
+    "MIOpen runtime version",
+    "Is XNNPACK available",
+    "Is XPU available",
+    "XPU runtime version",
+    "Intel GPU models",
+    "CPU",
+    "Versions of relevant libraries",
+    "ROCM Version",
+    "Neuron SDK Version",
+    "vLLM Version",
+    "vLLM Build Flags",
+    "GPU Topology",
+    "CUDA Archs",
 ]
 _KEY_SET = {k.lower(): k for k in _KEYS}
 # Keys that only a collect-env report has (to tell a report from other text).
 _CORE_KEYS = {
-    "PyTorch version", "CUDA used to build PyTorch", "vLLM Version", "vLLM Build Flags",
-    "GPU models and configuration", "Nvidia driver version", "Is CUDA available",
-    "CUDA runtime version", "GPU Topology", "ROCM used to build PyTorch",
+    "PyTorch version",
+    "CUDA used to build PyTorch",
+    "vLLM Version",
+    "vLLM Build Flags",
+    "GPU models and configuration",
+    "Nvidia driver version",
+    "Is CUDA available",
+    "CUDA runtime version",
+    "GPU Topology",
+    "ROCM used to build PyTorch",
 }
-_NOT_COLLECTED = {"", "n/a", "none", "could not collect", "no cuda", "no xpu", "not set",
-                  "n/a (dev)", "unknown"}
+_NOT_COLLECTED = {
+    "",
+    "n/a",
+    "none",
+    "could not collect",
+    "no cuda",
+    "no xpu",
+    "not set",
+    "n/a (dev)",
+    "unknown",
+}
 
 _BANNER = re.compile(r"^\s*={20,}\s*$")
 # Linear on any line (a 60 KB run of blanks included): a key or value ends in a non-blank
 # character, so no lazy group is retried against a trailing `\s*` at every length.
 _KEY_LINE = re.compile(
-    r"^\s*(?P<key>[A-Za-z](?:[A-Za-z0-9_ ./()\-]*[A-Za-z0-9_./()\-])?)\s*:(?:\s(?P<val>.*))?$")
+    r"^\s*(?P<key>[A-Za-z](?:[A-Za-z0-9_ ./()\-]*[A-Za-z0-9_./()\-])?)\s*:(?:\s(?P<val>.*))?$"
+)
 _GPU_LINE = re.compile(r"^\s*GPU\s+(?P<idx>\d+)\s*:\s*(?P<name>\S(?:.*\S)?)\s*$")
 _MIG_LINE = re.compile(r"^\s*MIG\s+\S+\s+Device\s+\d+\s*:")
 _PIP_LINE = re.compile(r"^\s*\[(?P<tool>pip3?|uv|conda)\]\s+(?P<rest>\S(?:.*\S)?)\s*$")
 _ENV_LINE = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)=(?P<val>.*)$")
 _SMI_CUDA = re.compile(r"CUDA Version:\s*(?P<v>\d+\.\d+)")
-_ENV_PREFIXES = ("VLLM_", "TORCH", "NCCL", "PYTORCH", "CUDA", "CUBLAS", "CUDNN", "OMP_",
-                 "MKL_", "NVIDIA", "LD_LIBRARY_PATH", "HF_", "TRANSFORMERS_", "TRITON",
-                 "ROCM", "HIP_", "HSA_", "RCCL", "FLASHINFER", "UCX_", "LMCACHE")
+_ENV_PREFIXES = (
+    "VLLM_",
+    "TORCH",
+    "NCCL",
+    "PYTORCH",
+    "CUDA",
+    "CUBLAS",
+    "CUDNN",
+    "OMP_",
+    "MKL_",
+    "NVIDIA",
+    "LD_LIBRARY_PATH",
+    "HF_",
+    "TRANSFORMERS_",
+    "TRITON",
+    "ROCM",
+    "HIP_",
+    "HSA_",
+    "RCCL",
+    "FLASHINFER",
+    "UCX_",
+    "LMCACHE",
+)
 
 # -- GPU name -> compute capability ------------------------------------------------------
 
@@ -126,18 +271,21 @@ def _describe_device(device: dict[str, Any], name: str) -> int | None:
 def _decode(text: str | bytes, name: str) -> str:
     if isinstance(text, bytes):
         if b"\x00" in text:
-            raise InputError(name, "does not look like a `vllm collect-env` report: "
-                             "binary data (NUL bytes)")
+            raise InputError(
+                name, "does not look like a `vllm collect-env` report: binary data (NUL bytes)"
+            )
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError:
-            raise InputError(name, "does not look like a `vllm collect-env` report: "
-                             "not UTF-8 text") from None
+            raise InputError(
+                name, "does not look like a `vllm collect-env` report: not UTF-8 text"
+            ) from None
     if not isinstance(text, str):
         raise InputError(name, "does not look like a `vllm collect-env` report: not text")
     if "\x00" in text:
-        raise InputError(name, "does not look like a `vllm collect-env` report: "
-                         "binary data (NUL bytes)")
+        raise InputError(
+            name, "does not look like a `vllm collect-env` report: binary data (NUL bytes)"
+        )
     if not text.strip():
         raise InputError(name, "does not look like a `vllm collect-env` report: empty")
     return text
@@ -148,15 +296,20 @@ def _clean_lines(text: str) -> list[str]:
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\ufeff", "")
     raw = text.split("\n")
     quoted = [ln for ln in raw if ln.strip()]
-    strip_quote = bool(quoted) and sum(ln.lstrip().startswith(">") for ln in quoted) > len(quoted) / 2
+    strip_quote = (
+        bool(quoted) and sum(ln.lstrip().startswith(">") for ln in quoted) > len(quoted) / 2
+    )
     out: list[str] = []
     for given in raw:
         line = re.sub(r"^\s*>\s?", "", given) if strip_quote else given
         stripped = line.strip()
         if stripped.startswith(("```", "~~~")):
             continue
-        if re.fullmatch(r"</?details[^>]*>|</?summary[^>]*>.*|<summary>.*</summary>", stripped,
-                        flags=re.IGNORECASE):
+        if re.fullmatch(
+            r"</?details[^>]*>|</?summary[^>]*>.*|<summary>.*</summary>",
+            stripped,
+            flags=re.IGNORECASE,
+        ):
             continue
         bare = re.sub(r"</?(details|summary|code|pre)[^>]*>", "", line, flags=re.IGNORECASE)
         out.append(bare.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
@@ -232,12 +385,16 @@ def parse_report(text: str | bytes, name: str) -> Facts:
     lines = [redact_text(line) for line in _clean_lines(text)]
     report = _Report(lines)
     found_core = sorted(k for k in report.values if k in _CORE_KEYS)
-    has_banner_titles = any(s in ("PyTorch Info", "vLLM Info", "CUDA / GPU Info")
-                            for s in report.section_of if s)
+    has_banner_titles = any(
+        s in ("PyTorch Info", "vLLM Info", "CUDA / GPU Info") for s in report.section_of if s
+    )
     if not found_core and not has_banner_titles:
-        raise InputError(name, "does not look like a `vllm collect-env` report: none of its "
-                         "keys (PyTorch version, vLLM Version, GPU models and configuration, "
-                         "...) were found")
+        raise InputError(
+            name,
+            "does not look like a `vllm collect-env` report: none of its "
+            "keys (PyTorch version, vLLM Version, GPU models and configuration, "
+            "...) were found",
+        )
     facts = Facts()
     facts.notes.append(f"facts from the collect-env report {name}")
     _vllm_facts(report, facts)
@@ -328,8 +485,12 @@ def _vllm_facts(report: _Report, facts: Facts) -> None:
                 facts.set("vllm.is_dev", bool(is_dev), Source.REPORT, detail)
                 base = base_release(version)
                 if base is not None:
-                    facts.set("vllm.base_release", base, Source.REPORT,
-                              f"{detail} (newest release at or below {version})")
+                    facts.set(
+                        "vllm.base_release",
+                        base,
+                        Source.REPORT,
+                        f"{detail} (newest release at or below {version})",
+                    )
             else:
                 facts.mark_missing("vllm.is_dev", f"`{version}` is not a PEP 440 version")
     flags = report.get("CUDA Archs")
@@ -338,8 +499,11 @@ def _vllm_facts(report: _Report, facts: Facts) -> None:
         if _collected(archs):
             facts.set("vllm.cuda_archs", archs, Source.REPORT, _line_detail(report, "CUDA Archs"))
         else:
-            facts.mark_missing("vllm.cuda_archs", "the report's build flags say `Not Set` "
-                               "(the line shows TORCH_CUDA_ARCH_LIST at report time)")
+            facts.mark_missing(
+                "vllm.cuda_archs",
+                "the report's build flags say `Not Set` "
+                "(the line shows TORCH_CUDA_ARCH_LIST at report time)",
+            )
     else:
         facts.mark_missing("vllm.cuda_archs", "the report has no `vLLM Build Flags` line")
 
@@ -353,11 +517,13 @@ def _torch_facts(report: _Report, facts: Facts) -> None:
     if not _set_first_word(report, facts, "CUDA used to build PyTorch", "torch.cuda_version"):
         rocm = report.get("ROCM used to build PyTorch")
         if rocm is not None and _collected(rocm[0]):
-            facts.mark_missing("torch.cuda_version",
-                               f"torch is a ROCm build ({rocm[0]}), not a CUDA build")
+            facts.mark_missing(
+                "torch.cuda_version", f"torch is a ROCm build ({rocm[0]}), not a CUDA build"
+            )
         else:
-            facts.mark_missing("torch.cuda_version",
-                               "the report has no `CUDA used to build PyTorch` value")
+            facts.mark_missing(
+                "torch.cuda_version", "the report has no `CUDA used to build PyTorch` value"
+            )
 
 
 # -- driver ---------------------------------------------------------------------------------
@@ -372,8 +538,11 @@ def _driver_facts(report: _Report, lines: list[str], facts: Facts) -> None:
             facts.set("driver.cuda_version", m.group("v"), Source.REPORT, line.strip())
             break
     else:
-        facts.mark_missing("driver.cuda_version", "a collect-env report does not state the "
-                           "driver's CUDA version (paste `nvidia-smi` output to add it)")
+        facts.mark_missing(
+            "driver.cuda_version",
+            "a collect-env report does not state the "
+            "driver's CUDA version (paste `nvidia-smi` output to add it)",
+        )
 
 
 # -- GPUs -----------------------------------------------------------------------------------
@@ -400,8 +569,10 @@ def _visible_devices(report: _Report, facts: Facts) -> list[int] | None:
             return out
         if any(p.startswith("MIG-") for p in parts):
             facts.set("gpu.mig_enabled", True, Source.REPORT, line.strip())
-        facts.notes.append(f"CUDA_VISIBLE_DEVICES={value} in the report: not GPU indices, "
-                           "so the GPU list is taken as it is")
+        facts.notes.append(
+            f"CUDA_VISIBLE_DEVICES={value} in the report: not GPU indices, "
+            "so the GPU list is taken as it is"
+        )
         return None
     return None
 
@@ -437,8 +608,9 @@ def _gpu_facts(report: _Report, facts: Facts, visible: list[int] | None = None) 
         listed = {g[0]: g for g in gpus}
         gpus = [listed[i] for i in visible if i in listed]
         detail += f" (CUDA_VISIBLE_DEVICES={','.join(map(str, visible))})"
-        facts.notes.append(f"the report lists {len(listed)} GPUs; CUDA_VISIBLE_DEVICES "
-                           f"leaves {len(gpus)} visible")
+        facts.notes.append(
+            f"the report lists {len(listed)} GPUs; CUDA_VISIBLE_DEVICES leaves {len(gpus)} visible"
+        )
     devices: list[dict[str, Any]] = []
     capabilities: list[int] = []
     unknown: list[str] = []
@@ -458,15 +630,24 @@ def _gpu_facts(report: _Report, facts: Facts, visible: list[int] | None = None) 
     facts.set("gpu.names", [g[1] for g in gpus], Source.REPORT, detail)
     facts.set("gpu.devices", devices, Source.REPORT, detail)
     if mig or "gpu.mig_enabled" not in facts:
-        facts.set("gpu.mig_enabled", mig, Source.REPORT,
-                  "MIG devices listed" if mig else "no MIG devices listed")
+        facts.set(
+            "gpu.mig_enabled",
+            mig,
+            Source.REPORT,
+            "MIG devices listed" if mig else "no MIG devices listed",
+        )
     if not gpus:
         _capability_facts(facts, missing="no GPU is visible")
     elif unknown:
-        _capability_facts(facts, missing=(
-            f"no compute capability known for {', '.join(sorted(set(unknown)))} "
-            "(not in the GPU table)"
-            if not rocm else "AMD GPUs have no CUDA compute capability"))
+        _capability_facts(
+            facts,
+            missing=(
+                f"no compute capability known for {', '.join(sorted(set(unknown)))} "
+                "(not in the GPU table)"
+                if not rocm
+                else "AMD GPUs have no CUDA compute capability"
+            ),
+        )
     else:
         _capability_facts(facts, capabilities)
     for path in ("gpu.memory_total_mib", "gpu.memory_free_mib"):
@@ -484,7 +665,7 @@ def _single_device(report: _Report, facts: Facts, value: str, rocm: bool) -> Non
     detail = _line_detail(report, "GPU models and configuration")
     # "AMD Instinct MI300X (gfx942:sramecc+:xnack-)": found with find(), linear on any value
     arch = re.search(r"\((gfx[0-9a-f]+)", value)
-    if arch and ")" not in value[arch.end():]:
+    if arch and ")" not in value[arch.end() :]:
         arch = None
     name = value.strip()
     if name.endswith(")"):
@@ -508,7 +689,7 @@ def _single_device(report: _Report, facts: Facts, value: str, rocm: bool) -> Non
     else:
         facts.mark_missing("gpu.count", "the report names device 0 only (ROCm layout)")
     if amd:
-        reason = (f"AMD GPU ({device.get('arch') or name}): no CUDA compute capability")
+        reason = f"AMD GPU ({device.get('arch') or name}): no CUDA compute capability"
     else:
         if cap is not None:
             _capability_facts(facts, [cap])
@@ -517,8 +698,9 @@ def _single_device(report: _Report, facts: Facts, value: str, rocm: bool) -> Non
     _capability_facts(facts, missing=reason)
 
 
-def _capability_facts(facts: Facts, capabilities: list[int] | None = None,
-                      missing: str = "") -> None:
+def _capability_facts(
+    facts: Facts, capabilities: list[int] | None = None, missing: str = ""
+) -> None:
     """gpu.capabilities with its min and max, or all three marked ``missing`` for that reason."""
     if not capabilities:
         for path in ("gpu.capabilities", "gpu.min_capability", "gpu.max_capability"):
@@ -588,7 +770,7 @@ def _parse_nvidia_matrix(lines: list[str]) -> tuple[list[str], dict[str, list[st
                 header.append(cell)
             continue
         if header is not None:
-            rows[cells[0]] = cells[1:1 + len(header)]
+            rows[cells[0]] = cells[1 : 1 + len(header)]
     if not header:
         return None
     return header, rows
@@ -628,8 +810,12 @@ def _topology_facts(report: _Report, facts: Facts, visible: list[int] | None = N
         facts.mark_missing("topology.all_nvlink", "one GPU: no links between GPUs")
         facts.mark_missing("topology.worst_link", "one GPU: no links between GPUs")
         return
-    facts.set("topology.all_nvlink", all(re.fullmatch(r"NV\d+", x["link"]) for x in links),
-              Source.REPORT, detail)
+    facts.set(
+        "topology.all_nvlink",
+        all(re.fullmatch(r"NV\d+", x["link"]) for x in links),
+        Source.REPORT,
+        detail,
+    )
     worst = max((x["link"] for x in links), key=link_rank)
     facts.set("topology.worst_link", worst, Source.REPORT, detail)
     facts.mark_missing("topology.p2p_all", "a collect-env report does not test P2P access")
@@ -657,7 +843,7 @@ def _rocm_topology(lines: list[str], facts: Facts) -> None:
             continue
         if header and cells and re.fullmatch(r"GPU\d+", cells[0]):
             a = int(cells[0][3:])
-            for j, cell in enumerate(cells[1:1 + len(header)]):
+            for j, cell in enumerate(cells[1 : 1 + len(header)]):
                 b = int(header[j][3:])
                 if b > a and cell not in ("0", "X"):
                     links.append({"a": a, "b": b, "link": cell})
@@ -733,25 +919,32 @@ def _unlisted_packages(facts: Facts) -> None:
 
     version = facts.value("vllm.version")
     table = knowledge.load("collect_env")
-    release = (knowledge.match_release(str(version), tuple(table.releases)).release
-               if version is not None else None)
+    release = (
+        knowledge.match_release(str(version), tuple(table.releases)).release
+        if version is not None
+        else None
+    )
     patterns = table.at(release).get("pip_patterns") if release is not None else None
     for name in _asked_packages():
         path = f"packages.{name}"
         if path in facts:
             continue
-        if patterns is not None and any(p in spelling for p in patterns
-                                        for spelling in (name, name.replace("-", "_"))):
+        if patterns is not None and any(
+            p in spelling for p in patterns for spelling in (name, name.replace("-", "_"))
+        ):
             continue  # the report would have listed it: absent
         if patterns is None:
-            reason = (f"which pip packages the report lists is not known for vLLM {version}"
-                      if version is not None else
-                      "the report names no vLLM version, so which pip packages it lists is "
-                      "not known")
+            reason = (
+                f"which pip packages the report lists is not known for vLLM {version}"
+                if version is not None
+                else "the report names no vLLM version, so which pip packages it lists is not known"
+            )
         else:
-            reason = (f"`vllm collect-env` of vLLM {release} lists only pip packages whose "
-                      f"line contains one of {', '.join(patterns)}: {name} would not be "
-                      "listed even when installed (run `pip show " + name + "` there)")
+            reason = (
+                f"`vllm collect-env` of vLLM {release} lists only pip packages whose "
+                f"line contains one of {', '.join(patterns)}: {name} would not be "
+                "listed even when installed (run `pip show " + name + "` there)"
+            )
         facts.mark_missing(path, reason)
 
 
@@ -774,8 +967,7 @@ def _env_facts(report: _Report, facts: Facts) -> None:
             value = REDACTED
         path = f"env.{key}"
         if path not in facts:
-            facts.set(path, value, Source.REPORT, f"{key}=" + (REDACTED if _secret(key)
-                                                             else value))
+            facts.set(path, value, Source.REPORT, f"{key}=" + (REDACTED if _secret(key) else value))
             found = True
     if not found:
         facts.mark_missing("env", "the report lists no environment variables")

@@ -72,21 +72,28 @@ FACTS: dict[str, FactSpec] = {
     "driver.version": FactSpec("version", "NVIDIA driver version (e.g. 580.159.04)"),
     "driver.cuda_version": FactSpec("version", "highest CUDA version the driver supports"),
     # -- GPUs --------------------------------------------------------------------------
-    "gpu.count": FactSpec("int", "number of visible GPUs (CUDA_VISIBLE_DEVICES honoured)",
-        never_absent=True),
+    "gpu.count": FactSpec(
+        "int", "number of visible GPUs (CUDA_VISIBLE_DEVICES honoured)", never_absent=True
+    ),
     "gpu.devices": FactSpec("list", "per-GPU records: index, name, uuid, capability, memory, mig"),
     "gpu.names": FactSpec("list", "GPU names"),
-    "gpu.capabilities": FactSpec("list", "compute capability of each GPU (int, e.g. 90)",
-        never_absent=True),
-    "gpu.min_capability": FactSpec("int", "lowest compute capability among visible GPUs",
-        never_absent=True),
-    "gpu.max_capability": FactSpec("int", "highest compute capability among visible GPUs",
-        never_absent=True),
-    "gpu.memory_total_mib": FactSpec("int", "smallest total memory of a visible GPU (MiB)",
-        never_absent=True),
+    "gpu.capabilities": FactSpec(
+        "list", "compute capability of each GPU (int, e.g. 90)", never_absent=True
+    ),
+    "gpu.min_capability": FactSpec(
+        "int", "lowest compute capability among visible GPUs", never_absent=True
+    ),
+    "gpu.max_capability": FactSpec(
+        "int", "highest compute capability among visible GPUs", never_absent=True
+    ),
+    "gpu.memory_total_mib": FactSpec(
+        "int", "smallest total memory of a visible GPU (MiB)", never_absent=True
+    ),
     "gpu.memory_bounds_mib": FactSpec(
-        "list", "[lowest, highest] total MiB of the smallest GPU when its memory is inferred "
-        "from its name (the GPU table's variants; NVML shows 93-100 % of the nominal size)"),
+        "list",
+        "[lowest, highest] total MiB of the smallest GPU when its memory is inferred "
+        "from its name (the GPU table's variants; NVML shows 93-100 % of the nominal size)",
+    ),
     "gpu.memory_free_mib": FactSpec("int", "smallest free memory of a visible GPU (MiB)"),
     "gpu.mig_enabled": FactSpec("bool", "MIG mode is on for any visible GPU, or MIG ids are used"),
     "gpu.persistence_mode": FactSpec("bool", "persistence mode is on for all visible GPUs"),
@@ -100,38 +107,39 @@ FACTS: dict[str, FactSpec] = {
     # -- model ---------------------------------------------------------------------------
     "model.id": FactSpec("str", "model id or path as given to vLLM"),
     "model.config_path": FactSpec("str", "config.json that was read"),
-    "model.architectures": FactSpec("list", "architectures from config.json",
-        never_absent=True),
-    "model.model_type": FactSpec("str", "model_type of the top-level config",
-        never_absent=True),
+    "model.architectures": FactSpec("list", "architectures from config.json", never_absent=True),
+    "model.model_type": FactSpec("str", "model_type of the top-level config", never_absent=True),
     "model.text_model_type": FactSpec("str", "model_type of the nested text/language config"),
     "model.family": FactSpec("str", "model family (gemma4, deepseek_v32, qwen3, llama, ...)"),
-    "model.num_attention_heads": FactSpec("int", "attention heads of the text model",
-        never_absent=True),
-    "model.num_key_value_heads": FactSpec("int", "KV heads of the text model",
-        never_absent=True),
-    "model.head_dim": FactSpec("int", "head dimension (sliding/local layers where they differ)",
-        never_absent=True),
+    "model.num_attention_heads": FactSpec(
+        "int", "attention heads of the text model", never_absent=True
+    ),
+    "model.num_key_value_heads": FactSpec("int", "KV heads of the text model", never_absent=True),
+    "model.head_dim": FactSpec(
+        "int", "head dimension (sliding/local layers where they differ)", never_absent=True
+    ),
     "model.global_head_dim": FactSpec("int", "head dimension of global/full attention layers"),
-    "model.hidden_size": FactSpec("int", "hidden size of the text model",
-        never_absent=True),
-    "model.vocab_size": FactSpec("int", "vocabulary size",
-        never_absent=True),
-    "model.num_hidden_layers": FactSpec("int", "decoder layers",
-        never_absent=True),
-    "model.max_position_embeddings": FactSpec("int", "maximum context the config declares",
-        never_absent=True),
-    "model.dtype": FactSpec("str", "torch_dtype / dtype of the checkpoint (bfloat16, ...)",
-        never_absent=True),
+    "model.hidden_size": FactSpec("int", "hidden size of the text model", never_absent=True),
+    "model.vocab_size": FactSpec("int", "vocabulary size", never_absent=True),
+    "model.num_hidden_layers": FactSpec("int", "decoder layers", never_absent=True),
+    "model.max_position_embeddings": FactSpec(
+        "int", "maximum context the config declares", never_absent=True
+    ),
+    "model.dtype": FactSpec(
+        "str", "torch_dtype / dtype of the checkpoint (bfloat16, ...)", never_absent=True
+    ),
     "model.num_experts": FactSpec("int", "routed experts (MoE), if any"),
     "model.num_mtp_layers": FactSpec("int", "multi-token-prediction layers, if any"),
     "model.kv_lora_rank": FactSpec("int", "MLA latent KV rank (DeepSeek-style), if any"),
     "model.qk_rope_head_dim": FactSpec("int", "MLA rotary head dimension (DeepSeek-style), if any"),
     "model.quant_method": FactSpec("str", "quantization_config.quant_method (fp8, awq, ...)"),
     "model.quant_algo": FactSpec("str", "ModelOpt quant_algo (NVFP4, FP8, MIXED_PRECISION)"),
-    "model.quant_scheme": FactSpec("str", "normalised scheme: fp8, fp8-dynamic, fp8-w8a16, "
-                                   "w8a8-fp8, nvfp4, nvfp4a16, mxfp4, mxfp8, w4a16, w4a8, w8a16, "
-                                   "w8a8-int8, mixed, awq, gptq, bnb"),
+    "model.quant_scheme": FactSpec(
+        "str",
+        "normalised scheme: fp8, fp8-dynamic, fp8-w8a16, "
+        "w8a8-fp8, nvfp4, nvfp4a16, mxfp4, mxfp8, w4a16, w4a8, w8a16, "
+        "w8a8-int8, mixed, awq, gptq, bnb",
+    ),
     "model.weights_bytes": FactSpec("int", "total size of the weights (safetensors index)"),
     "model.weights_dtypes": FactSpec("list", "dtypes of the safetensors weights (headers)"),
     "model.inferred": FactSpec("bool", "model facts are inferred from the name only"),
@@ -142,8 +150,10 @@ FACTS: dict[str, FactSpec] = {
     "serve.pipeline_parallel_size": FactSpec("int", "--pipeline-parallel-size / -pp"),
     "serve.data_parallel_size": FactSpec("int", "--data-parallel-size / -dp"),
     "serve.enable_expert_parallel": FactSpec("bool", "--enable-expert-parallel"),
-    "serve.world_size": FactSpec("int", "tensor × pipeline × prefill-context parallel size "
-                                  "(ranks of one data-parallel replica)"),
+    "serve.world_size": FactSpec(
+        "int",
+        "tensor × pipeline × prefill-context parallel size (ranks of one data-parallel replica)",
+    ),
     "serve.quantization": FactSpec("str", "--quantization / -q"),
     "serve.dtype": FactSpec("str", "--dtype"),
     "serve.kv_cache_dtype": FactSpec("str", "--kv-cache-dtype"),
@@ -162,8 +172,9 @@ FACTS: dict[str, FactSpec] = {
     "serve.cudagraph_mode": FactSpec("str", "compilation_config.cudagraph_mode (upper case)"),
     "serve.optimization_level": FactSpec("str", "-O / --optimization-level"),
     "serve.attention_config": FactSpec("dict", "--attention-config / -ac (JSON merged)"),
-    "serve.attention_backend": FactSpec("str", "attention backend from the flag, "
-                                        "attention_config.backend or VLLM_ATTENTION_BACKEND"),
+    "serve.attention_backend": FactSpec(
+        "str", "attention backend from the flag, attention_config.backend or VLLM_ATTENTION_BACKEND"
+    ),
     "serve.attention_backend_source": FactSpec("str", "which of those set the backend"),
     "serve.distributed_executor_backend": FactSpec("str", "--distributed-executor-backend"),
     "serve.disable_custom_all_reduce": FactSpec("bool", "--disable-custom-all-reduce"),
@@ -176,10 +187,13 @@ FACTS: dict[str, FactSpec] = {
     "serve.reasoning_parser": FactSpec("str", "--reasoning-parser"),
     "serve.legacy_flags": FactSpec("list", "flags removed from current vLLM (old spec-decode ...)"),
     "serve.unknown_flags": FactSpec("list", "flags the doctor does not know (kept verbatim)"),
-    "serve.flags": FactSpec("list", "long names of every flag given, without dashes in front "
-                           "(enable-eplb); a negation is recorded under the plain name "
-                           "(--no-enable-eplb gives enable-eplb): read serve.<option> for "
-                           "the value"),
+    "serve.flags": FactSpec(
+        "list",
+        "long names of every flag given, without dashes in front "
+        "(enable-eplb); a negation is recorded under the plain name "
+        "(--no-enable-eplb gives enable-eplb): read serve.<option> for "
+        "the value",
+    ),
     # -- environment -------------------------------------------------------------------------
     "env.*": FactSpec("str", "an environment variable (secrets redacted)"),
     # -- crash log ----------------------------------------------------------------------------
@@ -187,18 +201,27 @@ FACTS: dict[str, FactSpec] = {
     "deploy.file": FactSpec("str", "the manifest, compose file or Dockerfile the target is in"),
     "deploy.target": FactSpec("str", "the workload and container that runs vLLM"),
     "deploy.image": FactSpec("str", "the container image"),
-    "deploy.gpus_per_pod": FactSpec("int", "GPUs the container asks for (nvidia.com/gpu or "
-                                    "amd.com/gpu limits, compose device reservations)"),
+    "deploy.gpus_per_pod": FactSpec(
+        "int",
+        "GPUs the container asks for (nvidia.com/gpu or "
+        "amd.com/gpu limits, compose device reservations)",
+    ),
     "deploy.nodes": FactSpec("int", "pods in one serving group (LeaderWorkerSet size; 1 else)"),
     "deploy.gpus": FactSpec("int", "GPUs of one serving group: GPUs per pod × pods"),
-    "deploy.shm_default": FactSpec("bool", "/dev/shm is the container runtime's 64 MB default "
-                                   "(no Memory emptyDir at /dev/shm, no shm_size, no ipc: host)"),
+    "deploy.shm_default": FactSpec(
+        "bool",
+        "/dev/shm is the container runtime's 64 MB default "
+        "(no Memory emptyDir at /dev/shm, no shm_size, no ipc: host)",
+    ),
     "deploy.shm_mib": FactSpec("int", "size of the container's /dev/shm in MiB, when stated"),
     "log.path": FactSpec("str", "crash log that was read"),
     "log.lines": FactSpec("int", "number of lines in the crash log"),
-    "log.memory_figures": FactSpec("dict", "the start-up memory figures vLLM printed in the log "
-                                   "(logreaders/memory_figures.py: weights_gib, kv_cache_gib, "
-                                   "kv_cache_tokens, max_concurrency, ...)"),
+    "log.memory_figures": FactSpec(
+        "dict",
+        "the start-up memory figures vLLM printed in the log "
+        "(logreaders/memory_figures.py: weights_gib, kv_cache_gib, "
+        "kv_cache_tokens, max_concurrency, ...)",
+    ),
     # -- derived (computed from the facts above) ---------------------------------------------
     "derived.kv_bytes_per_token": FactSpec("int", "KV-cache bytes per token for the whole model"),
     "derived.kv_bytes_needed": FactSpec("int", "KV bytes for one max_model_len request per GPU"),
@@ -207,137 +230,205 @@ FACTS: dict[str, FactSpec] = {
     "derived.max_model_len_estimate": FactSpec("int", "max_model_len that would fit"),
     "derived.weights_bytes_per_gpu": FactSpec("int", "weights per GPU after TP/PP split"),
     "derived.free_memory_below_utilization": FactSpec(
-        "bool", "free memory on some GPU is below total × gpu_memory_utilization"),
+        "bool", "free memory on some GPU is below total × gpu_memory_utilization"
+    ),
     "derived.tp_divides_heads": FactSpec("bool", "tensor_parallel_size divides attention heads"),
     "derived.tp_divides_kv_heads": FactSpec("bool", "TP divides KV heads or KV heads divide TP"),
     "derived.driver_supports_torch_cuda": FactSpec(
-        "bool", "the driver's CUDA version is at least torch's CUDA build"),
+        "bool", "the driver's CUDA version is at least torch's CUDA build"
+    ),
     # -- added for the PAR/ARGS rules (PAR003, ARGS002); computed in facts/derived.py ------
     "derived.expert_parallel_size": FactSpec(
-        "int", "expert-parallel group size: TP × DP with --enable-expert-parallel, else 1"),
+        "int", "expert-parallel group size: TP × DP with --enable-expert-parallel, else 1"
+    ),
     "derived.max_model_len_above_model": FactSpec(
-        "bool", "--max-model-len exceeds the model's derived maximum context "
-        "(max_position_embeddings, rope-scaled where vLLM scales it) and model_max_length"),
+        "bool",
+        "--max-model-len exceeds the model's derived maximum context "
+        "(max_position_embeddings, rope-scaled where vLLM scales it) and model_max_length",
+    ),
     # -- vLLM's start-up memory figures per GPU, estimated per release (memory/estimate.py) --
-    "memory.usable_gib": FactSpec("float", "GPU memory as vLLM sees it (torch's total: 79.18-79.22"
-                                  " GiB on an H100 80GB), the smallest GPU"),
-    "memory.weights_gib": FactSpec("float", "weights per GPU (vLLM's \"Model loading took\")"),
+    "memory.usable_gib": FactSpec(
+        "float",
+        "GPU memory as vLLM sees it (torch's total: 79.18-79.22"
+        " GiB on an H100 80GB), the smallest GPU",
+    ),
+    "memory.weights_gib": FactSpec("float", 'weights per GPU (vLLM\'s "Model loading took")'),
     "memory.activation_peak_gib": FactSpec("float", "PyTorch activation peak of the profile run"),
     "memory.non_torch_gib": FactSpec("float", "non-torch memory (CUDA context, NCCL buffers)"),
     "memory.cuda_graph_gib": FactSpec("float", "CUDA-graph pool (subtracted from KV from 0.20.0)"),
     "memory.kv_cache_gib": FactSpec("float", "memory left for the KV cache per GPU"),
-    "memory.kv_cache_tokens": FactSpec("int", "tokens the KV cache holds (\"GPU KV cache size\")"),
-    "memory.max_concurrency": FactSpec("float", "requests of max_model_len tokens at once "
-                                       "(\"Maximum concurrency for N tokens per request\")"),
+    "memory.kv_cache_tokens": FactSpec("int", 'tokens the KV cache holds ("GPU KV cache size")'),
+    "memory.max_concurrency": FactSpec(
+        "float",
+        'requests of max_model_len tokens at once ("Maximum concurrency for N tokens per request")',
+    ),
     "memory.kv_bytes_per_token": FactSpec("int", "KV bytes per token per GPU, attention layers"),
     "memory.kv_layers": FactSpec("str", "the KV layers one GPU allocates, by kind"),
     "memory.margin_gib": FactSpec("float", "the calibration's spread: the estimate's margin"),
-    "memory.kv_verdict": FactSpec("str", "fits | tight (within the margin) | does-not-fit: one "
-                                  "request of max_model_len tokens against the KV cache"),
-    "memory.kv_room": FactSpec("str", "room | tight (within the margin) | none: the KV cache "
-                               "left after weights, activations and graphs"),
-    "memory.estimate_line": FactSpec("str", "the estimate in one line (KV GiB, tokens, "
-                                     "concurrent requests)"),
+    "memory.kv_verdict": FactSpec(
+        "str",
+        "fits | tight (within the margin) | does-not-fit: one "
+        "request of max_model_len tokens against the KV cache",
+    ),
+    "memory.kv_room": FactSpec(
+        "str",
+        "room | tight (within the margin) | none: the KV cache "
+        "left after weights, activations and graphs",
+    ),
+    "memory.estimate_line": FactSpec(
+        "str", "the estimate in one line (KV GiB, tokens, concurrent requests)"
+    ),
     # -- the judged release (facts/release.py, from knowledge/data/*.json) -------------------
-    "release.coverage": FactSpec("str", "covered (a release the knowledge covers judges the "
-                                 "vLLM version), outside (a version outside it) or unknown"),
+    "release.coverage": FactSpec(
+        "str",
+        "covered (a release the knowledge covers judges the "
+        "vLLM version), outside (a version outside it) or unknown",
+    ),
     "release.judged": FactSpec("version", "the covered release the vLLM version is judged by"),
     "release.unknown_options": FactSpec("list", "serve options no covered release accepts"),
     "release.unaccepted_options": FactSpec(
-        "list", "serve options the judged release does not accept (as written; those the "
-        "curated ARGS001/ARGS004 explain left out)"),
-    "release.option_hints": FactSpec("list", "per unaccepted option: the releases that accept "
-                                     "it and the nearest valid spelling"),
-    "release.corrected_command": FactSpec("str", "the serve line with unaccepted options "
-                                          "renamed to the nearest spelling or removed"),
-    "release.invalid_choices": FactSpec("list", "option values outside the judged release's "
-                                        "choices for that option"),
+        "list",
+        "serve options the judged release does not accept (as written; those the "
+        "curated ARGS001/ARGS004 explain left out)",
+    ),
+    "release.option_hints": FactSpec(
+        "list", "per unaccepted option: the releases that accept it and the nearest valid spelling"
+    ),
+    "release.corrected_command": FactSpec(
+        "str", "the serve line with unaccepted options renamed to the nearest spelling or removed"
+    ),
+    "release.invalid_choices": FactSpec(
+        "list", "option values outside the judged release's choices for that option"
+    ),
     "release.architecture_registered": FactSpec(
-        "bool", "the judged release's registry has one of model.architectures"),
+        "bool", "the judged release's registry has one of model.architectures"
+    ),
     "release.unregistered_architectures": FactSpec(
-        "list", "model.architectures the judged release does not register"),
+        "list", "model.architectures the judged release does not register"
+    ),
     "release.architecture_first_release": FactSpec(
-        "version", "first covered release that registers one of the architectures"),
+        "version", "first covered release that registers one of the architectures"
+    ),
     "release.transformers_fallback": FactSpec(
-        "bool", "the judged release would try its Transformers backend for an unregistered "
-        "architecture (false with --model-impl vllm)"),
+        "bool",
+        "the judged release would try its Transformers backend for an unregistered "
+        "architecture (false with --model-impl vllm)",
+    ),
     "release.unknown_parsers": FactSpec(
-        "list", "per --tool-call-parser / --reasoning-parser name the judged release refuses at "
-        "start-up: the parsers it has and the first release with the name"),
+        "list",
+        "per --tool-call-parser / --reasoning-parser name the judged release refuses at "
+        "start-up: the parsers it has and the first release with the name",
+    ),
     "release.unmet_requirements": FactSpec(
-        "list", "options given without the option the judged release checks they need "
+        "list",
+        "options given without the option the judged release checks they need "
         "(--enable-eplb without --enable-expert-parallel ...) or a multimodal model "
-        "(--limit-mm-per-prompt on a text-only one before 0.10.1)"),
+        "(--limit-mm-per-prompt on a text-only one before 0.10.1)",
+    ),
     "release.lora_architecture": FactSpec(
-        "str", "the model architecture the judged release would load (first registered one)"),
+        "str", "the model architecture the judged release would load (first registered one)"
+    ),
     "release.lora_supported": FactSpec(
-        "bool", "that architecture's class implements SupportsLoRA in the judged release"),
+        "bool", "that architecture's class implements SupportsLoRA in the judged release"
+    ),
     "release.model_modalities": FactSpec(
-        "list", "modalities the loaded architecture's processor takes in the judged release "
-        "(empty: not multimodal)"),
+        "list",
+        "modalities the loaded architecture's processor takes in the judged release "
+        "(empty: not multimodal)",
+    ),
     "release.pooling_model": FactSpec(
-        "bool", "the loaded architecture's class is a pooling model in the judged release "
-        "(--runner auto serves it as pooling)"),
+        "bool",
+        "the loaded architecture's class is a pooling model in the judged release "
+        "(--runner auto serves it as pooling)",
+    ),
     "release.unknown_spec_methods": FactSpec(
-        "list", "a speculative_config.method the judged release refuses: the methods it has and "
-        "the first release with the requested one"),
+        "list",
+        "a speculative_config.method the judged release refuses: the methods it has and "
+        "the first release with the requested one",
+    ),
     "release.spec_target_refused": FactSpec(
-        "list", "the speculative method's target-model check in the judged release refuses the "
-        "model's (text) model_type"),
+        "list",
+        "the speculative method's target-model check in the judged release refuses the "
+        "model's (text) model_type",
+    ),
     "release.oversized_world": FactSpec(
-        "str", "what the judged release does when TP x PP exceeds the node's GPUs and no "
-        "executor backend is given: ray (switches to Ray by itself) or refuse (ValueError)"),
-    "release.transformers_requirement": FactSpec("str", "the judged release's transformers "
-                                                 "requirement (Requires-Dist)"),
+        "str",
+        "what the judged release does when TP x PP exceeds the node's GPUs and no "
+        "executor backend is given: ray (switches to Ray by itself) or refuse (ValueError)",
+    ),
+    "release.transformers_requirement": FactSpec(
+        "str", "the judged release's transformers requirement (Requires-Dist)"
+    ),
     "release.transformers_in_range": FactSpec(
-        "bool", "packages.transformers satisfies the judged release's requirement"),
+        "bool", "packages.transformers satisfies the judged release's requirement"
+    ),
     "release.torch_pin": FactSpec("version", "the torch version the judged release pins"),
-    "release.torch_matches_pin": FactSpec("bool", "torch.version is the judged release's pin "
-                                          "(local +cu labels ignored)"),
-    "release.torch_pin_from": FactSpec("str", "installed metadata (ENV002 decides) or release "
-                                       "table"),
+    "release.torch_matches_pin": FactSpec(
+        "bool", "torch.version is the judged release's pin (local +cu labels ignored)"
+    ),
+    "release.torch_pin_from": FactSpec(
+        "str", "installed metadata (ENV002 decides) or release table"
+    ),
     "release.effective_dtype": FactSpec(
-        "str", "the dtype the judged release computes in: --dtype, or for auto the "
+        "str",
+        "the dtype the judged release computes in: --dtype, or for auto the "
         "checkpoint's as that release resolves it on this GPU (float32 → float16/bfloat16; "
-        "from 0.9.1 a dtype the GPU lacks falls back)"),
+        "from 0.9.1 a dtype the GPU lacks falls back)",
+    ),
     "release.auto_dtype_fallback": FactSpec(
-        "bool", "with --dtype auto the judged release falls back from a dtype the GPU lacks "
-        "(0.9.0 on, PR 17265) instead of failing at worker start"),
-    "release.cuda_major": FactSpec("int", "CUDA major version the judged release's compiled "
-                                   "extensions link against"),
+        "bool",
+        "with --dtype auto the judged release falls back from a dtype the GPU lacks "
+        "(0.9.0 on, PR 17265) instead of failing at worker start",
+    ),
+    "release.cuda_major": FactSpec(
+        "int", "CUDA major version the judged release's compiled extensions link against"
+    ),
     # -- what the judged release itself says (generated knowledge; facts/release_kernels.py)
     "release.quant.judged_release": FactSpec(
-        "version", "the covered vLLM release the quantization facts were read from"),
+        "version", "the covered vLLM release the quantization facts were read from"
+    ),
     "release.quant.method": FactSpec(
-        "str", "the quantization method judged (--quantization, else the checkpoint's; "
-        "ModelOpt by quant_algo)"),
+        "str",
+        "the quantization method judged (--quantization, else the checkpoint's; "
+        "ModelOpt by quant_algo)",
+    ),
     "release.quant.known": FactSpec("bool", "the release accepts the method at all"),
     "release.quant.min_capability": FactSpec(
-        "int", "lowest get_min_capability over the method and the methods vLLM may pick "
-        "instead (override_quantization_method) in that release"),
+        "int",
+        "lowest get_min_capability over the method and the methods vLLM may pick "
+        "instead (override_quantization_method) in that release",
+    ),
     "release.quant.capability_ok": FactSpec(
-        "bool", "gpu.min_capability meets release.quant.min_capability"),
-    "release.quant.deprecated": FactSpec(
-        "bool", "the release lists the method as deprecated"),
+        "bool", "gpu.min_capability meets release.quant.min_capability"
+    ),
+    "release.quant.deprecated": FactSpec("bool", "the release lists the method as deprecated"),
     "release.quant.act_dtypes": FactSpec(
-        "list", "activation dtypes the method accepts in that release"),
+        "list", "activation dtypes the method accepts in that release"
+    ),
     "release.quant.act_dtype_ok": FactSpec(
-        "bool", "an explicit --dtype is accepted by the method or a method vLLM may pick "
-        "instead (get_supported_act_dtypes)"),
+        "bool",
+        "an explicit --dtype is accepted by the method or a method vLLM may pick "
+        "instead (get_supported_act_dtypes)",
+    ),
     "release.attention.judged_release": FactSpec(
-        "version", "the covered vLLM release the attention facts were read from"),
+        "version", "the covered vLLM release the attention facts were read from"
+    ),
     "release.attention.candidates": FactSpec(
-        "list", "backends the release considers on this GPU (_get_backend_priorities)"),
+        "list", "backends the release considers on this GPU (_get_backend_priorities)"
+    ),
     "release.attention.supporting": FactSpec(
-        "list", "candidates whose checks accept head size, dtype and KV-cache dtype"),
+        "list", "candidates whose checks accept head size, dtype and KV-cache dtype"
+    ),
     "release.attention.any_supports": FactSpec(
-        "bool", "some candidate backend supports the model on this GPU"),
-    "release.attention.rejections": FactSpec(
-        "list", "each rejecting candidate with its reasons"),
+        "bool", "some candidate backend supports the model on this GPU"
+    ),
+    "release.attention.rejections": FactSpec("list", "each rejecting candidate with its reasons"),
     "release.attention.forced_supports": FactSpec(
-        "bool", "the forced backend (serve.attention_backend) accepts the model here"),
+        "bool", "the forced backend (serve.attention_backend) accepts the model here"
+    ),
     "release.attention.forced_rejections": FactSpec(
-        "list", "why the forced backend refuses (empty when it accepts)"),
+        "list", "why the forced backend refuses (empty when it accepts)"
+    ),
 }
 
 
@@ -353,7 +444,12 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "topology": ("facts/gpus.py", "facts/report.py"),
     "model": ("facts/model_config.py",),
     "serve": ("serveline/line.py",),
-    "env": ("facts/environment.py", "facts/report.py", "serveline/line.py", "serveline/manifest.py"),
+    "env": (
+        "facts/environment.py",
+        "facts/report.py",
+        "serveline/line.py",
+        "serveline/manifest.py",
+    ),
     "deploy": ("serveline/manifest.py",),
     "log": ("facts/collect.py",),
     "derived": ("facts/derived.py",),
@@ -367,12 +463,24 @@ WRITERS: dict[str, tuple[str, ...]] = {
 # release's pins, NVIDIA's driver table; Source.INFERRED: from the model's name). An inferred
 # value is marked as such in every report; tests/test_fact_schema.py reads the collectors'
 # source for the facts they infer and compares with this list.
-INFERABLE: frozenset[str] = frozenset({
-    "gpu.capabilities", "gpu.min_capability", "gpu.max_capability", "gpu.memory_total_mib",
-    "gpu.memory_free_mib", "gpu.memory_bounds_mib", "driver.cuda_version", "torch.version",
-    "torch.cuda_version", "packages.*", "model.quant_scheme", "model.quant_method",
-    "model.family", "model.inferred",
-})
+INFERABLE: frozenset[str] = frozenset(
+    {
+        "gpu.capabilities",
+        "gpu.min_capability",
+        "gpu.max_capability",
+        "gpu.memory_total_mib",
+        "gpu.memory_free_mib",
+        "gpu.memory_bounds_mib",
+        "driver.cuda_version",
+        "torch.version",
+        "torch.cuda_version",
+        "packages.*",
+        "model.quant_scheme",
+        "model.quant_method",
+        "model.family",
+        "model.inferred",
+    }
+)
 
 
 def writers(path: str) -> tuple[str, ...]:
@@ -391,8 +499,10 @@ def spec_for(path: str) -> FactSpec | None:
     if spec is not None:
         return spec
     for pattern, pattern_spec in FACTS.items():
-        if "*" in pattern and pattern.count(".") == path.count(".") and fnmatch.fnmatchcase(
-            path, pattern
+        if (
+            "*" in pattern
+            and pattern.count(".") == path.count(".")
+            and fnmatch.fnmatchcase(path, pattern)
         ):
             return pattern_spec
     return None

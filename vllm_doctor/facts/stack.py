@@ -53,27 +53,38 @@ def infer_stack(facts: Facts) -> None:
     _set_aside_for_what_if(facts)
     torch_pin = _same([(p.get("torch") or {}).get("pin") for p in at])
     cuda_major = _same([(p.get("cuda") or {}).get("major") for p in at])
-    if torch_pin and facts.infer("torch.version", torch_pin,
-                                 f"Requires-Dist of {names}: torch=={torch_pin}"):
+    if torch_pin and facts.infer(
+        "torch.version", torch_pin, f"Requires-Dist of {names}: torch=={torch_pin}"
+    ):
         _infer_torch_cuda(facts, str(torch_pin), cuda_major, names)
     spec = _same([(p.get("transformers") or {}).get("spec") for p in at])
     if spec and "packages.transformers" not in facts:
-        facts.infer("packages.transformers", spec,
-                    f"Requires-Dist of {names}: transformers{spec}", possible=spec)
+        facts.infer(
+            "packages.transformers",
+            spec,
+            f"Requires-Dist of {names}: transformers{spec}",
+            possible=spec,
+        )
 
 
 def _set_aside_for_what_if(facts: Facts) -> None:
     version = facts.get("vllm.version")
     torch = facts.get("torch.version")
-    if (version is None or version.source != Source.USER or torch is None
-            or torch.source in (Source.USER, Source.REPORT)):
+    if (
+        version is None
+        or version.source != Source.USER
+        or torch is None
+        or torch.source in (Source.USER, Source.REPORT)
+    ):
         return
     for path in ("torch.version", "torch.cuda_version", "torch.git_version", "packages.torch"):
         facts.values.pop(path, None)
         facts.missing.pop(path, None)
-    facts.notes.append(f"torch {torch.value} of this machine is set aside: vLLM {version.value} "
-                       "(--vllm-version) brings the torch it pins (--torch-version V judges "
-                       "another)")
+    facts.notes.append(
+        f"torch {torch.value} of this machine is set aside: vLLM {version.value} "
+        "(--vllm-version) brings the torch it pins (--torch-version V judges "
+        "another)"
+    )
 
 
 def _infer_torch_cuda(facts: Facts, pin: str, cuda_major: int | None, names: str) -> None:
@@ -81,10 +92,13 @@ def _infer_torch_cuda(facts: Facts, pin: str, cuda_major: int | None, names: str
 
     row = _compat()["torch_cuda"].get(pin)
     if row is None:
-        facts.mark_missing("torch.cuda_version", f"torch {pin} (pinned by {names}) is not in "
-                           "the CUDA build table (knowledge/data/cuda_compat.json)")
+        facts.mark_missing(
+            "torch.cuda_version",
+            f"torch {pin} (pinned by {names}) is not in "
+            "the CUDA build table (knowledge/data/cuda_compat.json)",
+        )
         return
-    basis = (f"torch {pin} (pinned by {names}): its PyPI wheel requires {row['requirement']}")
+    basis = f"torch {pin} (pinned by {names}): its PyPI wheel requires {row['requirement']}"
     builds = row.get("builds")
     if builds:
         if cuda_major is not None:

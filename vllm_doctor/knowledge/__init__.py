@@ -171,18 +171,29 @@ def match_release(version: str, releases: tuple[str, ...]) -> ReleaseMatch:
             if not later:
                 # a nightly after the newest covered release may accept what no covered
                 # release does: judging it by that release could raise false errors
-                return ReleaseMatch(None, False, f"{v} is a build after {base}, the newest "
-                                    "release the knowledge covers: it may carry changes the "
-                                    "knowledge does not know")
-            return ReleaseMatch(base, False, f"{v} is a build between {base} and {later[0]}: "
-                                "judged by what the two releases agree on", later[0])
+                return ReleaseMatch(
+                    None,
+                    False,
+                    f"{v} is a build after {base}, the newest "
+                    "release the knowledge covers: it may carry changes the "
+                    "knowledge does not know",
+                )
+            return ReleaseMatch(
+                base,
+                False,
+                f"{v} is a build between {base} and {later[0]}: "
+                "judged by what the two releases agree on",
+                later[0],
+            )
     oldest, newest = ordered[0], ordered[-1]
     if v < Version(oldest):
-        return ReleaseMatch(None, False, f"{v} is older than the oldest release the knowledge "
-                                         f"covers ({oldest})")
+        return ReleaseMatch(
+            None, False, f"{v} is older than the oldest release the knowledge covers ({oldest})"
+        )
     if v > Version(newest):
-        return ReleaseMatch(None, False, f"{v} is newer than the newest release the knowledge "
-                                         f"covers ({newest})")
+        return ReleaseMatch(
+            None, False, f"{v} is newer than the newest release the knowledge covers ({newest})"
+        )
     return ReleaseMatch(None, False, f"{v} is not a release the knowledge covers")
 
 

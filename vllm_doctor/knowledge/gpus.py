@@ -55,11 +55,21 @@ class GpuMatch:
 def _families() -> tuple[tuple[str, GpuFamily], ...]:
     data: dict[str, Any] = json.loads(DATA.read_text(encoding="utf-8"))
     return tuple(
-        (entry["match"],
-         GpuFamily(entry["name"], entry["vendor"], entry["arch"], entry["segment"],
-                   entry.get("capability"), entry.get("gfx"),
-                   tuple(entry.get("memory_gib") or ()), entry.get("source", "")))
-        for entry in data["families"])
+        (
+            entry["match"],
+            GpuFamily(
+                entry["name"],
+                entry["vendor"],
+                entry["arch"],
+                entry["segment"],
+                entry.get("capability"),
+                entry.get("gfx"),
+                tuple(entry.get("memory_gib") or ()),
+                entry.get("source", ""),
+            ),
+        )
+        for entry in data["families"]
+    )
 
 
 @lru_cache(maxsize=1)

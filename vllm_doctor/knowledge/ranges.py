@@ -80,4 +80,3 @@ def release_spans(releases: Sequence[str], chosen: set[str] | frozenset[str]) ->
             out.append([release, release])
         previous = inside
     return ", ".join(a if a == b else f"{a}–{b}" for a, b in out)
-

@@ -50,7 +50,9 @@ def read_log(reader: str, text: str, version: str | None) -> LogReading | None:
 # -- shared readings -------------------------------------------------------------------------
 _WINDOWS = re.compile(r"[A-Za-z]:\\(?:[^\\\n]{1,200}\\){0,30}?(?:site-packages|Scripts)\\")
 _MACOS = re.compile(r"/Users/[^/\n]{1,100}/|macOS-\d|darwin|Darwin")
-_DETECTED = re.compile(r"Automatically detected platform (\w{2,20})|Platform plugin (\w{1,40}) is activated")
+_DETECTED = re.compile(
+    r"Automatically detected platform (\w{2,20})|Platform plugin (\w{1,40}) is activated"
+)
 
 
 def platform_of(text: str) -> str | None:

@@ -18,7 +18,9 @@ import subprocess
 
 from vllm_doctor.logreaders import LogReading, judged_release, value_at
 
-_UNDEFINED = re.compile(r"(?:([^\s'\"(]{0,400}?\.so)[\w.]{0,40}: )?undefined symbol: (_Z\w{1,3000})")
+_UNDEFINED = re.compile(
+    r"(?:([^\s'\"(]{0,400}?\.so)[\w.]{0,40}: )?undefined symbol: (_Z\w{1,3000})"
+)
 _TORCH_NAMESPACES = ("c10", "at", "torch", "caffe2")
 
 
@@ -33,13 +35,17 @@ def read(text: str, version: str | None) -> LogReading | None:
     release = judged_release(version)
     owner = name.split("::")[0]
     dist, where = _library(library)
-    read_lines = [f"undefined symbol {symbol[:80]}{'…' if len(symbol) > 80 else ''} = "
-                  f"{(full or name)[:300]} ({how})"]
+    read_lines = [
+        f"undefined symbol {symbol[:80]}{'…' if len(symbol) > 80 else ''} = "
+        f"{(full or name)[:300]} ({how})"
+    ]
     if library:
         read_lines.append(f"in {library}" + (f" (distribution {dist})" if dist else ""))
     if "__cxx11" in symbol:
-        read_lines.append("the symbol uses the C++11 string ABI (std::__cxx11): the extension was "
-                          "built for a torch with _GLIBCXX_USE_CXX11_ABI=1")
+        read_lines.append(
+            "the symbol uses the C++11 string ABI (std::__cxx11): the extension was "
+            "built for a torch with _GLIBCXX_USE_CXX11_ABI=1"
+        )
     if owner not in _TORCH_NAMESPACES:
         if dist != "vllm":
             return None
@@ -47,41 +53,62 @@ def read(text: str, version: str | None) -> LogReading | None:
             f"vLLM's compiled extension {library} refers to {name}, which the build itself should "
             "define: a partial or stale build (a kernel left out for the CUDA version or "
             "architectures it was built with, or objects from two builds)",
-            [f"cd {where} && rm -rf build && pip install -e . --no-build-isolation   # a clean rebuild"
-             if where else "pip install --force-reinstall vllm   # a released wheel"],
-            read_lines)
+            [
+                f"cd {where} && rm -rf build && pip install -e . --no-build-isolation   # a clean rebuild"
+                if where
+                else "pip install --force-reinstall vllm   # a released wheel"
+            ],
+            read_lines,
+        )
     pin, at = value_at("pins", "torch", release)
     torch_pin = pin.get("pin") if pin else None
     if torch_pin:
-        read_lines.append(f"vLLM {at} pins torch=={torch_pin} (knowledge: pins, from the wheel's "
-                          "METADATA)" + ("" if release else "; pass --vllm-version for your release"))
+        read_lines.append(
+            f"vLLM {at} pins torch=={torch_pin} (knowledge: pins, from the wheel's "
+            "METADATA)" + ("" if release else "; pass --vllm-version for your release")
+        )
     subject = f"{dist} ({library})" if dist and library else (library or "a compiled extension")
-    cause = (f"{subject} was built against another torch than the one installed: {name} is "
-             "torch's, and the installed torch does not export it")
+    cause = (
+        f"{subject} was built against another torch than the one installed: {name} is "
+        "torch's, and the installed torch does not export it"
+    )
     if dist == "vllm" and where:
-        fixes = [f"cd {where} && python use_existing_torch.py && pip install -r requirements/build.txt "
-                 "&& pip install -e . --no-build-isolation   # rebuild against the installed torch",
-                 f"or pip install 'torch=={torch_pin}'   # the torch vLLM {at} pins" if torch_pin else
-                 "or install the torch the checkout's requirements pin"]
+        fixes = [
+            f"cd {where} && python use_existing_torch.py && pip install -r requirements/build.txt "
+            "&& pip install -e . --no-build-isolation   # rebuild against the installed torch",
+            f"or pip install 'torch=={torch_pin}'   # the torch vLLM {at} pins"
+            if torch_pin
+            else "or install the torch the checkout's requirements pin",
+        ]
     elif dist in (None, "vllm") and release and torch_pin:
-        fixes = [f"pip install 'torch=={torch_pin}'   # the torch vLLM {release} pins",
-                 f"or pip install --force-reinstall 'vllm=={release}'   # restores that torch"]
+        fixes = [
+            f"pip install 'torch=={torch_pin}'   # the torch vLLM {release} pins",
+            f"or pip install --force-reinstall 'vllm=={release}'   # restores that torch",
+        ]
     elif dist in (None, "vllm"):
-        fixes = ["pip install --force-reinstall 'vllm==<your version>'   # reinstalls the torch it "
-                 "pins (pip show vllm names the version)"]
+        fixes = [
+            "pip install --force-reinstall 'vllm==<your version>'   # reinstalls the torch it "
+            "pins (pip show vllm names the version)"
+        ]
         if torch_pin:
-            fixes.append(f"or pip install 'torch==<its pin>'   # vLLM {at} pins {torch_pin}; pass "
-                         "--vllm-version V to name yours")
+            fixes.append(
+                f"or pip install 'torch==<its pin>'   # vLLM {at} pins {torch_pin}; pass "
+                "--vllm-version V to name yours"
+            )
     elif dist == "flash-attn":
-        fixes = ["pip install --force-reinstall --no-deps --no-build-isolation flash-attn   # builds "
-                 "it against the installed torch",
-                 "or pip uninstall flash-attn, when only vLLM needs it (vLLM 0.8.0 and later use "
-                 "their own build, vllm.vllm_flash_attn)"]
+        fixes = [
+            "pip install --force-reinstall --no-deps --no-build-isolation flash-attn   # builds "
+            "it against the installed torch",
+            "or pip uninstall flash-attn, when only vLLM needs it (vLLM 0.8.0 and later use "
+            "their own build, vllm.vllm_flash_attn)",
+        ]
     else:
         spec, _ = value_at("dependencies", dist, release)
         wanted = f"'{dist}{spec['spec']}'" if spec and spec.get("spec") else dist
-        fixes = [f"pip install --force-reinstall --no-deps {wanted}   # the {dist} built for the "
-                 "torch vLLM pins" + (f" ({torch_pin})" if torch_pin else "")]
+        fixes = [
+            f"pip install --force-reinstall --no-deps {wanted}   # the {dist} built for the "
+            "torch vLLM pins" + (f" ({torch_pin})" if torch_pin else "")
+        ]
     return LogReading(cause, fixes, read_lines)
 
 
@@ -123,8 +150,12 @@ def demangle(symbol: str) -> tuple[str | None, str | None, str]:
 
 
 _CTOR_DTOR = re.compile(r"[CD][0-5]")
-_ABBREVIATIONS = {"St": ["std"], "Sa": ["std", "allocator"], "Sb": ["std", "basic_string"],
-                  "Ss": ["std", "string"]}
+_ABBREVIATIONS = {
+    "St": ["std"],
+    "Sa": ["std", "allocator"],
+    "Sb": ["std", "basic_string"],
+    "Ss": ["std", "string"],
+}
 
 
 def qualified_name(symbol: str) -> str | None:
@@ -141,10 +172,10 @@ def qualified_name(symbol: str) -> str | None:
         while at < len(symbol) and symbol[at] != "E":
             if length := re.match(r"\d+", symbol[at:]):
                 at += len(length.group(0))
-                names.append(symbol[at:at + int(length.group(0))])
+                names.append(symbol[at : at + int(length.group(0))])
                 at += int(length.group(0))
-            elif symbol[at:at + 2] in _ABBREVIATIONS:
-                names += _ABBREVIATIONS[symbol[at:at + 2]]
+            elif symbol[at : at + 2] in _ABBREVIATIONS:
+                names += _ABBREVIATIONS[symbol[at : at + 2]]
                 at += 2
             elif _CTOR_DTOR.match(symbol, at) and names:
                 names.append(("~" if symbol[at] == "D" else "") + names[-1])
@@ -155,5 +186,5 @@ def qualified_name(symbol: str) -> str | None:
     digits = re.match(r"\d+", symbol[at:])
     if digits:
         start = at + len(digits.group(0))
-        return symbol[start:start + int(digits.group(0))]
+        return symbol[start : start + int(digits.group(0))]
     return None

@@ -23,12 +23,19 @@ from vllm_doctor.logreaders import LogReading, judged_release, pip_spec, platfor
 
 _NO_MODULE = re.compile(r"No module named '?([A-Za-z_][\w.]{0,120})'?")
 _CANNOT_IMPORT = re.compile(
-    r"cannot import name '(\w{1,120})' from '([A-Za-z_][\w.]{0,120})'(?: \(([^)\n]{1,400})\))?")
-_PROBING = re.compile(r"is not available because|Failed to import Ray|ray_utils|Failed to initialize NumPy")
+    r"cannot import name '(\w{1,120})' from '([A-Za-z_][\w.]{0,120})'(?: \(([^)\n]{1,400})\))?"
+)
+_PROBING = re.compile(
+    r"is not available because|Failed to import Ray|ray_utils|Failed to initialize NumPy"
+)
 _FILE = re.compile(r'File "([^"\n]{1,400})", line \d+')
 _SITE = re.compile(r"[\\/](?:site|dist)-packages[\\/]([A-Za-z_]\w{0,80})")
-_VLLM_FILE = re.compile(r'File "([^"\n]{0,300})[\\/]vllm[\\/][^"\n\\/]{1,100}(?:[\\/][^"\n\\/]{1,100}){0,8}"')
-_PIP_HINT = re.compile(r"pip install (?:-U |--upgrade )?['\"`]?([A-Za-z0-9][\w.\-]*(?:\[[\w,\-]+\])?(?:[<>=!~]=?[\w.*]+(?:,[<>=!~]=?[\w.*]+)*)?)")
+_VLLM_FILE = re.compile(
+    r'File "([^"\n]{0,300})[\\/]vllm[\\/][^"\n\\/]{1,100}(?:[\\/][^"\n\\/]{1,100}){0,8}"'
+)
+_PIP_HINT = re.compile(
+    r"pip install (?:-U |--upgrade )?['\"`]?([A-Za-z0-9][\w.\-]*(?:\[[\w,\-]+\])?(?:[<>=!~]=?[\w.*]+(?:,[<>=!~]=?[\w.*]+)*)?)"
+)
 
 
 def read(text: str, version: str | None) -> LogReading | None:
@@ -49,7 +56,7 @@ def read(text: str, version: str | None) -> LogReading | None:
 def _line(text: str, pos: int) -> str:
     start = text.rfind("\n", 0, pos) + 1
     end = text.find("\n", pos)
-    return text[start:end if end != -1 else len(text)]
+    return text[start : end if end != -1 else len(text)]
 
 
 @lru_cache(maxsize=1)
@@ -71,7 +78,9 @@ def distribution(module: str) -> str:
     return str(canonicalize_name(parts[0]))
 
 
-def _missing(module: str, text: str, release: str | None, version: str | None, line: str) -> LogReading | None:
+def _missing(
+    module: str, text: str, release: str | None, version: str | None, line: str
+) -> LogReading | None:
     read_lines = [f"missing module: {module} ({line.strip()[:200]})"]
     if module.split(".")[0] == "vllm":
         return _vllm_module(module, text, release, read_lines)
@@ -85,31 +94,45 @@ def _missing(module: str, text: str, release: str | None, version: str | None, l
         spec = required.get("spec")
         extra = required.get("extra")
         marker = f" on {required['marker']}" if required.get("marker") else ""
-        read_lines.append(f"{where if at == release else f'vLLM {at}'} requires {dist}{spec or ''}"
-                          + (f" through the extra [{extra}]" if extra else "") + marker
-                          + " (knowledge: dependencies, from the wheel's METADATA)")
+        read_lines.append(
+            f"{where if at == release else f'vLLM {at}'} requires {dist}{spec or ''}"
+            + (f" through the extra [{extra}]" if extra else "")
+            + marker
+            + " (knowledge: dependencies, from the wheel's METADATA)"
+        )
         fixes = [f"pip install {pip_spec(dist, spec)}"]
         if extra:
             fixes.insert(0, f"pip install 'vllm[{extra}]'" + (f"  # vLLM {at}" if at else ""))
-            cause = (f"`{module}` comes from the distribution {dist}, which vLLM installs only with "
-                     f"its extra [{extra}]; it is not installed")
+            cause = (
+                f"`{module}` comes from the distribution {dist}, which vLLM installs only with "
+                f"its extra [{extra}]; it is not installed"
+            )
         else:
-            cause = (f"`{module}` comes from the distribution {dist}, a requirement of every vLLM "
-                     "install, and it is missing: an install with --no-deps, a partial environment, "
-                     "or a platform the requirement's marker leaves out")
+            cause = (
+                f"`{module}` comes from the distribution {dist}, a requirement of every vLLM "
+                "install, and it is missing: an install with --no-deps, a partial environment, "
+                "or a platform the requirement's marker leaves out"
+            )
         return LogReading(cause, fixes, read_lines)
     hint, at = _install_hint(dist, release, text)
     if hint is not None:
         requirement, message = hint
-        read_lines.append(f"vLLM's own message ({at if at == 'the log' else f'vLLM {at}, error catalogue'}): "
-                          f"{message[:200]}")
-        return LogReading(f"`{module}` comes from {dist}, an optional package vLLM needs for the "
-                          "feature in use and does not install itself",
-                          [f"pip install {pip_spec(requirement)}"], read_lines)
+        read_lines.append(
+            f"vLLM's own message ({at if at == 'the log' else f'vLLM {at}, error catalogue'}): "
+            f"{message[:200]}"
+        )
+        return LogReading(
+            f"`{module}` comes from {dist}, an optional package vLLM needs for the "
+            "feature in use and does not install itself",
+            [f"pip install {pip_spec(requirement)}"],
+            read_lines,
+        )
     return None  # neither vLLM's requirement nor its hint: who needs it is not known here
 
 
-def _install_hint(dist: str, release: str | None, text: str) -> tuple[tuple[str, str] | None, str | None]:
+def _install_hint(
+    dist: str, release: str | None, text: str
+) -> tuple[tuple[str, str] | None, str | None]:
     """vLLM's own ``pip install X`` for a distribution: the one the log shows, else the error
     catalogue's in the judged release (else in the newest release that has one); the
     requirement it names, the message, and where it was read."""
@@ -140,8 +163,9 @@ def _install_hint(dist: str, release: str | None, text: str) -> tuple[tuple[str,
     return best if best is not None else (None, None)
 
 
-def _vllm_module(module: str, text: str, release: str | None,
-                 read_lines: list[str]) -> LogReading | None:
+def _vllm_module(
+    module: str, text: str, release: str | None, read_lines: list[str]
+) -> LogReading | None:
     from vllm_doctor.knowledge import load
 
     extensions = load("extensions")
@@ -150,8 +174,10 @@ def _vllm_module(module: str, text: str, release: str | None,
         return None  # a Python module of vLLM: another release's code, not a missing build
     if shipped:
         first, last = extensions.first_release(module), extensions.last_release(module)
-        read_lines.append(f"{module} is a compiled extension of vLLM {first}–{last} "
-                          "(knowledge: extensions, from the wheels' file lists)")
+        read_lines.append(
+            f"{module} is a compiled extension of vLLM {first}–{last} "
+            "(knowledge: extensions, from the wheels' file lists)"
+        )
     platform = platform_of(text)
     if platform not in (None, "cuda", "rocm", "windows"):
         return None  # a plugin or CPU platform: vLLM is installed without its CUDA extensions
@@ -161,31 +187,45 @@ def _vllm_module(module: str, text: str, release: str | None,
             "vLLM has no native Windows build: the package installed on Windows has none of its "
             f"compiled extensions ({module}); vLLM runs on Linux, and on Windows inside WSL2 "
             "or a Linux container",
-            ["wsl --install -d Ubuntu   # then, inside WSL2: pip install vllm",
-             "docker run --gpus all -p 8000:8000 vllm/vllm-openai:latest --model <model>"],
-            read_lines)
+            [
+                "wsl --install -d Ubuntu   # then, inside WSL2: pip install vllm",
+                "docker run --gpus all -p 8000:8000 vllm/vllm-openai:latest --model <model>",
+            ],
+            read_lines,
+        )
     checkout = _checkout(text)
     if checkout is not None:
-        read_lines.append(f"vLLM is imported from {checkout}/vllm, not from site-packages"
-                          + (" (and its _version module is missing: never built)"
-                             if "No module named 'vllm._version'" in text else ""))
+        read_lines.append(
+            f"vLLM is imported from {checkout}/vllm, not from site-packages"
+            + (
+                " (and its _version module is missing: never built)"
+                if "No module named 'vllm._version'" in text
+                else ""
+            )
+        )
         return LogReading(
             f"Python imports vLLM from the source checkout {checkout}, whose compiled extensions "
             f"were never built (no {module} there)",
-            [f"cd {checkout} && VLLM_USE_PRECOMPILED=1 pip install -e .   # Python-only changes: "
-             "reuse the compiled parts of the matching wheel",
-             f"cd {checkout} && pip install -e .   # full build (needs the CUDA toolkit)",
-             "or start Python outside the checkout, so that the installed wheel is imported"],
-            read_lines)
+            [
+                f"cd {checkout} && VLLM_USE_PRECOMPILED=1 pip install -e .   # Python-only changes: "
+                "reuse the compiled parts of the matching wheel",
+                f"cd {checkout} && pip install -e .   # full build (needs the CUDA toolkit)",
+                "or start Python outside the checkout, so that the installed wheel is imported",
+            ],
+            read_lines,
+        )
     if not shipped:
         return None
     return LogReading(
         f"the vLLM package Python imported has no {module}: a wheel for another platform, an "
         "interrupted install, or a source checkout that shadows the installed package",
-        ["pip install --force-reinstall --no-deps vllm" + (f"=={release}" if release else ""),
-         "and start Python outside any vLLM source checkout (a ./vllm directory shadows the "
-         "installed package)"],
-        read_lines)
+        [
+            "pip install --force-reinstall --no-deps vllm" + (f"=={release}" if release else ""),
+            "and start Python outside any vLLM source checkout (a ./vllm directory shadows the "
+            "installed package)",
+        ],
+        read_lines,
+    )
 
 
 def _checkout(text: str) -> str | None:
@@ -197,7 +237,9 @@ def _checkout(text: str) -> str | None:
     return max(roots, key=len) if roots else None
 
 
-def _cannot_import(found: re.Match, text: str, release: str | None, version: str | None) -> LogReading | None:
+def _cannot_import(
+    found: re.Match, text: str, release: str | None, version: str | None
+) -> LogReading | None:
     name, source = found.group(1), found.group(2)
     wanted = distribution(source)
     before = [m.group(1) for m in _FILE.finditer(text, 0, found.start())]
@@ -215,9 +257,14 @@ def _cannot_import(found: re.Match, text: str, release: str | None, version: str
         return LogReading(
             f"{importer} was built for another vLLM release: the installed vLLM has no "
             f"{source}.{name}",
-            [f"install the {importer} release made for your vLLM"
-             + (f" {version}" if version else "") + f" (pip install -U {importer}), or the vLLM "
-             f"release that {importer} names in its requirements"], read_lines)
+            [
+                f"install the {importer} release made for your vLLM"
+                + (f" {version}" if version else "")
+                + f" (pip install -U {importer}), or the vLLM "
+                f"release that {importer} names in its requirements"
+            ],
+            read_lines,
+        )
     fixes = []
     where = None
     for dist in (importer, wanted):
@@ -227,11 +274,16 @@ def _cannot_import(found: re.Match, text: str, release: str | None, version: str
             fixes.append(pip_spec(dist, value.get("spec")))
     fix = [f"pip install -U {importer}   # a release made for the installed {wanted}"]
     if len(fixes) == 2:
-        read_lines.append(f"vLLM {where} asks for {' and '.join(f.strip(chr(39)) for f in fixes)} "
-                          "(knowledge: dependencies)" + ("" if release else
-                                                         "; pass --vllm-version for your release's"))
+        read_lines.append(
+            f"vLLM {where} asks for {' and '.join(f.strip(chr(39)) for f in fixes)} "
+            "(knowledge: dependencies)"
+            + ("" if release else "; pass --vllm-version for your release's")
+        )
         if release:
             fix = [f"pip install {' '.join(fixes)}   # what vLLM {release} asks for"]
     return LogReading(
         f"{importer} and {wanted} are from different times: {importer} imports {name}, which the "
-        f"installed {wanted} does not provide", fix, read_lines)
+        f"installed {wanted} does not provide",
+        fix,
+        read_lines,
+    )

@@ -52,19 +52,26 @@ _NUM = r"(-?\d{1,7}(?:\.\d{1,8})?)"
 _INT = r"(\d{1,3}(?:,\d{3}){0,5}|\d{1,18})"
 _ANSI = re.compile(r"\x1b\[[0-9;]{0,20}m")
 # the writer's prefix: "(VllmWorker rank=0 pid=12)", "(Worker_TP1 pid=3)", "(RayWorkerWrapper pid=5, ip=10.0.0.2)"
-_PREFIX = re.compile(r"\(([A-Za-z][\w-]{0,60}(?: [\w=]{1,20}){0,3}?) pid=\d{1,10}(?:, ip=[^)\s]{1,64})?\)")
+_PREFIX = re.compile(
+    r"\(([A-Za-z][\w-]{0,60}(?: [\w=]{1,20}){0,3}?) pid=\d{1,10}(?:, ip=[^)\s]{1,64})?\)"
+)
 _RANK = re.compile(r"(?:rank=|TP)(\d{1,5})")
 # a line that starts a log record of its own (not the continuation of a multi-line message)
 _RECORD = re.compile(r"(?:INFO|WARNING|DEBUG|ERROR)\b|^\s*\(")
 # the words each figure's line holds; lines without any are skipped
-_KEYWORDS = re.compile(r"Model loading took|Loading model weights took|total_gpu_memory|model weights take|"
-                       r"non_torch_memory takes|activation peak memory takes|reserved for KV Cache|"
-                       r"Available KV cache memory|KV cache size:|Maximum concurrency for|"
-                       r"blocks: \d|Graph capturing finished|Estimated CUDA graph memory|"
-                       r"Free memory on device|CUDA graph pool memory")
+_KEYWORDS = re.compile(
+    r"Model loading took|Loading model weights took|total_gpu_memory|model weights take|"
+    r"non_torch_memory takes|activation peak memory takes|reserved for KV Cache|"
+    r"Available KV cache memory|KV cache size:|Maximum concurrency for|"
+    r"blocks: \d|Graph capturing finished|Estimated CUDA graph memory|"
+    r"Free memory on device|CUDA graph pool memory"
+)
 
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("weights_gib", re.compile(r"(?:Model loading took|Loading model weights took) " + _NUM + r" ?Gi?B\b")),
+    (
+        "weights_gib",
+        re.compile(r"(?:Model loading took|Loading model weights took) " + _NUM + r" ?Gi?B\b"),
+    ),
     ("total_gpu_gib", re.compile(r"total_gpu_memory \(" + _NUM + r" ?GiB\)")),
     ("utilization", re.compile(r"gpu_memory_utilization \(" + _NUM + r"\)")),
     ("requested_gib", re.compile(r"gpu_memory_utilization \([\d.]{1,10}\) = " + _NUM + r" ?GiB")),
@@ -74,15 +81,36 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("kv_cache_gib", re.compile(r"reserved for KV Cache is " + _NUM + r" ?GiB")),
     ("kv_cache_gib", re.compile(r"Available KV cache memory: " + _NUM + r" ?GiB")),
     ("kv_cache_tokens", re.compile(r"\bGPU(?: \+ host)? KV cache size: " + _INT + r" tokens")),
-    ("max_concurrency_tokens", re.compile(r"Maximum concurrency for " + _INT + r" tokens per request")),
-    ("max_concurrency", re.compile(r"Maximum concurrency for [\d,]{1,24} tokens per request: " + _NUM + r"x")),
-    ("gpu_blocks", re.compile(r"# (?:cuda|CUDA|GPU|gpu|rocm|ROCm) blocks: (\d{1,12}), # CPU blocks")),
-    ("cuda_graph_gib", re.compile(r"Graph capturing finished in \d{1,7} secs?, took " + _NUM + r" ?GiB")),
-    ("cuda_graph_estimate_gib", re.compile(r"Estimated CUDA graph memory: " + _NUM + r" ?GiB total")),
+    (
+        "max_concurrency_tokens",
+        re.compile(r"Maximum concurrency for " + _INT + r" tokens per request"),
+    ),
+    (
+        "max_concurrency",
+        re.compile(r"Maximum concurrency for [\d,]{1,24} tokens per request: " + _NUM + r"x"),
+    ),
+    (
+        "gpu_blocks",
+        re.compile(r"# (?:cuda|CUDA|GPU|gpu|rocm|ROCm) blocks: (\d{1,12}), # CPU blocks"),
+    ),
+    (
+        "cuda_graph_gib",
+        re.compile(r"Graph capturing finished in \d{1,7} secs?, took " + _NUM + r" ?GiB"),
+    ),
+    (
+        "cuda_graph_estimate_gib",
+        re.compile(r"Estimated CUDA graph memory: " + _NUM + r" ?GiB total"),
+    ),
     # the summary after capturing (0.10.2-) and the start-up refusal (0.9.1-)
-    ("total_gpu_gib", re.compile(r"Free memory on device \([\d.]{1,12}/" + _NUM + r" GiB\) on startup")),
+    (
+        "total_gpu_gib",
+        re.compile(r"Free memory on device \([\d.]{1,12}/" + _NUM + r" GiB\) on startup"),
+    ),
     ("utilization", re.compile(r"[Dd]esired GPU memory utilization(?: is)? \(" + _NUM + r", ")),
-    ("requested_gib", re.compile(r"[Dd]esired GPU memory utilization(?: is)? \([\d.]{1,10}, " + _NUM + r" GiB\)")),
+    (
+        "requested_gib",
+        re.compile(r"[Dd]esired GPU memory utilization(?: is)? \([\d.]{1,10}, " + _NUM + r" GiB\)"),
+    ),
     ("weights_gib", re.compile(r"Actual usage is " + _NUM + r" GiB for weight,")),
     ("activation_peak_gib", re.compile(_NUM + r" GiB for peak activation")),
     ("non_torch_gib", re.compile(_NUM + r" GiB for non-torch memory")),
@@ -134,7 +162,7 @@ def _label_at(text: str, line_start: int) -> str:
     start = line_start
     for _ in range(4):
         end = text.find("\n", start)
-        line = text[start:end if end >= 0 else len(text)]
+        line = text[start : end if end >= 0 else len(text)]
         # the innermost writer: Ray nests "(EngineCore_0 pid=1) (RayWorkerWrapper pid=2, ip=…)"
         prefixes = _PREFIX.findall(line[:400])
         if prefixes:
@@ -162,7 +190,7 @@ def read_memory_figures_by_rank(text: str) -> dict[str, MemoryFigures]:
             continue
         seen_lines.add(start)
         end = text.find("\n", hit.start())
-        line = text[start:end if end >= 0 else len(text)]
+        line = text[start : end if end >= 0 else len(text)]
         values = found.setdefault(_label_at(text, start), {})
         for name, pattern in _PATTERNS:
             if name in values:
@@ -186,8 +214,11 @@ def read_memory_figures(text: str) -> MemoryFigures:
     ordered = sorted(by_rank.items(), key=lambda item: (rank_of(item[0]) or 0) != 0)
     merged = MemoryFigures()
     for _, figures in ordered:
-        missing: dict[str, Any] = {name: value for name, value in figures.to_dict().items()
-                                   if getattr(merged, name) is None}
+        missing: dict[str, Any] = {
+            name: value
+            for name, value in figures.to_dict().items()
+            if getattr(merged, name) is None
+        }
         if missing:
             merged = replace(merged, **missing)
     return merged

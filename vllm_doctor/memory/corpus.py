@@ -82,8 +82,9 @@ def entry_facts(entry: dict[str, Any], scratch: Path | None = None) -> Facts:
             facts.set(fact, value, "engine arguments the log printed")
     gpu = entry.get("gpu")
     if gpu:
-        apply_target_hardware(facts, TargetHardware(gpu=str(gpu), count=int(
-            entry.get("gpu_count") or 1)))
+        apply_target_hardware(
+            facts, TargetHardware(gpu=str(gpu), count=int(entry.get("gpu_count") or 1))
+        )
         infer_hardware(facts)
     compute_derived(facts)
     return facts
@@ -120,7 +121,22 @@ def observation(path: Path) -> dict[str, Any] | None:
     elif kv_gib is not None and (graph is not None or not inputs["graph_subtracted"]):
         subtracted = graph if inputs["graph_subtracted"] else 0.0
         overhead = usable * util - figures.weights_gib - kv_gib - (subtracted or 0.0)
-    return {"source": str(entry.get("source")), "overhead_gib": overhead,
-            "cuda_graph_gib": graph, **{k: inputs[k] for k in (
-                "tp", "hidden", "intermediate", "vocab", "layers_gpu", "batched", "seqs",
-                "dtype_bytes", "sampler_sorts")}}
+    return {
+        "source": str(entry.get("source")),
+        "overhead_gib": overhead,
+        "cuda_graph_gib": graph,
+        **{
+            k: inputs[k]
+            for k in (
+                "tp",
+                "hidden",
+                "intermediate",
+                "vocab",
+                "layers_gpu",
+                "batched",
+                "seqs",
+                "dtype_bytes",
+                "sampler_sorts",
+            )
+        },
+    }

@@ -40,17 +40,26 @@ from vllm_doctor.facts.model import Fact, Facts, Source
 from vllm_doctor.memory import kv as kvmod
 from vllm_doctor.memory import weights as wmod
 
-GIB = 1024 ** 3
+GIB = 1024**3
 DATA = Path(__file__).resolve().parents[1] / "knowledge" / "data"
 USABLE_DATA = DATA / "gpu_usable_memory.json"
 CALIBRATION_DATA = DATA / "memory_calibration.json"
 DEFAULT_DTYPE = "bfloat16"  # vLLM's "auto" for a config without torch_dtype
 
 MEMORY_PATHS = (
-    "memory.usable_gib", "memory.weights_gib", "memory.activation_peak_gib",
-    "memory.non_torch_gib", "memory.cuda_graph_gib", "memory.kv_cache_gib",
-    "memory.kv_cache_tokens", "memory.max_concurrency", "memory.kv_bytes_per_token",
-    "memory.kv_layers", "memory.margin_gib", "memory.kv_verdict", "memory.kv_room",
+    "memory.usable_gib",
+    "memory.weights_gib",
+    "memory.activation_peak_gib",
+    "memory.non_torch_gib",
+    "memory.cuda_graph_gib",
+    "memory.kv_cache_gib",
+    "memory.kv_cache_tokens",
+    "memory.max_concurrency",
+    "memory.kv_bytes_per_token",
+    "memory.kv_layers",
+    "memory.margin_gib",
+    "memory.kv_verdict",
+    "memory.kv_room",
     "memory.estimate_line",
 )
 
@@ -76,6 +85,7 @@ def calibration() -> dict[str, Any]:
 
 # -- the release's formula -------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ReleaseFormula:
     version: str
@@ -90,10 +100,15 @@ class ReleaseFormula:
 
     def describe(self) -> str:
         graph = "− CUDA-graph estimate " if self.cuda_graph_subtracted else ""
-        tokens = ("tokens = int(concurrency × max_model_len)" if self.tokens_from_concurrency
-                  else "tokens = num_blocks // groups × block_size")
-        return (f"vLLM {self.version}: KV = total × utilization − weights − activation peak − "
-                f"non-torch {graph}(gpu_worker.determine_available_memory); {tokens}")
+        tokens = (
+            "tokens = int(concurrency × max_model_len)"
+            if self.tokens_from_concurrency
+            else "tokens = num_blocks // groups × block_size"
+        )
+        return (
+            f"vLLM {self.version}: KV = total × utilization − weights − activation peak − "
+            f"non-torch {graph}(gpu_worker.determine_available_memory); {tokens}"
+        )
 
 
 def formula_for(version: str | None) -> ReleaseFormula:
@@ -115,6 +130,7 @@ def formula_for(version: str | None) -> ReleaseFormula:
 
 # -- inputs ------------------------------------------------------------------------------------
 
+
 def _argv_value(facts: Facts, *names: str) -> str | None:
     argv = facts.value("serve.argv") or []
     for i, word in enumerate(argv):
@@ -135,8 +151,17 @@ def _parse_size(text: str) -> int | None:
     if not match:
         return None
     number, unit = float(match.group(1)), (match.group(2) or "").lower()
-    scale = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 1024, "mi": 1024 ** 2,
-             "gi": 1024 ** 3, "ti": 1024 ** 4}[unit]
+    scale = {
+        "": 1,
+        "k": 1e3,
+        "m": 1e6,
+        "g": 1e9,
+        "t": 1e12,
+        "ki": 1024,
+        "mi": 1024**2,
+        "gi": 1024**3,
+        "ti": 1024**4,
+    }[unit]
     return int(number * scale)
 
 
@@ -167,9 +192,17 @@ def _config(facts: Facts) -> tuple[dict[str, Any], dict[str, Any]]:
 def _text_with_facts(facts: Facts, text: dict[str, Any]) -> dict[str, Any]:
     """The text config with the values the doctor's reader resolved (aliases, nesting)."""
     merged = dict(text)
-    for key in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
-                "hidden_size", "vocab_size", "kv_lora_rank", "qk_rope_head_dim",
-                "global_head_dim"):
+    for key in (
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "hidden_size",
+        "vocab_size",
+        "kv_lora_rank",
+        "qk_rope_head_dim",
+        "global_head_dim",
+    ):
         value = facts.value(f"model.{key}")
         if value is not None:
             merged[key] = value
@@ -211,9 +244,11 @@ def usable_gib(facts: Facts, nominal_mib: int | None = None) -> tuple[float, str
     names = facts.value("gpu.names") or []
     if total is not None and not total.inferred:
         mib = float(total.value)
-        return ((mib - reserve_mib) / 1024,
-                f"{mib:.0f} MiB measured − {reserve_mib:.0f} MiB the driver keeps "
-                f"(knowledge/data/gpu_usable_memory.json)")
+        return (
+            (mib - reserve_mib) / 1024,
+            f"{mib:.0f} MiB measured − {reserve_mib:.0f} MiB the driver keeps "
+            f"(knowledge/data/gpu_usable_memory.json)",
+        )
     from vllm_doctor.knowledge.gpus import lookup
 
     for row in table["gpus"]:
@@ -222,11 +257,14 @@ def usable_gib(facts: Facts, nominal_mib: int | None = None) -> tuple[float, str
             if sized and re.search(row["match"], str(name), re.IGNORECASE):
                 if row.get("usable_gib"):
                     return float(row["usable_gib"]), (
-                        f"{name}: vLLM prints {row['usable_gib']} GiB ({row['source']})")
+                        f"{name}: vLLM prints {row['usable_gib']} GiB ({row['source']})"
+                    )
                 mib = float(row["nvml_mib"])
-                return ((mib - reserve_mib) / 1024,
-                        f"{name}: nvidia-smi {mib:.0f} MiB ({row['source']}) − "
-                        f"{reserve_mib:.0f} MiB the driver keeps")
+                return (
+                    (mib - reserve_mib) / 1024,
+                    f"{name}: nvidia-smi {mib:.0f} MiB ({row['source']}) − "
+                    f"{reserve_mib:.0f} MiB the driver keeps",
+                )
     if total is not None:
         match = lookup(str(names[0])) if names else None
         mib = float(total.value)
@@ -239,36 +277,63 @@ def usable_gib(facts: Facts, nominal_mib: int | None = None) -> tuple[float, str
             share = float(table["nominal_share"])
         return (mib * share - reserve_mib) / 1024, (
             f"{mib:.0f} MiB nominal ({total.detail}) × {share} as NVML reports it − "
-            f"{reserve_mib:.0f} MiB the driver keeps (no measured figure for this GPU)")
-    raise Missing("gpu.memory_total_mib", facts.why_missing("gpu.memory_total_mib")
-                  or "the GPU is not known")
+            f"{reserve_mib:.0f} MiB the driver keeps (no measured figure for this GPU)"
+        )
+    raise Missing(
+        "gpu.memory_total_mib", facts.why_missing("gpu.memory_total_mib") or "the GPU is not known"
+    )
 
 
-def _weights(facts: Facts, cfg: dict[str, Any], text: dict[str, Any], tp: int, pp: int,
-             dtype_bytes: float, version: str | None) -> wmod.WeightEstimate:
+def _weights(
+    facts: Facts,
+    cfg: dict[str, Any],
+    text: dict[str, Any],
+    tp: int,
+    pp: int,
+    dtype_bytes: float,
+    version: str | None,
+) -> wmod.WeightEstimate:
     online = facts.value("serve.quantization")
     checkpoint = facts.get("model.weights_bytes")
-    quantized_online = isinstance(online, str) and online.lower() in (
-        "fp8", "bitsandbytes", "mxfp4") and not facts.value("model.quant_method")
+    quantized_online = (
+        isinstance(online, str)
+        and online.lower() in ("fp8", "bitsandbytes", "mxfp4")
+        and not facts.value("model.quant_method")
+    )
     partition = facts.value("env.VLLM_PP_LAYER_PARTITION")
     layers = facts.value("model.num_hidden_layers")
     if checkpoint is not None and not quantized_online:
-        return wmod.from_checkpoint(int(checkpoint.value), tp=tp, pp=pp,
-                                    where=checkpoint.describe_source(),
-                                    layers=int(layers) if layers else 0,
-                                    pp_partition=partition)
+        return wmod.from_checkpoint(
+            int(checkpoint.value),
+            tp=tp,
+            pp=pp,
+            where=checkpoint.describe_source(),
+            layers=int(layers) if layers else 0,
+            pp_partition=partition,
+        )
     if not text:
-        raise Missing("model.weights_bytes", facts.why_missing("model.weights_bytes")
-                      or "no checkpoint size and no config.json to count parameters from")
+        raise Missing(
+            "model.weights_bytes",
+            facts.why_missing("model.weights_bytes")
+            or "no checkpoint size and no config.json to count parameters from",
+        )
     qcfg = cfg.get("quantization_config") or text.get("quantization_config")
     capability = facts.value("gpu.min_capability")
     backend = wmod.mxfp4_backend(int(capability) if capability else None, version)
     try:
-        return wmod.from_config(cfg, text, tp=tp, pp=pp, ep=1, dtype_bytes=dtype_bytes,
-                                qcfg=qcfg if isinstance(qcfg, dict) else None,
-                                scheme=facts.value("model.quant_scheme"),
-                                online_quant=online.lower() if isinstance(online, str) else None,
-                                pp_partition=partition, moe_backend=backend)
+        return wmod.from_config(
+            cfg,
+            text,
+            tp=tp,
+            pp=pp,
+            ep=1,
+            dtype_bytes=dtype_bytes,
+            qcfg=qcfg if isinstance(qcfg, dict) else None,
+            scheme=facts.value("model.quant_scheme"),
+            online_quant=online.lower() if isinstance(online, str) else None,
+            pp_partition=partition,
+            moe_backend=backend,
+        )
     except ValueError as err:  # a "does not fit" can still hold whatever the weights weigh
         raise Missing("model.weights_bytes", f"no checkpoint size, and {err}") from None
 
@@ -298,15 +363,18 @@ def activation_width(text: dict[str, Any], hidden: int) -> int:
     a MoE model the routed experts' intermediate size × the experts each token is routed to
     (the fused MoE's intermediate caches hold a row per token and chosen expert), plus any
     shared experts'."""
-    experts = kvmod.dim(text.get("n_routed_experts") or text.get("num_experts") or
-                        text.get("num_local_experts"))
+    experts = kvmod.dim(
+        text.get("n_routed_experts") or text.get("num_experts") or text.get("num_local_experts")
+    )
     moe_inter = kvmod.dim(text.get("moe_intermediate_size"))
-    top_k = kvmod.dim(text.get("num_experts_per_tok") or text.get("moe_topk") or
-                      text.get("top_k_experts"))
+    top_k = kvmod.dim(
+        text.get("num_experts_per_tok") or text.get("moe_topk") or text.get("top_k_experts")
+    )
     if experts and top_k:
         per_expert = moe_inter or kvmod.dim(text.get("intermediate_size")) or 4 * hidden
-        shared = kvmod.dim(text.get("shared_expert_intermediate_size")) or \
-            per_expert * (kvmod.dim(text.get("n_shared_experts")) or 0)
+        shared = kvmod.dim(text.get("shared_expert_intermediate_size")) or per_expert * (
+            kvmod.dim(text.get("n_shared_experts")) or 0
+        )
         return per_expert * top_k + shared
     return moe_inter or kvmod.dim(text.get("intermediate_size")) or 4 * hidden
 
@@ -321,50 +389,85 @@ def batch_defaults(usable: float, names: list[str], formula: ReleaseFormula) -> 
     return 2048, 256
 
 
-def calibrated_terms(*, tp: int, hidden: int, inter: int, vocab: int, layers_gpu: int,
-                     batched: int, seqs: int, act_bytes: float, eager: bool,
-                     graph_subtracted: bool, cal: dict[str, Any] | None = None,
-                     sampler_sorts: bool = True
-                     ) -> tuple[dict[str, float], dict[str, str]]:
+def calibrated_terms(
+    *,
+    tp: int,
+    hidden: int,
+    inter: int,
+    vocab: int,
+    layers_gpu: int,
+    batched: int,
+    seqs: int,
+    act_bytes: float,
+    eager: bool,
+    graph_subtracted: bool,
+    cal: dict[str, Any] | None = None,
+    sampler_sorts: bool = True,
+) -> tuple[dict[str, float], dict[str, str]]:
     """Activation peak, non-torch and CUDA-graph GiB from the calibration's coefficients
     (``cal``: another calibration than the shipped one, for leave-one-out tests)."""
     cal = cal or calibration()
     act = cal["activation"]
     f_mlp = batched * (2 * inter / tp + 4 * hidden) * act_bytes / GIB
     f_logits = seqs * vocab * 4 / GIB
-    per_logits = act["per_logits_gib"] if sampler_sorts else \
-        act.get("per_logits_triton_gib", act["per_logits_gib"])
+    per_logits = (
+        act["per_logits_gib"]
+        if sampler_sorts
+        else act.get("per_logits_triton_gib", act["per_logits_gib"])
+    )
     forward, sampler = act["per_mlp_gib"] * f_mlp, per_logits * f_logits
     combine_max = act.get("combine") == "max"  # the peak is the forward's or the sampler's
-    activation = act["intercept_gib"] + (max(forward, sampler) if combine_max
-                                         else forward + sampler)
+    activation = act["intercept_gib"] + (
+        max(forward, sampler) if combine_max else forward + sampler
+    )
     nt = cal["non_torch"]
     non_torch = nt["intercept_gib"] + (nt["tp_gib"] if tp > 1 else 0.0)
     cg = cal["cuda_graph"]
     graph = 0.0 if eager else cg["intercept_gib"] + cg["per_layer_gib"] * layers_gpu
     fitted = f"fitted on {cal['fitted_on']} start-up logs (knowledge/data/memory_calibration.json)"
     how = {
-        "activation": (f"{act['intercept_gib']:.3f} + "
-                       + ("the larger of " if combine_max else "")
-                       + f"{act['per_mlp_gib']:.3f} × MLP activations {f_mlp:.3f} GiB "
-                       f"({batched} batched tokens × (2 × {inter}/TP {tp} + 4 × {hidden}) × "
-                       f"{act_bytes:g} B) " + ("and " if combine_max else "+ ")
-                       + f"{per_logits:.3f} × sampler logits {f_logits:.3f} GiB "
-                       f"({seqs} seqs × {vocab} × 4 B; top-k/top-p "
-                       + ("by sorting" if sampler_sorts else "by the Triton kernel")
-                       + "); " + (f"the MLP and sorting coefficients {act['measured']}, the "
-                                  "rest " if act.get("measured") else "") + fitted),
-        "non_torch": (f"{nt['intercept_gib']:.3f} GiB"
-                      + (f" + {nt['tp_gib']:.3f} GiB for TP {tp} (NCCL, custom all-reduce)"
-                         if tp > 1 else "") + f"; {fitted}"),
-        "cuda_graph": ("--enforce-eager: no CUDA graphs" if eager else
-                       f"{cg['intercept_gib']:.3f} + {cg['per_layer_gib']:.4f} × {layers_gpu} "
-                       f"layers per GPU; {fitted}"
-                       + ("" if graph_subtracted else
-                          "; captured after the KV cache: not subtracted in this release")),
+        "activation": (
+            f"{act['intercept_gib']:.3f} + "
+            + ("the larger of " if combine_max else "")
+            + f"{act['per_mlp_gib']:.3f} × MLP activations {f_mlp:.3f} GiB "
+            f"({batched} batched tokens × (2 × {inter}/TP {tp} + 4 × {hidden}) × "
+            f"{act_bytes:g} B) "
+            + ("and " if combine_max else "+ ")
+            + f"{per_logits:.3f} × sampler logits {f_logits:.3f} GiB "
+            f"({seqs} seqs × {vocab} × 4 B; top-k/top-p "
+            + ("by sorting" if sampler_sorts else "by the Triton kernel")
+            + "); "
+            + (
+                f"the MLP and sorting coefficients {act['measured']}, the rest "
+                if act.get("measured")
+                else ""
+            )
+            + fitted
+        ),
+        "non_torch": (
+            f"{nt['intercept_gib']:.3f} GiB"
+            + (f" + {nt['tp_gib']:.3f} GiB for TP {tp} (NCCL, custom all-reduce)" if tp > 1 else "")
+            + f"; {fitted}"
+        ),
+        "cuda_graph": (
+            "--enforce-eager: no CUDA graphs"
+            if eager
+            else f"{cg['intercept_gib']:.3f} + {cg['per_layer_gib']:.4f} × {layers_gpu} "
+            f"layers per GPU; {fitted}"
+            + (
+                ""
+                if graph_subtracted
+                else "; captured after the KV cache: not subtracted in this release"
+            )
+        ),
     }
-    return {"activation": max(0.0, activation), "non_torch": max(0.0, non_torch),
-            "cuda_graph": max(0.0, graph), "f_mlp": f_mlp, "f_logits": f_logits}, how
+    return {
+        "activation": max(0.0, activation),
+        "non_torch": max(0.0, non_torch),
+        "cuda_graph": max(0.0, graph),
+        "f_mlp": f_mlp,
+        "f_logits": f_logits,
+    }, how
 
 
 PROBE_DATA = DATA / "memory_probe.json"
@@ -385,28 +488,34 @@ def _probe_sampler_bytes() -> tuple[float, str]:
     return PROBE_SAMPLER_BYTES, "the memory probe's figure"
 
 
-def margin_gib(cal: dict[str, Any], terms: dict[str, float], calibrated: float, seqs: int,
-               vocab: int) -> tuple[float, str]:
+def margin_gib(
+    cal: dict[str, Any], terms: dict[str, float], calibrated: float, seqs: int, vocab: int
+) -> tuple[float, str]:
     """The estimate's margin: the fit's spread, at least share_of_terms × the calibrated
     terms, and — where the deployment lies beyond what the calibration saw (more sequences
     × vocabulary, more batched tokens) — the sampler's peak the memory probe measured."""
     spread = cal["spread"]
     margin = max(float(spread["overhead_gib"]), float(spread["share_of_terms"]) * calibrated)
-    how = (f"the larger of the calibration's spread ({spread['overhead_gib']} GiB: 90th "
-           f"percentile of the fit's error on the start-up logs) and "
-           f"{spread['share_of_terms']} × the calibrated terms ({calibrated:.2f} GiB)")
+    how = (
+        f"the larger of the calibration's spread ({spread['overhead_gib']} GiB: 90th "
+        f"percentile of the fit's error on the start-up logs) and "
+        f"{spread['share_of_terms']} × the calibrated terms ({calibrated:.2f} GiB)"
+    )
     seen = cal.get("range") or {}
-    beyond = (terms["f_logits"] > 1.1 * float(seen.get("logits_gib_max", 0.0)) or
-              terms["f_mlp"] > 1.1 * float(seen.get("mlp_gib_max", 0.0)))
+    beyond = terms["f_logits"] > 1.1 * float(seen.get("logits_gib_max", 0.0)) or terms[
+        "f_mlp"
+    ] > 1.1 * float(seen.get("mlp_gib_max", 0.0))
     if beyond:
         per, source = _probe_sampler_bytes()
         sampler = per * seqs * vocab / GIB
         if sampler > margin:
             margin = sampler
-            how += (f"; beyond the logs the calibration saw ({seqs} sequences × {vocab} "
-                    f"vocabulary, {terms['f_mlp']:.2f} GiB of MLP activations): the "
-                    f"sampler's peak {per:g} B per sequence × vocabulary entry ({source}) "
-                    f"= {sampler:.2f} GiB")
+            how += (
+                f"; beyond the logs the calibration saw ({seqs} sequences × {vocab} "
+                f"vocabulary, {terms['f_mlp']:.2f} GiB of MLP activations): the "
+                f"sampler's peak {per:g} B per sequence × vocabulary entry ({source}) "
+                f"= {sampler:.2f} GiB"
+            )
     return margin, how
 
 
@@ -423,8 +532,9 @@ def _max_model_len(facts: Facts) -> tuple[int, str]:
     return length, f"the model's own limit ({how})"
 
 
-def estimate(facts: Facts, nominal_mib: int | None = None,
-             cal: dict[str, Any] | None = None) -> Estimate:
+def estimate(
+    facts: Facts, nominal_mib: int | None = None, cal: dict[str, Any] | None = None
+) -> Estimate:
     """Every memory figure of this deployment, or Missing naming the first input it lacks
     (``cal``: another calibration than the shipped one)."""
     formula = formula_for(facts.value("release.judged") or facts.value("vllm.version"))
@@ -458,18 +568,38 @@ def estimate(facts: Facts, nominal_mib: int | None = None,
     batched_default, seqs_default = batch_defaults(usable, names, formula)
     batched = _int_fact(facts, "serve.max_num_batched_tokens", batched_default)
     seqs = _int_fact(facts, "serve.max_num_seqs", seqs_default)
-    eager = bool(facts.value("serve.enforce_eager")) or facts.value("serve.cudagraph_mode") == "NONE"
+    eager = (
+        bool(facts.value("serve.enforce_eager")) or facts.value("serve.cudagraph_mode") == "NONE"
+    )
     layers_gpu = max(kvmod.pp_partitions(layers, pp, facts.value("env.VLLM_PP_LAYER_PARTITION")))
     terms, thow = calibrated_terms(
-        tp=tp, hidden=hidden, inter=inter, vocab=vocab, layers_gpu=layers_gpu,
-        batched=batched, seqs=seqs, act_bytes=dbytes, eager=eager,
-        graph_subtracted=formula.cuda_graph_subtracted, cal=cal,
-        sampler_sorts=formula.sampler_sorts)
-    out.inputs = {"tp": tp, "hidden": hidden, "intermediate": inter, "vocab": vocab,
-                  "sampler_sorts": formula.sampler_sorts,
-                  "layers_gpu": layers_gpu, "batched": batched, "seqs": seqs,
-                  "dtype_bytes": dbytes, "utilization": util, "usable_gib": usable,
-                  "graph_subtracted": formula.cuda_graph_subtracted and not eager}
+        tp=tp,
+        hidden=hidden,
+        inter=inter,
+        vocab=vocab,
+        layers_gpu=layers_gpu,
+        batched=batched,
+        seqs=seqs,
+        act_bytes=dbytes,
+        eager=eager,
+        graph_subtracted=formula.cuda_graph_subtracted,
+        cal=cal,
+        sampler_sorts=formula.sampler_sorts,
+    )
+    out.inputs = {
+        "tp": tp,
+        "hidden": hidden,
+        "intermediate": inter,
+        "vocab": vocab,
+        "sampler_sorts": formula.sampler_sorts,
+        "layers_gpu": layers_gpu,
+        "batched": batched,
+        "seqs": seqs,
+        "dtype_bytes": dbytes,
+        "utilization": util,
+        "usable_gib": usable,
+        "graph_subtracted": formula.cuda_graph_subtracted and not eager,
+    }
     out.put("memory.activation_peak_gib", round(terms["activation"], 2), thow["activation"])
     out.put("memory.non_torch_gib", round(terms["non_torch"], 2), thow["non_torch"])
     out.put("memory.cuda_graph_gib", round(terms["cuda_graph"], 2), thow["cuda_graph"])
@@ -482,10 +612,12 @@ def estimate(facts: Facts, nominal_mib: int | None = None,
     else:
         graph = terms["cuda_graph"] if formula.cuda_graph_subtracted else 0.0
         kv_gib = usable * util - weights_gib - terms["activation"] - terms["non_torch"] - graph
-        kv_how = (f"{usable:.2f} GiB × {util} − weights {weights_gib:.2f} − activation "
-                  f"{terms['activation']:.2f} − non-torch {terms['non_torch']:.2f}"
-                  + (f" − CUDA graphs {graph:.2f}" if formula.cuda_graph_subtracted else "")
-                  + f" GiB; {formula.describe()}")
+        kv_how = (
+            f"{usable:.2f} GiB × {util} − weights {weights_gib:.2f} − activation "
+            f"{terms['activation']:.2f} − non-torch {terms['non_torch']:.2f}"
+            + (f" − CUDA graphs {graph:.2f}" if formula.cuda_graph_subtracted else "")
+            + f" GiB; {formula.describe()}"
+        )
     out.put("memory.kv_cache_gib", round(kv_gib, 2), kv_how)
 
     kv_dtype, kv_bytes = _kv_dtype(facts, dtype)
@@ -498,40 +630,71 @@ def estimate(facts: Facts, nominal_mib: int | None = None,
     heads = facts.value("model.num_key_value_heads")
     head_dim = facts.value("model.head_dim")
     layout = kvmod.kv_layout(
-        text, n_layers=layers, kv_heads=int(heads) if heads else None,
-        head_dim=int(head_dim) if head_dim else None, tp=tp, pp=pp, kv_bytes=kv_bytes,
-        state_bytes=dbytes, kv_dtype=kv_dtype, extra_layers=spec_layers,
-        pp_partition=facts.value("env.VLLM_PP_LAYER_PARTITION"))
+        text,
+        n_layers=layers,
+        kv_heads=int(heads) if heads else None,
+        head_dim=int(head_dim) if head_dim else None,
+        tp=tp,
+        pp=pp,
+        kv_bytes=kv_bytes,
+        state_bytes=dbytes,
+        kv_dtype=kv_dtype,
+        extra_layers=spec_layers,
+        pp_partition=facts.value("env.VLLM_PP_LAYER_PARTITION"),
+    )
     if spec_layers:
         layout.how.append(f"{spec_layers} speculative draft layer(s) ({method})")
-    out.put("memory.kv_layers", layout.describe(), f"KV dtype {kv_dtype} ({kv_bytes:g} B); "
-            f"model dtype {dtype} ({dhow}); TP {tp}, PP {pp}")
-    out.put("memory.kv_bytes_per_token", layout.bytes_per_token(),
-            f"per GPU, attention layers summed ({layout.describe()})")
+    out.put(
+        "memory.kv_layers",
+        layout.describe(),
+        f"KV dtype {kv_dtype} ({kv_bytes:g} B); model dtype {dtype} ({dhow}); TP {tp}, PP {pp}",
+    )
+    out.put(
+        "memory.kv_bytes_per_token",
+        layout.bytes_per_token(),
+        f"per GPU, attention layers summed ({layout.describe()})",
+    )
     out.inputs["uniform_kv"] = len({layer.key() for layer in layout.layers}) == 1
     if layout.encoder_only:  # no KV cache: nothing to run out of
         why = "; ".join(layout.how)
         out.put("memory.kv_verdict", "fits", why)
         out.put("memory.kv_room", "room", why)
-        for path in ("memory.kv_cache_tokens", "memory.max_concurrency", "memory.margin_gib",
-                     "memory.estimate_line"):
+        for path in (
+            "memory.kv_cache_tokens",
+            "memory.max_concurrency",
+            "memory.margin_gib",
+            "memory.estimate_line",
+        ):
             out.how[path] = why  # missing, with this reason
         return out
     max_len, lhow = _max_model_len(facts)
     block = _argv_value(facts, "--block-size")
-    cap = kvmod.capacity(layout, max(0, int(kv_gib * GIB)), max_model_len=max_len,
-                         max_num_batched_tokens=batched,
-                         tokens_from_concurrency=formula.tokens_from_concurrency,
-                         block_size=int(block) if block and block.isdigit() else None)
-    out.put("memory.kv_cache_tokens", cap.tokens,
-            f"{cap.num_blocks} blocks of {cap.block_size} tokens ({cap.groups} group(s) of "
-            f"{cap.group_size} layers, {cap.page_bytes} B per layer page); {formula.describe()}")
-    out.put("memory.max_concurrency", round(cap.concurrency, 2),
-            f"{cap.num_blocks} blocks / {cap.blocks_per_request} blocks per request of "
-            f"{max_len} tokens ({lhow})")
+    cap = kvmod.capacity(
+        layout,
+        max(0, int(kv_gib * GIB)),
+        max_model_len=max_len,
+        max_num_batched_tokens=batched,
+        tokens_from_concurrency=formula.tokens_from_concurrency,
+        block_size=int(block) if block and block.isdigit() else None,
+    )
+    out.put(
+        "memory.kv_cache_tokens",
+        cap.tokens,
+        f"{cap.num_blocks} blocks of {cap.block_size} tokens ({cap.groups} group(s) of "
+        f"{cap.group_size} layers, {cap.page_bytes} B per layer page); {formula.describe()}",
+    )
+    out.put(
+        "memory.max_concurrency",
+        round(cap.concurrency, 2),
+        f"{cap.num_blocks} blocks / {cap.blocks_per_request} blocks per request of "
+        f"{max_len} tokens ({lhow})",
+    )
 
-    calibrated = terms["activation"] + terms["non_torch"] + (
-        terms["cuda_graph"] if formula.cuda_graph_subtracted else 0.0)
+    calibrated = (
+        terms["activation"]
+        + terms["non_torch"]
+        + (terms["cuda_graph"] if formula.cuda_graph_subtracted else 0.0)
+    )
     margin, margin_how = margin_gib(cal or calibration(), terms, calibrated, seqs, vocab)
     need_gib = cap.blocks_per_request * cap.page_bytes * cap.group_size / GIB
     if kv_gib <= -margin or (kv_gib + margin) < need_gib:
@@ -542,14 +705,24 @@ def estimate(facts: Facts, nominal_mib: int | None = None,
         verdict = "fits"
     out.put("memory.margin_gib", round(margin, 2), margin_how)
     room = "none" if kv_gib + margin <= 0 else "tight" if kv_gib - margin <= 0 else "room"
-    out.put("memory.kv_room", room, f"estimated KV cache {kv_gib:.2f} ± {margin:.2f} GiB "
-            "(vLLM stops with \"No available memory for the cache blocks\" at ≤ 0); total "
-            f"{usable:.2f} GiB ({uhow})")
-    out.put("memory.kv_verdict", verdict,
-            f"one request of {max_len} tokens needs {need_gib:.2f} GiB; estimated KV cache "
-            f"{kv_gib:.2f} ± {margin:.2f} GiB; total {usable:.2f} GiB ({uhow})")
-    out.put("memory.estimate_line", estimate_line(kv_gib, cap.tokens, cap.concurrency, max_len),
-            "memory.kv_cache_gib, memory.kv_cache_tokens, memory.max_concurrency")
+    out.put(
+        "memory.kv_room",
+        room,
+        f"estimated KV cache {kv_gib:.2f} ± {margin:.2f} GiB "
+        '(vLLM stops with "No available memory for the cache blocks" at ≤ 0); total '
+        f"{usable:.2f} GiB ({uhow})",
+    )
+    out.put(
+        "memory.kv_verdict",
+        verdict,
+        f"one request of {max_len} tokens needs {need_gib:.2f} GiB; estimated KV cache "
+        f"{kv_gib:.2f} ± {margin:.2f} GiB; total {usable:.2f} GiB ({uhow})",
+    )
+    out.put(
+        "memory.estimate_line",
+        estimate_line(kv_gib, cap.tokens, cap.concurrency, max_len),
+        "memory.kv_cache_gib, memory.kv_cache_tokens, memory.max_concurrency",
+    )
     return out
 
 
@@ -563,25 +736,31 @@ def _short_tokens(n: int) -> str:
 
 def estimate_line(kv_gib: float, tokens: int, concurrency: float, max_len: int) -> str:
     length = f"{max_len // 1024}k" if max_len % 1024 == 0 else _short_tokens(max_len)
-    return (f"KV cache ≈ {kv_gib:.0f} GiB ≈ {_short_tokens(tokens)} tokens ≈ "
-            f"{concurrency:.1f} concurrent requests of {length}")
+    return (
+        f"KV cache ≈ {kv_gib:.0f} GiB ≈ {_short_tokens(tokens)} tokens ≈ "
+        f"{concurrency:.1f} concurrent requests of {length}"
+    )
 
 
-def _decide_over_possible_sizes(facts: Facts, result: Estimate,
-                                cal: dict[str, Any] | None = None) -> None:
+def _decide_over_possible_sizes(
+    facts: Facts, result: Estimate, cal: dict[str, Any] | None = None
+) -> None:
     """A GPU memory inferred from a name may be several sizes (8 or 16 GiB): the figures are
     the smallest's, and a verdict stands only where every size gives it."""
     total = facts.get("gpu.memory_total_mib")
     if total is None or not total.inferred or not isinstance(total.possible, list):
         return
-    others = [estimate(facts, int(size), cal) for size in total.possible
-              if int(size) != int(total.value)]
+    others = [
+        estimate(facts, int(size), cal) for size in total.possible if int(size) != int(total.value)
+    ]
     for path in ("memory.kv_verdict", "memory.kv_room"):
         seen = {result.values.get(path)} | {o.values.get(path) for o in others}
         if len(seen) > 1:
             result.values.pop(path, None)
-            result.how[path] = (f"the GPU's memory decides ({total.detail}): "
-                                f"{' or '.join(sorted(str(v) for v in seen))}")
+            result.how[path] = (
+                f"the GPU's memory decides ({total.detail}): "
+                f"{' or '.join(sorted(str(v) for v in seen))}"
+            )
     sizes = " or ".join(f"{int(s) // 1024} GiB" for s in total.possible)
     for path in result.how:
         if path in result.values:
@@ -622,14 +801,22 @@ def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
 
 # -- the one line every report shows -----------------------------------------------------------
 
-SUMMARY_PATHS = ("memory.usable_gib", "memory.weights_gib", "memory.activation_peak_gib",
-                 "memory.non_torch_gib", "memory.cuda_graph_gib", "memory.kv_cache_gib",
-                 "memory.kv_cache_tokens", "memory.max_concurrency", "memory.margin_gib",
-                 "memory.kv_verdict")
+SUMMARY_PATHS = (
+    "memory.usable_gib",
+    "memory.weights_gib",
+    "memory.activation_peak_gib",
+    "memory.non_torch_gib",
+    "memory.cuda_graph_gib",
+    "memory.kv_cache_gib",
+    "memory.kv_cache_tokens",
+    "memory.max_concurrency",
+    "memory.margin_gib",
+    "memory.kv_verdict",
+)
 
 
 def report_line(facts: Facts) -> str | None:
-    """"KV cache ≈ 51 GiB ≈ 420k tokens ≈ 12.8 concurrent requests of 32k (…)", or None;
+    """ "KV cache ≈ 51 GiB ≈ 420k tokens ≈ 12.8 concurrent requests of 32k (…)", or None;
     with a start-up log, what vLLM printed beside it."""
     line = facts.value("memory.estimate_line")
     figures = facts.value("log.memory_figures")
@@ -644,16 +831,24 @@ def report_line(facts: Facts) -> str | None:
     total = facts.get("gpu.memory_total_mib")
     sizes = ""
     if total is not None and total.inferred and isinstance(total.possible, list):
-        sizes = (" (the smallest of " + " or ".join(f"{int(s) // 1024}" for s in total.possible)
-                 + " GiB)")
-    line = (f"{line} (per GPU: weights {weights} GiB of {usable} GiB usable{sizes}; "
-            f"± {margin} GiB margin)")
+        sizes = (
+            " (the smallest of "
+            + " or ".join(f"{int(s) // 1024}" for s in total.possible)
+            + " GiB)"
+        )
+    line = (
+        f"{line} (per GPU: weights {weights} GiB of {usable} GiB usable{sizes}; "
+        f"± {margin} GiB margin)"
+    )
     if isinstance(figures, dict):
         from vllm_doctor.memory.readback import compare
 
         rows = compare(figures, facts)
-        shown = ", ".join(f"{r['figure']} {r['printed']} ({r['error']:+.1%})" for r in rows
-                          if r["error"] is not None)
+        shown = ", ".join(
+            f"{r['figure']} {r['printed']} ({r['error']:+.1%})"
+            for r in rows
+            if r["error"] is not None
+        )
         if shown:
             line += f"; vLLM printed {shown}"
     return line
@@ -673,7 +868,8 @@ def report_summary(facts: Facts) -> dict[str, Any] | None:
     figures = facts.value("log.memory_figures")
     data: dict[str, Any] = {
         "estimate": line,
-        "figures": {path.split(".", 1)[1]: facts.value(path) for path in SUMMARY_PATHS}}
+        "figures": {path.split(".", 1)[1]: facts.value(path) for path in SUMMARY_PATHS},
+    }
     if isinstance(figures, dict):
         from vllm_doctor.memory.readback import compare
 

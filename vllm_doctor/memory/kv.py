@@ -44,12 +44,31 @@ KERNEL_BLOCK_ALIGNMENT = 16
 FP8_DS_MLA_BYTES = 656  # DeepSeek V3.2 sparse MLA fp8 cache entry per token (kv_cache_interface)
 
 FULL, SLIDING, CHUNKED, MLA, MAMBA, CROSS = (
-    "full", "sliding-window", "chunked-local", "mla", "mamba", "cross-attention")
+    "full",
+    "sliding-window",
+    "chunked-local",
+    "mla",
+    "mamba",
+    "cross-attention",
+)
 
 DTYPE_BYTES: dict[str, float] = {
-    "float32": 4, "float": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2,
-    "half": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1,
-    "int8": 1, "float8_e4m3fn": 1, "nvfp4": 0.5,
+    "float32": 4,
+    "float": 4,
+    "fp32": 4,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float16": 2,
+    "fp16": 2,
+    "half": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "fp8_ds_mla": 1,
+    "int8": 1,
+    "float8_e4m3fn": 1,
+    "nvfp4": 0.5,
 }
 
 
@@ -80,8 +99,9 @@ class KvLayout:
     def bytes_per_token(self) -> int:
         """Attention bytes per token over every layer (state and cross-attention layers,
         which hold a fixed amount per request, excluded)."""
-        return sum(layer.bytes_per_token for layer in self.layers
-                   if layer.kind not in (MAMBA, CROSS))
+        return sum(
+            layer.bytes_per_token for layer in self.layers if layer.kind not in (MAMBA, CROSS)
+        )
 
     def describe(self) -> str:
         parts = [f"{n} {kind}" for kind, n in sorted(self.counts().items())]
@@ -144,9 +164,24 @@ def _word_kind(word: str) -> str:
 
 
 # encoder-only models: vLLM gives their attention no KV cache (AttentionType.ENCODER_ONLY)
-ENCODER_ONLY_TYPES = frozenset({
-    "bert", "roberta", "xlm-roberta", "modernbert", "nomic_bert", "distilbert", "electra",
-    "deberta", "deberta-v2", "camembert", "jina_bert", "new", "gte", "bert_with_rope"})
+ENCODER_ONLY_TYPES = frozenset(
+    {
+        "bert",
+        "roberta",
+        "xlm-roberta",
+        "modernbert",
+        "nomic_bert",
+        "distilbert",
+        "electra",
+        "deberta",
+        "deberta-v2",
+        "camembert",
+        "jina_bert",
+        "new",
+        "gte",
+        "bert_with_rope",
+    }
+)
 
 
 def _kinds_of_layers(text: dict[str, Any], n_layers: int) -> tuple[list[str], str]:
@@ -155,8 +190,10 @@ def _kinds_of_layers(text: dict[str, Any], n_layers: int) -> tuple[list[str], st
         return ["full"] * n_layers + ["state"] * n_layers, "parallel attention + Mamba layers"
     if text.get("is_encoder_decoder") and _int(text.get("decoder_layers")):  # Whisper, BART
         decoder = _int(text.get("decoder_layers")) or n_layers
-        return (["full"] * decoder + ["cross"] * decoder,
-                "decoder self-attention + cross-attention layers")
+        return (
+            ["full"] * decoder + ["cross"] * decoder,
+            "decoder self-attention + cross-attention layers",
+        )
     for key in ("layer_types", "layers_block_type"):
         types = text.get(key)
         if isinstance(types, list) and len(types) == n_layers:
@@ -167,12 +204,16 @@ def _kinds_of_layers(text: dict[str, Any], n_layers: int) -> tuple[list[str], st
         return mapped, "hybrid_override_pattern"
     period, offset = _int(text.get("attn_layer_period")), _int(text.get("attn_layer_offset"))
     if period and offset is not None:  # Jamba
-        return (["full" if i % period == offset else "state" for i in range(n_layers)],
-                "attn_layer_period/offset")
+        return (
+            ["full" if i % period == offset else "state" for i in range(n_layers)],
+            "attn_layer_period/offset",
+        )
     interval = _int(text.get("full_attention_interval"))
     if interval and text.get("linear_num_value_heads"):  # Qwen3-Next without layer_types
-        return (["full" if (i + 1) % interval == 0 else "state" for i in range(n_layers)],
-                "full_attention_interval")
+        return (
+            ["full" if (i + 1) % interval == 0 else "state" for i in range(n_layers)],
+            "full_attention_interval",
+        )
     if text.get("model_type") in ("mamba", "mamba2", "falcon_mamba"):
         return ["state"] * n_layers, "attention-free Mamba"
     chunk = _int(text.get("attention_chunk_size"))
@@ -182,16 +223,22 @@ def _kinds_of_layers(text: dict[str, Any], n_layers: int) -> tuple[list[str], st
     window = _int(text.get("sliding_window"))
     swp = _int(text.get("sliding_window_pattern"))
     if window and swp:  # Gemma 3: every swp-th layer is global
-        return (["full" if (i + 1) % swp == 0 else "sliding" for i in range(n_layers)],
-                "sliding_window_pattern")
+        return (
+            ["full" if (i + 1) % swp == 0 else "sliding" for i in range(n_layers)],
+            "sliding_window_pattern",
+        )
     if window and text.get("model_type") in ("gemma2", "cohere2"):
-        return (["sliding" if i % 2 == 0 else "full" for i in range(n_layers)],
-                "alternating sliding window")
+        return (
+            ["sliding" if i % 2 == 0 else "full" for i in range(n_layers)],
+            "alternating sliding window",
+        )
     if window and text.get("use_sliding_window") is not False:
         max_window = _int(text.get("max_window_layers"))
         if text.get("use_sliding_window") and max_window is not None:  # Qwen2
-            return (["full" if i < max_window else "sliding" for i in range(n_layers)],
-                    "use_sliding_window/max_window_layers")
+            return (
+                ["full" if i < max_window else "sliding" for i in range(n_layers)],
+                "use_sliding_window/max_window_layers",
+            )
         if "use_sliding_window" not in text:  # Mistral-style: every layer
             return ["sliding"] * n_layers, "sliding_window"
     return ["full"] * n_layers, "full attention"
@@ -213,15 +260,23 @@ def _state_bytes(text: dict[str, Any], tp: int, dtype_bytes: float) -> tuple[int
     if heads and head_dim:  # kda_state_shape (Kimi Linear)
         conv = (kernel - 1) * (3 * heads * head_dim // tp)
         return int((conv + heads // tp * head_dim * head_dim) * dtype_bytes), "KDA"
-    d_state = _int(g("mamba_d_state") or g("ssm_state_size") or g("state_size") or
-                   g("d_state"))
-    d_conv = _int(g("mamba_d_conv") or g("conv_kernel") or g("d_conv") or
-                  g("mamba_conv_kernel")) or 4
+    d_state = _int(g("mamba_d_state") or g("ssm_state_size") or g("state_size") or g("d_state"))
+    d_conv = (
+        _int(g("mamba_d_conv") or g("conv_kernel") or g("d_conv") or g("mamba_conv_kernel")) or 4
+    )
     mamba2 = g("model_type") == "mamba2"
-    n_heads = _int(g("mamba_num_heads") or g("mamba_n_heads") or g("n_mamba_heads") or
-                   (g("num_heads") if mamba2 else None))
-    m_head = _int(g("mamba_head_dim") or g("mamba_d_head") or g("mamba_headdim") or
-                  (g("head_dim") if mamba2 else None))
+    n_heads = _int(
+        g("mamba_num_heads")
+        or g("mamba_n_heads")
+        or g("n_mamba_heads")
+        or (g("num_heads") if mamba2 else None)
+    )
+    m_head = _int(
+        g("mamba_head_dim")
+        or g("mamba_d_head")
+        or g("mamba_headdim")
+        or (g("head_dim") if mamba2 else None)
+    )
     expand = g("mamba_expand") or g("expand")
     if d_state and n_heads and m_head:  # mamba2_state_shape
         groups = _int(g("mamba_n_groups") or g("n_groups") or g("mamba_ngroups")) or 1
@@ -239,16 +294,27 @@ def _state_bytes(text: dict[str, Any], tp: int, dtype_bytes: float) -> tuple[int
     return None
 
 
-def kv_layout(text: dict[str, Any], *, n_layers: int, kv_heads: int | None,
-              head_dim: int | None, tp: int, pp: int, kv_bytes: float,
-              state_bytes: float, kv_dtype: str, extra_layers: int = 0,
-              pp_partition: str | None = None) -> KvLayout:
+def kv_layout(
+    text: dict[str, Any],
+    *,
+    n_layers: int,
+    kv_heads: int | None,
+    head_dim: int | None,
+    tp: int,
+    pp: int,
+    kv_bytes: float,
+    state_bytes: float,
+    kv_dtype: str,
+    extra_layers: int = 0,
+    pp_partition: str | None = None,
+) -> KvLayout:
     """The KV layers of the largest pipeline stage on one GPU."""
     layout = KvLayout()
     if text.get("model_type") in ENCODER_ONLY_TYPES:
         layout.encoder_only = True
-        layout.how.append(f"{text.get('model_type')} is encoder-only: vLLM allocates no KV "
-                          "cache for it")
+        layout.how.append(
+            f"{text.get('model_type')} is encoder-only: vLLM allocates no KV cache for it"
+        )
         return layout
     kinds, source = _kinds_of_layers(text, n_layers)
     if source != "full attention":
@@ -262,7 +328,7 @@ def kv_layout(text: dict[str, Any], *, n_layers: int, kv_heads: int | None,
     parts = pp_partitions(len(kinds), pp, pp_partition) if pp > 1 else [len(kinds)]
     largest = max(range(len(parts)), key=lambda i: parts[i])
     start = sum(parts[:largest])
-    stage = kinds[start:start + parts[largest]]
+    stage = kinds[start : start + parts[largest]]
     if pp > 1:
         layout.how.append(f"PP stages {parts}: stage {largest} holds {parts[largest]} layers")
     window = _int(text.get("sliding_window"))
@@ -271,8 +337,7 @@ def kv_layout(text: dict[str, Any], *, n_layers: int, kv_heads: int | None,
     state = _state_bytes(text, tp, state_bytes) if "state" in stage else None
     if "state" in stage:
         if state is None:
-            raise ValueError("a Mamba / linear-attention layer's state size is not in the "
-                             "config")
+            raise ValueError("a Mamba / linear-attention layer's state size is not in the config")
         layout.how.append(f"{state[1]} state {state[0]} B per request and layer")
     if lora:
         rope = _int(text.get("qk_rope_head_dim")) or 64
@@ -327,13 +392,21 @@ def _block_size_for(layout: KvLayout, requested: int | None) -> tuple[int, int]:
     return block, block * per_token
 
 
-def capacity(layout: KvLayout, available: int, *, max_model_len: int,
-             max_num_batched_tokens: int, tokens_from_concurrency: bool,
-             block_size: int | None = None) -> KvCapacity:
+def capacity(
+    layout: KvLayout,
+    available: int,
+    *,
+    max_model_len: int,
+    max_num_batched_tokens: int,
+    tokens_from_concurrency: bool,
+    block_size: int | None = None,
+) -> KvCapacity:
     """Blocks, tokens and concurrency of the pool ``available`` bytes buy on one GPU."""
     if not layout.layers:
-        raise ValueError("the model allocates no KV cache" + (
-            f" ({'; '.join(layout.how)})" if layout.how else ""))
+        raise ValueError(
+            "the model allocates no KV cache"
+            + (f" ({'; '.join(layout.how)})" if layout.how else "")
+        )
     block, page = _block_size_for(layout, block_size)
     by_spec = Counter(layer.key() for layer in layout.layers)
     smallest, largest = min(by_spec.values()), max(by_spec.values())
@@ -360,5 +433,6 @@ def capacity(layout: KvLayout, available: int, *, max_model_len: int,
         tokens = int(concurrency * max_model_len)
     else:
         tokens = num_blocks // len(groups) * block
-    return KvCapacity(num_blocks, block, len(groups), tokens, concurrency, per_request, page,
-                      group_size)
+    return KvCapacity(
+        num_blocks, block, len(groups), tokens, concurrency, per_request, page, group_size
+    )

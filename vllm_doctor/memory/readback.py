@@ -23,10 +23,14 @@ PAIRS: tuple[tuple[str, str, str], ...] = (
     ("max_concurrency", "memory.max_concurrency", "max concurrency"),
 )
 _WORDS = {
-    "total_gpu_gib": "total {v} GiB", "utilization": "utilization {v}",
-    "weights_gib": "weights {v} GiB", "non_torch_gib": "non-torch {v} GiB",
-    "activation_peak_gib": "activation peak {v} GiB", "kv_cache_gib": "KV cache {v} GiB",
-    "kv_cache_tokens": "{v:,} tokens", "cuda_graph_gib": "CUDA graphs took {v} GiB",
+    "total_gpu_gib": "total {v} GiB",
+    "utilization": "utilization {v}",
+    "weights_gib": "weights {v} GiB",
+    "non_torch_gib": "non-torch {v} GiB",
+    "activation_peak_gib": "activation peak {v} GiB",
+    "kv_cache_gib": "KV cache {v} GiB",
+    "kv_cache_tokens": "{v:,} tokens",
+    "cuda_graph_gib": "CUDA graphs took {v} GiB",
     "cuda_graph_estimate_gib": "CUDA-graph estimate {v} GiB",
     "gpu_blocks": "{v:,} GPU blocks",
 }
@@ -45,8 +49,9 @@ def describe(figures: dict[str, Any]) -> str:
     parts = [_WORDS[k].format(v=v) for k, v in figures.items() if k in _WORDS]
     if figures.get("max_concurrency") is not None:
         tokens = figures.get("max_concurrency_tokens")
-        parts.append(f"{figures['max_concurrency']}× requests"
-                     + (f" of {tokens:,} tokens" if tokens else ""))
+        parts.append(
+            f"{figures['max_concurrency']}× requests" + (f" of {tokens:,} tokens" if tokens else "")
+        )
     return "; ".join(parts)
 
 
@@ -58,8 +63,15 @@ def compare(figures: dict[str, Any], facts: Facts) -> list[dict[str, Any]]:
         if seen is None or estimated is None:
             continue
         error = (float(estimated) - float(seen)) / float(seen) if seen else None
-        rows.append({"figure": words, "fact": path, "printed": seen, "estimate": estimated,
-                     "error": None if error is None else round(error, 4)})
+        rows.append(
+            {
+                "figure": words,
+                "fact": path,
+                "printed": seen,
+                "estimate": estimated,
+                "error": None if error is None else round(error, 4),
+            }
+        )
     return rows
 
 

@@ -45,8 +45,9 @@ class WeightEstimate:
     how: str
 
 
-def _quant_bytes(qcfg: dict[str, Any] | None, scheme: str | None,
-                 dense_bytes: float) -> tuple[float, str]:
+def _quant_bytes(
+    qcfg: dict[str, Any] | None, scheme: str | None, dense_bytes: float
+) -> tuple[float, str]:
     """Bytes per weight of a quantized linear layer, and how."""
     method = str((qcfg or {}).get("quant_method") or scheme or "").lower()
     scheme = (scheme or "").lower()
@@ -56,8 +57,12 @@ def _quant_bytes(qcfg: dict[str, Any] | None, scheme: str | None,
         return 0.5 + 1 / 16, "NVFP4: 4 bits + one FP8 scale per 16"
     if "mxfp4" in scheme or method == "mxfp4":
         return 0.5 + 1 / 32, "MXFP4: 4 bits + one E8M0 scale per 32"
-    if method in ("awq", "gptq", "awq_marlin", "gptq_marlin") or scheme in ("awq", "gptq",
-                                                                             "w4a16", "w8a16"):
+    if method in ("awq", "gptq", "awq_marlin", "gptq_marlin") or scheme in (
+        "awq",
+        "gptq",
+        "w4a16",
+        "w8a16",
+    ):
         if scheme == "w8a16":
             bits = 8
         per = bits / 8 + (2 + bits / 8) / group
@@ -66,8 +71,12 @@ def _quant_bytes(qcfg: dict[str, Any] | None, scheme: str | None,
         if (qcfg or {}).get("load_in_8bit"):
             return 1 + 4 / 4096, "bitsandbytes 8-bit"
         return 0.5 + 4 / 64, "bitsandbytes 4-bit, one float32 scale per 64"
-    if "fp8" in method or "fp8" in scheme or scheme in ("w8a8-int8", "mxfp8") or \
-            (method in ("compressed-tensors", "modelopt") and "8" in scheme):
+    if (
+        "fp8" in method
+        or "fp8" in scheme
+        or scheme in ("w8a8-int8", "mxfp8")
+        or (method in ("compressed-tensors", "modelopt") and "8" in scheme)
+    ):
         return 1.0, "8-bit weights"
     return dense_bytes, f"{dense_bytes:g} B (unquantized)"
 
@@ -90,8 +99,10 @@ def mxfp4_backend(capability: int | None, version: str | None) -> tuple[str | No
     if not version:
         return None, "the release is not known"
     if capability < 90:
-        return "marlin", (f"compute capability {capability / 10:g} < 9.0: Marlin "
-                          "(the Triton/FlashInfer MXFP4 kernels need SM90/SM100)")
+        return "marlin", (
+            f"compute capability {capability / 10:g} < 9.0: Marlin "
+            "(the Triton/FlashInfer MXFP4 kernels need SM90/SM100)"
+        )
     if capability == 90 and version:
         from packaging.version import InvalidVersion, Version
 
@@ -100,10 +111,14 @@ def mxfp4_backend(capability: int | None, version: str | None) -> tuple[str | No
         except InvalidVersion:
             return None, f"release {version} not understood"
         if v < Version("0.12.0"):
-            return "marlin", (f"SM90 under {version}: triton_kernels is not in the wheel, "
-                              "so _should_use_marlin falls back to Marlin")
-        return "triton", (f"SM90 under {version}: the wheel vendors triton_kernels, so the "
-                          "Triton backend runs (its swizzled layout is not counted)")
+            return "marlin", (
+                f"SM90 under {version}: triton_kernels is not in the wheel, "
+                "so _should_use_marlin falls back to Marlin"
+            )
+        return "triton", (
+            f"SM90 under {version}: the wheel vendors triton_kernels, so the "
+            "Triton backend runs (its swizzled layout is not counted)"
+        )
     return None, f"compute capability {capability / 10:g}: the backend is not modelled"
 
 
@@ -112,18 +127,27 @@ def _vision_params(cfg: dict[str, Any]) -> int:
     if not isinstance(vision, dict):
         return 0
     hidden = _int(vision.get("hidden_size") or vision.get("embed_dim") or vision.get("width"))
-    layers = _int(vision.get("num_hidden_layers") or vision.get("depth") or
-                  vision.get("layers"))
+    layers = _int(vision.get("num_hidden_layers") or vision.get("depth") or vision.get("layers"))
     inter = _int(vision.get("intermediate_size")) or (4 * hidden if hidden else None)
     if not (hidden and layers and inter):
         return 0
     return layers * (4 * hidden * hidden + 2 * hidden * inter)
 
 
-def from_config(cfg: dict[str, Any], text: dict[str, Any], *, tp: int, pp: int, ep: int,
-                dtype_bytes: float, qcfg: dict[str, Any] | None, scheme: str | None,
-                online_quant: str | None, pp_partition: str | None = None,
-                moe_backend: tuple[str | None, str] = (None, "")) -> WeightEstimate:
+def from_config(
+    cfg: dict[str, Any],
+    text: dict[str, Any],
+    *,
+    tp: int,
+    pp: int,
+    ep: int,
+    dtype_bytes: float,
+    qcfg: dict[str, Any] | None,
+    scheme: str | None,
+    online_quant: str | None,
+    pp_partition: str | None = None,
+    moe_backend: tuple[str | None, str] = (None, ""),
+) -> WeightEstimate:
     """Weights per GPU counted from the config (no checkpoint size known)."""
     hidden = _int(text.get("hidden_size"))
     layers = _int(text.get("num_hidden_layers"))
@@ -140,20 +164,23 @@ def from_config(cfg: dict[str, Any], text: dict[str, Any], *, tp: int, pp: int, 
         nope = _int(text.get("qk_nope_head_dim")) or 128
         rope = _int(text.get("qk_rope_head_dim")) or 64
         v_dim = _int(text.get("v_head_dim")) or 128
-        q = (hidden * q_lora + q_lora * heads * (nope + rope)) if q_lora else \
-            hidden * heads * (nope + rope)
+        q = (
+            (hidden * q_lora + q_lora * heads * (nope + rope))
+            if q_lora
+            else hidden * heads * (nope + rope)
+        )
         attn = q + hidden * (lora + rope) + lora * heads * (nope + v_dim) + heads * v_dim * hidden
         attn_how = "MLA attention"
     else:
         attn = hidden * (heads + 2 * kv) * head_dim + heads * head_dim * hidden
         attn_how = "attention"
-    experts = _int(text.get("n_routed_experts") or text.get("num_experts") or
-                   text.get("num_local_experts"))
+    experts = _int(
+        text.get("n_routed_experts") or text.get("num_experts") or text.get("num_local_experts")
+    )
     moe_inter = dim(text.get("moe_intermediate_size")) or inter
     dense_mlp = 3 * hidden * inter
     quant = online_quant if online_quant in ("fp8", "fp8_e4m3", "mxfp4", "bitsandbytes") else None
-    per_weight, qhow = _quant_bytes({"quant_method": quant} if quant else qcfg, scheme,
-                                    dtype_bytes)
+    per_weight, qhow = _quant_bytes({"quant_method": quant} if quant else qcfg, scheme, dtype_bytes)
     padding = 0.0  # MoE weights stored beyond their count (Marlin's MXFP4 layout)
     if experts:
         shared = _int(text.get("n_shared_experts")) or 0
@@ -163,8 +190,10 @@ def from_config(cfg: dict[str, Any], text: dict[str, Any], *, tp: int, pp: int, 
         if qhow.startswith("MXFP4") and moe_backend[0] == "marlin":
             padded_inter = round_up(-(-moe_inter // tp), 128) * tp
             pad = round_up(hidden, 256) * padded_inter / (hidden * moe_inter)
-            qhow += (f"; experts padded for Marlin to hidden {round_up(hidden, 256)} × "
-                     f"intermediate {padded_inter // tp} per TP rank ({moe_backend[1]})")
+            qhow += (
+                f"; experts padded for Marlin to hidden {round_up(hidden, 256)} × "
+                f"intermediate {padded_inter // tp} per TP rank ({moe_backend[1]})"
+            )
         elif qhow.startswith("MXFP4") and moe_backend[1]:
             qhow += f"; experts unpadded ({moe_backend[1]})"
         moe_mlp = experts * 3 * hidden * moe_inter + 3 * hidden * shared_inter + hidden * experts
@@ -192,23 +221,35 @@ def from_config(cfg: dict[str, Any], text: dict[str, Any], *, tp: int, pp: int, 
     total = int(linear_bytes + embed_gpu * dtype_bytes + vision * dtype_bytes)
     del ep  # experts split over EP hold the same share per GPU as over TP
     params = linear + embed + vision
-    how = (f"{params / 1e9:.2f} B parameters from config.json ({attn_how}, {mlp_how}, "
-           f"{'tied' if tied else 'untied'} embeddings {vocab} × {hidden}"
-           + (f", vision tower {vision / 1e9:.2f} B replicated" if vision else "")
-           + f"); linear layers at {qhow}; split over TP {tp}"
-           + (f", the largest of PP stages {parts} ({stage_layers} layers)" if pp > 1 else ""))
+    how = (
+        f"{params / 1e9:.2f} B parameters from config.json ({attn_how}, {mlp_how}, "
+        f"{'tied' if tied else 'untied'} embeddings {vocab} × {hidden}"
+        + (f", vision tower {vision / 1e9:.2f} B replicated" if vision else "")
+        + f"); linear layers at {qhow}; split over TP {tp}"
+        + (f", the largest of PP stages {parts} ({stage_layers} layers)" if pp > 1 else "")
+    )
     return WeightEstimate(total, how)
 
 
-def from_checkpoint(total_bytes: int, *, tp: int, pp: int, where: str, layers: int = 0,
-                    pp_partition: str | None = None) -> WeightEstimate:
+def from_checkpoint(
+    total_bytes: int,
+    *,
+    tp: int,
+    pp: int,
+    where: str,
+    layers: int = 0,
+    pp_partition: str | None = None,
+) -> WeightEstimate:
     """Weights per GPU from the checkpoint's size: split over TP, and over PP in proportion to
     the largest stage's share of the layers."""
     if pp > 1 and layers:
         parts = pp_partitions(layers, pp, pp_partition)
         per_gpu = int(total_bytes * max(parts) / layers / tp)
-        return WeightEstimate(per_gpu, f"{total_bytes} B ({where}) × {max(parts)}/{layers} "
-                              f"layers of the largest PP stage {parts} / TP {tp}")
+        return WeightEstimate(
+            per_gpu,
+            f"{total_bytes} B ({where}) × {max(parts)}/{layers} "
+            f"layers of the largest PP stage {parts} / TP {tp}",
+        )
     per_gpu = total_bytes // (tp * pp)
     return WeightEstimate(per_gpu, f"{total_bytes} B ({where}) / (TP {tp} × PP {pp})")
 

@@ -14,11 +14,11 @@ from vllm_doctor.probes.result import ProbeResult
 from vllm_doctor.probes.runner import run_probes
 
 __all__ = [
-           "PROBES",
-           "PROBES_FOR_RULE",
-           "PROBE_NAMES",
-           "ProbeResult",
-           "ProbeSpec",
-           "load_results_dir",
-           "run_probes",
+    "PROBES",
+    "PROBES_FOR_RULE",
+    "PROBE_NAMES",
+    "ProbeResult",
+    "ProbeSpec",
+    "load_results_dir",
+    "run_probes",
 ]

@@ -80,12 +80,22 @@ class Ctx:
         return vocab, hidden, vsrc if vsrc == hsrc else f"{vsrc}/{hsrc}"
 
 
-def result(status: str, reason: str = "", metrics: dict[str, Any] | None = None,
-           confirmed: list[str] | tuple[str, ...] = (), refuted: list[str] | tuple[str, ...] = (),
-           notes: list[str] | None = None) -> dict[str, Any]:
-    return {"status": status, "reason": reason, "metrics": metrics or {},
-            "rules_confirmed": list(confirmed), "rules_refuted": list(refuted),
-            "notes": list(notes or [])}
+def result(
+    status: str,
+    reason: str = "",
+    metrics: dict[str, Any] | None = None,
+    confirmed: list[str] | tuple[str, ...] = (),
+    refuted: list[str] | tuple[str, ...] = (),
+    notes: list[str] | None = None,
+) -> dict[str, Any]:
+    return {
+        "status": status,
+        "reason": reason,
+        "metrics": metrics or {},
+        "rules_confirmed": list(confirmed),
+        "rules_refuted": list(refuted),
+        "notes": list(notes or []),
+    }
 
 
 def err_text(err: BaseException, limit: int = 400) -> str:
@@ -167,7 +177,11 @@ class _Background:
         remaining = max(0.0, timeout - (time.perf_counter() - self.t0))
         self.thread.join(None if remaining == float("inf") else remaining)
         done = not self.thread.is_alive()
-        seconds = self.box.get("seconds", time.perf_counter() - self.t0) if done else time.perf_counter() - self.t0
+        seconds = (
+            self.box.get("seconds", time.perf_counter() - self.t0)
+            if done
+            else time.perf_counter() - self.t0
+        )
         return done, seconds, self.box.get("err")
 
 
@@ -176,4 +190,4 @@ def call_in_thread(fn: Callable[[], Any]) -> _Background:
     return _Background(fn)
 
 
-GIB = 1024 ** 3
+GIB = 1024**3

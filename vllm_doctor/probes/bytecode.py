@@ -62,9 +62,11 @@ def _has_bytecode(source: str) -> bool:
     flags = int.from_bytes(header[4:8], "little")
     if flags & 1:
         return True
-    return (flags == 0
-            and int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
-            and int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF)
+    return (
+        flags == 0
+        and int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+        and int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF
+    )
 
 
 def usable_cpus() -> int:
@@ -97,7 +99,9 @@ def wanted(python: str, environ: dict[str, str] | None = None) -> bool:
         return False
     if env.get("PYTHONPYCACHEPREFIX") or sys.pycache_prefix is not None:
         return False
-    if os.path.abspath(python) != os.path.abspath(sys.executable):  # a venv's python is not its base's
+    if os.path.abspath(python) != os.path.abspath(
+        sys.executable
+    ):  # a venv's python is not its base's
         return False
     if switch == "1":
         return True
@@ -108,8 +112,9 @@ def wanted(python: str, environ: dict[str, str] | None = None) -> bool:
     if spec is None or not spec.origin or not spec.origin.endswith("__init__.py"):
         return False
     package = os.path.dirname(spec.origin)
-    return not all(_has_bytecode(os.path.join(package, *sub, "__init__.py"))
-                   for sub in ((), ("_dynamo",)))
+    return not all(
+        _has_bytecode(os.path.join(package, *sub, "__init__.py")) for sub in ((), ("_dynamo",))
+    )
 
 
 # -- finding the modules ------------------------------------------------------------------------
@@ -150,9 +155,17 @@ class Locator:
                 continue
             for entry in entries:
                 stem, dot, ext = entry.partition(".")
-                if stem.isidentifier() and stem != "__init__" and (
-                        ext == "py" or (not dot and os.path.isfile(
-                            os.path.join(directory, entry, "__init__.py")))):
+                if (
+                    stem.isidentifier()
+                    and stem != "__init__"
+                    and (
+                        ext == "py"
+                        or (
+                            not dot
+                            and os.path.isfile(os.path.join(directory, entry, "__init__.py"))
+                        )
+                    )
+                ):
                     found.append(f"{name}.{stem}")
         return found
 
@@ -190,7 +203,8 @@ class Locator:
 
 def _type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def imported_names(tree: ast.Module, module: str, is_package: bool) -> list[str]:
@@ -223,8 +237,15 @@ def imported_names(tree: ast.Module, module: str, is_package: bool) -> list[str]
         elif isinstance(node, ast.If) and _type_checking(node.test):
             stack.extend(reversed(node.orelse))
         else:
-            stack.extend(reversed([child for child in ast.iter_child_nodes(node)
-                                   if isinstance(child, (ast.stmt, ast.excepthandler))]))
+            stack.extend(
+                reversed(
+                    [
+                        child
+                        for child in ast.iter_child_nodes(node)
+                        if isinstance(child, (ast.stmt, ast.excepthandler))
+                    ]
+                )
+            )
     return names
 
 
@@ -246,7 +267,9 @@ def target_path(source: str, prefix: str) -> str:
 
 # not walked for bytecode to link: installed packages (walked only through the closure) and
 # the standard library's own test suites
-_NOT_WALKED = frozenset({"site-packages", "dist-packages", "test", "tests", "idlelib", "turtledemo"})
+_NOT_WALKED = frozenset(
+    {"site-packages", "dist-packages", "test", "tests", "idlelib", "turtledemo"}
+)
 
 
 def standard_library() -> list[str]:
@@ -276,8 +299,13 @@ def link_existing(roots: Iterable[str], prefix: str, skip: Iterable[str] = ()) -
                 continue
             seen.add(real)
             has_cache = "__pycache__" in subdirs
-            subdirs[:] = [d for d in subdirs if d != "__pycache__" and d not in _NOT_WALKED
-                          and os.path.join(directory, d) not in skip]
+            subdirs[:] = [
+                d
+                for d in subdirs
+                if d != "__pycache__"
+                and d not in _NOT_WALKED
+                and os.path.join(directory, d) not in skip
+            ]
             if not has_cache:
                 continue
             cache = os.path.join(directory, "__pycache__")
@@ -289,7 +317,7 @@ def link_existing(roots: Iterable[str], prefix: str, skip: Iterable[str] = ()) -
             for name in names:
                 if not name.endswith(_PYC):
                     continue
-                stem = name[:-len(_PYC)]
+                stem = name[: -len(_PYC)]
                 if stem + ".py" not in sources:
                     continue
                 target = target_path(os.path.join(directory, stem + ".py"), prefix)
@@ -309,7 +337,9 @@ def _write(path: str, data: bytes) -> None:
     file is created new (never through a link that was there)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     partial = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    fd = os.open(
+        partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644
+    )
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     os.replace(partial, path)
@@ -336,9 +366,12 @@ def compile_module(module: Module, prefix: str) -> tuple[str, list[str]]:
                 os.replace(link, target)
                 return "linked", names
             code = compile(tree, source, "exec", dont_inherit=True)
-        header = (importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
-                  + (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
-                  + (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
+        header = (
+            importlib.util.MAGIC_NUMBER
+            + (0).to_bytes(4, "little")
+            + (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+            + (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+        )
         _write(target, header + marshal.dumps(code))
         return "compiled", names
     except Exception:
@@ -351,8 +384,13 @@ def _die_with_coordinator() -> None:
     die_with_parent(os.getppid())
 
 
-def compile_closure(roots: Iterable[str], prefix: str, jobs: int, locate: Locator | None = None,
-                    search_path: list[str] | None = None) -> dict[str, object]:
+def compile_closure(
+    roots: Iterable[str],
+    prefix: str,
+    jobs: int,
+    locate: Locator | None = None,
+    search_path: list[str] | None = None,
+) -> dict[str, object]:
     """Compile the modules reachable from ``roots`` with ``jobs`` processes, and link the
     bytecode that exists beside the sources under ``search_path`` (default: the standard
     library); a summary."""
@@ -390,11 +428,13 @@ def compile_closure(roots: Iterable[str], prefix: str, jobs: int, locate: Locato
     def link_the_rest() -> None:  # beside the compiling: mostly system calls
         t0 = time.perf_counter()
         existing["linked"] = link_existing(
-            search_path if search_path is not None else standard_library(), prefix, skip=[prefix])
+            search_path if search_path is not None else standard_library(), prefix, skip=[prefix]
+        )
         existing["seconds"] = round(time.perf_counter() - t0, 3)
 
-    with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=context,
-                             initializer=_die_with_coordinator) as pool:
+    with ProcessPoolExecutor(
+        max_workers=max(1, jobs), mp_context=context, initializer=_die_with_coordinator
+    ) as pool:
         visit(roots, pool)  # forks the compiling processes before the thread starts
         linker = threading.Thread(target=link_the_rest, name="link-existing-bytecode", daemon=True)
         linker.start()
@@ -406,14 +446,20 @@ def compile_closure(roots: Iterable[str], prefix: str, jobs: int, locate: Locato
                 counts[how] += 1
                 visit(names, pool)
         linker.join()
-    return dict(counts, seconds=round(time.perf_counter() - started, 3), jobs=jobs,
-                roots=list(roots), existing_linked=existing.get("linked", 0),
-                existing_link_s=existing.get("seconds"))
+    return dict(
+        counts,
+        seconds=round(time.perf_counter() - started, 3),
+        jobs=jobs,
+        roots=list(roots),
+        existing_linked=existing.get("linked", 0),
+        existing_link_s=existing.get("seconds"),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vllm_doctor.probes.bytecode",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m vllm_doctor.probes.bytecode", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--prefix", required=True, help="the bytecode tree (PYTHONPYCACHEPREFIX)")
     parser.add_argument("--roots", required=True, help="comma-separated module names")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)

@@ -59,8 +59,17 @@ def part_key(probe: str, module: str, part: str, params: dict[str, Any]) -> str 
     ident = torch_identity()
     if ident is None:
         return None
-    blob = json.dumps({"v": CACHE_VERSION, "probe": probe, "part": part, "torch": ident,
-                       "code": _module_digest(module), "params": params}, sort_keys=True)
+    blob = json.dumps(
+        {
+            "v": CACHE_VERSION,
+            "probe": probe,
+            "part": part,
+            "torch": ident,
+            "code": _module_digest(module),
+            "params": params,
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -87,9 +96,16 @@ def store(key: str | None, result: dict[str, Any]) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
         tmp = directory / f".part-{key}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "torch": (torch_identity() or {}).get("version"), "result": result}), encoding="utf-8")
+        tmp.write_text(
+            json.dumps(
+                {
+                    "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                    "torch": (torch_identity() or {}).get("version"),
+                    "result": result,
+                }
+            ),
+            encoding="utf-8",
+        )
         os.replace(tmp, directory / f"part-{key}.json")
     except OSError:
         pass  # a read-only home: no cache, no harm

@@ -32,7 +32,6 @@ LOG_TAIL_LINES = 12
 _NOISE = re.compile(r"^\s*(frame #\d+:|Exception raised from |<unknown function>)")
 
 
-
 def tail(path: Path | None, lines: int = LOG_TAIL_LINES) -> list[str]:
     """The last lines a process printed, without C++ stack frames (they bury the message)."""
     if path is None:
@@ -63,8 +62,15 @@ class ProbeState:
 class Collector:
     """The probes' states, fed by the events of the processes in ``procs`` (the runner's list)."""
 
-    def __init__(self, specs: list[ProbeSpec], tp: int, params: dict[str, Any], procs: list[Proc],
-                 on_update: Callable[[str, str, Any], None], use_cache: bool):
+    def __init__(
+        self,
+        specs: list[ProbeSpec],
+        tp: int,
+        params: dict[str, Any],
+        procs: list[Proc],
+        on_update: Callable[[str, str, Any], None],
+        use_cache: bool,
+    ):
         self.states = {s.name: ProbeState(s) for s in specs}
         self.tp = tp
         self.params = params
@@ -158,8 +164,9 @@ class Collector:
             for part in spec.parts:
                 if not part.cacheable:
                     continue
-                key = cache.part_key(name, spec.module, part.name,
-                                     {k: self.params.get(k) for k in part.cache_params})
+                key = cache.part_key(
+                    name, spec.module, part.name, {k: self.params.get(k) for k in part.cache_params}
+                )
                 self.part_keys[(name, part.name)] = key
                 if self.use_cache:
                     hit = cache.load(key)
@@ -167,14 +174,22 @@ class Collector:
                         self.states[name].parts[part.name] = hit
 
     def complete(self, state: ProbeState) -> bool:
-        return len(state.per_rank) >= self.tp and all(p.name in state.parts for p in state.spec.parts)
+        return len(state.per_rank) >= self.tp and all(
+            p.name in state.parts for p in state.spec.parts
+        )
 
     def finalise(self, state: ProbeState, force: bool = False) -> None:
         if state.final is not None or not (force or self.complete(state)):
             return
         for part in state.spec.parts:  # forced before a part reported
-            state.parts.setdefault(part.name, {"status": SKIP, "metrics": {},
-                                               "reason": "did not run (its worker group failed first)"})
+            state.parts.setdefault(
+                part.name,
+                {
+                    "status": SKIP,
+                    "metrics": {},
+                    "reason": "did not run (its worker group failed first)",
+                },
+            )
         duration = max([float(r.get("duration_s", 0.0)) for r in state.per_rank.values()] or [0.0])
         result = merge_rank_results(state.spec.name, state.per_rank, state.parts, duration)
         result.log_tail = list(state.log_tail)
@@ -210,7 +225,11 @@ def _valid_event(ev: Any) -> dict[str, Any] | None:
         return None
     if ev["ev"] == "result":
         res = ev.get("result")
-        if not isinstance(ev.get("probe"), str) or ev["probe"] not in BY_NAME or not isinstance(res, dict):
+        if (
+            not isinstance(ev.get("probe"), str)
+            or ev["probe"] not in BY_NAME
+            or not isinstance(res, dict)
+        ):
             return None
         if res.get("status") not in STATUSES or not isinstance(res.get("metrics", {}), dict):
             return None
@@ -218,7 +237,9 @@ def _valid_event(ev: Any) -> dict[str, Any] | None:
             return None
         if "part" in ev and not isinstance(ev["part"], str):
             return None
-        if not isinstance(res.get("duration_s", 0.0), (int, float)) or isinstance(res.get("duration_s"), bool):
+        if not isinstance(res.get("duration_s", 0.0), (int, float)) or isinstance(
+            res.get("duration_s"), bool
+        ):
             return None
         for key in ("rules_confirmed", "rules_refuted", "notes"):
             if not isinstance(res.get(key, []), list):
@@ -228,15 +249,18 @@ def _valid_event(ev: Any) -> dict[str, Any] | None:
     return ev
 
 
-def load_results_dir(path: str | os.PathLike, world: int | None = None,
-                     skipped: list[str] | None = None) -> list[ProbeResult]:
+def load_results_dir(
+    path: str | os.PathLike, world: int | None = None, skipped: list[str] | None = None
+) -> list[ProbeResult]:
     """Collate the event files that ``worker --out DIR`` wrote (torchrun, one or several nodes).
 
     Lines that are not events as the worker writes them are left out (each named in
     ``skipped`` when a list is given); a directory with no usable result is an InputError."""
     base = Path(path)
     if not base.is_dir():
-        raise InputError(str(path), "not a directory (give the directory passed to the worker's --out)")
+        raise InputError(
+            str(path), "not a directory (give the directory passed to the worker's --out)"
+        )
     files = sorted(base.glob("events.*.jsonl"))
     if not files:
         raise InputError(str(path), "no events.*.jsonl files (run the worker with --out DIR)")
@@ -250,7 +274,9 @@ def load_results_dir(path: str | os.PathLike, world: int | None = None,
             if not f.is_file():
                 raise InputError(str(f), "not a regular file")
             if f.stat().st_size > MAX_EVENTS_FILE_BYTES:
-                raise InputError(str(f), f"larger than {MAX_EVENTS_FILE_BYTES // 2**20} MiB: not an events file")
+                raise InputError(
+                    str(f), f"larger than {MAX_EVENTS_FILE_BYTES // 2**20} MiB: not an events file"
+                )
             text = f.read_text(encoding="utf-8", errors="replace")
         except OSError as err:
             raise InputError(str(f), f"cannot read: {err.strerror or err}") from None
@@ -267,7 +293,11 @@ def load_results_dir(path: str | os.PathLike, world: int | None = None,
             rank = ev.get("rank", 0)
             if ev["ev"] == "hello" and not ev.get("part"):
                 hello_world = ev.get("world", 1)
-                if isinstance(hello_world, int) and not isinstance(hello_world, bool) and 0 < hello_world <= MAX_WORLD:
+                if (
+                    isinstance(hello_world, int)
+                    and not isinstance(hello_world, bool)
+                    and 0 < hello_world <= MAX_WORLD
+                ):
                     seen_world = max(seen_world, hello_world)
             elif ev["ev"] == "result":
                 if ev.get("part"):
@@ -287,17 +317,29 @@ def load_results_dir(path: str | os.PathLike, world: int | None = None,
             continue
         ranks = per_probe[spec.name]
         for r in range(world):
-            ranks.setdefault(r, {"status": ERROR, "reason": "no result from this rank", "metrics": {}})
+            ranks.setdefault(
+                r, {"status": ERROR, "reason": "no result from this rank", "metrics": {}}
+            )
         duration = max([float(r.get("duration_s", 0.0)) for r in ranks.values()] or [0.0])
         out.append(merge_rank_results(spec.name, ranks, parts.get(spec.name), duration))
     if teardown:
         hung = [r for r, ev in sorted(teardown.items()) if not ev.get("returned")]
         secs = [float(ev.get("seconds", 0.0)) for ev in teardown.values()]
-        out.append(ProbeResult(
-            name="teardown", status=WARN if hung else PASS,
-            reason=(f"teardown hang: destroy_process_group did not return on rank "
-                    f"{', '.join(map(str, hung))}" if hung else f"process group torn down in {max(secs):.2f}s"),
-            metrics={"destroy_process_group_s": max(secs)},
-            ranks=[{"rank": r, **{k: v for k, v in ev.items() if k not in ("ev", "t")}}
-                   for r, ev in sorted(teardown.items())]))
+        out.append(
+            ProbeResult(
+                name="teardown",
+                status=WARN if hung else PASS,
+                reason=(
+                    f"teardown hang: destroy_process_group did not return on rank "
+                    f"{', '.join(map(str, hung))}"
+                    if hung
+                    else f"process group torn down in {max(secs):.2f}s"
+                ),
+                metrics={"destroy_process_group_s": max(secs)},
+                ranks=[
+                    {"rank": r, **{k: v for k, v in ev.items() if k not in ("ev", "t")}}
+                    for r, ev in sorted(teardown.items())
+                ],
+            )
+        )
     return out

@@ -42,11 +42,24 @@ def prepare(ctx: Ctx) -> dict:
     padded = rows * tp
     gen = torch.Generator(device=dev).manual_seed(11)
     full = torch.randn(padded, hidden, generator=gen, device=dev, dtype=torch.bfloat16).mul_(0.02)
-    shard = full[rank * rows:(rank + 1) * rows].contiguous()
-    metrics = {"vocab_size": vocab, "hidden_size": hidden, "sizes_from": src, "tp": tp,
-               "graph_batch": BATCH, "topk": TOPK}
-    return {"full": full, "shard": shard, "gen": gen, "rows": rows, "padded": padded,
-            "hidden": hidden, "metrics": metrics}
+    shard = full[rank * rows : (rank + 1) * rows].contiguous()
+    metrics = {
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "sizes_from": src,
+        "tp": tp,
+        "graph_batch": BATCH,
+        "topk": TOPK,
+    }
+    return {
+        "full": full,
+        "shard": shard,
+        "gen": gen,
+        "rows": rows,
+        "padded": padded,
+        "hidden": hidden,
+        "metrics": metrics,
+    }
 
 
 def run(ctx: Ctx) -> dict:
@@ -124,8 +137,9 @@ def run(ctx: Ctx) -> dict:
             ok += int(torch.equal(out_buf, ref_buf))
         metrics["nccl_graph_replays_identical"] = f"{ok}/3"
         metrics["nccl_graph_replay_s"] = time_op(ag_graph.replay, dev, iters=5, warmup=1)
-        metrics["nccl_eager_s"] = time_op(lambda: dist.all_gather_into_tensor(ref_buf, src_buf), dev,
-                                          iters=5, warmup=1)
+        metrics["nccl_eager_s"] = time_op(
+            lambda: dist.all_gather_into_tensor(ref_buf, src_buf), dev, iters=5, warmup=1
+        )
         nccl_ok = ok == 3
     except RuntimeError as err:
         metrics["nccl_graph"] = err_text(err)
@@ -135,17 +149,25 @@ def run(ctx: Ctx) -> dict:
 
     problems = []
     if identical != trials and worst > 0:
-        problems.append(f"stable pattern: graph replay differs from eager (max abs err {worst:.3g})")
+        problems.append(
+            f"stable pattern: graph replay differs from eager (max abs err {worst:.3g})"
+        )
     if not metrics["gathered_weight_exact"]:
         problems.append("the all-gathered weight differs from the full weight")
     if not nccl_ok:
-        problems.append("NCCL all-gather in a CUDA graph: " + metrics.get(
-            "nccl_graph", f"{metrics.get('nccl_graph_replays_identical')} replays identical"))
+        problems.append(
+            "NCCL all-gather in a CUDA graph: "
+            + metrics.get(
+                "nccl_graph", f"{metrics.get('nccl_graph_replays_identical')} replays identical"
+            )
+        )
     if problems:
         return result("fail", "; ".join(problems), metrics)
-    reason = (f"stable gathered weight: {identical}/{trials} replays identical to eager; NCCL all-gather "
-              f"replayed from a graph {metrics['nccl_graph_replays_identical']} identical; keeping the "
-              f"gathered weight costs {metrics['stable_extra_bytes_per_rank'] / 2**30:.2f} GiB per rank")
+    reason = (
+        f"stable gathered weight: {identical}/{trials} replays identical to eager; NCCL all-gather "
+        f"replayed from a graph {metrics['nccl_graph_replays_identical']} identical; keeping the "
+        f"gathered weight costs {metrics['stable_extra_bytes_per_rank'] / 2**30:.2f} GiB per rank"
+    )
     return result("pass", reason, metrics)
 
 
@@ -162,13 +184,19 @@ def part_transient(ctx: Ctx) -> dict:
     import torch
 
     dev = ctx.device
-    metrics: dict = {"caching_allocator": "off" if os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1" else "on"}
+    metrics: dict = {
+        "caching_allocator": "off"
+        if os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1"
+        else "on"
+    }
     tp = max(2, int(ctx.params.get("tp", 2)))
     vocab, hidden, _ = _sizes(ctx)
     rows = -(-vocab // tp)
     dtype = torch.bfloat16
     gen = torch.Generator(device=dev).manual_seed(13)
-    shards = [(torch.randn(rows, hidden, generator=gen, device=dev) * 0.02).to(dtype) for _ in range(tp)]
+    shards = [
+        (torch.randn(rows, hidden, generator=gen, device=dev) * 0.02).to(dtype) for _ in range(tp)
+    ]
     weight = torch.cat(shards)  # the gathered temporary
     del shards
     ptr = weight.data_ptr()
@@ -188,8 +216,11 @@ def part_transient(ctx: Ctx) -> dict:
     except Exception as err:
         metrics["outcome"] = "capture-failed"
         metrics["capture_error"] = err_text(err)
-        ctx.report_and_exit(result("warn", "capture failed with the caching allocator off: " + err_text(err),
-                                   metrics))
+        ctx.report_and_exit(
+            result(
+                "warn", "capture failed with the caching allocator off: " + err_text(err), metrics
+            )
+        )
     graph.replay()
     sync(dev)
     metrics["replay_while_alive_identical"] = bool(torch.equal(out, ref))
@@ -202,7 +233,9 @@ def part_transient(ctx: Ctx) -> dict:
             metrics[label] = "identical to the live-weight result"
             return "no-visible-effect"
         nan = bool(out.isnan().any())
-        metrics[label] = f"wrong values (max abs err {max_abs_err(out, ref):.3g}{', NaN' if nan else ''})"
+        metrics[label] = (
+            f"wrong values (max abs err {max_abs_err(out, ref):.3g}{', NaN' if nan else ''})"
+        )
         return "wrong-values"
 
     outcomes: list[str] = []
@@ -221,15 +254,30 @@ def part_transient(ctx: Ctx) -> dict:
     except Exception as err:
         metrics["replay_error"] = err_text(err)
         outcomes.append("illegal-memory-access" if "illegal memory access" in str(err) else "error")
-    outcome = ("illegal-memory-access" if "illegal-memory-access" in outcomes else
-               "wrong-values" if "wrong-values" in outcomes else
-               "error" if "error" in outcomes else "no-visible-effect")
+    outcome = (
+        "illegal-memory-access"
+        if "illegal-memory-access" in outcomes
+        else "wrong-values"
+        if "wrong-values" in outcomes
+        else "error"
+        if "error" in outcomes
+        else "no-visible-effect"
+    )
     metrics["outcome"] = outcome
     if outcome == "no-visible-effect":
-        res = result("pass", "replaying over the freed weight showed nothing on this stack "
-                             "(the hazard stays: the graph reads memory it does not own)", metrics)
+        res = result(
+            "pass",
+            "replaying over the freed weight showed nothing on this stack "
+            "(the hazard stays: the graph reads memory it does not own)",
+            metrics,
+        )
     else:
         shown = [metrics[k] for k in ("after_reuse", "after_free", "replay_error") if k in metrics]
-        res = result("pass", f"replay over the freed weight: {outcome} ({'; '.join(shown)})", metrics, ["SPEC001"])
+        res = result(
+            "pass",
+            f"replay over the freed weight: {outcome} ({'; '.join(shown)})",
+            metrics,
+            ["SPEC001"],
+        )
     ctx.report_and_exit(res)
     return res

@@ -27,8 +27,10 @@ def check_seconds(option: str, value: float, maximum: float, allow_zero: bool = 
     low_ok = value >= 0 if allow_zero else value > 0
     if not math.isfinite(value) or not low_ok or value > maximum:
         bound = "at least 0" if allow_zero else "more than 0"
-        raise InputError(option, f"must be a finite number of seconds, {bound} and at most "
-                                 f"{maximum:g} (got {value:g})")
+        raise InputError(
+            option,
+            f"must be a finite number of seconds, {bound} and at most {maximum:g} (got {value:g})",
+        )
     return value
 
 
@@ -37,8 +39,9 @@ class Deadlines:
 
     def __init__(self, timeout: float, teardown_timeout: float):
         self.timeout = check_seconds("--timeout", timeout, MAX_TIMEOUT_S)
-        self.teardown_timeout = check_seconds("--teardown-timeout", teardown_timeout,
-                                              MAX_TEARDOWN_TIMEOUT_S, allow_zero=True)
+        self.teardown_timeout = check_seconds(
+            "--teardown-timeout", teardown_timeout, MAX_TEARDOWN_TIMEOUT_S, allow_zero=True
+        )
         self.grace = self.teardown_timeout + TEARDOWN_GRACE_S
 
     @property

@@ -35,14 +35,22 @@ def run(ctx: Ctx) -> dict:
     name = torch.cuda.get_device_name(dev)
     metrics: dict = {"gpu": name, "compute_capability": cap}
     if cap < 89:
-        return result("skip", f"needs compute capability ≥ 8.9 (this GPU: {major}.{minor}); vLLM runs "
-                              "FP8 checkpoints here through the weight-only FP8 Marlin kernel (W8A16)",
-                      metrics, ["QUANT002"])
+        return result(
+            "skip",
+            f"needs compute capability ≥ 8.9 (this GPU: {major}.{minor}); vLLM runs "
+            "FP8 checkpoints here through the weight-only FP8 Marlin kernel (W8A16)",
+            metrics,
+            ["QUANT002"],
+        )
     fp8 = torch.float8_e4m3fn
     gen = torch.Generator(device=dev).manual_seed(7 + ctx.rank)
     batch, seq, k, n = 2, 7, 256, 512
-    x = torch.randn(batch, seq, k, generator=gen, device=dev, dtype=torch.float32).to(torch.bfloat16)
-    w = (torch.randn(n, k, generator=gen, device=dev, dtype=torch.float32) * 0.05).to(torch.bfloat16)
+    x = torch.randn(batch, seq, k, generator=gen, device=dev, dtype=torch.float32).to(
+        torch.bfloat16
+    )
+    w = (torch.randn(n, k, generator=gen, device=dev, dtype=torch.float32) * 0.05).to(
+        torch.bfloat16
+    )
     sx = (x.abs().max().float() / FP8_MAX).reshape(())
     sw = (w.abs().max().float() / FP8_MAX).reshape(())
     xq = (x.float() / sx).clamp(-FP8_MAX, FP8_MAX).to(fp8)
@@ -51,8 +59,13 @@ def run(ctx: Ctx) -> dict:
     x2d = xq.view(-1, k)
     out = _scaled_mm(x2d, wq.t(), sx, sw, torch.bfloat16)
     sync(dev)
-    metrics.update(x_shape=[batch, seq, k], weight_shape=[n, k], output_shape=output_shape,
-                   flattened_rows=int(x2d.shape[0]), scaled_mm_out_shape=list(out.shape))
+    metrics.update(
+        x_shape=[batch, seq, k],
+        weight_shape=[n, k],
+        output_shape=output_shape,
+        flattened_rows=int(x2d.shape[0]),
+        scaled_mm_out_shape=list(out.shape),
+    )
 
     try:
         bad = torch.narrow(out, 0, 0, output_shape[0]).view(*output_shape)
@@ -79,7 +92,7 @@ def run(ctx: Ctx) -> dict:
     one = torch.ones((), device=dev)
     t8 = time_op(lambda: _scaled_mm(a8, b8.t(), one, one, torch.bfloat16), dev, iters=10, warmup=3)
     t16 = time_op(lambda: a16 @ b16.t(), dev, iters=10, warmup=3)
-    flops = 2 * big ** 3
+    flops = 2 * big**3
     metrics["fp8_tflops_4096"] = round(flops / t8 / 1e12, 1)
     metrics["bf16_tflops_4096"] = round(flops / t16 / 1e12, 1)
 
@@ -87,14 +100,27 @@ def run(ctx: Ctx) -> dict:
     refuted = ["QUANT002"]
     rel = metrics["narrow_by_tokens_rel_err_vs_dequantised"]
     if not rel <= tol:
-        return result("fail", f"narrowing by the token count is off the reference (rel err {rel:.3g})",
-                      metrics, confirmed, refuted)
-    reason = (f"narrow by output_shape[0] on a 3-D input: "
-              f"{metrics['narrow_by_output_shape0'].split(':')[0]}; narrow by tokens ({tokens}) matches "
-              f"the reference (rel err {rel:.2g}; {metrics['narrow_by_tokens_rel_err_vs_bf16']:.2g} vs "
-              f"unquantised bf16); FP8 {metrics['fp8_tflops_4096']} vs bf16 "
-              f"{metrics['bf16_tflops_4096']} TFLOP/s at 4096³")
+        return result(
+            "fail",
+            f"narrowing by the token count is off the reference (rel err {rel:.3g})",
+            metrics,
+            confirmed,
+            refuted,
+        )
+    reason = (
+        f"narrow by output_shape[0] on a 3-D input: "
+        f"{metrics['narrow_by_output_shape0'].split(':')[0]}; narrow by tokens ({tokens}) matches "
+        f"the reference (rel err {rel:.2g}; {metrics['narrow_by_tokens_rel_err_vs_bf16']:.2g} vs "
+        f"unquantised bf16); FP8 {metrics['fp8_tflops_4096']} vs bf16 "
+        f"{metrics['bf16_tflops_4096']} TFLOP/s at 4096³"
+    )
     if not bug:
-        return result("warn", "narrowing by output_shape[0] did not fail here", metrics, [], refuted,
-                      notes=[reason])
+        return result(
+            "warn",
+            "narrowing by output_shape[0] did not fail here",
+            metrics,
+            [],
+            refuted,
+            notes=[reason],
+        )
     return result("pass", reason, metrics, confirmed, refuted)

@@ -36,10 +36,14 @@ def max_ranks(device: str, visible_gpus: int | None = None) -> int:
 
 def too_many_ranks(tp: int, device: str, limit: int) -> str:
     if device == "cuda":
-        return (f"{tp} ranks need {tp} GPUs on this node and {limit} are visible (several nodes: "
-                f"run the worker under torchrun, see docs/probes.md)")
-    return (f"{tp} ranks is more than this machine can run on the CPU (at most {limit}: "
-            f"{CPU_RANKS_PER_CORE} per core, at least {MIN_CPU_RANKS})")
+        return (
+            f"{tp} ranks need {tp} GPUs on this node and {limit} are visible (several nodes: "
+            f"run the worker under torchrun, see docs/probes.md)"
+        )
+    return (
+        f"{tp} ranks is more than this machine can run on the CPU (at most {limit}: "
+        f"{CPU_RANKS_PER_CORE} per core, at least {MIN_CPU_RANKS})"
+    )
 
 
 def package_root() -> str:
@@ -141,16 +145,27 @@ def private_dir(path: Path) -> Path:
     if hasattr(os, "getuid") and info.st_uid != os.getuid():
         raise InputError(source, f"{path} belongs to another user: give a directory of your own")
     if info.st_mode & 0o022:
-        raise InputError(source, f"{path} may be written by others (mode {stat.S_IMODE(info.st_mode):o}): "
-                                 "chmod go-w, or give a private directory")
+        raise InputError(
+            source,
+            f"{path} may be written by others (mode {stat.S_IMODE(info.st_mode):o}): "
+            "chmod go-w, or give a private directory",
+        )
     return path
 
 
 class Launcher:
     """Starts the processes of one run, all in ``run_dir``, with ``python``."""
 
-    def __init__(self, run_dir: Path, python: str, device: str, tp: int, specs: list[ProbeSpec],
-                 params: dict[str, Any], teardown_timeout: float):
+    def __init__(
+        self,
+        run_dir: Path,
+        python: str,
+        device: str,
+        tp: int,
+        specs: list[ProbeSpec],
+        params: dict[str, Any],
+        teardown_timeout: float,
+    ):
         self.run_dir = run_dir
         self.python = python
         self.device = device
@@ -178,9 +193,15 @@ class Launcher:
 
     def spawn(self, cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
         with open(log, "wb") as log_fh:
-            popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_fh,
-                                     stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                     cwd=str(self.run_dir))
+            popen = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fh,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                cwd=str(self.run_dir),
+            )
         with open(self.run_dir / "pids", "a", encoding="ascii") as fh:  # for the reaper
             fh.write(f"{popen.pid}\n")
         return popen
@@ -196,7 +217,9 @@ class Launcher:
         roots = list(bytecode.ROOTS)
         for spec in specs:  # each probe's module, then the imports of its parts that will run
             roots.append(f"vllm_doctor.probes.{spec.module}")
-            roots.extend(name for probe, part in parts if probe == spec.name for name in part.imports)
+            roots.extend(
+                name for probe, part in parts if probe == spec.name for name in part.imports
+            )
         roots = list(dict.fromkeys(roots))
         # the cores the probe processes and this one leave idle; too few and it only competes
         jobs = min(bytecode.MAX_JOBS, bytecode.usable_cpus() - self.tp - len(parts) - 1)
@@ -212,10 +235,21 @@ class Launcher:
         env = self.env({})
         env.pop("PYTHONPYCACHEPREFIX", None)
         self.compiler = self.spawn(
-            module_command("vllm_doctor.probes.bytecode", "--prefix", str(prefix),
-                           "--roots", ",".join(roots), "--jobs", str(jobs),
-                           "--summary", str(self.run_dir / "bytecode.json"), python=self.python),
-            env, self.run_dir / "bytecode.log")
+            module_command(
+                "vllm_doctor.probes.bytecode",
+                "--prefix",
+                str(prefix),
+                "--roots",
+                ",".join(roots),
+                "--jobs",
+                str(jobs),
+                "--summary",
+                str(self.run_dir / "bytecode.json"),
+                python=self.python,
+            ),
+            env,
+            self.run_dir / "bytecode.log",
+        )
         self.spawn_env["PYTHONPYCACHEPREFIX"] = str(prefix)
         self.info["bytecode"] = {"jobs": jobs, "roots": roots}
 
@@ -230,8 +264,19 @@ class Launcher:
         try:
             summary = json.loads((self.run_dir / "bytecode.json").read_text(encoding="utf-8"))
             self.info.setdefault("bytecode", {}).update(
-                {k: summary[k] for k in ("compiled", "linked", "failed", "seconds", "existing_linked",
-                                         "existing_link_s") if k in summary})
+                {
+                    k: summary[k]
+                    for k in (
+                        "compiled",
+                        "linked",
+                        "failed",
+                        "seconds",
+                        "existing_linked",
+                        "existing_link_s",
+                    )
+                    if k in summary
+                }
+            )
         except (OSError, ValueError, TypeError):
             pass
         self.compiler = None
@@ -247,19 +292,41 @@ class Launcher:
             events.touch()
             log = self.run_dir / f"{tag}.log"
             env = self.env(dict(part.env, LOCAL_RANK="0"))
-            popen = self.spawn(part_command(name, part.name, str(events), self.device, self.params,
-                                            self.python), env, log)
-            started.append(Proc(tag=tag, events=events, log=log, launched=time.monotonic(), group=0,
-                                popen=popen, pid=popen.pid, part=(name, part.name)))
+            popen = self.spawn(
+                part_command(name, part.name, str(events), self.device, self.params, self.python),
+                env,
+                log,
+            )
+            started.append(
+                Proc(
+                    tag=tag,
+                    events=events,
+                    log=log,
+                    launched=time.monotonic(),
+                    group=0,
+                    popen=popen,
+                    pid=popen.pid,
+                    part=(name, part.name),
+                )
+            )
         return started
 
     def launch_group(self, names: list[str]) -> list[Proc]:
         """A fresh worker group: one process per rank, running these probes in sequence."""
         self.groups += 1
         g = self.groups
-        common = ["--device", self.device, "--params", json.dumps(self.params),
-                  "--teardown-timeout", str(self.teardown_timeout), "--probes", ",".join(names),
-                  "--parts", "none"]
+        common = [
+            "--device",
+            self.device,
+            "--params",
+            json.dumps(self.params),
+            "--teardown-timeout",
+            str(self.teardown_timeout),
+            "--probes",
+            ",".join(names),
+            "--parts",
+            "none",
+        ]
         store = rendezvous.store_file(self.run_dir, g)
         group = []
         for rank in range(self.tp):
@@ -268,8 +335,27 @@ class Launcher:
             events = self.run_dir / f"events.{tag}.g{g}.jsonl"
             log = self.run_dir / f"{tag}.g{g}.log"
             events.touch()
-            popen = self.spawn(module_command("vllm_doctor.probes.worker", "--events", str(events),
-                                              *common, python=self.python), env, log)
-            group.append(Proc(tag=tag, events=events, log=log, launched=time.monotonic(), group=g,
-                              popen=popen, pid=popen.pid, rank=rank))
+            popen = self.spawn(
+                module_command(
+                    "vllm_doctor.probes.worker",
+                    "--events",
+                    str(events),
+                    *common,
+                    python=self.python,
+                ),
+                env,
+                log,
+            )
+            group.append(
+                Proc(
+                    tag=tag,
+                    events=events,
+                    log=log,
+                    launched=time.monotonic(),
+                    group=g,
+                    popen=popen,
+                    pid=popen.pid,
+                    rank=rank,
+                )
+            )
         return group

@@ -35,12 +35,18 @@ from typing import Any, TypedDict
 
 from vllm_doctor.probes._common import GIB, Ctx, err_text, result
 
-MIB = 1024 ** 2
+MIB = 1024**2
 
 # Llama-3.1-8B's config.json (meta-llama/Llama-3.1-8B): the sizes when no model config is given.
-DEFAULT_MODEL = {"vocab_size": 128256, "hidden_size": 4096, "intermediate_size": 14336,
-                 "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-                 "head_dim": 128}
+DEFAULT_MODEL = {
+    "vocab_size": 128256,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+}
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 DEFAULT_MAX_NUM_SEQS = 256
 ACTIVATION_LAYERS = 2  # activations are freed layer by layer: two layers show the peak
@@ -51,9 +57,11 @@ HARDWARE, TORCH = "hardware", "torch"
 
 
 # -- pure arithmetic (no torch) ------------------------------------------------------------------
-def capture_sizes(max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
-                  max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-                  ceiling: int = 512) -> list[int]:
+def capture_sizes(
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    ceiling: int = 512,
+) -> list[int]:
     """vLLM's default CUDA-graph capture sizes without speculative decoding (0.33.0,
     ``VllmConfig._set_cudagraph_sizes``): 1, 2, 4, multiples of 8 below 256, multiples of 16
     up to min(2 × max_num_seqs, 512 (1024 on data-centre Blackwell), max_num_batched_tokens),
@@ -97,8 +105,11 @@ def model_shape(params: dict[str, Any]) -> tuple[dict[str, int], str]:
     """The decoder's sizes: the model config's where given (``params["model"]``), the rest
     Llama-3.1-8B's; the intermediate size, which the doctor's facts do not carry, scales with
     the hidden size as in Llama-3.1-8B (3.5 ×, rounded to 256)."""
-    given = {k: v for k, v in (params.get("model") or {}).items()
-             if k in DEFAULT_MODEL and isinstance(v, int) and not isinstance(v, bool) and v > 0}
+    given = {
+        k: v
+        for k, v in (params.get("model") or {}).items()
+        if k in DEFAULT_MODEL and isinstance(v, int) and not isinstance(v, bool) and v > 0
+    }
     shape = dict(DEFAULT_MODEL, **given)
     if "hidden_size" in given:
         shape["intermediate_size"] = max(256, round(shape["hidden_size"] * 3.5 / 256) * 256)
@@ -110,7 +121,9 @@ def model_shape(params: dict[str, Any]) -> tuple[dict[str, int], str]:
     return shape, source
 
 
-def figure(name: str, nbytes: int | float | None, what: str, depends: str, **extra: Any) -> dict[str, Any]:
+def figure(
+    name: str, nbytes: int | float | None, what: str, depends: str, **extra: Any
+) -> dict[str, Any]:
     """One measured figure as the result carries it (GiB and bytes)."""
     out: dict[str, Any] = {"name": name, "depends": depends, "what": what}
     if nbytes is not None:
@@ -139,22 +152,45 @@ def table_entry(report: dict[str, Any]) -> dict[str, Any]:
     act = figures.get("activation_peak") or {}
     graphs = figures.get("cuda_graph_estimate") or {}
     return {
-        "gpu": env.get("gpu"), "torch": env.get("torch"), "cuda": env.get("cuda"),
-        "driver": env.get("driver"), "accounting": env.get("accounting"),
+        "gpu": env.get("gpu"),
+        "torch": env.get("torch"),
+        "cuda": env.get("cuda"),
+        "driver": env.get("driver"),
+        "accounting": env.get("accounting"),
         "tp_measured": sorted(int(w) for w in nccl),
-        "total_gib": gib("total_memory"), "nvml_total_gib": gib("nvml_total_memory"),
+        "total_gib": gib("total_memory"),
+        "nvml_total_gib": gib("nvml_total_memory"),
         "cuda_context_gib": gib("cuda_context"),
-        "cublas_non_torch_gib": gib("cublas_handles"), "cublas_torch_gib": gib("cublas_workspace"),
+        "cublas_non_torch_gib": gib("cublas_handles"),
+        "cublas_torch_gib": gib("cublas_workspace"),
         "nccl_communicator_gib": nccl,
         "allocator_slack_gib": gib("allocator_slack"),
-        "activation": {k: act.get(k) for k in ("model", "max_num_batched_tokens", "max_num_seqs", "points",
-                                               "forward_intercept_gib", "forward_gib_per_1k_tokens",
-                                               "sampler_bytes_per_seq_vocab")},
-        "cuda_graph": {"model": graphs.get("model"), "sizes": graphs.get("sizes"),
-                       "vllm_estimate_gib": gib("cuda_graph_estimate"), "measured_gib": gib("cuda_graph_memory"),
-                       **{mode: {k: v for k, v in (graphs.get(mode) or {}).items()
-                                 if k not in ("per_capture_mib", "free_drop_mib")}
-                          for mode in ("full", "piecewise")}},
+        "activation": {
+            k: act.get(k)
+            for k in (
+                "model",
+                "max_num_batched_tokens",
+                "max_num_seqs",
+                "points",
+                "forward_intercept_gib",
+                "forward_gib_per_1k_tokens",
+                "sampler_bytes_per_seq_vocab",
+            )
+        },
+        "cuda_graph": {
+            "model": graphs.get("model"),
+            "sizes": graphs.get("sizes"),
+            "vllm_estimate_gib": gib("cuda_graph_estimate"),
+            "measured_gib": gib("cuda_graph_memory"),
+            **{
+                mode: {
+                    k: v
+                    for k, v in (graphs.get(mode) or {}).items()
+                    if k not in ("per_capture_mib", "free_drop_mib")
+                }
+                for mode in ("full", "piecewise")
+            },
+        },
     }
 
 
@@ -172,6 +208,8 @@ class Snap(TypedDict):
     allocated: int
     peak: int
     process: int | None
+
+
 class Meter:
     """This process's device memory: NVML's per-process figure where it answers (another process
     on the GPU does not move it), else total − free from cudaMemGetInfo like vLLM; and the caching
@@ -192,9 +230,13 @@ class Meter:
             props = torch.cuda.get_device_properties(device)
             uuid = str(getattr(props, "uuid", "") or "")
             try:
-                self.handle = pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+                self.handle = pynvml.nvmlDeviceGetHandleByUUID(
+                    uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+                )
             except Exception:
-                bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+                bus = (
+                    f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+                )
                 self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
         except Exception as err:
             self.nvml_note = f"NVML unavailable ({err_text(err, 120)})"
@@ -207,7 +249,9 @@ class Meter:
         except Exception as err:
             self.nvml_note = f"NVML per-process memory unavailable ({err_text(err, 120)})"
             return None
-        mine = [p.usedGpuMemory for p in procs if p.pid == os.getpid() and p.usedGpuMemory is not None]
+        mine = [
+            p.usedGpuMemory for p in procs if p.pid == os.getpid() and p.usedGpuMemory is not None
+        ]
         if not mine:
             self.nvml_note = "NVML lists no memory for this process (a PID namespace?)"
             return None
@@ -226,11 +270,15 @@ class Meter:
         torch.cuda.synchronize(self.device)
         free, total = torch.cuda.mem_get_info(self.device)
         stats = torch.cuda.memory_stats(self.device)
-        return {"free": free, "total": total, "used": total - free,
-                "reserved": torch.cuda.memory_reserved(self.device),
-                "allocated": torch.cuda.memory_allocated(self.device),
-                "peak": stats.get("allocated_bytes.all.peak", 0),
-                "process": self.process_bytes()}
+        return {
+            "free": free,
+            "total": total,
+            "used": total - free,
+            "reserved": torch.cuda.memory_reserved(self.device),
+            "allocated": torch.cuda.memory_allocated(self.device),
+            "peak": stats.get("allocated_bytes.all.peak", 0),
+            "process": self.process_bytes(),
+        }
 
     @staticmethod
     def mine(s: Snap) -> int:
@@ -256,7 +304,9 @@ def _attention(torch, q, k, v, causal: bool):
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
         if q.shape[1] != k.shape[1]:
             try:
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True), "flash, grouped KV"
+                return F.scaled_dot_product_attention(
+                    q, k, v, is_causal=causal, enable_gqa=True
+                ), "flash, grouped KV"
             except (RuntimeError, TypeError):
                 rep = q.shape[1] // k.shape[1]
                 k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
@@ -269,13 +319,17 @@ class Decoder:
 
     def __init__(self, torch, shape: dict[str, int], device, with_lm_head: bool):
         h, i = shape["hidden_size"], shape["intermediate_size"]
-        self.hq, self.hkv, self.d = shape["num_attention_heads"], shape["num_key_value_heads"], shape["head_dim"]
+        self.hq, self.hkv, self.d = (
+            shape["num_attention_heads"],
+            shape["num_key_value_heads"],
+            shape["head_dim"],
+        )
         self.h, self.i = h, i
         dt = torch.bfloat16
         gen = torch.Generator(device=device).manual_seed(5)
 
         def w(*dims):
-            return (torch.randn(*dims, generator=gen, device=device, dtype=dt) * 0.02)
+            return torch.randn(*dims, generator=gen, device=device, dtype=dt) * 0.02
 
         self.w_qkv = w((self.hq + 2 * self.hkv) * self.d, h)
         self.w_o = w(h, self.hq * self.d)
@@ -293,7 +347,7 @@ class Decoder:
         x = F.rms_norm(residual, (self.h,), self.norm, RMS_EPS)
         gu = F.linear(x, self.w_gu)
         del x
-        gate, up = gu[:, :self.i], gu[:, self.i:]
+        gate, up = gu[:, : self.i], gu[:, self.i :]
         F.silu(gate, inplace=True)  # vLLM's fused silu_and_mul writes one [T, I] output
         act = gate * up
         del gu, gate, up
@@ -320,7 +374,7 @@ class Decoder:
 
     def decode_attention(self, qkv, k_cache, v_cache):
         b = qkv.shape[0]
-        q = qkv[:, :self.hq * self.d].view(b, self.hq, 1, self.d)
+        q = qkv[:, : self.hq * self.d].view(b, self.hq, 1, self.d)
         out, self.attention = _attention(self.torch, q, k_cache[:b], v_cache[:b], causal=False)
         return out.reshape(b, self.hq * self.d)
 
@@ -333,8 +387,9 @@ class Decoder:
         return residual
 
 
-def _activation_peak(ctx: Ctx, meter: Meter, shape: dict[str, int], tokens: list[int],
-                     max_num_seqs: int) -> dict[str, Any]:
+def _activation_peak(
+    ctx: Ctx, meter: Meter, shape: dict[str, int], tokens: list[int], max_num_seqs: int
+) -> dict[str, Any]:
     """The allocator's peak above the weights in one forward of the synthetic decoder at each
     token count, and, measured apart, in the logits of the last token of each sequence and a
     sampler-like pass over them: vLLM's profile run does both, one after the other."""
@@ -357,29 +412,49 @@ def _activation_peak(ctx: Ctx, meter: Meter, shape: dict[str, int], tokens: list
             # the sampled positions: the last token of each of min(max_num_seqs, t) sequences
             seqs = min(max_num_seqs, t)
             last = torch.linspace(t / seqs - 1, t - 1, seqs, device=dev).long()
-            hidden = torch.nn.functional.rms_norm(residual[last], (shape["hidden_size"],), dec.norm, RMS_EPS)
+            hidden = torch.nn.functional.rms_norm(
+                residual[last], (shape["hidden_size"],), dec.norm, RMS_EPS
+            )
             del residual, ids
             torch.cuda.synchronize(dev)
             torch.cuda.reset_peak_memory_stats(dev)
             logits = torch.nn.functional.linear(hidden, dec.lm_head).float()
-            probs = logits.softmax(dim=-1)  # top-k/top-p: sort and cumulative sum over the vocabulary
+            probs = logits.softmax(
+                dim=-1
+            )  # top-k/top-p: sort and cumulative sum over the vocabulary
             ordered, order = probs.sort(dim=-1, descending=True)
             keep = ordered.cumsum(dim=-1) <= 0.9
             del hidden, logits, probs, ordered, order, keep
             torch.cuda.synchronize(dev)
             sampler = torch.cuda.max_memory_allocated(dev) - base["allocated"]
-        points.append({"tokens": t, "sequences": seqs, "peak_gib": round(max(forward, sampler) / GIB, 4),
-                       "forward_gib": round(forward / GIB, 4), "sampler_gib": round(sampler / GIB, 4),
-                       "sampler_bytes_per_seq_vocab": round(sampler / (seqs * vocab), 2)})
-    weights = sum(x.numel() * x.element_size() for x in
-                  (dec.w_qkv, dec.w_o, dec.w_gu, dec.w_down, dec.norm, dec.lm_head) if x is not None)
+        points.append(
+            {
+                "tokens": t,
+                "sequences": seqs,
+                "peak_gib": round(max(forward, sampler) / GIB, 4),
+                "forward_gib": round(forward / GIB, 4),
+                "sampler_gib": round(sampler / GIB, 4),
+                "sampler_bytes_per_seq_vocab": round(sampler / (seqs * vocab), 2),
+            }
+        )
+    weights = sum(
+        x.numel() * x.element_size()
+        for x in (dec.w_qkv, dec.w_o, dec.w_gu, dec.w_down, dec.norm, dec.lm_head)
+        if x is not None
+    )
     attention = dec.attention
     del dec
     intercept, slope = linear_fit([(p["tokens"] / 1000, p["forward_gib"]) for p in points])
-    return {"points": points, "forward_intercept_gib": round(intercept, 4),
-            "forward_gib_per_1k_tokens": round(slope, 4),
-            "sampler_bytes_per_seq_vocab": statistics.median(p["sampler_bytes_per_seq_vocab"] for p in points),
-            "weights_gib": round(weights / GIB, 4), "attention": attention}
+    return {
+        "points": points,
+        "forward_intercept_gib": round(intercept, 4),
+        "forward_gib_per_1k_tokens": round(slope, 4),
+        "sampler_bytes_per_seq_vocab": statistics.median(
+            p["sampler_bytes_per_seq_vocab"] for p in points
+        ),
+        "weights_gib": round(weights / GIB, 4),
+        "attention": attention,
+    }
 
 
 def _capture(torch, fn: Callable[[], Any], pool, stream):
@@ -393,7 +468,9 @@ def _capture(torch, fn: Callable[[], Any], pool, stream):
     return graph, out
 
 
-def _graphs(ctx: Ctx, meter: Meter, shape: dict[str, int], sizes: list[int], max_num_seqs: int) -> dict[str, Any]:
+def _graphs(
+    ctx: Ctx, meter: Meter, shape: dict[str, int], sizes: list[int], max_num_seqs: int
+) -> dict[str, Any]:
     """Capture the synthetic decoder's decode step into one pool, largest size first, as vLLM's
     default FULL_AND_PIECEWISE does: a FULL graph of every layer for each size up to max_num_seqs
     (uniform decode), and for every size the PIECEWISE split (a graph per stretch between two
@@ -414,7 +491,9 @@ def _graphs(ctx: Ctx, meter: Meter, shape: dict[str, int], sizes: list[int], max
     pool = torch.cuda.graph_pool_handle()
     kept: list[Any] = []  # the graphs and each one's final output stay alive, as vLLM keeps them
 
-    def run_mode(label: str, order: list[int], capture_one: Callable[[int], list[Any]]) -> dict[str, Any]:
+    def run_mode(
+        label: str, order: list[int], capture_one: Callable[[int], list[Any]]
+    ) -> dict[str, Any]:
         start = meter.settle()
         samples, drops, t0 = [], [], time.perf_counter()
         for n, b in enumerate(order):
@@ -426,20 +505,26 @@ def _graphs(ctx: Ctx, meter: Meter, shape: dict[str, int], sizes: list[int], max
             samples.append(meter.mine(after) - meter.mine(before))
             drops.append(before["free"] - after["free"])
         end = meter.snap()
-        return {"sizes": len(order), "largest": order[0], "seconds": round(time.perf_counter() - t0, 2),
-                "graphs_per_size": 1 if label == "FULL" else layers + 1,
-                "first_capture_gib": round(samples[0] / GIB, 4),
-                "second_capture_gib": round(samples[1] / GIB, 4) if len(samples) > 1 else None,
-                "vllm_estimate_gib": round(vllm_graph_estimate(samples, len(order)) / GIB, 4),
-                "measured_gib": round((meter.mine(end) - meter.mine(start)) / GIB, 4),
-                "pool_gib": round((end["reserved"] - start["reserved"]) / GIB, 4),
-                "non_torch_gib": round((meter.non_torch(end) - meter.non_torch(start)) / GIB, 4),
-                "per_capture_mib": [round(d / MIB, 2) for d in samples],
-                "free_drop_mib": [round(d / MIB, 2) for d in drops]}
+        return {
+            "sizes": len(order),
+            "largest": order[0],
+            "seconds": round(time.perf_counter() - t0, 2),
+            "graphs_per_size": 1 if label == "FULL" else layers + 1,
+            "first_capture_gib": round(samples[0] / GIB, 4),
+            "second_capture_gib": round(samples[1] / GIB, 4) if len(samples) > 1 else None,
+            "vllm_estimate_gib": round(vllm_graph_estimate(samples, len(order)) / GIB, 4),
+            "measured_gib": round((meter.mine(end) - meter.mine(start)) / GIB, 4),
+            "pool_gib": round((end["reserved"] - start["reserved"]) / GIB, 4),
+            "non_torch_gib": round((meter.non_torch(end) - meter.non_torch(start)) / GIB, 4),
+            "per_capture_mib": [round(d / MIB, 2) for d in samples],
+            "free_drop_mib": [round(d / MIB, 2) for d in drops],
+        }
 
     def full(b: int) -> list[Any]:
         x = inputs[:b]
-        return list(_capture(torch, lambda: dec.decode_step(x, layers, k_cache, v_cache), pool, stream))
+        return list(
+            _capture(torch, lambda: dec.decode_step(x, layers, k_cache, v_cache), pool, stream)
+        )
 
     def pieces(b: int) -> list[Any]:
         """layers + 1 graphs: the QKV of layer 0, then each stretch from one attention's output
@@ -467,11 +552,16 @@ def _graphs(ctx: Ctx, meter: Meter, shape: dict[str, int], sizes: list[int], max
     kept.clear()  # the graphs and their pool go; the weights and inputs go with this frame
     # FULL and PIECEWISE share the pool and never replay at once: vLLM overlays their first
     # captures and adds the per-graph parts (profile_cudagraph_memory).
-    estimate = max(full_mode["first_capture_gib"], piece_mode["first_capture_gib"]) + \
-        sum(m["vllm_estimate_gib"] - m["first_capture_gib"] for m in (full_mode, piece_mode))
-    return {"full": full_mode, "piecewise": piece_mode, "attention": attention,
-            "vllm_estimate_gib": round(estimate, 4),
-            "measured_gib": round(full_mode["measured_gib"] + piece_mode["measured_gib"], 4)}
+    estimate = max(full_mode["first_capture_gib"], piece_mode["first_capture_gib"]) + sum(
+        m["vllm_estimate_gib"] - m["first_capture_gib"] for m in (full_mode, piece_mode)
+    )
+    return {
+        "full": full_mode,
+        "piecewise": piece_mode,
+        "attention": attention,
+        "vllm_estimate_gib": round(estimate, 4),
+        "measured_gib": round(full_mode["measured_gib"] + piece_mode["measured_gib"], 4),
+    }
 
 
 def part_fresh(ctx: Ctx) -> dict:
@@ -485,7 +575,9 @@ def part_fresh(ctx: Ctx) -> dict:
     tokens_max = int(params.get("max_num_batched_tokens") or DEFAULT_MAX_NUM_BATCHED_TOKENS)
     max_num_seqs = int(params.get("max_num_seqs") or DEFAULT_MAX_NUM_SEQS)
     sizes = [int(s) for s in params.get("capture_sizes") or capture_sizes(max_num_seqs, tokens_max)]
-    tokens = sorted({max(256, tokens_max // 4), max(256, tokens_max // 2), tokens_max, 2 * tokens_max})
+    tokens = sorted(
+        {max(256, tokens_max // 4), max(256, tokens_max // 2), tokens_max, 2 * tokens_max}
+    )
     figures: list[dict[str, Any]] = []
     metrics: dict[str, Any] = {"figures": figures, "model": shape, "model_from": source}
 
@@ -502,22 +594,51 @@ def part_fresh(ctx: Ctx) -> dict:
             driver = driver.decode() if isinstance(driver, bytes) else driver
         except Exception:
             pass
-    accounting = ("per process (NVML)" if s_ctx["process"] is not None else
-                  f"device-wide (cudaMemGetInfo; {meter.nvml_note or 'NVML gave nothing'}): anything "
-                  f"else on this GPU moves these figures")
-    metrics["environment"] = {"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
-                              "driver": driver, "accounting": accounting,
-                              "used_by_others_at_start_gib": round(
-                                  (s_ctx["used"] - meter.mine(s_ctx)) / GIB, 4) if s_ctx["process"] is not None else None}
-    figures.append(figure("total_memory", s_ctx["total"], "the GPU's total as cudaMemGetInfo reports it: "
-                          "vLLM's total_gpu_memory, which gpu_memory_utilization multiplies", HARDWARE))
+    accounting = (
+        "per process (NVML)"
+        if s_ctx["process"] is not None
+        else f"device-wide (cudaMemGetInfo; {meter.nvml_note or 'NVML gave nothing'}): anything "
+        f"else on this GPU moves these figures"
+    )
+    metrics["environment"] = {
+        "gpu": props.name,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "driver": driver,
+        "accounting": accounting,
+        "used_by_others_at_start_gib": round((s_ctx["used"] - meter.mine(s_ctx)) / GIB, 4)
+        if s_ctx["process"] is not None
+        else None,
+    }
+    figures.append(
+        figure(
+            "total_memory",
+            s_ctx["total"],
+            "the GPU's total as cudaMemGetInfo reports it: "
+            "vLLM's total_gpu_memory, which gpu_memory_utilization multiplies",
+            HARDWARE,
+        )
+    )
     nvml_total = meter.nvml_total()
     if nvml_total is not None:
-        figures.append(figure("nvml_total_memory", nvml_total, "the total NVML reports (nvidia-smi's "
-                              "memory.total)", HARDWARE))
-    figures.append(figure("cuda_context", meter.non_torch(s_ctx), "this process's device memory once "
-                          "the CUDA context exists, before any allocation: context, kernels loaded, "
-                          "driver state", HARDWARE))
+        figures.append(
+            figure(
+                "nvml_total_memory",
+                nvml_total,
+                "the total NVML reports (nvidia-smi's memory.total)",
+                HARDWARE,
+            )
+        )
+    figures.append(
+        figure(
+            "cuda_context",
+            meter.non_torch(s_ctx),
+            "this process's device memory once "
+            "the CUDA context exists, before any allocation: context, kernels loaded, "
+            "driver state",
+            HARDWARE,
+        )
+    )
 
     ctx.progress("cuBLAS and cuBLASLt handles")
     x = torch.ones(16, 16, dtype=torch.bfloat16, device=dev)
@@ -525,48 +646,90 @@ def part_fresh(ctx: Ctx) -> dict:
     torch.nn.functional.linear(x, x, x[0])  # cuBLASLt (a bias)
     del x
     s_blas = meter.settle()
-    figures.append(figure("cublas_handles", meter.non_torch(s_blas) - meter.non_torch(s_ctx),
-                          "device memory outside torch's allocator that the first bf16 GEMMs add: the "
-                          "cuBLAS and cuBLASLt handles and the kernel modules CUDA loads lazily for them "
-                          "(vLLM 0.33 makes them before its baseline snapshot)", TORCH))
-    figures.append(figure("cublas_workspace", s_blas["allocated"] - s_ctx["allocated"],
-                          "the cuBLAS workspaces torch holds in its own allocator after that GEMM "
-                          "(counted as torch memory, never freed)", TORCH))
+    figures.append(
+        figure(
+            "cublas_handles",
+            meter.non_torch(s_blas) - meter.non_torch(s_ctx),
+            "device memory outside torch's allocator that the first bf16 GEMMs add: the "
+            "cuBLAS and cuBLASLt handles and the kernel modules CUDA loads lazily for them "
+            "(vLLM 0.33 makes them before its baseline snapshot)",
+            TORCH,
+        )
+    )
+    figures.append(
+        figure(
+            "cublas_workspace",
+            s_blas["allocated"] - s_ctx["allocated"],
+            "the cuBLAS workspaces torch holds in its own allocator after that GEMM "
+            "(counted as torch memory, never freed)",
+            TORCH,
+        )
+    )
 
     try:
         activation = _activation_peak(ctx, meter, shape, tokens, max_num_seqs)
         at = next(p for p in activation["points"] if p["tokens"] == tokens_max)
-        figures.append(figure(
-            "activation_peak", at["peak_gib"] * GIB,
-            f"the caching allocator's peak above the weights in an eager forward of {tokens_max} tokens "
-            f"through a dense Llama-like decoder layer (FlashAttention), or in the logits of "
-            f"{at['sequences']} sequences and a top-p-like sort, whichever is higher: stands for vLLM's "
-            f"'PyTorch activation peak memory' of a dense model without torch.compile",
-            TORCH, model=source, max_num_batched_tokens=tokens_max, max_num_seqs=max_num_seqs,
-            **activation))
+        figures.append(
+            figure(
+                "activation_peak",
+                at["peak_gib"] * GIB,
+                f"the caching allocator's peak above the weights in an eager forward of {tokens_max} tokens "
+                f"through a dense Llama-like decoder layer (FlashAttention), or in the logits of "
+                f"{at['sequences']} sequences and a top-p-like sort, whichever is higher: stands for vLLM's "
+                f"'PyTorch activation peak memory' of a dense model without torch.compile",
+                TORCH,
+                model=source,
+                max_num_batched_tokens=tokens_max,
+                max_num_seqs=max_num_seqs,
+                **activation,
+            )
+        )
     except Exception as err:
         metrics["activation_error"] = err_text(err)
         if "CUDA error" in str(err):
             raise
     s_act = meter.settle()
-    figures.append(figure("allocator_slack", s_act["reserved"] - s_act["allocated"],
-                          "what the caching allocator still reserves beyond its live tensors after the "
-                          "forward and empty_cache (fragmentation vLLM counts as consumed)", TORCH))
+    figures.append(
+        figure(
+            "allocator_slack",
+            s_act["reserved"] - s_act["allocated"],
+            "what the caching allocator still reserves beyond its live tensors after the "
+            "forward and empty_cache (fragmentation vLLM counts as consumed)",
+            TORCH,
+        )
+    )
 
     try:
         graphs = _graphs(ctx, meter, shape, sizes, max_num_seqs)
         full_m, piece_m = graphs["full"], graphs["piecewise"]
-        said = (f"the {len(sizes)} default capture sizes up to {max(sizes)} (PIECEWISE, "
-                f"{piece_m['graphs_per_size']} graphs each) and the {full_m['sizes']} up to max_num_seqs "
-                f"(FULL), captured from a {shape['num_hidden_layers']}-layer synthetic decode step (one "
-                f"layer's weights reused) into one pool, largest first")
-        extra = dict(model=source, sizes=sizes, full=full_m, piecewise=piece_m, attention=graphs["attention"])
-        figures.append(figure("cuda_graph_estimate", graphs["vllm_estimate_gib"] * GIB,
-                              f"vLLM's CUDA-graph estimate (per mode: first capture + second × the rest; "
-                              f"the first captures overlaid) from {said}", HARDWARE, **extra))
-        figures.append(figure("cuda_graph_memory", graphs["measured_gib"] * GIB,
-                              f"what capturing all of them took (this process's growth: pool and graph "
-                              f"objects) for {said}", HARDWARE))
+        said = (
+            f"the {len(sizes)} default capture sizes up to {max(sizes)} (PIECEWISE, "
+            f"{piece_m['graphs_per_size']} graphs each) and the {full_m['sizes']} up to max_num_seqs "
+            f"(FULL), captured from a {shape['num_hidden_layers']}-layer synthetic decode step (one "
+            f"layer's weights reused) into one pool, largest first"
+        )
+        extra = dict(
+            model=source, sizes=sizes, full=full_m, piecewise=piece_m, attention=graphs["attention"]
+        )
+        figures.append(
+            figure(
+                "cuda_graph_estimate",
+                graphs["vllm_estimate_gib"] * GIB,
+                f"vLLM's CUDA-graph estimate (per mode: first capture + second × the rest; "
+                f"the first captures overlaid) from {said}",
+                HARDWARE,
+                **extra,
+            )
+        )
+        figures.append(
+            figure(
+                "cuda_graph_memory",
+                graphs["measured_gib"] * GIB,
+                f"what capturing all of them took (this process's growth: pool and graph "
+                f"objects) for {said}",
+                HARDWARE,
+            )
+        )
     except Exception as err:
         metrics["cuda_graph_error"] = err_text(err)
         if "CUDA error" in str(err):
@@ -574,7 +737,11 @@ def part_fresh(ctx: Ctx) -> dict:
     missing = [k for k in ("activation_error", "cuda_graph_error") if k in metrics]
     status = "warn" if missing else "pass"
     shown = {f["name"]: f["gib"] for f in figures if "gib" in f}
-    reason = ", ".join(f"{k} {v:.3g} GiB" for k, v in shown.items() if k not in ("total_memory", "nvml_total_memory"))
+    reason = ", ".join(
+        f"{k} {v:.3g} GiB"
+        for k, v in shown.items()
+        if k not in ("total_memory", "nvml_total_memory")
+    )
     if missing:
         reason += "; not measured: " + ", ".join(f"{k}: {metrics[k]}" for k in missing)
     return result(status, reason, metrics)
@@ -602,17 +769,26 @@ def run(ctx: Ctx) -> dict:
     after = meter.settle()
     dist.destroy_process_group(group)
     nccl_env = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
-    fig = figure("nccl_communicator", meter.non_torch(after) - meter.non_torch(before),
-                 f"device memory outside torch's allocator that one NCCL communicator of world size {world} "
-                 f"took on this rank at creation and its first all-reduce"
-                 + (" (world size 1: no peer buffers)" if world == 1 else ""),
-                 HARDWARE, world_size=world, allreduce_exact=exact,
-                 at_creation_gib=round((meter.non_torch(created) - meter.non_torch(before)) / GIB, 4),
-                 accounting="per process (NVML)" if after["process"] is not None else "device-wide (cudaMemGetInfo)")
+    fig = figure(
+        "nccl_communicator",
+        meter.non_torch(after) - meter.non_torch(before),
+        f"device memory outside torch's allocator that one NCCL communicator of world size {world} "
+        f"took on this rank at creation and its first all-reduce"
+        + (" (world size 1: no peer buffers)" if world == 1 else ""),
+        HARDWARE,
+        world_size=world,
+        allreduce_exact=exact,
+        at_creation_gib=round((meter.non_torch(created) - meter.non_torch(before)) / GIB, 4),
+        accounting="per process (NVML)"
+        if after["process"] is not None
+        else "device-wide (cudaMemGetInfo)",
+    )
     metrics = {"figures": [fig], "nccl_env": nccl_env}
     status = "pass" if exact else "fail"
-    reason = (f"the figures below: one NCCL communicator on each of the {world} rank(s), the other "
-              f"terms in a fresh process on the first GPU")
+    reason = (
+        f"the figures below: one NCCL communicator on each of the {world} rank(s), the other "
+        f"terms in a fresh process on the first GPU"
+    )
     if not exact:
         reason += "; its all-reduce gave a wrong sum"
     return result(status, reason, metrics)

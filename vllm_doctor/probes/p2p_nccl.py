@@ -71,7 +71,11 @@ def _links(ctx: Ctx, ngpu: int) -> dict[tuple[int, int], dict]:
             by_uuid[uuid] = pos
     pos_of = {}
     for i in range(ngpu):
-        uuid = str(getattr(torch.cuda.get_device_properties(i), "uuid", "")).lower().removeprefix("gpu-")
+        uuid = (
+            str(getattr(torch.cuda.get_device_properties(i), "uuid", ""))
+            .lower()
+            .removeprefix("gpu-")
+        )
         pos_of[i] = by_uuid.get(uuid, i)
     by_pos = {(rec["a"], rec["b"]): rec for rec in links}
     out = {}
@@ -121,13 +125,19 @@ def prepare(ctx: Ctx) -> dict:
 
     dev = ctx.device
     ngpu = torch.cuda.device_count()
-    metrics: dict = {"ranks": ctx.world, "gpus_on_node": ngpu, "gpu": torch.cuda.get_device_name(dev),
-                     "nccl_version": _nccl_version()}
+    metrics: dict = {
+        "ranks": ctx.world,
+        "gpus_on_node": ngpu,
+        "gpu": torch.cuda.get_device_name(dev),
+        "nccl_version": _nccl_version(),
+    }
 
     # Peer-access matrix and links (this node's GPUs).
     ctx.progress("peer-access matrix")
-    matrix = [[(i == j) or bool(torch.cuda.can_device_access_peer(i, j)) for j in range(ngpu)]
-              for i in range(ngpu)]
+    matrix = [
+        [(i == j) or bool(torch.cuda.can_device_access_peer(i, j)) for j in range(ngpu)]
+        for i in range(ngpu)
+    ]
     metrics["peer_access"] = matrix
     links = _links(ctx, ngpu)
     metrics["links"] = {f"{i}-{j}": rec.get("link") for (i, j), rec in links.items() if i < j}
@@ -147,7 +157,9 @@ def _peer_copies(ctx: Ctx, state: dict) -> None:
     me = ctx.local_rank
     ctx.progress("copies to every peer GPU")
     gen = torch.Generator(device=dev).manual_seed(1000 + me)
-    src = torch.randint(-2**31, 2**31 - 1, (64 * MIB // 4,), generator=gen, device=dev, dtype=torch.int32)
+    src = torch.randint(
+        -(2**31), 2**31 - 1, (64 * MIB // 4,), generator=gen, device=dev, dtype=torch.int32
+    )
     src_sum = int(src.to(torch.int64).sum())
     copies = {}
     copy_bad = []
@@ -163,7 +175,10 @@ def _peer_copies(ctx: Ctx, state: dict) -> None:
         round_trip = bool(torch.equal(back, src))
         secs = time_op(partial(dst.copy_, src, non_blocking=True), dev, iters=5, warmup=1)
         torch.cuda.synchronize(other)
-        copies[f"{me}->{j}"] = {"ok": on_dst and round_trip, "gbps": round(src.numel() * 4 / secs / 1e9, 1)}
+        copies[f"{me}->{j}"] = {
+            "ok": on_dst and round_trip,
+            "gbps": round(src.numel() * 4 / secs / 1e9, 1),
+        }
         if not (on_dst and round_trip):
             copy_bad.append(f"{me}->{j}")
         del dst, back
@@ -188,9 +203,11 @@ def run(ctx: Ctx) -> dict:
     # NCCL all-reduce: each rank's data is recomputable by every rank (seeded by rank).
     ctx.progress("NCCL all-reduce and all-gather")
     numel = 64 * MIB  # float32: 256 MiB
+
     def data(r):
         g = torch.Generator(device=dev).manual_seed(50_000 + r)
         return torch.randint(-1000, 1000, (numel,), generator=g, device=dev).float()
+
     x = data(ctx.rank)
     expected = sum(data(r) for r in range(n))
     y = x.clone()
@@ -206,13 +223,20 @@ def run(ctx: Ctx) -> dict:
     gathered = torch.empty(per * n, device=dev)
     dist.all_gather_into_tensor(gathered, x[:per].contiguous())
     sync(dev)
-    ag_ok = all(torch.equal(gathered[r * per:(r + 1) * per], data(r)[:per]) for r in range(n))
+    ag_ok = all(torch.equal(gathered[r * per : (r + 1) * per], data(r)[:per]) for r in range(n))
     part = x[:per].contiguous()
     t_ag = time_op(partial(dist.all_gather_into_tensor, gathered, part), dev, iters=5, warmup=2)
     ag_bus = per * n * 4 / t_ag / 1e9 * (n - 1) / n
-    metrics.update(allreduce_ok=ar_ok, allreduce_bytes=bytes_ar, allreduce_s=t_ar,
-                   allreduce_busbw_gbps=round(ar_bus, 1), allgather_ok=ag_ok,
-                   allgather_bytes=per * n * 4, allgather_s=t_ag, allgather_busbw_gbps=round(ag_bus, 1))
+    metrics.update(
+        allreduce_ok=ar_ok,
+        allreduce_bytes=bytes_ar,
+        allreduce_s=t_ar,
+        allreduce_busbw_gbps=round(ar_bus, 1),
+        allgather_ok=ag_ok,
+        allgather_bytes=per * n * 4,
+        allgather_s=t_ag,
+        allgather_busbw_gbps=round(ag_bus, 1),
+    )
     del x, y, gathered
 
     # Verdict.
@@ -222,7 +246,9 @@ def run(ctx: Ctx) -> dict:
     no_p2p_pcie = []
     for (i, j), rec in links.items():
         if i < j < local_world:
-            cls = _link_class(rec.get("link"), matrix[i][j] and matrix[j][i], bool(rec.get("nvswitch")))
+            cls = _link_class(
+                rec.get("link"), matrix[i][j] and matrix[j][i], bool(rec.get("nvswitch"))
+            )
             classes[f"{i}-{j}"] = cls
             floors[f"{i}-{j}"] = expected_busbw(cls, int(rec.get("nvlinks") or 0))
             if cls == "pcie-no-p2p":
@@ -260,10 +286,14 @@ def run(ctx: Ctx) -> dict:
         warns.append(f"no P2P between GPUs {', '.join(no_p2p_pcie)} over PCIe")
     low = min(ar_bus, ag_bus)
     if low < floor:
-        warns.append(f"bus bandwidth {low:.1f} GB/s is under the {floor:g} GB/s expected of {worst_cls}")
-    summary = (f"{worst_cls}: peer access {'all pairs' if all_p2p else 'missing on some pairs'}; copies ok; "
-               f"all-reduce {ar_bus:.0f} GB/s, all-gather {ag_bus:.0f} GB/s bus bandwidth "
-               f"(≥ {floor:g} expected); NCCL init {metrics['nccl_init_s']}s")
+        warns.append(
+            f"bus bandwidth {low:.1f} GB/s is under the {floor:g} GB/s expected of {worst_cls}"
+        )
+    summary = (
+        f"{worst_cls}: peer access {'all pairs' if all_p2p else 'missing on some pairs'}; copies ok; "
+        f"all-reduce {ar_bus:.0f} GB/s, all-gather {ag_bus:.0f} GB/s bus bandwidth "
+        f"(≥ {floor:g} expected); NCCL init {metrics['nccl_init_s']}s"
+    )
     if warns:
         return result("warn", "; ".join(warns), metrics, confirmed, refuted, notes=[summary])
     return result("pass", summary, metrics, confirmed, refuted)

@@ -34,6 +34,7 @@ def _padded(n: int) -> int:
 
 # -- 1. block table -------------------------------------------------------------------------
 
+
 def _flash_args() -> set[str]:
     """Argument names of aten's varlen flash-attention op (empty if this torch has none).
 
@@ -77,8 +78,10 @@ def _sdpa_gathered(q, k_cache, v_cache, table, seq_lens, block_size):
     mask = pos[None, :] < seq_lens[:, None].to(q.device)  # [len(seq_lens), L]
     out = F.scaled_dot_product_attention(
         q.unsqueeze(2),  # [B, H, 1, D]
-        k.transpose(1, 2), v.transpose(1, 2),  # [rows, H, L, D]
-        attn_mask=mask[:, None, None, :])
+        k.transpose(1, 2),
+        v.transpose(1, 2),  # [rows, H, L, D]
+        attn_mask=mask[:, None, None, :],
+    )
     return out.squeeze(2)  # [B, H, D]
 
 
@@ -95,8 +98,20 @@ def _varlen(q, k_cache, v_cache, table, seq_lens, block_size, paged: bool):
     if paged:
         cu_k = torch.zeros(b + 1, device=q.device, dtype=torch.int32)
         cu_k[1:] = torch.cumsum(seqused, 0)
-        return op(q, k_cache, v_cache, cu_q, cu_k, 1, max_k, 0.0, False, False,
-                  seqused_k=seqused, block_table=table.to(torch.int32))[0]
+        return op(
+            q,
+            k_cache,
+            v_cache,
+            cu_q,
+            cu_k,
+            1,
+            max_k,
+            0.0,
+            False,
+            False,
+            seqused_k=seqused,
+            block_table=table.to(torch.int32),
+        )[0]
     rows = table.shape[0]
     lens = [int(seq_lens[i]) if i < len(seq_lens) else 0 for i in range(rows)]
     ks, vs = [], []
@@ -121,10 +136,16 @@ def _block_table_case(ctx: Ctx, num_reqs: int, gen) -> dict:
     num_blocks = 8 * max_blocks * 4
     padded = _padded(num_reqs)
     dtype = torch.bfloat16 if cuda else torch.float32
-    k_cache = torch.randn(num_blocks, block_size, heads, head_dim, generator=gen, device=dev).to(dtype)
-    v_cache = torch.randn(num_blocks, block_size, heads, head_dim, generator=gen, device=dev).to(dtype)
+    k_cache = torch.randn(num_blocks, block_size, heads, head_dim, generator=gen, device=dev).to(
+        dtype
+    )
+    v_cache = torch.randn(num_blocks, block_size, heads, head_dim, generator=gen, device=dev).to(
+        dtype
+    )
     perm = torch.randperm(num_blocks, generator=gen, device=dev)[: padded * max_blocks]
-    table = perm.view(padded, max_blocks).to(torch.int32)  # padded rows: stale tables of old requests
+    table = perm.view(padded, max_blocks).to(
+        torch.int32
+    )  # padded rows: stale tables of old requests
     seq_lens = torch.randint(1, max_blocks * block_size + 1, (num_reqs,), generator=gen, device=dev)
     q = torch.randn(num_reqs, heads, head_dim, generator=gen, device=dev).to(dtype)
     ref = _reference(q.float(), k_cache.float(), v_cache.float(), table, seq_lens, block_size)
@@ -146,8 +167,13 @@ def _block_table_case(ctx: Ctx, num_reqs: int, gen) -> dict:
         def attend(t):
             return _sdpa_gathered(q, k_cache, v_cache, t, seq_lens, block_size)
 
-    case: dict = {"num_reqs": num_reqs, "padded_to": padded, "kernel": kernel,
-                  "block_table_rows": padded, "block_size": block_size}
+    case: dict = {
+        "num_reqs": num_reqs,
+        "padded_to": padded,
+        "kernel": kernel,
+        "block_table_rows": padded,
+        "block_size": block_size,
+    }
     tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
     case["setup_s"] = round(time.perf_counter() - t_case, 4)
     # Unsliced: the padded table with metadata for the real requests.
@@ -180,6 +206,7 @@ def _block_table_case(ctx: Ctx, num_reqs: int, gen) -> dict:
 
 # -- 2. sparse-indexer top-k write-back ----------------------------------------------------
 
+
 def _indexer_case(ctx: Ctx, gen) -> dict:
     import torch
 
@@ -190,13 +217,24 @@ def _indexer_case(ctx: Ctx, gen) -> dict:
     batch = decode_lens.numel()
     padded = _padded(batch)
     topk, max_len = (512, 4096) if cuda else (8, 64)
-    seq_lens_padded = torch.randint(topk + next_n, max_len + 1, (padded,), generator=gen, device=dev)
-    logits = torch.randn(padded * next_n, max_len, generator=gen, device=dev)  # padded logits buffer
+    seq_lens_padded = torch.randint(
+        topk + next_n, max_len + 1, (padded,), generator=gen, device=dev
+    )
+    logits = torch.randn(
+        padded * next_n, max_len, generator=gen, device=dev
+    )  # padded logits buffer
     num_decode_tokens = batch * next_n  # the padded [batch, next_n] layout's row count
     real_rows = int(decode_lens.sum())
-    case: dict = {"next_n": next_n, "decode_lens": decode_lens.tolist(), "batch": batch,
-                  "padded_batch": padded, "topk": topk, "max_len": max_len,
-                  "num_decode_tokens": num_decode_tokens, "unpacked_rows": real_rows}
+    case: dict = {
+        "next_n": next_n,
+        "decode_lens": decode_lens.tolist(),
+        "batch": batch,
+        "padded_batch": padded,
+        "topk": topk,
+        "max_len": max_len,
+        "num_decode_tokens": num_decode_tokens,
+        "unpacked_rows": real_rows,
+    }
 
     pos = torch.arange(max_len, device=dev)
     j = torch.arange(next_n, device=dev)
@@ -205,7 +243,9 @@ def _indexer_case(ctx: Ctx, gen) -> dict:
         # Position j of request b may see seq_len_b - decode_len_b + j + 1 keys (causal drafts).
         lens = decode_lens
         if len(seq_lens) > batch:  # padding requests count as full next_n rows
-            lens = torch.cat([decode_lens, torch.full((len(seq_lens) - batch,), next_n, device=dev)])
+            lens = torch.cat(
+                [decode_lens, torch.full((len(seq_lens) - batch,), next_n, device=dev)]
+            )
         valid = (seq_lens[:, None] - lens[:, None] + j[None, :] + 1).reshape(-1)
         masked = logits[: batch * next_n].masked_fill(pos[None, :] >= valid[:, None], float("-inf"))
         return torch.topk(masked, topk, dim=-1).indices  # [len(seq_lens) * next_n, topk]
@@ -273,11 +313,15 @@ def run(ctx: Ctx) -> dict:
     bt_bug = [c for c in cases if c["unsliced_outcome"] in ("raises", "wrong-rows")]
     if not all(c["sliced_ok"] for c in cases):
         worst = max(c["sliced_max_abs_err"] for c in cases)
-        problems.append(f"block table sliced to the real batch differs from the reference (max abs err {worst:.3g})")
+        problems.append(
+            f"block table sliced to the real batch differs from the reference (max abs err {worst:.3g})"
+        )
     if bt_bug:
         confirmed.append("SPEC002")
-    ix_bug = idx["writeback_padded_outcome"] in ("raises", "wrong-rows") or \
-        idx["seq_lens_unsliced_outcome"] == "raises"
+    ix_bug = (
+        idx["writeback_padded_outcome"] in ("raises", "wrong-rows")
+        or idx["seq_lens_unsliced_outcome"] == "raises"
+    )
     if not (idx["writeback_fixed_ok"] and idx["writeback_untouched_rows_ok"]):
         problems.append("top-k write-back sized by the unpacked rows differs from the reference")
     if ix_bug:
@@ -285,16 +329,20 @@ def run(ctx: Ctx) -> dict:
     if problems:
         return result("fail", "; ".join(problems), metrics, confirmed)
     first = cases[0]
-    reason = (f"unsliced block table ({first['padded_to']} rows for {first['num_reqs']} requests): "
-              f"{first['unsliced_outcome']}; sliced: matches the reference in "
-              f"{len(cases)}/{len(cases)} batches; indexer write-back by padded count "
-              f"({idx['num_decode_tokens']} rows for {idx['unpacked_rows']}): "
-              f"{idx['writeback_padded_outcome']}; by unpacked rows: matches")
+    reason = (
+        f"unsliced block table ({first['padded_to']} rows for {first['num_reqs']} requests): "
+        f"{first['unsliced_outcome']}; sliced: matches the reference in "
+        f"{len(cases)}/{len(cases)} batches; indexer write-back by padded count "
+        f"({idx['num_decode_tokens']} rows for {idx['unpacked_rows']}): "
+        f"{idx['writeback_padded_outcome']}; by unpacked rows: matches"
+    )
     if not bt_bug or not ix_bug:
         missing = []
         if not bt_bug:
             missing.append("the unsliced block table gave correct output")
         if not ix_bug:
             missing.append("the padded write-back gave correct rows")
-        return result("warn", "; ".join(missing) + " on this stack", metrics, confirmed, notes=[reason])
+        return result(
+            "warn", "; ".join(missing) + " on this stack", metrics, confirmed, notes=[reason]
+        )
     return result("pass", reason, metrics, confirmed)

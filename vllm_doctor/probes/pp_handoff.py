@@ -27,7 +27,8 @@ def _pp_broadcast_guard(sampled_token_ids) -> None:
     import torch
 
     assert sampled_token_ids.dtype == torch.int64, (
-        f"assert sampled_token_ids.dtype == torch.int64 (got {sampled_token_ids.dtype})")
+        f"assert sampled_token_ids.dtype == torch.int64 (got {sampled_token_ids.dtype})"
+    )
 
 
 def run(ctx: Ctx) -> dict:
@@ -37,8 +38,13 @@ def run(ctx: Ctx) -> dict:
     dev = ctx.device
     src = ctx.world - 1  # the last pipeline stage samples
     vocab, vsrc = ctx.model_dim("vocab_size", DEFAULT_VOCAB)
-    metrics: dict = {"stages": ctx.world, "sampling_stage": src, "tokens": TOKENS,
-                     "vocab_size": vocab, "vocab_from": vsrc}
+    metrics: dict = {
+        "stages": ctx.world,
+        "sampling_stage": src,
+        "tokens": TOKENS,
+        "vocab_size": vocab,
+        "vocab_from": vsrc,
+    }
 
     gen = torch.Generator(device="cpu").manual_seed(4321)
     expected = torch.randint(0, vocab, (TOKENS,), generator=gen, dtype=torch.int64)
@@ -46,8 +52,11 @@ def run(ctx: Ctx) -> dict:
 
     # 1. The dtype guard on the sampler's outputs.
     guard = {}
-    for label, tensor in (("int32", sampled_i32), ("float32", sampled_i32.float()),
-                          ("int64", sampled_i32.long())):
+    for label, tensor in (
+        ("int32", sampled_i32),
+        ("float32", sampled_i32.float()),
+        ("int64", sampled_i32.long()),
+    ):
         try:
             _pp_broadcast_guard(tensor)
             guard[label] = "accepted"
@@ -69,12 +78,20 @@ def run(ctx: Ctx) -> dict:
     metrics["int32_bytes_as_int64_sample"] = as_int64[:3].tolist()
 
     # Float sampler outputs: ids above a dtype's exact-integer range come back wrong.
-    for label, dt in (("float32", torch.float32), ("bfloat16", torch.bfloat16), ("float16", torch.float16)):
+    for label, dt in (
+        ("float32", torch.float32),
+        ("bfloat16", torch.bfloat16),
+        ("float16", torch.float16),
+    ):
         back = expected.to(dt).to(torch.int64)
         metrics[f"{label}_ids_wrong"] = int((back != expected).sum())
 
     # 3. The fix: cast to int64 on the sampling stage, then broadcast.
-    buf = sampled_i32.to(torch.int64) if ctx.rank == src else torch.empty(TOKENS, dtype=torch.int64, device=dev)
+    buf = (
+        sampled_i32.to(torch.int64)
+        if ctx.rank == src
+        else torch.empty(TOKENS, dtype=torch.int64, device=dev)
+    )
     _pp_broadcast_guard(buf)
     t0 = time.perf_counter()
     dist.broadcast(buf, src=src)
@@ -85,9 +102,16 @@ def run(ctx: Ctx) -> dict:
 
     confirmed = ["MODEL002"] if guard_rejects_int32 else []
     if not fixed_ok:
-        return result("fail", "the int64 handoff delivered different token ids on this stage", metrics, confirmed)
-    reason = (f"int32 sampler output fails the int64 handoff check; its bytes read as int64 give "
-              f"{wrong_bytes}/{TOKENS} wrong ids; bf16 sampler output corrupts "
-              f"{metrics['bfloat16_ids_wrong']}/{TOKENS}; cast to int64 before the broadcast "
-              f"delivers exact ids to all {ctx.world} stages")
+        return result(
+            "fail",
+            "the int64 handoff delivered different token ids on this stage",
+            metrics,
+            confirmed,
+        )
+    reason = (
+        f"int32 sampler output fails the int64 handoff check; its bytes read as int64 give "
+        f"{wrong_bytes}/{TOKENS} wrong ids; bf16 sampler output corrupts "
+        f"{metrics['bfloat16_ids_wrong']}/{TOKENS}; cast to int64 before the broadcast "
+        f"delivers exact ids to all {ctx.world} stages"
+    )
     return result("pass", reason, metrics, confirmed)

@@ -50,7 +50,10 @@ def reap(run_dir: Path, keep: bool) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2 or not argv[0].isdigit():
-        print("usage: python -m vllm_doctor.probes.reaper RUNNER_PID RUN_DIR [--keep]", file=sys.stderr)
+        print(
+            "usage: python -m vllm_doctor.probes.reaper RUNNER_PID RUN_DIR [--keep]",
+            file=sys.stderr,
+        )
         return 2
     runner, run_dir, keep = int(argv[0]), Path(argv[1]), "--keep" in argv[2:]
     while os.getppid() == runner:

@@ -13,27 +13,65 @@ from vllm_doctor.probes.verdict import LEVELS, worst_level
 
 JSON_SCHEMA_VERSION = 1
 MARKS = {PASS: "[✓]", WARN: "[!]", FAIL: "[✗]", ERROR: "[✗]", TIMEOUT: "[✗]", SKIP: "[-]"}
-STYLES = {PASS: "green", WARN: "yellow", FAIL: "red", ERROR: "red", TIMEOUT: "red", SKIP: "dim",
-          "mechanism shown": "yellow"}
+STYLES = {
+    PASS: "green",
+    WARN: "yellow",
+    FAIL: "red",
+    ERROR: "red",
+    TIMEOUT: "red",
+    SKIP: "dim",
+    "mechanism shown": "yellow",
+}
 # the joined verdicts' levels (probes.verdict)
 LEVEL_MARKS = {"error": "[✗]", "warning": "[!]", "info": "[i]", "pass": "[✓]", "skip": "[-]"}
 LEVEL_STYLES = {"error": "red", "warning": "yellow", "info": "cyan", "pass": "green", "skip": "dim"}
-LEVEL_WORDS = {"error": "error", "warning": "warning", "info": "info", "pass": "pass",
-               "skip": "could not run"}
+LEVEL_WORDS = {
+    "error": "error",
+    "warning": "warning",
+    "info": "info",
+    "pass": "pass",
+    "skip": "could not run",
+}
 
 # The numbers shown under each probe in text output (all of them are in JSON and with -v).
 HEADLINE: dict[str, tuple[str, ...]] = {
-    "p2p-nccl": ("link_class", "allreduce_busbw_gbps", "allgather_busbw_gbps", "expected_min_busbw_gbps",
-                 "nccl_init_s", "teardown_destroy_process_group_s"),
-    "tp-softembed": ("vocab_size", "hidden_size", "bug_eager", "fix_allgather_rel_err",
-                     "fix_slice_allreduce_rel_err", "fix_allgather_extra_gib_per_rank",
-                     "allgather_busbw_gbps"),
-    "cudagraph-replay": ("stable_replays_identical", "nccl_graph_replays_identical",
-                         "stable_replay_s", "stable_eager_s"),
-    "pp-handoff": ("guard", "int32_bytes_as_int64_wrong_ids", "bfloat16_ids_wrong", "fix_cast_int64_exact"),
+    "p2p-nccl": (
+        "link_class",
+        "allreduce_busbw_gbps",
+        "allgather_busbw_gbps",
+        "expected_min_busbw_gbps",
+        "nccl_init_s",
+        "teardown_destroy_process_group_s",
+    ),
+    "tp-softembed": (
+        "vocab_size",
+        "hidden_size",
+        "bug_eager",
+        "fix_allgather_rel_err",
+        "fix_slice_allreduce_rel_err",
+        "fix_allgather_extra_gib_per_rank",
+        "allgather_busbw_gbps",
+    ),
+    "cudagraph-replay": (
+        "stable_replays_identical",
+        "nccl_graph_replays_identical",
+        "stable_replay_s",
+        "stable_eager_s",
+    ),
+    "pp-handoff": (
+        "guard",
+        "int32_bytes_as_int64_wrong_ids",
+        "bfloat16_ids_wrong",
+        "fix_cast_int64_exact",
+    ),
     "padded-batch": (),
-    "fp8-scaled-mm-3d": ("compute_capability", "narrow_by_output_shape0",
-                         "narrow_by_tokens_rel_err_vs_dequantised", "fp8_tflops_4096", "bf16_tflops_4096"),
+    "fp8-scaled-mm-3d": (
+        "compute_capability",
+        "narrow_by_output_shape0",
+        "narrow_by_tokens_rel_err_vs_dequantised",
+        "fp8_tflops_4096",
+        "bf16_tflops_4096",
+    ),
     "teardown": ("destroy_process_group_s", "max_import_torch_s", "max_dist_init_s"),
 }
 PART_HEADLINE = {
@@ -60,8 +98,11 @@ def cpu_variant(results: list[ProbeResult]) -> dict[str, Any]:
     return {
         "gloo": True,
         "not_run": [s.name for s in specs if s.needs_cuda],
-        "replaced": {s.name: [f"{c.what}: {c.cpu}" for c in s.checks if c.depends == HARDWARE and c.cpu]
-                     for s in specs if not s.needs_cuda and any(c.depends == HARDWARE and c.cpu for c in s.checks)},
+        "replaced": {
+            s.name: [f"{c.what}: {c.cpu}" for c in s.checks if c.depends == HARDWARE and c.cpu]
+            for s in specs
+            if not s.needs_cuda and any(c.depends == HARDWARE and c.cpu for c in s.checks)
+        },
     }
 
 
@@ -99,16 +140,21 @@ def to_json(results: list[ProbeResult], meta: dict[str, Any]) -> str:
         data = r.to_dict()
         spec = BY_NAME.get(r.name)
         if spec is not None and spec.checks:
-            data["checks"] = [{"what": c.what, "depends_on": c.depends, "on_cpu": c.cpu}
-                              for c in spec.checks]
+            data["checks"] = [
+                {"what": c.what, "depends_on": c.depends, "on_cpu": c.cpu} for c in spec.checks
+            ]
         out.append(data)
-    return json.dumps({
-        "schema_version": JSON_SCHEMA_VERSION,
-        **meta,
-        "summary": summary_counts(results),
-        "verdicts": verdict_counts(results),
-        "results": out,
-    }, indent=2, default=str)
+    return json.dumps(
+        {
+            "schema_version": JSON_SCHEMA_VERSION,
+            **meta,
+            "summary": summary_counts(results),
+            "verdicts": verdict_counts(results),
+            "results": out,
+        },
+        indent=2,
+        default=str,
+    )
 
 
 def _head(meta: dict[str, Any]) -> list[str]:
@@ -123,18 +169,26 @@ def _head(meta: dict[str, Any]) -> list[str]:
         lines.append(f"judged against: {judged.get('said')}")
     cpu = meta.get("cpu_variant")
     if isinstance(cpu, dict):
-        line = f"CPU variant ({cpu.get('why')}): the probes run on the CPU over gloo with small shapes"
+        line = (
+            f"CPU variant ({cpu.get('why')}): the probes run on the CPU over gloo with small shapes"
+        )
         if cpu.get("not_run"):
             line += f"; not run: {', '.join(cpu['not_run'])} (they need a CUDA GPU)"
         lines.append(line)
         if cpu.get("replaced"):
-            lines.append("  the GPU parts of the others are replaced (each probe's 'measured' lines "
-                         "say by what); their hardware findings do not speak for a GPU")
+            lines.append(
+                "  the GPU parts of the others are replaced (each probe's 'measured' lines "
+                "say by what); their hardware findings do not speak for a GPU"
+            )
     return lines
 
 
-def render_text(results: list[ProbeResult], meta: dict[str, Any], verbose: bool = False,
-                file: TextIO | None = None) -> None:
+def render_text(
+    results: list[ProbeResult],
+    meta: dict[str, Any],
+    verbose: bool = False,
+    file: TextIO | None = None,
+) -> None:
     from rich.console import Console
     from rich.markup import escape
 
@@ -147,18 +201,24 @@ def render_text(results: list[ProbeResult], meta: dict[str, Any], verbose: bool 
         title = spec.title if spec is not None else "worker process-group teardown"
         figures = r.figures()
         said = r.verdict() if (r.reproduced or figures) and not r.verdicts else r.status
-        console.print(f"[{style}]{escape(mark)} {r.name}[/{style}] ({r.duration_s:.2f}s) — {escape(title)}")
+        console.print(
+            f"[{style}]{escape(mark)} {r.name}[/{style}] ({r.duration_s:.2f}s) — {escape(title)}"
+        )
         for v in r.verdicts:
             lv = v["level"]
             word = f" {lv}" if lv != "skip" else ""  # a skip's text says "could not run"
-            console.print(f"      [{LEVEL_STYLES[lv]}]{escape(LEVEL_MARKS[lv])} {v['rule']}{word}: "
-                          f"{escape(v['text'])}[/{LEVEL_STYLES[lv]}]")
+            console.print(
+                f"      [{LEVEL_STYLES[lv]}]{escape(LEVEL_MARKS[lv])} {v['rule']}{word}: "
+                f"{escape(v['text'])}[/{LEVEL_STYLES[lv]}]"
+            )
             if v.get("workaround"):
                 console.print(f"          {escape(v['workaround'])}")
             if verbose and v.get("release"):
                 console.print(f"          release: {escape(v['release'])}")
         if r.status != SKIP or not r.verdicts:
-            console.print(f"      probe {escape(said)}" + (f": {escape(r.reason)}" if r.reason else ""))
+            console.print(
+                f"      probe {escape(said)}" + (f": {escape(r.reason)}" if r.reason else "")
+            )
         for f in figures:  # a measuring probe: each figure with what it measured
             amount = ""
             if isinstance(f.get("bytes"), int):  # under a GiB in MiB, where small terms read well
@@ -166,8 +226,10 @@ def render_text(results: list[ProbeResult], meta: dict[str, Any], verbose: bool 
                 amount = f" {size:.3g} GiB" if abs(size) >= 1 else f" {f['bytes'] / 2**20:.4g} MiB"
             whose = f" (rank {f['rank']})" if "rank" in f else ""
             tag = escape(f"[{f.get('depends')}]")
-            console.print(f"      {tag} {escape(str(f['name']))}{whose}:{amount} — "
-                          f"{escape(str(f.get('what', '')))}")
+            console.print(
+                f"      {tag} {escape(str(f['name']))}{whose}:{amount} — "
+                f"{escape(str(f.get('what', '')))}"
+            )
         if spec is not None and r.status != SKIP and not figures:
             for c in spec.checks:
                 where = c.depends
@@ -181,13 +243,18 @@ def render_text(results: list[ProbeResult], meta: dict[str, Any], verbose: bool 
             rules.append("mechanism absent: " + ", ".join(r.rules_refuted))
         if rules and not r.verdicts:
             console.print(f"      rules: {'; '.join(rules)}")
-        keys = list(r.metrics) if verbose else [k for k in HEADLINE.get(r.name, ()) if k in r.metrics]
+        keys = (
+            list(r.metrics) if verbose else [k for k in HEADLINE.get(r.name, ()) if k in r.metrics]
+        )
         for key in keys:
             value = r.metrics[key]
             if isinstance(value, dict) and "figures" in value:  # shown above, figure by figure
                 value = {k: v for k, v in value.items() if k != "figures"}
-            if key in PART_HEADLINE or key == "figures" or (
-                    isinstance(value, (list, dict)) and not verbose and key != "guard"):
+            if (
+                key in PART_HEADLINE
+                or key == "figures"
+                or (isinstance(value, (list, dict)) and not verbose and key != "guard")
+            ):
                 continue
             console.print(f"      {escape(key)}: {escape(_fmt(value))}")
         for part, pkeys in PART_HEADLINE.items():
@@ -203,12 +270,16 @@ def render_text(results: list[ProbeResult], meta: dict[str, Any], verbose: bool 
                 console.print(f"      kernel: {escape(str(case.get('kernel')))}")
             idx = r.metrics.get("indexer") or {}
             if idx:
-                console.print(f"      indexer write-back by padded count: {escape(str(idx.get('writeback_padded')))}")
+                console.print(
+                    f"      indexer write-back by padded count: {escape(str(idx.get('writeback_padded')))}"
+                )
         if verbose or len({x.get("status") for x in r.ranks}) > 1:
             for rank in r.ranks:
                 if "rank" in rank:
-                    console.print(f"      rank {rank['rank']}: {rank.get('status')} "
-                                  f"{escape(str(rank.get('reason', ''))[:200])}")
+                    console.print(
+                        f"      rank {rank['rank']}: {rank.get('status')} "
+                        f"{escape(str(rank.get('reason', ''))[:200])}"
+                    )
         for note in r.notes:
             console.print(f"      note: {escape(note)}")
         if r.log_tail and (verbose or r.status in (ERROR, TIMEOUT, FAIL)):
@@ -222,8 +293,10 @@ def render_text(results: list[ProbeResult], meta: dict[str, Any], verbose: bool 
         parts[0] += f" ({', '.join(errors)})"
     probes = summary_counts(results)
     ran = ", ".join(f"{n} {s}" for s, n in probes.items() if n)
-    console.print(f"Summary: {', '.join(parts) or 'no rule verdict'} (one verdict per rule); "
-                  f"probes: {ran or 'none ran'}; {meta.get('elapsed_s', 0):.1f}s")
+    console.print(
+        f"Summary: {', '.join(parts) or 'no rule verdict'} (one verdict per rule); "
+        f"probes: {ran or 'none ran'}; {meta.get('elapsed_s', 0):.1f}s"
+    )
 
 
 class Progress:
@@ -232,8 +305,9 @@ class Progress:
     def __init__(self, names: list[str], stream: TextIO | None = None, live: bool | None = None):
         self.stream = stream or sys.stderr
         self.names = list(names)
-        self.state: dict[str, dict[str, Any]] = {n: {"status": "waiting", "msg": "", "t0": None}
-                                                 for n in names}
+        self.state: dict[str, dict[str, Any]] = {
+            n: {"status": "waiting", "msg": "", "t0": None} for n in names
+        }
         self.live_enabled = self.stream.isatty() if live is None else live
         self._live: Any = None  # rich's Live, imported when a terminal shows it
         self.t0 = time.monotonic()
@@ -243,8 +317,12 @@ class Progress:
             from rich.console import Console
             from rich.live import Live
 
-            self._live = Live(self._table(), console=Console(file=self.stream), refresh_per_second=8,
-                              transient=True)
+            self._live = Live(
+                self._table(),
+                console=Console(file=self.stream),
+                refresh_per_second=8,
+                transient=True,
+            )
             self._live.__enter__()
         return self
 
@@ -273,7 +351,9 @@ class Progress:
             took = st.get("took")
             if took is None and st["t0"] is not None:
                 took = now - st["t0"]
-            table.add_row(name, label, f"{took:.1f}s" if took is not None else "", Text(st["msg"][:90]))
+            table.add_row(
+                name, label, f"{took:.1f}s" if took is not None else "", Text(st["msg"][:90])
+            )
         return table
 
     def update(self, name: str, state: str, info: Any) -> None:
@@ -285,12 +365,20 @@ class Progress:
         elif state == "progress":
             st["msg"] = str(info)
         elif state == "result":
-            st.update(status="mechanism shown" if info.reproduced and info.status == PASS else info.status,
-                      msg=info.reason, took=info.duration_s,
-                      finished_at=round(time.monotonic() - self.t0, 3))
+            st.update(
+                status="mechanism shown"
+                if info.reproduced and info.status == PASS
+                else info.status,
+                msg=info.reason,
+                took=info.duration_s,
+                finished_at=round(time.monotonic() - self.t0, 3),
+            )
             if not self.live_enabled:
                 said = info.verdict() if info.reproduced else info.status
-                print(f"probe {name}: {said} ({time.monotonic() - self.t0:.1f}s since start)",
-                      file=self.stream, flush=True)
+                print(
+                    f"probe {name}: {said} ({time.monotonic() - self.t0:.1f}s since start)",
+                    file=self.stream,
+                    flush=True,
+                )
         if self._live is not None:
             self._live.update(self._table())

@@ -30,11 +30,18 @@ def store_file(run_dir: Path, group: int) -> Path:
 
 def rank_env(rank: int, world: int, store: Path) -> dict[str, str]:
     """The variables that tell one rank who it is and where the others are."""
-    return {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
-            "LOCAL_WORLD_SIZE": str(world), STORE_ENV: str(store)}
+    return {
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world),
+        "LOCAL_RANK": str(rank),
+        "LOCAL_WORLD_SIZE": str(world),
+        STORE_ENV: str(store),
+    }
 
 
-def store_kwargs(dist: Any, rank: int, world: int, environ: dict[str, str] | None = None) -> dict[str, Any]:
+def store_kwargs(
+    dist: Any, rank: int, world: int, environ: dict[str, str] | None = None
+) -> dict[str, Any]:
     """The worker's side: ``init_process_group`` arguments for the store to meet through. The
     doctor's runner names a store file; a lone rank with no address gets a store of its own;
     otherwise torch's environment rendezvous (torchrun) is left to do it."""

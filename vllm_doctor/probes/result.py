@@ -54,7 +54,10 @@ class ProbeResult:
         the lowest one's, and its parts'), each with what it measured and what it depends on."""
         out = list(self.metrics.get("figures") or [])
         for rank in self.ranks[1:]:
-            out.extend(dict(f, rank=rank.get("rank")) for f in (rank.get("metrics") or {}).get("figures") or [])
+            out.extend(
+                dict(f, rank=rank.get("rank"))
+                for f in (rank.get("metrics") or {}).get("figures") or []
+            )
         for value in self.metrics.values():
             if isinstance(value, dict) and isinstance(value.get("figures"), list):
                 out.extend(value["figures"])
@@ -79,7 +82,11 @@ class ProbeResult:
             return "measured" if self.status == PASS else "measured, partly"
         if self.status == PASS:
             out = "ok: no known failure's mechanism shown"
-            return out + (f" (mechanism absent: {', '.join(self.rules_refuted)})" if self.rules_refuted else "")
+            return out + (
+                f" (mechanism absent: {', '.join(self.rules_refuted)})"
+                if self.rules_refuted
+                else ""
+            )
         if self.status == SKIP:
             return f"could not run: {self.reason}" if self.reason else "could not run"
         return f"{self.status}: {self.reason}" if self.reason else self.status
@@ -103,11 +110,17 @@ class ProbeResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProbeResult:
         return cls(
-            name=data["name"], status=data["status"], reason=data.get("reason", ""),
-            duration_s=float(data.get("duration_s", 0.0)), metrics=dict(data.get("metrics", {})),
-            ranks=list(data.get("ranks", [])), rules_confirmed=list(data.get("rules_confirmed", [])),
-            rules_refuted=list(data.get("rules_refuted", [])), log_tail=list(data.get("log_tail", [])),
-            notes=list(data.get("notes", [])), verdicts=list(data.get("verdicts", [])),
+            name=data["name"],
+            status=data["status"],
+            reason=data.get("reason", ""),
+            duration_s=float(data.get("duration_s", 0.0)),
+            metrics=dict(data.get("metrics", {})),
+            ranks=list(data.get("ranks", [])),
+            rules_confirmed=list(data.get("rules_confirmed", [])),
+            rules_refuted=list(data.get("rules_refuted", [])),
+            log_tail=list(data.get("log_tail", [])),
+            notes=list(data.get("notes", [])),
+            verdicts=list(data.get("verdicts", [])),
         )
 
 
@@ -116,9 +129,12 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str, allow_nan=True))
 
 
-def merge_rank_results(name: str, per_rank: dict[int, dict[str, Any]],
-                       parts: dict[str, dict[str, Any]] | None = None,
-                       duration_s: float = 0.0) -> ProbeResult:
+def merge_rank_results(
+    name: str,
+    per_rank: dict[int, dict[str, Any]],
+    parts: dict[str, dict[str, Any]] | None = None,
+    duration_s: float = 0.0,
+) -> ProbeResult:
     """Fold the per-rank dicts (and isolated parts) a probe produced into one ProbeResult.
 
     Each rank dict carries ``status``, ``reason``, ``metrics``, ``rules_confirmed`` and
@@ -137,8 +153,11 @@ def merge_rank_results(name: str, per_rank: dict[int, dict[str, Any]],
     for r in sorted(ranks, key=lambda x: bool(x.get("synthetic"))):
         if r.get("status") == status:
             reason = r.get("reason", "")
-            if (status not in (PASS, SKIP) and len(ranks) > 1
-                    and len({x.get("reason", "") for x in ranks}) > 1):
+            if (
+                status not in (PASS, SKIP)
+                and len(ranks) > 1
+                and len({x.get("reason", "") for x in ranks}) > 1
+            ):
                 reason = f"rank {r['rank']}: {reason}"
             break
     metrics: dict[str, Any] = dict(ranks[0].get("metrics", {})) if ranks else {}
@@ -156,8 +175,9 @@ def merge_rank_results(name: str, per_rank: dict[int, dict[str, Any]],
             if note not in notes:
                 notes.append(note)
     for part_name, part in sorted(parts.items()):
-        metrics[part_name] = dict(part.get("metrics", {}), status=part.get("status"),
-                                  reason=part.get("reason", ""))
+        metrics[part_name] = dict(
+            part.get("metrics", {}), status=part.get("status"), reason=part.get("reason", "")
+        )
         for code in part.get("rules_confirmed", []):
             if code not in confirmed:
                 confirmed.append(code)
@@ -182,6 +202,14 @@ def merge_rank_results(name: str, per_rank: dict[int, dict[str, Any]],
         else:
             status = worst([status, part_status]) if part_status != SKIP else status
     refuted = [c for c in refuted if c not in confirmed]
-    return ProbeResult(name=name, status=status, reason=reason, duration_s=duration_s,
-                       metrics=metrics, ranks=ranks, rules_confirmed=confirmed,
-                       rules_refuted=refuted, notes=notes)
+    return ProbeResult(
+        name=name,
+        status=status,
+        reason=reason,
+        duration_s=duration_s,
+        metrics=metrics,
+        ranks=ranks,
+        rules_confirmed=confirmed,
+        rules_refuted=refuted,
+        notes=notes,
+    )

@@ -76,11 +76,21 @@ def stdout_reader_gone() -> bool:
 
 
 class Runner:
-    def __init__(self, names: list[str] | None, tp: int, device: str, timeout: float,
-                 model: dict | None = None, on_update: UpdateFn | None = None,
-                 run_dir: str | os.PathLike | None = None, teardown_timeout: float = 2.0,
-                 params: dict | None = None, python: str | None = None, use_cache: bool = True,
-                 visible_gpus: int | None = None):
+    def __init__(
+        self,
+        names: list[str] | None,
+        tp: int,
+        device: str,
+        timeout: float,
+        model: dict | None = None,
+        on_update: UpdateFn | None = None,
+        run_dir: str | os.PathLike | None = None,
+        teardown_timeout: float = 2.0,
+        params: dict | None = None,
+        python: str | None = None,
+        use_cache: bool = True,
+        visible_gpus: int | None = None,
+    ):
         if device not in ("cuda", "cpu"):
             raise InputError("--device", f"unknown device {device!r} (cuda or cpu)")
         if not isinstance(tp, int) or tp < 1:
@@ -101,20 +111,34 @@ class Runner:
             except ValueError:
                 raise InputError("VLLM_DOCTOR_PROBE_PARAMS", "not valid JSON") from None
         if model:
-            self.params["model"] = {k: model[k] for k in MODEL_KEYS if isinstance(model.get(k), int)}
+            self.params["model"] = {
+                k: model[k] for k in MODEL_KEYS if isinstance(model.get(k), int)
+            }
         if device == "cpu":
             self.params.setdefault("small", True)
         self.params["tp"] = tp
         if run_dir is None and os.environ.get("VLLM_DOCTOR_PROBE_DIR"):  # keep logs and events here
             run_dir = os.environ["VLLM_DOCTOR_PROBE_DIR"]
         self.keep_dir = run_dir is not None or os.environ.get("VLLM_DOCTOR_PROBE_KEEP") == "1"
-        self.run_dir = private_dir(Path(run_dir)) if run_dir else Path(
-            tempfile.mkdtemp(prefix="vllm-doctor-probe-"))
+        self.run_dir = (
+            private_dir(Path(run_dir))
+            if run_dir
+            else Path(tempfile.mkdtemp(prefix="vllm-doctor-probe-"))
+        )
         self.procs: list[Proc] = []  # every process started, parts included
         self.group: list[Proc] = []  # the worker group now running
-        self.launcher = Launcher(self.run_dir, self.python, device, tp, self.specs, self.params,
-                                 self.deadlines.teardown_timeout)
-        self.collector = Collector(self.specs, tp, self.params, self.procs, self.on_update, use_cache)
+        self.launcher = Launcher(
+            self.run_dir,
+            self.python,
+            device,
+            tp,
+            self.specs,
+            self.params,
+            self.deadlines.teardown_timeout,
+        )
+        self.collector = Collector(
+            self.specs, tp, self.params, self.procs, self.on_update, use_cache
+        )
         self.teardowns = Teardowns(self.deadlines)
 
     @property
@@ -157,8 +181,12 @@ class Runner:
                 runnable.append(name)
         self.collector.cached_parts(runnable)
         if runnable:
-            parts = [(name, part) for name in runnable for part in states[name].spec.parts
-                     if part.name not in states[name].parts]  # not answered from the cache
+            parts = [
+                (name, part)
+                for name in runnable
+                for part in states[name].spec.parts
+                if part.name not in states[name].parts
+            ]  # not answered from the cache
             self.launcher.start_compiler([states[name].spec for name in runnable], parts)
             self.procs.extend(self.launcher.launch_parts(parts))
             self._launch_group(runnable)
@@ -166,8 +194,15 @@ class Runner:
         for state in states.values():
             if state.final is None:  # nothing came back for it (should not happen)
                 for rank in range(self.tp):
-                    state.per_rank.setdefault(rank, {"status": ERROR, "metrics": {}, "synthetic": True,
-                                                     "reason": "no result came back"})
+                    state.per_rank.setdefault(
+                        rank,
+                        {
+                            "status": ERROR,
+                            "metrics": {},
+                            "synthetic": True,
+                            "reason": "no result came back",
+                        },
+                    )
                 self.collector.finalise(state, force=True)
         out = [states[s.name].final for s in self.specs]
         teardown = self.teardowns.result()
@@ -175,7 +210,8 @@ class Runner:
             p2p = states.get("p2p-nccl")
             if p2p is not None and p2p.final is not None and p2p.final.status != SKIP:
                 p2p.final.metrics["teardown_destroy_process_group_s"] = teardown.metrics.get(
-                    "destroy_process_group_s")
+                    "destroy_process_group_s"
+                )
                 p2p.final.metrics["teardown_hang"] = teardown.status != PASS
             out.append(teardown)
         return [r for r in out if r is not None]
@@ -208,7 +244,11 @@ class Runner:
             if part in state.parts:
                 if not proc.alive():
                     proc.exit_seen = True
-                elif (proc.done_at is not None and now - proc.done_at > self.deadlines.grace) or (state.final is not None and proc.done_at is None and self.deadlines.part_overran(proc, now)):
+                elif (proc.done_at is not None and now - proc.done_at > self.deadlines.grace) or (
+                    state.final is not None
+                    and proc.done_at is None
+                    and self.deadlines.part_overran(proc, now)
+                ):
                     kill(proc)
                     proc.exit_seen = True
                 continue
@@ -216,8 +256,11 @@ class Runner:
                 self.collector.pump(proc)
                 if part not in state.parts:
                     where = f" after: {proc.last_progress}" if proc.last_progress else ""
-                    state.parts[part] = {"status": ERROR, "metrics": {"last_step": proc.last_progress},
-                                         "reason": f"the isolated child died{where}"}
+                    state.parts[part] = {
+                        "status": ERROR,
+                        "metrics": {"last_step": proc.last_progress},
+                        "reason": f"the isolated child died{where}",
+                    }
                     state.log_tail.extend(self.collector.tails([proc]))
                 proc.exit_seen = True
                 self.collector.finalise(state)
@@ -225,8 +268,10 @@ class Runner:
                 kill(proc)
                 proc.exit_seen = True
                 if proc.current is None:
-                    reason = (f"the isolated child did not finish starting (torch import) within "
-                              f"{self.deadlines.start_limit:g}s")
+                    reason = (
+                        f"the isolated child did not finish starting (torch import) within "
+                        f"{self.deadlines.start_limit:g}s"
+                    )
                 else:
                     where = f" (last step: {proc.last_progress})" if proc.last_progress else ""
                     reason = f"the isolated child exceeded the {self.deadlines.timeout:g}s deadline{where}"
@@ -248,16 +293,20 @@ class Runner:
                 return "running"
             for p in group:
                 self.collector.pump(p)
-            self.teardowns.record(group, killed=[p.tag for p in alive if p.alive()],
-                                  groups=self.launcher.groups)
+            self.teardowns.record(
+                group, killed=[p.tag for p in alive if p.alive()], groups=self.launcher.groups
+            )
             for p in alive:
                 kill(p)
             for p in group:
                 p.exit_seen = True
             self.group = []
             for state in self.collector.states.values():
-                if state.final is None and len(state.per_rank) >= self.tp and \
-                        not self.collector.part_running(state.spec.name):
+                if (
+                    state.final is None
+                    and len(state.per_rank) >= self.tp
+                    and not self.collector.part_running(state.spec.name)
+                ):
                     self.collector.finalise(state, force=True)
             return "finished"
 
@@ -275,14 +324,19 @@ class Runner:
         for p in group:
             p.exit_seen = True
         self.group = []
-        pending = [name for name, st in self.collector.states.items()
-                   if st.final is None and len(st.per_rank) < self.tp]
+        pending = [
+            name
+            for name, st in self.collector.states.items()
+            if st.final is None and len(st.per_rank) < self.tp
+        ]
         not_started = [p for p in culprits if p.init is None and p.current is None]
         if not_started and failure in ("died", "init-timeout"):
             fatal = next((p.fatal for p in group if p.fatal), None)
             if failure == "init-timeout":
-                reason = (f"the workers did not finish starting (torch import, process-group init) "
-                          f"within {self.deadlines.start_limit:g}s")
+                reason = (
+                    f"the workers did not finish starting (torch import, process-group init) "
+                    f"within {self.deadlines.start_limit:g}s"
+                )
                 status = TIMEOUT
             else:
                 codes = ", ".join(f"{p.tag}: {p.exit_text()}" for p in not_started)
@@ -292,7 +346,10 @@ class Runner:
                 st = self.collector.states[name]
                 st.log_tail = tails
                 for p in group:
-                    st.per_rank.setdefault(p.rank, {"status": status, "reason": reason, "metrics": {}, "synthetic": True})
+                    st.per_rank.setdefault(
+                        p.rank,
+                        {"status": status, "reason": reason, "metrics": {}, "synthetic": True},
+                    )
                 if not self.collector.part_running(name):
                     self.collector.finalise(st, force=True)
             self.teardowns.record(group, killed=[], groups=self.launcher.groups, failed=True)
@@ -300,7 +357,9 @@ class Runner:
 
         # A rank that failed while its process group was being torn down in the background:
         # the teardown is the suspect, not the probe that was running beside it.
-        in_teardown = [p for p in culprits if p.teardown_started is not None and not p.teardown_returned]
+        in_teardown = [
+            p for p in culprits if p.teardown_started is not None and not p.teardown_returned
+        ]
         blamed: set[str] = set()
         for p in culprits:
             if p.current and p not in in_teardown:
@@ -322,17 +381,30 @@ class Runner:
                     stopped = [p for p in culprits if p.aborted == name]
                     reason = "; ".join(f"{p.tag} died ({p.exit_text()})" for p in dead) or (
                         f"stopped with its worker group after an error on "
-                        f"{', '.join(p.tag for p in stopped)}" if stopped else "a worker died")
+                        f"{', '.join(p.tag for p in stopped)}"
+                        if stopped
+                        else "a worker died"
+                    )
                 for p in group:
-                    st.per_rank.setdefault(p.rank, {"status": status, "reason": reason, "metrics": {}, "synthetic": True})
+                    st.per_rank.setdefault(
+                        p.rank,
+                        {"status": status, "reason": reason, "metrics": {}, "synthetic": True},
+                    )
                 st.log_tail = tails
                 if not self.collector.part_running(name):
                     self.collector.finalise(st, force=True)
             elif st.attempts >= 2:
                 st.log_tail = tails
                 for p in group:
-                    st.per_rank.setdefault(p.rank, {"status": ERROR, "metrics": {}, "synthetic": True,
-                                                    "reason": "its worker group failed twice"})
+                    st.per_rank.setdefault(
+                        p.rank,
+                        {
+                            "status": ERROR,
+                            "metrics": {},
+                            "synthetic": True,
+                            "reason": "its worker group failed twice",
+                        },
+                    )
                 if not self.collector.part_running(name):
                     self.collector.finalise(st, force=True)
             else:
@@ -340,8 +412,13 @@ class Runner:
                 why = "a teardown failure" if in_teardown else f"{failure} of an earlier probe"
                 st.notes.append(f"ran again in fresh worker processes after {why}")
                 rerun.append(name)
-        self.teardowns.record(group, killed=[p.tag for p in in_teardown], groups=self.launcher.groups,
-                              failed=True, during=failure if in_teardown else None)
+        self.teardowns.record(
+            group,
+            killed=[p.tag for p in in_teardown],
+            groups=self.launcher.groups,
+            failed=True,
+            during=failure if in_teardown else None,
+        )
         if rerun:
             self._launch_group(rerun)
             return "restart"
@@ -367,12 +444,21 @@ def resolve(names: list[str] | None) -> list[ProbeSpec]:
     return [p for p in PROBES if p.name in wanted]
 
 
-def run_probes(names: list[str] | None, tp: int, device: str, timeout: float,
-               model: dict | None = None, *, on_update: UpdateFn | None = None,
-               run_dir: str | os.PathLike | None = None, teardown_timeout: float = 2.0,
-               params: dict | None = None, use_cache: bool = True,
-               visible_gpus: int | None = None,
-               info: dict[str, Any] | None = None) -> list[ProbeResult]:
+def run_probes(
+    names: list[str] | None,
+    tp: int,
+    device: str,
+    timeout: float,
+    model: dict | None = None,
+    *,
+    on_update: UpdateFn | None = None,
+    run_dir: str | os.PathLike | None = None,
+    teardown_timeout: float = 2.0,
+    params: dict | None = None,
+    use_cache: bool = True,
+    visible_gpus: int | None = None,
+    info: dict[str, Any] | None = None,
+) -> list[ProbeResult]:
     """Run the probes and return one ProbeResult each (plus ``teardown`` when a process group ran).
 
     ``names``: probe names (None: all but those run on request); ``tp``: ranks (one GPU each with ``device="cuda"``);
@@ -382,9 +468,19 @@ def run_probes(names: list[str] | None, tp: int, device: str, timeout: float,
     ``visible_gpus``: GPUs this node shows (caps ``tp`` on CUDA; None: not known);
     ``info``: filled with what the run did besides the probes (the bytecode it compiled).
     """
-    runner = Runner(names, tp, device, timeout, model, on_update=on_update, run_dir=run_dir,
-                    teardown_timeout=teardown_timeout, params=params, use_cache=use_cache,
-                    visible_gpus=visible_gpus)
+    runner = Runner(
+        names,
+        tp,
+        device,
+        timeout,
+        model,
+        on_update=on_update,
+        run_dir=run_dir,
+        teardown_timeout=teardown_timeout,
+        params=params,
+        use_cache=use_cache,
+        visible_gpus=visible_gpus,
+    )
     try:
         return runner.run()
     finally:

@@ -22,7 +22,9 @@ def _cfg(ctx: Ctx) -> dict:
 def run_selftest_ok(ctx: Ctx) -> dict:
     print(f"selftest-ok on rank {ctx.rank} (pid {os.getpid()})", flush=True)
     confirmed = [_cfg(ctx)["confirm"]] if _cfg(ctx).get("confirm") else []
-    return result("pass", "ok", {"rank": ctx.rank, "world": ctx.world, "pid": os.getpid()}, confirmed)
+    return result(
+        "pass", "ok", {"rank": ctx.rank, "world": ctx.world, "pid": os.getpid()}, confirmed
+    )
 
 
 def run_selftest_hold(ctx: Ctx) -> dict:

@@ -53,16 +53,21 @@ def kill_all(procs: list[Proc]) -> None:
 def start_reaper(run_dir: Path, python: str, keep: bool) -> subprocess.Popen | None:
     """A small process that outlives this one if it is killed outright (SIGKILL): it then
     kills the workers still running and removes the run directory (see reaper.py)."""
-    cmd = module_command("vllm_doctor.probes.reaper", str(os.getpid()), str(run_dir),
-                         python=python)
+    cmd = module_command("vllm_doctor.probes.reaper", str(os.getpid()), str(run_dir), python=python)
     if keep:
         cmd.append("--keep")
     env = dict(os.environ, PYTHONPATH=child_pythonpath(os.environ))
     try:
         # the run directory as its working directory: nothing of the user's is imported
-        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, env=env, start_new_session=True,
-                                cwd=str(run_dir))
+        return subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            cwd=str(run_dir),
+        )
     except OSError:  # pragma: no cover - the workers still die with this process
         return None
 
@@ -95,20 +100,41 @@ class Teardowns:
         self.deadlines = deadlines
         self.records: list[dict[str, Any]] = []
 
-    def record(self, group: list[Proc], killed: list[str], groups: int, failed: bool = False,
-               during: str | None = None) -> None:
+    def record(
+        self,
+        group: list[Proc],
+        killed: list[str],
+        groups: int,
+        failed: bool = False,
+        during: str | None = None,
+    ) -> None:
         """What one worker group's ranks said of their teardown, and which were killed."""
-        self.records.append({
-            "group": group[0].group if group else groups, "failed": failed, "killed": killed,
-            "during": during,
-            "ranks": [{"rank": p.rank, "backend": (p.init or {}).get("backend"),
-                       "teardown": p.teardown, "started": p.teardown_started is not None,
-                       "exit": p.exit_text(),
-                       "exit_after_done_s": (round(p.exited_at - p.done_at, 3)
-                                             if p.exited_at is not None and p.done_at is not None else None),
-                       "init": {k: v for k, v in (p.init or {}).items()
-                                if k not in ("ev", "rank", "t")}} for p in group],
-        })
+        self.records.append(
+            {
+                "group": group[0].group if group else groups,
+                "failed": failed,
+                "killed": killed,
+                "during": during,
+                "ranks": [
+                    {
+                        "rank": p.rank,
+                        "backend": (p.init or {}).get("backend"),
+                        "teardown": p.teardown,
+                        "started": p.teardown_started is not None,
+                        "exit": p.exit_text(),
+                        "exit_after_done_s": (
+                            round(p.exited_at - p.done_at, 3)
+                            if p.exited_at is not None and p.done_at is not None
+                            else None
+                        ),
+                        "init": {
+                            k: v for k, v in (p.init or {}).items() if k not in ("ev", "rank", "t")
+                        },
+                    }
+                    for p in group
+                ],
+            }
+        )
 
     def result(self) -> ProbeResult | None:
         """The ``teardown`` result of the last group that finished or failed in its teardown."""
@@ -124,9 +150,15 @@ class Teardowns:
         for r in last["ranks"]:
             td = r["teardown"] or {}
             killed = f"rank{r['rank']}" in last["killed"]
-            entry = {"rank": r["rank"], "status": PASS, "seconds": td.get("seconds"),
-                     "returned": td.get("returned"), "killed": killed, "init": r["init"],
-                     "exit_after_done_s": r.get("exit_after_done_s")}
+            entry = {
+                "rank": r["rank"],
+                "status": PASS,
+                "seconds": td.get("seconds"),
+                "returned": td.get("returned"),
+                "killed": killed,
+                "init": r["init"],
+                "exit_after_done_s": r.get("exit_after_done_s"),
+            }
             if td.get("returned") is False or killed or td.get("error"):
                 entry["status"] = WARN
                 hung.append(r["rank"])
@@ -134,8 +166,10 @@ class Teardowns:
                 entry["error"] = td["error"]
             ranks.append(entry)
         seconds = [r["seconds"] for r in ranks if r["seconds"] is not None]
-        metrics: dict[str, Any] = {"destroy_process_group_s": max(seconds) if seconds else None,
-                                   "teardown_limit_s": self.deadlines.teardown_timeout}
+        metrics: dict[str, Any] = {
+            "destroy_process_group_s": max(seconds) if seconds else None,
+            "teardown_limit_s": self.deadlines.teardown_timeout,
+        }
         init = [r["init"] for r in ranks if r["init"]]
         for key in ("import_torch_s", "cuda_init_s", "dist_init_s"):
             vals = [i[key] for i in init if isinstance(i.get(key), (int, float))]
@@ -144,19 +178,34 @@ class Teardowns:
         if hung:
             who = ", ".join(str(r) for r in hung)
             if last["during"]:
-                reason = (f"teardown failure: rank {who} {last['during']} while destroy_process_group "
-                          f"ran in the background; the probes it interrupted ran again")
+                reason = (
+                    f"teardown failure: rank {who} {last['during']} while destroy_process_group "
+                    f"ran in the background; the probes it interrupted ran again"
+                )
             elif any(r["returned"] is False for r in ranks):
-                reason = (f"teardown hang: destroy_process_group did not return within "
-                          f"{self.deadlines.teardown_timeout:g}s on rank {who}, after every rank had reported "
-                          f"its results; the workers were stopped")
+                reason = (
+                    f"teardown hang: destroy_process_group did not return within "
+                    f"{self.deadlines.teardown_timeout:g}s on rank {who}, after every rank had reported "
+                    f"its results; the workers were stopped"
+                )
             else:
-                reason = (f"teardown hang: rank {who} did not exit within {self.deadlines.grace:g}s after "
-                          f"reporting its results and was killed")
+                reason = (
+                    f"teardown hang: rank {who} did not exit within {self.deadlines.grace:g}s after "
+                    f"reporting its results and was killed"
+                )
             status = WARN
         else:
             status = PASS
-            reason = (f"process group torn down in {metrics['destroy_process_group_s']:.2f}s"
-                      if metrics.get("destroy_process_group_s") is not None else "workers exited")
-        return ProbeResult(name="teardown", status=status, reason=reason, metrics=metrics,
-                           ranks=ranks, duration_s=metrics.get("destroy_process_group_s") or 0.0)
+            reason = (
+                f"process group torn down in {metrics['destroy_process_group_s']:.2f}s"
+                if metrics.get("destroy_process_group_s") is not None
+                else "workers exited"
+            )
+        return ProbeResult(
+            name="teardown",
+            status=status,
+            reason=reason,
+            metrics=metrics,
+            ranks=ranks,
+            duration_s=metrics.get("destroy_process_group_s") or 0.0,
+        )

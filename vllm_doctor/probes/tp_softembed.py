@@ -24,11 +24,15 @@ from typing import Any
 from vllm_doctor.probes._common import GIB, Ctx, err_text, rel_err, result, sync, time_op
 
 DEFAULT_VOCAB = 262144  # DiffusionGemma / Gemma 4 vocabulary
-DEFAULT_HIDDEN = 2816  # DiffusionGemma-26B-A4B hidden size (the reported [65536, 2816] shard at TP=4)
+DEFAULT_HIDDEN = (
+    2816  # DiffusionGemma-26B-A4B hidden size (the reported [65536, 2816] shard at TP=4)
+)
 CPU_VOCAB = 4096
 CPU_HIDDEN = 64
 TOKENS = 32  # canvas tokens whose probabilities are embedded
-REDUCTION_DIM = re.compile(r"a and b must have same reduction dim, but got \[[^\]]*\] X \[[^\]]*\]\.?")
+REDUCTION_DIM = re.compile(
+    r"a and b must have same reduction dim, but got \[[^\]]*\] X \[[^\]]*\]\.?"
+)
 
 
 def _sizes(ctx: Ctx) -> tuple[int, int, dict]:
@@ -77,9 +81,19 @@ def prepare(ctx: Ctx) -> dict:
     except RuntimeError as err:
         metrics["bug_eager"] = err_text(err)
         bug_reproduced = True
-    return {"metrics": metrics, "full": full, "probs": probs, "shard": shard, "ref": ref,
-            "lo": lo, "hi": hi, "padded": padded, "shard_rows": shard_rows, "hidden": hidden,
-            "bug": bug_reproduced}
+    return {
+        "metrics": metrics,
+        "full": full,
+        "probs": probs,
+        "shard": shard,
+        "ref": ref,
+        "lo": lo,
+        "hi": hi,
+        "padded": padded,
+        "shard_rows": shard_rows,
+        "hidden": hidden,
+        "bug": bug_reproduced,
+    }
 
 
 def run(ctx: Ctx) -> dict:
@@ -93,7 +107,9 @@ def run(ctx: Ctx) -> dict:
     elt = torch.finfo(dtype).bits // 8
     metrics = state["metrics"]
     full, probs, shard, ref = state["full"], state["probs"], state["shard"], state["ref"]
-    lo, hi, padded, shard_rows, hidden = (state[k] for k in ("lo", "hi", "padded", "shard_rows", "hidden"))
+    lo, hi, padded, shard_rows, hidden = (
+        state[k] for k in ("lo", "hi", "padded", "shard_rows", "hidden")
+    )
     bug_reproduced = state["bug"]
     tol = metrics["tolerance_rel"]
 
@@ -107,7 +123,9 @@ def run(ctx: Ctx) -> dict:
     metrics["fix_allgather_identical_to_tp1"] = bool(torch.equal(out_a, ref))
     metrics["fix_allgather_rel_err"] = rel_err(out_a, ref)
     metrics["fix_allgather_extra_bytes_per_rank"] = (padded - shard_rows) * hidden * elt
-    metrics["fix_allgather_extra_gib_per_rank"] = round(metrics["fix_allgather_extra_bytes_per_rank"] / GIB, 3)
+    metrics["fix_allgather_extra_gib_per_rank"] = round(
+        metrics["fix_allgather_extra_bytes_per_rank"] / GIB, 3
+    )
     total_bytes = padded * hidden * elt
     secs = time_op(partial(dist.all_gather_into_tensor, gathered, shard), dev, iters=5, warmup=1)
     algbw = total_bytes / secs / 1e9
@@ -131,21 +149,31 @@ def run(ctx: Ctx) -> dict:
     for key in ("fix_allgather_rel_err", "fix_slice_allreduce_rel_err"):
         val = metrics[key]
         if not (val <= tol):  # NaN fails too
-            problems.append(f"{key.replace('_rel_err', '')} off the TP=1 reference (rel err {val:.3g} > {tol:g})")
+            problems.append(
+                f"{key.replace('_rel_err', '')} off the TP=1 reference (rel err {val:.3g} > {tol:g})"
+            )
     if not metrics["fix_allgather_weight_exact"]:
         problems.append("the all-gathered weight differs from the full weight")
     confirmed = ["MODEL001"] if bug_reproduced else []
     if problems:
         return result("fail", "; ".join(problems), metrics, confirmed)
-    reason = ("full-vocab probs × local shard fails (" + metrics["bug_eager"].split(":")[0] +
-              "); both fixes match the TP=1 reference "
-              f"(all-gather rel err {metrics['fix_allgather_rel_err']:.2g}, slice+all-reduce "
-              f"{metrics['fix_slice_allreduce_rel_err']:.2g}); the all-gather replicates "
-              f"{metrics['fix_allgather_extra_gib_per_rank']} GiB per rank at "
-              f"{metrics['allgather_busbw_gbps']} GB/s bus bandwidth")
+    reason = (
+        "full-vocab probs × local shard fails ("
+        + metrics["bug_eager"].split(":")[0]
+        + "); both fixes match the TP=1 reference "
+        f"(all-gather rel err {metrics['fix_allgather_rel_err']:.2g}, slice+all-reduce "
+        f"{metrics['fix_slice_allreduce_rel_err']:.2g}); the all-gather replicates "
+        f"{metrics['fix_allgather_extra_gib_per_rank']} GiB per rank at "
+        f"{metrics['allgather_busbw_gbps']} GB/s bus bandwidth"
+    )
     if not bug_reproduced:
-        return result("warn", "full-vocab probs × local shard did not fail here: " + metrics["bug_eager"],
-                      metrics, [], notes=[reason])
+        return result(
+            "warn",
+            "full-vocab probs × local shard did not fail here: " + metrics["bug_eager"],
+            metrics,
+            [],
+            notes=[reason],
+        )
     return result("pass", reason, metrics, confirmed)
 
 
@@ -174,14 +202,21 @@ def part_compile(ctx: Ctx) -> dict:
     setup_s = time.perf_counter() - t0
     torch._dynamo.mark_dynamic(probs, 0)
     torch._dynamo.mark_dynamic(probs, 1)
-    metrics = {"shape_probs": [8, vocab], "shape_shard": [vocab // tp, hidden], "tp": tp,
-               "backend": "eager (the error is raised while tracing, before any backend)",
-               "dynamo_import_s": round(import_s, 3), "compile_setup_s": round(setup_s, 3)}
+    metrics = {
+        "shape_probs": [8, vocab],
+        "shape_shard": [vocab // tp, hidden],
+        "tp": tp,
+        "backend": "eager (the error is raised while tracing, before any backend)",
+        "dynamo_import_s": round(import_s, 3),
+        "compile_setup_s": round(setup_s, 3),
+    }
     t0 = time.perf_counter()
     try:
         compiled(probs, shard)
         metrics["compile_s"] = round(time.perf_counter() - t0, 3)
-        return result("fail", "torch.compile traced full-vocab probs × shard without an error", metrics)
+        return result(
+            "fail", "torch.compile traced full-vocab probs × shard without an error", metrics
+        )
     except Exception as err:
         metrics["compile_s"] = round(time.perf_counter() - t0, 3)
         text = f"{type(err).__name__}: {err}"
@@ -190,4 +225,6 @@ def part_compile(ctx: Ctx) -> dict:
         metrics["error"] = match.group(0) if match else err_text(err)
         if match:
             return result("pass", f"torch.compile: {match.group(0)}", metrics, ["MODEL001"])
-        return result("warn", "torch.compile failed with a different message: " + err_text(err), metrics)
+        return result(
+            "warn", "torch.compile failed with a different message: " + err_text(err), metrics
+        )

@@ -62,9 +62,16 @@ class Verdict:
     release: str = ""  # how the judged vLLM's fix state was decided
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "level": self.level, "mechanism": self.mechanism,
-                "depends_on": self.depends, "fix_state": self.fix_state, "text": self.text,
-                "workaround": self.workaround, "release": self.release}
+        return {
+            "rule": self.rule,
+            "level": self.level,
+            "mechanism": self.mechanism,
+            "depends_on": self.depends,
+            "fix_state": self.fix_state,
+            "text": self.text,
+            "workaround": self.workaround,
+            "release": self.release,
+        }
 
 
 def mechanism_state(result: ProbeResult, code: str) -> str:
@@ -107,8 +114,10 @@ def _pr(rule: Rule) -> str:
 
 def _releases(rule: Rule) -> str:
     """The affected releases in words: ``0.24.0 to before 0.25.0``."""
-    spans = [f"{r.introduced} to before {r.fixed}" if r.fixed else f"{r.introduced} and later"
-             for r in rule.ranges or ()]
+    spans = [
+        f"{r.introduced} to before {r.fixed}" if r.fixed else f"{r.introduced} and later"
+        for r in rule.ranges or ()
+    ]
     return "; ".join(spans) or "every release"
 
 
@@ -120,15 +129,20 @@ def _carries(rule: Rule, facts: Facts | None, judged: str) -> str:
     version = parse_version(str(facts.value("vllm.version"))) if facts is not None else None
     given = [parse_version(r.introduced) for r in rule.ranges or () if r.introduced != "0"]
     starts = [s for s in given if s is not None]
-    if version is not None and starts and len(starts) == len(given) and all(
-            version < s for s in starts):
+    if (
+        version is not None
+        and starts
+        and len(starts) == len(given)
+        and all(version < s for s in starts)
+    ):
         return f"{judged} predates the failure (it came in {min(starts)})"
     return f"{judged} carries the fix{_pr(rule)}"
 
 
 def _no_vllm(facts: Facts | None) -> bool:
-    return facts is None or (facts.get("vllm.version") is None
-                             and facts.value("vllm.installed") is False)
+    return facts is None or (
+        facts.get("vllm.version") is None and facts.value("vllm.installed") is False
+    )
 
 
 def _workaround(spec: ProbeSpec, result: ProbeResult, rule: Rule) -> str:
@@ -159,12 +173,19 @@ def join(result: ProbeResult, rule: Rule, facts: Facts | None, device: str) -> V
     affected, fixed = state.state == AFFECTED, state.state == FIXED
 
     def verdict(level: str, text: str, workaround: str = "") -> Verdict:
-        return Verdict(rule.code, level, found, depends, state.state, text, workaround, state.detail)
+        return Verdict(
+            rule.code, level, found, depends, state.state, text, workaround, state.detail
+        )
 
     if found == NOT_RUN:
         why = result.reason or result.status
-        release = (f"; {judged} lacks the fix{_pr(rule)}: `check` decides from the facts" if affected
-                   else f"; {_carries(rule, facts, judged)}" if fixed else "")
+        release = (
+            f"; {judged} lacks the fix{_pr(rule)}: `check` decides from the facts"
+            if affected
+            else f"; {_carries(rule, facts, judged)}"
+            if fixed
+            else ""
+        )
         level = "error" if result.status in (ERROR, TIMEOUT) else "skip"
         return verdict(level, f"could not run: {why}{release}")
     if found == ABSENT:
@@ -172,13 +193,20 @@ def join(result: ProbeResult, rule: Rule, facts: Facts | None, device: str) -> V
         return verdict("pass", f"mechanism absent {place}: not affected whatever the release")
     broken = result.status == FAIL
     if found == NOT_SHOWN:
-        head = f"mechanism not shown here ({result.reason})" if result.reason else "mechanism not shown here"
+        head = (
+            f"mechanism not shown here ({result.reason})"
+            if result.reason
+            else "mechanism not shown here"
+        )
         if broken:
             return verdict("error", head, _workaround(spec, result, rule))
         if affected:
-            return verdict("warning", f"{head}; {judged} lacks the fix{_pr(rule)}: the failure can "
-                                      f"still happen elsewhere — {rule.summary}",
-                           _workaround(spec, result, rule))
+            return verdict(
+                "warning",
+                f"{head}; {judged} lacks the fix{_pr(rule)}: the failure can "
+                f"still happen elsewhere — {rule.summary}",
+                _workaround(spec, result, rule),
+            )
         if fixed:
             return verdict("pass", f"{head}; {_carries(rule, facts, judged)}: protected")
         return verdict("info", f"{head}; {state.detail}")
@@ -188,38 +216,57 @@ def join(result: ProbeResult, rule: Rule, facts: Facts | None, device: str) -> V
         # the CPU variant shows the indexing, not the GPU's behaviour: never "will happen"
         where = _where(spec, depends, device, "shown only")
         if affected and not broken:
-            return verdict("warning", f"{where}; {judged} lacks the fix{_pr(rule)}: this failure can "
-                                      f"happen on a GPU — {rule.summary}", _workaround(spec, result, rule))
+            return verdict(
+                "warning",
+                f"{where}; {judged} lacks the fix{_pr(rule)}: this failure can "
+                f"happen on a GPU — {rule.summary}",
+                _workaround(spec, result, rule),
+            )
     if state.state == UNVERSIONED:
         fix = rule.fix.status if rule.fix else "none"
-        return verdict("error" if broken else rule.severity,
-                       f"{where}; no vLLM release changes it (fix: {fix}): {rule.summary}",
-                       _workaround(spec, result, rule))
+        return verdict(
+            "error" if broken else rule.severity,
+            f"{where}; no vLLM release changes it (fix: {fix}): {rule.summary}",
+            _workaround(spec, result, rule),
+        )
     if affected and state.method == "dev-version":  # its commit decides, not its string
-        return verdict("error" if broken else "warning",
-                       f"{where}; {judged} is a dev build that may lack the fix{_pr(rule)} (a "
-                       f"source fingerprint decides where vLLM is installed): this failure can "
-                       f"happen — {rule.summary}", _workaround(spec, result, rule))
+        return verdict(
+            "error" if broken else "warning",
+            f"{where}; {judged} is a dev build that may lack the fix{_pr(rule)} (a "
+            f"source fingerprint decides where vLLM is installed): this failure can "
+            f"happen — {rule.summary}",
+            _workaround(spec, result, rule),
+        )
     if affected:
-        return verdict("error" if broken else rule.severity,
-                       f"{where}; {judged} lacks the fix{_pr(rule)}: this failure will happen — "
-                       f"{rule.summary}", _workaround(spec, result, rule))
+        return verdict(
+            "error" if broken else rule.severity,
+            f"{where}; {judged} lacks the fix{_pr(rule)}: this failure will happen — "
+            f"{rule.summary}",
+            _workaround(spec, result, rule),
+        )
     if fixed:
         if broken:  # the release's fix is the approach that just failed here
-            return verdict("error", f"{where}; {judged} carries the fix{_pr(rule)}, but its "
-                                    f"approach did not check out here: {result.reason}")
+            return verdict(
+                "error",
+                f"{where}; {judged} carries the fix{_pr(rule)}, but its "
+                f"approach did not check out here: {result.reason}",
+            )
         return verdict("pass", f"{where}; {_carries(rule, facts, judged)}: protected")
     pr = f", PR #{rule.fix.pr}" if rule.fix and rule.fix.pr else ""
     fixed_in = f" (fixed in {rule.fix.version}{pr})" if rule.fix and rule.fix.version else ""
     if _no_vllm(facts):
-        return verdict("error" if broken else "info",
-                       f"{where}; no vLLM installed: releases {_releases(rule)} "
-                       f"{'can fail on a GPU' if cpu_only else 'fail on this machine'}{fixed_in}; "
-                       "--vllm-version V or --report FILE judges one",
-                       _workaround(spec, result, rule))
-    return verdict("error" if broken else "info",
-                   f"{where}; whether {judged} carries the fix is unknown: {state.detail}{fixed_in}",
-                   _workaround(spec, result, rule))
+        return verdict(
+            "error" if broken else "info",
+            f"{where}; no vLLM installed: releases {_releases(rule)} "
+            f"{'can fail on a GPU' if cpu_only else 'fail on this machine'}{fixed_in}; "
+            "--vllm-version V or --report FILE judges one",
+            _workaround(spec, result, rule),
+        )
+    return verdict(
+        "error" if broken else "info",
+        f"{where}; whether {judged} carries the fix is unknown: {state.detail}{fixed_in}",
+        _workaround(spec, result, rule),
+    )
 
 
 def rules_for(codes: set[str]) -> dict[str, Rule]:
@@ -235,18 +282,30 @@ def rules_for(codes: set[str]) -> dict[str, Rule]:
     return out
 
 
-def join_results(results: list[ProbeResult], facts: Facts | None, device: str,
-                 rules: dict[str, Rule] | None = None) -> None:
+def join_results(
+    results: list[ProbeResult],
+    facts: Facts | None,
+    device: str,
+    rules: dict[str, Rule] | None = None,
+) -> None:
     """Attach the joined verdicts (``result.verdicts``) to each probe result."""
-    covered = {r.name: list(dict.fromkeys(BY_NAME[r.name].rules + tuple(r.rules_confirmed + r.rules_refuted)))
-               for r in results if r.name in BY_NAME}
+    covered = {
+        r.name: list(
+            dict.fromkeys(BY_NAME[r.name].rules + tuple(r.rules_confirmed + r.rules_refuted))
+        )
+        for r in results
+        if r.name in BY_NAME
+    }
     known = dict(rules or {})
     missing = {c for codes in covered.values() for c in codes} - set(known)
     if missing:
         known.update(rules_for(missing))
     for r in results:
-        r.verdicts = [join(r, known[c], facts, device).to_dict()
-                      for c in covered.get(r.name, ()) if c in known]
+        r.verdicts = [
+            join(r, known[c], facts, device).to_dict()
+            for c in covered.get(r.name, ())
+            if c in known
+        ]
 
 
 def exit_level(results: list[ProbeResult]) -> str:

@@ -36,10 +36,20 @@ T0 = time.perf_counter()
 
 # Errors after which the CUDA context or the communicator cannot be trusted: the worker
 # reports the probe, then exits so that the runner continues in fresh processes.
-_STICKY = ("illegal memory access", "CUDA error", "unspecified launch failure",
-           "device-side assert", "NCCL error", "ncclInternalError", "ncclUnhandledCudaError",
-           "ncclSystemError", "ncclRemoteError", "CUBLAS_STATUS_EXECUTION_FAILED",
-           "AcceleratorError", "Watchdog caught collective operation timeout")
+_STICKY = (
+    "illegal memory access",
+    "CUDA error",
+    "unspecified launch failure",
+    "device-side assert",
+    "NCCL error",
+    "ncclInternalError",
+    "ncclUnhandledCudaError",
+    "ncclSystemError",
+    "ncclRemoteError",
+    "CUBLAS_STATUS_EXECUTION_FAILED",
+    "AcceleratorError",
+    "Watchdog caught collective operation timeout",
+)
 
 
 class Events:
@@ -70,16 +80,21 @@ def _echo(event: dict[str, Any]) -> None:
     ev = event.get("ev")
     prefix = f"[rank {event.get('rank')}]"
     if ev == "init":
-        print(f"{prefix} init: {event.get('backend') or 'no process group'}"
-              f" in {event.get('dist_init_s', 0):.2f}s (torch import {event.get('import_torch_s', 0):.2f}s)",
-              flush=True)
+        print(
+            f"{prefix} init: {event.get('backend') or 'no process group'}"
+            f" in {event.get('dist_init_s', 0):.2f}s (torch import {event.get('import_torch_s', 0):.2f}s)",
+            flush=True,
+        )
     elif ev == "start":
         print(f"{prefix} {event['probe']}: start", flush=True)
     elif ev == "progress":
         print(f"{prefix} {event['probe']}: {event.get('msg')}", flush=True)
     elif ev == "result":
         res = event.get("result", {})
-        print(f"{prefix} {event['probe']}: {res.get('status')} {res.get('reason', '')}".rstrip(), flush=True)
+        print(
+            f"{prefix} {event['probe']}: {res.get('status')} {res.get('reason', '')}".rstrip(),
+            flush=True,
+        )
     elif ev in ("done", "teardown", "abort"):
         rest = {k: v for k, v in event.items() if k not in ("ev", "rank", "t")}
         print(f"{prefix} {ev} {json.dumps(rest, default=str)}", flush=True)
@@ -114,8 +129,10 @@ def _run_one(fn: Callable[[Any], dict], ctx: Any) -> dict:
         res = result("error", err_text(err))
         if _is_sticky(f"{type(err).__name__}: {err}"):
             ctx.stop_after = True
-            res["notes"] = ["the process stopped after this error (its CUDA context or "
-                            "communicator cannot be trusted); later probes ran in fresh processes"]
+            res["notes"] = [
+                "the process stopped after this error (its CUDA context or "
+                "communicator cannot be trusted); later probes ran in fresh processes"
+            ]
     res.setdefault("metrics", {})
     res["duration_s"] = round(time.perf_counter() - t0, 4)
     return res
@@ -157,26 +174,47 @@ EXIT_ORPHANED = 4
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vllm_doctor.probes.worker",
-                                     description="vllm-doctor probe worker (one per rank)")
-    parser.add_argument("--probes", default=None,
-                        help="comma-separated probe names (default: every probe)")
-    parser.add_argument("--device", choices=("cuda", "cpu"), default=None,
-                        help="cuda (NCCL) or cpu (gloo); default: cuda when torch sees a GPU")
+    parser = argparse.ArgumentParser(
+        prog="python -m vllm_doctor.probes.worker",
+        description="vllm-doctor probe worker (one per rank)",
+    )
+    parser.add_argument(
+        "--probes", default=None, help="comma-separated probe names (default: every probe)"
+    )
+    parser.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default=None,
+        help="cuda (NCCL) or cpu (gloo); default: cuda when torch sees a GPU",
+    )
     parser.add_argument("--events", default=None, help="append JSON events to this file")
-    parser.add_argument("--out", default=None,
-                        help="directory for events.rank<R>.jsonl (torchrun; collate with "
-                             "`vllm-doctor probe --results DIR`)")
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="directory for events.rank<R>.jsonl (torchrun; collate with "
+        "`vllm-doctor probe --results DIR`)",
+    )
     parser.add_argument("--params", default=None, help="JSON parameters (model sizes, ...)")
-    parser.add_argument("--parts", default=None,
-                        help="isolated sub-checks rank 0 starts (PROBE:PART,...; default: those of "
-                             "the selected probes; 'none' for none)")
-    parser.add_argument("--parts-prefix", default=None,
-                        help="path prefix of the sub-checks' event and log files")
-    parser.add_argument("--part", default=None,
-                        help="run one isolated sub-check (PROBE:PART) in this process and exit")
-    parser.add_argument("--teardown-timeout", type=float, default=2.0,
-                        help="seconds to wait for destroy_process_group before reporting a hang")
+    parser.add_argument(
+        "--parts",
+        default=None,
+        help="isolated sub-checks rank 0 starts (PROBE:PART,...; default: those of "
+        "the selected probes; 'none' for none)",
+    )
+    parser.add_argument(
+        "--parts-prefix", default=None, help="path prefix of the sub-checks' event and log files"
+    )
+    parser.add_argument(
+        "--part",
+        default=None,
+        help="run one isolated sub-check (PROBE:PART) in this process and exit",
+    )
+    parser.add_argument(
+        "--teardown-timeout",
+        type=float,
+        default=2.0,
+        help="seconds to wait for destroy_process_group before reporting a hang",
+    )
     parser.add_argument("--quiet", action="store_true", help="no human-readable lines on stdout")
     args = parser.parse_args(argv)
 
@@ -200,8 +238,15 @@ def main(argv: list[str] | None = None) -> int:
         if parts_prefix is None:
             parts_prefix = os.path.join(args.out, "events.part-")
     emit = Events(events_path, rank, echo=not args.quiet)
-    emit({"ev": "hello", "pid": os.getpid(), "world": world, "local_rank": local_rank,
-          "host": os.uname().nodename})
+    emit(
+        {
+            "ev": "hello",
+            "pid": os.getpid(),
+            "world": world,
+            "local_rank": local_rank,
+            "host": os.uname().nodename,
+        }
+    )
 
     if args.probes:
         names = [n for n in args.probes.split(",") if n]
@@ -234,11 +279,20 @@ def main(argv: list[str] | None = None) -> int:
                 device_kind = "cuda" if torch.cuda.is_available() else "cpu"
         runnable = [s for s in specs if s.skip_reason(world, device_kind) is None]
         if rank == 0 and args.device is None:
-            parts = _start_parts(args.parts, runnable, world, device_kind, parts_prefix, params, emit)
+            parts = _start_parts(
+                args.parts, runnable, world, device_kind, parts_prefix, params, emit
+            )
         from vllm_doctor.probes._common import Ctx, call_in_thread
 
-        ctx = Ctx(rank=rank, world=world, local_rank=local_rank, device_kind=device_kind,
-                  params=params, emit=emit, init=init)
+        ctx = Ctx(
+            rank=rank,
+            world=world,
+            local_rank=local_rank,
+            device_kind=device_kind,
+            params=params,
+            emit=emit,
+            init=init,
+        )
         init_job = None
         if need_torch:
             if any(s.collective for s in runnable):
@@ -338,7 +392,11 @@ def main(argv: list[str] | None = None) -> int:
         return call_in_thread(destroy)
 
     for spec in collective + local:
-        if teardown is None and not spec.collective and (backend is not None or ctx.hang_teardown == "soft"):
+        if (
+            teardown is None
+            and not spec.collective
+            and (backend is not None or ctx.hang_teardown == "soft")
+        ):
             teardown = start_teardown()
         _run_spec(spec, ctx, emit, parts)
     if teardown is None and (backend is not None or ctx.hang_teardown == "soft"):
@@ -355,8 +413,12 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(3600)
     if teardown is not None:
         returned, seconds, failure = teardown.join(args.teardown_timeout)
-        event: dict[str, Any] = {"ev": "teardown", "seconds": round(seconds, 4), "returned": returned,
-                                 "limit_s": args.teardown_timeout}
+        event: dict[str, Any] = {
+            "ev": "teardown",
+            "seconds": round(seconds, 4),
+            "returned": returned,
+            "limit_s": args.teardown_timeout,
+        }
         if failure is not None:
             event["error"] = f"{type(failure).__name__}: {failure}"
         emit(event)
@@ -411,17 +473,35 @@ def _exit(code: int, parts: list[Any], wait_s: float = 0.0) -> None:
     os._exit(code)
 
 
-def part_command(probe: str, part: str, events: str, device_kind: str, params: dict,
-                 python: str | None = None) -> list[str]:
+def part_command(
+    probe: str, part: str, events: str, device_kind: str, params: dict, python: str | None = None
+) -> list[str]:
     """The command line of one isolated sub-check's process."""
     from vllm_doctor.child import module_command
 
-    return module_command("vllm_doctor.probes.worker", "--part", f"{probe}:{part}", "--events", events,
-                          "--device", device_kind, "--params", json.dumps(params), python=python)
+    return module_command(
+        "vllm_doctor.probes.worker",
+        "--part",
+        f"{probe}:{part}",
+        "--events",
+        events,
+        "--device",
+        device_kind,
+        "--params",
+        json.dumps(params),
+        python=python,
+    )
 
 
-def _start_parts(requested: str | None, specs: list, world: int, device_kind: str,
-                 prefix: str | None, params: dict, emit: Events) -> list[Any]:
+def _start_parts(
+    requested: str | None,
+    specs: list,
+    world: int,
+    device_kind: str,
+    prefix: str | None,
+    params: dict,
+    emit: Events,
+) -> list[Any]:
     """Rank 0 under torchrun: start the isolated sub-checks of the selected probes."""
     import subprocess
 
@@ -442,12 +522,28 @@ def _start_parts(requested: str | None, specs: list, world: int, device_kind: st
         if pspec is None:
             continue
         events, log = f"{prefix}{probe}-{part}.jsonl", f"{prefix}{probe}-{part}.log"
-        env = dict(os.environ, **pspec.env, VLLM_DOCTOR_PARENT_PID=str(os.getpid()), PYTHONUNBUFFERED="1")
+        env = dict(
+            os.environ, **pspec.env, VLLM_DOCTOR_PARENT_PID=str(os.getpid()), PYTHONUNBUFFERED="1"
+        )
         with open(log, "wb") as log_fh:
-            popen = subprocess.Popen(part_command(probe, part, events, device_kind, params),
-                                     stdin=subprocess.DEVNULL, stdout=log_fh, stderr=subprocess.STDOUT,
-                                     env=env, start_new_session=True)
-        emit({"ev": "forked", "probe": probe, "part": part, "pid": popen.pid, "events": events, "log": log})
+            popen = subprocess.Popen(
+                part_command(probe, part, events, device_kind, params),
+                stdin=subprocess.DEVNULL,
+                stdout=log_fh,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+        emit(
+            {
+                "ev": "forked",
+                "probe": probe,
+                "part": part,
+                "pid": popen.pid,
+                "events": events,
+                "log": log,
+            }
+        )
         started.append(popen)
     return started
 
@@ -467,8 +563,16 @@ def run_part(probe: str, part: str, events: str | None, params: dict, device_kin
         emit({"ev": "hello", "pid": os.getpid(), "probe": probe, "part": part, "world": 1})
         from vllm_doctor.probes._common import Ctx
 
-        ctx = Ctx(rank=0, world=1, local_rank=_env_int("LOCAL_RANK", 0), device_kind=device,
-                  params=params, emit=emit, probe=probe, part=part)
+        ctx = Ctx(
+            rank=0,
+            world=1,
+            local_rank=_env_int("LOCAL_RANK", 0),
+            device_kind=device,
+            params=params,
+            emit=emit,
+            probe=probe,
+            part=part,
+        )
         t = time.perf_counter()
         if spec.needs_torch:
             import torch  # noqa: F401 - timed here, used by the sub-check

@@ -18,8 +18,12 @@ DOCUMENT_SCHEMA_VERSION = 1
 
 # The input that supplies the facts of an area, and how the summary names it. Derived and
 # release facts are computed from the others, so they name no input of their own.
-INPUT_OF_AREA = {"serve": "serve", "model": "model", "log": "log",
-                 **dict.fromkeys(("vllm", "torch", "packages", "driver", "gpu", "topology", "env"), "report")}
+INPUT_OF_AREA = {
+    "serve": "serve",
+    "model": "model",
+    "log": "log",
+    **dict.fromkeys(("vllm", "torch", "packages", "driver", "gpu", "topology", "env"), "report"),
+}
 INPUT_PHRASE = {
     "serve": "the serve line (after `--`: vllm-doctor check -- vllm serve MODEL ...)",
     "model": "the model's config.json (--model-config PATH)",
@@ -39,8 +43,13 @@ class FixSuggestion:
     cost: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "title": self.title, "command": self.command,
-                "env": self.env, "cost": self.cost}
+        return {
+            "code": self.code,
+            "title": self.title,
+            "command": self.command,
+            "env": self.env,
+            "cost": self.cost,
+        }
 
 
 @dataclass
@@ -129,8 +138,13 @@ class CheckDocument:
         given = self.given_inputs()
         needs: Counter[str] = Counter()
         for f in self.undecided:
-            needs.update({INPUT_OF_AREA[area] for area in (m.path.split(".", 1)[0] for m in f.missing)
-                          if area in INPUT_OF_AREA and INPUT_OF_AREA[area] not in given})
+            needs.update(
+                {
+                    INPUT_OF_AREA[area]
+                    for area in (m.path.split(".", 1)[0] for m in f.missing)
+                    if area in INPUT_OF_AREA and INPUT_OF_AREA[area] not in given
+                }
+            )
         if not needs:
             return None
         key, count = needs.most_common(1)[0]
@@ -148,17 +162,25 @@ class CheckDocument:
         return f"{'all' if count == total else f'{count} of the'} {total} undecided need {what}"
 
     def summary_line(self) -> str:
-        parts = [f"{self.count(s)} {s}{'s' if self.count(s) != 1 and s != 'info' else ''}"
-                 for s in ("error", "warning", "info")]
+        parts = [
+            f"{self.count(s)} {s}{'s' if self.count(s) != 1 and s != 'info' else ''}"
+            for s in ("error", "warning", "info")
+        ]
         extra = f", {len(self.undecided)} undecided" if self.undecided else ""
         extra += f", {len(self.suppressed)} ignored" if self.suppressed else ""
         undecided_failing = [f for f in self.failing() if f.verdict == UNDECIDED]
-        tail = (f"; --strict: {len(undecided_failing)} undecided at or above --fail-on "
-                f"{self.fail_on} fail the run" if undecided_failing else "")
+        tail = (
+            f"; --strict: {len(undecided_failing)} undecided at or above --fail-on "
+            f"{self.fail_on} fail the run"
+            if undecided_failing
+            else ""
+        )
         hint = self.undecided_hint()
         tail += f"; {hint}" if hint else ""
-        return (f"{', '.join(parts)}{extra} ({self.rules_checked} rules checked in "
-                f"{self.duration_s:.2f} s){tail}")
+        return (
+            f"{', '.join(parts)}{extra} ({self.rules_checked} rules checked in "
+            f"{self.duration_s:.2f} s){tail}"
+        )
 
     def target_line(self, f: Finding) -> int | None:
         """For a manifest target: the line of the finding's first serve-line fact the file
@@ -202,15 +224,25 @@ class CheckDocument:
             "findings": [finding(f) for f in self.applies],
             "undecided": [finding(f) for f in self.undecided],
             "suppressed": [finding(f) for f in self.suppressed],
-            "not_applicable": sorted(f.rule.code for f in self.findings
-                                     if f.verdict == NOT_APPLIES and not f.suppressed),
+            "not_applicable": sorted(
+                f.rule.code for f in self.findings if f.verdict == NOT_APPLIES and not f.suppressed
+            ),
             "probes": self.probes,
             "log_messages": [m.to_dict() for m in self.log_messages],
             "notes": self.notes,
             "settings": self.settings.describe() if self.settings else None,
             "memory": memory_summary(self.facts),
             "facts": self.facts.to_dict(),
-            **({"target": {"file": self.target.file, "line": self.target.line,
-                           "kind": self.target.kind, "name": self.target.name}}
-               if self.target is not None else {}),
+            **(
+                {
+                    "target": {
+                        "file": self.target.file,
+                        "line": self.target.line,
+                        "kind": self.target.kind,
+                        "name": self.target.name,
+                    }
+                }
+                if self.target is not None
+                else {}
+            ),
         }

@@ -29,49 +29,132 @@ class Section:
 
 
 SECTIONS = (
-    Section("Stack", ("vllm", "torch", "packages", "driver"), (
-        "vllm.version", "vllm.git_sha", "vllm.base_release", "vllm.location",
-        "vllm.torch_requirement", "torch.version", "torch.cuda_version",
-        "torch.matches_vllm_pin", "driver.version", "driver.cuda_version", "packages.*")),
-    Section("GPUs and links", ("gpu", "topology"), (
-        "gpu.count", "gpu.names", "gpu.capabilities", "gpu.memory_total_mib",
-        "gpu.memory_free_mib", "gpu.mig_enabled", "gpu.visible_devices",
-        "topology.worst_link", "topology.all_nvlink", "topology.p2p_all")),
-    Section("Model", ("model",), (
-        "model.id", "model.config_path", "model.architectures", "model.model_type",
-        "model.family", "model.dtype", "model.quant_method", "model.quant_algo",
-        "model.quant_scheme", "model.num_attention_heads", "model.num_key_value_heads",
-        "model.head_dim", "model.global_head_dim", "model.num_hidden_layers",
-        "model.num_experts", "model.num_mtp_layers", "model.kv_lora_rank",
-        "model.weights_bytes", "model.inferred")),
-    Section("Serve arguments", ("serve",), (
-        "serve.model", "serve.tensor_parallel_size", "serve.pipeline_parallel_size",
-        "serve.data_parallel_size", "serve.max_model_len", "serve.gpu_memory_utilization",
-        "serve.quantization", "serve.kv_cache_dtype", "serve.speculative_method",
-        "serve.attention_backend", "serve.legacy_flags", "serve.unknown_flags")),
-    Section("Judged release", ("release",), (
-        "release.judged", "release.coverage", "release.unknown_options",
-        "release.unaccepted_options", "release.option_hints", "release.corrected_command",
-        "release.invalid_choices", "release.architecture_registered",
-        "release.architecture_first_release", "release.transformers_in_range",
-        "release.torch_pin", "release.torch_matches_pin")),
+    Section(
+        "Stack",
+        ("vllm", "torch", "packages", "driver"),
+        (
+            "vllm.version",
+            "vllm.git_sha",
+            "vllm.base_release",
+            "vllm.location",
+            "vllm.torch_requirement",
+            "torch.version",
+            "torch.cuda_version",
+            "torch.matches_vllm_pin",
+            "driver.version",
+            "driver.cuda_version",
+            "packages.*",
+        ),
+    ),
+    Section(
+        "GPUs and links",
+        ("gpu", "topology"),
+        (
+            "gpu.count",
+            "gpu.names",
+            "gpu.capabilities",
+            "gpu.memory_total_mib",
+            "gpu.memory_free_mib",
+            "gpu.mig_enabled",
+            "gpu.visible_devices",
+            "topology.worst_link",
+            "topology.all_nvlink",
+            "topology.p2p_all",
+        ),
+    ),
+    Section(
+        "Model",
+        ("model",),
+        (
+            "model.id",
+            "model.config_path",
+            "model.architectures",
+            "model.model_type",
+            "model.family",
+            "model.dtype",
+            "model.quant_method",
+            "model.quant_algo",
+            "model.quant_scheme",
+            "model.num_attention_heads",
+            "model.num_key_value_heads",
+            "model.head_dim",
+            "model.global_head_dim",
+            "model.num_hidden_layers",
+            "model.num_experts",
+            "model.num_mtp_layers",
+            "model.kv_lora_rank",
+            "model.weights_bytes",
+            "model.inferred",
+        ),
+    ),
+    Section(
+        "Serve arguments",
+        ("serve",),
+        (
+            "serve.model",
+            "serve.tensor_parallel_size",
+            "serve.pipeline_parallel_size",
+            "serve.data_parallel_size",
+            "serve.max_model_len",
+            "serve.gpu_memory_utilization",
+            "serve.quantization",
+            "serve.kv_cache_dtype",
+            "serve.speculative_method",
+            "serve.attention_backend",
+            "serve.legacy_flags",
+            "serve.unknown_flags",
+        ),
+    ),
+    Section(
+        "Judged release",
+        ("release",),
+        (
+            "release.judged",
+            "release.coverage",
+            "release.unknown_options",
+            "release.unaccepted_options",
+            "release.option_hints",
+            "release.corrected_command",
+            "release.invalid_choices",
+            "release.architecture_registered",
+            "release.architecture_first_release",
+            "release.transformers_in_range",
+            "release.torch_pin",
+            "release.torch_matches_pin",
+        ),
+    ),
     Section("Environment", ("env",), ("env.*",)),
     Section("Crash log", ("log",), ("log.path", "log.lines")),
-    Section("Estimates", ("derived",), (
-        "derived.kv_bytes_per_token", "derived.kv_bytes_needed", "derived.kv_bytes_available",
-        "derived.kv_fits_one_request", "derived.weights_bytes_per_gpu",
-        "derived.free_memory_below_utilization", "derived.tp_divides_heads",
-        "derived.tp_divides_kv_heads", "derived.driver_supports_torch_cuda")),
+    Section(
+        "Estimates",
+        ("derived",),
+        (
+            "derived.kv_bytes_per_token",
+            "derived.kv_bytes_needed",
+            "derived.kv_bytes_available",
+            "derived.kv_fits_one_request",
+            "derived.weights_bytes_per_gpu",
+            "derived.free_memory_below_utilization",
+            "derived.tp_divides_heads",
+            "derived.tp_divides_kv_heads",
+            "derived.driver_supports_torch_cuda",
+        ),
+    ),
 )
 
 # areas that come from what the user passes (not from the machine)
 _INPUT_AREAS = {"model", "serve", "log"}
 
 # the collector whose timing belongs to a section
-_TIMING_KEYS = {"Stack": ("packages",), "GPUs and links": ("gpus",), "Model": ("model",),
-                "Serve arguments": ("serve",), "Environment": ("environment",),
-                "Judged release": ("release",),
-                "Estimates": ("derived",)}
+_TIMING_KEYS = {
+    "Stack": ("packages",),
+    "GPUs and links": ("gpus",),
+    "Model": ("model",),
+    "Serve arguments": ("serve",),
+    "Environment": ("environment",),
+    "Judged release": ("release",),
+    "Estimates": ("derived",),
+}
 
 
 def _in_areas(path: str, areas: Iterable[str]) -> bool:
@@ -105,8 +188,9 @@ def format_value(path: str, value: Any, verbose: bool = False) -> str:
     if isinstance(value, list):
         if path in ("gpu.devices", "topology.links") and not verbose:
             return f"{len(value)} record(s)"
-        items = [json.dumps(v, default=str) if isinstance(v, (dict, list)) else str(v)
-                 for v in value]
+        items = [
+            json.dumps(v, default=str) if isinstance(v, (dict, list)) else str(v) for v in value
+        ]
         if not verbose and len(items) > 8:
             items = [*items[:8], f"… {len(value) - 8} more"]
         return ", ".join(items) if items else "(none)"
@@ -131,10 +215,17 @@ def section_status(facts: Facts, section: Section) -> tuple[str, str]:
     inferred = any(f.source == Source.INFERRED for _, f in values)
     from_tables = any(f.inferred for _, f in values)
     if area_missing or missing or inferred or from_tables:
-        reason = area_missing[0] if area_missing else (
-            f"{len(missing)} fact(s) missing" if missing
-            else "some values are inferred from the model name" if inferred
-            else "some values are inferred (-v shows from what)")
+        reason = (
+            area_missing[0]
+            if area_missing
+            else (
+                f"{len(missing)} fact(s) missing"
+                if missing
+                else "some values are inferred from the model name"
+                if inferred
+                else "some values are inferred (-v shows from what)"
+            )
+        )
         return WARN, reason
     return OK, ""
 
@@ -149,9 +240,14 @@ def _fact_line(path: str, fact: Fact, verbose: bool) -> tuple[str, str, str]:
     return path, format_value(path, fact.value, verbose), source
 
 
-def render_facts(facts: Facts, console: Any = None, verbose: bool = False,
-                 timings: dict[str, float] | None = None,
-                 only: tuple[str, ...] | None = None, notes: bool = True) -> None:
+def render_facts(
+    facts: Facts,
+    console: Any = None,
+    verbose: bool = False,
+    timings: dict[str, float] | None = None,
+    only: tuple[str, ...] | None = None,
+    notes: bool = True,
+) -> None:
     """Print the facts view on ``console`` (a rich Console; stdout when None).
 
     ``only`` limits it to the sections with these titles (`check` shows the first four);
@@ -165,8 +261,11 @@ def render_facts(facts: Facts, console: Any = None, verbose: bool = False,
     for section in SECTIONS:
         if only is not None and section.title not in only:
             continue
-        if section.areas == ("log",) and not verbose and not any(
-                p.startswith("log.") for p in facts.values):
+        if (
+            section.areas == ("log",)
+            and not verbose
+            and not any(p.startswith("log.") for p in facts.values)
+        ):
             continue  # no crash log given: nothing to show
         mark, why = section_status(facts, section)
         head = f"[{_STYLE[mark]}][{mark}][/] [bold]{escape(section.title)}[/]"
@@ -182,8 +281,9 @@ def render_facts(facts: Facts, console: Any = None, verbose: bool = False,
         width = max((len(p) for p in shown), default=0)
         for path in shown:
             name, value, source = _fact_line(path, facts.values[path], verbose)
-            console.print(f"    • {escape(name.ljust(width))}  {escape(value)}  "
-                          f"[dim]({escape(source)})[/]")
+            console.print(
+                f"    • {escape(name.ljust(width))}  {escape(value)}  [dim]({escape(source)})[/]"
+            )
         hidden = len(paths) - len(shown)
         if hidden:
             console.print(f"    [dim]… {hidden} more fact(s): -v shows them[/]")
@@ -213,12 +313,15 @@ def _render_devices(facts: Facts, console: Any) -> None:
             f"      GPU {dev.get('index')}: {escape(str(dev.get('name')))} {cap_text}, "
             f"{dev.get('memory_free_mib')}/{dev.get('memory_total_mib')} MiB free, "
             f"MIG {dev.get('mig')}, persistence {dev.get('persistence_mode')}, "
-            f"ECC {dev.get('ecc_enabled')}")
+            f"ECC {dev.get('ecc_enabled')}"
+        )
     for link in facts.value("topology.links") or []:
         if not isinstance(link, dict):
             continue
-        console.print(f"      GPU{link.get('a')} ↔ GPU{link.get('b')}: {link.get('link')}, "
-                      f"P2P read {link.get('p2p_read')}, write {link.get('p2p_write')}")
+        console.print(
+            f"      GPU{link.get('a')} ↔ GPU{link.get('b')}: {link.get('link')}, "
+            f"P2P read {link.get('p2p_read')}, write {link.get('p2p_write')}"
+        )
 
 
 def _digest_parts(facts: Facts, section: Section) -> list[str]:
@@ -260,16 +363,25 @@ def _digest_parts(facts: Facts, section: Section) -> list[str]:
         if isinstance(v("model.weights_bytes"), int):
             parts.append(f"{format_bytes(v('model.weights_bytes'))} of weights")
     elif section.title == "Serve arguments":
-        skip = {"serve.model", "serve.argv", "serve.flags", "serve.legacy_flags", "serve.unknown_flags"}
+        skip = {
+            "serve.model",
+            "serve.argv",
+            "serve.flags",
+            "serve.legacy_flags",
+            "serve.unknown_flags",
+        }
         # the knobs most rules look at first, then the rest; whole JSON options are left to -v
         # (their parts, like serve.speculative_method, are facts of their own)
         first = [p for p in section.summary if p not in skip]
-        given = sorted(((p, f) for p, f in facts.area("serve")
-                        if f.source == Source.SERVE and p not in skip
-                        and not isinstance(f.value, dict)),
-                       key=lambda item: (first.index(item[0]) if item[0] in first else len(first),
-                                         item[0]))
-        shown = [f"{p[len('serve.'):]}={format_value(p, f.value)}" for p, f in given[:6]]
+        given = sorted(
+            (
+                (p, f)
+                for p, f in facts.area("serve")
+                if f.source == Source.SERVE and p not in skip and not isinstance(f.value, dict)
+            ),
+            key=lambda item: (first.index(item[0]) if item[0] in first else len(first), item[0]),
+        )
+        shown = [f"{p[len('serve.') :]}={format_value(p, f.value)}" for p, f in given[:6]]
         if len(given) > 6:
             shown.append(f"… {len(given) - 6} more")
         if v("serve.model"):
@@ -277,7 +389,9 @@ def _digest_parts(facts: Facts, section: Section) -> list[str]:
         parts.extend(shown)
         for key in ("serve.unknown_flags", "serve.legacy_flags"):
             if v(key):
-                parts.append(f"{key[len('serve.'):].replace('_', ' ')}: {format_value(key, v(key))}")
+                parts.append(
+                    f"{key[len('serve.') :].replace('_', ' ')}: {format_value(key, v(key))}"
+                )
     return parts
 
 

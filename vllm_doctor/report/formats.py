@@ -60,8 +60,10 @@ def _md_cell(value: Any) -> str:
 def _rulebase_line(doc: CheckDocument) -> str:
     if not doc.rulebase:
         return f"vllm-doctor {__version__}"
-    return (f"vllm-doctor {__version__} · rule base {doc.rulebase.version} · knowledge up to "
-            f"vLLM {doc.rulebase.newest_release}")
+    return (
+        f"vllm-doctor {__version__} · rule base {doc.rulebase.version} · knowledge up to "
+        f"vLLM {doc.rulebase.newest_release}"
+    )
 
 
 def render_markdown(doc: CheckDocument) -> str:
@@ -71,30 +73,45 @@ def render_markdown(doc: CheckDocument) -> str:
         for f in doc.applies:
             mark = {"error": "❌", "warning": "⚠️", "info": "ℹ️"}[f.severity]
             fix = f"vLLM ≥ {f.rule.fix.version}" if f.rule.fix and f.rule.fix.version else ""
-            out.append(f"| {mark} | `{f.rule.code}` | {f.severity} | {_md_cell(f.rule.summary)} | {fix} |")
+            out.append(
+                f"| {mark} | `{f.rule.code}` | {f.severity} | {_md_cell(f.rule.summary)} | {fix} |"
+            )
         out.append("")
         for f in doc.applies:
             out += [f"### `{f.rule.code}` {f.rule.summary}", ""]
             for ev in f.evidence:
                 out.append(f"- `{ev.path}` = `{_md_cell(ev.value)}` ({ev.source})")
             if f.fix_state and f.fix_state.state != UNVERSIONED:
-                out.append(f"- {'source' if f.fix_state.method == 'fingerprint' else 'version'}: {f.fix_state.detail}")
+                out.append(
+                    f"- {'source' if f.fix_state.method == 'fingerprint' else 'version'}: {f.fix_state.detail}"
+                )
             for line in f.log_matches:
                 out.append(f"- seen in the log: `{line}`")
             if f.reading is not None:
                 out.append(f"- cause: {f.reading.cause}")
                 out += [f"- fix: `{fix}`" for fix in f.reading.fixes]
             for sugg in doc.suggestions.get(f.rule.code, []):
-                out.append(f"- workaround: {sugg.title}" + (f" (cost: {sugg.cost})" if sugg.cost else ""))
+                out.append(
+                    f"- workaround: {sugg.title}" + (f" (cost: {sugg.cost})" if sugg.cost else "")
+                )
                 if sugg.command or sugg.env:
-                    out += ["", "```bash", *sugg.env, *( [sugg.command] if sugg.command else []), "```"]
+                    out += [
+                        "",
+                        "```bash",
+                        *sugg.env,
+                        *([sugg.command] if sugg.command else []),
+                        "```",
+                    ]
             out += [f"- references: {', '.join(f.rule.references)}", ""]
     else:
         out += ["None of the known failures applies.", ""]
     if doc.undecided:
         n = len(doc.undecided)
-        out += ["<details><summary>Cannot decide "
-                f"({n} rule{'s' if n != 1 else ''} need{'s' if n == 1 else ''} more facts)</summary>", ""]
+        out += [
+            "<details><summary>Cannot decide "
+            f"({n} rule{'s' if n != 1 else ''} need{'s' if n == 1 else ''} more facts)</summary>",
+            "",
+        ]
         for f in doc.undecided:
             needs = ", ".join(f"`{m.path}` ({m.reason})" for m in f.missing) or "vLLM version"
             strict = " **(fails the run: --strict)**" if doc.is_failing(f) else ""
@@ -103,10 +120,14 @@ def render_markdown(doc: CheckDocument) -> str:
     if doc.log_messages:
         out += ["### vLLM messages in the log", ""]
         for m in doc.log_messages:
-            sites = "; ".join(f"`vllm/{path}` in `{func}`" + (f" when `{_md_cell(cond)}`" if cond else "")
-                              for path, func, cond in m.sites())
-            out.append(f"- `{_md_cell(m.hit.cls)}: {_md_cell(m.hit.template)}` — raised in {sites}; "
-                       f"releases {m.release_ranges()}" + (f". {_md_cell(m.note)}" if m.note else ""))
+            sites = "; ".join(
+                f"`vllm/{path}` in `{func}`" + (f" when `{_md_cell(cond)}`" if cond else "")
+                for path, func, cond in m.sites()
+            )
+            out.append(
+                f"- `{_md_cell(m.hit.cls)}: {_md_cell(m.hit.template)}` — raised in {sites}; "
+                f"releases {m.release_ranges()}" + (f". {_md_cell(m.note)}" if m.note else "")
+            )
         out.append("")
     from vllm_doctor.memory.estimate import report_line
 
@@ -129,6 +150,7 @@ def render_markdown(doc: CheckDocument) -> str:
 
 
 # -- locations -------------------------------------------------------------------------------
+
 
 class Location:
     """Where a finding points: an input file and a line (1 when no line of the file names
@@ -240,8 +262,10 @@ def location(doc: CheckDocument, f: Finding) -> Location:
     model_config = doc.facts.value("model.config_path") if doc.inputs.get("model_config") else None
     log = doc.inputs.get("log")
     serve = _serve_file(doc)
-    holders = [("serve", serve[0], serve[1]) if serve else None,
-               ("model", Path(str(model_config)), ['"{key}"']) if model_config else None]
+    holders = [
+        ("serve", serve[0], serve[1]) if serve else None,
+        ("model", Path(str(model_config)), ['"{key}"']) if model_config else None,
+    ]
     for area_wanted, path, spellings in filter(None, holders):
         if not path.is_file():
             continue
@@ -250,8 +274,10 @@ def location(doc: CheckDocument, f: Finding) -> Location:
             if area == area_wanted:
                 fact = doc.facts.get(ev.path)
                 detail = (fact.detail or "") if fact is not None else ""  # "-tp 2" as written
-                needles = [s.format(key=key, dashed=key.replace("_", "-"), detail=detail)
-                           for s in spellings]
+                needles = [
+                    s.format(key=key, dashed=key.replace("_", "-"), detail=detail)
+                    for s in spellings
+                ]
                 return Location(_relative_uri(path), _line_of(path, needles), path)
     if f.log_matches and log and Path(log).is_file():
         head = f.log_matches[0].lstrip("…")[:80]
@@ -312,8 +338,10 @@ def _sarif_rule(f: Finding) -> dict[str, Any]:
         "name": rule.slug,
         "shortDescription": {"text": rule.summary},
         "fullDescription": {"text": rule.summary},
-        "help": {"text": f"{document}\nRun `vllm-doctor explain {rule.code}` for this document.",
-                 "markdown": document},
+        "help": {
+            "text": f"{document}\nRun `vllm-doctor explain {rule.code}` for this document.",
+            "markdown": document,
+        },
         "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
         "properties": {
             "tags": ["vllm", rule.category.lower(), rule.phase],
@@ -358,31 +386,52 @@ def render_sarif(doc: CheckDocument) -> str:
             # code scanning tracks an alert by primaryLocationLineHash (the line's content,
             # so an alert survives lines added above it); our own key ignores the line
             "partialFingerprints": {
-                "primaryLocationLineHash": _fingerprint(f.rule.code, where.uri, *target,
-                                                        where.line_text())[:16] + ":1",
-                "vllmDoctorFinding/v1": _fingerprint(f.rule.code, where.uri, *target)},
-            "properties": {"verdict": f.verdict, "confidence": f.confidence,
-                           "failing": doc.is_failing(f),
-                           "fix_state": f.fix_state.to_dict() if f.fix_state else None,
-                           "evidence": [e.to_dict() for e in f.evidence]},
+                "primaryLocationLineHash": _fingerprint(
+                    f.rule.code, where.uri, *target, where.line_text()
+                )[:16]
+                + ":1",
+                "vllmDoctorFinding/v1": _fingerprint(f.rule.code, where.uri, *target),
+            },
+            "properties": {
+                "verdict": f.verdict,
+                "confidence": f.confidence,
+                "failing": doc.is_failing(f),
+                "fix_state": f.fix_state.to_dict() if f.fix_state else None,
+                "evidence": [e.to_dict() for e in f.evidence],
+            },
         }
         if f.suppressed:
-            result["suppressions"] = [{"kind": "external", "status": "accepted",
-                                       "justification": f.suppressed}]
+            result["suppressions"] = [
+                {"kind": "external", "status": "accepted", "justification": f.suppressed}
+            ]
         results.append(result)
     run: dict[str, Any] = {
-        "tool": {"driver": {"name": "vllm-doctor", "version": __version__,
-                            "semanticVersion": __version__, "rules": driver_rules}},
+        "tool": {
+            "driver": {
+                "name": "vllm-doctor",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "rules": driver_rules,
+            }
+        },
         "results": results,
         "originalUriBaseIds": {SRCROOT: {"uri": _directory_uri(repository_root())}},
         "columnKind": "unicodeCodePoints",
         "properties": {
             "rulebase": doc.rulebase.to_dict() if doc.rulebase else None,
-            "fail_on": doc.fail_on, "strict": doc.strict,
-            "summary": doc.summary_line(), "notes": doc.notes,
-            "undecided": [{"code": f.rule.code, "severity": f.severity,
-                           "missing": [m.to_dict() for m in f.missing]}
-                          for f in doc.undecided if not doc.is_failing(f)],
+            "fail_on": doc.fail_on,
+            "strict": doc.strict,
+            "summary": doc.summary_line(),
+            "notes": doc.notes,
+            "undecided": [
+                {
+                    "code": f.rule.code,
+                    "severity": f.severity,
+                    "missing": [m.to_dict() for m in f.missing],
+                }
+                for f in doc.undecided
+                if not doc.is_failing(f)
+            ],
         },
     }
     sarif = {
@@ -394,6 +443,7 @@ def render_sarif(doc: CheckDocument) -> str:
 
 
 # -- JUnit XML -------------------------------------------------------------------------------
+
 
 def render_junit(doc: CheckDocument) -> str:
     """One test case per rule checked. A failure is exactly a finding that sets exit code 1;
@@ -410,21 +460,30 @@ def render_junit(doc: CheckDocument) -> str:
             body += f"\ncause: {f.reading.cause}" + "".join(f"\nfix: {x}" for x in f.reading.fixes)
         if f.suppressed:
             skipped += 1
-            cases.append(f"{head}<skipped message={quoteattr('ignored: ' + f.suppressed)}/></testcase>")
+            cases.append(
+                f"{head}<skipped message={quoteattr('ignored: ' + f.suppressed)}/></testcase>"
+            )
         elif doc.is_failing(f):
             failures += 1
-            message = f.rule.summary if f.verdict == APPLIES else (
-                "cannot decide (--strict): " + f.rule.summary)
+            message = (
+                f.rule.summary
+                if f.verdict == APPLIES
+                else ("cannot decide (--strict): " + f.rule.summary)
+            )
             if f.verdict == UNDECIDED:
                 body = "missing: " + ", ".join(f"{m.path} ({m.reason})" for m in f.missing)
-            cases.append(f"{head}<failure type={quoteattr(f.severity)} message={quoteattr(message)}>"
-                         f"{xml_escape(body)}</failure></testcase>")
+            cases.append(
+                f"{head}<failure type={quoteattr(f.severity)} message={quoteattr(message)}>"
+                f"{xml_escape(body)}</failure></testcase>"
+            )
         elif f.verdict == APPLIES:
             text = (f"{f.severity} below --fail-on {doc.fail_on}: {f.rule.summary}\n{body}").strip()
             cases.append(f"{head}<system-out>{xml_escape(text)}</system-out></testcase>")
         elif f.verdict == UNDECIDED:
             skipped += 1
-            msg = "cannot decide: missing " + (", ".join(m.path for m in f.missing) or "the vLLM version")
+            msg = "cannot decide: missing " + (
+                ", ".join(m.path for m in f.missing) or "the vLLM version"
+            )
             cases.append(f"{head}<skipped message={quoteattr(msg)}/></testcase>")
         else:
             assert f.verdict == NOT_APPLIES
@@ -433,18 +492,28 @@ def render_junit(doc: CheckDocument) -> str:
     if doc.settings:
         properties["settings"] = doc.settings.describe()
     if doc.rulebase:
-        properties.update({"rulebase": doc.rulebase.version,
-                           "knowledge_newest_release": doc.rulebase.newest_release})
-    props = "".join(f"\n      <property name={quoteattr(k)} value={quoteattr(v)}/>"
-                    for k, v in properties.items())
-    return ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-            f'<testsuites name="vllm-doctor">\n  <testsuite name="vllm-doctor check" '
-            f'tests="{len(cases)}" failures="{failures}" errors="0" skipped="{skipped}" '
-            f'time="{doc.duration_s:.3f}">\n    <properties>{props}\n    </properties>\n'
-            + "\n".join(cases) + "\n  </testsuite>\n</testsuites>\n")
+        properties.update(
+            {
+                "rulebase": doc.rulebase.version,
+                "knowledge_newest_release": doc.rulebase.newest_release,
+            }
+        )
+    props = "".join(
+        f"\n      <property name={quoteattr(k)} value={quoteattr(v)}/>"
+        for k, v in properties.items()
+    )
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f'<testsuites name="vllm-doctor">\n  <testsuite name="vllm-doctor check" '
+        f'tests="{len(cases)}" failures="{failures}" errors="0" skipped="{skipped}" '
+        f'time="{doc.duration_s:.3f}">\n    <properties>{props}\n    </properties>\n'
+        + "\n".join(cases)
+        + "\n  </testsuite>\n</testsuites>\n"
+    )
 
 
 # -- GitHub workflow commands ----------------------------------------------------------------
+
 
 def _gh_data(text: str) -> str:
     # the runner turns %0A back into a line break inside the annotation; ESC and the other
@@ -494,35 +563,52 @@ def render_gitlab(doc: CheckDocument) -> str:
     issues = []
     for f in doc.applies + [u for u in doc.undecided if doc.is_failing(u)]:
         where = location(doc, f)
-        issues.append({
-            "type": "issue",
-            "description": _message(doc, f),
-            "check_name": f.rule.code,
-            "categories": ["Bug Risk"],
-            "fingerprint": hashlib.md5(f"{f.rule.code}\0{where.uri}\0{f.verdict}".encode(),
-                                       usedforsecurity=False).hexdigest(),
-            "severity": _GITLAB_SEVERITY[f.severity] if f.verdict == APPLIES else "major",
-            "location": {"path": where.uri if not where.uri.startswith("file:") else
-                         os.path.basename(where.uri), "lines": {"begin": where.line}},
-        })
+        issues.append(
+            {
+                "type": "issue",
+                "description": _message(doc, f),
+                "check_name": f.rule.code,
+                "categories": ["Bug Risk"],
+                "fingerprint": hashlib.md5(
+                    f"{f.rule.code}\0{where.uri}\0{f.verdict}".encode(), usedforsecurity=False
+                ).hexdigest(),
+                "severity": _GITLAB_SEVERITY[f.severity] if f.verdict == APPLIES else "major",
+                "location": {
+                    "path": where.uri
+                    if not where.uri.startswith("file:")
+                    else os.path.basename(where.uri),
+                    "lines": {"begin": where.line},
+                },
+            }
+        )
     if doc.settings:  # Code Quality has no notes: the settings file is an info issue of its own
         note = doc.settings.describe()
-        issues.append({
-            "type": "issue", "description": note, "check_name": "settings",
-            "categories": ["Security"], "severity": "info",
-            "fingerprint": hashlib.md5(note.encode(), usedforsecurity=False).hexdigest(),
-            "location": {"path": os.path.relpath(doc.settings.path), "lines": {"begin": 1}},
-        })
+        issues.append(
+            {
+                "type": "issue",
+                "description": note,
+                "check_name": "settings",
+                "categories": ["Security"],
+                "severity": "info",
+                "fingerprint": hashlib.md5(note.encode(), usedforsecurity=False).hexdigest(),
+                "location": {"path": os.path.relpath(doc.settings.path), "lines": {"begin": 1}},
+            }
+        )
     return dump_json(issues)
 
 
 RENDERERS: dict[str, Callable[[CheckDocument], str]] = {
-    "json": render_json, "markdown": render_markdown, "sarif": render_sarif,
-    "junit": render_junit, "github": render_github, "gitlab": render_gitlab,
+    "json": render_json,
+    "markdown": render_markdown,
+    "sarif": render_sarif,
+    "junit": render_junit,
+    "github": render_github,
+    "gitlab": render_gitlab,
 }
 
 
 # -- several targets (check --manifest) --------------------------------------------------------
+
 
 def render_targets(docs: list[CheckDocument], fmt: str, render: Any) -> str:
     """One report for every container of a manifest: ``render`` gives each target's report
@@ -530,10 +616,14 @@ def render_targets(docs: list[CheckDocument], fmt: str, render: Any) -> str:
     array, one JUnit file with a suite per target, a JSON object with a ``targets`` list)."""
     parts = [render(doc) for doc in docs]
     if fmt == "json":
-        return dump_json({"schema_version": docs[0].to_dict()["schema_version"],
-                          "tool": {"name": "vllm-doctor", "version": __version__},
-                          "failing": any(doc.failing() for doc in docs),
-                          "targets": [json.loads(part) for part in parts]})
+        return dump_json(
+            {
+                "schema_version": docs[0].to_dict()["schema_version"],
+                "tool": {"name": "vllm-doctor", "version": __version__},
+                "failing": any(doc.failing() for doc in docs),
+                "targets": [json.loads(part) for part in parts],
+            }
+        )
     if fmt == "sarif":
         return _merge_sarif([json.loads(part) for part in parts])
     if fmt == "gitlab":
@@ -543,14 +633,21 @@ def render_targets(docs: list[CheckDocument], fmt: str, render: Any) -> str:
         suites = []
         for doc, part in zip(docs, parts, strict=True):
             suite = part.split(head, 1)[1].rsplit(tail, 1)[0]
-            suites.append(suite.replace('name="vllm-doctor check"',
-                                        f"name={quoteattr('vllm-doctor check ' + doc.target.name)}", 1))
+            suites.append(
+                suite.replace(
+                    'name="vllm-doctor check"',
+                    f"name={quoteattr('vllm-doctor check ' + doc.target.name)}",
+                    1,
+                )
+            )
         return parts[0].split(head, 1)[0] + head + "".join(suites) + tail
     if fmt == "github":
         return "".join(parts)
     heading = "### {}\n\n" if fmt == "markdown" else "── {} ──\n"
-    return "\n".join(heading.format(f"{doc.target.name} ({doc.target.where})") + part
-                     for doc, part in zip(docs, parts, strict=True))
+    return "\n".join(
+        heading.format(f"{doc.target.name} ({doc.target.where})") + part
+        for doc, part in zip(docs, parts, strict=True)
+    )
 
 
 def _merge_sarif(logs: list[dict[str, Any]]) -> str:

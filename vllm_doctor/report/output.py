@@ -24,10 +24,25 @@ from typing import Any
 from vllm_doctor.errors import DoctorError, InputError
 
 # how the report's own non-ASCII characters read on an ASCII-only stream
-ASCII_SPELLING = str.maketrans({
-    "✓": "ok", "✗": "x", "…": "...", "→": "->", "—": "-", "–": "-", "↔": "<->", "≥": ">=",
-    "≤": "<=", "•": "*", "×": "x", "❌": "x", "⚠": "!", "ℹ": "i", "\ufe0f": "",
-})
+ASCII_SPELLING = str.maketrans(
+    {
+        "✓": "ok",
+        "✗": "x",
+        "…": "...",
+        "→": "->",
+        "—": "-",
+        "–": "-",
+        "↔": "<->",
+        "≥": ">=",
+        "≤": "<=",
+        "•": "*",
+        "×": "x",
+        "❌": "x",
+        "⚠": "!",
+        "ℹ": "i",
+        "\ufe0f": "",
+    }
+)
 
 
 def escape(text: Any) -> str:
@@ -110,7 +125,9 @@ def write_stdout(text: str) -> bool:
     except OSError as err:
         _silence_stdout()
         if err.errno == errno.EBADF:
-            raise DoctorError("stdout is closed: nowhere to write the report (use -o FILE)") from None
+            raise DoctorError(
+                "stdout is closed: nowhere to write the report (use -o FILE)"
+            ) from None
         raise DoctorError(f"could not write the report to stdout: {err.strerror or err}") from None
     except ValueError:  # a closed file object
         raise DoctorError("stdout is closed: nowhere to write the report (use -o FILE)") from None
@@ -139,8 +156,14 @@ def make_console(buffer, terminal: bool):
 
     if terminal:
         return Console(file=buffer, force_terminal=True, width=Console().width, highlight=False)
-    return Console(file=buffer, force_terminal=False, color_system=None, soft_wrap=True,
-                   highlight=False, width=10_000)
+    return Console(
+        file=buffer,
+        force_terminal=False,
+        color_system=None,
+        soft_wrap=True,
+        highlight=False,
+        width=10_000,
+    )
 
 
 def print_rich(render) -> bool:

@@ -34,13 +34,17 @@ def _fmt(value: Any) -> str:
 def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) -> None:
     rule = f.rule
     mark = MARK_FOR_SEVERITY[f.severity]
-    console.print(f"  {mark} [bold]{rule.code}[/] {escape(f'[{f.severity}]')} {escape(rule.summary)}"
-                  f" [dim](confidence {f.confidence}; shows at {rule.phase})[/]")
+    console.print(
+        f"  {mark} [bold]{rule.code}[/] {escape(f'[{f.severity}]')} {escape(rule.summary)}"
+        f" [dim](confidence {f.confidence}; shows at {rule.phase})[/]"
+    )
     if doc.target is not None:
         console.print(f"      at {escape(doc.target.file)}:{doc.target_line(f)}")
     for ev in f.evidence:
-        console.print(f"      because {escape(ev.path)} = {escape(_fmt(ev.value))}"
-                      f" [dim]({escape(ev.source)})[/]")
+        console.print(
+            f"      because {escape(ev.path)} = {escape(_fmt(ev.value))}"
+            f" [dim]({escape(ev.source)})[/]"
+        )
     if f.fix_state and f.fix_state.state != UNVERSIONED:
         label = "source" if f.fix_state.method == "fingerprint" else "version"
         console.print(f"      {label}: {escape(f.fix_state.detail)}")
@@ -60,14 +64,18 @@ def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) ->
             if v.get("rule") != rule.code:
                 continue
             style = PROBE_LEVEL_STYLES.get(v.get("level"), "dim")
-            console.print(f"      probe {escape(str(probe.get('name')))}: [{style}]{escape(str(v.get('text')))}[/]")
+            console.print(
+                f"      probe {escape(str(probe.get('name')))}: [{style}]{escape(str(v.get('text')))}[/]"
+            )
             if v.get("workaround"):
                 console.print(f"        {escape(str(v['workaround']))}")
         # isolated sub-checks (e.g. the transient CUDA-graph pattern) carry their own outcome
         for part, sub in (probe.get("metrics") or {}).items():
             if isinstance(sub, dict) and "status" in sub:
                 outcome = sub.get("outcome") or sub.get("error") or sub.get("reason") or ""
-                console.print(f"        {escape(part)}: {sub['status']} — {escape(str(outcome))[:200]}")
+                console.print(
+                    f"        {escape(part)}: {sub['status']} — {escape(str(outcome))[:200]}"
+                )
     fix = rule.fix
     if fix and fix.version:
         pr = f" (PR #{fix.pr})" if fix.pr else ""
@@ -89,14 +97,18 @@ def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) ->
 
 def _log_messages(console: Console, doc: CheckDocument) -> None:
     """vLLM's own messages in the crash log, with where and in which releases vLLM raises them."""
-    console.print(f"{UNKNOWN} [bold]vLLM messages in the log[/] (error catalogue; the first is "
-                  "the nearest to the root cause)")
+    console.print(
+        f"{UNKNOWN} [bold]vLLM messages in the log[/] (error catalogue; the first is "
+        "the nearest to the root cause)"
+    )
     for m in doc.log_messages:
         console.print(f"  {escape(m.hit.cls)}: {escape(m.hit.template)}", soft_wrap=True)
         console.print(f"      seen in the log: [italic]{escape(m.hit.line)}[/]")
         for path, func, cond in m.sites():
-            console.print(f"      raised in vllm/{escape(path)}, in {escape(func)}"
-                          + (f", when {escape(cond)}" if cond else ""))
+            console.print(
+                f"      raised in vllm/{escape(path)}, in {escape(func)}"
+                + (f", when {escape(cond)}" if cond else "")
+            )
         console.print(f"      releases: {escape(m.release_ranges())}")
         if m.note:
             console.print(f"      {escape(m.note)}")
@@ -112,21 +124,29 @@ def root_reason(reason: str) -> str:
         match = _CHAIN.match(reason)
         if not match or match.end() >= len(reason):
             return reason
-        reason = reason[match.end():]
+        reason = reason[match.end() :]
 
 
 def _undecided(console: Console, doc: CheckDocument, verbose: bool, said: set[str]) -> None:
     n = len(doc.undecided)
     failing = [f for f in doc.undecided if doc.is_failing(f)]
     strict = f", {len(failing)} fail the run under --strict" if failing else ""
-    console.print(f"{UNKNOWN} [bold]Cannot decide[/] ({n} rule{'s' if n != 1 else ''} "
-                  f"need{'s' if n == 1 else ''} more facts{strict})")
+    console.print(
+        f"{UNKNOWN} [bold]Cannot decide[/] ({n} rule{'s' if n != 1 else ''} "
+        f"need{'s' if n == 1 else ''} more facts{strict})"
+    )
     # the failing ones always; the rest up to 8 unless -v
-    shown = doc.undecided if verbose else (failing + [f for f in doc.undecided if f not in failing])[:max(8, len(failing))]
+    shown = (
+        doc.undecided
+        if verbose
+        else (failing + [f for f in doc.undecided if f not in failing])[: max(8, len(failing))]
+    )
     for f in shown:
         needs = ", ".join(m.path for m in f.missing) or "the vLLM version"
         mark = "[red]✗[/]" if doc.is_failing(f) else "[cyan]?[/]"
-        console.print(f"  {mark} {f.rule.code} {escape(f'[{f.severity}]')} {escape(f.rule.summary)}")
+        console.print(
+            f"  {mark} {f.rule.code} {escape(f'[{f.severity}]')} {escape(f.rule.summary)}"
+        )
         console.print(f"      missing: {escape(needs)}")
     if len(doc.undecided) > len(shown):
         console.print(f"  [dim]… {len(doc.undecided) - len(shown)} more (-v lists them)[/]")
@@ -164,8 +184,9 @@ def _memory_line(console: Console, doc: CheckDocument) -> None:
         console.print(f"{mark} [bold]Memory[/]: {escape(line)}")
 
 
-def render_text(doc: CheckDocument, console: Console, verbose: bool = False,
-                quiet: bool = False) -> None:
+def render_text(
+    doc: CheckDocument, console: Console, verbose: bool = False, quiet: bool = False
+) -> None:
     """Findings first, then what could not be decided, then the facts: a line per section
     (every fact with its source under ``verbose``). ``quiet``: the findings alone."""
     from vllm_doctor.report.facts_view import SECTIONS, render_facts, section_digest, shown_notes
@@ -177,20 +198,26 @@ def render_text(doc: CheckDocument, console: Console, verbose: bool = False,
         for f in doc.undecided:
             if doc.is_failing(f):
                 needs = ", ".join(m.path for m in f.missing) or "the vLLM version"
-                console.print(f"  [red]✗[/] {f.rule.code} {escape(f'[{f.severity}]')} cannot decide "
-                              f"(--strict): {escape(f.rule.summary)} — missing {escape(needs)}")
+                console.print(
+                    f"  [red]✗[/] {f.rule.code} {escape(f'[{f.severity}]')} cannot decide "
+                    f"(--strict): {escape(f.rule.summary)} — missing {escape(needs)}"
+                )
         return
     worst = FAIL if doc.count("error") else (WARN if applies or doc.undecided else OK)
     base = ""
     if doc.rulebase:
-        base = (f"; rule base {doc.rulebase.version}, knowledge up to vLLM "
-                f"{doc.rulebase.newest_release}")
+        base = (
+            f"; rule base {doc.rulebase.version}, knowledge up to vLLM "
+            f"{doc.rulebase.newest_release}"
+        )
     console.print(f"{worst} [bold]Known failures[/] ({doc.rules_checked} rules{escape(base)})")
     if not applies and doc.undecided:  # "none applies" would claim what was not checked
         decided = doc.rules_checked - len(doc.undecided)
         hint = doc.undecided_hint()
-        console.print(f"    none of the {decided} rules decided applies; "
-                      + escape(hint or f"{len(doc.undecided)} could not be decided"))
+        console.print(
+            f"    none of the {decided} rules decided applies; "
+            + escape(hint or f"{len(doc.undecided)} could not be decided")
+        )
     elif not applies:
         console.print("    none of the known failures applies")
     for f in applies:
@@ -208,11 +235,15 @@ def render_text(doc: CheckDocument, console: Console, verbose: bool = False,
 
         console.print("[bold]Probes[/]")
         for p in doc.probes:
-            console.print(f"    {p.get('name')}: {p.get('status')} {escape(str(p.get('reason') or ''))}")
+            console.print(
+                f"    {p.get('name')}: {p.get('status')} {escape(str(p.get('reason') or ''))}"
+            )
             for v in p.get("verdicts", []):
                 style = PROBE_LEVEL_STYLES.get(v.get("level"), "dim")
-                console.print(f"      [{style}]{escape(str(v.get('rule')))} {escape(str(v.get('level')))}: "
-                              f"{escape(str(v.get('text')))}[/]")
+                console.print(
+                    f"      [{style}]{escape(str(v.get('rule')))} {escape(str(v.get('level')))}: "
+                    f"{escape(str(v.get('text')))}[/]"
+                )
     if verbose:
         render_facts(doc.facts, console, verbose=True, only=FACT_SECTIONS, notes=False)
         clear = sorted(f.rule.code for f in doc.findings if f.verdict == NOT_APPLIES)

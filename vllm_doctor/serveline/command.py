@@ -1,5 +1,4 @@
-"""Reader: a serve command pasted as text (``check --serve '...'``, a script's line).
-"""
+"""Reader: a serve command pasted as text (``check --serve '...'``, a script's line)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Reader: a serve config YAML file as vLLM's ``--config`` reads it.
-"""
+"""Reader: a serve config YAML file as vLLM's ``--config`` reads it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The serve-line object every reader produces (``ServeLine``) and the facts it gives.
-"""
+"""The serve-line object every reader produces (``ServeLine``) and the facts it gives."""
 
 from __future__ import annotations
 
@@ -40,8 +39,9 @@ class ServeLine:
     env_tokens: list[str] = field(default_factory=list)
     entrypoint: str = "serve"  # "serve" or "api_server"
     # the spans as sets, for _add_span
-    span_index: dict[str, set[tuple[int, int]]] = field(default_factory=dict, repr=False,
-                                                         compare=False)
+    span_index: dict[str, set[tuple[int, int]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     # -- derived values ----------------------------------------------------------------
     def value(self, name: str, default: Any = None) -> Any:
@@ -61,8 +61,9 @@ class ServeLine:
                 config.setdefault(key, self.options[flag])
         return config
 
-    def to_facts(self, facts: Facts, source: str = Source.SERVE,
-                 env: Mapping[str, str] | None = None) -> None:
+    def to_facts(
+        self, facts: Facts, source: str = Source.SERVE, env: Mapping[str, str] | None = None
+    ) -> None:
         _to_facts(self, facts, source, env)
 
 
@@ -72,22 +73,36 @@ _FACT_OPTIONS: dict[str, tuple[str, Any, str | None]] = {
     "pipeline_parallel_size": ("pipeline-parallel-size", 1, None),
     "data_parallel_size": ("data-parallel-size", 1, None),
     "enable_expert_parallel": ("enable-expert-parallel", False, None),
-    "quantization": ("quantization", None,
-                     "not given: vLLM uses the checkpoint's quantization_config, if any"),
+    "quantization": (
+        "quantization",
+        None,
+        "not given: vLLM uses the checkpoint's quantization_config, if any",
+    ),
     "dtype": ("dtype", "auto", None),
     "kv_cache_dtype": ("kv-cache-dtype", "auto", None),
-    "max_model_len": ("max-model-len", None,
-                      "not given: vLLM derives it from the model config"),
-    "max_num_seqs": ("max-num-seqs", None,
-                     "not given: vLLM picks it for the GPU and usage context"),
-    "max_num_batched_tokens": ("max-num-batched-tokens", None,
-                               "not given: vLLM picks it for the GPU and usage context"),
+    "max_model_len": ("max-model-len", None, "not given: vLLM derives it from the model config"),
+    "max_num_seqs": (
+        "max-num-seqs",
+        None,
+        "not given: vLLM picks it for the GPU and usage context",
+    ),
+    "max_num_batched_tokens": (
+        "max-num-batched-tokens",
+        None,
+        "not given: vLLM picks it for the GPU and usage context",
+    ),
     "enforce_eager": ("enforce-eager", False, None),
-    "enable_chunked_prefill": ("enable-chunked-prefill", None,
-                               "not given: vLLM decides (on by default in the V1 engine)"),
+    "enable_chunked_prefill": (
+        "enable-chunked-prefill",
+        None,
+        "not given: vLLM decides (on by default in the V1 engine)",
+    ),
     "trust_remote_code": ("trust-remote-code", False, None),
-    "distributed_executor_backend": ("distributed-executor-backend", None,
-                                     "not given: vLLM picks mp on one node, ray across nodes"),
+    "distributed_executor_backend": (
+        "distributed-executor-backend",
+        None,
+        "not given: vLLM picks mp on one node, ray across nodes",
+    ),
     "disable_custom_all_reduce": ("disable-custom-all-reduce", False, None),
     "load_format": ("load-format", "auto", None),
     "enable_lora": ("enable-lora", False, None),
@@ -130,16 +145,17 @@ class _RedactingFacts:
         self._facts = facts
 
     def set(self, path: str, value: Any, source: str, detail: str | None = None) -> None:
-        self._facts.set(path, redact_value(value, path.rsplit(".", 1)[-1]), source,
-                        _redact_evidence(detail))
+        self._facts.set(
+            path, redact_value(value, path.rsplit(".", 1)[-1]), source, _redact_evidence(detail)
+        )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._facts, name)
 
 
-def _to_facts(line: ServeLine, facts: Facts, source: str,
-              env: Mapping[str, str] | None) -> None:
+def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str] | None) -> None:
     facts = _RedactingFacts(facts)  # type: ignore[assignment]
+
     def src(name: str) -> str:
         if line.origins.get(name) == "config":
             return Source.SERVE_CONFIG if source == Source.SERVE else source
@@ -160,8 +176,11 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
     for fact, (option, default, _reason) in _FACT_OPTIONS.items():
         path = f"serve.{fact}"
         if option == "max-model-len" and line.options.get(option) == -1:
-            facts.mark_missing(path, f"`{line.given.get(option)}`: vLLM fits the length to "
-                               "the KV-cache memory at start-up")
+            facts.mark_missing(
+                path,
+                f"`{line.given.get(option)}`: vLLM fits the length to "
+                "the KV-cache memory at start-up",
+            )
         elif option in line.options and line.options[option] is not None:
             put(path, option, line.options[option])
         elif default is not None:
@@ -169,8 +188,11 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
         # else: not given and no fixed default — absent (vLLM decides at start-up)
 
     if "gpu-memory-utilization" in line.options:
-        put("serve.gpu_memory_utilization", "gpu-memory-utilization",
-            line.options["gpu-memory-utilization"])
+        put(
+            "serve.gpu_memory_utilization",
+            "gpu-memory-utilization",
+            line.options["gpu-memory-utilization"],
+        )
     else:
         value, detail = _gpu_memory_default(facts)
         facts.set("serve.gpu_memory_utilization", value, Source.DEFAULT, detail)
@@ -179,24 +201,35 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
     pp = facts.value("serve.pipeline_parallel_size", 1)
     pcp = line.options.get("prefill-context-parallel-size") or 1
     if all(isinstance(x, int) for x in (tp, pp, pcp)):
-        given_any = any(n in line.options for n in ("tensor-parallel-size",
-                                                    "pipeline-parallel-size",
-                                                    "prefill-context-parallel-size"))
-        facts.set("serve.world_size", tp * pp * pcp,
-                  Source.DERIVED if given_any else Source.DEFAULT,
-                  "tensor × pipeline × prefill-context parallel size")
+        given_any = any(
+            n in line.options
+            for n in (
+                "tensor-parallel-size",
+                "pipeline-parallel-size",
+                "prefill-context-parallel-size",
+            )
+        )
+        facts.set(
+            "serve.world_size",
+            tp * pp * pcp,
+            Source.DERIVED if given_any else Source.DEFAULT,
+            "tensor × pipeline × prefill-context parallel size",
+        )
 
     # speculative decoding
     spec_conf = line.speculative_config()
-    spec_names = [n for n in ("speculative-config", *(flag for flag, _ in _SPEC_FLAGS))
-                  if n in line.given]
+    spec_names = [
+        n for n in ("speculative-config", *(flag for flag, _ in _SPEC_FLAGS)) if n in line.given
+    ]
     spec_detail = " ".join(line.given[n] for n in spec_names) or None
     spec_src = src(spec_names[0]) if spec_names else source
     if spec_conf is not None:
         facts.set("serve.speculative_config", spec_conf, spec_src, spec_detail)
-        for key, path in (("method", "serve.speculative_method"),
-                          ("num_speculative_tokens", "serve.num_speculative_tokens"),
-                          ("model", "serve.speculative_model")):
+        for key, path in (
+            ("method", "serve.speculative_method"),
+            ("num_speculative_tokens", "serve.num_speculative_tokens"),
+            ("model", "serve.speculative_model"),
+        ):
             if spec_conf.get(key) is not None:
                 facts.set(path, spec_conf[key], spec_src, spec_detail)
 
@@ -216,7 +249,11 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
     elif isinstance(comp, dict) and comp.get("full_cuda_graph") is True:
         put("serve.cudagraph_mode", "compilation-config", "FULL")
     if "optimization-level" in line.options:
-        put("serve.optimization_level", "optimization-level", str(line.options["optimization-level"]))
+        put(
+            "serve.optimization_level",
+            "optimization-level",
+            str(line.options["optimization-level"]),
+        )
 
     # attention backend
     attn = line.options.get("attention-config")
@@ -232,11 +269,17 @@ def _to_facts(line: ServeLine, facts: Facts, source: str,
         facts.set("serve.attention_backend_source", "--attention-config", source)
     elif merged_env.get("VLLM_ATTENTION_BACKEND"):
         from_line = "VLLM_ATTENTION_BACKEND" in line.env
-        facts.set("serve.attention_backend", merged_env["VLLM_ATTENTION_BACKEND"],
-                  source if from_line else Source.ENV,
-                  f"VLLM_ATTENTION_BACKEND={merged_env['VLLM_ATTENTION_BACKEND']}")
-        facts.set("serve.attention_backend_source", "VLLM_ATTENTION_BACKEND",
-                  source if from_line else Source.ENV)
+        facts.set(
+            "serve.attention_backend",
+            merged_env["VLLM_ATTENTION_BACKEND"],
+            source if from_line else Source.ENV,
+            f"VLLM_ATTENTION_BACKEND={merged_env['VLLM_ATTENTION_BACKEND']}",
+        )
+        facts.set(
+            "serve.attention_backend_source",
+            "VLLM_ATTENTION_BACKEND",
+            source if from_line else Source.ENV,
+        )
 
     hf = line.options.get("hf-overrides")
     if isinstance(hf, dict):

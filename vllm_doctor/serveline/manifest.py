@@ -40,18 +40,28 @@ DEFAULT_SHM_MIB = 64
 IMAGE_ENTRYPOINT = ["vllm", "serve"]
 
 _SHELLS = {"sh", "bash", "dash", "zsh", "ash"}
-_VLLM_WORDS = {"vllm", "vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server",
-               "vllm.entrypoints.cli.main"}
+_VLLM_WORDS = {
+    "vllm",
+    "vllm.entrypoints.openai.api_server",
+    "vllm.entrypoints.api_server",
+    "vllm.entrypoints.cli.main",
+}
 # the labels that name a node's GPU (GPU feature discovery, GKE, Karpenter, the common
 # hand-made one)
-GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator",
-              "karpenter.k8s.aws/instance-gpu-name", "accelerator")
+GPU_LABELS = (
+    "nvidia.com/gpu.product",
+    "cloud.google.com/gke-accelerator",
+    "karpenter.k8s.aws/instance-gpu-name",
+    "accelerator",
+)
 # other providers' labels for the same thing (Volcengine's .../gpu-name, ...)
 _GPU_LABEL_ENDINGS = ("/gpu.product", "/gpu-product", "/gpu-name", "/gpu.name", "-accelerator")
 
 
 def is_gpu_label(key: Any) -> bool:
     return isinstance(key, str) and (key in GPU_LABELS or key.endswith(_GPU_LABEL_ENDINGS))
+
+
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 
 
@@ -126,8 +136,11 @@ class Target:
         facts.drop_area("env")
         for name, placed in self.env.items():
             if placed.value is None:
-                facts.mark_missing(f"env.{name}", f"{detail(placed)}: set from a Secret, "
-                                   "ConfigMap or field the manifest does not show")
+                facts.mark_missing(
+                    f"env.{name}",
+                    f"{detail(placed)}: set from a Secret, "
+                    "ConfigMap or field the manifest does not show",
+                )
             else:
                 from vllm_doctor.redact import REDACTED, is_secret_name
 
@@ -141,26 +154,44 @@ class Target:
             self._put(facts, "deploy.gpus_per_pod", self.gpus)
             self._put(facts, "gpu.count", self.gpus)
         else:
-            reason = self.gpus_unknown or f"{self.where}: the container asks for no GPU " \
+            reason = (
+                self.gpus_unknown
+                or f"{self.where}: the container asks for no GPU "
                 "(resources.limits nvidia.com/gpu); pass --gpus N"
+            )
             for path in ("deploy.gpus_per_pod", "deploy.gpus", "gpu.count"):
                 facts.mark_missing(path, reason)
         nodes = self.nodes or Placed(1, self.line, "one pod per replica")
         self._put(facts, "deploy.nodes", nodes)
         if self.gpus is not None and isinstance(nodes.value, int):
-            facts.set("deploy.gpus", self.gpus.value * nodes.value, Source.DERIVED,
-                      "GPUs per pod × pods per group")
+            facts.set(
+                "deploy.gpus",
+                self.gpus.value * nodes.value,
+                Source.DERIVED,
+                "GPUs per pod × pods per group",
+            )
             self.fact_lines["deploy.gpus"] = self.gpus.line
         self._gpu_product(facts)
-        facts.mark_missing("gpu", self.gpu_product_unknown or (
-            f"{self.where}: no node selector or affinity names the GPU product "
-            f"({GPU_LABELS[0]}); pass --gpu NAME"))
+        facts.mark_missing(
+            "gpu",
+            self.gpu_product_unknown
+            or (
+                f"{self.where}: no node selector or affinity names the GPU product "
+                f"({GPU_LABELS[0]}); pass --gpu NAME"
+            ),
+        )
         for area in ("torch", "packages"):
-            facts.mark_missing(area, f"{self.file}: the image's {area} are not read from its "
-                                     "tag; pass --report collect-env.txt (run in the container)")
+            facts.mark_missing(
+                area,
+                f"{self.file}: the image's {area} are not read from its "
+                "tag; pass --report collect-env.txt (run in the container)",
+            )
         for area in ("driver", "topology"):
-            facts.mark_missing(area, f"{self.file} does not state the node's {area}; run on "
-                                     "the node or pass --report collect-env.txt")
+            facts.mark_missing(
+                area,
+                f"{self.file} does not state the node's {area}; run on "
+                "the node or pass --report collect-env.txt",
+            )
         # shared memory
         if self.shm is not None:
             facts.set("deploy.shm_default", False, MANIFEST, detail(self.shm))
@@ -171,11 +202,18 @@ class Target:
             facts.mark_missing("deploy.shm_default", self.shm_unknown)
             facts.mark_missing("deploy.shm_mib", self.shm_unknown)
         else:
-            what = ("no emptyDir with medium: Memory mounted at /dev/shm"
-                    if self.kind != "compose service" else "no shm_size, no ipc: host")
+            what = (
+                "no emptyDir with medium: Memory mounted at /dev/shm"
+                if self.kind != "compose service"
+                else "no shm_size, no ipc: host"
+            )
             facts.set("deploy.shm_default", True, MANIFEST, f"{self.where} {what}")
-            facts.set("deploy.shm_mib", DEFAULT_SHM_MIB, Source.DEFAULT,
-                      "the container runtime's /dev/shm")
+            facts.set(
+                "deploy.shm_mib",
+                DEFAULT_SHM_MIB,
+                Source.DEFAULT,
+                "the container runtime's /dev/shm",
+            )
             self.fact_lines["deploy.shm_default"] = self.line
 
     def _put(self, facts: Facts, path: str, placed: Placed | None) -> None:
@@ -191,12 +229,14 @@ class Target:
             return
         version, why = image_vllm_version(str(self.image.value))
         if version is None:
-            facts.mark_missing("vllm", f"{self.file}:{self.image.line} {why}; pass "
-                                       "--vllm-version V")
+            facts.mark_missing(
+                "vllm", f"{self.file}:{self.image.line} {why}; pass --vllm-version V"
+            )
             return
         facts.drop_area("vllm")
-        set_vllm_version_facts(facts, version, MANIFEST,
-                               f"{self.file}:{self.image.line} image {self.image.value}")
+        set_vllm_version_facts(
+            facts, version, MANIFEST, f"{self.file}:{self.image.line} image {self.image.value}"
+        )
         facts.mark_missing("vllm.location", "an image tag: the installed source is not here")
         self.fact_lines["vllm.version"] = self.image.line
 
@@ -209,15 +249,30 @@ class Target:
         name = " ".join(str(self.gpu_product.value).replace("_", "-").split("-"))
         where = f"{self.file}:{self.gpu_product.line} {self.gpu_product.what}"
         try:
-            apply_target_hardware(facts, TargetHardware(
-                gpu=name, count=self.gpus.value if self.gpus is not None else None,
-                origin=MANIFEST, detail=where + (f"; {self.file}:{self.gpus.line} {self.gpus.what}"
-                                                 if self.gpus is not None else "")))
+            apply_target_hardware(
+                facts,
+                TargetHardware(
+                    gpu=name,
+                    count=self.gpus.value if self.gpus is not None else None,
+                    origin=MANIFEST,
+                    detail=where
+                    + (
+                        f"; {self.file}:{self.gpus.line} {self.gpus.what}"
+                        if self.gpus is not None
+                        else ""
+                    ),
+                ),
+            )
         except InputError as err:
             self.gpu_product_unknown = f"{where}: {err.problem}; pass --gpu NAME"
             return
-        for path in ("gpu.count", "gpu.names", "gpu.capabilities", "gpu.min_capability",
-                     "gpu.max_capability"):
+        for path in (
+            "gpu.count",
+            "gpu.names",
+            "gpu.capabilities",
+            "gpu.min_capability",
+            "gpu.max_capability",
+        ):
             if path in facts:
                 self.fact_lines[path] = self.gpu_product.line
         if self.gpus is not None:
@@ -225,8 +280,12 @@ class Target:
         else:  # the product alone: how many the pod gets is not stated, never one by default
             for path in ("gpu.count", "gpu.names", "gpu.devices", "gpu.capabilities"):
                 facts.values.pop(path, None)
-                facts.mark_missing(path, self.gpus_unknown or f"{self.where}: the container "
-                                   "asks for no GPU (resources.limits nvidia.com/gpu)")
+                facts.mark_missing(
+                    path,
+                    self.gpus_unknown
+                    or f"{self.where}: the container "
+                    "asks for no GPU (resources.limits nvidia.com/gpu)",
+                )
         self.gpu_product_unknown = f"{where}: the rest of the GPU's facts are measured on the node"
 
     def place_serve_facts(self, facts: Facts) -> None:
@@ -244,12 +303,16 @@ class Target:
                 break
         for path, number in lines.items():
             fact = facts.values[path]
-            facts.values[path] = Fact(fact.value, fact.source, f"{self.file}:{number} {fact.detail}")
+            facts.values[path] = Fact(
+                fact.value, fact.source, f"{self.file}:{number} {fact.detail}"
+            )
         self.fact_lines.update(lines)
         if MORE_ARGUMENTS in self.unresolved:
-            reason = (f"{self.where}: the command ends in {self.unresolved[MORE_ARGUMENTS]} — the "
-                      "runtime appends options the file does not show, so no option takes its "
-                      "default for certain")
+            reason = (
+                f"{self.where}: the command ends in {self.unresolved[MORE_ARGUMENTS]} — the "
+                "runtime appends options the file does not show, so no option takes its "
+                "default for certain"
+            )
             for path, fact in list(facts.area("serve")):
                 if fact.source == Source.DEFAULT or path == "serve.world_size":
                     facts.values.pop(path)
@@ -260,11 +323,16 @@ class Target:
         for option, reference in self.unresolved.items():
             if option == MORE_ARGUMENTS:
                 continue
-            reason = (f"{self.where}: {reference} is not set in the manifest (a Secret, "
-                      "ConfigMap or the host's environment): its value is not known")
+            reason = (
+                f"{self.where}: {reference} is not set in the manifest (a Secret, "
+                "ConfigMap or the host's environment): its value is not known"
+            )
             paths = [by_option.get(option, f"serve.{option.replace('-', '_')}")]
-            if option in ("tensor-parallel-size", "pipeline-parallel-size",
-                          "prefill-context-parallel-size"):
+            if option in (
+                "tensor-parallel-size",
+                "pipeline-parallel-size",
+                "prefill-context-parallel-size",
+            ):
                 paths.append("serve.world_size")
             if option == "model":
                 paths = ["serve.model", "model"]
@@ -327,8 +395,11 @@ def read_targets(name: str, text: str | None = None) -> list[Target]:
                 looked_at.append(str(doc.get("kind")))
                 targets += list(_kubernetes(name, doc))
         if not looked_at:
-            raise InputError(name, "neither a vLLM serve config, nor a Kubernetes manifest "
-                                   "(apiVersion/kind), nor a docker-compose file (services:)")
+            raise InputError(
+                name,
+                "neither a vLLM serve config, nor a Kubernetes manifest "
+                "(apiVersion/kind), nor a docker-compose file (services:)",
+            )
         looked = ", ".join(dict.fromkeys(looked_at))
     lines = text.splitlines()
     for target in targets:
@@ -349,8 +420,7 @@ def load_documents(name: str, text: str) -> list[Any]:
 
 
 def is_compose(doc: Any) -> bool:
-    return isinstance(doc, dict) and isinstance(doc.get("services"), dict) \
-        and "kind" not in doc
+    return isinstance(doc, dict) and isinstance(doc.get("services"), dict) and "kind" not in doc
 
 
 def is_manifest(doc: Any) -> bool:
@@ -391,7 +461,8 @@ def is_serve_config(data: Any) -> bool:
     from vllm_doctor.serveline.options import option_spec
 
     return isinstance(data, dict) and any(
-        key == "model" or option_spec("--" + str(key)) for key in data)
+        key == "model" or option_spec("--" + str(key)) for key in data
+    )
 
 
 def serve_config_is_manifest(path: Path) -> bool:
@@ -400,7 +471,8 @@ def serve_config_is_manifest(path: Path) -> bool:
     with no key that is a vLLM option)."""
     name = str(path)
     if is_dockerfile(name, "") and os.path.basename(name).lower().startswith(
-            ("dockerfile", "containerfile")):
+        ("dockerfile", "containerfile")
+    ):
         return True
     from vllm_doctor.bounds import read_text as read_bounded
 
@@ -409,17 +481,27 @@ def serve_config_is_manifest(path: Path) -> bool:
         return True
     doc = docs[0] if docs else None
     if isinstance(doc, dict) and doc and not is_serve_config(doc):
-        raise InputError(name, "neither a vLLM serve config (none of its keys is a vLLM "
-                               "option) nor a manifest (no apiVersion/kind, no services)")
+        raise InputError(
+            name,
+            "neither a vLLM serve config (none of its keys is a vLLM "
+            "option) nor a manifest (no apiVersion/kind, no services)",
+        )
     return False
 
 
 # -- images ------------------------------------------------------------------------------------
 
-_IMAGE = re.compile(r"^(?:(?P<registry>[^/]+\.[^/]+|localhost(?::\d+)?)/)?(?P<repo>[^:@]+)"
-                    r"(?::(?P<tag>[^@]+))?(?:@(?P<digest>.+))?$")
-_OFFICIAL_REPOS = ("vllm/vllm-openai", "vllm/vllm-openai-rocm", "vllm/vllm-openai-cpu",
-                   "vllm/vllm-openai-xpu", "rocm/vllm")
+_IMAGE = re.compile(
+    r"^(?:(?P<registry>[^/]+\.[^/]+|localhost(?::\d+)?)/)?(?P<repo>[^:@]+)"
+    r"(?::(?P<tag>[^@]+))?(?:@(?P<digest>.+))?$"
+)
+_OFFICIAL_REPOS = (
+    "vllm/vllm-openai",
+    "vllm/vllm-openai-rocm",
+    "vllm/vllm-openai-cpu",
+    "vllm/vllm-openai-xpu",
+    "rocm/vllm",
+)
 _RELEASE_TAG = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.\d+)?(?:rc\d+)?)(?:-[A-Za-z0-9_.]+)?$")
 _ROCM_TAG = re.compile(r"_vllm_(\d+\.\d+\.\d+(?:\.\d+)?)(?:_|$)")
 
@@ -434,12 +516,14 @@ def image_vllm_version(image: str) -> tuple[str | None, str]:
         return None, f"the image {image} is not from Docker Hub's official vLLM repositories"
     repo = repo.removeprefix("library/")
     if repo not in _OFFICIAL_REPOS:
-        return None, (f"the image {image} is not an official vLLM image: its tag does not "
-                      "name the vLLM release inside")
+        return None, (
+            f"the image {image} is not an official vLLM image: its tag does not "
+            "name the vLLM release inside"
+        )
     if tag is None:
         what = "a digest" if match.group("digest") else "no tag (latest)"
         return None, f"the image {image} is pinned by {what}, which names no release"
-    found = (_ROCM_TAG.search(tag) if repo == "rocm/vllm" else _RELEASE_TAG.match(tag))
+    found = _ROCM_TAG.search(tag) if repo == "rocm/vllm" else _RELEASE_TAG.match(tag)
     if found is None:
         return None, f"the tag {tag!r} of {repo} (latest, nightly, a commit) names no release"
     return found.group(1), ""
@@ -478,9 +562,11 @@ class _Refs:
 _K8S_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 # $$, ${VAR...}, $VAR, arithmetic $((...)), command substitutions ($(...), `...`) and the
 # special parameters ($@, $1, ...): only named variables can be settled from the file
-_SH_REF = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+?])([^}]*))?\}|"
-                     r"\$([A-Za-z_][A-Za-z0-9_]*)|\$\(\((?:[^()]|\([^()]*\))*\)\)|"
-                     r"\$\([^()]*\)|`[^`]*`|\$[@*#?!0-9-]")
+_SH_REF = re.compile(
+    r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+?])([^}]*))?\}|"
+    r"\$([A-Za-z_][A-Za-z0-9_]*)|\$\(\((?:[^()]|\([^()]*\))*\)\)|"
+    r"\$\([^()]*\)|`[^`]*`|\$[@*#?!0-9-]"
+)
 # the arguments a runtime appends to the script ("$@"): more options the file does not show
 MORE_ARGUMENTS = "more arguments"
 
@@ -492,6 +578,7 @@ def _known(env: dict[str, Placed], name: str) -> str | None:
 
 def expand_kubernetes(word: str, env: dict[str, Placed], refs: _Refs) -> str:
     """``$(VAR)`` from the container's env (``$$`` is a literal ``$``), as the kubelet does."""
+
     def one(m: re.Match) -> str:
         if m.group(0) == "$$":
             return "$"
@@ -510,15 +597,18 @@ def expand_shell(script: str, env: dict[str, Placed], refs: _Refs) -> str:
     for m in _SH_REF.finditer(script):
         if any(a <= m.start() < b for a, b in quoted):
             continue
-        out.append(script[last:m.start()])
+        out.append(script[last : m.start()])
         last = m.end()
         name = m.group(1) or m.group(4)
         if name is None:  # $$ (the shell's pid) or a command's output
             out.append(refs.mark(m.group(0)))
             continue
         value = _known(env, name)
-        if value is None or ((m.group(2) or "").startswith(":") and value == "") or \
-                (m.group(2) or "").lstrip(":") in ("=", "+", "?"):
+        if (
+            value is None
+            or ((m.group(2) or "").startswith(":") and value == "")
+            or (m.group(2) or "").lstrip(":") in ("=", "+", "?")
+        ):
             out.append(refs.mark(m.group(0)))
         else:
             out.append(value)  # unquoted, the shell splits it into words as vLLM sees them
@@ -562,8 +652,7 @@ def drop_unresolved(words: list[str], refs: _Refs) -> tuple[list[str], dict[str,
             unresolved[spec.name if spec else flag.lstrip("-")] = reference
             continue
         previous = kept[-1] if kept else ""
-        spec = option_spec(previous) if previous.startswith("-") and \
-            "=" not in previous else None
+        spec = option_spec(previous) if previous.startswith("-") and "=" not in previous else None
         if spec is not None and spec.takes_value:
             kept.pop()
             unresolved[spec.name] = reference
@@ -581,8 +670,9 @@ def _is_serve_start(kept: list[str]) -> bool:
 
 
 def _runs_vllm(words: list[str]) -> bool:
-    return any(os.path.basename(w) in _VLLM_WORDS for w in words) or \
-        any(w == "-m" and nxt.startswith("vllm") for w, nxt in itertools.pairwise(words))
+    return any(os.path.basename(w) in _VLLM_WORDS for w in words) or any(
+        w == "-m" and nxt.startswith("vllm") for w, nxt in itertools.pairwise(words)
+    )
 
 
 def entrypoint(given: list[str] | None, image: Any, args: list[str] | None) -> list[str] | None:
@@ -645,16 +735,25 @@ def _pod_specs(doc: dict) -> Iterator[tuple[str, Any, Placed | None]]:
                 yield from _pod_specs(item)
     elif kind == "Pod":
         yield label, spec, None
-    elif kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job",
-                  "ReplicationController"):
+    elif kind in (
+        "Deployment",
+        "StatefulSet",
+        "DaemonSet",
+        "ReplicaSet",
+        "Job",
+        "ReplicationController",
+    ):
         yield label, _get(spec, "template", "spec"), None
     elif kind == "CronJob":
         yield label, _get(spec, "jobTemplate", "spec", "template", "spec"), None
     elif kind == "LeaderWorkerSet":
         group = _get(spec, "leaderWorkerTemplate")
         size = _get(group, "size")
-        nodes = Placed(size, _line(group, "size"), "leaderWorkerTemplate.size") \
-            if isinstance(size, int) and not isinstance(size, bool) else None
+        nodes = (
+            Placed(size, _line(group, "size"), "leaderWorkerTemplate.size")
+            if isinstance(size, int) and not isinstance(size, bool)
+            else None
+        )
         for part in ("leaderTemplate", "workerTemplate"):
             template = _get(group, part, "spec")
             if template is not None:
@@ -687,7 +786,9 @@ def _env_list(items: Any) -> dict[str, Placed]:
         value = item.get("value")
         env[str(item["name"])] = Placed(
             None if "valueFrom" in item else ("" if value is None else str(value)),
-            line, f"env {item['name']}")
+            line,
+            f"env {item['name']}",
+        )
     return env
 
 
@@ -696,12 +797,12 @@ def _words(node: Any) -> list[str] | None:
         return None
     if isinstance(node, str):
         return [node]
-    return ["" if w is None else (str(w).lower() if isinstance(w, bool) else str(w))
-            for w in node]
+    return ["" if w is None else (str(w).lower() if isinstance(w, bool) else str(w)) for w in node]
 
 
-def _container(name: str, label: str, pod: dict, container: dict,
-               nodes: Placed | None) -> Target | None:
+def _container(
+    name: str, label: str, pod: dict, container: dict, nodes: Placed | None
+) -> Target | None:
     command, args = _words(container.get("command")), _words(container.get("args"))
     image = container.get("image")
     env = _env_list(container.get("env"))
@@ -710,14 +811,24 @@ def _container(name: str, label: str, pod: dict, container: dict,
         return None
     refs = _Refs()
     words = [expand_kubernetes(w, env, refs) for w in command + (args or [])]
-    target = _new_target(name, str(label.split("/")[0]),
-                         f"{label} container {container.get('name') or '?'}", container,
-                         _line(container), ("command", "args"), words, env, refs)
+    target = _new_target(
+        name,
+        str(label.split("/")[0]),
+        f"{label} container {container.get('name') or '?'}",
+        container,
+        _line(container),
+        ("command", "args"),
+        words,
+        env,
+        refs,
+    )
     if target is None:
         return None
     if container.get("envFrom"):
-        target.env_elsewhere = ("the container also takes variables from envFrom (a "
-                                "ConfigMap or Secret) the manifest does not show")
+        target.env_elsewhere = (
+            "the container also takes variables from envFrom (a "
+            "ConfigMap or Secret) the manifest does not show"
+        )
     _k8s_gpus(target, container)
     target.nodes = nodes
     _k8s_product(target, pod)
@@ -725,9 +836,17 @@ def _container(name: str, label: str, pod: dict, container: dict,
     return target
 
 
-def _new_target(file: str, kind: str, name: str, node: dict, line: int,
-                command_keys: tuple[str, ...], words: list[str], env: dict[str, Placed],
-                refs: _Refs) -> Target | None:
+def _new_target(
+    file: str,
+    kind: str,
+    name: str,
+    node: dict,
+    line: int,
+    command_keys: tuple[str, ...],
+    words: list[str],
+    env: dict[str, Placed],
+    refs: _Refs,
+) -> Target | None:
     """The target of a container or service (its mapping ``node``) whose command is
     ``words``; None when that command does not run vLLM."""
     resolved = resolve_command(words, env, refs)
@@ -751,11 +870,14 @@ def _k8s_gpus(target: Target, container: dict) -> None:
                 try:
                     count = int(str(raw))
                 except ValueError:
-                    target.gpus_unknown = f"{target.file}:{_line(block, resource)}: {resource} " \
-                                          f"is {raw!r}, not a count"
+                    target.gpus_unknown = (
+                        f"{target.file}:{_line(block, resource)}: {resource} "
+                        f"is {raw!r}, not a count"
+                    )
                     return
-                target.gpus = Placed(count, _line(block, resource),
-                                     f"resources.{section}.{resource}")
+                target.gpus = Placed(
+                    count, _line(block, resource), f"resources.{section}.{resource}"
+                )
                 return
 
 
@@ -764,28 +886,50 @@ def _k8s_product(target: Target, pod: dict) -> None:
     if isinstance(selector, dict):
         for label in [k for k in selector if is_gpu_label(k)]:
             if selector.get(label):
-                target.gpu_product = Placed(str(selector[label]), _line(selector, label),
-                                            f"nodeSelector {label}")
+                target.gpu_product = Placed(
+                    str(selector[label]), _line(selector, label), f"nodeSelector {label}"
+                )
                 return
-    terms = _get(pod, "affinity", "nodeAffinity",
-                 "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+    terms = _get(
+        pod,
+        "affinity",
+        "nodeAffinity",
+        "requiredDuringSchedulingIgnoredDuringExecution",
+        "nodeSelectorTerms",
+    )
     values: list[tuple[str, int, str]] = []
     for term in terms or ():
         for expr in _get(term, "matchExpressions") or ():
             if is_gpu_label(_get(expr, "key")) and _get(expr, "operator") == "In":
                 for value in _get(expr, "values") or ():
-                    values.append((str(value), _line(expr, "values"), f"nodeAffinity {expr['key']}"))
+                    values.append(
+                        (str(value), _line(expr, "values"), f"nodeAffinity {expr['key']}")
+                    )
     if len({v for v, _, _ in values}) == 1:
         target.gpu_product = Placed(*values[0])
     elif values:
-        target.gpu_product_unknown = (f"{target.file}:{values[0][1]}: the node affinity allows "
-                                      f"several GPU products ({', '.join(v for v, _, _ in values)})")
+        target.gpu_product_unknown = (
+            f"{target.file}:{values[0][1]}: the node affinity allows "
+            f"several GPU products ({', '.join(v for v, _, _ in values)})"
+        )
 
 
 _K8S_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)([KMGTPE]i|[kMGTPE])?$")
-_K8S_FACTORS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
-                "E": 10**18, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
-                "Pi": 1 << 50, "Ei": 1 << 60}
+_K8S_FACTORS = {
+    None: 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 1 << 10,
+    "Mi": 1 << 20,
+    "Gi": 1 << 30,
+    "Ti": 1 << 40,
+    "Pi": 1 << 50,
+    "Ei": 1 << 60,
+}
 # Docker's sizes (shm_size: 16gb, 8g, 1024m): binary, any case, an optional b
 _DOCKER_QUANTITY = re.compile(r"(?i)^(\d+(?:\.\d+)?)\s*([bkmgtp])?b?$")
 
@@ -812,16 +956,27 @@ def _k8s_shm(target: Target, pod: dict, container: dict) -> None:
         if not isinstance(mount, dict) or str(mount.get("mountPath", "")).rstrip("/") != "/dev/shm":
             continue
         line = mounts.lines[i] if hasattr(mounts, "lines") else target.line
-        volume = next((v for v in pod.get("volumes") or () if isinstance(v, dict)
-                       and v.get("name") == mount.get("name")), None)
+        volume = next(
+            (
+                v
+                for v in pod.get("volumes") or ()
+                if isinstance(v, dict) and v.get("name") == mount.get("name")
+            ),
+            None,
+        )
         empty = _get(volume, "emptyDir")
         if isinstance(empty, dict) and empty.get("medium") == "Memory":
             size = quantity_mib(empty["sizeLimit"]) if empty.get("sizeLimit") else None
-            target.shm = Placed(size if size is not None else "Memory emptyDir", line,
-                                "/dev/shm: emptyDir medium Memory"
-                                + (f" sizeLimit {empty['sizeLimit']}" if size is not None else ""))
+            target.shm = Placed(
+                size if size is not None else "Memory emptyDir",
+                line,
+                "/dev/shm: emptyDir medium Memory"
+                + (f" sizeLimit {empty['sizeLimit']}" if size is not None else ""),
+            )
         elif _get(volume, "hostPath"):
-            target.shm = Placed("hostPath", line, f"/dev/shm: hostPath {_get(volume, 'hostPath', 'path')}")
+            target.shm = Placed(
+                "hostPath", line, f"/dev/shm: hostPath {_get(volume, 'hostPath', 'path')}"
+            )
         else:
             target.shm = Placed("volume", line, "/dev/shm: a volume not in memory")
         return
@@ -866,9 +1021,17 @@ def _compose(name: str, doc: dict) -> Iterator[Target]:
             continue
         # the container's shell sees the compose-time result: `$$VAR` is its variable
         words = entry + (command or [])
-        target = _new_target(name, "compose service", f"compose service {service_name}",
-                             service, _line(services, service_name), ("entrypoint", "command"),
-                             words, env, refs)
+        target = _new_target(
+            name,
+            "compose service",
+            f"compose service {service_name}",
+            service,
+            _line(services, service_name),
+            ("entrypoint", "command"),
+            words,
+            env,
+            refs,
+        )
         if target is None:
             continue
         if service.get("env_file"):
@@ -878,10 +1041,14 @@ def _compose(name: str, doc: dict) -> Iterator[Target]:
             target.shm = Placed("ipc: host", _line(service, "ipc"), "ipc: host")
         elif service.get("shm_size") is not None:
             size = quantity_mib(service["shm_size"], docker=True)
-            target.shm = Placed(size if size is not None else str(service["shm_size"]),
-                                _line(service, "shm_size"), f"shm_size {service['shm_size']}")
-        target.gpu_product_unknown = (f"{target.where}: a compose file does not name the GPU "
-                                      "product; pass --gpu NAME")
+            target.shm = Placed(
+                size if size is not None else str(service["shm_size"]),
+                _line(service, "shm_size"),
+                f"shm_size {service['shm_size']}",
+            )
+        target.gpu_product_unknown = (
+            f"{target.where}: a compose file does not name the GPU product; pass --gpu NAME"
+        )
         yield target
 
 
@@ -890,15 +1057,20 @@ def _compose_env(value: Any, refs: _Refs) -> dict[str, Placed]:
     if isinstance(value, dict):
         for key, item in value.items():
             text = None if item is None else _compose_interpolate(str(item), refs)
-            env[str(key)] = Placed(None if text is None or refs.find(text) else text,
-                                   _line(value, key), f"environment {key}")
+            env[str(key)] = Placed(
+                None if text is None or refs.find(text) else text,
+                _line(value, key),
+                f"environment {key}",
+            )
     elif isinstance(value, list):
         for i, item in enumerate(value):
             key, eq, text = str(item).partition("=")
             text = _compose_interpolate(text, refs) if eq else None
-            env[key] = Placed(None if text is None or refs.find(text) else text,
-                              value.lines[i] if hasattr(value, "lines") else 0,
-                              f"environment {key}")
+            env[key] = Placed(
+                None if text is None or refs.find(text) else text,
+                value.lines[i] if hasattr(value, "lines") else 0,
+                f"environment {key}",
+            )
     return env
 
 
@@ -915,12 +1087,15 @@ def _compose_gpus(target: Target, service: dict) -> None:
         elif isinstance(device.get("count"), int):
             target.gpus = Placed(device["count"], line, "devices.count")
         else:
-            target.gpus_unknown = (f"{target.file}:{line}: the service asks for all the host's "
-                                   "GPUs, a number the file does not state; pass --gpus N")
+            target.gpus_unknown = (
+                f"{target.file}:{line}: the service asks for all the host's "
+                "GPUs, a number the file does not state; pass --gpus N"
+            )
         return
     if service.get("gpus") is not None:
-        target.gpus_unknown = (f"{target.file}:{_line(service, 'gpus')}: gpus: "
-                               f"{service['gpus']}; pass --gpus N")
+        target.gpus_unknown = (
+            f"{target.file}:{_line(service, 'gpus')}: gpus: {service['gpus']}; pass --gpus N"
+        )
 
 
 # -- Dockerfile ----------------------------------------------------------------------------------
@@ -979,8 +1154,9 @@ def _dockerfile(name: str, text: str) -> Iterator[Target]:
         elif op == "FROM":
             started = True
             ref = rest.split()[0] if rest.split() else ""
-            ref = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?",
-                         lambda m: args.get(m.group(1), m.group(0)), ref)
+            ref = re.sub(
+                r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m: args.get(m.group(1), m.group(0)), ref
+            )
             image, env, entry, cmd = Placed(ref, line, "FROM"), {}, None, None
         elif op == "ENV":
             for key, value in _env_pairs(rest):
@@ -992,8 +1168,9 @@ def _dockerfile(name: str, text: str) -> Iterator[Target]:
     if image is None:
         return
     if entry is None:
-        if not is_vllm_image(str(image.value)) and not ((cmd and _runs_vllm(cmd[0])) or
-                                                         (cmd and cmd[0][:1] == ["/bin/sh"])):
+        if not is_vllm_image(str(image.value)) and not (
+            (cmd and _runs_vllm(cmd[0])) or (cmd and cmd[0][:1] == ["/bin/sh"])
+        ):
             return
         entry = (list(IMAGE_ENTRYPOINT) if is_vllm_image(str(image.value)) else [], image.line)
     words = entry[0] + (cmd[0] if cmd and entry[0][:2] != ["/bin/sh", "-c"] else [])
@@ -1003,13 +1180,21 @@ def _dockerfile(name: str, text: str) -> Iterator[Target]:
         return
     kept, unresolved = drop_unresolved(resolved, refs)
     first = min(x[1] for x in (entry, cmd) if x is not None)
-    target = Target(name, "Dockerfile", os.path.basename(name) if name != "-" else "Dockerfile",
-                    first, kept, command_line=first, unresolved=unresolved)
+    target = Target(
+        name,
+        "Dockerfile",
+        os.path.basename(name) if name != "-" else "Dockerfile",
+        first,
+        kept,
+        command_line=first,
+        unresolved=unresolved,
+    )
     target.image, target.env = image, env
     not_stated = "a Dockerfile does not say; `docker run` decides ({})"
     target.gpus_unknown = f"{target.where}: " + not_stated.format("--gpus") + "; pass --gpus N"
-    target.gpu_product_unknown = f"{target.where}: " + not_stated.format("the host") + \
-        "; pass --gpu NAME"
+    target.gpu_product_unknown = (
+        f"{target.where}: " + not_stated.format("the host") + "; pass --gpu NAME"
+    )
     target.shm_unknown = f"{target.where}: " + not_stated.format("--shm-size, --ipc=host")
     target.env_elsewhere = "`docker run -e` may add variables the Dockerfile does not show"
     yield target

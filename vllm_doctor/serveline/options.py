@@ -66,9 +66,16 @@ def _release_options() -> dict[str, OptionSpec]:
             negations += [w for w in value.get("negations", ()) if w not in negations]
             kinds += [value["kind"]] if value["kind"] not in kinds else []
         last = spans[-1]["last"]
-        out[name] = OptionSpec(name, kinds[0], tuple(aliases), spans[0]["first"],
-                               None if last == newest else last, tuple(negations),
-                               tuple(kinds[1:]), any(s["value"].get("kvs") for s in spans))
+        out[name] = OptionSpec(
+            name,
+            kinds[0],
+            tuple(aliases),
+            spans[0]["first"],
+            None if last == newest else last,
+            tuple(negations),
+            tuple(kinds[1:]),
+            any(s["value"].get("kvs") for s in spans),
+        )
     return out
 
 
@@ -145,8 +152,11 @@ JSON_KINDS = ("json", "json_or_str")
 
 
 # The speculative-decoding shorthand flags and the speculative_config key each one sets.
-_SPEC_FLAGS = (("spec-method", "method"), ("spec-model", "model"),
-               ("spec-tokens", "num_speculative_tokens"))
+_SPEC_FLAGS = (
+    ("spec-method", "method"),
+    ("spec-model", "model"),
+    ("spec-tokens", "num_speculative_tokens"),
+)
 
 
 def option_spec(name: str) -> OptionSpec | None:
@@ -170,7 +180,7 @@ def option_spec(name: str) -> OptionSpec | None:
 
 @dataclass(frozen=True)
 class _AbbrevPool:
-    words: dict[str, str]      # option string or long alias -> option name
+    words: dict[str, str]  # option string or long alias -> option name
     sorted_words: list[str]
     negatives: dict[str, str]  # "no-X" -> X, for bool options
     sorted_negatives: list[str]
@@ -207,8 +217,11 @@ def _resolve_long(name: str) -> tuple[OptionSpec | None, bool | None, str | None
     # written is judged per release in facts/release.py)
     target = _NEGATIONS.get(name)
     if target is not None and not OPTIONS[target].legacy:
-        note = None if name in OPTIONS or name.startswith("no-") else \
-            f"--{name} is the inverse of --{target}"
+        note = (
+            None
+            if name in OPTIONS or name.startswith("no-")
+            else f"--{name} is the inverse of --{target}"
+        )
         return OPTIONS[target], True, note
     if name in OPTIONS:  # a removed option with no current meaning
         return OPTIONS[name], False, None

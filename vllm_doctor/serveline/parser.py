@@ -151,7 +151,11 @@ _COUNT_MAX = 1 << 16
 
 def _shown(value: str, limit: int = 40) -> str:
     """A value quoted in a message, cut short: an error stays one readable line."""
-    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value):,} characters)"
+    return (
+        repr(value)
+        if len(value) <= limit
+        else repr(value[:limit]) + f"… ({len(value):,} characters)"
+    )
 
 
 def _in_range(flag: str, spec: OptionSpec, number: int, text: str) -> int:
@@ -204,8 +208,9 @@ def _convert(flag: str, spec: OptionSpec, value: str) -> Any:
         raise
 
 
-def convert_value(flag: str, spec: OptionSpec, kind: str, value: str,
-                  key_values: bool = False) -> Any:
+def convert_value(
+    flag: str, spec: OptionSpec, kind: str, value: str, key_values: bool = False
+) -> Any:
     """The value read as an option of ``kind`` (and, with ``key_values``, a JSON option whose
     converter also reads ``key=value`` pairs); InputError when that reading refuses it."""
     if kind == "json" and key_values and value.strip() and not re.match(r"^{.*}$", value):
@@ -228,8 +233,11 @@ def convert_value(flag: str, spec: OptionSpec, kind: str, value: str,
         detail = str(err)
         if "binary suffixes" in detail:
             raise InputError(flag, f"invalid value {_shown(value)}: {detail}") from None
-        expected = {"int": "an integer", "hrint": "an integer (like 4096, 32k, 1K)",
-                    "float": "a number"}[kind]
+        expected = {
+            "int": "an integer",
+            "hrint": "an integer (like 4096, 32k, 1K)",
+            "float": "a number",
+        }[kind]
         raise InputError(flag, f"expected {expected}, got {_shown(value)}") from None
     except OverflowError:
         raise InputError(flag, f"value out of range: {_shown(value)}") from None
@@ -257,8 +265,11 @@ def _yaml_to_args(path: Path, data: Any) -> list[tuple[str, str]]:
     if not isinstance(data, dict):
         raise InputError(str(path), "a serve config file must be a YAML mapping of option: value")
     if len(data) > _MAX_CONFIG_KEYS:
-        raise InputError(str(path), f"{len(data):,} options; vLLM has a few hundred, and a serve "
-                                    f"config of more than {_MAX_CONFIG_KEYS:,} is refused")
+        raise InputError(
+            str(path),
+            f"{len(data):,} options; vLLM has a few hundred, and a serve "
+            f"config of more than {_MAX_CONFIG_KEYS:,} is refused",
+        )
     out: list[tuple[str, str]] = []
     for raw_key, value in data.items():
         key = str(raw_key)
@@ -399,8 +410,9 @@ def _extract_dotted(toks: list[_Tok]) -> tuple[list[_Tok], set[str], list[str]]:
         value = _dotted_value(value_str)
         spec = option_spec(key)
         label = spec.name if spec else key.lstrip("-")
-        duplicates |= {f"{label}.{d}" for d in _merge(merged.setdefault(key, {}),
-                                                     _nested(keys, value))}
+        duplicates |= {
+            f"{label}.{d}" for d in _merge(merged.setdefault(key, {}), _nested(keys, value))
+        }
         evidence.setdefault(key, []).extend(pieces)
         delete.add(i)
     kept = [t for i, t in enumerate(toks) if i not in delete]
@@ -440,8 +452,11 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
     if any("\x00" in t for t in tokens):
         raise InputError(SERVE_LINE, "contains NUL bytes")
     if len(tokens) > MAX_WORDS:
-        raise InputError(SERVE_LINE, f"{len(tokens):,} words; a serve line of more than "
-                                     f"{MAX_WORDS:,} is refused (vLLM has a few hundred options)")
+        raise InputError(
+            SERVE_LINE,
+            f"{len(tokens):,} words; a serve line of more than "
+            f"{MAX_WORDS:,} is refused (vLLM has a few hundred options)",
+        )
     env_words, args, entrypoint = _strip_prefix(list(tokens))
     if not args:
         raise InputError(SERVE_LINE, "no model and no options after `vllm serve`")
@@ -455,8 +470,7 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
 
     # -- step 2: the model -----------------------------------------------------------
     model_tok: _Tok | None = None
-    model_idx = next((i for i, t in enumerate(toks)
-                      if re.match(r"^--model(=.+|$)", t.text)), None)
+    model_idx = next((i for i, t in enumerate(toks) if re.match(r"^--model(=.+|$)", t.text)), None)
     if model_idx is not None:
         tok = toks[model_idx]
         if tok.text == "--model":
@@ -465,14 +479,16 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
             value_tok = toks[model_idx + 1]
             model_tok = _Tok(value_tok.text, tok.idx, f"--model {value_tok.text}")
             line.model_span = (model_idx, model_idx + 2)
-            del toks[model_idx:model_idx + 2]
+            del toks[model_idx : model_idx + 2]
         else:
-            model_tok = _Tok(tok.text[len("--model="):], tok.idx, tok.text)
+            model_tok = _Tok(tok.text[len("--model=") :], tok.idx, tok.text)
             line.model_span = (model_idx, model_idx + 1)
             del toks[model_idx]
         if entrypoint == "serve":
-            line.warnings.append("--model is deprecated with `vllm serve`: give the model "
-                                 "as the first positional argument")
+            line.warnings.append(
+                "--model is deprecated with `vllm serve`: give the model "
+                "as the first positional argument"
+            )
     elif toks and not _looks_like_flag(toks[0].text):
         model_tok = toks.pop(0)
         line.model_span = (0, 1)
@@ -481,11 +497,16 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
         line.given["model"] = model_tok.raw
         line.origins["model"] = "cli"
 
-    if (model_tok is None and entrypoint == "serve"
-            and any(re.match(r"^--served[-_]model[-_]name(=.+|$)", t.text) for t in toks)
-            and not any(re.match(r"^--config(=.+|$)", t.text) for t in toks)):
-        line.warnings.append("`model` should be provided as the first positional argument "
-                             "when using `vllm serve` (vLLM raises ValueError)")
+    if (
+        model_tok is None
+        and entrypoint == "serve"
+        and any(re.match(r"^--served[-_]model[-_]name(=.+|$)", t.text) for t in toks)
+        and not any(re.match(r"^--config(=.+|$)", t.text) for t in toks)
+    ):
+        line.warnings.append(
+            "`model` should be provided as the first positional argument "
+            "when using `vllm serve` (vLLM raises ValueError)"
+        )
 
     # -- step 3: --config --------------------------------------------------------------
     config_positions = [i for i, t in enumerate(toks) if t.text == "--config"]
@@ -499,19 +520,24 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
         line.config_path = str(path)
         # both are the user's words (a config file's own words come after this step)
         line.spans.setdefault("config", []).extend(
-            (t.idx, t.idx + 1) for t in toks[ci:ci + 2] if t.idx is not None)
+            (t.idx, t.idx + 1) for t in toks[ci : ci + 2] if t.idx is not None
+        )
         config_toks = [_Tok(t, None, ev) for t, ev in _yaml_to_args(path, data)]
-        toks = config_toks + toks[:ci] + toks[ci + 2:]
+        toks = config_toks + toks[:ci] + toks[ci + 2 :]
     elif any(t.text.startswith("--config=") for t in toks):
-        line.warnings.append("vLLM reads a config file only from `--config FILE`; "
-                             "`--config=FILE` is not loaded")
+        line.warnings.append(
+            "vLLM reads a config file only from `--config FILE`; `--config=FILE` is not loaded"
+        )
 
     # vLLM's dotted-key pass (step 5) takes a word like `-0.5` for option `-0` with key `5`
     # and fails, wherever the word stands (even as the model)
     for tok in ([model_tok] if model_tok is not None else []) + toks:
         if _NEG_NUMBER.match(tok.text) and "." in tok.text:
-            raise InputError(tok.raw, "vLLM reads a negative decimal as a dotted option "
-                             "and fails; give it as --option=" + tok.text)
+            raise InputError(
+                tok.raw,
+                "vLLM reads a negative decimal as a dotted option "
+                "and fails; give it as --option=" + tok.text,
+            )
 
     # -- steps 4 and 5 ----------------------------------------------------------------
     toks = _normalise(toks)
@@ -529,8 +555,10 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
     if isinstance(spec_conf, dict):
         for flag, key in _SPEC_FLAGS:
             if flag in line.options and key in {k.replace("-", "_") for k in spec_conf}:
-                line.warnings.append(f"--{flag} and --speculative-config['{key}'] are "
-                                     "mutually exclusive (vLLM raises ValueError)")
+                line.warnings.append(
+                    f"--{flag} and --speculative-config['{key}'] are "
+                    "mutually exclusive (vLLM raises ValueError)"
+                )
     return line
 
 
@@ -550,8 +578,13 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
             i += 1
             continue
         is_long = not positional_only and arg.startswith("--") and len(arg) > 2
-        is_short = (not positional_only and not is_long and arg.startswith("-")
-                    and len(arg) > 1 and not _NEG_NUMBER.match(arg))
+        is_short = (
+            not positional_only
+            and not is_long
+            and arg.startswith("-")
+            and len(arg) > 1
+            and not _NEG_NUMBER.match(arg)
+        )
         if is_long:
             key, eq, explicit = arg[2:].partition("=")
             spec, negated, note = _resolve_long(key)
@@ -560,8 +593,12 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
             key, eq, explicit = arg.partition("=")
             target = _SHORT_ALIASES.get(key)
             if target is None:
-                raise InputError(arg, "unknown short option (vLLM's short options are "
-                                 + ", ".join(sorted(_SHORT_ALIASES)) + ")")
+                raise InputError(
+                    arg,
+                    "unknown short option (vLLM's short options are "
+                    + ", ".join(sorted(_SHORT_ALIASES))
+                    + ")",
+                )
             spec, negated, note = OPTIONS[target], False, None
             flag = key
         else:
@@ -578,8 +615,9 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
                 i += 1
                 continue
             line.unknown_flags.append(tok.raw)
-            line.warnings.append(f"unrecognized argument {tok.raw!r} (vLLM takes one "
-                                 "positional word: the model)")
+            line.warnings.append(
+                f"unrecognized argument {tok.raw!r} (vLLM takes one positional word: the model)"
+            )
             _add_span(line, "?", [tok])
             i += 1
             continue
@@ -590,8 +628,12 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
             if dotted_idx is not None and i + 1 < n:
                 i += 1  # the merged JSON value of dotted pieces
                 text = tok.raw
-            elif (not eq and i + 1 < n and not _looks_like_flag(toks[i + 1].text)
-                  and toks[i + 1].dotted_idx is None):
+            elif (
+                not eq
+                and i + 1 < n
+                and not _looks_like_flag(toks[i + 1].text)
+                and toks[i + 1].dotted_idx is None
+            ):
                 i += 1
                 end_tok = toks[i]
                 text = _evidence_text([tok, end_tok])
@@ -608,12 +650,19 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
         used = [tok]
         if spec.kind in ("bool", "flag"):
             if eq:
-                raise InputError(flag, f"takes no value (got {explicit!r}); "
-                                 f"use --{name}" + (f" or --no-{name}" if spec.kind == "bool" else ""))
+                raise InputError(
+                    flag,
+                    f"takes no value (got {explicit!r}); "
+                    f"use --{name}" + (f" or --no-{name}" if spec.kind == "bool" else ""),
+                )
             value: Any = not negated
             end_tok = tok
-            if (not negated and "bool_or_str" in spec.older_kinds and i + 1 < n
-                    and toks[i + 1].text.lower() in ("true", "false")):
+            if (
+                not negated
+                and "bool_or_str" in spec.older_kinds
+                and i + 1 < n
+                and toks[i + 1].text.lower() in ("true", "false")
+            ):
                 # 0.8.0-0.8.4 StoreBoolean: `--enable-chunked-prefill false` (which releases
                 # take the word is judged per release)
                 i += 1
@@ -637,8 +686,11 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
             if eq:
                 values = [explicit]
             else:
-                while i + 1 < n and not _looks_like_flag(toks[i + 1].text) \
-                        and toks[i + 1].dotted_idx is None:
+                while (
+                    i + 1 < n
+                    and not _looks_like_flag(toks[i + 1].text)
+                    and toks[i + 1].dotted_idx is None
+                ):
                     i += 1
                     values.append(toks[i].text)
                     end_tok = toks[i]
@@ -678,8 +730,13 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
         evidence = _evidence_text(used)
         if dotted_idx is not None:
             evidence = start_tok.raw
-        if (name in line.options and origin == "cli" and name in seen_cli
-                and spec.kind != "append" and name not in line.duplicates):
+        if (
+            name in line.options
+            and origin == "cli"
+            and name in seen_cli
+            and spec.kind != "append"
+            and name not in line.duplicates
+        ):
             line.duplicates.append(name)
         if origin == "cli":
             seen_cli.add(name)
@@ -692,8 +749,9 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
         i += 1
 
 
-def _add_span(line: ServeLine, name: str, used: list[_Tok],
-              dotted_idx: list[int] | None = None) -> None:
+def _add_span(
+    line: ServeLine, name: str, used: list[_Tok], dotted_idx: list[int] | None = None
+) -> None:
     """Record which of the user's words an option used (one (i, i+1) range per word)."""
     spans = line.spans.setdefault(name, [])
     seen = line.span_index.get(name)  # a set beside the list: a repeated flag stays linear

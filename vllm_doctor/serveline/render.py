@@ -1,5 +1,4 @@
-"""The re-renderer: a serve line with options set or removed, as a command to copy.
-"""
+"""The re-renderer: a serve line with options set or removed, as a command to copy."""
 
 from __future__ import annotations
 
@@ -26,13 +25,19 @@ def _format_value(spec: OptionSpec | None, value: Any) -> list[str]:
         return [json.dumps(value, separators=(", ", ": "))]
     if isinstance(value, list):
         return [str(v) for v in value]
-    if isinstance(value, float) and value.is_integer() and spec is not None and spec.kind != "float":
+    if (
+        isinstance(value, float)
+        and value.is_integer()
+        and spec is not None
+        and spec.kind != "float"
+    ):
         return [str(int(value))]
     return [str(value)]
 
 
-def _flag_tokens(spec: OptionSpec | None, name: str, value: Any,
-                 spelled: str | None = None) -> list[str]:
+def _flag_tokens(
+    spec: OptionSpec | None, name: str, value: Any, spelled: str | None = None
+) -> list[str]:
     flag = spelled or f"--{name}"
     if value is True and (spec is None or spec.kind in ("bool", "flag", "bool_or_str")):
         return [flag if not flag.startswith("--no-") else f"--{name}"]
@@ -62,8 +67,9 @@ def _set_key(key: str) -> tuple[str, list[str]]:
     return name, [p for p in rest.split(".") if p] if dot else []
 
 
-def render_command(line: ServeLine, changes: Mapping[str, Any] | None = None,
-                   remove: Iterable[str] = ()) -> str:
+def render_command(
+    line: ServeLine, changes: Mapping[str, Any] | None = None, remove: Iterable[str] = ()
+) -> str:
     """The `vllm serve MODEL ...` command with the ``changes`` flags replaced (or appended)
     and ``remove`` flags dropped, keeping the user's other flags and their order.
 
@@ -95,8 +101,11 @@ def render_command(line: ServeLine, changes: Mapping[str, Any] | None = None,
             continue
         current = line.options.get(name)
         if name == "speculative-config":
-            current = line.speculative_config() if current is not None or any(
-                flag in line.options for flag, _ in _SPEC_FLAGS) else None
+            current = (
+                line.speculative_config()
+                if current is not None or any(flag in line.options for flag, _ in _SPEC_FLAGS)
+                else None
+            )
         if not isinstance(current, dict) and all(is_removal for _, _, is_removal in edits):
             continue  # nothing to remove from
         new = json.loads(json.dumps(current)) if isinstance(current, dict) else {}
@@ -150,8 +159,12 @@ def render_command(line: ServeLine, changes: Mapping[str, Any] | None = None,
             start, end = spans[0]
             spelled = _spelling(tokens[start], name, spec)
             new_tokens = _flag_tokens(spec, name, value, spelled)
-            if "=" in tokens[start] and len(new_tokens) == 2 and spelled and \
-                    not tokens[start].split("=", 1)[0].count("."):
+            if (
+                "=" in tokens[start]
+                and len(new_tokens) == 2
+                and spelled
+                and not tokens[start].split("=", 1)[0].count(".")
+            ):
                 new_tokens = [f"{new_tokens[0]}={new_tokens[1]}"]
             replace_at[start] = new_tokens
             for s, e in spans:

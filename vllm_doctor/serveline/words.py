@@ -30,13 +30,38 @@ def _looks_like_flag(token: str) -> bool:
 
 # commands that run the next word as a command, with their options that take a value
 _WRAPPERS: dict[str, frozenset[str]] = {
-    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "--user",
-                       "--group", "--chdir", "--prompt", "--host", "--role", "--type",
-                       "--other-user", "--command-timeout", "--close-from"}),
+    "sudo": frozenset(
+        {
+            "-u",
+            "-g",
+            "-C",
+            "-D",
+            "-h",
+            "-p",
+            "-r",
+            "-t",
+            "-U",
+            "-T",
+            "--user",
+            "--group",
+            "--chdir",
+            "--prompt",
+            "--host",
+            "--role",
+            "--type",
+            "--other-user",
+            "--command-timeout",
+            "--close-from",
+        }
+    ),
     "env": frozenset({"-u", "-C", "-S", "--unset", "--chdir", "--split-string"}),
-    "nohup": frozenset(), "time": frozenset(), "exec": frozenset({"-a"}),
-    "command": frozenset(), "nice": frozenset({"-n", "--adjustment"}),
-    "stdbuf": frozenset({"-i", "-o", "-e"}), "export": frozenset(),
+    "nohup": frozenset(),
+    "time": frozenset(),
+    "exec": frozenset({"-a"}),
+    "command": frozenset(),
+    "nice": frozenset({"-n", "--adjustment"}),
+    "stdbuf": frozenset({"-i", "-o", "-e"}),
+    "export": frozenset(),
 }
 
 
@@ -49,14 +74,16 @@ def _split_commands(text: str) -> list[str]:
         if i <= skip_to or ch not in ";&|" or (ch == "&" and i and text[i - 1] in "<>"):
             continue
         parts.append(text[begin:i])
-        skip_to = i + 1 if ch != ";" and text[i + 1:i + 2] in ("&", "|") else i  # && and ||
+        skip_to = i + 1 if ch != ";" and text[i + 1 : i + 2] in ("&", "|") else i  # && and ||
         begin = skip_to + 1
     parts.append(text[begin:])
     return parts
 
 
 # [n]op or {name}op, or &> / &>>; here-strings and here-documents first (their '<' prefixes)
-_REDIRECTION = re.compile(r"&>>?|(?:\{[A-Za-z_][A-Za-z0-9_]*\}|\d*)(?:<<<|<<-?|>>|>&|>\||<&|<>|>|<)")
+_REDIRECTION = re.compile(
+    r"&>>?|(?:\{[A-Za-z_][A-Za-z0-9_]*\}|\d*)(?:<<<|<<-?|>>|>&|>\||<&|<>|>|<)"
+)
 
 
 # `vllm serve <model> ...` copied from documentation: a placeholder, not a redirection
@@ -125,7 +152,7 @@ def _drop_redirections(text: str) -> str:
     while i < n:
         ch = text[i]
         if ch == "\\" and quote != "'" and i + 1 < n:
-            out.append(text[i:i + 2])
+            out.append(text[i : i + 2])
             i += 2
             continue
         if quote is not None:
@@ -155,7 +182,11 @@ def _drop_redirections(text: str) -> str:
             out.append(text[i:end])
             i = end
             continue
-        elif ch in "<>" or text.startswith("&>", i) or ((ch.isdigit() or ch == "{") and at_word_start()):
+        elif (
+            ch in "<>"
+            or text.startswith("&>", i)
+            or ((ch.isdigit() or ch == "{") and at_word_start())
+        ):
             match = _REDIRECTION.match(text, i)
             if match:
                 i = _target_end(text, match.end())
@@ -178,12 +209,19 @@ def _command_words(command: str) -> list[str] | None:
     except ValueError:
         return None
     commands = [c for c in commands if c]
-    chosen = next((i for i, c in enumerate(commands) if any(
-        os.path.basename(w) == "vllm" or w in _API_SERVER_MODULES or w == "serve" for w in c)), None)
+    chosen = next(
+        (
+            i
+            for i, c in enumerate(commands)
+            if any(
+                os.path.basename(w) == "vllm" or w in _API_SERVER_MODULES or w == "serve" for w in c
+            )
+        ),
+        None,
+    )
     if chosen is None:
         return None
-    exported = [w for c in commands[:chosen] if c[0] == "export"
-                for w in c[1:] if _ENV_RE.match(w)]
+    exported = [w for c in commands[:chosen] if c[0] == "export" for w in c[1:] if _ENV_RE.match(w)]
     return exported + commands[chosen]
 
 
@@ -191,8 +229,10 @@ def _strip_prefix(tokens: list[str]) -> tuple[list[str], list[str], str]:
     """(env words, serve arguments, entrypoint) from a full command."""
     i = 0
     env_words: list[str] = []
-    wrapped = any(os.path.basename(t) in ("vllm", "serve") or _PY_RE.match(os.path.basename(t))
-                  for t in tokens[1:])
+    wrapped = any(
+        os.path.basename(t) in ("vllm", "serve") or _PY_RE.match(os.path.basename(t))
+        for t in tokens[1:]
+    )
     while i < len(tokens):
         word = tokens[i]
         if _ENV_RE.match(word) and not word.startswith("-"):
@@ -225,7 +265,11 @@ def _strip_prefix(tokens: list[str]) -> tuple[list[str], list[str], str]:
         module = rest[2]
         if module in _API_SERVER_MODULES:
             return env_words, rest[3:], "api_server"
-        if module in ("vllm.entrypoints.cli.main", "vllm") and len(rest) >= 4 and rest[3] == "serve":
+        if (
+            module in ("vllm.entrypoints.cli.main", "vllm")
+            and len(rest) >= 4
+            and rest[3] == "serve"
+        ):
             return env_words, rest[4:], "serve"
         raise InputError(SERVE_LINE, f"not a vLLM server command: python -m {module}")
     if rest[0] == "serve":
@@ -270,8 +314,10 @@ def _logical_lines(text: str) -> list[str]:
     return [ln for ln in lines if ln.strip(" \t\r")]
 
 
-_COMMAND_RE = re.compile(r"(^|\s)(vllm\s+serve|vllm\.entrypoints\.(openai\.)?api_server|"
-                         r"vllm\.entrypoints\.cli\.main)(\s|$)")
+_COMMAND_RE = re.compile(
+    r"(^|\s)(vllm\s+serve|vllm\.entrypoints\.(openai\.)?api_server|"
+    r"vllm\.entrypoints\.cli\.main)(\s|$)"
+)
 
 
 def command_words(text: str) -> list[str]:
@@ -281,7 +327,9 @@ def command_words(text: str) -> list[str]:
     if "\x00" in text:
         raise InputError(SERVE_LINE, "contains NUL bytes")
     if len(text) > MAX_LINE_CHARS:
-        raise InputError(SERVE_LINE, f"{len(text):,} characters; at most {MAX_LINE_CHARS:,} are read")
+        raise InputError(
+            SERVE_LINE, f"{len(text):,} characters; at most {MAX_LINE_CHARS:,} are read"
+        )
     lines = [ln.strip(" \t\r") for ln in _logical_lines(text)]
     lines = [ln.removeprefix("$ ") for ln in lines]
     lines = [ln for ln in lines if ln and not ln.startswith("#")]
