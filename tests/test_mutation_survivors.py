@@ -1,0 +1,73 @@
+"""Tests written while triaging the mutation run's survivors (bench/mutation/RESULTS.md): each
+checks a behaviour a surviving mutant changed without any selected test noticing."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_doctor.engine.evaluate import Finding
+from vllm_doctor.engine.loader import load_rules
+from vllm_doctor.facts.hardware import _compat, driver_cuda_version
+from vllm_doctor.facts.model import Facts
+from vllm_doctor.facts.model_config import quant_scheme
+from vllm_doctor.report.document import CheckDocument
+
+
+def test_a_driver_exactly_at_a_cuda_minimum_supports_that_cuda():
+    # the table's minimum is inclusive: driver 455.23 is the first that runs CUDA 11.1
+    rows = _compat()["driver_min"]
+    for row in rows:
+        cuda, basis = driver_cuda_version(row["driver"])
+        assert cuda == row["cuda"] and basis.endswith(f"the minimum for CUDA {row['cuda']}")
+
+
+@pytest.mark.parametrize(
+    "algo, scheme",
+    [("NVFP4", "nvfp4"), ("W4A16_AWQ", "w4a16"), ("W4A8_AWQ", "w4a8"), ("FP8", "fp8")],
+)
+def test_modelopt_algorithms_map_to_their_scheme(algo, scheme):
+    assert quant_scheme({"quant_method": "modelopt", "quant_algo": algo}) == (
+        "modelopt",
+        algo,
+        scheme,
+    )
+
+
+def _ct_config(weights: dict, activations: dict | None) -> dict:
+    group = {"weights": weights, "targets": ["Linear"]}
+    if activations is not None:
+        group["input_activations"] = activations
+    return {"quant_method": "compressed-tensors", "config_groups": {"group_0": group}}
+
+
+@pytest.mark.parametrize(
+    "weights, activations, scheme",
+    [
+        ({"num_bits": 8, "type": "float"}, {"num_bits": 8, "type": "float"}, "fp8"),
+        (
+            {"num_bits": 8, "type": "float"},
+            {"num_bits": 8, "type": "float", "dynamic": True},
+            "fp8-dynamic",
+        ),
+        ({"num_bits": 8, "type": "float"}, {"num_bits": 8, "type": "int"}, "fp8-w8a16"),
+        ({"num_bits": 8, "type": "float"}, None, "fp8-w8a16"),
+        ({"num_bits": 8, "type": "int"}, {"num_bits": 8, "type": "float"}, "w8a8-fp8"),
+        ({"num_bits": 8, "type": "int"}, {"num_bits": 8, "type": "int"}, "w8a8-int8"),
+    ],
+)
+def test_compressed_tensors_activation_type_decides_the_scheme(weights, activations, scheme):
+    assert quant_scheme(_ct_config(weights, activations))[2] == scheme
+
+
+def test_the_document_summary_counts_each_severity():
+    rules = load_rules(None)
+    by_severity = {}
+    for rule in rules:
+        by_severity.setdefault(rule.severity, []).append(rule)
+    findings = (
+        [Finding(r, "applies", "high") for r in by_severity["error"][:1]]
+        + [Finding(r, "applies", "high") for r in by_severity["warning"][:3]]
+        + [Finding(r, "applies", "high") for r in by_severity["info"][:2]]
+    )
+    summary = CheckDocument(Facts(), findings, "error", len(findings), 0.0).to_dict()["summary"]
+    assert (summary["errors"], summary["warnings"], summary["infos"]) == (1, 3, 2)
