@@ -3,14 +3,19 @@ checks a behaviour a surviving mutant changed without any selected test noticing
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from vllm_doctor.engine.evaluate import Finding
 from vllm_doctor.engine.loader import load_rules
 from vllm_doctor.facts.hardware import _compat, driver_cuda_version
-from vllm_doctor.facts.model import Facts
+from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.model_config import quant_scheme
+from vllm_doctor.facts.release import _accepts
 from vllm_doctor.report.document import CheckDocument
+from vllm_doctor.report.facts_view import SECTIONS, _digest_parts
+from vllm_doctor.report.output import dump_json
 
 
 def test_a_driver_exactly_at_a_cuda_minimum_supports_that_cuda():
@@ -71,3 +76,54 @@ def test_the_document_summary_counts_each_severity():
     )
     summary = CheckDocument(Facts(), findings, "error", len(findings), 0.0).to_dict()["summary"]
     assert (summary["errors"], summary["warnings"], summary["infos"]) == (1, 3, 2)
+
+
+@pytest.mark.parametrize(
+    "word, accepted",
+    [
+        ("--tensor-parallel-size", True),
+        ("--tensor_parallel_size", True),  # argparse in vLLM accepts the underscore spelling
+        ("--tensor-parallel", True),  # a prefix of one option string only (allow_abbrev)
+        ("--max", False),  # a prefix of several: argparse refuses it as ambiguous
+    ],
+)
+def test_the_release_parser_accepts_exact_underscore_and_unique_prefix_forms(word, accepted):
+    assert _accepts("0.10.0", word, "tensor_parallel_size") is accepted
+
+
+def _section(title: str):
+    return next(s for s in SECTIONS if s.title == title)
+
+
+def test_the_gpu_digest_counts_identical_gpus_and_lists_mixed_ones():
+    facts = Facts()
+    facts.set("gpu.names", ["NVIDIA H100 80GB HBM3"] * 2, Source.NVML)
+    assert _digest_parts(facts, _section("GPUs and links"))[0] == "2 × NVIDIA H100 80GB HBM3"
+    facts.set("gpu.names", ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"], Source.NVML)
+    assert _digest_parts(facts, _section("GPUs and links"))[0] == (
+        "NVIDIA H100 80GB HBM3, NVIDIA A100-SXM4-80GB"
+    )
+
+
+def _serve_digest(options: dict) -> list[str]:
+    facts = Facts()
+    for key, value in options.items():
+        facts.set(f"serve.{key}", value, Source.SERVE)
+    return _digest_parts(facts, _section("Serve arguments"))
+
+
+def test_the_serve_digest_shows_six_options_then_counts_the_rest():
+    six = {f"option_{i}": i for i in range(6)}
+    assert _serve_digest(six) == [f"option_{i}={i}" for i in range(6)]
+    seven = {**six, "option_6": 6}
+    assert _serve_digest(seven) == [f"option_{i}={i}" for i in range(6)] + ["… 1 more"]
+
+
+def test_the_serve_digest_puts_the_summary_knobs_before_the_rest():
+    # "block_size" sorts before "tensor_parallel_size" but is no summary knob
+    shown = _serve_digest({"block_size": 16, "max_model_len": 4096, "tensor_parallel_size": 2})
+    assert shown == ["tensor_parallel_size=2", "max_model_len=4096", "block_size=16"]
+
+
+def test_json_output_writes_values_json_has_no_type_for_as_text():
+    assert dump_json({"path": Path("/models/llama")}) == '{\n  "path": "/models/llama"\n}\n'
