@@ -12,10 +12,12 @@ from vllm_doctor.engine.loader import load_rules
 from vllm_doctor.facts.hardware import _compat, driver_cuda_version
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.model_config import quant_scheme
-from vllm_doctor.facts.release import _accepts
+from vllm_doctor.facts.release import SOURCE as RELEASE_SOURCE
+from vllm_doctor.facts.release import _accepts, _effective_dtype
 from vllm_doctor.report.document import CheckDocument
 from vllm_doctor.report.facts_view import SECTIONS, _digest_parts
 from vllm_doctor.report.output import dump_json
+from vllm_doctor.report.text import _fmt
 
 
 def test_a_driver_exactly_at_a_cuda_minimum_supports_that_cuda():
@@ -127,3 +129,27 @@ def test_the_serve_digest_puts_the_summary_knobs_before_the_rest():
 
 def test_json_output_writes_values_json_has_no_type_for_as_text():
     assert dump_json({"path": Path("/models/llama")}) == '{\n  "path": "/models/llama"\n}\n'
+
+
+@pytest.mark.parametrize(
+    "checkpoint, capability, effective",
+    [
+        ("float16", 80, "float16"),  # a half-precision checkpoint keeps its dtype on sm_80
+        ("bfloat16", 80, "bfloat16"),
+        ("float32", 80, "bfloat16"),  # float32 goes to the GPU's first supported dtype
+        ("float32", 75, "float16"),  # sm_75 has no bfloat16
+        ("bfloat16", 75, "float16"),
+    ],
+)
+def test_dtype_auto_keeps_a_supported_checkpoint_dtype(checkpoint, capability, effective):
+    facts = Facts()
+    facts.set("model.dtype", checkpoint, Source.CONFIG)
+    facts.set("gpu.min_capability", capability, Source.NVML)
+    _effective_dtype(facts, "0.33.0")
+    fact = facts.get("release.effective_dtype")
+    assert (fact.value, fact.source) == (effective, RELEASE_SOURCE)
+    assert f"compute capability {capability}" in fact.detail
+
+
+def test_an_empty_mapping_reads_as_braces_in_the_text_report():
+    assert (_fmt({}), _fmt({"a": 1, "b": [True, False]})) == ("{}", "a=1, b=yes, no")
