@@ -11,7 +11,7 @@ from vllm_doctor.engine.evaluate import Finding
 from vllm_doctor.engine.loader import load_rules
 from vllm_doctor.facts.hardware import _compat, driver_cuda_version
 from vllm_doctor.facts.model import Facts, Source
-from vllm_doctor.facts.model_config import quant_scheme
+from vllm_doctor.facts.model_config import derived_max_model_len, quant_scheme
 from vllm_doctor.facts.release import SOURCE as RELEASE_SOURCE
 from vllm_doctor.facts.release import _accepts, _effective_dtype
 from vllm_doctor.report.document import CheckDocument
@@ -153,3 +153,17 @@ def test_dtype_auto_keeps_a_supported_checkpoint_dtype(checkpoint, capability, e
 
 def test_an_empty_mapping_reads_as_braces_in_the_text_report():
     assert (_fmt({}), _fmt({"a": 1, "b": [True, False]})) == ("{}", "a=1, b=yes, no")
+
+
+@pytest.mark.parametrize(
+    "rope_scaling, length",
+    [
+        ({"type": "dynamic", "factor": 2.0}, 8192),  # the legacy "type" key, factor 2
+        ({"type": "llama3", "factor": 8.0}, 4096),  # llama3 scaling does not extend the length
+        ({"rope_type": "linear", "factor": 4.0}, 16384),
+        ({"rope_type": "linear"}, 4096),  # no factor: 1
+    ],
+)
+def test_rope_scaling_extends_the_derived_context(rope_scaling, length):
+    config = {"max_position_embeddings": 4096, "rope_scaling": rope_scaling}
+    assert derived_max_model_len(config)[0] == length
