@@ -392,16 +392,16 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
             chk.problem("reader", "a log reader needs log_only: true")
     if chk.problems:
         return None, chk.problems
-    rule = Rule(
-        code=code,
-        slug=slug,
-        status=status,
-        severity=severity,
+    rule = Rule(  # the fields are checked above (chk.problems): none of them is None here
+        code=code,  # type: ignore[arg-type]
+        slug=slug,  # type: ignore[arg-type]
+        status=status,  # type: ignore[arg-type]
+        severity=severity,  # type: ignore[arg-type]
         confidence=confidence,  # type: ignore[arg-type]
-        summary=summary,
-        phase=phase,
+        summary=summary,  # type: ignore[arg-type]
+        phase=phase,  # type: ignore[arg-type]
         when=when,
-        ranges=ranges,  # type: ignore[arg-type]
+        ranges=ranges,
         fingerprints=fingerprints,
         signatures=tuple(signatures),
         fix=fix,
