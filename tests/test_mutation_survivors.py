@@ -167,3 +167,40 @@ def test_an_empty_mapping_reads_as_braces_in_the_text_report():
 def test_rope_scaling_extends_the_derived_context(rope_scaling, length):
     config = {"max_position_embeddings": 4096, "rope_scaling": rope_scaling}
     assert derived_max_model_len(config)[0] == length
+
+
+def test_the_stack_gpu_and_model_digests_name_their_values():
+    facts = Facts()
+    for path, value, source in [
+        ("vllm.version", "0.10.0", Source.USER),
+        ("torch.version", "2.7.1", Source.USER),
+        ("torch.cuda_version", "12.8", Source.USER),
+        ("driver.version", "570.86.15", Source.NVML),
+        ("driver.cuda_version", "12.9", Source.NVML),
+        ("gpu.names", ["NVIDIA H100 80GB HBM3"] * 2, Source.NVML),
+        ("topology.worst_link", "PHB", Source.NVML),
+        ("model.id", "nvidia/Llama-3.1-8B-Instruct-FP4", Source.USER),
+        ("model.architectures", ["LlamaForCausalLM"], Source.CONFIG),
+        ("model.quant_method", "modelopt", Source.CONFIG),
+        ("model.quant_algo", "NVFP4", Source.CONFIG),
+    ]:
+        facts.set(path, value, source)
+    assert _digest_parts(facts, _section("Stack")) == [
+        "vLLM 0.10.0",
+        "torch 2.7.1 (CUDA 12.8)",
+        "driver 570.86.15 (CUDA 12.9)",
+    ]
+    assert _digest_parts(facts, _section("GPUs and links")) == [
+        "2 × NVIDIA H100 80GB HBM3",
+        "worst link PHB",
+    ]
+    assert _digest_parts(facts, _section("Model")) == [
+        "nvidia/Llama-3.1-8B-Instruct-FP4",
+        "LlamaForCausalLM",
+        "modelopt NVFP4",
+    ]
+
+
+def test_the_serve_digest_names_the_unknown_flags():
+    shown = _serve_digest({"tensor_parallel_size": 2, "unknown_flags": ["--tensor-paralel-size"]})
+    assert shown == ["tensor_parallel_size=2", "unknown flags: --tensor-paralel-size"]
