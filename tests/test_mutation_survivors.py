@@ -3,9 +3,11 @@ checks a behaviour a surviving mutant changed without any selected test noticing
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from vllm_doctor.engine.evaluate import Finding
 from vllm_doctor.engine.loader import load_rules
@@ -17,7 +19,7 @@ from vllm_doctor.facts.release import _accepts, _effective_dtype
 from vllm_doctor.report.document import CheckDocument
 from vllm_doctor.report.facts_view import SECTIONS, _digest_parts
 from vllm_doctor.report.output import dump_json
-from vllm_doctor.report.text import _fmt
+from vllm_doctor.report.text import _fmt, render_text
 
 
 def test_a_driver_exactly_at_a_cuda_minimum_supports_that_cuda():
@@ -204,3 +206,21 @@ def test_the_stack_gpu_and_model_digests_name_their_values():
 def test_the_serve_digest_names_the_unknown_flags():
     shown = _serve_digest({"tensor_parallel_size": 2, "unknown_flags": ["--tensor-paralel-size"]})
     assert shown == ["tensor_parallel_size=2", "unknown flags: --tensor-paralel-size"]
+
+
+def test_the_text_report_shows_each_probe_with_its_reason_and_verdict_levels():
+    doc = CheckDocument(Facts(), [], "error", 3, 0.0)
+    doc.probes = [
+        {
+            "name": "nccl_allreduce",
+            "status": "failed",
+            "reason": "timed out after 60 s",
+            "verdicts": [{"rule": "PAR002", "level": "error", "text": "all-reduce hangs"}],
+        }
+    ]
+    out = io.StringIO()
+    render_text(doc, Console(file=out, width=200, color_system=None))
+    text = out.getvalue()
+    assert "Known failures (3 rules)" in text  # no rule base: nothing after the count
+    assert "nccl_allreduce: failed timed out after 60 s" in text
+    assert "PAR002 error: all-reduce hangs" in text
