@@ -4,6 +4,7 @@ checks a behaviour a surviving mutant changed without any selected test noticing
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from vllm_doctor.engine.evaluate import Finding
 from vllm_doctor.engine.loader import load_rules
 from vllm_doctor.facts.hardware import _compat, driver_cuda_version
 from vllm_doctor.facts.model import Facts, Source
-from vllm_doctor.facts.model_config import derived_max_model_len, quant_scheme
+from vllm_doctor.facts.model_config import derived_max_model_len, quant_scheme, read_model_config
 from vllm_doctor.facts.release import SOURCE as RELEASE_SOURCE
 from vllm_doctor.facts.release import _accepts, _effective_dtype
 from vllm_doctor.report.document import CheckDocument
@@ -224,3 +225,21 @@ def test_the_text_report_shows_each_probe_with_its_reason_and_verdict_levels():
     assert "Known failures (3 rules)" in text  # no rule base: nothing after the count
     assert "nccl_allreduce: failed timed out after 60 s" in text
     assert "PAR002 error: all-reduce hangs" in text
+
+
+DEEPSEEK = Path(__file__).parent / "fixtures" / "models" / "DeepSeek-V3.2" / "config.json"
+
+
+def test_an_mla_head_size_is_nope_plus_rope_and_undecided_without_them():
+    # the real DeepSeek-V3.2 config.json (tests/fixtures/models/README.md); an MLA model's
+    # head size is qk_nope_head_dim + qk_rope_head_dim, and without one of them it is not
+    # hidden/heads but unknown, with the field it lacks named
+    config = json.loads(DEEPSEEK.read_text())
+    facts = Facts()
+    read_model_config(facts, DEEPSEEK, config, str(DEEPSEEK))
+    assert facts.value("model.head_dim") == 128 + 64
+    del config["qk_nope_head_dim"]
+    facts = Facts()
+    read_model_config(facts, DEEPSEEK, config, str(DEEPSEEK))
+    assert facts.value("model.head_dim") is None
+    assert "config.json lacks qk_nope_head_dim" in facts.why_missing("model.head_dim")
