@@ -14,7 +14,12 @@ from vllm_doctor.engine.evaluate import Finding
 from vllm_doctor.engine.loader import load_rules
 from vllm_doctor.facts.hardware import _compat, driver_cuda_version
 from vllm_doctor.facts.model import Facts, Source
-from vllm_doctor.facts.model_config import derived_max_model_len, quant_scheme, read_model_config
+from vllm_doctor.facts.model_config import (
+    _read_kv_heads,
+    derived_max_model_len,
+    quant_scheme,
+    read_model_config,
+)
 from vllm_doctor.facts.release import SOURCE as RELEASE_SOURCE
 from vllm_doctor.facts.release import _accepts, _effective_dtype
 from vllm_doctor.report.document import CheckDocument
@@ -243,3 +248,36 @@ def test_an_mla_head_size_is_nope_plus_rope_and_undecided_without_them():
     read_model_config(facts, DEEPSEEK, config, str(DEEPSEEK))
     assert facts.value("model.head_dim") is None
     assert "config.json lacks qk_nope_head_dim" in facts.why_missing("model.head_dim")
+
+
+@pytest.mark.parametrize(
+    "model_type, text, kv_heads, source",
+    [
+        ("mpt", {"attn_config": {"kv_n_heads": 8}}, 8, Source.CONFIG),
+        ("dbrx", {"attn_config": {"kv_n_heads": 8}}, 8, Source.CONFIG),
+        (
+            "cohere_asr",
+            {"transf_decoder": {"config_dict": {"num_attention_heads": 8}}},
+            8,
+            Source.CONFIG,
+        ),
+        (
+            "nemotron-nas",
+            {
+                "block_configs": [
+                    {"attention": {"no_op": True}},
+                    {"attention": {"n_heads_in_group": 8}},
+                ]
+            },
+            64 // 8,
+            Source.DERIVED,
+        ),
+        ("llama", {"num_key_value_heads": 8}, 8, Source.CONFIG),
+        ("llama", {}, 64, Source.DERIVED),  # no KV-head key: one KV head per attention head
+    ],
+)
+def test_kv_heads_are_read_where_each_model_type_keeps_them(model_type, text, kv_heads, source):
+    facts = Facts()
+    assert _read_kv_heads(facts, text, model_type, 64, "config.json") == kv_heads
+    fact = facts.get("model.num_key_value_heads")
+    assert (fact.value, fact.source) == (kv_heads, source)
