@@ -21,7 +21,7 @@ from vllm_doctor.facts.model_config import (
     read_model_config,
 )
 from vllm_doctor.facts.release import SOURCE as RELEASE_SOURCE
-from vllm_doctor.facts.release import _accepts, _effective_dtype
+from vllm_doctor.facts.release import _accepts, _effective_dtype, judged_between_releases
 from vllm_doctor.report.document import CheckDocument
 from vllm_doctor.report.facts_view import SECTIONS, _digest_parts
 from vllm_doctor.report.output import dump_json
@@ -281,3 +281,34 @@ def test_kv_heads_are_read_where_each_model_type_keeps_them(model_type, text, kv
     assert _read_kv_heads(facts, text, model_type, 64, "config.json") == kv_heads
     fact = facts.get("model.num_key_value_heads")
     assert (fact.value, fact.source) == (kv_heads, source)
+
+
+def _collect_differing_answers(facts: Facts) -> None:
+    """A release collector whose answers differ between 0.23.0 and 0.24.0 on two paths."""
+    newer = str(facts.value("vllm.version")).startswith("0.24")
+    facts.set("release.same", 1, RELEASE_SOURCE)
+    facts.set("release.changed", "B" if newer else "A", RELEASE_SOURCE)
+    if newer:
+        facts.set("release.new_in_0_24", True, RELEASE_SOURCE)
+    else:
+        facts.mark_missing("release.new_in_0_24", "0.23.0 has no such table")
+
+
+def test_a_nightly_keeps_only_what_its_release_and_the_next_agree_on():
+    facts = Facts()
+    facts.set("vllm.version", "0.23.1rc1.dev20", Source.MACHINE)
+    facts.set("release.earlier", "kept", RELEASE_SOURCE)  # another collector's, before this one
+    judged_between_releases(facts, _collect_differing_answers)
+    assert facts.value("release.same") == 1
+    assert facts.value("release.earlier") == "kept"
+    assert facts.value("vllm.version") == "0.23.1rc1.dev20"
+    assert facts.value("release.changed") is None
+    assert "(0.23.0: A; 0.24.0: B)" in facts.why_missing("release.changed")
+    assert "(0.23.0: not known; 0.24.0: True)" in facts.why_missing("release.new_in_0_24")
+
+
+def test_a_release_is_judged_by_itself_alone():
+    facts = Facts()
+    facts.set("vllm.version", "0.23.0", Source.MACHINE)
+    judged_between_releases(facts, _collect_differing_answers)
+    assert (facts.value("release.changed"), facts.value("release.same")) == ("A", 1)
