@@ -19,6 +19,7 @@ from vllm_doctor.facts.model_config import (
     derived_max_model_len,
     quant_scheme,
     read_model_config,
+    text_config_of,
 )
 from vllm_doctor.facts.release import SOURCE as RELEASE_SOURCE
 from vllm_doctor.facts.release import _accepts, _effective_dtype, judged_between_releases
@@ -312,3 +313,50 @@ def test_a_release_is_judged_by_itself_alone():
     facts.set("vllm.version", "0.23.0", Source.MACHINE)
     judged_between_releases(facts, _collect_differing_answers)
     assert (facts.value("release.changed"), facts.value("release.same")) == ("A", 1)
+
+
+def test_the_text_config_is_found_under_the_layout_path_of_its_model_type():
+    # ColPali keeps its language model under vlm_config.text_config, a key the generic
+    # search does not look under
+    text = {"num_hidden_layers": 18, "num_attention_heads": 8, "hidden_size": 2048}
+    config = {"model_type": "colpali", "vlm_config": {"text_config": text}}
+    assert text_config_of(config) == (text, "vlm_config.text_config")
+
+
+@pytest.mark.parametrize(
+    "config, experts, layers",
+    [
+        (  # DBRX keeps its expert count under ffn_config (DbrxConfig)
+            {
+                "model_type": "dbrx",
+                "architectures": ["DbrxForCausalLM"],
+                "d_model": 6144,
+                "n_heads": 48,
+                "n_layers": 40,
+                "ffn_config": {"moe_num_experts": 16, "moe_top_k": 4},
+                "attn_config": {"kv_n_heads": 8},
+            },
+            16,
+            40,
+        ),
+        (  # LongCat-Flash counts its layers under num_layers
+            {
+                "model_type": "longcat_flash",
+                "architectures": ["LongcatFlashForCausalLM"],
+                "num_layers": 28,
+                "num_attention_heads": 64,
+                "hidden_size": 6144,
+            },
+            None,
+            28,
+        ),
+    ],
+)
+def test_expert_and_layer_counts_under_model_specific_keys(config, experts, layers):
+    path = Path("/models/m/config.json")
+    facts = Facts()
+    read_model_config(facts, path, config, str(path))
+    assert (facts.value("model.num_experts"), facts.value("model.num_hidden_layers")) == (
+        experts,
+        layers,
+    )
