@@ -23,6 +23,7 @@ from vllm_doctor.facts.model_config import (
 )
 from vllm_doctor.facts.release import SOURCE as RELEASE_SOURCE
 from vllm_doctor.facts.release import _accepts, _effective_dtype, judged_between_releases
+from vllm_doctor.logreaders import LogReading
 from vllm_doctor.report.document import CheckDocument
 from vllm_doctor.report.facts_view import SECTIONS, _digest_parts
 from vllm_doctor.report.output import dump_json
@@ -360,3 +361,24 @@ def test_expert_and_layer_counts_under_model_specific_keys(config, experts, laye
         experts,
         layers,
     )
+
+
+def test_a_finding_in_the_text_report_shows_its_log_lines_and_what_its_reader_read():
+    rule = next(r for r in load_rules(None) if r.severity == "error")
+    finding = Finding(
+        rule,
+        "applies",
+        "high",
+        log_matches=["torch.OutOfMemoryError: CUDA out of memory."],
+        reading=LogReading(
+            cause="the KV cache does not fit",
+            fixes=["--max-model-len 8192"],
+            read=["Available KV cache memory: -1.5 GiB"],
+        ),
+    )
+    out = io.StringIO()
+    render_text(CheckDocument(Facts(), [finding], "error", 1, 0.0), Console(file=out, width=200))
+    text = out.getvalue()
+    assert "seen in the log: torch.OutOfMemoryError: CUDA out of memory." in text
+    assert "cause: the KV cache does not fit" in text
+    assert "read: Available KV cache memory: -1.5 GiB" in text
