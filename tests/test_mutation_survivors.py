@@ -25,7 +25,7 @@ from vllm_doctor.facts.release import SOURCE as RELEASE_SOURCE
 from vllm_doctor.facts.release import _accepts, _effective_dtype, judged_between_releases
 from vllm_doctor.logreaders import LogReading
 from vllm_doctor.report.document import CheckDocument
-from vllm_doctor.report.facts_view import SECTIONS, _digest_parts
+from vllm_doctor.report.facts_view import SECTIONS, _digest_parts, format_value
 from vllm_doctor.report.output import dump_json
 from vllm_doctor.report.text import _fmt, render_text
 
@@ -382,3 +382,10 @@ def test_a_finding_in_the_text_report_shows_its_log_lines_and_what_its_reader_re
     assert "seen in the log: torch.OutOfMemoryError: CUDA out of memory." in text
     assert "cause: the KV cache does not fit" in text
     assert "read: Available KV cache memory: -1.5 GiB" in text
+
+
+def test_a_byte_count_shows_its_exact_value_only_under_verbose():
+    assert format_value("model.weights_bytes", 16060522496) == "14.96 GiB"
+    assert format_value("model.weights_bytes", 16060522496, verbose=True) == (
+        "14.96 GiB (16060522496)"
+    )
