@@ -25,7 +25,7 @@ from vllm_doctor.facts.release import SOURCE as RELEASE_SOURCE
 from vllm_doctor.facts.release import _accepts, _effective_dtype, judged_between_releases
 from vllm_doctor.logreaders import LogReading
 from vllm_doctor.report.document import CheckDocument
-from vllm_doctor.report.facts_view import SECTIONS, _digest_parts, format_value
+from vllm_doctor.report.facts_view import SECTIONS, _digest_parts, format_value, render_facts
 from vllm_doctor.report.output import dump_json
 from vllm_doctor.report.text import _fmt, render_text
 
@@ -389,3 +389,24 @@ def test_a_byte_count_shows_its_exact_value_only_under_verbose():
     assert format_value("model.weights_bytes", 16060522496, verbose=True) == (
         "14.96 GiB (16060522496)"
     )
+
+
+def _facts_view(facts: Facts, **options) -> str:
+    out = io.StringIO()
+    render_facts(facts, Console(file=out, width=200), **options)
+    return out.getvalue()
+
+
+def test_the_facts_view_shows_the_summary_facts_the_notes_and_a_crash_log_only_when_given():
+    facts = Facts()
+    facts.set("serve.tensor_parallel_size", 2, Source.SERVE)
+    facts.set("serve.block_size", 16, Source.SERVE)
+    facts.notes.append("pynvml is not installed: GPU facts come from the report")
+    text = _facts_view(facts)
+    assert "serve.tensor_parallel_size" in text and "serve.block_size" not in text
+    assert "… 1 more fact(s): -v shows them" in text
+    assert "note: pynvml is not installed: GPU facts come from the report" in text
+    assert "Crash log" not in text  # no log given
+    assert "note:" not in _facts_view(facts, notes=False)
+    facts.set("log.path", "/tmp/vllm.log", Source.LOG)
+    assert "Crash log" in _facts_view(facts)
