@@ -12,6 +12,7 @@ from rich.console import Console
 
 from vllm_doctor.engine.evaluate import Finding
 from vllm_doctor.engine.loader import load_rules
+from vllm_doctor.facts.collect import CollectOptions, collect_facts
 from vllm_doctor.facts.hardware import _compat, driver_cuda_version
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.model_config import (
@@ -410,3 +411,19 @@ def test_the_facts_view_shows_the_summary_facts_the_notes_and_a_crash_log_only_w
     assert "note:" not in _facts_view(facts, notes=False)
     facts.set("log.path", "/tmp/vllm.log", Source.LOG)
     assert "Crash log" in _facts_view(facts)
+
+
+def test_every_release_fact_names_the_release_knowledge_as_its_source():
+    facts = collect_facts(
+        CollectOptions(
+            serve_string="vllm serve m --tool-call-parser glm45 --tensor-parallel-size 2",
+            vllm_version="0.10.0",
+            probe_machine=False,
+            model_config=Path(__file__).parent / "fixtures" / "models" / "Qwen3-32B",
+        )
+    )
+    release = dict(facts.area("release"))
+    assert "release.unknown_parsers" in release and len(release) > 10
+    assert {path: fact.source for path, fact in release.items()} == dict.fromkeys(
+        release, RELEASE_SOURCE
+    )
