@@ -427,3 +427,19 @@ def test_every_release_fact_names_the_release_knowledge_as_its_source():
     assert {path: fact.source for path, fact in release.items()} == dict.fromkeys(
         release, RELEASE_SOURCE
     )
+
+
+@pytest.mark.parametrize(
+    "impl, fallback",
+    [("", True), (" --model-impl transformers", True), (" --model-impl vllm", False)],
+)
+def test_only_model_impl_vllm_turns_the_transformers_fallback_off(impl, fallback):
+    facts = collect_facts(
+        CollectOptions(
+            serve_string="vllm serve m" + impl,
+            vllm_version="0.10.0",
+            probe_machine=False,
+            model_config=Path(__file__).parent / "fixtures" / "models" / "Qwen3-32B",
+        )
+    )
+    assert facts.value("release.transformers_fallback") is fallback
