@@ -443,3 +443,41 @@ def test_only_model_impl_vllm_turns_the_transformers_fallback_off(impl, fallback
         )
     )
     assert facts.value("release.transformers_fallback") is fallback
+
+
+MODELS = Path(__file__).parent / "fixtures" / "models"
+
+
+def _speculative_facts(method: str, release: str, model: str | None = None) -> Facts:
+    config = json.dumps({"method": method, "num_speculative_tokens": 3})
+    return collect_facts(
+        CollectOptions(
+            serve_string=f"vllm serve m --speculative-config '{config}'",
+            vllm_version=release,
+            probe_machine=False,
+            model_config=MODELS / model if model else None,
+        )
+    )
+
+
+def test_a_validated_release_accepts_its_own_speculative_methods_and_refuses_others():
+    assert _speculative_facts("eagle3", "0.33.0").value("release.unknown_spec_methods") == []
+    [refused] = _speculative_facts("bogus", "0.33.0").value("release.unknown_spec_methods")
+    assert "'bogus': vLLM 0.33.0 refuses it" in refused
+    # ngram has no target check: nothing refused, decided
+    assert _speculative_facts("ngram", "0.33.0").value("release.spec_target_refused") == []
+
+
+def test_eagle3_targets_in_0_8_5_are_judged_by_the_text_model_type():
+    # 0.8.5's SpeculativeConfig._verify_args accepts EAGLE-3 only on llama targets
+    [refused] = _speculative_facts("eagle3", "0.8.5", "Qwen3-32B").value(
+        "release.spec_target_refused"
+    )
+    assert "on a qwen3 model" in refused
+    llama = _speculative_facts("eagle3", "0.8.5", "Llama-3.1-8B-Instruct")
+    assert llama.value("release.spec_target_refused") == []
+    unknown = _speculative_facts("eagle3", "0.8.5")
+    assert unknown.value("release.spec_target_refused") is None
+    assert "the model's text model_type is not known" in unknown.why_missing(
+        "release.spec_target_refused"
+    )
