@@ -481,3 +481,16 @@ def test_eagle3_targets_in_0_8_5_are_judged_by_the_text_model_type():
     assert "the model's text model_type is not known" in unknown.why_missing(
         "release.spec_target_refused"
     )
+
+
+@pytest.mark.parametrize("method, deprecated", [("fbgemm_fp8", True), ("fp8", False)])
+def test_a_quantization_method_deprecated_in_the_release_is_marked_so(method, deprecated):
+    facts = collect_facts(
+        CollectOptions(
+            serve_string=f"vllm serve m --quantization {method}",
+            vllm_version="0.33.0",
+            probe_machine=False,
+        )
+    )
+    assert facts.value("release.quant.method") == method
+    assert facts.value("release.quant.deprecated") is deprecated
