@@ -23,22 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "vllm_doctor" / "examples" / "gemma4-mtp-tp2"
-SERVE = (
-    "vllm serve google/gemma-4-E2B-it --tensor-parallel-size 2 --speculative-config "
-    '\'{"method": "mtp", "model": "gg-hf-am/gemma-4-E2B-it-assistant", '
-    '"num_speculative_tokens": 1}\''
-)
-INPUTS = [
-    "--serve",
-    SERVE,
-    "--model-config",
-    str(EXAMPLE / "model"),
-    "--report",
-    str(EXAMPLE / "collect-env.txt"),
-    "--format",
-    "json",
-]
+# The same inputs as bench_check.py (this directory is on sys.path when run as a script).
+from bench_check import EXAMPLE, INPUTS
+
 UNKNOWN_VERSION = [
     "--serve",
     "vllm serve google/gemma-4-E2B-it --tensor-parallel-size 2",
