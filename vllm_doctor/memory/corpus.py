@@ -30,6 +30,7 @@ _ENGINE_ARGS = {
     "dtype": "serve.dtype",
     "enforce_eager": "serve.enforce_eager",
     "enable_expert_parallel": "serve.enable_expert_parallel",
+    "enable_prefix_caching": "serve.enable_prefix_caching",
 }
 
 

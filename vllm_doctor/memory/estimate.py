@@ -97,6 +97,8 @@ class ReleaseFormula:
     # in apply_top_k_top_p) before 0.17.0; from 0.17.0 with a Triton kernel (no sorted copy)
     # for 8 rows or more (v1/sample/ops/topk_topp_sampler.py)
     sampler_sorts: bool = True
+    # how a Mamba / linear-attention layer holds a request's state (kv.MambaStateMode)
+    mamba: kvmod.MambaStateMode = field(default_factory=kvmod.MambaStateMode)
 
     def describe(self) -> str:
         graph = "− CUDA-graph estimate " if self.cuda_graph_subtracted else ""
@@ -125,6 +127,14 @@ def formula_for(version: str | None) -> ReleaseFormula:
         large_tier_160=v >= Version("0.28.0"),
         default_utilization=0.92 if v >= Version("0.20.0") else 0.9,
         sampler_sorts=v < Version("0.17.0"),
+        mamba=kvmod.MambaStateMode(
+            str(v),
+            per_block_state=v >= Version("0.11.1"),
+            cache_modes=v >= Version("0.15.0"),
+            hybrid_prefix_caching_default=v >= Version("0.26.0"),
+            all_mode=Version("0.15.0") <= v < Version("0.33.0"),
+            all_mode_without_spec=v >= Version("0.20.0"),
+        ),
     )
 
 
@@ -206,6 +216,9 @@ def _text_with_facts(facts: Facts, text: dict[str, Any]) -> dict[str, Any]:
         value = facts.value(f"model.{key}")
         if value is not None:
             merged[key] = value
+    ssm_dtype = _argv_value(facts, "--mamba-ssm-cache-dtype")
+    if ssm_dtype and ssm_dtype != "auto":  # the flag wins over the config (kv._state_bytes)
+        merged["mamba_ssm_cache_dtype"] = ssm_dtype
     return merged
 
 
@@ -519,6 +532,20 @@ def margin_gib(
     return margin, how
 
 
+def _prefix_caching(facts: Facts) -> bool | None:
+    """--enable-prefix-caching / --no-enable-prefix-caching as given, else None (the release's
+    default for the model)."""
+    value = facts.value("serve.enable_prefix_caching")
+    if isinstance(value, bool):
+        return value
+    argv = [str(word) for word in facts.value("serve.argv") or []]
+    if "--no-enable-prefix-caching" in argv:
+        return False
+    if "--enable-prefix-caching" in argv:
+        return True
+    return None
+
+
 def _max_model_len(facts: Facts) -> tuple[int, str]:
     value = facts.value("serve.max_model_len")
     if value:
@@ -668,14 +695,26 @@ def estimate(
             out.how[path] = why  # missing, with this reason
         return out
     max_len, lhow = _max_model_len(facts)
-    block = _argv_value(facts, "--block-size")
+    block_arg = _argv_value(facts, "--block-size")
+    requested_block = int(block_arg) if block_arg and block_arg.isdigit() else None
+    state_blocks = 1
+    if any(layer.kind == kvmod.MAMBA for layer in layout.layers):
+        state_blocks, state_how = formula.mamba.blocks_per_request(
+            model_type=str(text.get("model_type") or ""),
+            prefix_caching=_prefix_caching(facts),
+            spec_tokens=_int_fact(facts, "serve.num_speculative_tokens", 0),
+            max_model_len=max_len,
+            block=kvmod.block_size_for(layout, requested_block)[0],
+        )
+        layout.how.append(state_how)
     cap = kvmod.capacity(
         layout,
         max(0, int(kv_gib * GIB)),
         max_model_len=max_len,
         max_num_batched_tokens=batched,
         tokens_from_concurrency=formula.tokens_from_concurrency,
-        block_size=int(block) if block and block.isdigit() else None,
+        block_size=requested_block,
+        state_blocks=state_blocks,
     )
     out.put(
         "memory.kv_cache_tokens",

@@ -13,6 +13,8 @@ Every layer that keeps state gets a spec, as vLLM's ``get_kv_cache_spec`` builds
 * Mamba / SSM and linear attention (GDN): a fixed state per request and layer (conv state +
   SSM or recurrent state), split over TP (``MambaSpec``); the attention block size is raised so
   one attention page is at least one Mamba state ("Setting attention block size to N tokens");
+  a request holds 1, 2 ('align' prefix caching) or one per block ('all') state blocks per
+  group, plus one per speculative token, by release (``MambaStateMode``);
 * cross-attention (Whisper, BART decoders): the encoder's tokens per request,
   ``max_num_encoder_input_tokens`` (``CrossAttentionSpec``), taken as the larger of the
   encoder length (``max_source_positions``) and ``max_num_batched_tokens``;
@@ -249,13 +251,18 @@ def _state_bytes(text: dict[str, Any], tp: int, dtype_bytes: float) -> tuple[int
     (vllm/model_executor/layers/mamba/mamba_utils.py, 0.33.0): conv state + temporal state."""
     g = text.get
     hidden = _int(g("hidden_size"))
-    ssm_bytes = 4.0 if str(g("mamba_ssm_cache_dtype")) == "float32" else dtype_bytes
+    # the temporal (SSM / recurrent) state's dtype: --mamba-ssm-cache-dtype, or for Qwen3.5 the
+    # config's mamba_ssm_dtype (Qwen3_5ForConditionalGenerationConfig.verify_and_update_config,
+    # model_executor/models/config.py, 0.17.0–0.33.0); else the model dtype
+    ssm_dtype = str(g("mamba_ssm_cache_dtype") or g("mamba_ssm_dtype") or "auto")
+    ssm_bytes = float(DTYPE_BYTES.get(ssm_dtype, dtype_bytes))
     k_heads, v_heads = _int(g("linear_num_key_heads")), _int(g("linear_num_value_heads"))
     k_dim, v_dim = _int(g("linear_key_head_dim")), _int(g("linear_value_head_dim"))
     kernel = _int(g("linear_conv_kernel_dim")) or 4
     if k_heads and v_heads and k_dim and v_dim:  # gated_delta_net_state_shape
         conv = (kernel - 1) * ((2 * k_heads * k_dim + v_heads * v_dim) // tp)
-        return int((conv + v_heads // tp * v_dim * k_dim) * dtype_bytes), "Gated DeltaNet"
+        recurrent = v_heads // tp * v_dim * k_dim
+        return int(conv * dtype_bytes + recurrent * ssm_bytes), "Gated DeltaNet"
     heads, head_dim = _int(g("linear_num_heads")), _int(g("linear_head_dim"))
     if heads and head_dim:  # kda_state_shape (Kimi Linear)
         conv = (kernel - 1) * (3 * heads * head_dim // tp)
@@ -375,7 +382,73 @@ def kv_layout(
     return layout
 
 
-def _block_size_for(layout: KvLayout, requested: int | None) -> tuple[int, int]:
+# Models that implement SupportsMambaPrefixCaching (vllm/model_executor/models/*.py, 0.15.0–0.32.0):
+# with prefix caching on they keep one state per block ('all' mode) instead of two ('align')
+MAMBA_ALL_MODE_TYPES = frozenset(
+    {"bamba", "falcon_h1", "granitemoehybrid", "jamba", "mamba", "mamba2", "nemotron_h", "zamba2"}
+)
+
+
+@dataclass(frozen=True)
+class MambaStateMode:
+    """How a release holds a request's Mamba / linear-attention state (the blocks one request
+    takes in each state group, ``MambaSpec.max_memory_usage_bytes`` / ``page_size_bytes``)."""
+
+    release: str = "0.33.0"
+    # 0.11.1–0.14.x: prefix caching stays on only for MAMBA_ALL_MODE_TYPES (else "disabling");
+    # there the state group's block is mamba_block_size = the attention block (else
+    # max_model_len): cdiv(max_model_len, block) blocks. (0.11.1 rounds that attention block to
+    # the Mamba2 chunk size with prefix caching, which block_size_for does not model.)
+    per_block_state: bool = True
+    # from 0.15.0: mamba_cache_mode none (1 + speculative blocks) | align (2 + speculative) | all
+    cache_modes: bool = True
+    # from 0.26.0 ModelConfig.is_prefix_caching_supported is True for generative hybrid models,
+    # so prefix caching (and with it 'align') is on unless --no-enable-prefix-caching
+    hybrid_prefix_caching_default: bool = True
+    # 'all' for MAMBA_ALL_MODE_TYPES (0.15.0–0.32.0; MambaModelConfig.verify_and_update_config)
+    all_mode: bool = False
+    # from 0.20.0 those models fall back to 'align' when speculative decoding is on
+    all_mode_without_spec: bool = True
+
+    def blocks_per_request(
+        self,
+        *,
+        model_type: str,
+        prefix_caching: bool | None,
+        spec_tokens: int,
+        max_model_len: int,
+        block: int,
+    ) -> tuple[int, str]:
+        """(blocks one request holds in each state group, how)."""
+        caching = self.hybrid_prefix_caching_default if prefix_caching is None else prefix_caching
+        whole = math.ceil(max_model_len / block)
+        if not self.per_block_state:
+            return 1, f"vLLM {self.release}: one state block per request (MambaSpec)"
+        if not self.cache_modes:
+            if caching and model_type in MAMBA_ALL_MODE_TYPES:
+                return whole, (
+                    f"vLLM {self.release} with prefix caching: mamba_block_size = block size, "
+                    f"cdiv({max_model_len}, {block}) state blocks per request"
+                )
+            return 1, f"vLLM {self.release}: mamba_block_size = max_model_len, one state block"
+        if not caching:
+            return 1 + spec_tokens, (
+                f"vLLM {self.release}, mamba_cache_mode none: 1 + {spec_tokens} speculative "
+                "state block(s) per request"
+            )
+        all_mode = self.all_mode and model_type in MAMBA_ALL_MODE_TYPES
+        if all_mode and not (self.all_mode_without_spec and spec_tokens):
+            return whole, (
+                f"vLLM {self.release}, mamba_cache_mode all (prefix caching): "
+                f"cdiv({max_model_len}, {block}) state blocks per request"
+            )
+        return 2 + spec_tokens, (
+            f"vLLM {self.release}, mamba_cache_mode align (prefix caching): 2 + {spec_tokens} "
+            "speculative state blocks per request"
+        )
+
+
+def block_size_for(layout: KvLayout, requested: int | None) -> tuple[int, int]:
     """(block size of the attention layers, page bytes per layer)."""
     attention = [layer for layer in layout.layers if layer.kind != MAMBA]
     states = [layer.state_bytes for layer in layout.layers if layer.kind == MAMBA]
@@ -400,6 +473,7 @@ def capacity(
     max_num_batched_tokens: int,
     tokens_from_concurrency: bool,
     block_size: int | None = None,
+    state_blocks: int = 1,
 ) -> KvCapacity:
     """Blocks, tokens and concurrency of the pool ``available`` bytes buy on one GPU."""
     if not layout.layers:
@@ -407,7 +481,7 @@ def capacity(
             "the model allocates no KV cache"
             + (f" ({'; '.join(layout.how)})" if layout.how else "")
         )
-    block, page = _block_size_for(layout, block_size)
+    block, page = block_size_for(layout, block_size)
     by_spec = Counter(layer.key() for layer in layout.layers)
     smallest, largest = min(by_spec.values()), max(by_spec.values())
     group_size = largest if largest < smallest * 1.5 else smallest
@@ -419,8 +493,8 @@ def capacity(
     num_blocks = max(0, available // page // group_size)
     per_request = 0
     for kind, window in groups:
-        if kind == MAMBA:
-            per_request += 1
+        if kind == MAMBA:  # a fixed state, or one per block with prefix caching
+            per_request += state_blocks
         elif kind == CROSS and window:  # CrossAttentionSpec: the encoder's input tokens
             per_request += math.ceil(max(window, max_num_batched_tokens) / block)
         elif kind in (SLIDING, CHUNKED) and window:
