@@ -47,9 +47,6 @@ KNOWN_CAUSES = {
     "web-kvcached-qwen3-30b-a3b-gb10": "GB10 (unified memory) shared with a second vLLM instance, a source build after 0.19.1: "
     "its figures imply a negative overhead (121.69 × 0.49 − 56.88 − 4.85 = −2.1 GiB), so "
     "the budget that run used is not total × utilization; left out of the fit likewise",
-    "web-sipeed-qwen3-vl-30b-a3b-rtx3090x4": "multimodal profile (0.11.0 profile_run): one dummy video of 153,600 encoder tokens; "
-    "its embeddings (out_hidden_size 2048 × (1 + 3 deepstack levels), bf16: 2.34 GiB) stay in the encoder cache "
-    "through the language model's dummy run, which the text-only activation term does not count",
     "web-youwins-qwen2.5-7b-instruct-l4": "0.27.1 eager: the log implies 0.54 GiB of activation + non-torch memory, below the "
     "Triton-sampler releases' fit (0.9-2.0 GiB on the other 256-sequence logs)",
 }

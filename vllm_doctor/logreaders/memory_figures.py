@@ -29,6 +29,8 @@ memory the CUDA graphs took. The lines and their format strings, as the release 
                    (0.10.2-; 0.27-: "for consumed memory (weights + non-torch)"); the refusal
                    "Free memory on device (%s/%s GiB) on startup is less than desired GPU memory
                    utilization (%s, %s GiB)" (0.9.1-)
+  encoder budget   "Encoder cache will be initialized with a budget of %s tokens, and profiled
+                   with %s %s items of the maximum feature size." (V1, multimodal models)
 
 Several processes write one log: with tensor/pipeline parallelism each worker prefixes its
 lines — ``(VllmWorker rank=1 pid=…)`` (0.8-0.10), ``(Worker_TP1 pid=…)``,
@@ -64,7 +66,7 @@ _KEYWORDS = re.compile(
     r"non_torch_memory takes|activation peak memory takes|reserved for KV Cache|"
     r"Available KV cache memory|KV cache size:|Maximum concurrency for|"
     r"blocks: \d|Graph capturing finished|Estimated CUDA graph memory|"
-    r"Free memory on device|CUDA graph pool memory"
+    r"Free memory on device|CUDA graph pool memory|Encoder cache will be initialized"
 )
 
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -117,8 +119,19 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cuda_graph_gib", re.compile(_NUM + r" GiB for CUDAGraph memory")),
     ("cuda_graph_gib", re.compile(r"CUDA graph pool memory: " + _NUM + r" GiB \(actual\)")),
     ("cuda_graph_estimate_gib", re.compile(r"GiB \(actual\), " + _NUM + r" GiB \(estimated\)")),
+    (
+        "encoder_budget_tokens",
+        re.compile(r"Encoder cache will be initialized with a budget of " + _INT + r" tokens"),
+    ),
+    ("encoder_items", re.compile(r"tokens, and profiled with (\d{1,6}) \w{1,20} items")),
 )
-_INTEGERS = {"kv_cache_tokens", "max_concurrency_tokens", "gpu_blocks"}
+_INTEGERS = {
+    "kv_cache_tokens",
+    "max_concurrency_tokens",
+    "gpu_blocks",
+    "encoder_budget_tokens",
+    "encoder_items",
+}
 _MAX_TEXT = 50_000_000
 
 
@@ -146,6 +159,9 @@ class MemoryFigures:
     max_concurrency: float | None = None
     max_concurrency_tokens: int | None = None
     gpu_blocks: int | None = None
+    # the multimodal profile's inputs: the encoder budget and the dummy items it ran
+    encoder_budget_tokens: int | None = None
+    encoder_items: int | None = None
 
     def empty(self) -> bool:
         return all(getattr(self, f.name) is None for f in fields(self))

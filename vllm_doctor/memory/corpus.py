@@ -81,6 +81,16 @@ def entry_facts(entry: dict[str, Any], scratch: Path | None = None) -> Facts:
         fact = _ENGINE_ARGS.get(str(key))
         if fact and value is not None and fact not in facts:
             facts.set(fact, value, "engine arguments the log printed")
+    # the multimodal profile's inputs vLLM printed before profiling (its encoder budget and
+    # dummy items), as `explain --log` reads them; none of the memory figures
+    from vllm_doctor.logreaders.memory_figures import read_memory_figures
+
+    printed = read_memory_figures(str(entry.get("log") or ""))
+    if printed.encoder_budget_tokens:
+        budget = {"encoder_budget_tokens": printed.encoder_budget_tokens}
+        if printed.encoder_items:
+            budget["encoder_items"] = printed.encoder_items
+        facts.set("log.memory_figures", budget, Source.LOG, "the entry's budget line")
     gpu = entry.get("gpu")
     if gpu:
         apply_target_hardware(
@@ -122,6 +132,8 @@ def observation(path: Path) -> dict[str, Any] | None:
     elif kv_gib is not None and (graph is not None or not inputs["graph_subtracted"]):
         subtracted = graph if inputs["graph_subtracted"] else 0.0
         overhead = usable * util - figures.weights_gib - kv_gib - (subtracted or 0.0)
+    if overhead is not None:  # the calibrated terms explain the text-only part
+        overhead -= inputs.get("mm_gib", 0.0)
     return {
         "source": str(entry.get("source")),
         "overhead_gib": overhead,

@@ -11,7 +11,8 @@ What vLLM does (``determine_available_memory`` in ``vllm/v1/worker/gpu_worker.py
   nvidia-smi's total by what the driver keeps (knowledge/data/gpu_usable_memory.json);
 * ``weights`` is "Model loading took X GiB" (memory/weights.py);
 * the activation peak (the profile run over ``max_num_batched_tokens`` tokens and the sampler
-  over ``max_num_seqs`` rows), non-torch memory (CUDA context, NCCL and custom all-reduce
+  over ``max_num_seqs`` rows; for a multimodal model plus the dummy encoder outputs the profile
+  holds meanwhile, derived in memory/multimodal.py), non-torch memory (CUDA context, NCCL and custom all-reduce
   buffers, which grow with TP) and the CUDA-graph pool are calibrated on real start-up logs
   (knowledge/data/memory_calibration.json, fitted by tools/calibrate_memory.py);
 * the CUDA-graph estimate is subtracted when ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` is
@@ -38,6 +39,7 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.facts.model import Fact, Facts, Source
 from vllm_doctor.memory import kv as kvmod
+from vllm_doctor.memory import multimodal as mmmod
 from vllm_doctor.memory import weights as wmod
 
 GIB = 1024**3
@@ -546,6 +548,47 @@ def _prefix_caching(facts: Facts) -> bool | None:
     return None
 
 
+def _argv_has(facts: Facts, name: str) -> bool:
+    argv = facts.value("serve.argv") or []
+    return any(word == name or str(word).startswith(name + "=") for word in argv)
+
+
+def _encoder_profile(
+    facts: Facts,
+    cfg: dict[str, Any],
+    hidden: int,
+    dtype_bytes: float,
+    batched: int,
+    seqs: int,
+    version: Any,
+) -> mmmod.EncoderProfile | None:
+    """The multimodal profile's held encoder outputs (memory/multimodal.py), or None."""
+    if not mmmod.is_multimodal(cfg):
+        return None
+    if _argv_has(facts, "--skip-mm-profiling") or _argv_has(facts, "--language-model-only"):
+        return mmmod.EncoderProfile(0.0, "multimodal profiling skipped by the serve line")
+    figures = facts.value("log.memory_figures")
+    printed = None
+    if isinstance(figures, dict) and figures.get("encoder_budget_tokens"):
+        printed = (int(figures["encoder_budget_tokens"]), int(figures.get("encoder_items") or 1))
+    try:
+        max_len, _ = _max_model_len(facts)
+    except Missing:
+        max_len = batched
+    return mmmod.encoder_profile(
+        cfg,
+        hidden=hidden,
+        dtype_bytes=dtype_bytes,
+        batched=batched,
+        seqs=seqs,
+        max_model_len=max_len,
+        version=str(version) if version else None,
+        limits=_argv_value(facts, "--limit-mm-per-prompt"),
+        processor_kwargs=_argv_value(facts, "--mm-processor-kwargs"),
+        printed_budget=printed,
+    )
+
+
 def _max_model_len(facts: Facts) -> tuple[int, str]:
     value = facts.value("serve.max_model_len")
     if value:
@@ -627,6 +670,11 @@ def estimate(
         "usable_gib": usable,
         "graph_subtracted": formula.cuda_graph_subtracted and not eager,
     }
+    mm = _encoder_profile(facts, cfg, hidden, dbytes, batched, seqs, version)
+    if mm is not None:
+        terms["activation"] += mm.gib
+        thow["activation"] += f"; + {mm.how}"
+    out.inputs["mm_gib"] = mm.gib if mm is not None else 0.0
     out.put("memory.activation_peak_gib", round(terms["activation"], 2), thow["activation"])
     out.put("memory.non_torch_gib", round(terms["non_torch"], 2), thow["non_torch"])
     out.put("memory.cuda_graph_gib", round(terms["cuda_graph"], 2), thow["cuda_graph"])

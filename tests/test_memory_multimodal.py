@@ -1,0 +1,116 @@
+"""The multimodal profile's encoder outputs in the memory model (vllm_doctor/memory/multimodal.py),
+on the real Qwen3-VL-30B-A3B-Instruct config of the corpus and the budget line vLLM prints."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from vllm_doctor.logreaders.memory_figures import read_memory_figures
+from vllm_doctor.memory import multimodal as mm
+from vllm_doctor.memory.corpus import entry_facts
+from vllm_doctor.memory.estimate import GIB, compute_memory
+
+CONFIG = "memory-logs/configs/Qwen3-VL-30B-A3B-Instruct/config.json"
+FIXTURES = Path(__file__).parent / "fixtures"
+BUDGET_LINE = (
+    "(Worker_TP0 pid=41699) INFO 10-06 15:57:18 [gpu_model_runner.py:3344] Encoder cache will be "
+    "initialized with a budget of 153600 tokens, and profiled with 1 video items of the maximum "
+    "feature size.\n"
+)
+
+
+def _entry(serve: str, version: str = "0.11.0", log: str = "", config=CONFIG) -> dict:
+    return {
+        "model": "Qwen/Qwen3-VL-30B-A3B-Instruct",
+        "vllm_version": version,
+        "gpu": "NVIDIA GeForce RTX 3090",
+        "gpu_count": 4,
+        "serve": serve,
+        "config": config,
+        "log": log,
+    }
+
+
+def _activation(entry: dict) -> float:
+    facts = entry_facts(entry)
+    facts.set("release.judged", entry["vllm_version"], "test")
+    compute_memory(facts)
+    value = facts.value("memory.activation_peak_gib")
+    assert value is not None, facts.why_missing("memory.activation_peak_gib")
+    return float(value)
+
+
+SERVE = "vllm serve Qwen/Qwen3-VL-30B-A3B-Instruct -tp 4 --max-model-len 65536"
+
+
+def test_the_budget_line_is_read_back():
+    figures = read_memory_figures(BUDGET_LINE)
+    assert figures.encoder_budget_tokens == 153600
+    assert figures.encoder_items == 1
+
+
+def test_held_encoder_outputs_raise_the_activation_peak(tmp_path):
+    # the text-only model of the same checkpoint: no vision_config, no encoder profile
+    cfg = json.loads((FIXTURES / CONFIG).read_text())
+    text_only = copy.deepcopy(cfg)
+    del text_only["vision_config"]
+    with_vision = _activation(_entry(SERVE, log=BUDGET_LINE))
+    without = _activation(_entry(SERVE, log=BUDGET_LINE, config=text_only))
+    # 153,600 rows × 2048 × (1 + 3 DeepStack levels) × 2 B = 2.34 GiB on top of the text peak
+    held = 153600 * 2048 * 4 * 2 / GIB
+    assert abs((with_vision - without) - held) < 0.02
+
+
+def test_deepstack_levels_widen_the_rows():
+    cfg = json.loads((FIXTURES / CONFIG).read_text())
+    assert mm.embedding_width(cfg, 2048) == 2048 * 4
+    del cfg["vision_config"]["deepstack_visual_indexes"]
+    assert mm.embedding_width(cfg, 2048) == 2048
+
+
+def test_releases_that_widen_each_output_to_the_budget():
+    cfg = json.loads((FIXTURES / CONFIG).read_text())
+    args = dict(hidden=2048, dtype_bytes=2, batched=8192, seqs=5, max_model_len=4096)
+    # five items in an 8192-token budget: 0.11.0-0.12.0 keep 5 × 8192 rows, later releases 8192
+    widened = mm.encoder_profile(cfg, version="0.11.0", printed_budget=(8192, 5), **args)
+    plain = mm.encoder_profile(cfg, version="0.13.0", printed_budget=(8192, 5), **args)
+    assert widened is not None and plain is not None
+    assert abs(widened.gib / plain.gib - 5) < 1e-9
+
+
+def test_max_pixels_sets_the_tokens_per_image():
+    cfg = json.loads((FIXTURES / CONFIG).read_text())
+    # Qwen3-VL: patch 16 × merge 2 → one token per 32 × 32 pixels
+    assert mm.tokens_per_image(cfg, '{"max_pixels": 1003520}') == 980
+    profile = mm.encoder_profile(
+        cfg,
+        hidden=2048,
+        dtype_bytes=2,
+        batched=2048,
+        seqs=256,
+        max_model_len=4096,
+        version="0.13.0",
+        processor_kwargs='{"max_pixels": 1003520}',
+    )
+    assert profile is not None
+    # budget 2048 → two images of 980 rows
+    assert abs(profile.gib - 2 * 980 * 8192 * 2 / GIB) < 1e-9
+
+
+def test_no_encoder_profile_when_profiling_is_skipped_or_every_modality_is_off():
+    base = _activation(_entry(SERVE, log=BUDGET_LINE))
+    skipped = _activation(_entry(SERVE + " --skip-mm-profiling", log=BUDGET_LINE))
+    off = _activation(
+        _entry(SERVE + ' --limit-mm-per-prompt \'{"image": 0, "video": 0}\'', log=BUDGET_LINE)
+    )
+    assert base - skipped > 2.3
+    assert skipped == off
+
+
+def test_without_a_log_the_budget_floor_is_the_batched_tokens():
+    # 0.11.0 on a 24 GiB GPU: 2048 batched tokens → at least 2048 rows × 8192 × 2 B
+    with_log = _activation(_entry(SERVE, log=BUDGET_LINE))
+    without_log = _activation(_entry(SERVE))
+    assert abs((with_log - without_log) - (153600 - 2048) * 8192 * 2 / GIB) < 0.02

@@ -1,0 +1,174 @@
+"""What a multimodal model's profile run adds to the activation peak: the dummy encoder outputs.
+
+vLLM's V1 ``GPUModelRunner.profile_run`` (v1/worker/gpu_model_runner.py, 0.8.0-0.33.0) first runs
+the multimodal encoder on a dummy batch and keeps its outputs in the encoder cache
+(``encoder_cache["tmp"]``, from 0.13.0 ``encoder_cache[f"tmp_{i}"]``) while the language model's
+dummy run over ``max_num_batched_tokens`` and the sampler run; the cache is cleared only after
+both. The outputs therefore sit on top of the text-only peak:
+
+    held = items × rows per item × embedding width × dtype bytes
+
+* the budget (``compute_mm_encoder_budget`` in v1/core/encoder_cache_manager.py): max(
+  ``max_num_batched_tokens``, the largest item's tokens); vLLM prints it ("Encoder cache will
+  be initialized with a budget of B tokens, and profiled with K <modality> items");
+* items (``MultiModalBudget.get_max_items`` in v1/worker/utils.py): max(1, min(budget //
+  tokens per item, max_num_seqs × max(1, min(limit per prompt, max_model_len // tokens per
+  item))));
+* rows per item: the item's tokens; 0.11.0-0.12.0 widen each output below the budget to
+  ``encoder_budget`` rows (``new_zeros((encoder_budget, hidden))`` in ``profile_run``);
+* the embedding width: the language model's hidden size, times (1 + the DeepStack levels) for
+  Qwen3-VL, whose vision tower concatenates its DeepStack features to the output
+  (``Qwen3_VisionTransformer``: ``out_hidden_size * (1 + len(deepstack_visual_indexes))``,
+  model_executor/models/qwen3_vl.py, 0.11.0-).
+
+The tokens of one item come from the processor, not config.json: from the log's budget line
+when a start-up log is given (exact), from ``--mm-processor-kwargs`` ``max_pixels`` for the
+Qwen-VL family (``max_pixels / (patch_size × spatial_merge_size)²``), else the budget is taken
+as ``max_num_batched_tokens`` — a floor: an item larger than that raises it. The encoder's own
+forward is transient and, on the logs seen, below this held memory plus the text peak.
+
+Nothing is added with ``--skip-mm-profiling`` (0.10.1-) or when ``--limit-mm-per-prompt`` sets
+every modality to 0 (vLLM then leaves the encoder cache uninitialized).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+GIB = 1024**3
+# Qwen2-VL, Qwen2.5-VL, Qwen3-VL (dense and MoE): tokens per image = pixels / (patch × merge)²
+_QWEN_VL = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
+
+
+@dataclass(frozen=True)
+class EncoderProfile:
+    gib: float
+    how: str
+
+
+def is_multimodal(cfg: dict[str, Any]) -> bool:
+    return isinstance(cfg.get("vision_config"), dict)
+
+
+def embedding_width(cfg: dict[str, Any], hidden: int) -> int:
+    """The width of one encoder output row: the LM's hidden size, Qwen3-VL's DeepStack levels
+    concatenated to it."""
+    vision = cfg.get("vision_config") or {}
+    levels = vision.get("deepstack_visual_indexes") if isinstance(vision, dict) else None
+    return hidden * (1 + (len(levels) if isinstance(levels, list) else 0))
+
+
+def widens_to_budget(version: str | None) -> bool:
+    """0.11.0-0.12.0 widen each dummy output below the budget to the budget's rows."""
+    try:
+        v = Version(str(version).split("+")[0]) if version else None
+    except InvalidVersion:
+        return False
+    return v is not None and Version("0.11.0") <= v < Version("0.13.0")
+
+
+def limits_all_zero(text: str | None) -> bool:
+    """``--limit-mm-per-prompt`` as JSON with every modality at 0 (or {"count": 0})."""
+    if not text:
+        return False
+    try:
+        limits = json.loads(text)
+    except ValueError:
+        return False
+    if not isinstance(limits, dict) or not limits:
+        return False
+    counts = [v.get("count", 1) if isinstance(v, dict) else v for v in limits.values()]
+    return all(isinstance(c, int) and c == 0 for c in counts)
+
+
+def limit_per_prompt(text: str | None) -> int:
+    """The largest per-prompt limit ``--limit-mm-per-prompt`` sets (vLLM's default: 1)."""
+    try:
+        limits = json.loads(text) if text else {}
+    except ValueError:
+        return 1
+    if not isinstance(limits, dict) or not limits:
+        return 1
+    counts = [v.get("count", 1) if isinstance(v, dict) else v for v in limits.values()]
+    return max((c for c in counts if isinstance(c, int)), default=1)
+
+
+def tokens_per_image(cfg: dict[str, Any], processor_kwargs: str | None) -> int | None:
+    """One image's tokens from ``--mm-processor-kwargs`` ``max_pixels``, for the Qwen-VL
+    family (its processor resizes to at most max_pixels, one token per merged patch)."""
+    if str(cfg.get("model_type")) not in _QWEN_VL or not processor_kwargs:
+        return None
+    try:
+        kwargs = json.loads(processor_kwargs)
+    except ValueError:
+        return None
+    pixels = kwargs.get("max_pixels") if isinstance(kwargs, dict) else None
+    vision = cfg.get("vision_config") or {}
+    patch = int(vision.get("patch_size") or 14)
+    merge = int(vision.get("spatial_merge_size") or 2)
+    if not isinstance(pixels, int) or pixels <= 0:
+        return None
+    return max(1, pixels // (patch * merge) ** 2)
+
+
+def encoder_profile(
+    cfg: dict[str, Any],
+    *,
+    hidden: int,
+    dtype_bytes: float,
+    batched: int,
+    seqs: int,
+    max_model_len: int,
+    version: str | None,
+    limits: str | None = None,
+    processor_kwargs: str | None = None,
+    printed_budget: tuple[int, int] | None = None,
+) -> EncoderProfile | None:
+    """The dummy encoder outputs the profile holds (GiB), or None for a text-only model.
+
+    ``printed_budget``: (budget tokens, items) from the start-up log's budget line."""
+    if not is_multimodal(cfg):
+        return None
+    if limits_all_zero(limits):
+        return EncoderProfile(0.0, "--limit-mm-per-prompt disables every modality: no profile")
+    width = embedding_width(cfg, hidden)
+    widen = widens_to_budget(version)
+    if printed_budget:
+        budget, items = printed_budget
+        # encoder-limited: the items fill the budget; the widened releases give each a budget
+        rows = items * budget if widen else budget
+        source = f"the log's budget line: {budget} tokens, {items} item(s)"
+    else:
+        per_item = tokens_per_image(cfg, processor_kwargs)
+        budget = max(batched, per_item or 0)
+        if per_item:
+            per_prompt = max(1, min(limit_per_prompt(limits), max_model_len // per_item))
+            items = max(1, min(budget // per_item, seqs * per_prompt))
+            rows = items * (budget if widen else per_item)
+            source = (
+                f"{per_item} tokens per image (--mm-processor-kwargs max_pixels), budget "
+                f"max({batched} batched tokens, {per_item}) = {budget}, {items} item(s)"
+            )
+        else:
+            rows = budget
+            source = (
+                f"budget {budget} tokens (max_num_batched_tokens; an item larger than that, "
+                "as the log's 'Encoder cache will be initialized with a budget' line shows, "
+                "raises it)"
+            )
+    gib = rows * width * dtype_bytes / GIB
+    how = (
+        f"dummy encoder outputs held through the profile's LM run: {rows} rows × width {width} "
+        f"× {dtype_bytes:g} B = {gib:.2f} GiB ({source}"
+        + (
+            "; each output widened to the budget (0.11.0-0.12.0)"
+            if widen and printed_budget
+            else ""
+        )
+        + "; gpu_model_runner.profile_run)"
+    )
+    return EncoderProfile(gib, how)
