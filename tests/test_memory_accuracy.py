@@ -47,6 +47,9 @@ KNOWN_CAUSES = {
     "web-kvcached-qwen3-30b-a3b-gb10": "GB10 (unified memory) shared with a second vLLM instance, a source build after 0.19.1: "
     "its figures imply a negative overhead (121.69 × 0.49 − 56.88 − 4.85 = −2.1 GiB), so "
     "the budget that run used is not total × utilization; left out of the fit likewise",
+    "web-sipeed-qwen3-vl-30b-a3b-rtx3090x4": "weights: 0.11.0 loaded 14.77 GiB per GPU where the checkpoint's 31.07 B "
+    "parameters split over TP 4 (the vision tower too: qwen3_vl.py's Column/RowParallelLinear) give 14.47; the "
+    "0.30 GiB more is in no parameter (not identified) and is 13 % of this run's 2.31 GiB KV cache",
     "web-youwins-qwen2.5-7b-instruct-l4": "0.27.1 eager: the log implies 0.54 GiB of activation + non-torch memory, below the "
     "Triton-sampler releases' fit (0.9-2.0 GiB on the other 256-sequence logs)",
 }

@@ -114,3 +114,47 @@ def test_without_a_log_the_budget_floor_is_the_batched_tokens():
     with_log = _activation(_entry(SERVE, log=BUDGET_LINE))
     without_log = _activation(_entry(SERVE))
     assert abs((with_log - without_log) - (153600 - 2048) * 8192 * 2 / GIB) < 0.02
+
+
+def _weights(cfg: dict, tp: int = 1, vision_tp: bool = True) -> float:
+    from vllm_doctor.facts.model_config import text_config_of
+    from vllm_doctor.memory import weights as wmod
+
+    text, _ = text_config_of(cfg)
+    return wmod.from_config(
+        cfg,
+        text,
+        tp=tp,
+        pp=1,
+        ep=1,
+        dtype_bytes=2,
+        qcfg=None,
+        scheme=None,
+        online_quant=None,
+        vision_tp=vision_tp,
+    ).bytes_per_gpu
+
+
+def test_parameter_count_with_the_vision_tower_and_its_mergers():
+    # gogongxt/python's report of the checkpoint (the config's source) counts 31,070,754,032
+    # parameters: the 27-block tower, patch/position embeddings, the merger and 3 DeepStack mergers
+    cfg = json.loads((FIXTURES / CONFIG).read_text())
+    assert abs(_weights(cfg) / 2 / 31_070_754_032 - 1) < 0.001
+
+
+def test_gated_vision_mlp_and_patch_merger_of_qwen2_5_vl():
+    from vllm_doctor.memory.corpus import load_entry
+    from vllm_doctor.memory.weights import _vision_params
+
+    entry = load_entry(FIXTURES / "memory-logs" / "gh-qwen3vl-1057-qwen2.5-vl-7b-h100.yaml")
+    # donghaozhang/qwen-parameter (the config's source): "Vision Encoder | 676.55M"
+    assert abs(_vision_params(entry["config"]) / 676.55e6 - 1) < 0.002
+
+
+def test_the_vision_tower_is_split_over_tp_unless_its_tp_mode_is_data():
+    from vllm_doctor.memory.weights import _vision_params
+
+    cfg = json.loads((FIXTURES / CONFIG).read_text())
+    vision = _vision_params(cfg)
+    split, replicated = _weights(cfg, tp=4), _weights(cfg, tp=4, vision_tp=False)
+    assert abs((replicated - split) - vision * 2 * 3 / 4) < 16

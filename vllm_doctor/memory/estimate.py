@@ -348,6 +348,7 @@ def _weights(
             online_quant=online.lower() if isinstance(online, str) else None,
             pp_partition=partition,
             moe_backend=backend,
+            vision_tp=_argv_value(facts, "--mm-encoder-tp-mode") != "data",
         )
     except ValueError as err:  # a "does not fit" can still hold whatever the weights weigh
         raise Missing("model.weights_bytes", f"no checkpoint size, and {err}") from None

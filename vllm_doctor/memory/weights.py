@@ -12,8 +12,13 @@ parameters counted per architecture family, times the bytes per weight of the qu
   share per GPU);
 * MLA: the low-rank q/kv projections (``q_lora_rank``, ``kv_lora_rank``,
   ``qk_nope/rope_head_dim``, ``v_head_dim``);
-* a vision tower (``vision_config``): its layers as a ViT (``4 × h² + 2 × h × intermediate``),
-  replicated on every TP rank;
+* a vision tower (``vision_config``): its layers as a ViT (``4 × h²`` attention and the MLP:
+  ``2 × h × intermediate``, ``3 ×`` where the tower's MLP is gated, ``hidden_act`` silu, as
+  Qwen2.5-VL's ``Qwen2_5_VisionMLP`` gate_up/down and Pixtral's w1/w2/w3), the patch embedding,
+  and the Qwen-VL patch merger (``(h·m²)² + h·m² × out_hidden_size``, once more per Qwen3-VL
+  DeepStack level: ``deepstack_merger_list``); split over TP like the language model (the towers'
+  QKV/MLP are Column/RowParallelLinear with ``disable_tp`` only under ``--mm-encoder-tp-mode
+  data``, model_executor/models/qwen2_5_vl.py and qwen3_vl.py, 0.11.0), replicated with it;
 * bytes per weight of the linear layers: the checkpoint dtype (2 for bf16/fp16), 1 for FP8
   (plus a scale per channel), AWQ/GPTQ ``bits / 8`` plus a 16-bit scale and a packed zero per
   group of ``group_size``, NVFP4 0.5 + one FP8 scale per 16, MXFP4 0.5 + one E8M0 scale per 32,
@@ -131,7 +136,24 @@ def _vision_params(cfg: dict[str, Any]) -> int:
     inter = _int(vision.get("intermediate_size")) or (4 * hidden if hidden else None)
     if not (hidden and layers and inter):
         return 0
-    return layers * (4 * hidden * hidden + 2 * hidden * inter)
+    gated = str(vision.get("hidden_act") or "").lower() == "silu"
+    blocks = layers * (4 * hidden * hidden + (3 if gated else 2) * hidden * inter)
+    patch = _int(vision.get("patch_size")) or 0
+    channels = _int(
+        vision.get("in_channels") or vision.get("in_chans") or vision.get("num_channels")
+    )
+    embed = (channels or 3) * (_int(vision.get("temporal_patch_size")) or 1) * patch**2 * hidden
+    embed += (_int(vision.get("num_position_embeddings")) or 0) * hidden
+    merge = _int(vision.get("spatial_merge_size"))
+    out = _int(vision.get("out_hidden_size"))
+    merger = 0
+    if merge and out:
+        merged = hidden * merge * merge
+        levels = vision.get("deepstack_visual_indexes")
+        merger = (merged * merged + merged * out) * (
+            1 + (len(levels) if isinstance(levels, list) else 0)
+        )
+    return blocks + embed + merger
 
 
 def from_config(
@@ -147,8 +169,10 @@ def from_config(
     online_quant: str | None,
     pp_partition: str | None = None,
     moe_backend: tuple[str | None, str] = (None, ""),
+    vision_tp: bool = True,
 ) -> WeightEstimate:
-    """Weights per GPU counted from the config (no checkpoint size known)."""
+    """Weights per GPU counted from the config (no checkpoint size known); ``vision_tp``:
+    the vision tower is split over TP (False: ``--mm-encoder-tp-mode data`` replicates it)."""
     hidden = _int(text.get("hidden_size"))
     layers = _int(text.get("num_hidden_layers"))
     vocab = _int(text.get("vocab_size") or cfg.get("vocab_size"))
@@ -218,13 +242,19 @@ def from_config(
         linear_bytes = (layers * attn * dtype_bytes + (mlp_total + padding) * per_weight) * share
         qhow += "; attention unquantized (Mxfp4Config quantizes the MoE experts only)"
     embed_gpu = (vocab * hidden * (1 if tied or pp > 1 else 2)) / tp
-    total = int(linear_bytes + embed_gpu * dtype_bytes + vision * dtype_bytes)
+    vision_gpu = vision / tp if vision_tp else vision
+    total = int(linear_bytes + embed_gpu * dtype_bytes + vision_gpu * dtype_bytes)
     del ep  # experts split over EP hold the same share per GPU as over TP
     params = linear + embed + vision
     how = (
         f"{params / 1e9:.2f} B parameters from config.json ({attn_how}, {mlp_how}, "
         f"{'tied' if tied else 'untied'} embeddings {vocab} × {hidden}"
-        + (f", vision tower {vision / 1e9:.2f} B replicated" if vision else "")
+        + (
+            f", vision tower {vision / 1e9:.2f} B "
+            + ("split over TP" if vision_tp else "replicated (--mm-encoder-tp-mode data)")
+            if vision
+            else ""
+        )
         + f"); linear layers at {qhow}; split over TP {tp}"
         + (f", the largest of PP stages {parts} ({stage_layers} layers)" if pp > 1 else "")
     )
