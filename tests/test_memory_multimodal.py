@@ -77,7 +77,7 @@ def test_releases_that_widen_each_output_to_the_budget():
     widened = mm.encoder_profile(cfg, version="0.11.0", printed_budget=(8192, 5), **args)
     plain = mm.encoder_profile(cfg, version="0.13.0", printed_budget=(8192, 5), **args)
     assert widened is not None and plain is not None
-    assert abs(widened.gib / plain.gib - 5) < 1e-9
+    assert abs(widened.held_gib / plain.held_gib - 5) < 1e-9
 
 
 def test_max_pixels_sets_the_tokens_per_image():
@@ -96,7 +96,7 @@ def test_max_pixels_sets_the_tokens_per_image():
     )
     assert profile is not None
     # budget 2048 → two images of 980 rows
-    assert abs(profile.gib - 2 * 980 * 8192 * 2 / GIB) < 1e-9
+    assert abs(profile.held_gib - 2 * 980 * 8192 * 2 / GIB) < 1e-9
 
 
 def test_no_encoder_profile_when_profiling_is_skipped_or_every_modality_is_off():
@@ -158,3 +158,45 @@ def test_the_vision_tower_is_split_over_tp_unless_its_tp_mode_is_data():
     vision = _vision_params(cfg)
     split, replicated = _weights(cfg, tp=4), _weights(cfg, tp=4, vision_tp=False)
     assert abs((replicated - split) - vision * 2 * 3 / 4) < 16
+
+
+QWEN25_VL = FIXTURES / "memory-logs" / "gh-qwen3vl-1057-qwen2.5-vl-7b-h100.yaml"
+
+
+def test_the_vision_forward_over_a_long_dummy_video_is_the_peak():
+    from vllm_doctor.memory.corpus import load_entry
+
+    cfg = load_entry(QWEN25_VL)["config"]
+    # 3 × 2 × 14² pixels per patch in float32 and bf16, and the gated MLP's 2 × 3420 + 3420
+    # beside 2 × 1280 of residual stream, bf16
+    assert mm.forward_bytes_per_patch(cfg, 2, 1) == 1176 * 6 + (2 * 1280 + 3 * 3420) * 2
+    profile = mm.encoder_profile(
+        cfg,
+        hidden=3584,
+        dtype_bytes=2,
+        batched=2048,
+        seqs=256,
+        max_model_len=128000,
+        version="0.23.0",
+        printed_budget=(114688, 1),
+        modality="video",
+    )
+    assert profile is not None
+    # 114,688 tokens × 2² patches: the forward (≈ 14 GiB) outweighs 1 GiB of text peak + held
+    assert abs(profile.forward_gib - 114688 * 4 * 32696 / GIB) < 1e-6
+    assert profile.peak(1.0) == profile.forward_gib
+
+
+def test_qwen3_vl_videos_budgeted_at_12_5_times_their_vision_tokens_in_0_11():
+    cfg = json.loads((FIXTURES / CONFIG).read_text())
+    args = dict(hidden=2048, dtype_bytes=2, batched=2048, seqs=256, max_model_len=65536, tp=4)
+    old = mm.encoder_profile(
+        cfg, version="0.11.0", printed_budget=(153600, 1), modality="video", **args
+    )
+    new = mm.encoder_profile(
+        cfg, version="0.13.0", printed_budget=(153600, 1), modality="video", **args
+    )
+    assert old is not None and new is not None
+    per_patch = mm.forward_bytes_per_patch(cfg, 2, 4)
+    assert abs(old.forward_gib - 12288 * 4 * per_patch / GIB) < 1e-6
+    assert abs(new.forward_gib - 153600 * 4 * per_patch / GIB) < 1e-6

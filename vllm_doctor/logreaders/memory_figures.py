@@ -124,6 +124,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"Encoder cache will be initialized with a budget of " + _INT + r" tokens"),
     ),
     ("encoder_items", re.compile(r"tokens, and profiled with (\d{1,6}) \w{1,20} items")),
+    ("encoder_modality", re.compile(r"tokens, and profiled with \d{1,6} (\w{1,20}) items")),
 )
 _INTEGERS = {
     "kv_cache_tokens",
@@ -162,11 +163,12 @@ class MemoryFigures:
     # the multimodal profile's inputs: the encoder budget and the dummy items it ran
     encoder_budget_tokens: int | None = None
     encoder_items: int | None = None
+    encoder_modality: str | None = None
 
     def empty(self) -> bool:
         return all(getattr(self, f.name) is None for f in fields(self))
 
-    def to_dict(self) -> dict[str, float | int]:
+    def to_dict(self) -> dict[str, float | int | str]:
         """The figures the log shows (absent ones left out)."""
         return {name: value for name, value in asdict(self).items() if value is not None}
 
@@ -189,7 +191,12 @@ def _label_at(text: str, line_start: int) -> str:
     return ""
 
 
-def _value(name: str, raw: str) -> float | int:
+_WORDS = {"encoder_modality"}  # kept as the log writes it
+
+
+def _value(name: str, raw: str) -> float | int | str:
+    if name in _WORDS:
+        return raw
     return int(raw.replace(",", "")) if name in _INTEGERS else float(raw)
 
 

@@ -87,9 +87,11 @@ def entry_facts(entry: dict[str, Any], scratch: Path | None = None) -> Facts:
 
     printed = read_memory_figures(str(entry.get("log") or ""))
     if printed.encoder_budget_tokens:
-        budget = {"encoder_budget_tokens": printed.encoder_budget_tokens}
+        budget: dict[str, int | str] = {"encoder_budget_tokens": printed.encoder_budget_tokens}
         if printed.encoder_items:
             budget["encoder_items"] = printed.encoder_items
+        if printed.encoder_modality:
+            budget["encoder_modality"] = printed.encoder_modality
         facts.set("log.memory_figures", budget, Source.LOG, "the entry's budget line")
     gpu = entry.get("gpu")
     if gpu:

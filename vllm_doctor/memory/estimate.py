@@ -562,16 +562,18 @@ def _encoder_profile(
     batched: int,
     seqs: int,
     version: Any,
+    tp: int,
 ) -> mmmod.EncoderProfile | None:
     """The multimodal profile's held encoder outputs (memory/multimodal.py), or None."""
     if not mmmod.is_multimodal(cfg):
         return None
     if _argv_has(facts, "--skip-mm-profiling") or _argv_has(facts, "--language-model-only"):
-        return mmmod.EncoderProfile(0.0, "multimodal profiling skipped by the serve line")
+        return mmmod.EncoderProfile(0.0, 0.0, "multimodal profiling skipped by the serve line")
     figures = facts.value("log.memory_figures")
-    printed = None
+    printed, modality = None, None
     if isinstance(figures, dict) and figures.get("encoder_budget_tokens"):
         printed = (int(figures["encoder_budget_tokens"]), int(figures.get("encoder_items") or 1))
+        modality = str(figures.get("encoder_modality") or "") or None
     try:
         max_len, _ = _max_model_len(facts)
     except Missing:
@@ -587,6 +589,8 @@ def _encoder_profile(
         limits=_argv_value(facts, "--limit-mm-per-prompt"),
         processor_kwargs=_argv_value(facts, "--mm-processor-kwargs"),
         printed_budget=printed,
+        modality=modality,
+        tp=tp,
     )
 
 
@@ -671,11 +675,13 @@ def estimate(
         "usable_gib": usable,
         "graph_subtracted": formula.cuda_graph_subtracted and not eager,
     }
-    mm = _encoder_profile(facts, cfg, hidden, dbytes, batched, seqs, version)
+    mm = _encoder_profile(facts, cfg, hidden, dbytes, batched, seqs, version, tp)
+    text_peak = terms["activation"]
     if mm is not None:
-        terms["activation"] += mm.gib
-        thow["activation"] += f"; + {mm.how}"
-    out.inputs["mm_gib"] = mm.gib if mm is not None else 0.0
+        terms["activation"] = mm.peak(text_peak)
+        thow["activation"] = f"text-only peak {text_peak:.2f} GiB ({thow['activation']}); {mm.how}"
+    # what the multimodal profile adds to the text-only peak (the calibration leaves it out)
+    out.inputs["mm_gib"] = terms["activation"] - text_peak
     out.put("memory.activation_peak_gib", round(terms["activation"], 2), thow["activation"])
     out.put("memory.non_torch_gib", round(terms["non_torch"], 2), thow["non_torch"])
     out.put("memory.cuda_graph_gib", round(terms["cuda_graph"], 2), thow["cuda_graph"])

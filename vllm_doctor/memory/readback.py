@@ -36,7 +36,7 @@ _WORDS = {
 }
 
 
-def printed(text: str) -> dict[str, float | int] | None:
+def printed(text: str) -> dict[str, float | int | str] | None:
     """The memory figures a log prints, or None when it prints none."""
     from vllm_doctor.logreaders.memory_figures import read_memory_figures
 
