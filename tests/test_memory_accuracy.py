@@ -50,6 +50,10 @@ KNOWN_CAUSES = {
     "web-sipeed-qwen3-vl-30b-a3b-rtx3090x4": "weights: 0.11.0 loaded 14.77 GiB per GPU where the checkpoint's 31.07 B "
     "parameters split over TP 4 (the vision tower too: qwen3_vl.py's Column/RowParallelLinear) give 14.47; the "
     "0.30 GiB more is in no parameter (not identified) and is 13 % of this run's 2.31 GiB KV cache",
+    "web-tsailiming-qwen2.5-vl-7b-l4": "multimodal profile: the vision tower's forward over the 16,384-token dummy image "
+    "(65,536 patches) is the peak; the structural count (float32 + bf16 pixels and the gated MLP step per patch) gives "
+    "2.00 GiB where the log implies about 2.3 GiB of activation, and the 1.81 GiB KV cache turns that 0.4 GiB "
+    "(with 0.19 GiB fewer weights than loaded) into a third of the tokens; the rest of the tower's peak is not counted",
     "web-youwins-qwen2.5-7b-instruct-l4": "0.27.1 eager: the log implies 0.54 GiB of activation + non-torch memory, below the "
     "Triton-sampler releases' fit (0.9-2.0 GiB on the other 256-sequence logs)",
 }
