@@ -1,4 +1,4 @@
-"""Environment facts (prefixes, redaction) and derived facts (estimates, divisibility)."""
+"""Environment facts (prefixes, redaction) and derived facts (free memory, divisibility)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def add_gpus(facts: Facts, total_mib: int, free_mib: list[int], cuda: str = "12.
     facts.set("driver.cuda_version", cuda, Source.NVML)
 
 
-def test_llama_kv_and_memory_estimates():
+def test_divisibility_and_driver_facts():
     facts = model_facts(
         "Llama-3.1-8B-Instruct",
         tensor_parallel_size=2,
@@ -72,50 +72,13 @@ def test_llama_kv_and_memory_estimates():
     add_gpus(facts, 24564, [24000, 24100])
     facts.set("torch.cuda_version", "12.8", Source.MACHINE)
     compute_derived(facts)
-    # 32 layers × 8 KV heads × 128 × 2 (K,V) × 2 bytes
-    assert facts.value("derived.kv_bytes_per_token") == 32 * 8 * 128 * 2 * 2 == 131072
-    # per GPU: 4 KV heads each, × 8192 tokens
-    assert facts.value("derived.kv_bytes_needed") == 32 * 4 * 128 * 2 * 2 * 8192
-    assert facts.value("derived.weights_bytes_per_gpu") == 16_060_522_496 // 2
-    available = int(24564 * 2**20 * 0.9) - 16_060_522_496 // 2
-    assert facts.value("derived.kv_bytes_available") == available
-    assert facts.value("derived.kv_fits_one_request") is True
-    assert facts.value("derived.max_model_len_estimate") == available // (32 * 4 * 128 * 2 * 2)
     assert facts.value("derived.free_memory_below_utilization") is False
     assert facts.value("derived.tp_divides_heads") is True
     assert facts.value("derived.tp_divides_kv_heads") is True
     assert facts.value("derived.driver_supports_torch_cuda") is True
-    assert facts.get("derived.kv_bytes_per_token").source == Source.DERIVED
-
-
-def test_fp8_kv_cache_halves_the_estimate():
-    facts = model_facts("Llama-3.1-8B-Instruct", tensor_parallel_size=1, kv_cache_dtype="fp8")
-    compute_derived(facts)
-    assert facts.value("derived.kv_bytes_per_token") == 32 * 8 * 128 * 2 * 1
-
-
-def test_mla_kv_per_token_is_replicated_over_tp():
-    facts = model_facts("DeepSeek-V3.2", tensor_parallel_size=8, max_model_len=1000)
-    compute_derived(facts)
-    assert facts.value("derived.kv_bytes_per_token") == 61 * (512 + 64) * 2
-    assert facts.value("derived.kv_bytes_needed") == 61 * (512 + 64) * 2 * 1000
-    # the rope dim is read from the config (qk_rope_head_dim), not assumed
-    assert facts.get("derived.kv_bytes_per_token").detail.endswith("; qk_rope_head_dim)")
-    facts.drop_area("model.qk_rope_head_dim")
-    facts.drop_area("derived")
-    compute_derived(facts)
-    assert "rope dim 64 assumed" in facts.get("derived.kv_bytes_per_token").detail
-
-
-def test_model_too_big_for_the_gpu():
-    facts = model_facts("Qwen3-32B", tensor_parallel_size=1)  # 65 GB of weights
-    add_gpus(facts, 24564, [24000])
-    compute_derived(facts)
-    assert facts.value("derived.kv_bytes_available") == 0
-    assert facts.value("derived.kv_fits_one_request") is False
-    assert facts.value("derived.max_model_len_estimate") == 0
-    # no --max-model-len: the config's context length is used
-    assert "max_position_embeddings 40960" in facts.get("derived.kv_bytes_needed").detail
+    assert facts.get("derived.tp_divides_heads").source == Source.DERIVED
+    # the memory estimate is the memory model's (memory.*), not a derived fact
+    assert not any(p.startswith("derived.kv_bytes") for p in [*facts.values, *facts.missing])
 
 
 def test_tp_that_does_not_divide_heads():
@@ -165,8 +128,8 @@ def test_missing_inputs_are_named():
     facts.mark_missing("model", "no model given")
     compute_derived(facts)
     assert not any(p.startswith("derived.") for p in facts.values)
-    assert facts.why_missing("derived.kv_bytes_per_token").startswith(
-        "needs model.num_hidden_layers: no model given"
+    assert facts.why_missing("derived.tp_divides_heads").startswith(
+        "needs model.num_attention_heads: no model given"
     )
     assert facts.why_missing("derived.free_memory_below_utilization").startswith(
         "needs gpu.memory_total_mib: NVML library not found"
@@ -176,11 +139,10 @@ def test_missing_inputs_are_named():
     )
 
 
-def test_whole_model_kv_needs_no_serve_line():
+def test_divisibility_needs_the_serve_line():
     facts = model_facts("Qwen3-32B")
     facts.mark_missing("serve", "pass the serve line")
     compute_derived(facts)
-    assert facts.value("derived.kv_bytes_per_token") == 64 * 8 * 128 * 2 * 2
     assert "serve.tensor_parallel_size" in facts.why_missing("derived.tp_divides_heads")
 
 
@@ -191,20 +153,6 @@ def test_recomputing_replaces_old_values():
     facts.set("serve.tensor_parallel_size", 3, Source.USER)
     compute_derived(facts)
     assert facts.value("derived.tp_divides_heads") is False
-
-
-@pytest.mark.parametrize("dtype, bytes_", [("float32", 4), ("float16", 2), ("bfloat16", 2)])
-def test_dtype_bytes(dtype, bytes_):
-    facts = Facts()
-    for path, value in {
-        "model.num_hidden_layers": 2,
-        "model.num_key_value_heads": 1,
-        "model.head_dim": 4,
-        "model.dtype": dtype,
-    }.items():
-        facts.set(path, value, Source.CONFIG)
-    compute_derived(facts)
-    assert facts.value("derived.kv_bytes_per_token") == 2 * 1 * 4 * 2 * bytes_
 
 
 def test_expert_parallel_size():

@@ -15,6 +15,7 @@ from vllm_doctor.errors import InputError
 from vllm_doctor.facts import packages
 from vllm_doctor.facts.collect import CollectOptions, collect_facts
 from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.memory.estimate import MEMORY_PATHS
 from vllm_doctor.report.facts_view import FAIL, OK, SECTIONS, WARN, render_facts, section_status
 
 MODELS = Path(__file__).parent / "fixtures" / "models"
@@ -35,7 +36,8 @@ def test_offline_with_model_config_and_log(tmp_path):
         assert "not examined" in facts.why_missing(f"{area}.x")
     assert "not examined" in facts.why_missing("env.VLLM_ATTENTION_BACKEND")
     assert "vllm serve" in facts.why_missing("serve.tensor_parallel_size")
-    assert facts.value("derived.kv_bytes_per_token") > 0
+    # no GPU: the memory model names what it lacks
+    assert facts.why_missing("memory.kv_cache_gib").startswith("needs gpu.memory_total_mib")
     assert facts.to_dict()["schema_version"] == 1
 
 
@@ -161,7 +163,6 @@ def test_serve_line_names_the_model(monkeypatch, tmp_path):
     assert facts.value("model.id") == "llama"
     assert facts.value("model.num_attention_heads") == 32
     assert facts.value("derived.tp_divides_heads") is False
-    assert facts.value("derived.kv_bytes_needed") == 32 * 3 * 128 * 2 * 2 * 4096  # ceil(8/3)
 
 
 def test_what_if_versions_through_collect():
@@ -203,6 +204,10 @@ def test_text_view_marks_sources_and_reasons():
     assert f"[{OK}] Environment" in text and "NCCL_DEBUG" in text
     assert f"[{WARN}] Estimates" in text
     assert "derived.tp_divides_heads: needs serve.tensor_parallel_size" in text
+    # the memory model lacks one input: one line for its figures, not one per figure
+    assert f"[{WARN}] Memory estimate" in text
+    assert f"memory.* ({len(MEMORY_PATHS)} facts): needs gpu.memory_total_mib" in text
+    assert "memory.kv_room: needs gpu.memory_total_mib" in render(facts, verbose=True)
     verbose = render(facts, verbose=True)
     assert "(4.0 ms)" in verbose
     assert "config.json (--model-config" in verbose  # source detail under -v

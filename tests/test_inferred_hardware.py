@@ -1,6 +1,6 @@
 """Hardware facts inferred from names (GPU table, NVIDIA's driver table) and the target
 hardware of `--gpu/--gpus/--driver/--cuda`: marked inferred, never over a collected value,
-and deciding "does not fit" only with the margin the table's variants allow."""
+and deciding "does not fit" only where every size the table allows agrees."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 
 from vllm_doctor.engine.conditions import compile_condition, possible_versions_satisfy
 from vllm_doctor.errors import InputError
-from vllm_doctor.facts import derived
 from vllm_doctor.facts.hardware import (
     TargetHardware,
     apply_target_hardware,
@@ -23,6 +22,8 @@ from vllm_doctor.facts.hardware import (
     resolve_gpu,
 )
 from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.memory.corpus import entry_facts
+from vllm_doctor.memory.estimate import compute_memory
 
 HERE = Path(__file__).parent
 EXAMPLES = HERE.parent / "vllm_doctor" / "examples"
@@ -39,20 +40,6 @@ def doctor(*args: str):
         text=True,
         env=environ,
         timeout=120,
-    )
-
-
-def model_facts(weights: int = 16_060_522_496) -> Facts:
-    return Facts.from_flat(
-        {
-            "model.num_hidden_layers": 32,
-            "model.num_key_value_heads": 8,
-            "model.head_dim": 128,
-            "model.dtype": "bfloat16",
-            "model.weights_bytes": weights,
-            "model.max_position_embeddings": 131072,
-            "serve.tensor_parallel_size": 1,
-        }
     )
 
 
@@ -93,33 +80,34 @@ def test_report_gpus_get_memory_from_the_gpu_table():
     total = facts.get("gpu.memory_total_mib")
     # the RTX 5060 Ti ships with 8 or 16 GiB: the value is the smaller, both stay possible
     assert total.inferred and total.value == 8 * 1024 and total.possible == [8192, 16384]
-    assert facts.value("gpu.memory_bounds_mib") == [int(8192 * 0.93), 16384]
     assert facts.get("gpu.min_capability").inferred
     assert facts.get("gpu.memory_free_mib").inferred  # assumed idle, said so
 
 
 def test_does_not_fit_only_when_every_variant_agrees():
-    # an A100 ships with 40 or 80 GiB: 8B weights and 128k context fit the 80 GiB card only
-    facts = model_facts()
-    facts.set("serve.max_model_len", 300_000, Source.SERVE)
-    facts.set("gpu.names", ["NVIDIA A100"], Source.USER)
-    infer_hardware(facts)
-    derived.compute_derived(facts)
-    assert "derived.kv_fits_one_request" not in facts
-    assert "the GPU's memory decides" in facts.why_missing("derived.kv_fits_one_request")
+    # an A100 ships with 40 or 80 GiB: 8B weights and 300k tokens of context fit the 80 GiB
+    # card only
+    def verdict(gpu: str, max_model_len: int) -> Facts:
+        facts = entry_facts(
+            {
+                "gpu": gpu,
+                "vllm_version": "0.33.0",
+                "serve": f"vllm serve m --max-model-len {max_model_len}",
+                "config": "models/Llama-3.1-8B-Instruct",
+            }
+        )
+        compute_memory(facts)
+        return facts
+
+    facts = verdict("NVIDIA A100", 300_000)
+    assert "memory.kv_verdict" not in facts
+    assert "the GPU's memory decides" in facts.why_missing("memory.kv_verdict")
+    assert "does-not-fit or fits" in facts.why_missing("memory.kv_verdict")
     # the same request on a card whose name settles the size is decided
-    sure = model_facts()
-    sure.set("serve.max_model_len", 300_000, Source.SERVE)
-    sure.set("gpu.names", ["NVIDIA A100-SXM4-40GB"], Source.USER)
-    infer_hardware(sure)
-    derived.compute_derived(sure)
-    assert sure.value("derived.kv_fits_one_request") is False
-    # a measured memory is one value, no margin
-    nvml = model_facts()
-    nvml.set("serve.max_model_len", 8192, Source.SERVE)
-    nvml.set("gpu.memory_total_mib", 24576, Source.NVML)
-    derived.compute_derived(nvml)
-    assert nvml.value("derived.kv_fits_one_request") is True
+    assert verdict("NVIDIA A100-SXM4-40GB", 300_000).value("memory.kv_verdict") == "does-not-fit"
+    assert verdict("NVIDIA A100-SXM4-80GB", 300_000).value("memory.kv_verdict") == "fits"
+    # where both sizes agree, the verdict stands
+    assert verdict("NVIDIA A100", 8192).value("memory.kv_verdict") == "fits"
 
 
 def test_target_hardware_replaces_the_machines_gpus():

@@ -118,7 +118,7 @@ def test_nan_and_infinity_never_make_invalid_json():
     infinite (a probe's max error when its output is NaN, a ratio over zero free memory): every
     JSON format writes them as strings."""
     doc = document()
-    doc.facts.set("derived.kv_bytes_available", float("-inf"), Source.DERIVED, "0 bytes free")
+    doc.facts.set("memory.kv_cache_gib", float("-inf"), Source.DERIVED, "0 bytes free")
     doc.probes = [
         {
             "name": "tp-softembed",
@@ -136,7 +136,7 @@ def test_nan_and_infinity_never_make_invalid_json():
         json.loads(text, parse_constant=strict_constant)
     data = json.loads(render_document(doc, "json"))
     assert data["probes"][0]["metrics"] == {"max_abs_err": "NaN", "ratio": "Infinity"}
-    assert data["facts"]["facts"]["derived.kv_bytes_available"]["value"] == "-Infinity"
+    assert data["facts"]["facts"]["memory.kv_cache_gib"]["value"] == "-Infinity"
     ET.fromstring(render_document(doc, "junit"))
 
 

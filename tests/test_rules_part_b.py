@@ -14,6 +14,7 @@ from vllm_doctor.engine.loader import default_rules_dir, load_rule_file
 from vllm_doctor.facts.derived import compute_derived
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.model_config import collect_model
+from vllm_doctor.memory.estimate import compute_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -126,6 +127,7 @@ def _stack(
     facts.set("gpu.max_capability", capability, Source.NVML)
     facts.set("vllm.version", version, Source.MACHINE)
     compute_derived(facts)
+    compute_memory(facts)
     return facts
 
 
@@ -143,7 +145,7 @@ HEALTHY = {
 @pytest.mark.parametrize("name", sorted(HEALTHY))
 def test_healthy_stack_has_no_error_findings(name):
     facts = HEALTHY[name]()
-    assert facts.value("derived.kv_fits_one_request") is True
+    assert facts.value("memory.kv_verdict") == "fits"
     errors = [
         r.code
         for r in PART_B

@@ -12,9 +12,9 @@ inferred with what it came from (``Facts.infer`` never overrides a collected val
 * ``gpu.memory_total_mib`` from the GPU table. The table gives a card's nominal memory; NVML
   reports 93–100 % of it (ECC reserves about 6 % on GDDR cards: an A10 shows 23028 MiB of 24
   GiB, an L4 23034 MiB, a T4 15360 MiB of 16 GiB), and a family can ship several sizes, so the
-  fact carries every size it leaves possible and ``gpu.memory_bounds_mib`` the range the
-  memory estimates must hold for (facts/derived.py decides "fits" / "does not fit" only
-  where the whole range agrees);
+  fact carries every size it leaves possible (the memory model, memory/estimate.py, takes
+  what vLLM sees of each from knowledge/data/gpu_usable_memory.json and decides "fits" /
+  "does not fit" only where every size agrees);
 * ``gpu.memory_free_mib``: a GPU known only by its name is assumed idle (free = total), so
   MEM002 can only be decided "does not apply" from it — never an error;
 * ``driver.cuda_version`` from ``driver.version``: the newest CUDA toolkit whose minimum Linux
@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     from vllm_doctor.knowledge.gpus import GpuMatch
 
 MIB_PER_GIB = 1024
-# NVML's total memory as a share of the nominal size: ECC on GDDR cards reserves ~6.25 %
-NVML_SHARE_LOW = 0.93
 COMPAT_DATA = Path(__file__).resolve().parent.parent / "knowledge" / "data" / "cuda_compat.json"
 COMPAT_NAME = "knowledge/data/cuda_compat.json"
 
@@ -166,7 +164,7 @@ def _memory_options(name: str) -> tuple[tuple[int, ...], str] | None:
 
 
 def infer_gpu_memory(facts: Facts) -> None:
-    """gpu.memory_total_mib (with its bounds) and an idle gpu.memory_free_mib from the GPU
+    """gpu.memory_total_mib (with every size it leaves possible) and an idle gpu.memory_free_mib from the GPU
     names, where nothing measured them."""
     if "gpu.memory_total_mib" in facts:
         return
@@ -187,19 +185,12 @@ def infer_gpu_memory(facts: Facts) -> None:
     # the smallest GPU bounds what every rank can use
     smallest = min(min(options) for options, _ in known)
     largest_smallest = min(max(options) for options, _ in known)
-    low = int(smallest * MIB_PER_GIB * NVML_SHARE_LOW)
-    high = largest_smallest * MIB_PER_GIB
     possible = sorted({s * MIB_PER_GIB for s in sizes if smallest <= s <= largest_smallest})
     facts.infer(
         "gpu.memory_total_mib",
         smallest * MIB_PER_GIB,
         basis,
         possible if len(possible) > 1 else None,
-    )
-    facts.infer(
-        "gpu.memory_bounds_mib",
-        [low, high],
-        f"{basis}; NVML reports {int(NVML_SHARE_LOW * 100)}–100 % of the nominal size",
     )
     if "gpu.memory_free_mib" not in facts:
         facts.infer(

@@ -89,11 +89,6 @@ FACTS: dict[str, FactSpec] = {
     "gpu.memory_total_mib": FactSpec(
         "int", "smallest total memory of a visible GPU (MiB)", never_absent=True
     ),
-    "gpu.memory_bounds_mib": FactSpec(
-        "list",
-        "[lowest, highest] total MiB of the smallest GPU when its memory is inferred "
-        "from its name (the GPU table's variants; NVML shows 93-100 % of the nominal size)",
-    ),
     "gpu.memory_free_mib": FactSpec("int", "smallest free memory of a visible GPU (MiB)"),
     "gpu.mig_enabled": FactSpec("bool", "MIG mode is on for any visible GPU, or MIG ids are used"),
     "gpu.persistence_mode": FactSpec("bool", "persistence mode is on for all visible GPUs"),
@@ -223,12 +218,6 @@ FACTS: dict[str, FactSpec] = {
         "kv_cache_tokens, max_concurrency, ...)",
     ),
     # -- derived (computed from the facts above) ---------------------------------------------
-    "derived.kv_bytes_per_token": FactSpec("int", "KV-cache bytes per token for the whole model"),
-    "derived.kv_bytes_needed": FactSpec("int", "KV bytes for one max_model_len request per GPU"),
-    "derived.kv_bytes_available": FactSpec("int", "estimated KV memory per GPU after weights"),
-    "derived.kv_fits_one_request": FactSpec("bool", "one max-length request fits the KV cache"),
-    "derived.max_model_len_estimate": FactSpec("int", "max_model_len that would fit"),
-    "derived.weights_bytes_per_gpu": FactSpec("int", "weights per GPU after TP/PP split"),
     "derived.free_memory_below_utilization": FactSpec(
         "bool", "free memory on some GPU is below total × gpu_memory_utilization"
     ),
@@ -470,7 +459,6 @@ INFERABLE: frozenset[str] = frozenset(
         "gpu.max_capability",
         "gpu.memory_total_mib",
         "gpu.memory_free_mib",
-        "gpu.memory_bounds_mib",
         "driver.cuda_version",
         "torch.version",
         "torch.cuda_version",

@@ -26,6 +26,9 @@ class Section:
     areas: tuple[str, ...]
     # paths shown without -v (every fact is shown with -v)
     summary: tuple[str, ...]
+    # without -v, missing facts that all lack the same input are one line (the memory
+    # model's figures: one missing input leaves every one of them out)
+    one_reason: bool = False
 
 
 SECTIONS = (
@@ -129,16 +132,25 @@ SECTIONS = (
         "Estimates",
         ("derived",),
         (
-            "derived.kv_bytes_per_token",
-            "derived.kv_bytes_needed",
-            "derived.kv_bytes_available",
-            "derived.kv_fits_one_request",
-            "derived.weights_bytes_per_gpu",
             "derived.free_memory_below_utilization",
             "derived.tp_divides_heads",
             "derived.tp_divides_kv_heads",
             "derived.driver_supports_torch_cuda",
         ),
+    ),
+    Section(
+        "Memory estimate",
+        ("memory",),
+        (
+            "memory.usable_gib",
+            "memory.weights_gib",
+            "memory.kv_cache_gib",
+            "memory.kv_cache_tokens",
+            "memory.max_concurrency",
+            "memory.kv_verdict",
+            "memory.kv_room",
+        ),
+        one_reason=True,
     ),
 )
 
@@ -154,6 +166,7 @@ _TIMING_KEYS = {
     "Environment": ("environment",),
     "Judged release": ("release",),
     "Estimates": ("derived",),
+    "Memory estimate": ("memory",),
 }
 
 
@@ -290,11 +303,14 @@ def render_facts(
         if verbose and section.title == "GPUs and links":
             _render_devices(facts, console)
         missing = sorted((p, r) for p, r in facts.missing.items() if _in_areas(p, section.areas))
+        if not verbose and section.one_reason and len({r for _, r in missing}) == 1:
+            missing = [(f"{section.areas[0]}.* ({len(missing)} facts)", missing[0][1])]
         for path, reason in missing:
             if mark == FAIL and reason == why:
                 continue  # already on the heading line
             said = reason
-            if not verbose and path.startswith("derived.") and reason.startswith("needs "):
+            computed = _in_areas(path, ("derived", "memory"))
+            if not verbose and computed and reason.startswith("needs "):
                 said = reason.split(":", 1)[0]  # the input's own reason is shown in its area
             console.print(f"    [yellow]✗ {escape(path)}[/]: {escape(said)}")
     for note in shown_notes(facts) if notes else ():

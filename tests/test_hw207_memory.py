@@ -1,0 +1,83 @@
+"""HW207 (CUDA out of memory) reads the memory model's ``memory.kv_room``: the estimate confirms
+the cause where it leaves no room, contradicts it (one step less confident) only where it leaves
+room beyond its margin and every GPU has its share free, and says nothing where it is unknown;
+without the message the rule never applies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, evaluate_rule
+from vllm_doctor.engine.loader import default_rules_dir, load_rule_file
+from vllm_doctor.facts.derived import compute_derived
+from vllm_doctor.facts.model import Facts
+from vllm_doctor.memory.corpus import entry_facts
+from vllm_doctor.memory.estimate import compute_memory
+
+RULE, _ = load_rule_file(Path(default_rules_dir()) / "hw" / "HW207.yaml")
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 250.00 MiB. GPU 0 has a "
+    "total capacity of 22.05 GiB of which 120.12 MiB is free.\n"
+)
+
+
+def _deployment(config: str, gpu: str | None, serve: str) -> Facts:
+    entry = {"vllm_version": "0.33.0", "serve": serve, "config": config}
+    if gpu:
+        entry["gpu"] = gpu
+    facts = entry_facts(entry)
+    facts.set("release.judged", "0.33.0", "test")
+    compute_derived(facts)
+    compute_memory(facts)
+    return facts
+
+
+def _evidence(finding, path: str):
+    return next(e for e in finding.evidence if e.path == path)
+
+
+def test_confirmed_where_the_memory_model_leaves_no_room():
+    # Qwen3-32B's bf16 weights (61 GiB, its safetensors index) on one 24 GB L4
+    facts = _deployment("models/Qwen3-32B", "NVIDIA L4", "vllm serve m --max-model-len 8192")
+    assert facts.value("memory.kv_room") == "none"
+    finding = evaluate_rule(RULE, facts, OOM)
+    assert finding.verdict == APPLIES and finding.confidence == RULE.confidence
+    assert _evidence(finding, "memory.kv_room").value == "none"
+    # the facts alone never make a log-only rule apply
+    assert evaluate_rule(RULE, facts, "").verdict == NOT_APPLIES
+
+
+def test_contradicted_only_where_the_estimate_leaves_room_beyond_its_margin():
+    facts = _deployment(
+        "models/Llama-3.1-8B-Instruct", "NVIDIA H100 80GB HBM3", "vllm serve m --max-model-len 8192"
+    )
+    assert facts.value("memory.kv_room") == "room"
+    assert facts.value("derived.free_memory_below_utilization") is False
+    finding = evaluate_rule(RULE, facts, OOM)
+    assert finding.verdict == APPLIES  # the message was seen
+    assert finding.confidence == "low" != RULE.confidence
+
+
+@pytest.mark.parametrize("room, lowered", [("tight", False), ("room", True), ("none", False)])
+def test_within_the_margin_neither_confirms_nor_contradicts(room, lowered):
+    facts = Facts.from_flat(
+        {"memory.kv_room": room, "derived.free_memory_below_utilization": False}
+    )
+    finding = evaluate_rule(RULE, facts, OOM)
+    assert finding.verdict == APPLIES
+    assert (finding.confidence != RULE.confidence) is lowered
+
+
+def test_unknown_when_the_memory_models_inputs_are_missing():
+    # no GPU named: no memory figure and no free memory; the message alone decides
+    facts = _deployment("models/Llama-3.1-8B-Instruct", None, "vllm serve m --max-model-len 8192")
+    assert "memory.kv_room" not in facts
+    assert "gpu.memory_total_mib" in facts.why_missing("memory.kv_room")
+    finding = evaluate_rule(RULE, facts, OOM)
+    assert finding.verdict == APPLIES and finding.confidence == RULE.confidence
+    # the confirmation is undecided and names what it lacks
+    outcome = RULE.when.evaluate(facts)
+    assert outcome.value is None and "memory.kv_room" in outcome.missing
+    assert evaluate_rule(RULE, facts, "").verdict == NOT_APPLIES
