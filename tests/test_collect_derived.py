@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from vllm_doctor.engine.over_releases import facts_for_release
 from vllm_doctor.facts.derived import compute_derived
 from vllm_doctor.facts.environment import REDACTED, collect_environment
 from vllm_doctor.facts.model import Facts, Source
@@ -101,12 +102,31 @@ def test_free_memory_below_utilization_names_the_gpu():
     assert "GPU 1" in facts.get("derived.free_memory_below_utilization").detail
 
 
-def test_free_memory_uses_vllm_default_without_serve_line():
+def test_free_memory_uses_the_release_default_without_serve_line():
+    # 75000 of 81559 MiB free (92.0 %): enough for 0.9 (up to 0.19.1), not for 0.92 (from
+    # 0.20.0, vllm/config/cache.py CacheConfig.gpu_memory_utilization)
     facts = Facts()
     add_gpus(facts, 81559, [75000])
     compute_derived(facts)
-    assert facts.value("derived.free_memory_below_utilization") is False
-    assert "vLLM default" in facts.get("derived.free_memory_below_utilization").detail
+    assert "derived.free_memory_below_utilization" not in facts
+    assert facts.why_missing("derived.free_memory_below_utilization").startswith(
+        "needs vllm.version: every GPU has at least total × 0.9 free"
+    )
+    # judged over the covered releases, each release's own default
+    for release, below in (("0.19.1", False), ("0.20.0", True)):
+        judged = facts_for_release(facts, release)
+        assert judged.value("derived.free_memory_below_utilization") is below
+    for version, below in (("0.19.1", False), ("0.20.0", True), ("0.23.1rc1.dev20", True)):
+        facts.set("vllm.version", version, Source.MACHINE)
+        compute_derived(facts)
+        assert facts.value("derived.free_memory_below_utilization") is below
+        detail = facts.get("derived.free_memory_below_utilization").detail
+        assert f"vLLM {version}'s default" in detail
+    # both defaults agree: decided without the version
+    idle = Facts()
+    add_gpus(idle, 81559, [81000])
+    compute_derived(idle)
+    assert idle.value("derived.free_memory_below_utilization") is False
 
 
 def test_driver_older_than_torch_cuda():

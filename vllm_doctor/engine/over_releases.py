@@ -75,8 +75,12 @@ def facts_for_release(facts: Facts, release: str) -> Facts:
     copy.drop_area("release")
     copy.set("vllm.version", release, Source.USER, SOURCE_DETAIL)
     infer_stack(copy)
-    # of the derived facts only this one follows the version (through the torch it pins)
-    compute_derived(copy, only=("derived.driver_supports_torch_cuda",))
+    # of the derived facts only these follow the version (through the torch it pins, and the
+    # release's default --gpu-memory-utilization)
+    compute_derived(
+        copy,
+        only=("derived.driver_supports_torch_cuda", "derived.free_memory_below_utilization"),
+    )
     collect_release(copy)
     collect_release_kernels(copy)
     return copy

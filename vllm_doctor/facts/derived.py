@@ -8,7 +8,8 @@ The memory estimate (weights, activation peak, KV cache, tokens, whether one req
 not here: it is the memory model's, ``memory.*`` (vllm_doctor/memory/estimate.py).
 
   Free memory below utilisation: some GPU has less free memory than total ×
-    gpu_memory_utilization (vLLM's default when no flag sets it).
+    gpu_memory_utilization (without the flag, the release's default as the memory model takes
+    it; with no version, decided only where 0.9 and 0.92 agree).
   Expert-parallel size = TP × DP with --enable-expert-parallel, else 1.
   The model's maximum context is derived as vLLM does (the smallest context-length key of the
     config.json that was read, scaled by RoPE scaling that extends it, --hf-overrides applied);
@@ -20,8 +21,6 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_doctor.facts.model import Facts, Source
-
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default
 
 DERIVED_PATHS = (
     "derived.free_memory_below_utilization",
@@ -51,37 +50,23 @@ def _tp(facts: Facts) -> int:
     return int(_need(facts, "serve.tensor_parallel_size") or 1)
 
 
-def _utilization(facts: Facts) -> tuple[float, str]:
+def _utilizations(facts: Facts) -> list[tuple[float, str]]:
+    """The share of total memory vLLM requests: the flag's; else the release's default, as the
+    memory model takes it (0.9 up to 0.19.1, 0.92 from 0.20.0); both when the version is
+    unknown."""
     fact = facts.get("serve.gpu_memory_utilization")
     if fact is not None and fact.value is not None:
-        return float(fact.value), f"gpu_memory_utilization {fact.value}"
-    return DEFAULT_GPU_MEMORY_UTILIZATION, (
-        f"gpu_memory_utilization {DEFAULT_GPU_MEMORY_UTILIZATION} (vLLM default)"
-    )
+        return [(float(fact.value), f"gpu_memory_utilization {fact.value}")]
+    from vllm_doctor.memory.estimate import DEFAULT_UTILIZATIONS, formula_for
 
-
-def _model_max_len(facts: Facts) -> tuple[int, str]:
-    path = facts.value("model.config_path")
-    if path:
-        from vllm_doctor import bounds
-        from vllm_doctor.errors import InputError
-        from vllm_doctor.facts.model_config import derived_max_model_len
-
-        try:
-            cfg = bounds.json_loads(
-                bounds.read_text(path, "config.json", "json"), non_finite="null"
-            )
-        except (InputError, ValueError):
-            cfg = None
-        if isinstance(cfg, dict):
-            overrides = facts.value("serve.hf_overrides")
-            length, how = derived_max_model_len(
-                cfg, overrides if isinstance(overrides, dict) else None
-            )
-            if length is not None:
-                return length, how
-    value = _need(facts, "model.max_position_embeddings")
-    return int(value), f"max_position_embeddings {value}"
+    version = facts.value("release.judged") or facts.value("vllm.version")
+    if version:
+        util = formula_for(str(version)).default_utilization
+        return [(util, f"gpu_memory_utilization {util}: vLLM {version}'s default")]
+    return [
+        (util, f"gpu_memory_utilization {util}: a vLLM default (the version is unknown)")
+        for util in DEFAULT_UTILIZATIONS
+    ]
 
 
 def _compare_versions(a: str, b: str) -> bool:
@@ -95,7 +80,6 @@ def _compare_versions(a: str, b: str) -> bool:
 
 
 def _free_below(facts: Facts) -> tuple[bool, str]:
-    util, uwhy = _utilization(facts)
     devices = facts.value("gpu.devices")
     pairs: list[tuple[int, int, int]] = []
     if (
@@ -116,12 +100,22 @@ def _free_below(facts: Facts) -> tuple[bool, str]:
         total = int(_need(facts, "gpu.memory_total_mib"))
         free = int(_need(facts, "gpu.memory_free_mib"))
         pairs = [(-1, total, free)]
-    short = [(i, t, f) for i, t, f in pairs if f < t * util]
-    if short:
-        i, t, f = short[0]
-        which = f"GPU {i}" if i >= 0 else "a GPU"
-        return True, f"{which}: {f} MiB free < {t} MiB × {util} ({uwhy})"
-    return False, f"every GPU has at least total × {util} free ({uwhy})"
+    answers = []
+    for util, uwhy in _utilizations(facts):
+        short = [(i, t, f) for i, t, f in pairs if f < t * util]
+        if short:
+            i, t, f = short[0]
+            which = f"GPU {i}" if i >= 0 else "a GPU"
+            answers.append((True, f"{which}: {f} MiB free < {t} MiB × {util} ({uwhy})"))
+        else:
+            answers.append((False, f"every GPU has at least total × {util} free ({uwhy})"))
+    if len({below for below, _ in answers}) > 1:
+        raise _Missing(
+            "vllm.version",
+            f"{answers[0][1]}, but {answers[-1][1]}: the release's default decides "
+            "(or pass --gpu-memory-utilization)",
+        )
+    return answers[0]
 
 
 def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
@@ -180,8 +174,14 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
     attempt("derived.expert_parallel_size", ep_size)
 
     def above_model() -> tuple[bool, str]:
+        from vllm_doctor.facts.model_config import model_max_len
+
         requested = _need(facts, "serve.max_model_len")
-        limit, how = _model_max_len(facts)
+        found = model_max_len(facts)
+        if found is None:
+            path = "model.max_position_embeddings"
+            raise _Missing(path, facts.why_missing(path) or "not collected")
+        limit, how = found
         return int(requested) > limit, f"--max-model-len {requested} vs the model's {limit} ({how})"
 
     attempt("derived.max_model_len_above_model", above_model)

@@ -749,6 +749,33 @@ _MAX_LEN_KEYS = (
 )
 
 
+def model_max_len(facts: Facts) -> tuple[int, str] | None:
+    """(length, how) of the model's maximum context as vLLM derives it from the config.json
+    that was read (``--hf-overrides`` applied); without the file, ``model.max_position_embeddings``;
+    None when neither is known."""
+    path = facts.value("model.config_path")
+    if path:
+        from vllm_doctor import bounds
+
+        try:
+            cfg = bounds.json_loads(
+                bounds.read_text(path, "config.json", "json"), non_finite="null"
+            )
+        except (InputError, ValueError):
+            cfg = None
+        if isinstance(cfg, dict):
+            overrides = facts.value("serve.hf_overrides")
+            length, how = derived_max_model_len(
+                cfg, overrides if isinstance(overrides, dict) else None
+            )
+            if length is not None:
+                return length, how
+    value = facts.value("model.max_position_embeddings")
+    if value is None:
+        return None
+    return int(value), f"max_position_embeddings {value}"
+
+
 def derived_max_model_len(
     cfg: dict[str, Any], overrides: dict[str, Any] | None = None
 ) -> tuple[int | None, str]:

@@ -47,6 +47,8 @@ DATA = Path(__file__).resolve().parents[1] / "knowledge" / "data"
 USABLE_DATA = DATA / "gpu_usable_memory.json"
 CALIBRATION_DATA = DATA / "memory_calibration.json"
 DEFAULT_DTYPE = "bfloat16"  # vLLM's "auto" for a config without torch_dtype
+# CacheConfig.gpu_memory_utilization's default (vllm/config/cache.py): up to 0.19.1, from 0.20.0
+DEFAULT_UTILIZATIONS = (0.9, 0.92)
 
 MEMORY_PATHS = (
     "memory.usable_gib",
@@ -127,7 +129,7 @@ def formula_for(version: str | None) -> ReleaseFormula:
         cuda_graph_subtracted=v >= Version("0.20.0"),
         tokens_from_concurrency=v >= Version("0.24.0"),
         large_tier_160=v >= Version("0.28.0"),
-        default_utilization=0.92 if v >= Version("0.20.0") else 0.9,
+        default_utilization=DEFAULT_UTILIZATIONS[1 if v >= Version("0.20.0") else 0],
         sampler_sorts=v < Version("0.17.0"),
         mamba=kvmod.MambaStateMode(
             str(v),
@@ -598,12 +600,13 @@ def _max_model_len(facts: Facts) -> tuple[int, str]:
     value = facts.value("serve.max_model_len")
     if value:
         return int(value), f"--max-model-len {value}"
-    from vllm_doctor.facts.derived import _Missing, _model_max_len
+    from vllm_doctor.facts.model_config import model_max_len
 
-    try:
-        length, how = _model_max_len(facts)
-    except _Missing as miss:
-        raise Missing(miss.path, miss.reason) from None
+    found = model_max_len(facts)
+    if found is None:
+        path = "model.max_position_embeddings"
+        raise Missing(path, facts.why_missing(path) or "not collected")
+    length, how = found
     return length, f"the model's own limit ({how})"
 
 
