@@ -32,6 +32,10 @@ KNOWN_CAUSES = {
     "triton_kernels' swizzle) of a development build whose release is unknown: not counted",
     "web-kagaho-llama-3.1-8b-jetson-thor": "unified memory: 'Jetson AGX Thor' leaves 64 or 128 GiB and the estimate takes the "
     "smallest; vLLM sees the module's system memory, which no log in the corpus prints",
+    "web-johnpfeiffer-gemma-4-31b-it-b300": "KV memory within 2 % (179.4 vs 182.37 GiB); the tokens are the grouping of gemma-4's "
+    "50 sliding layers (16 KV heads × 256) with its 10 global ones (4 × 512, K = V): 0.26.0's get_kv_cache_capacity gives "
+    "13.25 requests of 16k where kv.capacity's groups give 18.8; and the text peak takes the Triton sampler where the log "
+    "uses FlashInfer's (peak activation printed 3.9 GiB)",
     "web-kubesimplify-qwen3-32b-rtxpro6000-tp2": "0.27.1 at 8192 batched tokens / 1024 sequences (a ≥ 70 GiB GPU): the profile's "
     "activation peak there is extrapolated — no observation of that regime (these logs do "
     "not print the CUDA-graph estimate 0.27.1 subtracts, so they cannot be fitted on)",
