@@ -200,3 +200,36 @@ def test_qwen3_vl_videos_budgeted_at_12_5_times_their_vision_tokens_in_0_11():
     per_patch = mm.forward_bytes_per_patch(cfg, 2, 4)
     assert abs(old.forward_gib - 12288 * 4 * per_patch / GIB) < 1e-6
     assert abs(new.forward_gib - 153600 * 4 * per_patch / GIB) < 1e-6
+
+
+GEMMA4 = FIXTURES / "memory-logs" / "configs" / "gemma-4-31B-it" / "config.json"
+
+
+def test_a_modality_left_out_of_the_limits_keeps_the_profile():
+    gemma4 = json.loads(GEMMA4.read_text())
+    # gemma-4 at image 0 and audio 0 still profiles video (web-johnpfeiffer-gemma-4-31b-it-b300)
+    assert not mm.limits_all_zero('{"image": 0, "audio": 0}', gemma4)
+    assert mm.limits_all_zero('{"image": 0, "video": 0}', gemma4)
+    assert not mm.limits_all_zero('{"image": 0, "video": 1}', gemma4)
+
+
+def test_gemma4_vision_tower_gated_and_pooled():
+    from vllm_doctor.memory.weights import vision_mlp_gated
+
+    gemma4 = json.loads(GEMMA4.read_text())
+    assert vision_mlp_gated(gemma4["vision_config"])  # gelu gate/up/down in its structure
+    profile = mm.encoder_profile(
+        gemma4,
+        hidden=5376,
+        dtype_bytes=2,
+        batched=8192,
+        seqs=1024,
+        max_model_len=16384,
+        version="0.26.0",
+        printed_budget=(8192, 3),
+        modality="video",
+    )
+    assert profile is not None
+    # 3 × 3 patches of 16 × 16 pixels pooled into one token
+    per_patch = 768 * 6 + (2 * 1152 + 3 * 4304) * 2
+    assert abs(profile.forward_gib - 8192 * 9 * per_patch / GIB) < 1e-6

@@ -40,7 +40,7 @@ as ``max_num_batched_tokens`` — a floor: an item larger than that raises it. T
 forward is transient and, on the logs seen, below this held memory plus the text peak.
 
 Nothing is added with ``--skip-mm-profiling`` (0.10.1-) or when ``--limit-mm-per-prompt`` sets
-every modality to 0 (vLLM then leaves the encoder cache uninitialized).
+every modality to 0 (vLLM then leaves the encoder cache uninitialized: ``compute_mm_encoder_budget``).
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
+
+from vllm_doctor.memory.weights import vision_mlp_gated
 
 GIB = 1024**3
 # Qwen2-VL, Qwen2.5-VL, Qwen3-VL (dense and MoE): tokens per image = pixels / (patch × merge)²
@@ -88,8 +90,12 @@ def widens_to_budget(version: str | None) -> bool:
     return v is not None and Version("0.11.0") <= v < Version("0.13.0")
 
 
-def limits_all_zero(text: str | None) -> bool:
-    """``--limit-mm-per-prompt`` as JSON with every modality at 0 (or {"count": 0})."""
+def limits_all_zero(text: str | None, cfg: dict[str, Any] | None = None) -> bool:
+    """``--limit-mm-per-prompt`` as JSON setting every modality the model may take to 0 (or
+    {"count": 0}). A modality the JSON leaves out keeps its default limit, and which ones a
+    model takes is in its processor, not config.json: image and video count as possible for a
+    vision tower, audio for an ``audio_config`` (so ``{"image": 0}`` alone keeps the profile;
+    gemma-4 at ``{"image": 0, "audio": 0}`` still profiles video)."""
     if not text:
         return False
     try:
@@ -98,8 +104,12 @@ def limits_all_zero(text: str | None) -> bool:
         return False
     if not isinstance(limits, dict) or not limits:
         return False
+    needed = {"image", "video"}
+    if isinstance((cfg or {}).get("audio_config"), dict):
+        needed.add("audio")
     counts = [v.get("count", 1) if isinstance(v, dict) else v for v in limits.values()]
-    return all(isinstance(c, int) and c == 0 for c in counts)
+    zero = all(isinstance(c, int) and c == 0 for c in counts)
+    return zero and needed <= set(limits)
 
 
 def limit_per_prompt(text: str | None) -> int:
@@ -153,7 +163,7 @@ def forward_bytes_per_patch(cfg: dict[str, Any], dtype_bytes: float, tp: int) ->
     vision = cfg.get("vision_config") or {}
     hidden = int(vision.get("hidden_size") or vision.get("embed_dim") or 0)
     inter = int(vision.get("intermediate_size") or 4 * hidden)
-    gated = str(vision.get("hidden_act") or "").lower() == "silu"
+    gated = vision_mlp_gated(vision)
     channels = int(vision.get("in_channels") or vision.get("in_chans") or 3)
     pixels = (
         channels
@@ -185,7 +195,7 @@ def encoder_profile(
     ``modality`` it profiled."""
     if not is_multimodal(cfg):
         return None
-    if limits_all_zero(limits):
+    if limits_all_zero(limits, cfg):
         return EncoderProfile(0.0, 0.0, "--limit-mm-per-prompt disables every modality: no profile")
     width = embedding_width(cfg, hidden)
     widen = widens_to_budget(version)
@@ -218,7 +228,8 @@ def encoder_profile(
                 "raises it)"
             )
     vision = cfg.get("vision_config") or {}
-    merge = int(vision.get("spatial_merge_size") or 1)
+    # patches per token: Qwen-VL's spatial merge, gemma-4's pooling kernel (k × k patches)
+    merge = int(vision.get("spatial_merge_size") or vision.get("pooling_kernel_size") or 1)
     patches = encoded * merge * merge
     per_patch = forward_bytes_per_patch(cfg, dtype_bytes, tp)
     held = rows * width * dtype_bytes / GIB

@@ -127,6 +127,18 @@ def mxfp4_backend(capability: int | None, version: str | None) -> tuple[str | No
     return None, f"compute capability {capability / 10:g}: the backend is not modelled"
 
 
+# vision towers whose MLP is gated (gate, up and down projections) with a non-SiLU activation:
+# gemma-4's, which vLLM runs as transformers' Gemma4VisionModel (gemma4_mm.py, 0.26.0)
+_GATED_VISION_TYPES = ("gemma4_vision",)
+
+
+def vision_mlp_gated(vision: dict[str, Any]) -> bool:
+    """A gated vision MLP: SiLU towers (Qwen2.5-VL's Qwen2_5_VisionMLP gate_up/down, Pixtral's
+    w1/w2/w3) and the types listed above; the others (Qwen2-VL, Qwen3-VL, SigLIP) are plain."""
+    act = str(vision.get("hidden_act") or vision.get("hidden_activation") or "").lower()
+    return act == "silu" or str(vision.get("model_type")) in _GATED_VISION_TYPES
+
+
 def _vision_params(cfg: dict[str, Any]) -> int:
     vision = cfg.get("vision_config")
     if not isinstance(vision, dict):
@@ -136,7 +148,7 @@ def _vision_params(cfg: dict[str, Any]) -> int:
     inter = _int(vision.get("intermediate_size")) or (4 * hidden if hidden else None)
     if not (hidden and layers and inter):
         return 0
-    gated = str(vision.get("hidden_act") or "").lower() == "silu"
+    gated = vision_mlp_gated(vision)
     blocks = layers * (4 * hidden * hidden + (3 if gated else 2) * hidden * inter)
     patch = _int(vision.get("patch_size")) or 0
     channels = _int(
