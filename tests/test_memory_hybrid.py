@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from vllm_doctor.memory import kv as kvmod
+from vllm_doctor.memory import weights as wmod
 from vllm_doctor.memory.estimate import GIB, formula_for
 
 GDN = {
@@ -154,3 +155,61 @@ def test_state_blocks_per_request_by_release(release, model_type, caching, spec,
         block=544,
     )
     assert blocks == expected
+
+
+def _weights(text: dict, tp: int = 1) -> float:
+    estimate = wmod.from_config(
+        text, text, tp=tp, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None, online_quant=None
+    )
+    return estimate.bytes_per_gpu / GIB
+
+
+def test_hybrid_weights_count_each_layers_own_mixer():
+    # Granite-4.0-H-1B (the config Rapid-LLM's tests/test_qif_model_matrix.py quotes): 36 Mamba2
+    # mixers (model_executor/layers/mamba/mamba_mixer2.py: in_proj 1536 × (2·3072 + 2·128 + 48),
+    # conv1d 3328 × (4 + 1), out_proj 3072 × 1536, A/D/dt_bias 3 × 48, norm 3072) = 14.64 M each, 4
+    # attention layers (1536 × (12 + 8) × 128 + 12 × 128 × 1536) = 6.29 M, 40 gated MLPs
+    # 3 × 1536 × 4096, tied embeddings 100352 × 1536: 1.461 B parameters, 2.72 GiB in bf16 — what
+    # "Model loading took 2.72 GiB" prints; counting every layer as attention gives 2.16 GiB.
+    layer_types = ["mamba"] * 5 + (["attention"] + ["mamba"] * 9) * 3 + ["attention"]
+    layer_types += ["mamba"] * 4
+    granite = {
+        "model_type": "granitemoehybrid",
+        "hidden_size": 1536,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 4,
+        "intermediate_size": 4096,
+        "shared_intermediate_size": 4096,
+        "num_local_experts": 0,
+        "vocab_size": 100352,
+        "tie_word_embeddings": True,
+        "mamba_d_state": 128,
+        "mamba_n_groups": 1,
+        "mamba_n_heads": 48,
+        "mamba_d_head": 64,
+        "mamba_d_conv": 4,
+        "layer_types": layer_types,
+    }
+    assert wmod.state_mixer_params(granite, 1536) == (14_642_576, "Mamba2")
+    assert round(_weights(granite), 2) == 2.72
+
+
+def test_gated_deltanet_and_gated_attention_weights():
+    # Qwen3-Next-80B-A3B (qwen3_next.py): a Gated DeltaNet mixer is in_proj_qkvz 2048 × 12288,
+    # in_proj_ba 2048 × 64, conv1d 8192 × 4, out_proj 4096 × 2048, A_log/dt_bias 32, norm 128
+    # = 33.72 M; its attention's q_proj carries the output gate (attn_output_gate defaults to
+    # True): 2048 × (2·16 + 2·2) × 256 + 16 × 256 × 2048. 79.67 B parameters over TP 2 in bf16.
+    text = {
+        **QWEN3_NEXT,
+        "num_attention_heads": 16,
+        "vocab_size": 151936,
+        "intermediate_size": 5120,
+        "moe_intermediate_size": 512,
+        "num_experts": 512,
+        "shared_expert_intermediate_size": 512,
+        "tie_word_embeddings": False,
+        "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 12,
+    }
+    assert wmod.state_mixer_params(text, 2048) == (33_718_464, "Gated DeltaNet")
+    assert round(_weights(text, tp=2), 1) == 74.2

@@ -246,6 +246,12 @@ def _kinds_of_layers(text: dict[str, Any], n_layers: int) -> tuple[list[str], st
     return ["full"] * n_layers, "full attention"
 
 
+def layer_kinds(text: dict[str, Any], n_layers: int) -> list[str]:
+    """One entry per decoder layer's token mixer: full | sliding | chunked | state | cross | none
+    (Falcon-H1: an attention and a state entry per layer)."""
+    return _kinds_of_layers(text, n_layers)[0]
+
+
 def _state_bytes(text: dict[str, Any], tp: int, dtype_bytes: float) -> tuple[int, str] | None:
     """One state layer's bytes per request on one GPU, as MambaStateShapeCalculator sizes it
     (vllm/model_executor/layers/mamba/mamba_utils.py, 0.33.0): conv state + temporal state."""

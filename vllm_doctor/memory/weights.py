@@ -12,6 +12,9 @@ parameters counted per architecture family, times the bytes per weight of the qu
   share per GPU);
 * MLA: the low-rank q/kv projections (``q_lora_rank``, ``kv_lora_rank``,
   ``qk_nope/rope_head_dim``, ``v_head_dim``);
+* hybrids: each layer's own token mixer (``state_mixer_params``: Gated DeltaNet, Mamba2, Mamba,
+  short conv in place of attention; Falcon-H1 both), Nemotron-H's MLP/MoE only on its ``-``/``E``
+  layers and its up/down-only (relu2) MLPs; Qwen3-Next/3.5 attention with the output gate;
 * a vision tower (``vision_config``): its layers as a ViT (``4 × h²`` attention and the MLP:
   ``2 × h × intermediate``, ``3 ×`` where the tower's MLP is gated, ``hidden_act`` silu, as
   Qwen2.5-VL's ``Qwen2_5_VisionMLP`` gate_up/down and Pixtral's w1/w2/w3), the patch embedding,
@@ -41,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_doctor.facts.model_config import _int
-from vllm_doctor.memory.kv import DTYPE_BYTES, dim, pp_partitions
+from vllm_doctor.memory.kv import DTYPE_BYTES, dim, layer_kinds, pp_partitions
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,76 @@ def _vision_params(cfg: dict[str, Any]) -> int:
     return blocks + embed + merger
 
 
+def state_mixer_params(text: dict[str, Any], hidden: int) -> tuple[int, str] | None:
+    """Parameters of one Mamba / linear-attention token mixer, as vLLM builds its layers:
+    Gated DeltaNet (qwen3_next.py / qwen3_5.py: in_proj_qkvz 2·key + 2·value, in_proj_ba
+    2·value heads, the conv over 2·key + value, out_proj value × hidden), Mamba2
+    (mamba_mixer2.py: in_proj hidden × (2·inner + 2·groups·state + heads), conv1d over
+    inner + 2·groups·state, out_proj, A/D/dt_bias), Mamba1 (mamba_mixer.py: in_proj 2·inner,
+    x_proj dt_rank + 2·state, dt_proj, A inner × state) and LFM2's short conv (short_conv.py:
+    in_proj 3·hidden, out_proj); None where the config names none of them (Kimi's KDA)."""
+    g = text.get
+    k_heads, v_heads = _int(g("linear_num_key_heads")), _int(g("linear_num_value_heads"))
+    k_dim, v_dim = _int(g("linear_key_head_dim")), _int(g("linear_value_head_dim"))
+    kernel = _int(g("linear_conv_kernel_dim")) or 4
+    if k_heads and v_heads and k_dim and v_dim:
+        key, value = k_heads * k_dim, v_heads * v_dim
+        params = hidden * (2 * key + 2 * value + 2 * v_heads) + (2 * key + value) * kernel
+        return params + value * hidden + 2 * v_heads + v_dim, "Gated DeltaNet"
+    d_state = _int(g("mamba_d_state") or g("ssm_state_size") or g("state_size") or g("d_state"))
+    d_conv = (
+        _int(g("mamba_d_conv") or g("conv_kernel") or g("d_conv") or g("mamba_conv_kernel")) or 4
+    )
+    mamba2 = g("model_type") == "mamba2"
+    n_heads = _int(
+        g("mamba_num_heads")
+        or g("mamba_n_heads")
+        or g("n_mamba_heads")
+        or (g("num_heads") if mamba2 else None)
+    )
+    m_head = _int(
+        g("mamba_head_dim")
+        or g("mamba_d_head")
+        or g("mamba_headdim")
+        or (g("head_dim") if mamba2 else None)
+    )
+    if d_state and n_heads and m_head:
+        groups = _int(g("mamba_n_groups") or g("n_groups") or g("mamba_ngroups")) or 1
+        inner = _int(g("mamba_d_ssm")) or n_heads * m_head
+        conv_dim = inner + 2 * groups * d_state
+        params = hidden * (inner + conv_dim + n_heads) + conv_dim * (d_conv + 1)
+        return params + inner * hidden + 3 * n_heads + inner, "Mamba2"
+    expand = g("mamba_expand") or g("expand")
+    if d_state and isinstance(expand, (int, float)):
+        inner = int(expand * hidden)
+        rank = _int(g("time_step_rank") or g("mamba_dt_rank")) or -(-hidden // 16)
+        params = hidden * 2 * inner + inner * (d_conv + 1) + inner * (rank + 2 * d_state)
+        return params + rank * inner + inner * (d_state + 2) + inner * hidden, "Mamba"
+    cache = _int(g("conv_L_cache"))
+    if cache:
+        return hidden * 3 * hidden + hidden * cache + hidden * hidden, "short conv"
+    return None
+
+
+def _layer_mix(
+    text: dict[str, Any], layers: int, hidden: int, attn: int
+) -> tuple[int, int, str] | None:
+    """(token-mixer parameters over all layers, layers with an MLP, how) for hybrid models,
+    None for attention-only ones (every layer: attention + MLP)."""
+    kinds = layer_kinds(text, layers)
+    if "state" not in kinds:
+        return None
+    state = state_mixer_params(text, hidden)
+    if state is None:
+        return None
+    mixers = sum(state[0] if kind == "state" else attn if kind != "none" else 0 for kind in kinds)
+    pattern = text.get("hybrid_override_pattern")
+    # Nemotron-H: a layer is a mixer (M, *) or an MLP (-) / MoE (E), never both
+    mlp_layers = sum(c in "-E" for c in pattern) if isinstance(pattern, str) else layers
+    n_state = kinds.count("state")
+    return mixers, mlp_layers, f"{n_state} {state[1]} mixers of {state[0] / 1e6:.1f} M"
+
+
 def from_config(
     cfg: dict[str, Any],
     text: dict[str, Any],
@@ -208,19 +281,36 @@ def from_config(
         attn = q + hidden * (lora + rope) + lora * heads * (nope + v_dim) + heads * v_dim * hidden
         attn_how = "MLA attention"
     else:
-        attn = hidden * (heads + 2 * kv) * head_dim + heads * head_dim * hidden
+        # attn_output_gate: q_proj also yields the output gate; on by default for Qwen3-Next
+        # and Qwen3.5 (getattr(config, "attn_output_gate", True) in qwen3_next.py)
+        family_gate = str(text.get("model_type") or "").startswith(("qwen3_next", "qwen3_5"))
+        q_heads = heads * (2 if text.get("attn_output_gate", family_gate) else 1)
+        attn = hidden * (q_heads + 2 * kv) * head_dim + heads * head_dim * hidden
         attn_how = "attention"
+    mix = _layer_mix(text, layers, hidden, attn)
+    mixers, mlp_layers = (mix[0], mix[1]) if mix else (layers * attn, layers)
+    if mix:
+        attn_how += f" and {mix[2]}"
     experts = _int(
         text.get("n_routed_experts") or text.get("num_experts") or text.get("num_local_experts")
     )
     moe_inter = dim(text.get("moe_intermediate_size")) or inter
-    dense_mlp = 3 * hidden * inter
+    # Nemotron-H's MLPs and experts are up/down only (relu2, NemotronHMLP), others gated
+    mats = 2 if text.get("mlp_hidden_act") == "relu2" else 3
+    dense_mlp = mats * hidden * inter
     quant = online_quant if online_quant in ("fp8", "fp8_e4m3", "mxfp4", "bitsandbytes") else None
     per_weight, qhow = _quant_bytes({"quant_method": quant} if quant else qcfg, scheme, dtype_bytes)
     padding = 0.0  # MoE weights stored beyond their count (Marlin's MXFP4 layout)
     if experts:
         shared = _int(text.get("n_shared_experts")) or 0
-        shared_inter = _int(text.get("shared_expert_intermediate_size")) or moe_inter * shared
+        shared_inter = (
+            _int(
+                text.get("shared_expert_intermediate_size")
+                or text.get("shared_intermediate_size")  # Granite 4.0 hybrid
+                or text.get("moe_shared_expert_intermediate_size")  # Nemotron-H
+            )
+            or moe_inter * shared
+        )
         # the experts' stored (padded) size over their true one: Marlin's MXFP4 layout
         pad = 1.0
         if qhow.startswith("MXFP4") and moe_backend[0] == "marlin":
@@ -232,15 +322,17 @@ def from_config(
             )
         elif qhow.startswith("MXFP4") and moe_backend[1]:
             qhow += f"; experts unpadded ({moe_backend[1]})"
-        moe_mlp = experts * 3 * hidden * moe_inter + 3 * hidden * shared_inter + hidden * experts
-        padding = layers * experts * 3 * hidden * moe_inter * (pad - 1)  # stored, not counted
+        moe_mlp = (
+            experts * mats * hidden * moe_inter + mats * hidden * shared_inter + hidden * experts
+        )
+        padding = layers * experts * mats * hidden * moe_inter * (pad - 1)  # stored, not counted
         dense_layers = _int(text.get("first_k_dense_replace")) or 0
-        mlp_total = dense_layers * dense_mlp + (layers - dense_layers) * moe_mlp
-        mlp_how = f"{experts} experts × 3 × {hidden} × {moe_inter}"
+        mlp_total = dense_layers * dense_mlp + (mlp_layers - dense_layers) * moe_mlp
+        mlp_how = f"{experts} experts × {mats} × {hidden} × {moe_inter}"
     else:
-        mlp_total = layers * dense_mlp
-        mlp_how = f"gated MLP 3 × {hidden} × {inter}"
-    linear = layers * attn + mlp_total
+        mlp_total = mlp_layers * dense_mlp
+        mlp_how = f"MLP {mats} × {hidden} × {inter}"
+    linear = mixers + mlp_total
     tied = bool(cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
     embed = vocab * hidden * (1 if tied else 2)
     vision = _vision_params(cfg)
@@ -251,7 +343,7 @@ def from_config(
     linear_bytes = linear * share * per_weight
     if qhow.startswith("MXFP4"):
         # vLLM's Mxfp4Config quantizes the fused MoE only: attention stays in the dtype
-        linear_bytes = (layers * attn * dtype_bytes + (mlp_total + padding) * per_weight) * share
+        linear_bytes = (mixers * dtype_bytes + (mlp_total + padding) * per_weight) * share
         qhow += "; attention unquantized (Mxfp4Config quantizes the MoE experts only)"
     embed_gpu = (vocab * hidden * (1 if tied or pp > 1 else 2)) / tp
     vision_gpu = vision / tp if vision_tp else vision
