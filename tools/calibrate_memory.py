@@ -8,8 +8,9 @@ The terms vLLM measures instead of computing (vllm_doctor/memory/estimate.py):
   peaks in the forward pass or in the dummy sampler run, whichever is larger — where MLP activations
   = max_num_batched_tokens × (2 × intermediate / TP + 4 × hidden) × dtype bytes (a MoE model's
   intermediate: the routed experts' × the experts per token, plus the shared ones) and sampler
-  logits = max_num_seqs × vocabulary × 4 bytes (both in GiB); a2 is fitted apart for the releases
-  whose top-k/top-p sorts the logits (before 0.17.0) and those that run the Triton kernel;
+  logits = max_num_seqs × vocabulary × 4 bytes (both in GiB); a2 by the profile's sampler path
+  (vllm_doctor/memory/profile.py): the sort's is measured (below), the Triton kernel's fitted, and
+  FlashInfer's and the V2 runner's (the logits alone) taken from the release's source;
 * non-torch memory (GiB) = n0 + n1 × [TP > 1] (CUDA context, NCCL communicators, custom
   all-reduce buffers);
 * CUDA-graph pool (GiB) = g0 + g1 × decoder layers per GPU.
@@ -72,7 +73,10 @@ class Observation:
     batched: int
     seqs: int
     dtype_bytes: float = 2.0
-    sampler_sorts: bool = True  # the release's top-k/top-p sorts the logits (before 0.17.0)
+    # the profile's dummy sampler path (vllm_doctor/memory/profile.py): "sort", "triton",
+    # "flashinfer" or "logits-only"
+    sampler: str = "sort"
+    state_bytes: float = 0.0  # sampler state kept per sequence × vocabulary entry (V2 runner)
     overhead_gib: float | None = None  # activation peak + non-torch memory
     cuda_graph_gib: float | None = None
 
@@ -86,6 +90,14 @@ class Observation:
 
     def f_logits(self) -> float:
         return self.seqs * self.vocab * 4 / GIB
+
+    def fixed_sampler(self) -> float | None:
+        """The sampler's coefficient where the release's source gives it (FlashInfer, the V2
+        runner's logits only), else None: fitted."""
+        from vllm_doctor.memory.profile import sampler_bytes_per_entry
+
+        per_entry = sampler_bytes_per_entry(self.sampler, self.dtype_bytes)
+        return None if per_entry is None else per_entry / 4
 
 
 _LLAMA3_8B = {"hidden": 4096, "intermediate": 14336, "vocab": 128256}
@@ -258,7 +270,9 @@ def fit(
     # activation = max(a1 × MLP, a2 × logits), a2 by the release's top-k/top-p (sorting:
     # a_sort, Triton: a_triton); the a's by grid search, the non-torch terms in closed form
     def activation(o: Observation, a1: float, a_sort: float, a_triton: float) -> float:
-        return max(a1 * o.f_mlp(), (a_sort if o.sampler_sorts else a_triton) * o.f_logits())
+        fixed = o.fixed_sampler()
+        a2 = fixed if fixed is not None else a_sort if o.sampler == "sort" else a_triton
+        return max(a1 * o.f_mlp(), a2 * o.f_logits()) + o.f_logits() * o.state_bytes / 4
 
     def rest(a: tuple[float, float, float]) -> tuple[float, list[float]]:
         targets = [float(o.overhead_gib or 0) - activation(o, *a) for o in rows]
@@ -328,7 +342,10 @@ def fit(
             "per_logits_triton_gib": round(a3, 4),
             "measured": measured[2] if measured else None,
             "observations": len(rows),
-            "observations_triton_sampler": sum(not o.sampler_sorts for o in rows),
+            "observations_by_sampler": {
+                path: sum(o.sampler == path for o in rows)
+                for path in sorted({o.sampler for o in rows})
+            },
         },
         "non_torch": {
             "intercept_gib": round(c[0], 4),

@@ -252,6 +252,10 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
 
         # a start-up log's memory figures, compared with the estimate in every report
         facts.set("log.memory_figures", printed(text), Source.LOG, str(options.log))
+        from vllm_doctor.logreaders.memory_figures import says_flashinfer_sampler
+
+        if says_flashinfer_sampler(text):  # decides the profile's sampler peak (memory/profile)
+            facts.set("log.flashinfer_sampler", True, Source.LOG, str(options.log))
     else:
         facts.mark_missing("log", SUPPLY_HINTS["log"])
 

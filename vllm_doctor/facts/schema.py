@@ -217,6 +217,11 @@ FACTS: dict[str, FactSpec] = {
         "(logreaders/memory_figures.py: weights_gib, kv_cache_gib, "
         "kv_cache_tokens, max_concurrency, ...)",
     ),
+    "log.flashinfer_sampler": FactSpec(
+        "bool",
+        'the log shows "Using FlashInfer for top-p & top-k sampling" (the sampler path of the '
+        "memory estimate's profile run)",
+    ),
     # -- derived (computed from the facts above) ---------------------------------------------
     "derived.free_memory_below_utilization": FactSpec(
         "bool", "free memory on some GPU is below total × gpu_memory_utilization"

@@ -245,3 +245,13 @@ def read_memory_figures(text: str) -> MemoryFigures:
         if missing:
             merged = replace(merged, **missing)
     return merged
+
+
+# TopKTopPSampler logs this (v1/sample/ops/topk_topp_sampler.py, 0.8.0-0.33.0) whenever the
+# sampler takes FlashInfer's top-k/top-p
+FLASHINFER_SAMPLER_LINE = "Using FlashInfer for top-p & top-k sampling"
+
+
+def says_flashinfer_sampler(text: str) -> bool:
+    """Whether a start-up log shows vLLM's sampler running FlashInfer's top-k/top-p."""
+    return FLASHINFER_SAMPLER_LINE in text

@@ -83,7 +83,7 @@ def entry_facts(entry: dict[str, Any], scratch: Path | None = None) -> Facts:
             facts.set(fact, value, "engine arguments the log printed")
     # the multimodal profile's inputs vLLM printed before profiling (its encoder budget and
     # dummy items), as `explain --log` reads them; none of the memory figures
-    from vllm_doctor.logreaders.memory_figures import read_memory_figures
+    from vllm_doctor.logreaders.memory_figures import read_memory_figures, says_flashinfer_sampler
 
     printed = read_memory_figures(str(entry.get("log") or ""))
     if printed.encoder_budget_tokens:
@@ -93,6 +93,8 @@ def entry_facts(entry: dict[str, Any], scratch: Path | None = None) -> Facts:
         if printed.encoder_modality:
             budget["encoder_modality"] = printed.encoder_modality
         facts.set("log.memory_figures", budget, Source.LOG, "the entry's budget line")
+    if says_flashinfer_sampler(str(entry.get("log") or "")):
+        facts.set("log.flashinfer_sampler", True, "the entry's log")
     gpu = entry.get("gpu")
     if gpu:
         apply_target_hardware(
@@ -151,7 +153,8 @@ def observation(path: Path) -> dict[str, Any] | None:
                 "batched",
                 "seqs",
                 "dtype_bytes",
-                "sampler_sorts",
+                "sampler",
+                "state_bytes",
             )
         },
     }

@@ -17,7 +17,9 @@ What vLLM does (``determine_available_memory`` in ``vllm/v1/worker/gpu_worker.py
   (knowledge/data/memory_calibration.json, fitted by tools/calibrate_memory.py);
 * the CUDA-graph estimate is subtracted when ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` is
   on: opt-in (default "0") in 0.18.0–0.19.1, on (default "1") from 0.20.0 (vllm/envs.py; the
-  log line says "default since v0.21.0"), absent before 0.18.0; never with --enforce-eager;
+  log line says "default since v0.21.0"), absent before 0.18.0; never with --enforce-eager,
+  nor on the V2 model runner before 0.29.0 (memory/profile.py: which runner and which sampler
+  path the release's profile run takes);
 * ``--kv-cache-memory-bytes`` replaces the whole computation (from 0.11.0).
 
 Then memory/kv.py turns the KV bytes into blocks, tokens and concurrency as the release does.
@@ -40,6 +42,7 @@ from packaging.version import InvalidVersion, Version
 from vllm_doctor.facts.model import Fact, Facts, Source
 from vllm_doctor.memory import kv as kvmod
 from vllm_doctor.memory import multimodal as mmmod
+from vllm_doctor.memory import profile as profmod
 from vllm_doctor.memory import weights as wmod
 
 GIB = 1024**3
@@ -97,15 +100,12 @@ class ReleaseFormula:
     tokens_from_concurrency: bool
     large_tier_160: bool
     default_utilization: float  # CacheConfig.gpu_memory_utilization: 0.92 from 0.20.0
-    # the profile's dummy sampler run applies top-k/top-p by sorting the logits (PyTorch sort
-    # in apply_top_k_top_p) before 0.17.0; from 0.17.0 with a Triton kernel (no sorted copy)
-    # for 8 rows or more (v1/sample/ops/topk_topp_sampler.py)
-    sampler_sorts: bool = True
     # how a Mamba / linear-attention layer holds a request's state (kv.MambaStateMode)
     mamba: kvmod.MambaStateMode = field(default_factory=kvmod.MambaStateMode)
 
-    def describe(self) -> str:
-        graph = "− CUDA-graph estimate " if self.cuda_graph_subtracted else ""
+    def describe(self, graph_subtracted: bool | None = None) -> str:
+        subtracted = self.cuda_graph_subtracted if graph_subtracted is None else graph_subtracted
+        graph = "− CUDA-graph estimate " if subtracted else ""
         tokens = (
             "tokens = int(concurrency × max_model_len)"
             if self.tokens_from_concurrency
@@ -130,7 +130,6 @@ def formula_for(version: str | None) -> ReleaseFormula:
         tokens_from_concurrency=v >= Version("0.24.0"),
         large_tier_160=v >= Version("0.28.0"),
         default_utilization=DEFAULT_UTILIZATIONS[1 if v >= Version("0.20.0") else 0],
-        sampler_sorts=v < Version("0.17.0"),
         mamba=kvmod.MambaStateMode(
             str(v),
             per_block_state=v >= Version("0.11.1"),
@@ -286,6 +285,17 @@ def usable_gib(facts: Facts, nominal_mib: int | None = None) -> tuple[float, str
         match = lookup(str(names[0])) if names else None
         mib = float(total.value)
         segment = match.family.segment if match else "datacenter"
+        if segment == "embedded":
+            # vllm/utils/mem_utils.py MemorySnapshot: on Tegra the total is the system's memory
+            # as cudaMemGetInfo reports it (and from 0.13.0 the free figure psutil's
+            # MemAvailable): neither follows from the module's name or nominal size
+            raise Missing(
+                "gpu.memory_total_mib",
+                f"{names[0]} shares unified memory with the CPU: vLLM sizes the KV cache from "
+                "the total cudaMemGetInfo reports there (the system memory less the carve-outs), "
+                f"which its nominal size ({total.detail}) does not tell: only a figure measured "
+                "on the device gives it",
+            )
         if segment in ("consumer", "workstation"):  # ECC off: NVML shows about all of it
             share = float(table["nominal_share_consumer"])
         elif names and re.search(table["gddr_match"], str(names[0])):  # ECC on GDDR
@@ -351,6 +361,7 @@ def _weights(
             pp_partition=partition,
             moe_backend=backend,
             vision_tp=_argv_value(facts, "--mm-encoder-tp-mode") != "data",
+            version=version,
         )
     except ValueError as err:  # a "does not fit" can still hold whatever the weights weigh
         raise Missing("model.weights_bytes", f"no checkpoint size, and {err}") from None
@@ -397,6 +408,30 @@ def activation_width(text: dict[str, Any], hidden: int) -> int:
     return moe_inter or kvmod.dim(text.get("intermediate_size")) or 4 * hidden
 
 
+def model_traits(facts: Facts, text: dict[str, Any], layers: int) -> profmod.ModelTraits:
+    """What vLLM's model-runner choice reads of the model (``ModelConfig.is_moe``,
+    ``is_quantized``, ``is_hybrid``)."""
+    experts = kvmod.dim(
+        text.get("n_routed_experts") or text.get("num_experts") or text.get("num_local_experts")
+    )
+    kinds, _ = kvmod._kinds_of_layers(text, layers) if text else ([], "")
+    quantized = bool(facts.value("model.quant_method") or facts.value("serve.quantization"))
+    return profmod.ModelTraits(
+        architectures=tuple(str(a) for a in facts.value("model.architectures") or []),
+        moe=bool(experts),
+        quantized=quantized,
+        hybrid="state" in kinds and any(k != "state" for k in kinds),
+    )
+
+
+def flashinfer_installed(facts: Facts) -> bool | None:
+    """True where the flashinfer package is installed or a start-up log shows FlashInfer's
+    sampler running; None where nothing tells."""
+    if facts.value("packages.flashinfer-python") or facts.value("log.flashinfer_sampler"):
+        return True
+    return None
+
+
 def batch_defaults(usable: float, names: list[str], formula: ReleaseFormula) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM fills in for `vllm serve` on this GPU."""
     a100 = any("a100" in str(n).lower() for n in names)
@@ -420,23 +455,25 @@ def calibrated_terms(
     eager: bool,
     graph_subtracted: bool,
     cal: dict[str, Any] | None = None,
-    sampler_sorts: bool = True,
+    sampler: str = profmod.SORT,
+    state_bytes: float = 0.0,
 ) -> tuple[dict[str, float], dict[str, str]]:
     """Activation peak, non-torch and CUDA-graph GiB from the calibration's coefficients
-    (``cal``: another calibration than the shipped one, for leave-one-out tests)."""
+    (``cal``: another calibration than the shipped one, for leave-one-out tests); ``sampler``:
+    the dummy sampler run's top-k/top-p path (memory/profile.py)."""
     cal = cal or calibration()
     act = cal["activation"]
     f_mlp = batched * (2 * inter / tp + 4 * hidden) * act_bytes / GIB
     f_logits = seqs * vocab * 4 / GIB
-    per_logits = (
-        act["per_logits_gib"]
-        if sampler_sorts
-        else act.get("per_logits_triton_gib", act["per_logits_gib"])
-    )
-    forward, sampler = act["per_mlp_gib"] * f_mlp, per_logits * f_logits
+    per_logits, sampler_how = sampler_coefficient(act, sampler, act_bytes)
+    forward, sampler_gib = act["per_mlp_gib"] * f_mlp, per_logits * f_logits
     combine_max = act.get("combine") == "max"  # the peak is the forward's or the sampler's
-    activation = act["intercept_gib"] + (
-        max(forward, sampler) if combine_max else forward + sampler
+    # sampler state the model runner keeps (V2: output_bin_counts) is there at either peak
+    state_gib = seqs * vocab * state_bytes / GIB
+    activation = (
+        act["intercept_gib"]
+        + (max(forward, sampler_gib) if combine_max else forward + sampler_gib)
+        + state_gib
     )
     nt = cal["non_torch"]
     non_torch = nt["intercept_gib"] + (nt["tp_gib"] if tp > 1 else 0.0)
@@ -452,9 +489,13 @@ def calibrated_terms(
             f"{act_bytes:g} B) "
             + ("and " if combine_max else "+ ")
             + f"{per_logits:.3f} × sampler logits {f_logits:.3f} GiB "
-            f"({seqs} seqs × {vocab} × 4 B; top-k/top-p "
-            + ("by sorting" if sampler_sorts else "by the Triton kernel")
-            + "); "
+            f"({seqs} seqs × {vocab} × 4 B; {sampler_how}); "
+            + (
+                f"+ the sampler state the runner keeps {state_gib:.3f} GiB ({seqs} × "
+                f"{vocab} × {state_bytes:g} B); "
+                if state_gib
+                else ""
+            )
             + (
                 f"the MLP and sorting coefficients {act['measured']}, the rest "
                 if act.get("measured")
@@ -486,6 +527,21 @@ def calibrated_terms(
         "f_mlp": f_mlp,
         "f_logits": f_logits,
     }, how
+
+
+def sampler_coefficient(
+    act: dict[str, Any], sampler: str, logits_bytes: float
+) -> tuple[float, str]:
+    """GiB of the sampler's peak per GiB of float32 logits on this path, and where it is from:
+    the source's bytes where memory/profile.py derives them, else the calibration's."""
+    derived = profmod.sampler_bytes_per_entry(sampler, logits_bytes)
+    if derived is not None:
+        return derived / 4, f"{sampler} sampler: {derived:g} B per entry (memory/profile.py)"
+    if sampler == profmod.SORT:
+        return float(act["per_logits_gib"]), "top-k/top-p by sorting"
+    return float(act.get("per_logits_triton_gib", act["per_logits_gib"])), (
+        "top-k/top-p by the Triton kernel"
+    )
 
 
 PROBE_DATA = DATA / "memory_probe.json"
@@ -650,6 +706,20 @@ def estimate(
         bool(facts.value("serve.enforce_eager")) or facts.value("serve.cudagraph_mode") == "NONE"
     )
     layers_gpu = max(kvmod.pp_partitions(layers, pp, facts.value("env.VLLM_PP_LAYER_PARTITION")))
+    release = str(version) if version else None
+    v2, runner_how = profmod.uses_v2_runner(
+        release, model_traits(facts, text, layers), facts.value("env.VLLM_USE_V2_MODEL_RUNNER")
+    )
+    capability = facts.value("gpu.min_capability")
+    sampler, sampler_how = profmod.sampler_path(
+        release,
+        v2=v2,
+        capability=int(capability) if capability else None,
+        gpu_names=names,
+        env=facts.value("env.VLLM_USE_FLASHINFER_SAMPLER"),
+        flashinfer_installed=flashinfer_installed(facts),
+    )
+    graph_on, graph_how = profmod.graph_estimate_subtracted(release, v2=v2, eager=eager)
     terms, thow = calibrated_terms(
         tp=tp,
         hidden=hidden,
@@ -660,23 +730,27 @@ def estimate(
         seqs=seqs,
         act_bytes=dbytes,
         eager=eager,
-        graph_subtracted=formula.cuda_graph_subtracted,
+        graph_subtracted=graph_on,
         cal=cal,
-        sampler_sorts=formula.sampler_sorts,
+        sampler=sampler,
+        state_bytes=profmod.persistent_bytes_per_entry(v2),
     )
+    thow["activation"] += f"; sampler path: {sampler_how}; {runner_how}"
+    thow["cuda_graph"] += f"; {graph_how}"
     out.inputs = {
         "tp": tp,
         "hidden": hidden,
         "intermediate": inter,
         "vocab": vocab,
-        "sampler_sorts": formula.sampler_sorts,
+        "sampler": sampler,
+        "state_bytes": profmod.persistent_bytes_per_entry(v2),
         "layers_gpu": layers_gpu,
         "batched": batched,
         "seqs": seqs,
         "dtype_bytes": dbytes,
         "utilization": util,
         "usable_gib": usable,
-        "graph_subtracted": formula.cuda_graph_subtracted and not eager,
+        "graph_subtracted": graph_on,
     }
     mm = _encoder_profile(facts, cfg, hidden, dbytes, batched, seqs, version, tp)
     text_peak = terms["activation"]
@@ -695,13 +769,13 @@ def estimate(
         kv_gib = budget_bytes / GIB
         kv_how = f"--kv-cache-memory-bytes {budget}: the profile is skipped (gpu_worker)"
     else:
-        graph = terms["cuda_graph"] if formula.cuda_graph_subtracted else 0.0
+        graph = terms["cuda_graph"] if graph_on else 0.0
         kv_gib = usable * util - weights_gib - terms["activation"] - terms["non_torch"] - graph
         kv_how = (
             f"{usable:.2f} GiB × {util} − weights {weights_gib:.2f} − activation "
             f"{terms['activation']:.2f} − non-torch {terms['non_torch']:.2f}"
-            + (f" − CUDA graphs {graph:.2f}" if formula.cuda_graph_subtracted else "")
-            + f" GiB; {formula.describe()}"
+            + (f" − CUDA graphs {graph:.2f}" if graph_on else "")
+            + f" GiB; {formula.describe(graph_on)}"
         )
     out.put("memory.kv_cache_gib", round(kv_gib, 2), kv_how)
 
@@ -788,9 +862,7 @@ def estimate(
     )
 
     calibrated = (
-        terms["activation"]
-        + terms["non_torch"]
-        + (terms["cuda_graph"] if formula.cuda_graph_subtracted else 0.0)
+        terms["activation"] + terms["non_torch"] + (terms["cuda_graph"] if graph_on else 0.0)
     )
     margin, margin_how = margin_gib(cal or calibration(), terms, calibrated, seqs, vocab)
     need_gib = cap.blocks_per_request * cap.page_bytes * cap.group_size / GIB
@@ -864,6 +936,32 @@ def _decide_over_possible_sizes(
             result.how[path] += f"; for the smallest of {sizes} ({total.detail})"
 
 
+def _weights_alone(facts: Facts) -> None:
+    """memory.weights_gib where only the GPU's memory size is unknown."""
+    cfg, raw_text = _config(facts)
+    text = _text_with_facts(facts, raw_text)
+    tp = _int_fact(facts, "serve.tensor_parallel_size", 1)
+    pp = _int_fact(facts, "serve.pipeline_parallel_size", 1)
+    dtype, _ = _model_dtype(facts)
+    version = facts.value("release.judged") or facts.value("vllm.version")
+    try:
+        weights = _weights(
+            facts,
+            cfg,
+            text,
+            tp,
+            pp,
+            float(kvmod.DTYPE_BYTES.get(dtype, 2)),
+            str(version) if version else None,
+        )
+    except (Missing, ValueError, TypeError, KeyError):
+        return
+    facts.missing.pop("memory.weights_gib", None)
+    facts.set(
+        "memory.weights_gib", round(weights.bytes_per_gpu / GIB, 2), Source.DERIVED, weights.how
+    )
+
+
 def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
     """Set every memory.* fact, or mark each missing with the input it lacks."""
     for path in MEMORY_PATHS:
@@ -875,6 +973,8 @@ def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
     except Missing as miss:
         for path in MEMORY_PATHS:
             facts.mark_missing(path, f"needs {miss.path}: {miss.reason}")
+        if miss.path == "gpu.memory_total_mib":  # the weights do not depend on the GPU's size
+            _weights_alone(facts)
         return
     except (ValueError, TypeError, KeyError, ZeroDivisionError) as err:
         for path in MEMORY_PATHS:

@@ -124,8 +124,7 @@ def mxfp4_backend(capability: int | None, version: str | None) -> tuple[str | No
                 "so _should_use_marlin falls back to Marlin"
             )
         return "triton", (
-            f"SM90 under {version}: the wheel vendors triton_kernels, so the "
-            "Triton backend runs (its swizzled layout is not counted)"
+            f"SM90 under {version}: the wheel vendors triton_kernels, so the Triton backend runs"
         )
     return None, f"compute capability {capability / 10:g}: the backend is not modelled"
 
@@ -140,6 +139,33 @@ def vision_mlp_gated(vision: dict[str, Any]) -> bool:
     w1/w2/w3) and the types listed above; the others (Qwen2-VL, Qwen3-VL, SigLIP) are plain."""
     act = str(vision.get("hidden_act") or vision.get("hidden_activation") or "").lower()
     return act == "silu" or str(vision.get("model_type")) in _GATED_VISION_TYPES
+
+
+def triton_keeps_loaded_scales(version: str | None) -> bool:
+    """Whether the release's MXFP4 Triton backend keeps the loaded block scales beside their
+    swizzled copy: ``process_weights_after_loading`` (quantization/mxfp4.py, then
+    fused_moe/oracle/mxfp4.py ``convert_to_mxfp4_moe_kernel_format``) deletes the loaded
+    ``w13_weight``/``w2_weight`` only, 0.12.0–0.24.x; 0.25.0 deletes ``w13_weight_scale`` and
+    ``w2_weight_scale`` too ("drop the now-dead weight/scale Parameters")."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        v = Version(str(version).split("+")[0])
+    except InvalidVersion:
+        return False
+    return Version("0.12.0") <= v < Version("0.25.0")
+
+
+def hopper_swizzled_scale_bytes(experts: int, hidden: int, inter_rank: int) -> int:
+    """One MoE layer's MXFP4 block scales per GPU in triton_kernels' Hopper layout
+    (``HopperMXScaleLayout.swizzle_data`` with num_warps 8, vllm/third_party/triton_kernels):
+    each expert's [N, K / 32] scale matrix padded to N % 256 == 0 and (K / 32) % 2 == 0, for
+    w13 (N = 2 × intermediate, K = hidden) and w2 (N = hidden, K = intermediate), the
+    intermediate per TP rank padded to 64 as Mxfp4MoEMethod does for this backend."""
+    inter = round_up(inter_rank, 64)
+    w13 = round_up(2 * inter, 256) * round_up(-(-hidden // 32), 2)
+    w2 = round_up(hidden, 256) * round_up(-(-inter // 32), 2)
+    return experts * (w13 + w2)
 
 
 def _vision_params(cfg: dict[str, Any]) -> int:
@@ -255,6 +281,7 @@ def from_config(
     pp_partition: str | None = None,
     moe_backend: tuple[str | None, str] = (None, ""),
     vision_tp: bool = True,
+    version: str | None = None,
 ) -> WeightEstimate:
     """Weights per GPU counted from the config (no checkpoint size known); ``vision_tp``:
     the vision tower is split over TP (False: ``--mm-encoder-tp-mode data`` replicates it)."""
@@ -301,6 +328,7 @@ def from_config(
     quant = online_quant if online_quant in ("fp8", "fp8_e4m3", "mxfp4", "bitsandbytes") else None
     per_weight, qhow = _quant_bytes({"quant_method": quant} if quant else qcfg, scheme, dtype_bytes)
     padding = 0.0  # MoE weights stored beyond their count (Marlin's MXFP4 layout)
+    scales_kept = 0  # bytes per GPU (before the PP share) of MXFP4 scales held twice
     if experts:
         shared = _int(text.get("n_shared_experts")) or 0
         shared_inter = (
@@ -320,6 +348,17 @@ def from_config(
                 f"; experts padded for Marlin to hidden {round_up(hidden, 256)} × "
                 f"intermediate {padded_inter // tp} per TP rank ({moe_backend[1]})"
             )
+        elif qhow.startswith("MXFP4") and moe_backend[0] == "triton":
+            qhow += f"; experts unpadded ({moe_backend[1]})"
+            if triton_keeps_loaded_scales(version):
+                moe_layers = layers - (_int(text.get("first_k_dense_replace")) or 0)
+                kept = hopper_swizzled_scale_bytes(experts, hidden, -(-moe_inter // tp))
+                scales_kept = moe_layers * kept  # per GPU before the PP share
+                qhow += (
+                    f"; the loaded block scales stay beside their swizzled copy under {version} "
+                    f"(+{kept * moe_layers / 2**30:.2f} GiB over TP {tp}: "
+                    "mxfp4 process_weights_after_loading, 0.12.0–0.24.x)"
+                )
         elif qhow.startswith("MXFP4") and moe_backend[1]:
             qhow += f"; experts unpadded ({moe_backend[1]})"
         moe_mlp = (
@@ -347,7 +386,8 @@ def from_config(
         qhow += "; attention unquantized (Mxfp4Config quantizes the MoE experts only)"
     embed_gpu = (vocab * hidden * (1 if tied or pp > 1 else 2)) / tp
     vision_gpu = vision / tp if vision_tp else vision
-    total = int(linear_bytes + embed_gpu * dtype_bytes + vision_gpu * dtype_bytes)
+    kept_gpu = scales_kept * stage_layers / layers
+    total = int(linear_bytes + embed_gpu * dtype_bytes + vision_gpu * dtype_bytes + kept_gpu)
     del ep  # experts split over EP hold the same share per GPU as over TP
     params = linear + embed + vision
     how = (
