@@ -213,3 +213,30 @@ def test_gated_deltanet_and_gated_attention_weights():
     }
     assert wmod.state_mixer_params(text, 2048) == (33_718_464, "Gated DeltaNet")
     assert round(_weights(text, tp=2), 1) == 74.2
+
+
+def test_tokens_from_concurrency_with_aligned_state_blocks():
+    # 0.24.0 kv_cache_utils.get_kv_cache_capacity prints int(concurrency × max_model_len), with
+    # concurrency = num_blocks / Σ cdiv(max_memory_usage_bytes, page) over the groups
+    # (get_max_concurrency_for_kv_cache_config) and 'align' state groups at 2 blocks. Qwen3.6-35B
+    # with an fp8 KV cache and prefix caching at 131,072 tokens from a 5.98 GiB pool: 299 blocks
+    # of 10 × 2,146,304 B; 299 / (cdiv(131072, 2096) + 3 × 2) = 4.33 → 567,978 tokens, the figures
+    # noonghunna/club-3090#612 prints under 0.24.0 ("Available KV cache memory: 5.98 GiB").
+    layout = _layout(QWEN36_35B, tp=1, kv_bytes=1)
+    blocks, _ = formula_for("0.24.0").mamba.blocks_per_request(
+        model_type="qwen3_5_moe_text",
+        prefix_caching=True,
+        spec_tokens=0,
+        max_model_len=131072,
+        block=2096,
+    )
+    cap = kvmod.capacity(
+        layout,
+        int(5.98 * GIB),
+        max_model_len=131072,
+        max_num_batched_tokens=8192,
+        tokens_from_concurrency=True,
+        state_blocks=blocks,
+    )
+    assert (cap.num_blocks, cap.blocks_per_request) == (299, 69)
+    assert cap.tokens == 567_978 and round(cap.concurrency, 2) == 4.33
