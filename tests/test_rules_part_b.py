@@ -176,3 +176,41 @@ def test_part_b_rules_have_sourced_references_and_cases():
     for rule in PART_B:
         assert rule.references, rule.code
         assert all(ref.startswith("https://") for ref in rule.references), rule.code
+
+
+# -- PAR005 against every release tree ------------------------------------------------------
+
+WHEEL_TREES = Path("/work/wheels/src")
+
+
+@pytest.mark.skipif(
+    not (WHEEL_TREES / "0.8.0").is_dir(), reason="unpacked release wheels not available"
+)
+def test_par005_ranges_agree_with_every_release_tree():
+    """PAR005's ranges and its DeepSeekMTP fingerprint agree in every release tree: 0.8.x is
+    affected (DeepSeekMTP without SupportsPP, the draft's pipeline size copied from the
+    target; MTP without a method name), 0.9.0-0.13.0 not, 0.14.0-0.29.0 again, 0.30.0 on not."""
+    from packaging.version import Version
+
+    from vllm_doctor.engine.evaluate import NOT_APPLIES
+
+    rule, _ = load_rule_file(default_rules_dir() / "par" / "PAR005.yaml")
+    verdicts = {}
+    for tree in sorted(WHEEL_TREES.iterdir(), key=lambda p: Version(p.name)):
+        flat = {
+            "model.model_type": "deepseek_v3",
+            "serve.pipeline_parallel_size": 2,
+            "serve.num_speculative_tokens": 1,
+            "vllm.version": tree.name,
+        }
+        if Version(tree.name) >= Version("0.9.0"):  # "deepseek_mtp" from 0.9.0, "mtp" later
+            flat["serve.speculative_method"] = "mtp"
+        facts = Facts.from_flat(flat)
+        by_range = evaluate_rule(rule, facts).verdict
+        by_tree = evaluate_rule(rule, facts, vllm_tree=tree / "vllm").verdict
+        assert by_range == by_tree, tree.name
+        verdicts[tree.name] = by_range
+    applying = {v for v, verdict in verdicts.items() if verdict == APPLIES}
+    assert {"0.8.0", "0.8.5.post1", "0.14.0", "0.29.0"} <= applying
+    assert {v for v in verdicts if Version(v) < Version("0.9.0")} <= applying
+    assert {verdicts[v] for v in ("0.9.0", "0.13.0", "0.30.0", "0.33.0")} == {NOT_APPLIES}
