@@ -311,3 +311,29 @@ def test_hybrid_and_encoder_layouts_of_real_config_classes(tmp_path):
     bert = _corpus_facts("BertModel", tmp_path / "b")
     assert bert.value("memory.kv_verdict") == "fits"
     assert "encoder-only" in (bert.why_missing("memory.kv_cache_tokens") or "")
+
+
+def test_a_filled_in_utilization_default_is_the_judged_releases():
+    # `explain --log --vllm-version 0.11.0`: the serve line is parsed before the release is
+    # known and fills in 0.92 (0.20.0's default); 0.11.0 ran at 0.9
+    from vllm_doctor.facts.collect import CollectOptions, collect_facts
+    from vllm_doctor.facts.hardware import TargetHardware
+
+    def kv(serve: str) -> float:
+        facts = collect_facts(
+            CollectOptions(
+                serve_string=serve,
+                model_config=MODELS / "Llama-3.1-8B-Instruct",
+                target=TargetHardware(gpu="NVIDIA H100 80GB HBM3", count=1),
+                vllm_version="0.11.0",
+                probe_machine=False,
+                offline=True,
+            )
+        )
+        value = facts.value("memory.kv_cache_gib")
+        assert value is not None, facts.why_missing("memory.kv_cache_gib")
+        return float(value)
+
+    base = "vllm serve m --max-model-len 8192"
+    assert kv(base) == kv(base + " --gpu-memory-utilization 0.9")
+    assert kv(base) < kv(base + " --gpu-memory-utilization 0.92")

@@ -233,3 +233,27 @@ def test_gemma4_vision_tower_gated_and_pooled():
     # 3 × 3 patches of 16 × 16 pixels pooled into one token
     per_patch = 768 * 6 + (2 * 1152 + 3 * 4304) * 2
     assert abs(profile.forward_gib - 8192 * 9 * per_patch / GIB) < 1e-6
+
+
+def test_explain_log_estimates_with_the_logs_encoder_budget():
+    from vllm_doctor.commands.explain import _memory_readback
+    from vllm_doctor.memory.corpus import load_entry
+
+    entry = load_entry(FIXTURES / "memory-logs" / "web-sipeed-qwen3-vl-30b-a3b-rtx3090x4.yaml")
+    args = (
+        "0.11.0",
+        FIXTURES / CONFIG,
+        "NVIDIA GeForce RTX 3090",
+        4,
+        "vllm serve m -tp 4 --max-model-len 65536",
+    )
+    with_budget = _memory_readback(entry["log"], *args)
+    without = _memory_readback(
+        "\n".join(line for line in entry["log"].splitlines() if "Encoder cache" not in line),
+        *args,
+    )
+    assert with_budget is not None and without is not None
+    kv = {row["fact"]: row["estimate"] for row in with_budget["comparison"]}
+    kv_floor = {row["fact"]: row["estimate"] for row in without["comparison"]}
+    # 153,600 widened rows of 8192 held instead of the 2048-token floor: 2.3 GiB less KV
+    assert kv_floor["memory.kv_cache_gib"] - kv["memory.kv_cache_gib"] > 2.2

@@ -140,6 +140,13 @@ def _memory_readback(
             offline=True,
         )
     )
+    # the log's own inputs of the estimate (a multimodal model's encoder budget) count, as in
+    # `check --log`
+    from vllm_doctor.facts.model import Source
+    from vllm_doctor.memory.estimate import compute_memory
+
+    facts.set("log.memory_figures", figures, Source.LOG, "the log")
+    compute_memory(facts)
     result["estimate"] = facts.value("memory.estimate_line")
     result["comparison"] = compare(figures, facts)
     if result["estimate"] is None:

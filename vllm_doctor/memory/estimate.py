@@ -676,8 +676,14 @@ def estimate(
     text = _text_with_facts(facts, raw_text)
     tp = _int_fact(facts, "serve.tensor_parallel_size", 1)
     pp = _int_fact(facts, "serve.pipeline_parallel_size", 1)
-    util_value = facts.value("serve.gpu_memory_utilization")
-    util = float(util_value) if util_value else formula.default_utilization
+    util_fact = facts.get("serve.gpu_memory_utilization")
+    # a default the serve line filled in before the judged release was known (check/explain
+    # --vllm-version) is that release's default, not the newest one's
+    util = (
+        float(util_fact.value)
+        if util_fact is not None and util_fact.value and util_fact.source != Source.DEFAULT
+        else formula.default_utilization
+    )
     out = Estimate()
 
     usable, uhow = usable_gib(facts, nominal_mib)
