@@ -67,8 +67,8 @@ KNOWN_CAUSES = {
     "0.30 GiB more is in no parameter (not identified) and is 13 % of this run's 2.31 GiB KV cache",
     "web-tsailiming-qwen2.5-vl-7b-l4": "multimodal profile: the vision tower's forward over the 16,384-token dummy image "
     "(65,536 patches) is the peak; the structural count (float32 + bf16 pixels and the gated MLP step per patch) gives "
-    "2.00 GiB where the log implies about 2.3 GiB of activation, and the 1.81 GiB KV cache turns that 0.4 GiB "
-    "(with 0.19 GiB fewer weights than loaded) into a third of the tokens; the rest of the tower's peak is not counted",
+    "2.00 GiB where the log implies about 2.3 GiB of activation, and with 0.19 GiB fewer weights than loaded that is a "
+    "large share of this run's 1.81 GiB KV cache; the rest of the tower's peak is not counted",
     "web-retriva-qwen3-0.6b-rtx3060-util075": "0.19.0 at 0.75 of an RTX 3060 12GB: the printed figures imply a negative overhead "
     "(11.63 × 0.75 − 1.12 − 8.03 = −0.43 GiB), so the budget was not total × utilization minus this "
     "process's own use; the same notes' first start-up that day found 2.6 GiB of the GPU held by "
