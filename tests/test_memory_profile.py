@@ -163,3 +163,72 @@ def test_unified_memory_leaves_the_kv_cache_unknown_but_not_the_weights():
     assert facts.value("memory.kv_cache_tokens") is None
     assert "unified memory" in facts.why_missing("memory.kv_cache_tokens")
     assert facts.value("memory.weights_gib") == pytest.approx(14.99, abs=0.05)
+
+
+def test_block_fp8_on_marlin_stores_group_scales_in_the_model_dtype():
+    """Below compute capability 8.9 FP8 runs weight-only on Marlin, whose conversion turns the
+    128×128 block scales into one bf16 scale per 128 inputs of every output channel: 1/64 B more
+    per weight (the 0.19.1 A100 log of Qwen3-Coder-30B-A3B-FP8 loaded 29.54 GiB)."""
+    from vllm_doctor.memory.corpus import load_entry
+
+    cfg = load_entry(CORPUS / "web-guardkit-qwen3-30b-a3b-fp8-gb10.yaml")["config"]
+    assert cfg["quantization_config"]["weight_block_size"] == [128, 128]
+
+    def weights(marlin: bool) -> float:
+        est = wmod.from_config(
+            cfg,
+            cfg,
+            tp=1,
+            pp=1,
+            ep=1,
+            dtype_bytes=2,
+            qcfg=cfg["quantization_config"],
+            scheme=None,
+            online_quant=None,
+            fp8_marlin=marlin,
+        )
+        return est.bytes_per_gpu / 2**30
+
+    assert weights(True) - weights(False) == pytest.approx(0.44, abs=0.02)
+    assert wmod.fp8_runs_on_marlin(80, "0.19.1")
+    assert not wmod.fp8_runs_on_marlin(89, "0.19.1")  # Ada has FP8
+    assert not wmod.fp8_runs_on_marlin(80, "0.8.5")  # no block-quant Marlin before 0.9.0
+
+
+def test_gb10_takes_the_small_batch_defaults_until_nvml_falls_back():
+    """NVML reports no memory size on GB10: get_batch_defaults reads 0 and picks 2048 tokens /
+    256 sequences before 0.33.0 (the guardkit 0.13.0 log prints max_num_batched_tokens=2048),
+    then the device properties' total."""
+    from vllm_doctor.memory.estimate import batch_defaults, formula_for
+
+    names = ["NVIDIA GB10"]
+    assert batch_defaults(121.69, names, formula_for("0.13.0")) == (2048, 256)
+    assert batch_defaults(121.69, names, formula_for("0.33.0")) == (8192, 1024)
+    assert batch_defaults(79.18, ["NVIDIA H100 80GB HBM3"], formula_for("0.13.0")) == (8192, 1024)
+
+
+def test_the_fit_leaves_out_unified_memory_logs():
+    """On Orin/Thor/Spark vLLM profiles with the system's free memory, so host allocations count
+    as non-torch memory: such a log is no observation of the discrete-GPU terms."""
+    import importlib.util
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(
+        "calibrate_memory", root / "tools" / "calibrate_memory.py"
+    )
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = tool
+    spec.loader.exec_module(tool)
+    base = {"tp": 1, "hidden": 4096, "intermediate": 14336, "vocab": 128256, "layers_gpu": 32}
+    logs = [
+        tool.Observation(f"log{i}", batched=2048, seqs=256, overhead_gib=1.5, **base)
+        for i in range(4)
+    ]
+    spark = tool.Observation(
+        "spark", batched=2048, seqs=256, overhead_gib=6.0, unified_memory=True, **base
+    )
+    measured = (1.2, 10.0, "test")
+    assert tool.fit([*logs, spark], measured)["non_torch"] == tool.fit(logs, measured)["non_torch"]
+    assert tool.fit([*logs, spark], measured)["left_out"] == ["spark"]

@@ -77,6 +77,9 @@ class Observation:
     # "flashinfer" or "logits-only"
     sampler: str = "sort"
     state_bytes: float = 0.0  # sampler state kept per sequence × vocabulary entry (V2 runner)
+    # a GPU sharing the system's memory (vllm_doctor/memory/profile.py): its non-torch memory
+    # holds the host's allocations during the profile, not an observation of the terms
+    unified_memory: bool = False
     overhead_gib: float | None = None  # activation peak + non-torch memory
     cuda_graph_gib: float | None = None
 
@@ -260,9 +263,16 @@ def fit(
     measured = measured or probe_coefficients()
     # a negative overhead means the usable memory is not what vLLM saw (unified memory:
     # Jetson, GB10; a GPU the usable-memory table does not know): not an observation of it
-    rows = [o for o in observations if o.overhead_gib is not None and o.overhead_gib >= 0]
+    # so is a GPU that shares the system's memory: its profile counts host allocations
+    rows = [
+        o
+        for o in observations
+        if o.overhead_gib is not None and o.overhead_gib >= 0 and not o.unified_memory
+    ]
     left_out = sorted(
-        o.source for o in observations if o.overhead_gib is not None and o.overhead_gib < 0
+        o.source
+        for o in observations
+        if o.overhead_gib is not None and (o.overhead_gib < 0 or o.unified_memory)
     )
     graphs = [o for o in observations if o.cuda_graph_gib is not None]
 

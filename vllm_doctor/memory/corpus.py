@@ -155,6 +155,7 @@ def observation(path: Path) -> dict[str, Any] | None:
                 "dtype_bytes",
                 "sampler",
                 "state_bytes",
+                "unified_memory",
             )
         },
     }

@@ -100,6 +100,8 @@ class ReleaseFormula:
     tokens_from_concurrency: bool
     large_tier_160: bool
     default_utilization: float  # CacheConfig.gpu_memory_utilization: 0.92 from 0.20.0
+    # get_batch_defaults needs NVML's memory size (before 0.33.0, no fallback)
+    nvml_memory_required: bool = True
     # how a Mamba / linear-attention layer holds a request's state (kv.MambaStateMode)
     mamba: kvmod.MambaStateMode = field(default_factory=kvmod.MambaStateMode)
 
@@ -129,6 +131,7 @@ def formula_for(version: str | None) -> ReleaseFormula:
         cuda_graph_subtracted=v >= Version("0.20.0"),
         tokens_from_concurrency=v >= Version("0.24.0"),
         large_tier_160=v >= Version("0.28.0"),
+        nvml_memory_required=v < Version("0.33.0"),
         default_utilization=DEFAULT_UTILIZATIONS[1 if v >= Version("0.20.0") else 0],
         mamba=kvmod.MambaStateMode(
             str(v),
@@ -362,6 +365,7 @@ def _weights(
             moe_backend=backend,
             vision_tp=_argv_value(facts, "--mm-encoder-tp-mode") != "data",
             version=version,
+            fp8_marlin=wmod.fp8_runs_on_marlin(int(capability) if capability else None, version),
         )
     except ValueError as err:  # a "does not fit" can still hold whatever the weights weigh
         raise Missing("model.weights_bytes", f"no checkpoint size, and {err}") from None
@@ -432,9 +436,17 @@ def flashinfer_installed(facts: Facts) -> bool | None:
     return None
 
 
+# integrated GPUs that NVML reports no memory size for (nvidia-smi: [N/A]): get_batch_defaults
+# reads the size through NVML (platforms/cuda.py get_device_total_memory), fails and takes 0
+# before 0.33.0, which falls back to the device properties' total (the comment there names GB10)
+_NVML_NO_MEMORY = re.compile(r"\bGB10\b")
+
+
 def batch_defaults(usable: float, names: list[str], formula: ReleaseFormula) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM fills in for `vllm serve` on this GPU."""
     a100 = any("a100" in str(n).lower() for n in names)
+    if formula.nvml_memory_required and any(_NVML_NO_MEMORY.search(str(n)) for n in names):
+        return 2048, 256  # the device memory read as 0
     if formula.large_tier_160 and usable >= 160:
         return 16384, 1024
     if usable >= 70 and not a100:
@@ -750,6 +762,7 @@ def estimate(
         "vocab": vocab,
         "sampler": sampler,
         "state_bytes": profmod.persistent_bytes_per_entry(v2),
+        "unified_memory": capability in profmod.UNIFIED_MEMORY_CAPABILITIES,
         "layers_gpu": layers_gpu,
         "batched": batched,
         "seqs": seqs,

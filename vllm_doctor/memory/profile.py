@@ -48,6 +48,12 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
+# compute capabilities vLLM treats as sharing system memory with the CPU (Orin, Thor, Spark:
+# ``shared_sysmem_device_mem_sms`` in vllm/utils/mem_utils.py MemorySnapshot.measure, 0.13.0;
+# ``is_integrated_gpu`` later): there the free memory it profiles with is the system's
+# (psutil's MemAvailable), so host allocations during the profile count as non-torch memory
+UNIFIED_MEMORY_CAPABILITIES = (87, 110, 121)
+
 # sampler paths
 SORT, TRITON, FLASHINFER, LOGITS_ONLY = "sort", "triton", "flashinfer", "logits-only"
 CALIBRATED_PATHS = (SORT, TRITON)

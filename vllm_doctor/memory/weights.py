@@ -141,6 +141,21 @@ def vision_mlp_gated(vision: dict[str, Any]) -> bool:
     return act == "silu" or str(vision.get("model_type")) in _GATED_VISION_TYPES
 
 
+def fp8_runs_on_marlin(capability: int | None, version: str | None) -> bool:
+    """Whether FP8 checkpoints run weight-only on Marlin: GPUs below compute capability 8.9
+    have no FP8 compute (``Fp8LinearMethod``: ``not has_device_capability(89)``; the FP8 MoE
+    picks MARLIN there), and block-quantized layers are converted from 0.9.0 (the block-wise →
+    group-wise path of ``marlin_utils_fp8``)."""
+    from packaging.version import InvalidVersion, Version
+
+    if capability is None or capability >= 89 or not version:
+        return False
+    try:
+        return Version(str(version).split("+")[0]) >= Version("0.9.0")
+    except InvalidVersion:
+        return False
+
+
 def triton_keeps_loaded_scales(version: str | None) -> bool:
     """Whether the release's MXFP4 Triton backend keeps the loaded block scales beside their
     swizzled copy: ``process_weights_after_loading`` (quantization/mxfp4.py, then
@@ -282,6 +297,7 @@ def from_config(
     moe_backend: tuple[str | None, str] = (None, ""),
     vision_tp: bool = True,
     version: str | None = None,
+    fp8_marlin: bool = False,
 ) -> WeightEstimate:
     """Weights per GPU counted from the config (no checkpoint size known); ``vision_tp``:
     the vision tower is split over TP (False: ``--mm-encoder-tp-mode data`` replicates it)."""
@@ -327,6 +343,18 @@ def from_config(
     dense_mlp = mats * hidden * inter
     quant = online_quant if online_quant in ("fp8", "fp8_e4m3", "mxfp4", "bitsandbytes") else None
     per_weight, qhow = _quant_bytes({"quant_method": quant} if quant else qcfg, scheme, dtype_bytes)
+    block = (qcfg or {}).get("weight_block_size") if not quant else None
+    if fp8_marlin and qhow == "8-bit weights" and isinstance(block, list) and len(block) == 2:
+        # marlin_utils_fp8.prepare_fp8_layer_for_marlin / prepare_fp8_moe_layer_for_marlin
+        # (0.9.0-0.33.0): block scales become group scales, one per block_k input values and
+        # every output channel, in the model dtype
+        block_k = _int(block[1]) or 128
+        per_weight += dtype_bytes / block_k
+        qhow += (
+            f"; Marlin FP8 (no FP8 on this GPU): the {block[0]}×{block_k} block scales "
+            f"expanded to one {dtype_bytes:g}-byte scale per {block_k} weights of each output "
+            "channel"
+        )
     padding = 0.0  # MoE weights stored beyond their count (Marlin's MXFP4 layout)
     scales_kept = 0  # bytes per GPU (before the PP share) of MXFP4 scales held twice
     if experts:
