@@ -42,8 +42,9 @@ KNOWN_CAUSES = {
     "it, the rest is not derived",
     "vllm-17469-qwen3-30b-a3b-a10x4": "0.8.5 in a container at TP 4: the log implies 1.03 GiB of activation + non-torch "
     "memory, below the sorting sampler's 1.45 GiB for 256 × 151936 logits; 0.8.x takes "
-    "FlashInfer's sampler when a FlashInfer older than 0.2.3 is installed (the release's "
-    "container image installed 0.2.1.post2), which the excerpt does not show",
+    "FlashInfer's sampler when a FlashInfer older than 0.2.3 is installed (vLLM's Dockerfile "
+    "of early 2025 installs 0.2.1.post2), which the excerpt does not show; the issue also says max-num-seqs was "
+    "set to 1 in the attempts, and the excerpt does not carry the run's arguments",
     "web-guardkit-qwen3-30b-a3b-fp8-gb10": "GB10 (unified memory) under NVIDIA's 0.13.0 build: vLLM measures free memory "
     "there as psutil's MemAvailable (mem_utils.MemorySnapshot, Orin/Thor/Spark), so host "
     "allocations during the profile count as non-torch memory: the log implies 3.4 GiB of "
