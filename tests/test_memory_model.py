@@ -68,8 +68,33 @@ def test_fp8_kv_halves_and_draft_layers_add():
 def test_mla_latent_cache_is_replicated_over_tp():
     layout = _layout("DeepSeek-V3.2", tp=8)
     assert {layer.kind for layer in layout.layers} == {kvmod.MLA}
-    assert layout.bytes_per_token() == 61 * (512 + 64) * 2
-    assert _layout("DeepSeek-V3.2", kv_dtype="fp8_ds_mla").bytes_per_token() == 61 * 656
+    # DeepSeek-V3.2 is sparse MLA: every layer also caches the indexer's FP8 keys with one
+    # fp32 scale per 128 (DeepseekV32IndexerCache, head_dim 128 + 128 // 128 × 4 = 132 B)
+    assert layout.bytes_per_token() == 61 * ((512 + 64) * 2 + 132)
+    assert _layout("DeepSeek-V3.2", kv_dtype="fp8_ds_mla").bytes_per_token() == 61 * (656 + 132)
+    assert _layout("DeepSeek-V3.2", extra=1, kv_dtype="fp8_ds_mla").bytes_per_token() == 62 * 788
+    dense_mla = {k: v for k, v in _config("DeepSeek-V3.2").items() if not k.startswith("index_")}
+    assert kvmod.indexer_bytes(dense_mla) == 0
+
+
+@pytest.mark.parametrize(
+    ("version", "requested", "expected"),
+    [
+        ("0.11.0", "auto", "fp8_ds_mla"),  # auto and fp8 both become DeepSeek's layout
+        ("0.11.0", "fp8", "fp8_ds_mla"),
+        ("0.11.1", "auto", None),  # from 0.11.1 auto stays the model dtype
+        ("0.19.1", "fp8_e4m3", "fp8_ds_mla"),
+        ("0.20.0", "fp8", None),  # the attention backend decides from 0.20.0
+        ("0.10.2", "fp8", None),
+    ],
+)
+def test_sparse_mla_cache_dtype_per_release(version, requested, expected):
+    from vllm_doctor.memory.estimate import sparse_mla_cache_dtype
+
+    text = _config("DeepSeek-V3.2")
+    assert sparse_mla_cache_dtype(text, requested, version) == expected
+    dense = {k: v for k, v in text.items() if k != "index_topk"}
+    assert sparse_mla_cache_dtype(dense, requested, version) is None
 
 
 def test_sliding_window_layers_from_layer_types():

@@ -378,6 +378,25 @@ def _kv_dtype(facts: Facts, model_dtype: str) -> tuple[str, float]:
     return model_dtype, float(kvmod.DTYPE_BYTES.get(model_dtype, 2))
 
 
+def sparse_mla_cache_dtype(text: dict[str, Any], requested: str, version: str | None) -> str | None:
+    """The cache dtype a release's ``DeepseekV32ForCausalLM.verify_and_update_config``
+    (vllm/model_executor/models/config.py) sets for a sparse-MLA model (``index_topk``):
+    0.11.0 turns "auto" and every fp8 dtype into DeepSeek's ``fp8_ds_mla`` layout,
+    0.11.1–0.19.x the fp8 dtypes only; from 0.20.0 the attention backend decides
+    (``mla_attention.py``: FLASHMLA_SPARSE only), which the estimate does not know: None."""
+    if text.get("index_topk") is None or not text.get("kv_lora_rank") or not version:
+        return None
+    try:
+        v = Version(str(version).split("+")[0])
+    except InvalidVersion:
+        return None
+    if not Version("0.11.0") <= v < Version("0.20.0"):
+        return None
+    if requested.startswith("fp8") or (requested == "auto" and v < Version("0.11.1")):
+        return "fp8_ds_mla"
+    return None
+
+
 def _model_dtype(facts: Facts) -> tuple[str, str]:
     serve = facts.value("serve.dtype")
     if isinstance(serve, str) and serve.lower() not in ("auto", ""):
@@ -799,6 +818,10 @@ def estimate(
     out.put("memory.kv_cache_gib", round(kv_gib, 2), kv_how)
 
     kv_dtype, kv_bytes = _kv_dtype(facts, dtype)
+    requested = str(facts.value("serve.kv_cache_dtype") or "auto").lower()
+    ds_mla = sparse_mla_cache_dtype(text, requested, release)
+    if ds_mla:
+        kv_dtype, kv_bytes = ds_mla, 1.0
     spec_layers = 0
     method = str(facts.value("serve.speculative_method") or "").lower()
     if "mtp" in method:
@@ -822,6 +845,8 @@ def estimate(
     )
     if spec_layers:
         layout.how.append(f"{spec_layers} speculative draft layer(s) ({method})")
+    if ds_mla:
+        layout.how.append(f"vLLM {release} stores a sparse-MLA model's {requested} KV as {ds_mla}")
     out.put(
         "memory.kv_layers",
         layout.describe(),

@@ -9,7 +9,11 @@ Every layer that keeps state gets a spec, as vLLM's ``get_kv_cache_spec`` builds
   at most ``window − 1 + max_num_batched_tokens`` tokens (``SlidingWindowSpec``,
   ``ChunkedLocalAttentionSpec``);
 * MLA: ``(kv_lora_rank + qk_rope_head_dim) × dtype bytes``, the latent cache replicated on
-  every TP rank (``MLAAttentionSpec``; ``fp8_ds_mla`` stores 656 bytes per token);
+  every TP rank (``MLAAttentionSpec``; ``fp8_ds_mla`` stores 656 bytes per token); sparse MLA
+  (DeepSeek-V3.2's DSA, any config with ``index_topk``) adds the lightning indexer's key cache
+  on every MLA layer: ``index_head_dim`` FP8 values + one fp32 scale per 128, uint8
+  (``DeepseekV32IndexerCache``, 132 bytes for index_head_dim 128, 0.11.0–0.33.0); the two
+  specs are one ``UniformTypeKVCacheSpecs`` group, so their bytes add per layer;
 * Mamba / SSM and linear attention (GDN): a fixed state per request and layer (conv state +
   SSM or recurrent state), split over TP (``MambaSpec``); the attention block size is raised so
   one attention page is at least one Mamba state ("Setting attention block size to N tokens");
@@ -44,6 +48,9 @@ DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
 # the attention block size for hybrid Mamba models is a multiple of the kernel's alignment
 KERNEL_BLOCK_ALIGNMENT = 16
 FP8_DS_MLA_BYTES = 656  # DeepSeek V3.2 sparse MLA fp8 cache entry per token (kv_cache_interface)
+# the indexer quantizes its keys to FP8 with one fp32 scale per block of this many values
+# (Indexer.quant_block_size in vllm/model_executor/models/deepseek_v2.py, 0.11.0–0.33.0)
+INDEXER_QUANT_BLOCK = 128
 
 FULL, SLIDING, CHUNKED, MLA, MAMBA, CROSS = (
     "full",
@@ -307,6 +314,17 @@ def _state_bytes(text: dict[str, Any], tp: int, dtype_bytes: float) -> tuple[int
     return None
 
 
+def indexer_bytes(text: dict[str, Any]) -> int:
+    """Bytes per token of a sparse-MLA layer's indexer key cache (0 without one): FP8 keys
+    plus a 4-byte scale per INDEXER_QUANT_BLOCK values (``Indexer.__init__`` builds
+    ``DeepseekV32IndexerCache(head_dim=index_head_dim + index_head_dim // 128 * 4, uint8)``
+    when the config has ``index_topk``)."""
+    if text.get("index_topk") is None:
+        return 0
+    dim = _int(text.get("index_head_dim")) or 128
+    return dim + dim // INDEXER_QUANT_BLOCK * 4
+
+
 def kv_layout(
     text: dict[str, Any],
     *,
@@ -355,7 +373,14 @@ def kv_layout(
     if lora:
         rope = _int(text.get("qk_rope_head_dim")) or 64
         per = FP8_DS_MLA_BYTES if kv_dtype == "fp8_ds_mla" else int((lora + rope) * kv_bytes)
-        layout.how.append(f"MLA ({lora} + {rope}) × {kv_bytes:g} B, replicated over TP")
+        if kv_dtype == "fp8_ds_mla":
+            layout.how.append(f"MLA fp8_ds_mla {FP8_DS_MLA_BYTES} B, replicated over TP")
+        else:
+            layout.how.append(f"MLA ({lora} + {rope}) × {kv_bytes:g} B, replicated over TP")
+        indexer = indexer_bytes(text)
+        if indexer:
+            per += indexer
+            layout.how.append(f"+ sparse-attention indexer keys {indexer} B per layer")
         for kind in stage:  # Kimi Linear: MLA layers between linear-attention (KDA) ones
             if kind == "state" and state is not None:
                 layout.layers.append(LayerSpec(MAMBA, state_bytes=state[0]))
