@@ -362,3 +362,21 @@ def test_a_filled_in_utilization_default_is_the_judged_releases():
     base = "vllm serve m --max-model-len 8192"
     assert kv(base) == kv(base + " --gpu-memory-utilization 0.9")
     assert kv(base) < kv(base + " --gpu-memory-utilization 0.92")
+
+
+def test_without_the_gpu_the_config_figures_are_still_given():
+    # the weights per GPU and the KV layout depend on config.json, the serve line and the
+    # release only: an unknown GPU leaves the budget figures missing, not these
+    facts = entry_facts(
+        {
+            "gpu": None,
+            "vllm_version": "0.33.0",
+            "serve": "vllm serve x --max-model-len 8192 --tensor-parallel-size 2",
+            "config": "models/Llama-3.1-8B-Instruct",
+        }
+    )
+    compute_memory(facts)
+    assert facts.value("memory.kv_bytes_per_token") == 32 * (8 // 2) * 128 * 2 * 2
+    assert facts.value("memory.kv_layers") == "32 full"
+    assert facts.value("memory.weights_gib") == pytest.approx(16060522496 / 2 / GIB, abs=0.01)
+    assert "gpu.memory_total_mib" in (facts.why_missing("memory.kv_cache_gib") or "")

@@ -697,6 +697,49 @@ def _max_model_len(facts: Facts) -> tuple[int, str]:
     return length, f"the model's own limit ({how})"
 
 
+def _kv_layout(
+    facts: Facts, text: dict[str, Any], layers: int, tp: int, pp: int, release: str | None
+) -> tuple[kvmod.KvLayout, str]:
+    """The KV-cache layers one GPU holds, and how their dtype was chosen: config.json, the
+    serve line and the release decide them; the GPU's size does not."""
+    dtype, dhow = _model_dtype(facts)
+    dbytes = float(kvmod.DTYPE_BYTES.get(dtype, 2))
+    kv_dtype, kv_bytes = _kv_dtype(facts, dtype)
+    requested = str(facts.value("serve.kv_cache_dtype") or "auto").lower()
+    ds_mla = sparse_mla_cache_dtype(text, requested, release)
+    if ds_mla:
+        kv_dtype, kv_bytes = ds_mla, 1.0
+    spec_layers = 0
+    method = str(facts.value("serve.speculative_method") or "").lower()
+    if "mtp" in method:
+        spec_layers = _int_fact(facts, "model.num_mtp_layers", 1)
+    elif "eagle" in method:
+        spec_layers = 1
+    heads = facts.value("model.num_key_value_heads")
+    head_dim = facts.value("model.head_dim")
+    layout = kvmod.kv_layout(
+        text,
+        n_layers=layers,
+        kv_heads=int(heads) if heads else None,
+        head_dim=int(head_dim) if head_dim else None,
+        tp=tp,
+        pp=pp,
+        kv_bytes=kv_bytes,
+        state_bytes=dbytes,
+        kv_dtype=kv_dtype,
+        extra_layers=spec_layers,
+        pp_partition=facts.value("env.VLLM_PP_LAYER_PARTITION"),
+    )
+    if spec_layers:
+        layout.how.append(f"{spec_layers} speculative draft layer(s) ({method})")
+    if ds_mla:
+        layout.how.append(f"vLLM {release} stores a sparse-MLA model's {requested} KV as {ds_mla}")
+    return (
+        layout,
+        f"KV dtype {kv_dtype} ({kv_bytes:g} B); model dtype {dtype} ({dhow}); TP {tp}, PP {pp}",
+    )
+
+
 def estimate(
     facts: Facts, nominal_mib: int | None = None, cal: dict[str, Any] | None = None
 ) -> Estimate:
@@ -719,7 +762,7 @@ def estimate(
 
     usable, uhow = usable_gib(facts, nominal_mib)
     out.put("memory.usable_gib", round(usable, 2), uhow)
-    dtype, dhow = _model_dtype(facts)
+    dtype, _ = _model_dtype(facts)
     dbytes = float(kvmod.DTYPE_BYTES.get(dtype, 2))
     try:
         version = facts.value("release.judged") or facts.value("vllm.version")
@@ -817,41 +860,8 @@ def estimate(
         )
     out.put("memory.kv_cache_gib", round(kv_gib, 2), kv_how)
 
-    kv_dtype, kv_bytes = _kv_dtype(facts, dtype)
-    requested = str(facts.value("serve.kv_cache_dtype") or "auto").lower()
-    ds_mla = sparse_mla_cache_dtype(text, requested, release)
-    if ds_mla:
-        kv_dtype, kv_bytes = ds_mla, 1.0
-    spec_layers = 0
-    method = str(facts.value("serve.speculative_method") or "").lower()
-    if "mtp" in method:
-        spec_layers = _int_fact(facts, "model.num_mtp_layers", 1)
-    elif "eagle" in method:
-        spec_layers = 1
-    heads = facts.value("model.num_key_value_heads")
-    head_dim = facts.value("model.head_dim")
-    layout = kvmod.kv_layout(
-        text,
-        n_layers=layers,
-        kv_heads=int(heads) if heads else None,
-        head_dim=int(head_dim) if head_dim else None,
-        tp=tp,
-        pp=pp,
-        kv_bytes=kv_bytes,
-        state_bytes=dbytes,
-        kv_dtype=kv_dtype,
-        extra_layers=spec_layers,
-        pp_partition=facts.value("env.VLLM_PP_LAYER_PARTITION"),
-    )
-    if spec_layers:
-        layout.how.append(f"{spec_layers} speculative draft layer(s) ({method})")
-    if ds_mla:
-        layout.how.append(f"vLLM {release} stores a sparse-MLA model's {requested} KV as {ds_mla}")
-    out.put(
-        "memory.kv_layers",
-        layout.describe(),
-        f"KV dtype {kv_dtype} ({kv_bytes:g} B); model dtype {dtype} ({dhow}); TP {tp}, PP {pp}",
-    )
+    layout, layers_how = _kv_layout(facts, text, layers, tp, pp, release)
+    out.put("memory.kv_layers", layout.describe(), layers_how)
     out.put(
         "memory.kv_bytes_per_token",
         layout.bytes_per_token(),
@@ -980,30 +990,45 @@ def _decide_over_possible_sizes(
             result.how[path] += f"; for the smallest of {sizes} ({total.detail})"
 
 
-def _weights_alone(facts: Facts) -> None:
-    """memory.weights_gib where only the GPU's memory size is unknown."""
+def _without_gpu_size(facts: Facts) -> None:
+    """The figures that do not depend on the GPU's memory size (the weights per GPU, the KV
+    layers and their bytes per token), where that size is the only input missing."""
     cfg, raw_text = _config(facts)
     text = _text_with_facts(facts, raw_text)
     tp = _int_fact(facts, "serve.tensor_parallel_size", 1)
     pp = _int_fact(facts, "serve.pipeline_parallel_size", 1)
     dtype, _ = _model_dtype(facts)
     version = facts.value("release.judged") or facts.value("vllm.version")
+    release = str(version) if version else None
     try:
         weights = _weights(
-            facts,
-            cfg,
-            text,
-            tp,
-            pp,
-            float(kvmod.DTYPE_BYTES.get(dtype, 2)),
-            str(version) if version else None,
+            facts, cfg, text, tp, pp, float(kvmod.DTYPE_BYTES.get(dtype, 2)), release
         )
     except (Missing, ValueError, TypeError, KeyError):
+        pass
+    else:
+        facts.missing.pop("memory.weights_gib", None)
+        facts.set(
+            "memory.weights_gib",
+            round(weights.bytes_per_gpu / GIB, 2),
+            Source.DERIVED,
+            weights.how,
+        )
+    try:
+        layers = int(_need(facts, "model.num_hidden_layers"))
+        layout, layers_how = _kv_layout(facts, text, layers, tp, pp, release)
+    except (Missing, ValueError, TypeError, KeyError):
         return
-    facts.missing.pop("memory.weights_gib", None)
-    facts.set(
-        "memory.weights_gib", round(weights.bytes_per_gpu / GIB, 2), Source.DERIVED, weights.how
-    )
+    for path, value, how in (
+        ("memory.kv_layers", layout.describe(), layers_how),
+        (
+            "memory.kv_bytes_per_token",
+            layout.bytes_per_token(),
+            f"per GPU, attention layers summed ({layout.describe()})",
+        ),
+    ):
+        facts.missing.pop(path, None)
+        facts.set(path, value, Source.DERIVED, how)
 
 
 def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
@@ -1018,7 +1043,7 @@ def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
         for path in MEMORY_PATHS:
             facts.mark_missing(path, f"needs {miss.path}: {miss.reason}")
         if miss.path == "gpu.memory_total_mib":  # the weights do not depend on the GPU's size
-            _weights_alone(facts)
+            _without_gpu_size(facts)
         return
     except (ValueError, TypeError, KeyError, ZeroDivisionError) as err:
         for path in MEMORY_PATHS:
