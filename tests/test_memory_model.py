@@ -77,6 +77,56 @@ def test_mla_latent_cache_is_replicated_over_tp():
     assert kvmod.indexer_bytes(dense_mla) == 0
 
 
+# MiniCPM3-4B as gkarfakis19/Rapid-LLM's tests quote its published config.json
+# (tests/test_qif_model_matrix.py, MINICPM3_4B_HF, commit 6c2d238ad8d9bd69c25bf9978127c24da2487033)
+MINICPM3_4B = {
+    "model_type": "minicpm3",
+    "hidden_size": 2560,
+    "num_hidden_layers": 62,
+    "num_attention_heads": 40,
+    "num_key_value_heads": 40,
+    "intermediate_size": 6400,
+    "vocab_size": 73448,
+    "q_lora_rank": 768,
+    "kv_lora_rank": 256,
+    "qk_nope_head_dim": 64,
+    "qk_rope_head_dim": 32,
+    "max_position_embeddings": 32768,
+}
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_kv_lora_rank_outside_vllms_mla_types_caches_plain_heads(tp):
+    # is_deepseek_mla does not list minicpm3: MiniCPM3Attention caches K and V of every head at
+    # qk_nope + qk_rope = 96 (V padded to it), 40 heads split over TP — not a 288-value latent
+    layout = kvmod.kv_layout(
+        MINICPM3_4B,
+        n_layers=62,
+        kv_heads=40,
+        head_dim=None,
+        tp=tp,
+        pp=1,
+        kv_bytes=2,
+        state_bytes=2,
+        kv_dtype="bfloat16",
+    )
+    assert layout.counts() == {kvmod.FULL: 62}
+    assert layout.bytes_per_token() == 62 * 2 * (40 // tp) * 96 * 2
+    # the same fields under an MLA model type keep the latent cache
+    mla = kvmod.kv_layout(
+        dict(MINICPM3_4B, model_type="deepseek_v2"),
+        n_layers=62,
+        kv_heads=40,
+        head_dim=None,
+        tp=tp,
+        pp=1,
+        kv_bytes=2,
+        state_bytes=2,
+        kv_dtype="bfloat16",
+    )
+    assert mla.bytes_per_token() == 62 * (256 + 32) * 2
+
+
 @pytest.mark.parametrize(
     ("version", "requested", "expected"),
     [

@@ -14,6 +14,10 @@ Every layer that keeps state gets a spec, as vLLM's ``get_kv_cache_spec`` builds
   on every MLA layer: ``index_head_dim`` FP8 values + one fp32 scale per 128, uint8
   (``DeepseekV32IndexerCache``, 132 bytes for index_head_dim 128, 0.11.0–0.33.0); the two
   specs are one ``UniformTypeKVCacheSpecs`` group, so their bytes add per layer;
+  vLLM takes the MLA path only for the model types ``is_deepseek_mla`` lists (MLA_MODEL_TYPES);
+  another config with ``kv_lora_rank`` (MiniCPM3) decompresses K and V and caches them as plain
+  attention: every attention head a KV head of ``qk_nope_head_dim + qk_rope_head_dim`` (V padded
+  to it; ``MiniCPM3Attention``), split over TP;
 * Mamba / SSM and linear attention (GDN): a fixed state per request and layer (conv state +
   SSM or recurrent state), split over TP (``MambaSpec``); the attention block size is raised so
   one attention page is at least one Mamba state ("Setting attention block size to N tokens");
@@ -51,6 +55,38 @@ FP8_DS_MLA_BYTES = 656  # DeepSeek V3.2 sparse MLA fp8 cache entry per token (kv
 # the indexer quantizes its keys to FP8 with one fp32 scale per block of this many values
 # (Indexer.quant_block_size in vllm/model_executor/models/deepseek_v2.py, 0.11.0–0.33.0)
 INDEXER_QUANT_BLOCK = 128
+
+# the model types vLLM serves with the MLA latent cache (``is_deepseek_mla``: vllm/config.py
+# 0.8.0-0.10.x, vllm/config/model.py and vllm/transformers_utils/model_arch_config_convertor.py
+# up to 0.33.0; a type joins the list with the release that supports the model)
+MLA_MODEL_TYPES = frozenset(
+    {
+        "axk1",
+        "bailing_hybrid",
+        "bailing_hybrid_mtp",
+        "bailing_hybrid_v3_mtp",
+        "deepseek_mtp",
+        "deepseek_v2",
+        "deepseek_v3",
+        "deepseek_v32",
+        "deepseek_v4",
+        "deepseek_v41",
+        "dots3_note",
+        "glm4_moe_lite",
+        "glm4_moe_lite_mtp",
+        "glm5_next",
+        "glm5_next_text",
+        "glm_moe_dsa",
+        "hy_v4",
+        "hy_v4_mtp",
+        "k3_dspark",
+        "kimi_k2",
+        "kimi_linear",
+        "longcat_flash",
+        "pangu_ultra_moe",
+        "pangu_ultra_moe_mtp",
+    }
+)
 
 FULL, SLIDING, CHUNKED, MLA, MAMBA, CROSS = (
     "full",
@@ -370,6 +406,17 @@ def kv_layout(
         if state is None:
             raise ValueError("a Mamba / linear-attention layer's state size is not in the config")
         layout.how.append(f"{state[1]} state {state[0]} B per request and layer")
+    if lora and text.get("model_type") not in MLA_MODEL_TYPES:
+        # not an MLA type for vLLM: the decompressed per-head K and V are cached
+        nope, rope_dim = _int(text.get("qk_nope_head_dim")), _int(text.get("qk_rope_head_dim"))
+        heads = _int(text.get("num_attention_heads"))
+        if nope and rope_dim and heads:
+            kv_heads, head_dim = heads, nope + rope_dim
+            layout.how.append(
+                f"{text.get('model_type')} is not an MLA model type for vLLM: {heads} heads × "
+                f"{head_dim} (qk_nope + qk_rope) cached as plain attention"
+            )
+        lora = None
     if lora:
         rope = _int(text.get("qk_rope_head_dim")) or 64
         per = FP8_DS_MLA_BYTES if kv_dtype == "fp8_ds_mla" else int((lora + rope) * kv_bytes)
