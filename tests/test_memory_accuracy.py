@@ -45,6 +45,12 @@ KNOWN_CAUSES = {
     "FlashInfer's sampler when a FlashInfer older than 0.2.3 is installed (vLLM's Dockerfile "
     "of early 2025 installs 0.2.1.post2), which the excerpt does not show; the issue also says max-num-seqs was "
     "set to 1 in the attempts, and the excerpt does not carry the run's arguments",
+    "web-guardkit-nemotron-3-nano-4b-fp8-gb10": "weights: the ModelOpt FP8 checkpoint keeps the "
+    "layers its exclude_modules list in BF16 (0.13.0 modelopt.py, ModelOptFp8Config.is_layer_excluded "
+    "-> UnquantizedLinearMethod); that list is not in the documented config, so every linear layer "
+    "is taken as FP8 (3.15 B linear parameters at 1 byte + the untied 131072 x 3136 embeddings at 2 "
+    "bytes = 4.47 GiB) where the log loaded 4.91 GiB, the size of about 0.47 B of those parameters "
+    "kept in BF16; the KV tokens are within the bar (the GB10 unified-memory overhead as below)",
     "web-guardkit-qwen3-30b-a3b-fp8-gb10": "GB10 (unified memory) under NVIDIA's 0.13.0 build: vLLM measures free memory "
     "there as psutil's MemAvailable (mem_utils.MemorySnapshot, Orin/Thor/Spark), so host "
     "allocations during the profile count as non-torch memory: the log implies 3.4 GiB of "
