@@ -169,6 +169,8 @@ def test_memory_model_against_real_startup_logs(capsys):
     within = {"in-sample": 0, "leave-one-out": 0}
     # leave-one-out errors by where the entry's config came from (README: config_origin)
     origins: dict[str, dict[str, list[float]]] = {}
+    # leave-one-out [within the bar, judged] by kind (an entry counts under each of its kinds)
+    by_kind: dict[str, list[int]] = {}
     judged, rows = 0, []
     for path in entries:
         entry = load_entry(path)
@@ -208,6 +210,10 @@ def test_memory_model_against_real_startup_logs(capsys):
                 )
                 group["w"] += [w_err] if w_err is not None else []
                 group["t"] += [t_err] if t_err is not None else []
+                for kind in entry.get("kinds") or []:
+                    tally_kind = by_kind.setdefault(str(kind), [0, 0])
+                    tally_kind[0] += not outside
+                    tally_kind[1] += 1
         judged += counted
     with capsys.disabled():
         print(f"\nmemory model on {len(entries)} start-up logs ({judged} with printed figures)")
@@ -224,6 +230,10 @@ def test_memory_model_against_real_startup_logs(capsys):
             print(
                 f"  leave-one-out, config {origin}: KV-cache tokens error {_quantiles(tally['t'])}"
             )
+        print(
+            "  leave-one-out, within the bar by kind: "
+            + ", ".join(f"{kind} {n}/{of}" for kind, (n, of) in sorted(by_kind.items()))
+        )
         print("\n".join(rows))
     if len(entries) < MIN_ENTRIES:
         pytest.skip(f"{len(entries)} corpus entries: the bar is asserted from {MIN_ENTRIES}")
