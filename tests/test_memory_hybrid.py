@@ -159,7 +159,7 @@ def test_state_blocks_per_request_by_release(release, model_type, caching, spec,
 
 def _weights(text: dict, tp: int = 1) -> float:
     estimate = wmod.from_config(
-        text, text, tp=tp, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None, online_quant=None
+        text, text, tp=tp, pp=1, dtype_bytes=2, qcfg=None, scheme=None, online_quant=None
     )
     return estimate.bytes_per_gpu / GIB
 

@@ -213,11 +213,11 @@ def test_weights_from_config_match_the_checkpoint():
     )
     total = index["metadata"]["total_size"]
     est = wmod.from_config(
-        cfg, cfg, tp=1, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None, online_quant=None
+        cfg, cfg, tp=1, pp=1, dtype_bytes=2, qcfg=None, scheme=None, online_quant=None
     )
     assert abs(est.bytes_per_gpu - total) / total < 0.01
     half = wmod.from_config(
-        cfg, cfg, tp=2, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None, online_quant=None
+        cfg, cfg, tp=2, pp=1, dtype_bytes=2, qcfg=None, scheme=None, online_quant=None
     )
     assert abs(half.bytes_per_gpu - total / 2) / (total / 2) < 0.01
 
@@ -228,7 +228,7 @@ def test_moe_weights_from_config_match_the_checkpoint():
         "metadata"
     ]["total_size"]
     est = wmod.from_config(
-        cfg, cfg, tp=1, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None, online_quant=None
+        cfg, cfg, tp=1, pp=1, dtype_bytes=2, qcfg=None, scheme=None, online_quant=None
     )
     assert abs(est.bytes_per_gpu - total) / total < 0.05
 
@@ -236,14 +236,13 @@ def test_moe_weights_from_config_match_the_checkpoint():
 def test_awq_weights_are_about_a_quarter():
     cfg = json.loads((MODELS / "Qwen2.5-7B-Instruct-AWQ" / "config.json").read_text())
     dense = wmod.from_config(
-        cfg, cfg, tp=1, pp=1, ep=1, dtype_bytes=2, qcfg=None, scheme=None, online_quant=None
+        cfg, cfg, tp=1, pp=1, dtype_bytes=2, qcfg=None, scheme=None, online_quant=None
     )
     awq = wmod.from_config(
         cfg,
         cfg,
         tp=1,
         pp=1,
-        ep=1,
         dtype_bytes=2,
         qcfg=cfg["quantization_config"],
         scheme="awq",
@@ -430,3 +429,60 @@ def test_without_the_gpu_the_config_figures_are_still_given():
     assert facts.value("memory.kv_layers") == "32 full"
     assert facts.value("memory.weights_gib") == pytest.approx(16060522496 / 2 / GIB, abs=0.01)
     assert "gpu.memory_total_mib" in (facts.why_missing("memory.kv_cache_gib") or "")
+
+
+def test_routed_experts_split_over_tp_times_dp_the_rest_over_tp():
+    # FusedMoEParallelConfig.make flattens TP across DP for the MoE layers: whole experts over
+    # EP = TP × DP with --enable-expert-parallel (determine_expert_map), each expert sharded
+    # over TP × DP without it; attention, dense layers and embeddings stay split over TP
+    cfg = json.loads((MODELS / "DeepSeek-V3.2" / "config.json").read_text())
+
+    def per_gpu(tp: int, moe: wmod.MoeParallel = wmod.NO_MOE_SPLIT) -> int:
+        qcfg = cfg["quantization_config"]
+        return wmod.from_config(
+            cfg, cfg, tp=tp, pp=1, dtype_bytes=2, qcfg=qcfg, scheme=None, online_quant=None, moe=moe
+        ).bytes_per_gpu
+
+    # 58 MoE layers × 256 experts × gate/up/down of 7168 × 2048, FP8: one byte a weight
+    routed = 58 * 256 * 3 * 7168 * 2048
+    whole = per_gpu(1)
+    tp8 = per_gpu(8)
+    dp8_ep = per_gpu(1, wmod.MoeParallel(dp=8, expert_parallel=True))
+    assert tp8 == pytest.approx(whole / 8, rel=1e-6)
+    # the same eighth of the experts on each GPU; the rest whole on every DP rank
+    assert dp8_ep == pytest.approx(routed / 8 + (whole - routed), rel=1e-6)
+    assert dp8_ep - tp8 == pytest.approx((whole - routed) * 7 / 8, rel=1e-6)
+    # without --enable-expert-parallel the experts are sharded over the same 8 GPUs
+    assert per_gpu(1, wmod.MoeParallel(dp=8)) == dp8_ep
+    # TP 2 × DP 4 with EP: the experts over 8 ranks, the rest over TP 2
+    tp2_dp4 = per_gpu(2, wmod.MoeParallel(dp=4, expert_parallel=True))
+    assert tp2_dp4 == pytest.approx(routed / 8 + (whole - routed) / 2, rel=1e-6)
+    # EPLB's redundant experts are physical experts: 256 + 32 over 8 ranks = 36 per GPU
+    eplb = per_gpu(1, wmod.MoeParallel(dp=8, expert_parallel=True, redundant_experts=32))
+    assert eplb - dp8_ep == pytest.approx(routed * 4 / 256, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("flags", "experts_per_gpu"),
+    [
+        ("-dp 8 -ep", 32),
+        ("--data-parallel-size 8 --enable-expert-parallel", 32),
+        ("-dp 8", 32),
+        # 0.10.2-0.33.0 --eplb-config, 0.9.2-0.11.2 --num-redundant-experts, only under EPLB
+        ("-dp 8 -ep --enable-eplb --eplb-config '{\"num_redundant_experts\": 32}'", 36),
+        ("-dp 8 -ep --enable-eplb --eplb-config.num_redundant_experts 32", 36),
+        ("-dp 8 -ep --enable-eplb --num-redundant-experts 32", 36),
+        ("-dp 8 -ep --eplb-config '{\"num_redundant_experts\": 32}'", 32),
+    ],
+)
+def test_the_serve_lines_dp_and_ep_reach_the_weights(flags, experts_per_gpu):
+    base = "vllm serve deepseek-ai/DeepSeek-V3.2 --max-model-len 4096 "
+    tp8 = _facts(base + "-tp 8", config="models/DeepSeek-V3.2")
+    split = _facts(base + flags, config="models/DeepSeek-V3.2")
+    # the checkpoint (index total_size) scaled by the config count's ratio
+    detail = split.get("memory.weights_gib").detail
+    assert "the config count's ratio" in detail and "TP 1 × DP 8" in detail
+    assert f"{experts_per_gpu} whole experts" in detail or "sharded over TP 1 × DP 8" in detail
+    # one eighth of the experts either way; the dense share whole instead of an eighth
+    ratio = split.value("memory.weights_gib") / tp8.value("memory.weights_gib")
+    assert 1.15 < ratio < (1.25 if experts_per_gpu == 32 else 1.4)

@@ -126,7 +126,6 @@ def _weights(cfg: dict, tp: int = 1, vision_tp: bool = True) -> float:
         text,
         tp=tp,
         pp=1,
-        ep=1,
         dtype_bytes=2,
         qcfg=None,
         scheme=None,

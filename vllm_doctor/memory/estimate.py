@@ -332,8 +332,9 @@ def _weights(
     )
     partition = facts.value("env.VLLM_PP_LAYER_PARTITION")
     layers = facts.value("model.num_hidden_layers")
+    moe = moe_parallel(facts)
     if checkpoint is not None and not quantized_online:
-        return wmod.from_checkpoint(
+        est = wmod.from_checkpoint(
             int(checkpoint.value),
             tp=tp,
             pp=pp,
@@ -341,34 +342,93 @@ def _weights(
             layers=int(layers) if layers else 0,
             pp_partition=partition,
         )
+        if moe == wmod.NO_MOE_SPLIT or not wmod.routed_experts(text):
+            return est
+        # the checkpoint does not say which of its bytes are routed experts (split over
+        # TP × DP) and which the rest (over TP): scale by the config count's ratio
+        try:
+            over_tp = _count_weights(facts, cfg, text, tp, pp, dtype_bytes, version)
+            split = _count_weights(facts, cfg, text, tp, pp, dtype_bytes, version, moe)
+        except ValueError as err:
+            raise Missing(
+                "model.weights_bytes",
+                f"the checkpoint's size is known, but not its routed experts' part ({err}), "
+                f"which {moe.describe(tp)} splits differently from the rest",
+            ) from None
+        ratio = split.bytes_per_gpu / over_tp.bytes_per_gpu
+        return wmod.WeightEstimate(
+            int(est.bytes_per_gpu * ratio),
+            f"{est.how} × {ratio:.3f}, the config count's ratio with the routed experts "
+            f"{moe.describe(tp)} ({split.how})",
+        )
     if not text:
         raise Missing(
             "model.weights_bytes",
             facts.why_missing("model.weights_bytes")
             or "no checkpoint size and no config.json to count parameters from",
         )
+    try:
+        return _count_weights(facts, cfg, text, tp, pp, dtype_bytes, version, moe)
+    except ValueError as err:  # a "does not fit" can still hold whatever the weights weigh
+        raise Missing("model.weights_bytes", f"no checkpoint size, and {err}") from None
+
+
+def moe_parallel(facts: Facts) -> wmod.MoeParallel:
+    """How the serve line spreads the routed experts: ``--data-parallel-size`` / ``-dp``,
+    ``--enable-expert-parallel`` / ``-ep``, and under ``--enable-eplb`` the redundant experts
+    (``--eplb-config '{"num_redundant_experts": N}'`` from 0.10.2, ``--num-redundant-experts``
+    0.9.2-0.11.2; vLLM refuses them without EPLB: ParallelConfig's check, config/parallel.py)."""
+    dp = _int_fact(facts, "serve.data_parallel_size", 1)
+    ep = bool(facts.value("serve.enable_expert_parallel"))
+    redundant = 0
+    if ep and facts.value("serve.enable_eplb"):
+        raw = _argv_value(facts, "--eplb-config")
+        try:
+            loaded = json.loads(raw) if raw else {}
+        except ValueError:
+            loaded = {}
+        value = (loaded.get("num_redundant_experts") if isinstance(loaded, dict) else None) or (
+            _argv_value(facts, "--eplb-config.num_redundant_experts", "--num-redundant-experts")
+        )
+        try:
+            redundant = max(int(value or 0), 0)
+        except (TypeError, ValueError):
+            redundant = 0
+    return wmod.MoeParallel(dp=max(dp, 1), expert_parallel=ep, redundant_experts=redundant)
+
+
+def _count_weights(
+    facts: Facts,
+    cfg: dict[str, Any],
+    text: dict[str, Any],
+    tp: int,
+    pp: int,
+    dtype_bytes: float,
+    version: str | None,
+    moe: wmod.MoeParallel = wmod.NO_MOE_SPLIT,
+) -> wmod.WeightEstimate:
+    """The weights per GPU counted from config.json (``weights.from_config``)."""
+    online = facts.value("serve.quantization")
+    partition = facts.value("env.VLLM_PP_LAYER_PARTITION")
     qcfg = cfg.get("quantization_config") or text.get("quantization_config")
     capability = facts.value("gpu.min_capability")
     backend = wmod.mxfp4_backend(int(capability) if capability else None, version)
-    try:
-        return wmod.from_config(
-            cfg,
-            text,
-            tp=tp,
-            pp=pp,
-            ep=1,
-            dtype_bytes=dtype_bytes,
-            qcfg=qcfg if isinstance(qcfg, dict) else None,
-            scheme=facts.value("model.quant_scheme"),
-            online_quant=online.lower() if isinstance(online, str) else None,
-            pp_partition=partition,
-            moe_backend=backend,
-            vision_tp=_argv_value(facts, "--mm-encoder-tp-mode") != "data",
-            version=version,
-            fp8_marlin=wmod.fp8_runs_on_marlin(int(capability) if capability else None, version),
-        )
-    except ValueError as err:  # a "does not fit" can still hold whatever the weights weigh
-        raise Missing("model.weights_bytes", f"no checkpoint size, and {err}") from None
+    return wmod.from_config(
+        cfg,
+        text,
+        tp=tp,
+        pp=pp,
+        dtype_bytes=dtype_bytes,
+        qcfg=qcfg if isinstance(qcfg, dict) else None,
+        scheme=facts.value("model.quant_scheme"),
+        online_quant=online.lower() if isinstance(online, str) else None,
+        pp_partition=partition,
+        moe_backend=backend,
+        vision_tp=_argv_value(facts, "--mm-encoder-tp-mode") != "data",
+        version=version,
+        fp8_marlin=wmod.fp8_runs_on_marlin(int(capability) if capability else None, version),
+        moe=moe,
+    )
 
 
 def _kv_dtype(facts: Facts, model_dtype: str) -> tuple[str, float]:

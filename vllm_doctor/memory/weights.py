@@ -8,8 +8,8 @@ parameters counted per architecture family, times the bytes per weight of the qu
   ``tie_word_embeddings``), per layer q/k/v/o (``hidden × (heads + 2 × KV heads) × head size``
   and back) and the gated MLP (``3 × hidden × intermediate``);
 * MoE: every routed expert (``3 × hidden × moe_intermediate``), shared experts and the router;
-  the first ``first_k_dense_replace`` layers dense; experts are split over TP (or EP: the same
-  share per GPU);
+  the first ``first_k_dense_replace`` layers dense; the routed experts are split over
+  TP × DP (``MoeParallel``), everything else over TP only;
 * MLA: the low-rank q/kv projections (``q_lora_rank``, ``kv_lora_rank``,
   ``qk_nope/rope_head_dim``, ``v_head_dim``);
 * hybrids: each layer's own token mixer (``state_mixer_params``: Gated DeltaNet, Mamba2, Mamba,
@@ -51,6 +51,66 @@ from vllm_doctor.memory.kv import DTYPE_BYTES, dim, layer_kinds, pp_partitions
 class WeightEstimate:
     bytes_per_gpu: int
     how: str
+
+
+@dataclass(frozen=True)
+class MoeParallel:
+    """How the routed experts spread over the GPUs, as ``FusedMoEParallelConfig.make`` builds it
+    (fused_moe/layer.py 0.9.0, fused_moe/config.py 0.10.0-0.33.0; ``FusedMoE.__init__`` 0.8.x):
+    the MoE layer flattens TP across DP (``flatten_tp_across_dp[_and_pcp]``: TP × DP ranks), so
+    without ``--enable-expert-parallel`` every expert's intermediate size is sharded over TP × DP,
+    and with it each of the TP × DP = EP ranks holds whole experts (``determine_expert_map``:
+    the physical experts, the logical ones plus EPLB's ``num_redundant_experts``, split evenly).
+    Attention, dense MLPs, shared experts and embeddings stay split over TP and are replicated on
+    every DP rank; either way a GPU holds 1 / (TP × DP) of the routed experts' weights (plus
+    its redundant experts under EPLB)."""
+
+    dp: int = 1
+    expert_parallel: bool = False
+    redundant_experts: int = 0
+
+    def split(self, experts: int, tp: int) -> tuple[float, int, int, str]:
+        """(the share of the routed experts' weights one GPU holds, the TP the experts are
+        sharded over, the experts one GPU holds, how)."""
+        ranks = tp * self.dp
+        if self.expert_parallel and ranks > 1:
+            physical = experts + self.redundant_experts
+            local = -(-physical // ranks)  # the largest rank's (an uneven split is rare)
+            extra = (
+                f" ({experts} + {self.redundant_experts} redundant)"
+                if self.redundant_experts
+                else ""
+            )
+            return (
+                local / experts,
+                1,
+                local,
+                (
+                    f"{local} whole experts per GPU: {physical}{extra} over EP = TP {tp} × DP {self.dp}"
+                ),
+            )
+        how = f"experts sharded over TP {tp} × DP {self.dp}" if self.dp > 1 else ""
+        return 1 / ranks, ranks, experts, how
+
+    def describe(self, tp: int) -> str:
+        ranks = tp * self.dp
+        if self.expert_parallel and ranks > 1:
+            extra = f" + {self.redundant_experts} redundant" if self.redundant_experts else ""
+            return f"as whole experts{extra} over EP = TP {tp} × DP {self.dp}"
+        return f"sharded over TP {tp} × DP {self.dp}"
+
+
+NO_MOE_SPLIT = MoeParallel()  # one DP rank: the experts split over TP as the rest
+
+
+def routed_experts(text: dict[str, Any]) -> int:
+    """The routed experts of each MoE layer, 0 for a dense model."""
+    return (
+        _int(
+            text.get("n_routed_experts") or text.get("num_experts") or text.get("num_local_experts")
+        )
+        or 0
+    )
 
 
 def _quant_bytes(
@@ -288,7 +348,6 @@ def from_config(
     *,
     tp: int,
     pp: int,
-    ep: int,
     dtype_bytes: float,
     qcfg: dict[str, Any] | None,
     scheme: str | None,
@@ -298,9 +357,11 @@ def from_config(
     vision_tp: bool = True,
     version: str | None = None,
     fp8_marlin: bool = False,
+    moe: MoeParallel = NO_MOE_SPLIT,
 ) -> WeightEstimate:
     """Weights per GPU counted from the config (no checkpoint size known); ``vision_tp``:
-    the vision tower is split over TP (False: ``--mm-encoder-tp-mode data`` replicates it)."""
+    the vision tower is split over TP (False: ``--mm-encoder-tp-mode data`` replicates it);
+    ``moe``: how the routed experts spread over TP × DP."""
     hidden = _int(text.get("hidden_size"))
     layers = _int(text.get("num_hidden_layers"))
     vocab = _int(text.get("vocab_size") or cfg.get("vocab_size"))
@@ -334,9 +395,7 @@ def from_config(
     mixers, mlp_layers = (mix[0], mix[1]) if mix else (layers * attn, layers)
     if mix:
         attn_how += f" and {mix[2]}"
-    experts = _int(
-        text.get("n_routed_experts") or text.get("num_experts") or text.get("num_local_experts")
-    )
+    experts = routed_experts(text)
     moe_inter = dim(text.get("moe_intermediate_size")) or inter
     # Nemotron-H's MLPs and experts are up/down only (relu2, NemotronHMLP), others gated
     mats = 2 if text.get("mlp_hidden_act") == "relu2" else 3
@@ -357,7 +416,10 @@ def from_config(
         )
     padding = 0.0  # MoE weights stored beyond their count (Marlin's MXFP4 layout)
     scales_kept = 0  # bytes per GPU (before the PP share) of MXFP4 scales held twice
+    routed = 0  # the routed experts' parameters, split over TP × DP rather than TP
+    expert_share, moe_tp, split_how = 1 / tp, tp, ""
     if experts:
+        expert_share, moe_tp, local_experts, split_how = moe.split(experts, tp)
         shared = _int(text.get("n_shared_experts")) or 0
         shared_inter = (
             _int(
@@ -370,21 +432,21 @@ def from_config(
         # the experts' stored (padded) size over their true one: Marlin's MXFP4 layout
         pad = 1.0
         if qhow.startswith("MXFP4") and moe_backend[0] == "marlin":
-            padded_inter = round_up(-(-moe_inter // tp), 128) * tp
+            padded_inter = round_up(-(-moe_inter // moe_tp), 128) * moe_tp
             pad = round_up(hidden, 256) * padded_inter / (hidden * moe_inter)
             qhow += (
                 f"; experts padded for Marlin to hidden {round_up(hidden, 256)} × "
-                f"intermediate {padded_inter // tp} per TP rank ({moe_backend[1]})"
+                f"intermediate {padded_inter // moe_tp} per rank ({moe_backend[1]})"
             )
         elif qhow.startswith("MXFP4") and moe_backend[0] == "triton":
             qhow += f"; experts unpadded ({moe_backend[1]})"
             if triton_keeps_loaded_scales(version):
                 moe_layers = layers - (_int(text.get("first_k_dense_replace")) or 0)
-                kept = hopper_swizzled_scale_bytes(experts, hidden, -(-moe_inter // tp))
+                kept = hopper_swizzled_scale_bytes(local_experts, hidden, -(-moe_inter // moe_tp))
                 scales_kept = moe_layers * kept  # per GPU before the PP share
                 qhow += (
                     f"; the loaded block scales stay beside their swizzled copy under {version} "
-                    f"(+{kept * moe_layers / 2**30:.2f} GiB over TP {tp}: "
+                    f"(+{kept * moe_layers / 2**30:.2f} GiB per GPU: "
                     "mxfp4 process_weights_after_loading, 0.12.0–0.24.x)"
                 )
         elif qhow.startswith("MXFP4") and moe_backend[1]:
@@ -395,7 +457,10 @@ def from_config(
         padding = layers * experts * mats * hidden * moe_inter * (pad - 1)  # stored, not counted
         dense_layers = _int(text.get("first_k_dense_replace")) or 0
         mlp_total = dense_layers * dense_mlp + (mlp_layers - dense_layers) * moe_mlp
+        routed = (mlp_layers - dense_layers) * experts * mats * hidden * moe_inter
         mlp_how = f"{experts} experts × {mats} × {hidden} × {moe_inter}"
+        if split_how:
+            mlp_how += f", {split_how}"
     else:
         mlp_total = mlp_layers * dense_mlp
         mlp_how = f"MLP {mats} × {hidden} × {inter}"
@@ -406,17 +471,19 @@ def from_config(
     # the largest pipeline stage: its share of the layers, plus the embeddings on the first
     parts = pp_partitions(layers, pp, pp_partition)
     stage_layers = max(parts)
-    share = stage_layers / layers / tp
-    linear_bytes = linear * share * per_weight
+    stage = stage_layers / layers
+    # the routed experts over TP × DP (MoeParallel), the rest over TP
+    routed_gpu = (routed + padding) * expert_share
+    linear_bytes = ((linear - routed) / tp + routed_gpu) * stage * per_weight
     if qhow.startswith("MXFP4"):
         # vLLM's Mxfp4Config quantizes the fused MoE only: attention stays in the dtype
-        linear_bytes = (mixers * dtype_bytes + (mlp_total + padding) * per_weight) * share
+        mlp_gpu = (mlp_total - routed) / tp + routed_gpu
+        linear_bytes = (mixers / tp * dtype_bytes + mlp_gpu * per_weight) * stage
         qhow += "; attention unquantized (Mxfp4Config quantizes the MoE experts only)"
     embed_gpu = (vocab * hidden * (1 if tied or pp > 1 else 2)) / tp
     vision_gpu = vision / tp if vision_tp else vision
     kept_gpu = scales_kept * stage_layers / layers
     total = int(linear_bytes + embed_gpu * dtype_bytes + vision_gpu * dtype_bytes + kept_gpu)
-    del ep  # experts split over EP hold the same share per GPU as over TP
     params = linear + embed + vision
     how = (
         f"{params / 1e9:.2f} B parameters from config.json ({attn_how}, {mlp_how}, "
