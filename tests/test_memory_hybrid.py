@@ -240,3 +240,23 @@ def test_tokens_from_concurrency_with_aligned_state_blocks():
     )
     assert (cap.num_blocks, cap.blocks_per_request) == (299, 69)
     assert cap.tokens == 567_978 and round(cap.concurrency, 2) == 4.33
+
+
+def test_one_reader_of_the_state_mixers_aliases():
+    # Nemotron-H's, Zamba2's and mamba2's names for one Mamba2 geometry read alike
+    nemotron = {"mamba_num_heads": 64, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8}
+    zamba = {"n_mamba_heads": 64, "mamba_headdim": 64, "mamba_d_state": 128, "mamba_ngroups": 8}
+    mamba2 = {"model_type": "mamba2", "num_heads": 64, "head_dim": 64, "state_size": 128}
+    geos = [kvmod.state_geometry(dict(t, hidden_size=2048)) for t in (nemotron, zamba)]
+    assert geos[0] == geos[1]
+    assert geos[0].kind == "Mamba2" and geos[0].inner == 4096 and geos[0].conv_kernel == 4
+    assert kvmod.state_geometry(dict(mamba2, n_groups=8, conv_kernel=4)) == geos[0]
+    # Falcon-H1's mamba_d_ssm sets the inner size apart from heads × head size
+    assert kvmod.state_geometry(dict(nemotron, mamba_d_ssm=3072)).inner == 3072
+    # the weights and the state cache read the same geometry
+    text = dict(nemotron, hidden_size=2048)
+    assert wmod.state_mixer_params(text, 2048)[1] == kvmod._state_bytes(text, 1, 2)[1] == "Mamba2"
+    # Kimi's KDA: a state cache, but no mixer weights counted
+    kda = {"linear_num_heads": 32, "linear_head_dim": 128, "hidden_size": 2304}
+    assert kvmod.state_geometry(kda).kind == "KDA"
+    assert wmod.state_mixer_params(kda, 2304) is None

@@ -333,6 +333,28 @@ def _weights(
     partition = facts.value("env.VLLM_PP_LAYER_PARTITION")
     layers = facts.value("model.num_hidden_layers")
     moe = moe_parallel(facts)
+    qcfg = cfg.get("quantization_config") or text.get("quantization_config")
+    capability = facts.value("gpu.min_capability")
+
+    def count(split: wmod.MoeParallel) -> wmod.WeightEstimate:
+        """The weights per GPU counted from config.json."""
+        return wmod.from_config(
+            cfg,
+            text,
+            tp=tp,
+            pp=pp,
+            dtype_bytes=dtype_bytes,
+            qcfg=qcfg if isinstance(qcfg, dict) else None,
+            scheme=facts.value("model.quant_scheme"),
+            online_quant=online.lower() if isinstance(online, str) else None,
+            pp_partition=partition,
+            moe_backend=wmod.mxfp4_backend(int(capability) if capability else None, version),
+            vision_tp=_argv_value(facts, "--mm-encoder-tp-mode") != "data",
+            version=version,
+            fp8_marlin=wmod.fp8_runs_on_marlin(int(capability) if capability else None, version),
+            moe=split,
+        )
+
     if checkpoint is not None and not quantized_online:
         est = wmod.from_checkpoint(
             int(checkpoint.value),
@@ -347,8 +369,7 @@ def _weights(
         # the checkpoint does not say which of its bytes are routed experts (split over
         # TP × DP) and which the rest (over TP): scale by the config count's ratio
         try:
-            over_tp = _count_weights(facts, cfg, text, tp, pp, dtype_bytes, version)
-            split = _count_weights(facts, cfg, text, tp, pp, dtype_bytes, version, moe)
+            over_tp, split = count(wmod.NO_MOE_SPLIT), count(moe)
         except ValueError as err:
             raise Missing(
                 "model.weights_bytes",
@@ -368,7 +389,7 @@ def _weights(
             or "no checkpoint size and no config.json to count parameters from",
         )
     try:
-        return _count_weights(facts, cfg, text, tp, pp, dtype_bytes, version, moe)
+        return count(moe)
     except ValueError as err:  # a "does not fit" can still hold whatever the weights weigh
         raise Missing("model.weights_bytes", f"no checkpoint size, and {err}") from None
 
@@ -395,40 +416,6 @@ def moe_parallel(facts: Facts) -> wmod.MoeParallel:
         except (TypeError, ValueError):
             redundant = 0
     return wmod.MoeParallel(dp=max(dp, 1), expert_parallel=ep, redundant_experts=redundant)
-
-
-def _count_weights(
-    facts: Facts,
-    cfg: dict[str, Any],
-    text: dict[str, Any],
-    tp: int,
-    pp: int,
-    dtype_bytes: float,
-    version: str | None,
-    moe: wmod.MoeParallel = wmod.NO_MOE_SPLIT,
-) -> wmod.WeightEstimate:
-    """The weights per GPU counted from config.json (``weights.from_config``)."""
-    online = facts.value("serve.quantization")
-    partition = facts.value("env.VLLM_PP_LAYER_PARTITION")
-    qcfg = cfg.get("quantization_config") or text.get("quantization_config")
-    capability = facts.value("gpu.min_capability")
-    backend = wmod.mxfp4_backend(int(capability) if capability else None, version)
-    return wmod.from_config(
-        cfg,
-        text,
-        tp=tp,
-        pp=pp,
-        dtype_bytes=dtype_bytes,
-        qcfg=qcfg if isinstance(qcfg, dict) else None,
-        scheme=facts.value("model.quant_scheme"),
-        online_quant=online.lower() if isinstance(online, str) else None,
-        pp_partition=partition,
-        moe_backend=backend,
-        vision_tp=_argv_value(facts, "--mm-encoder-tp-mode") != "data",
-        version=version,
-        fp8_marlin=wmod.fp8_runs_on_marlin(int(capability) if capability else None, version),
-        moe=moe,
-    )
 
 
 def _kv_dtype(facts: Facts, model_dtype: str) -> tuple[str, float]:

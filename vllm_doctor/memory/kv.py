@@ -295,27 +295,42 @@ def layer_kinds(text: dict[str, Any], n_layers: int) -> list[str]:
     return _kinds_of_layers(text, n_layers)[0]
 
 
-def _state_bytes(text: dict[str, Any], tp: int, dtype_bytes: float) -> tuple[int, str] | None:
-    """One state layer's bytes per request on one GPU, as MambaStateShapeCalculator sizes it
-    (vllm/model_executor/layers/mamba/mamba_utils.py, 0.33.0): conv state + temporal state."""
+@dataclass(frozen=True)
+class StateGeometry:
+    """One Mamba / linear-attention token mixer's geometry as config.json names it (the one
+    reader of its aliases for the state cache here and the mixer's weights in weights.py).
+
+    ``kind``: "Gated DeltaNet" (Qwen3-Next / Qwen3.5: ``linear_num_key/value_heads``,
+    ``linear_key/value_head_dim``), "KDA" (Kimi Linear: ``linear_num_heads``,
+    ``linear_head_dim``), "Mamba2" (state size, heads and head size: Nemotron-H, Falcon-H1,
+    Granite 4.0-H, Zamba2, mamba2...), "Mamba" (state size and ``expand``: Jamba, mamba) or
+    "short conv" (LFM2's ``conv_L_cache``)."""
+
+    kind: str
+    conv_kernel: int  # the causal conv's width (short conv: its cache length)
+    heads: int = 0  # value heads (Gated DeltaNet), heads (KDA, Mamba2)
+    head_dim: int = 0  # value head size (Gated DeltaNet), head size (KDA, Mamba2)
+    key_heads: int = 0  # Gated DeltaNet
+    key_dim: int = 0  # Gated DeltaNet
+    d_state: int = 0  # Mamba2, Mamba
+    groups: int = 1  # Mamba2's B/C groups
+    inner: int = 0  # Mamba2 (mamba_d_ssm or heads × head size), Mamba (expand × hidden)
+    dt_rank: int = 0  # Mamba's time_step_rank, 0 where the config leaves it out
+
+
+def state_geometry(text: dict[str, Any]) -> StateGeometry | None:
+    """The token mixer's geometry, None where the config names no state mixer."""
     g = text.get
-    hidden = _int(g("hidden_size"))
-    # the temporal (SSM / recurrent) state's dtype: --mamba-ssm-cache-dtype, or for Qwen3.5 the
-    # config's mamba_ssm_dtype (Qwen3_5ForConditionalGenerationConfig.verify_and_update_config,
-    # model_executor/models/config.py, 0.17.0–0.33.0); else the model dtype
-    ssm_dtype = str(g("mamba_ssm_cache_dtype") or g("mamba_ssm_dtype") or "auto")
-    ssm_bytes = float(DTYPE_BYTES.get(ssm_dtype, dtype_bytes))
+    kernel = _int(g("linear_conv_kernel_dim")) or 4
     k_heads, v_heads = _int(g("linear_num_key_heads")), _int(g("linear_num_value_heads"))
     k_dim, v_dim = _int(g("linear_key_head_dim")), _int(g("linear_value_head_dim"))
-    kernel = _int(g("linear_conv_kernel_dim")) or 4
-    if k_heads and v_heads and k_dim and v_dim:  # gated_delta_net_state_shape
-        conv = (kernel - 1) * ((2 * k_heads * k_dim + v_heads * v_dim) // tp)
-        recurrent = v_heads // tp * v_dim * k_dim
-        return int(conv * dtype_bytes + recurrent * ssm_bytes), "Gated DeltaNet"
+    if k_heads and v_heads and k_dim and v_dim:
+        return StateGeometry(
+            "Gated DeltaNet", kernel, v_heads, v_dim, key_heads=k_heads, key_dim=k_dim
+        )
     heads, head_dim = _int(g("linear_num_heads")), _int(g("linear_head_dim"))
-    if heads and head_dim:  # kda_state_shape (Kimi Linear)
-        conv = (kernel - 1) * (3 * heads * head_dim // tp)
-        return int((conv + heads // tp * head_dim * head_dim) * dtype_bytes), "KDA"
+    if heads and head_dim:
+        return StateGeometry("KDA", kernel, heads, head_dim)
     d_state = _int(g("mamba_d_state") or g("ssm_state_size") or g("state_size") or g("d_state"))
     d_conv = (
         _int(g("mamba_d_conv") or g("conv_kernel") or g("d_conv") or g("mamba_conv_kernel")) or 4
@@ -333,21 +348,57 @@ def _state_bytes(text: dict[str, Any], tp: int, dtype_bytes: float) -> tuple[int
         or g("mamba_headdim")
         or (g("head_dim") if mamba2 else None)
     )
-    expand = g("mamba_expand") or g("expand")
-    if d_state and n_heads and m_head:  # mamba2_state_shape
+    if d_state and n_heads and m_head:
         groups = _int(g("mamba_n_groups") or g("n_groups") or g("mamba_ngroups")) or 1
-        groups += 0 if groups % tp == 0 else tp - groups  # extra_groups_for_head_shards
         inner = _int(g("mamba_d_ssm")) or n_heads * m_head
-        conv = (d_conv - 1) * ((inner + 2 * groups * d_state) // tp)
-        ssm = n_heads // tp * m_head * d_state
-        return int(conv * dtype_bytes + ssm * ssm_bytes), "Mamba2"
-    if d_state and hidden and isinstance(expand, (int, float)):  # mamba1_state_shape
-        inner = int(expand * hidden) // tp
-        return int((d_conv - 1) * inner * dtype_bytes + inner * d_state * ssm_bytes), "Mamba"
+        return StateGeometry(
+            "Mamba2", d_conv, n_heads, m_head, d_state=d_state, groups=groups, inner=inner
+        )
+    expand = g("mamba_expand") or g("expand")
+    hidden = _int(g("hidden_size"))
+    if d_state and hidden and isinstance(expand, (int, float)):
+        rank = _int(g("time_step_rank") or g("mamba_dt_rank")) or 0
+        return StateGeometry(
+            "Mamba", d_conv, d_state=d_state, inner=int(expand * hidden), dt_rank=rank
+        )
     cache = _int(g("conv_L_cache"))
-    if cache and hidden:  # short_conv_state_shape (LFM2)
-        return int((cache - 1) * (hidden // tp) * dtype_bytes), "short conv"
+    if cache and hidden:
+        return StateGeometry("short conv", cache)
     return None
+
+
+def _state_bytes(text: dict[str, Any], tp: int, dtype_bytes: float) -> tuple[int, str] | None:
+    """One state layer's bytes per request on one GPU, as MambaStateShapeCalculator sizes it
+    (vllm/model_executor/layers/mamba/mamba_utils.py, 0.33.0): conv state + temporal state."""
+    geo = state_geometry(text)
+    if geo is None:
+        return None
+    # the temporal (SSM / recurrent) state's dtype: --mamba-ssm-cache-dtype, or for Qwen3.5 the
+    # config's mamba_ssm_dtype (Qwen3_5ForConditionalGenerationConfig.verify_and_update_config,
+    # model_executor/models/config.py, 0.17.0–0.33.0); else the model dtype
+    ssm_dtype = str(text.get("mamba_ssm_cache_dtype") or text.get("mamba_ssm_dtype") or "auto")
+    ssm_bytes = float(DTYPE_BYTES.get(ssm_dtype, dtype_bytes))
+    width = geo.conv_kernel - 1
+    if geo.kind == "Gated DeltaNet":  # gated_delta_net_state_shape
+        key, value = geo.key_heads * geo.key_dim, geo.heads * geo.head_dim
+        conv = width * ((2 * key + value) // tp)
+        recurrent = geo.heads // tp * geo.head_dim * geo.key_dim
+        return int(conv * dtype_bytes + recurrent * ssm_bytes), geo.kind
+    if geo.kind == "KDA":  # kda_state_shape (Kimi Linear)
+        conv = width * (3 * geo.heads * geo.head_dim // tp)
+        return int((conv + geo.heads // tp * geo.head_dim * geo.head_dim) * dtype_bytes), geo.kind
+    if geo.kind == "Mamba2":  # mamba2_state_shape
+        groups = geo.groups
+        groups += 0 if groups % tp == 0 else tp - groups  # extra_groups_for_head_shards
+        conv = width * ((geo.inner + 2 * groups * geo.d_state) // tp)
+        ssm = geo.heads // tp * geo.head_dim * geo.d_state
+        return int(conv * dtype_bytes + ssm * ssm_bytes), geo.kind
+    if geo.kind == "Mamba":  # mamba1_state_shape
+        inner = geo.inner // tp
+        return int(width * inner * dtype_bytes + inner * geo.d_state * ssm_bytes), geo.kind
+    # short_conv_state_shape (LFM2)
+    hidden = _int(text.get("hidden_size")) or 0
+    return int(width * (hidden // tp) * dtype_bytes), geo.kind
 
 
 def indexer_bytes(text: dict[str, Any]) -> int:

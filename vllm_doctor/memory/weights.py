@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_doctor.facts.model_config import _int
-from vllm_doctor.memory.kv import DTYPE_BYTES, dim, layer_kinds, pp_partitions
+from vllm_doctor.memory.kv import DTYPE_BYTES, dim, layer_kinds, pp_partitions, state_geometry
 
 
 @dataclass(frozen=True)
@@ -280,47 +280,27 @@ def state_mixer_params(text: dict[str, Any], hidden: int) -> tuple[int, str] | N
     inner + 2·groups·state, out_proj, A/D/dt_bias), Mamba1 (mamba_mixer.py: in_proj 2·inner,
     x_proj dt_rank + 2·state, dt_proj, A inner × state) and LFM2's short conv (short_conv.py:
     in_proj 3·hidden, out_proj); None where the config names none of them (Kimi's KDA)."""
-    g = text.get
-    k_heads, v_heads = _int(g("linear_num_key_heads")), _int(g("linear_num_value_heads"))
-    k_dim, v_dim = _int(g("linear_key_head_dim")), _int(g("linear_value_head_dim"))
-    kernel = _int(g("linear_conv_kernel_dim")) or 4
-    if k_heads and v_heads and k_dim and v_dim:
-        key, value = k_heads * k_dim, v_heads * v_dim
-        params = hidden * (2 * key + 2 * value + 2 * v_heads) + (2 * key + value) * kernel
-        return params + value * hidden + 2 * v_heads + v_dim, "Gated DeltaNet"
-    d_state = _int(g("mamba_d_state") or g("ssm_state_size") or g("state_size") or g("d_state"))
-    d_conv = (
-        _int(g("mamba_d_conv") or g("conv_kernel") or g("d_conv") or g("mamba_conv_kernel")) or 4
-    )
-    mamba2 = g("model_type") == "mamba2"
-    n_heads = _int(
-        g("mamba_num_heads")
-        or g("mamba_n_heads")
-        or g("n_mamba_heads")
-        or (g("num_heads") if mamba2 else None)
-    )
-    m_head = _int(
-        g("mamba_head_dim")
-        or g("mamba_d_head")
-        or g("mamba_headdim")
-        or (g("head_dim") if mamba2 else None)
-    )
-    if d_state and n_heads and m_head:
-        groups = _int(g("mamba_n_groups") or g("n_groups") or g("mamba_ngroups")) or 1
-        inner = _int(g("mamba_d_ssm")) or n_heads * m_head
-        conv_dim = inner + 2 * groups * d_state
-        params = hidden * (inner + conv_dim + n_heads) + conv_dim * (d_conv + 1)
-        return params + inner * hidden + 3 * n_heads + inner, "Mamba2"
-    expand = g("mamba_expand") or g("expand")
-    if d_state and isinstance(expand, (int, float)):
-        inner = int(expand * hidden)
-        rank = _int(g("time_step_rank") or g("mamba_dt_rank")) or -(-hidden // 16)
-        params = hidden * 2 * inner + inner * (d_conv + 1) + inner * (rank + 2 * d_state)
-        return params + rank * inner + inner * (d_state + 2) + inner * hidden, "Mamba"
-    cache = _int(g("conv_L_cache"))
-    if cache:
-        return hidden * 3 * hidden + hidden * cache + hidden * hidden, "short conv"
-    return None
+    geo = state_geometry(text)
+    if geo is None or geo.kind == "KDA":
+        return None
+    if geo.kind == "Gated DeltaNet":
+        key, value = geo.key_heads * geo.key_dim, geo.heads * geo.head_dim
+        params = (
+            hidden * (2 * key + 2 * value + 2 * geo.heads) + (2 * key + value) * geo.conv_kernel
+        )
+        return params + value * hidden + 2 * geo.heads + geo.head_dim, geo.kind
+    if geo.kind == "Mamba2":
+        inner, heads = geo.inner, geo.heads
+        conv_dim = inner + 2 * geo.groups * geo.d_state
+        params = hidden * (inner + conv_dim + heads) + conv_dim * (geo.conv_kernel + 1)
+        return params + inner * hidden + 3 * heads + inner, geo.kind
+    if geo.kind == "Mamba":
+        inner, d_state = geo.inner, geo.d_state
+        rank = geo.dt_rank or -(-hidden // 16)
+        params = hidden * 2 * inner + inner * (geo.conv_kernel + 1) + inner * (rank + 2 * d_state)
+        return params + rank * inner + inner * (d_state + 2) + inner * hidden, geo.kind
+    cache = geo.conv_kernel  # short conv
+    return hidden * 3 * hidden + hidden * cache + hidden * hidden, geo.kind
 
 
 def _layer_mix(
