@@ -80,3 +80,10 @@ def test_inferable_matches_what_the_collectors_infer():
 def test_serve_flags_description_says_how_negations_are_recorded():
     # the trap a naive rule falls in (tests/test_rule_case_inputs.py shows it)
     assert "--no-enable-eplb gives enable-eplb" in FACTS["serve.flags"].description
+
+
+def test_json_output_md_names_every_memory_fact():
+    text = (PACKAGE.parent / "docs" / "json-output.md").read_text(encoding="utf-8")
+    memory = [path for path in FACTS if path.startswith("memory.")]
+    assert len(memory) >= 14
+    assert [path for path in memory if f"`{path}`" not in text] == []
