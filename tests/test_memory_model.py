@@ -486,3 +486,40 @@ def test_the_serve_lines_dp_and_ep_reach_the_weights(flags, experts_per_gpu):
     # one eighth of the experts either way; the dense share whole instead of an eighth
     ratio = split.value("memory.weights_gib") / tp8.value("memory.weights_gib")
     assert 1.15 < ratio < (1.25 if experts_per_gpu == 32 else 1.4)
+
+
+@pytest.mark.parametrize(
+    ("spec", "layers", "uncounted"),
+    [
+        ('{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}', "33 full", False),
+        # no method: SpeculativeConfig infers it from the draft's name
+        (
+            '{"model": "yuhuili/EAGLE-LLaMA3-Instruct-8B", "num_speculative_tokens": 3}',
+            "33 full",
+            False,
+        ),
+        ('{"method": "ngram", "num_speculative_tokens": 4}', "32 full", False),
+        (
+            '{"model": "meta-llama/Llama-3.2-1B-Instruct", "num_speculative_tokens": 4}',
+            "32 full",
+            True,
+        ),
+    ],
+)
+def test_speculative_draft_layers_from_the_serve_line(spec, layers, uncounted):
+    facts = _facts(f"vllm serve m --max-model-len 8192 --speculative-config '{spec}'")
+    assert facts.value("memory.kv_layers").startswith(layers)
+    assert ("not counted here" in facts.value("memory.kv_layers")) is uncounted
+    if layers == "33 full":
+        plain = _facts("vllm serve m --max-model-len 8192")
+        ratio = plain.value("memory.kv_cache_tokens") / facts.value("memory.kv_cache_tokens")
+        assert ratio == pytest.approx(33 / 32, rel=0.01)
+
+
+def test_mtp_draft_layers_are_the_models_own():
+    facts = _facts(
+        "vllm serve m --max-model-len 8192 -tp 8 "
+        '--speculative-config \'{"method": "mtp", "num_speculative_tokens": 1}\'',
+        config="models/DeepSeek-V3.2",
+    )
+    assert facts.value("memory.kv_layers").startswith("62 mla")  # 61 + num_nextn_predict_layers

@@ -744,6 +744,44 @@ def _max_model_len(facts: Facts) -> tuple[int, str]:
     return length, f"the model's own limit ({how})"
 
 
+def speculative_layers(facts: Facts) -> tuple[int, str, str | None]:
+    """(the draft's KV layers on the target's KV cache, the speculative method, a note on
+    what is not counted). The method as SpeculativeConfig.__post_init__ (config/speculative.py)
+    infers it when only a draft model is named: "eagle-" / "eagle3" in its name, "ngram",
+    else a separate draft model. MTP drafts are the model's own ``num_nextn_predict_layers``;
+    an EAGLE head is one decoder layer; n-gram, suffix, Medusa and MLP speculators cache
+    nothing; a separate draft model's layers (and weights) need its config.json, not given."""
+    method = str(facts.value("serve.speculative_method") or "").lower()
+    draft = str(facts.value("serve.speculative_model") or "")
+    if not method and draft:
+        lowered = draft.lower()
+        if "eagle-" in lowered:
+            method = "eagle"
+        elif "eagle3" in lowered:
+            method = "eagle3"
+        elif lowered in ("ngram", "[ngram]"):
+            method = "ngram"
+        else:
+            method = "draft_model"
+    if not method:
+        return 0, "", None
+    if "mtp" in method:
+        return _int_fact(facts, "model.num_mtp_layers", 1), method, None
+    if "eagle" in method:
+        return 1, method, None
+    if method in ("ngram", "suffix", "medusa", "mlp_speculator", "ngram_gpu"):
+        return 0, method, None
+    return (
+        0,
+        method,
+        (
+            f"the speculative draft ({method}{': ' + draft if draft else ''}) keeps its own KV "
+            "layers and weights on these GPUs, not counted here (its config.json is not given): "
+            "the KV cache is smaller than estimated"
+        ),
+    )
+
+
 def _kv_layout(
     facts: Facts, text: dict[str, Any], layers: int, tp: int, pp: int, release: str | None
 ) -> tuple[kvmod.KvLayout, str]:
@@ -756,12 +794,7 @@ def _kv_layout(
     ds_mla = sparse_mla_cache_dtype(text, requested, release)
     if ds_mla:
         kv_dtype, kv_bytes = ds_mla, 1.0
-    spec_layers = 0
-    method = str(facts.value("serve.speculative_method") or "").lower()
-    if "mtp" in method:
-        spec_layers = _int_fact(facts, "model.num_mtp_layers", 1)
-    elif "eagle" in method:
-        spec_layers = 1
+    spec_layers, method, spec_note = speculative_layers(facts)
     heads = facts.value("model.num_key_value_heads")
     head_dim = facts.value("model.head_dim")
     layout = kvmod.kv_layout(
@@ -779,6 +812,8 @@ def _kv_layout(
     )
     if spec_layers:
         layout.how.append(f"{spec_layers} speculative draft layer(s) ({method})")
+    if spec_note:
+        layout.how.append(spec_note)
     if ds_mla:
         layout.how.append(f"vLLM {release} stores a sparse-MLA model's {requested} KV as {ds_mla}")
     return (
