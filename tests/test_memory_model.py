@@ -523,3 +523,15 @@ def test_mtp_draft_layers_are_the_models_own():
         config="models/DeepSeek-V3.2",
     )
     assert facts.value("memory.kv_layers").startswith("62 mla")  # 61 + num_nextn_predict_layers
+
+
+def test_the_json_docs_example_is_what_the_model_prints():
+    from vllm_doctor.memory.estimate import report_line, report_summary
+
+    facts = _facts("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768")
+    doc = (Path(__file__).parents[1] / "docs" / "json-output.md").read_text(encoding="utf-8")
+    assert f'"estimate": "{report_line(facts)}"' in doc
+    summary = report_summary(facts)
+    assert summary is not None
+    for name in ("activation_peak_gib", "kv_cache_gib", "kv_cache_tokens", "margin_gib"):
+        assert f'"{name}": {summary["figures"][name]},' in doc
