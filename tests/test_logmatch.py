@@ -292,3 +292,25 @@ def test_a_part_match_at_the_edge_of_its_window(shift):
     text = "error code=" + "7" * digits + " in worker_main_loop\n"
     found = bool(signature_spans(sig, text, scan_log(text, [sig]).hits))
     assert found is (shift <= 0)
+
+
+def test_the_version_from_vllm_serves_banners():
+    from pathlib import Path
+
+    from vllm_doctor.engine.logmatch import version_in_log
+
+    # the logo line of a real start-up log (tests/fixtures/memory-logs, guardkit's Qwen3.5 run)
+    entry = Path(__file__).parent / "fixtures" / "memory-logs"
+    log = yaml.safe_load(
+        (entry / "web-guardkit-qwen3.5-35b-a3b-fp8-gb10.yaml").read_text(encoding="utf-8")
+    )["log"]
+    assert version_in_log(log) == "0.18.1rc1.dev147+g290809456"
+    # log_version_and_model (0.15.0-0.33.0): the logo in colour, and without the logo
+    colour = (
+        " \x1b[93m▄▄\x1b[0m \x1b[94m▄█\x1b[0m \x1b[97;1m█     █     █ ▀▄▀ █\x1b[0m  "
+        "version \x1b[97;1m0.20.1\x1b[0m\n"
+    )
+    assert version_in_log(colour) == "0.20.1"
+    plain = "INFO 05-01 [utils.py:279] vLLM server version 0.33.0, serving model Qwen/Qwen3-8B\n"
+    assert version_in_log(plain) == "0.33.0"
+    assert version_in_log("INFO [api_server.py:1] vLLM API server version 0.8.5\n") == "0.8.5"

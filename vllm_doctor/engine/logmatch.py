@@ -724,8 +724,15 @@ def _finder(literals: frozenset[str]) -> _LiteralFinder:
 
 
 # -- the vLLM version a log names --------------------------------------------------------------
+# the banners: "vLLM API server version X" (api_server.py, every release), from 0.15.0 `vllm
+# serve`'s log_version_and_model (entrypoints/utils.py; common/startup.py by 0.33.0): "vLLM
+# server version X, serving model M", or the logo whose middle line ends "▀▄▀ █  version X"
+# (colour codes around the version unless monochrome)
+_COLOUR = r"(?:\x1b\[[\d;]*m)*"  # colour codes around the logo's version
 _VERSION_LINES = re.compile(
-    r"vLLM API server version (\d+\.\d+[\w.+-]{0,40})|LLM engine \(v(\d+\.\d+[\w.+-]{0,40})\)"
+    r"vLLM (?:API )?server version (\d+\.\d+[\w.+-]{0,40})"
+    r"|LLM engine \(v(\d+\.\d+[\w.+-]{0,40})\)"
+    rf"|▀▄▀ █{_COLOUR}\s+version\s+{_COLOUR}(\d+\.\d+[\w.+-]{{0,40}})"
     r"|vllm[ =]=?=?v?(\d+\.\d+\.\d+[\w.+-]{0,40})"
 )
 
