@@ -84,3 +84,45 @@ def test_check_log_shows_vllm_figures_beside_the_estimate(tmp_path):
         "memory.kv_cache_gib",
         "memory.kv_cache_tokens",
     }
+
+
+def _explain_json(tmp_path: Path, name: str, gpu: str, serve: str) -> dict:
+    entry = load_entry(FIXTURES / "memory-logs" / f"{name}.yaml")
+    log = tmp_path / f"{name}.log"
+    log.write_text(entry["log"], encoding="utf-8")
+    if isinstance(entry["config"], str):  # a file the corpus keeps
+        config = FIXTURES / entry["config"]
+    else:
+        config = tmp_path / f"{name}.json"
+        config.write_text(json.dumps(entry["config"]), encoding="utf-8")
+    args = ["explain", "--log", str(log), "--format", "json", "--model-config", str(config)]
+    result = CliRunner().invoke(app, [*args, "--gpu", gpu, "--serve", serve])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["memory"]
+
+
+def test_explain_log_judges_the_release_its_banner_names(tmp_path):
+    # a hybrid (Gated DeltaNet) log whose only version is the logo line of a 0.18.1 dev build:
+    # judged by 0.18's formula (tokens = num_blocks // groups × block size), not the newest
+    memory = _explain_json(
+        tmp_path,
+        "web-guardkit-qwen3.5-35b-a3b-fp8-gb10",
+        "NVIDIA GB10",
+        "vllm serve Qwen/Qwen3.5-35B-A3B-FP8 --trust-remote-code --max-model-len 262144 "
+        "--gpu-memory-utilization 0.8 --enable-prefix-caching",
+    )
+    assert memory["release"] == "0.18.0"
+    rows = {row["fact"]: row for row in memory["comparison"]}
+    assert abs(rows["memory.kv_cache_tokens"]["error"]) < 0.10
+
+
+def test_explain_log_says_when_the_release_is_unknown(tmp_path):
+    # a December 2024 source checkout's log names no version: the newest formula, said so
+    memory = _explain_json(
+        tmp_path,
+        "gh-10927-deepseek-v2-lite-chat-h100",
+        "NVIDIA H100 80GB HBM3",
+        "vllm serve deepseek-ai/DeepSeek-V2-Lite-Chat --enforce-eager --max-model-len 8192 "
+        "--dtype float16",
+    )
+    assert "version unknown" in memory["release"] and "--vllm-version" in memory["release"]

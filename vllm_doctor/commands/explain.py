@@ -121,6 +121,7 @@ def _memory_readback(
         "estimate": None,
         "comparison": [],
         "missing": None,
+        "release": None,
     }
     if not (model_config or gpu or serve):
         result["missing"] = (
@@ -143,10 +144,14 @@ def _memory_readback(
     # the log's own inputs of the estimate (a multimodal model's encoder budget) count, as in
     # `check --log`
     from vllm_doctor.facts.model import Source
-    from vllm_doctor.memory.estimate import compute_memory
+    from vllm_doctor.memory.estimate import compute_memory, formula_for
 
     facts.set("log.memory_figures", figures, Source.LOG, "the log")
     compute_memory(facts)
+    # whose formula the estimate follows: the log's release, --vllm-version's, else the newest
+    result["release"] = formula_for(
+        facts.value("release.judged") or facts.value("vllm.version")
+    ).version + ("" if version else "; pass --vllm-version to judge the release the log ran")
     result["estimate"] = facts.value("memory.estimate_line")
     result["comparison"] = compare(figures, facts)
     if result["estimate"] is None:
@@ -160,6 +165,7 @@ def _print_memory(memory: dict[str, Any]) -> None:
     typer.echo(f"vLLM's memory figures: {describe(memory['printed'])}")
     if memory["estimate"]:
         typer.echo(f"    estimate: {memory['estimate']}")
+        typer.echo(f"    by the formula of vLLM {memory['release']}")
     for row in memory["comparison"]:
         error = "" if row["error"] is None else f" ({row['error']:+.1%})"
         typer.echo(f"    {row['figure']}: vLLM {row['printed']}, estimate {row['estimate']}{error}")
