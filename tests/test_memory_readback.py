@@ -126,3 +126,31 @@ def test_explain_log_says_when_the_release_is_unknown(tmp_path):
         "--dtype float16",
     )
     assert "version unknown" in memory["release"] and "--vllm-version" in memory["release"]
+
+
+def test_concurrencies_for_other_request_lengths_are_not_compared(tmp_path):
+    args = ["explain", "--log", str(_log(tmp_path)), "--format", "json"]
+    args += ["--model-config", str(CONFIG), "--gpu", "NVIDIA A100 80GB"]
+    other = SERVE.replace("16384", "8192")
+    memory = json.loads(CliRunner().invoke(app, [*args, "--serve", other]).stdout)["memory"]
+    row = next(r for r in memory["comparison"] if r["fact"] == "memory.max_concurrency")
+    assert row["error"] is None and "16,384 tokens per request" in row["note"]
+    same = json.loads(CliRunner().invoke(app, [*args, "--serve", SERVE]).stdout)["memory"]
+    row = next(r for r in same["comparison"] if r["fact"] == "memory.max_concurrency")
+    assert abs(row["error"]) < 0.10 and "note" not in row
+
+
+def test_explain_log_refuses_a_version_that_is_none(tmp_path):
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "vllm_doctor", "explain", "--log", str(_log(tmp_path))]
+    result = subprocess.run(
+        [*command, "--vllm-version", "banana"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "'banana' is not a version" in result.stderr

@@ -160,15 +160,14 @@ def _memory_readback(
 
 
 def _print_memory(memory: dict[str, Any]) -> None:
-    from vllm_doctor.memory.readback import describe
+    from vllm_doctor.memory.readback import describe, row_line
 
     typer.echo(f"vLLM's memory figures: {describe(memory['printed'])}")
     if memory["estimate"]:
         typer.echo(f"    estimate: {memory['estimate']}")
         typer.echo(f"    by the formula of vLLM {memory['release']}")
     for row in memory["comparison"]:
-        error = "" if row["error"] is None else f" ({row['error']:+.1%})"
-        typer.echo(f"    {row['figure']}: vLLM {row['printed']}, estimate {row['estimate']}{error}")
+        typer.echo(f"    {row_line(row)}")
     if memory["missing"]:
         typer.echo(f"    no estimate: {memory['missing']}")
 
@@ -191,6 +190,10 @@ def explain_log(
 
     if fmt not in LOG_FORMATS:
         raise InputError("--format", f"unknown format {fmt!r} (one of {', '.join(LOG_FORMATS)})")
+    if vllm_version is not None:
+        from vllm_doctor.commands.inputs import check_version
+
+        check_version("--vllm-version", vllm_version)
     text = read_log(log_path)
     report = analyse_log(
         text, load_rules(rules_dirs), vllm_version, "option" if vllm_version else ""

@@ -55,23 +55,45 @@ def describe(figures: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def _estimated_max_len(facts: Facts) -> int | None:
+    from vllm_doctor.memory.estimate import Missing, _max_model_len
+
+    try:
+        return _max_model_len(facts)[0]
+    except Missing:
+        return None
+
+
 def compare(figures: dict[str, Any], facts: Facts) -> list[dict[str, Any]]:
-    """Each figure both vLLM and the estimate give: printed, estimated, relative error."""
+    """Each figure both vLLM and the estimate give: printed, estimated, relative error (none,
+    with a note, where the two are not for the same thing: concurrencies for different
+    request lengths)."""
     rows = []
     for key, path, words in PAIRS:
         seen, estimated = figures.get(key), facts.value(path)
         if seen is None or estimated is None:
             continue
         error = (float(estimated) - float(seen)) / float(seen) if seen else None
-        rows.append(
-            {
-                "figure": words,
-                "fact": path,
-                "printed": seen,
-                "estimate": estimated,
-                "error": None if error is None else round(error, 4),
-            }
-        )
+        note = None
+        logged_len = figures.get("max_concurrency_tokens")
+        if key == "max_concurrency" and logged_len:
+            length = _estimated_max_len(facts)
+            if length and length != int(logged_len):
+                error = None
+                note = (
+                    f"vLLM's is for {int(logged_len):,} tokens per request, the estimate's for "
+                    f"{length:,}: pass the serve line's --max-model-len to compare them"
+                )
+        row = {
+            "figure": words,
+            "fact": path,
+            "printed": seen,
+            "estimate": estimated,
+            "error": None if error is None else round(error, 4),
+        }
+        if note:
+            row["note"] = note
+        rows.append(row)
     return rows
 
 
@@ -79,6 +101,12 @@ def comparison_lines(figures: dict[str, Any], facts: Facts) -> list[str]:
     """The comparison as text, one figure a line."""
     lines = []
     for row in compare(figures, facts):
-        error = "" if row["error"] is None else f" ({row['error']:+.1%})"
-        lines.append(f"{row['figure']}: vLLM {row['printed']}, estimate {row['estimate']}{error}")
+        lines.append(row_line(row))
     return lines
+
+
+def row_line(row: dict[str, Any]) -> str:
+    """One compared figure in words."""
+    error = "" if row["error"] is None else f" ({row['error']:+.1%})"
+    note = f" ({row['note']})" if row.get("note") else ""
+    return f"{row['figure']}: vLLM {row['printed']}, estimate {row['estimate']}{error}{note}"
