@@ -56,12 +56,15 @@ def describe(figures: dict[str, Any]) -> str:
 
 
 def _estimated_max_len(facts: Facts) -> int | None:
-    from vllm_doctor.memory.estimate import Missing, _max_model_len
+    """The request length the estimate's concurrency is for: --max-model-len, else the
+    model's own limit (as the estimate takes it)."""
+    from vllm_doctor.facts.model_config import model_max_len
 
-    try:
-        return _max_model_len(facts)[0]
-    except Missing:
-        return None
+    value = facts.value("serve.max_model_len")
+    if value:
+        return int(value)
+    found = model_max_len(facts)
+    return found[0] if found else None
 
 
 def compare(figures: dict[str, Any], facts: Facts) -> list[dict[str, Any]]:
