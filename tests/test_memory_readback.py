@@ -154,3 +154,19 @@ def test_explain_log_refuses_a_version_that_is_none(tmp_path):
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and "'banana' is not a version" in result.stderr
+
+
+def test_without_a_max_model_len_the_estimate_takes_the_logs(tmp_path):
+    # the documented GPTQ config has no context length, and the post's serve line no
+    # --max-model-len: the log's "Maximum concurrency for 32,768 tokens per request" gives it
+    memory = _explain_json(
+        tmp_path,
+        "web-ddiiwoong-qwen2.5-7b-instruct-gptq-int4-l40s",
+        "NVIDIA L40S",
+        "vllm serve Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4 --quantization gptq_marlin",
+    )
+    assert memory["missing"] is None
+    assert memory["estimate"].endswith("of 32k")
+    rows = {row["fact"]: row for row in memory["comparison"]}
+    assert abs(rows["memory.kv_cache_tokens"]["error"]) < 0.10
+    assert abs(rows["memory.max_concurrency"]["error"]) < 0.10

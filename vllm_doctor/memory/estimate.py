@@ -734,6 +734,12 @@ def _max_model_len(facts: Facts) -> tuple[int, str]:
     value = facts.value("serve.max_model_len")
     if value:
         return int(value), f"--max-model-len {value}"
+    # a start-up log names the length it ran with: "Maximum concurrency for N tokens per
+    # request" is max_model_len (kv_cache_utils, every release)
+    figures = facts.value("log.memory_figures")
+    logged = figures.get("max_concurrency_tokens") if isinstance(figures, dict) else None
+    if isinstance(logged, int) and logged > 0:
+        return logged, f"the log's 'Maximum concurrency for {logged:,} tokens per request'"
     from vllm_doctor.facts.model_config import model_max_len
 
     found = model_max_len(facts)

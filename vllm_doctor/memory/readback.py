@@ -56,15 +56,10 @@ def describe(figures: dict[str, Any]) -> str:
 
 
 def _estimated_max_len(facts: Facts) -> int | None:
-    """The request length the estimate's concurrency is for: --max-model-len, else the
-    model's own limit (as the estimate takes it)."""
-    from vllm_doctor.facts.model_config import model_max_len
-
+    """The request length the estimate's concurrency is for where it is not the log's: the
+    serve line's --max-model-len (without one the estimate takes the log's length)."""
     value = facts.value("serve.max_model_len")
-    if value:
-        return int(value)
-    found = model_max_len(facts)
-    return found[0] if found else None
+    return int(value) if value else None
 
 
 def compare(figures: dict[str, Any], facts: Facts) -> list[dict[str, Any]]:
