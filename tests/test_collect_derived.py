@@ -237,3 +237,18 @@ def test_max_model_len_without_config_file_uses_the_fact():
     assert facts.why_missing("derived.max_model_len_above_model").startswith(
         "needs model.max_position_embeddings: model config not found"
     )
+
+
+def test_free_memory_that_covers_the_request_by_less_than_a_cuda_context_is_tight():
+    # 0.9 × 81559 = 73403 MiB; vLLM checks after creating its CUDA context (0.51 GiB measured
+    # by the memory probe on an H100), which the doctor's NVML reading does not hold yet
+    facts = model_facts("Llama-3.1-8B-Instruct", gpu_memory_utilization=0.9)
+    add_gpus(facts, 81559, [73600])
+    compute_derived(facts)
+    assert facts.value("derived.free_memory_below_utilization") is False
+    assert facts.value("derived.free_memory_tight") is True
+    assert "CUDA context (518 MiB" in facts.get("derived.free_memory_tight").detail
+    facts = model_facts("Llama-3.1-8B-Instruct", gpu_memory_utilization=0.9)
+    add_gpus(facts, 81559, [74000])
+    compute_derived(facts)
+    assert facts.value("derived.free_memory_tight") is False

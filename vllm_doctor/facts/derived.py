@@ -9,7 +9,8 @@ not here: it is the memory model's, ``memory.*`` (vllm_doctor/memory/estimate.py
 
   Free memory below utilisation: some GPU has less free memory than total ×
     gpu_memory_utilization (without the flag, the release's default as the memory model takes
-    it; with no version, decided only where 0.9 and 0.92 agree).
+    it; with no version, decided only where 0.9 and 0.92 agree); tight: enough, but not by the
+    CUDA context vLLM's worker creates before it checks (the memory probe's figure).
   Expert-parallel size = TP × DP with --enable-expert-parallel, else 1.
   The model's maximum context is derived as vLLM does (the smallest context-length key of the
     config.json that was read, scaled by RoPE scaling that extends it, --hf-overrides applied);
@@ -18,12 +19,14 @@ not here: it is the memory model's, ``memory.*`` (vllm_doctor/memory/estimate.py
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from vllm_doctor.facts.model import Facts, Source
 
 DERIVED_PATHS = (
     "derived.free_memory_below_utilization",
+    "derived.free_memory_tight",
     "derived.tp_divides_heads",
     "derived.tp_divides_kv_heads",
     "derived.driver_supports_torch_cuda",
@@ -79,9 +82,9 @@ def _compare_versions(a: str, b: str) -> bool:
     return major_minor(a) >= major_minor(b)
 
 
-def _free_below(facts: Facts) -> tuple[bool, str]:
+def _free_pairs(facts: Facts) -> list[tuple[int, int, int]]:
+    """(GPU index or -1, total MiB, free MiB) of every GPU whose memory is known."""
     devices = facts.value("gpu.devices")
-    pairs: list[tuple[int, int, int]] = []
     if (
         isinstance(devices, list)
         and devices
@@ -92,30 +95,68 @@ def _free_below(facts: Facts) -> tuple[bool, str]:
             for d in devices
         )
     ):
-        pairs = [
+        return [
             (int(d.get("index", i)), int(d["memory_total_mib"]), int(d["memory_free_mib"]))
             for i, d in enumerate(devices)
         ]
-    else:
-        total = int(_need(facts, "gpu.memory_total_mib"))
-        free = int(_need(facts, "gpu.memory_free_mib"))
-        pairs = [(-1, total, free)]
-    answers = []
-    for util, uwhy in _utilizations(facts):
-        short = [(i, t, f) for i, t, f in pairs if f < t * util]
-        if short:
-            i, t, f = short[0]
-            which = f"GPU {i}" if i >= 0 else "a GPU"
-            answers.append((True, f"{which}: {f} MiB free < {t} MiB × {util} ({uwhy})"))
-        else:
-            answers.append((False, f"every GPU has at least total × {util} free ({uwhy})"))
-    if len({below for below, _ in answers}) > 1:
+    total = int(_need(facts, "gpu.memory_total_mib"))
+    free = int(_need(facts, "gpu.memory_free_mib"))
+    return [(-1, total, free)]
+
+
+def _per_utilization(
+    facts: Facts, judge: Callable[[float, str], tuple[bool, str]]
+) -> tuple[bool, str]:
+    """``judge(util, why)`` under the utilization vLLM requests; undecided where the release's
+    default decides and the two defaults disagree."""
+    answers = [judge(util, uwhy) for util, uwhy in _utilizations(facts)]
+    if len({answer for answer, _ in answers}) > 1:
         raise _Missing(
             "vllm.version",
             f"{answers[0][1]}, but {answers[-1][1]}: the release's default decides "
             "(or pass --gpu-memory-utilization)",
         )
     return answers[0]
+
+
+def _which(index: int) -> str:
+    return f"GPU {index}" if index >= 0 else "a GPU"
+
+
+def _free_below(facts: Facts) -> tuple[bool, str]:
+    pairs = _free_pairs(facts)
+
+    def judge(util: float, uwhy: str) -> tuple[bool, str]:
+        short = [(i, t, f) for i, t, f in pairs if f < t * util]
+        if short:
+            i, t, f = short[0]
+            return True, f"{_which(i)}: {f} MiB free < {t} MiB × {util} ({uwhy})"
+        return False, f"every GPU has at least total × {util} free ({uwhy})"
+
+    return _per_utilization(facts, judge)
+
+
+def _free_tight(facts: Facts) -> tuple[bool, str]:
+    """Free memory at least total × utilization, but not by the CUDA context vLLM's worker
+    creates before it checks (``request_memory`` reads cudaMemGetInfo after init_device): the
+    doctor reads NVML free memory without a context of its own."""
+    from vllm_doctor.memory.estimate import cuda_context_gib
+
+    pairs = _free_pairs(facts)
+    context_gib, context_how = cuda_context_gib()
+    context = context_gib * 1024
+
+    def judge(util: float, uwhy: str) -> tuple[bool, str]:
+        close = [(i, t, f) for i, t, f in pairs if t * util <= f < t * util + context]
+        if close:
+            i, t, f = close[0]
+            return True, (
+                f"{_which(i)}: {f} MiB free, within the CUDA context ({context:.0f} MiB, "
+                f"{context_how}) of {t} MiB × {util} ({uwhy})"
+            )
+        return False, f"no GPU's free memory is within the CUDA context of total × {util}"
+
+    return _per_utilization(facts, judge)
 
 
 def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
@@ -139,6 +180,7 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
         facts.set(path, value, Source.DERIVED, how)
 
     attempt("derived.free_memory_below_utilization", lambda: _free_below(facts))
+    attempt("derived.free_memory_tight", lambda: _free_tight(facts))
 
     def tp_heads() -> tuple[bool, str]:
         heads = int(_need(facts, "model.num_attention_heads"))

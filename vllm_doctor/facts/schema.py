@@ -226,6 +226,11 @@ FACTS: dict[str, FactSpec] = {
     "derived.free_memory_below_utilization": FactSpec(
         "bool", "free memory on some GPU is below total × gpu_memory_utilization"
     ),
+    "derived.free_memory_tight": FactSpec(
+        "bool",
+        "free memory on some GPU is at least total × gpu_memory_utilization, but not by the "
+        "CUDA context vLLM creates before it checks",
+    ),
     "derived.tp_divides_heads": FactSpec("bool", "tensor_parallel_size divides attention heads"),
     "derived.tp_divides_kv_heads": FactSpec("bool", "TP divides KV heads or KV heads divide TP"),
     "derived.driver_supports_torch_cuda": FactSpec(

@@ -640,6 +640,21 @@ def _probe_sampler_bytes() -> tuple[float, str]:
     return PROBE_SAMPLER_BYTES, "the memory probe's figure"
 
 
+def cuda_context_gib() -> tuple[float, str]:
+    """One process's device memory once its CUDA context exists, the largest the memory probe
+    measured (knowledge/data/memory_probe.json)."""
+    found: list[tuple[float, str]] = []
+    try:
+        gpus = json.loads(PROBE_DATA.read_text(encoding="utf-8")).get("gpus") or {}
+        for name, row in gpus.items():
+            value = row.get("cuda_context_gib")
+            if isinstance(value, (int, float)):
+                found.append((float(value), f"measured by the memory probe on {name}"))
+    except (OSError, ValueError, AttributeError):
+        pass
+    return max(found) if found else (0.5, "about what the memory probe measures")
+
+
 def margin_gib(
     cal: dict[str, Any], terms: dict[str, float], calibrated: float, seqs: int, vocab: int
 ) -> tuple[float, str]:
