@@ -535,3 +535,21 @@ def test_the_json_docs_example_is_what_the_model_prints():
     assert summary is not None
     for name in ("activation_peak_gib", "kv_cache_gib", "kv_cache_tokens", "margin_gib"):
         assert f'"{name}": {summary["figures"][name]},' in doc
+
+
+def test_estimate_line_without_room_says_so():
+    # a negative KV budget is not a cache of "-3 GiB": vLLM stops before allocating one
+    line = estimate_line(-3.07, 0, 0.0, 8192)
+    assert line == "no KV cache: the weights and the profile exceed the budget by 3.1 GiB"
+
+
+def test_estimate_line_shows_every_possible_gpu_size():
+    # the RTX 5060 Ti ships with 8 or 16 GiB: Llama-3.1-8B's 15 GiB of weights fit neither one
+    # the same way, so the line gives both sizes' figures, not the smallest's alone
+    facts = _facts(
+        "vllm serve x --max-model-len 8192 --tensor-parallel-size 2",
+        gpu="NVIDIA GeForce RTX 5060 Ti",
+    )
+    line = facts.value("memory.estimate_line")
+    assert line.startswith("with 8 GiB: ") and "; with 16 GiB: KV cache ≈ " in line
+    assert "memory.kv_verdict" not in facts

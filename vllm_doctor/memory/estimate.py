@@ -1061,6 +1061,8 @@ def _short_tokens(n: int) -> str:
 
 
 def estimate_line(kv_gib: float, tokens: int, concurrency: float, max_len: int) -> str:
+    if kv_gib <= 0:  # vLLM stops: "No available memory for the cache blocks"
+        return f"no KV cache: the weights and the profile exceed the budget by {-kv_gib:.1f} GiB"
     length = f"{max_len // 1024}k" if max_len % 1024 == 0 else _short_tokens(max_len)
     return (
         f"KV cache ≈ {kv_gib:.0f} GiB ≈ {_short_tokens(tokens)} tokens ≈ "
@@ -1088,6 +1090,19 @@ def _decide_over_possible_sizes(
                 f"{' or '.join(sorted(str(v) for v in seen))}"
             )
     sizes = " or ".join(f"{int(s) // 1024} GiB" for s in total.possible)
+    # the one line shows every size where they differ, not only the smallest's figures
+    lines = [result.values.get("memory.estimate_line")] + [
+        o.values.get("memory.estimate_line") for o in others
+    ]
+    if all(lines) and len(set(lines)) > 1:
+        result.values["memory.estimate_line"] = "; ".join(
+            f"with {int(size) // 1024} GiB: {line}"
+            for size, line in zip(
+                [total.value] + [s for s in total.possible if int(s) != int(total.value)],
+                lines,
+                strict=True,
+            )
+        )
     for path in result.how:
         if path in result.values:
             result.how[path] += f"; for the smallest of {sizes} ({total.detail})"
