@@ -69,11 +69,13 @@ KNOWN_CAUSES = {
     "modelled: +0.44 GiB for 128×128 blocks); the documented config leaves weight_block_size out "
     "(no document here states it), so the estimate cannot add them: 29.01 + 0.44 = 29.45 GiB "
     "against the 29.54 printed, and the KV tokens follow",
-    "web-johnpfeiffer-gemma-4-31b-it-b300": "KV memory within 2 % (179.4 vs 182.37 GiB); the tokens are the grouping of gemma-4's "
-    "50 sliding layers (16 KV heads × 256) with its 10 global ones (4 × 512, K = V): 0.26.0's get_kv_cache_capacity gives "
-    "13.25 requests of 16k where kv.capacity's groups give 18.8; and the log ran the V1 model runner "
-    "(gpu_model_runner.py, a CUDA-graph estimate) with FlashInfer's sampler where 0.26.0's default rule (neither MoE nor "
-    "hybrid) gives the V2 runner — why that build took V1 is not found (peak activation printed 3.9 GiB)",
+    "web-johnpfeiffer-gemma-4-31b-it-b300": "KV memory within 2 % (179.4 vs 182.37 GiB); the printed tokens are that "
+    "memory over all 60 layers held as full attention (182.37 GiB / (50 × 16 × 256 × 2 × 2 + 10 × 4 × 512 × 2 × 2 B) = "
+    "217,305 against 217,116 printed, 13.25 requests of 16k), as unify_hybrid_kv_cache_specs makes them when the hybrid "
+    "KV-cache manager is off; the estimate keeps the sliding layers' window (kv.capacity's groups: about 1.5 × the tokens). Which "
+    "of 0.26.0's rules turned the manager off for this run is not found (no KV connector, no chunked local attention). "
+    "The log also ran the V1 model runner with FlashInfer's sampler where 0.26.0's default rule gives V2 (peak "
+    "activation printed 3.9 GiB)",
     "web-sipeed-qwen3-vl-30b-a3b-rtx3090x4": "weights: 0.11.0 loaded 14.77 GiB per GPU where the checkpoint's 31.07 B "
     "parameters split over TP 4 (the vision tower too: qwen3_vl.py's Column/RowParallelLinear) give 14.47; the "
     "0.30 GiB more is in no parameter (not identified) and is 13 % of this run's 2.31 GiB KV cache",
