@@ -254,8 +254,10 @@ def test_awq_weights_are_about_a_quarter():
 def test_release_formulas_from_the_wheels():
     assert not formula_for("0.19.1").cuda_graph_subtracted  # opt-in there, default "0"
     assert formula_for("0.20.0").cuda_graph_subtracted  # default "1" from 0.20.0
-    assert not formula_for("0.23.0").tokens_from_concurrency
-    assert formula_for("0.24.0").tokens_from_concurrency
+    # v1/core/kv_cache_utils.py: `num_tokens = int(max_concurrency * max_model_len)` from 0.20.1
+    assert not formula_for("0.20.0").tokens_from_concurrency
+    assert formula_for("0.20.1").tokens_from_concurrency
+    assert formula_for("0.23.0").tokens_from_concurrency
 
 
 def _facts(
@@ -325,6 +327,11 @@ def test_estimate_line_format():
     assert estimate_line(51.33, 420_480, 12.83, 32768) == (
         "KV cache ≈ 51 GiB ≈ 420k tokens ≈ 12.8 concurrent requests of 32k"
     )
+    # below one request (MEM001: it cannot hold one) the line never reads 1.0
+    assert estimate_line(2.1, 31_784, 0.97, 32768).endswith("≈ 0.97 concurrent requests of 32k")
+    assert "≈ 0.99 concurrent" in estimate_line(2.1, 32_700, 0.998, 32768)
+    assert "≈ 1.00 concurrent" in estimate_line(2.1, 32_768, 1.0, 32768)
+    assert "≈ 9.99 concurrent" in estimate_line(20.0, 327_000, 9.999, 32768)
 
 
 def test_uneven_pipeline_stages_as_vllm_splits_them():

@@ -193,16 +193,18 @@ def test_block_fp8_on_marlin_stores_group_scales_in_the_model_dtype():
     assert not wmod.fp8_runs_on_marlin(80, "0.8.5")  # no block-quant Marlin before 0.9.0
 
 
-def test_gb10_takes_the_small_batch_defaults_until_nvml_falls_back():
-    """NVML reports no memory size on GB10: get_batch_defaults reads 0 and picks 2048 tokens /
-    256 sequences before 0.33.0 (the guardkit 0.13.0 log prints max_num_batched_tokens=2048),
-    then the device properties' total."""
+def test_gb10_takes_the_small_batch_defaults_in_every_release():
+    """get_batch_defaults keeps GB10 on 2048 tokens / 256 sequences: before 0.33.0 NVML reports
+    no memory size for it and the memory reads 0 (the guardkit 0.13.0 log prints
+    max_num_batched_tokens=2048); 0.33.0 reads the device properties' total but excludes
+    compute capability 12.1 from the large tier (engine/arg_utils.py `is_gb10`)."""
     from vllm_doctor.memory.estimate import batch_defaults, formula_for
 
     names = ["NVIDIA GB10"]
-    assert batch_defaults(121.69, names, formula_for("0.13.0")) == (2048, 256)
-    assert batch_defaults(121.69, names, formula_for("0.33.0")) == (8192, 1024)
+    for version in ("0.8.5", "0.13.0", "0.28.0", "0.32.0", "0.33.0", None):
+        assert batch_defaults(121.69, names, formula_for(version)) == (2048, 256), version
     assert batch_defaults(79.18, ["NVIDIA H100 80GB HBM3"], formula_for("0.13.0")) == (8192, 1024)
+    assert batch_defaults(121.69, ["NVIDIA GH200 120GB"], formula_for("0.33.0")) == (8192, 1024)
 
 
 def test_the_fit_leaves_out_unified_memory_logs():

@@ -25,12 +25,13 @@ What vLLM does (``determine_available_memory`` in ``vllm/v1/worker/gpu_worker.py
 Then memory/kv.py turns the KV bytes into blocks, tokens and concurrency as the release does.
 Defaults the release fills in (``EngineArgs.get_batch_defaults``): ``vllm serve`` runs with
 max_num_batched_tokens 8192 / max_num_seqs 1024 on GPUs of ≥ 70 GiB other than the A100,
-16384 / 1024 on ≥ 160 GiB from 0.28.0, else 2048 / 256.
+16384 / 1024 on ≥ 160 GiB from 0.28.0, else (and on GB10 in every release) 2048 / 256.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -100,8 +101,6 @@ class ReleaseFormula:
     tokens_from_concurrency: bool
     large_tier_160: bool
     default_utilization: float  # CacheConfig.gpu_memory_utilization: 0.92 from 0.20.0
-    # get_batch_defaults needs NVML's memory size (before 0.33.0, no fallback)
-    nvml_memory_required: bool = True
     # how a Mamba / linear-attention layer holds a request's state (kv.MambaStateMode)
     mamba: kvmod.MambaStateMode = field(default_factory=kvmod.MambaStateMode)
 
@@ -129,9 +128,8 @@ def formula_for(version: str | None) -> ReleaseFormula:
     return ReleaseFormula(
         version=shown,
         cuda_graph_subtracted=v >= Version("0.20.0"),
-        tokens_from_concurrency=v >= Version("0.24.0"),
+        tokens_from_concurrency=v >= Version("0.20.1"),
         large_tier_160=v >= Version("0.28.0"),
-        nvml_memory_required=v < Version("0.33.0"),
         default_utilization=DEFAULT_UTILIZATIONS[1 if v >= Version("0.20.0") else 0],
         mamba=kvmod.MambaStateMode(
             str(v),
@@ -502,17 +500,20 @@ def flashinfer_installed(facts: Facts) -> bool | None:
     return None
 
 
-# integrated GPUs that NVML reports no memory size for (nvidia-smi: [N/A]): get_batch_defaults
-# reads the size through NVML (platforms/cuda.py get_device_total_memory), fails and takes 0
-# before 0.33.0, which falls back to the device properties' total (the comment there names GB10)
-_NVML_NO_MEMORY = re.compile(r"\bGB10\b")
+# GB10 (DGX Spark, compute capability 12.1): its ~120 GiB would put it on the 8192/1024 tier,
+# but get_batch_defaults (engine/arg_utils.py) keeps it on the small one in every release that
+# sizes the defaults by memory (0.8.5 on): up to 0.32.0 NVML reports no memory size for it
+# (nvidia-smi: [N/A]), platforms/cuda.py get_device_total_memory raises and the memory reads 0;
+# from 0.33.0 that falls back to the device properties, and `is_gb10 =
+# current_platform.is_device_capability((12, 1))` excludes it from the large tier by name
+_SMALL_TIER_GPU = re.compile(r"\bGB10\b")
 
 
 def batch_defaults(usable: float, names: list[str], formula: ReleaseFormula) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM fills in for `vllm serve` on this GPU."""
     a100 = any("a100" in str(n).lower() for n in names)
-    if formula.nvml_memory_required and any(_NVML_NO_MEMORY.search(str(n)) for n in names):
-        return 2048, 256  # the device memory read as 0
+    if any(_SMALL_TIER_GPU.search(str(n)) for n in names):
+        return 2048, 256
     if formula.large_tier_160 and usable >= 160:
         return 16384, 1024
     if usable >= 70 and not a100:
@@ -1060,13 +1061,21 @@ def _short_tokens(n: int) -> str:
     return str(n)
 
 
+def _short_concurrency(concurrency: float) -> str:
+    """Two decimals below 10, one above, rounded down: 0.97 requests never reads as 1.0 (MEM001
+    decides on the unrounded figure)."""
+    places = 2 if concurrency < 10 else 1
+    scale = 10**places
+    return f"{math.floor(concurrency * scale + 1e-9) / scale:.{places}f}"
+
+
 def estimate_line(kv_gib: float, tokens: int, concurrency: float, max_len: int) -> str:
     if kv_gib <= 0:  # vLLM stops: "No available memory for the cache blocks"
         return f"no KV cache: the weights and the profile exceed the budget by {-kv_gib:.1f} GiB"
     length = f"{max_len // 1024}k" if max_len % 1024 == 0 else _short_tokens(max_len)
     return (
         f"KV cache ≈ {kv_gib:.0f} GiB ≈ {_short_tokens(tokens)} tokens ≈ "
-        f"{concurrency:.1f} concurrent requests of {length}"
+        f"{_short_concurrency(concurrency)} concurrent requests of {length}"
     )
 
 

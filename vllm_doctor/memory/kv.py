@@ -35,8 +35,9 @@ it is below 1.5 × the smallest); all groups share one pool of ``num_blocks = av
 page_size // group_size`` blocks. One request needs ``cdiv(tokens it can hold, block_size)``
 blocks per group; concurrency is ``num_blocks / Σ blocks per request``
 (``get_max_concurrency_for_kv_cache_config``). The printed token count is
-``num_blocks // groups × block_size`` up to 0.23.0 and ``int(concurrency × max_model_len)``
-from 0.24.0 (``get_kv_cache_capacity``).
+``num_blocks // groups × block_size`` up to 0.20.0 and ``int(concurrency × max_model_len)``
+from 0.20.1 (v1/core/kv_cache_utils.py ``_report_kv_cache_config``, ``get_kv_cache_capacity``
+from 0.24.0).
 """
 
 from __future__ import annotations
