@@ -252,3 +252,32 @@ def test_free_memory_that_covers_the_request_by_less_than_a_cuda_context_is_tigh
     add_gpus(facts, 81559, [74000])
     compute_derived(facts)
     assert facts.value("derived.free_memory_tight") is False
+
+
+def test_an_assumed_idle_gpu_decides_only_that_free_memory_suffices():
+    from vllm_doctor.facts.derived import ASSUMED_IDLE
+    from vllm_doctor.facts.hardware import infer_gpu_memory
+
+    def named_h100(utilization: float) -> Facts:
+        facts = model_facts("Llama-3.1-8B-Instruct", gpu_memory_utilization=utilization)
+        facts.set("gpu.names", ["NVIDIA H100 80GB HBM3"], Source.USER)
+        infer_gpu_memory(facts)  # 81920 MiB total, free assumed = total
+        compute_derived(facts)
+        return facts
+
+    # 0.995 × 81920 leaves 410 MiB, within a CUDA context: not decided on an assumed figure
+    facts = named_h100(0.995)
+    assert "derived.free_memory_tight" not in facts
+    assert facts.why_missing("derived.free_memory_tight") == (
+        f"needs gpu.memory_free_mib: {ASSUMED_IDLE}"
+    )
+    below = facts.get("derived.free_memory_below_utilization")
+    assert below.value is False and "(assumed idle)" in below.detail
+    # the same figure read from NVML decides
+    facts.set("gpu.memory_free_mib", 81920, Source.NVML)
+    compute_derived(facts)
+    assert facts.value("derived.free_memory_tight") is True
+    # room beyond a context even on the assumed figure: decided "no", said to be assumed
+    facts = named_h100(0.9)
+    tight = facts.get("derived.free_memory_tight")
+    assert tight.value is False and "(assumed idle)" in tight.detail

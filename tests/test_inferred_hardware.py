@@ -301,3 +301,39 @@ def test_mem001_when_the_kv_cache_exceeds_the_gpu_whatever_the_weights(tmp_path)
         "8192",
     )
     assert "MEM001" in {f["code"] for f in json.loads(short.stdout)["undecided"]}
+
+
+def test_mem002_never_warns_from_a_gpu_assumed_idle():
+    # 0.995 × 81920 MiB leaves 410 MiB, less than a CUDA context: an idle H100 named by --gpu
+    # would be "tight", but its free memory is assumed, not read, so MEM002 is undecided
+    result = doctor(
+        "check",
+        "--gpu",
+        "NVIDIA H100 80GB HBM3",
+        "--vllm-version",
+        "0.33.0",
+        "--model-config",
+        str(LLAMA),
+        "--format",
+        "json",
+        "--",
+        "vllm",
+        "serve",
+        "M",
+        "--max-model-len",
+        "32768",
+        "--gpu-memory-utilization",
+        "0.995",
+    )
+    data = json.loads(result.stdout)
+    assert not any(f["code"] == "MEM002" for f in data["findings"])
+    mem = next(f for f in data["undecided"] if f["code"] == "MEM002")
+    missing = {m["fact"]: m["reason"] for m in mem["missing"]}
+    assert "assumed idle" in missing["derived.free_memory_tight"]
+    assert "run on the GPU host" in missing["derived.free_memory_tight"]
+    # the figure it rests on says it is assumed wherever it is shown
+    facts = data["facts"]["facts"]
+    free = facts["gpu.memory_free_mib"]
+    assert free["inferred"] is True and "assumed idle" in free["detail"]
+    below = facts["derived.free_memory_below_utilization"]
+    assert below["value"] is False and "(assumed idle)" in below["detail"]

@@ -35,6 +35,13 @@ DERIVED_PATHS = (
 )
 
 
+# why a GPU known by its name only decides no free-memory shortage (facts/hardware.py)
+ASSUMED_IDLE = (
+    "assumed idle (free = total) for a GPU known by its name only; run on the GPU host, "
+    "where NVML reads the memory other processes hold"
+)
+
+
 class _Missing(Exception):
     def __init__(self, path: str, reason: str):
         super().__init__(path)
@@ -82,8 +89,9 @@ def _compare_versions(a: str, b: str) -> bool:
     return major_minor(a) >= major_minor(b)
 
 
-def _free_pairs(facts: Facts) -> list[tuple[int, int, int]]:
-    """(GPU index or -1, total MiB, free MiB) of every GPU whose memory is known."""
+def _free_pairs(facts: Facts) -> tuple[list[tuple[int, int, int]], bool]:
+    """(GPU index or -1, total MiB, free MiB) of every GPU whose memory is known, and whether
+    the free figure is assumed (a GPU known by its name only, taken as idle) not measured."""
     devices = facts.value("gpu.devices")
     if (
         isinstance(devices, list)
@@ -98,10 +106,19 @@ def _free_pairs(facts: Facts) -> list[tuple[int, int, int]]:
         return [
             (int(d.get("index", i)), int(d["memory_total_mib"]), int(d["memory_free_mib"]))
             for i, d in enumerate(devices)
-        ]
+        ], False
     total = int(_need(facts, "gpu.memory_total_mib"))
     free = int(_need(facts, "gpu.memory_free_mib"))
-    return [(-1, total, free)]
+    fact = facts.get("gpu.memory_free_mib")
+    return [(-1, total, free)], fact is not None and fact.inferred
+
+
+def _measured_only(holds: bool, assumed: bool) -> bool:
+    """An assumed-idle free figure decides "does not apply" only: an idle GPU is the best
+    case, so a shortage it shows needs the real figure."""
+    if holds and assumed:
+        raise _Missing("gpu.memory_free_mib", ASSUMED_IDLE)
+    return holds
 
 
 def _per_utilization(
@@ -124,14 +141,15 @@ def _which(index: int) -> str:
 
 
 def _free_below(facts: Facts) -> tuple[bool, str]:
-    pairs = _free_pairs(facts)
+    pairs, assumed = _free_pairs(facts)
+    idle = " (assumed idle)" if assumed else ""
 
     def judge(util: float, uwhy: str) -> tuple[bool, str]:
         short = [(i, t, f) for i, t, f in pairs if f < t * util]
-        if short:
+        if _measured_only(bool(short), assumed):
             i, t, f = short[0]
             return True, f"{_which(i)}: {f} MiB free < {t} MiB × {util} ({uwhy})"
-        return False, f"every GPU has at least total × {util} free ({uwhy})"
+        return False, f"every GPU has at least total × {util} free{idle} ({uwhy})"
 
     return _per_utilization(facts, judge)
 
@@ -142,19 +160,20 @@ def _free_tight(facts: Facts) -> tuple[bool, str]:
     doctor reads NVML free memory without a context of its own."""
     from vllm_doctor.memory.estimate import cuda_context_gib
 
-    pairs = _free_pairs(facts)
+    pairs, assumed = _free_pairs(facts)
     context_gib, context_how = cuda_context_gib()
     context = context_gib * 1024
+    idle = " (assumed idle)" if assumed else ""
 
     def judge(util: float, uwhy: str) -> tuple[bool, str]:
         close = [(i, t, f) for i, t, f in pairs if t * util <= f < t * util + context]
-        if close:
+        if _measured_only(bool(close), assumed):
             i, t, f = close[0]
             return True, (
                 f"{_which(i)}: {f} MiB free, within the CUDA context ({context:.0f} MiB, "
                 f"{context_how}) of {t} MiB × {util} ({uwhy})"
             )
-        return False, f"no GPU's free memory is within the CUDA context of total × {util}"
+        return False, (f"no GPU's free memory{idle} is within the CUDA context of total × {util}")
 
     return _per_utilization(facts, judge)
 

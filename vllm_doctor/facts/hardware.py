@@ -16,7 +16,8 @@ inferred with what it came from (``Facts.infer`` never overrides a collected val
   what vLLM sees of each from knowledge/data/gpu_usable_memory.json and decides "fits" /
   "does not fit" only where every size agrees);
 * ``gpu.memory_free_mib``: a GPU known only by its name is assumed idle (free = total), so
-  MEM002 can only be decided "does not apply" from it — never an error;
+  MEM002 can only be decided "does not apply" from it — never a warning or an error (the
+  derived free-memory facts that would confirm it stay missing, facts/derived.py);
 * ``driver.cuda_version`` from ``driver.version``: the newest CUDA toolkit whose minimum Linux
   driver (NVIDIA's release notes, ``knowledge/data/cuda_compat.json``) the driver meets.
 """
