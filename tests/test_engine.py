@@ -138,6 +138,26 @@ def test_three_valued_logic():
     assert decided.value is True and decided.missing == []
 
 
+def test_support_is_the_decided_tests_that_make_a_condition_hold():
+    tp_gt_1 = {"fact": "serve.tensor_parallel_size", "gt": 1}  # false: argues against
+    tp_is_1 = {"fact": "serve.tensor_parallel_size", "eq": 1}  # true
+    missing = {"fact": "model.architectures", "contains": "X"}
+    facts = facts_of(serve__tensor_parallel_size=1)
+    facts.mark_missing("model", "no config.json found")
+
+    def support(node):
+        out = compile_condition(node).evaluate(facts)
+        return [t.op for t in out.evidence], [t.op for t in out.support]
+
+    # an undecided `any`: its false part was checked, and supports nothing
+    assert support({"any": [tp_gt_1, missing]}) == (["gt"], [])
+    assert support({"any": [tp_gt_1, tp_is_1]}) == (["eq"], ["eq"])
+    assert support({"all": [tp_is_1, missing]}) == (["eq"], ["eq"])
+    # under `not` a false test is what makes the negation hold
+    assert support({"not": tp_gt_1}) == (["gt"], ["gt"])
+    assert support({"not": {"any": [tp_gt_1, tp_is_1]}}) == (["eq"], [])
+
+
 @pytest.mark.parametrize(
     "cond, expected",
     [

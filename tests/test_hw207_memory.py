@@ -5,6 +5,7 @@ without the message the rule never applies."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,39 @@ def test_unknown_when_the_memory_models_inputs_are_missing():
     outcome = RULE.when.evaluate(facts)
     assert outcome.value is None and "memory.kv_room" in outcome.missing
     assert evaluate_rule(RULE, facts, "").verdict == NOT_APPLIES
+
+
+def test_facts_against_the_cause_are_shown_as_also_checked_not_because():
+    from vllm_doctor.commands.check import render_document
+    from vllm_doctor.report.document import CheckDocument
+
+    # every GPU has its share free and the KV cache has room: both facts argue against the
+    # cause the message names; a seen message still makes the rule apply
+    facts = Facts.from_flat(
+        {"memory.kv_room": "room", "derived.free_memory_below_utilization": False}
+    )
+    finding = evaluate_rule(RULE, facts, OOM)
+    assert finding.verdict == APPLIES
+    assert [e.supports for e in finding.evidence] == [False, False]
+    assert finding.to_dict()["evidence"][0]["supports"] is False
+    doc = CheckDocument(facts, [finding], "error", 1, 0.0)
+    text = render_document(doc, "text", verbose=False, to_file=True)
+    assert "also checked: derived.free_memory_below_utilization = no" in text
+    assert "because derived.free_memory_below_utilization" not in text
+    markdown = render_document(doc, "markdown", verbose=False, to_file=True)
+    assert "- also checked: `derived.free_memory_below_utilization` = `False`" in markdown
+    junit = render_document(doc, "junit", verbose=False, to_file=True)
+    assert "also checked: memory.kv_room = room" in junit
+    data = json.loads(render_document(doc, "json", verbose=False, to_file=True))
+    assert [e.get("supports") for e in data["findings"][0]["evidence"]] == [False, False]
+
+    # the KV cache within its margin confirms it: only that fact is shown, as "because"
+    facts = Facts.from_flat(
+        {"memory.kv_room": "tight", "derived.free_memory_below_utilization": False}
+    )
+    finding = evaluate_rule(RULE, facts, OOM)
+    assert [(e.path, e.supports) for e in finding.evidence] == [("memory.kv_room", True)]
+    text = render_document(
+        CheckDocument(facts, [finding], "error", 1, 0.0), "text", verbose=False, to_file=True
+    )
+    assert "because memory.kv_room = tight" in text

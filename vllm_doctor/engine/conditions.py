@@ -15,7 +15,7 @@ value is compared with another fact, and the test is unknown when either side is
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -70,6 +70,9 @@ class Outcome:
     value: bool | None
     evidence: list[Test]  # the tests that were decided (their fact paths are the evidence)
     missing: list[str]  # fact paths whose absence left a test unknown
+    # the decided tests that count towards the condition holding; the others argue against it
+    # (a false part of an undecided `any`, or every test of a false condition)
+    support: list[Test] = field(default_factory=list)
 
 
 def _fold(value: Any) -> Any:
@@ -119,10 +122,17 @@ class Group(Condition):
         else:
             evidence = [e for o in outcomes for e in o.evidence]
             missing = [m for o in outcomes for m in o.missing]
+        support = [t for o in outcomes for t in o.support]
         values = [o.value for o in outcomes]
         if self.kind == "not":
             value = values[0]
-            return Outcome(None if value is None else not value, evidence, missing)
+            held = {id(t) for t in support}  # what held inside argues against the negation
+            return Outcome(
+                None if value is None else not value,
+                evidence,
+                missing,
+                [t for t in evidence if id(t) not in held],
+            )
         if self.kind == "all":
             value = FALSE if FALSE in values else (UNKNOWN if UNKNOWN in values else TRUE)
         else:
@@ -130,7 +140,7 @@ class Group(Condition):
         # A decided group does not depend on its undecided parts: don't ask for those facts.
         if value is not UNKNOWN:
             missing = []
-        return Outcome(value, evidence, missing)
+        return Outcome(value, evidence, missing, support)
 
     def paths(self) -> list[str]:
         return [p for part in self.parts for p in part.paths()]
@@ -148,6 +158,12 @@ class Test(Condition):
         return f"{self.op} {operand}"
 
     def evaluate(self, facts: Facts) -> Outcome:
+        outcome = self._decide(facts)
+        if outcome.value is TRUE:
+            outcome.support = list(outcome.evidence)
+        return outcome
+
+    def _decide(self, facts: Facts) -> Outcome:
         fact = facts.get(self.path)
         if fact is None and self._unknown_when_not_there(facts):
             return Outcome(UNKNOWN, [], [self.path])

@@ -30,11 +30,26 @@ class Evidence:
     test: str  # what the rule asked of the fact ("gt 1", "contains X")
 
     inferred: bool = False
+    # False for a fact that was checked but argues against the condition (a false part of an
+    # `any`, the facts a log-only rule's log outweighs): shown as "also checked", not "because"
+    supports: bool = True
+
+    @property
+    def label(self) -> str:
+        """The word before the fact in the terminal's "because X = v" lines."""
+        return "because" if self.supports else "also checked:"
+
+    @property
+    def aside(self) -> str:
+        """The prefix of a fact listed without "because" (markdown, SARIF, JUnit)."""
+        return "" if self.supports else "also checked: "
 
     def to_dict(self) -> dict[str, Any]:
         data = {"fact": self.path, "value": self.value, "source": self.source, "test": self.test}
         if self.inferred:
             data["inferred"] = True
+        if not self.supports:
+            data["supports"] = False
         return data
 
 
@@ -190,20 +205,31 @@ def evaluate_rule(
         if reading is None:  # the message is not the case the rule's reader names
             return Finding(rule, NOT_APPLIES, confidence)
     evidence: dict[str, Evidence] = {}  # one line per fact, listing every test made of it
+    held = {id(test) for test in outcome.support}
     for test in outcome.evidence:
         known = evidence.get(test.path)
         if known is not None:
             if test.describe() not in known.test.split("; "):
                 known.test += f"; {test.describe()}"
+            known.supports = known.supports or id(test) in held
             continue
         fact = facts.get(test.path)
         if fact is not None:
             evidence[test.path] = Evidence(
-                test.path, fact.value, fact.describe_source(), test.describe(), fact.inferred
+                test.path,
+                fact.value,
+                fact.describe_source(),
+                test.describe(),
+                fact.inferred,
+                id(test) in held,
             )
         elif test.op != "exists":
             evidence[test.path] = Evidence(
-                test.path, None, "absent from the inputs", test.describe()
+                test.path,
+                None,
+                "absent from the inputs",
+                test.describe(),
+                supports=id(test) in held,
             )
 
     state = fix_state(rule, facts, vllm_tree)

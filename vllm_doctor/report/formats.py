@@ -80,7 +80,7 @@ def render_markdown(doc: CheckDocument) -> str:
         for f in doc.applies:
             out += [f"### `{f.rule.code}` {f.rule.summary}", ""]
             for ev in f.evidence:
-                out.append(f"- `{ev.path}` = `{_md_cell(ev.value)}` ({ev.source})")
+                out.append(f"- {ev.aside}`{ev.path}` = `{_md_cell(ev.value)}` ({ev.source})")
             if f.fix_state and f.fix_state.state != UNVERSIONED:
                 out.append(
                     f"- {'source' if f.fix_state.method == 'fingerprint' else 'version'}: {f.fix_state.detail}"
@@ -305,7 +305,7 @@ def value_text(value: Any) -> str:
 
 
 def _evidence_text(f: Finding) -> str:
-    return "; ".join(f"{e.path}={value_text(e.value)} ({e.source})" for e in f.evidence)
+    return "; ".join(f"{e.aside}{e.path}={value_text(e.value)} ({e.source})" for e in f.evidence)
 
 
 def _message(doc: CheckDocument, f: Finding) -> str:
@@ -454,7 +454,9 @@ def render_junit(doc: CheckDocument) -> str:
     for f in sorted(doc.findings, key=lambda f: f.rule.code):
         name = quoteattr(f"{f.rule.code} {f.rule.slug}")
         head = f'    <testcase classname="vllm-doctor.{f.rule.category}" name={name}>'
-        body = "\n".join(f"{e.path} = {value_text(e.value)} ({e.source})" for e in f.evidence)
+        body = "\n".join(
+            f"{e.aside}{e.path} = {value_text(e.value)} ({e.source})" for e in f.evidence
+        )
         body += "".join(f"\nseen in the log: {line}" for line in f.log_matches)
         if f.reading is not None:
             body += f"\ncause: {f.reading.cause}" + "".join(f"\nfix: {x}" for x in f.reading.fixes)

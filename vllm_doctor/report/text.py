@@ -42,7 +42,7 @@ def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) ->
         console.print(f"      at {escape(doc.target.file)}:{doc.target_line(f)}")
     for ev in f.evidence:
         console.print(
-            f"      because {escape(ev.path)} = {escape(_fmt(ev.value))}"
+            f"      {ev.label} {escape(ev.path)} = {escape(_fmt(ev.value))}"
             f" [dim]({escape(ev.source)})[/]"
         )
     if f.fix_state and f.fix_state.state != UNVERSIONED:
