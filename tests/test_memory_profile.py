@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from vllm_doctor.logreaders.memory_figures import says_flashinfer_sampler
 from vllm_doctor.memory import profile as prof
@@ -79,6 +80,52 @@ def test_no_cuda_graph_estimate_on_the_v2_runner_before_0_29():
     assert not prof.graph_estimate_subtracted("0.27.1", v2=True, eager=False)[0]
     assert prof.graph_estimate_subtracted("0.29.0", v2=True, eager=False)[0]
     assert not prof.graph_estimate_subtracted("0.29.0", v2=True, eager=True)[0]
+
+
+@pytest.mark.parametrize(
+    ("version", "env", "subtracted"),
+    [
+        # vllm/envs.py: absent before 0.18.0, default "0" in 0.18.0–0.19.1, "1" from 0.20.0
+        ("0.17.1", "1", False),
+        ("0.18.0", None, False),
+        ("0.19.1", "1", True),
+        ("0.20.0", None, True),
+        ("0.20.0", "0", False),
+        ("0.33.0", "0", False),
+        ("0.33.0", "1", True),
+    ],
+)
+def test_the_cuda_graph_estimate_follows_the_profiler_variable(version, env, subtracted):
+    on, how = prof.graph_estimate_subtracted(version, v2=False, eager=False, env=env)
+    assert on is subtracted
+    if Version(version) >= Version("0.18.0"):
+        assert "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS" + (f"={env}" if env else " unset") in how
+
+
+def _h100_llama(version: str, prefix: str = "") -> float:
+    facts = entry_facts(
+        {
+            "gpu": "NVIDIA H100 80GB HBM3",
+            "gpu_count": 1,
+            "vllm_version": version,
+            "serve": f"{prefix}vllm serve m --max-num-seqs 256",
+            "config": "models/Llama-3.1-8B-Instruct",
+        }
+    )
+    facts.set("release.judged", version, "test")
+    compute_memory(facts)
+    return facts.value("memory.kv_cache_gib")
+
+
+def test_the_serve_lines_profiler_variable_changes_the_kv_cache():
+    """`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 vllm serve ...` (0.20.0 on: default 1) leaves
+    the CUDA-graph estimate in the KV cache; `=1` on 0.19.1 (default 0) takes it out."""
+    off = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 "
+    on = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 "
+    assert _h100_llama("0.33.0", off) > _h100_llama("0.33.0")
+    assert _h100_llama("0.33.0", on) == _h100_llama("0.33.0")
+    assert _h100_llama("0.19.1", on) < _h100_llama("0.19.1")
+    assert _h100_llama("0.19.1", off) == _h100_llama("0.19.1")
 
 
 def test_the_flashinfer_log_line_decides_the_sampler_of_a_real_log():

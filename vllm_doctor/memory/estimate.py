@@ -903,7 +903,9 @@ def estimate(
         env=facts.value("env.VLLM_USE_FLASHINFER_SAMPLER"),
         flashinfer_installed=flashinfer_installed(facts),
     )
-    graph_on, graph_how = profmod.graph_estimate_subtracted(release, v2=v2, eager=eager)
+    graph_on, graph_how = profmod.graph_estimate_subtracted(
+        release, v2=v2, eager=eager, env=facts.value("env.VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
+    )
     terms, thow = calibrated_terms(
         tp=tp,
         hidden=hidden,

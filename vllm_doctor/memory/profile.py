@@ -250,18 +250,40 @@ def persistent_bytes_per_entry(v2: bool) -> float:
     return 4.0 if v2 else 0.0
 
 
-def graph_estimate_subtracted(version: str | None, *, v2: bool, eager: bool) -> tuple[bool, str]:
-    """Whether the release subtracts a CUDA-graph estimate before sizing the KV cache."""
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS in vllm/envs.py: (first release, default); absent
+# before 0.18.0, read in gpu_worker.py determine_available_memory
+_GRAPH_ESTIMATE_DEFAULTS = (("0.18.0", False), ("0.20.0", True))
+
+
+def graph_estimate_subtracted(
+    version: str | None, *, v2: bool, eager: bool, env: object = None
+) -> tuple[bool, str]:
+    """Whether the release subtracts a CUDA-graph estimate before sizing the KV cache;
+    ``env``: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS as the serve environment sets it."""
     v = _version(version)
     if eager:
         return False, "--enforce-eager: no CUDA graphs"
-    if v < Version("0.20.0"):
+    default = None
+    for first, on in _GRAPH_ESTIMATE_DEFAULTS:
+        if v >= Version(first):
+            default = on
+    if default is None:
         return False, (
-            f"{v}: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is off or absent: graphs are "
+            f"{v}: no VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (from 0.18.0): graphs are "
             "captured after the KV cache"
         )
+    flag = _flag(env)
+    on = default if flag is None else flag
+    how = (
+        f"{v}: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS={int(flag)}"
+        if flag is not None
+        else f"{v}: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS unset (defaults to {int(default)})"
+    )
+    if not on:
+        return False, f"{how}: graphs are captured after the KV cache"
     if v2 and v < Version("0.29.0"):
-        return False, (
-            f"{v}: the V2 model runner's profile_cudagraph_memory returns 0 (before 0.29.0)"
+        return (
+            False,
+            f"{how}, but the V2 model runner's profile_cudagraph_memory returns 0 (before 0.29.0)",
         )
-    return True, f"{v}: the CUDA-graph estimate is subtracted (default since 0.20.0)"
+    return True, f"{how}: the CUDA-graph estimate is subtracted"
