@@ -86,7 +86,7 @@ def test_check_log_shows_vllm_figures_beside_the_estimate(tmp_path):
     }
 
 
-def _explain_json(tmp_path: Path, name: str, gpu: str, serve: str) -> dict:
+def _explain_json(tmp_path: Path, name: str, gpu: str, serve: str, *extra: str) -> dict:
     entry = load_entry(FIXTURES / "memory-logs" / f"{name}.yaml")
     log = tmp_path / f"{name}.log"
     log.write_text(entry["log"], encoding="utf-8")
@@ -96,7 +96,7 @@ def _explain_json(tmp_path: Path, name: str, gpu: str, serve: str) -> dict:
         config = tmp_path / f"{name}.json"
         config.write_text(json.dumps(entry["config"]), encoding="utf-8")
     args = ["explain", "--log", str(log), "--format", "json", "--model-config", str(config)]
-    result = CliRunner().invoke(app, [*args, "--gpu", gpu, "--serve", serve])
+    result = CliRunner().invoke(app, [*args, "--gpu", gpu, "--serve", serve, *extra])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)["memory"]
 
@@ -170,3 +170,68 @@ def test_without_a_max_model_len_the_estimate_takes_the_logs(tmp_path):
     rows = {row["fact"]: row for row in memory["comparison"]}
     assert abs(rows["memory.kv_cache_tokens"]["error"]) < 0.10
     assert abs(rows["memory.max_concurrency"]["error"]) < 0.10
+
+
+TOKENKAKI = "web-tokenkaki-qwen3-8b-a100-40g"  # 0.19.1, TP 1, default utilization 0.9
+V19 = ("--vllm-version", "0.19.1")  # the post's release; the log names none
+
+
+def _rows(memory: dict) -> dict[str, dict]:
+    return {row["fact"]: row for row in memory["comparison"]}
+
+
+def test_a_serve_line_that_differs_from_the_logs_run_is_not_an_estimate_error(tmp_path):
+    # the log's whole "non-default args" line sets no utilization: its run had 0.19.1's 0.9
+    gpu = "NVIDIA A100-SXM4-40GB"
+    half = "vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.5"
+    rows = _rows(_explain_json(tmp_path, TOKENKAKI, gpu, half, *V19))
+    for fact in ("memory.kv_cache_gib", "memory.kv_cache_tokens", "memory.max_concurrency"):
+        assert rows[fact]["error"] is None
+        assert "gpu_memory_utilization 0.9, the estimate with 0.5" in rows[fact]["note"]
+    assert abs(rows["memory.weights_gib"]["error"]) < 0.05  # the utilization does not move it
+    rows = _rows(_explain_json(tmp_path, TOKENKAKI, gpu, "vllm serve Qwen/Qwen3-8B -tp 2", *V19))
+    assert rows["memory.weights_gib"]["error"] is None
+    assert "tensor_parallel_size 1, the estimate with 2" in rows["memory.weights_gib"]["note"]
+    same = _rows(_explain_json(tmp_path, TOKENKAKI, gpu, "vllm serve Qwen/Qwen3-8B", *V19))
+    assert (
+        abs(same["memory.kv_cache_gib"]["error"]) < 0.10
+        and "note" not in same["memory.kv_cache_gib"]
+    )
+
+
+def test_check_log_leaves_out_figures_of_another_run(tmp_path):
+    entry = load_entry(FIXTURES / "memory-logs" / f"{TOKENKAKI}.yaml")
+    log = tmp_path / "startup.log"
+    log.write_text(entry["log"], encoding="utf-8")
+    args = ["check", "--log", str(log), "--model-config", str(FIXTURES / entry["config"])]
+    args += ["--gpu", "NVIDIA A100-SXM4-40GB", "--format", "json", "--fail-on", "never", *V19]
+    result = CliRunner().invoke(
+        app, [*args, "--", "vllm", "serve", "Qwen/Qwen3-8B", "--gpu-memory-utilization", "0.5"]
+    )
+    memory = json.loads(result.stdout)["memory"]
+    assert _rows(memory)["memory.kv_cache_gib"]["error"] is None
+    assert "KV cache (GiB)" not in memory["estimate"]  # no percentage for it in the line
+
+
+def test_a_log_line_cut_short_says_nothing_of_the_arguments_it_lost():
+    from vllm_doctor.memory.readback import run_args
+
+    whole = "INFO non-default args: {'model': 'm', 'max_num_seqs': 16}\n"
+    assert run_args(whole)["tensor_parallel_size"] == 1 and run_args(whole)["max_num_seqs"] == 16
+    cut = "INFO non-default args: {'model': 'm', 'max_num_seqs': 16, 'model_t\n"
+    assert "tensor_parallel_size" not in run_args(cut) and run_args(cut)["max_num_seqs"] == 16
+
+
+def test_ranks_that_print_figures_bound_the_logs_world_size():
+    from vllm_doctor.facts.model import Facts
+    from vllm_doctor.memory.readback import run_args, run_differences
+
+    line = "(VllmWorker TP{r} pid=1) INFO [gpu_model_runner.py:2007] Model loading took 7.1 GiB\n"
+    figures = {"weights_gib": 7.1, "run_args": {"world_size_at_least": 2}}
+    assert "ranks" not in str(run_differences({**figures, "run_args": {}}, Facts()))
+    assert run_args(line.format(r=0) + line.format(r=1)) == {"world_size_at_least": 2}
+    why = run_differences(figures, Facts())["weights_gib"]
+    assert why == ["the log shows 2 ranks or more, the estimate is for 1"]
+    tp2 = Facts()
+    tp2.set("serve.tensor_parallel_size", 2, "serve line")
+    assert run_differences(figures, tp2) == {}

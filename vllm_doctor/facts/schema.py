@@ -215,7 +215,8 @@ FACTS: dict[str, FactSpec] = {
         "dict",
         "the start-up memory figures vLLM printed in the log "
         "(logreaders/memory_figures.py: weights_gib, kv_cache_gib, "
-        "kv_cache_tokens, max_concurrency, ...)",
+        "kv_cache_tokens, max_concurrency, ...; run_args: the serve arguments the log's "
+        "run shows, memory/readback.py)",
     ),
     "log.flashinfer_sampler": FactSpec(
         "bool",
