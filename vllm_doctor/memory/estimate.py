@@ -51,8 +51,7 @@ DATA = Path(__file__).resolve().parents[1] / "knowledge" / "data"
 USABLE_DATA = DATA / "gpu_usable_memory.json"
 CALIBRATION_DATA = DATA / "memory_calibration.json"
 DEFAULT_DTYPE = "bfloat16"  # vLLM's "auto" for a config without torch_dtype
-# CacheConfig.gpu_memory_utilization's default (vllm/config/cache.py): up to 0.19.1, from 0.20.0
-DEFAULT_UTILIZATIONS = (0.9, 0.92)
+DEFAULT_UTILIZATIONS = profmod.DEFAULT_UTILIZATIONS  # up to 0.19.1, from 0.20.0
 
 MEMORY_PATHS = (
     "memory.usable_gib",
@@ -130,7 +129,7 @@ def formula_for(version: str | None) -> ReleaseFormula:
         cuda_graph_subtracted=v >= Version("0.20.0"),
         tokens_from_concurrency=v >= Version("0.20.1"),
         large_tier_160=v >= Version("0.28.0"),
-        default_utilization=DEFAULT_UTILIZATIONS[1 if v >= Version("0.20.0") else 0],
+        default_utilization=profmod.default_utilization(str(v)),
         mamba=kvmod.MambaStateMode(
             str(v),
             per_block_state=v >= Version("0.11.1"),

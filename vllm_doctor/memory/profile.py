@@ -250,6 +250,15 @@ def persistent_bytes_per_entry(v2: bool) -> float:
     return 4.0 if v2 else 0.0
 
 
+# CacheConfig.gpu_memory_utilization's default (vllm/config/cache.py): up to 0.19.1, from 0.20.0
+DEFAULT_UTILIZATIONS = (0.9, 0.92)
+
+
+def default_utilization(version: str | None) -> float:
+    """The release's default --gpu-memory-utilization (the newest's when unknown)."""
+    return DEFAULT_UTILIZATIONS[1 if _version(version) >= Version("0.20.0") else 0]
+
+
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS in vllm/envs.py: (first release, default); absent
 # before 0.18.0, read in gpu_worker.py determine_available_memory
 _GRAPH_ESTIMATE_DEFAULTS = (("0.18.0", False), ("0.20.0", True))

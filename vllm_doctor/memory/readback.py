@@ -170,10 +170,10 @@ def _parallel(facts: Facts, path: str) -> int:
 
 def _release_utilization(facts: Facts) -> float:
     """The judged release's default --gpu-memory-utilization."""
-    from vllm_doctor.memory.estimate import formula_for
+    from vllm_doctor.memory.profile import default_utilization
 
     version = facts.value("release.judged") or facts.value("vllm.version")
-    return formula_for(str(version) if version else None).default_utilization
+    return default_utilization(str(version) if version else None)
 
 
 def run_differences(figures: dict[str, Any], facts: Facts) -> dict[str, list[str]]:
