@@ -125,7 +125,10 @@ def test_explain_log_says_when_the_release_is_unknown(tmp_path):
         "vllm serve deepseek-ai/DeepSeek-V2-Lite-Chat --enforce-eager --max-model-len 8192 "
         "--dtype float16",
     )
-    assert "version unknown" in memory["release"] and "--vllm-version" in memory["release"]
+    assert memory["release"] == "0.33.0"
+    assert (
+        "version unknown" in memory["release_note"] and "--vllm-version" in memory["release_note"]
+    )
 
 
 def test_concurrencies_for_other_request_lengths_are_not_compared(tmp_path):
@@ -235,3 +238,41 @@ def test_ranks_that_print_figures_bound_the_logs_world_size():
     tp2 = Facts()
     tp2.set("serve.tensor_parallel_size", 2, "serve line")
     assert run_differences(figures, tp2) == {}
+
+
+def test_explain_log_names_the_release_whose_formula_it_applies(tmp_path):
+    args = ["explain", "--log", str(_log(tmp_path)), "--model-config", str(CONFIG)]
+    args += ["--gpu", "NVIDIA A100 80GB", "--serve", SERVE, "--vllm-version"]
+    said = {
+        version: next(
+            line.strip()
+            for line in CliRunner().invoke(app, [*args, version]).stdout.splitlines()
+            if "by the formula of" in line
+        )
+        for version in ("9.9.9", "0.5.0", "0.23.1rc1.dev20+g0d80979", "0.10.1.1")
+    }
+    assert said["9.9.9"] == (
+        "by the formula of vLLM 0.33.0 (the newest the knowledge covers; 9.9.9 is past it)"
+    )
+    assert said["0.5.0"] == (
+        "by the formula of vLLM 0.8.0 (the oldest the knowledge covers; 0.5.0 is before it)"
+    )
+    assert said["0.23.1rc1.dev20+g0d80979"].startswith("by the formula of vLLM 0.23.0 (")
+    assert said["0.10.1.1"] == "by the formula of vLLM 0.10.1.1"
+
+
+def test_explain_log_refuses_a_bad_serve_line_or_gpu(tmp_path):
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "vllm_doctor", "explain", "--log", str(_log(tmp_path))]
+    for bad, said in (
+        (["--serve", "not a serve line"], "--serve: not a serve line"),
+        (["--serve", "vllm serve 'model"], "cannot split into words"),
+        (["--serve", " "], "the serve line is empty"),
+        (["--gpu", ""], "'' is not a GPU the GPU table knows"),
+    ):
+        result = subprocess.run([*command, *bad], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2, bad
+        assert result.stdout == ""
+        assert result.stderr.count("\n") == 1 and said in result.stderr

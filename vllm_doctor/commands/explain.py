@@ -122,6 +122,7 @@ def _memory_readback(
         "comparison": [],
         "missing": None,
         "release": None,
+        "release_note": None,
     }
     if not (model_config or gpu or serve):
         result["missing"] = (
@@ -135,7 +136,7 @@ def _memory_readback(
         CollectOptions(
             serve_string=serve,
             model_config=model_config,
-            target=TargetHardware(gpu=gpu, count=gpus) if gpu else None,
+            target=TargetHardware(gpu=gpu, count=gpus) if gpu is not None else None,
             vllm_version=version,
             probe_machine=False,
             offline=True,
@@ -144,14 +145,16 @@ def _memory_readback(
     # the log's own inputs of the estimate (a multimodal model's encoder budget) count, as in
     # `check --log`
     from vllm_doctor.facts.model import Source
-    from vllm_doctor.memory.estimate import compute_memory, formula_for
+    from vllm_doctor.memory.estimate import compute_memory
+    from vllm_doctor.memory.readback import formula_release
 
     facts.set("log.memory_figures", figures, Source.LOG, "the log")
     compute_memory(facts)
-    # whose formula the estimate follows: the log's release, --vllm-version's, else the newest
-    result["release"] = formula_for(
-        facts.value("release.judged") or facts.value("vllm.version")
-    ).version + ("" if version else "; pass --vllm-version to judge the release the log ran")
+    # whose formula the estimate follows: --vllm-version's, the log's release, else the newest
+    release, why = formula_release(facts.value("vllm.version") or facts.value("release.judged"))
+    if not version:
+        why = f"{why}; pass --vllm-version to judge the release the log ran"
+    result["release"], result["release_note"] = release, why
     result["estimate"] = facts.value("memory.estimate_line")
     result["comparison"] = compare(figures, facts)
     if result["estimate"] is None:
@@ -165,11 +168,29 @@ def _print_memory(memory: dict[str, Any]) -> None:
     typer.echo(f"vLLM's memory figures: {describe(memory['printed'])}")
     if memory["estimate"]:
         typer.echo(f"    estimate: {memory['estimate']}")
-        typer.echo(f"    by the formula of vLLM {memory['release']}")
+        note = f" ({memory['release_note']})" if memory["release_note"] else ""
+        typer.echo(f"    by the formula of vLLM {memory['release']}{note}")
     for row in memory["comparison"]:
         typer.echo(f"    {row_line(row)}")
     if memory["missing"]:
         typer.echo(f"    no estimate: {memory['missing']}")
+
+
+def _check_serve(serve: str) -> None:
+    """The serve line's own parse errors (as `check` reports them); words vLLM's parser would
+    refuse as a second positional argument mean the text is no serve line at all."""
+    from vllm_doctor.serveline.command import parse_serve_string
+
+    if not serve.strip():
+        raise InputError("--serve", "the serve line is empty")
+    line = parse_serve_string(serve)
+    stray = [word for word in line.unknown_flags if not word.startswith("-")]
+    if stray:
+        raise InputError(
+            "--serve",
+            f"not a serve line: vLLM takes one positional word (the model), not "
+            f'{" ".join(stray)!r} (give "vllm serve MODEL ...")',
+        )
 
 
 def explain_log(
@@ -194,6 +215,12 @@ def explain_log(
         from vllm_doctor.commands.inputs import check_version
 
         check_version("--vllm-version", vllm_version)
+    if gpu is not None:
+        from vllm_doctor.facts.hardware import resolve_gpu
+
+        resolve_gpu(gpu)
+    if serve is not None:
+        _check_serve(serve)
     text = read_log(log_path)
     report = analyse_log(
         text, load_rules(rules_dirs), vllm_version, "option" if vllm_version else ""

@@ -124,6 +124,34 @@ def printed(text: str) -> dict[str, Any] | None:
     return out
 
 
+def formula_release(version: str | None) -> tuple[str, str | None]:
+    """The covered release whose formula the estimate applies to ``version`` (its thresholds
+    are covered releases: the newest one at or before it, the oldest for an older version) and
+    why, where that is not the version itself."""
+    from packaging.version import InvalidVersion, Version
+
+    from vllm_doctor.knowledge import covered_releases
+
+    releases = covered_releases()
+    oldest, newest = releases[0], releases[-1]
+    if not version:
+        return newest, "version unknown: the newest release's formula"
+    try:
+        v = Version(str(version))
+    except InvalidVersion:
+        return newest, f"{version!r} is not a version: the newest release's formula"
+    below = [r for r in releases if Version(r) <= v]
+    if not below:
+        return oldest, f"the oldest the knowledge covers; {version} is before it"
+    base = below[-1]
+    if Version(base) == Version(v.public):
+        return base, None
+    if base == newest:
+        return base, f"the newest the knowledge covers; {version} is past it"
+    after = releases[releases.index(base) + 1]
+    return base, f"{version} is between {base} and {after}: the formula of {base}"
+
+
 def describe(figures: dict[str, Any]) -> str:
     """vLLM's figures in one line."""
     parts = [_WORDS[k].format(v=v) for k, v in figures.items() if k in _WORDS]
