@@ -560,3 +560,43 @@ def test_estimate_line_shows_every_possible_gpu_size():
     line = facts.value("memory.estimate_line")
     assert line.startswith("with 8 GiB: ") and "; with 16 GiB: KV cache ≈ " in line
     assert "memory.kv_verdict" not in facts
+
+
+def test_without_the_gpu_size_every_report_shows_what_is_known():
+    """No GPU given: the weights per GPU and the KV bytes per token are known, the KV cache is
+    not; text, markdown and JSON show those figures and name what would give the rest."""
+    from vllm_doctor.commands.check import render_document
+    from vllm_doctor.memory.estimate import report_line, report_summary
+    from vllm_doctor.report.document import CheckDocument
+
+    facts = entry_facts(
+        {
+            "vllm_version": "0.33.0",
+            "serve": "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768",
+            "config": "models/Llama-3.1-8B-Instruct",
+        }
+    )
+    facts.set("release.judged", "0.33.0", "test")
+    compute_memory(facts)
+    assert "memory.kv_cache_gib" not in facts and "memory.estimate_line" not in facts
+    line = report_line(facts)
+    assert line == (
+        f"weights {facts.value('memory.weights_gib')} GiB per GPU; KV 128.00 KiB per token "
+        "(32 full layers); the KV cache needs the GPU's memory size: --gpu NAME or "
+        "--report collect-env.txt"
+    )
+    summary = report_summary(facts)
+    assert summary is not None and summary["estimate"] == line
+    assert summary["figures"]["kv_bytes_per_token"] == 32 * 8 * 128 * 2 * 2
+    assert summary["figures"]["kv_cache_gib"] is None
+    doc = CheckDocument(facts, [], "error", 0, 0.0)
+    assert f"Memory: {line}" in render_document(doc, "text", to_file=True)
+    assert f"**Memory:** {line}" in render_document(doc, "markdown")
+    assert json.loads(render_document(doc, "json"))["memory"]["estimate"] == line
+    # a GPU named whose memory its name does not give (unified memory): the line says why
+    jetson = _facts(
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768", gpu="Jetson AGX Orin"
+    )
+    line = report_line(jetson) or ""
+    assert line.startswith("weights ") and "--gpu NAME" not in line
+    assert "(Jetson AGX Orin shares unified memory with the CPU" in line

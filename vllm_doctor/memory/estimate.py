@@ -1204,6 +1204,8 @@ SUMMARY_PATHS = (
     "memory.kv_cache_gib",
     "memory.kv_cache_tokens",
     "memory.max_concurrency",
+    "memory.kv_bytes_per_token",
+    "memory.kv_layers",
     "memory.margin_gib",
     "memory.kv_verdict",
 )
@@ -1219,7 +1221,7 @@ def report_line(facts: Facts) -> str | None:
             from vllm_doctor.memory.readback import describe
 
             return f"vLLM printed: {describe(figures)} (no estimate: {_why_no_estimate(facts)})"
-        return None
+        return _without_gpu_size_line(facts)
     weights, usable = facts.value("memory.weights_gib"), facts.value("memory.usable_gib")
     margin = facts.value("memory.margin_gib")
     total = facts.get("gpu.memory_total_mib")
@@ -1246,6 +1248,26 @@ def report_line(facts: Facts) -> str | None:
         if shown:
             line += f"; vLLM printed {shown}"
     return line
+
+
+def _without_gpu_size_line(facts: Facts) -> str | None:
+    """What _without_gpu_size found where only the GPU's memory size is missing: "weights
+    15.26 GiB per GPU; KV 144.00 KiB per token (36 full layers); the KV cache needs …"."""
+    weights, per_token = facts.value("memory.weights_gib"), facts.value("memory.kv_bytes_per_token")
+    if weights is None and per_token is None:
+        return None
+    from vllm_doctor.report.facts_view import format_bytes
+
+    known = [f"weights {weights} GiB per GPU"] if weights is not None else []
+    if per_token is not None:
+        layers = str(facts.value("memory.kv_layers") or "").split(" (")[0]
+        known.append(f"KV {format_bytes(int(per_token))} per token ({layers} layers)")
+    if facts.value("gpu.names"):  # a GPU whose size the name does not tell: say why
+        reason = _why_no_estimate(facts).removeprefix("needs gpu.memory_total_mib: ")
+        need = f"the KV cache needs the GPU's memory size ({reason})"
+    else:
+        need = "the KV cache needs the GPU's memory size: --gpu NAME or --report collect-env.txt"
+    return "; ".join([*known, need])
 
 
 def _why_no_estimate(facts: Facts) -> str:
