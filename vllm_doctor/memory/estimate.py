@@ -1195,19 +1195,9 @@ def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
 
 # -- the one line every report shows -----------------------------------------------------------
 
-SUMMARY_PATHS = (
-    "memory.usable_gib",
-    "memory.weights_gib",
-    "memory.activation_peak_gib",
-    "memory.non_torch_gib",
-    "memory.cuda_graph_gib",
-    "memory.kv_cache_gib",
-    "memory.kv_cache_tokens",
-    "memory.max_concurrency",
-    "memory.kv_bytes_per_token",
-    "memory.kv_layers",
-    "memory.margin_gib",
-    "memory.kv_verdict",
+# every figure but the verdict on room and the line itself, in MEMORY_PATHS' order
+SUMMARY_PATHS = tuple(
+    path for path in MEMORY_PATHS if path not in ("memory.kv_room", "memory.estimate_line")
 )
 
 
