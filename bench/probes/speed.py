@@ -106,7 +106,9 @@ def main() -> int:
         var, _, value = assignment.partition("=")
         variants.setdefault(name, {})[var] = value
     cache = tempfile.mkdtemp(prefix=f"vllm-doctor-cache-{args.label}-")
-    env = dict(os.environ, PYTHONPATH=args.root, VLLM_DOCTOR_CACHE_DIR=cache)
+    # the checkout first, then what the caller had (the doctor's wheels carried to a device)
+    path = os.pathsep.join(p for p in (args.root, os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYTHONPATH=path, VLLM_DOCTOR_CACHE_DIR=cache)
     floor_cmd = [
         sys.executable,
         os.path.join(HERE, "floor.py"),
