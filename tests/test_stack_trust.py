@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, Finding, defer, evaluate_rules
+from vllm_doctor.engine.evaluate import (
+    APPLIES,
+    NOT_APPLIES,
+    UNDECIDED,
+    Finding,
+    defer,
+    evaluate_rules,
+)
 from vllm_doctor.engine.loader import load_rules
 from vllm_doctor.engine.over_releases import judge_over_releases
 from vllm_doctor.facts.collect import CollectOptions, collect_facts
@@ -60,3 +67,53 @@ def test_the_same_torch_beside_a_covered_release_is_still_an_error(tmp_path):
     facts, findings = judge(report=report)
     assert facts.value("vllm.version") == "0.10.0"
     assert findings["ENV101"].verdict == APPLIES
+
+
+# -- 2. a build the release's wheel metadata does not describe ----------------------------------
+
+# NVIDIA's vLLM container for DGX Spark (GB10): nvcr.io/nvidia/vllm:25.09-py3 ships
+# vLLM 0.10.1.1+381074ae.nv25.09 built against its own torch 2.9.0a0+50eac811a6.nv25.09
+# (both strings as public notes of that image record them; see SOURCES.md), and it serves.
+NGC_SPARK = {
+    "vllm.version": "0.10.1.1+381074ae.nv25.09",
+    "vllm.installed": True,
+    "torch.version": "2.9.0a0+50eac811a6.nv25.09",
+    "torch.cuda_version": "13.0",
+    "driver.version": "580.95.05",
+    "gpu.count": 1,
+    "gpu.names": ["NVIDIA GB10"],
+}
+
+
+def test_nvidia_container_torch_is_not_judged_by_the_pypi_pin():
+    from vllm_doctor.facts.model import Source
+
+    facts, findings = judge(given=Facts.from_flat(NGC_SPARK, Source.REPORT))
+    assert facts.value("release.judged") == "0.10.1.1"
+    assert facts.value("release.torch_pin") == "2.7.1"  # what PyPI's 0.10.1.1 wheel pins
+    assert "release.torch_matches_pin" not in facts
+    why = facts.why_missing("release.torch_matches_pin")
+    assert "local label +381074ae.nv25.09, which vLLM" in why and "vendor or source build" in why
+    assert findings["ENV101"].verdict == UNDECIDED
+
+
+def test_a_source_build_and_a_release_wheel_are_told_apart():
+    from vllm_doctor.facts.model import Source
+
+    # eugr/spark-vllm-docker issue 321: a 2 x DGX Spark Ray deployment of a source build
+    # (.dYYYYMMDD: a modified checkout) that served until it ran out of unified memory
+    source = dict(NGC_SPARK, **{"vllm.version": "0.23.1rc1.dev1053+gf2317c227.d20260712"})
+    facts, findings = judge(given=Facts.from_flat(source, Source.REPORT))
+    assert "is a source build (.d20260712" in facts.why_missing("release.torch_matches_pin")
+    assert findings["ENV101"].verdict == UNDECIDED
+    # vLLM's own wheels state their pin: PyPI's 0.10.1.1, and its +cu128 variant
+    for version in ("0.10.1.1", "0.10.1.1+cu128"):
+        wheel = dict(NGC_SPARK, **{"vllm.version": version})
+        facts, findings = judge(given=Facts.from_flat(wheel, Source.REPORT))
+        assert facts.value("release.torch_matches_pin") is False
+        assert findings["ENV101"].verdict == APPLIES
+    # a build that has the pinned torch is fine whatever built it
+    pinned = dict(NGC_SPARK, **{"torch.version": "2.7.1"})
+    facts, findings = judge(given=Facts.from_flat(pinned, Source.REPORT))
+    assert facts.value("release.torch_matches_pin") is True
+    assert findings["ENV101"].verdict == NOT_APPLIES

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.facts.model import Fact, Facts, Source
 from vllm_doctor.facts.packages import satisfies
@@ -219,6 +219,8 @@ def judged_between_releases(facts: Facts, collect: Callable[[Facts], None]) -> N
         here, there = facts.get(path), later.get(path)
         if _same_answer(here, there, match.release, match.upper):
             continue
+        if here is None and facts.why_missing(path):
+            continue  # already open for this very build: its own reason says more
         facts.values.pop(path, None)
         shown = {
             r: ("not known" if f is None else f.value)
@@ -991,7 +993,17 @@ def _pins(facts: Facts, release: str) -> None:
             facts.mark_missing("release.torch_matches_pin", why)
         elif installed is not None:
             inside = satisfies(str(installed).split("+")[0], f"=={torch['pin']}")
-            if inside is not None:
+            built = _built_elsewhere(str(facts.value("vllm.version") or ""))
+            if inside is False and built is not None:
+                # the table holds the pin of the release's own wheels; this build's ops were
+                # compiled against another torch, which only its own metadata names
+                facts.mark_missing(
+                    "release.torch_matches_pin",
+                    f"{built}; torch {installed} differs from the pin of vLLM {release}'s "
+                    f"wheels ({torch['pin']}), which this build need not have (`pip show vllm` "
+                    "there names its requirement)",
+                )
+            elif inside is not None:
                 facts.set(
                     "release.torch_matches_pin",
                     inside,
@@ -1099,6 +1111,48 @@ def _effective_dtype(facts: Facts, release: str) -> None:
         f"--dtype auto in vLLM {release}: checkpoint {checkpoint} "
         f"on compute capability {capability} (supported: {', '.join(supported)})",
     )
+
+
+# local labels of vLLM's own wheels: the CUDA/ROCm/CPU variants on its release page, and
+# the git sha of a nightly (whose pin is judged as a dev build below)
+_WHEEL_LABEL = re.compile(r"cu\d+|cpu|rocm[\d.]*|xpu|g[0-9a-f]{6,40}")
+
+
+def _built_elsewhere(version: str) -> str | None:
+    """Why a vLLM build need not carry the torch pin of its release's wheels, or None for a
+    release wheel (PyPI's, or a +cuXXX variant from vLLM's release page).
+
+    * a local label vLLM's wheels never carry (NVIDIA's containers: ``+<sha>.nv25.09``;
+      a distribution's own build): vLLM was compiled against the torch of that image;
+    * a ``.dYYYYMMDD`` label: setuptools-scm's mark of a build from a modified checkout, a
+      source build compiled against the torch installed then;
+    * a dev build or release candidate: a nightly wheel pins main's torch at its commit, a
+      source build the torch installed — the release table holds neither."""
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        return None
+    label = version.split("+", 1)[1] if "+" in version else ""  # as written (nv25.09)
+    parts = label.split(".") if label else []
+    if any(re.fullmatch(r"d\d{8}", part) for part in parts):
+        return (
+            f"vLLM {version} is a source build (.d{parts[-1][1:]}: a modified checkout), "
+            "compiled against the torch installed when it was built"
+        )
+    foreign = [part for part in parts if not _WHEEL_LABEL.fullmatch(part)]
+    if foreign:
+        return (
+            f"vLLM {version} carries the local label +{label}, which vLLM's own wheels never "
+            "do (theirs: +cuNNN, +cpu, +rocm..., a nightly's +g<sha>): a vendor or source "
+            "build (NVIDIA's containers build vLLM against their own torch), compiled against "
+            "the torch installed then"
+        )
+    if parsed.is_devrelease or parsed.is_prerelease:
+        return (
+            f"vLLM {version} is a build between releases: a nightly wheel pins main's torch at "
+            "its commit, a source build compiles against the torch installed"
+        )
+    return None
 
 
 def _what_if_without(facts: Facts, package_path: str) -> str | None:
