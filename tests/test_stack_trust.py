@@ -117,3 +117,73 @@ def test_a_source_build_and_a_release_wheel_are_told_apart():
     facts, findings = judge(given=Facts.from_flat(pinned, Source.REPORT))
     assert facts.value("release.torch_matches_pin") is True
     assert findings["ENV101"].verdict == NOT_APPLIES
+
+
+# -- 4. --gpu on a host that has that GPU --------------------------------------------------------
+
+H200_HOST = HERE / "fixtures" / "hosts" / "h200x4-facts.json"
+
+
+def _h200_host() -> Facts:
+    """What the collectors of this machine recorded there (its GPUs, links, driver, stack);
+    the rest of that run (no serve line, no model) is not this machine's."""
+    import json
+
+    from vllm_doctor.facts.collect import MACHINE_AREAS
+
+    recorded = Facts.from_dict(json.loads(H200_HOST.read_text()))
+    mine = (*MACHINE_AREAS, "env")
+    host = Facts()
+    host.values = {p: f for p, f in recorded.values.items() if p.split(".")[0] in mine}
+    host.missing = {p: r for p, r in recorded.missing.items() if p.split(".")[0] in mine}
+    return host
+
+
+def test_gpu_named_on_the_host_that_has_it_keeps_its_count_and_links():
+    from vllm_doctor.facts.hardware import TargetHardware
+
+    facts, findings = judge(
+        given=_h200_host(),
+        target=TargetHardware(gpu="NVIDIA H200"),
+        serve_string="vllm serve Qwen/Qwen3-8B -tp 4",
+        vllm_version="0.24.0",
+    )
+    assert facts.value("gpu.count") == 4
+    assert facts.value("topology.all_nvlink") is True
+    assert facts.value("gpu.memory_total_mib") == 143771  # measured, not the table's
+    assert any("--gpu NVIDIA H200 names the GPUs of this machine" in n for n in facts.notes)
+    assert findings["HW005"].verdict == NOT_APPLIES
+    # the same line at -tp 8 is refused on this host, as vLLM 0.24.0 would
+    _, over = judge(
+        given=_h200_host(),
+        target=TargetHardware(gpu="NVIDIA H200"),
+        serve_string="vllm serve Qwen/Qwen3-8B -tp 8",
+        vllm_version="0.24.0",
+    )
+    assert over["HW005"].verdict == APPLIES
+
+
+def test_another_gpu_named_replaces_the_host_and_leaves_the_count_unknown():
+    from vllm_doctor.facts.hardware import TargetHardware
+
+    facts, findings = judge(
+        given=_h200_host(),
+        target=TargetHardware(gpu="RTX 3090"),
+        serve_string="vllm serve Qwen/Qwen3-8B -tp 4",
+        vllm_version="0.24.0",
+    )
+    assert facts.value("gpu.names") == ["RTX 3090"]
+    assert "gpu.count" not in facts and "topology.links" not in facts
+    assert "without --gpus" in facts.why_missing("gpu.count")
+    assert "4 × NVIDIA H200 are set aside" in facts.why_missing("gpu.count")
+    # an unknown count never decides an error
+    assert findings["HW005"].verdict == UNDECIDED
+    # --gpus gives it
+    facts, findings = judge(
+        given=_h200_host(),
+        target=TargetHardware(gpu="RTX 3090", count=2),
+        serve_string="vllm serve Qwen/Qwen3-8B -tp 4",
+        vllm_version="0.24.0",
+    )
+    assert facts.value("gpu.count") == 2
+    assert findings["HW005"].verdict == APPLIES

@@ -357,7 +357,9 @@ def _digest_parts(facts: Facts, section: Section) -> list[str]:
         names = v("gpu.names") or []
         if names:
             unique = list(dict.fromkeys(map(str, names)))
-            parts.append(f"{len(names)} × {unique[0]}" if len(unique) == 1 else ", ".join(unique))
+            count = v("gpu.count")
+            shown = f"{count if count is not None else '?'} × {unique[0]}"
+            parts.append(shown if len(unique) == 1 else ", ".join(unique))
         caps = sorted(set(v("gpu.capabilities") or []))
         if caps:
             parts.append("sm_" + "/".join(map(str, caps)))
