@@ -131,7 +131,7 @@ def judge_release(facts: Facts, releases: tuple[str, ...]) -> tuple[str | None, 
 
 # The facts of this module that need a judged release (release.coverage says whether there
 # is one; release.unknown_options is decided over every covered release, without a version).
-_VERSION_FREE = ("release.coverage", "release.unknown_options")
+_VERSION_FREE = ("release.coverage", "release.unknown_options", "release.world_spans_nodes")
 
 
 def _release_paths() -> list[str]:
@@ -167,6 +167,7 @@ def collect_release(facts: Facts) -> None:
             note or f"vLLM {facts.value('vllm.version')} is release {release}",
         )
     _options(facts, release)
+    _world_nodes(facts)
     if release is not None:
         _registry(facts, release)
         _pins(facts, release)
@@ -750,6 +751,71 @@ def _parallel(facts: Facts, release: str) -> None:
         SOURCE,
         f"ParallelConfig.__post_init__ of vLLM {release} (knowledge/data/parallel.json)",
     )
+
+
+# executor backends for which ParallelConfig skips its node check: Ray places the ranks over
+# its cluster, an external launcher (torchrun) starts them where it was told
+_SPANNING_BACKENDS = ("ray", "external_launcher")
+# options that name other nodes without changing what the node check compares
+_OTHER_NODE_WORDS = ("headless", "data-parallel-address", "data-parallel-start-rank")
+
+
+def _world_nodes(facts: Facts) -> None:
+    """``release.world_spans_nodes``: the ranks of one data-parallel replica (TP × PP × PCP)
+    may lie beyond this node's GPUs, as ParallelConfig.__post_init__ decides it in every
+    release: it compares the world size with this node's GPUs only when no executor backend
+    is given and ``--nnodes`` is 1 (0.11.1 on; before, it switches to Ray by itself, which
+    release.oversized_world says). A given backend of ray or external_launcher, or ``--nnodes``
+    above 1, spreads the ranks over nodes. ``--headless``, ``--data-parallel-address`` and
+    the other data-parallel options name other nodes, but each replica's ranks are still
+    compared with this node's GPUs: they are named in the detail, and decide nothing."""
+    line, _ = _given_words(facts)
+    if line is None:
+        facts.mark_missing("release.world_spans_nodes", "no serve line")
+        return
+    backend = line.value("distributed-executor-backend")
+    nnodes = line.value("nnodes")
+    try:
+        nodes = int(nnodes) if nnodes is not None else 1
+    except (TypeError, ValueError):
+        nodes = 1
+    world = facts.value("serve.world_size")
+    others = [f"--{w}" for w in _OTHER_NODE_WORDS if w in line.given]
+    local = line.value("data-parallel-size-local")
+    dp = line.value("data-parallel-size")
+    if local is not None and dp is not None and str(local).isdigit() and int(local) < int(dp):
+        others.append(f"--data-parallel-size-local {local} of {dp}")
+    if isinstance(backend, str) and backend in _SPANNING_BACKENDS:
+        facts.set(
+            "release.world_spans_nodes",
+            True,
+            SOURCE,
+            f"--distributed-executor-backend {backend}: the {world} ranks are placed by "
+            + ("the Ray cluster" if backend == "ray" else "the external launcher")
+            + ", not counted against this node's GPUs",
+        )
+    elif nodes > 1:
+        per = f" ({int(world) // nodes} per node)" if isinstance(world, int) else ""
+        facts.set(
+            "release.world_spans_nodes",
+            True,
+            SOURCE,
+            f"--nnodes {nodes}: the {world} ranks spread over {nodes} nodes{per}",
+        )
+    else:
+        facts.set(
+            "release.world_spans_nodes",
+            False,
+            SOURCE,
+            "no executor backend and --nnodes 1: vLLM compares the "
+            f"{world} ranks of a replica with this node's GPUs"
+            + (
+                f" ({', '.join(others)} name other nodes, but not where one replica's ranks "
+                "run: that takes --nnodes or --distributed-executor-backend ray)"
+                if others
+                else ""
+            ),
+        )
 
 
 def _loaded_class(facts: Facts, release: str) -> tuple[str, dict[str, Any]] | str:

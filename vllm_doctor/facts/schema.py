@@ -356,6 +356,14 @@ FACTS: dict[str, FactSpec] = {
         "what the judged release does when TP x PP exceeds the node's GPUs and no "
         "executor backend is given: ray (switches to Ray by itself) or refuse (ValueError)",
     ),
+    "release.world_spans_nodes": FactSpec(
+        "bool",
+        "the ranks of one data-parallel replica (TP x PP x PCP) may lie beyond this node's "
+        "GPUs: --distributed-executor-backend ray or external_launcher, or --nnodes above 1; "
+        "false: vLLM compares them with this node's GPUs (--headless and the data-parallel "
+        "options do not change that; the detail names them)",
+        never_absent=True,
+    ),
     "release.transformers_requirement": FactSpec(
         "str", "the judged release's transformers requirement (Requires-Dist)"
     ),
