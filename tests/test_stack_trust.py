@@ -187,3 +187,87 @@ def test_another_gpu_named_replaces_the_host_and_leaves_the_count_unknown():
     )
     assert facts.value("gpu.count") == 2
     assert findings["HW005"].verdict == APPLIES
+
+
+# -- 5. the report's `Is CUDA available` line ---------------------------------------------------
+
+
+def test_cuda_unavailable_with_a_driver_older_than_torch_cuda_is_an_error():
+    # pytorch issue 43058: torch built with CUDA 10.2, nvidia-smi says the driver's CUDA is 10.1
+    facts, findings = judge(report=REPORTS / "torch-1.6-cuda10.2-driver-418-unavailable.txt")
+    assert facts.value("torch.cuda_available") is False
+    assert facts.value("driver.cuda_version") == "10.1"
+    assert facts.value("derived.driver_supports_torch_cuda") is False
+    assert findings["ENV010"].verdict == APPLIES
+    assert findings["ENV010"].severity == "error"
+    assert "ENV010" in fails_strict(facts, findings)
+    # pytorch issue 30071: the driver's CUDA (10.0) comes from NVIDIA's table for 410.48
+    facts, findings = judge(report=REPORTS / "torch-1.3.1-cuda10.1-driver-410-unavailable.txt")
+    assert (
+        facts.get("driver.cuda_version").inferred and facts.value("driver.cuda_version") == "10.0"
+    )
+    assert findings["ENV010"].verdict == APPLIES
+
+
+def test_cuda_available_or_a_driver_that_supports_it_is_not_env010(tmp_path):
+    facts, findings = judge(report=REPORTS / "torch-collect-env-2.5.1-v100s.txt")
+    assert facts.value("torch.cuda_available") is True
+    assert findings["ENV010"].verdict == NOT_APPLIES
+    # CUDA unavailable, but the driver supports torch's CUDA: another cause, not this rule
+    text = (REPORTS / "torch-1.6-cuda10.2-driver-418-unavailable.txt").read_text()
+    report = tmp_path / "r.txt"
+    report.write_text(text.replace("CUDA Version: 10.1", "CUDA Version: 10.2"))
+    facts, findings = judge(report=report)
+    assert facts.value("derived.driver_supports_torch_cuda") is True
+    assert findings["ENV010"].verdict == NOT_APPLIES
+
+
+# -- 8. --strict: "cannot be known from this input" is not "not supplied" ------------------------
+
+
+def test_strict_passes_a_healthy_report_with_flashinfer_and_fails_the_broken_one():
+    from vllm_doctor.commands.check import load_examples
+
+    example = load_examples()["healthy-h100-llama"]
+    facts, findings = judge(
+        report=example.report, model_config=example.model_config, serve_string=example.serve
+    )
+    assert facts.value("packages.flashinfer-python") == "0.7.2"
+    # a companion the report's collect-env never lists cannot be known from it
+    assert facts.is_unknowable("packages.flashinfer-cubin")
+    assert facts.is_unknowable("packages.deep-gemm")
+    assert facts.is_unknowable("env.HF_TOKEN")  # a secret collect-env never prints
+    assert not facts.is_unknowable("env.VLLM_PORT")  # printed when set: absent here
+    assert fails_strict(facts, findings) == []
+    broken, broken_findings = judge(
+        report=REPORTS / "torch-1.6-cuda10.2-driver-418-unavailable.txt",
+        model_config=example.model_config,
+        serve_string=example.serve,
+    )
+    assert "ENV010" in fails_strict(broken, broken_findings)
+
+
+def test_a_rules_dir_rule_reads_an_unlisted_package_as_cannot_decide(tmp_path):
+    # the report's own listing decides, whoever wrote the rule (before: only packages the
+    # shipped rules named were "cannot decide", any other read as not installed)
+    from vllm_doctor.commands.check import load_examples
+    from vllm_doctor.engine.evaluate import evaluate_rule
+    from vllm_doctor.engine.loader import load_rule_file
+
+    rules = tmp_path / "env"
+    rules.mkdir()
+    (rules / "ENV960.yaml").write_text(
+        "code: ENV960\nslug: companion\nstatus: stable\nseverity: error\nconfidence: high\n"
+        "summary: a companion package\nphase: startup\n"
+        "when:\n  fact: packages.my-companion-kernels\n  exists: false\n"
+        "references: [https://github.com/vllm-project/vllm/issues/1]\n"
+        "details: |\n  ## What happens\n  x\n  ## Why\n  x\n  ## How to confirm\n  x\n"
+        "  ## Known false positives\n  x\n"
+    )
+    rule, problems = load_rule_file(rules / "ENV960.yaml")
+    assert rule is not None, problems
+    example = load_examples()["healthy-h100-llama"]
+    facts, _ = judge(report=example.report)
+    finding = evaluate_rule(rule, facts)
+    assert finding.verdict == UNDECIDED
+    assert finding.missing[0].unknowable and "would not be listed" in finding.missing[0].reason

@@ -488,7 +488,20 @@ def _vllm_facts(report: _Report, facts: Facts) -> None:
 # -- torch ----------------------------------------------------------------------------------
 
 
+# `Is CUDA available`: str(torch.cuda.is_available()) in today's reports, Yes/No in torch's
+# collect_env before 1.8
+_AVAILABLE = {"true": True, "yes": True, "false": False, "no": False}
+
+
 def _torch_facts(report: _Report, facts: Facts) -> None:
+    entry = report.get("Is CUDA available")
+    said = _AVAILABLE.get(entry[0].strip().lower()) if entry is not None else None
+    if entry is not None and said is not None:
+        facts.set(
+            "torch.cuda_available", said, Source.REPORT, _line_detail(report, "Is CUDA available")
+        )
+    else:
+        facts.mark_missing("torch.cuda_available", "the report has no `Is CUDA available` line")
     if not _set_first_word(report, facts, "PyTorch version", "torch.version"):
         facts.mark_missing("torch.version", "the report has no PyTorch version")
     if not _set_first_word(report, facts, "CUDA used to build PyTorch", "torch.cuda_version"):

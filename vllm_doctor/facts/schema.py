@@ -66,6 +66,11 @@ FACTS: dict[str, FactSpec] = {
     "torch.cuda_version": FactSpec("version", "CUDA version torch was built with (e.g. 13.0)"),
     "torch.git_version": FactSpec("str", "torch git commit"),
     "torch.matches_vllm_pin": FactSpec("bool", "installed torch satisfies vLLM's requirement"),
+    "torch.cuda_available": FactSpec(
+        "bool",
+        "torch.cuda.is_available() where the report was written (collect-env's `Is CUDA "
+        "available`): false beside an NVIDIA driver means torch could not initialise CUDA",
+    ),
     # -- other packages ----------------------------------------------------------------
     "packages.*": FactSpec("version", "installed version of a package (canonical name)"),
     # -- driver ------------------------------------------------------------------------
