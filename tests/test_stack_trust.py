@@ -271,3 +271,61 @@ def test_a_rules_dir_rule_reads_an_unlisted_package_as_cannot_decide(tmp_path):
     finding = evaluate_rule(rule, facts)
     assert finding.verdict == UNDECIDED
     assert finding.missing[0].unknowable and "would not be listed" in finding.missing[0].reason
+
+
+# -- 6. a manifest and a report of two stacks are never mixed ----------------------------------
+
+MANIFESTS = HERE / "fixtures" / "manifests" / "corpus"
+
+
+def _check_json(*args: str) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_"))}
+    result = subprocess.run(
+        [sys.executable, "-m", "vllm_doctor", "check", "--offline", "--format", "json", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=120,
+    )
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)["targets"][0]
+
+
+def test_an_image_of_another_vllm_sets_the_reports_stack_aside():
+    # the LeaderWorkerSet runs vllm/vllm-openai:v0.8.5; the report is of a 0.29.1 nightly
+    doc = _check_json(
+        "--manifest",
+        str(MANIFESTS / "lws-gpu-vllm.yaml"),
+        "--report",
+        str(REPORTS / "h100x8_nvlink_nightly.txt"),
+    )
+    facts, missing = doc["facts"]["facts"], doc["facts"]["missing"]
+    assert facts["vllm.version"]["value"] == "0.8.5"
+    # one stack: the torch is the image's (0.8.5 pins 2.6.0), not the report's 2.13.0
+    assert facts["torch.version"]["value"] == "2.6.0" and facts["torch.version"]["inferred"]
+    assert "packages.flashinfer-python" not in facts
+    conflict = next(n for n in doc["facts"]["notes"] if "two stacks" in n)
+    assert "is of vLLM 0.29.1rc1.dev350+gd5f0a6e82 with torch 2.13.0+cu130" in conflict
+    assert "vllm/vllm-openai:v0.8.5 runs vLLM 0.8.5" in conflict
+    assert missing["packages"] == conflict
+    # no finding rests on the report's torch against the image's pin
+    assert all(f["code"] != "ENV101" for f in doc["findings"])
+
+
+def test_a_gpu_pool_of_another_model_sets_the_reports_machine_aside():
+    doc = _check_json(
+        "--manifest",
+        str(MANIFESTS / "aibrix-heterogeneous-l20.yaml"),
+        "--report",
+        str(REPORTS / "h100x8_nvlink_nightly.txt"),
+    )
+    facts, missing = doc["facts"]["facts"], doc["facts"]["missing"]
+    assert facts["gpu.names"]["value"] == ["NVIDIA L20"]
+    assert "driver.version" not in facts and "topology.worst_link" not in facts
+    assert "8 × NVIDIA H100 80GB HBM3" in missing["driver"]
+    assert "asks for 1 × NVIDIA L20: another machine" in missing["driver"]

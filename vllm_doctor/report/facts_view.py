@@ -358,8 +358,8 @@ def _digest_parts(facts: Facts, section: Section) -> list[str]:
         if names:
             unique = list(dict.fromkeys(map(str, names)))
             count = v("gpu.count")
-            shown = f"{count if count is not None else '?'} × {unique[0]}"
-            parts.append(shown if len(unique) == 1 else ", ".join(unique))
+            how_many = f"{count if count is not None else '?'} × {unique[0]}"
+            parts.append(how_many if len(unique) == 1 else ", ".join(unique))
         caps = sorted(set(v("gpu.capabilities") or []))
         if caps:
             parts.append("sm_" + "/".join(map(str, caps)))
