@@ -329,3 +329,47 @@ def test_a_gpu_pool_of_another_model_sets_the_reports_machine_aside():
     assert "driver.version" not in facts and "topology.worst_link" not in facts
     assert "8 × NVIDIA H100 80GB HBM3" in missing["driver"]
     assert "asks for 1 × NVIDIA L20: another machine" in missing["driver"]
+
+
+# -- 7. one list of collected environment variables --------------------------------------------
+
+
+def test_the_live_collector_and_the_report_parser_read_one_list():
+    from vllm_doctor.facts import environment
+    from vllm_doctor.facts.report import parse_report
+
+    environ = {
+        "TRANSFORMERS_OFFLINE": "1",
+        "HUGGING_FACE_HUB_TOKEN": "hf_abcdefghijklmnopqrstuvwx",
+        "FLASHINFER_DISABLE_VERSION_CHECK": "1",
+        "VLLM_PORT": "8000",
+        "EDITOR": "vi",
+    }
+    live = Facts()
+    environment.collect_environment(live, environ)
+    assert live.value("env.TRANSFORMERS_OFFLINE") == "1"  # ENV204 reads it
+    assert live.value("env.HUGGING_FACE_HUB_TOKEN") == environment.REDACTED  # ENV203
+    assert live.value("env.FLASHINFER_DISABLE_VERSION_CHECK") == "1"
+    assert "env.EDITOR" not in live
+    # a variable outside the list cannot be known from the live environment
+    assert live.is_unknowable("env.EDITOR") and not live.is_unknowable("env.VLLM_HOST_IP")
+    # the report parser reads the same names where they are not in the report's own section
+    text = (REPORTS / "torch-collect-env-2.5.1-v100s.txt").read_text()
+    loose = "\n".join(f"{k}={v}" for k, v in environ.items())
+    report = parse_report(text + "\n" + loose + "\n", "r.txt")
+    for name in environ:
+        assert (f"env.{name}" in report) == environment.is_collected(name), name
+
+
+def test_a_paste_that_lost_a_gpu_line_leaves_the_count_unknown(tmp_path):
+    # nvidia-smi -L and the topology matrix see the same GPUs: 7 listed beside 8 in the
+    # matrix is a cut paste, not a 7-GPU machine (found by the missing-facts audit)
+    lines = (REPORTS / "h100x8_nvlink_nightly.txt").read_text().splitlines()
+    cut = [line for line in lines if "GPU 5: NVIDIA H100" not in line]
+    assert len(cut) == len(lines) - 1
+    report = tmp_path / "cut.txt"
+    report.write_text("\n".join(cut) + "\n")
+    facts, findings = judge(report=report, serve_string="vllm serve m -tp 8")
+    assert "gpu.count" not in facts
+    assert "lists 7 GPUs but its GPU Topology matrix has 8" in facts.why_missing("gpu.count")
+    assert findings["HW005"].verdict == UNDECIDED

@@ -71,7 +71,7 @@ def existing_stack(facts: Facts) -> str | None:
     docstring), or None where the covered releases are what would be installed."""
     if facts.value("vllm.installed") is False:
         return None  # nothing installed: a fresh install brings a covered release
-    torch = facts.get("torch.version")
+    torch = facts.get("torch.version") or facts.get("packages.torch")
     if torch is None or torch.inferred or torch.source in (Source.USER, Source.DEFAULT):
         return None  # no observed stack: the release to install decides it
     where = "the report" if torch.source == Source.REPORT else "this machine"
@@ -117,6 +117,8 @@ def facts_for_release(facts: Facts, release: str) -> Facts:
             if not f.inferred or not p.startswith(("torch.", "packages."))
         },
         missing=dict(facts.missing),
+        unknowable=set(facts.unknowable),
+        listings=dict(facts.listings),
     )
     copy.drop_area("release")
     copy.set("vllm.version", release, Source.USER, SOURCE_DETAIL)

@@ -616,7 +616,16 @@ def _gpu_facts(report: _Report, facts: Facts, visible: list[int] | None = None) 
         else:
             unknown.append(gpu_name)
         devices.append(device)
-    facts.set("gpu.count", len(gpus), Source.REPORT, detail)
+    in_matrix = _topology_count(report)
+    if visible is None and in_matrix and in_matrix != len(gpus):
+        # nvidia-smi -L and nvidia-smi topo -m see the same GPUs: a paste that lost a line
+        facts.mark_missing(
+            "gpu.count",
+            f"the report lists {len(gpus)} GPUs but its GPU Topology matrix has {in_matrix}: "
+            "the paste is cut or edited",
+        )
+    else:
+        facts.set("gpu.count", len(gpus), Source.REPORT, detail)
     facts.set("gpu.names", [g[1] for g in gpus], Source.REPORT, detail)
     facts.set("gpu.devices", devices, Source.REPORT, detail)
     if mig or "gpu.mig_enabled" not in facts:
