@@ -31,5 +31,5 @@ V="--variant ipc:VLLM_DOCTOR_PROBE_PARAMS={\"bench\":{\"copies\":\"ipc\"}} --var
 python3 bench/probes/speed.py --nproc $N --rounds $ROUNDS --label $TAG-copies $V --out $OUT/speed-$TAG-copies.json
 rm -rf /tmp/keep; VLLM_DOCTOR_PROBE_PARAMS='{"bench":{"copies":"ipc"}}' VLLM_DOCTOR_PROBE_DIR=/tmp/keep $D probe --tp $N --format json > /tmp/keep-run.json 2>/dev/null
 cp /tmp/keep-run.json /tmp/keep/; tar -czf $OUT/events-$TAG-ipc.tgz -C /tmp keep
-python3 bench/probes/speed.py --nproc 2 --rounds $ROUNDS --label $TAG-2-copies $V --out $OUT/speed-$TAG-2-copies.json
+[ "$N" != 2 ] && python3 bench/probes/speed.py --nproc 2 --rounds $ROUNDS --label $TAG-2-copies $V --out $OUT/speed-$TAG-2-copies.json
 grep -E '^\$|^exit|^\[|^      \[|Summary|probe pass|copies' $K | cut -c1-300 | head -70
