@@ -11,6 +11,12 @@ IPC_HANDLE_BYTES = 64
 CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
 
 
+class IpcHandle(ctypes.Structure):
+    """CUipcMemHandle: 64 opaque bytes, passed to cuIpcOpenMemHandle by value."""
+
+    _fields_ = [("reserved", ctypes.c_char * IPC_HANDLE_BYTES)]
+
+
 class CudaError(RuntimeError):
     def __init__(self, what: str, code: int, said: str):
         super().__init__(f"{what}: {said}")
@@ -28,9 +34,10 @@ class Driver:
             ctypes.POINTER(ctypes.c_size_t),
             ctypes.c_uint64,
         ]
+        self.lib.cuIpcGetMemHandle.argtypes = [ctypes.POINTER(IpcHandle), ctypes.c_uint64]
         self.lib.cuIpcOpenMemHandle_v2.argtypes = [
             ctypes.POINTER(ctypes.c_uint64),
-            ctypes.c_char * IPC_HANDLE_BYTES,
+            IpcHandle,  # by value: a ctypes array here would pass a pointer
             ctypes.c_uint,
         ]
         self.lib.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
@@ -83,16 +90,16 @@ class Driver:
             self.lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), address),
             "cuMemGetAddressRange",
         )
-        handle = (ctypes.c_char * IPC_HANDLE_BYTES)()
+        handle = IpcHandle()
         self.check(
-            self.lib.cuIpcGetMemHandle(handle, ctypes.c_uint64(base.value)), "cuIpcGetMemHandle"
+            self.lib.cuIpcGetMemHandle(ctypes.byref(handle), base.value), "cuIpcGetMemHandle"
         )
-        return bytes(handle), address - base.value
+        return bytes(handle), address - base.value  # all 64 bytes (the field stops at a NUL)
 
     def ipc_open(self, handle: bytes) -> int:
         """Map another process's allocation into the current context (peer access enabled as
         needed, no context created on the other GPU): its base address here."""
-        raw = (ctypes.c_char * IPC_HANDLE_BYTES).from_buffer_copy(handle)
+        raw = IpcHandle.from_buffer_copy(handle)
         ptr = ctypes.c_uint64()
         self.check(
             self.lib.cuIpcOpenMemHandle_v2(

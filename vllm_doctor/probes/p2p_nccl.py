@@ -122,7 +122,9 @@ def _local_world(ctx: Ctx, ngpu: int) -> int:
 
 def prepare(ctx: Ctx) -> dict:
     """Peer access, links and peer copies: no communicator needed, so they run while the
-    process group forms (the peer GPUs' contexts are created here, off the critical path)."""
+    process group forms. Under the doctor's runner the copies go through CUDA IPC, with no
+    context on the peer GPUs: a context per peer GPU in every rank (n - 1 more per rank)
+    slowed the group's own formation and the exit at 4 ranks (bench/probes/README.md)."""
     import torch
 
     dev = ctx.device
@@ -149,16 +151,19 @@ def prepare(ctx: Ctx) -> dict:
     if bench.get("copies") == "none":  # bench: what the copies cost, measured by leaving them out
         metrics["copies"] = "not run (bench)"
         state["copy_bad"] = []
-    elif bench.get("copies") == "ipc" and ctx.store is not None:
+    elif bench.get("copies_in_run"):
+        pass  # bench: run() copies once the group has formed
+    elif ctx.store is not None and bench.get("copies") != "contexts":
+        # the doctor's runner: the ranks trade IPC handles through its store file
         _peer_copies_ipc(ctx, state)
-    elif not bench.get("copies_in_run"):
+    else:  # torchrun (no store before the group forms), or bench: a context per peer GPU
         _peer_copies(ctx, state)
     return state
 
 
 def _peer_copies(ctx: Ctx, state: dict) -> None:
     """Copies from this rank's GPU to every other GPU its node's ranks use, checked on the
-    destination and after the round trip."""
+    destination and after the round trip; torch creates a context on each of those GPUs."""
     import torch
 
     dev = ctx.device
