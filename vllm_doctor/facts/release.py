@@ -220,8 +220,8 @@ def judged_between_releases(facts: Facts, collect: Callable[[Facts], None]) -> N
         here, there = facts.get(path), later.get(path)
         if _same_answer(here, there, match.release, match.upper):
             continue
-        if here is None and facts.why_missing(path):
-            continue  # already open for this very build: its own reason says more
+        # already open at the release it descends from: that reason speaks of this build
+        first = facts.why_missing(path) if here is None else None
         facts.values.pop(path, None)
         shown = {
             r: ("not known" if f is None else f.value)
@@ -231,7 +231,8 @@ def judged_between_releases(facts: Facts, collect: Callable[[Facts], None]) -> N
             path,
             f"vLLM {version} is a build between {match.release} and "
             f"{match.upper}, which differ here ({match.release}: "
-            f"{shown[match.release]}; {match.upper}: {shown[match.upper]})",
+            f"{shown[match.release]}; {match.upper}: {shown[match.upper]})"
+            + (f"; at {match.release}: {first}" if first else ""),
         )
 
 
