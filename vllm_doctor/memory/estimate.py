@@ -208,6 +208,7 @@ def _put_budget_room(
         f"{held - weights_gib:.2f} GiB = {left:.2f} ± {margin:.2f} GiB",
     )
     out.bound["memory.kv_budget_room"] = room(left + weights_gib)
+    out.inputs["budget_left_gib"] = left
 
 
 def _int_fact(facts: Facts, path: str, default: int) -> int:
@@ -1132,9 +1133,20 @@ def estimate(
         f"one request of {max_len} tokens needs {need_gib:.2f} GiB; estimated KV cache "
         f"{kv_gib:.2f} ± {margin:.2f} GiB; total {usable:.2f} GiB ({uhow})",
     )
+    line = estimate_line(kv_gib, cap.tokens, cap.concurrency, max_len)
+    if out.values.get("memory.kv_budget_room") in ("none", "tight"):
+        left = out.inputs["budget_left_gib"]
+        line += (
+            f"; asked of the GPU by --kv-cache-memory-bytes {budget}, which with the weights and "
+            + (
+                f"the profile is {-left:.1f} GiB more than it holds"
+                if left < 0
+                else f"the profile leaves {left:.1f} GiB"
+            )
+        )
     out.put(
         "memory.estimate_line",
-        estimate_line(kv_gib, cap.tokens, cap.concurrency, max_len),
+        line,
         "memory.kv_cache_gib, memory.kv_cache_tokens, memory.max_concurrency",
     )
     return out
