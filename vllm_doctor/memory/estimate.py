@@ -278,6 +278,9 @@ class Estimate:
     # size the model's name states: the figures are shown with it, and only what holds with
     # no weights at all decides (the verdicts with zero weights below)
     weights_doubt: str | None = None
+    # the KV layout rests on a value config.json does not state (the KV heads or head size):
+    # the figures are shown with it, and no verdict decides (not even with no weights)
+    kv_doubt: str | None = None
     bound: dict[str, Any] = field(default_factory=dict)  # verdicts with zero weights
     # what the calibration fits on (tools/calibrate_memory.py): the terms' inputs
     inputs: dict[str, Any] = field(default_factory=dict)
@@ -492,6 +495,36 @@ def _kv_dtype(facts: Facts, model_dtype: str) -> tuple[str, float]:
     if isinstance(kv, str) and kv.lower() not in ("auto", ""):
         return kv.lower(), float(kvmod.DTYPE_BYTES.get(kv.lower(), 1 if "fp8" in kv else 2))
     return model_dtype, float(kvmod.DTYPE_BYTES.get(model_dtype, 2))
+
+
+# what the config reader derives where config.json does not state the KV heads
+# (facts/model_config): transformers fills the missing key from the model type's config class,
+# whose default the doctor does not know (every head its own KV head for Llama, two for
+# Qwen3-Next), so the KV layout built on it decides nothing. (A missing head_dim is taken as
+# hidden / heads, what most classes derive; a wrong guess there only shrinks the KV cache of
+# the classes whose default is larger.)
+_DERIVED_KV = {"model.num_key_value_heads": "no KV-head key"}
+
+
+def kv_assumptions(facts: Facts, text: dict[str, Any]) -> str | None:
+    """The KV layout's inputs config.json does not state, or None."""
+    if text.get("kv_lora_rank"):  # MLA: the latent rank, not the heads, sizes the KV cache
+        return None
+    found = []
+    for path, derived in _DERIVED_KV.items():
+        fact = facts.get(path)
+        if fact is not None and fact.source == Source.DERIVED and derived in (fact.detail or ""):
+            found.append(f"{path.split('.', 1)[1]} ({fact.detail}: {fact.value} taken)")
+    if text.get("global_head_dim") and text.get("num_global_key_value_heads") is None:
+        found.append("num_global_key_value_heads (the KV heads taken for the full layers)")
+    layer_types = text.get("layer_types")
+    if (
+        isinstance(layer_types, list)
+        and any("sliding" in str(kind) for kind in layer_types)
+        and not text.get("sliding_window")
+    ):
+        found.append("sliding_window (its layers taken as full attention)")
+    return "config.json states no " + "; no ".join(found) if found else None
 
 
 def sparse_mla_cache_dtype(text: dict[str, Any], requested: str, version: str | None) -> str | None:
@@ -930,7 +963,9 @@ def estimate(
     # --vllm-version) is that release's default, not the newest one's
     util = (
         float(util_fact.value)
-        if util_fact is not None and util_fact.value and util_fact.source != Source.DEFAULT
+        if util_fact is not None
+        and isinstance(util_fact.value, (int, float))
+        and util_fact.source != Source.DEFAULT
         else formula.default_utilization
     )
     out = Estimate()
@@ -1061,6 +1096,7 @@ def estimate(
         ):
             out.how[path] = why  # missing, with this reason
         return out
+    out.kv_doubt = kv_assumptions(facts, raw_text)
     max_len, lhow = _max_model_len(facts)
     block_arg = _argv_value(facts, "--block-size")
     requested_block = int(block_arg) if block_arg and block_arg.isdigit() else None
@@ -1308,9 +1344,16 @@ def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
             facts.mark_missing(path, f"could not be estimated: {err}")
         return
     unknown, doubt = result.weights_unknown, result.weights_doubt
+    if result.kv_doubt:  # no verdict holds whatever the KV layout is
+        for path in VERDICT_PATHS:
+            if path in result.values:
+                result.values.pop(path)
+                result.how[path] = f"{DOUBT_PREFIX.replace('weights', 'KV')}{result.kv_doubt}"
+        doubt = "; ".join(d for d in (doubt, result.kv_doubt) if d)
     for path in MEMORY_PATHS:
         bound_holds = (
             path in VERDICT_PATHS
+            and path in result.values
             and result.bound.get(path, result.values.get(path)) in ("does-not-fit", "none")
         )
         if unknown is not None and not bound_holds:
@@ -1335,7 +1378,7 @@ def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
             elif doubt is not None:
                 how = f"assuming {doubt}: {how}"
                 if path == "memory.estimate_line":
-                    value = f"{value} (weights assumed: decides nothing)"
+                    value = f"{value} (rests on assumed values: decides nothing)"
             facts.set(path, value, Source.DERIVED, how)
         else:
             facts.mark_missing(path, "not estimated")
