@@ -284,6 +284,8 @@ def test_the_corpus_is_judged_with_real_configs(hub):
         assert path.startswith(hub["HF_HUB_CACHE"]), entry
         assert doc.facts.value("model.architectures"), entry
     recipes = [e for e in with_config if e.get("kind") == "recipe"]
-    print(f"{len(with_config)} of {len(ENTRIES)} commands judged with a real config.json "
-          f"({len(CONFIGS)} models; {len(recipes)} recipe commands)")
+    print(
+        f"{len(with_config)} of {len(ENTRIES)} commands judged with a real config.json "
+        f"({len(CONFIGS)} models; {len(recipes)} recipe commands)"
+    )
     assert len(with_config) >= 20 and len(recipes) >= 8

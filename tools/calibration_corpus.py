@@ -241,9 +241,7 @@ def merge_sources(sources: Path, output: Path) -> int:
     fresh = from_sources_file(sources)
     named = {e["source"] for e in fresh}
     kept = [
-        e
-        for e in corpus["entries"]
-        if e["source"] not in named and not _from_sources(e, sources)
+        e for e in corpus["entries"] if e["source"] not in named and not _from_sources(e, sources)
     ]
     exclusions = sources.with_name("exclusions.json")
     reasons = json.loads(exclusions.read_text(encoding="utf-8")) if exclusions.is_file() else {}

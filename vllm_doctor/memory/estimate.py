@@ -1449,7 +1449,8 @@ def _partial_line(facts: Facts) -> str | None:
 
     known = []
     if weights is not None:
-        detail = facts.get("memory.weights_gib").detail or ""
+        fact = facts.get("memory.weights_gib")
+        detail = (fact.detail if fact is not None else None) or ""
         assumed = " (rests on an assumed value)" if detail.startswith("assuming ") else ""
         known.append(f"weights {weights} GiB per GPU{assumed}")
     if per_token is not None:

@@ -109,7 +109,9 @@ def covered_kinds(pattern: str) -> set[str]:
         return set()
     if re.search(r"(?:^|[.*])(?:lm_head|head|output_layer)$", name) or name in ("lm_head", "head"):
         return {"lm_head"}
-    if re.search(r"(?:^|\.)mtp(?:$|[.*])|visual|vision|multi_modal|mm_projector|audio|patch_merge", name):
+    if re.search(
+        r"(?:^|\.)mtp(?:$|[.*])|visual|vision|multi_modal|mm_projector|audio|patch_merge", name
+    ):
         return set()
     if re.search(r"embed|norm(?:$|[.*])|(?:^|\.)gate$|router|e_score", name):
         return set()
@@ -193,9 +195,7 @@ def _uniform(
     """Every linear layer at one scheme, the excluded ones in the dtype; the LM head stays in
     the dtype unless a scheme quantizes it (none of the uniform ones here does by default)."""
     share = _coverage(excluded, counts) if excluded else dict.fromkeys(COMPONENTS, 0.0)
-    per = {
-        kind: per_weight * (1 - share[kind]) + dtype_bytes * share[kind] for kind in LINEAR
-    }
+    per = {kind: per_weight * (1 - share[kind]) + dtype_bytes * share[kind] for kind in LINEAR}
     per["lm_head"] = dtype_bytes
     kept = [f"{kind} {share[kind]:.0%}" for kind in LINEAR if share[kind]]
     if kept:
@@ -221,7 +221,9 @@ def _mixed_precision(
     algos: set[str] = set()
     unplaced = 0
     for name, recipe in layers_cfg.items():
-        algo = str((recipe or {}).get("quant_algo") or "").upper() if isinstance(recipe, dict) else ""
+        algo = (
+            str((recipe or {}).get("quant_algo") or "").upper() if isinstance(recipe, dict) else ""
+        )
         if algo not in MODELOPT_ALGOS:
             raise UnknownQuantization(
                 f"MIXED_PRECISION names {algo or 'no quant_algo'} for {name}: "
@@ -255,7 +257,8 @@ def _mixed_precision(
             parts.append(f"{kind} {per[kind]:.3f} B ({share:.0%} quantized)")
     how = (
         f"ModelOpt MIXED_PRECISION ({', '.join(sorted(algos))} per layer, "
-        f"{len(layers_cfg)} quantized_layers entries): " + (", ".join(parts) or "none placed")
+        f"{len(layers_cfg)} quantized_layers entries): "
+        + (", ".join(parts) or "none placed")
         + "; the modules it does not name unquantized"
     )
     result = LinearBytes(per, how)
@@ -299,9 +302,9 @@ def _compressed_tensors_groups(
                 f"({scheme or weights})"
             )
         kinds: set[str] = set()
-        for target in group.get("targets") or []:
-            target = str(target)
-            text = target[3:] if target.startswith("re:") else target
+        for named in group.get("targets") or []:
+            target = str(named)
+            text = target.removeprefix("re:")
             found = set(LINEAR) if text.lower() == "linear" else covered_kinds(text)
             if not found and text.lower() != "linear":
                 raise UnknownQuantization(
@@ -313,7 +316,7 @@ def _compressed_tensors_groups(
             per[kind] = _CT_BYTES[scheme]
         parts.append(f"{group_name} {scheme} on {', '.join(sorted(kinds))}")
     ignored = [str(p) for p in qcfg.get("ignore") or [] if isinstance(p, str)]
-    share = _coverage([p[3:] if p.startswith("re:") else p for p in ignored], counts)
+    share = _coverage([p.removeprefix("re:") for p in ignored], counts)
     for kind in COMPONENTS:
         if share[kind] and kind != "lm_head":
             per[kind] = per[kind] * (1 - share[kind]) + dtype_bytes * share[kind]
@@ -361,7 +364,9 @@ def linear_bytes(
     modelopt = (hf_quant or {}).get("quantization") if isinstance(hf_quant, dict) else None
     qcfg = qcfg if isinstance(qcfg, dict) else {}
     if not qcfg and not scheme and not isinstance(modelopt, dict):
-        return LinearBytes(dict.fromkeys(COMPONENTS, dtype_bytes), f"{dtype_bytes:g} B (unquantized)")
+        return LinearBytes(
+            dict.fromkeys(COMPONENTS, dtype_bytes), f"{dtype_bytes:g} B (unquantized)"
+        )
     method = str(qcfg.get("quant_method") or "").lower()
     algo = str(qcfg.get("quant_algo") or (modelopt or {}).get("quant_algo") or "").upper()
     scheme_l = (scheme or "").lower()
@@ -379,10 +384,7 @@ def linear_bytes(
         else:
             raise UnknownQuantization(f"DeepSeek-V4 expert_dtype {expert_dtype!r}")
         per = {"mixer": 1.0, "mlp": 1.0, "experts": experts, "shared": 1.0, "lm_head": dtype_bytes}
-        result = LinearBytes(
-            per, f"DeepseekV4FP8Config: FP8 block linears, {what}", fp8=True
-        )
-        return result
+        return LinearBytes(per, f"DeepseekV4FP8Config: FP8 block linears, {what}", fp8=True)
 
     if algo == "MIXED_PRECISION" or scheme_l == "mixed":
         layers_cfg = qcfg.get("quantized_layers") or (modelopt or {}).get("quantized_layers")
@@ -397,7 +399,9 @@ def linear_bytes(
     group = _int(qcfg.get("group_size")) or _int(qcfg.get("q_group_size"))
     bits = _int(qcfg.get("bits") or qcfg.get("w_bit"))
     if "nvfp4" in scheme_l or "nvfp4" in method or method == "modelopt_fp4" or algo == "NVFP4":
-        return _uniform(NVFP4, "NVFP4: 4 bits + one FP8 scale per 16", dtype_bytes, excluded, counts)
+        return _uniform(
+            NVFP4, "NVFP4: 4 bits + one FP8 scale per 16", dtype_bytes, excluded, counts
+        )
     if "mxfp4" in scheme_l or method == "mxfp4":
         per = {
             "mixer": dtype_bytes,
@@ -444,7 +448,11 @@ def linear_bytes(
         if qcfg.get("load_in_8bit"):
             return _uniform(1 + 4 / 4096, "bitsandbytes 8-bit", dtype_bytes, excluded, counts)
         return _uniform(
-            0.5 + 4 / 64, "bitsandbytes 4-bit, one float32 scale per 64", dtype_bytes, excluded, counts
+            0.5 + 4 / 64,
+            "bitsandbytes 4-bit, one float32 scale per 64",
+            dtype_bytes,
+            excluded,
+            counts,
         )
     if algo in MODELOPT_ALGOS and algo != "UNQUANTIZED":
         per_weight, name = MODELOPT_ALGOS[algo]
@@ -468,4 +476,3 @@ def linear_bytes(
         + (f" / {algo}" if algo and method else "")
         + ": a scheme whose bytes per weight the doctor does not know"
     )
-

@@ -403,12 +403,16 @@ def from_config(
     lora = _int(text.get("kv_lora_rank"))
     if lora:
         q_lora = _int(text.get("q_lora_rank"))
-        mla = {}
-        for key, default in (("qk_nope_head_dim", 128), ("qk_rope_head_dim", 64), ("v_head_dim", 128)):
-            mla[key] = _positive(key, _int(text.get(key)))
-            if mla[key] is None:
-                mla[key] = default
+        mla: dict[str, int] = {}
+        for key, default in (
+            ("qk_nope_head_dim", 128),
+            ("qk_rope_head_dim", 64),
+            ("v_head_dim", 128),
+        ):
+            stated = _positive(key, _int(text.get(key)))
+            if stated is None:
                 assumed.append(f"config.json has no {key}: {default} assumed (MLA)")
+            mla[key] = default if stated is None else stated
         nope, rope, v_dim = mla["qk_nope_head_dim"], mla["qk_rope_head_dim"], mla["v_head_dim"]
         q = (
             (hidden * q_lora + q_lora * heads * (nope + rope))
