@@ -68,6 +68,10 @@ class CollectOptions:
     # facts that stand for this machine's (a rule case's `facts:` beside its real inputs):
     # set before the serve line, so the collectors after it and the derived facts see them
     given: Facts | None = None
+    # read the Hugging Face cache and ask the Hub for a config.json it lacks (None: when this
+    # machine or a manifest's container is examined; True: also without, as tests judge a
+    # corpus through a local stand-in of the Hub given in ``environ``)
+    hub: bool | None = None
 
 
 def _read_text(path: Path, what: str) -> str:
@@ -237,6 +241,12 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
     # same wherever the model is served)
     lookup_env = os.environ if options.manifest_target is not None else environ
 
+    hub_allowed = (
+        options.hub
+        if options.hub is not None
+        else options.probe_machine or options.manifest_target is not None
+    )
+
     def model() -> None:
         from vllm_doctor.facts.model_config import collect_model
 
@@ -246,8 +256,8 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
             model_id,
             Path.cwd(),
             lookup_env if lookup_env is not None else {},
-            use_hf_cache=options.probe_machine or options.manifest_target is not None,
-            hub=options.probe_machine or options.manifest_target is not None,
+            use_hf_cache=hub_allowed,
+            hub=hub_allowed,
             offline=options.offline,
         )
 

@@ -280,6 +280,12 @@ FACTS: dict[str, FactSpec] = {
         "room | tight (within the margin) | none: the KV cache "
         "left after weights, activations and graphs",
     ),
+    "memory.kv_budget_room": FactSpec(
+        "str",
+        "room | tight (within the margin) | none: with --kv-cache-memory-bytes, the GPU's "
+        "memory left after the weights, the profile's peak, non-torch memory, CUDA graphs "
+        "and the KV cache asked for",
+    ),
     "memory.estimate_line": FactSpec(
         "str", "the estimate in one line (KV GiB, tokens, concurrent requests)"
     ),
