@@ -30,11 +30,60 @@ REPORT = typer.Option(
 LOG = typer.Option(None, "--log", help="A crash log to match against the known failures.")
 VLLM_VERSION = typer.Option(None, "--vllm-version", help="What if vLLM were this version.")
 TORCH_VERSION = typer.Option(None, "--torch-version", help="What if torch were this version.")
+
+
+def gpu_table_text() -> str:
+    """``--gpu list``: every family of the GPU table with how to write it, its memory sizes
+    and its compute capability (or AMD gfx target)."""
+    from vllm_doctor.knowledge.gpus import families
+
+    rows = [("family", "memory GiB", "compute", "architecture", "segment", "write it as")]
+    for family in families():
+        rows.append(
+            (
+                family.name,
+                ", ".join(str(m) for m in sorted(family.memory_options)) or "?",
+                family.compute,
+                family.arch,
+                family.segment,
+                ", ".join(family.spellings),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows
+    ]
+    lines.append(
+        "A family with several memory sizes is judged for each unless the name says which "
+        '(--gpu "H100 80GB"); a bare model number works where one family has it (--gpu 4090).'
+    )
+    return "\n".join(lines)
+
+
+def _gpu_option(value: str | None) -> str | None:
+    """``--gpu list`` prints the GPU table and exits."""
+    if value is not None and value.strip().lower() == "list":
+        typer.echo(gpu_table_text())
+        raise typer.Exit(0)
+    return value
+
+
+def complete_gpu(incomplete: str) -> list[str]:
+    """Shell completion of --gpu: the table's spellings that start with what was typed."""
+    from vllm_doctor.knowledge.gpus import families
+
+    typed = incomplete.lower()
+    names = [s for f in families() for s in f.spellings]
+    return [n for n in ["list", *names] if n.lower().startswith(typed)]
+
+
 GPU = typer.Option(
     None,
     "--gpu",
-    help='What if the GPUs were this model ("H100 80GB", '
-    '"RTX 3090"; names from the GPU table): replaces this machine\'s GPUs.',
+    help='What if the GPUs were this model, written as people do ("H100 80GB", "4090", '
+    '"rtx3090", "MI300X"; `--gpu list` prints the table): replaces this machine\'s GPUs.',
+    callback=_gpu_option,
+    autocompletion=complete_gpu,
 )
 GPUS = typer.Option(
     None,
