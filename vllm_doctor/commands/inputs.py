@@ -50,8 +50,10 @@ def gpu_table_text() -> str:
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    # the last column (the spellings) is left ragged
     lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows
+        "  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
+        for row in rows
     ]
     lines.append(
         "A family with several memory sizes is judged for each unless the name says which "

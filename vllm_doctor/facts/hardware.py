@@ -24,7 +24,6 @@ inferred with what it came from (``Facts.infer`` never overrides a collected val
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
