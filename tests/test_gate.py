@@ -439,9 +439,9 @@ def test_pyproject_configuration_is_found_upward_and_the_command_line_wins(tmp_p
     )
     # the command line wins over each key
     run = doctor(*HEALTHY, "--no-strict", "--format", "text", "--select", "HW", cwd=sub)
-    assert run.returncode == 0 and run.stdout.startswith("[")
+    assert run.returncode == 0 and run.stdout.startswith("Read: ")  # text, not the file's json
     # --no-config ignores the file
-    assert doctor(*HEALTHY, "--no-config", cwd=sub).stdout.startswith("[")
+    assert doctor(*HEALTHY, "--no-config", cwd=sub).stdout.startswith("Read: ")
 
 
 def test_environment_sits_between_the_command_line_and_the_settings_file(tmp_path):
@@ -470,7 +470,7 @@ def test_environment_sits_between_the_command_line_and_the_settings_file(tmp_pat
         cwd=tmp_path,
         env={**env, "VLLM_DOCTOR_STRICT": ""},
     )
-    assert run.returncode == 0 and run.stdout.startswith("["), run.stderr
+    assert run.returncode == 0 and run.stdout.startswith("Read: "), run.stderr
 
 
 @pytest.mark.parametrize(

@@ -459,6 +459,9 @@ def _judge(
         if value
     }
     doc.target = options.manifest_target
+    from vllm_doctor.report.supply import tailor_findings
+
+    tailor_findings(doc)  # advice on what to supply leaves out what this run was given
     coverage = _coverage_note(facts)
     if coverage and coverage not in warnings:
         warnings.append(coverage)  # on stderr too: a gate judged beyond its knowledge says so

@@ -162,6 +162,17 @@ def apply_target_hardware(facts: Facts, target: TargetHardware) -> None:
             f"--gpu {name} names the GPUs {'the report lists' if _from_report(facts) else 'of this machine'} "
             f"({len(names)} × {names[0]}): their count, memory and links are kept"
         )
+        total = facts.get("gpu.memory_total_mib")
+        if match.memory_gib and (total is None or total.inferred):
+            # the report's name left the size open ("RTX 5060 Ti": 8 or 16 GiB): the name
+            # given here says which
+            facts.values.pop("gpu.memory_total_mib", None)
+            facts.values.pop("gpu.memory_free_mib", None)
+            facts.infer(
+                "gpu.memory_total_mib",
+                match.memory_gib * MIB_PER_GIB,
+                f"GPU table: --gpu {name} → {match.family.name}, {match.memory_gib} GiB",
+            )
         return
     facts.drop_area("gpu")
     facts.drop_area("topology")

@@ -67,7 +67,16 @@ def _rulebase_line(doc: CheckDocument) -> str:
 
 
 def render_markdown(doc: CheckDocument) -> str:
-    out = ["## vllm-doctor report", "", f"**{doc.summary_line()}**", ""]
+    from vllm_doctor.report.summary import first_line
+
+    out = [
+        "## vllm-doctor report",
+        "",
+        f"**{doc.summary_line()}**",
+        "",
+        _md_cell(first_line(doc)),
+        "",
+    ]
     if doc.applies:
         out += ["| | code | severity | summary | fix |", "|---|---|---|---|---|"]
         for f in doc.applies:

@@ -195,11 +195,14 @@ def _memory_line(console: Console, doc: CheckDocument) -> None:
 def render_text(
     doc: CheckDocument, console: Console, verbose: bool = False, quiet: bool = False
 ) -> None:
-    """Findings first, then what could not be decided, then the facts: a line per section
-    (every fact with its source under ``verbose``). ``quiet``: the findings alone."""
+    """What was read (one line), then the findings, then what could not be decided, then the facts: a line per section
+    (every fact with its source under ``verbose``). ``quiet``: the first line and the findings."""
     from vllm_doctor.report.facts_view import SECTIONS, render_facts, section_digest, shown_notes
+    from vllm_doctor.report.summary import first_line
 
     applies = doc.applies
+    # what was read and what was not, and the one next step: always the first line
+    console.print(escape(first_line(doc)), highlight=False)
     if quiet:
         for f in applies:
             _finding(console, doc, f, verbose)
