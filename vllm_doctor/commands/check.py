@@ -4,7 +4,6 @@ corrected command re-checked (and probe verdicts with --probe) → a report, wit
 from __future__ import annotations
 
 import dataclasses
-import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -53,47 +52,6 @@ def load_examples() -> dict[str, Example]:
     return examples
 
 
-def _suggestions(doc, facts) -> None:
-    """Turn each applicable workaround into a ready-to-copy command."""
-    from vllm_doctor.report.document import FixSuggestion
-
-    argv = facts.value("serve.argv")
-    line = None
-    if argv:
-        try:
-            from vllm_doctor.serveline.parser import parse_serve_argv
-
-            line = parse_serve_argv(list(argv))
-        except (ImportError, InputError):
-            line = None
-    for finding in doc.applies:
-        out = []
-        for w in finding.rule.workarounds:
-            command = None
-            if w.edits_serve_line and line is not None:
-                from vllm_doctor.redact import shell_words
-                from vllm_doctor.serveline.render import render_command
-
-                command = render_command(line, changes=w.serve_set, remove=w.serve_remove)
-                # `KEY=VALUE vllm serve ...`: keep the variables the user put before the command,
-                # less those the workaround unsets or sets itself
-                prefix = [
-                    f"{path[4:]}={fact.value}"
-                    for path, fact in facts.area("env")
-                    if fact.source == Source.SERVE
-                    and path[4:] not in w.env_unset
-                    and path[4:] not in w.env_set
-                ]
-                if prefix:  # a secret's value is a "$NAME" placeholder, never '<redacted>'
-                    command = f"{shell_words(prefix)} {command}"
-            env = [f"export {k}={v}" for k, v in w.env_set.items()] + [
-                f"unset {k}" for k in w.env_unset
-            ]
-            out.append(FixSuggestion(finding.rule.code, w.title, command, env, w.cost))
-        if out:
-            doc.suggestions[finding.rule.code] = out
-
-
 def judge(options: CollectOptions, rules):
     """One serve line judged in-process by ``rules`` (no ignores, no probes): the document."""
     return _judge(
@@ -109,52 +67,6 @@ def judge(options: CollectOptions, rules):
         probe_timeout=0.0,
         settings=None,
     )
-
-
-def _verify_commands(doc, facts, rules) -> None:
-    """Every command the document prints passes the rules with the same facts: a corrected
-    command that would itself draw an error on this machine (``--tensor-parallel-size 2`` kept
-    for a one-GPU report) is withheld from the suggestions, and marked in the evidence, with
-    the rules it would still fail."""
-    from vllm_doctor.engine.evaluate import APPLIES, evaluate_rules
-    from vllm_doctor.facts.collect import with_serve_line
-
-    verdicts: dict[str, list[str]] = {}
-
-    def still_failing(command: str) -> list[str]:
-        if command not in verdicts:
-            try:
-                other = with_serve_line(facts, shlex.split(command))
-            except (InputError, ValueError) as err:
-                verdicts[command] = [f"bad input ({err})"]
-            else:
-                verdicts[command] = sorted(
-                    {
-                        f.rule.code
-                        for f in evaluate_rules(rules, other)
-                        if f.verdict == APPLIES and f.rule.severity == "error"
-                    }
-                )
-        return verdicts[command]
-
-    for suggestions in doc.suggestions.values():
-        for suggestion in suggestions:
-            failing = still_failing(suggestion.command) if suggestion.command else []
-            if failing:
-                suggestion.title += (
-                    " (the edited command is not shown: with these facts it "
-                    f"would still draw {', '.join(failing)})"
-                )
-                suggestion.command = None
-    for finding in doc.applies:
-        for evidence in finding.evidence:
-            if evidence.path == "release.corrected_command" and isinstance(evidence.value, str):
-                failing = still_failing(evidence.value)
-                if failing:
-                    evidence.value += (
-                        f"  (not ready to run: with these facts it would still "
-                        f"draw {', '.join(failing)})"
-                    )
 
 
 def _attach_probes(doc, facts, findings, tp: int | None, device: str, timeout: float) -> None:
@@ -482,8 +394,9 @@ def _judge(
             f"bundled example {example!r}: facts come from its files, not this machine"
         )
     with step("suggested commands"):
-        _suggestions(doc, facts)
-        _verify_commands(doc, facts, rules)
+        from vllm_doctor.commands.suggest import suggest
+
+        suggest(doc, facts, rules)
     if probe and options.manifest_target is not None:
         doc.notes.append(
             "--probe: not run for a manifest — probes confirm a failure on the "

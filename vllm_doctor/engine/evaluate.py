@@ -85,6 +85,9 @@ class Finding:
     # the highest severity the finding may have: "warning" for a rule that applies in only
     # some of the releases an unknown vLLM version could be (engine/over_releases.py)
     severity_cap: str | None = None
+    # with the vLLM version unknown and the finding decided over the covered releases: the
+    # newest release it applies in, whose facts its workarounds' values are read from
+    facts_release: str | None = None
 
     @property
     def unknowable_here(self) -> bool:

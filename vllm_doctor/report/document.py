@@ -11,7 +11,7 @@ from typing import Any
 
 from vllm_doctor import __version__
 from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, Finding
-from vllm_doctor.engine.rule import SEVERITY_RANK
+from vllm_doctor.engine.rule import SEVERITY_RANK, fill_placeholders
 from vllm_doctor.facts.model import Facts
 
 DOCUMENT_SCHEMA_VERSION = 1
@@ -160,6 +160,11 @@ class CheckDocument:
     def to_dict(self) -> dict[str, Any]:
         def finding(f: Finding) -> dict[str, Any]:
             data = f.to_dict()
+            # the facts a workaround names, as values (engine/rule.py fill_placeholders)
+            for workaround in data.get("workarounds") or ():
+                for key in ("title", "cost"):
+                    if isinstance(workaround.get(key), str):
+                        workaround[key] = fill_placeholders(workaround[key], self.facts)
             if self.target is not None:
                 data["location"] = {"file": self.target.file, "line": self.target_line(f)}
             data["suggestions"] = [s.to_dict() for s in self.suggestions.get(f.rule.code, [])]
