@@ -1,0 +1,84 @@
+"""The schema of one report of the 2026 corpus, and its checker (one source for both).
+
+Each report is ``reports/<id>/report.yaml`` plus the inputs the doctor reads, as files beside
+it: ``log.txt`` (the crash log as the reporter pasted it), ``serve.txt`` (the serve line,
+one line, leading VAR=value assignments kept), ``report.txt`` (a ``vllm collect-env`` report),
+``config.json`` (the model's config.json where the thread shows it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPORTS = HERE / "reports"
+
+FAMILIES = {
+    "flashinfer": "FlashInfer packaging and JIT (cubin / python / jit-cache versions, nvcc, headers, API drift)",
+    "rocm-aiter": "ROCm AITER gating (AITER switches per gfx architecture, CK / AITER kernels refusing a shape)",
+    "companion-packages": "companion packages beyond vLLM (transformers, torch builds, triton, LMCache, cutlass-dsl, ...)",
+    "kernels-per-arch": "kernels per GPU architecture (no kernel image, PTX toolchain, DeepGEMM / FA / FP4 kernels per capability)",
+    "config-gpu-arithmetic": "config x GPU arithmetic (memory, KV cache, divisibility, context length, dtype per GPU)",
+    "platforms-containers": "platforms and containers (HOME / caches, UID, WSL2, unified-memory APUs, drivers, images, shm)",
+    "multi-node": "multi-node and multi-GPU communication (NCCL, Ray, RDMA, P2P)",
+    "wording-variants": "wording variants of messages rules already know",
+    "vllm-bugs": "vLLM bugs (a release's own defect, fixed or open upstream)",
+    "serve-options": "serve-line options (a flag, parser or value the release refuses or mishandles)",
+}
+
+OUTCOMES = ("failure", "working")
+INPUT_FILES = {"log": "log.txt", "serve": "serve.txt", "report": "report.txt", "model_config": "config.json"}
+# The what-if values `check` takes for a report (the facts the reporter showed).
+CHECK_KEYS = ("gpu", "gpus", "vllm_version", "torch_version", "driver", "cuda", "packages")
+PREDICTABLE_FROM = {"vllm_version", "torch_version", "cuda", "driver", "gpu", "gpus", "packages",
+                    "env", "serve", "model_config", "platform"}
+
+REQUIRED = ("id", "source", "title", "date", "outcome", "family", "cause", "summary", "shown")
+FAILURE_REQUIRED = ("fix", "confirmed_by", "predictable")
+SLUG = re.compile(r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$")
+
+
+def problems(doc: dict, directory: Path | None = None) -> list[str]:
+    """Every schema mistake of one report, as 'field: problem' lines (empty when valid)."""
+    out = []
+    for key in REQUIRED:
+        if doc.get(key) in (None, ""):
+            out.append(f"{key}: missing")
+    if doc.get("outcome") not in OUTCOMES:
+        out.append(f"outcome: {doc.get('outcome')!r} is not one of {OUTCOMES}")
+    if doc.get("family") not in FAMILIES:
+        out.append(f"family: {doc.get('family')!r} is not one of {sorted(FAMILIES)}")
+    if not SLUG.match(str(doc.get("cause", ""))):
+        out.append(f"cause: {doc.get('cause')!r} is not a kebab-case slug")
+    if not str(doc.get("source", "")).startswith("https://"):
+        out.append("source: not an https URL")
+    date = doc.get("date")
+    if not isinstance(date, dt.date) or date.year != 2026:
+        out.append(f"date: {date!r} is not a date in 2026")
+    if doc.get("outcome") == "failure":
+        for key in FAILURE_REQUIRED:
+            if doc.get(key) in (None, ""):
+                out.append(f"{key}: missing (a failure needs its confirmed fix)")
+        confirmed = doc.get("confirmed_by") or {}
+        if not str(confirmed.get("url", "")).startswith("https://"):
+            out.append("confirmed_by.url: not an https URL")
+        if doc.get("predictable") and not doc.get("predictable_from"):
+            out.append("predictable_from: a predictable failure names the facts that predict it")
+    unknown = set(doc.get("predictable_from") or []) - PREDICTABLE_FROM
+    if unknown:
+        out.append(f"predictable_from: unknown {sorted(unknown)}")
+    check = doc.get("check") or {}
+    extra = set(check) - set(CHECK_KEYS)
+    if extra:
+        out.append(f"check: unknown keys {sorted(extra)}")
+    if directory is not None:
+        for name in doc.get("inputs") or []:
+            if name not in INPUT_FILES.values():
+                out.append(f"inputs: {name} is not one of {sorted(INPUT_FILES.values())}")
+            elif not (directory / name).is_file():
+                out.append(f"inputs: {name} is listed but absent")
+        if directory.name != doc.get("id"):
+            out.append(f"id: {doc.get('id')!r} differs from its directory {directory.name!r}")
+    return out
