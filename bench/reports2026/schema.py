@@ -69,6 +69,8 @@ def problems(doc: dict, directory: Path | None = None) -> list[str]:
     unknown = set(doc.get("predictable_from") or []) - PREDICTABLE_FROM
     if unknown:
         out.append(f"predictable_from: unknown {sorted(unknown)}")
+    if "serve.txt" in (doc.get("inputs") or []) and doc.get("serve_origin") is None:
+        out.append("serve_origin: a serve line says whether it was pasted or reconstructed")
     check = doc.get("check") or {}
     extra = set(check) - set(CHECK_KEYS)
     if extra:
