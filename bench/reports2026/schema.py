@@ -26,6 +26,7 @@ FAMILIES = {
     "wording-variants": "wording variants of messages rules already know",
     "vllm-bugs": "vLLM bugs (a release's own defect, fixed or open upstream)",
     "serve-options": "serve-line options (a flag, parser or value the release refuses or mishandles)",
+    "working-setup": "a setup shown serving (its versions, GPUs and serve line must draw no error)",
 }
 
 OUTCOMES = ("failure", "working")
@@ -55,8 +56,13 @@ def problems(doc: dict, directory: Path | None = None) -> list[str]:
     if not str(doc.get("source", "")).startswith("https://"):
         out.append("source: not an https URL")
     date = doc.get("date")
-    if not isinstance(date, dt.date) or date.year != 2026:
-        out.append(f"date: {date!r} is not a date in 2026")
+    partial = isinstance(date, str) and re.fullmatch(r"2026(-(0[1-9]|1[0-2]))?", date)
+    if partial and not doc.get("date_note"):
+        out.append("date_note: a date without its day says why")
+    elif not partial and (not isinstance(date, dt.date) or date.year != 2026):
+        out.append(f"date: {date!r} is not a date in 2026 (or '2026' / '2026-MM' with a date_note)")
+    if (doc.get("outcome") == "working") != (doc.get("family") == "working-setup"):
+        out.append("family: working-setup is the family of the working setups, and theirs only")
     if doc.get("outcome") == "failure":
         for key in FAILURE_REQUIRED:
             if doc.get(key) in (None, ""):
