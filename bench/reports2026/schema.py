@@ -90,3 +90,22 @@ def problems(doc: dict, directory: Path | None = None) -> list[str]:
         if directory.name != doc.get("id"):
             out.append(f"id: {doc.get('id')!r} differs from its directory {directory.name!r}")
     return out
+
+
+def main() -> int:
+    """Check every report: `python bench/reports2026/schema.py` prints each problem and exits 1 on any."""
+    import yaml
+
+    count, bad = 0, 0
+    for directory in sorted(p for p in REPORTS.iterdir() if p.is_dir()):
+        count += 1
+        found = problems(yaml.safe_load((directory / "report.yaml").read_text(encoding="utf-8")), directory)
+        for problem in found:
+            print(f"{directory.name}: {problem}")
+        bad += bool(found)
+    print(f"{count} reports, {bad} with problems")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
