@@ -83,7 +83,7 @@ class Outcome:
     report: dict
     split: str
     frozen: bool
-    explain: str | None = None  # hit / miss / error, for crash logs
+    explain: str | None = None  # hit / hit (catalogue) / miss / error, for crash logs
     explain_named: list[str] = field(default_factory=list)
     check: str | None = None  # hit / miss / error (failures), clean / error-drawn (working)
     check_named: list[str] = field(default_factory=list)
@@ -168,8 +168,12 @@ def measure_one(report: dict, directory: Path, split: str, frozen: bool, causes:
             else:
                 codes, templates = named_by_explain(doc)
                 outcome.explain_named = codes + [f"catalogue: {t[:70]}" for t in templates[:2]]
-                named = rules & set(codes) or catalogue & set(templates)
-                outcome.explain = "hit" if named else "miss"
+                if rules & set(codes):
+                    outcome.explain = "hit"
+                elif catalogue & set(templates):
+                    outcome.explain = "hit (catalogue)"
+                else:
+                    outcome.explain = "miss"
         if report.get("predictable") or not failing:
             args, outcome.needs = check_args(report, directory, accepted)
             code, doc, err = run_doctor(args, cwd)
@@ -187,6 +191,10 @@ def measure_one(report: dict, directory: Path, split: str, frozen: bool, causes:
     return outcome
 
 
+def named(outcome: Outcome) -> bool:
+    return bool(outcome.explain and outcome.explain.startswith("hit"))
+
+
 def ratio(hits: int, total: int) -> str:
     return f"{hits}/{total} ({100 * hits / total:.0f} %)" if total else "0/0"
 
@@ -198,7 +206,9 @@ def summary(outcomes: list[Outcome], title: str) -> list[str]:
     lines = [f"## {title}: {len(outcomes)} reports "
              f"({sum(o.report['outcome'] == 'failure' for o in outcomes)} failures, {len(working)} working setups)",
              "",
-             f"- explain --log names the cause with a rule: {ratio(sum(o.explain == 'hit' for o in logs), len(logs))} of crash logs",
+             f"- explain --log names the cause: {ratio(sum(named(o) for o in logs), len(logs))} of crash logs "
+             f"({sum(o.explain == 'hit' for o in logs)} with a rule code, "
+             f"{sum(o.explain == 'hit (catalogue)' for o in logs)} with a catalogue entry)",
              f"- check (without the log) warns with the cause: {ratio(sum(o.check == 'hit' for o in predictable), len(predictable))} of predictable failures",
              f"- working setups with an error: {sum(o.check == 'error-drawn' for o in working)} of {len(working)}"]
     errors = [o for o in outcomes if "error" in (o.explain, o.check)]
@@ -215,7 +225,7 @@ def summary(outcomes: list[Outcome], title: str) -> list[str]:
         g_pred = [o for o in group if o.report["outcome"] == "failure" and o.check is not None]
         g_work = [o for o in group if o.report["outcome"] == "working"]
         misses = sum(o.explain == "miss" for o in g_logs) + sum(o.check == "miss" for o in g_pred)
-        lines.append(f"| {family} | {len(group)} | {ratio(sum(o.explain == 'hit' for o in g_logs), len(g_logs))} "
+        lines.append(f"| {family} | {len(group)} | {ratio(sum(named(o) for o in g_logs), len(g_logs))} "
                      f"| {ratio(sum(o.check == 'hit' for o in g_pred), len(g_pred))} "
                      f"| {sum(o.check == 'error-drawn' for o in g_work)} of {len(g_work)} | {misses} |")
     return lines + [""]
