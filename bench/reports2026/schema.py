@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -92,10 +93,44 @@ def problems(doc: dict, directory: Path | None = None) -> list[str]:
     return out
 
 
-def main() -> int:
-    """Check every report: `python bench/reports2026/schema.py` prints each problem and exits 1 on any."""
+TABLE_START = "<!-- reports table: python bench/reports2026/schema.py --table -->"
+TABLE_END = "<!-- end of the reports table -->"
+
+
+def table() -> str:
+    """The README's table of reports, generated from the reports themselves."""
     import yaml
 
+    rows = ["| id | outcome | family | cause | date | source |", "|---|---|---|---|---|---|"]
+    for directory in sorted(p for p in REPORTS.iterdir() if p.is_dir()):
+        doc = yaml.safe_load((directory / "report.yaml").read_text(encoding="utf-8"))
+        rows.append(f"| `{doc['id']}` | {doc['outcome']} | {doc['family']} | {doc['cause']} | {doc['date']} "
+                    f"| [source]({doc['source']}) |")
+    return "\n".join([TABLE_START, *rows, TABLE_END])
+
+
+def readme_is_current() -> bool:
+    text = (HERE / "README.md").read_text(encoding="utf-8")
+    start, end = text.find(TABLE_START), text.find(TABLE_END)
+    return start >= 0 and text[start:end + len(TABLE_END)] == table()
+
+
+def main() -> int:
+    """Check every report: `python bench/reports2026/schema.py` prints each problem and exits 1 on any.
+
+    --table prints the README's table of reports; --write-table rewrites it in README.md.
+    """
+    import yaml
+
+    if "--table" in sys.argv:
+        print(table())
+        return 0
+    if "--write-table" in sys.argv:
+        readme = HERE / "README.md"
+        text = readme.read_text(encoding="utf-8")
+        start, end = text.find(TABLE_START), text.find(TABLE_END)
+        readme.write_text(text[:start] + table() + text[end + len(TABLE_END):], encoding="utf-8")
+        return 0
     count, bad = 0, 0
     for directory in sorted(p for p in REPORTS.iterdir() if p.is_dir()):
         count += 1
@@ -103,8 +138,11 @@ def main() -> int:
         for problem in found:
             print(f"{directory.name}: {problem}")
         bad += bool(found)
+    current = readme_is_current()
+    if not current:
+        print("README.md: the table of reports is not current (python bench/reports2026/schema.py --write-table)")
     print(f"{count} reports, {bad} with problems")
-    return 1 if bad else 0
+    return 1 if bad or not current else 0
 
 
 if __name__ == "__main__":
