@@ -57,6 +57,7 @@ def problems(doc: dict, directory: Path | None = None) -> list[str]:
     if not str(doc.get("source", "")).startswith("https://"):
         out.append("source: not an https URL")
     date = doc.get("date")
+    date = str(date) if date == 2026 else date
     partial = isinstance(date, str) and re.fullmatch(r"2026(-(0[1-9]|1[0-2]))?", date)
     if partial and not doc.get("date_note"):
         out.append("date_note: a date without its day says why")
