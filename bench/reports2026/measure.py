@@ -249,7 +249,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     frozen, causes, accepted = frozen_split(), load_causes(), check_options()
-    unknown = sorted({r["cause"] for r, _ in load_reports()} - set(causes))
+    unknown = sorted({r["cause"] for r, _ in load_reports() if r["outcome"] == "failure"} - set(causes))
     work = []
     for report, directory in load_reports():
         split = frozen.get(report["id"]) or split_of(report["source"])
