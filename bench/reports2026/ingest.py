@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from schema import INPUT_FILES, REPORTS, problems  # noqa: E402
+from schema import INPUT_FILES, REPORTS, problems
 
 INLINE = {"log": "log", "serve": "serve", "report": "report", "config": "model_config"}
 
@@ -29,7 +29,9 @@ class _Block(str):
 
 
 def _block(dumper: yaml.Dumper, text: str) -> yaml.Node:
-    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None)
+    return dumper.represent_scalar(
+        "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None
+    )
 
 
 yaml.add_representer(_Block, _block)

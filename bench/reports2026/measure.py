@@ -46,13 +46,14 @@ SPLIT_FILE = HERE / "split.json"
 CAUSES_FILE = HERE / "causes.yaml"
 TEST_SHARE = 40  # percent of reports in the test split
 
-sys.path.insert(0, str(HERE))
-from schema import FAMILIES  # noqa: E402
-
 
 def split_of(url: str) -> str:
     """test or train, from the report's source URL alone (the frozen rule)."""
-    return "test" if int(hashlib.sha256(url.encode("utf-8")).hexdigest(), 16) % 100 < TEST_SHARE else "train"
+    return (
+        "test"
+        if int(hashlib.sha256(url.encode("utf-8")).hexdigest(), 16) % 100 < TEST_SHARE
+        else "train"
+    )
 
 
 def doctor() -> list[str]:
@@ -64,7 +65,9 @@ def doctor() -> list[str]:
 def run_doctor(args: list[str], cwd: str) -> tuple[int, dict | None, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_", "CUDA_"))}
     env.update(HF_HUB_OFFLINE="1", NO_COLOR="1")
-    run = subprocess.run(doctor() + args, capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+    run = subprocess.run(
+        doctor() + args, capture_output=True, text=True, timeout=300, cwd=cwd, env=env
+    )
     try:
         return run.returncode, json.loads(run.stdout), run.stderr.strip()
     except json.JSONDecodeError:
@@ -73,8 +76,13 @@ def run_doctor(args: list[str], cwd: str) -> tuple[int, dict | None, str]:
 
 def check_options() -> set[str]:
     """The options `vllm-doctor check` accepts (a report's facts are passed only through those)."""
-    run = subprocess.run(doctor() + ["check", "--help"], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"})
+    run = subprocess.run(
+        [*doctor(), "check", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
+    )
     return {word.strip("│,") for word in run.stdout.split() if word.startswith("--")}
 
 
@@ -93,7 +101,9 @@ class Outcome:
 def load_reports() -> list[tuple[dict, Path]]:
     out = []
     for directory in sorted(p for p in REPORTS.iterdir() if (p / "report.yaml").is_file()):
-        out.append((yaml.safe_load((directory / "report.yaml").read_text(encoding="utf-8")), directory))
+        out.append(
+            (yaml.safe_load((directory / "report.yaml").read_text(encoding="utf-8")), directory)
+        )
     return out
 
 
@@ -106,7 +116,7 @@ def frozen_split() -> dict[str, str]:
     if not SPLIT_FILE.exists():
         return {}
     doc = json.loads(SPLIT_FILE.read_text(encoding="utf-8"))
-    return {**{i: "train" for i in doc["train"]}, **{i: "test" for i in doc["test"]}}
+    return {**dict.fromkeys(doc["train"], "train"), **dict.fromkeys(doc["test"], "test")}
 
 
 def explain_args(report: dict, directory: Path) -> list[str]:
@@ -128,8 +138,14 @@ def check_args(report: dict, directory: Path, accepted: set[str]) -> tuple[list[
     if "report.txt" in inputs:
         args += ["--report", str(directory / "report.txt")]
     facts = report.get("check") or {}
-    options = {"gpu": "--gpu", "gpus": "--gpus", "vllm_version": "--vllm-version",
-               "torch_version": "--torch-version", "driver": "--driver", "cuda": "--cuda"}
+    options = {
+        "gpu": "--gpu",
+        "gpus": "--gpus",
+        "vllm_version": "--vllm-version",
+        "torch_version": "--torch-version",
+        "driver": "--driver",
+        "cuda": "--cuda",
+    }
     needs = []
     for key, option in options.items():
         if facts.get(key) is None:
@@ -143,7 +159,11 @@ def check_args(report: dict, directory: Path, accepted: set[str]) -> tuple[list[
         for name, version in packages.items():
             args += ["--package", f"{name}=={version}"]
     elif packages:
-        needs.append("packages " + ", ".join(f"{n}=={v}" for n, v in packages.items()) + " (no --package option)")
+        needs.append(
+            "packages "
+            + ", ".join(f"{n}=={v}" for n, v in packages.items())
+            + " (no --package option)"
+        )
     return args, needs
 
 
@@ -153,8 +173,9 @@ def named_by_explain(doc: dict) -> tuple[list[str], list[str]]:
     return codes, templates
 
 
-def measure_one(report: dict, directory: Path, split: str, frozen: bool, causes: dict,
-                accepted: set[str]) -> Outcome:
+def measure_one(
+    report: dict, directory: Path, split: str, frozen: bool, causes: dict, accepted: set[str]
+) -> Outcome:
     outcome = Outcome(report, split, frozen)
     cause = causes.get(report["cause"], {})
     rules = set(cause.get("rules") or [])
@@ -203,19 +224,24 @@ def summary(outcomes: list[Outcome], title: str) -> list[str]:
     logs = [o for o in outcomes if o.explain is not None]
     predictable = [o for o in outcomes if o.report["outcome"] == "failure" and o.check is not None]
     working = [o for o in outcomes if o.report["outcome"] == "working"]
-    lines = [f"## {title}: {len(outcomes)} reports "
-             f"({sum(o.report['outcome'] == 'failure' for o in outcomes)} failures, {len(working)} working setups)",
-             "",
-             f"- explain --log names the cause: {ratio(sum(named(o) for o in logs), len(logs))} of crash logs "
-             f"({sum(o.explain == 'hit' for o in logs)} with a rule code, "
-             f"{sum(o.explain == 'hit (catalogue)' for o in logs)} with a catalogue entry)",
-             f"- check (without the log) warns with the cause: {ratio(sum(o.check == 'hit' for o in predictable), len(predictable))} of predictable failures",
-             f"- working setups with an error: {sum(o.check == 'error-drawn' for o in working)} of {len(working)}"]
+    lines = [
+        f"## {title}: {len(outcomes)} reports "
+        f"({sum(o.report['outcome'] == 'failure' for o in outcomes)} failures, {len(working)} working setups)",
+        "",
+        f"- explain --log names the cause: {ratio(sum(named(o) for o in logs), len(logs))} of crash logs "
+        f"({sum(o.explain == 'hit' for o in logs)} with a rule code, "
+        f"{sum(o.explain == 'hit (catalogue)' for o in logs)} with a catalogue entry)",
+        f"- check (without the log) warns with the cause: {ratio(sum(o.check == 'hit' for o in predictable), len(predictable))} of predictable failures",
+        f"- working setups with an error: {sum(o.check == 'error-drawn' for o in working)} of {len(working)}",
+    ]
     errors = [o for o in outcomes if "error" in (o.explain, o.check)]
     if errors:
         lines.append(f"- doctor runs that did not finish (exit 2/3, no JSON): {len(errors)}")
-    lines += ["", "| family | reports | crash logs named | predictable warned | working with an error | misses |",
-              "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| family | reports | crash logs named | predictable warned | working with an error | misses |",
+        "|---|---|---|---|---|---|",
+    ]
     by_family = collections.defaultdict(list)
     for o in outcomes:
         by_family[o.report["family"]].append(o)
@@ -225,31 +251,41 @@ def summary(outcomes: list[Outcome], title: str) -> list[str]:
         g_pred = [o for o in group if o.report["outcome"] == "failure" and o.check is not None]
         g_work = [o for o in group if o.report["outcome"] == "working"]
         misses = sum(o.explain == "miss" for o in g_logs) + sum(o.check == "miss" for o in g_pred)
-        lines.append(f"| {family} | {len(group)} | {ratio(sum(named(o) for o in g_logs), len(g_logs))} "
-                     f"| {ratio(sum(o.check == 'hit' for o in g_pred), len(g_pred))} "
-                     f"| {sum(o.check == 'error-drawn' for o in g_work)} of {len(g_work)} | {misses} |")
-    return lines + [""]
+        lines.append(
+            f"| {family} | {len(group)} | {ratio(sum(named(o) for o in g_logs), len(g_logs))} "
+            f"| {ratio(sum(o.check == 'hit' for o in g_pred), len(g_pred))} "
+            f"| {sum(o.check == 'error-drawn' for o in g_work)} of {len(g_work)} | {misses} |"
+        )
+    return [*lines, ""]
 
 
 def detail(outcomes: list[Outcome]) -> list[str]:
-    lines = ["| id | split | family | cause | explain --log | check | named (explain / check) | needs |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| id | split | family | cause | explain --log | check | named (explain / check) | needs |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for o in sorted(outcomes, key=lambda o: (o.split, o.report["family"], o.report["id"])):
         split = o.split + ("" if o.frozen else " (after the freeze)")
         named = "; ".join(o.explain_named) + " / " + "; ".join(o.check_named)
-        lines.append(f"| {o.report['id']} | {split} | {o.report['family']} | {o.report['cause']} "
-                     f"| {o.explain or '-'} | {o.check or '-'} | {named.replace('|', '/')} | {'; '.join(o.needs)} |")
+        lines.append(
+            f"| {o.report['id']} | {split} | {o.report['family']} | {o.report['cause']} "
+            f"| {o.explain or '-'} | {o.check or '-'} | {named.replace('|', '/')} | {'; '.join(o.needs)} |"
+        )
     return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", choices=("test", "train", "all"), default="all")
-    parser.add_argument("--write", metavar="NAME", help="also write the results to NAME beside this script")
+    parser.add_argument(
+        "--write", metavar="NAME", help="also write the results to NAME beside this script"
+    )
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     frozen, causes, accepted = frozen_split(), load_causes(), check_options()
-    unknown = sorted({r["cause"] for r, _ in load_reports() if r["outcome"] == "failure"} - set(causes))
+    unknown = sorted(
+        {r["cause"] for r, _ in load_reports() if r["outcome"] == "failure"} - set(causes)
+    )
     work = []
     for report, directory in load_reports():
         split = frozen.get(report["id"]) or split_of(report["source"])
@@ -257,11 +293,16 @@ def main() -> None:
             work.append((report, directory, split, report["id"] in frozen))
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         outcomes = list(pool.map(lambda w: measure_one(*w, causes, accepted), work))
-    head = [f"# vllm-doctor on the 2026 reports corpus", "",
-            f"{dt.date.today()}: `python bench/reports2026/measure.py --split {args.split}"
-            + (f" --write {args.write}`" if args.write else "`")
-            + f", {len(outcomes)} reports, causes.yaml mapping {len(causes)} causes"
-            + (f" ({len(unknown)} cause ids of reports not in it yet)" if unknown else "") + ".", ""]
+    head = [
+        "# vllm-doctor on the 2026 reports corpus",
+        "",
+        f"{dt.date.today()}: `python bench/reports2026/measure.py --split {args.split}"
+        + (f" --write {args.write}`" if args.write else "`")
+        + f", {len(outcomes)} reports, causes.yaml mapping {len(causes)} causes"
+        + (f" ({len(unknown)} cause ids of reports not in it yet)" if unknown else "")
+        + ".",
+        "",
+    ]
     body = []
     for name in ("test", "train"):
         part = [o for o in outcomes if o.split == name]

@@ -31,11 +31,27 @@ FAMILIES = {
 }
 
 OUTCOMES = ("failure", "working")
-INPUT_FILES = {"log": "log.txt", "serve": "serve.txt", "report": "report.txt", "model_config": "config.json"}
+INPUT_FILES = {
+    "log": "log.txt",
+    "serve": "serve.txt",
+    "report": "report.txt",
+    "model_config": "config.json",
+}
 # The what-if values `check` takes for a report (the facts the reporter showed).
 CHECK_KEYS = ("gpu", "gpus", "vllm_version", "torch_version", "driver", "cuda", "packages")
-PREDICTABLE_FROM = {"vllm_version", "torch_version", "cuda", "driver", "gpu", "gpus", "packages",
-                    "env", "serve", "model_config", "platform"}
+PREDICTABLE_FROM = {
+    "vllm_version",
+    "torch_version",
+    "cuda",
+    "driver",
+    "gpu",
+    "gpus",
+    "packages",
+    "env",
+    "serve",
+    "model_config",
+    "platform",
+}
 
 REQUIRED = ("id", "source", "title", "date", "outcome", "family", "cause", "summary", "shown")
 FAILURE_REQUIRED = ("fix", "confirmed_by", "predictable")
@@ -105,15 +121,17 @@ def table() -> str:
     rows = ["| id | outcome | family | cause | date | source |", "|---|---|---|---|---|---|"]
     for directory in sorted(p for p in REPORTS.iterdir() if p.is_dir()):
         doc = yaml.safe_load((directory / "report.yaml").read_text(encoding="utf-8"))
-        rows.append(f"| `{doc['id']}` | {doc['outcome']} | {doc['family']} | {doc['cause']} | {doc['date']} "
-                    f"| [source]({doc['source']}) |")
+        rows.append(
+            f"| `{doc['id']}` | {doc['outcome']} | {doc['family']} | {doc['cause']} | {doc['date']} "
+            f"| [source]({doc['source']}) |"
+        )
     return "\n".join([TABLE_START, *rows, TABLE_END])
 
 
 def readme_is_current() -> bool:
     text = (HERE / "README.md").read_text(encoding="utf-8")
     start, end = text.find(TABLE_START), text.find(TABLE_END)
-    return start >= 0 and text[start:end + len(TABLE_END)] == table()
+    return start >= 0 and text[start : end + len(TABLE_END)] == table()
 
 
 def main() -> int:
@@ -130,18 +148,22 @@ def main() -> int:
         readme = HERE / "README.md"
         text = readme.read_text(encoding="utf-8")
         start, end = text.find(TABLE_START), text.find(TABLE_END)
-        readme.write_text(text[:start] + table() + text[end + len(TABLE_END):], encoding="utf-8")
+        readme.write_text(text[:start] + table() + text[end + len(TABLE_END) :], encoding="utf-8")
         return 0
     count, bad = 0, 0
     for directory in sorted(p for p in REPORTS.iterdir() if p.is_dir()):
         count += 1
-        found = problems(yaml.safe_load((directory / "report.yaml").read_text(encoding="utf-8")), directory)
+        found = problems(
+            yaml.safe_load((directory / "report.yaml").read_text(encoding="utf-8")), directory
+        )
         for problem in found:
             print(f"{directory.name}: {problem}")
         bad += bool(found)
     current = readme_is_current()
     if not current:
-        print("README.md: the table of reports is not current (python bench/reports2026/schema.py --write-table)")
+        print(
+            "README.md: the table of reports is not current (python bench/reports2026/schema.py --write-table)"
+        )
     print(f"{count} reports, {bad} with problems")
     return 1 if bad or not current else 0
 

@@ -63,7 +63,9 @@ def check(doc: dict, sources: dict[str, str]) -> list[str]:
             if report_id not in sources:
                 problems.append(f"{report_id}: in split.json but no such report")
             elif split_of(sources[report_id]) != name:
-                problems.append(f"{report_id}: in {name}, but the rule puts it in {split_of(sources[report_id])}")
+                problems.append(
+                    f"{report_id}: in {name}, but the rule puts it in {split_of(sources[report_id])}"
+                )
     cited = cited_by_rules()
     for report_id in doc["test"]:
         if report_id in sources and sources[report_id].rstrip("/") in cited:
@@ -105,7 +107,9 @@ def main() -> int:
     for problem in problems:
         print(problem)
     if unassigned:
-        print(f"{len(unassigned)} reports not in split.json yet (run --add): {', '.join(unassigned)}")
+        print(
+            f"{len(unassigned)} reports not in split.json yet (run --add): {', '.join(unassigned)}"
+        )
     return 1 if problems else 0
 
 
