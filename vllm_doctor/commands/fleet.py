@@ -72,15 +72,20 @@ def run_fleet(
         how = f"facts documents from {'standard input' if facts_from == '-' else facts_from}"
         if argv:
             _with_line(nodes, argv)
+    notes: list[str] = []
     if manifest:
         from vllm_doctor.fleet.declared import compare_with_manifest
 
-        nodes_note = compare_with_manifest(manifest, nodes)
-        how += f"; {nodes_note}"
+        notes, declared_words = compare_with_manifest(manifest, nodes)
+        if argv is None and declared_words:
+            argv = declared_words
+            if facts_from is not None:
+                _with_line(nodes, argv)
     from vllm_doctor.fleet.judge import judge_fleet
 
     judged = time.perf_counter()
     result = judge_fleet(nodes, argv, rules, loaded, fail_on, strict, head, how)
+    result.fleet.notes.extend(notes)
     timings["judge_s"] = time.perf_counter() - judged
     timings["total_s"] = time.perf_counter() - started
     result.timings = timings

@@ -89,6 +89,8 @@ def _text(result: FleetResult, verbose: bool, to_file: bool) -> str:
             f"  {mark} {finding.rule.code} cannot decide: {escape(finding.rule.summary)} — "
             f"{escape(needs)}"
         )
+    for note in fleet.notes:
+        console.print(f"  [dim]note:[/] {escape(note)}")
     agreed = _agreement(result)
     if agreed:
         console.print("  [green]✓[/] the nodes agree on " + escape("; ".join(agreed)))
