@@ -212,7 +212,19 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
             facts.mark_missing(key, reason)
     # a manifest's container: what its file states stands for this machine's
     if options.manifest_target is not None:
+        conflicts: list[tuple[tuple[str, ...], str]] = []
+        if report_facts is not None:
+            from vllm_doctor.facts.stack import manifest_report_conflicts
+
+            stated = Facts()
+            options.manifest_target.write_facts(stated)
+            conflicts = manifest_report_conflicts(report_facts, stated, str(options.report))
         options.manifest_target.write_facts(facts)
+        for areas, reason in conflicts:  # the report's part of another stack is set aside
+            for area in areas:
+                facts.drop_area(area)
+                facts.mark_missing(area, reason)
+            facts.notes.append(reason)
     # the target hardware replaces this machine's (or the report's) GPUs
     if options.target:
         from vllm_doctor.facts.hardware import apply_target_hardware

@@ -147,7 +147,10 @@ def _undecided(console: Console, doc: CheckDocument, verbose: bool, said: set[st
         console.print(
             f"  {mark} {f.rule.code} {escape(f'[{f.severity}]')} {escape(f.rule.summary)}"
         )
-        console.print(f"      missing: {escape(needs)}")
+        console.print(
+            f"      missing: {escape(needs)}"
+            + (" (cannot be known from this input)" if f.unknowable_here else "")
+        )
     if len(doc.undecided) > len(shown):
         console.print(f"  [dim]… {len(doc.undecided) - len(shown)} more (-v lists them)[/]")
     # why each fact is missing and how to supply it: one line per reason, however many
