@@ -39,7 +39,13 @@ def cluster(tmp_path_factory):
     odd_version = c.add_node(**node, env_vars={**uniform, "PYTHONPATH": v23})
     odd_ifname = c.add_node(**node, env_vars={**uniform, "NCCL_SOCKET_IFNAME": "lo,eth"})
     c.wait_for_nodes()
-    yield {"cluster": c, "uniform": uniform, "odd": [odd_version, odd_ifname], "root": root, "node": node}
+    yield {
+        "cluster": c,
+        "uniform": uniform,
+        "odd": [odd_version, odd_ifname],
+        "root": root,
+        "node": node,
+    }
     c.shutdown()
 
 

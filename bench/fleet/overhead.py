@@ -44,15 +44,22 @@ def main(sizes):
         c.wait_for_nodes()
         rows = []
         for _ in range(3):
-            fleet = timed([py, "-m", "vllm_doctor", "fleet", "--ray", c.address, "--format", "json"])
-            floor = float(subprocess.run([py, "-c", FLOOR, c.address], capture_output=True,
-                                         text=True).stdout.strip().splitlines()[-1])
+            fleet = timed(
+                [py, "-m", "vllm_doctor", "fleet", "--ray", c.address, "--format", "json"]
+            )
+            floor = float(
+                subprocess.run([py, "-c", FLOOR, c.address], capture_output=True, text=True)
+                .stdout.strip()
+                .splitlines()[-1]
+            )
             floor_cli = timed([py, "-c", "import vllm_doctor.cli"])  # the command's own start
             facts = timed([py, "-m", "vllm_doctor", "facts", "--format", "json"])
             rows.append((fleet, floor + floor_cli, facts))
         f, r, k = (statistics.median(x) for x in zip(*rows))
-        print(f"{n} nodes: fleet {f:.2f} s; Ray's own start {r:.2f} s; one node's facts {k:.2f} s; "
-              f"fleet - (Ray + facts) = {f - r - k:+.2f} s (median of 3)")
+        print(
+            f"{n} nodes: fleet {f:.2f} s; Ray's own start {r:.2f} s; one node's facts {k:.2f} s; "
+            f"fleet - (Ray + facts) = {f - r - k:+.2f} s (median of 3)"
+        )
         c.shutdown()
 
 

@@ -121,10 +121,10 @@ def gnu_build_id(path: Path) -> str | None:
                 return None
             wide, endian = head[4] == 2, "<" if head[5] == 1 else ">"
             if wide:
-                phoff, = struct.unpack_from(endian + "Q", head, 32)
+                (phoff,) = struct.unpack_from(endian + "Q", head, 32)
                 phentsize, phnum = struct.unpack_from(endian + "HH", head, 54)
             else:
-                phoff, = struct.unpack_from(endian + "I", head, 28)
+                (phoff,) = struct.unpack_from(endian + "I", head, 28)
                 phentsize, phnum = struct.unpack_from(endian + "HH", head, 42)
             handle.seek(phoff)
             table = handle.read(phentsize * min(phnum, 256))
@@ -133,11 +133,11 @@ def gnu_build_id(path: Path) -> str | None:
                 if len(entry) < phentsize or struct.unpack_from(endian + "I", entry)[0] != PT_NOTE:
                     continue
                 if wide:
-                    offset, = struct.unpack_from(endian + "Q", entry, 8)
-                    size, = struct.unpack_from(endian + "Q", entry, 32)
+                    (offset,) = struct.unpack_from(endian + "Q", entry, 8)
+                    (size,) = struct.unpack_from(endian + "Q", entry, 32)
                 else:
-                    offset, = struct.unpack_from(endian + "I", entry, 4)
-                    size, = struct.unpack_from(endian + "I", entry, 16)
+                    (offset,) = struct.unpack_from(endian + "I", entry, 4)
+                    (size,) = struct.unpack_from(endian + "I", entry, 16)
                 handle.seek(offset)
                 found = _build_id_in_notes(handle.read(min(size, 1 << 16)), endian)
                 if found:

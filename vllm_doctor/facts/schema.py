@@ -53,22 +53,24 @@ SUPPLY_HINTS: dict[str, str] = {
     "model config / packages the fact compares",
 }
 
+
 def _fleet_quantity_facts() -> dict[str, FactSpec]:
-    """fleet.<quantity>.distinct and .nodes for every quantity the fleet compares (one table:
-    vllm_doctor/fleet/quantities.py)."""
+    """fleet.<quantity>.distinct and .nodes, one pattern each over the quantities the fleet
+    compares (the one table: vllm_doctor/fleet/quantities.py)."""
     from vllm_doctor.fleet.quantities import COMPARED
 
-    specs = {}
-    for q in COMPARED:
-        specs[f"fleet.{q.name}.distinct"] = FactSpec(
+    names = ", ".join(q.name for q in COMPARED)
+    return {
+        "fleet.*.distinct": FactSpec(
             "int",
-            f"how many different values of the {q.what} the nodes have "
-            f"({' + '.join(q.paths)}; a node without it counts as {q.absent!r})",
-        )
-        specs[f"fleet.{q.name}.nodes"] = FactSpec(
-            "list", f"the nodes grouped by {q.what}: 'VALUE: node (ip), ...', most common first"
-        )
-    return specs
+            "how many different values of a compared quantity the nodes have (a node without it "
+            f"counts as one more value, 'not installed', 'unset'); the quantities: {names}",
+        ),
+        "fleet.*.nodes": FactSpec(
+            "list",
+            "the nodes grouped by that quantity's value: 'VALUE: node, ...', most common first",
+        ),
+    }
 
 
 FACTS: dict[str, FactSpec] = {
@@ -244,7 +246,9 @@ FACTS: dict[str, FactSpec] = {
     ),
     # -- the fleet (vllm-doctor fleet: every node's facts compared; vllm_doctor/fleet) -------
     **_fleet_quantity_facts(),
-    "fleet.nodes": FactSpec("int", "nodes in the fleet (those that answered and those that did not)"),
+    "fleet.nodes": FactSpec(
+        "int", "nodes in the fleet (those that answered and those that did not)"
+    ),
     "fleet.silent_nodes": FactSpec(
         "list",
         "nodes whose facts did not arrive (no answer within the deadline, the doctor could not "

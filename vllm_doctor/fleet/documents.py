@@ -28,7 +28,9 @@ MAX_DOCUMENTS = 4096
 
 
 def _is_facts_document(data: Any) -> bool:
-    return isinstance(data, dict) and isinstance(data.get("facts"), dict) and "schema_version" in data
+    return (
+        isinstance(data, dict) and isinstance(data.get("facts"), dict) and "schema_version" in data
+    )
 
 
 def mark_unrecorded(facts: Facts) -> Facts:

@@ -38,7 +38,11 @@ def _shape(quantity: Quantity, value: Any) -> str:
 def node_value(quantity: Quantity, facts: Facts) -> tuple[str | None, str | None]:
     """A node's value of ``quantity`` (its ``absent`` word when the node has none), or None
     and why it is unknown there."""
-    if quantity.installed and facts.value(quantity.installed) is False:
+    if (
+        quantity.installed
+        and facts.get(quantity.paths[0]) is None
+        and facts.value(quantity.installed) is False
+    ):
         return quantity.absent, None
     parts = []
     for path in quantity.paths:
@@ -143,7 +147,9 @@ def _placement(facts: Facts, nodes: list[Node], driver: Node) -> dict[str, list[
     dp = facts.value("serve.data_parallel_size")
     replicas = dp if isinstance(dp, int) and dp > 0 else 1
     result = place(offered, driver.label, tp, world, replicas)
-    detail = f"TP {tp}, world {world}" + (f", {replicas} data-parallel ranks" if replicas > 1 else "")
+    detail = f"TP {tp}, world {world}" + (
+        f", {replicas} data-parallel ranks" if replicas > 1 else ""
+    )
     facts.set("fleet.placement.gpus_needed", result.gpus_needed, FLEET, detail)
     facts.set("fleet.placement.fits", result.fits, FLEET, f"{sum(offered.values())} GPUs offered")
     facts.set("fleet.placement.tp_spans_nodes", result.tp_spans_nodes, FLEET, detail)
@@ -210,8 +216,10 @@ def _interfaces(facts: Facts, nodes: list[Node], driver: Node) -> None:
         names = node.facts.value("host.interfaces")
         for variable, copied in IFNAME_VARIABLES.items():
             own = node.facts.value(f"env.{variable}")
-            value = own if own is not None else (
-                driver_env.value(f"env.{variable}") if copied else None
+            value = (
+                own
+                if own is not None
+                else (driver_env.value(f"env.{variable}") if copied else None)
             )
             if value is None:
                 continue
@@ -239,9 +247,7 @@ def _model(facts: Facts, nodes: list[Node], ranks: dict[str, list[int]] | None) 
         return
     is_path = model.startswith(("/", "./", "../", "~"))
     facts.set("fleet.model.is_path", is_path, Source.SERVE, model)
-    holders = [
-        n for n in nodes if n.answered and (ranks is None or ranks.get(n.label))
-    ]
+    holders = [n for n in nodes if n.answered and (ranks is None or ranks.get(n.label))]
     missing, offline, unknown = [], [], []
     for node in holders:
         assert node.facts is not None
@@ -293,7 +299,9 @@ def fleet_facts(
 
         parse_serve_argv(list(serve_argv)).to_facts(facts, Source.SERVE, {})
     else:
-        facts.mark_missing("serve", "pass the serve line after --: vllm-doctor fleet ... -- vllm serve MODEL ...")
+        facts.mark_missing(
+            "serve", "pass the serve line after --: vllm-doctor fleet ... -- vllm serve MODEL ..."
+        )
     facts.set("fleet.nodes", len(nodes), FLEET)
     silent = [n for n in nodes if not n.answered]
     if silent:

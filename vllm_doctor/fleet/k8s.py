@@ -60,7 +60,9 @@ def _workload(documents: list[Any], wanted: str) -> dict[str, Any]:
             if name == name_wanted and kind_wanted in ("", item["kind"]):
                 found.append(item)
     if not found:
-        raise InputError("--k8s-job", f"no {' or '.join(WORKLOADS)} named {wanted!r} in the manifest")
+        raise InputError(
+            "--k8s-job", f"no {' or '.join(WORKLOADS)} named {wanted!r} in the manifest"
+        )
     return found[0]
 
 
@@ -95,8 +97,12 @@ def _job_name(workload: str) -> str:
 
 
 def build_manifest(
-    namespace: str, workload: dict[str, Any], serve_words: list[str], container_name: str | None,
-    kind: str = "job", image: str | None = None,
+    namespace: str,
+    workload: dict[str, Any],
+    serve_words: list[str],
+    container_name: str | None,
+    kind: str = "job",
+    image: str | None = None,
 ) -> dict[str, Any]:
     templates, pods, spans = _templates(workload)
     pod = (templates[0].get("spec") or {}) if templates else {}
@@ -116,7 +122,10 @@ def build_manifest(
         spec["affinity"] = affinity
     env = list(container.get("env") or [])
     env += [
-        {"name": "VLLM_DOCTOR_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {
+            "name": "VLLM_DOCTOR_NODE_NAME",
+            "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+        },
         {"name": "VLLM_DOCTOR_NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
     ]
     command = ["vllm-doctor", "facts", "--format", "json"]
@@ -138,7 +147,9 @@ def build_manifest(
     else:
         env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"})
         facts_container["command"] = [
-            "sh", "-c", " ".join(_shell_quote(w) for w in command) + "; exec sleep infinity"
+            "sh",
+            "-c",
+            " ".join(_shell_quote(w) for w in command) + "; exec sleep infinity",
         ]
         spec["restartPolicy"] = "Always"
     spec["containers"] = [facts_container]

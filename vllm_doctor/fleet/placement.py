@@ -48,9 +48,7 @@ def _ranges(ranks: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
-def place(
-    gpus: dict[str, int], driver: str, tp: int, world: int, replicas: int = 1
-) -> Placement:
+def place(gpus: dict[str, int], driver: str, tp: int, world: int, replicas: int = 1) -> Placement:
     """The ranks of ``replicas`` placement groups of ``world`` one-GPU bundles over nodes
     offering ``gpus`` (label -> GPUs), the driver's node first."""
     order = sorted(gpus, key=lambda label: (label != driver, -gpus[label], label))

@@ -49,7 +49,11 @@ COMPARED_ENV = (
 
 COMPARED: tuple[Quantity, ...] = (
     Quantity(
-        "vllm_version", "vLLM version", ("vllm.version",), "not installed", installed="vllm.installed"
+        "vllm_version",
+        "vLLM version",
+        ("vllm.version",),
+        "not installed",
+        installed="vllm.installed",
     ),
     Quantity("torch_version", "torch version", ("torch.version",), "not installed"),
     Quantity("torch_cuda", "CUDA runtime torch is built for", ("torch.cuda_version",), "none"),

@@ -128,5 +128,3 @@ def summary_lines(result: FleetResult) -> list[str]:
     if silent:
         lines.append(f"{len(silent)} node(s) gave no facts: {', '.join(n.label for n in silent)}")
     return lines
-
-
