@@ -55,7 +55,7 @@ def main(sizes):
             floor_cli = timed([py, "-c", "import vllm_doctor.cli"])  # the command's own start
             facts = timed([py, "-m", "vllm_doctor", "facts", "--format", "json"])
             rows.append((fleet, floor + floor_cli, facts))
-        f, r, k = (statistics.median(x) for x in zip(*rows))
+        f, r, k = (statistics.median(x) for x in zip(*rows, strict=True))
         print(
             f"{n} nodes: fleet {f:.2f} s; Ray's own start {r:.2f} s; one node's facts {k:.2f} s; "
             f"fleet - (Ray + facts) = {f - r - k:+.2f} s (median of 3)"

@@ -115,9 +115,9 @@ def read_documents(where: str) -> list[Node]:
             nodes = []
             for file in files[:MAX_DOCUMENTS]:
                 found = documents_in_text(read_text(file, "facts document", "json"), str(file))
-                if len(found) == 1 and found[0].facts is not None:
-                    if found[0].facts.value("env.VLLM_DOCTOR_NODE_NAME") is None:
-                        found[0].node_id = file.stem  # one document per file: the file names it
+                facts = found[0].facts if len(found) == 1 else None
+                if facts is not None and facts.value("env.VLLM_DOCTOR_NODE_NAME") is None:
+                    found[0].node_id = file.stem  # one document per file: the file names it
                 nodes.extend(found)
         elif path.is_file():
             nodes = documents_in_text(read_text(path, "facts documents", "log"), str(path))

@@ -44,7 +44,7 @@ def node_value(quantity: Quantity, facts: Facts) -> tuple[str | None, str | None
         and facts.value(quantity.installed) is False
     ):
         return quantity.absent, None
-    parts = []
+    parts: list[str | None] = []
     for path in quantity.paths:
         fact = facts.get(path)
         if fact is None:
@@ -227,7 +227,7 @@ def _interfaces(facts: Facts, nodes: list[Node], driver: Node) -> None:
                 unknown.append(node.label)
                 continue
             if not ifname_matches(str(value), [str(n) for n in names]):
-                whose = "" if own is not None else f" (the driver's, copied by vLLM)"
+                whose = "" if own is not None else " (the driver's, copied by vLLM)"
                 unmatched.append(
                     f"{node.label}: {variable}={value}{whose} matches none of "
                     f"{', '.join(map(str, names))}"

@@ -220,7 +220,7 @@ def print_manifest(
     selector = f"vllm-doctor/workload={name}"
     head = [
         f"# vllm-doctor: facts of every pod of {workload['kind']} {namespace}/{workload_name}",
-        f"# kubectl apply -f THIS_FILE",
+        "# kubectl apply -f THIS_FILE",
         (
             f"# kubectl wait -n {namespace} --for=condition=complete job/{name} --timeout=900s"
             if kind == "job"

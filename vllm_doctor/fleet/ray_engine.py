@@ -60,6 +60,8 @@ def _runtime_env(doctor_from: str) -> tuple[dict[str, Any], str]:
             module = __import__(name)
         except ImportError:
             continue
+        if module.__file__ is None:
+            continue
         path = Path(module.__file__)
         modules.append(str(path.parent if path.name == "__init__.py" else path))
     env = {"py_modules": modules, "excludes": ["__pycache__", "*.pyc"]}

@@ -10,7 +10,6 @@ the node it is about ("node 1a2b3c4d@10.0.0.2: ..."); JSON adds the nodes' ident
 from __future__ import annotations
 
 import io
-import json
 from typing import Any
 
 from vllm_doctor import __version__
