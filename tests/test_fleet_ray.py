@@ -113,10 +113,10 @@ def test_a_node_that_does_not_answer_is_a_finding_at_the_deadline(cluster):
     hung = c.add_node(**cluster["node"], env_vars=env, wait=False)
     try:
         c.wait_for_nodes()
-        code, doc, err, took = _fleet(c.address, "--deadline", "8")
+        code, doc, err, took = _fleet(c.address, "--deadline", "25")
         assert code == 1, err
         silent = _evidence(_fleet_findings(doc)["FLEET017"], "silent_nodes")
         assert len(silent) == 1 and hung.node_id[:8] in silent[0] and "deadline" in silent[0]
-        assert took < 60  # the deadline ended it, with Ray's own start and exit around it
+        assert took < 120  # the deadline ended it, with Ray's own start and exit around it
     finally:
         c.remove_node(hung, allow_graceful=False)
