@@ -168,6 +168,7 @@ def run_check(
     default_rules: bool = True,
     ignore_entries: list | None = None,
     settings: Config | None = None,
+    recommend: bool = False,
 ) -> int:
     started = time.perf_counter()
     if fmt not in FORMATS:
@@ -246,6 +247,7 @@ def run_check(
         probe=probe,
         probe_timeout=probe_timeout,
         settings=settings,
+        recommend=recommend,
     )
     if targets:
         docs = [
@@ -322,6 +324,7 @@ def _judge(
     probe: bool,
     probe_timeout: float,
     settings: Config | None,
+    recommend: bool = False,
 ):
     """Facts → findings → the document for one serve line (one manifest target)."""
     from vllm_doctor.engine.evaluate import evaluate_rules
@@ -402,6 +405,12 @@ def _judge(
         from vllm_doctor.commands.suggest import suggest
 
         suggest(doc, facts, rules)
+    if recommend:
+        with step("recommended release"):
+            from vllm_doctor.commands import recommend as recommending
+
+            errors = [f for f in doc.applies if f.severity == "error"]
+            doc.recommendation = recommending.recommend(facts, rules, errors)
     if probe and options.manifest_target is not None:
         doc.notes.append(
             "--probe: not run for a manifest — probes confirm a failure on the "
@@ -528,6 +537,14 @@ def register(app: typer.Typer) -> None:
             "pyproject.toml [tool.vllm-doctor] from the working directory up).",
         ),
         no_config: bool = typer.Option(False, "--no-config", help="Ignore any settings file."),
+        recommend: bool = typer.Option(
+            False,
+            "--recommend",
+            help="Name the release to install: the newest covered release that runs on this "
+            "driver and GPU (and a torch kept with --torch-version), and the oldest at or "
+            "above the judged one that draws no error with this serve line, with the reasons "
+            "for the releases it passes over.",
+        ),
         locked: bool = typer.Option(
             False,
             "--locked",
@@ -600,5 +617,6 @@ def register(app: typer.Typer) -> None:
                 default_rules=default_rules,
                 ignore_entries=entries,
                 settings=from_file if from_file.path else None,
+                recommend=recommend,
             )
         )

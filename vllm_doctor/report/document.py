@@ -72,6 +72,8 @@ class CheckDocument:
     settings: Any = None
     # the manifest container judged (serveline.manifest.Target), None for a serve line
     target: Any = None
+    # check --recommend: the release to install (commands/recommend.py Recommendation)
+    recommendation: Any = None
 
     # -- views ---------------------------------------------------------------
     def active(self, verdict: str) -> list[Finding]:
@@ -123,7 +125,8 @@ class CheckDocument:
         if total == 1:
             return f"the undecided rule needs {step['need']}: {step['how']}"
         share = "all" if count == total else f"{count} of the"
-        return f"{share} {total} undecided need {step['need']}: {step['how']}"
+        verb = "needs" if count == 1 else "need"
+        return f"{share} {total} undecided {verb} {step['need']}: {step['how']}"
 
     def summary_line(self) -> str:
         parts = [
@@ -206,6 +209,11 @@ class CheckDocument:
             "notes": self.notes,
             "settings": self.settings.describe() if self.settings else None,
             "memory": memory_summary(self.facts),
+            **(
+                {"recommend": self.recommendation.to_dict()}
+                if self.recommendation is not None
+                else {}
+            ),
             "facts": self.facts.to_dict(),
             **(
                 {

@@ -77,6 +77,11 @@ def render_markdown(doc: CheckDocument) -> str:
         _md_cell(first_line(doc)),
         "",
     ]
+    if doc.recommendation is not None:
+        from vllm_doctor.report.text import recommendation_lines
+
+        head, *rest = recommendation_lines(doc.recommendation)
+        out += [f"**{head}**", "", *[f"- {_md_cell(line.strip())}" for line in rest], ""]
     if doc.applies:
         out += ["| | code | severity | summary | fix |", "|---|---|---|---|---|"]
         for f in doc.applies:

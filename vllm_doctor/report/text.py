@@ -173,6 +173,64 @@ def _undecided(console: Console, doc: CheckDocument, verbose: bool, said: set[st
                 console.print(f"        [dim]→ {escape(how)}[/]")
 
 
+def recommendation_lines(result: Any) -> list[str]:
+    """check --recommend in words (commands/recommend.py Recommendation), one line each."""
+    from vllm_doctor.commands.recommend import grouped
+
+    def why(first: Any) -> str:
+        return "; ".join(
+            f"{code} ({result.summaries.get(code, '')})"
+            + (f": {first.because[code]}" if first.because.get(code) else "")
+            for code in first.errors
+        )
+
+    span = f"{result.releases[0]}–{result.releases[-1]}" if result.releases else "none"
+    torch = (
+        f"torch {result.torch_kept} kept" if result.torch_kept else "each with the torch it pins"
+    )
+    lines = [f"Recommended release (judged over the covered releases {span}, {torch}):"]
+    hardware = "this driver and these GPUs" + (" with this torch" if result.torch_kept else "")
+    newest = result.newest_running
+    lines.append(
+        f"  runs here: vLLM {newest}, the newest release that runs on {hardware}"
+        if newest
+        else f"  runs here: no covered release runs on {hardware}"
+    )
+    for releases, first in grouped(result.releases, result.not_running()):
+        lines.append(f"    not {releases}: {why(first)}")
+    if result.running_full is not None:
+        lines.append(
+            f"    and with this serve line: {why(result.running_full)}"
+            if result.running_full.errors
+            else f"    and no error applies to it with this serve line: install vllm=={newest}"
+        )
+    start = f"at or above {result.judged}" if result.judged else "of the covered ones"
+    oldest = result.oldest_clearing
+    lines.append(
+        f"  clears the findings: vLLM {oldest}, the oldest release {start} with no error for "
+        "this serve line"
+        if oldest
+        else f"  clears the findings: no release {start} is without an error for this serve line"
+    )
+    for releases, first in grouped(result.releases, result.skipped()):
+        lines.append(f"    skips {releases}: {why(first)}")
+    for code, release in result.clears.items():
+        lines.append(
+            f"    {code} is cleared from {release}"
+            if release
+            else f"    {code} is not cleared by any covered release {start}"
+        )
+    return lines
+
+
+def _recommendation(console: Console, doc: CheckDocument) -> None:
+    """check --recommend: the release to install, and why the others are passed over."""
+    if doc.recommendation is None:
+        return
+    for line in recommendation_lines(doc.recommendation):
+        console.print(escape(line), highlight=False)
+
+
 def _memory_line(console: Console, doc: CheckDocument) -> None:
     """The memory estimate in one line (memory/estimate.py), when the facts allow one."""
     from vllm_doctor.memory.estimate import report_line
@@ -206,6 +264,7 @@ def render_text(
     if quiet:
         for f in applies:
             _finding(console, doc, f, verbose)
+        _recommendation(console, doc)
         for f in doc.undecided:
             if doc.is_failing(f):
                 needs = ", ".join(m.path for m in f.missing) or "the vLLM version"
@@ -236,6 +295,7 @@ def render_text(
     said: set[str] = set()
     if doc.undecided:
         _undecided(console, doc, verbose, said)
+    _recommendation(console, doc)
     if doc.log_messages and (verbose or not any(f.log_matches for f in applies)):
         # a curated rule seen in the log names the cause; vLLM's messages are then detail (-v)
         _log_messages(console, doc)
