@@ -489,54 +489,94 @@ def register(app: typer.Typer) -> None:
             "-f",
             help=f"{', '.join(FORMATS)} (default text).",
             autocompletion=lambda: list(FORMATS),
+            rich_help_panel=inputs.OUTPUT,
         ),
         fail_on: str | None = typer.Option(
             None,
             "--fail-on",
             help="Exit 1 on findings at or above: error (default), warning, info, never.",
             autocompletion=lambda: list(FAIL_ON),
+            rich_help_panel=inputs.GATE,
         ),
         strict: bool | None = typer.Option(
             None,
             "--strict/--no-strict",
             help="Fail on undecided rules at or above --fail-on, on zero rules selected and on "
             "ignore entries that match no rule.",
+            rich_help_panel=inputs.GATE,
         ),
         select: list[str] | None = typer.Option(
-            None, "--select", help="Only rule codes with these prefixes."
+            None,
+            "--select",
+            help="Only rule codes with these prefixes.",
+            autocompletion=inputs.complete_rule_codes,
+            rich_help_panel=inputs.GATE,
         ),
         ignore: list[str] | None = typer.Option(
-            None, "--ignore", help="Skip rule codes with these prefixes."
+            None,
+            "--ignore",
+            help="Skip rule codes with these prefixes.",
+            autocompletion=inputs.complete_rule_codes,
+            rich_help_panel=inputs.GATE,
         ),
         ignore_file: Path | None = typer.Option(
-            None, "--ignore-file", help="YAML of accepted findings (reason, expiry)."
+            None,
+            "--ignore-file",
+            help="YAML of accepted findings (reason, expiry).",
+            rich_help_panel=inputs.GATE,
         ),
         verbose: bool = inputs.VERBOSE,
         quiet: bool = typer.Option(
-            False, "--quiet", "-q", help="Only the findings (and the summary on stderr)."
+            False,
+            "--quiet",
+            "-q",
+            help="The first line (what was read, the next step) and the findings; the summary "
+            "on stderr.",
+            rich_help_panel=inputs.OUTPUT,
         ),
         output: Path | None = typer.Option(
-            None, "--output", "-o", help="Write the report to a file."
+            None,
+            "--output",
+            "-o",
+            help="Write the report to a file.",
+            rich_help_panel=inputs.OUTPUT,
         ),
         example: str | None = typer.Option(
-            None, "--example", help="Run on a bundled scenario (`--example list`)."
+            None,
+            "--example",
+            help="Run on a bundled scenario (`--example list`).",
+            autocompletion=inputs.complete_examples,
+            rich_help_panel=inputs.INPUTS,
         ),
-        probe: bool = typer.Option(False, "--probe", help="Run the probes linked to the findings."),
+        probe: bool = typer.Option(
+            False,
+            "--probe",
+            help="Run the probes linked to the findings.",
+            rich_help_panel=inputs.OUTPUT,
+        ),
         rules_dir: list[Path] | None = typer.Option(
-            None, "--rules-dir", help="A rule directory to add to the shipped rules (repeatable)."
+            None,
+            "--rules-dir",
+            help="A rule directory to add to the shipped rules (repeatable).",
+            rich_help_panel=inputs.GATE,
         ),
         no_default_rules: bool = typer.Option(
             False,
             "--no-default-rules",
             help="Check only the --rules-dir rules, not the shipped ones.",
+            rich_help_panel=inputs.GATE,
         ),
         config: Path | None = typer.Option(
             None,
             "--config",
             help="Settings file (default: the nearest .vllm-doctor.toml or "
-            "pyproject.toml [tool.vllm-doctor] from the working directory up).",
+            "pyproject.toml (its tool.vllm-doctor table) from the working directory up; "
+            "`vllm-doctor init` writes one).",
+            rich_help_panel=inputs.GATE,
         ),
-        no_config: bool = typer.Option(False, "--no-config", help="Ignore any settings file."),
+        no_config: bool = typer.Option(
+            False, "--no-config", help="Ignore any settings file.", rich_help_panel=inputs.GATE
+        ),
         recommend: bool = typer.Option(
             False,
             "--recommend",
@@ -544,6 +584,7 @@ def register(app: typer.Typer) -> None:
             "driver and GPU (and a torch kept with --torch-version), and the oldest at or "
             "above the judged one that draws no error with this serve line, with the reasons "
             "for the releases it passes over.",
+            rich_help_panel=inputs.OUTPUT,
         ),
         locked: bool = typer.Option(
             False,
@@ -551,6 +592,7 @@ def register(app: typer.Typer) -> None:
             help="A settings file may not choose rules or the threshold "
             "(select, ignore, default-rules, ignore-file/-entries, fail-on); "
             "also VLLM_DOCTOR_LOCKED=1.",
+            rich_help_panel=inputs.GATE,
         ),
     ) -> None:
         """Check this stack, model and serve line against the known failures."""

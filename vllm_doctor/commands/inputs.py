@@ -8,11 +8,21 @@ from pathlib import Path
 
 import typer
 
-SERVE = typer.Option(None, "--serve", help='The serve line as one string: "vllm serve MODEL ...".')
+# the groups of `--help` (typer's rich_help_panel): what is read, what is supposed, what is
+# printed, and what fails the run
+INPUTS, WHAT_IF, OUTPUT, GATE = "Inputs", "What-if", "Output", "Gate"
+
+SERVE = typer.Option(
+    None,
+    "--serve",
+    help='The serve line as one string: "vllm serve MODEL ...".',
+    rich_help_panel=INPUTS,
+)
 SERVE_CONFIG = typer.Option(
     None,
     "--serve-config",
     help="A vLLM serve config file (YAML); a manifest given here is read as --manifest.",
+    rich_help_panel=INPUTS,
 )
 MANIFEST = typer.Option(
     None,
@@ -20,16 +30,32 @@ MANIFEST = typer.Option(
     help="A Kubernetes manifest (multi-document YAML: helm template, kubectl "
     "-o yaml), docker-compose file or Dockerfile, or - for standard input: each container "
     "that runs vLLM is checked with the facts the file states.",
+    rich_help_panel=INPUTS,
 )
 MODEL_CONFIG = typer.Option(
-    None, "--model-config", help="The model's config.json or model directory."
+    None,
+    "--model-config",
+    help="The model's config.json or model directory.",
+    rich_help_panel=INPUTS,
 )
 REPORT = typer.Option(
-    None, "--report", help="A `vllm collect-env` report: its facts replace this machine's."
+    None,
+    "--report",
+    help="A `vllm collect-env` report: its facts replace this machine's.",
+    rich_help_panel=INPUTS,
 )
-LOG = typer.Option(None, "--log", help="A crash log to match against the known failures.")
-VLLM_VERSION = typer.Option(None, "--vllm-version", help="What if vLLM were this version.")
-TORCH_VERSION = typer.Option(None, "--torch-version", help="What if torch were this version.")
+LOG = typer.Option(
+    None, "--log", help="A crash log to match against the known failures.", rich_help_panel=INPUTS
+)
+VLLM_VERSION = typer.Option(
+    None, "--vllm-version", help="What if vLLM were this version.", rich_help_panel=WHAT_IF
+)
+TORCH_VERSION = typer.Option(
+    None,
+    "--torch-version",
+    help="What if torch were this version (--recommend keeps it for every release).",
+    rich_help_panel=WHAT_IF,
+)
 
 
 def gpu_table_text() -> str:
@@ -71,12 +97,25 @@ def _gpu_option(value: str | None) -> str | None:
 
 
 def complete_gpu(incomplete: str) -> list[str]:
-    """Shell completion of --gpu: the table's spellings that start with what was typed."""
-    from vllm_doctor.knowledge.gpus import families
+    """Shell completion of --gpu: the table's spellings written with dashes, so that each is
+    one shell word (--gpu reads "RTX-4090" as "RTX 4090"), and their tails from the model
+    word on ("4090", "MI300X"), each only where it names one family; those that start with
+    what was typed, in the case it was typed."""
+    from vllm_doctor.knowledge.gpus import GpuMatch, families, resolve
 
-    typed = incomplete.lower()
-    names = [s for f in families() for s in f.spellings]
-    return [n for n in ["list", *names] if n.lower().startswith(typed)]
+    names: list[str] = ["list"]
+    for family in families():
+        for spelling in family.spellings:
+            words = spelling.split()
+            model = next((i for i, w in enumerate(words) if any(c.isdigit() for c in w)), 0)
+            names += ["-".join(words[i:]) for i in range(model + 1)]
+    typed = incomplete.replace(" ", "-")
+    return [
+        typed + name[len(typed) :]
+        for name in dict.fromkeys(names)
+        if name.lower().startswith(typed.lower())
+        and (name == "list" or isinstance(resolve(name), GpuMatch))
+    ]
 
 
 GPU = typer.Option(
@@ -86,24 +125,56 @@ GPU = typer.Option(
     '"rtx3090", "MI300X"; `--gpu list` prints the table): replaces this machine\'s GPUs.',
     callback=_gpu_option,
     autocompletion=complete_gpu,
+    rich_help_panel=WHAT_IF,
 )
 GPUS = typer.Option(
     None,
     "--gpus",
     help="How many GPUs the target has (with --gpu; without it, the GPUs here when they are the one named, else not known).",
+    rich_help_panel=WHAT_IF,
 )
-DRIVER = typer.Option(None, "--driver", help="What if the NVIDIA driver were this version.")
+DRIVER = typer.Option(
+    None, "--driver", help="What if the NVIDIA driver were this version.", rich_help_panel=WHAT_IF
+)
 CUDA = typer.Option(
-    None, "--cuda", help="What if the driver's CUDA version (nvidia-smi) were this."
+    None,
+    "--cuda",
+    help="What if the driver's CUDA version (nvidia-smi) were this.",
+    rich_help_panel=WHAT_IF,
 )
 OFFLINE = typer.Option(
     False,
     "--offline",
     help="Never ask the Hugging Face Hub for a model's config.json (also HF_HUB_OFFLINE=1).",
+    rich_help_panel=INPUTS,
 )
 VERBOSE = typer.Option(
-    False, "--verbose", "-v", help="Sources of every fact, everything undecided, timings."
+    False,
+    "--verbose",
+    "-v",
+    help="Sources of every fact, everything undecided, timings.",
+    rich_help_panel=OUTPUT,
 )
+
+
+def complete_rule_codes(incomplete: str) -> list[str]:
+    """Shell completion of rule codes (explain CODE, --select, --ignore): the shipped rules'
+    codes, and their category prefixes, that start with what was typed."""
+    from vllm_doctor.engine.loader import load_rules
+
+    codes = [rule.code for rule in load_rules()]
+    prefixes = sorted({code.rstrip("0123456789") for code in codes})
+    typed = incomplete.upper()
+    return [c for c in [*prefixes, *codes] if c.startswith(typed)]
+
+
+def complete_examples(incomplete: str) -> list[str]:
+    """Shell completion of --example: the bundled scenarios and `list`."""
+    from pathlib import Path
+
+    base = Path(__file__).resolve().parent.parent / "examples"
+    names = sorted(p.parent.name for p in base.glob("*/scenario.yaml"))
+    return [n for n in ["list", *names] if n.startswith(incomplete)]
 
 
 def split_commas(values: Iterable[str] | None) -> list[str] | None:
