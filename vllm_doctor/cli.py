@@ -82,7 +82,7 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         ),
     ),
     "explain": (
-        ("vllm-doctor explain MODEL001", "a rule's document: what happens, why, the fix"),
+        ("vllm-doctor explain MODEL001 --plain", "a rule's document as markdown, to paste"),
         (
             "kubectl logs pod/vllm-0 | vllm-doctor explain --log -",
             "the known failure or vLLM's own message behind a crash log",
@@ -136,7 +136,10 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "rules show": (
         ("vllm-doctor rules show PAR001", "a rule's document"),
-        ("vllm-doctor rules show MEM001 --plain", "as markdown, to paste"),
+        (
+            "vllm-doctor rules show MEM900 --rules-dir ci/doctor-rules",
+            "a rule of your own, beside the shipped ones",
+        ),
     ),
     "rules validate": (
         ("vllm-doctor rules validate --strict", "what CI runs on the shipped rules"),
