@@ -163,11 +163,19 @@ class CheckDocument:
     def to_dict(self) -> dict[str, Any]:
         def finding(f: Finding) -> dict[str, Any]:
             data = f.to_dict()
-            # the facts a workaround names, as values (engine/rule.py fill_placeholders)
-            for workaround in data.get("workarounds") or ():
-                for key in ("title", "cost"):
-                    if isinstance(workaround.get(key), str):
-                        workaround[key] = fill_placeholders(workaround[key], self.facts)
+            # the facts a workaround names, as values (engine/rule.py fill_placeholders), in
+            # copies: the rule's own data keeps its placeholders for the next document
+            data["workarounds"] = [
+                {
+                    key: fill_placeholders(value, self.facts)
+                    if key in ("title", "cost") and isinstance(value, str)
+                    else value
+                    for key, value in workaround.items()
+                }
+                if isinstance(workaround, dict)
+                else workaround
+                for workaround in data.get("workarounds") or ()
+            ]
             if self.target is not None:
                 data["location"] = {"file": self.target.file, "line": self.target_line(f)}
             data["suggestions"] = [s.to_dict() for s in self.suggestions.get(f.rule.code, [])]
