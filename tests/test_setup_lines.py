@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def bash_blocks(text: str) -> list[str]:
-    return [b.strip() for b in re.findall(r"```bash\n(.*?)```", text, re.S)]
+    return [b.strip() for b in re.findall(r"```bash\n(.*?)```", text, re.DOTALL)]
 
 
 def test_ci_runs_the_readme_test_line_and_contributing_repeats_it():
