@@ -158,7 +158,9 @@ def test_output_file_is_soft_wrapped_utf8(tmp_path):
     run = doctor(*FAILING, "-o", str(out), env={"PYTHONIOENCODING": "ascii"})
     assert run.returncode == 1 and run.stdout == ""
     text = out.read_text(encoding="utf-8")
-    assert text.startswith("Read: ✓ stack") and text.splitlines()[1].startswith("[✗] Known failures")
+    assert text.startswith("Read: ✓ stack") and text.splitlines()[1].startswith(
+        "[✗] Known failures"
+    )
     assert text == doctor(*FAILING).stdout  # the same report as on a pipe, in UTF-8
 
 

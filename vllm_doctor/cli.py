@@ -154,8 +154,10 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
 
 def examples_epilog(name: str) -> str:
     """The --help epilog of a command: its examples, a blank line apart (rich markup: a
-    bracket in a command is escaped)."""
-    from rich.markup import escape
+    bracket in a command is escaped; rich itself is imported only when help is shown)."""
+
+    def escape(text: str) -> str:
+        return text.replace("[", "\\[")
 
     lines = [
         f"[bold]{escape(command)}[/bold]  [dim]# {escape(what)}[/dim]"

@@ -64,6 +64,19 @@ NEED = {
     "log": "the crash log",
 }
 _COMPUTED = ("derived", "release", "memory")
+_CHAIN = re.compile(r"^(?:needs )?[a-z_]+(?:\.[A-Za-z0-9_-]+)+: ")
+
+
+def root_reason(reason: str) -> str:
+    """The reason at the end of a chain: "needs a.b: c.d: NVML not found" → "NVML not found"
+    (a derived fact is missing because a fact it is computed from is)."""
+    while True:
+        match = _CHAIN.match(reason)
+        if not match or match.end() >= len(reason):
+            return reason
+        reason = reason[match.end() :]
+
+
 # "(/root/.cache/…)", "(Python 3.11 at /…)"; not "(https://huggingface.co)"
 _PATH_IN_PARENS = re.compile(r" \((?:/|[^()]* /)[^()]*\)")
 # a loader's error after the reason: "…: libnvidia-ml.so.1: cannot open shared object file: …"
@@ -99,8 +112,6 @@ def short_reason(reason: str) -> str:
     """A missing fact's reason cut to what fits on the first line: the root of a chain of
     computed facts, without file paths in parentheses, error details after "could not be
     reached", the advice after " — ", or the name-only hints."""
-    from vllm_doctor.report.text import root_reason
-
     text = root_reason(reason).split(" — ")[0]
     text = _LIBRARY_ERROR.sub("", _PATH_IN_PARENS.sub("", text))
     text = re.sub(r"(could not be reached): .*?(?=;|$)", r"\1", text)
@@ -234,8 +245,6 @@ def _log(doc: CheckDocument) -> InputStatus:
 def _input_of_reason(facts: Facts) -> dict[str, str]:
     """Each missing reason of an input's own facts → that input (for computed facts that are
     missing because one of those is)."""
-    from vllm_doctor.report.text import root_reason
-
     found: dict[str, str] = {}
     for key, _label, areas in INPUTS:
         for path, reason in facts.missing.items():
@@ -246,8 +255,6 @@ def _input_of_reason(facts: Facts) -> dict[str, str]:
 
 def needs(doc: CheckDocument) -> Counter[str]:
     """How many undecided rules need each input (a rule counts once per input)."""
-    from vllm_doctor.report.text import root_reason
-
     area_input = {area: key for key, _label, areas in INPUTS for area in areas}
     by_reason = _input_of_reason(doc.facts)
     counts: Counter[str] = Counter()

@@ -3,7 +3,6 @@ each finding with its evidence, fix and ready-to-copy corrected command; details
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from rich.console import Console
@@ -12,6 +11,7 @@ from vllm_doctor.engine.evaluate import NOT_APPLIES, Finding
 from vllm_doctor.engine.fixstate import UNVERSIONED
 from vllm_doctor.report.document import CheckDocument
 from vllm_doctor.report.output import escape
+from vllm_doctor.report.summary import first_line, root_reason
 
 # section marks as in the facts view; finding marks without brackets
 OK, WARN, FAIL, UNKNOWN = r"[green]\[✓][/]", r"[yellow]\[!][/]", r"[red]\[✗][/]", r"[cyan]\[?][/]"
@@ -112,19 +112,6 @@ def _log_messages(console: Console, doc: CheckDocument) -> None:
         console.print(f"      releases: {escape(m.release_ranges())}")
         if m.note:
             console.print(f"      {escape(m.note)}")
-
-
-_CHAIN = re.compile(r"^(?:needs )?[a-z_]+(?:\.[A-Za-z0-9_-]+)+: ")
-
-
-def root_reason(reason: str) -> str:
-    """The reason at the end of a chain: "needs a.b: c.d: NVML not found" → "NVML not found"
-    (a derived fact is missing because a fact it is computed from is)."""
-    while True:
-        match = _CHAIN.match(reason)
-        if not match or match.end() >= len(reason):
-            return reason
-        reason = reason[match.end() :]
 
 
 def _undecided(console: Console, doc: CheckDocument, verbose: bool, said: set[str]) -> None:
@@ -256,7 +243,6 @@ def render_text(
     """What was read (one line), then the findings, then what could not be decided, then the facts: a line per section
     (every fact with its source under ``verbose``). ``quiet``: the first line and the findings."""
     from vllm_doctor.report.facts_view import SECTIONS, render_facts, section_digest, shown_notes
-    from vllm_doctor.report.summary import first_line
 
     applies = doc.applies
     # what was read and what was not, and the one next step: always the first line
