@@ -37,8 +37,13 @@ def given_options(doc: CheckDocument) -> set[str]:
     facts = doc.facts
     for option, path in _KNOWN_BY_FACT.items():
         fact = facts.get(path)
-        if fact is not None and not (fact.inferred and option == "--torch-version"):
-            given.add(option)
+        if fact is None:
+            continue
+        # a torch known from this machine or a report still leaves "--torch-version V" (what
+        # if it were another build) worth saying; one named on the command line does not
+        if option == "--torch-version" and fact.source != Source.USER:
+            continue
+        given.add(option)
     names = facts.get("gpu.names")
     if names is not None and names.source != Source.NVML:
         given.add("--gpu")  # named by --gpu, a report or a manifest
