@@ -58,6 +58,8 @@ class CollectOptions:
     log: Path | None = None  # sets log.path/log.lines (the text is read by check)
     vllm_version: str | None = None  # what-if overrides (Source.USER)
     torch_version: str | None = None
+    # --package NAME==VERSION: what-if versions of other packages (canonical name → version)
+    packages: dict[str, str] | None = None
     target: TargetHardware | None = None  # --gpu/--gpus/--driver/--cuda (facts/hardware.py)
     offline: bool = False  # --offline: never ask the Hugging Face Hub
     probe_machine: bool = True  # False: do not look at this machine (examples, tests)
@@ -289,6 +291,12 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
             lambda: packages.apply_version_overrides(
                 facts, options.vllm_version, options.torch_version
             ),
+        )
+    if options.packages:
+        run.step(
+            "overrides",
+            ("packages",),
+            lambda: packages.apply_package_overrides(facts, options.packages or {}),
         )
 
     def inferred() -> None:
