@@ -88,7 +88,7 @@ def test_bad_words_are_refused(word):
 def test_contradictions_are_refused():
     with pytest.raises(InputError, match="given twice"):
         parse_packages(["lmcache==0.3.8", "LMCache==0.3.9"])
-    with pytest.raises(InputError, match="contradicts --vllm-version 0.25.0"):
+    with pytest.raises(InputError, match=r"contradicts --vllm-version 0\.25\.0"):
         app(
             args=["check", "--package", "vllm==0.24.0", "--vllm-version", "0.25.0"],
             standalone_mode=False,
