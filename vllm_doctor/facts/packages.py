@@ -52,6 +52,9 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "torchvision": ("torchvision",),
     "numpy": ("numpy",),
     "ray": ("ray",),
+    # ROCm's AITER: published as amd-aiter (0.1.12.post1 on), built from source as aiter
+    "amd-aiter": ("amd-aiter",),
+    "aiter": ("aiter",),
 }
 
 _CANON_RE = re.compile(r"[-_.]+")

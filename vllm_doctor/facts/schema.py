@@ -38,6 +38,10 @@ SUPPLY_HINTS: dict[str, str] = {
     "the Hub (not --offline; HF_TOKEN for a gated model)",
     "serve": "pass the serve line: `vllm-doctor check -- vllm serve MODEL ...` or --serve '...'",
     "env": "set the variable in this shell, or pass --report collect-env.txt",
+    "platform": "run on the host (or in the container) that serves, or pass --report "
+    "collect-env.txt (its Python platform line names the kernel)",
+    "container": "run `vllm-doctor check` (or `vllm-doctor serve`) inside the container, as "
+    "the user it runs as",
     "log": "pass --log crash.txt",
     "deploy": "pass the deployment: --manifest FILE (a Kubernetes manifest, a docker-compose "
     "file or a Dockerfile)",
@@ -99,6 +103,53 @@ FACTS: dict[str, FactSpec] = {
     "gpu.persistence_mode": FactSpec("bool", "persistence mode is on for all visible GPUs"),
     "gpu.ecc_enabled": FactSpec("bool", "ECC is on for all visible GPUs"),
     "gpu.visible_devices": FactSpec("str", "CUDA_VISIBLE_DEVICES as given"),
+    "gpu.gfx_targets": FactSpec(
+        "list",
+        "AMD gfx targets of the visible GPUs (gfx942, gfx1151): a report's ROCm device line, "
+        "else the GPU table by name (inferred); absent for NVIDIA GPUs",
+    ),
+    "gpu.unified_memory": FactSpec(
+        "bool",
+        "the GPU's memory is the system's (GB10, Jetson, Strix Halo: "
+        "knowledge/data/unified_memory.json), so what vLLM sees as free is what the OS, "
+        "other processes and a BIOS carve-out leave",
+    ),
+    # -- the platform and the container (facts/platform.py) --------------------------------
+    "platform.kernel": FactSpec(
+        "str", "the Linux kernel's release (/proc/sys/kernel/osrelease, a report's Python platform)"
+    ),
+    "platform.kernel_cmdline": FactSpec(
+        "str", "the kernel's boot parameters (/proc/cmdline: kho=off, iommu=pt, ...)"
+    ),
+    "platform.wsl": FactSpec(
+        "bool", "Windows Subsystem for Linux 2 (a microsoft kernel, WSL_DISTRO_NAME)"
+    ),
+    "platform.container": FactSpec(
+        "bool", "running in a container (/.dockerenv, /run/.containerenv, Kubernetes)"
+    ),
+    "platform.glibcxx": FactSpec(
+        "version",
+        "the newest GLIBCXX symbol version the system libstdc++.so.6 provides (3.4.N from "
+        "libstdc++.so.6.0.N: Ubuntu 22.04 has 3.4.30, 24.04 3.4.33)",
+    ),
+    "container.uid": FactSpec("int", "the UID the doctor (and so vLLM) runs as"),
+    "container.uid_in_passwd": FactSpec(
+        "bool", "the passwd database knows the UID (an arbitrary OpenShift UID is not)"
+    ),
+    "container.user_known": FactSpec(
+        "bool",
+        "getpass.getuser() finds a name: LOGNAME, USER, LNAME or USERNAME is set, or passwd "
+        "knows the UID (torch's compile cache and other libraries ask for it)",
+    ),
+    "container.home": FactSpec("str", "HOME (or passwd's home directory when HOME is unset)"),
+    "container.home_writable": FactSpec(
+        "bool", "HOME is writable, or can be created (its nearest existing parent is writable)"
+    ),
+    "container.unwritable_caches": FactSpec(
+        "list",
+        "cache directories vLLM and its libraries write at start-up (VLLM_CACHE_ROOT, "
+        "TRITON_CACHE_DIR, HF_HOME as they resolve them) that this user cannot create or write",
+    ),
     # -- links between GPUs ---------------------------------------------------------------
     "topology.links": FactSpec("list", "per pair: a, b, link (NV#/PIX/PXB/PHB/NODE/SYS), p2p"),
     "topology.all_nvlink": FactSpec("bool", "every pair of visible GPUs is linked by NVLink"),
@@ -399,6 +450,37 @@ FACTS: dict[str, FactSpec] = {
         "with --dtype auto the judged release falls back from a dtype the GPU lacks "
         "(0.9.0 on, PR 17265) instead of failing at worker start",
     ),
+    # -- what the judged release makes of the environment (facts/release_env.py) ----------
+    "release.env.*": FactSpec(
+        "str",
+        "the value the judged release takes for one of its VLLM_* variables (vllm/envs.py, "
+        "knowledge table envs): the value set (env.*), read as that release reads it, or its "
+        "default; a bool, int, float, str or list as vLLM has it; absent where the release's "
+        "value is None (it decides at run time)",
+    ),
+    "release.env_unknown": FactSpec(
+        "list",
+        "VLLM_* variables set that the judged release does not declare (it ignores them; the "
+        "detail names the releases that do)",
+    ),
+    "release.model_runner_v2": FactSpec(
+        "str",
+        "on | off | auto: Model Runner V2 as VLLM_USE_V2_MODEL_RUNNER forces it, else the "
+        "judged release's own choice (knowledge table model_runner): off, or auto (the "
+        "release picks V2 by itself for some models and lines: the detail names which)",
+    ),
+    "release.aiter.*": FactSpec(
+        "bool",
+        "the judged release uses this AITER feature on this GPU with this environment "
+        "(knowledge table aiter_gates: rocm_aiter_ops.is_<feature>_enabled over the "
+        "release's values of its VLLM_ROCM_USE_AITER* variables and the GPU's gfx target; "
+        "'aiter' is is_enabled, 'supported' is AITER's own architecture check)",
+    ),
+    "release.env_invalid": FactSpec(
+        "list",
+        "variables set to a value the judged release refuses at start-up (ValueError; the "
+        "detail has vLLM's message)",
+    ),
     "release.cuda_major": FactSpec(
         "int", "CUDA major version the judged release's compiled extensions link against"
     ),
@@ -474,7 +556,16 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "derived": ("facts/derived.py",),
     "memory": ("memory/estimate.py",),
     "release": ("facts/release.py",),
+    "release.env": ("facts/release_env.py",),
+    "release.env_unknown": ("facts/release_env.py",),
+    "release.env_invalid": ("facts/release_env.py",),
+    "release.model_runner_v2": ("facts/release_env.py",),
     "release.quant": ("facts/release_kernels.py",),
+    "release.aiter": ("facts/release_env.py",),
+    "platform": ("facts/platform.py",),
+    "container": ("facts/platform.py",),
+    "gpu.gfx_targets": ("facts/platform.py",),
+    "gpu.unified_memory": ("facts/platform.py",),
     "release.attention": ("facts/release_kernels.py",),
 }
 
@@ -489,6 +580,8 @@ INFERABLE: frozenset[str] = frozenset(
         "gpu.max_capability",
         "gpu.memory_total_mib",
         "gpu.memory_free_mib",
+        "gpu.gfx_targets",
+        "gpu.unified_memory",
         "driver.cuda_version",
         "torch.version",
         "torch.cuda_version",
