@@ -114,15 +114,19 @@ def _unknown(
         return
     unknown = sorted(n for n in environ if n.startswith("VLLM_") and n not in declared)
     notes = []
+    order = {r: i for i, r in enumerate(table.releases)}
     for name in unknown:
-        spans = table.spans(name)
-        if spans:
-            notes.append(
-                f"{name}: declared by "
-                + ", ".join(s.first if s.first == s.last else f"{s.first}–{s.last}" for s in spans)
-            )
-        else:
-            notes.append(f"{name}: no covered release declares it")
+        ranges: list[list[str]] = []
+        for span in table.spans(name):  # spans that follow each other: one range
+            if ranges and order[span.first] == order[ranges[-1][1]] + 1:
+                ranges[-1][1] = span.last
+            else:
+                ranges.append([span.first, span.last])
+        notes.append(
+            f"{name}: declared by " + ", ".join(a if a == b else f"{a}–{b}" for a, b in ranges)
+            if ranges
+            else f"{name}: no covered release declares it"
+        )
     facts.set(
         "release.env_unknown",
         unknown,

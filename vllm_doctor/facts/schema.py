@@ -204,6 +204,15 @@ FACTS: dict[str, FactSpec] = {
         "str", "torch_dtype / dtype of the checkpoint (bfloat16, ...)", never_absent=True
     ),
     "model.num_experts": FactSpec("int", "routed experts (MoE), if any"),
+    "model.moe_intermediate_size": FactSpec(
+        "int", "intermediate size of one routed expert (MoE models: moe_intermediate_size)"
+    ),
+    "model.quant_block_n": FactSpec(
+        "int", "block-quantized checkpoint: quantization_config.weight_block_size[0] (block_n)"
+    ),
+    "model.quant_block_k": FactSpec(
+        "int", "block-quantized checkpoint: quantization_config.weight_block_size[1] (block_k)"
+    ),
     "model.num_mtp_layers": FactSpec("int", "multi-token-prediction layers, if any"),
     "model.kv_lora_rank": FactSpec("int", "MLA latent KV rank (DeepSeek-style), if any"),
     "model.qk_rope_head_dim": FactSpec("int", "MLA rotary head dimension (DeepSeek-style), if any"),
@@ -412,6 +421,11 @@ FACTS: dict[str, FactSpec] = {
     # -- added for the PAR/ARGS rules (PAR003, ARGS002); computed in facts/derived.py ------
     "derived.expert_parallel_size": FactSpec(
         "int", "expert-parallel group size: TP × DP with --enable-expert-parallel, else 1"
+    ),
+    "derived.moe_intermediate_per_rank": FactSpec(
+        "int",
+        "an expert's intermediate size on one GPU: model.moe_intermediate_size / TP, or all "
+        "of it with --enable-expert-parallel (whole experts per rank)",
     ),
     "derived.max_model_len_above_model": FactSpec(
         "bool",
