@@ -467,6 +467,19 @@ FACTS: dict[str, FactSpec] = {
         "memory left after the weights, the profile's peak, non-torch memory, CUDA graphs "
         "and the KV cache asked for",
     ),
+    "memory.mamba_cache_blocks": FactSpec(
+        "int",
+        "a hybrid (Mamba / linear-attention) model: the KV cache blocks one GPU holds, one per "
+        "running sequence's Mamba state (absent for other models)",
+    ),
+    "memory.max_num_seqs": FactSpec(
+        "int", "a hybrid model: --max-num-seqs, or vLLM's default for this GPU"
+    ),
+    "memory.mamba_blocks_verdict": FactSpec(
+        "str",
+        "a hybrid model: below | tight (within the margin) | enough: the Mamba cache blocks "
+        "against memory.max_num_seqs (vLLM refuses full CUDA graphs for more sequences)",
+    ),
     "memory.estimate_line": FactSpec(
         "str", "the estimate in one line (KV GiB, tokens, concurrent requests)"
     ),
