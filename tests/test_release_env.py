@@ -302,3 +302,44 @@ def test_environment_not_known_leaves_the_values_open():
 def test_model_runner_v2(version, environ, expected):
     facts = facts_for("vllm serve Qwen/Qwen3-0.6B", version, gpu="RTX 4090", environ=environ)
     assert facts.value("release.model_runner_v2") == expected
+
+
+# vllm/platforms/cuda.py of 0.24.0 (the 12.x family joins)
+CUDA_024 = '''
+class CudaPlatform:
+    @classmethod
+    def support_deep_gemm(cls) -> bool:
+        """Currently, only Hopper and Blackwell GPUs are supported."""
+        return (
+            cls.is_device_capability(90)
+            or cls.is_device_capability_family(100)
+            or cls.is_device_capability_family(120)
+        )
+'''
+
+
+def test_deep_gemm_extractor(tmp_path):
+    out = _extractor("deep_gemm").extract(
+        release(tmp_path, "0.24.0", {"platforms/cuda.py": CUDA_024})
+    )
+    assert out["@release"] == {
+        "exact": [90],
+        "family": [100, 120],
+        "where": "platforms/cuda.py:support_deep_gemm",
+    }
+
+
+@pytest.mark.parametrize(
+    ("gpu", "version", "environ", "arch", "used"),
+    [
+        ("GB10", "0.26.0", {}, True, True),  # the 12.x family from 0.24.0
+        ("GB10", "0.23.0", {}, False, False),
+        ("GB10", "0.26.0", {"VLLM_USE_DEEP_GEMM": "0"}, True, False),
+        ("H100", "0.23.0", {}, True, True),
+        ("RTX 4090", "0.26.0", {}, False, False),
+    ],
+)
+def test_deep_gemm_by_capability(gpu, version, environ, arch, used):
+    facts = facts_for("vllm serve Qwen/Qwen3-8B", version, gpu=gpu, environ=environ)
+    assert facts.value("release.deep_gemm_arch") is arch
+    assert facts.value("release.deep_gemm") is used

@@ -369,6 +369,8 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
             "release.env_unknown",
             "release.env_invalid",
             "release.model_runner_v2",
+            "release.deep_gemm",
+            "release.deep_gemm_arch",
             "release.aiter",
         ),
         release_env,

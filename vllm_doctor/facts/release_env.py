@@ -18,6 +18,10 @@ Facts written:
                            forces it, else the release's own choice (knowledge table
                            ``model_runner``): off, or auto (V2 for some models and lines, which
                            the detail names)
+  ``release.deep_gemm_arch`` / ``release.deep_gemm``  the judged release's DeepGEMM check
+                           admits this GPU's capability (knowledge table ``deep_gemm``), and
+                           also VLLM_USE_DEEP_GEMM is on: vLLM then takes DeepGEMM's kernels
+                           where the deep_gemm package imports
   ``release.aiter.<feature>``  on an AMD GPU: whether the judged release uses that AITER
                            feature (knowledge table ``aiter_gates``: the release's check over
                            its variables' values and the GPU's gfx target); absent on NVIDIA
@@ -30,7 +34,13 @@ from typing import Any
 from vllm_doctor.facts.model import Facts
 
 SOURCE = "release knowledge"
-PATHS = ("release.env_unknown", "release.env_invalid", "release.model_runner_v2")
+PATHS = (
+    "release.env_unknown",
+    "release.env_invalid",
+    "release.model_runner_v2",
+    "release.deep_gemm",
+    "release.deep_gemm_arch",
+)
 
 
 def _environment(facts: Facts) -> dict[str, str]:
@@ -54,6 +64,7 @@ def collect_release_env(facts: Facts) -> None:
     _values(facts, declared, environ, str(release))
     _unknown(facts, table, declared, environ, detail)
     _model_runner(facts, str(release))
+    _deep_gemm(facts, str(release))
     _aiter(facts, str(release))
 
 
@@ -227,3 +238,45 @@ def _model_runner(facts: Facts, release: str) -> None:
         + (f"; ROCm keeps {listed} on V1" if listed else ""),
     }.get(default, where)
     facts.set(path, "off" if default == "off" else "auto", SOURCE, detail)
+
+
+def _deep_gemm(facts: Facts, release: str) -> None:
+    """Whether the judged release's DeepGEMM check admits this GPU (exact capabilities and
+    capability families, knowledge table deep_gemm), and with VLLM_USE_DEEP_GEMM."""
+    from vllm_doctor import knowledge
+
+    arch_path, used_path = "release.deep_gemm_arch", "release.deep_gemm"
+    check: dict[str, Any] = knowledge.load("deep_gemm").at(release).get("@release") or {}
+    if not check:
+        reason = (
+            f"vLLM {release} tests DeepGEMM's capabilities in code the knowledge does not follow"
+        )
+        facts.mark_missing(arch_path, reason)
+        facts.mark_missing(used_path, reason)
+        return
+    capabilities = facts.value("gpu.capabilities")
+    if capabilities is None:
+        reason = f"gpu.capabilities: {facts.why_missing('gpu.capabilities') or 'not known'}"
+        facts.mark_missing(arch_path, reason)
+        facts.mark_missing(used_path, reason)
+        return
+    exact, family = list(check.get("exact") or []), list(check.get("family") or [])
+    admitted = all(int(c) in exact or int(c) // 10 * 10 in family for c in capabilities)
+    where = f"vLLM {release} {check.get('where')}: capability " + " or ".join(
+        [*(str(c) for c in exact), *(f"{f // 10}.x" for f in family)]
+    )
+    facts.set(arch_path, admitted, SOURCE, where)
+    variable = facts.get("release.env.VLLM_USE_DEEP_GEMM")
+    if variable is None:
+        facts.mark_missing(
+            used_path,
+            f"release.env.VLLM_USE_DEEP_GEMM: "
+            f"{facts.why_missing('release.env.VLLM_USE_DEEP_GEMM') or 'not known'}",
+        )
+        return
+    facts.set(
+        used_path,
+        admitted and bool(variable.value),
+        SOURCE,
+        f"{where}; VLLM_USE_DEEP_GEMM: {variable.detail}",
+    )

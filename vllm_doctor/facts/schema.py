@@ -612,6 +612,16 @@ FACTS: dict[str, FactSpec] = {
         "judged release's own choice (knowledge table model_runner): off, or auto (the "
         "release picks V2 by itself for some models and lines: the detail names which)",
     ),
+    "release.deep_gemm_arch": FactSpec(
+        "bool",
+        "the judged release's DeepGEMM check admits every visible GPU's capability (knowledge "
+        "table deep_gemm: 9.0, the 10.x family, from 0.24.0 also the 12.x family)",
+    ),
+    "release.deep_gemm": FactSpec(
+        "bool",
+        "the judged release takes DeepGEMM's kernels on this GPU where the deep_gemm package "
+        "imports: its capability check and VLLM_USE_DEEP_GEMM (release.env)",
+    ),
     "release.aiter.*": FactSpec(
         "bool",
         "the judged release uses this AITER feature on this GPU with this environment "
@@ -706,6 +716,8 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "release.env_unknown": ("facts/release_env.py",),
     "release.env_invalid": ("facts/release_env.py",),
     "release.model_runner_v2": ("facts/release_env.py",),
+    "release.deep_gemm": ("facts/release_env.py",),
+    "release.deep_gemm_arch": ("facts/release_env.py",),
     "release.quant": ("facts/release_kernels.py",),
     "release.aiter": ("facts/release_env.py",),
     "platform": ("facts/platform.py",),
