@@ -478,6 +478,7 @@ def register(app: typer.Typer) -> None:
         log: Path | None = inputs.LOG,
         vllm_version: str | None = inputs.VLLM_VERSION,
         torch_version: str | None = inputs.TORCH_VERSION,
+        package: list[str] | None = inputs.PACKAGE,
         gpu: str | None = inputs.GPU,
         gpus: int | None = inputs.GPUS,
         offline: bool = inputs.OFFLINE,
@@ -638,6 +639,7 @@ def register(app: typer.Typer) -> None:
             driver,
             cuda,
             offline,
+            package,
         )
         options.manifest = manifest
         default_rules = not no_default_rules and settings.default_rules is not False

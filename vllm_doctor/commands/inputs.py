@@ -57,6 +57,14 @@ TORCH_VERSION = typer.Option(
     rich_help_panel=WHAT_IF,
 )
 
+PACKAGE = typer.Option(
+    None,
+    "--package",
+    help="What if this package were installed at this version: NAME==VERSION, repeatable "
+    "(flashinfer-python==0.6.12; vllm==V and torch==V are --vllm-version and --torch-version).",
+    rich_help_panel=WHAT_IF,
+)
+
 
 def gpu_table_text() -> str:
     """``--gpu list``: every family of the GPU table with how to write it, its memory sizes
@@ -202,6 +210,46 @@ def check_version(option: str, value: str) -> None:
         ) from None
 
 
+def parse_packages(values: Iterable[str] | None) -> dict[str, str]:
+    """``--package NAME==VERSION`` words as {canonical name: version}; bad input is exit 2."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from vllm_doctor.errors import InputError
+    from vllm_doctor.facts.packages import canonical_name
+
+    found: dict[str, str] = {}
+    for value in values or ():
+        shown = value if len(value) <= 60 else value[:60] + "…"
+        try:
+            if len(value) > 200:
+                raise InvalidRequirement(value)
+            requirement = Requirement(value.strip())
+        except InvalidRequirement:
+            requirement = None
+        specs = list(requirement.specifier) if requirement is not None else []
+        if (
+            requirement is None
+            or requirement.extras
+            or requirement.marker is not None
+            or requirement.url
+            or len(specs) != 1
+            or specs[0].operator != "=="
+            or "*" in specs[0].version
+        ):
+            raise InputError(
+                "--package", f"{shown!r} is not NAME==VERSION (like flashinfer-python==0.6.12)"
+            )
+        name = canonical_name(requirement.name)
+        check_version(f"--package {requirement.name}", specs[0].version)
+        if found.get(name, specs[0].version) != specs[0].version:
+            raise InputError(
+                "--package",
+                f"{requirement.name} is given twice, at {found[name]} and {specs[0].version}",
+            )
+        found[name] = specs[0].version
+    return found
+
+
 def collect_options(
     serve_tokens: list[str] | None,
     serve: str | None,
@@ -216,6 +264,7 @@ def collect_options(
     driver: str | None = None,
     cuda: str | None = None,
     offline: bool = False,
+    packages: Iterable[str] | None = None,
 ):
     """The collector's options from the shared input options of `check` and `facts`."""
     from vllm_doctor.facts.collect import CollectOptions
@@ -224,6 +273,18 @@ def collect_options(
     for option, value in (("--vllm-version", vllm_version), ("--torch-version", torch_version)):
         if value is not None:
             check_version(option, value)
+    versions = parse_packages(packages)
+    # vLLM and torch have their own what-if options, which set more than the version
+    for name, option, given in (
+        ("vllm", "--vllm-version", vllm_version),
+        ("torch", "--torch-version", torch_version),
+    ):
+        if name in versions and given is not None and given != versions[name]:
+            from vllm_doctor.errors import InputError
+
+            raise InputError("--package", f"{name}=={versions[name]} contradicts {option} {given}")
+    vllm_version = versions.pop("vllm", vllm_version)
+    torch_version = versions.pop("torch", torch_version)
 
     return CollectOptions(
         serve_tokens=list(serve_tokens) if serve_tokens else None,
@@ -234,6 +295,7 @@ def collect_options(
         log=log,
         vllm_version=vllm_version,
         torch_version=torch_version,
+        packages=versions,
         target=TargetHardware(gpu=gpu, count=gpus, driver=driver, cuda=cuda) or None,
         offline=offline,
     )
