@@ -31,6 +31,11 @@ from typing import Any
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.model import Fact, Facts, Source
+from vllm_doctor.serveline.images import (  # noqa: F401 (image_vllm_version: tests, callers)
+    image_vllm_version,
+    is_vllm_image,
+    pip_vllm_version,
+)
 
 MANIFEST = "manifest"
 # Docker's and containerd's /dev/shm when nothing sizes it
@@ -86,6 +91,8 @@ class Target:
     command_line: int = 0  # where the command (or args) starts
     unresolved: dict[str, str] = field(default_factory=dict)  # option ("model") -> reference
     image: Placed | None = None
+    # a Dockerfile's install of vLLM: the version (None: unpinned) and the RUN line
+    install: Placed | None = None
     env: dict[str, Placed] = field(default_factory=dict)  # value None: set from elsewhere
     env_elsewhere: str | None = None  # envFrom / env_file: other variables not shown
     gpus: Placed | None = None
@@ -117,7 +124,16 @@ class Target:
     def serve_line(self):
         """The parsed serve line (``serveline.line.ServeLine``)."""
         from vllm_doctor.serveline.parser import parse_serve_argv
+        from vllm_doctor.serveline.words import _strip_prefix
 
+        env_words, args, entry = _strip_prefix(list(self.words))
+        if not args and self.unresolved:  # all of it comes at run time (`docker run IMAGE ARGS`)
+            from vllm_doctor.serveline.line import ServeLine
+
+            line = ServeLine(tokens=[], model=None, entrypoint=entry)
+            line.env_tokens = list(env_words)
+            line.env.update(w.partition("=")[::2] for w in env_words)
+            return line
         try:
             return parse_serve_argv(list(self.words))
         except InputError as err:
@@ -224,21 +240,23 @@ class Target:
     def _image_version(self, facts: Facts) -> None:
         from vllm_doctor.facts.packages import set_vllm_version_facts
 
-        if self.image is None:
+        if self.install is not None:  # a Dockerfile's `pip install vllm==X` over its base
+            version, line, why = self.install.value, self.install.line, self.install.what
+        elif self.image is not None:
+            version, why = image_vllm_version(str(self.image.value))
+            line = self.image.line
+            if version is not None:
+                why = f"image {self.image.value} ({why})"
+        else:
             facts.mark_missing("vllm", f"{self.where}: no image named")
             return
-        version, why = image_vllm_version(str(self.image.value))
         if version is None:
-            facts.mark_missing(
-                "vllm", f"{self.file}:{self.image.line} {why}; pass --vllm-version V"
-            )
+            facts.mark_missing("vllm", f"{self.file}:{line} {why}; pass --vllm-version V")
             return
         facts.drop_area("vllm")
-        set_vllm_version_facts(
-            facts, version, MANIFEST, f"{self.file}:{self.image.line} image {self.image.value}"
-        )
+        set_vllm_version_facts(facts, version, MANIFEST, f"{self.file}:{line} {why}")
         facts.mark_missing("vllm.location", "an image tag: the installed source is not here")
-        self.fact_lines["vllm.version"] = self.image.line
+        self.fact_lines["vllm.version"] = line
 
     def _gpu_product(self, facts: Facts) -> None:
         """The product and count through the same entry point as --gpu/--gpus."""
@@ -487,55 +505,6 @@ def serve_config_is_manifest(path: Path) -> bool:
             "option) nor a manifest (no apiVersion/kind, no services)",
         )
     return False
-
-
-# -- images ------------------------------------------------------------------------------------
-
-_IMAGE = re.compile(
-    r"^(?:(?P<registry>[^/]+\.[^/]+|localhost(?::\d+)?)/)?(?P<repo>[^:@]+)"
-    r"(?::(?P<tag>[^@]+))?(?:@(?P<digest>.+))?$"
-)
-_OFFICIAL_REPOS = (
-    "vllm/vllm-openai",
-    "vllm/vllm-openai-rocm",
-    "vllm/vllm-openai-cpu",
-    "vllm/vllm-openai-xpu",
-    "rocm/vllm",
-)
-_RELEASE_TAG = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.\d+)?(?:rc\d+)?)(?:-[A-Za-z0-9_.]+)?$")
-_ROCM_TAG = re.compile(r"_vllm_(\d+\.\d+\.\d+(?:\.\d+)?)(?:_|$)")
-
-
-def image_vllm_version(image: str) -> tuple[str | None, str]:
-    """(the vLLM release an official image's tag names, or None and why not)."""
-    match = _IMAGE.match(image.strip())
-    if not match:
-        return None, f"the image {image!r} cannot be read"
-    registry, repo, tag = match.group("registry"), match.group("repo"), match.group("tag")
-    if registry and registry not in ("docker.io", "registry-1.docker.io", "index.docker.io"):
-        return None, f"the image {image} is not from Docker Hub's official vLLM repositories"
-    repo = repo.removeprefix("library/")
-    if repo not in _OFFICIAL_REPOS:
-        return None, (
-            f"the image {image} is not an official vLLM image: its tag does not "
-            "name the vLLM release inside"
-        )
-    if tag is None:
-        what = "a digest" if match.group("digest") else "no tag (latest)"
-        return None, f"the image {image} is pinned by {what}, which names no release"
-    found = _ROCM_TAG.search(tag) if repo == "rocm/vllm" else _RELEASE_TAG.match(tag)
-    if found is None:
-        return None, f"the tag {tag!r} of {repo} (latest, nightly, a commit) names no release"
-    return found.group(1), ""
-
-
-def is_vllm_image(image: str | None) -> bool:
-    """An image whose default command is the vLLM server (the official ones)."""
-    if not image:
-        return False
-    match = _IMAGE.match(image.strip())
-    repo = match.group("repo") if match else image
-    return repo.rsplit("/", 1)[-1].startswith("vllm-openai")
 
 
 # -- references ----------------------------------------------------------------------------------
@@ -1142,9 +1111,12 @@ def _exec_or_shell(arguments: str) -> tuple[list[str], bool]:
 def _dockerfile(name: str, text: str) -> Iterator[Target]:
     args: dict[str, str] = {}
     image: Placed | None = None
+    # a Dockerfile's install of vLLM: the version (None: unpinned) and the RUN line
+    install: Placed | None = None
     env: dict[str, Placed] = {}
     entry: tuple[list[str], int] | None = None
     cmd: tuple[list[str], int] | None = None
+    install: Placed | None = None
     started = False
     for line, op, rest in _instructions(text):
         if op == "ARG":
@@ -1158,9 +1130,15 @@ def _dockerfile(name: str, text: str) -> Iterator[Target]:
                 r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m: args.get(m.group(1), m.group(0)), ref
             )
             image, env, entry, cmd = Placed(ref, line, "FROM"), {}, None, None
+            install = None
         elif op == "ENV":
             for key, value in _env_pairs(rest):
-                env[key] = Placed(value, line, f"ENV {key}")
+                env[key] = Placed(_dockerfile_value(value, args, env), line, f"ENV {key}")
+        elif op == "RUN":
+            found = pip_vllm_version(rest)
+            if found is not None:
+                version, why = found
+                install = Placed(version, line, f"RUN pip install vllm=={version}" if version else why)
         elif op == "ENTRYPOINT":
             entry, cmd = (_exec_or_shell(rest)[0], line), None  # ENTRYPOINT resets CMD
         elif op == "CMD":
@@ -1189,7 +1167,10 @@ def _dockerfile(name: str, text: str) -> Iterator[Target]:
         command_line=first,
         unresolved=unresolved,
     )
-    target.image, target.env = image, env
+    target.image, target.env, target.install = image, env, install
+    if entry[0] and entry[0][:2] != ["/bin/sh", "-c"] and cmd is None:
+        # an exec-form ENTRYPOINT takes `docker run IMAGE ARGS...` after it
+        target.unresolved.setdefault(MORE_ARGUMENTS, "the arguments of `docker run IMAGE ...`")
     not_stated = "a Dockerfile does not say; `docker run` decides ({})"
     target.gpus_unknown = f"{target.where}: " + not_stated.format("--gpus") + "; pass --gpus N"
     target.gpu_product_unknown = (
@@ -1198,6 +1179,25 @@ def _dockerfile(name: str, text: str) -> Iterator[Target]:
     target.shm_unknown = f"{target.where}: " + not_stated.format("--shm-size, --ipc=host")
     target.env_elsewhere = "`docker run -e` may add variables the Dockerfile does not show"
     yield target
+
+
+def _dockerfile_value(value: str, args: dict[str, str], env: dict[str, Placed]) -> str | None:
+    """An ENV value with ``$VAR``/``${VAR}`` from the build arguments and earlier ENV; None
+    when it names one the Dockerfile does not set (a --build-arg, the builder's)."""
+    unset = False
+
+    def one(m: re.Match) -> str:
+        nonlocal unset
+        name = m.group(1) or m.group(2)
+        if name in env and env[name].value is not None:
+            return str(env[name].value)
+        if args.get(name):
+            return args[name]
+        unset = True
+        return m.group(0)
+
+    text = re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)", one, value)
+    return None if unset else text
 
 
 def _env_pairs(rest: str) -> list[tuple[str, str]]:
