@@ -31,6 +31,7 @@ from typing import Any
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.model import Fact, Facts, Source
+from vllm_doctor.serveline import workloads
 from vllm_doctor.serveline.images import (  # noqa: F401 (image_vllm_version: tests, callers)
     image_vllm_version,
     is_vllm_image,
@@ -93,6 +94,8 @@ class Target:
     image: Placed | None = None
     # a Dockerfile's install of vLLM: the version (None: unpinned) and the RUN line
     install: Placed | None = None
+    image_unknown: str | None = None  # why no image is named (it comes from elsewhere)
+    words_from: str | None = None  # where the command comes from when the file has none
     env: dict[str, Placed] = field(default_factory=dict)  # value None: set from elsewhere
     env_elsewhere: str | None = None  # envFrom / env_file: other variables not shown
     gpus: Placed | None = None
@@ -248,7 +251,7 @@ class Target:
             if version is not None:
                 why = f"image {self.image.value} ({why})"
         else:
-            facts.mark_missing("vllm", f"{self.where}: no image named")
+            facts.mark_missing("vllm", f"{self.where}: {self.image_unknown or 'no image named'}")
             return
         if version is None:
             facts.mark_missing("vllm", f"{self.file}:{line} {why}; pass --vllm-version V")
@@ -663,7 +666,9 @@ def resolve_command(words: list[str], env: dict[str, Placed], refs: _Refs) -> li
     if words and os.path.basename(words[0]) in _SHELLS:
         for i, word in enumerate(words[1:], 1):
             if re.fullmatch(r"-[a-z]*c[a-z]*", word) and i + 1 < len(words):
-                script = expand_shell(words[i + 1], env, refs)
+                # `bash -lc -- SCRIPT`: "--" ends the shell's options (KubeRay's samples)
+                at = i + 2 if words[i + 1] == "--" and i + 2 < len(words) else i + 1
+                script = expand_shell(words[at], env, refs)
                 if not re.search(r"(^|[\s/;&|(])(vllm(\s|$)|vllm\.entrypoints)", script):
                     return None
                 try:
@@ -693,29 +698,13 @@ def _line(node: Any, key: Any = None, default: int = 0) -> int:
 
 
 def _pod_specs(doc: dict) -> Iterator[tuple[str, Any, Placed | None]]:
-    """(label, pod spec, pods per group) of each pod template in a Kubernetes object."""
+    """(label, pod spec, pods per group) of each pod template in a Kubernetes object (the
+    paths of ``workloads.POD_TEMPLATES``; a LeaderWorkerSet's group size as its pods)."""
     kind = str(doc.get("kind"))
     name = _get(doc, "metadata", "name") or "?"
     label = f"{kind}/{name}"
     spec = doc.get("spec")
-    if kind == "List":
-        for item in doc.get("items") or ():
-            if isinstance(item, dict):
-                yield from _pod_specs(item)
-    elif kind == "Pod":
-        yield label, spec, None
-    elif kind in (
-        "Deployment",
-        "StatefulSet",
-        "DaemonSet",
-        "ReplicaSet",
-        "Job",
-        "ReplicationController",
-    ):
-        yield label, _get(spec, "template", "spec"), None
-    elif kind == "CronJob":
-        yield label, _get(spec, "jobTemplate", "spec", "template", "spec"), None
-    elif kind == "LeaderWorkerSet":
+    if kind == "LeaderWorkerSet":
         group = _get(spec, "leaderWorkerTemplate")
         size = _get(group, "size")
         nodes = (
@@ -727,23 +716,21 @@ def _pod_specs(doc: dict) -> Iterator[tuple[str, Any, Placed | None]]:
             template = _get(group, part, "spec")
             if template is not None:
                 yield f"{label} {part.replace('Template', '')}", template, nodes
-    elif kind == "InferenceService":
-        predictor = _get(spec, "predictor")
-        if isinstance(_get(predictor, "containers"), list):
-            yield f"{label} predictor", predictor, None
-    elif kind in ("ServingRuntime", "ClusterServingRuntime"):
-        yield label, spec, None
+        return
+    for part, path in workloads.POD_TEMPLATES.get(kind, ()):
+        for names, pod in workloads.walk(doc, path):
+            if isinstance(_get(pod, "containers"), list):
+                yield " ".join(x for x in (label, part + names) if x).strip(), pod, None
 
 
 def _kubernetes(name: str, doc: dict) -> Iterator[Target]:
-    for label, pod, nodes in _pod_specs(doc):
-        if not isinstance(pod, dict):
-            continue
-        for container in pod.get("containers") or ():
-            if isinstance(container, dict):
-                target = _container(name, label, pod, container, nodes)
-                if target is not None:
-                    yield target
+    for obj in workloads.objects(doc):
+        for label, pod, nodes in _pod_specs(obj):
+            for container in pod.get("containers") or ():
+                if isinstance(container, dict):
+                    target = _container(name, label, pod, container, nodes, obj)
+                    if target is not None:
+                        yield target
 
 
 def _env_list(items: Any) -> dict[str, Placed]:
@@ -770,11 +757,14 @@ def _words(node: Any) -> list[str] | None:
 
 
 def _container(
-    name: str, label: str, pod: dict, container: dict, nodes: Placed | None
+    name: str, label: str, pod: dict, container: dict, nodes: Placed | None, obj: dict
 ) -> Target | None:
     command, args = _words(container.get("command")), _words(container.get("args"))
     image = container.get("image")
     env = _env_list(container.get("env"))
+    kind = str(obj.get("kind"))
+    if kind == "LLMInferenceService" and command is None:
+        command, args = workloads.llmisvc_words(obj, container), None
     command = entrypoint(command, image, args)
     if command is None:
         return None
@@ -793,6 +783,14 @@ def _container(
     )
     if target is None:
         return None
+    if kind in ("ServingRuntime", "ClusterServingRuntime"):
+        target.unresolved.setdefault(
+            MORE_ARGUMENTS, "the InferenceService's args (KServe appends them to the runtime's)"
+        )
+    elif kind == "LLMInferenceService" and container.get("command") is None:
+        target.words_from = workloads.LLMISVC_CONFIG
+        if target.image is None:
+            target.image_unknown = f"the image comes from {workloads.LLMISVC_CONFIG}"
     if container.get("envFrom"):
         target.env_elsewhere = (
             "the container also takes variables from envFrom (a "
@@ -1113,6 +1111,8 @@ def _dockerfile(name: str, text: str) -> Iterator[Target]:
     image: Placed | None = None
     # a Dockerfile's install of vLLM: the version (None: unpinned) and the RUN line
     install: Placed | None = None
+    image_unknown: str | None = None  # why no image is named (it comes from elsewhere)
+    words_from: str | None = None  # where the command comes from when the file has none
     env: dict[str, Placed] = {}
     entry: tuple[list[str], int] | None = None
     cmd: tuple[list[str], int] | None = None
