@@ -962,6 +962,12 @@ def _compose_interpolate(text: str, refs: _Refs) -> str:
     return _COMPOSE_REF.sub(lambda m: "$" if m.group(0) == "$$" else refs.mark(m.group(0)), text)
 
 
+def _compose_default(text: str) -> str:
+    """``${VAR:-default}``/``${VAR-default}`` replaced by the default: what the file means
+    when the variable is unset."""
+    return re.sub(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?-([^}]*)\}", r"\1", text)
+
+
 def _compose_words(value: Any, refs: _Refs) -> list[str] | None:
     if value is None:
         return None
@@ -980,6 +986,8 @@ def _compose(name: str, doc: dict) -> Iterator[Target]:
             continue
         refs = _Refs()
         image = service.get("image")
+        if isinstance(image, str) and "$" in image:  # ${VLLM_IMAGE:-vllm/vllm-openai:v0.6.6}
+            image = _compose_default(image)
         env = _compose_env(service.get("environment"), refs)
         entry = _compose_words(service.get("entrypoint"), refs)
         command = _compose_words(service.get("command"), refs)
@@ -1001,6 +1009,12 @@ def _compose(name: str, doc: dict) -> Iterator[Target]:
         )
         if target is None:
             continue
+        if isinstance(service.get("image"), str) and "$" in service["image"]:
+            target.image = None
+            target.image_unknown = (
+                f"the image is {service['image']}: the host's environment or .env decides "
+                "which (the file's default is only used when the variable is unset)"
+            )
         if service.get("env_file"):
             target.env_elsewhere = "the service also reads an env_file the check does not open"
         _compose_gpus(target, service)
@@ -1041,28 +1055,75 @@ def _compose_env(value: Any, refs: _Refs) -> dict[str, Placed]:
     return env
 
 
+_ALL = "all"
+
+
+def _device_count(request: dict) -> int | str | None:
+    """The GPUs one compose device request reserves: a count, ``all``, or None when it is
+    not a GPU request. Compose reserves every matching device when neither ``count`` nor
+    ``device_ids`` is given."""
+    ids = request.get("device_ids")
+    if isinstance(ids, list):
+        return len([i for item in ids for i in str(item).split(",") if i.strip()])
+    count = request.get("count")
+    if count is None or str(count).strip().lower() == _ALL or str(count).strip() == "-1":
+        return _ALL
+    return int(str(count)) if str(count).strip().isdigit() else None
+
+
 def _compose_gpus(target: Target, service: dict) -> None:
+    """The GPUs a service asks for, in each form Compose defines: ``deploy.resources.
+    reservations.devices`` (count, device_ids, neither), ``gpus:`` (all, or device
+    requests), CDI ``devices:`` (nvidia.com/gpu=0), ``runtime: nvidia`` with
+    NVIDIA_VISIBLE_DEVICES."""
+    found: list[tuple[int | str, int, str]] = []
     devices = _get(service, "deploy", "resources", "reservations", "devices")
-    for device in devices or ():
+    for i, device in enumerate(devices if isinstance(devices, list) else ()):
         if not isinstance(device, dict):
             continue
-        if "gpu" not in (device.get("capabilities") or ()) and device.get("driver") != "nvidia":
+        capabilities = [str(c) for c in device.get("capabilities") or ()]
+        if "gpu" not in capabilities and device.get("driver") not in ("nvidia", "amd"):
             continue
-        line = _line(device, "count", _line(device, "device_ids", _line(device)))
-        if isinstance(device.get("device_ids"), list):
-            target.gpus = Placed(len(device["device_ids"]), line, "devices.device_ids")
-        elif isinstance(device.get("count"), int):
-            target.gpus = Placed(device["count"], line, "devices.count")
+        line = _line(device, "count", _line(device, "device_ids", devices.lines[i]))
+        count = _device_count(device)
+        if count is not None:
+            found.append((count, line, "deploy.resources.reservations.devices"))
+    gpus = service.get("gpus")
+    if gpus is not None:
+        line = _line(service, "gpus")
+        if isinstance(gpus, list):
+            for request in gpus:
+                count = _device_count(request) if isinstance(request, dict) else None
+                found.append((_ALL if count is None else count, line, "gpus"))
         else:
-            target.gpus_unknown = (
-                f"{target.file}:{line}: the service asks for all the host's "
-                "GPUs, a number the file does not state; pass --gpus N"
-            )
-        return
-    if service.get("gpus") is not None:
-        target.gpus_unknown = (
-            f"{target.file}:{_line(service, 'gpus')}: gpus: {service['gpus']}; pass --gpus N"
+            found.append((_ALL, line, f"gpus: {gpus}"))
+    cdi = [
+        str(d) for d in service.get("devices") or () if str(d).startswith(("nvidia.com/gpu=", "amd.com/gpu="))
+    ]
+    if cdi:
+        ids = [d.split("=", 1)[1] for d in cdi]
+        found.append(
+            (_ALL if _ALL in ids else len(ids), _line(service, "devices"), "devices (CDI)")
         )
+    visible = target.env.get("NVIDIA_VISIBLE_DEVICES")
+    if not found and service.get("runtime") == "nvidia" and visible is not None:
+        value = str(visible.value or "").strip().lower()
+        if visible.value is not None and value not in (_ALL, ""):
+            count = 0 if value in ("none", "void") else len([v for v in value.split(",") if v])
+            found.append((count, visible.line, "runtime: nvidia, NVIDIA_VISIBLE_DEVICES"))
+        else:
+            found.append((_ALL, visible.line, "runtime: nvidia, NVIDIA_VISIBLE_DEVICES"))
+    if not found:
+        return
+    if any(count == _ALL for count, _, _ in found):
+        line, what = next((ln, w) for c, ln, w in found if c == _ALL)
+        target.gpus_unknown = (
+            f"{target.file}:{line}: {what} asks for all the host's GPUs, a number the file "
+            "does not state; pass --gpus N"
+        )
+        return
+    total = sum(int(count) for count, _, _ in found)
+    target.gpus = Placed(total, found[0][1], found[0][2])
 
 
 # -- Dockerfile ----------------------------------------------------------------------------------
