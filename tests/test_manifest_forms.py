@@ -201,3 +201,77 @@ def test_a_values_file_of_an_unknown_chart_says_how_to_render_it():
     with pytest.raises(InputError) as err:
         manifest.read_targets("values.yaml", "replicaCount: 1\nimage: {repository: x}\n")
     assert "helm template" in err.value.problem
+
+
+# -- Helm values: production-stack's chart, checked against the chart's own tests ----------------
+
+CHART_TESTS = yaml.safe_load(
+    (HERE / "fixtures" / "manifests" / "helm" / "production-stack-deployment-vllm-multi_test.yaml")
+    .read_text(encoding="utf-8")
+)["tests"]
+# the paths of the rendered Deployment the reader builds (labels, probes... are not read)
+READ_PATHS = (
+    "metadata.name",
+    "spec.template.spec.containers[0].image",
+    "spec.template.spec.containers[0].command",
+    "spec.template.spec.hostIPC",
+)
+
+
+def _at(doc, path):
+    node = doc
+    for part in path.replace("[", ".[").split("."):
+        if part.startswith("["):
+            node = node[int(part[1:-1])] if isinstance(node, list) else None
+        else:
+            node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+@pytest.mark.parametrize("case", CHART_TESTS, ids=[c["it"] for c in CHART_TESTS])
+def test_production_stack_values_render_as_the_chart_tests_say(case):
+    from vllm_doctor.serveline import helm_values
+
+    release = (case.get("release") or {}).get("name", helm_values.RELEASE)
+    rendered = helm_values.render(case["set"], release)
+    # the chart also renders a ConfigMap per chat template (documents the reader skips)
+    others = sum(
+        1
+        for check in case["asserts"]
+        if (check.get("equal") or {}).get("path") == "kind"
+        and check["equal"]["value"] != "Deployment"
+    )
+    checked = 0
+    for check in case["asserts"]:
+        if "hasDocuments" in check:
+            assert len(rendered) == check["hasDocuments"]["count"] - others
+            checked += 1
+            continue
+        if check.get("documentIndex", 0) >= len(rendered):
+            continue  # one of those other documents
+        (how, spec), = ((k, v) for k, v in check.items() if k != "documentIndex")
+        if spec.get("path") not in READ_PATHS:
+            continue
+        value = _at(rendered[check.get("documentIndex", 0)], spec["path"])
+        if how == "equal":
+            assert value == spec["value"], spec["path"]
+        elif how == "contains":
+            assert spec["content"] in value
+        elif how == "notContains":
+            assert spec["content"] not in value
+        elif how == "notExists":
+            assert value is None
+        checked += 1
+    assert checked
+
+
+def test_production_stack_values_give_a_target_per_engine_with_its_line():
+    path = DEPLOYMENTS / "production-stack-values-25-v100-multi-gpu-tp2.yaml"
+    (target,) = manifest.read_targets(str(path))
+    assert target.name == "Deployment/release-name-qwen7b-deployment-vllm container vllm"
+    facts = collect_facts(CollectOptions(manifest_target=target, probe_machine=False))
+    assert facts.value("serve.tensor_parallel_size") == 2
+    assert facts.value("deploy.gpus_per_pod") == 2
+    assert facts.value("vllm.version") == "0.8.5"
+    assert facts.value("deploy.shm_mib") == 4096  # shmSize, mounted because TP is set
+    assert facts.value("serve.enforce_eager") is True  # vllmConfig.extraArgs

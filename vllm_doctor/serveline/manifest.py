@@ -31,7 +31,7 @@ from typing import Any
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.model import Fact, Facts, Source
-from vllm_doctor.serveline import workloads
+from vllm_doctor.serveline import helm_values, workloads
 from vllm_doctor.serveline.images import (  # noqa: F401 (image_vllm_version: tests, callers)
     image_vllm_version,
     is_vllm_image,
@@ -415,6 +415,13 @@ def read_targets(name: str, text: str | None = None) -> list[Target]:
             elif isinstance(doc, dict) and doc.get("kind"):
                 looked_at.append(str(doc.get("kind")))
                 targets += list(_kubernetes(name, doc))
+            elif helm_values.is_values(doc) and not is_serve_config(doc) and len(docs) == 1:
+                rendered = helm_values.render(doc)
+                if rendered is None:
+                    raise InputError(name, helm_values.UNKNOWN_VALUES.format(file=name))
+                looked_at.append("Helm values")
+                for deployment in rendered:
+                    targets += list(_kubernetes(name, deployment))
         if not looked_at:
             raise InputError(
                 name,
