@@ -23,9 +23,10 @@ from vllm_doctor.yaml_io import LineDict, LineList
 # `helm template CHART` names the release "release-name" when none is given
 RELEASE = "release-name"
 UNKNOWN_VALUES = (
-    "a Helm values file of a chart the doctor does not know (it reads production-stack's "
-    "and the vLLM chart's): render it and check the output — `helm template NAME CHART -f "
-    "{file} | vllm-doctor check --manifest -`"
+    "neither a vLLM serve config, nor a Kubernetes manifest (apiVersion/kind), nor a "
+    "docker-compose file (services:), nor the Helm values of a chart the doctor reads "
+    "(production-stack's, the vLLM chart's); for another chart's values, check what it "
+    "renders: `helm template NAME CHART -f {file} | vllm-doctor check --manifest -`"
 )
 
 
