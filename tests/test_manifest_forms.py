@@ -275,3 +275,67 @@ def test_production_stack_values_give_a_target_per_engine_with_its_line():
     assert facts.value("vllm.version") == "0.8.5"
     assert facts.value("deploy.shm_mib") == 4096  # shmSize, mounted because TP is set
     assert facts.value("serve.enforce_eager") is True  # vllmConfig.extraArgs
+
+
+# -- a manifest and a serve line together; facts --manifest ------------------------------------
+
+
+def doctor(*args: str):
+    import os
+    import subprocess
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_doctor", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=120,
+    )
+
+
+def test_a_dockerfile_and_the_line_docker_run_completes_are_judged_together(tmp_path):
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text('FROM vllm/vllm-openai:v0.10.1\nENTRYPOINT ["vllm", "serve"]\n')
+    run = doctor("check", "--offline", "--manifest", str(dockerfile), "--",
+                 "vllm", "serve", "Qwen/Qwen3-8B", "-tp", "2")
+    assert run.returncode in (0, 1), run.stderr
+    assert "give only one of" not in run.stderr
+    facts = doctor("facts", "--offline", "--format", "json", "--manifest", str(dockerfile), "--",
+                   "vllm", "serve", "Qwen/Qwen3-8B", "-tp", "2")
+    assert facts.returncode == 0, facts.stderr
+    import json
+
+    (target,) = json.loads(facts.stdout)["targets"]
+    assert target["target"] == "Dockerfile"
+    assert target["facts"]["vllm.version"]["value"] == "0.10.1"
+    assert target["facts"]["serve.tensor_parallel_size"]["value"] == 2
+    assert target["facts"]["serve.model"]["value"] == "Qwen/Qwen3-8B"
+
+
+def test_the_line_given_replaces_the_files_model_and_wins_over_its_options():
+    text = (
+        "FROM vllm/vllm-openai:v0.10.1\n"
+        'CMD ["--model", "a/b", "--tensor-parallel-size", "4", "--max-model-len", "4096"]\n'
+    )
+    (target,) = manifest.read_targets("Dockerfile", text)
+    target.join(["vllm", "serve", "Qwen/Qwen3-8B", "-tp", "2"], "--serve")
+    line = target.serve_line()
+    assert line.model == "Qwen/Qwen3-8B"
+    assert line.options["tensor-parallel-size"] == 2
+    assert line.options["max-model-len"] == 4096
+    assert target.joined == "--serve"
+
+
+def test_facts_of_each_manifest_target():
+    run = doctor("facts", "--offline", "--format", "json", "--manifest",
+                 str(DEPLOYMENTS / "aibrix-stormservice-1p1d.yaml"))
+    assert run.returncode == 0, run.stderr
+    import json
+
+    targets = json.loads(run.stdout)["targets"]
+    assert [t["target"] for t in targets] == [
+        "StormService/vllm-1p1d role prefill container prefill",
+        "StormService/vllm-1p1d role decode container decode",
+    ]
+    assert all(t["facts"]["vllm.version"]["value"] == "0.10.0" for t in targets)

@@ -96,6 +96,7 @@ class Target:
     install: Placed | None = None
     image_unknown: str | None = None  # why no image is named (it comes from elsewhere)
     words_from: str | None = None  # where the command comes from when the file has none
+    joined: str | None = None  # the serve line given beside the file, when one completes it
     env: dict[str, Placed] = field(default_factory=dict)  # value None: set from elsewhere
     env_elsewhere: str | None = None  # envFrom / env_file: other variables not shown
     gpus: Placed | None = None
@@ -141,6 +142,34 @@ class Target:
             return parse_serve_argv(list(self.words))
         except InputError as err:
             raise InputError(f"{self.where} ({self.name})", err.problem) from None
+
+    def join(self, given: list[str], origin: str) -> None:
+        """Complete the file's line with a serve line given beside it (``-- vllm serve ...``,
+        ``--serve``): its arguments follow the file's, as run time appends them (``docker run
+        IMAGE ARGS``, an InferenceService's args); its model replaces the file's, its options
+        win over the file's. What it settles is no longer open."""
+        from vllm_doctor.serveline.parser import parse_serve_argv
+        from vllm_doctor.serveline.words import _strip_prefix
+
+        _, given_args, _ = _strip_prefix(list(given))
+        if not given_args:
+            raise InputError(origin, "no model and no options after `vllm serve`")
+        given_line = parse_serve_argv(list(given))
+        env_words, file_args, _ = _strip_prefix(list(self.words))
+        head = self.words[: len(self.words) - len(file_args)]
+        if given_line.model is not None and file_args:
+            try:
+                span = parse_serve_argv(list(self.words)).model_span
+            except InputError:
+                span = None
+            if span is not None:
+                file_args = file_args[: span[0]] + file_args[span[1] :]
+            self.unresolved.pop("model", None)
+        self.words = head + file_args + given_args
+        self.unresolved.pop(MORE_ARGUMENTS, None)
+        for option in given_line.given:
+            self.unresolved.pop(option, None)
+        self.joined = origin
 
     # -- facts ---------------------------------------------------------------------------
     def write_facts(self, facts: Facts) -> None:
@@ -1181,6 +1210,7 @@ def _dockerfile(name: str, text: str) -> Iterator[Target]:
     install: Placed | None = None
     image_unknown: str | None = None  # why no image is named (it comes from elsewhere)
     words_from: str | None = None  # where the command comes from when the file has none
+    joined: str | None = None  # the serve line given beside the file, when one completes it
     env: dict[str, Placed] = {}
     entry: tuple[list[str], int] | None = None
     cmd: tuple[list[str], int] | None = None
