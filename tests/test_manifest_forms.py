@@ -33,22 +33,40 @@ COMPOSE = """services:
 @pytest.mark.parametrize(
     "gpus, count",
     [
-        ("    deploy: {resources: {reservations: {devices: [{driver: nvidia, count: 2, "
-         "capabilities: [gpu]}]}}}", 2),
-        ("    deploy: {resources: {reservations: {devices: [{capabilities: [gpu], "
-         "count: '4'}]}}}", 4),
-        ("    deploy: {resources: {reservations: {devices: [{driver: nvidia, "
-         "device_ids: ['0', '1', '3'], capabilities: [gpu]}]}}}", 3),
-        ("    deploy: {resources: {reservations: {devices: [{capabilities: [gpu], "
-         "device_ids: ['0,1,2,3']}]}}}", 4),
+        (
+            "    deploy: {resources: {reservations: {devices: [{driver: nvidia, count: 2, "
+            "capabilities: [gpu]}]}}}",
+            2,
+        ),
+        (
+            "    deploy: {resources: {reservations: {devices: [{capabilities: [gpu], "
+            "count: '4'}]}}}",
+            4,
+        ),
+        (
+            "    deploy: {resources: {reservations: {devices: [{driver: nvidia, "
+            "device_ids: ['0', '1', '3'], capabilities: [gpu]}]}}}",
+            3,
+        ),
+        (
+            "    deploy: {resources: {reservations: {devices: [{capabilities: [gpu], "
+            "device_ids: ['0,1,2,3']}]}}}",
+            4,
+        ),
         ("    gpus: [{count: 2}]", 2),
         ("    devices: [nvidia.com/gpu=0, nvidia.com/gpu=1]", 2),
         ("    runtime: nvidia\n    environment:\n      - NVIDIA_VISIBLE_DEVICES=1,2", 2),
         # every GPU of the host: a number the file does not state
-        ("    deploy: {resources: {reservations: {devices: [{driver: nvidia, count: all, "
-         "capabilities: [gpu]}]}}}", None),
-        ("    deploy: {resources: {reservations: {devices: [{driver: nvidia, "
-         "capabilities: [gpu]}]}}}", None),
+        (
+            "    deploy: {resources: {reservations: {devices: [{driver: nvidia, count: all, "
+            "capabilities: [gpu]}]}}}",
+            None,
+        ),
+        (
+            "    deploy: {resources: {reservations: {devices: [{driver: nvidia, "
+            "capabilities: [gpu]}]}}}",
+            None,
+        ),
         ("    gpus: all", None),
         ("    devices: [nvidia.com/gpu=all]", None),
         ("    runtime: nvidia\n    environment: {NVIDIA_VISIBLE_DEVICES: all}", None),
@@ -107,8 +125,11 @@ stringData:
     "image, version",
     [
         ("aibrix/vllm-openai:v0.7.3.self.post1", "0.7.3"),
-        ("aibrix-container-registry-cn-beijing.cr.volces.com/aibrix/vllm-openai-aibrix-kvcache"
-         "-nixl:v0.10.2-nixl-0.7.1-ucx-1.19.0", "0.10.2"),
+        (
+            "aibrix-container-registry-cn-beijing.cr.volces.com/aibrix/vllm-openai-aibrix-kvcache"
+            "-nixl:v0.10.2-nixl-0.7.1-ucx-1.19.0",
+            "0.10.2",
+        ),
         ("registry.example.com/aibrix/vllm/vllm-openai:v0.9.2", "0.9.2"),  # a mirror
         ("quay.io/rh-aiservices-bu/vllm-openai-ubi9:0.4.2", "0.4.2"),
         ("nvcr.io/nvidia/vllm:25.10-py3", "0.10.2"),
@@ -135,8 +156,10 @@ def test_vendor_image_versions(image, version):
     ],
 )
 def test_a_dockerfile_install_names_the_version(run, version):
-    text = f"FROM nvidia/cuda:12.8.0-devel-ubuntu22.04\nRUN {run}\n" \
+    text = (
+        f"FROM nvidia/cuda:12.8.0-devel-ubuntu22.04\nRUN {run}\n"
         'ENTRYPOINT ["vllm", "serve", "Qwen/Qwen3-8B"]\n'
+    )
     _, facts = facts_of(text, "Dockerfile")
     assert facts.value("vllm.version") == version
     if version is None:
@@ -206,8 +229,13 @@ def test_a_values_file_of_an_unknown_chart_says_how_to_render_it():
 # -- Helm values: production-stack's chart, checked against the chart's own tests ----------------
 
 CHART_TESTS = yaml.safe_load(
-    (HERE / "fixtures" / "manifests" / "helm" / "production-stack-deployment-vllm-multi_test.yaml")
-    .read_text(encoding="utf-8")
+    (
+        HERE
+        / "fixtures"
+        / "manifests"
+        / "helm"
+        / "production-stack-deployment-vllm-multi_test.yaml"
+    ).read_text(encoding="utf-8")
 )["tests"]
 # the paths of the rendered Deployment the reader builds (labels, probes... are not read)
 READ_PATHS = (
@@ -249,7 +277,7 @@ def test_production_stack_values_render_as_the_chart_tests_say(case):
             continue
         if check.get("documentIndex", 0) >= len(rendered):
             continue  # one of those other documents
-        (how, spec), = ((k, v) for k, v in check.items() if k != "documentIndex")
+        ((how, spec),) = ((k, v) for k, v in check.items() if k != "documentIndex")
         if spec.get("path") not in READ_PATHS:
             continue
         value = _at(rendered[check.get("documentIndex", 0)], spec["path"])
@@ -297,12 +325,34 @@ def doctor(*args: str):
 def test_a_dockerfile_and_the_line_docker_run_completes_are_judged_together(tmp_path):
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text('FROM vllm/vllm-openai:v0.10.1\nENTRYPOINT ["vllm", "serve"]\n')
-    run = doctor("check", "--offline", "--manifest", str(dockerfile), "--",
-                 "vllm", "serve", "Qwen/Qwen3-8B", "-tp", "2")
+    run = doctor(
+        "check",
+        "--offline",
+        "--manifest",
+        str(dockerfile),
+        "--",
+        "vllm",
+        "serve",
+        "Qwen/Qwen3-8B",
+        "-tp",
+        "2",
+    )
     assert run.returncode in (0, 1), run.stderr
     assert "give only one of" not in run.stderr
-    facts = doctor("facts", "--offline", "--format", "json", "--manifest", str(dockerfile), "--",
-                   "vllm", "serve", "Qwen/Qwen3-8B", "-tp", "2")
+    facts = doctor(
+        "facts",
+        "--offline",
+        "--format",
+        "json",
+        "--manifest",
+        str(dockerfile),
+        "--",
+        "vllm",
+        "serve",
+        "Qwen/Qwen3-8B",
+        "-tp",
+        "2",
+    )
     assert facts.returncode == 0, facts.stderr
     import json
 
@@ -328,8 +378,14 @@ def test_the_line_given_replaces_the_files_model_and_wins_over_its_options():
 
 
 def test_facts_of_each_manifest_target():
-    run = doctor("facts", "--offline", "--format", "json", "--manifest",
-                 str(DEPLOYMENTS / "aibrix-stormservice-1p1d.yaml"))
+    run = doctor(
+        "facts",
+        "--offline",
+        "--format",
+        "json",
+        "--manifest",
+        str(DEPLOYMENTS / "aibrix-stormservice-1p1d.yaml"),
+    )
     assert run.returncode == 0, run.stderr
     import json
 

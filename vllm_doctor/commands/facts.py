@@ -108,8 +108,7 @@ def _run_targets(options: CollectOptions, targets: list, output_format: str, ver
             dump_json(
                 {
                     "targets": [
-                        {"target": t.name, "where": t.where, **facts.to_dict()}
-                        for t, facts in each
+                        {"target": t.name, "where": t.where, **facts.to_dict()} for t, facts in each
                     ]
                 }
             )

@@ -33,7 +33,7 @@ UNKNOWN_VALUES = (
 def _node(line: int, **items: Any) -> LineDict:
     """A mapping for the rendered object whose keys point at the values' line ``line``."""
     node = LineDict((k, v) for k, v in items.items() if v is not None)
-    node.line, node.lines = line, {k: line for k in node}
+    node.line, node.lines = line, dict.fromkeys(node, line)
     return node
 
 
@@ -153,7 +153,9 @@ def _production_stack(engine: dict, spec: dict, release: str) -> dict:
     pod = _node(at, containers=_seq(at, [container]))
     if isinstance(config, dict) and "tensorParallelSize" in config:
         size_line = _line(spec, "shmSize", _line(config, "tensorParallelSize", at))
-        container["volumeMounts"] = _seq(size_line, [_node(size_line, name="shm", mountPath="/dev/shm")])
+        container["volumeMounts"] = _seq(
+            size_line, [_node(size_line, name="shm", mountPath="/dev/shm")]
+        )
         empty = _node(size_line, medium="Memory", sizeLimit=str(spec.get("shmSize") or "20Gi"))
         pod["volumes"] = _seq(size_line, [_node(size_line, name="shm", emptyDir=empty)])
     if isinstance(lmcache, dict) and lmcache.get("enablePD"):
@@ -196,7 +198,9 @@ def _vllm_chart(doc: dict, release: str) -> dict:
     if isinstance(shm, dict) and shm.get("enabled"):
         line = _line(shm, "enabled", at)
         container["volumeMounts"] = _seq(line, [_node(line, name="shm", mountPath="/dev/shm")])
-        empty = _node(line, medium="Memory", sizeLimit=str(shm["size"]) if shm.get("size") else None)
+        empty = _node(
+            line, medium="Memory", sizeLimit=str(shm["size"]) if shm.get("size") else None
+        )
         pod["volumes"] = _seq(line, [_node(line, name="shm", emptyDir=empty)])
     requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
     gpu_models = doc.get("gpuModels")

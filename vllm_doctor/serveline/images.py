@@ -96,7 +96,9 @@ def image_vllm_version(image: str) -> tuple[str | None, str]:
                 f"{entry['what']} {found.group(1)} is not in the table of its releases "
                 f"({table['source']}); pass --vllm-version V"
             )
-        return row["vllm"], f"{entry['what']} {found.group(1)} holds vLLM {row['vllm']} ({row['source']})"
+        return row[
+            "vllm"
+        ], f"{entry['what']} {found.group(1)} holds vLLM {row['vllm']} ({row['source']})"
     return found.group(1), entry["what"]
 
 
@@ -115,7 +117,9 @@ _PIP_INSTALL = re.compile(r"(?:^|[\s;&|(])(?:uv\s+)?pip3?\s+install\b([^;&|]*)")
 _PINNED = re.compile(
     r"""(?:^|\s)["']?vllm(?:\[[^\]]*\])?\s*==\s*([0-9][0-9A-Za-z.+!-]*)["']?(?=\s|$)"""
 )
-_UNPINNED = re.compile(r"""(?:^|\s)["']?vllm(?:\[[^\]]*\])?["']?(?=\s|$)|vllm(?:-project/vllm)?\.git""")
+_UNPINNED = re.compile(
+    r"""(?:^|\s)["']?vllm(?:\[[^\]]*\])?["']?(?=\s|$)|vllm(?:-project/vllm)?\.git"""
+)
 
 
 def pip_vllm_version(command: str) -> tuple[str | None, str] | None:

@@ -20,10 +20,8 @@ Dockerfile's final stage (``FROM``, ``ENV``, ``ENTRYPOINT``, ``CMD``).
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
-import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,7 +153,7 @@ class Target:
         if not given_args:
             raise InputError(origin, "no model and no options after `vllm serve`")
         given_line = parse_serve_argv(list(given))
-        env_words, file_args, _ = _strip_prefix(list(self.words))
+        _, file_args, _ = _strip_prefix(list(self.words))
         head = self.words[: len(self.words) - len(file_args)]
         if given_line.model is not None and file_args:
             try:
@@ -431,7 +429,9 @@ def read_targets(name: str, text: str | None = None) -> list[Target]:
     or one with no vLLM container."""
     text = read_text(name) if text is None else text
     if is_dockerfile(name, text):
-        targets = list(_dockerfile(name, text))
+        from vllm_doctor.serveline.dockerfile import dockerfile_targets
+
+        targets = list(dockerfile_targets(name, text))
         looked = "the Dockerfile's final stage"
     else:
         docs = load_documents(name, text)
@@ -439,8 +439,10 @@ def read_targets(name: str, text: str | None = None) -> list[Target]:
         targets = []
         for doc in docs:
             if is_compose(doc):
+                from vllm_doctor.serveline.compose import compose_targets
+
                 looked_at.append("compose services")
-                targets += list(_compose(name, doc))
+                targets += list(compose_targets(name, doc))
             elif isinstance(doc, dict) and doc.get("kind"):
                 looked_at.append(str(doc.get("kind")))
                 targets += list(_kubernetes(name, doc))
@@ -985,327 +987,3 @@ def _k8s_shm(target: Target, pod: dict, container: dict) -> None:
         return
     if pod.get("hostIPC") is True:
         target.shm = Placed("hostIPC", _line(pod, "hostIPC"), "hostIPC: true (the node's /dev/shm)")
-
-
-# -- docker compose ----------------------------------------------------------------------------
-
-_COMPOSE_REF = re.compile(r"\$\$|\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _compose_interpolate(text: str, refs: _Refs) -> str:
-    """Compose replaces ``${VAR}``/``$VAR`` from the host's environment or .env file (neither
-    is in the file: unsettled); ``$$`` is a literal ``$`` for the container."""
-    return _COMPOSE_REF.sub(lambda m: "$" if m.group(0) == "$$" else refs.mark(m.group(0)), text)
-
-
-def _compose_default(text: str) -> str:
-    """``${VAR:-default}``/``${VAR-default}`` replaced by the default: what the file means
-    when the variable is unset."""
-    return re.sub(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?-([^}]*)\}", r"\1", text)
-
-
-def _compose_words(value: Any, refs: _Refs) -> list[str] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            return shlex.split(_compose_interpolate(value, refs))
-        except ValueError:
-            return None
-    return [_compose_interpolate(str(v), refs) for v in value]
-
-
-def _compose(name: str, doc: dict) -> Iterator[Target]:
-    services = doc["services"]
-    for service_name, service in services.items():
-        if not isinstance(service, dict):
-            continue
-        refs = _Refs()
-        image = service.get("image")
-        if isinstance(image, str) and "$" in image:  # ${VLLM_IMAGE:-vllm/vllm-openai:v0.6.6}
-            image = _compose_default(image)
-        env = _compose_env(service.get("environment"), refs)
-        entry = _compose_words(service.get("entrypoint"), refs)
-        command = _compose_words(service.get("command"), refs)
-        entry = entrypoint(entry, image, command)
-        if entry is None:
-            continue
-        # the container's shell sees the compose-time result: `$$VAR` is its variable
-        words = entry + (command or [])
-        target = _new_target(
-            name,
-            "compose service",
-            f"compose service {service_name}",
-            service,
-            _line(services, service_name),
-            ("entrypoint", "command"),
-            words,
-            env,
-            refs,
-        )
-        if target is None:
-            continue
-        if isinstance(service.get("image"), str) and "$" in service["image"]:
-            target.image = None
-            target.image_unknown = (
-                f"the image is {service['image']}: the host's environment or .env decides "
-                "which (the file's default is only used when the variable is unset)"
-            )
-        if service.get("env_file"):
-            target.env_elsewhere = "the service also reads an env_file the check does not open"
-        _compose_gpus(target, service)
-        if service.get("ipc") == "host":
-            target.shm = Placed("ipc: host", _line(service, "ipc"), "ipc: host")
-        elif service.get("shm_size") is not None:
-            size = quantity_mib(service["shm_size"], docker=True)
-            target.shm = Placed(
-                size if size is not None else str(service["shm_size"]),
-                _line(service, "shm_size"),
-                f"shm_size {service['shm_size']}",
-            )
-        target.gpu_product_unknown = (
-            f"{target.where}: a compose file does not name the GPU product; pass --gpu NAME"
-        )
-        yield target
-
-
-def _compose_env(value: Any, refs: _Refs) -> dict[str, Placed]:
-    env: dict[str, Placed] = {}
-    if isinstance(value, dict):
-        for key, item in value.items():
-            text = None if item is None else _compose_interpolate(str(item), refs)
-            env[str(key)] = Placed(
-                None if text is None or refs.find(text) else text,
-                _line(value, key),
-                f"environment {key}",
-            )
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            key, eq, text = str(item).partition("=")
-            text = _compose_interpolate(text, refs) if eq else None
-            env[key] = Placed(
-                None if text is None or refs.find(text) else text,
-                value.lines[i] if hasattr(value, "lines") else 0,
-                f"environment {key}",
-            )
-    return env
-
-
-_ALL = "all"
-
-
-def _device_count(request: dict) -> int | str | None:
-    """The GPUs one compose device request reserves: a count, ``all``, or None when it is
-    not a GPU request. Compose reserves every matching device when neither ``count`` nor
-    ``device_ids`` is given."""
-    ids = request.get("device_ids")
-    if isinstance(ids, list):
-        return len([i for item in ids for i in str(item).split(",") if i.strip()])
-    count = request.get("count")
-    if count is None or str(count).strip().lower() == _ALL or str(count).strip() == "-1":
-        return _ALL
-    return int(str(count)) if str(count).strip().isdigit() else None
-
-
-def _compose_gpus(target: Target, service: dict) -> None:
-    """The GPUs a service asks for, in each form Compose defines: ``deploy.resources.
-    reservations.devices`` (count, device_ids, neither), ``gpus:`` (all, or device
-    requests), CDI ``devices:`` (nvidia.com/gpu=0), ``runtime: nvidia`` with
-    NVIDIA_VISIBLE_DEVICES."""
-    found: list[tuple[int | str, int, str]] = []
-    devices = _get(service, "deploy", "resources", "reservations", "devices")
-    for i, device in enumerate(devices if isinstance(devices, list) else ()):
-        if not isinstance(device, dict):
-            continue
-        capabilities = [str(c) for c in device.get("capabilities") or ()]
-        if "gpu" not in capabilities and device.get("driver") not in ("nvidia", "amd"):
-            continue
-        line = _line(device, "count", _line(device, "device_ids", devices.lines[i]))
-        count = _device_count(device)
-        if count is not None:
-            found.append((count, line, "deploy.resources.reservations.devices"))
-    gpus = service.get("gpus")
-    if gpus is not None:
-        line = _line(service, "gpus")
-        if isinstance(gpus, list):
-            for request in gpus:
-                count = _device_count(request) if isinstance(request, dict) else None
-                found.append((_ALL if count is None else count, line, "gpus"))
-        else:
-            found.append((_ALL, line, f"gpus: {gpus}"))
-    cdi = [
-        str(d) for d in service.get("devices") or () if str(d).startswith(("nvidia.com/gpu=", "amd.com/gpu="))
-    ]
-    if cdi:
-        ids = [d.split("=", 1)[1] for d in cdi]
-        found.append(
-            (_ALL if _ALL in ids else len(ids), _line(service, "devices"), "devices (CDI)")
-        )
-    visible = target.env.get("NVIDIA_VISIBLE_DEVICES")
-    if not found and service.get("runtime") == "nvidia" and visible is not None:
-        value = str(visible.value or "").strip().lower()
-        if visible.value is not None and value not in (_ALL, ""):
-            count = 0 if value in ("none", "void") else len([v for v in value.split(",") if v])
-            found.append((count, visible.line, "runtime: nvidia, NVIDIA_VISIBLE_DEVICES"))
-        else:
-            found.append((_ALL, visible.line, "runtime: nvidia, NVIDIA_VISIBLE_DEVICES"))
-    if not found:
-        return
-    if any(count == _ALL for count, _, _ in found):
-        line, what = next((ln, w) for c, ln, w in found if c == _ALL)
-        target.gpus_unknown = (
-            f"{target.file}:{line}: {what} asks for all the host's GPUs, a number the file "
-            "does not state; pass --gpus N"
-        )
-        return
-    total = sum(int(count) for count, _, _ in found)
-    target.gpus = Placed(total, found[0][1], found[0][2])
-
-
-# -- Dockerfile ----------------------------------------------------------------------------------
-
-
-def _instructions(text: str) -> Iterator[tuple[int, str, str]]:
-    """(line, INSTRUCTION, arguments) with ``\\`` continuations joined and comments dropped."""
-    start = 0
-    parts: list[str] = []
-    for number, raw in enumerate(text.splitlines(), 1):
-        stripped = raw.strip()
-        if not parts and (not stripped or stripped.startswith("#")):
-            continue
-        if parts and stripped.startswith("#"):
-            continue
-        if not parts:
-            start = number
-        if stripped.endswith("\\"):
-            parts.append(stripped[:-1])
-            continue
-        parts.append(stripped)
-        joined = " ".join(parts)
-        parts = []
-        head, _, rest = joined.partition(" ")
-        yield start, head.upper(), rest.strip()
-    if parts:
-        joined = " ".join(parts)
-        head, _, rest = joined.partition(" ")
-        yield start, head.upper(), rest.strip()
-
-
-def _exec_or_shell(arguments: str) -> tuple[list[str], bool]:
-    """A CMD/ENTRYPOINT as words: the JSON (exec) form as is, the shell form as sh -c."""
-    if arguments.startswith("["):
-        try:
-            words = json.loads(arguments)
-            if isinstance(words, list) and all(isinstance(w, str) for w in words):
-                return words, True
-        except ValueError:
-            pass
-    return ["/bin/sh", "-c", arguments], False
-
-
-def _dockerfile(name: str, text: str) -> Iterator[Target]:
-    args: dict[str, str] = {}
-    image: Placed | None = None
-    # a Dockerfile's install of vLLM: the version (None: unpinned) and the RUN line
-    install: Placed | None = None
-    image_unknown: str | None = None  # why no image is named (it comes from elsewhere)
-    words_from: str | None = None  # where the command comes from when the file has none
-    joined: str | None = None  # the serve line given beside the file, when one completes it
-    env: dict[str, Placed] = {}
-    entry: tuple[list[str], int] | None = None
-    cmd: tuple[list[str], int] | None = None
-    install: Placed | None = None
-    started = False
-    for line, op, rest in _instructions(text):
-        if op == "ARG":
-            key, _, value = rest.partition("=")
-            if not started and value:
-                args[key.strip()] = value.strip().strip('"')
-        elif op == "FROM":
-            started = True
-            ref = rest.split()[0] if rest.split() else ""
-            ref = re.sub(
-                r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m: args.get(m.group(1), m.group(0)), ref
-            )
-            image, env, entry, cmd = Placed(ref, line, "FROM"), {}, None, None
-            install = None
-        elif op == "ENV":
-            for key, value in _env_pairs(rest):
-                env[key] = Placed(_dockerfile_value(value, args, env), line, f"ENV {key}")
-        elif op == "RUN":
-            found = pip_vllm_version(rest)
-            if found is not None:
-                version, why = found
-                install = Placed(version, line, f"RUN pip install vllm=={version}" if version else why)
-        elif op == "ENTRYPOINT":
-            entry, cmd = (_exec_or_shell(rest)[0], line), None  # ENTRYPOINT resets CMD
-        elif op == "CMD":
-            cmd = (_exec_or_shell(rest)[0], line)
-    if image is None:
-        return
-    if entry is None:
-        if not is_vllm_image(str(image.value)) and not (
-            (cmd and _runs_vllm(cmd[0])) or (cmd and cmd[0][:1] == ["/bin/sh"])
-        ):
-            return
-        entry = (list(IMAGE_ENTRYPOINT) if is_vllm_image(str(image.value)) else [], image.line)
-    words = entry[0] + (cmd[0] if cmd and entry[0][:2] != ["/bin/sh", "-c"] else [])
-    refs = _Refs()
-    resolved = resolve_command(words, env, refs)
-    if resolved is None:
-        return
-    kept, unresolved = drop_unresolved(resolved, refs)
-    first = min(x[1] for x in (entry, cmd) if x is not None)
-    target = Target(
-        name,
-        "Dockerfile",
-        os.path.basename(name) if name != "-" else "Dockerfile",
-        first,
-        kept,
-        command_line=first,
-        unresolved=unresolved,
-    )
-    target.image, target.env, target.install = image, env, install
-    if entry[0] and entry[0][:2] != ["/bin/sh", "-c"] and cmd is None:
-        # an exec-form ENTRYPOINT takes `docker run IMAGE ARGS...` after it
-        target.unresolved.setdefault(MORE_ARGUMENTS, "the arguments of `docker run IMAGE ...`")
-    not_stated = "a Dockerfile does not say; `docker run` decides ({})"
-    target.gpus_unknown = f"{target.where}: " + not_stated.format("--gpus") + "; pass --gpus N"
-    target.gpu_product_unknown = (
-        f"{target.where}: " + not_stated.format("the host") + "; pass --gpu NAME"
-    )
-    target.shm_unknown = f"{target.where}: " + not_stated.format("--shm-size, --ipc=host")
-    target.env_elsewhere = "`docker run -e` may add variables the Dockerfile does not show"
-    yield target
-
-
-def _dockerfile_value(value: str, args: dict[str, str], env: dict[str, Placed]) -> str | None:
-    """An ENV value with ``$VAR``/``${VAR}`` from the build arguments and earlier ENV; None
-    when it names one the Dockerfile does not set (a --build-arg, the builder's)."""
-    unset = False
-
-    def one(m: re.Match) -> str:
-        nonlocal unset
-        name = m.group(1) or m.group(2)
-        if name in env and env[name].value is not None:
-            return str(env[name].value)
-        if args.get(name):
-            return args[name]
-        unset = True
-        return m.group(0)
-
-    text = re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)", one, value)
-    return None if unset else text
-
-
-def _env_pairs(rest: str) -> list[tuple[str, str]]:
-    """``ENV A=1 B="two words"`` or the old ``ENV A value with spaces``."""
-    try:
-        words = shlex.split(rest)
-    except ValueError:
-        return []
-    if words and "=" in words[0]:
-        return [tuple(w.split("=", 1)) for w in words if "=" in w]  # type: ignore[misc]
-    if words:
-        return [(words[0], " ".join(words[1:]))]
-    return []

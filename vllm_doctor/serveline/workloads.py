@@ -16,17 +16,10 @@ from typing import Any
 # kind -> (label after "Kind/name", path to a pod spec); "[]" after a key walks its list
 POD_TEMPLATES: dict[str, tuple[tuple[str, str], ...]] = {
     "Pod": (("", "spec"),),
-    **{
-        kind: (("", "spec.template.spec"),)
-        for kind in (
-            "Deployment",
-            "StatefulSet",
-            "DaemonSet",
-            "ReplicaSet",
-            "Job",
-            "ReplicationController",
-        )
-    },
+    **dict.fromkeys(
+        ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "ReplicationController"),
+        (("", "spec.template.spec"),),
+    ),
     "CronJob": (("", "spec.jobTemplate.spec.template.spec"),),
     # KubeRay: the head and each worker group (AIBrix's RayClusterFleet wraps a RayCluster)
     "RayCluster": (
@@ -112,6 +105,7 @@ def llmisvc_words(doc: dict, container: dict) -> list[str]:
     """The serve line KServe's config runs for an LLMInferenceService container that names no
     command: its model's name, ``spec.parallelism``, ``VLLM_ADDITIONAL_ARGS`` and the
     container's own args."""
+    import contextlib
     import shlex
 
     spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
@@ -128,10 +122,8 @@ def llmisvc_words(doc: dict, container: dict) -> list[str]:
         words.append("--enable-expert-parallel")
     for item in container.get("env") or ():
         if isinstance(item, dict) and item.get("name") == "VLLM_ADDITIONAL_ARGS":
-            try:
+            with contextlib.suppress(ValueError):  # unbalanced quotes: nothing added
                 words += shlex.split(str(item.get("value") or ""))
-            except ValueError:
-                pass
     args = container.get("args")
     if isinstance(args, list):
         words += [str(a) for a in args]
