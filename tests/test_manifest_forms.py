@@ -395,3 +395,44 @@ def test_facts_of_each_manifest_target():
         "StormService/vllm-1p1d role decode container decode",
     ]
     assert all(t["facts"]["vllm.version"]["value"] == "0.10.0" for t in targets)
+
+
+# -- KServe: an InferenceService joined with its ServingRuntime ---------------------------------
+
+RUNTIME = (DEPLOYMENTS / "odh-vllm-cuda-template.yaml").read_text(encoding="utf-8")
+SERVICE = """---
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: granite
+spec:
+  predictor:
+    model:
+      modelFormat: {name: vLLM}
+      {runtime}
+      args: ["--tensor-parallel-size=2", "--max-model-len=8192"]
+      resources:
+        limits: {nvidia.com/gpu: "2"}
+"""
+
+
+@pytest.mark.parametrize("runtime", ["runtime: vllm-cuda-runtime", ""])  # named, auto-selected
+def test_an_inference_service_runs_on_its_runtime_from_the_same_input(runtime):
+    text = RUNTIME + SERVICE.replace("{runtime}", runtime)
+    (target,) = manifest.read_targets("both.yaml", text)  # the runtime is not checked alone
+    assert target.name == (
+        "InferenceService/granite predictor (ServingRuntime/vllm-cuda-runtime) "
+        "container kserve-container"
+    )
+    assert target.unresolved == {}  # the service's args are the ones KServe appends
+    facts = collect_facts(CollectOptions(manifest_target=target, probe_machine=False))
+    assert facts.value("serve.tensor_parallel_size") == 2
+    assert facts.value("serve.max_model_len") == 8192
+    assert facts.value("deploy.gpus_per_pod") == 2
+    assert target.serve_line().options["served-model-name"] == ["granite"]
+
+
+def test_an_inference_service_without_its_runtime_says_what_to_give():
+    with pytest.raises(InputError) as err:
+        manifest.read_targets("isvc.yaml", SERVICE.replace("{runtime}", "runtime: elsewhere"))
+    assert "its runtime (elsewhere) is not in the input" in err.value.problem

@@ -437,6 +437,10 @@ def read_targets(name: str, text: str | None = None) -> list[Target]:
         docs = load_documents(name, text)
         looked_at: list[str] = []
         targets = []
+        from vllm_doctor.serveline import kserve
+
+        objects = [o for doc in docs if isinstance(doc, dict) for o in workloads.objects(doc)]
+        services, used_runtimes, unjoined = kserve.join(objects)
         for doc in docs:
             if is_compose(doc):
                 from vllm_doctor.serveline.compose import compose_targets
@@ -445,7 +449,7 @@ def read_targets(name: str, text: str | None = None) -> list[Target]:
                 targets += list(compose_targets(name, doc))
             elif isinstance(doc, dict) and doc.get("kind"):
                 looked_at.append(str(doc.get("kind")))
-                targets += list(_kubernetes(name, doc))
+                targets += list(_kubernetes(name, doc, services, used_runtimes))
             elif helm_values.is_values(doc) and not is_serve_config(doc) and len(docs) == 1:
                 rendered = helm_values.render(doc)
                 if rendered is None:
@@ -464,7 +468,8 @@ def read_targets(name: str, text: str | None = None) -> list[Target]:
     for target in targets:
         target.text_lines = lines
     if not targets:
-        raise InputError(name, f"no container runs vLLM (looked at: {looked})")
+        why = "".join(f"; {note}" for note in unjoined)
+        raise InputError(name, f"no container runs vLLM (looked at: {looked}){why}")
     return targets
 
 
@@ -761,9 +766,19 @@ def _pod_specs(doc: dict) -> Iterator[tuple[str, Any, Placed | None]]:
                 yield " ".join(x for x in (label, part + names) if x).strip(), pod, None
 
 
-def _kubernetes(name: str, doc: dict) -> Iterator[Target]:
+def _kubernetes(
+    name: str,
+    doc: dict,
+    services: dict[int, tuple[str, dict]] | None = None,
+    used_runtimes: set[int] | None = None,
+) -> Iterator[Target]:
+    """The targets of an object (and those it wraps); an InferenceService joined with its
+    runtime (``kserve.join``) is one, the runtime it uses none of its own."""
     for obj in workloads.objects(doc):
-        for label, pod, nodes in _pod_specs(obj):
+        if used_runtimes and id(obj) in used_runtimes:
+            continue
+        pods = [(*services[id(obj)], None)] if services and id(obj) in services else _pod_specs(obj)
+        for label, pod, nodes in pods:
             for container in pod.get("containers") or ():
                 if isinstance(container, dict):
                     target = _container(name, label, pod, container, nodes, obj)
