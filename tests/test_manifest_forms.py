@@ -436,3 +436,32 @@ def test_an_inference_service_without_its_runtime_says_what_to_give():
     with pytest.raises(InputError) as err:
         manifest.read_targets("isvc.yaml", SERVICE.replace("{runtime}", "runtime: elsewhere"))
     assert "its runtime (elsewhere) is not in the input" in err.value.problem
+
+
+def test_an_openshift_template_fills_in_its_parameters():
+    text = """apiVersion: template.openshift.io/v1
+kind: Template
+metadata: {name: vllm}
+parameters:
+  - {name: MODEL, value: ibm-granite/granite-3.3-8b-instruct}
+  - {name: TP, value: "2"}
+  - {name: TOKEN, generate: expression}
+objects:
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: vllm}
+    spec:
+      template:
+        spec:
+          containers:
+            - name: vllm
+              image: quay.io/rh-aiservices-bu/vllm-openai-ubi9:0.4.2
+              args: ["--model", "${MODEL}", "--tensor-parallel-size", "${TP}"]
+              resources: {limits: {nvidia.com/gpu: "2"}}
+"""
+    target, facts = facts_of(text)
+    assert target.name == "Deployment/vllm container vllm"
+    assert facts.value("serve.model") == "ibm-granite/granite-3.3-8b-instruct"
+    assert facts.value("serve.tensor_parallel_size") == 2
+    # older than the releases the knowledge covers, and still the image's version
+    assert facts.value("vllm.version") == "0.4.2"

@@ -10,6 +10,7 @@ KServe's well-known ``LLMInferenceServiceConfig`` when its container names no co
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -95,10 +96,41 @@ def objects(doc: Any) -> Iterator[dict]:
         return
     kind = str(doc.get("kind"))
     if kind in WRAPPERS:
+        if kind == "Template":
+            _fill_parameters(doc)
         for item in doc.get(WRAPPERS[kind]) or ():
             yield from objects(item)
     else:
         yield doc
+
+
+_PARAMETER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _fill_parameters(template: dict) -> None:
+    """An OpenShift Template's ``${NAME}`` in its objects, replaced by the parameter's value
+    where the template gives one (``oc process`` does the same; a parameter given at
+    processing time, or generated, stays as written)."""
+    values = {
+        str(p["name"]): str(p["value"])
+        for p in template.get("parameters") or ()
+        if isinstance(p, dict) and p.get("name") and p.get("value") is not None
+    }
+    if not values:
+        return
+
+    def fill(node: Any) -> Any:
+        if isinstance(node, str):
+            return _PARAMETER.sub(lambda m: values.get(m.group(1), m.group(0)), node)
+        if isinstance(node, dict):
+            for key in list(node):
+                node[key] = fill(node[key])
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                node[i] = fill(item)
+        return node
+
+    fill(template.get("objects"))
 
 
 def llmisvc_words(doc: dict, container: dict) -> list[str]:
