@@ -8,10 +8,11 @@ rules (no model config, no machine), and prints:
 
 - files refused (exit 2) although they are valid YAML;
 - targets found against the targets expected;
-- the tensor-parallel size read right, among the targets whose serve line states it;
-- the vLLM version read right, among the targets whose file names one (and any version
+- the tensor-parallel size read right, among all the targets whose serve line states it
+  (a target not found, or a file refused, counts as not read right);
+- the vLLM version read right, among all the targets whose file names one (and any version
   stated where the file names none);
-- the GPU count read right, among the targets that ask for GPUs;
+- the GPU count read right, among all the targets that ask for GPUs;
 - error findings (none of these files is broken, so every one is a false error).
 """
 
@@ -73,11 +74,19 @@ def measure(verbose: bool = False) -> dict[str, int]:
             targets = manifest.read_targets(str(path))
         except InputError as err:
             n["refused"] += 1
+            for want in wanted:
+                n["tp_stated" if want["tp"] is not None else "tp_left_open"] += 1
+                n["version_named"] += want["version"] is not None
+                n["gpus_asked"] += want["gpus"] is not None
             if verbose:
                 print(f"REFUSED {name}: {err.problem}")
             continue
         unused = list(targets)
         for want in wanted:
+            # the denominators count every target expected, found or not
+            n["tp_stated" if want["tp"] is not None else "tp_left_open"] += 1
+            n["version_named"] += want["version"] is not None
+            n["gpus_asked"] += want["gpus"] is not None
             target = next((t for t in unused if want["target"] in t.name), None)
             if target is None:
                 if verbose:
@@ -96,18 +105,14 @@ def measure(verbose: bool = False) -> dict[str, int]:
             version = facts.value("vllm.version")
             gpus = facts.value("deploy.gpus_per_pod")
             if want["tp"] is None:
-                n["tp_left_open"] += 1
                 n["tp_open_right"] += tp is None
             else:
-                n["tp_stated"] += 1
                 n["tp_right"] += tp == want["tp"]
             if want["version"] is None:
                 n["version_invented"] += version is not None
             else:
-                n["version_named"] += 1
                 n["version_right"] += version == want["version"]
             if want["gpus"] is not None:
-                n["gpus_asked"] += 1
                 n["gpus_right"] += gpus == want["gpus"]
             n["error_findings"] += len(errors)
             wrong = (
