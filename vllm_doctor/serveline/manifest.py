@@ -544,6 +544,8 @@ def serve_config_is_manifest(path: Path) -> bool:
     if len(docs) > 1 or any(is_manifest(doc) for doc in docs):
         return True
     doc = docs[0] if docs else None
+    if isinstance(doc, dict) and not is_serve_config(doc) and helm_values.render(doc) is not None:
+        return True  # a chart's values file the doctor reads as the manifest it renders
     if isinstance(doc, dict) and doc and not is_serve_config(doc):
         raise InputError(
             name,
