@@ -360,6 +360,9 @@ def test_a_dockerfile_and_the_line_docker_run_completes_are_judged_together(tmp_
     assert target["target"] == "Dockerfile"
     assert target["facts"]["vllm.version"]["value"] == "0.10.1"
     assert target["facts"]["serve.tensor_parallel_size"]["value"] == 2
+    assert target["facts"]["serve.tensor_parallel_size"]["detail"].startswith(
+        "the serve line given after --"
+    )
     assert target["facts"]["serve.model"]["value"] == "Qwen/Qwen3-8B"
 
 

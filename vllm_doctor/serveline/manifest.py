@@ -95,6 +95,7 @@ class Target:
     image_unknown: str | None = None  # why no image is named (it comes from elsewhere)
     words_from: str | None = None  # where the command comes from when the file has none
     joined: str | None = None  # the serve line given beside the file, when one completes it
+    joined_words: set[str] = field(default_factory=set)  # the words that line added
     env: dict[str, Placed] = field(default_factory=dict)  # value None: set from elsewhere
     env_elsewhere: str | None = None  # envFrom / env_file: other variables not shown
     gpus: Placed | None = None
@@ -164,6 +165,7 @@ class Target:
                 file_args = file_args[: span[0]] + file_args[span[1] :]
             self.unresolved.pop("model", None)
         self.words = head + file_args + given_args
+        self.joined_words = set(given_args)
         self.unresolved.pop(MORE_ARGUMENTS, None)
         for option in given_line.given:
             self.unresolved.pop(option, None)
@@ -340,9 +342,15 @@ class Target:
         """After the serve line's facts: the file and line of each flag in its evidence, and
         the options whose values the file could not settle marked undecided."""
         lines: dict[str, int] = {}
-        for path, fact in facts.area("serve"):
+        for path, fact in list(facts.area("serve")):
             if fact.source != Source.DEFAULT and fact.detail and path != "serve.world_size":
-                number = self.line_of(fact.detail.split(" ", 1)[0].split("=", 1)[0])
+                flag = fact.detail.split(" ", 1)[0].split("=", 1)[0]
+                if self.joined and flag in self.joined_words:  # the line given beside it
+                    facts.values[path] = Fact(
+                        fact.value, fact.source, f"{self.joined}: {fact.detail}"
+                    )
+                    continue
+                number = self.line_of(flag)
                 if number:
                     lines[path] = number
         for parallel in ("serve.tensor_parallel_size", "serve.pipeline_parallel_size"):
