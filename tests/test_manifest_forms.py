@@ -468,3 +468,27 @@ objects:
     assert facts.value("serve.tensor_parallel_size") == 2
     # older than the releases the knowledge covers, and still the image's version
     assert facts.value("vllm.version") == "0.4.2"
+
+
+def test_llm_d_modelservice_values_give_each_role_its_vllm_serve_line():
+    text = """modelArtifacts:
+  name: Qwen/Qwen3-32B
+  uri: hf://Qwen/Qwen3-32B
+decode:
+  parallelism: {tensor: 4, dataLocal: 2}
+  containers:
+  - name: vllm
+    image: ghcr.io/llm-d/llm-d-cuda:v0.3.0
+    modelCommand: vllmServe
+    args: [--max-model-len, "32768"]
+prefill:
+  create: false
+"""
+    (target,) = manifest.read_targets("values.yaml", text)
+    assert target.name == "Deployment/release-name-llm-d-modelservice-decode container vllm"
+    facts = collect_facts(CollectOptions(manifest_target=target, probe_machine=False))
+    assert facts.value("serve.model") == "Qwen/Qwen3-32B"
+    assert facts.value("serve.tensor_parallel_size") == 4
+    assert facts.value("serve.max_model_len") == 32768
+    assert facts.value("deploy.gpus_per_pod") == 8  # tensor × data-local, as the chart adds
+    assert "vllm.version" not in facts  # llm-d's image names llm-d's release

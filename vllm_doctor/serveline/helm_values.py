@@ -8,7 +8,11 @@ the same targets and serve lines as ``helm template release-name CHART -f FILE``
 - vLLM production-stack (``helm/templates/deployment-vllm-multi.yaml`` of
   vllm-project/production-stack): one Deployment per ``servingEngineSpec.modelSpec[]``;
 - the vLLM chart (``examples/online_serving/chart-helm`` of vllm-project/vllm): one
-  Deployment from ``image.command`` and ``resources``.
+  Deployment from ``image.command`` and ``resources``;
+- llm-d's modelservice chart (``charts/llm-d-modelservice`` of llm-d-incubation/
+  llm-d-modelservice): a Deployment per role (``decode``, ``prefill``) whose containers run
+  ``modelCommand: vllmServe`` with the model of ``modelArtifacts.uri``, ``parallelism`` and
+  the GPUs it implies (tensor × data-local), or their own ``command``.
 
 Any other chart is read through its rendered output (``helm template ... | vllm-doctor
 check --manifest -``); a values file of one says so (``UNKNOWN_VALUES``).
@@ -16,6 +20,7 @@ check --manifest -``); a values file of one says so (``UNKNOWN_VALUES``).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from vllm_doctor.yaml_io import LineDict, LineList
@@ -25,7 +30,7 @@ RELEASE = "release-name"
 UNKNOWN_VALUES = (
     "neither a vLLM serve config, nor a Kubernetes manifest (apiVersion/kind), nor a "
     "docker-compose file (services:), nor the Helm values of a chart the doctor reads "
-    "(production-stack's, the vLLM chart's); for another chart's values, check what it "
+    "(production-stack's, the vLLM chart's, llm-d's modelservice); for another chart's values, check what it "
     "renders: `helm template NAME CHART -f {file} | vllm-doctor check --manifest -`"
 )
 
@@ -67,6 +72,10 @@ def render(doc: dict, release: str = RELEASE) -> list[dict] | None:
     image = doc.get("image")
     if isinstance(image, dict) and isinstance(image.get("command"), list) and "gpuModels" in doc:
         return [_vllm_chart(doc, release)]
+    if isinstance(doc.get("modelArtifacts"), dict) and any(
+        isinstance(doc.get(role), dict) for role in LLM_D_ROLES
+    ):
+        return _llm_d(doc, release)
     return None
 
 
@@ -226,3 +235,96 @@ def _deployment(name: str, pod: dict, line: int) -> dict:
         metadata=_node(line, name=name),
         spec=_node(line, template=template),
     )
+
+
+# -- llm-d's modelservice chart ---------------------------------------------------------------
+
+LLM_D_ROLES = ("decode", "prefill")
+# the chart's values.yaml defaults the files rarely repeat
+_LLM_D_DEFAULTS = {"servicePort": 8000, "targetPort": 8200, "mountPath": "/model-cache"}
+
+
+def _llm_d_model(doc: dict) -> str | None:
+    """The model argument the chart derives from ``modelArtifacts.uri`` (hf://, pvc://)."""
+    artifacts = doc["modelArtifacts"]
+    uri = str(artifacts.get("uri") or "")
+    uri = re.sub(r"\{\{\s*\.Values\.modelArtifacts\.name\s*\}\}", str(artifacts.get("name")), uri)
+    protocol, _, rest = uri.partition("://")
+    rest = rest.strip('"')
+    if protocol == "hf":
+        return rest
+    if protocol == "pvc":
+        mount = artifacts.get("mountPath") or _LLM_D_DEFAULTS["mountPath"]
+        return f"{mount}/{rest.split('/', 1)[1]}" if "/" in rest else None
+    if protocol == "pvc+hf":
+        return "/".join(rest.split("/")[-2:])
+    return None
+
+
+def _llm_d(doc: dict, release: str) -> list[dict]:
+    routing = doc.get("routing") if isinstance(doc.get("routing"), dict) else {}
+    proxy = routing.get("proxy") if isinstance(routing.get("proxy"), dict) else {}
+    accelerator = doc.get("accelerator") if isinstance(doc.get("accelerator"), dict) else {}
+    kind = str(accelerator.get("type") or "nvidia")
+    resource = (
+        None if kind == "cpu" else (accelerator.get("resources") or {}).get(kind, "nvidia.com/gpu")
+    )
+    out = []
+    for role in LLM_D_ROLES:
+        spec = doc.get(role)
+        if not isinstance(spec, dict) or spec.get("create") is False:
+            continue
+        at = getattr(spec, "line", 0)
+        parallelism = spec.get("parallelism") if isinstance(spec.get("parallelism"), dict) else {}
+        tensor = int(parallelism.get("tensor") or 1)
+        local = int(parallelism.get("dataLocal") or parallelism.get("data") or 1)
+        data = int(parallelism.get("data") or 1)
+        if role == "prefill" or proxy.get("enabled") is False:
+            port = routing.get("servicePort", _LLM_D_DEFAULTS["servicePort"])
+        else:
+            port = proxy.get("targetPort", _LLM_D_DEFAULTS["targetPort"])
+        containers = []
+        for container in spec.get("containers") or ():
+            if not isinstance(container, dict):
+                continue
+            line = getattr(container, "line", at)
+            how = container.get("modelCommand") or "custom"
+            node = _node(line, name=container.get("name") or "vllm", image=container.get("image"))
+            node.lines.update(getattr(container, "lines", {}))
+            if how in ("vllmServe", "imageDefault"):
+                model = _llm_d_model(doc)
+                args = (["--model"] if how == "imageDefault" else []) + [str(model)]
+                args += ["--port", str(port)]
+                for size, option in (
+                    (tensor, "--tensor-parallel-size"),
+                    (data, "--data-parallel-size"),
+                    (local, "--data-parallel-size-local"),
+                ):
+                    if size > 1:
+                        args += [option, str(size)]
+                args += ["--served-model-name", str(doc["modelArtifacts"].get("name"))]
+                args += [str(a) for a in container.get("args") or ()]
+                node["args"] = _seq(_line(container, "args", line), args)
+                node.lines["args"] = _line(container, "modelCommand", line)
+                if how == "vllmServe":
+                    node["command"] = _seq(node.lines["args"], ["vllm", "serve"])
+                    node.lines["command"] = node.lines["args"]
+            else:
+                for key in ("command", "args"):
+                    if container.get(key) is not None:
+                        node[key] = container[key]
+            if container.get("env"):
+                node["env"] = container["env"]
+            resources = (
+                container.get("resources") if isinstance(container.get("resources"), dict) else {}
+            )
+            gpus = tensor * local
+            limits = dict(resources.get("limits") or {})
+            if resource and gpus >= 1 and resource not in limits:
+                limits[resource] = str(gpus)
+            block = _node(_line(container, "resources", line), **limits)
+            node["resources"] = _node(block.line, limits=block, requests=block)
+            containers.append(node)
+        pod = _node(at, containers=_seq(at, containers))
+        out.append(_deployment(f"{release}-llm-d-modelservice-{role}", pod, at))
+    return out
