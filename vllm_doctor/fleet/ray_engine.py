@@ -78,20 +78,12 @@ def _resolve_address(address: str | None) -> str:
     return address or os.environ.get("RAY_ADDRESS") or "auto"
 
 
-def collect_over_ray(
-    address: str | None,
-    serve_argv: list[str] | None,
-    deadline_s: float,
-    doctor_from: str = "upload",
-) -> RayRun:
-    """Every alive node's facts, or why not, within ``deadline_s`` of the tasks' submission."""
+def connect(address: str | None, doctor_from: str = "upload") -> tuple[Any, str, str, float]:
+    """(ray, the address, how the doctor reaches the nodes, seconds ray.init took); the caller
+    calls ``ray.shutdown()``."""
     if doctor_from not in DOCTOR_FROM:
         raise InputError("--doctor-from", f"{doctor_from!r} is not one of {', '.join(DOCTOR_FROM)}")
     ray = import_ray()
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from vllm_doctor.fleet.remote import collect_node
-
     where = _resolve_address(address)
     runtime_env, how = _runtime_env(doctor_from)
     start = time.perf_counter()
@@ -105,7 +97,21 @@ def collect_over_ray(
         )
     except (ConnectionError, ValueError, RuntimeError) as err:
         raise InputError("--ray", f"cannot connect to a Ray cluster at {where}: {err}") from None
-    connect_s = time.perf_counter() - start
+    return ray, where, how, time.perf_counter() - start
+
+
+def collect_over_ray(
+    address: str | None,
+    serve_argv: list[str] | None,
+    deadline_s: float,
+    doctor_from: str = "upload",
+) -> RayRun:
+    """Every alive node's facts, or why not, within ``deadline_s`` of the tasks' submission."""
+    ray, where, how, connect_s = connect(address, doctor_from)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from vllm_doctor.fleet.remote import collect_node
+
     try:
         task = ray.remote(num_cpus=0, max_retries=0)(collect_node)
         alive = [n for n in ray.nodes() if n.get("Alive")]
