@@ -30,6 +30,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,8 @@ from vllm_doctor.probes.registry import Part
 
 CARRIED_PREFIXES = ("VLLM_", "NCCL_", "UCX_", "HF_", "HUGGING_FACE_", "LMCACHE_")
 CARRIED_NAMES = ("PYTHONHASHSEED",)
+# each worker's own: never copied from the driver (RayDistributedExecutor.WORKER_SPECIFIC_ENV_VARS)
+WORKER_SPECIFIC = ("VLLM_HOST_IP", "VLLM_HOST_PORT", "LOCAL_RANK", "CUDA_VISIBLE_DEVICES")
 POLL_S = 0.1
 
 
@@ -81,23 +84,27 @@ class Placement:
         return list(nodes.values())
 
 
-def carried_env(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The driver's variables vLLM's Ray executor copies to every worker."""
+def carried_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The driver's variables vLLM's Ray executor copies to every worker (not those that are
+    each worker's own)."""
     env = os.environ if environ is None else environ
-    return {k: v for k, v in env.items() if k.startswith(CARRIED_PREFIXES) or k in CARRIED_NAMES}
+    return {
+        k: v
+        for k, v in env.items()
+        if (k.startswith(CARRIED_PREFIXES) or k in CARRIED_NAMES) and k not in WORKER_SPECIFIC
+    }
 
 
-def worker_order(ranks: list[Rank], driver_node: str, driver_ip: str) -> list[Rank]:
-    """vLLM's sort_by_driver_then_worker_ip, keyed by node (the id breaks ties on one IP)."""
+def worker_order(ranks: list[Rank], driver_node: str) -> list[Rank]:
+    """vLLM's sort_by_driver_then_worker_ip: the driver's node first, then nodes holding fewer
+    workers, then by IP; keyed by node (its id breaks ties where nodes share an IP). Stable:
+    the workers of one node keep their bundle order."""
     count: dict[str, int] = {}
     for r in ranks:
         count[r.node_id] = count.get(r.node_id, 0) + 1
-
-    def key(r: Rank) -> tuple[int, int, str, str]:
-        on_driver = r.node_id == driver_node or (r.ip == driver_ip and r.node_id == driver_node)
-        return (0 if on_driver else 1, count[r.node_id], r.ip, r.node_id)
-
-    return sorted(ranks, key=key)
+    return sorted(
+        ranks, key=lambda r: (r.node_id != driver_node, count[r.node_id], r.ip, r.node_id)
+    )
 
 
 def place(ray: Any, world: int, device: str, deadline_s: float) -> Placement:
@@ -160,7 +167,7 @@ def place(ray: Any, world: int, device: str, deadline_s: float) -> Placement:
             )
         )
     ranks.sort(key=lambda r: r.rank)  # bundle order, then vLLM's order
-    ranks = worker_order(ranks, driver_node, driver_ip)
+    ranks = worker_order(ranks, driver_node)
     by_node: dict[str, list[Rank]] = {}
     for position, r in enumerate(ranks):
         r.rank = position
