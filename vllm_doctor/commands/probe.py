@@ -234,6 +234,10 @@ def run_probe_command(
         "--teardown-timeout", teardown_timeout, MAX_TEARDOWN_TIMEOUT_S, allow_zero=True
     )
     only = [n for n in names if n] if names else None
+    if ray_address is not None and only is None:  # the probes, and the cross-node collectives
+        from vllm_doctor.fleet.probe_ray import default_names
+
+        only = default_names()
     specs = resolve(only)  # an unknown name is bad input before anything starts
     started = time.monotonic()
     machine = Facts()

@@ -190,6 +190,13 @@ def place(ray: Any, world: int, device: str, deadline_s: float) -> Placement:
     return Placement(ranks, group, driver_node, master, port, notes)
 
 
+def default_names() -> list[str]:
+    """What `probe --ray` runs when no probe is named: the default probes and collectives."""
+    from vllm_doctor.probes.registry import DEFAULT_PROBES
+
+    return [s.name for s in DEFAULT_PROBES] + ["collectives"]
+
+
 class RankHostsLate(Exception):
     """Some rank's actor never started: nothing can be launched for the group."""
 
