@@ -102,7 +102,8 @@ def _compare(facts: Facts, nodes: list[Node], silent: list[Node]) -> None:
             facts.mark_missing(f"fleet.{q.name}", "no node answered")
 
 
-def _driver(nodes: list[Node], wanted: str | None) -> Node | None:
+def driver_of(nodes: list[Node], wanted: str | None) -> Node | None:
+    """The node where `vllm serve` runs: the one named (--head), else the Ray head."""
     if wanted:
         for node in nodes:
             names = {node.label, node.node_id, node.ip, node.hostname}
@@ -309,7 +310,7 @@ def fleet_facts(
             "fleet.silent_nodes", [f"{n.label}: {n.silent or 'no facts'}" for n in silent], FLEET
         )
     _compare(facts, nodes, silent)
-    head = _driver(nodes, driver)
+    head = driver_of(nodes, driver)
     if head is None:
         raise InputError("--head", f"no node of the fleet is {driver!r}")
     facts.set("fleet.driver", head.label, FLEET, "--head" if driver else "the head node")
