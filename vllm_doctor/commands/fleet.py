@@ -156,9 +156,20 @@ def _with_line(nodes: list, argv: list[str]) -> None:
             node.facts = with_serve_line(node.facts, argv)
 
 
+def _fleet_command_class() -> type:
+    from typer.core import TyperCommand
+
+    class FleetCommand(TyperCommand):
+        def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+            return super().parse_args(ctx, inputs.ray_address_optional(args))
+
+    return FleetCommand
+
+
 def register(app: typer.Typer) -> None:
     @app.command(
         "fleet",
+        cls=_fleet_command_class(),
         context_settings={"allow_extra_args": True, "ignore_unknown_options": False},
     )
     def fleet_cmd(

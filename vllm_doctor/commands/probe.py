@@ -402,7 +402,9 @@ def _probe_command_class() -> type:
 
     class ProbeCommand(TyperCommand):
         def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-            args = list(args)
+            from vllm_doctor.commands.inputs import ray_address_optional
+
+            args = ray_address_optional(args)
             if "--" in args:
                 cut = args.index("--")
                 ctx.meta[SERVE_TOKENS] = args[cut + 1 :]

@@ -312,6 +312,12 @@ FACTS: dict[str, FactSpec] = {
         "list",
         "of those, the nodes where HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE forbid the download",
     ),
+    "fleet.pod_gpus_beyond_request": FactSpec(
+        "list",
+        "nodes whose pod sees more GPUs than the workload's pod asks for (gpu.count against "
+        "the manifest's GPUs per pod; the DaemonSet's documents left out), each with both "
+        "counts; absent when none",
+    ),
     # -- crash log ----------------------------------------------------------------------------
     # -- the deployment (check --manifest): what the file states about where vLLM runs --
     "deploy.file": FactSpec("str", "the manifest, compose file or Dockerfile the target is in"),

@@ -288,6 +288,34 @@ def _shm(facts: Facts, nodes: list[Node], ranks: dict[str, list[int]] | None) ->
         facts.set("fleet.shm_smallest_mib", sizes[label], FLEET, label)
 
 
+def _pod_gpus(facts: Facts, nodes: list[Node]) -> None:
+    """fleet.pod_gpus_beyond_request: the nodes whose pod sees more GPUs than the workload's pod
+    asks for (deploy.gpus_per_pod, from --manifest). The DaemonSet's documents are left out: it
+    asks for no GPU and shows the container the node's (VLLM_DOCTOR_COLLECTED_BY=daemonset)."""
+    path = "fleet.pod_gpus_beyond_request"
+    asked_somewhere, beyond, unknown = False, [], []
+    for node in nodes:
+        if not node.answered or node.facts is None:
+            continue
+        asked = node.facts.value("deploy.gpus_per_pod")
+        if not isinstance(asked, int):
+            continue
+        asked_somewhere = True
+        if node.facts.value("env.VLLM_DOCTOR_COLLECTED_BY") == "daemonset":
+            continue
+        seen = node.facts.value("gpu.count")
+        if not isinstance(seen, int):
+            unknown.append(node.label)
+        elif seen > asked:
+            beyond.append(f"{node.label}: sees {seen} GPUs, the pod asks for {asked}")
+    if not asked_somewhere:
+        facts.mark_missing(path, "needs the workload's manifest (--manifest FILE)")
+    elif beyond:
+        facts.set(path, beyond, FLEET, "gpu.count against the manifest's GPUs per pod")
+    elif unknown:
+        facts.mark_missing(path, f"the GPUs of {', '.join(unknown)} are unknown")
+
+
 def fleet_facts(
     nodes: list[Node], serve_argv: Iterable[str] | None = None, driver: str | None = None
 ) -> Facts:
@@ -327,4 +355,5 @@ def fleet_facts(
     _interfaces(facts, nodes, head)
     _model(facts, nodes, ranks)
     _shm(facts, nodes, ranks)
+    _pod_gpus(facts, nodes)
     return facts
