@@ -46,12 +46,14 @@ def timed(cmd, env=None):
 
 
 def fleet(py, address, env=None):
+    """(seconds, the command's own timings, the slowest node's collection in this run)."""
     took, done = timed(
         [py, "-m", "vllm_doctor", "fleet", "--ray", address, "--format", "json"], env=env
     )
     doc = json.loads(done.stdout)
     assert all(n["answered"] for n in doc["fleet"]["nodes"]), done.stderr
-    return took, doc["fleet"]["timings_s"]
+    slowest = max(n["seconds"] for n in doc["fleet"]["nodes"])
+    return took, doc["fleet"]["timings_s"], slowest
 
 
 def main():
@@ -71,17 +73,18 @@ def main():
         c.wait_for_nodes()
         rows = []
         for _ in range(args.reps):
-            new, timings = fleet(py, c.address)
+            new, timings, slowest = fleet(py, c.address)
             base = fleet(py, c.address, base_env)[0] if base_env else float("nan")
             _, done = timed([py, "-c", FLOOR, c.address])
             floor = float(done.stdout.strip().splitlines()[-1])
             cli, _ = timed([py, "-c", "import vllm_doctor.cli"])  # the command's own start
             facts, _ = timed([py, "-m", "vllm_doctor", "facts", "--format", "json"])
-            rows.append((new, base, floor + cli, facts, timings.get("judge_s", 0.0)))
-        f, b, r, k, j = (statistics.median(x) for x in zip(*rows, strict=True))
+            rows.append((new, base, floor + cli, facts, timings.get("judge_s", 0.0), slowest))
+        f, b, r, k, j, s = (statistics.median(x) for x in zip(*rows, strict=True))
         line = (
-            f"{n} nodes: fleet {f:.2f} s (judging {j:.2f} s); Ray's own start {r:.2f} s; one "
-            f"node's facts {k:.2f} s; fleet - (Ray + facts) = {f - r - k:+.2f} s"
+            f"{n} nodes: fleet {f:.2f} s (judging {j:.2f} s, slowest node's collection {s:.2f} "
+            f"s); Ray's own start {r:.2f} s; one node's facts {k:.2f} s; fleet - (Ray + facts) "
+            f"= {f - r - k:+.2f} s; fleet - (Ray + slowest collection) = {f - r - s:+.2f} s"
         )
         if base_env:
             line += f"; baseline fleet {b:.2f} s, - (Ray + facts) = {b - r - k:+.2f} s"
