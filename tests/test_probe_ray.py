@@ -155,3 +155,20 @@ def test_ray_with_results_is_bad_input(tmp_path):
     )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "--results" in done.stderr
+
+
+def test_more_ranks_than_the_cluster_offers_is_one_line_and_exit_2(cluster):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_")}
+    done = subprocess.run(
+        [*DOCTOR, "probe", "collectives", "--ray", cluster.address, "--device", "cpu", "--tp", "9"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 2
+    assert (
+        done.stderr.count("\n") == 1
+        and "cannot place vLLM's placement group of 9 CPU" in done.stderr
+    )
+    assert "CPU per node" in done.stderr

@@ -117,6 +117,9 @@ def place(ray: Any, world: int, device: str, deadline_s: float) -> Placement:
     key = "GPU" if device == "cuda" else "CPU"
     driver_node = ray.get_runtime_context().get_node_id()
     driver_ip = ray.util.get_node_ip_address()
+    have = ray.cluster_resources().get(key, 0)
+    if have < world:  # Ray would wait for them without end (vLLM gives up after 30 minutes)
+        raise InputError("--ray", _unplaceable(ray, world, key, 0))
     bundles: list[dict[str, float]] = [{key: 1.0} for _ in range(world)]
     bundles[0][f"node:{driver_ip}"] = 0.001
     group = placement_group(bundles, strategy="PACK")
@@ -207,10 +210,11 @@ def _unplaceable(ray: Any, world: int, key: str, deadline_s: float) -> str:
         if node.get("Alive"):
             have = node.get("Resources", {}).get(key, 0)
             free.append(f"{node['NodeID'][:8]}@{node.get('NodeManagerAddress')}: {have:g}")
+    within = f" within {deadline_s:g} s" if deadline_s else ""
     return (
-        f"the cluster cannot place vLLM's placement group of {world} {key} bundles within "
-        f"{deadline_s:g} s ({key} per node: {'; '.join(free) or 'no alive node'}); give a "
-        "smaller --tp or add nodes"
+        f"the cluster cannot place vLLM's placement group of {world} {key} bundles{within} "
+        f"({key} per node: {'; '.join(free) or 'no alive node'}); give a smaller --tp or add "
+        "nodes"
     )
 
 
@@ -239,6 +243,7 @@ class RayLauncher(Launcher):
         self.offsets: dict[str, tuple[int, int]] = {}
         self.exits: dict[str, str] = {}
         self.lock = threading.Lock()
+        self.pumping = threading.Lock()
         self.stopping = threading.Event()
         self.mirror: threading.Thread | None = None
 
@@ -373,6 +378,10 @@ class RayLauncher(Launcher):
             self.stopping.wait(POLL_S)
 
     def _pump_once(self) -> None:
+        with self.pumping:  # the mirror thread and a kill: one reader of the actors at a time
+            self._pump()
+
+    def _pump(self) -> None:
         with self.lock:
             by_host: dict[int, tuple[Rank, dict[str, tuple[int, int]]]] = {}
             for key, (host, _) in self.hosted.items():
