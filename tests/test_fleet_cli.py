@@ -3,7 +3,8 @@
 server accepts (a Job, or a DaemonSet) for a Deployment, a StatefulSet and a LeaderWorkerSet;
 every output format names the node of each finding; `--manifest` beside `--facts` compares the
 declared GPUs per pod with what the nodes see (the LeaderWorkerSet of the corpus, and FLEET018
-for a pod that sees more than it asks).
+for a pod that sees more than it asks); `--facts -` reads `kubectl logs --prefix` as the printed
+Job's header pipes it, each node named by its pod.
 """
 
 from __future__ import annotations
@@ -327,3 +328,37 @@ def test_a_pod_that_sees_more_gpus_than_it_asks_is_fleet018(documents):
         "b: sees 2 GPUs, the pod asks for 1",
         "c: sees 2 GPUs, the pod asks for 1",
     ]
+
+
+def test_kubectl_logs_prefix_on_stdin_names_each_node_by_its_pod(documents):
+    """`kubectl logs -l ... --prefix` as the printed Job's header pipes it: every line led by
+    `[pod/NAME/CONTAINER] `, two pods' lines interleaved (as `-f` prints them), a line of the
+    container's own between the documents."""
+    pods = {
+        "vllm-doctor-facts-mistral-7b-0-x7k2p": (documents / "a.json").read_text(),
+        "vllm-doctor-facts-mistral-7b-1-q9w4d": (documents / "b.json").read_text(),
+        "vllm-doctor-facts-mistral-7b-2-m3c8z": (documents / "c.json").read_text(),
+    }
+    streams = [
+        [f"[pod/{pod}/vllm-doctor-facts] {line}" for line in text.splitlines()]
+        for pod, text in pods.items()
+    ]
+    streams[0].insert(0, "[pod/vllm-doctor-facts-mistral-7b-0-x7k2p/vllm-doctor-facts] WARNING x")
+    first, second, third = streams
+    woven = [line for pair in zip(first, second, strict=False) for line in pair]
+    woven += first[len(second) :] + second[len(first) :] + third
+    stream = "\n".join(woven) + "\n"
+    done = _run(
+        "fleet", "--facts", "-", *ONLY, "--fail-on", "warning", "--format", "json", stdin=stream
+    )
+    assert done.returncode == 1, done.stderr  # FLEET004 is a warning
+    doc = json.loads(done.stdout)
+    assert [n["label"] for n in doc["fleet"]["nodes"]] == list(pods)
+    fleet = next(t for t in doc["targets"] if t["target"]["kind"] == "fleet")
+    branches = next(
+        e["value"] for e in fleet["findings"][0]["evidence"] if e["fact"].endswith(".nodes")
+    )
+    a, b, c = pods
+    assert sorted(branches) == [f"570: {c}", f"580: {a}, {b}"]
+    found = {(t["target"]["subject"], f["code"]) for t in doc["targets"] for f in t["findings"]}
+    assert found == {("fleet of 3 nodes", "FLEET004"), (f"node {c}", "ENV004")}
