@@ -140,6 +140,7 @@ def _stack(facts: Facts, release: str) -> None:
     mismatches: list[str] = []
     fixes: list[str] = []
     refused: set[str] = set()
+    unknown: list[str] = []  # a checked partner whose version is not known: "why"
     for dist in stack.distributions():
         version, _why = _installed(facts, dist)
         if version is None:
@@ -161,6 +162,11 @@ def _stack(facts: Facts, release: str) -> None:
                         f"{other} {other_version}: {dist} {version} requires {other}{value['spec']}"
                     )
             elif kind == "check":
+                if any(facts.value(f"env.{v}") for v in value.get("bypass") or ()):
+                    continue  # the user turned the check off
+                _partner, why = _installed(facts, other)
+                if why is not None:
+                    unknown.append(f"{dist} {version} checks {other} at import: {why}")
                 found = _pair(facts, release, vllm_deps, dist, version, other, value)
                 if found is not None:
                     mismatches.append(found[0])
@@ -180,7 +186,7 @@ def _stack(facts: Facts, release: str) -> None:
             "release.stack.unmet_requirements",
             "no package that vLLM or a companion requires has a known version here",
         )
-    _set_pairs(facts, mismatches, fixes)
+    _set_pairs(facts, mismatches, fixes, unknown)
 
 
 def _pair(
@@ -196,9 +202,6 @@ def _pair(
     partner_version, _why = _installed(facts, partner)
     if partner_version is None:
         return None
-    for variable in check.get("bypass") or ():
-        if facts.value(f"env.{variable}"):
-            return None  # the user turned the check off
     if check.get("match") == "prefix":
         refused = not partner_version.startswith(version)
     else:
@@ -235,7 +238,13 @@ def _pinned(req: Any) -> str | None:
     return spec[2:] if spec.startswith("==") and "," not in spec else None
 
 
-def _set_pairs(facts: Facts, mismatches: list[str], fixes: list[str]) -> None:
+def _set_pairs(facts: Facts, mismatches: list[str], fixes: list[str], unknown: list[str]) -> None:
+    """A mismatch found is proof; none found is proof only when every checked partner's
+    version (or its absence) is known."""
+    if not mismatches and unknown:
+        for path in ("release.stack.pair_mismatches", "release.stack.pair_fix"):
+            facts.mark_missing(path, "; ".join(unknown))
+        return
     facts.set(
         "release.stack.pair_mismatches",
         mismatches,
@@ -316,20 +325,48 @@ def _kernels(facts: Facts, release: str) -> None:
     facts.set("release.kernels.without_image", without, SOURCE, f"kernel_images of vLLM {release}")
     facts.set("release.kernels.family_only", family, SOURCE, f"kernel_images of vLLM {release}")
     facts.set("release.kernels.ptx_only", ptx, SOURCE, f"kernel_images of vLLM {release}")
-    core = [m for m in coverage if _is_core(m)]
-    if core and all(coverage[m] in ("sass", "ptx", "partial", "none") for m in core):
-        facts.set(
-            "release.kernels.core_without_image",
-            all(coverage[m] == "none" for m in core),
-            SOURCE,
-            ", ".join(f"{m}: {coverage[m]}" for m in core),
+    _core(facts, at, machines, capabilities)
+    _companions(facts, capabilities, machines)
+
+
+def _core(
+    facts: Facts, at: dict[str, Any], machines: list[str], capabilities: list[int]
+) -> None:
+    """Whether the objects of vLLM's core extension built for every GPU generation (its
+    largest group: rms_norm, activations, the KV-cache writes) have no image for the GPU."""
+    answers: dict[str, tuple[bool, str]] = {}
+    for machine in machines:
+        found = [
+            (key.rpartition("@")[0], value)
+            for key, value in at.items()
+            if key.endswith(f"@{machine}") and _is_core(key.rpartition("@")[0])
+        ]
+        if not found:
+            continue
+        module, value = found[0]
+        groups = sorted(value["groups"], key=lambda g: -int(g.get("objects", 0)))
+        main = groups[0]
+        total = sum(int(g.get("objects", 0)) for g in groups)
+        missing = _state(main, capabilities) == "none"
+        answers[machine] = (
+            missing,
+            _describe(module, [main], capabilities, lambda g: True)
+            + f" ({main.get('objects')} of its {total} objects, the generic kernels)",
         )
-    else:
+    if not answers:
+        facts.mark_missing(
+            "release.kernels.core_without_image", "the release has no core extension read"
+        )
+        return
+    if len({missing for missing, _ in answers.values()}) != 1:
         facts.mark_missing(
             "release.kernels.core_without_image",
-            "the x86_64 and aarch64 builds differ here and the machine is not known",
+            "the x86_64 and aarch64 builds differ here and the machine is not known: "
+            + "; ".join(f"{m}: {detail}" for m, (_, detail) in answers.items()),
         )
-    _companions(facts, capabilities, machines)
+        return
+    missing, detail = next(iter(answers.values()))
+    facts.set("release.kernels.core_without_image", missing, SOURCE, detail)
 
 
 def _is_core(module: str) -> bool:
