@@ -164,3 +164,14 @@ def test_best_image():
     assert cuda_images.best(["sm_80", "compute_80"], 121) == cuda_images.PTX
     assert cuda_images.best(["sm_90a", "sm_100f"], 121) == cuda_images.NONE
     assert cuda_images.parse("gfx942") is None
+
+
+@pytest.mark.parametrize("name", ["sm80.o", "sm90-ptx90.o", "sm90a.o", "sm100-sm120-ptx120.o"])
+def test_generator_reader_agrees_with_the_probes_reader(name):
+    """The tables' reader and the kernels probe's (vllm_doctor/fatbin.py) on nvcc's builds."""
+    from vllm_doctor import fatbin as probe_reader
+
+    path = FIXTURES / name
+    ours = sorted({i for c in fatbin.containers(path.read_bytes()) for i in c.images})
+    theirs = sorted(probe_reader.images_summary(probe_reader.read_fatbins(path)))
+    assert ours == theirs and ours

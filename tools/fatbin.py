@@ -1,4 +1,9 @@
-"""The GPU code a shared object or a cubin carries, read in Python (no CUDA tools).
+"""The GPU code a shared object or a cubin carries, read in Python (no CUDA tools), as the
+knowledge generators need it: per object, with the PTX ISA version and the kernels' names.
+
+``vllm_doctor/fatbin.py`` is the doctor's own reader (the kernels probe loads what it finds);
+this one reads the same format from wheel members at generation time, and adds what only the
+tables need: the payloads decompressed to name kernels, and raw cubins.
 
 A CUDA shared object keeps its device code in the ELF section ``.nv_fatbin``: one *fat
 binary container* per compiled source file (header magic ``0xBA55ED50``, version 1), each
@@ -30,19 +35,30 @@ import mmap
 import re
 import shutil
 import struct
+import sys
 import tempfile
 import zipfile
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
-FATBIN_MAGIC = 0xBA55ED50
-KIND_PTX, KIND_ELF = 1, 2
-FLAG_LZ4 = 0x2000
-FLAG_ZSTD = 0x8000
-FLAG_ARCH_SPECIFIC = 0x100000
-FLAG_FAMILY_SPECIFIC = 0x200000
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+# the format's constants have one source: the doctor's own reader (the kernels probe's)
+from vllm_doctor.fatbin import (  # noqa: E402
+    FATBIN_MAGIC,
+    FLAG_ARCH_SPECIFIC,
+    FLAG_FAMILY_SPECIFIC,
+    FLAG_LZ4,
+    FLAG_ZSTD,
+    KIND_PTX,
+)
+from vllm_doctor.fatbin import KIND_SASS as KIND_ELF  # noqa: E402
+
 EM_CUDA = 190
 IN_MEMORY = 256 << 20  # members up to this size are read into memory, larger ones via a file
 _ENTRY = struct.Struct("<HHIQIIHHIIIQQQ")
