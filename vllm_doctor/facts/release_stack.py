@@ -44,6 +44,7 @@ KERNEL_PATHS = (
     "release.kernels.ptx_only",
     "release.kernels.companions",
     "release.kernels.companions_without_image",
+    "release.kernels.files",
 )
 # judged by their own rules (ENV002/ENV101 torch, ENV100 transformers)
 _OWN_RULES = {"torch", "torchvision", "torchaudio", "transformers", "python"}
@@ -295,6 +296,7 @@ def _kernels(facts: Facts, release: str) -> None:
     )
     modules = sorted({key.rpartition("@")[0] for key in at})
     coverage: dict[str, str] = {}
+    files: dict[str, str] = {}
     without: list[str] = []
     family: list[str] = []
     ptx: list[str] = []
@@ -313,6 +315,7 @@ def _kernels(facts: Facts, release: str) -> None:
             continue
         coverage[module] = state
         value = next(v for v in readings.values() if isinstance(v, dict))
+        files[str(value.get("file", module))] = state
         groups = value["groups"]
         if state == "none":
             without.append(_describe(module, groups, capabilities, lambda g: True))
@@ -326,7 +329,13 @@ def _kernels(facts: Facts, release: str) -> None:
     facts.set("release.kernels.family_only", family, SOURCE, f"kernel_images of vLLM {release}")
     facts.set("release.kernels.ptx_only", ptx, SOURCE, f"kernel_images of vLLM {release}")
     _core(facts, at, machines, capabilities)
-    _companions(facts, capabilities, machines)
+    _companions(facts, capabilities, machines, files)
+    facts.set(
+        "release.kernels.files",
+        files,
+        SOURCE,
+        "each shared object by its path under site-packages (the kernels probe's inventory)",
+    )
 
 
 def _core(
@@ -438,7 +447,9 @@ def _describe(
     return f"{head} for {gpus}" + (f"; {kernels} kernels: {shown}" if shown else "")
 
 
-def _companions(facts: Facts, capabilities: list[int], machines: list[str]) -> None:
+def _companions(
+    facts: Facts, capabilities: list[int], machines: list[str], files: dict[str, str]
+) -> None:
     from vllm_doctor.knowledge import stack
 
     coverage: dict[str, str] = {}
@@ -461,6 +472,9 @@ def _companions(facts: Facts, capabilities: list[int], machines: list[str]) -> N
             state = _module_state(value["groups"], capabilities)
             label = f"{dist} {version} {obj}"
             coverage[label] = state
+            file = str(value.get("file", ""))
+            if file.endswith(".so") or ".so." in file:  # not a folder of cubins
+                files.setdefault(file, state)
             if state == "none":
                 without.append(
                     _describe(label, value["groups"], capabilities, lambda g: True, objects=True)

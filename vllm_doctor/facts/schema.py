@@ -495,6 +495,12 @@ FACTS: dict[str, FactSpec] = {
         "(torch's libraries for the PyPI build, FlashInfer's cubin families, ...): sass, ptx, "
         "partial or none for the GPU",
     ),
+    "release.kernels.files": FactSpec(
+        "dict",
+        "the same per shared object, keyed by its path under site-packages "
+        "(vllm/_C.abi3.so, torch/lib/libtorch_cuda.so): what the kernels probe loads, so its "
+        "result can be set beside the prediction",
+    ),
     "release.kernels.companions_without_image": FactSpec(
         "list", "companion objects with no image for the GPU (package, version, images)"
     ),
