@@ -79,13 +79,15 @@ def _judged(facts: Facts) -> tuple[str | None, str]:
 def _installed(facts: Facts, dist: str) -> tuple[str | None, str | None]:
     """(version, None) when known; (None, why) when unknown; (None, None) when not installed."""
     path = f"packages.{dist}"
-    version = facts.value(path)
-    if dist == "torch" and version is None:
-        version = facts.value("torch.version")
-    if version is not None:
-        return str(version), None
-    why = facts.why_missing(path) if dist != "torch" else facts.why_missing("torch.version")
-    return None, why
+    fact = facts.get(path)
+    if dist == "torch" and fact is None:
+        path = "torch.version"
+        fact = facts.get(path)
+    if fact is not None:
+        if fact.inferred and fact.possible is not None:  # a range or several builds
+            return None, f"{path} is inferred ({fact.detail}), not known"
+        return str(fact.value), None
+    return None, facts.why_missing(path)
 
 
 def _marker_holds(marker: str | None, machine: str | None) -> bool | None:
@@ -338,9 +340,7 @@ def _kernels(facts: Facts, release: str) -> None:
     )
 
 
-def _core(
-    facts: Facts, at: dict[str, Any], machines: list[str], capabilities: list[int]
-) -> None:
+def _core(facts: Facts, at: dict[str, Any], machines: list[str], capabilities: list[int]) -> None:
     """Whether the objects of vLLM's core extension built for every GPU generation (its
     largest group: rms_norm, activations, the KV-cache writes) have no image for the GPU."""
     answers: dict[str, tuple[bool, str]] = {}
@@ -486,5 +486,8 @@ def _companions(
 def _same_torch_build(facts: Facts, keys: dict[str, Any]) -> bool:
     """The torch installed is the build the knowledge read (the PyPI wheel's CUDA)."""
     built = (keys.get("cuda") or {}).get("version")
-    cuda = facts.value("torch.cuda_version")
-    return built is not None and cuda is not None and str(cuda) == str(built)
+    cuda = facts.get("torch.cuda_version")
+    if built is None or cuda is None:
+        return False
+    possible = cuda.possible if cuda.inferred and isinstance(cuda.possible, list) else [cuda.value]
+    return all(str(value) == str(built) for value in possible)
