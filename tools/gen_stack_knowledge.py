@@ -308,6 +308,8 @@ def values_of(reading: dict[str, Any]) -> dict[str, Any]:
     for partner, check in reading["checks"].items():
         out[f"check:{partner}"] = check
     for obj, value in reading["images"].items():
+        for group in value["groups"]:
+            group.pop("kernels", None)  # readings before names were sampled counted them
         key = f"images:{_family(obj)}@{MACHINE}"
         if key in out:  # two builds of one kernel family (batched_gemm-<a>-<b>, -<c>-<d>)
             merged = {tuple(g["images"]): g for g in out[key]["groups"]}
@@ -317,7 +319,6 @@ def values_of(reading: dict[str, Any]) -> dict[str, Any]:
                     merged[tuple(found["images"])] = dict(found)
                 else:
                     known["objects"] += found["objects"]
-                    known["kernels"] += found["kernels"]
             out[key] = {"file": _family(obj), "groups": list(merged.values())}
         else:
             out[key] = value

@@ -10,12 +10,11 @@ Value::
 
     {"file": "vllm/_C.abi3.so",
      "groups": [{"images": ["sm_80", "compute_80", "sm_120f"], "objects": 14,
-                 "kernels": 732, "ptx_isa": "9.0", "names": ["marlin::Marlin", ...]}, ...]}
+                 "ptx_isa": "9.0", "names": ["marlin::Marlin", ...]}, ...]}
 
 A group is the set of compiled source files (objects) that carry exactly the same images;
-``kernels`` counts their kernels, ``names`` are the most frequent kernel names (readable, at
-most 8), ``ptx_isa`` the PTX ISA version of their PTX (the driver must know it to compile
-them). Extensions without GPU code (``cumem_allocator``, DeepGEMM's JIT front end) have no key.
+``names`` are the most frequent kernel names of up to 8 of its objects (readable, at most 8),
+``ptx_isa`` the PTX ISA version of their PTX (the driver must know it to compile them). Extensions without GPU code (``cumem_allocator``, DeepGEMM's JIT front end) have no key.
 
 The aarch64 wheels are looked for in ``<wheels>/aarch64/`` (``gen_knowledge.py --download``
 fetches them there). What was read from each wheel is kept in ``<wheels>/kernel_images/``
@@ -45,7 +44,7 @@ META = {
     "value": {
         "file": "the shared object in the wheel",
         "groups": "objects with the same images: images (sm_XY[a|f] SASS, compute_XY PTX), "
-        "objects, kernels, ptx_isa, names (most frequent kernel names, at most 8)",
+        "objects, ptx_isa, names (most frequent kernel names of up to 8 objects, at most 8)",
     },
     "sources": ["the .nv_fatbin sections of the wheel's shared objects (tools/fatbin.py)"],
 }
@@ -114,5 +113,7 @@ def extract(release) -> dict[str, Any]:
             release.problem(f"no {machine} wheel (nor a stored reading of one)")
             continue
         for module, value in reading["modules"].items():
+            for group in value["groups"]:
+                group.pop("kernels", None)  # readings before names were sampled counted them
             out[f"{module}@{machine}"] = value
     return out

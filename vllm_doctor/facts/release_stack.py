@@ -438,13 +438,12 @@ def _describe(
     images = sorted({i for g in chosen for i in g["images"]})
     names = sorted({n for g in chosen for n in g.get("names", ())})
     count = sum(g.get("objects", 0) for g in chosen)
-    kernels = sum(g.get("kernels", 0) for g in chosen)
     gpus = ", ".join(f"sm_{c}" for c in capabilities)
     isa = sorted({g["ptx_isa"] for g in chosen if g.get("ptx_isa")})
     head = f"{module}: " + (f"{count} objects " if objects else "") + f"images {', '.join(images)}"
     head += f" (PTX ISA {', '.join(isa)})" if isa else ""
     shown = ", ".join(names[:6]) + (", …" if len(names) > 6 else "")
-    return f"{head} for {gpus}" + (f"; {kernels} kernels: {shown}" if shown else "")
+    return f"{head} for {gpus}" + (f"; kernels {shown}" if shown else "")
 
 
 def _companions(
