@@ -179,7 +179,7 @@ def test_rtx_5090_on_0_8_0_has_no_image_for_the_core_kernels():
          "vllm.machine": "x86_64"}
     )  # fmt: skip
     assert facts.value("release.kernels.core_without_image") is True
-    assert "sm_70, sm_75, sm_80" in facts.get("release.kernels.core_without_image").detail
+    assert "images sm_70 + sm_75 + sm_80" in facts.get("release.kernels.core_without_image").detail
     assert verdict("HW100", facts) == APPLIES
 
 

@@ -62,7 +62,7 @@ def packages_of_interest() -> dict[str, tuple[str, ...]]:
     from vllm_doctor.knowledge import stack
 
     found = dict(PACKAGES)
-    for dist in stack.distributions():
+    for dist in stack.named_distributions():
         found.setdefault(dist, (dist,))
     return found
 

@@ -422,8 +422,8 @@ def _family_only(module: str, groups: list[dict[str, Any]], capabilities: list[i
                 for i in g["images"]
             )
         ]
-        if hits:
-            out.append(_describe(module, hits, [capability], lambda g: True, objects=True))
+        for group in sorted(hits, key=lambda g: -int(g.get("objects", 0))):
+            out.append(_describe(module, [group], [capability], lambda g: True, objects=True))
     return out
 
 
@@ -434,16 +434,26 @@ def _describe(
     keep: Any,
     objects: bool = False,
 ) -> str:
+    """``module (N objects; images sm_90a + sm_100f, none for sm_121): kernel / kernel`` —
+    one list item, so its parts are not joined by commas."""
     chosen = [g for g in groups if keep(g)]
-    images = sorted({i for g in chosen for i in g["images"]})
+    images = sorted({i for g in chosen for i in g["images"]}, key=_image_order)
     names = sorted({n for g in chosen for n in g.get("names", ())})
     count = sum(g.get("objects", 0) for g in chosen)
-    gpus = ", ".join(f"sm_{c}" for c in capabilities)
+    gpus = " / ".join(f"sm_{c}" for c in capabilities)
     isa = sorted({g["ptx_isa"] for g in chosen if g.get("ptx_isa")})
-    head = f"{module}: " + (f"{count} objects " if objects else "") + f"images {', '.join(images)}"
-    head += f" (PTX ISA {', '.join(isa)})" if isa else ""
-    shown = ", ".join(names[:6]) + (", …" if len(names) > 6 else "")
-    return f"{head} for {gpus}" + (f"; kernels {shown}" if shown else "")
+    inside = (f"{count} objects; " if objects else "") + "images " + " + ".join(images)
+    inside += f" (PTX ISA {' / '.join(isa)})" if isa else ""
+    inside += f"; judged for {gpus}"
+    shown = " / ".join(names[:6]) + (" / …" if len(names) > 6 else "")
+    return f"{module} ({inside})" + (f": {shown}" if shown else "")
+
+
+def _image_order(image: str) -> tuple[int, str]:
+    from vllm_doctor.knowledge import cuda_images
+
+    parsed = cuda_images.parse(image)
+    return (parsed.arch if parsed else 0, image)
 
 
 def _companions(

@@ -941,7 +941,7 @@ def _asked_packages() -> tuple[str, ...]:
     from vllm_doctor.knowledge import stack
 
     # the companions the stack knowledge judges, whichever rule reads them
-    names: set[str] = set(stack.distributions())
+    names: set[str] = set(stack.named_distributions())
     for path in default_rules_dir().glob("*/*.yaml"):
         if not path.name.endswith(".cases.yaml"):
             names |= set(_ASKED_PACKAGE.findall(path.read_text(encoding="utf-8")))

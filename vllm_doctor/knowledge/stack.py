@@ -34,6 +34,19 @@ def distributions() -> tuple[str, ...]:
     return tuple(sorted(p.stem for p in STACK_DIR.glob("*.json")))
 
 
+@cache
+def named_distributions() -> tuple[str, ...]:
+    """The covered distributions and the partners their import-time checks name
+    (flashinfer-jit-cache, whose wheels are not on PyPI, is checked by flashinfer-python):
+    the packages whose versions the doctor reads."""
+    names = set(distributions())
+    for dist in distributions():
+        found = table(dist)
+        if found is not None:
+            names |= {key.partition(":")[2] for key in found if key.startswith("check:")}
+    return tuple(sorted(names))
+
+
 def table(distribution: str) -> Table | None:
     name = canonicalize_name(distribution)
     if name not in distributions():
