@@ -52,8 +52,13 @@ from vllm_doctor.knowledge.ranges import dump, fold, table  # noqa: E402
 OUT_DIR = DATA_DIR / "stack"
 READING_FORMAT = 1
 LARGE = 64 << 20  # wheels above this are deleted once read (--download without --keep)
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
-             "manylinux2014_x86_64", "manylinux1_x86_64", "any")  # fmt: skip
+# the x86_64 platform tags a wheel may carry (pip matches a wheel's tag exactly)
+PLATFORMS = (
+    *(f"manylinux_2_{minor}_x86_64" for minor in (35, 34, 31, 28, 27, 24, 18, 17)),
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+    "any",
+)
 MACHINE = "x86_64"
 
 

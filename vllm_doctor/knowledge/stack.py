@@ -17,10 +17,10 @@ A table is read on first use only; a check that names no companion reads none.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import Any
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.knowledge import DATA_DIR, KnowledgeError, Table, load
@@ -47,8 +47,13 @@ def named_distributions() -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
+def canonical(name: str) -> str:
+    """PEP 503's name (packaging.utils' would import packaging.tags: a fifth of a second)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def table(distribution: str) -> Table | None:
-    name = canonicalize_name(distribution)
+    name = canonical(distribution)
     if name not in distributions():
         return None
     try:
