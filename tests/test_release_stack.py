@@ -149,7 +149,9 @@ def test_companion_requirements_between_companions():
         {"vllm.version": "0.26.0", "packages.instanttensor": "0.1.8", "vllm.machine": "x86_64"}
     )
     unmet = facts.value("release.stack.unmet_requirements")
-    assert unmet == ["instanttensor 0.1.8: vLLM 0.26.0 requires instanttensor>=0.1.9"]
+    assert unmet == [
+        "instanttensor 0.1.8: vLLM 0.26.0 requires instanttensor>=0.1.9 (extra instanttensor)"
+    ]
     assert verdict("ENV102", facts) == APPLIES
 
 
