@@ -127,9 +127,11 @@ def _stack(facts: Facts, release: str) -> None:
     vllm_deps: dict[str, Any] = knowledge.load("dependencies").at(release)
     unmet: list[str] = []
     judged = 0
-    # vLLM's own requirements on the packages around it
+    # vLLM's own requirements on the packages around it; a nightly or release candidate pins
+    # what its commit pinned, which neither neighbouring release need show
+    build = _is_build(facts.value("vllm.version"))
     for dist, req in sorted(vllm_deps.items()):
-        if dist in _OWN_RULES or not isinstance(req, dict):
+        if build or dist in _OWN_RULES or not isinstance(req, dict):
             continue
         version, _why = _installed(facts, dist)
         if version is None or _marker_holds(req.get("marker"), machine) is not True:
@@ -187,9 +189,22 @@ def _stack(facts: Facts, release: str) -> None:
     else:
         facts.mark_missing(
             "release.stack.unmet_requirements",
-            "no package that vLLM or a companion requires has a known version here",
+            f"vLLM {facts.value('vllm.version')} is a build between releases: its own pins "
+            "are not in the knowledge, and no companion requirement could be judged"
+            if build
+            else "no package that vLLM or a companion requires has a known version here",
         )
     _set_pairs(facts, mismatches, fixes, unknown)
+
+
+def _is_build(version: Any) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        parsed = Version(str(version))
+    except InvalidVersion:
+        return False
+    return parsed.is_devrelease or parsed.is_prerelease
 
 
 def _pair(
