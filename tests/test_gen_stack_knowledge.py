@@ -91,6 +91,20 @@ def test_reader_finds_requirements_checks_images_and_messages(tmp_path):
     assert reading["python"] == ">=3.10"
 
 
+CAUGHT_PY = ENV_PY.replace("def _get_cubin_dir():", "def _check():").replace(
+    "\ndef get_cuda_path",
+    "\ndef _get_cubin_dir():\n    try:\n        _check()\n"
+    "    except RuntimeError as error:\n        print(error)\n\ndef get_cuda_path",
+)
+
+
+def test_a_caught_check_is_not_fatal(tmp_path):
+    fatal = stack_readers.read(fake_wheel(tmp_path / "a", "0.6.12"), "0.6.12")["checks"]
+    caught = stack_readers.read(fake_wheel(tmp_path / "b", "0.7.2", CAUGHT_PY), "0.7.2")
+    assert fatal["flashinfer-cubin"]["fatal"] is True
+    assert caught["checks"]["flashinfer-cubin"]["fatal"] is False
+
+
 def test_write_folds_versions_and_merges_messages(tmp_path):
     readings = {}
     for version in ("0.6.11", "0.6.12"):

@@ -279,7 +279,9 @@ def group(found: Iterator[Container], names_per_group: int = 8) -> list[dict]:
     for container in found:
         if not container.images:
             continue
-        entry = groups.setdefault(container.images, {"images": list(container.images), "objects": 0})
+        entry = groups.setdefault(
+            container.images, {"images": list(container.images), "objects": 0}
+        )
         entry["objects"] += 1
         if container.ptx_isa:
             entry["ptx_isa"] = max(entry.get("ptx_isa", "0.0"), container.ptx_isa, key=_isa)

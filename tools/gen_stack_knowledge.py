@@ -31,6 +31,7 @@ import re
 import subprocess
 import sys
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -238,6 +239,11 @@ def read_one(root: Path, dist: str, version: str, companion: Companion) -> dict 
         if stored.get("format") == READING_FORMAT and (
             wheel is None or stored.get("wheel") == wheel.name
         ):
+            if wheel is not None and stored.get("checks_format") != stack_readers.CHECKS_FORMAT:
+                with zipfile.ZipFile(wheel) as archive:  # only the checks are read again
+                    stored["checks"] = stack_readers.checks_in(archive)
+                stored["checks_format"] = stack_readers.CHECKS_FORMAT
+                path.write_text(json.dumps(stored, sort_keys=True), encoding="utf-8")
             return stored
     except (OSError, ValueError):
         pass
@@ -349,6 +355,23 @@ def _family(obj: str) -> str:
     return "/".join(_BUILD_SUFFIX.sub("", part) for part in obj.split("/"))
 
 
+# folders of kernel sources a package compiles at run time (FlashInfer 0.7's experimental
+# b12x kernels and moe_ep/kernel_src: 8,000 shape checks of DSL code): not what a start-up
+# fails on, and three times the size of the rest of the catalogue
+KERNEL_SOURCES = {"experimental", "kernel_src"}
+
+
+def compact_messages(messages: dict[str, Any]) -> dict[str, Any]:
+    """The messages as the catalogue keeps them: one site each, file and function (the
+    condition is in the package's source), none from kernel-source folders."""
+    out = {}
+    for key, value in messages.items():
+        sites = [s[:2] for s in value["sites"] if not KERNEL_SOURCES & set(s[0].split("/")[1:-1])]
+        if sites:
+            out[key] = {"sites": sites[:1]}
+    return out
+
+
 def write(readings: dict[str, dict[str, dict[str, Any]]], out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     messages: dict[str, dict[str, list[dict]]] = {}
@@ -367,7 +390,7 @@ def write(readings: dict[str, dict[str, dict[str, Any]]], out_dir: Path) -> None
             generated_by="tools/gen_stack_knowledge.py",
         )
         (out_dir / f"{dist}.json").write_text(dump(data), encoding="utf-8")
-        versions, spans = fold({v: r["messages"] for v, r in by_version.items()})
+        versions, spans = fold({v: compact_messages(r["messages"]) for v, r in by_version.items()})
         if COMPANIONS[dist].messages:
             packages[dist] = versions
             for key, found in spans.items():
@@ -381,7 +404,7 @@ def write(readings: dict[str, dict[str, dict[str, Any]]], out_dir: Path) -> None
         "description": "Messages the packages around vLLM raise, assert or log as errors "
         "(tools/extractors/errors.py's reader over each package's Python code), by exception "
         "class and template; per package the spans of its versions that raise it, with the "
-        "sites (file in the package, function, condition).",
+        "site (file in the package, function).",
         "packages": packages,
         "generated_by": "tools/gen_stack_knowledge.py",
         "entries": dict(sorted(messages.items())),

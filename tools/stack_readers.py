@@ -94,13 +94,17 @@ def cuda_major(version: str, requires: dict[str, dict[str, Any]]) -> int | None:
 
 def version_checks(path: str, text: str) -> dict[str, dict[str, Any]]:
     """Partner → the check: ``match`` (``equal`` or ``prefix``), ``bypass`` (environment
-    variables whose setting skips it), ``file``, ``message`` (the raise's template)."""
+    variables whose setting skips it), ``fatal`` (false when every call of the function that
+    raises is inside a ``try`` that catches it: FlashInfer 0.7 logs a mismatched cubin package
+    and ignores it), ``file``, ``message`` (the raise's template), ``exception``."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
         return {}
     from extractors.errors import normalise
 
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    caught = _caught_calls(tree)
     out: dict[str, dict[str, Any]] = {}
     for node in ast.walk(tree):
         if not isinstance(node, ast.If):
@@ -115,14 +119,62 @@ def version_checks(path: str, text: str) -> dict[str, dict[str, Any]]:
             match = _comparison(node.test)
             if partner is None or match is None:
                 continue
+            exception = _call_name(stmt.exc.func)
+            function = _enclosing_function(node, parents)
+            calls = caught.get(function, []) if function else []
             out[partner.group(1)] = {
                 "match": match,
                 "bypass": sorted(_env_reads(node.test)),
+                "fatal": not (calls and all(exception in c or "*" in c for c in calls)),
                 "file": path,
                 "message": normalise(message),
-                "exception": _call_name(stmt.exc.func),
+                "exception": exception,
             }
     return out
+
+
+def _enclosing_function(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            return node.name
+    return None
+
+
+def _caught_calls(tree: ast.AST) -> dict[str, list[set[str]]]:
+    """Function name → for each call of it, the exception classes a ``try`` around the call
+    catches (``*`` for ``except:``, ``Exception`` or ``BaseException``; empty: not caught)."""
+    out: dict[str, list[set[str]]] = {}
+
+    def visit(node: ast.AST, catching: set[str]) -> None:
+        if isinstance(node, ast.Try):
+            handled = set(catching)
+            for handler in node.handlers:
+                names = _handler_names(handler.type)
+                handled |= {"*"} if names & {"*", "Exception", "BaseException"} else names
+            for child in node.body:
+                visit(child, handled)
+            for child in [*node.handlers, *node.orelse, *node.finalbody]:
+                visit(child, catching)
+            return
+        if isinstance(node, ast.Call):
+            name = _call_name(node.func)
+            if name:
+                out.setdefault(name, []).append(catching)
+        for child in ast.iter_child_nodes(node):
+            visit(child, catching)
+
+    visit(tree, set())
+    return out
+
+
+def _handler_names(node: ast.expr | None) -> set[str]:
+    if node is None:
+        return {"*"}
+    if isinstance(node, ast.Tuple):
+        return {n for e in node.elts for n in _handler_names(e)}
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+    return {name} if name else set()
 
 
 def _template(node: ast.expr) -> str | None:
@@ -137,7 +189,9 @@ def _template(node: ast.expr) -> str | None:
 
 
 def _comparison(test: ast.expr) -> str | None:
-    """``equal`` for ``a_version != b_version``, ``prefix`` for ``not a.startswith(b)``."""
+    """``prefix`` for ``not a.startswith(b)`` (with or without ``a != b`` beside it: the CUDA
+    suffix of ``0.6.12+cu129`` allowed), else ``equal`` for ``a_version != b_version``."""
+    found = None
     for node in ast.walk(test):
         if (
             isinstance(node, ast.Compare)
@@ -145,7 +199,7 @@ def _comparison(test: ast.expr) -> str | None:
             and isinstance(node.ops[0], ast.NotEq)
             and all(_is_version_name(n) for n in (node.left, node.comparators[0]))
         ):
-            return "equal"
+            found = "equal"
         if (
             isinstance(node, ast.UnaryOp)
             and isinstance(node.op, ast.Not)
@@ -154,10 +208,13 @@ def _comparison(test: ast.expr) -> str | None:
             and node.operand.func.attr == "startswith"
             and _is_version_name(node.operand.func.value)
             and node.operand.args
-            and _is_version_name(node.operand.args[0])
+            and (
+                _is_version_name(node.operand.args[0])
+                or isinstance(node.operand.args[0], ast.JoinedStr)
+            )
         ):
             return "prefix"
-    return None
+    return found
 
 
 def _is_version_name(node: ast.expr) -> bool:
@@ -280,21 +337,30 @@ def build_cuda(archive: zipfile.ZipFile, packages: set[str]) -> str | None:
     return None
 
 
+CHECKS_FORMAT = 2  # what version_checks records (2: fatal)
+
+
+def checks_in(archive: zipfile.ZipFile) -> dict[str, Any]:
+    checks: dict[str, Any] = {}
+    for info in archive.infolist():
+        if info.filename.endswith(".py") and info.file_size <= MAX_TEXT:
+            text = archive.read(info.filename).decode("utf-8", "replace")
+            if "raise" in text and _PARTNER.search(text):
+                checks.update(version_checks(info.filename, text))
+    return checks
+
+
 def read(wheel: Path, version: str, with_messages: bool = True) -> dict[str, Any]:
     with zipfile.ZipFile(wheel) as archive:
         meta = metadata(archive) or ""
         requires = requirements(meta)
-        checks: dict[str, Any] = {}
+        checks = checks_in(archive)
         packages = top_level_packages(archive)
-        for info in archive.infolist():
-            if info.filename.endswith(".py") and info.file_size <= MAX_TEXT:
-                text = archive.read(info.filename).decode("utf-8", "replace")
-                if "raise" in text and _PARTNER.search(text):
-                    checks.update(version_checks(info.filename, text))
         found, skipped = messages(archive, packages) if with_messages else ({}, Counter())
         return {
             "requires": requires,
             "checks": checks,
+            "checks_format": CHECKS_FORMAT,
             "images": images(archive),
             "messages": found,
             "skipped": dict(skipped),

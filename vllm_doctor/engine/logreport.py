@@ -89,8 +89,10 @@ class PackageMessage:
             for s in self.spans
         )
 
-    def sites(self) -> list[list[str]]:
-        return list(self.spans[-1]["sites"])
+    def sites(self) -> list[tuple[str, str, str | None]]:
+        """(file, function, condition) of the newest span; the table keeps file and function
+        (the condition only where an older table has it)."""
+        return [(s[0], s[1], s[2] if len(s) > 2 else None) for s in self.spans[-1]["sites"]]
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -151,8 +151,8 @@ def _stack(facts: Facts, release: str) -> None:
         if version is None:
             continue
         keys = stack.at(dist, version)
-        if keys is None:
-            continue
+        if keys is None or (dist == "torch" and not _same_torch_build(facts, keys)):
+            continue  # (another torch build than the wheel read may pin other packages)
         for key, value in sorted(keys.items()):
             kind, _, other = key.partition(":")
             if kind == "requires" and other in stack.distributions() and other != "vllm":
@@ -167,6 +167,8 @@ def _stack(facts: Facts, release: str) -> None:
                         f"{other} {other_version}: {dist} {version} requires {other}{value['spec']}"
                     )
             elif kind == "check":
+                if value.get("fatal") is False:
+                    continue  # the package logs the mismatch and goes on (FlashInfer 0.7)
                 if any(facts.value(f"env.{v}") for v in value.get("bypass") or ()):
                     continue  # the user turned the check off
                 _partner, why = _installed(facts, other)
