@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from vllm_doctor.facts.model import Facts
+from vllm_doctor.facts.model import Facts, Source
 
 SOURCE = "stack knowledge"
 STACK_PATHS = (
@@ -90,6 +90,19 @@ def _installed(facts: Facts, dist: str) -> tuple[str | None, str | None]:
     return None, facts.why_missing(path)
 
 
+def _machine(facts: Facts) -> str | None:
+    """The CPU architecture of the serving environment, when the facts describe one host:
+    this machine's is set aside when the GPUs are a what-if target (--gpu GB10 is an aarch64
+    system whatever runs the doctor)."""
+    machine = facts.get("vllm.machine")
+    if machine is None:
+        return None
+    gpus = facts.get("gpu.capabilities")
+    if machine.source == Source.MACHINE and gpus is not None and gpus.source != Source.NVML:
+        return None
+    return str(machine.value)
+
+
 def _marker_holds(marker: str | None, machine: str | None) -> bool | None:
     if not marker:
         return True
@@ -123,7 +136,7 @@ def _stack(facts: Facts, release: str) -> None:
     from vllm_doctor.knowledge import stack
 
     facts.set("release.stack.judged_release", release, SOURCE)
-    machine = facts.value("vllm.machine")
+    machine = _machine(facts)
     vllm_deps: dict[str, Any] = knowledge.load("dependencies").at(release)
     unmet: list[str] = []
     judged = 0
@@ -302,7 +315,7 @@ def _kernels(facts: Facts, release: str) -> None:
         for path in KERNEL_PATHS:
             facts.mark_missing(path, f"the kernel images of vLLM {release} were not read")
         return
-    machine = facts.value("vllm.machine")
+    machine = _machine(facts)
     machines = [machine] if machine in _MACHINES else list(_MACHINES)
     at = table.at(release)
     facts.set("release.kernels.judged_release", release, SOURCE)
