@@ -25,8 +25,8 @@ REAL_REPORT = REPO / "tests" / "fixtures" / "reports" / "rtx5060ti_x2_pcie.txt"
 
 def facts_with(values: dict, serve: str = "vllm serve Qwen/Qwen3-8B") -> Facts:
     given = Facts()
-    for path, value in values.items():
-        given.set(path, value, Source.USER, "test")
+    for path, value in values.items():  # as a report would state them
+        given.set(path, value, Source.REPORT, "test")
     return collect_facts(
         CollectOptions(serve_string=serve, probe_machine=False, environ={}, given=given)
     )

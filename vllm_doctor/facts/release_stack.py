@@ -26,7 +26,7 @@ from typing import Any
 
 from vllm_doctor.facts.model import Facts, Source
 
-SOURCE = "stack knowledge"
+SOURCE = "release knowledge"  # every release.* fact names the release knowledge
 STACK_PATHS = (
     "release.stack.judged_release",
     "release.stack.unmet_requirements",
@@ -41,6 +41,7 @@ KERNEL_PATHS = (
     "release.kernels.without_image",
     "release.kernels.core_without_image",
     "release.kernels.family_only",
+    "release.kernels.older_only",
     "release.kernels.ptx_only",
     "release.kernels.companions",
     "release.kernels.companions_without_image",
@@ -76,15 +77,17 @@ def _judged(facts: Facts) -> tuple[str | None, str]:
 # -- packages ----------------------------------------------------------------------------------
 
 
-def _installed(facts: Facts, dist: str) -> tuple[str | None, str | None]:
-    """(version, None) when known; (None, why) when unknown; (None, None) when not installed."""
+def _installed(facts: Facts, dist: str, inferred: bool = True) -> tuple[str | None, str | None]:
+    """(version, None) when known; (None, why) when unknown; (None, None) when not installed.
+    An inferred version (torch from the release's pin) counts only with ``inferred``, and
+    never when it leaves several values possible."""
     path = f"packages.{dist}"
     fact = facts.get(path)
     if dist == "torch" and fact is None:
         path = "torch.version"
         fact = facts.get(path)
     if fact is not None:
-        if fact.inferred and fact.possible is not None:  # a range or several builds
+        if fact.inferred and (fact.possible is not None or not inferred):
             return None, f"{path} is inferred ({fact.detail}), not known"
         return str(fact.value), None
     return None, facts.why_missing(path)
@@ -141,12 +144,15 @@ def _stack(facts: Facts, release: str) -> None:
     unmet: list[str] = []
     judged = 0
     # vLLM's own requirements on the packages around it; a nightly or release candidate pins
-    # what its commit pinned, which neither neighbouring release need show
+    # what its commit pinned, which neither neighbouring release need show, and a what-if
+    # version (--vllm-version, or each release in turn when it is unknown) brings its own
+    # pins with it: the packages seen belong to another install
     build = _is_build(facts.value("vllm.version"))
+    what_if = getattr(facts.get("vllm.version"), "source", None) == Source.USER
     for dist, req in sorted(vllm_deps.items()):
-        if build or dist in _OWN_RULES or not isinstance(req, dict):
+        if build or what_if or dist in _OWN_RULES or not isinstance(req, dict):
             continue
-        version, _why = _installed(facts, dist)
+        version, _why = _installed(facts, dist, inferred=False)
         if version is None or _marker_holds(req.get("marker"), machine) is not True:
             continue
         judged += 1
@@ -160,7 +166,7 @@ def _stack(facts: Facts, release: str) -> None:
     refused: set[str] = set()
     unknown: list[str] = []  # a checked partner whose version is not known: "why"
     for dist in stack.distributions():
-        version, _why = _installed(facts, dist)
+        version, _why = _installed(facts, dist, inferred=False)
         if version is None:
             continue
         keys = stack.at(dist, version)
@@ -171,7 +177,7 @@ def _stack(facts: Facts, release: str) -> None:
             if kind == "requires" and other in stack.distributions() and other != "vllm":
                 if value.get("extra") or _marker_holds(value.get("marker"), machine) is not True:
                     continue
-                other_version, _ = _installed(facts, other)
+                other_version, _ = _installed(facts, other, inferred=False)
                 if other_version is None:
                     continue
                 judged += 1
@@ -207,6 +213,9 @@ def _stack(facts: Facts, release: str) -> None:
             f"vLLM {facts.value('vllm.version')} is a build between releases: its own pins "
             "are not in the knowledge, and no companion requirement could be judged"
             if build
+            else f"vLLM {facts.value('vllm.version')} is a what-if version: installing it "
+            "brings the versions it requires, and no companion requirement could be judged"
+            if what_if
             else "no package that vLLM or a companion requires has a known version here",
         )
     _set_pairs(facts, mismatches, fixes, unknown)
@@ -301,7 +310,18 @@ def _capabilities(facts: Facts) -> list[int] | None:
 
 def _kernels(facts: Facts, release: str) -> None:
     from vllm_doctor import knowledge
+    from vllm_doctor.engine.over_releases import SOURCE_DETAIL
 
+    version = facts.get("vllm.version")
+    if version is not None and version.detail == SOURCE_DETAIL:
+        # the version is unknown: a build older than the covered releases, or a source build,
+        # carries other kernels, so no covered release's images stand for it
+        for path in KERNEL_PATHS:
+            facts.mark_missing(
+                path,
+                "the vLLM version is not known: which kernels its build carries is not known",
+            )
+        return
     capabilities = _capabilities(facts)
     if not capabilities:
         reason = (
@@ -329,6 +349,7 @@ def _kernels(facts: Facts, release: str) -> None:
     modules = sorted({key.rpartition("@")[0] for key in at})
     coverage: dict[str, str] = {}
     files: dict[str, str] = {}
+    older: list[str] = []
     without: list[str] = []
     family: list[str] = []
     ptx: list[str] = []
@@ -351,6 +372,8 @@ def _kernels(facts: Facts, release: str) -> None:
         groups = value["groups"]
         if state == "none":
             without.append(_describe(module, groups, capabilities, lambda g: True))
+            if _older_only(groups, capabilities):
+                older.append(without[-1])
         family.extend(_family_only(module, groups, capabilities))
         if state == "ptx":
             ptx.append(
@@ -359,6 +382,7 @@ def _kernels(facts: Facts, release: str) -> None:
     facts.set("release.kernels.extensions", coverage, SOURCE, f"kernel_images of vLLM {release}")
     facts.set("release.kernels.without_image", without, SOURCE, f"kernel_images of vLLM {release}")
     facts.set("release.kernels.family_only", family, SOURCE, f"kernel_images of vLLM {release}")
+    facts.set("release.kernels.older_only", older, SOURCE, f"kernel_images of vLLM {release}")
     facts.set("release.kernels.ptx_only", ptx, SOURCE, f"kernel_images of vLLM {release}")
     _core(facts, at, machines, capabilities)
     _companions(facts, capabilities, machines, files)
@@ -371,8 +395,9 @@ def _kernels(facts: Facts, release: str) -> None:
 
 
 def _core(facts: Facts, at: dict[str, Any], machines: list[str], capabilities: list[int]) -> None:
-    """Whether the objects of vLLM's core extension built for every GPU generation (its
-    largest group: rms_norm, activations, the KV-cache writes) have no image for the GPU."""
+    """Whether the objects of vLLM's core extension built for every GPU generation (the group
+    with the widest architecture list: rms_norm, activations, the KV-cache writes) have no
+    image for the GPU."""
     answers: dict[str, tuple[bool, str]] = {}
     for machine in machines:
         found = [
@@ -383,8 +408,10 @@ def _core(facts: Facts, at: dict[str, Any], machines: list[str], capabilities: l
         if not found:
             continue
         module, value = found[0]
-        groups = sorted(value["groups"], key=lambda g: -int(g.get("objects", 0)))
-        main = groups[0]
+        groups = value["groups"]
+        # the generic kernels are built for the release's whole architecture list: the group
+        # with the most plain (not a/f) machine-code architectures, then the most objects
+        main = max(groups, key=lambda g: (_plain_archs(g), int(g.get("objects", 0))))
         total = sum(int(g.get("objects", 0)) for g in groups)
         missing = _state(main, capabilities) == "none"
         answers[machine] = (
@@ -406,6 +433,28 @@ def _core(facts: Facts, at: dict[str, Any], machines: list[str], capabilities: l
         return
     missing, detail = next(iter(answers.values()))
     facts.set("release.kernels.core_without_image", missing, SOURCE, detail)
+
+
+def _older_only(groups: list[dict[str, Any]], capabilities: list[int]) -> bool:
+    """Every image targets an architecture older than the GPU's: code built for the GPUs
+    before it, which a capability test such as ``>= 10.0`` still sends it to (an extension
+    built only for newer GPUs is gated away from this one)."""
+    from vllm_doctor.knowledge import cuda_images
+
+    archs = [
+        image.arch
+        for g in groups
+        for image in map(cuda_images.parse, g["images"])
+        if image is not None
+    ]
+    return bool(archs) and max(archs) < min(capabilities)
+
+
+def _plain_archs(group: dict[str, Any]) -> int:
+    from vllm_doctor.knowledge import cuda_images
+
+    parsed = [cuda_images.parse(i) for i in group["images"]]
+    return len({p.arch for p in parsed if p and p.kind == cuda_images.SASS and not p.variant})
 
 
 def _is_core(module: str) -> bool:
@@ -448,7 +497,9 @@ def _family_only(module: str, groups: list[dict[str, Any]], capabilities: list[i
             for g in groups
             if cuda_images.best(g["images"], capability) == cuda_images.NONE
             and any(
-                (image := cuda_images.parse(i)) is not None and image.arch // 10 == major
+                (image := cuda_images.parse(i)) is not None
+                and image.arch // 10 == major
+                and image.variant == "a"  # sm_89 beside an sm_80 GPU is another GPU's code
                 for i in g["images"]
             )
         ]
@@ -494,7 +545,7 @@ def _companions(
     coverage: dict[str, str] = {}
     without: list[str] = []
     for dist in stack.distributions():
-        version, _why = _installed(facts, dist)
+        version, _why = _installed(facts, dist, inferred=False)
         if version is None:
             continue
         keys = stack.at(dist, version)

@@ -619,6 +619,13 @@ FACTS: dict[str, FactSpec] = {
         "architecture-specific images (sm_120a objects on a 12.1 GPU, sm_100a on 10.3): "
         "their kernels fail with 'no kernel image' here",
     ),
+    "release.kernels.older_only": FactSpec(
+        "list",
+        "of release.kernels.without_image, the extensions all of whose images target GPUs "
+        "older than this one (FlashAttention 3's sm_90a on a 12.x GPU): a capability test "
+        "such as >= 9.0 still selects them here; extensions built only for newer GPUs are "
+        "left out (vLLM gates them away)",
+    ),
     "release.kernels.ptx_only": FactSpec(
         "list",
         "extensions some of whose objects run on the GPU only through PTX the driver compiles "
