@@ -240,3 +240,36 @@ def test_explain_names_flashinfer_and_deepgemm_messages(tmp_path):
 def test_rule_cases_pass(code):
     run = doctor("rules", "test", code)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_what_if_release_judges_only_the_packages_named_with_it():
+    """--vllm-version 0.26.0 --package instanttensor==0.1.8: the same what-if, judged against
+    the release's Requires-Dist (extra instanttensor: >=0.1.9, vllm-project/vllm#46868); a version
+    seen in another install (here a report's) is not, since installing 0.26.0 replaces it."""
+
+    def what_if(packages: dict | None, seen: dict) -> Facts:
+        given = Facts()
+        for path, value in seen.items():
+            given.set(path, value, Source.REPORT, "test")
+        return collect_facts(
+            CollectOptions(
+                serve_string="vllm serve Qwen/Qwen3-8B",
+                probe_machine=False,
+                environ={},
+                given=given,
+                vllm_version="0.26.0",
+                packages=packages,
+            )
+        )
+
+    named = what_if({"instanttensor": "0.1.8"}, {})
+    unmet = named.value("release.stack.unmet_requirements")
+    assert unmet == [
+        "instanttensor 0.1.8: vLLM 0.26.0 requires instanttensor>=0.1.9 (extra instanttensor)"
+    ]
+    assert verdict("ENV102", named) == APPLIES
+    assert verdict("ENV102", what_if({"instanttensor": "0.1.9"}, {})) == NOT_APPLIES
+    seen = what_if(None, {"packages.instanttensor": "0.1.8"})
+    assert seen.value("release.stack.unmet_requirements") is None
+    assert "--package NAME==VERSION" in seen.why_missing("release.stack.unmet_requirements")
+    assert verdict("ENV102", seen) == UNDECIDED

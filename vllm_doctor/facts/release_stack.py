@@ -146,11 +146,14 @@ def _stack(facts: Facts, release: str) -> None:
     # vLLM's own requirements on the packages around it; a nightly or release candidate pins
     # what its commit pinned, which neither neighbouring release need show, and a what-if
     # version (--vllm-version, or each release in turn when it is unknown) brings its own
-    # pins with it: the packages seen belong to another install
+    # pins with it: the packages seen belong to another install, except those named with it
+    # (--package NAME==VERSION: the same what-if)
     build = _is_build(facts.value("vllm.version"))
     what_if = getattr(facts.get("vllm.version"), "source", None) == Source.USER
     for dist, req in sorted(vllm_deps.items()):
-        if build or what_if or dist in _OWN_RULES or not isinstance(req, dict):
+        if build or dist in _OWN_RULES or not isinstance(req, dict):
+            continue
+        if what_if and getattr(facts.get(f"packages.{dist}"), "source", None) != Source.USER:
             continue
         version, _why = _installed(facts, dist, inferred=False)
         if version is None or _marker_holds(req.get("marker"), machine) is not True:
@@ -214,7 +217,8 @@ def _stack(facts: Facts, release: str) -> None:
             "are not in the knowledge, and no companion requirement could be judged"
             if build
             else f"vLLM {facts.value('vllm.version')} is a what-if version: installing it "
-            "brings the versions it requires, and no companion requirement could be judged"
+            "brings the versions it requires, and no companion requirement could be judged "
+            "(--package NAME==VERSION names a companion's version to judge)"
             if what_if
             else "no package that vLLM or a companion requires has a known version here",
         )
