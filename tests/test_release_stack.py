@@ -244,13 +244,13 @@ def test_rule_cases_pass(code):
 
 def test_what_if_release_judges_only_the_packages_named_with_it():
     """--vllm-version 0.26.0 --package instanttensor==0.1.8: the same what-if, judged against
-    the release's Requires-Dist (extra instanttensor: >=0.1.9, vllm-project/vllm#46868); a version
-    seen in another install (here a report's) is not, since installing 0.26.0 replaces it."""
+    the release's Requires-Dist (extra instanttensor: >=0.1.9, vllm-project/vllm#46868); a
+    version installed on this machine is not, since installing 0.26.0 replaces it."""
 
     def what_if(packages: dict | None, seen: dict) -> Facts:
         given = Facts()
         for path, value in seen.items():
-            given.set(path, value, Source.REPORT, "test")
+            given.set(path, value, Source.MACHINE, "test")
         return collect_facts(
             CollectOptions(
                 serve_string="vllm serve Qwen/Qwen3-8B",

@@ -146,14 +146,16 @@ def _stack(facts: Facts, release: str) -> None:
     # vLLM's own requirements on the packages around it; a nightly or release candidate pins
     # what its commit pinned, which neither neighbouring release need show, and a what-if
     # version (--vllm-version, or each release in turn when it is unknown) brings its own
-    # pins with it: the packages seen belong to another install, except those named with it
-    # (--package NAME==VERSION: the same what-if)
+    # pins with it: the packages of this machine belong to another install, those named with
+    # it (--package NAME==VERSION) or read from a report do not (release.what_if_without)
+    from vllm_doctor.facts.release import what_if_without
+
     build = _is_build(facts.value("vllm.version"))
     what_if = getattr(facts.get("vllm.version"), "source", None) == Source.USER
     for dist, req in sorted(vllm_deps.items()):
         if build or dist in _OWN_RULES or not isinstance(req, dict):
             continue
-        if what_if and getattr(facts.get(f"packages.{dist}"), "source", None) != Source.USER:
+        if what_if_without(facts, f"packages.{dist}"):
             continue
         version, _why = _installed(facts, dist, inferred=False)
         if version is None or _marker_holds(req.get("marker"), machine) is not True:
