@@ -273,3 +273,23 @@ def test_what_if_release_judges_only_the_packages_named_with_it():
     assert seen.value("release.stack.unmet_requirements") is None
     assert "--package NAME==VERSION" in seen.why_missing("release.stack.unmet_requirements")
     assert verdict("ENV102", seen) == UNDECIDED
+
+
+def test_jetson_core_without_published_image_is_not_decided():
+    """vLLM 0.19.0's published aarch64 build has no sm_110 image (vllm-project/vllm#39233),
+    NVIDIA's Jetson Thor build has: on a Jetson the prediction does not decide."""
+    values = {
+        "vllm.version": "0.19.0",
+        "vllm.machine": "aarch64",
+        "gpu.capabilities": [110],
+        "gpu.min_capability": 110,
+    }
+    thor = facts_with({**values, "gpu.names": ["NVIDIA Jetson AGX Thor"]})
+    assert thor.value("release.kernels.core_without_image") is None
+    assert "Jetson" in thor.why_missing("release.kernels.core_without_image")
+    assert "sm_110" in thor.why_missing("release.kernels.core_without_image")
+    assert verdict("HW100", thor) == UNDECIDED
+    # the same images judged for a GPU whose name the table does not place on a Jetson
+    unnamed = facts_with(values)
+    assert unnamed.value("release.kernels.core_without_image") is True
+    assert verdict("HW100", unnamed) == APPLIES

@@ -438,7 +438,35 @@ def _core(facts: Facts, at: dict[str, Any], machines: list[str], capabilities: l
         )
         return
     missing, detail = next(iter(answers.values()))
+    embedded = _embedded_gpus(facts)
+    if missing and embedded:
+        facts.mark_missing(
+            "release.kernels.core_without_image",
+            f"the published wheels have no image for the {embedded}'s architecture ({detail}), "
+            "and Jetson modules also run NVIDIA's own vLLM builds for the device (the Jetson AI "
+            "Lab images, jetson-containers) that carry it: which build is installed is not "
+            "known (the kernels probe on the device reads its images: vllm-doctor probe kernels)",
+        )
+        return
     facts.set("release.kernels.core_without_image", missing, SOURCE, detail)
+
+
+def _embedded_gpus(facts: Facts) -> str | None:
+    """The NVIDIA embedded family (Jetson) of the GPUs, by the GPU table (knowledge/gpus.json,
+    segment embedded), else None."""
+    from vllm_doctor.knowledge.gpus import lookup
+
+    names = facts.value("gpu.names") or []
+    matches = [lookup(str(name)) for name in names]
+    families = {m.family.name for m in matches if m is not None}
+    if (
+        matches
+        and all(m is not None and m.family.segment == "embedded" for m in matches)
+        and all(m is not None and m.family.vendor == "nvidia" for m in matches)
+        and len(families) == 1
+    ):
+        return families.pop()
+    return None
 
 
 def _older_only(groups: list[dict[str, Any]], capabilities: list[int]) -> bool:

@@ -730,7 +730,10 @@ FACTS: dict[str, FactSpec] = {
         "list", "extensions of the judged release with no image for the GPU: images, kernels"
     ),
     "release.kernels.core_without_image": FactSpec(
-        "bool", "vLLM's core extension (vllm._C / vllm._C_stable_libtorch) has no image at all"
+        "bool",
+        "vLLM's core extension (vllm._C / vllm._C_stable_libtorch) has no image at all; not "
+        "decided on a Jetson module when the published wheels have none (NVIDIA's Jetson "
+        "builds carry the device's architecture)",
     ),
     "release.kernels.family_only": FactSpec(
         "list",
