@@ -236,7 +236,7 @@ def test_explain_names_flashinfer_and_deepgemm_messages(tmp_path):
     assert "pins flashinfer-python==0.6.14" in nvcc["note"]
 
 
-@pytest.mark.parametrize("code", ["ENV102", "ENV103", "HW009", "HW100", "HW101", "HW102"])
+@pytest.mark.parametrize("code", ["ENV102", "ENV103", "HW009", "HW010", "HW100", "HW101", "HW102"])
 def test_rule_cases_pass(code):
     run = doctor("rules", "test", code)
     assert run.returncode == 0, run.stdout + run.stderr
