@@ -388,6 +388,7 @@ def _judge(
     doc = CheckDocument(facts, findings, fail_on, len(rules), 0.0, strict=strict)
     if log_report is not None:
         doc.log_messages = log_report.messages
+        doc.log_package_messages = log_report.package_messages
     doc.rulebase = RuleBase(rulebase_version(loaded), len(loaded), newest_release())
     doc.inputs = {
         key: str(value)

@@ -1034,7 +1034,7 @@ def _pins(facts: Facts, release: str) -> None:
             f"Requires-Dist of vLLM {release}",
         )
         installed = facts.value("packages.transformers")
-        if why := _what_if_without(facts, "packages.transformers"):
+        if why := what_if_without(facts, "packages.transformers"):
             facts.mark_missing("release.transformers_in_range", why)
         elif installed is not None:
             inside = satisfies(str(installed), trf["spec"])
@@ -1056,7 +1056,7 @@ def _pins(facts: Facts, release: str) -> None:
             "installed metadata" if from_installed else "release table",
             SOURCE,
         )
-        if why := _what_if_without(facts, "torch.version"):
+        if why := what_if_without(facts, "torch.version"):
             facts.mark_missing("release.torch_matches_pin", why)
         elif installed is not None:
             inside = satisfies(str(installed).split("+")[0], f"=={torch['pin']}")
@@ -1222,7 +1222,7 @@ def _built_elsewhere(version: str) -> str | None:
     return None
 
 
-def _what_if_without(facts: Facts, package_path: str) -> str | None:
+def what_if_without(facts: Facts, package_path: str) -> str | None:
     """Why a package of this machine cannot be judged against a what-if release: installing
     the vLLM named by --vllm-version brings its own pins, so the package installed here says
     nothing about that stack (unless it is given as a what-if too, or read from a report)."""

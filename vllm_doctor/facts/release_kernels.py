@@ -464,5 +464,8 @@ def _collect_attention(facts: Facts) -> None:
 
 
 def collect_release_kernels(facts: Facts) -> None:
+    from vllm_doctor.facts.release_stack import collect_release_stack
+
     _collect_quant(facts)
     _collect_attention(facts)
+    collect_release_stack(facts)  # the packages and compiled kernels around the release
