@@ -207,9 +207,7 @@ def test_a_what_if_release_asks_for_the_packages_beside_it_not_for_a_version():
         "Qwen/Qwen3-8B",
     )
     assert run.returncode in (0, 1), run.stderr
-    missing = {
-        m["fact"]: m for f in json.loads(run.stdout)["undecided"] for m in f["missing"]
-    }
+    missing = {m["fact"]: m for f in json.loads(run.stdout)["undecided"] for m in f["missing"]}
     hints = [m["how_to_supply"] for m in missing.values()]
     assert not any("give a vLLM version" in h for h in hints), hints
     transformers = missing["release.transformers_in_range"]["how_to_supply"]

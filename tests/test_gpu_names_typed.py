@@ -187,7 +187,7 @@ def test_a_size_the_family_does_not_come_with_is_refused(typed, size, write):
 
 
 def test_a_product_total_in_the_name_is_read_as_the_family_alone():
-    """"GH200 480GB" states CPU+GPU memory: the family's GPU sizes stay open, and the size to
+    """ "GH200 480GB" states CPU+GPU memory: the family's GPU sizes stay open, and the size to
     name is written without the 480GB."""
     result = doctor("check", "--offline", "--gpu", "GH200 480GB", "-q")
     assert result.returncode in (0, 1), result.stderr

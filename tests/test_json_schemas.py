@@ -210,7 +210,9 @@ def test_check_with_a_package_what_if_and_a_hybrid_models_memory():
         "Qwen/Qwen3-8B",
     )
     validate("check.schema.json", package)
-    assert package["facts"]["facts"]["packages.flashinfer-python"]["source"] == "command-line override"
+    assert (
+        package["facts"]["facts"]["packages.flashinfer-python"]["source"] == "command-line override"
+    )
     hybrid = doctor_json(
         "check",
         "--gpu",
@@ -291,7 +293,9 @@ def test_rules_list_and_the_fact_paths():
     assert item["fix"]["properties"]["status"]["enum"] == list(FIX_STATUSES)
     compute = item["workarounds"]["items"]["properties"]["serve"]["properties"]["compute"]
     assert compute["items"]["enum"] == list(COMPUTABLE_OPTIONS)
-    assert all(f"|{c}|" in item["code"]["pattern"].replace("(", "|").replace(")", "|") for c in CATEGORIES)
+    assert all(
+        f"|{c}|" in item["code"]["pattern"].replace("(", "|").replace(")", "|") for c in CATEGORIES
+    )
     paths = doctor_json("facts", "--schema", "--format", "json")
     validate("fact-paths.schema.json", paths)
     assert "vllm.version" in {p["path"] for p in paths}

@@ -185,11 +185,7 @@ def _missing(facts: Facts, paths: list[str]) -> list[MissingFact]:
         else:
             reason = facts.why_missing(path) or "not in the inputs given"
         # undecided because a collector crashed: say so, rather than ask for an input
-        hint = (
-            CRASH_HINT
-            if CRASH_PREFIX in reason
-            else what_if_hint(reason) or supply_hint(path)
-        )
+        hint = CRASH_HINT if CRASH_PREFIX in reason else what_if_hint(reason) or supply_hint(path)
         unknowable = fact is None and facts.is_unknowable(path)
         result.append(MissingFact(path, reason, hint, unknowable))
     return result
