@@ -221,8 +221,12 @@ def register(app: typer.Typer) -> None:
         fmt: str = typer.Option("text", "--format", "-f", help=f"{', '.join(FORMATS)}."),
         fail_on: str = typer.Option("error", "--fail-on", help="error, warning, info, never."),
         strict: bool = typer.Option(False, "--strict", help="Undecided rules fail the run too."),
-        select: list[str] | None = typer.Option(None, "--select", help="Only these prefixes."),
-        ignore: list[str] | None = typer.Option(None, "--ignore", help="Skip these prefixes."),
+        select: list[str] | None = typer.Option(
+            None, "--select", help="Only these prefixes.", autocompletion=inputs.complete_rule_codes
+        ),
+        ignore: list[str] | None = typer.Option(
+            None, "--ignore", help="Skip these prefixes.", autocompletion=inputs.complete_rule_codes
+        ),
         verbose: bool = inputs.VERBOSE,
         output: Path | None = typer.Option(None, "--output", "-o", help="Write the report here."),
     ) -> None:

@@ -525,9 +525,9 @@ def register(app: typer.Typer) -> None:
         ),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Every metric, every rank."),
     ) -> int:
-        """Run small on-GPU experiments that show whether a known failure's mechanism exists on
-        this hardware and verify the fix's approach, joined with whether the judged vLLM carries
-        the fix: probe [NAME...] [-- vllm serve ...]."""
+        """Confirm a known failure's mechanism on this hardware with small on-GPU experiments.
+
+        Each result is joined with whether the judged vLLM carries the fix."""
         serve_tokens = list(ctx.meta.get(SERVE_TOKENS) or [])
         positional = list(ctx.args)
         from vllm_doctor.probes.registry import PROBE_NAMES

@@ -1232,13 +1232,29 @@ def what_if_without(facts: Facts, package_path: str) -> str | None:
         return None
     if package is not None and package.source in (Source.USER, Source.REPORT):
         return None
-    flag = (
-        " (--torch-version V judges a torch you keep)" if package_path.startswith("torch") else ""
-    )
+    if package_path.startswith("torch"):
+        flag = "--torch-version V judges a torch you keep"
+    else:
+        flag = f"--package {package_path.split('.', 1)[1]}==V judges one you would install"
     return (
-        f"vLLM {version.value} is a what-if (--vllm-version): installing it brings the "
-        f"versions it requires, so the one installed here says nothing about that stack{flag}"
+        f"vLLM {version.value} {WHAT_IF_MARK}: installing it brings the versions it "
+        f"requires, so the one installed here says nothing about that stack ({flag})"
     )
+
+
+WHAT_IF_MARK = "is a what-if (--vllm-version)"
+_WHAT_IF_FLAG = re.compile(r"\((--(?:torch-version|package) \S+) judges [^)]*\)$")
+
+
+def what_if_hint(reason: str) -> str | None:
+    """How to supply a package a what-if release leaves open (the reason
+    ``_what_if_without`` gave): name its version beside the release, or run where that release
+    is installed; None for any other reason."""
+    if WHAT_IF_MARK not in reason:
+        return None
+    flag = _WHAT_IF_FLAG.search(reason)
+    named = f"pass {flag.group(1)} (the version beside that release), or " if flag else ""
+    return f"{named}run where that vLLM release is installed"
 
 
 def collect(facts: Facts) -> None:
