@@ -55,6 +55,9 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     # ROCm's AITER: published as amd-aiter (0.1.12.post1 on), built from source as aiter
     "amd-aiter": ("amd-aiter",),
     "aiter": ("aiter",),
+    # CuTe DSL kernels vLLM imports for some models (DeepSeek-V4's indexer, Gemma 4's QAT path)
+    "quack-kernels": ("quack-kernels",),
+    "nvidia-cutlass-dsl": ("nvidia-cutlass-dsl",),
 }
 
 _CANON_RE = re.compile(r"[-_.]+")

@@ -448,6 +448,11 @@ FACTS: dict[str, FactSpec] = {
         "an expert's intermediate size on one GPU: model.moe_intermediate_size / TP, or all "
         "of it with --enable-expert-parallel (whole experts per rank)",
     ),
+    "derived.max_model_len": FactSpec(
+        "int",
+        "the max_model_len vLLM takes: --max-model-len when given, else the model's derived "
+        "maximum context (as in derived.max_model_len_above_model)",
+    ),
     "derived.max_model_len_above_model": FactSpec(
         "bool",
         "--max-model-len exceeds the model's derived maximum context "
