@@ -286,6 +286,16 @@ FACTS: dict[str, FactSpec] = {
     ),
     "release.judged": FactSpec("version", "the covered release the vLLM version is judged by"),
     "release.unknown_options": FactSpec("list", "serve options no covered release accepts"),
+    "release.unread_values": FactSpec(
+        "list",
+        "serve option values no covered release reads as given (its kind refuses the word, or "
+        "it is outside every release's choices), with what the releases read instead",
+    ),
+    "release.config_corrections": FactSpec(
+        "list",
+        "the serve config file's keys the judged release does not accept, each with its file "
+        "line and the key to write instead (or to remove)",
+    ),
     "release.unaccepted_options": FactSpec(
         "list",
         "serve options the judged release does not accept (as written; those the "
