@@ -47,6 +47,8 @@ META = {
         "release (--no-x; --disable-x beside --enable-x where EnableDisableAction "
         "pairs them)",
         "kvs": "the JSON converter also reads key=value,... pairs (nullable_kvs)",
+        "keys": "the keys a JSON option takes where the release refuses any other (its type "
+        "is one config dataclass validated with extra keys forbidden)",
     },
     "sources": ["engine/arg_utils.py", "entrypoints/*/cli_args.py", "entrypoints/cli/serve.py"],
 }
@@ -331,6 +333,69 @@ class Package:
         return "return_type is json.loads and not re.match" in text and "nullable_kvs(val)" in text
 
     @property
+    def config_forbids_extra(self) -> bool:
+        """The release's ``@config`` decorator gives its config dataclasses
+        ``ConfigDict(extra="forbid")``: an unknown key in a JSON option is refused when
+        ``parse_dataclass`` validates it (TypeAdapter.validate_json)."""
+        text = self.text("config/utils.py")
+        return "def config(" in text and 'extra="forbid"' in text
+
+    def json_keys(self, annotation: ast.expr) -> list[str] | None:
+        """The keys a JSON option of this annotation takes, where the release refuses any
+        other: its type is one config dataclass (``None`` beside it at most) whose fields are
+        validated with extra keys forbidden. None where any key may pass (a plain dict, a
+        union with ``dict``, extra keys not forbidden)."""
+        if not self.hints(annotation) <= {"dataclass", "None"}:
+            return None
+        names = [
+            ast.unparse(n).split(".")[-1]
+            for n in ast.walk(annotation)
+            if isinstance(n, (ast.Name, ast.Attribute))
+        ]
+        classes = [n for n in dict.fromkeys(names) if self.class_kind(n) == "dataclass"]
+        if len(classes) != 1:
+            return None
+        cls = self.find_class(classes[0])
+        if cls is None:
+            return None
+        decos = [ast.unparse(d) for d in cls.decorator_list]
+        forbids = any('extra="forbid"' in d or "extra='forbid'" in d for d in decos) or (
+            "config" in {d.split("(")[0] for d in decos} and self.config_forbids_extra
+        )
+        if not forbids:
+            return None
+        if any(
+            isinstance(fn, ast.FunctionDef)
+            and any(
+                "model_validator" in ast.unparse(d) and "before" in ast.unparse(d)
+                for d in fn.decorator_list
+            )
+            for fn in ast.walk(cls)
+        ):
+            return None  # a validator before the fields may read or rename other keys
+        keys = []
+        for name, node in self.class_fields(classes[0]).items():
+            value = node.value
+            if (
+                isinstance(value, ast.Call)
+                and ast.unparse(value.func).split(".")[-1] in ("field", "Field")
+                and any(
+                    k.arg == "init" and isinstance(k.value, ast.Constant) and k.value.value is False
+                    for k in value.keywords
+                )
+            ):
+                continue  # not an __init__ argument: refused as a key too
+            keys.append(name)
+        for node in ast.walk(cls):  # InitVar fields are __init__ arguments
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and ast.unparse(node.annotation).startswith("InitVar")
+            ):
+                keys.append(node.target.id)
+        return sorted(set(keys)) or None
+
+    @property
     def enable_disable_pairs(self) -> bool:
         """0.33+: the parser registers EnableDisableAction for BooleanOptionalAction, which
         pairs ``--enable-x`` with ``--disable-x`` (and keeps ``--no-enable-x``)."""
@@ -604,6 +669,7 @@ def extract_file(pkg: Package, rel: str, out: dict[str, dict[str, Any]]) -> None
                 choices = None  # argparse checks the converted value: not the raw word
         src = kwargs_source(node, kwargs_vars)
         key_value = False
+        json_keys = None
         if src is not None:
             cls, field = src
             fields = pkg.class_fields(cls)
@@ -612,6 +678,8 @@ def extract_file(pkg: Package, rel: str, out: dict[str, dict[str, Any]]) -> None
                     hints = pkg.hints(fields[field].annotation)
                     kind = classify(field, hints)
                     key_value = kind == "json" and "dataclass" not in hints and pkg.dict_takes_kvs
+                    if kind == "json":
+                        json_keys = pkg.json_keys(fields[field].annotation)
                 if explicit is None:
                     choices = pkg.field_choices(fields[field].annotation)
             elif kind is None:
@@ -627,6 +695,8 @@ def extract_file(pkg: Package, rel: str, out: dict[str, dict[str, Any]]) -> None
         out[longs[0][2:]] = _record(kind, aliases, choices, _deprecated(pkg, node))
         if key_value:
             out[longs[0][2:]]["kvs"] = True
+        if json_keys:
+            out[longs[0][2:]]["keys"] = json_keys
     _loop_arguments(pkg, tree, out)
 
 

@@ -211,6 +211,16 @@ def _value_refusal(
     if spec is None or union is None:
         return None
     kind = spec["kind"]
+    keys = spec.get("keys")
+    if keys and isinstance(given, dict):
+        unknown = [str(k) for k in given if k not in keys]
+        if unknown:
+            # parse_dataclass validates the object against the config class, extra keys
+            # forbidden: "Unexpected keyword argument"
+            return (
+                f"--{name}: vLLM {release} takes no key {', '.join(map(repr, unknown))} "
+                f"in it (its config class has the fields {_few(keys, 40)})"
+            )
     if raw is None:
         if isinstance(given, bool) and kind not in ("bool", "flag", "bool_or_str"):
             return f"--{name} expects a value in vLLM {release} (its {kind} option)"
@@ -330,7 +340,7 @@ def _options(facts: Facts, release: str | None) -> None:
     invalid = []
     if line is not None:
         for name, value in line.options.items():
-            if f"--{name}" in unaccepted:
+            if f"--{name}" in unaccepted or _hidden(line, name):
                 continue
             refusal = _value_refusal(release, options, name, value, line.raw_values.get(name))
             if refusal is not None:
@@ -343,6 +353,15 @@ def _options(facts: Facts, release: str | None) -> None:
                     f"{release} ({', '.join(str(c) for c in options[name]['choices'])})"
                 )
     facts.set("release.invalid_choices", invalid, SOURCE, f"the options of vLLM {release}")
+
+
+def _hidden(line: ServeLine, name: str) -> bool:
+    """The option's value was redacted in ``serve.argv`` (a secret-looking name such as
+    ``--long-prefill-token-threshold``): what it was is not known here, so it is not judged."""
+    from vllm_doctor.redact import REDACTED
+
+    value = line.raw_values.get(name, line.options.get(name))
+    return value == REDACTED or (isinstance(value, list) and REDACTED in value)
 
 
 def _shown_word(item: OptionWord) -> str:
@@ -382,7 +401,7 @@ def _unread_values(table: Table, line: ServeLine | None) -> list[str]:
         return []
     out = []
     for name, value in line.options.items():
-        if name not in table:
+        if name not in table or _hidden(line, name):
             continue
         raw = line.raw_values.get(name)
         spans = table.raw_spans(name)

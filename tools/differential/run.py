@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""The differential check: vLLM's own parsing and config validation against the doctor's
+verdict, release by release (README.md beside this file).
+
+    python tools/differential/run.py --releases 0.33.0,0.27.1,0.22.1,0.12.0,0.10.2 \
+        [--before REV] [--out bench/differential] [--reuse]
+
+For each release with an environment ``/work/venvs/diff-vllm-<release>`` (make_venv.py):
+vllm_side.py runs there on every case (cases.py); doctor_side.py runs with this checkout
+(``after``) and, with ``--before REV``, with that revision checked out into a temporary
+worktree (``before``). Writes ``cases.jsonl``, ``vllm-<release>.jsonl``,
+``doctor-<label>-<release>.jsonl`` and ``summary.json`` / ``summary.md`` under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+from cases import build  # noqa: E402
+
+MODEL_DIR = ROOT / "tests" / "fixtures" / "models" / "Qwen3-32B"
+DEADLINE_S = 3 * 3600
+
+
+def _rows(path: Path) -> dict[str, dict]:
+    rows = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if "id" in row:
+            rows[row["id"]] = row
+    return rows
+
+
+def _vllm(release: str, venvs: Path, cases: Path, out: Path, reuse: bool) -> tuple[Path | None, str]:
+    python = venvs / f"diff-vllm-{release}" / "bin" / "python"
+    target = out / f"vllm-{release}.jsonl"
+    if reuse and target.exists():
+        return target, "reused"
+    if not python.exists():
+        return None, f"no environment: python tools/differential/make_venv.py {release}"
+    start = time.time()
+    run = subprocess.run(
+        [str(python), str(HERE / "vllm_side.py"), "--cases", str(cases), "--out", str(target),
+         "--model-dir", str(MODEL_DIR)],
+        capture_output=True, text=True, timeout=DEADLINE_S, cwd=tempfile.gettempdir(),
+    )
+    if run.returncode or not target.exists():
+        tail = (run.stderr or run.stdout).strip().splitlines()[-3:]
+        return None, f"vLLM {release} could not run its parser here: " + " / ".join(tail)
+    return target, f"{time.time() - start:.0f} s"
+
+
+def _doctor(src: Path, release: str, cases: Path, target: Path) -> None:
+    env = {"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    subprocess.run(
+        [sys.executable, str(HERE / "doctor_side.py"), "--cases", str(cases), "--release",
+         release, "--out", str(target)],
+        check=True, env=env, cwd=str(src), timeout=DEADLINE_S,
+    )
+
+
+# vLLM refusals that come from this machine, not from the line: a file the line names
+# (--chat-template examples/x.jinja) does not exist here
+ENVIRONMENT = ("doesn't exist", "does not exist", "no such file")
+
+
+def _compare(vllm: dict, doctor: dict, cases: dict) -> dict:
+    out = {"cases": 0, "vllm_accepts": 0, "vllm_refuses": 0, "vllm_environment": [],
+           "false_refusals": [], "false_passes": [], "by_kind": Counter()}
+    for cid, v in vllm.items():
+        d = doctor.get(cid)
+        if d is None:
+            continue
+        if v["parse"] == "refuse" and any(
+            w in (v.get("parse_error") or "").lower() for w in ENVIRONMENT
+        ):
+            out["vllm_environment"].append({"id": cid, "vllm": v.get("parse_error")})
+            continue
+        out["cases"] += 1
+        out["vllm_accepts" if v["parse"] == "accept" else "vllm_refuses"] += 1
+        if v["parse"] == d["parse"]:
+            continue
+        item = {"id": cid, "argv": cases[cid]["argv"], "vllm": v.get("parse_error"),
+                "doctor": d.get("why")}
+        key = "false_refusals" if d["parse"] == "refuse" else "false_passes"
+        out[key].append(item)
+        out["by_kind"][f"{cases[cid]['kind']}:{key}"] += 1
+    out["by_kind"] = dict(out["by_kind"])
+    return out
+
+
+def _config_stage(vllm: dict, doctor: dict) -> dict:
+    counts = Counter()
+    refused = []
+    for cid, v in vllm.items():
+        if "config" not in v:
+            continue
+        counts[v["config"]] += 1
+        if v["config"] == "refuse":
+            d = doctor.get(cid, {})
+            refused.append({"id": cid, "vllm": v.get("config_error"), "doctor_errors": d.get("errors")})
+    return {"counts": dict(counts), "refused": refused}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--releases", required=True)
+    ap.add_argument("--venvs", type=Path, default=Path("/work/venvs"))
+    ap.add_argument("--before", help="a git revision of the doctor to judge as 'before'")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "differential")
+    ap.add_argument("--reuse", action="store_true", help="reuse vLLM results already written")
+    opts = ap.parse_args()
+    opts.out.mkdir(parents=True, exist_ok=True)
+    built = build()
+    cases_path = opts.out / "cases.jsonl"
+    cases_path.write_text("".join(json.dumps(c) + "\n" for c in built), encoding="utf-8")
+    cases = {c["id"]: c for c in built}
+    sources = {"after": ROOT}
+    worktree = None
+    if opts.before:
+        worktree = Path(tempfile.mkdtemp(prefix="doctor-before-"))
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree),
+                        opts.before], check=True, capture_output=True)
+        sources["before"] = worktree
+    summary = {"cases": dict(Counter(c["kind"] for c in built)), "releases": {}}
+    try:
+        for release in opts.releases.split(","):
+            vllm_path, how = _vllm(release, opts.venvs, cases_path, opts.out, opts.reuse)
+            entry = {"vllm": how}
+            summary["releases"][release] = entry
+            print(f"vLLM {release}: {how}", file=sys.stderr)
+            if vllm_path is None:
+                continue
+            vllm_rows = _rows(vllm_path)
+            entry["vllm_version"] = json.loads(vllm_path.read_text().splitlines()[0]).get("vllm")
+            for label, src in sources.items():
+                target = opts.out / f"doctor-{label}-{release}.jsonl"
+                _doctor(src, release, cases_path, target)
+                doctor_rows = _rows(target)
+                entry[label] = _compare(vllm_rows, doctor_rows, cases)
+                if label == "after":
+                    entry["config_stage"] = _config_stage(vllm_rows, doctor_rows)
+    finally:
+        if worktree is not None:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                            str(worktree)], capture_output=True)
+    (opts.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps({r: {k: (v.get(k, {}).get("false_refusals") and len(v[k]["false_refusals"]),
+                              v.get(k, {}).get("false_passes") and len(v[k]["false_passes"]))
+                          for k in ("before", "after")} for r, v in summary["releases"].items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
