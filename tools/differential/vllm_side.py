@@ -122,8 +122,30 @@ def _stand_in_model_classes() -> None:
     registry._try_inspect_model_cls = inspect
 
 
+def _import_serve_module():
+    """``vllm.entrypoints.cli.serve``. Some releases ask a CUDA kernel at import time
+    whether it supports something (0.12.0: ``cutlass_scaled_mm_supports_fp8``, reached from
+    the CLI package); with no kernels here each such query is answered "no" and the import
+    retried."""
+    import re
+
+    from vllm import _custom_ops as ops
+
+    for _ in range(30):
+        try:
+            from vllm.entrypoints.cli import serve as serve_module
+
+            return serve_module
+        except AttributeError as err:
+            match = re.search(r"'_C' object has no attribute '(\w+)'", str(err))
+            if match is None or not hasattr(ops, match.group(1)):
+                raise
+            setattr(ops, match.group(1), lambda *args, **kwargs: False)
+    raise RuntimeError("too many kernel queries at import")
+
+
 def _serve_parser():
-    from vllm.entrypoints.cli import serve as serve_module
+    serve_module = _import_serve_module()
 
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser

@@ -411,19 +411,26 @@ class Package:
         return '"metavar" if contains_type(type_hints, str)' in text
 
     def field_choices(self, annotation: ast.expr) -> list[Any] | None:
-        """Choices get_kwargs gives a field: a Literal's values (not beside ``str`` in the
-        releases that make that a metavar); ``"None"`` too for an Optional field (its value
-        is converted to None before argparse checks the choices)."""
+        """Choices get_kwargs gives a field: a Literal's values, ints included (the Literal
+        rung comes before int; not beside ``str`` in the releases that make that a metavar);
+        ``"None"`` too for an Optional field only where the release appends None itself
+        (0.33.0): before it appended the string "None" while ``optional_type`` turns the
+        value "None" into None, which argparse then refuses ("invalid choice: None")."""
         hints = self.hints(annotation)
-        if "Literal" not in hints or ("str" in hints and self.literal_with_str_is_free):
+        found = [
+            values
+            for part in _union_parts(annotation)
+            if (values := self.literal_values(part)) is not None
+        ]
+        if not found or ("str" in hints and self.literal_with_str_is_free):
             return None
         if hints & {"bool", "dataclass"}:
             return None  # the ladder decides before looking at the Literal
-        for part in _union_parts(annotation):
-            values = self.literal_values(part)
-            if values is not None:
-                return values + (["None"] if "None" in hints else [])
-        return None
+        return found[0] + (["None"] if "None" in hints and self.none_is_a_choice else [])
+
+    @property
+    def none_is_a_choice(self) -> bool:
+        return '["choices"].append(None)' in self.text("engine/arg_utils.py")
 
     def choices(self, node: ast.expr, depth: int = 0) -> list[Any] | None:
         """A ``choices=`` expression, when it is fixed statically; else None."""
