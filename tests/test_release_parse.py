@@ -209,3 +209,16 @@ def test_the_serve_config_typo_through_the_cli(tmp_path):
 def test_structural_bad_input_stays_exit_2(rules):
     with pytest.raises(InputError):
         _judge(rules, ["vllm", "serve", "m", "--max-model-len"])
+
+
+def test_the_pre_commit_hook_fails_on_the_misspelt_key(tmp_path, capfd):
+    # the hook runs `check --serve-config=FILE` in a child process for each staged serve file
+    from vllm_doctor import precommit
+
+    staged = tmp_path / "serve.yaml"  # a name the hook takes for a serve config
+    staged.write_text((HERE / "serve-typo.yaml").read_text())
+    with pytest.raises(SystemExit) as exit_:
+        precommit.main(["--offline", str(staged)])
+    assert exit_.value.code == 1
+    out = capfd.readouterr().out
+    assert "ARGS100" in out and "serve.yaml:4" in out

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 # the rules whose failure is vLLM's argparse refusing the line (unrecognized arguments,
 # invalid choice, a value its type does not read)
@@ -32,7 +33,12 @@ def main() -> int:
     from vllm_doctor.errors import InputError
     from vllm_doctor.facts.collect import CollectOptions
 
-    rules = load_rules([default_rules_dir()])
+    # the rules of the checkout judged (an editable install elsewhere may map the package's
+    # shipped rules to another tree)
+    import vllm_doctor
+
+    checkout_rules = Path(vllm_doctor.__file__).resolve().parents[1] / "rules"
+    rules = load_rules([checkout_rules if checkout_rules.is_dir() else default_rules_dir()])
     with open(opts.cases, encoding="utf-8") as src, open(opts.out, "w", encoding="utf-8") as out:
         for line in src:
             case = json.loads(line)
