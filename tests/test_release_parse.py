@@ -62,6 +62,7 @@ def test_autoround_setups_that_serve_draw_no_quantization_error(rules, setup):
     # the release's INC override claims the auto-round checkpoint whatever the flag says
     assert doc.facts.value("release.quant.method") == "inc"
     assert doc.facts.value("release.quant.known") is True
+    assert doc.facts.value("release.quant.conflict") == ""
     assert "INCConfig.override_quantization_method" in doc.facts.get("release.quant.method").detail
     assert not {"QUANT101", "ARGS100", "ARGS101"} & set(_errors(doc)), setup["source"]
 
@@ -85,6 +86,9 @@ def test_auto_round_where_the_release_has_no_override_is_refused_not_passed(rule
     assert "does not match --quantization (auto_round)" in doc.facts.why_missing(
         "release.quant.known"
     )
+    finding = _applying(doc, "QUANT103")
+    assert finding is not None and finding.severity == "error"
+    assert "checkpoint's quant_method (auto-round)" in doc.facts.value("release.quant.conflict")
     # 0.12.0 and older: argparse's choices refuse the word itself
     doc = _judge(rules, shlex.split(SETUPS[1]["command"]), "0.12.0", CHECKPOINT)
     assert "--quantization auto_round" in " ".join(doc.facts.value("release.invalid_choices"))

@@ -340,6 +340,8 @@ def _collect_given_quant(facts: Facts, given: str) -> None:
     releases whose INC override claims ``auto-round`` checkpoints whatever the flag says."""
     judged = _judged(facts, "quantization", QUANT_PATHS)
     if judged is None:
+        reason = facts.why_missing("release.quant.known") or "no release to judge by"
+        facts.mark_missing("release.quant.conflict", reason)
         return
     release, values, detail = judged
     known, checkpoint, why = _checkpoint_method(facts)
@@ -362,6 +364,17 @@ def _collect_given_quant(facts: Facts, given: str) -> None:
             undecided=f"--quantization {given} is not a method of vLLM {release}, but its "
             f"override step may replace it from the checkpoint's quantization_config: {why}"
         )
+    if resolved.refused is not None:
+        facts.set(
+            "release.quant.conflict",
+            resolved.refused,
+            SOURCE,
+            f"{detail}: {resolved.steps}",
+        )
+    elif "model.quant_method" in facts or known:
+        facts.set("release.quant.conflict", "", SOURCE, f"{detail}: {resolved.steps or given}")
+    else:
+        facts.mark_missing("release.quant.conflict", resolved.undecided or why)
     if resolved.method is None:
         reason = resolved.undecided or f"vLLM {release} refuses: {resolved.refused}"
         if resolved.steps:

@@ -403,6 +403,11 @@ FACTS: dict[str, FactSpec] = {
         "ModelOpt by quant_algo)",
     ),
     "release.quant.known": FactSpec("bool", "the release accepts the method at all"),
+    "release.quant.conflict": FactSpec(
+        "str",
+        "why the judged release refuses --quantization for this checkpoint: its quant_method "
+        "still differs from the flag after the release's override step ('' when it does not)",
+    ),
     "release.quant.min_capability": FactSpec(
         "int",
         "lowest get_min_capability over the method and the methods vLLM may pick "
@@ -464,7 +469,7 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "log": ("facts/collect.py",),
     "derived": ("facts/derived.py",),
     "memory": ("memory/estimate.py",),
-    "release": ("facts/release.py",),
+    "release": ("facts/release.py", "facts/release_options.py"),
     "release.quant": ("facts/release_kernels.py",),
     "release.attention": ("facts/release_kernels.py",),
 }
