@@ -85,9 +85,13 @@ def _forms(argv: list[str]) -> list[tuple[str, list[str]]]:
                 pieces = [w for k, v in obj.items() for w in (f"{key}.{k}", json.dumps(v))]
                 dotted = argv[:i] + argv[i + 2 :] + pieces
                 out.append(("dotted", dotted))
-        elif re.fullmatch(r"\d+", value) and int(value) >= 1024 and int(value) % 1024 == 0:
-            if argv[i] in ("--max-model-len", "--max-num-batched-tokens"):
-                human[i + 1] = f"{int(value) // 1024}K"
+        elif (
+            re.fullmatch(r"\d+", value)
+            and int(value) >= 1024
+            and int(value) % 1024 == 0
+            and argv[i] in ("--max-model-len", "--max-num-batched-tokens")
+        ):
+            human[i + 1] = f"{int(value) // 1024}K"
     if human != argv:
         out.append(("human-int", human))
     return out
@@ -136,8 +140,16 @@ SHORTHANDS = [
     ("cc.cudagraph_mode", [MODEL, "-cc.cudagraph_mode", "FULL"]),
     ("cc.mode none", [MODEL, "-cc.mode=none", "-cc.cudagraph_mode=none"]),
     ("compilation-config.mode", [MODEL, "--compilation-config.mode", "3"]),
-    ("speculative-config dotted", [MODEL, "--speculative-config.method", "ngram",
-                                   "--speculative-config.num_speculative_tokens", "3"]),
+    (
+        "speculative-config dotted",
+        [
+            MODEL,
+            "--speculative-config.method",
+            "ngram",
+            "--speculative-config.num_speculative_tokens",
+            "3",
+        ],
+    ),
     ("typo", [MODEL, "--tensor-parallel-sise", "2"]),
     ("abbreviation", [MODEL, "--tensor-parallel", "2"]),
 ]

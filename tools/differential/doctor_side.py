@@ -28,14 +28,13 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     opts = ap.parse_args()
 
+    # the rules of the checkout judged (an editable install elsewhere may map the package's
+    # shipped rules to another tree)
+    import vllm_doctor
     from vllm_doctor.commands.check import judge
     from vllm_doctor.engine.loader import default_rules_dir, load_rules
     from vllm_doctor.errors import InputError
     from vllm_doctor.facts.collect import CollectOptions
-
-    # the rules of the checkout judged (an editable install elsewhere may map the package's
-    # shipped rules to another tree)
-    import vllm_doctor
 
     checkout_rules = Path(vllm_doctor.__file__).resolve().parents[1] / "rules"
     rules = load_rules([checkout_rules if checkout_rules.is_dir() else default_rules_dir()])

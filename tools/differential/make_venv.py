@@ -21,7 +21,6 @@ import re
 import subprocess
 import sys
 import venv
-import zipfile
 from pathlib import Path
 
 # GPU kernels, CUDA libraries and what only a GPU run loads: left out (torch comes from the

@@ -41,7 +41,9 @@ def _rows(path: Path) -> dict[str, dict]:
     return rows
 
 
-def _vllm(release: str, venvs: Path, cases: Path, out: Path, reuse: bool) -> tuple[Path | None, str]:
+def _vllm(
+    release: str, venvs: Path, cases: Path, out: Path, reuse: bool
+) -> tuple[Path | None, str]:
     python = venvs / f"diff-vllm-{release}" / "bin" / "python"
     target = out / f"vllm-{release}.jsonl"
     if reuse and target.exists():
@@ -50,9 +52,20 @@ def _vllm(release: str, venvs: Path, cases: Path, out: Path, reuse: bool) -> tup
         return None, f"no environment: python tools/differential/make_venv.py {release}"
     start = time.time()
     run = subprocess.run(
-        [str(python), str(HERE / "vllm_side.py"), "--cases", str(cases), "--out", str(target),
-         "--model-dir", str(MODEL_DIR)],
-        capture_output=True, text=True, timeout=DEADLINE_S, cwd=tempfile.gettempdir(),
+        [
+            str(python),
+            str(HERE / "vllm_side.py"),
+            "--cases",
+            str(cases),
+            "--out",
+            str(target),
+            "--model-dir",
+            str(MODEL_DIR),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        cwd=tempfile.gettempdir(),
     )
     if run.returncode or not target.exists():
         tail = (run.stderr or run.stdout).strip().splitlines()[-3:]
@@ -63,9 +76,20 @@ def _vllm(release: str, venvs: Path, cases: Path, out: Path, reuse: bool) -> tup
 def _doctor(src: Path, release: str, cases: Path, target: Path) -> None:
     env = {"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
     subprocess.run(
-        [sys.executable, str(HERE / "doctor_side.py"), "--cases", str(cases), "--release",
-         release, "--out", str(target)],
-        check=True, env=env, cwd=str(src), timeout=DEADLINE_S,
+        [
+            sys.executable,
+            str(HERE / "doctor_side.py"),
+            "--cases",
+            str(cases),
+            "--release",
+            release,
+            "--out",
+            str(target),
+        ],
+        check=True,
+        env=env,
+        cwd=str(src),
+        timeout=DEADLINE_S,
     )
 
 
@@ -75,8 +99,15 @@ ENVIRONMENT = ("doesn't exist", "does not exist", "no such file")
 
 
 def _compare(vllm: dict, doctor: dict, cases: dict) -> dict:
-    out = {"cases": 0, "vllm_accepts": 0, "vllm_refuses": 0, "vllm_environment": [],
-           "false_refusals": [], "false_passes": [], "by_kind": Counter()}
+    out = {
+        "cases": 0,
+        "vllm_accepts": 0,
+        "vllm_refuses": 0,
+        "vllm_environment": [],
+        "false_refusals": [],
+        "false_passes": [],
+        "by_kind": Counter(),
+    }
     for cid, v in vllm.items():
         d = doctor.get(cid)
         if d is None:
@@ -90,8 +121,12 @@ def _compare(vllm: dict, doctor: dict, cases: dict) -> dict:
         out["vllm_accepts" if v["parse"] == "accept" else "vllm_refuses"] += 1
         if v["parse"] == d["parse"]:
             continue
-        item = {"id": cid, "argv": cases[cid]["argv"], "vllm": v.get("parse_error"),
-                "doctor": d.get("why")}
+        item = {
+            "id": cid,
+            "argv": cases[cid]["argv"],
+            "vllm": v.get("parse_error"),
+            "doctor": d.get("why"),
+        }
         key = "false_refusals" if d["parse"] == "refuse" else "false_passes"
         out[key].append(item)
         out["by_kind"][f"{cases[cid]['kind']}:{key}"] += 1
@@ -108,8 +143,71 @@ def _config_stage(vllm: dict, doctor: dict) -> dict:
         counts[v["config"]] += 1
         if v["config"] == "refuse":
             d = doctor.get(cid, {})
-            refused.append({"id": cid, "vllm": v.get("config_error"), "doctor_errors": d.get("errors")})
+            refused.append(
+                {"id": cid, "vllm": v.get("config_error"), "doctor_errors": d.get("errors")}
+            )
     return {"counts": dict(counts), "refused": refused}
+
+
+def _markdown(summary: dict) -> str:
+    """The figures, and every disagreement left after, grouped by what vLLM said."""
+    import re
+
+    lines = [
+        "# Differential check: vLLM's own parser against the doctor",
+        "",
+        f"Command: `{summary['command']}` (tools/differential/README.md).",
+        "",
+        "Cases: " + ", ".join(f"{n} {k}" for k, n in sorted(summary["cases"].items())) + ".",
+        "",
+        "Parse stage (vLLM's `vllm serve` parser and its `validate`, against `check "
+        "--vllm-version R`): a false refusal is a line vLLM accepts and the doctor refuses "
+        "(exit 2, or ARGS001/ARGS004/ARGS100/ARGS101 as an error); a false pass the reverse.",
+        "",
+        "| release | vLLM run | compared | vLLM accepts | vLLM refuses | left out (a file the "
+        "line names is missing here) | false refusals before | false passes before | false "
+        "refusals after | false passes after |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for release, entry in summary["releases"].items():
+        after, before = entry.get("after"), entry.get("before") or {}
+        if after is None:
+            lines.append(f"| {release} | not run: {entry['vllm']} | | | | | | | | |")
+            continue
+        lines.append(
+            f"| {release} | {entry.get('vllm_version')} | {after['cases']} | "
+            f"{after['vllm_accepts']} | {after['vllm_refuses']} | "
+            f"{len(after['vllm_environment'])} | {len(before.get('false_refusals', []))} | "
+            f"{len(before.get('false_passes', []))} | {len(after['false_refusals'])} | "
+            f"{len(after['false_passes'])} |"
+        )
+    lines += ["", "## Config stage (recorded, not compared)", ""]
+    lines.append(
+        "`create_engine_config()` with the stand-in model and platform (README): how many "
+        "corpus lines vLLM's validation accepted, refused, or could not reach here."
+    )
+    lines.append("")
+    for release, entry in summary["releases"].items():
+        stage = entry.get("config_stage")
+        if stage:
+            lines.append(f"- {release}: {stage['counts']}")
+    lines += ["", "## Disagreements left (after), by what vLLM said", ""]
+    for release, entry in summary["releases"].items():
+        after = entry.get("after")
+        if not after:
+            continue
+        groups: dict[tuple[str, str], list[str]] = {}
+        for key in ("false_refusals", "false_passes"):
+            for item in after[key]:
+                said = re.sub(r"'[^']*'|\d+", "_", item["vllm"] or "accepted")[:110]
+                groups.setdefault((key, said), []).append(" ".join(item["argv"][1:])[:80])
+        lines.append(f"### {release}")
+        lines.append("")
+        for (key, said), argvs in sorted(groups.items(), key=lambda g: -len(g[1])):
+            kind = "false refusal" if key == "false_refusals" else "false pass"
+            lines.append(f"- {len(argvs)} {kind}: vLLM: `{said.strip()}` — e.g. `{argvs[0]}`")
+        lines.append("")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> int:
@@ -129,8 +227,11 @@ def main() -> int:
     worktree = None
     if opts.before:
         worktree = Path(tempfile.mkdtemp(prefix="doctor-before-"))
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree),
-                        opts.before], check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree), opts.before],
+            check=True,
+            capture_output=True,
+        )
         sources["before"] = worktree
     summary = {"cases": dict(Counter(c["kind"] for c in built)), "releases": {}}
     try:
@@ -152,12 +253,27 @@ def main() -> int:
                     entry["config_stage"] = _config_stage(vllm_rows, doctor_rows)
     finally:
         if worktree is not None:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                            str(worktree)], capture_output=True)
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(worktree)],
+                capture_output=True,
+            )
+    summary["command"] = "python tools/differential/run.py " + " ".join(sys.argv[1:])
     (opts.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-    print(json.dumps({r: {k: (v.get(k, {}).get("false_refusals") and len(v[k]["false_refusals"]),
-                              v.get(k, {}).get("false_passes") and len(v[k]["false_passes"]))
-                          for k in ("before", "after")} for r, v in summary["releases"].items()}))
+    (opts.out / "summary.md").write_text(_markdown(summary), encoding="utf-8")
+    print(
+        json.dumps(
+            {
+                r: {
+                    k: (
+                        v.get(k, {}).get("false_refusals") and len(v[k]["false_refusals"]),
+                        v.get(k, {}).get("false_passes") and len(v[k]["false_passes"]),
+                    )
+                    for k in ("before", "after")
+                }
+                for r, v in summary["releases"].items()
+            }
+        )
+    )
     return 0
 
 

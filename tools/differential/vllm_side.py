@@ -182,7 +182,7 @@ def parse(parser, serve, argv: list[str]):
     except SystemExit as exc:
         message = stderr.getvalue().strip().splitlines()
         return None, (message[-1] if message else f"exit {exc.code}")[:400]
-    except Exception as exc:  # noqa: BLE001 - vLLM's own refusal, reported as such
+    except Exception as exc:
         return None, f"{type(exc).__name__}: {_first_line(exc)}"
     return args, None
 
@@ -201,7 +201,7 @@ def config(args, model_dir: str | None):
         with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
             engine_args = AsyncEngineArgs.from_cli_args(args)
             engine_args.create_engine_config()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         text = f"{type(exc).__name__}: {_first_line(exc)}"
         if not isinstance(exc, (ValueError, TypeError)) or any(w in text.lower() for w in NOT_HERE):
             return "not-reached", text

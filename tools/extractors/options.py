@@ -49,6 +49,7 @@ META = {
         "kvs": "the JSON converter also reads key=value,... pairs (nullable_kvs)",
         "keys": "the keys a JSON option takes where the release refuses any other (its type "
         "is one config dataclass validated with extra keys forbidden)",
+        "item": "the type each value of a list option is read with (int, float)",
     },
     "sources": ["engine/arg_utils.py", "entrypoints/*/cli_args.py", "entrypoints/cli/serve.py"],
 }
@@ -332,6 +333,24 @@ class Package:
         text = self.text("engine/arg_utils.py")
         return "return_type is json.loads and not re.match" in text and "nullable_kvs(val)" in text
 
+    def item_kind(self, annotation: ast.expr) -> str | None:
+        """The type each value of a list option is read with (collection_to_kwargs: the
+        element type; a union with ``str`` is read as str): "int", "float", or None."""
+        for node in ast.walk(annotation):
+            if not isinstance(node, ast.Subscript):
+                continue
+            head = ast.unparse(node.value).split(".")[-1]
+            if head not in ("list", "List", "Sequence", "tuple", "Tuple", "set", "Set"):
+                continue
+            items = _items(node.slice)
+            if not items:
+                return None
+            first = items[0]
+            if isinstance(first, ast.Name) and first.id in ("int", "float"):
+                return first.id
+            return None
+        return None
+
     @property
     def config_forbids_extra(self) -> bool:
         """The release's ``@config`` decorator gives its config dataclasses
@@ -545,7 +564,8 @@ def explicit_kind(call: ast.Call) -> str | None:
         if text in ("'+'", "'*'", '"+"', '"*"'):
             return "list"
         if text in ("'?'", '"?"'):
-            return "str"
+            # an optional value: the bare flag is accepted too (0.12's --hf-token)
+            return "bool_or_str"
     typ = kw.get("type")
     if typ is not None:
         text = ast.unparse(typ)
@@ -677,6 +697,7 @@ def extract_file(pkg: Package, rel: str, out: dict[str, dict[str, Any]]) -> None
         src = kwargs_source(node, kwargs_vars)
         key_value = False
         json_keys = None
+        item_kind = None
         if src is not None:
             cls, field = src
             fields = pkg.class_fields(cls)
@@ -687,6 +708,8 @@ def extract_file(pkg: Package, rel: str, out: dict[str, dict[str, Any]]) -> None
                     key_value = kind == "json" and "dataclass" not in hints and pkg.dict_takes_kvs
                     if kind == "json":
                         json_keys = pkg.json_keys(fields[field].annotation)
+                    if kind == "list":
+                        item_kind = pkg.item_kind(fields[field].annotation)
                 if explicit is None:
                     choices = pkg.field_choices(fields[field].annotation)
             elif kind is None:
@@ -704,6 +727,8 @@ def extract_file(pkg: Package, rel: str, out: dict[str, dict[str, Any]]) -> None
             out[longs[0][2:]]["kvs"] = True
         if json_keys:
             out[longs[0][2:]]["keys"] = json_keys
+        if item_kind:
+            out[longs[0][2:]]["item"] = item_kind
     _loop_arguments(pkg, tree, out)
 
 

@@ -103,10 +103,18 @@ def _acceptance(table: Table, word: str, name: str | None) -> str:
 # -- options ----------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=8)
 def _parsed(argv: tuple[str, ...]) -> ServeLine | None:
-    """The serve line parsed once (the release facts of every covered release read it when
-    the version is unknown); None when it does not parse. Read it, never change it."""
+    """The serve line as this process parsed it (a secret-looking option's value unhidden:
+    judged, never shown), else parsed again from its redacted words; None when it does not
+    parse. Read it, never change it."""
+    from vllm_doctor.serveline.line import parsed_line
+
+    line = parsed_line(argv)
+    return line if line is not None else _reparsed(argv)
+
+
+@lru_cache(maxsize=8)
+def _reparsed(argv: tuple[str, ...]) -> ServeLine | None:
     from vllm_doctor.errors import InputError
     from vllm_doctor.serveline.parser import parse_serve_argv
 
@@ -196,6 +204,13 @@ def _accepts(release: str, word: str, name: str | None) -> bool:
     )
 
 
+def _shown(name: str, value: Any) -> str:
+    """A value as a message shows it: hidden where the option's name looks secret."""
+    from vllm_doctor.redact import redact_value
+
+    return str(redact_value(value, name))
+
+
 def _value_refusal(
     release: str, options: dict[str, Any], name: str, given: Any, raw: str | None
 ) -> str | None:
@@ -221,18 +236,31 @@ def _value_refusal(
                 f"--{name}: vLLM {release} takes no key {', '.join(map(repr, unknown))} "
                 f"in it (its config class has the fields {_few(keys, 40)})"
             )
+    if kind == "list" and isinstance(given, list):
+        item = spec.get("item")
+        reader = {"int": int, "float": float}.get(item)
+        values = given if isinstance(given, list) else [given]
+        for word in values:
+            try:
+                if reader is not None:
+                    reader(str(word))
+            except ValueError:
+                return (
+                    f"--{name} {_shown(name, word)}: vLLM {release} reads each value as "
+                    f"{item} (invalid {item} value)"
+                )
+        return None
     if raw is None:
         if isinstance(given, bool) and kind not in ("bool", "flag", "bool_or_str"):
             return f"--{name} expects a value in vLLM {release} (its {kind} option)"
         return None
     if kind in ("bool", "flag"):
-        return f"--{name} {raw}: vLLM {release} takes no value after --{name}"
-    if kind == "list":
-        return None
+        return f"--{name} {_shown(name, raw)}: vLLM {release} takes no value after --{name}"
     try:
         convert_value(f"--{name}", union, kind, raw, bool(spec.get("kvs")))
     except InputError as err:
-        return f"--{name} {raw}: vLLM {release} refuses the value ({err.problem})"
+        problem = err.problem if _shown(name, raw) == raw else "not of its kind"
+        return f"--{name} {_shown(name, raw)}: vLLM {release} refuses the value ({problem})"
     return None
 
 
@@ -349,7 +377,7 @@ def _options(facts: Facts, release: str | None) -> None:
             bad = _outside_choices(options.get(name), value)
             if bad:
                 invalid.append(
-                    f"--{name} {' '.join(bad)}: not among the choices of vLLM "
+                    f"--{name} {_shown(name, ' '.join(bad))}: not among the choices of vLLM "
                     f"{release} ({', '.join(str(c) for c in options[name]['choices'])})"
                 )
     facts.set("release.invalid_choices", invalid, SOURCE, f"the options of vLLM {release}")
@@ -388,6 +416,14 @@ def _outside_choices(spec: dict[str, Any] | None, value: Any) -> list[str]:
     return [str(v) for v in values if str(v) not in allowed]
 
 
+def _why_unread(line: ServeLine, name: str) -> str:
+    from vllm_doctor.redact import is_secret_name
+
+    if name not in line.unread:
+        return "not among the choices"
+    return "not of a kind they read" if is_secret_name(name) else line.unread[name]
+
+
 def _few(items: list[Any], limit: int = 12) -> str:
     shown = ", ".join(str(c) for c in items[:limit])
     return shown + (f", … ({len(items)} in all)" if len(items) > limit else "")
@@ -423,10 +459,10 @@ def _unread_values(table: Table, line: ServeLine | None) -> list[str]:
             )
             for span in spans
         )
-        shown = raw if raw is not None else str(value)
+        shown = _shown(name, raw if raw is not None else value)
         out.append(
             f"--{name} {shown}: no vLLM release {table.releases[0]}–{table.newest} reads this "
-            f"value ({line.unread.get(name) or 'not among the choices'}; the releases take "
+            f"value ({_why_unread(line, name)}; the releases take "
             f"{kinds}); a newer release may"
         )
     return out

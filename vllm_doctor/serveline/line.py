@@ -143,10 +143,29 @@ _UNREAD_JSON_FACTS = {
 
 
 def _unread_reason(line: ServeLine, option: str) -> str:
+    why = "not of a kind they read" if is_secret_name(option) else line.unread[option]
     return (
         f"`{_redact_evidence(line.given.get(option))}`: no covered vLLM release reads this "
-        f"value ({line.unread[option]}); a newer release may"
+        f"value ({why}); a newer release may"
     )
+
+
+# the lines parsed in this process by their redacted words (serve.argv): what the release
+# facts judge, secrets included, without the secrets ever being facts
+_PARSED: dict[tuple[str, ...], ServeLine] = {}
+_PARSED_MAX = 64
+
+
+def _remember(argv: list[str], line: ServeLine) -> None:
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.pop(next(iter(_PARSED)))
+    _PARSED[tuple(argv)] = line
+
+
+def parsed_line(argv: tuple[str, ...]) -> ServeLine | None:
+    """The line this process parsed whose redacted words are ``argv`` (None: not parsed
+    here, as for facts read back from JSON)."""
+    return _PARSED.get(tuple(argv))
 
 
 def _gpu_memory_default(facts: Facts) -> tuple[float, str]:
@@ -200,7 +219,9 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
     def put(path: str, name: str, value: Any) -> None:
         facts.set(path, value, src(name), line.given.get(name))
 
-    facts.set("serve.argv", _redact_secret_values(list(line.tokens)), source)
+    argv = _redact_secret_values(list(line.tokens))
+    facts.set("serve.argv", argv, source)
+    _remember(argv, line)
     if line.model is not None:
         facts.set("serve.model", line.model, src("model"), line.given.get("model"))
     else:
