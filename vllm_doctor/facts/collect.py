@@ -68,6 +68,10 @@ class CollectOptions:
     # facts that stand for this machine's (a rule case's `facts:` beside its real inputs):
     # set before the serve line, so the collectors after it and the derived facts see them
     given: Facts | None = None
+    # read the Hugging Face cache and ask the Hub for a config.json it lacks (None: when this
+    # machine or a manifest's container is examined; True: also without, as tests judge a
+    # corpus through a local stand-in of the Hub given in ``environ``)
+    hub: bool | None = None
 
 
 def _read_text(path: Path, what: str) -> str:
@@ -208,7 +212,19 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
             facts.mark_missing(key, reason)
     # a manifest's container: what its file states stands for this machine's
     if options.manifest_target is not None:
+        conflicts: list[tuple[tuple[str, ...], str]] = []
+        if report_facts is not None:
+            from vllm_doctor.facts.stack import manifest_report_conflicts
+
+            stated = Facts()
+            options.manifest_target.write_facts(stated)
+            conflicts = manifest_report_conflicts(report_facts, stated, str(options.report))
         options.manifest_target.write_facts(facts)
+        for areas, reason in conflicts:  # the report's part of another stack is set aside
+            for area in areas:
+                facts.drop_area(area)
+                facts.mark_missing(area, reason)
+            facts.notes.append(reason)
     # the target hardware replaces this machine's (or the report's) GPUs
     if options.target:
         from vllm_doctor.facts.hardware import apply_target_hardware
@@ -225,6 +241,12 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
     # same wherever the model is served)
     lookup_env = os.environ if options.manifest_target is not None else environ
 
+    hub_allowed = (
+        options.hub
+        if options.hub is not None
+        else options.probe_machine or options.manifest_target is not None
+    )
+
     def model() -> None:
         from vllm_doctor.facts.model_config import collect_model
 
@@ -234,8 +256,8 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
             model_id,
             Path.cwd(),
             lookup_env if lookup_env is not None else {},
-            use_hf_cache=options.probe_machine or options.manifest_target is not None,
-            hub=options.probe_machine or options.manifest_target is not None,
+            use_hf_cache=hub_allowed,
+            hub=hub_allowed,
             offline=options.offline,
         )
 

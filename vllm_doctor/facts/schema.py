@@ -66,6 +66,11 @@ FACTS: dict[str, FactSpec] = {
     "torch.cuda_version": FactSpec("version", "CUDA version torch was built with (e.g. 13.0)"),
     "torch.git_version": FactSpec("str", "torch git commit"),
     "torch.matches_vllm_pin": FactSpec("bool", "installed torch satisfies vLLM's requirement"),
+    "torch.cuda_available": FactSpec(
+        "bool",
+        "torch.cuda.is_available() where the report was written (collect-env's `Is CUDA "
+        "available`): false beside an NVIDIA driver means torch could not initialise CUDA",
+    ),
     # -- other packages ----------------------------------------------------------------
     "packages.*": FactSpec("version", "installed version of a package (canonical name)"),
     # -- driver ------------------------------------------------------------------------
@@ -275,6 +280,12 @@ FACTS: dict[str, FactSpec] = {
         "room | tight (within the margin) | none: the KV cache "
         "left after weights, activations and graphs",
     ),
+    "memory.kv_budget_room": FactSpec(
+        "str",
+        "room | tight (within the margin) | none: with --kv-cache-memory-bytes, the GPU's "
+        "memory left after the weights, the profile's peak, non-torch memory, CUDA graphs "
+        "and the KV cache asked for",
+    ),
     "memory.estimate_line": FactSpec(
         "str", "the estimate in one line (KV GiB, tokens, concurrent requests)"
     ),
@@ -365,6 +376,14 @@ FACTS: dict[str, FactSpec] = {
         "str",
         "what the judged release does when TP x PP exceeds the node's GPUs and no "
         "executor backend is given: ray (switches to Ray by itself) or refuse (ValueError)",
+    ),
+    "release.world_spans_nodes": FactSpec(
+        "bool",
+        "the ranks of one data-parallel replica (TP x PP x PCP) may lie beyond this node's "
+        "GPUs: --distributed-executor-backend ray or external_launcher, or --nnodes above 1; "
+        "false: vLLM compares them with this node's GPUs (--headless and the data-parallel "
+        "options do not change that; the detail names them)",
+        never_absent=True,
     ),
     "release.transformers_requirement": FactSpec(
         "str", "the judged release's transformers requirement (Requires-Dist)"

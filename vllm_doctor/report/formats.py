@@ -312,6 +312,8 @@ def _message(doc: CheckDocument, f: Finding) -> str:
     if f.verdict == UNDECIDED:
         needs = ", ".join(m.path for m in f.missing) or "the vLLM version"
         strict = " (--strict fails the run on it)" if doc.is_failing(f) else ""
+        if f.unknowable_here:
+            strict = " (cannot be known from this input)"
         return f"{f.rule.code} cannot be decided{strict}: {f.rule.summary}. Missing: {needs}"
     text = f"{f.rule.summary}. Evidence: {_evidence_text(f) or 'crash log'}"
     if f.rule.fix and f.rule.fix.version:
