@@ -184,7 +184,10 @@ def test_a_correct_serve_config_draws_no_option_finding(rules, tmp_path):
     good.write_text((HERE / "serve-typo.yaml").read_text().replace("sise", "size"))
     doc = _judge(rules, None, "0.27.1", serve_config=good)
     assert doc.facts.value("release.unaccepted_options") == []
-    assert doc.facts.get("serve.tensor_parallel_size").detail == "serve.yaml:4: tensor-parallel-size: 2"
+    assert (
+        doc.facts.get("serve.tensor_parallel_size").detail
+        == "serve.yaml:4: tensor-parallel-size: 2"
+    )
 
 
 def test_the_serve_config_typo_through_the_cli(tmp_path):

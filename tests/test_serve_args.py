@@ -126,9 +126,12 @@ def test_max_model_len_auto():
     assert "serve.max_model_len" not in facts
     assert "auto" in facts.why_missing("serve.max_model_len")
     # only --max-model-len reads "auto"
-    assert "integer" in parse_serve_argv(["m", "--max-num-batched-tokens", "auto"]).unread[
-        "max-num-batched-tokens"
-    ]
+    assert (
+        "integer"
+        in parse_serve_argv(["m", "--max-num-batched-tokens", "auto"]).unread[
+            "max-num-batched-tokens"
+        ]
+    )
 
 
 @pytest.mark.parametrize("words", [["-O3"], ["-O", "3"], ["-O=3"], ["--optimization-level", "3"]])
@@ -219,9 +222,9 @@ def test_hf_overrides_may_be_a_string_but_an_object_must_be_json():
         parse_serve_argv(["m", "--hf-overrides", "my.module:fn"]).options["hf-overrides"]
         == "my.module:fn"
     )
-    assert "invalid JSON" in parse_serve_argv(["m", "--hf-overrides", "{bad}"]).unread[
-        "hf-overrides"
-    ]
+    assert (
+        "invalid JSON" in parse_serve_argv(["m", "--hf-overrides", "{bad}"]).unread["hf-overrides"]
+    )
 
 
 def test_json_human_readable_numbers_inside_json():
@@ -822,9 +825,10 @@ def test_a_value_form_some_release_reads_is_not_bad_input():
     assert line.options["limit-mm-per-prompt"] == {"image": 5, "video": 1}
     assert line.raw_values["limit-mm-per-prompt"] == "image=5,video=1"
     # no release reads it: kept, and each release refuses it (ARGS101 / ARGS102)
-    assert "invalid JSON" in parse_serve_argv(["m", "--limit-mm-per-prompt", "image"]).unread[
-        "limit-mm-per-prompt"
-    ]
+    assert (
+        "invalid JSON"
+        in parse_serve_argv(["m", "--limit-mm-per-prompt", "image"]).unread["limit-mm-per-prompt"]
+    )
 
 
 def test_negation_words_come_from_the_release_tables():

@@ -42,7 +42,7 @@ from vllm_doctor.facts.model import Fact, Facts, Source
 from vllm_doctor.facts.packages import satisfies
 
 # the options' facts live in release_options (the names below are this module's face too)
-from vllm_doctor.facts.release_options import (  # noqa: F401
+from vllm_doctor.facts.release_options import (
     CURATED_FLAG_RULES,
     SOURCE,
     _accepts,
@@ -888,4 +888,13 @@ def collect(facts: Facts) -> None:
     collect_release(facts)
 
 
-__all__ = ["Source", "collect_release"]
+__all__ = [
+    "CURATED_FLAG_RULES",
+    "SOURCE",
+    "Source",
+    "_accepts",
+    "_given_words",
+    "collect_release",
+    "curated_flag_patterns",
+    "refused_option_hints",
+]

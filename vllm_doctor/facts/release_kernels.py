@@ -173,7 +173,7 @@ def _override_answer(entry: dict[str, Any], checkpoint: str, user: str | None) -
     asked = user if user is None or user in literals else "*"
     for row_ckpt, row_user, result in entry.get("returns") or ():
         if row_ckpt == ckpt and row_user == asked:
-            return result
+            return str(result) if result is not None else None
     return None
 
 

@@ -395,7 +395,9 @@ def _hidden(line: ServeLine, name: str) -> bool:
 def _shown_word(item: OptionWord) -> str:
     """The word, with the config file line it was written on (``--tensor-parallel-sise
     (serve.yaml:3: tensor-parallel-sise: 2)``)."""
-    return f"{item.word} ({item.evidence})" if item.origin == "config" else item.word
+    from vllm_doctor.redact import redact_text
+
+    return f"{item.word} ({redact_text(item.evidence)})" if item.origin == "config" else item.word
 
 
 def _config_edit(item: OptionWord, nearest: str | None, release: str) -> str:
@@ -530,9 +532,12 @@ def refused_option_hints(words: list[str], version: str | None) -> list[str]:
 
 
 def _corrected(line: ServeLine, edits: dict[str, str | None]) -> str:
-    """The user's serve words with unaccepted options renamed (or dropped with their value)."""
+    """The user's serve words with unaccepted options renamed (or dropped with their value),
+    every secret hidden (the words as ``serve.argv`` holds them)."""
+    from vllm_doctor.redact import redact_words
+
     out: list[str] = []
-    tokens = list(line.tokens)
+    tokens = redact_words(list(line.tokens))
     i = 0
     while i < len(tokens):
         token = tokens[i]
