@@ -130,6 +130,32 @@ class Package:
         self._classes[name] = found
         return found
 
+    @property
+    def runtime_any(self) -> set[str]:
+        """Names a config module binds to ``Any`` at run time (``if TYPE_CHECKING: from ...
+        import QuantizationMethods`` / ``else: QuantizationMethods = Any``): get_kwargs sees
+        Any there, not the Literal the name stands for when type checking (0.9-0.12's
+        --quantization takes any word)."""
+        if getattr(self, "_runtime_any", None) is None:
+            names: set[str] = set()
+            for rel in self.files():
+                if not (rel.startswith("config/") or rel == "config.py"):
+                    continue
+                tree = self.tree(rel)
+                if tree is None or "TYPE_CHECKING" not in self.text(rel):
+                    continue
+                for node in tree.body:
+                    if not (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)):
+                        continue
+                    for stmt in node.orelse:
+                        if (
+                            isinstance(stmt, ast.Assign)
+                            and ast.unparse(stmt.value).split(".")[-1] == "Any"
+                        ):
+                            names |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+            self._runtime_any = names
+        return self._runtime_any
+
     def find_alias(self, name: str) -> ast.expr | None:
         if name in self._aliases:
             return self._aliases[name]
@@ -276,7 +302,7 @@ class Package:
             name = ast.unparse(node).split(".")[-1]
             if name in BUILTIN_SIMPLE:
                 return {name}
-            if name == "Any":
+            if name == "Any" or name in self.runtime_any:
                 return {"other"}
             alias = self.find_alias(name)
             if alias is not None and not isinstance(alias, ast.Call):
@@ -441,7 +467,9 @@ class Package:
             for part in _union_parts(annotation)
             if (values := self.literal_values(part)) is not None
         ]
-        if not found or ("str" in hints and self.literal_with_str_is_free):
+        if not found or not hints & {"Literal", "int"}:
+            return None  # no Literal get_kwargs sees (a name bound to Any at run time)
+        if "str" in hints and self.literal_with_str_is_free:
             return None
         if hints & {"bool", "dataclass"}:
             return None  # the ladder decides before looking at the Literal
