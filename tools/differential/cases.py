@@ -84,7 +84,8 @@ def _forms(argv: list[str]) -> list[tuple[str, list[str]]]:
                 key = "-cc" if argv[i] == "--compilation-config" else argv[i]
                 pieces = [w for k, v in obj.items() for w in (f"{key}.{k}", json.dumps(v))]
                 dotted = argv[:i] + argv[i + 2 :] + pieces
-                out.append(("dotted", dotted))
+                # one form per JSON option of the line, each with its own id
+                out.append((f"dotted:{argv[i].lstrip('-')}", dotted))
         elif (
             re.fullmatch(r"\d+", value)
             and int(value) >= 1024
@@ -158,13 +159,19 @@ SHORTHANDS = [
 def build() -> list[dict]:
     cases: list[dict] = []
     seen: set[tuple[str, ...]] = set()
+    ids: set[str] = set()
 
     def add(kind: str, label: str, argv: list[str], config: bool) -> None:
         key = tuple(argv)
         if key in seen:
             return
         seen.add(key)
-        cases.append({"id": f"{kind}:{label}", "kind": kind, "argv": argv, "config": config})
+        case_id = f"{kind}:{label}"
+        # results are matched by id: two lines under one id would count as one
+        if case_id in ids:
+            raise ValueError(f"two serve lines under the id {case_id}")
+        ids.add(case_id)
+        cases.append({"id": case_id, "kind": kind, "argv": argv, "config": config})
 
     entries = json.loads(CORPUS.read_text(encoding="utf-8"))["entries"]
     for n, command in enumerate(dict.fromkeys(e["command"] for e in entries)):

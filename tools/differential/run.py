@@ -10,6 +10,10 @@ vllm_side.py runs there on every case (cases.py); doctor_side.py runs with this 
 (``after``) and, with ``--before REV``, with that revision checked out into a temporary
 worktree (``before``). Writes ``cases.jsonl``, ``vllm-<release>.jsonl``,
 ``doctor-<label>-<release>.jsonl`` and ``summary.json`` / ``summary.md`` under ``--out``.
+
+With ``--reuse``, a line the previous run already put to vLLM (the same words, the same
+stages) keeps vLLM's answer, and so does the ``before`` doctor's when ``--before`` names the
+same commit; only new lines run. The ``after`` doctor always judges every line.
 """
 
 from __future__ import annotations
@@ -41,56 +45,97 @@ def _rows(path: Path) -> dict[str, dict]:
     return rows
 
 
+def _key(case: dict) -> tuple:
+    return (tuple(case["argv"]), bool(case.get("config")))
+
+
+def _earlier(previous: list[dict], path: Path) -> tuple[dict, dict[tuple, dict]]:
+    """An earlier run's header and its rows by line (the words and the stages asked): a side
+    writes its rows in the order of the cases file it was given."""
+    if not previous or not path.exists():
+        return {}, {}
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    header = next((r for r in rows if "id" not in r), {})
+    rows = [r for r in rows if "id" in r]
+    if len(rows) != len(previous) or any(
+        r["id"] != c["id"] for r, c in zip(rows, previous, strict=True)
+    ):
+        return {}, {}
+    return header, {_key(c): r for c, r in zip(previous, rows, strict=True)}
+
+
+def _side(
+    command: list[str], cases: list[dict], target: Path, earlier: dict[tuple, dict], **run
+) -> tuple[dict, int]:
+    """Runs one side (``command`` + ``--cases F --out F``) on the lines ``earlier`` has no
+    answer for and writes every line's row to ``target`` in the order of ``cases``, the
+    header first. Returns the new run's header (empty when nothing ran) and how many ran."""
+    pending = [c for c in cases if _key(c) not in earlier]
+    fresh: dict[str, dict] = {}
+    header: dict = {}
+    if pending:
+        with tempfile.TemporaryDirectory(prefix="differential-") as tmp:
+            src, out = Path(tmp) / "cases.jsonl", Path(tmp) / "out.jsonl"
+            src.write_text("".join(json.dumps(c) + "\n" for c in pending), encoding="utf-8")
+            subprocess.run(
+                [*command, "--cases", str(src), "--out", str(out)], timeout=DEADLINE_S, **run
+            )
+            if out.exists():
+                lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+                header = next((r for r in lines if "id" not in r), {})
+                fresh = {r["id"]: r for r in lines if "id" in r}
+        if len(fresh) != len(pending):
+            return header, -1
+    rows = [fresh.get(c["id"]) or {**earlier[_key(c)], "id": c["id"]} for c in cases]
+    target.write_text(
+        "".join(json.dumps(r) + "\n" for r in ([header] if header else []) + rows),
+        encoding="utf-8",
+    )
+    return header, len(pending)
+
+
 def _vllm(
-    release: str, venvs: Path, cases: Path, out: Path, reuse: bool
-) -> tuple[Path | None, str]:
+    release: str, venvs: Path, cases: list[dict], out: Path, previous: list[dict]
+) -> tuple[Path | None, str, str | None]:
+    """vLLM's answers for every line, reused from ``previous`` where the line is the same."""
     python = venvs / f"diff-vllm-{release}" / "bin" / "python"
     target = out / f"vllm-{release}.jsonl"
-    if reuse and target.exists():
-        return target, "reused"
-    if not python.exists():
-        return None, f"no environment: python tools/differential/make_venv.py {release}"
+    old_header, earlier = _earlier(previous, target)
+    if len(earlier) < len(cases) and not python.exists():
+        return None, f"no environment: python tools/differential/make_venv.py {release}", None
     start = time.time()
-    run = subprocess.run(
-        [
-            str(python),
-            str(HERE / "vllm_side.py"),
-            "--cases",
-            str(cases),
-            "--out",
-            str(target),
-            "--model-dir",
-            str(MODEL_DIR),
-        ],
+    command = [str(python), str(HERE / "vllm_side.py"), "--model-dir", str(MODEL_DIR)]
+    header, ran = _side(
+        command, cases, target, earlier, capture_output=True, text=True, cwd=tempfile.gettempdir()
+    )
+    if ran < 0:
+        return None, f"vLLM {release} could not run its parser here", None
+    version = (header or old_header).get("vllm")
+    how = f"{ran} lines run ({time.time() - start:.0f} s), {len(cases) - ran} reused"
+    return target, how, version
+
+
+def _doctor(src: Path, release: str, cases: list[dict], target: Path, earlier: dict) -> str:
+    env = {"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    command = [sys.executable, str(HERE / "doctor_side.py"), "--release", release]
+    _, ran = _side(command, cases, target, earlier, check=True, env=env, cwd=str(src))
+    return f"{ran} lines judged, {len(cases) - ran} reused"
+
+
+def _revision(rev: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", rev], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def _checkout_revision() -> str:
+    """The commit the ``after`` doctor is, and whether its code differs from it."""
+    changed = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--", "vllm_doctor", "rules"],
         capture_output=True,
         text=True,
-        timeout=DEADLINE_S,
-        cwd=tempfile.gettempdir(),
-    )
-    if run.returncode or not target.exists():
-        tail = (run.stderr or run.stdout).strip().splitlines()[-3:]
-        return None, f"vLLM {release} could not run its parser here: " + " / ".join(tail)
-    return target, f"{time.time() - start:.0f} s"
-
-
-def _doctor(src: Path, release: str, cases: Path, target: Path) -> None:
-    env = {"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
-    subprocess.run(
-        [
-            sys.executable,
-            str(HERE / "doctor_side.py"),
-            "--cases",
-            str(cases),
-            "--release",
-            release,
-            "--out",
-            str(target),
-        ],
-        check=True,
-        env=env,
-        cwd=str(src),
-        timeout=DEADLINE_S,
-    )
+    ).stdout.strip()
+    return _revision("HEAD") + (" with uncommitted changes" if changed else "")
 
 
 # vLLM refusals that come from this machine, not from the line: a file the line names
@@ -149,6 +194,13 @@ def _config_stage(vllm: dict, doctor: dict) -> dict:
     return {"counts": dict(counts), "refused": refused}
 
 
+def _agree(compared: dict) -> str:
+    """How many lines the doctor reads as vLLM's parser does."""
+    if not compared:
+        return ""
+    return str(compared["cases"] - len(compared["false_refusals"]) - len(compared["false_passes"]))
+
+
 def _markdown(summary: dict) -> str:
     """The figures, and every disagreement left after, grouped by what vLLM said."""
     import re
@@ -158,6 +210,10 @@ def _markdown(summary: dict) -> str:
         "",
         f"Command: `{summary['command']}` (tools/differential/README.md).",
         "",
+        f"Doctor judged: after = {summary['after']}"
+        + (f", before = {summary['before']}" if summary.get("before") else "")
+        + ".",
+        "",
         "Cases: " + ", ".join(f"{n} {k}" for k, n in sorted(summary["cases"].items())) + ".",
         "",
         "Parse stage (vLLM's `vllm serve` parser and its `validate`, against `check "
@@ -165,21 +221,21 @@ def _markdown(summary: dict) -> str:
         "(exit 2, or ARGS001/ARGS004/ARGS100/ARGS101 as an error); a false pass the reverse.",
         "",
         "| release | vLLM run | compared | vLLM accepts | vLLM refuses | left out (a file the "
-        "line names is missing here) | false refusals before | false passes before | false "
-        "refusals after | false passes after |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "line names is missing here) | doctor as vLLM before | false refusals before | false "
+        "passes before | doctor as vLLM after | false refusals after | false passes after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for release, entry in summary["releases"].items():
         after, before = entry.get("after"), entry.get("before") or {}
         if after is None:
-            lines.append(f"| {release} | not run: {entry['vllm']} | | | | | | | | |")
+            lines.append(f"| {release} | not run: {entry['vllm']} | | | | | | | | | | |")
             continue
         lines.append(
             f"| {release} | {entry.get('vllm_version')} | {after['cases']} | "
             f"{after['vllm_accepts']} | {after['vllm_refuses']} | "
-            f"{len(after['vllm_environment'])} | {len(before.get('false_refusals', []))} | "
-            f"{len(before.get('false_passes', []))} | {len(after['false_refusals'])} | "
-            f"{len(after['false_passes'])} |"
+            f"{len(after['vllm_environment'])} | {_agree(before)} | "
+            f"{len(before.get('false_refusals', []))} | {len(before.get('false_passes', []))} | "
+            f"{_agree(after)} | {len(after['false_refusals'])} | {len(after['false_passes'])} |"
         )
     lines += ["", "## Config stage (recorded, not compared)", ""]
     lines.append(
@@ -210,22 +266,53 @@ def _markdown(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _previous_before(out: Path) -> str | None:
+    """The commit the previous run judged as ``before``."""
+    path = out / "summary.json"
+    if not path.exists():
+        return None
+    summary = json.loads(path.read_text(encoding="utf-8"))
+    if summary.get("before"):
+        return summary["before"]
+    # a summary written before the commit was recorded: its command names the revision
+    words = summary.get("command", "").split()
+    if "--before" in words[:-1]:
+        return _revision(words[words.index("--before") + 1])
+    return None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--releases", required=True)
     ap.add_argument("--venvs", type=Path, default=Path("/work/venvs"))
     ap.add_argument("--before", help="a git revision of the doctor to judge as 'before'")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "differential")
-    ap.add_argument("--reuse", action="store_true", help="reuse vLLM results already written")
+    ap.add_argument(
+        "--reuse", action="store_true", help="keep the answers of the previous run's lines"
+    )
     opts = ap.parse_args()
     opts.out.mkdir(parents=True, exist_ok=True)
-    built = build()
     cases_path = opts.out / "cases.jsonl"
+    previous: list[dict] = []
+    if opts.reuse and cases_path.exists():
+        previous = [json.loads(line) for line in cases_path.read_text().splitlines()]
+    reuse_before = (
+        opts.reuse
+        and opts.before is not None
+        and _previous_before(opts.out) == _revision(opts.before)
+    )
+    built = build()
     cases_path.write_text("".join(json.dumps(c) + "\n" for c in built), encoding="utf-8")
     cases = {c["id"]: c for c in built}
+    summary: dict = {
+        "cases": dict(Counter(c["kind"] for c in built)),
+        "after": _checkout_revision(),
+        "releases": {},
+    }
     sources = {"after": ROOT}
     worktree = None
     if opts.before:
+        summary["before"] = _revision(opts.before)
         worktree = Path(tempfile.mkdtemp(prefix="doctor-before-"))
         subprocess.run(
             ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree), opts.before],
@@ -233,20 +320,22 @@ def main() -> int:
             capture_output=True,
         )
         sources["before"] = worktree
-    summary = {"cases": dict(Counter(c["kind"] for c in built)), "releases": {}}
     try:
         for release in opts.releases.split(","):
-            vllm_path, how = _vllm(release, opts.venvs, cases_path, opts.out, opts.reuse)
-            entry = {"vllm": how}
+            vllm_path, how, version = _vllm(release, opts.venvs, built, opts.out, previous)
+            entry: dict = {"vllm": how}
             summary["releases"][release] = entry
             print(f"vLLM {release}: {how}", file=sys.stderr)
             if vllm_path is None:
                 continue
             vllm_rows = _rows(vllm_path)
-            entry["vllm_version"] = json.loads(vllm_path.read_text().splitlines()[0]).get("vllm")
+            entry["vllm_version"] = version
             for label, src in sources.items():
                 target = opts.out / f"doctor-{label}-{release}.jsonl"
-                _doctor(src, release, cases_path, target)
+                reusable = previous if label == "before" and reuse_before else []
+                _, earlier = _earlier(reusable, target)
+                entry[f"doctor_{label}"] = _doctor(src, release, built, target, earlier)
+                print(f"doctor {label} {release}: {entry[f'doctor_{label}']}", file=sys.stderr)
                 doctor_rows = _rows(target)
                 entry[label] = _compare(vllm_rows, doctor_rows, cases)
                 if label == "after":
