@@ -73,6 +73,11 @@ def test_a_rerun_asks_only_the_new_lines(tmp_path):
         ("c", "three"),
     ]
 
+    # nothing new: nothing runs, and the file keeps the header of the run that answered
+    header, earlier = run._earlier(second, target)
+    assert run._side(command, second, target, earlier, header, check=True) == (header, 0)
+    assert json.loads(target.read_text().splitlines()[0]) == {"vllm": "9.9.9"}
+
 
 def test_an_earlier_file_out_of_step_with_its_cases_is_not_reused(tmp_path):
     target = tmp_path / "vllm.jsonl"

@@ -65,14 +65,20 @@ def _earlier(previous: list[dict], path: Path) -> tuple[dict, dict[tuple, dict]]
 
 
 def _side(
-    command: list[str], cases: list[dict], target: Path, earlier: dict[tuple, dict], **run
+    command: list[str],
+    cases: list[dict],
+    target: Path,
+    earlier: dict[tuple, dict],
+    header: dict | None = None,
+    **run,
 ) -> tuple[dict, int]:
     """Runs one side (``command`` + ``--cases F --out F``) on the lines ``earlier`` has no
     answer for and writes every line's row to ``target`` in the order of ``cases``, the
-    header first. Returns the new run's header (empty when nothing ran) and how many ran."""
+    header first (the new run's, else the earlier one's). Returns the header and how many
+    lines ran (-1: the side did not answer every line)."""
     pending = [c for c in cases if _key(c) not in earlier]
     fresh: dict[str, dict] = {}
-    header: dict = {}
+    header = header or {}
     if pending:
         with tempfile.TemporaryDirectory(prefix="differential-") as tmp:
             src, out = Path(tmp) / "cases.jsonl", Path(tmp) / "out.jsonl"
@@ -82,7 +88,7 @@ def _side(
             )
             if out.exists():
                 lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-                header = next((r for r in lines if "id" not in r), {})
+                header = next((r for r in lines if "id" not in r), header)
                 fresh = {r["id"]: r for r in lines if "id" in r}
         if len(fresh) != len(pending):
             return header, -1
@@ -106,11 +112,18 @@ def _vllm(
     start = time.time()
     command = [str(python), str(HERE / "vllm_side.py"), "--model-dir", str(MODEL_DIR)]
     header, ran = _side(
-        command, cases, target, earlier, capture_output=True, text=True, cwd=tempfile.gettempdir()
+        command,
+        cases,
+        target,
+        earlier,
+        old_header,
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
     )
     if ran < 0:
         return None, f"vLLM {release} could not run its parser here", None
-    version = (header or old_header).get("vllm")
+    version = header.get("vllm")
     how = f"{ran} lines run ({time.time() - start:.0f} s), {len(cases) - ran} reused"
     return target, how, version
 
