@@ -388,7 +388,13 @@ def test_strict_fails_on_undecided_errors():
     assert strict.returncode == 1
     data = json.loads(strict.stdout)
     assert data["summary"]["strict"] is True
-    undecided_errors = sorted(f["code"] for f in data["undecided"] if f["severity"] == "error")
+    # a rule left open only by facts this input can never supply (a report shows no
+    # container identity) is named, not failed
+    undecided_errors = sorted(
+        f["code"]
+        for f in data["undecided"]
+        if f["severity"] == "error" and not all(m.get("unknowable") for m in f["missing"])
+    )
     assert undecided_errors and not data["findings"]
     assert sorted(data["summary"]["failing"]) == undecided_errors
     assert (
@@ -439,9 +445,9 @@ def test_pyproject_configuration_is_found_upward_and_the_command_line_wins(tmp_p
     )
     # the command line wins over each key
     run = doctor(*HEALTHY, "--no-strict", "--format", "text", "--select", "HW", cwd=sub)
-    assert run.returncode == 0 and run.stdout.startswith("[")
+    assert run.returncode == 0 and run.stdout.startswith("Read: ")  # text, not the file's json
     # --no-config ignores the file
-    assert doctor(*HEALTHY, "--no-config", cwd=sub).stdout.startswith("[")
+    assert doctor(*HEALTHY, "--no-config", cwd=sub).stdout.startswith("Read: ")
 
 
 def test_environment_sits_between_the_command_line_and_the_settings_file(tmp_path):
@@ -470,7 +476,7 @@ def test_environment_sits_between_the_command_line_and_the_settings_file(tmp_pat
         cwd=tmp_path,
         env={**env, "VLLM_DOCTOR_STRICT": ""},
     )
-    assert run.returncode == 0 and run.stdout.startswith("["), run.stderr
+    assert run.returncode == 0 and run.stdout.startswith("Read: "), run.stderr
 
 
 @pytest.mark.parametrize(
@@ -526,7 +532,9 @@ def test_configured_rule_directory_adds_to_the_shipped_rules(tmp_path):
     (tmp_path / ".vllm-doctor.toml").write_text('rules-dir = ["team-rules"]\nformat = "json"\n')
     env = {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}
     data = json.loads(doctor(*HEALTHY, cwd=tmp_path, env=env).stdout)
-    shipped = len(json.loads(doctor("rules", "list", "--format", "json").stdout))
+    listed = json.loads(doctor("rules", "list", "--format", "json").stdout)
+    # `check` judges one machine: the FLEET rules (they compare nodes) are `fleet`'s
+    shipped = len([r for r in listed if not r["code"].startswith("FLEET")])
     assert data["summary"]["rules_checked"] == shipped + 3
     only = json.loads(doctor(*HEALTHY, "--no-default-rules", cwd=tmp_path, env=env).stdout)
     assert only["summary"]["rules_checked"] == 3

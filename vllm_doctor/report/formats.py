@@ -67,7 +67,21 @@ def _rulebase_line(doc: CheckDocument) -> str:
 
 
 def render_markdown(doc: CheckDocument) -> str:
-    out = ["## vllm-doctor report", "", f"**{doc.summary_line()}**", ""]
+    from vllm_doctor.report.summary import first_line
+
+    out = [
+        "## vllm-doctor report",
+        "",
+        f"**{doc.summary_line()}**",
+        "",
+        _md_cell(first_line(doc)),
+        "",
+    ]
+    if doc.recommendation is not None:
+        from vllm_doctor.report.text import recommendation_lines
+
+        head, *rest = recommendation_lines(doc.recommendation)
+        out += [f"**{head}**", "", *[f"- {_md_cell(line.strip())}" for line in rest], ""]
     if doc.applies:
         out += ["| | code | severity | summary | fix |", "|---|---|---|---|---|"]
         for f in doc.applies:
@@ -309,13 +323,16 @@ def _evidence_text(f: Finding) -> str:
 
 
 def _message(doc: CheckDocument, f: Finding) -> str:
+    # a target that is about one thing of several (a node of a fleet) names it in every message
+    subject = getattr(doc.target, "subject", None)
+    head = f"{subject}: " if subject else ""
     if f.verdict == UNDECIDED:
         needs = ", ".join(m.path for m in f.missing) or "the vLLM version"
         strict = " (--strict fails the run on it)" if doc.is_failing(f) else ""
         if f.unknowable_here:
             strict = " (cannot be known from this input)"
-        return f"{f.rule.code} cannot be decided{strict}: {f.rule.summary}. Missing: {needs}"
-    text = f"{f.rule.summary}. Evidence: {_evidence_text(f) or 'crash log'}"
+        return f"{head}{f.rule.code} cannot be decided{strict}: {f.rule.summary}. Missing: {needs}"
+    text = f"{head}{f.rule.summary}. Evidence: {_evidence_text(f) or 'crash log'}"
     if f.rule.fix and f.rule.fix.version:
         text += f". Fix: upgrade to vLLM {f.rule.fix.version} or later"
     suggestions = doc.suggestions.get(f.rule.code, [])
