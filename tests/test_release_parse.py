@@ -67,6 +67,43 @@ def test_autoround_setups_that_serve_draw_no_quantization_error(rules, setup):
     assert not {"QUANT101", "ARGS100", "ARGS101"} & set(_errors(doc)), setup["source"]
 
 
+def _bench_setups_with_auto_round() -> list[Path]:
+    """The working setups of bench/reports2026 whose serve line has --quantization auto_round
+    (club-3090 bench reports; the bench counted them as working setups drawing QUANT101)."""
+    reports = Path(__file__).parent.parent / "bench" / "reports2026" / "reports"
+    found = [
+        d
+        for d in sorted(reports.iterdir())
+        if (d / "serve.txt").is_file()
+        and "--quantization auto_round" in (d / "serve.txt").read_text(encoding="utf-8")
+        and "outcome: working" in (d / "report.yaml").read_text(encoding="utf-8")
+    ]
+    assert found, "bench/reports2026 holds no working auto_round setup"
+    return found
+
+
+@pytest.mark.parametrize("directory", _bench_setups_with_auto_round(), ids=lambda d: d.name)
+def test_bench_setups_with_auto_round_draw_no_error(directory, monkeypatch):
+    # judged as bench/reports2026/measure.py judges a working setup: `check` with what the
+    # report shows (its serve line, GPU, count and vLLM version; no checkpoint config)
+    import json
+
+    from typer.testing import CliRunner
+
+    from vllm_doctor.cli import app
+
+    monkeypatch.syspath_prepend(str(directory.parents[1]))
+    import measure
+
+    report = yaml_io.safe_load((directory / "report.yaml").read_text(encoding="utf-8"))
+    args, _ = measure.check_args(report, directory, {"--package"})
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    applying = [f for f in json.loads(result.stdout)["findings"] if f["verdict"] == "applies"]
+    assert [f["code"] for f in applying if f["severity"] == "error"] == []
+    assert "QUANT101" not in {f["code"] for f in applying}
+
+
 def test_auto_round_on_an_unquantized_checkpoint_is_unknown(rules, tmp_path):
     # the same flag where no override claims the checkpoint: "Unknown quantization method"
     config = tmp_path / "config.json"
@@ -117,6 +154,29 @@ def test_a_value_no_covered_release_reads_warns_without_a_version(rules):
     unread = " ".join(doc.facts.value("release.unread_values"))
     assert "--prefix-cache-retention-interval auto" in unread
     assert "a newer release may" in unread
+
+
+def test_a_value_no_covered_release_reads_is_not_bad_input_on_the_command_line():
+    # the CLI's own exit: 2 is bad input; the unread value is a warning
+    import json
+
+    from typer.testing import CliRunner
+
+    from vllm_doctor.cli import app
+
+    (line,) = _commands("retention-recipe.txt")
+    args = ["check", "--offline", "--no-config", "--format", "json", "--serve", line]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code != 2, result.output
+    applying = {
+        f["code"]: f["severity"]
+        for f in json.loads(result.stdout)["findings"]
+        if f["verdict"] == "applies"
+    }
+    assert applying.get("ARGS102") == "warning"
+    # releases before the option (0.29.0) refuse it, the covered ones its value: warnings,
+    # since the version is unknown
+    assert "error" not in applying.values()
 
 
 def test_a_value_a_known_release_refuses_is_its_argparse_error(rules):
