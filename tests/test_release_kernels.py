@@ -334,5 +334,6 @@ def test_auto_round_flag_is_decided_by_the_checkpoint():
         gpu__min_capability=120,
         serve__quantization="auto_round",
         model__model_type="qwen3",
+        model__inferred=False,  # config.json read
     )
     assert facts.value("release.quant.known") is False
