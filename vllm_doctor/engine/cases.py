@@ -21,6 +21,8 @@ INPUT_KEYS = ("serve", "serve_config", "model_config", "report")
 
 @dataclass
 class CaseResult:
+    """One case of a rule's cases file: passed or not, and why."""
+
     code: str
     name: str
     ok: bool
@@ -28,6 +30,7 @@ class CaseResult:
 
 
 def cases_path(rule: Rule) -> Path:
+    """The rule's cases file: ``<CODE>.cases.yaml`` beside the rule file."""
     return rule.path.with_name(f"{rule.code}.cases.yaml")
 
 

@@ -421,6 +421,8 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
 
 
 def load_rule_file(path: Path, strict: bool = True) -> tuple[Rule | None, list[str]]:
+    """One rule file as a ``Rule``, or None and ``file:field: problem`` lines for each
+    mistake (``strict``: also what only ``rules validate`` insists on)."""
     data, problems = _read_rule_data(path)
     if problems:
         return None, problems

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from vllm_doctor.engine.logmatch import Signature
 
 SEVERITIES = ("error", "warning", "info")
+# the one ranking of severities: a higher number is more severe (--fail-on, a capped finding)
 SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
 CONFIDENCES = ("high", "medium", "low")
 STATUSES = ("stable", "preview", "deprecated", "withdrawn")
@@ -27,6 +28,15 @@ CATEGORIES = {
     "HW": "GPUs, links and MIG",
     "ARGS": "serve arguments",
 }
+
+
+def lower_confidence(confidence: str) -> str:
+    """One step down (high → medium → low; low stays low): a finding that something argues
+    against (a fix state that cannot be read exactly, facts that contradict a log-only rule's
+    cause, a rule that applies in only some of the releases an unknown version could be)."""
+    return CONFIDENCES[min(CONFIDENCES.index(confidence) + 1, len(CONFIDENCES) - 1)]
+
+
 DETAIL_SECTIONS = ("What happens", "Why", "How to confirm", "Known false positives")
 
 
@@ -129,6 +139,9 @@ class Fix:
 
 @dataclass
 class Rule:
+    """One rule file, checked and typed (docs/rule-format.md); ``raw`` keeps the file's data
+    for the JSON output."""
+
     code: str
     slug: str
     status: str
