@@ -56,6 +56,7 @@ ALLOWED_KEYS = {
     "warn_when",
     "log_only",
     "reader",
+    "no_real_input",
 }
 REQUIRED_KEYS = (
     "code",
@@ -367,6 +368,8 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
             chk.problem(f"references[{i}]", "must be an https URL")
     if "references" in data and not references:
         chk.problem("references", "a rule needs at least one upstream reference")
+    # why no case of the rule can run on an input seen upstream (engine/cases.py)
+    chk.string(data, "no_real_input")
     related = chk.string_list(data, "related")
     for i, other in enumerate(related):
         if not CODE_RE.match(other):
