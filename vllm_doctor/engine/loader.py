@@ -630,6 +630,12 @@ def load_rules(directories: list[Path] | None = None) -> list[Rule]:
     return sorted(rules, key=lambda r: r.code)
 
 
+def one_machine(rules: list[Rule]) -> list[Rule]:
+    """The rules one machine's facts can decide: all but the FLEET rules, which compare the
+    nodes of a fleet (`vllm-doctor fleet`)."""
+    return [r for r in rules if r.category != "FLEET"]
+
+
 def select_rules(
     rules: list[Rule], select: list[str] | None, ignore: list[str] | None
 ) -> list[Rule]:

@@ -3,8 +3,9 @@
 Order: this machine (environment → packages → GPUs through NVML), or instead a collect-env
 report (parsed first; its areas stand for this machine's) → a rule case's given facts → a
 manifest container's stated facts → the target hardware (--gpu/--gpus/--driver/--cuda) → serve
-line → model config → crash log → what-if versions → inferred facts (hardware and stack from
-what is known) → derived facts → release facts and release kernels (what the judged vLLM
+line → model config → this machine as a node of a fleet (host, NCCL library, the model's
+files) → crash log → what-if versions → inferred facts (hardware and stack from what is known)
+→ derived facts → release facts and release kernels (what the judged vLLM
 release accepts, from the generated knowledge).
 
 A collector that crashes is recorded as missing ("collector X crashed: ...") for the areas it
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 # areas a collect-env report replaces wholesale
 REPORT_AREAS = ("vllm", "torch", "packages", "driver", "gpu", "topology", "env")
 MACHINE_AREAS = ("vllm", "torch", "packages", "driver", "gpu", "topology")
+# this machine as one node of a fleet (facts/host.py)
+HOST_AREAS = ("host", "nccl")
 # the steps' names in messages ("could not finish: model config: RecursionError ...")
 STEP_NAMES = {
     "report": "collect-env report",
@@ -41,6 +44,7 @@ STEP_NAMES = {
     "gpus": "GPUs (NVML)",
     "serve": "serve line",
     "model": "model config",
+    "host": "host and NCCL library",
     "overrides": "what-if versions",
     "inferred": "inferred facts",
     "derived": "derived facts",
@@ -262,6 +266,19 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
         )
 
     run.step("model", ("model",), model)
+
+    # this machine as a node of a fleet (after the serve line: the model it names)
+    if options.probe_machine and options.report is None and options.manifest_target is None:
+
+        def host() -> None:
+            from vllm_doctor.facts.host import collect_host
+
+            collect_host(facts, environ if environ is not None else {})
+
+        run.step("host", HOST_AREAS, host)
+    else:
+        for area in HOST_AREAS:
+            facts.mark_missing(area, "this machine was not examined (facts from the inputs given)")
 
     # the crash log ------------------------------------------------------------------------
     if options.log is not None:

@@ -38,7 +38,7 @@ def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) ->
         f"  {mark} [bold]{rule.code}[/] {escape(f'[{f.severity}]')} {escape(rule.summary)}"
         f" [dim](confidence {f.confidence}; shows at {rule.phase})[/]"
     )
-    if doc.target is not None:
+    if doc.target is not None and doc.target.file != "-":  # "-": a target in no file
         console.print(f"      at {escape(doc.target.file)}:{doc.target_line(f)}")
     for ev in f.evidence:
         console.print(
