@@ -288,15 +288,21 @@ def source_problem(case: Any) -> str | None:
         return "must be the https URL where the case's input was seen"
     if not any(case.get(key) is not None for key in REAL_INPUT_KEYS):
         return (
-            f"names where an input was seen, but the case gives none "
-            f"({', '.join(REAL_INPUT_KEYS)})"
+            f"names where an input was seen, but the case gives none ({', '.join(REAL_INPUT_KEYS)})"
         )
     return None
 
 
 def is_real_input_case(case: Any) -> bool:
-    """A case on real input: an input a user gives the doctor, kept with its source."""
-    return isinstance(case, dict) and case.get("source") is not None and not source_problem(case)
+    """A case on real input: an input a user gives the doctor, kept with its source; or a fleet
+    case whose nodes include a facts document recorded on a real machine (``document:``, a
+    file of the repository that says where it was recorded)."""
+    if not isinstance(case, dict):
+        return False
+    nodes = case.get("nodes")
+    if isinstance(nodes, list) and any(isinstance(n, dict) and n.get("document") for n in nodes):
+        return True
+    return case.get("source") is not None and not source_problem(case)
 
 
 def case_file_problems(rule: Rule) -> list[str]:
@@ -337,6 +343,7 @@ def run_cases(rule: Rule) -> tuple[list[CaseResult], list[str]]:
     if not rule.raw.get("no_real_input") and not any(is_real_input_case(c) for c in cases):
         coverage.append(
             f"{rule.code}: no case on real input (a {', '.join(REAL_INPUT_KEYS)} seen upstream, "
-            "with its `source:` URL), and no `no_real_input:` in the rule saying why none exists"
+            "with its `source:` URL, or a fleet node's recorded `document:`), and no "
+            "`no_real_input:` in the rule saying why none exists"
         )
     return results, coverage
