@@ -88,5 +88,7 @@ def test_ci_runs_exactly_the_readme_test_command_in_parallel():
     assert ci[-1] == command.group(1)
     # the suite runs on every core the machine has
     assert "pytest" in command.group(1) and "-n auto" in command.group(1)
-    extra = re.search(r"^test = \[(.*?)\]", (ROOT / "pyproject.toml").read_text(), re.S | re.M)
+    extra = re.search(
+        r"^test = \[(.*?)\]", (ROOT / "pyproject.toml").read_text(), re.DOTALL | re.MULTILINE
+    )
     assert extra and '"pytest-xdist' in extra.group(1)
