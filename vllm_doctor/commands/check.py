@@ -86,10 +86,7 @@ def _suggestions(doc, facts) -> None:
                 ]
                 if prefix:  # a secret's value is a "$NAME" placeholder, never '<redacted>'
                     command = f"{shell_words(prefix)} {command}"
-            env = [f"export {k}={v}" for k, v in w.env_set.items()] + [
-                f"unset {k}" for k in w.env_unset
-            ]
-            out.append(FixSuggestion(finding.rule.code, w.title, command, env, w.cost))
+            out.append(FixSuggestion(finding.rule.code, w.title, command, w.env_commands(), w.cost))
         if out:
             doc.suggestions[finding.rule.code] = out
 
@@ -428,18 +425,10 @@ def _judge(
         if log_text:
             # one scan of the log for the rules' signatures and the error catalogue (loaded
             # only here)
-            from vllm_doctor.engine.logreport import analyse_log, scan_for_check
+            from vllm_doctor.engine.logreport import scan_for_check
 
             scan = scan_for_check(log_text, rules)
             findings = evaluate_rules(rules, facts, scan)
-            version = facts.value("vllm.version")
-            log_report = analyse_log(
-                log_text,
-                rules,
-                str(version) if version else None,
-                "facts" if version else "",
-                scan=scan,
-            )
         else:
             scan = None
             findings = evaluate_rules(rules, facts)
@@ -448,6 +437,20 @@ def _judge(
         from vllm_doctor.engine.over_releases import judge_over_releases
 
         findings = defer(judge_over_releases(findings, facts, scan))
+    if log_text:
+        # the log's report from these findings: explain --log names the same rules through
+        # the same engine (engine/logreport.py)
+        from vllm_doctor.engine.logreport import analyse_log
+
+        version = facts.value("vllm.version")
+        log_report = analyse_log(
+            log_text,
+            rules,
+            str(version) if version else None,
+            "facts" if version else "",
+            scan=scan,
+            findings=findings,
+        )
     doc = CheckDocument(facts, findings, fail_on, len(rules), 0.0, strict=strict)
     if log_report is not None:
         doc.log_messages = log_report.messages

@@ -129,7 +129,15 @@ class Workaround:
 
     @property
     def edits_serve_line(self) -> bool:
+        """The workaround changes the serve line (a corrected command can be printed)."""
         return bool(self.serve_set or self.serve_remove)
+
+    def env_commands(self) -> list[str]:
+        """The shell lines that set the workaround's environment (`export K=V`, `unset K`):
+        what `check` and `explain --log` print under it."""
+        return [f"export {k}={v}" for k, v in self.env_set.items()] + [
+            f"unset {k}" for k in self.env_unset
+        ]
 
 
 @dataclass(frozen=True)
