@@ -67,7 +67,8 @@ def _utilizations(facts: Facts) -> list[tuple[float, str]]:
     fact = facts.get("serve.gpu_memory_utilization")
     if fact is not None and fact.value is not None:
         return [(float(fact.value), f"gpu_memory_utilization {fact.value}")]
-    from vllm_doctor.memory.estimate import DEFAULT_UTILIZATIONS, formula_for
+    from vllm_doctor.memory.formula import formula_for
+    from vllm_doctor.memory.profile import DEFAULT_UTILIZATIONS
 
     version = facts.value("release.judged") or facts.value("vllm.version")
     if version:
@@ -158,7 +159,7 @@ def _free_tight(facts: Facts) -> tuple[bool, str]:
     """Free memory at least total × utilization, but not by the CUDA context vLLM's worker
     creates before it checks (``request_memory`` reads cudaMemGetInfo after init_device): the
     doctor reads NVML free memory without a context of its own."""
-    from vllm_doctor.memory.estimate import cuda_context_gib
+    from vllm_doctor.memory.formula import cuda_context_gib
 
     pairs, assumed = _free_pairs(facts)
     context_gib, context_how = cuda_context_gib()

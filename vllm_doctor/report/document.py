@@ -206,7 +206,7 @@ class CheckDocument:
             data["failing"] = self.is_failing(f)
             return data
 
-        from vllm_doctor.memory.estimate import report_summary as memory_summary
+        from vllm_doctor.memory.summary import report_summary as memory_summary
 
         return {
             "schema_version": DOCUMENT_SCHEMA_VERSION,
