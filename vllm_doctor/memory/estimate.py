@@ -46,6 +46,7 @@ from vllm_doctor.memory import profile as profmod
 from vllm_doctor.memory import weights as wmod
 from vllm_doctor.memory.formula import (
     GIB,
+    ReleaseFormula,
     batch_defaults,
     calibrated_terms,
     calibration,
@@ -182,144 +183,47 @@ class Estimate:
         self.how[path] = how
 
 
+@dataclass
+class _Deployment:
+    """What one estimate is computed from, read once from the facts (memory/inputs.py)."""
+
+    formula: ReleaseFormula
+    cfg: dict[str, Any]
+    raw_text: dict[str, Any]  # the text config as config.json states it
+    text: dict[str, Any]  # the same with the values the collectors set from the facts
+    release: str | None
+    tp: int
+    pp: int
+    utilization: float
+    usable: float  # GiB the GPU reports (memory.usable_gib)
+    usable_how: str
+    dtype_bytes: float
+    # the model's and the batch's sizes (read after the weights, as vLLM does)
+    layers: int = 0
+    hidden: int = 0
+    vocab: int = 0
+    intermediate: int = 0
+    gpu_names: list[str] = field(default_factory=list)
+    batched: int = 0
+    seqs: int = 0
+    eager: bool = False
+    layers_gpu: int = 0
+
+
 def estimate(
     facts: Facts, nominal_mib: int | None = None, cal: dict[str, Any] | None = None
 ) -> Estimate:
     """Every memory figure of this deployment, or Missing naming the first input it lacks
-    (``cal``: another calibration than the shipped one)."""
-    formula = formula_for(facts.value("release.judged") or facts.value("vllm.version"))
-    cfg, raw_text = read_config(facts)
-    text = text_config_with_facts(facts, raw_text)
-    tp = int_fact(facts, "serve.tensor_parallel_size", 1)
-    pp = int_fact(facts, "serve.pipeline_parallel_size", 1)
-    util_fact = facts.get("serve.gpu_memory_utilization")
-    # a default the serve line filled in before the judged release was known (check/explain
-    # --vllm-version) is that release's default, not the newest one's
-    util = (
-        float(util_fact.value)
-        if util_fact is not None
-        and isinstance(util_fact.value, (int, float))
-        and util_fact.source != Source.DEFAULT
-        else formula.default_utilization
-    )
+    (``cal``: another calibration than the shipped one). The steps follow vLLM's
+    ``determine_available_memory``: the GPU's memory, the weights, the profile run's terms,
+    the KV cache left, its layout and capacity, and the verdict on one request."""
     out = Estimate()
-
-    usable, uhow = usable_gib(facts, nominal_mib)
-    out.put("memory.usable_gib", round(usable, 2), uhow)
-    dtype, _ = model_dtype(facts)
-    dbytes = float(kvmod.DTYPE_BYTES.get(dtype, 2))
-    try:
-        version = facts.value("release.judged") or facts.value("vllm.version")
-        weights = weights_estimate(
-            facts, cfg, text, tp, pp, dbytes, str(version) if version else None
-        )
-    except Missing as miss:
-        # still a bound: with no weights at all, does one request fit?
-        weights = wmod.WeightEstimate(0, f"unknown ({miss.path}: {miss.reason}): 0 assumed")
-        out.weights_unknown = miss
-    weights_gib = weights.bytes_per_gpu / GIB
-    out.put("memory.weights_gib", round(weights_gib, 2), weights.how)
-    if weights.assumptions:
-        out.weights_doubt = "; ".join(weights.assumptions)
-
-    layers = int(need(facts, "model.num_hidden_layers"))
-    hidden = int(need(facts, "model.hidden_size"))
-    vocab = int(need(facts, "model.vocab_size"))
-    inter = activation_width(text, hidden)
-    names = [str(n) for n in facts.value("gpu.names") or []]
-    batched_default, seqs_default = batch_defaults(usable, names, formula)
-    batched = int_fact(facts, "serve.max_num_batched_tokens", batched_default)
-    seqs = int_fact(facts, "serve.max_num_seqs", seqs_default)
-    eager = (
-        bool(facts.value("serve.enforce_eager")) or facts.value("serve.cudagraph_mode") == "NONE"
-    )
-    layers_gpu = max(kvmod.pp_partitions(layers, pp, facts.value("env.VLLM_PP_LAYER_PARTITION")))
-    release = str(version) if version else None
-    v2, runner_how = profmod.uses_v2_runner(
-        release, model_traits(facts, text, layers), facts.value("env.VLLM_USE_V2_MODEL_RUNNER")
-    )
-    capability = facts.value("gpu.min_capability")
-    sampler, sampler_how = profmod.sampler_path(
-        release,
-        v2=v2,
-        capability=int(capability) if capability else None,
-        gpu_names=names,
-        env=facts.value("env.VLLM_USE_FLASHINFER_SAMPLER"),
-        flashinfer_installed=flashinfer_installed(facts),
-    )
-    graph_on, graph_how = profmod.graph_estimate_subtracted(
-        release, v2=v2, eager=eager, env=facts.value("env.VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
-    )
-    terms, thow = calibrated_terms(
-        tp=tp,
-        hidden=hidden,
-        inter=inter,
-        vocab=vocab,
-        layers_gpu=layers_gpu,
-        batched=batched,
-        seqs=seqs,
-        act_bytes=dbytes,
-        eager=eager,
-        graph_subtracted=graph_on,
-        cal=cal,
-        sampler=sampler,
-        state_bytes=profmod.persistent_bytes_per_entry(v2),
-    )
-    thow["activation"] += f"; sampler path: {sampler_how}; {runner_how}"
-    thow["cuda_graph"] += f"; {graph_how}"
-    out.inputs = {
-        "tp": tp,
-        "hidden": hidden,
-        "intermediate": inter,
-        "vocab": vocab,
-        "sampler": sampler,
-        "state_bytes": profmod.persistent_bytes_per_entry(v2),
-        "unified_memory": capability in profmod.UNIFIED_MEMORY_CAPABILITIES,
-        "layers_gpu": layers_gpu,
-        "batched": batched,
-        "seqs": seqs,
-        "dtype_bytes": dbytes,
-        "utilization": util,
-        "usable_gib": usable,
-        "graph_subtracted": graph_on,
-    }
-    mm = encoder_profile(facts, cfg, hidden, dbytes, batched, seqs, version, tp)
-    text_peak = terms["activation"]
-    if mm is not None:
-        terms["activation"] = mm.peak(text_peak)
-        thow["activation"] = f"text-only peak {text_peak:.2f} GiB ({thow['activation']}); {mm.how}"
-    # what the multimodal profile adds to the text-only peak (the calibration leaves it out)
-    out.inputs["mm_gib"] = terms["activation"] - text_peak
-    out.put("memory.activation_peak_gib", round(terms["activation"], 2), thow["activation"])
-    out.put("memory.non_torch_gib", round(terms["non_torch"], 2), thow["non_torch"])
-    out.put("memory.cuda_graph_gib", round(terms["cuda_graph"], 2), thow["cuda_graph"])
-
-    budget, budget_bytes = kv_budget(facts)
-    graph = terms["cuda_graph"] if graph_on else 0.0
-    # what the GPU holds besides the KV cache: weights, the profile's peak, non-torch memory
-    # and the CUDA graphs (captured after the KV cache is allocated, in the same memory)
-    held = weights_gib + terms["activation"] + terms["non_torch"] + terms["cuda_graph"]
-    if budget_bytes:
-        kv_gib = budget_bytes / GIB
-        kv_how = f"--kv-cache-memory-bytes {budget}: the profile is skipped (gpu_worker)"
-    else:
-        kv_gib = usable * util - weights_gib - terms["activation"] - terms["non_torch"] - graph
-        kv_how = (
-            f"{usable:.2f} GiB × {util} − weights {weights_gib:.2f} − activation "
-            f"{terms['activation']:.2f} − non-torch {terms['non_torch']:.2f}"
-            + (f" − CUDA graphs {graph:.2f}" if graph_on else "")
-            + f" GiB; {formula.describe(graph_on)}"
-        )
-    out.put("memory.kv_cache_gib", round(kv_gib, 2), kv_how)
-
-    layout, layers_how = kv_layout(facts, text, layers, tp, pp, release)
-    out.put("memory.kv_layers", layout.describe(), layers_how)
-    out.put(
-        "memory.kv_bytes_per_token",
-        layout.bytes_per_token(),
-        f"per GPU, attention layers summed ({layout.describe()})",
-    )
-    out.inputs["uniform_kv"] = len({layer.key() for layer in layout.layers}) == 1
+    run = _read_deployment(facts, nominal_mib, out)
+    weights_gib = _put_weights(out, facts, run)
+    _read_sizes(facts, run)
+    terms, graph_on = _put_profile_terms(out, facts, run, cal)
+    kv = _put_kv_cache(out, facts, run, terms, graph_on, weights_gib)
+    layout = _put_layout(out, facts, run)
     if layout.encoder_only:  # no KV cache: nothing to run out of
         why = "; ".join(layout.how)
         out.put("memory.kv_verdict", "fits", why)
@@ -332,14 +236,235 @@ def estimate(
         ):
             out.how[path] = why  # missing, with this reason
         return out
-    out.kv_doubt = kv_assumptions(facts, raw_text)
+    out.kv_doubt = kv_assumptions(facts, run.raw_text)
+    cap, max_len = _put_capacity(out, facts, run, layout, kv.gib)
+    calibrated = (
+        terms["activation"] + terms["non_torch"] + (terms["cuda_graph"] if graph_on else 0.0)
+    )
+    margin = margin_gib(cal or calibration(), terms, calibrated, run.seqs, run.vocab)
+    _put_verdicts(out, run, cap, max_len, kv, weights_gib, margin)
+    return out
+
+
+@dataclass(frozen=True)
+class _KvCache:
+    """The KV cache per GPU and what decides it."""
+
+    gib: float
+    held: float  # GiB the GPU holds besides it: weights, profile peak, non-torch, CUDA graphs
+    budget: Any  # --kv-cache-memory-bytes as given, or None
+    budget_bytes: int | None
+
+
+def _read_deployment(facts: Facts, nominal_mib: int | None, out: Estimate) -> _Deployment:
+    """The release's formula, the model's config, the parallel sizes, the utilization and the
+    GPU's usable memory (put first: every bound rests on it)."""
+    formula = formula_for(facts.value("release.judged") or facts.value("vllm.version"))
+    cfg, raw_text = read_config(facts)
+    text = text_config_with_facts(facts, raw_text)
+    util_fact = facts.get("serve.gpu_memory_utilization")
+    # a default the serve line filled in before the judged release was known (check/explain
+    # --vllm-version) is that release's default, not the newest one's
+    util = (
+        float(util_fact.value)
+        if util_fact is not None
+        and isinstance(util_fact.value, (int, float))
+        and util_fact.source != Source.DEFAULT
+        else formula.default_utilization
+    )
+    usable, uhow = usable_gib(facts, nominal_mib)
+    out.put("memory.usable_gib", round(usable, 2), uhow)
+    dtype, _ = model_dtype(facts)
+    version = facts.value("release.judged") or facts.value("vllm.version")
+    return _Deployment(
+        formula=formula,
+        cfg=cfg,
+        raw_text=raw_text,
+        text=text,
+        release=str(version) if version else None,
+        tp=int_fact(facts, "serve.tensor_parallel_size", 1),
+        pp=int_fact(facts, "serve.pipeline_parallel_size", 1),
+        utilization=util,
+        usable=usable,
+        usable_how=uhow,
+        dtype_bytes=float(kvmod.DTYPE_BYTES.get(dtype, 2)),
+    )
+
+
+def _put_weights(out: Estimate, facts: Facts, run: _Deployment) -> float:
+    """The weights per GPU (GiB); with their size unknown, 0 and the reason (the figures are
+    then bounds)."""
+    try:
+        weights = weights_estimate(
+            facts, run.cfg, run.text, run.tp, run.pp, run.dtype_bytes, run.release
+        )
+    except Missing as miss:
+        # still a bound: with no weights at all, does one request fit?
+        weights = wmod.WeightEstimate(0, f"unknown ({miss.path}: {miss.reason}): 0 assumed")
+        out.weights_unknown = miss
+    weights_gib = weights.bytes_per_gpu / GIB
+    out.put("memory.weights_gib", round(weights_gib, 2), weights.how)
+    if weights.assumptions:
+        out.weights_doubt = "; ".join(weights.assumptions)
+    return weights_gib
+
+
+def _read_sizes(facts: Facts, run: _Deployment) -> None:
+    """The model's sizes and the batch the profile run takes (the release's defaults where the
+    serve line gives none); Missing for a size config.json lacks."""
+    run.layers = int(need(facts, "model.num_hidden_layers"))
+    run.hidden = int(need(facts, "model.hidden_size"))
+    run.vocab = int(need(facts, "model.vocab_size"))
+    run.intermediate = activation_width(run.text, run.hidden)
+    run.gpu_names = [str(n) for n in facts.value("gpu.names") or []]
+    batched_default, seqs_default = batch_defaults(run.usable, run.gpu_names, run.formula)
+    run.batched = int_fact(facts, "serve.max_num_batched_tokens", batched_default)
+    run.seqs = int_fact(facts, "serve.max_num_seqs", seqs_default)
+    run.eager = (
+        bool(facts.value("serve.enforce_eager")) or facts.value("serve.cudagraph_mode") == "NONE"
+    )
+    run.layers_gpu = max(
+        kvmod.pp_partitions(run.layers, run.pp, facts.value("env.VLLM_PP_LAYER_PARTITION"))
+    )
+
+
+def _put_profile_terms(
+    out: Estimate, facts: Facts, run: _Deployment, cal: dict[str, Any] | None
+) -> tuple[dict[str, float], bool]:
+    """The profile run's terms (activation peak, non-torch memory, CUDA graphs) for the
+    release's runner and sampler path, the multimodal encoder's share included; and whether
+    the release subtracts the CUDA-graph estimate."""
+    release = run.release
+    v2, runner_how = profmod.uses_v2_runner(
+        release,
+        model_traits(facts, run.text, run.layers),
+        facts.value("env.VLLM_USE_V2_MODEL_RUNNER"),
+    )
+    capability = facts.value("gpu.min_capability")
+    sampler, sampler_how = profmod.sampler_path(
+        release,
+        v2=v2,
+        capability=int(capability) if capability else None,
+        gpu_names=run.gpu_names,
+        env=facts.value("env.VLLM_USE_FLASHINFER_SAMPLER"),
+        flashinfer_installed=flashinfer_installed(facts),
+    )
+    graph_on, graph_how = profmod.graph_estimate_subtracted(
+        release,
+        v2=v2,
+        eager=run.eager,
+        env=facts.value("env.VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"),
+    )
+    terms, thow = calibrated_terms(
+        tp=run.tp,
+        hidden=run.hidden,
+        inter=run.intermediate,
+        vocab=run.vocab,
+        layers_gpu=run.layers_gpu,
+        batched=run.batched,
+        seqs=run.seqs,
+        act_bytes=run.dtype_bytes,
+        eager=run.eager,
+        graph_subtracted=graph_on,
+        cal=cal,
+        sampler=sampler,
+        state_bytes=profmod.persistent_bytes_per_entry(v2),
+    )
+    thow["activation"] += f"; sampler path: {sampler_how}; {runner_how}"
+    thow["cuda_graph"] += f"; {graph_how}"
+    out.inputs = {
+        "tp": run.tp,
+        "hidden": run.hidden,
+        "intermediate": run.intermediate,
+        "vocab": run.vocab,
+        "sampler": sampler,
+        "state_bytes": profmod.persistent_bytes_per_entry(v2),
+        "unified_memory": capability in profmod.UNIFIED_MEMORY_CAPABILITIES,
+        "layers_gpu": run.layers_gpu,
+        "batched": run.batched,
+        "seqs": run.seqs,
+        "dtype_bytes": run.dtype_bytes,
+        "utilization": run.utilization,
+        "usable_gib": run.usable,
+        "graph_subtracted": graph_on,
+    }
+    mm = encoder_profile(
+        facts, run.cfg, run.hidden, run.dtype_bytes, run.batched, run.seqs, run.release, run.tp
+    )
+    text_peak = terms["activation"]
+    if mm is not None:
+        terms["activation"] = mm.peak(text_peak)
+        thow["activation"] = f"text-only peak {text_peak:.2f} GiB ({thow['activation']}); {mm.how}"
+    # what the multimodal profile adds to the text-only peak (the calibration leaves it out)
+    out.inputs["mm_gib"] = terms["activation"] - text_peak
+    out.put("memory.activation_peak_gib", round(terms["activation"], 2), thow["activation"])
+    out.put("memory.non_torch_gib", round(terms["non_torch"], 2), thow["non_torch"])
+    out.put("memory.cuda_graph_gib", round(terms["cuda_graph"], 2), thow["cuda_graph"])
+    return terms, graph_on
+
+
+def _put_kv_cache(
+    out: Estimate,
+    facts: Facts,
+    run: _Deployment,
+    terms: dict[str, float],
+    graph_on: bool,
+    weights_gib: float,
+) -> _KvCache:
+    """The KV cache left per GPU, or the --kv-cache-memory-bytes budget that replaces the
+    computation."""
+    budget, budget_bytes = kv_budget(facts)
+    graph = terms["cuda_graph"] if graph_on else 0.0
+    # what the GPU holds besides the KV cache: weights, the profile's peak, non-torch memory
+    # and the CUDA graphs (captured after the KV cache is allocated, in the same memory)
+    held = weights_gib + terms["activation"] + terms["non_torch"] + terms["cuda_graph"]
+    if budget_bytes:
+        kv_gib = budget_bytes / GIB
+        kv_how = f"--kv-cache-memory-bytes {budget}: the profile is skipped (gpu_worker)"
+    else:
+        kv_gib = (
+            run.usable * run.utilization
+            - weights_gib
+            - terms["activation"]
+            - terms["non_torch"]
+            - graph
+        )
+        kv_how = (
+            f"{run.usable:.2f} GiB × {run.utilization} − weights {weights_gib:.2f} − activation "
+            f"{terms['activation']:.2f} − non-torch {terms['non_torch']:.2f}"
+            + (f" − CUDA graphs {graph:.2f}" if graph_on else "")
+            + f" GiB; {run.formula.describe(graph_on)}"
+        )
+    out.put("memory.kv_cache_gib", round(kv_gib, 2), kv_how)
+    return _KvCache(kv_gib, held, budget, budget_bytes)
+
+
+def _put_layout(out: Estimate, facts: Facts, run: _Deployment) -> Any:
+    """The KV cache's layout per GPU (memory/kv.py): its layers and bytes per token."""
+    layout, layers_how = kv_layout(facts, run.text, run.layers, run.tp, run.pp, run.release)
+    out.put("memory.kv_layers", layout.describe(), layers_how)
+    out.put(
+        "memory.kv_bytes_per_token",
+        layout.bytes_per_token(),
+        f"per GPU, attention layers summed ({layout.describe()})",
+    )
+    out.inputs["uniform_kv"] = len({layer.key() for layer in layout.layers}) == 1
+    return layout
+
+
+def _put_capacity(
+    out: Estimate, facts: Facts, run: _Deployment, layout: Any, kv_gib: float
+) -> tuple[Any, int]:
+    """The KV cache's blocks, tokens and concurrency as the release counts them; and the
+    context length one request takes."""
+    formula = run.formula
     max_len, lhow = max_model_len_of(facts)
     block_arg = argv_value(facts, "--block-size")
     requested_block = int(block_arg) if block_arg and block_arg.isdigit() else None
     state_blocks = 1
     if any(layer.kind == kvmod.MAMBA for layer in layout.layers):
         state_blocks, state_how = formula.mamba.blocks_per_request(
-            model_type=str(text.get("model_type") or ""),
+            model_type=str(run.text.get("model_type") or ""),
             prefix_caching=prefix_caching(facts),
             spec_tokens=int_fact(facts, "serve.num_speculative_tokens", 0),
             max_model_len=max_len,
@@ -350,7 +475,7 @@ def estimate(
         layout,
         max(0, int(kv_gib * GIB)),
         max_model_len=max_len,
-        max_num_batched_tokens=batched,
+        max_num_batched_tokens=run.batched,
         tokens_from_concurrency=formula.tokens_from_concurrency,
         block_size=requested_block,
         state_blocks=state_blocks,
@@ -367,11 +492,24 @@ def estimate(
         f"{cap.num_blocks} blocks / {cap.blocks_per_request} blocks per request of "
         f"{max_len} tokens ({lhow})",
     )
+    return cap, max_len
 
-    calibrated = (
-        terms["activation"] + terms["non_torch"] + (terms["cuda_graph"] if graph_on else 0.0)
-    )
-    margin, margin_how = margin_gib(cal or calibration(), terms, calibrated, seqs, vocab)
+
+def _put_verdicts(
+    out: Estimate,
+    run: _Deployment,
+    cap: Any,
+    max_len: int,
+    kv: _KvCache,
+    weights_gib: float,
+    margin_and_how: tuple[float, str],
+) -> None:
+    """Whether one request of the context length fits (memory.kv_verdict) within the
+    calibrated terms' margin (memory.margin_gib), the room left (memory.kv_room, and
+    memory.kv_budget_room for a --kv-cache-memory-bytes budget), and the line every report
+    shows."""
+    margin, margin_how = margin_and_how
+    kv_gib, usable, uhow = kv.gib, run.usable, run.usable_how
     need_gib = cap.blocks_per_request * cap.page_bytes * cap.group_size / GIB
 
     def judge(kv: float) -> tuple[str, str]:
@@ -387,11 +525,11 @@ def estimate(
     verdict, room = judge(kv_gib)
     # with no weights at all (the KV cache is then larger by them, unless a budget fixes it)
     out.bound["memory.kv_verdict"], out.bound["memory.kv_room"] = judge(
-        kv_gib if budget_bytes else kv_gib + weights_gib
+        kv_gib if kv.budget_bytes else kv_gib + weights_gib
     )
     out.put("memory.margin_gib", round(margin, 2), margin_how)
-    if budget_bytes:
-        _put_budget_room(out, usable, uhow, kv_gib, held, weights_gib, margin)
+    if kv.budget_bytes:
+        _put_budget_room(out, usable, uhow, kv_gib, kv.held, weights_gib, margin)
     out.put(
         "memory.kv_room",
         room,
@@ -409,7 +547,8 @@ def estimate(
     if out.values.get("memory.kv_budget_room") in ("none", "tight"):
         left = out.inputs["budget_left_gib"]
         line += (
-            f"; asked of the GPU by --kv-cache-memory-bytes {budget}, which with the weights and "
+            f"; asked of the GPU by --kv-cache-memory-bytes {kv.budget}, which with the weights "
+            "and "
             + (
                 f"the profile is {-left:.1f} GiB more than it holds"
                 if left < 0
@@ -421,7 +560,6 @@ def estimate(
         line,
         "memory.kv_cache_gib, memory.kv_cache_tokens, memory.max_concurrency",
     )
-    return out
 
 
 def _short_tokens(n: int) -> str:
