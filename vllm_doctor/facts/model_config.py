@@ -500,24 +500,60 @@ def read_model_config(
     facts: Facts, config_path: Path, cfg: dict[str, Any], source_detail: str
 ) -> None:
     """Write model.* from a parsed config.json (and files beside it); InputError for sizes
-    no model can have."""
-    detail = source_detail
-    src = Source.CONFIG
-    model_dir = config_path.parent
+    no model can have. In order: what the model is, its geometry (heads, sizes, layers,
+    experts, head size, dtype), its quantization, the weights' size beside it, and the keys
+    it has that the doctor does not read."""
     check_sizes(cfg, source_detail)
-    facts.set("model.config_path", str(config_path), src)
-    text, text_key = text_config_of(cfg)
-    cfgs = [text, cfg] if text is not cfg else [cfg]
-    tdetail = f"{detail}: {text_key}" if text_key else detail
+    facts.set("model.config_path", str(config_path), Source.CONFIG)
+    reader = _ConfigReader(facts, cfg, source_detail)
+    _read_identity(reader)
+    _read_geometry(reader)
+    _read_quantization(reader, config_path.parent)
+    _read_weights_size(facts, config_path, source_detail)
+    _mark_unread(facts, cfg, reader.text_type, config_path)
 
+
+class _ConfigReader:
+    """One config.json being read: its text config (the language model's part of a
+    multimodal config), where each value came from, and the model type whose key names
+    apply."""
+
+    def __init__(self, facts: Facts, cfg: dict[str, Any], detail: str):
+        self.facts = facts
+        self.cfg = cfg
+        self.detail = detail
+        self.text, self.text_key = text_config_of(cfg)
+        self.cfgs = [self.text, cfg] if self.text is not cfg else [cfg]
+        self.tdetail = f"{detail}: {self.text_key}" if self.text_key else detail
+        self.model_type = cfg.get("model_type") or self.text.get("model_type")
+        self.text_type = self.text.get("model_type") or self.model_type
+
+    def put(self, path: str, *keys: str) -> int | None:
+        """The first of ``keys`` the config has, as an integer fact ``path``."""
+        value, key = _first(self.cfgs, *keys)
+        value = _int(value)
+        if value is not None:
+            where = self.tdetail if key in self.text and self.text is not self.cfg else self.detail
+            self.facts.set(path, value, Source.CONFIG, f"{where}: {key}")
+        return value
+
+    def put_named(self, path: str, name: str) -> int | None:
+        """A value vLLM reads by ``name``, from the key the model type keeps it under."""
+        return self.put(path, *keys_for(name, self.text_type))
+
+
+def _read_identity(reader: _ConfigReader) -> None:
+    """The model's architectures, model type (and its text model's) and family."""
+    facts, cfg, text, src = reader.facts, reader.cfg, reader.text, Source.CONFIG
+    detail, tdetail = reader.detail, reader.tdetail
     archs = cfg.get("architectures")
     if isinstance(archs, list):
         facts.set("model.architectures", [str(a) for a in archs], src, detail)
     elif isinstance(text.get("architectures"), list):
         facts.set("model.architectures", [str(a) for a in text["architectures"]], src, tdetail)
-    model_type = cfg.get("model_type") or text.get("model_type")
+    model_type = reader.model_type
     facts.set("model.model_type", model_type, src, detail)
-    if text_key:
+    if reader.text_key:
         facts.set("model.text_model_type", text.get("model_type"), src, tdetail)
     facts.set(
         "model.family",
@@ -526,20 +562,12 @@ def read_model_config(
         f"model_type {model_type}",
     )
 
-    text_type = text.get("model_type") or model_type
 
-    def put(path: str, *keys: str) -> int | None:
-        value, key = _first(cfgs, *keys)
-        value = _int(value)
-        if value is not None:
-            where = tdetail if key in text and text is not cfg else detail
-            facts.set(path, value, src, f"{where}: {key}")
-        return value
-
-    def put_named(path: str, name: str) -> int | None:
-        """A value vLLM reads by ``name``, from the key the model type keeps it under."""
-        return put(path, *keys_for(name, text_type))
-
+def _read_geometry(reader: _ConfigReader) -> None:
+    """Heads, KV heads, sizes, layers, context length, experts, MTP layers, MLA ranks, the
+    head size and the dtype."""
+    facts, text, text_type, tdetail = reader.facts, reader.text, reader.text_type, reader.tdetail
+    put, put_named = reader.put, reader.put_named
     heads = put_named("model.num_attention_heads", "num_attention_heads")
     decoder = text.get("transf_decoder")
     if (
@@ -552,10 +580,10 @@ def read_model_config(
         facts.set(
             "model.num_attention_heads",
             heads,
-            src,
+            Source.CONFIG,
             f"{tdetail}: transf_decoder.config_dict.num_attention_heads",
         )
-    kv = _read_kv_heads(facts, text, text_type, heads, tdetail)
+    _read_kv_heads(facts, text, text_type, heads, tdetail)
     hidden = put_named("model.hidden_size", "hidden_size")
     put_named("model.vocab_size", "vocab_size")
     if text_type == "longcat_flash":  # vLLM's convertor: num_hidden_layers counts sublayers
@@ -583,7 +611,12 @@ def read_model_config(
     )
     if "model.num_experts" not in facts and isinstance(text.get("ffn_config"), dict):
         put_experts = _int(text["ffn_config"].get("moe_num_experts"))  # DBRX
-        facts.set("model.num_experts", put_experts, src, f"{tdetail}: ffn_config.moe_num_experts")
+        facts.set(
+            "model.num_experts",
+            put_experts,
+            Source.CONFIG,
+            f"{tdetail}: ffn_config.moe_num_experts",
+        )
     put(
         "model.num_mtp_layers",
         "num_nextn_predict_layers",
@@ -593,54 +626,78 @@ def read_model_config(
     )
     kv_lora = put("model.kv_lora_rank", "kv_lora_rank")
     put("model.qk_rope_head_dim", "qk_rope_head_dim")
-    head_dim = put_named("model.head_dim", "head_dim")
+    _read_head_dim(reader, hidden, heads, kv_lora)
+    dtype, dtype_key = _first(reader.cfgs, "torch_dtype", "dtype")
+    if isinstance(dtype, str):
+        facts.set(
+            "model.dtype",
+            dtype.replace("torch.", ""),
+            Source.CONFIG,
+            f"{reader.detail}: {dtype_key}",
+        )
+
+
+def _read_head_dim(
+    reader: _ConfigReader, hidden: int | None, heads: int | None, kv_lora: int | None
+) -> None:
+    """The attention head size: as config.json states it, else MLA's nope + rope sizes, else
+    hidden / heads (never for an MLA model whose config lacks its MLA fields)."""
+    facts, text_type = reader.facts, reader.text_type
+    head_dim = reader.put_named("model.head_dim", "head_dim")
     if head_dim is not None and head_dim <= 0:  # some classes write 0 for "not set"
         facts.values.pop("model.head_dim", None)
         head_dim = None
-    if head_dim is None:
-        nope, _ = _first(cfgs, "qk_nope_head_dim")
-        rope, _ = _first(cfgs, "qk_rope_head_dim")
-        if kv_lora is not None and (nope_dim := _int(nope)) and (rope_dim := _int(rope)):
-            facts.set(
-                "model.head_dim",
-                nope_dim + rope_dim,
-                Source.DERIVED,
-                "MLA: qk_nope_head_dim + qk_rope_head_dim",
-            )
-        elif text_type in MLA_MODEL_TYPES:
-            # transformers fills the missing MLA fields from its config class's defaults,
-            # which config.json does not show: hidden/heads would be a wrong head size
-            facts.mark_missing(
-                "model.head_dim",
-                (
-                    f"model_type {text_type} is an MLA model (vLLM's is_deepseek_mla) but "
-                    "config.json lacks "
-                    + ", ".join(
-                        k
-                        for k, v in (
-                            ("kv_lora_rank", kv_lora),
-                            ("qk_nope_head_dim", nope),
-                            ("qk_rope_head_dim", rope),
-                        )
-                        if v is None
+    if head_dim is not None:
+        return
+    nope, _ = _first(reader.cfgs, "qk_nope_head_dim")
+    rope, _ = _first(reader.cfgs, "qk_rope_head_dim")
+    if kv_lora is not None and (nope_dim := _int(nope)) and (rope_dim := _int(rope)):
+        facts.set(
+            "model.head_dim",
+            nope_dim + rope_dim,
+            Source.DERIVED,
+            "MLA: qk_nope_head_dim + qk_rope_head_dim",
+        )
+    elif text_type in MLA_MODEL_TYPES:
+        # transformers fills the missing MLA fields from its config class's defaults, which
+        # config.json does not show: hidden/heads would be a wrong head size
+        facts.mark_missing(
+            "model.head_dim",
+            (
+                f"model_type {text_type} is an MLA model (vLLM's is_deepseek_mla) but "
+                "config.json lacks "
+                + ", ".join(
+                    k
+                    for k, v in (
+                        ("kv_lora_rank", kv_lora),
+                        ("qk_nope_head_dim", nope),
+                        ("qk_rope_head_dim", rope),
                     )
-                    + ": transformers fills them from its config class; pass a config.json "
-                    "that states them"
-                ),
-            )
-        elif hidden and heads:
-            facts.set(
-                "model.head_dim",
-                hidden // heads,
-                Source.DERIVED,
-                "hidden_size / num_attention_heads",
-            )
-    del kv
-    dtype, dtype_key = _first(cfgs, "torch_dtype", "dtype")
-    if isinstance(dtype, str):
-        facts.set("model.dtype", dtype.replace("torch.", ""), src, f"{detail}: {dtype_key}")
+                    if v is None
+                )
+                + ": transformers fills them from its config class; pass a config.json "
+                "that states them"
+            ),
+        )
+    elif hidden and heads:
+        facts.set(
+            "model.head_dim",
+            hidden // heads,
+            Source.DERIVED,
+            "hidden_size / num_attention_heads",
+        )
 
-    # quantization ------------------------------------------------------------------------
+
+def _read_quantization(reader: _ConfigReader, model_dir: Path) -> None:
+    """The quantization method, algorithm and scheme, from quantization_config (or
+    compression_config) and ModelOpt's hf_quant_config.json beside config.json."""
+    facts, cfg, text, detail, src = (
+        reader.facts,
+        reader.cfg,
+        reader.text,
+        reader.detail,
+        Source.CONFIG,
+    )
     qcfg = (
         cfg.get("quantization_config")
         or cfg.get("compression_config")
@@ -653,33 +710,37 @@ def read_model_config(
             hf_quant = _read_side_json(hf_quant_path)
         except (OSError, ValueError):
             facts.notes.append(f"{hf_quant_path}: not valid JSON, ignored")
-    if isinstance(qcfg, dict) or isinstance(hf_quant, dict):
-        method, algo, scheme = quant_scheme(
-            qcfg if isinstance(qcfg, dict) else {}, hf_quant if isinstance(hf_quant, dict) else None
+    if not (isinstance(qcfg, dict) or isinstance(hf_quant, dict)):
+        return
+    method, algo, scheme = quant_scheme(
+        qcfg if isinstance(qcfg, dict) else {}, hf_quant if isinstance(hf_quant, dict) else None
+    )
+    qdetail = f"{detail}: quantization_config" if isinstance(qcfg, dict) else str(hf_quant_path)
+    facts.set("model.quant_method", method, src, qdetail)
+    if algo:
+        algo_src = (
+            qdetail if isinstance(qcfg, dict) and qcfg.get("quant_algo") else str(hf_quant_path)
         )
-        qdetail = f"{detail}: quantization_config" if isinstance(qcfg, dict) else str(hf_quant_path)
-        facts.set("model.quant_method", method, src, qdetail)
-        if algo:
-            algo_src = (
-                qdetail if isinstance(qcfg, dict) and qcfg.get("quant_algo") else str(hf_quant_path)
-            )
-            facts.set("model.quant_algo", algo, src, algo_src)
-        facts.set(
-            "model.quant_scheme",
-            scheme,
-            Source.DERIVED,
-            f"from {method}" + (f" / {algo}" if algo else ""),
-        )
+        facts.set("model.quant_algo", algo, src, algo_src)
+    facts.set(
+        "model.quant_scheme",
+        scheme,
+        Source.DERIVED,
+        f"from {method}" + (f" / {algo}" if algo else ""),
+    )
 
-    size, size_detail = weights_size(model_dir)
+
+def _read_weights_size(facts: Facts, config_path: Path, detail: str) -> None:
+    """The checkpoint's size from the files beside config.json; and that the model's facts
+    were read, not inferred from its name."""
+    size, size_detail = weights_size(config_path.parent)
     if size:
-        facts.set("model.weights_bytes", size, src, size_detail)
+        facts.set("model.weights_bytes", size, Source.CONFIG, size_detail)
     else:
         facts.mark_missing(
             "model.weights_bytes", f"no safetensors index or weight files beside {config_path}"
         )
-    facts.set("model.inferred", False, src, detail)
-    _mark_unread(facts, cfg, text_type, config_path)
+    facts.set("model.inferred", False, Source.CONFIG, detail)
 
 
 def _read_kv_heads(
