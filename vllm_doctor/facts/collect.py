@@ -287,7 +287,7 @@ def _collect_serve_and_model(
     )
 
     def model() -> None:
-        from vllm_doctor.facts.model_config import collect_model
+        from vllm_doctor.facts.model_source import collect_model
 
         collect_model(
             facts,

@@ -236,7 +236,7 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
     attempt("derived.expert_parallel_size", ep_size)
 
     def above_model() -> tuple[bool, str]:
-        from vllm_doctor.facts.model_config import model_max_len
+        from vllm_doctor.facts.context_length import model_max_len
 
         requested = _need(facts, "serve.max_model_len")
         found = model_max_len(facts)

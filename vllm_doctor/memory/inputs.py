@@ -481,7 +481,7 @@ def max_model_len_of(facts: Facts) -> tuple[int, str]:
     logged = figures.get("max_concurrency_tokens") if isinstance(figures, dict) else None
     if isinstance(logged, int) and logged > 0:
         return logged, f"the log's 'Maximum concurrency for {logged:,} tokens per request'"
-    from vllm_doctor.facts.model_config import model_max_len
+    from vllm_doctor.facts.context_length import model_max_len
 
     found = model_max_len(facts)
     if found is None:
