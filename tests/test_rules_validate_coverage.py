@@ -211,3 +211,11 @@ def test_rules_test_catches_both_planted_defects_in_under_a_minute(tmp_path):
     assert "env.MYCOMPANION_DISABLE_VERSION_CHECK is never collected on a host" in tested.stdout
     assert "ENV962.yaml: --strict can never pass on a healthy collect-env report" in tested.stdout
     assert "ENV962.yaml: --strict can never pass on a healthy live host" in tested.stdout
+    # rules validate --strict names both, in the same minute
+    started = time.perf_counter()
+    validated = validate("--rules-dir", str(rules), "--strict")
+    assert time.perf_counter() - started < 60
+    assert validated.returncode == 2, validated.stdout + validated.stderr
+    assert "env.MYCOMPANION_DISABLE_VERSION_CHECK is never collected on a host" in validated.stderr
+    assert "--strict can never pass on a healthy collect-env report" in validated.stderr
+    assert "topology.worst_link (one GPU: no links between GPUs)" in validated.stderr
