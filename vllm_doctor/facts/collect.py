@@ -5,8 +5,8 @@ report (parsed first; its areas stand for this machine's) → a rule case's give
 manifest container's stated facts → the target hardware (--gpu/--gpus/--driver/--cuda) → serve
 line → model config → this machine as a node of a fleet (host, NCCL library, the model's
 files) → crash log → what-if versions → inferred facts (hardware and stack from what is known)
-→ derived facts → release facts and release kernels (what the judged vLLM
-release accepts, from the generated knowledge).
+→ derived facts → release facts, release kernels and the release's reading of the
+environment (what the judged vLLM release accepts, from the generated knowledge).
 
 A collector that crashes is recorded as missing ("collector X crashed: ...") for the areas it
 owns and in ``Facts.crashes``, and collection goes on, so the report still shows everything
@@ -41,6 +41,7 @@ STEP_NAMES = {
     "report": "collect-env report",
     "environment": "environment",
     "packages": "installed packages",
+    "platform": "platform and container",
     "gpus": "GPUs (NVML)",
     "serve": "serve line",
     "model": "model config",
@@ -62,6 +63,8 @@ class CollectOptions:
     log: Path | None = None  # sets log.path/log.lines (the text is read by check)
     vllm_version: str | None = None  # what-if overrides (Source.USER)
     torch_version: str | None = None
+    # --package NAME==VERSION: what-if versions of other packages (canonical name → version)
+    packages: dict[str, str] | None = None
     target: TargetHardware | None = None  # --gpu/--gpus/--driver/--cuda (facts/hardware.py)
     offline: bool = False  # --offline: never ask the Hugging Face Hub
     probe_machine: bool = True  # False: do not look at this machine (examples, tests)
@@ -191,7 +194,7 @@ def _collect_machine(
 ) -> Facts | None:
     """This machine's environment, packages and GPUs; or, with a collect-env report, the
     report's facts in their place (returned, for a manifest to be compared with)."""
-    from vllm_doctor.facts import environment, packages
+    from vllm_doctor.facts import environment, packages, platform
 
     facts = run.facts
     report_facts: Facts | None = None
@@ -216,6 +219,11 @@ def _collect_machine(
             run.step(
                 "packages", ("vllm", "torch", "packages"), lambda: packages.collect_packages(facts)
             )
+            run.step(
+                "platform",
+                ("platform", "container"),
+                lambda: platform.collect_platform(facts, environ or {}),
+            )
 
             def gpus() -> None:
                 from vllm_doctor.facts.gpus import collect_gpus
@@ -226,12 +234,14 @@ def _collect_machine(
         else:
             for area in MACHINE_AREAS:
                 facts.mark_missing(area, "this machine was not examined (no report given)")
+            platform.not_examined(facts, "this machine was not examined (no report given)")
     elif report_facts is not None:
         facts.merge(report_facts, replace_areas=REPORT_AREAS)
         facts.notes.append(
             f"facts from the report {options.report} replace this machine's "
             f"({', '.join(REPORT_AREAS)})"
         )
+        platform.platform_from_report(facts, text, str(options.report))
     return report_facts
 
 
@@ -250,6 +260,8 @@ def _apply_manifest(facts: Facts, options: CollectOptions, report_facts: Facts |
     part of another stack than the manifest's is set aside."""
     if options.manifest_target is None:
         return
+    from vllm_doctor.facts import platform
+
     conflicts: list[tuple[tuple[str, ...], str]] = []
     if report_facts is not None:
         from vllm_doctor.facts.stack import manifest_report_conflicts
@@ -258,6 +270,10 @@ def _apply_manifest(facts: Facts, options: CollectOptions, report_facts: Facts |
         options.manifest_target.write_facts(stated)
         conflicts = manifest_report_conflicts(report_facts, stated, str(options.report))
     options.manifest_target.write_facts(facts)
+    # the manifest's container runs elsewhere: this machine's platform is not its
+    for area in ("platform", "container"):
+        facts.drop_area(area)
+    platform.not_examined(facts, "the manifest's container is not examined from here")
     for areas, reason in conflicts:  # the report's part of another stack is set aside
         for area in areas:
             facts.drop_area(area)
@@ -344,7 +360,7 @@ def _collect_log(facts: Facts, log: Path | None) -> None:
 def _compute_the_rest(run: _Runner, options: CollectOptions) -> None:
     """What-if versions, then everything computed from the rest: inferred facts, derived
     facts, what the judged release accepts (release knowledge) and the memory estimate."""
-    from vllm_doctor.facts import derived, packages
+    from vllm_doctor.facts import derived, packages, platform
 
     facts = run.facts
     if options.vllm_version or options.torch_version:
@@ -355,6 +371,12 @@ def _compute_the_rest(run: _Runner, options: CollectOptions) -> None:
                 facts, options.vllm_version, options.torch_version
             ),
         )
+    if options.packages:
+        run.step(
+            "overrides",
+            ("packages",),
+            lambda: packages.apply_package_overrides(facts, options.packages or {}),
+        )
 
     def inferred() -> None:
         from vllm_doctor.facts.hardware import infer_hardware
@@ -362,6 +384,7 @@ def _compute_the_rest(run: _Runner, options: CollectOptions) -> None:
 
         infer_hardware(facts)
         infer_stack(facts)
+        platform.gpu_architecture(facts)
 
     run.step("inferred", (), inferred)
     run.step("derived", ("derived",), lambda: derived.compute_derived(facts))
@@ -383,6 +406,26 @@ def _compute_the_rest(run: _Runner, options: CollectOptions) -> None:
 
     run.step("release kernels", ("release.quant", "release.attention"), release_kernels)
 
+    def release_env() -> None:
+        from vllm_doctor.facts.release import judged_between_releases
+        from vllm_doctor.facts.release_env import collect_release_env
+
+        judged_between_releases(facts, collect_release_env)
+
+    run.step(
+        "release environment",
+        (
+            "release.env",
+            "release.env_unknown",
+            "release.env_invalid",
+            "release.model_runner_v2",
+            "release.deep_gemm",
+            "release.deep_gemm_arch",
+            "release.aiter",
+        ),
+        release_env,
+    )
+
     def memory() -> None:
         from vllm_doctor.memory.estimate import compute_memory
 
@@ -398,6 +441,7 @@ def with_serve_line(facts: Facts, argv: list[str]) -> Facts:
     from vllm_doctor import serve_args
     from vllm_doctor.facts import derived
     from vllm_doctor.facts.release import collect_release, judged_between_releases
+    from vllm_doctor.facts.release_env import collect_release_env
     from vllm_doctor.facts.release_kernels import collect_release_kernels
 
     line = serve_args.parse_serve_argv(list(argv))
@@ -411,6 +455,7 @@ def with_serve_line(facts: Facts, argv: list[str]) -> Facts:
     derived.compute_derived(other)
     judged_between_releases(other, collect_release)
     judged_between_releases(other, collect_release_kernels)
+    judged_between_releases(other, collect_release_env)
     from vllm_doctor.memory.estimate import compute_memory
 
     compute_memory(other)

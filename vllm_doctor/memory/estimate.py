@@ -95,8 +95,15 @@ MEMORY_PATHS = (
 )
 
 
+# a hybrid (Mamba / linear-attention) model only: absent for every other model
+MAMBA_PATHS = ("memory.mamba_cache_blocks", "memory.max_num_seqs", "memory.mamba_blocks_verdict")
 # the verdicts rules decide on; a weights figure resting on an assumption decides none of them
-VERDICT_PATHS = ("memory.kv_verdict", "memory.kv_room", "memory.kv_budget_room")
+VERDICT_PATHS = (
+    "memory.kv_verdict",
+    "memory.kv_room",
+    "memory.kv_budget_room",
+    "memory.mamba_blocks_verdict",
+)
 # a weights figure resting on an assumption: why the verdicts are undecided, and the way out
 DOUBT_PREFIX = "the weights figure rests on an assumption, so it decides nothing: "
 DOUBT_HINT = (
@@ -206,6 +213,7 @@ class _Deployment:
     gpu_names: list[str] = field(default_factory=list)
     batched: int = 0
     seqs: int = 0
+    seqs_default: int = 0  # vLLM's --max-num-seqs on this GPU
     eager: bool = False
     layers_gpu: int = 0
 
@@ -242,7 +250,8 @@ def estimate(
         terms["activation"] + terms["non_torch"] + (terms["cuda_graph"] if graph_on else 0.0)
     )
     margin = margin_gib(cal or calibration(), terms, calibrated, run.seqs, run.vocab)
-    _put_verdicts(out, run, cap, max_len, kv, weights_gib, margin)
+    hybrid = any(layer.kind == kvmod.MAMBA for layer in layout.layers)
+    _put_verdicts(out, run, cap, max_len, kv, weights_gib, margin, hybrid)
     return out
 
 
@@ -320,6 +329,7 @@ def _read_sizes(facts: Facts, run: _Deployment) -> None:
     batched_default, seqs_default = batch_defaults(run.usable, run.gpu_names, run.formula)
     run.batched = int_fact(facts, "serve.max_num_batched_tokens", batched_default)
     run.seqs = int_fact(facts, "serve.max_num_seqs", seqs_default)
+    run.seqs_default = seqs_default
     run.eager = (
         bool(facts.value("serve.enforce_eager")) or facts.value("serve.cudagraph_mode") == "NONE"
     )
@@ -495,6 +505,37 @@ def _put_capacity(
     return cap, max_len
 
 
+def _put_mamba_blocks(
+    out: Estimate, cap: Any, kv_gib: float, margin: float, seqs: int, seqs_default: int
+) -> None:
+    """A hybrid (Mamba / linear-attention) model: each running sequence holds one Mamba cache
+    block, and vLLM refuses to capture full CUDA graphs for more sequences than blocks
+    (compilation.py: "max_num_seqs (N) exceeds available Mamba cache blocks (M)")."""
+    per_block = cap.page_bytes * cap.group_size
+
+    def blocks(gib: float) -> int:
+        return max(0, int(gib * GIB) // per_block) if per_block else 0
+
+    low, high = blocks(kv_gib - margin), blocks(kv_gib + margin)
+    out.put(
+        "memory.mamba_cache_blocks",
+        cap.num_blocks,
+        f"{cap.num_blocks} blocks of {cap.page_bytes} B × {cap.group_size} layers in "
+        f"{kv_gib:.2f} GiB ({low}-{high} within the estimate's margin of {margin:.2f} GiB)",
+    )
+    out.put(
+        "memory.max_num_seqs",
+        seqs,
+        "--max-num-seqs" if seqs != seqs_default else f"vLLM's default on this GPU ({seqs})",
+    )
+    verdict = "below" if high < seqs else "tight" if low < seqs else "enough"
+    out.put(
+        "memory.mamba_blocks_verdict",
+        verdict,
+        f"{low}-{high} Mamba cache blocks for {seqs} sequences",
+    )
+
+
 def _put_verdicts(
     out: Estimate,
     run: _Deployment,
@@ -503,11 +544,12 @@ def _put_verdicts(
     kv: _KvCache,
     weights_gib: float,
     margin_and_how: tuple[float, str],
+    hybrid: bool,
 ) -> None:
     """Whether one request of the context length fits (memory.kv_verdict) within the
     calibrated terms' margin (memory.margin_gib), the room left (memory.kv_room, and
-    memory.kv_budget_room for a --kv-cache-memory-bytes budget), and the line every report
-    shows."""
+    memory.kv_budget_room for a --kv-cache-memory-bytes budget), a hybrid model's Mamba cache
+    blocks against --max-num-seqs, and the line every report shows."""
     margin, margin_how = margin_and_how
     kv_gib, usable, uhow = kv.gib, run.usable, run.usable_how
     need_gib = cap.blocks_per_request * cap.page_bytes * cap.group_size / GIB
@@ -528,6 +570,8 @@ def _put_verdicts(
         kv_gib if kv.budget_bytes else kv_gib + weights_gib
     )
     out.put("memory.margin_gib", round(margin, 2), margin_how)
+    if hybrid:
+        _put_mamba_blocks(out, cap, kv_gib, margin, run.seqs, run.seqs_default)
     if kv.budget_bytes:
         _put_budget_room(out, usable, uhow, kv_gib, kv.held, weights_gib, margin)
     out.put(
@@ -599,7 +643,7 @@ def _decide_over_possible_sizes(
     others = [
         estimate(facts, int(size), cal) for size in total.possible if int(size) != int(total.value)
     ]
-    for path in ("memory.kv_verdict", "memory.kv_room"):
+    for path in ("memory.kv_verdict", "memory.kv_room", "memory.mamba_blocks_verdict"):
         seen = {result.values.get(path)} | {o.values.get(path) for o in others}
         if len(seen) > 1:
             result.values.pop(path, None)
@@ -700,7 +744,7 @@ def check_memory_arguments(facts: Facts) -> None:
 def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
     """Set every memory.* fact, or mark each missing with the input it lacks. InputError for
     memory arguments the judged release refuses."""
-    for path in MEMORY_PATHS:
+    for path in (*MEMORY_PATHS, *MAMBA_PATHS):
         facts.values.pop(path, None)
         facts.missing.pop(path, None)
     check_memory_arguments(facts)
@@ -708,7 +752,7 @@ def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
         result = estimate(facts, cal=cal)
         _decide_over_possible_sizes(facts, result, cal)
     except Missing as miss:
-        for path in MEMORY_PATHS:
+        for path in (*MEMORY_PATHS, *MAMBA_PATHS):
             facts.mark_missing(path, f"needs {miss.path}: {miss.reason}")
         # the weights and the KV bytes per token need neither the GPU nor the context length
         _partial_figures(facts)
@@ -724,7 +768,8 @@ def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
                 result.values.pop(path)
                 result.how[path] = f"{DOUBT_PREFIX.replace('weights', 'KV')}{result.kv_doubt}"
         doubt = "; ".join(d for d in (doubt, result.kv_doubt) if d)
-    for path in MEMORY_PATHS:
+    hybrid = [p for p in MAMBA_PATHS if p in result.values or p in result.how]
+    for path in (*MEMORY_PATHS, *hybrid):
         bound_holds = (
             path in VERDICT_PATHS
             and path in result.values

@@ -104,6 +104,10 @@ def usable_gib(facts: Facts, nominal_mib: int | None = None) -> tuple[float, str
     table = usable_table()
     reserve_mib = float(table["driver_reserve_mib"])
     total = facts.get("gpu.memory_total_mib")
+    if nominal_mib is None and total is not None and total.inferred and total.possible:
+        # a name that leaves several sizes: the figures are for the size the fact holds
+        # (the smallest), never a table row of another size of the same name
+        nominal_mib = int(total.value)
     if total is not None and nominal_mib is not None:
         total = Fact(nominal_mib, total.source, total.detail, total.possible)
     names = facts.value("gpu.names") or []
