@@ -752,11 +752,7 @@ def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
         result = estimate(facts, cal=cal)
         _decide_over_possible_sizes(facts, result, cal)
     except Missing as miss:
-        # the Mamba figures only where the model may be a hybrid: absent for a config.json
-        # that has no Mamba / linear-attention mixer
-        _, text = read_config(facts)
-        hybrid = MAMBA_PATHS if not text or kvmod.state_geometry(text) is not None else ()
-        for path in (*MEMORY_PATHS, *hybrid):
+        for path in (*MEMORY_PATHS, *MAMBA_PATHS):
             facts.mark_missing(path, f"needs {miss.path}: {miss.reason}")
         # the weights and the KV bytes per token need neither the GPU nor the context length
         _partial_figures(facts)
