@@ -372,6 +372,21 @@ FACTS: dict[str, FactSpec] = {
         "list",
         "of those, the nodes where HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE forbid the download",
     ),
+    "fleet.gpu_memory_spread_pct": FactSpec(
+        "int",
+        "how much more memory the largest GPU of the nodes that would hold ranks has than the "
+        "smallest, in percent of the smallest (every node with GPUs while the placement is "
+        "unknown; 0 when they agree)",
+    ),
+    "fleet.gpu_memory_nodes": FactSpec(
+        "list", "those nodes with their GPUs: 'NODE: COUNT x NAME (MiB)', one entry per node"
+    ),
+    "fleet.pod_gpus_beyond_request": FactSpec(
+        "list",
+        "nodes whose pod sees more GPUs than the workload's pod asks for (gpu.count against "
+        "the manifest's GPUs per pod; the DaemonSet's documents left out), each with both "
+        "counts; absent when none",
+    ),
     # -- crash log ----------------------------------------------------------------------------
     # -- the deployment (check --manifest): what the file states about where vLLM runs --
     "deploy.file": FactSpec("str", "the manifest, compose file or Dockerfile the target is in"),
