@@ -10,7 +10,7 @@ from vllm_doctor.engine.over_releases import facts_for_release
 from vllm_doctor.facts.derived import compute_derived
 from vllm_doctor.facts.environment import REDACTED, collect_environment
 from vllm_doctor.facts.model import Facts, Source
-from vllm_doctor.facts.model_config import collect_model
+from vllm_doctor.facts.model_source import collect_model
 
 MODELS = Path(__file__).parent / "fixtures" / "models"
 

@@ -12,13 +12,8 @@ import pytest
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.model import Facts, Source
-from vllm_doctor.facts.model_config import (
-    collect_model,
-    family_of,
-    find_in_hf_cache,
-    hf_hub_cache,
-    quant_scheme,
-)
+from vllm_doctor.facts.model_config import family_of, quant_scheme
+from vllm_doctor.facts.model_source import collect_model, find_in_hf_cache, hf_hub_cache
 
 MODELS = Path(__file__).parent / "fixtures" / "models"
 

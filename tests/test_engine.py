@@ -11,7 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vllm_doctor.engine.cases import run_cases
+from vllm_doctor.engine.cases import case_file_problems, run_cases
 from vllm_doctor.engine.conditions import ConditionError, compile_condition
 from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, evaluate_rule
 from vllm_doctor.engine.fixstate import fix_state
@@ -54,6 +54,8 @@ def rule_data(**over):
             {"title": "TP 1", "serve": {"set": {"tensor-parallel-size": 1}}, "cost": "one GPU"}
         ],
         "references": ["https://github.com/vllm-project/vllm/pull/46177"],
+        # a rule made by the test: no upstream input of its own
+        "no_real_input": "a test's own rule",
         "details": DETAILS,
     }
     data.update(over)
@@ -426,6 +428,42 @@ def test_cases_runner_catches_wrong_expectations(tmp_path):
     assert "expected applies, got not-applies" in results[1].message
     assert "does not match any signature" in results[3].message
     assert coverage == []
+
+
+def test_cases_coverage_requires_a_case_on_real_input_or_a_reason(tmp_path):
+    rules = tmp_path / "model"
+    rules.mkdir()
+    data = rule_data()
+    del data["no_real_input"]
+    (rules / "MODEL901.yaml").write_text(yaml.safe_dump(data))
+    cases = rules / "MODEL901.cases.yaml"
+    applies = (
+        "  - {name: a, expect: applies, facts: {model.architectures: "
+        "[DiffusionGemmaForBlockDiffusion], serve.tensor_parallel_size: 2, vllm.version: '0.23.0'}}\n"
+    )
+    real = (
+        "  - name: real\n    expect: not-applies\n"
+        "    source: https://github.com/vllm-project/vllm/issues/45719\n"
+        "    serve: vllm serve google/gemma-3-1b-it\n    facts: {vllm.version: '0.23.0'}\n"
+    )
+    cases.write_text("cases:\n" + applies + "  - {name: b, expect: not-applies, facts: {}}\n")
+    (rule,) = load_rules([tmp_path])
+    _, coverage = run_cases(rule)
+    assert len(coverage) == 1 and "MODEL901: no case on real input" in coverage[0]
+    # a case with its input and the URL where the input was seen satisfies it
+    cases.write_text("cases:\n" + applies + real)
+    results, coverage = run_cases(rule)
+    assert coverage == [] and all(r.ok for r in results), results
+    # a source without an input, or one that is not a URL, is a failing case
+    cases.write_text(
+        "cases:\n" + applies + real.replace("    serve: vllm serve google/gemma-3-1b-it\n", "")
+    )
+    results, coverage = run_cases(rule)
+    assert "the case gives none" in results[1].message and coverage
+    assert case_file_problems(rule) == [
+        f"{cases}:cases[1].source: names where an input was seen, but the case gives none "
+        "(serve, serve_config, manifest, model_config, report, log)"
+    ]
 
 
 def test_cases_coverage_requires_both_kinds(tmp_path):

@@ -75,12 +75,12 @@ def run_cli(argv: list[str], monkeypatch=None) -> tuple[int, str, str]:
 
 
 def _crash_model_collector(monkeypatch):
-    import vllm_doctor.facts.model_config as model_config
+    import vllm_doctor.facts.model_source as model_source
 
     def deep(*args, **kwargs):
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr(model_config, "collect_model", deep)
+    monkeypatch.setattr(model_source, "collect_model", deep)
 
 
 def test_a_crashed_collector_fails_the_gate_with_exit_3(monkeypatch):

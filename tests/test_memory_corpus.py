@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from vllm_doctor.facts.model import Facts
-from vllm_doctor.facts.model_config import collect_model
+from vllm_doctor.facts.model_source import collect_model
 from vllm_doctor.logreaders.memory_figures import read_memory_figures
 
 FIXTURES = Path(__file__).parent / "fixtures"

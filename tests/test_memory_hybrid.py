@@ -15,7 +15,7 @@ import pytest
 
 from vllm_doctor.memory import kv as kvmod
 from vllm_doctor.memory import weights as wmod
-from vllm_doctor.memory.estimate import GIB, formula_for
+from vllm_doctor.memory.formula import GIB, formula_for
 
 GDN = {
     "full_attention_interval": 4,

@@ -11,7 +11,8 @@ from vllm_doctor.facts.model import Facts
 from vllm_doctor.memory import kv as kvmod
 from vllm_doctor.memory import weights as wmod
 from vllm_doctor.memory.corpus import entry_facts
-from vllm_doctor.memory.estimate import GIB, compute_memory, estimate_line, formula_for
+from vllm_doctor.memory.estimate import compute_memory, estimate_line
+from vllm_doctor.memory.formula import GIB, formula_for
 
 MODELS = Path(__file__).parent / "fixtures" / "models"
 
@@ -139,7 +140,7 @@ def test_kv_lora_rank_outside_vllms_mla_types_caches_plain_heads(tp):
     ],
 )
 def test_sparse_mla_cache_dtype_per_release(version, requested, expected):
-    from vllm_doctor.memory.estimate import sparse_mla_cache_dtype
+    from vllm_doctor.memory.inputs import sparse_mla_cache_dtype
 
     text = _config("DeepSeek-V3.2")
     assert sparse_mla_cache_dtype(text, requested, version) == expected
@@ -536,7 +537,7 @@ def test_mtp_draft_layers_are_the_models_own():
 
 
 def test_the_json_docs_example_is_what_the_model_prints():
-    from vllm_doctor.memory.estimate import report_line, report_summary
+    from vllm_doctor.memory.summary import report_line, report_summary
 
     facts = _facts("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768")
     doc = (Path(__file__).parents[1] / "docs" / "json-output.md").read_text(encoding="utf-8")
@@ -569,7 +570,7 @@ def test_without_the_gpu_size_every_report_shows_what_is_known():
     """No GPU given: the weights per GPU and the KV bytes per token are known, the KV cache is
     not; text, markdown and JSON show those figures and name what would give the rest."""
     from vllm_doctor.commands.check import render_document
-    from vllm_doctor.memory.estimate import report_line, report_summary
+    from vllm_doctor.memory.summary import report_line, report_summary
     from vllm_doctor.report.document import CheckDocument
 
     facts = entry_facts(

@@ -245,7 +245,7 @@ def test_gb10_takes_the_small_batch_defaults_in_every_release():
     no memory size for it and the memory reads 0 (the guardkit 0.13.0 log prints
     max_num_batched_tokens=2048); 0.33.0 reads the device properties' total but excludes
     compute capability 12.1 from the large tier (engine/arg_utils.py `is_gb10`)."""
-    from vllm_doctor.memory.estimate import batch_defaults, formula_for
+    from vllm_doctor.memory.formula import batch_defaults, formula_for
 
     names = ["NVIDIA GB10"]
     for version in ("0.8.5", "0.13.0", "0.28.0", "0.32.0", "0.33.0", None):

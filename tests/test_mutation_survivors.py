@@ -13,11 +13,11 @@ from rich.console import Console
 from vllm_doctor.engine.evaluate import Finding
 from vllm_doctor.engine.loader import load_rules
 from vllm_doctor.facts.collect import CollectOptions, collect_facts
+from vllm_doctor.facts.context_length import derived_max_model_len
 from vllm_doctor.facts.hardware import _compat, driver_cuda_version
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.model_config import (
     _read_kv_heads,
-    derived_max_model_len,
     quant_scheme,
     read_model_config,
     text_config_of,

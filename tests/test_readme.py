@@ -78,3 +78,17 @@ def test_readme_device_excerpts_are_recorded_output():
             assert any(line == seen for seen in recorded), (
                 f"not in {block.group('path')} (in order): {line}"
             )
+
+
+def test_ci_runs_exactly_the_readme_test_command_in_parallel():
+    readme = README.read_text(encoding="utf-8")
+    command = re.search(r"Set up and pass the tests.*?```bash\n(.*?)\n```", readme, re.DOTALL)
+    assert command, "the README shows no test command"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()
+    assert ci[-1] == command.group(1)
+    # the suite runs on every core the machine has
+    assert "pytest" in command.group(1) and "-n auto" in command.group(1)
+    extra = re.search(
+        r"^test = \[(.*?)\]", (ROOT / "pyproject.toml").read_text(), re.DOTALL | re.MULTILINE
+    )
+    assert extra and '"pytest-xdist' in extra.group(1)

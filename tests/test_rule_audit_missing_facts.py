@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from vllm_doctor import yaml_io
-from vllm_doctor.engine.cases import INPUT_KEYS
+from vllm_doctor.engine.cases import INPUT_KEYS, is_real_input_case
 from vllm_doctor.engine.cases import _write_tree as write_tree
 from vllm_doctor.engine.evaluate import APPLIES, evaluate_rule
 from vllm_doctor.engine.loader import load_rules
@@ -67,7 +67,13 @@ def positive_cases() -> list[tuple]:
             # a case that also carries a crash log is audited when its facts alone prove it
             # a case with real inputs gets its facts from the collectors; the facts-only
             # cases beside it are the ones whose facts can be dropped one at a time
-            if case.get("expect") != APPLIES or any(case.get(k) is not None for k in INPUT_KEYS):
+            # a case on an upstream input (`source:`) carries only the facts its source states:
+            # its log proves it, as the real inputs' collectors prove the others
+            if (
+                case.get("expect") != APPLIES
+                or any(case.get(k) is not None for k in INPUT_KEYS)
+                or is_real_input_case(case)
+            ):
                 continue
             # a log-only rule, or a case whose facts leave the condition alone, is proven by
             # its crash log
@@ -93,7 +99,18 @@ def dropped_paths(rule, case) -> list[str]:
 
 def test_the_audit_covers_the_error_rules():
     codes = {rule.code for rule, _ in positive_cases()}
-    assert len(codes) >= 30 and "PAR001" in codes and "HW005" in codes
+    # every error rule decided by its facts (not by a crash log alone) is audited: a new one
+    # without a facts-only positive case would otherwise escape the audit unnoticed
+    # (a fleet rule compares the facts of several machines: its cases give nodes, not facts)
+    decided_by_facts = {
+        rule.code
+        for rule in load_rules([RULES])
+        if rule.severity == "error"
+        and not rule.log_only
+        and not all(path.startswith("fleet.") for path in rule.when.paths())
+    }
+    assert decided_by_facts and decided_by_facts - codes == set()
+    assert "PAR001" in codes and "HW005" in codes
     # cases with a crash log beside facts that prove the error are in it too
     with_log = {(rule.code, case["name"]) for rule, case in positive_cases() if case.get("log")}
     assert {

@@ -30,6 +30,7 @@ def write_rule(root: Path, when: str, cases: str, code: str = "PAR901") -> Path:
         f"code: {code}\nslug: case-inputs-{code.lower()}\nstatus: preview\nseverity: warning\n"
         "confidence: low\nsummary: a rule for the case-input tests\nphase: startup\n"
         f"when:\n{textwrap.indent(textwrap.dedent(when).strip(), '  ')}\n"
+        "no_real_input: a rule made by the test\n"
         "references: [https://github.com/vllm-project/vllm/issues/1]\n"
         f"details: |\n{SECTIONS}"
     )

@@ -31,6 +31,7 @@ def write_rule(directory: Path, code: str, when: str, cases: str, extra: str = "
         f"code: {code}\nslug: planted-{code.lower()}\nstatus: stable\nseverity: error\n"
         "confidence: high\nsummary: a planted rule\nphase: startup\n"
         f"when:\n{when}\n{extra}"
+        "no_real_input: planted by the test\n"
         "references: [https://github.com/vllm-project/vllm/issues/1]\n" + DETAILS,
         encoding="utf-8",
     )
@@ -165,3 +166,56 @@ def test_related_may_name_a_shipped_rule_but_not_a_missing_one(tmp_path):
     result = validate("--rules-dir", str(defers))
     assert result.returncode == 2
     assert "defers_to: ENV999 is not a known rule" in result.stderr
+
+
+def test_rules_test_catches_both_planted_defects_in_under_a_minute(tmp_path):
+    # the issue's two defects, planted as a new contributor would write them: a companion's
+    # variable no collector reads, and a rule a healthy report always leaves undecided
+    rules = write_rule(
+        tmp_path,
+        "ENV961",
+        "  fact: env.MYCOMPANION_DISABLE_VERSION_CHECK\n  eq: '1'",
+        "cases:\n"
+        "  - {name: set, expect: applies, facts: {env.MYCOMPANION_DISABLE_VERSION_CHECK: '1'}}\n"
+        "  - {name: unset, expect: not-applies, facts: {}}\n",
+    )
+    write_rule(
+        tmp_path,
+        "ENV962",
+        "  fact: topology.worst_link\n  eq: SYS",
+        "cases:\n"
+        "  - {name: sys, expect: applies, facts: {topology.worst_link: SYS}}\n"
+        "  - {name: nvlink, expect: not-applies, facts: {topology.worst_link: NV18}}\n",
+    )
+    started = time.perf_counter()
+    tested = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vllm_doctor",
+            "rules",
+            "test",
+            "--no-default-rules",
+            "--rules-dir",
+            str(rules),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert time.perf_counter() - started < 60
+    # every case passes: only the healthy-input runs see the defects
+    assert tested.returncode == 1, tested.stdout + tested.stderr
+    assert "cases: 4 passed, 0 failed, 3 problem(s) on healthy inputs" in tested.stdout
+    assert "HEALTHY " in tested.stdout
+    assert "env.MYCOMPANION_DISABLE_VERSION_CHECK is never collected on a host" in tested.stdout
+    assert "ENV962.yaml: --strict can never pass on a healthy collect-env report" in tested.stdout
+    assert "ENV962.yaml: --strict can never pass on a healthy live host" in tested.stdout
+    # rules validate --strict names both, in the same minute
+    started = time.perf_counter()
+    validated = validate("--rules-dir", str(rules), "--strict")
+    assert time.perf_counter() - started < 60
+    assert validated.returncode == 2, validated.stdout + validated.stderr
+    assert "env.MYCOMPANION_DISABLE_VERSION_CHECK is never collected on a host" in validated.stderr
+    assert "--strict can never pass on a healthy collect-env report" in validated.stderr
+    assert "topology.worst_link (one GPU: no links between GPUs)" in validated.stderr

@@ -29,7 +29,7 @@ Commands are parsed, never executed:
   fixture function that returns the list, ``MODELS[key]`` as each model of the dict,
   ``json.dumps({...})`` as its JSON text, ``str(VLLM_PATH / "x.jinja")`` as ``x.jinja``);
   an argument that is other code leaves the command out.
-* shell: ``vllm serve`` lines (tools/calibration_corpus.extract_commands).
+* shell: ``vllm serve`` lines (tools/serve_commands.extract_commands).
 
 Matching a file version to a release: the vLLM repository files cannot be read at a release
 tag here, and a commit's vllm/ sources are not stored beside each file version, so a version
@@ -151,7 +151,7 @@ def _step_hardware(step: dict) -> list[tuple[dict, str | None]]:
 def _yaml_commands(text: str) -> list[tuple[str, dict, str | None, str]]:
     """(command, hardware, other platform, step label) for each serve/engine command."""
     import yaml
-    from calibration_corpus import extract_commands
+    from serve_commands import extract_commands
 
     doc = yaml.safe_load(text) or []
     steps = doc.get("steps", []) if isinstance(doc, dict) else doc
@@ -299,7 +299,7 @@ def _python_commands(text: str) -> list[str]:
 
 def commands_of(block: dict) -> list[tuple[str, dict, str | None, str]]:
     """(command, hardware, other platform, where) for a block's commands."""
-    from calibration_corpus import extract_commands
+    from serve_commands import extract_commands
 
     body, fmt = block["body"], block.get("format", "shell")
     hardware = _hardware_field(block.get("hardware", ""))

@@ -365,18 +365,10 @@ def _judge(
         if log_text:
             # one scan of the log for the rules' signatures and the error catalogue (loaded
             # only here)
-            from vllm_doctor.engine.logreport import analyse_log, scan_for_check
+            from vllm_doctor.engine.logreport import scan_for_check
 
             scan = scan_for_check(log_text, rules)
             findings = evaluate_rules(rules, facts, scan)
-            version = facts.value("vllm.version")
-            log_report = analyse_log(
-                log_text,
-                rules,
-                str(version) if version else None,
-                "facts" if version else "",
-                scan=scan,
-            )
         else:
             scan = None
             findings = evaluate_rules(rules, facts)
@@ -385,6 +377,20 @@ def _judge(
         from vllm_doctor.engine.over_releases import judge_over_releases
 
         findings = defer(judge_over_releases(findings, facts, scan))
+    if log_text:
+        # the log's report from these findings: explain --log names the same rules through
+        # the same engine (engine/logreport.py)
+        from vllm_doctor.engine.logreport import analyse_log
+
+        version = facts.value("vllm.version")
+        log_report = analyse_log(
+            log_text,
+            rules,
+            str(version) if version else None,
+            "facts" if version else "",
+            scan=scan,
+            findings=findings,
+        )
     doc = CheckDocument(facts, findings, fail_on, len(rules), 0.0, strict=strict)
     if log_report is not None:
         doc.log_messages = log_report.messages

@@ -301,7 +301,10 @@ def _print_log_report(report, name: str) -> None:
         if rule.fix and rule.fix.version:
             typer.echo(f"    fix: upgrade to vLLM {rule.fix.version} or later")
         for w in rule.workarounds:
-            typer.echo(f"    workaround: {w.title}")
+            cost = f" (cost: {w.cost})" if w.cost else ""
+            typer.echo(f"    workaround: {w.title}{cost}")
+            for line in w.env_commands():  # as `check` prints them
+                typer.echo(f"      {line}")
         typer.echo(f"    more: vllm-doctor explain {rule.code}")
     if report.messages:
         if report.rule_hits:

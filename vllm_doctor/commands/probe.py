@@ -112,7 +112,7 @@ def model_sizes(model_config: Path | None, model_id: str | None) -> dict[str, in
     if model_config is None and not model_id:
         return None
     from vllm_doctor.facts.model import Facts
-    from vllm_doctor.facts.model_config import collect_model
+    from vllm_doctor.facts.model_source import collect_model
 
     facts = Facts()
     collect_model(facts, model_config=model_config, model_id=model_id)

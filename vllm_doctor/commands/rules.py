@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from vllm_doctor.commands.inputs import complete_rule_codes, split_commas
-from vllm_doctor.errors import EXIT_FINDINGS, InputError
+from vllm_doctor.errors import EXIT_FINDINGS, InputError, printable
 
 if TYPE_CHECKING:
     from vllm_doctor.facts.model import Facts
@@ -143,8 +143,6 @@ def validate(
         problems.extend(line for rule in rules for line in uncollected_paths(rule))
         problems.extend(strict_blockers(rules, healthy))
         warnings.extend(range_warnings(rules))
-    from vllm_doctor.errors import printable
-
     if strict:
         problems.extend(warnings)
     else:
@@ -161,7 +159,7 @@ def validate(
 def healthy_inputs() -> dict[str, Facts]:
     """The healthy inputs a rule must be decided on (engine/coverage.py): the bundled
     healthy-h100-llama scenario read from its collect-env report, and the same machine as the
-    live collectors would see it (facts/collect.py ``as_live_host``)."""
+    live collectors would see it (engine/coverage.py ``as_live_host``)."""
     from vllm_doctor.commands.check import load_examples
     from vllm_doctor.engine.coverage import as_live_host
     from vllm_doctor.facts.collect import CollectOptions, collect_facts
@@ -191,10 +189,13 @@ def test_rules(
     no_default_rules: bool = NoDefaultOption,
     verbose: bool = typer.Option(False, "-v", "--verbose", help="List every case."),
 ) -> None:
-    """Run every rule's cases (or those of the rules named).
-
-    Fails on any failing case, and on a rule without both a positive and a negative case."""
+    """Run every rule's cases (or those of the rules named), then judge each rule on the
+    healthy inputs (`rules validate` does the same); fail on a failing case, a rule without
+    both kinds of case or without a case on real input (or a `no_real_input:` reason), a fact
+    no collector sets, or a rule a healthy input leaves undecided (--strict could never pass
+    there)."""
     from vllm_doctor.engine.cases import run_cases
+    from vllm_doctor.engine.coverage import strict_blockers, uncollected_paths
 
     rules = _load(rules_dir, select, no_default_rules)
     if codes:
@@ -221,11 +222,17 @@ def test_rules(
                 typer.echo(f"FAIL  {res.code} {res.name}: {res.message}")
     for line in coverage:
         typer.echo(f"COVER {line}")
+    # what only a live host or the README's `check --report ... --strict` showed before
+    healthy = [line for rule in rules for line in uncollected_paths(rule)]
+    healthy += strict_blockers(rules, healthy_inputs())
+    for line in healthy:
+        typer.echo(printable(f"HEALTHY {line}"))
     typer.echo(
         f"rules: {len(rules)}, cases: {passed} passed, {failed} failed"
         + (f", {len(coverage)} coverage problem(s)" if coverage else "")
+        + (f", {len(healthy)} problem(s) on healthy inputs" if healthy else "")
     )
-    if failed or coverage:
+    if failed or coverage or healthy:
         raise typer.Exit(EXIT_FINDINGS)
 
 

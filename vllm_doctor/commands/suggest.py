@@ -85,7 +85,7 @@ def _round_lengths(limit: int) -> list[int]:
 
 def max_model_len_candidates(facts: Facts) -> tuple[list[int], str]:
     """The lengths to try, longest first, and what bounds them."""
-    from vllm_doctor.facts.model_config import model_max_len
+    from vllm_doctor.facts.context_length import model_max_len
 
     bounds = []
     model = model_max_len(facts)
@@ -253,10 +253,11 @@ def suggest(doc: CheckDocument, facts: Facts, rules: Any) -> None:
                         title += f" ({note})"
                 else:
                     command = render(line, w.serve_set, w.serve_remove)
-            env = [f"export {k}={v}" for k, v in w.env_set.items()] + [
-                f"unset {k}" for k in w.env_unset
-            ]
-            out.append(FixSuggestion(finding.rule.code, title, command, env, fill(w.cost, named)))
+            out.append(
+                FixSuggestion(
+                    finding.rule.code, title, command, w.env_commands(), fill(w.cost, named)
+                )
+            )
         if out:
             doc.suggestions[finding.rule.code] = out
     _verify(doc, judge)

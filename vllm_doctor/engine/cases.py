@@ -16,11 +16,16 @@ from vllm_doctor.facts.schema import is_known_path
 
 EXPECTS = (APPLIES, NOT_APPLIES, UNDECIDED)
 # a case's real inputs, each run through the collector `check` uses for it
-INPUT_KEYS = ("serve", "serve_config", "model_config", "report")
+INPUT_KEYS = ("serve", "serve_config", "manifest", "model_config", "report")
+# what a user gives the doctor: with a `source:` (where it was seen upstream) the case is on
+# real input, and every rule needs one such case or says why none exists (`no_real_input:`)
+REAL_INPUT_KEYS = (*INPUT_KEYS, "log")
 
 
 @dataclass
 class CaseResult:
+    """One case of a rule's cases file: passed or not, and why."""
+
     code: str
     name: str
     ok: bool
@@ -28,6 +33,7 @@ class CaseResult:
 
 
 def cases_path(rule: Rule) -> Path:
+    """The rule's cases file: ``<CODE>.cases.yaml`` beside the rule file."""
     return rule.path.with_name(f"{rule.code}.cases.yaml")
 
 
@@ -105,9 +111,24 @@ def _inline_or_path(cases_file: Path, tmp: Path, key: str, value: Any, name: str
     return target
 
 
+def _manifest_target(cases_file: Path, tmp: Path, case: dict[str, Any]) -> Any:
+    """The container of a case's ``manifest:`` that runs vLLM (the ``target:``-th one, the
+    first by default), read as ``check --manifest`` reads it."""
+    from vllm_doctor.serveline.manifest import read_targets
+
+    path = _inline_or_path(cases_file, tmp, "manifest", case["manifest"], "deploy.yaml")
+    targets = read_targets(str(path))
+    index = case.get("target", 0)
+    if not isinstance(index, int) or not 0 <= index < len(targets):
+        raise ValueError(
+            f"target: {index!r} is not one of the manifest's {len(targets)} vLLM container(s)"
+        )
+    return targets[index]
+
+
 def collect_case_facts(rule: Rule, case: dict[str, Any], given: Facts, tmp: Path) -> Facts:
     """The facts of a case with real inputs, through the real collectors (serve line, serve
-    config, model config, collect-env report, crash log), nothing of this machine examined,
+    config, deployment manifest, model config, collect-env report, crash log), nothing of this machine examined,
     the case's ``facts:`` standing for the machine's. ValueError for a bad input path;
     InputError for an input the collector refuses."""
     from vllm_doctor.facts.collect import CollectOptions, collect_facts
@@ -123,6 +144,8 @@ def collect_case_facts(rule: Rule, case: dict[str, Any], given: Facts, tmp: Path
         options.serve_config = _inline_or_path(
             cases_file, tmp, "serve_config", case["serve_config"], "serve.yaml"
         )
+    if case.get("manifest") is not None:
+        options.manifest_target = _manifest_target(cases_file, tmp, case)
     if case.get("model_config") is not None:
         options.model_config = _inline_or_path(
             cases_file, tmp, "model_config", case["model_config"], "config.json"
@@ -176,6 +199,9 @@ def _run_case(rule: Rule, case: dict[str, Any], index: int) -> CaseResult:
     bad_files = vllm_files_problems(case)
     if bad_files:
         return CaseResult(rule.code, name, False, "; ".join(bad_files))
+    bad_source = source_problem(case)
+    if bad_source:
+        return CaseResult(rule.code, name, False, f"source: {bad_source}")
     with tempfile.TemporaryDirectory(prefix="vllm-doctor-case-") as tmp:
         try:
             tree = _write_tree(Path(tmp), files) if isinstance(files, dict) else None
@@ -252,19 +278,53 @@ def _load_cases(rule: Rule) -> tuple[list[Any] | None, list[str]]:
     return cases, []
 
 
+def source_problem(case: Any) -> str | None:
+    """What is wrong with a case's ``source:``: it names where the case's input was seen (an
+    https URL), so the case must give that input."""
+    source = case.get("source") if isinstance(case, dict) else None
+    if source is None:
+        return None
+    if not isinstance(source, str) or not source.startswith("https://") or " " in source:
+        return "must be the https URL where the case's input was seen"
+    if not any(case.get(key) is not None for key in REAL_INPUT_KEYS):
+        return (
+            f"names where an input was seen, but the case gives none ({', '.join(REAL_INPUT_KEYS)})"
+        )
+    return None
+
+
+def is_real_input_case(case: Any) -> bool:
+    """A case on real input: an input a user gives the doctor, kept with its source; or a fleet
+    case whose nodes include a facts document recorded on a real machine (``document:``, a
+    file of the repository that says where it was recorded)."""
+    if not isinstance(case, dict):
+        return False
+    nodes = case.get("nodes")
+    if isinstance(nodes, list) and any(isinstance(n, dict) and n.get("document") for n in nodes):
+        return True
+    return case.get("source") is not None and not source_problem(case)
+
+
 def case_file_problems(rule: Rule) -> list[str]:
     """`rules validate`'s reading of a cases file: the files a case would write stay inside
-    the case's temporary tree (a missing cases file is `rules test`'s coverage problem)."""
+    the case's temporary tree, and a ``source:`` is a URL beside a real input (a missing
+    cases file is `rules test`'s coverage problem)."""
     cases, _ = _load_cases(rule)
-    return [
+    problems = [
         f"{cases_path(rule)}:cases[{i}].vllm_files: {problem}"
         for i, case in enumerate(cases or [])
         for problem in vllm_files_problems(case)
     ]
+    for i, case in enumerate(cases or []):
+        problem = source_problem(case)
+        if problem:
+            problems.append(f"{cases_path(rule)}:cases[{i}].source: {problem}")
+    return problems
 
 
 def run_cases(rule: Rule) -> tuple[list[CaseResult], list[str]]:
-    """Results of a rule's cases, and coverage problems (no positive / no negative case)."""
+    """Results of a rule's cases, and coverage problems: no positive or no negative case, no
+    case on real input (``source:``) and no ``no_real_input:`` reason in the rule."""
     cases, problems = _load_cases(rule)
     if cases is None:
         return [], problems
@@ -280,4 +340,10 @@ def run_cases(rule: Rule) -> tuple[list[CaseResult], list[str]]:
         coverage.append(f"{rule.code}: no positive (applies) case")
     if NOT_APPLIES not in expects:
         coverage.append(f"{rule.code}: no negative (not-applies) case")
+    if not rule.raw.get("no_real_input") and not any(is_real_input_case(c) for c in cases):
+        coverage.append(
+            f"{rule.code}: no case on real input (a {', '.join(REAL_INPUT_KEYS)} seen upstream, "
+            "with its `source:` URL, or a fleet node's recorded `document:`), and no "
+            "`no_real_input:` in the rule saying why none exists"
+        )
     return results, coverage

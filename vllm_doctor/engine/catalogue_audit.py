@@ -159,6 +159,8 @@ def rule_range_warnings(
 
 
 def range_warnings(rules: list[Rule]) -> list[str]:
+    """``rules validate``'s warnings: a rule whose signature names a message of the error
+    catalogue, with ranges that disagree with the releases that have the message."""
     from vllm_doctor.knowledge import load
 
     first = _first_releases()

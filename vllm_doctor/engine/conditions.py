@@ -95,15 +95,23 @@ def _number(value: Any) -> float | None:
 
 
 class Condition:
+    """A rule's ``when`` (or ``warn_when``): a ``Test`` of one fact, or a ``Group`` of them,
+    evaluated to true, false or unknown over the facts (three-valued: a missing fact makes a
+    test unknown unless the group is decided without it)."""
+
     def evaluate(self, facts: Facts) -> Outcome:  # pragma: no cover - interface
+        """True, false or unknown, with the tests that decided it and the facts missing."""
         raise NotImplementedError
 
     def paths(self) -> list[str]:  # pragma: no cover - interface
+        """Every fact path the condition reads (``rules validate`` checks them)."""
         raise NotImplementedError
 
 
 @dataclass
 class Group(Condition):
+    """``all`` / ``any`` / ``not`` of conditions, decided as soon as one part decides it."""
+
     kind: str  # all | any | not
     parts: list[Condition]
 
@@ -148,12 +156,16 @@ class Group(Condition):
 
 @dataclass
 class Test(Condition):
+    """One operator applied to one fact (``fact: gpu.count, gt: 1``); built by
+    engine/loader.py from the rule file."""
+
     path: str
     op: str
     operand: Any
     check: Callable[[Any, Facts], bool | None]
 
     def describe(self) -> str:
+        """What the test asks, as evidence shows it ("gt 1", "version >=0.8,<0.9")."""
         operand = self.operand.get("fact") if isinstance(self.operand, dict) else self.operand
         return f"{self.op} {operand}"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vllm_doctor.engine.fixstate import AFFECTED, FIXED, UNVERSIONED, FixState, fix_state
-from vllm_doctor.engine.rule import Rule
+from vllm_doctor.engine.rule import SEVERITY_RANK, Rule, lower_confidence
 from vllm_doctor.errors import CRASH_HINT, CRASH_PREFIX
 from vllm_doctor.facts.model import Facts
 from vllm_doctor.facts.release import what_if_hint
@@ -19,12 +19,12 @@ if TYPE_CHECKING:
     from vllm_doctor.logreaders import LogReading
 
 APPLIES, NOT_APPLIES, UNDECIDED = "applies", "not-applies", "undecided"
-_CONFIDENCE_DOWN = {"high": "medium", "medium": "low", "low": "low"}
-_RANK = {"info": 0, "warning": 1, "error": 2}
 
 
 @dataclass
 class Evidence:
+    """One fact a finding rests on: its value, where it came from, what the rule asked of it."""
+
     path: str
     value: Any
     source: str
@@ -56,6 +56,8 @@ class Evidence:
 
 @dataclass
 class MissingFact:
+    """A fact an undecided rule needs: why it is missing and how the user can supply it."""
+
     path: str
     reason: str
     how: str
@@ -72,6 +74,11 @@ class MissingFact:
 
 @dataclass
 class Finding:
+    """What one rule says of one set of facts (and crash log): the verdict (applies, does not
+    apply, undecided), the evidence, the facts it still needs, the fix state of the judged
+    release, the log lines it matched and what its log reader read there. Every report format
+    renders findings; ``to_dict`` is the JSON form (docs/json-output.md)."""
+
     rule: Rule
     verdict: str
     confidence: str
@@ -102,11 +109,16 @@ class Finding:
 
     @property
     def severity(self) -> str:
-        if self.severity_cap and _RANK[self.severity_cap] < _RANK[self.rule.severity]:
+        """The rule's severity, lowered to ``severity_cap`` where one is set."""
+        if (
+            self.severity_cap
+            and SEVERITY_RANK[self.severity_cap] < SEVERITY_RANK[self.rule.severity]
+        ):
             return self.severity_cap
         return self.rule.severity
 
     def to_dict(self) -> dict[str, Any]:
+        """The finding as JSON (docs/json-output.md)."""
         rule = self.rule
         return {
             "code": rule.code,
@@ -218,6 +230,18 @@ def _cap_within_margin(rule: Rule, facts: Facts, finding: Finding) -> None:
 def evaluate_rule(
     rule: Rule, facts: Facts, log_text: str | LogScan | None = None, vllm_tree: Path | None = None
 ) -> Finding:
+    """One rule against the facts (and a crash log, as text or as a shared ``LogScan``).
+
+    A signature matched in the log decides ``applies`` outright (the failure was seen); a
+    log-only rule without a match, or a condition that is false, is ``not-applies``. A rule
+    with a log reader whose reader finds the message is not its case does not apply either.
+    Otherwise the condition decides: unknown leaves the rule undecided with the facts it
+    needs (``Finding.missing``); true makes it apply where the judged release is affected
+    (engine/fixstate.py: the rule's ranges, or the installed source's fingerprints under
+    ``vllm_tree``) and not apply where it is fixed. ``warn_when`` caps an applying finding at
+    a warning. ``defers_to`` is not applied here: ``evaluate_rules`` (``defer``) does that
+    over all findings. Used by ``check``, ``explain --log``, ``rules test`` and ``rules
+    validate`` alike."""
     outcome = rule.when.evaluate(facts)
     log_matches = match_signatures(rule, log_text)
     confidence = rule.confidence
@@ -258,7 +282,7 @@ def evaluate_rule(
 
     state = fix_state(rule, facts, vllm_tree)
     if state.lowers_confidence:
-        confidence = _CONFIDENCE_DOWN[confidence]
+        confidence = lower_confidence(confidence)
     finding = Finding(
         rule,
         UNDECIDED,
@@ -273,7 +297,7 @@ def evaluate_rule(
         finding.verdict = APPLIES
         # facts that contradict the cause a log-only rule names make it less certain
         finding.confidence = (
-            _CONFIDENCE_DOWN[rule.confidence]
+            lower_confidence(rule.confidence)
             if rule.log_only and outcome.value is False
             else rule.confidence
         )
@@ -298,6 +322,8 @@ def evaluate_rule(
 def evaluate_rules(
     rules: list[Rule], facts: Facts, log: str | LogScan | None = None
 ) -> list[Finding]:
+    """Every rule against the same facts and log (the log scanned once for all signatures),
+    then ``defer``: the findings in the rules' order."""
     scan = scan_for_rules(rules, log) if isinstance(log, str) and log else log
     return defer([evaluate_rule(rule, facts, scan) for rule in rules])
 

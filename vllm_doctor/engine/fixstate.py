@@ -27,6 +27,9 @@ AFFECTED, FIXED, UNKNOWN, UNVERSIONED = "affected", "fixed", "unknown", "unversi
 
 @dataclass(frozen=True)
 class FixState:
+    """Whether the judged vLLM is affected by a rule, and how that was decided (the installed
+    source's fingerprints, the rule's release ranges, a development build's version)."""
+
     state: str  # affected | fixed | unknown | unversioned
     method: str  # fingerprint | release-range | dev-version | none
     detail: str

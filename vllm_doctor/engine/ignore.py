@@ -23,6 +23,8 @@ from vllm_doctor.errors import InputError
 
 @dataclass(frozen=True)
 class IgnoreEntry:
+    """One accepted finding of an ignore file: the rule, why, and until when."""
+
     code: str
     reason: str
     expires: dt.date | None
@@ -30,6 +32,8 @@ class IgnoreEntry:
 
 
 def load_ignore_file(path: Path) -> list[IgnoreEntry]:
+    """The entries of an ignore file (``ignore:`` list); InputError for a file that is not
+    one."""
     name = str(path)
     text = read_text(path, "ignore file", "yaml")
     try:

@@ -58,6 +58,7 @@ ALLOWED_KEYS = {
     "warn_when",
     "log_only",
     "reader",
+    "no_real_input",
 }
 REQUIRED_KEYS = (
     "code",
@@ -386,6 +387,8 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
             chk.problem(f"references[{i}]", "must be an https URL")
     if "references" in data and not references:
         chk.problem("references", "a rule needs at least one upstream reference")
+    # why no case of the rule can run on an input seen upstream (engine/cases.py)
+    chk.string(data, "no_real_input")
     related = chk.string_list(data, "related")
     for i, other in enumerate(related):
         if not CODE_RE.match(other):
@@ -440,6 +443,8 @@ def parse_rule(data: Any, path: Path, strict: bool = True) -> tuple[Rule | None,
 
 
 def load_rule_file(path: Path, strict: bool = True) -> tuple[Rule | None, list[str]]:
+    """One rule file as a ``Rule``, or None and ``file:field: problem`` lines for each
+    mistake (``strict``: also what only ``rules validate`` insists on)."""
     data, problems = _read_rule_data(path)
     if problems:
         return None, problems

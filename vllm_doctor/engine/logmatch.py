@@ -620,9 +620,20 @@ class Catalogue:
                         )
         # at one line keep the most specific messages (the most literal text matched, a
         # message seen whole before one seen in part), and among equals the one whose
-        # exception class the line names
+        # exception class the line names; a message of another exception class than the
+        # one(s) the line names is not what the line shows (a package's "RuntimeError: Could
+        # not find nvcc" is not vLLM's "AssertionError: Could not find {*} in nodes {*}",
+        # however much of its text the two share)
         keep: set[int] = set()
-        for line_start, scored in per_line.items():
+        for line_start, candidates in per_line.items():
+            named_classes = set(_NAMED_EXCEPTION.findall(_line(text, line_start)))
+            scored = [
+                (score, i)
+                for score, i in candidates
+                if not _another_class(self.entry(i).cls, named_classes)
+            ]
+            if not scored:
+                continue
             top = max(score for score, _ in scored)
             tied = [i for score, i in scored if score == top]
             line_text = windows[line_start][0]
@@ -635,6 +646,23 @@ class Catalogue:
             key=lambda h: (h.cls.startswith("log."), h.position, h.key),
         )
         return chosen[:limit]
+
+
+# an exception class as a traceback's last line (or a log line quoting one) names it
+_NAMED_EXCEPTION = re.compile(r"\b([A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt))\s*:")
+
+
+def _line(text: str, line_start: int) -> str:
+    end = text.find("\n", line_start)
+    return text[line_start : end if end != -1 else len(text)]
+
+
+def _another_class(cls: str, named: set[str]) -> bool:
+    """The line names exception classes, none of them this message's: another exception's
+    text that happens to share this message's words."""
+    if not named or cls.startswith("log.") or cls == "response":
+        return False
+    return cls.rpartition(".")[2] not in named
 
 
 def _window(text: str, line_start: int, pos: int) -> tuple[str, str]:

@@ -1,7 +1,10 @@
 """What a crash log says: the curated rules it matches, then the vLLM messages it contains.
 
 Used by ``explain --log`` and by ``check --log`` (one scan of the log for both). Curated
-rules come first: they name a cause and a fix. The error catalogue (knowledge table
+rules come first: they name a cause and a fix. Which rules the log shows is decided by the
+engine (``evaluate_rules``: the signatures, the rule's log reader, ``defers_to``) on the facts
+the command has: ``check`` passes its findings, ``explain --log`` lets the engine judge the
+log alone (``log_findings``), so both name the same rules with the same reading. The error catalogue (knowledge table
 ``errors``) names only what the release source shows — which vLLM file and function raise the
 message, under which condition, in which releases — and what that means for the vLLM version
 the user runs, never a cause it cannot support.
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from vllm_doctor.knowledge import ReleaseMatch, Table
 
+from vllm_doctor.engine.evaluate import APPLIES, Finding, evaluate_rules
 from vllm_doctor.engine.logmatch import (
     CatalogueHit,
     LogScan,
@@ -23,6 +27,7 @@ from vllm_doctor.engine.logmatch import (
     scan_log,
     version_in_log,
 )
+from vllm_doctor.facts.model import Facts, Source
 
 MAX_MESSAGES = 5  # catalogue messages reported per log (the first is nearest the root cause)
 
@@ -161,8 +166,11 @@ def _package_note(
 
 @dataclass
 class LogReport:
+    """One log's report: the rules it shows, the catalogue's messages, the refused options."""
+
     scan: LogScan
-    # (Rule, matched lines, what its log reader found or None)
+    # (Rule, matched lines, what its log reader found or None): the applying findings that
+    # matched the log, in the rules' order
     rule_hits: list[tuple[Any, list[str], Any]] = field(default_factory=list)
     messages: list[CatalogueMessage] = field(default_factory=list)
     package_messages: list[PackageMessage] = field(default_factory=list)
@@ -244,37 +252,51 @@ def _note(
     return f"{prefix} raises this message at the place shown"
 
 
+def log_only_facts(version: str | None) -> Facts:
+    """The facts of a log judged alone: nothing known of the machine, the serve line or the
+    model (every area missing, so a rule's condition is unknown and only its signatures and
+    log reader decide), and the vLLM version when it is given or the log states it."""
+    from vllm_doctor.facts.schema import FACTS
+
+    facts = Facts()
+    for area in sorted({path.split(".", 1)[0] for path in FACTS}):
+        facts.mark_missing(area, "explain --log reads the log alone")
+    if version:
+        facts.set("vllm.version", version, Source.USER, "--vllm-version, or the log's own line")
+    return facts
+
+
+def log_findings(rules: list[Any], scan: LogScan, version: str | None) -> list[Finding]:
+    """The rules judged on a log alone (``explain --log``): the same engine ``check --log``
+    uses, on ``log_only_facts``."""
+    return evaluate_rules(rules, log_only_facts(version), scan)
+
+
 def analyse_log(
     text: str,
     rules: list[Any],
     version: str | None = None,
     version_source: str = "",
     scan: LogScan | None = None,
+    findings: list[Finding] | None = None,
 ) -> LogReport:
-    """Curated rule matches and catalogue messages for one log (one literal scan for both)."""
+    """Curated rule matches and catalogue messages for one log (one literal scan for both).
+
+    ``findings`` are the engine's findings for the log (``check --log`` passes its own); without
+    them the rules are judged on the log alone (``log_findings``)."""
     signatures = [s.compiled() for rule in rules for s in rule.signatures]
     scan = scan or scan_log(text, signatures, load_catalogue())
     report = LogReport(scan)
     if version is None:
         version = version_in_log(scan.text)
         version_source = "log" if version else ""
-    for rule in rules:
-        # its signatures, else the catalogue message they quote (found in full or in part)
-        lines = scan.rule_lines([s.compiled() for s in rule.signatures]) if rule.signatures else []
-        if not lines:
-            continue
-        reading = None
-        if rule.reader:
-            from vllm_doctor.logreaders import read_log
-
-            reading = read_log(rule.reader, scan.text, version)
-            if reading is None:  # not the case the rule's reader names
-                continue
-        report.rule_hits.append((rule, lines, reading))
-    # a rule that defers to a log reader's rule which read the same log steps back: the
-    # reader named the cause precisely (engine.evaluate.defer)
-    read = {rule.code for rule, _, reading in report.rule_hits if reading is not None}
-    report.rule_hits = [h for h in report.rule_hits if not set(h[0].defers_to) & read]
+    if findings is None:
+        findings = log_findings(rules, scan, version)
+    report.rule_hits = [
+        (f.rule, f.log_matches, f.reading)
+        for f in findings
+        if f.verdict == APPLIES and f.log_matches
+    ]
     report.version, report.version_source = version, version_source
     report.messages = catalogue_messages(scan, version)
     report.package_messages = package_messages(scan, version)

@@ -37,13 +37,13 @@ from vllm_doctor.engine.evaluate import (
     evaluate_rule,
 )
 from vllm_doctor.engine.fixstate import AFFECTED, FIXED, FixState
+from vllm_doctor.engine.rule import lower_confidence
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.schema import supply_hint
 from vllm_doctor.knowledge.ranges import release_spans as spans
 
 # each release is judged as a what-if (Source.USER): installing it brings its own pins
 SOURCE_DETAIL = "each covered release in turn (the vLLM version is unknown)"
-_CONFIDENCE_DOWN = {"high": "medium", "medium": "low", "low": "low"}
 # facts a known version would settle: the rule may be decided over the releases
 _VERSION_PATHS = (
     "vllm.version",
@@ -225,7 +225,7 @@ def judge_over_releases(findings: list[Finding], facts: Facts, log: Any = None) 
         where = spans(releases, applying)
         findings[index] = replace(
             newest,
-            confidence=_CONFIDENCE_DOWN[newest.confidence],
+            confidence=lower_confidence(newest.confidence),
             severity_cap="warning",
             missing=[
                 MissingFact(

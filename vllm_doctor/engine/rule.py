@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from vllm_doctor.facts.model import Facts
 
 SEVERITIES = ("error", "warning", "info")
+# the one ranking of severities: a higher number is more severe (--fail-on, a capped finding)
 SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
 CONFIDENCES = ("high", "medium", "low")
 STATUSES = ("stable", "preview", "deprecated", "withdrawn")
@@ -31,6 +32,15 @@ CATEGORIES = {
     # `check` judges one machine and leaves them out (engine.loader.one_machine)
     "FLEET": "across the nodes of one multi-node deployment",
 }
+
+
+def lower_confidence(confidence: str) -> str:
+    """One step down (high → medium → low; low stays low): a finding that something argues
+    against (a fix state that cannot be read exactly, facts that contradict a log-only rule's
+    cause, a rule that applies in only some of the releases an unknown version could be)."""
+    return CONFIDENCES[min(CONFIDENCES.index(confidence) + 1, len(CONFIDENCES) - 1)]
+
+
 DETAIL_SECTIONS = ("What happens", "Why", "How to confirm", "Known false positives")
 
 
@@ -160,7 +170,15 @@ class Workaround:
 
     @property
     def edits_serve_line(self) -> bool:
+        """The workaround changes the serve line (a corrected command can be printed)."""
         return bool(self.serve_set or self.serve_remove or self.serve_compute)
+
+    def env_commands(self) -> list[str]:
+        """The shell lines that set the workaround's environment (`export K=V`, `unset K`):
+        what `check` and `explain --log` print under it."""
+        return [f"export {k}={v}" for k, v in self.env_set.items()] + [
+            f"unset {k}" for k in self.env_unset
+        ]
 
 
 @dataclass(frozen=True)
@@ -173,6 +191,9 @@ class Fix:
 
 @dataclass
 class Rule:
+    """One rule file, checked and typed (docs/rule-format.md); ``raw`` keeps the file's data
+    for the JSON output."""
+
     code: str
     slug: str
     status: str

@@ -162,16 +162,41 @@ def _env_from_facts(facts: Facts) -> dict[str, str]:
 
 
 def collect_facts(options: CollectOptions, timings: dict[str, float] | None = None) -> Facts:
-    """All facts for ``options``; ``timings`` (if given) receives seconds per collector."""
-    from vllm_doctor.facts import derived, environment, packages, platform
+    """All facts for ``options``; ``timings`` (if given) receives seconds per collector.
 
+    The steps, in the order the module docstring gives: the machine (or the report that
+    stands for it), the facts given for it, a manifest's container, the target hardware, the
+    serve line and the model, this machine as a fleet's node, the crash log, and what is
+    computed from the rest."""
     facts = Facts()
     run = _Runner(facts, timings)
     if options.environ is not None:
         environ: Mapping[str, str] | None = options.environ
     else:
         environ = os.environ if options.probe_machine else None
+    report_facts = _collect_machine(run, options, environ)
+    _apply_given(facts, options.given)
+    _apply_manifest(facts, options, report_facts)
+    # the target hardware replaces this machine's (or the report's) GPUs
+    if options.target:
+        from vllm_doctor.facts.hardware import apply_target_hardware
 
+        apply_target_hardware(facts, options.target)  # bad names are InputError (exit 2)
+    _collect_serve_and_model(run, options, environ)
+    _collect_host(run, options, environ)
+    _collect_log(facts, options.log)
+    _compute_the_rest(run, options)
+    return facts
+
+
+def _collect_machine(
+    run: _Runner, options: CollectOptions, environ: Mapping[str, str] | None
+) -> Facts | None:
+    """This machine's environment, packages and GPUs; or, with a collect-env report, the
+    report's facts in their place (returned, for a manifest to be compared with)."""
+    from vllm_doctor.facts import environment, packages, platform
+
+    facts = run.facts
     report_facts: Facts | None = None
     if options.report is not None:
         text = _read_text(options.report, "report file")
@@ -183,7 +208,6 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
 
         report_facts = run.step("report", REPORT_AREAS, parse)
 
-    # this machine -------------------------------------------------------------------
     if options.report is None:
         if environ is not None:
             run.step(
@@ -218,38 +242,51 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
             f"({', '.join(REPORT_AREAS)})"
         )
         platform.platform_from_report(facts, text, str(options.report))
+    return report_facts
 
-    if options.given is not None:
-        for path, fact in options.given.values.items():
-            facts.set(path, fact.value, fact.source, fact.detail)
-        for key, reason in options.given.missing.items():
-            facts.mark_missing(key, reason)
-    # a manifest's container: what its file states stands for this machine's
-    if options.manifest_target is not None:
-        conflicts: list[tuple[tuple[str, ...], str]] = []
-        if report_facts is not None:
-            from vllm_doctor.facts.stack import manifest_report_conflicts
 
-            stated = Facts()
-            options.manifest_target.write_facts(stated)
-            conflicts = manifest_report_conflicts(report_facts, stated, str(options.report))
-        options.manifest_target.write_facts(facts)
-        # the manifest's container runs elsewhere: this machine's platform is not its
-        for area in ("platform", "container"):
+def _apply_given(facts: Facts, given: Facts | None) -> None:
+    """Facts that stand for this machine's (a rule case's ``facts:``)."""
+    if given is None:
+        return
+    for path, fact in given.values.items():
+        facts.set(path, fact.value, fact.source, fact.detail)
+    for key, reason in given.missing.items():
+        facts.mark_missing(key, reason)
+
+
+def _apply_manifest(facts: Facts, options: CollectOptions, report_facts: Facts | None) -> None:
+    """A manifest's container: what its file states stands for this machine's; a report's
+    part of another stack than the manifest's is set aside."""
+    if options.manifest_target is None:
+        return
+    from vllm_doctor.facts import platform
+
+    conflicts: list[tuple[tuple[str, ...], str]] = []
+    if report_facts is not None:
+        from vllm_doctor.facts.stack import manifest_report_conflicts
+
+        stated = Facts()
+        options.manifest_target.write_facts(stated)
+        conflicts = manifest_report_conflicts(report_facts, stated, str(options.report))
+    options.manifest_target.write_facts(facts)
+    # the manifest's container runs elsewhere: this machine's platform is not its
+    for area in ("platform", "container"):
+        facts.drop_area(area)
+    platform.not_examined(facts, "the manifest's container is not examined from here")
+    for areas, reason in conflicts:  # the report's part of another stack is set aside
+        for area in areas:
             facts.drop_area(area)
-        platform.not_examined(facts, "the manifest's container is not examined from here")
-        for areas, reason in conflicts:  # the report's part of another stack is set aside
-            for area in areas:
-                facts.drop_area(area)
-                facts.mark_missing(area, reason)
-            facts.notes.append(reason)
-    # the target hardware replaces this machine's (or the report's) GPUs
-    if options.target:
-        from vllm_doctor.facts.hardware import apply_target_hardware
+            facts.mark_missing(area, reason)
+        facts.notes.append(reason)
 
-        apply_target_hardware(facts, options.target)  # bad names are InputError (exit 2)
 
-    # the serve line and the model ------------------------------------------------------------
+def _collect_serve_and_model(
+    run: _Runner, options: CollectOptions, environ: Mapping[str, str] | None
+) -> None:
+    """The serve line (one of its forms), then the model it names (config.json, the Hugging
+    Face cache or the Hub where allowed)."""
+    facts = run.facts
     from_facts = options.report is not None or options.manifest_target is not None
     serve_env: Mapping[str, str] = _env_from_facts(facts) if from_facts else (environ or {})
     model_id = run.step("serve", ("serve",), lambda: _collect_serve(facts, options, serve_env))
@@ -266,7 +303,7 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
     )
 
     def model() -> None:
-        from vllm_doctor.facts.model_config import collect_model
+        from vllm_doctor.facts.model_source import collect_model
 
         collect_model(
             facts,
@@ -281,38 +318,51 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
 
     run.step("model", ("model",), model)
 
-    # this machine as a node of a fleet (after the serve line: the model it names)
+
+def _collect_host(run: _Runner, options: CollectOptions, environ: Mapping[str, str] | None) -> None:
+    """This machine as a node of a fleet (after the serve line: the model it names)."""
     if options.probe_machine and options.report is None and options.manifest_target is None:
 
         def host() -> None:
             from vllm_doctor.facts.host import collect_host
 
-            collect_host(facts, environ if environ is not None else {})
+            collect_host(run.facts, environ if environ is not None else {})
 
         run.step("host", HOST_AREAS, host)
     else:
         for area in HOST_AREAS:
-            facts.mark_missing(area, "this machine was not examined (facts from the inputs given)")
+            run.facts.mark_missing(
+                area, "this machine was not examined (facts from the inputs given)"
+            )
 
-    # the crash log ------------------------------------------------------------------------
-    if options.log is not None:
-        from vllm_doctor.facts.crashlog import read_log
 
-        text = read_log(options.log)  # `check` matches signatures on this same read
-        facts.set("log.path", str(options.log), Source.LOG)
-        facts.set("log.lines", len(text.splitlines()), Source.LOG)
-        from vllm_doctor.memory.readback import printed
-
-        # a start-up log's memory figures, compared with the estimate in every report
-        facts.set("log.memory_figures", printed(text), Source.LOG, str(options.log))
-        from vllm_doctor.logreaders.memory_figures import says_flashinfer_sampler
-
-        if says_flashinfer_sampler(text):  # decides the profile's sampler peak (memory/profile)
-            facts.set("log.flashinfer_sampler", True, Source.LOG, str(options.log))
-    else:
+def _collect_log(facts: Facts, log: Path | None) -> None:
+    """The crash log's size, the memory figures a start-up log prints and whether it names
+    FlashInfer's sampler (`check` matches the signatures on the same text)."""
+    if log is None:
         facts.mark_missing("log", SUPPLY_HINTS["log"])
+        return
+    from vllm_doctor.facts.crashlog import read_log
 
-    # what-if versions, then everything computed from the rest ----------------------------
+    text = read_log(log)  # `check` matches signatures on this same read
+    facts.set("log.path", str(log), Source.LOG)
+    facts.set("log.lines", len(text.splitlines()), Source.LOG)
+    from vllm_doctor.memory.readback import printed
+
+    # a start-up log's memory figures, compared with the estimate in every report
+    facts.set("log.memory_figures", printed(text), Source.LOG, str(log))
+    from vllm_doctor.logreaders.memory_figures import says_flashinfer_sampler
+
+    if says_flashinfer_sampler(text):  # decides the profile's sampler peak (memory/profile)
+        facts.set("log.flashinfer_sampler", True, Source.LOG, str(log))
+
+
+def _compute_the_rest(run: _Runner, options: CollectOptions) -> None:
+    """What-if versions, then everything computed from the rest: inferred facts, derived
+    facts, what the judged release accepts (release knowledge) and the memory estimate."""
+    from vllm_doctor.facts import derived, packages, platform
+
+    facts = run.facts
     if options.vllm_version or options.torch_version:
         run.step(
             "overrides",
@@ -386,7 +436,6 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
         compute_memory(facts)  # reads the judged release: after it
 
     run.step("memory", ("memory",), memory)
-    return facts
 
 
 def with_serve_line(facts: Facts, argv: list[str]) -> Facts:

@@ -33,6 +33,7 @@ DERIVED_PATHS = (
     "derived.expert_parallel_size",
     "derived.max_model_len_above_model",
     "derived.moe_intermediate_per_rank",
+    "derived.max_model_len",
 )
 
 
@@ -68,7 +69,8 @@ def _utilizations(facts: Facts) -> list[tuple[float, str]]:
     fact = facts.get("serve.gpu_memory_utilization")
     if fact is not None and fact.value is not None:
         return [(float(fact.value), f"gpu_memory_utilization {fact.value}")]
-    from vllm_doctor.memory.estimate import DEFAULT_UTILIZATIONS, formula_for
+    from vllm_doctor.memory.formula import formula_for
+    from vllm_doctor.memory.profile import DEFAULT_UTILIZATIONS
 
     version = facts.value("release.judged") or facts.value("vllm.version")
     if version:
@@ -159,7 +161,7 @@ def _free_tight(facts: Facts) -> tuple[bool, str]:
     """Free memory at least total × utilization, but not by the CUDA context vLLM's worker
     creates before it checks (``request_memory`` reads cudaMemGetInfo after init_device): the
     doctor reads NVML free memory without a context of its own."""
-    from vllm_doctor.memory.estimate import cuda_context_gib
+    from vllm_doctor.memory.formula import cuda_context_gib
 
     pairs, assumed = _free_pairs(facts)
     context_gib, context_how = cuda_context_gib()
@@ -236,7 +238,7 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
     attempt("derived.expert_parallel_size", ep_size)
 
     def above_model() -> tuple[bool, str]:
-        from vllm_doctor.facts.model_config import model_max_len
+        from vllm_doctor.facts.context_length import model_max_len
 
         requested = _need(facts, "serve.max_model_len")
         found = model_max_len(facts)
@@ -250,7 +252,7 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
 
     def effective_max_model_len() -> tuple[int, str]:
         # --max-model-len when given; a known serve line without it takes the model's own
-        from vllm_doctor.facts.model_config import model_max_len
+        from vllm_doctor.facts.context_length import model_max_len
 
         given = facts.get("serve.max_model_len")
         if given is not None and given.value is not None:

@@ -202,7 +202,7 @@ def _model_copy(facts: Facts, environ: Mapping[str, str]) -> None:
         facts.mark_missing("host.model_copy", "no serve line names a model")
         facts.mark_missing("host.model_weights", "no serve line names a model")
         return
-    from vllm_doctor.facts.model_config import find_in_hf_cache, hf_hub_cache
+    from vllm_doctor.facts.model_source import find_in_hf_cache, hf_hub_cache
 
     local = Path(model).expanduser()
     folder: Path | None = None

@@ -1,20 +1,6 @@
-"""The model's Hugging Face ``config.json``, found locally and read as JSON, or fetched from
-the Hub when the cache lacks it (facts/hub.py).
-
-Where the config comes from, in order:
-  1. ``--model-config PATH`` (a config.json or a model directory). Missing or not valid JSON is an
-     ``InputError``: the user named it.
-  2. the model given to ``vllm serve`` when it is a local directory;
-  3. the Hugging Face cache: ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else
-     ``$XDG_CACHE_HOME/huggingface/hub``, else ``~/.cache/huggingface/hub``, in
-     ``models--ORG--NAME/snapshots/<rev>/config.json`` (the snapshot ``refs/main`` names, else
-     the newest one that has a config.json).
-  4. the Hugging Face Hub, for an ORG/NAME id the cache lacks (``check`` asks by default;
-     ``--offline`` or ``HF_HUB_OFFLINE`` forbid it): config.json and the small files beside it
-     land in the cache, so the next run reads them there.
-When only the model id is known, hints are inferred from the name (quantization, family) with
-``Source.INFERRED`` and ``model.inferred = True``; everything else under ``model`` is marked
-missing with how to supply it.
+"""The model's Hugging Face ``config.json`` read into ``model.*`` (``read_model_config``);
+facts/model_source.py finds the config (a path, a local model, the cache, the Hub) and
+facts/context_length.py derives the context vLLM allows from it.
 
 Multimodal configs keep the language model in a nested config (``text_config``,
 ``language_config``, ``llm_config``, ``thinker_config`` → ``text_config``, ...): heads, KV heads,
@@ -35,17 +21,12 @@ Optional features (experts, MTP layers, MLA ranks, quantization) are absent when
 from __future__ import annotations
 
 import json
-import os
-import re
-from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.model import Facts, Source
-
-MAX_MODEL_ID = 4096  # PATH_MAX on Linux
 
 # nested configs holding the language model, in the order they are tried when the model
 # type's layout is not known (transformers' get_text_config looks for decoder, generator,
@@ -63,6 +44,7 @@ TEXT_CONFIG_KEYS = (
     "text_encoder",
 )
 
+
 _LAYER_KEYS = (
     "num_attention_heads",
     "num_hidden_layers",
@@ -73,6 +55,7 @@ _LAYER_KEYS = (
     "num_heads",
     "d_model",
 )
+
 
 # Keys tried, in order, when the model type has no known layout (remote code, a type newer
 # than the generated table): the names transformers' attribute_maps most often point to.
@@ -90,6 +73,8 @@ _GENERIC_KEYS = {
     ),
     "head_dim": ("head_dim", "hidden_size_per_head", "attention_head_dim"),
 }
+
+
 # vLLM's KV-head keys in the order it tries them (CONFIG_FIELD_ALIASES["total_num_kv_heads"])
 _KV_KEYS = (
     "n_head_kv",
@@ -98,8 +83,13 @@ _KV_KEYS = (
     "multi_query_group_num",
     "num_attention_groups",
 )
+
+
 _FALCON_TYPES = ("falcon", "RefinedWeb", "RefinedWebModel")
+
+
 _ATTENTION_FREE_TYPES = ("mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm", "timm_wrapper")
+
 
 # facts every model has: marked missing with a reason when the config does not show them
 _STRUCTURAL = {
@@ -112,6 +102,7 @@ _STRUCTURAL = {
     "model.max_position_embeddings": "context length",
     "model.dtype": "dtype (torch_dtype)",
 }
+
 
 LAYOUTS_PATH = Path(__file__).resolve().parents[1] / "knowledge" / "data" / "model_layouts.json"
 
@@ -180,58 +171,6 @@ def keys_for(name: str, model_type: Any) -> tuple[str, ...]:
     return keys
 
 
-# -- locating the config -----------------------------------------------------------------
-
-
-def _expanded(path: str) -> Path:
-    try:
-        return Path(path).expanduser()
-    except RuntimeError:  # `~nosuchuser/...`: as written (it will not exist)
-        return Path(path)
-
-
-def hf_hub_cache(environ: Mapping[str, str]) -> Path:
-    if environ.get("HF_HUB_CACHE"):
-        return _expanded(environ["HF_HUB_CACHE"])
-    if environ.get("HUGGINGFACE_HUB_CACHE"):
-        return _expanded(environ["HUGGINGFACE_HUB_CACHE"])
-    if environ.get("HF_HOME"):
-        return _expanded(environ["HF_HOME"]) / "hub"
-    if environ.get("XDG_CACHE_HOME"):
-        return _expanded(environ["XDG_CACHE_HOME"]) / "huggingface" / "hub"
-    home = environ.get("HOME") or str(Path.home())
-    return Path(home) / ".cache" / "huggingface" / "hub"
-
-
-def find_in_hf_cache(model_id: str, cache: Path) -> Path | None:
-    """config.json of ``model_id`` in the HF cache, or None."""
-    if model_id.count("/") != 1:
-        return None
-    folder = "models--" + model_id.replace("/", "--")
-    repo = cache / folder
-    if not repo.is_dir():
-        try:  # the cache keeps the case the model was first asked for
-            lowered = folder.lower()
-            repo = next((p for p in cache.iterdir() if p.name.lower() == lowered), repo)
-        except OSError:
-            return None
-    snapshots = repo / "snapshots"
-    if not snapshots.is_dir():
-        return None
-    from vllm_doctor.bounds import read_text
-
-    try:
-        ref = read_text(repo / "refs" / "main", "ref file", "json", errors="replace").strip()
-    except InputError:  # missing, not a regular file, too large
-        ref = ""
-    if ref and (snapshots / ref / "config.json").is_file():
-        return snapshots / ref / "config.json"
-    candidates = [p / "config.json" for p in snapshots.iterdir() if (p / "config.json").is_file()]
-    if not candidates:
-        return None
-    return max(candidates, key=lambda p: p.parent.stat().st_mtime)
-
-
 def _read_side_json(path: Path) -> object:
     """A JSON file beside config.json, within the same bounds; any problem is a ValueError."""
     from vllm_doctor import bounds
@@ -240,31 +179,6 @@ def _read_side_json(path: Path) -> object:
         return bounds.json_loads(bounds.read_text(path, path.name, "json"), non_finite="null")
     except InputError as err:
         raise ValueError(err.problem) from None
-
-
-def _load_json(path: Path, explicit: bool) -> dict[str, Any]:
-    from vllm_doctor import bounds
-
-    try:
-        # NaN/Infinity in a config.json: unknown values, not a refused file
-        data = bounds.json_loads(bounds.read_text(path, "config.json", "json"), non_finite="null")
-    except InputError as err:
-        if explicit:
-            raise
-        raise ValueError(err.problem) from None
-    except json.JSONDecodeError as err:
-        if explicit:
-            raise InputError(str(path), f"not valid JSON: {err.msg} (line {err.lineno})") from None
-        raise
-    except ValueError as err:  # bounds.ValueBoundsError, or an integer of over 4300 digits
-        if explicit:
-            raise InputError(str(path), f"the config.json {err}") from None
-        raise
-    if not isinstance(data, dict):
-        if explicit:
-            raise InputError(str(path), "not a config.json: the top level is not an object")
-        raise ValueError(f"{path}: the top level is not an object")
-    return data
 
 
 # -- reading ----------------------------------------------------------------------------
@@ -478,6 +392,8 @@ SIZE_KEYS = (
     "qk_rope_head_dim",
     "v_head_dim",
 )
+
+
 MAX_SIZE = 2**40  # above any dimension or count a real checkpoint has (and a float's exact range)
 
 
@@ -500,24 +416,60 @@ def read_model_config(
     facts: Facts, config_path: Path, cfg: dict[str, Any], source_detail: str
 ) -> None:
     """Write model.* from a parsed config.json (and files beside it); InputError for sizes
-    no model can have."""
-    detail = source_detail
-    src = Source.CONFIG
-    model_dir = config_path.parent
+    no model can have. In order: what the model is, its geometry (heads, sizes, layers,
+    experts, head size, dtype), its quantization, the weights' size beside it, and the keys
+    it has that the doctor does not read."""
     check_sizes(cfg, source_detail)
-    facts.set("model.config_path", str(config_path), src)
-    text, text_key = text_config_of(cfg)
-    cfgs = [text, cfg] if text is not cfg else [cfg]
-    tdetail = f"{detail}: {text_key}" if text_key else detail
+    facts.set("model.config_path", str(config_path), Source.CONFIG)
+    reader = _ConfigReader(facts, cfg, source_detail)
+    _read_identity(reader)
+    _read_geometry(reader)
+    _read_quantization(reader, config_path.parent)
+    _read_weights_size(facts, config_path, source_detail)
+    _mark_unread(facts, cfg, reader.text_type, config_path)
 
+
+class _ConfigReader:
+    """One config.json being read: its text config (the language model's part of a
+    multimodal config), where each value came from, and the model type whose key names
+    apply."""
+
+    def __init__(self, facts: Facts, cfg: dict[str, Any], detail: str):
+        self.facts = facts
+        self.cfg = cfg
+        self.detail = detail
+        self.text, self.text_key = text_config_of(cfg)
+        self.cfgs = [self.text, cfg] if self.text is not cfg else [cfg]
+        self.tdetail = f"{detail}: {self.text_key}" if self.text_key else detail
+        self.model_type = cfg.get("model_type") or self.text.get("model_type")
+        self.text_type = self.text.get("model_type") or self.model_type
+
+    def put(self, path: str, *keys: str) -> int | None:
+        """The first of ``keys`` the config has, as an integer fact ``path``."""
+        value, key = _first(self.cfgs, *keys)
+        value = _int(value)
+        if value is not None:
+            where = self.tdetail if key in self.text and self.text is not self.cfg else self.detail
+            self.facts.set(path, value, Source.CONFIG, f"{where}: {key}")
+        return value
+
+    def put_named(self, path: str, name: str) -> int | None:
+        """A value vLLM reads by ``name``, from the key the model type keeps it under."""
+        return self.put(path, *keys_for(name, self.text_type))
+
+
+def _read_identity(reader: _ConfigReader) -> None:
+    """The model's architectures, model type (and its text model's) and family."""
+    facts, cfg, text, src = reader.facts, reader.cfg, reader.text, Source.CONFIG
+    detail, tdetail = reader.detail, reader.tdetail
     archs = cfg.get("architectures")
     if isinstance(archs, list):
         facts.set("model.architectures", [str(a) for a in archs], src, detail)
     elif isinstance(text.get("architectures"), list):
         facts.set("model.architectures", [str(a) for a in text["architectures"]], src, tdetail)
-    model_type = cfg.get("model_type") or text.get("model_type")
+    model_type = reader.model_type
     facts.set("model.model_type", model_type, src, detail)
-    if text_key:
+    if reader.text_key:
         facts.set("model.text_model_type", text.get("model_type"), src, tdetail)
     facts.set(
         "model.family",
@@ -526,20 +478,12 @@ def read_model_config(
         f"model_type {model_type}",
     )
 
-    text_type = text.get("model_type") or model_type
 
-    def put(path: str, *keys: str) -> int | None:
-        value, key = _first(cfgs, *keys)
-        value = _int(value)
-        if value is not None:
-            where = tdetail if key in text and text is not cfg else detail
-            facts.set(path, value, src, f"{where}: {key}")
-        return value
-
-    def put_named(path: str, name: str) -> int | None:
-        """A value vLLM reads by ``name``, from the key the model type keeps it under."""
-        return put(path, *keys_for(name, text_type))
-
+def _read_geometry(reader: _ConfigReader) -> None:
+    """Heads, KV heads, sizes, layers, context length, experts, MTP layers, MLA ranks, the
+    head size and the dtype."""
+    facts, text, text_type, tdetail = reader.facts, reader.text, reader.text_type, reader.tdetail
+    put, put_named = reader.put, reader.put_named
     heads = put_named("model.num_attention_heads", "num_attention_heads")
     decoder = text.get("transf_decoder")
     if (
@@ -552,10 +496,10 @@ def read_model_config(
         facts.set(
             "model.num_attention_heads",
             heads,
-            src,
+            Source.CONFIG,
             f"{tdetail}: transf_decoder.config_dict.num_attention_heads",
         )
-    kv = _read_kv_heads(facts, text, text_type, heads, tdetail)
+    _read_kv_heads(facts, text, text_type, heads, tdetail)
     hidden = put_named("model.hidden_size", "hidden_size")
     put_named("model.vocab_size", "vocab_size")
     if text_type == "longcat_flash":  # vLLM's convertor: num_hidden_layers counts sublayers
@@ -583,7 +527,12 @@ def read_model_config(
     )
     if "model.num_experts" not in facts and isinstance(text.get("ffn_config"), dict):
         put_experts = _int(text["ffn_config"].get("moe_num_experts"))  # DBRX
-        facts.set("model.num_experts", put_experts, src, f"{tdetail}: ffn_config.moe_num_experts")
+        facts.set(
+            "model.num_experts",
+            put_experts,
+            Source.CONFIG,
+            f"{tdetail}: ffn_config.moe_num_experts",
+        )
     if "model.num_experts" in facts:
         put("model.moe_intermediate_size", "moe_intermediate_size", "expert_intermediate_size")
     put(
@@ -595,54 +544,78 @@ def read_model_config(
     )
     kv_lora = put("model.kv_lora_rank", "kv_lora_rank")
     put("model.qk_rope_head_dim", "qk_rope_head_dim")
-    head_dim = put_named("model.head_dim", "head_dim")
+    _read_head_dim(reader, hidden, heads, kv_lora)
+    dtype, dtype_key = _first(reader.cfgs, "torch_dtype", "dtype")
+    if isinstance(dtype, str):
+        facts.set(
+            "model.dtype",
+            dtype.replace("torch.", ""),
+            Source.CONFIG,
+            f"{reader.detail}: {dtype_key}",
+        )
+
+
+def _read_head_dim(
+    reader: _ConfigReader, hidden: int | None, heads: int | None, kv_lora: int | None
+) -> None:
+    """The attention head size: as config.json states it, else MLA's nope + rope sizes, else
+    hidden / heads (never for an MLA model whose config lacks its MLA fields)."""
+    facts, text_type = reader.facts, reader.text_type
+    head_dim = reader.put_named("model.head_dim", "head_dim")
     if head_dim is not None and head_dim <= 0:  # some classes write 0 for "not set"
         facts.values.pop("model.head_dim", None)
         head_dim = None
-    if head_dim is None:
-        nope, _ = _first(cfgs, "qk_nope_head_dim")
-        rope, _ = _first(cfgs, "qk_rope_head_dim")
-        if kv_lora is not None and (nope_dim := _int(nope)) and (rope_dim := _int(rope)):
-            facts.set(
-                "model.head_dim",
-                nope_dim + rope_dim,
-                Source.DERIVED,
-                "MLA: qk_nope_head_dim + qk_rope_head_dim",
-            )
-        elif text_type in MLA_MODEL_TYPES:
-            # transformers fills the missing MLA fields from its config class's defaults,
-            # which config.json does not show: hidden/heads would be a wrong head size
-            facts.mark_missing(
-                "model.head_dim",
-                (
-                    f"model_type {text_type} is an MLA model (vLLM's is_deepseek_mla) but "
-                    "config.json lacks "
-                    + ", ".join(
-                        k
-                        for k, v in (
-                            ("kv_lora_rank", kv_lora),
-                            ("qk_nope_head_dim", nope),
-                            ("qk_rope_head_dim", rope),
-                        )
-                        if v is None
+    if head_dim is not None:
+        return
+    nope, _ = _first(reader.cfgs, "qk_nope_head_dim")
+    rope, _ = _first(reader.cfgs, "qk_rope_head_dim")
+    if kv_lora is not None and (nope_dim := _int(nope)) and (rope_dim := _int(rope)):
+        facts.set(
+            "model.head_dim",
+            nope_dim + rope_dim,
+            Source.DERIVED,
+            "MLA: qk_nope_head_dim + qk_rope_head_dim",
+        )
+    elif text_type in MLA_MODEL_TYPES:
+        # transformers fills the missing MLA fields from its config class's defaults, which
+        # config.json does not show: hidden/heads would be a wrong head size
+        facts.mark_missing(
+            "model.head_dim",
+            (
+                f"model_type {text_type} is an MLA model (vLLM's is_deepseek_mla) but "
+                "config.json lacks "
+                + ", ".join(
+                    k
+                    for k, v in (
+                        ("kv_lora_rank", kv_lora),
+                        ("qk_nope_head_dim", nope),
+                        ("qk_rope_head_dim", rope),
                     )
-                    + ": transformers fills them from its config class; pass a config.json "
-                    "that states them"
-                ),
-            )
-        elif hidden and heads:
-            facts.set(
-                "model.head_dim",
-                hidden // heads,
-                Source.DERIVED,
-                "hidden_size / num_attention_heads",
-            )
-    del kv
-    dtype, dtype_key = _first(cfgs, "torch_dtype", "dtype")
-    if isinstance(dtype, str):
-        facts.set("model.dtype", dtype.replace("torch.", ""), src, f"{detail}: {dtype_key}")
+                    if v is None
+                )
+                + ": transformers fills them from its config class; pass a config.json "
+                "that states them"
+            ),
+        )
+    elif hidden and heads:
+        facts.set(
+            "model.head_dim",
+            hidden // heads,
+            Source.DERIVED,
+            "hidden_size / num_attention_heads",
+        )
 
-    # quantization ------------------------------------------------------------------------
+
+def _read_quantization(reader: _ConfigReader, model_dir: Path) -> None:
+    """The quantization method, algorithm and scheme, from quantization_config (or
+    compression_config) and ModelOpt's hf_quant_config.json beside config.json."""
+    facts, cfg, text, detail, src = (
+        reader.facts,
+        reader.cfg,
+        reader.text,
+        reader.detail,
+        Source.CONFIG,
+    )
     qcfg = (
         cfg.get("quantization_config")
         or cfg.get("compression_config")
@@ -655,41 +628,45 @@ def read_model_config(
             hf_quant = _read_side_json(hf_quant_path)
         except (OSError, ValueError):
             facts.notes.append(f"{hf_quant_path}: not valid JSON, ignored")
-    if isinstance(qcfg, dict) or isinstance(hf_quant, dict):
-        method, algo, scheme = quant_scheme(
-            qcfg if isinstance(qcfg, dict) else {}, hf_quant if isinstance(hf_quant, dict) else None
+    if not (isinstance(qcfg, dict) or isinstance(hf_quant, dict)):
+        return
+    method, algo, scheme = quant_scheme(
+        qcfg if isinstance(qcfg, dict) else {}, hf_quant if isinstance(hf_quant, dict) else None
+    )
+    qdetail = f"{detail}: quantization_config" if isinstance(qcfg, dict) else str(hf_quant_path)
+    facts.set("model.quant_method", method, src, qdetail)
+    block = qcfg.get("weight_block_size") if isinstance(qcfg, dict) else None
+    if (
+        isinstance(block, list)
+        and len(block) == 2
+        and all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)
+    ):
+        facts.set("model.quant_block_n", block[0], src, f"{qdetail}.weight_block_size")
+        facts.set("model.quant_block_k", block[1], src, f"{qdetail}.weight_block_size")
+    if algo:
+        algo_src = (
+            qdetail if isinstance(qcfg, dict) and qcfg.get("quant_algo") else str(hf_quant_path)
         )
-        qdetail = f"{detail}: quantization_config" if isinstance(qcfg, dict) else str(hf_quant_path)
-        facts.set("model.quant_method", method, src, qdetail)
-        block = qcfg.get("weight_block_size") if isinstance(qcfg, dict) else None
-        if (
-            isinstance(block, list)
-            and len(block) == 2
-            and all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)
-        ):
-            facts.set("model.quant_block_n", block[0], src, f"{qdetail}.weight_block_size")
-            facts.set("model.quant_block_k", block[1], src, f"{qdetail}.weight_block_size")
-        if algo:
-            algo_src = (
-                qdetail if isinstance(qcfg, dict) and qcfg.get("quant_algo") else str(hf_quant_path)
-            )
-            facts.set("model.quant_algo", algo, src, algo_src)
-        facts.set(
-            "model.quant_scheme",
-            scheme,
-            Source.DERIVED,
-            f"from {method}" + (f" / {algo}" if algo else ""),
-        )
+        facts.set("model.quant_algo", algo, src, algo_src)
+    facts.set(
+        "model.quant_scheme",
+        scheme,
+        Source.DERIVED,
+        f"from {method}" + (f" / {algo}" if algo else ""),
+    )
 
-    size, size_detail = weights_size(model_dir)
+
+def _read_weights_size(facts: Facts, config_path: Path, detail: str) -> None:
+    """The checkpoint's size from the files beside config.json; and that the model's facts
+    were read, not inferred from its name."""
+    size, size_detail = weights_size(config_path.parent)
     if size:
-        facts.set("model.weights_bytes", size, src, size_detail)
+        facts.set("model.weights_bytes", size, Source.CONFIG, size_detail)
     else:
         facts.mark_missing(
             "model.weights_bytes", f"no safetensors index or weight files beside {config_path}"
         )
-    facts.set("model.inferred", False, src, detail)
-    _mark_unread(facts, cfg, text_type, config_path)
+    facts.set("model.inferred", False, Source.CONFIG, detail)
 
 
 def _read_kv_heads(
@@ -791,296 +768,3 @@ def _mark_unread(facts: Facts, cfg: dict[str, Any], model_type: Any, config_path
         facts.mark_missing("model.architectures", f"{config_path.name} has no architectures list")
     if "model.model_type" not in facts:
         facts.mark_missing("model.model_type", f"{config_path.name} has no model_type")
-
-
-# -- the context length vLLM derives --------------------------------------------------------
-
-_MAX_LEN_KEYS = (
-    "max_position_embeddings",
-    "n_positions",
-    "max_seq_len",
-    "seq_length",
-    "model_max_length",
-    "max_sequence_length",
-    "max_seq_length",
-    "seq_len",
-)
-
-
-def model_max_len(facts: Facts) -> tuple[int, str] | None:
-    """(length, how) of the model's maximum context as vLLM derives it from the config.json
-    that was read (``--hf-overrides`` applied); without the file, ``model.max_position_embeddings``;
-    None when neither is known."""
-    path = facts.value("model.config_path")
-    if path:
-        from vllm_doctor import bounds
-
-        try:
-            cfg = bounds.json_loads(
-                bounds.read_text(path, "config.json", "json"), non_finite="null"
-            )
-        except (InputError, ValueError):
-            cfg = None
-        if isinstance(cfg, dict):
-            overrides = facts.value("serve.hf_overrides")
-            length, how = derived_max_model_len(
-                cfg, overrides if isinstance(overrides, dict) else None
-            )
-            if length is not None:
-                return length, how
-    value = facts.value("model.max_position_embeddings")
-    if value is None:
-        return None
-    return int(value), f"max_position_embeddings {value}"
-
-
-def derived_max_model_len(
-    cfg: dict[str, Any], overrides: dict[str, Any] | None = None
-) -> tuple[int | None, str]:
-    """The maximum context vLLM derives from a config (``_get_and_verify_max_len``).
-
-    The smallest of the length keys of the text config, times the RoPE scaling factor for
-    scaling types that extend the context (not ``su``/``longrope``/``llama3``; YaRN scales
-    ``original_max_position_embeddings``; Gemma 3 is already scaled). ``overrides`` are
-    ``--hf-overrides`` applied on top. Returns (length or None, how it was derived).
-    """
-    cfg = dict(cfg)
-    if overrides:
-        cfg.update(overrides)
-    text, _ = text_config_of(cfg)
-    if overrides and text is not cfg:
-        text = dict(text)
-        text.update(
-            {
-                k: v
-                for k, v in overrides.items()
-                if k in _MAX_LEN_KEYS or k in ("rope_scaling", "rope_parameters")
-            }
-        )
-    found: list[tuple[str, int]] = []
-    for key in _MAX_LEN_KEYS:
-        value = _int(text.get(key, cfg.get(key)))
-        if value is not None:
-            found.append((key, value))
-    if not found:
-        return None, "no context-length key in config.json"
-    key, length = min(found, key=lambda kv: kv[1])
-    how = f"{key} {length}"
-    rope = text.get("rope_scaling") or cfg.get("rope_scaling")
-    if not isinstance(rope, dict):
-        params = text.get("rope_parameters") or cfg.get("rope_parameters")
-        rope = params if isinstance(params, dict) and "rope_type" in params else None
-    model_type = str(cfg.get("model_type") or "")
-    if rope and "gemma3" not in model_type:
-        rope_type = str(rope.get("rope_type") or rope.get("type") or "default")
-        if rope_type not in ("su", "longrope", "llama3"):
-            factor = rope.get("factor", 1.0)
-            try:
-                factor = float(factor)
-            except (TypeError, ValueError):
-                factor = 1.0
-            if rope_type == "yarn" and (
-                original := _int(rope.get("original_max_position_embeddings"))
-            ):
-                length = original
-                how = f"original_max_position_embeddings {length}"
-            if factor != 1.0:
-                length = int(length * factor)
-                how += f" × {rope_type} factor {factor:g}"
-    return length, how
-
-
-# -- inference from the name ---------------------------------------------------------------
-
-_NAME_QUANT = [  # (regex on the lower-cased id, scheme, quant_method or None)
-    (r"nvfp4", "nvfp4", None),
-    (r"mxfp4", "mxfp4", "mxfp4"),
-    (r"fp8[-_]?dynamic", "fp8-dynamic", None),
-    (r"w4a16", "w4a16", None),
-    (r"w4a8", "w4a8", None),
-    (r"w8a8|int8", "w8a8-int8", None),
-    (r"fp8", "fp8", None),
-    (r"\bawq\b|[-_]awq", "awq", "awq"),
-    (r"gptq", "gptq", "gptq"),
-    (r"bnb|bitsandbytes", "bnb", "bitsandbytes"),
-    (r"gpt-oss", "mxfp4", "mxfp4"),  # gpt-oss checkpoints ship MXFP4 MoE weights
-]
-_NAME_FAMILY = [
-    (r"diffusion-?gemma", "diffusion_gemma"),
-    (r"gemma-?4", "gemma4"),
-    (r"gemma-?3", "gemma3"),
-    (r"deepseek-v3\.2|deepseek-v32", "deepseek_v32"),
-    (r"deepseek-v4", "deepseek_v4"),
-    (r"deepseek-(v3|r1)", "deepseek_v3"),
-    (r"qwen3\.5", "qwen3_5"),
-    (r"qwen3", "qwen3"),
-    (r"qwen2", "qwen2"),
-    (r"llama", "llama"),
-    (r"gpt-oss", "gpt_oss"),
-    (r"phi-?3", "phi3"),
-    (r"mixtral", "mixtral"),
-    (r"mistral", "mistral"),
-    (r"glm-?5", "glm5"),
-]
-
-
-def infer_from_name(facts: Facts, model_id: str) -> None:
-    name = model_id.lower()
-    detail = f"model id {model_id}"
-    for pattern, scheme, method in _NAME_QUANT:
-        if re.search(pattern, name):
-            facts.set("model.quant_scheme", scheme, Source.INFERRED, detail)
-            if method:
-                facts.set("model.quant_method", method, Source.INFERRED, detail)
-            break
-    for pattern, family in _NAME_FAMILY:
-        if re.search(pattern, name):
-            facts.set("model.family", family, Source.INFERRED, detail)
-            break
-    facts.set("model.inferred", True, Source.INFERRED, detail)
-
-
-# -- the collector -------------------------------------------------------------------------
-
-
-def collect_model(
-    facts: Facts,
-    model_config: Path | None = None,
-    model_id: str | None = None,
-    cwd: Path | None = None,
-    environ: Mapping[str, str] | None = None,
-    use_hf_cache: bool = True,
-    hub: bool = False,
-    offline: bool = False,
-) -> None:
-    """Write model.* from the best config.json available (see the module docstring);
-    ``hub``: ask the Hugging Face Hub for a model id the cache lacks (unless ``offline``)."""
-    env = os.environ if environ is None else environ
-    base = cwd or Path.cwd()
-    if model_id:
-        facts.set("model.id", model_id, Source.SERVE)
-
-    if model_config is not None:
-        from vllm_doctor.bounds import expand_path
-
-        path = expand_path(model_config, "--model-config")
-        if not path.is_absolute():
-            path = base / path
-        if path.is_dir():
-            path = path / "config.json"
-            if not path.is_file():
-                raise InputError(str(model_config), "no config.json in this directory")
-        elif not path.exists():
-            raise InputError(str(model_config), "no such file or directory")
-        cfg = _load_json(path, explicit=True)
-        if not model_id:
-            facts.set("model.id", str(model_config), Source.USER, "--model-config")
-        read_model_config(facts, path, cfg, f"--model-config {model_config}")
-        return
-
-    if not model_id:
-        facts.mark_missing(
-            "model",
-            "no model given: pass --model-config PATH or the serve line "
-            "(`-- vllm serve MODEL ...`)",
-        )
-        return
-
-    # a Hub id is at most 96 characters, a path at most PATH_MAX with 255-byte names: anything
-    # longer cannot name a model (and the file system would refuse to look it up)
-    if len(model_id) > MAX_MODEL_ID or any(
-        len(part.encode()) > 255 for part in model_id.split("/")
-    ):
-        raise InputError(
-            "serve line",
-            f"the model is {len(model_id):,} characters long "
-            f"({model_id[:40]!r}…): not a model id or a path",
-        )
-    try:
-        local = Path(model_id).expanduser()
-    except RuntimeError:  # `~nosuchuser/model`: not a local directory
-        local = Path(model_id)
-    if not local.is_absolute():
-        local = base / local
-    if local.is_dir():
-        path = local / "config.json"
-        if path.is_file():
-            try:
-                cfg = _load_json(path, explicit=False)
-            except (OSError, ValueError) as err:
-                facts.mark_missing("model", f"{path} could not be read: {err}")
-                return
-            read_model_config(facts, path, cfg, str(path))
-            return
-        facts.mark_missing("model", f"the local model directory {local} has no config.json")
-        return
-    if local.is_file():
-        facts.mark_missing(
-            "model",
-            f"{local} is a file, not a model directory (GGUF and single "
-            "files are not read): pass --model-config PATH",
-        )
-        return
-
-    if use_hf_cache:
-        cache = hf_hub_cache(env)
-        cached = find_in_hf_cache(model_id, cache)
-        if cached is not None:
-            try:
-                cfg = _load_json(cached, explicit=False)
-            except (OSError, ValueError) as err:
-                facts.mark_missing("model", f"{cached} could not be read: {err}")
-                return
-            read_model_config(facts, cached, cfg, f"HF cache {cached.parent.name[:12]}")
-            return
-        where = f"not in the Hugging Face cache ({cache})"
-        if hub:
-            why_not = _from_hub(facts, model_id, cache, env, offline)
-            if why_not is None:
-                return
-            where += f"; {why_not}"
-    else:
-        where = "the Hugging Face cache was not searched"
-    infer_from_name(facts, model_id)
-    facts.mark_missing(
-        "model",
-        f"config.json of {model_id}: {where}; only hints from the name "
-        "are known — pass --model-config PATH (a config.json or model "
-        "directory)",
-    )
-
-
-def _from_hub(
-    facts: Facts, model_id: str, cache: Path, environ: Mapping[str, str], offline: bool
-) -> str | None:
-    """Read the model's config from the Hub (facts/hub.py); None when done, else why not."""
-    from vllm_doctor.facts import hub
-
-    if not hub.looks_like_repo_id(model_id):
-        return "not a Hub model id (ORG/NAME)"
-    reason = hub.offline_reason(environ, offline)
-    if reason is not None:
-        return reason
-    try:
-        model = hub.fetch_model(model_id, cache, environ)
-        cfg = _load_json(model.config_path, explicit=False)
-    except hub.HubUnavailable as err:
-        return str(err)
-    except (OSError, ValueError) as err:
-        return f"config.json from the Hub could not be read: {err}"
-    read_model_config(facts, model.config_path, cfg, model.where)
-    if "model.weights_bytes" not in facts and model.weights_bytes:
-        facts.set(
-            "model.weights_bytes",
-            model.weights_bytes,
-            Source.CONFIG,
-            f"{model.where}: {model.weights_how}",
-        )
-    if model.dtypes:
-        facts.set(
-            "model.weights_dtypes",
-            sorted(model.dtypes),
-            Source.CONFIG,
-            f"{model.where}: safetensors headers ({', '.join(f'{k} {v}' for k, v in sorted(model.dtypes.items()))} parameters)",
-        )
-    return None

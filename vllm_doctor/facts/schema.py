@@ -816,7 +816,7 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "driver": ("facts/gpus.py", "facts/report.py", "facts/hardware.py"),
     "gpu": ("facts/gpus.py", "facts/report.py", "facts/hardware.py"),
     "topology": ("facts/gpus.py", "facts/report.py"),
-    "model": ("facts/model_config.py",),
+    "model": ("facts/model_config.py", "facts/model_source.py"),
     "serve": ("serveline/line.py",),
     "env": (
         "facts/environment.py",

@@ -110,7 +110,9 @@ def observation(path: Path) -> dict[str, Any] | None:
     calibrated terms and the overhead vLLM's printed figures imply, or None when the entry
     lacks what the fit needs."""
     from vllm_doctor.logreaders.memory_figures import read_memory_figures
-    from vllm_doctor.memory.estimate import GIB, Missing, estimate
+    from vllm_doctor.memory.estimate import estimate
+    from vllm_doctor.memory.formula import GIB
+    from vllm_doctor.memory.inputs import Missing
 
     try:
         entry = load_entry(path)

@@ -185,7 +185,7 @@ class CheckDocument:
             data["failing"] = self.is_failing(f)
             return data
 
-        from vllm_doctor.memory.estimate import report_summary as memory_summary
+        from vllm_doctor.memory.summary import report_summary as memory_summary
         from vllm_doctor.report.summary import input_statuses, next_step
 
         statuses = input_statuses(self)

@@ -143,7 +143,7 @@ def render_markdown(doc: CheckDocument) -> str:
                 f"releases {m.release_ranges()}" + (f". {_md_cell(m.note)}" if m.note else "")
             )
         out.append("")
-    from vllm_doctor.memory.estimate import report_line
+    from vllm_doctor.memory.summary import report_line
 
     memory = report_line(doc.facts)
     if memory is not None:

@@ -238,7 +238,7 @@ def _recommendation(console: Console, doc: CheckDocument) -> None:
 
 def _memory_line(console: Console, doc: CheckDocument) -> None:
     """The memory estimate in one line (memory/estimate.py), when the facts allow one."""
-    from vllm_doctor.memory.estimate import report_line
+    from vllm_doctor.memory.summary import report_line
 
     line = report_line(doc.facts)
     if line is not None:
