@@ -8,6 +8,7 @@ import typer
 
 from vllm_doctor.commands.inputs import split_commas
 from vllm_doctor.errors import EXIT_FINDINGS, InputError
+from vllm_doctor.report.output import echo
 
 rules_app = typer.Typer(help="List, show, validate and test the rule base.", no_args_is_help=True)
 
@@ -138,7 +139,7 @@ def validate(
     if problems:
         typer.echo(f"{len(problems)} problem(s) in the rule files", err=True)
         raise typer.Exit(2)
-    typer.echo(f"{count} rules valid")
+    echo(f"{count} rules valid")
 
 
 @rules_app.command("test")
@@ -174,13 +175,13 @@ def test_rules(
             if res.ok:
                 passed += 1
                 if verbose:
-                    typer.echo(f"ok    {res.code} {res.name}")
+                    echo(f"ok    {res.code} {res.name}")
             else:
                 failed += 1
-                typer.echo(f"FAIL  {res.code} {res.name}: {res.message}")
+                echo(f"FAIL  {res.code} {res.name}: {res.message}")
     for line in coverage:
-        typer.echo(f"COVER {line}")
-    typer.echo(
+        echo(f"COVER {line}")
+    echo(
         f"rules: {len(rules)}, cases: {passed} passed, {failed} failed"
         + (f", {len(coverage)} coverage problem(s)" if coverage else "")
     )
