@@ -102,7 +102,178 @@ def test_the_exit_code_survives_a_reader_that_leaves_and_a_broken_stderr(args, c
 def test_a_crash_log_line_never_steers_the_terminal(tmp_path):
     log = tmp_path / "crash.log"
     text = (EXAMPLE / "crash.log").read_bytes()  # the matched line carries a title sequence
-    log.write_bytes(text.replace(b"call_function <built-in", b"call_function \x1b]0;PWNED\x07<built-in"))
+    log.write_bytes(
+        text.replace(b"call_function <built-in", b"call_function \x1b]0;PWNED\x07<built-in")
+    )
     run = doctor("explain", "--log", str(log))
     assert run.returncode == 1, run.stderr
     assert b"\x1b" not in run.stdout and b"\x07" not in run.stdout
+
+
+# --- a hostile Hub (tests/fixtures/hostile_hub.py) ------------------------------------------------
+
+sys.path.insert(0, str(HERE / "fixtures"))
+
+from hostile_hub import HostileHub  # noqa: E402
+
+TOKEN = "hf_" + "t" * 34
+
+
+@pytest.fixture(scope="module")
+def evil_hub():
+    with HostileHub() as server:
+        yield server
+
+
+def hub_run(hub: HostileHub, tmp_path: Path, attack: str, *extra: str, env=None):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    before = len(hub.requests)
+    environ = {
+        "HF_ENDPOINT": hub.url,
+        "HF_HOME": str(tmp_path / "hf"),
+        "VLLM_DOCTOR_CACHE_DIR": str(tmp_path / "cache"),
+        "HF_TOKEN": TOKEN,
+        "HOME": str(tmp_path / "home"),
+        **(env or {}),
+    }
+    run = doctor("check", "--format", "json", *extra, "--", "vllm", "serve", f"evil/{attack}",
+                 "-tp", "3", env=environ, cwd=tmp_path)  # fmt: skip
+    return run, hub.requests[before:]
+
+
+def written(tmp_path: Path) -> list[str]:
+    """The files a run left under ``tmp_path``, but the compiled rule base (compact.py)."""
+    import re
+
+    names = (str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    return sorted(n for n in names if not re.fullmatch(r"cache/[^/]+\.marshal", n))
+
+
+def assert_only_the_doctors_cache(tmp_path: Path) -> None:
+    import re
+
+    for name in written(tmp_path):
+        assert re.fullmatch(
+            r"cache/hub/[0-9a-f]{32}/(refs/[0-9a-f]{32}|[0-9a-f]{40}/(config\.json|model\.json))",
+            name,
+        ), name
+    assert not list(Path("/tmp").glob("EVIL*"))
+
+
+@pytest.mark.parametrize(
+    "attack, says",
+    [
+        ("sha-path", "is not a 40-hex commit hash"),
+        ("sha-branch", "is not a 40-hex commit hash"),
+        ("sha-long", "is not a 40-hex commit hash"),
+        ("nan-sha", "is not a 40-hex commit hash"),
+        ("not-json", "file list is not valid JSON"),
+        ("list", "file list is not an object"),
+        ("no-siblings", "has no siblings list"),
+        ("config-list", "config.json is not a JSON object"),
+        ("config-not-json", "config.json is not UTF-8 text"),
+        ("huge-config", "config.json is over 32 MiB"),
+        ("endless-config", "config.json is over 32 MiB"),
+    ],
+)
+def test_a_malformed_hub_answer_is_bad_input(evil_hub, tmp_path, attack, says):
+    run, _ = hub_run(evil_hub, tmp_path, attack)
+    assert run.returncode == 2, run.stderr
+    line = one_line(run.stderr)
+    assert line.startswith(f"vllm-doctor: the Hub ({evil_hub.url})") and says in line
+    assert written(tmp_path) == []  # nothing of a refused answer is kept
+
+
+@pytest.mark.parametrize("attack", ["etag", "ok", "range-ignored", "huge-header", "redirect-host"])
+def test_names_come_from_the_doctor_not_the_server(evil_hub, tmp_path, attack):
+    run, requests = hub_run(evil_hub, tmp_path, attack)
+    assert run.returncode == 1, run.stderr  # PAR001: 32 heads at TP 3, from the Hub's config
+    assert_only_the_doctors_cache(tmp_path)
+    assert len(requests) <= 4
+    # the token goes to the endpoint's host only: never to a host a redirect names
+    assert requests[0][2] == f"Bearer {TOKEN}"
+    if attack == "redirect-host":  # config.json moved to http://localhost:PORT/evil/ok/…
+        moved = [auth for _, path, auth in requests if path.startswith("/evil/ok/")]
+        assert moved == [None]
+
+
+def test_a_range_ignored_or_a_huge_header_leaves_the_dtypes_unknown(evil_hub, tmp_path):
+    for attack in ("range-ignored", "huge-header"):
+        run, _ = hub_run(evil_hub, tmp_path / attack, attack)
+        facts = __import__("json").loads(run.stdout)["facts"]["facts"]
+        assert "model.weights_dtypes" not in facts
+        assert facts["model.weights_bytes"]["value"] == 2 << 30  # from the file list
+
+
+def test_a_huge_index_and_5000_shards_stay_within_bounds(evil_hub, tmp_path):
+    import json
+
+    run, requests = hub_run(evil_hub, tmp_path / "a", "huge-index")
+    assert run.returncode == 1 and len(requests) == 3, run.stderr
+    missing = json.loads(run.stdout)["facts"]["missing"]
+    assert "over 32 MiB" in missing["model.weights_bytes"]
+    run, requests = hub_run(evil_hub, tmp_path / "b", "many-shards")
+    assert run.returncode == 1 and len(requests) == 3, run.stderr  # no 5,000 header requests
+    facts = json.loads(run.stdout)["facts"]["facts"]
+    assert facts["model.weights_bytes"]["value"] == 10**12
+
+
+@pytest.mark.parametrize(
+    "attack, says",
+    [
+        ("redirect-loop", "redirected more than 3 times"),
+        ("redirect-file", "only http(s) is followed"),
+        ("redirect-downgrade", "only http(s) is followed"),
+    ],
+)
+def test_redirects_are_bounded(evil_hub, tmp_path, attack, says):
+    import json
+
+    run, requests = hub_run(evil_hub, tmp_path, attack)
+    assert run.returncode == 0, run.stderr
+    assert says in json.loads(run.stdout)["facts"]["missing"]["model"]
+    assert len(requests) <= 2 + 3
+
+
+@pytest.mark.parametrize("attack", ["slow-api", "slow-config", "slow-status"])
+def test_a_server_that_trickles_meets_the_runs_deadline(evil_hub, tmp_path, attack):
+    import json
+    import time
+
+    start = time.monotonic()
+    run, _ = hub_run(evil_hub, tmp_path, attack, env={"VLLM_DOCTOR_HUB_TIMEOUT": "3"})
+    assert time.monotonic() - start < 20  # a byte every 4 s for ever: before, it never ended
+    assert run.returncode == 0, run.stderr
+    assert "took more than 3 s in all" in json.loads(run.stdout)["facts"]["missing"]["model"]
+    assert written(tmp_path) == []
+
+
+def test_the_cache_is_read_offline_and_never_written_through_a_link(evil_hub, tmp_path):
+    import json
+
+    first, _ = hub_run(evil_hub, tmp_path, "ok")
+    assert first.returncode == 1, first.stderr
+    # offline: the doctor's cache answers, the Hub is asked nothing
+    again, requests = hub_run(evil_hub, tmp_path, "ok", "--offline")
+    assert again.returncode == 1 and requests == []
+    # a link planted where the next answer is written is replaced, its target left alone
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched")
+    [config] = (tmp_path / "cache" / "hub").glob("*/*/config.json")
+    for ref in (tmp_path / "cache" / "hub").glob("*/refs/*"):
+        ref.unlink()  # forget the revision: the next run fetches again
+    config.unlink()
+    config.symlink_to(victim)
+    third, _ = hub_run(evil_hub, tmp_path, "ok")
+    assert third.returncode == 1, third.stderr
+    assert victim.read_text() == "untouched" and not config.is_symlink()
+    assert json.loads(config.read_text())["num_attention_heads"] == 32
+
+
+def test_a_cache_folder_others_may_write_is_not_used(evil_hub, tmp_path):
+    shared = tmp_path / "cache"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    run, _ = hub_run(evil_hub, tmp_path, "ok")
+    assert run.returncode == 1, run.stderr  # the config was still read, from this run's copy
+    assert written(tmp_path) == []

@@ -124,6 +124,9 @@ def main(argv: list[str] | None = None) -> None:
     from vllm_doctor.report.output import guard_streams
 
     guard_streams()
+    hub = sys.modules.get("vllm_doctor.facts.hub")
+    if hub is not None:  # an earlier run in this process: the Hub's budget is per run
+        hub.reset_budget()
     args = list(sys.argv[1:] if argv is None else argv)
     if _take_debug(args):
         set_debug(True)

@@ -185,9 +185,9 @@ class _GuardedStream:
 def guard_streams() -> None:
     """Install the guards on stdout and stderr (once, at the entry points)."""
     if sys.stdout is not None and not isinstance(sys.stdout, _GuardedStream):
-        sys.stdout = _GuardedStream(sys.stdout, BrokenPipeError)  # type: ignore[assignment]
+        sys.stdout = _GuardedStream(sys.stdout, BrokenPipeError)
     if sys.stderr is not None and not isinstance(sys.stderr, _GuardedStream):
-        sys.stderr = _GuardedStream(sys.stderr, (OSError, ValueError))  # type: ignore[assignment]
+        sys.stderr = _GuardedStream(sys.stderr, (OSError, ValueError))
 
 
 def write_report(text: str, output: Path | None) -> bool:
