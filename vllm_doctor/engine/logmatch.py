@@ -562,6 +562,9 @@ def _verify(entry: _Entry, window: tuple[str, str]) -> tuple[bool, int] | None:
     return None
 
 
+_CATALOGUE_KEYS = {"meta", "spans", "keys", "parts", "anchors", "prefixes"}
+
+
 @lru_cache(maxsize=1)
 def load_catalogue() -> Catalogue:
     """The catalogue of the shipped knowledge table ``errors``, from its compact build
@@ -580,6 +583,7 @@ def load_catalogue() -> Catalogue:
             "catalogue",
             [("errors.json", source), ("logmatch.py", builder)],
             lambda: _compact_catalogue(source),
+            valid=lambda value: isinstance(value, dict) and value.keys() >= _CATALOGUE_KEYS,
         )
     )
     table = Table("errors", {**compact["meta"], "entries": _JsonValues(compact["spans"])})
