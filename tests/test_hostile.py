@@ -134,6 +134,7 @@ def hub_run(hub: HostileHub, tmp_path: Path, attack: str, *extra: str, env=None)
         "VLLM_DOCTOR_CACHE_DIR": str(tmp_path / "cache"),
         "HF_TOKEN": TOKEN,
         "HOME": str(tmp_path / "home"),
+        "VLLM_DOCTOR_STATE_DIR": str(tmp_path / "home" / "state"),
         **(env or {}),
     }
     run = doctor("check", "--format", "json", *extra, "--", "vllm", "serve", f"evil/{attack}",
@@ -142,11 +143,13 @@ def hub_run(hub: HostileHub, tmp_path: Path, attack: str, *extra: str, env=None)
 
 
 def written(tmp_path: Path) -> list[str]:
-    """The files a run left under ``tmp_path``, but the compiled rule base (compact.py)."""
+    """The files a run left under ``tmp_path``, but the compiled rule base and its seal key
+    (compact.py)."""
     import re
 
     names = (str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
-    return sorted(n for n in names if not re.fullmatch(r"cache/[^/]+\.marshal", n))
+    own = r"cache/[^/]+\.marshal|home/state/seal\.key"
+    return sorted(n for n in names if not re.fullmatch(own, n))
 
 
 def assert_only_the_doctors_cache(tmp_path: Path) -> None:
@@ -277,3 +280,106 @@ def test_a_cache_folder_others_may_write_is_not_used(evil_hub, tmp_path):
     run, _ = hub_run(evil_hub, tmp_path, "ok")
     assert run.returncode == 1, run.stderr  # the config was still read, from this run's copy
     assert written(tmp_path) == []
+
+
+# --- secrets: one rule for every source and output ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["PGPASSWORD", "DB_PASS", "SMTP_PW", "GITHUB_PAT", "MYSQLPASSWD", "NPMTOKEN", "dbPass"]
+)
+def test_secret_names_run_together_or_short(name):
+    from vllm_doctor.redact import is_secret_name
+
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize(
+    "name", ["PATH", "LD_LIBRARY_PATH", "PASSES", "--max-num-batched-tokens", "PWD_X"]
+)
+def test_names_that_are_no_secrets(name):
+    from vllm_doctor.redact import is_secret_name
+
+    assert is_secret_name(name) is (name == "PWD_X")  # pwd is a password's short name
+
+
+def test_an_exception_named_like_a_key_hides_nothing():
+    from vllm_doctor.redact import redact_text
+
+    assert redact_text("KeyError: 'severity'") == "KeyError: 'severity'"
+    assert redact_text("api_key: 'severity'") == "api_key: '<redacted>'"
+
+
+def test_a_number_option_named_like_a_token_is_no_secret():
+    from vllm_doctor.redact import redact_words
+
+    words = ["--long-prefill-token-threshold", "512", "--api-key", "sk-abcdefgh"]
+    assert redact_words(words) == [
+        "--long-prefill-token-threshold",
+        "512",
+        "--api-key",
+        "<redacted>",
+    ]
+
+
+MANIFESTS = {
+    "pod.yaml": """apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+    - name: vllm
+      image: vllm/vllm-openai:v0.24.0
+      command: ["sh", "-c", "vllm serve org/m --served-model-name $PGPASSWORD --weird $(DB_PASS) -tp 2"]
+      env:
+        - {name: PGPASSWORD, value: CANARYpod1}
+        - {name: DB_PASS, value: CANARYpod2}
+        - {name: GITHUB_PAT, value: CANARYpod3}
+""",
+    "compose.yaml": """services:
+  vllm:
+    image: vllm/vllm-openai:v0.24.0
+    environment:
+      PGPASSWORD: CANARYcmp1
+      DB_PASS: CANARYcmp2
+      DATABASE_URL: postgres://u:CANARYcmp3@db/x
+    command: ["--model", "org/m", "-tp", "2", "--weird", "$DB_PASS"]
+""",
+    "Dockerfile": """FROM vllm/vllm-openai:v0.24.0
+ENV PGPASSWORD=CANARYdf1 DB_PASS=CANARYdf2
+ENV SMTP_PW CANARYdf3
+CMD ["--model", "org/m", "--served-model-name", "CANARYdf2"]
+""",
+}
+
+
+@pytest.mark.parametrize("manifest", sorted(MANIFESTS))
+@pytest.mark.parametrize("fmt", ["text", "json", "markdown", "sarif", "junit", "github", "gitlab"])
+def test_a_manifests_secrets_reach_no_output(tmp_path, manifest, fmt):
+    (tmp_path / manifest).write_text(MANIFESTS[manifest])
+    out = tmp_path / f"out.{fmt}"
+    run = doctor("check", "--offline", "-v", "--fail-on", "never", "--format", fmt,
+                 "--manifest", str(tmp_path / manifest), "-o", str(out))  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    shown = run.stdout + run.stderr + out.read_bytes()
+    assert b"CANARY" not in shown
+    if fmt == "json":  # the variables are there, as set
+        assert b'"env.PGPASSWORD"' in out.read_bytes()
+
+
+# --- control characters: container names --------------------------------------------------------
+
+SPOOF = 'services:\n  "vllm\\n::error title=SPOOF::x\\u001b[31m":\n    image: vllm/vllm-openai:v0.24.0\n    command: ["--model", "org/m", "-tp", "2"]\n'
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "junit", "github", "gitlab", "sarif", "json"])
+def test_a_container_name_never_steers_a_terminal_or_a_ci_log(tmp_path, fmt):
+    (tmp_path / "compose.yaml").write_text(SPOOF)
+    run = doctor("check", "--offline", "-v", "--fail-on", "never", "--format", fmt,
+                 "--manifest", str(tmp_path / "compose.yaml"))  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    for stream in (run.stdout, run.stderr):
+        assert b"\x1b" not in stream
+        assert not any(line.startswith(b"::error title=SPOOF") for line in stream.splitlines())
+    if fmt == "junit":
+        assert b"&#10;" not in run.stdout and b"vllm\\n::error" in run.stdout

@@ -124,6 +124,9 @@ def main(argv: list[str] | None = None) -> None:
     from vllm_doctor.report.output import guard_streams
 
     guard_streams()
+    from vllm_doctor.redact import forget_secrets
+
+    forget_secrets()  # what an earlier run in this process knew is not this run's
     hub = sys.modules.get("vllm_doctor.facts.hub")
     if hub is not None:  # an earlier run in this process: the Hub's budget is per run
         hub.reset_budget()

@@ -20,7 +20,13 @@ is_secret = is_secret_name  # the name other modules know it by
 
 
 def relevant_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables of interest, secrets redacted, sorted by name."""
+    """The variables of interest, secrets redacted, sorted by name (a secret's value is
+    remembered: hidden wherever else it turns up)."""
+    from vllm_doctor.redact import remember_secret
+
+    for name, value in environ.items():
+        if name.startswith(PREFIXES) and is_secret(name):
+            remember_secret(value)
     return {
         name: (REDACTED if is_secret(name) else redact_text(value))
         for name, value in sorted(environ.items())

@@ -59,7 +59,7 @@ from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
 from vllm_doctor.errors import InputError
-from vllm_doctor.redact import redact_text
+from vllm_doctor.redact import redact_text, remember_secret
 
 TIMEOUT = 5.0  # seconds a connect or a read may wait: a CI runner without network fails fast
 FETCH_S = 10.0  # seconds one request may take in all, however the bytes trickle in
@@ -244,10 +244,30 @@ def _home(environ: Mapping[str, str]) -> str:
 
 def _endpoint(environ: Mapping[str, str]) -> str:
     endpoint = (environ.get("HF_ENDPOINT") or "").strip().rstrip("/") or "https://huggingface.co"
-    parts = urlsplit(endpoint)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(endpoint)
+        parts.port  # noqa: B018 - a port that is not a number is refused here
+    except ValueError:
+        parts = None
+    if parts is not None and parts.password:
+        remember_secret(parts.password)  # never shown, whatever message quotes it
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError("HF_ENDPOINT", f"{redact_text(endpoint)[:80]!r} is not an http(s) URL")
     return endpoint
+
+
+def _credentials(endpoint: str) -> tuple[str, str | None]:
+    """(the endpoint without user:password@, a Basic Authorization for them or None): a
+    mirror behind basic auth, as requests reads such a URL."""
+    import base64
+    from urllib.parse import unquote
+
+    parts = urlsplit(endpoint)
+    if parts.username is None:
+        return endpoint, None
+    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    bare = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+    return bare, "Basic " + base64.b64encode(pair.encode()).decode()
 
 
 @functools.lru_cache(maxsize=1)
@@ -324,12 +344,12 @@ class _Client:
     def __init__(
         self, endpoint: str, token: str | None, budget: _Budget, environ: Mapping[str, str]
     ):
-        self.endpoint = endpoint
-        self.host = urlsplit(endpoint).netloc.rpartition("@")[2].lower()
-        self.token = token
+        self.shown = redact_text(endpoint)  # an endpoint may carry credentials
+        self.endpoint, basic = _credentials(endpoint)
+        self.host = urlsplit(self.endpoint).netloc.lower()
+        self.authorization = f"Bearer {token}" if token else basic
         self.budget = budget
         self.environ = environ
-        self.shown = redact_text(endpoint)  # an endpoint may carry credentials
 
     def get(self, path: str, limit: int, byte_range: tuple[int, int] | None = None) -> _Answer:
         """The answer to GET endpoint+path, following at most MAX_REDIRECTS redirects; an
@@ -343,8 +363,8 @@ class _Client:
             self.budget.take_request()
             parts = urlsplit(url)
             headers = {"User-Agent": _user_agent(), "Accept-Encoding": "identity"}
-            if self.token and parts.netloc.rpartition("@")[2].lower() == self.host:
-                headers["Authorization"] = f"Bearer {self.token}"
+            if self.authorization and parts.netloc.lower() == self.host:
+                headers["Authorization"] = self.authorization
             if byte_range is not None:
                 headers["Range"] = f"bytes={byte_range[0]}-{byte_range[1]}"
             deadline = time.monotonic() + min(FETCH_S, max(0.0, self.budget.left()))

@@ -142,8 +142,10 @@ class Target:
                     "ConfigMap or field the manifest does not show",
                 )
             else:
-                from vllm_doctor.redact import REDACTED, is_secret_name
+                from vllm_doctor.redact import REDACTED, is_secret_name, remember_secret
 
+                if is_secret_name(name):  # hidden here and wherever it was expanded to
+                    remember_secret(str(placed.value))
                 shown = REDACTED if is_secret_name(name) else placed.value
                 self._put(facts, f"env.{name}", Placed(shown, placed.line, placed.what))
         if self.env_elsewhere:
