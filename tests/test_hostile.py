@@ -125,7 +125,7 @@ def evil_hub():
         yield server
 
 
-def hub_run(hub: HostileHub, tmp_path: Path, attack: str, *extra: str, env=None):
+def hub_run(hub: HostileHub, tmp_path: Path, attack: str, *flags: str, env=None, serve=()):
     tmp_path.mkdir(parents=True, exist_ok=True)
     before = len(hub.requests)
     environ = {
@@ -137,8 +137,8 @@ def hub_run(hub: HostileHub, tmp_path: Path, attack: str, *extra: str, env=None)
         "VLLM_DOCTOR_STATE_DIR": str(tmp_path / "home" / "state"),
         **(env or {}),
     }
-    run = doctor("check", "--format", "json", *extra, "--", "vllm", "serve", f"evil/{attack}",
-                 "-tp", "3", env=environ, cwd=tmp_path)  # fmt: skip
+    run = doctor("check", "--format", "json", *flags, "--", "vllm", "serve", f"evil/{attack}",
+                 "-tp", "3", *serve, env=environ, cwd=tmp_path)  # fmt: skip
     return run, hub.requests[before:]
 
 
@@ -383,3 +383,28 @@ def test_a_container_name_never_steers_a_terminal_or_a_ci_log(tmp_path, fmt):
         assert not any(line.startswith(b"::error title=SPOOF") for line in stream.splitlines())
     if fmt == "junit":
         assert b"&#10;" not in run.stdout and b"vllm\\n::error" in run.stdout
+
+
+def test_the_users_revision_is_asked_and_a_branch_is_resolved_to_a_commit(evil_hub, tmp_path):
+    run, requests = hub_run(evil_hub, tmp_path, "ok", serve=("--revision", "v1.0"))
+    assert run.returncode == 1, run.stderr
+    paths = [path for _, path, _ in requests]
+    assert paths[0] == "/api/models/evil/ok/revision/v1.0"
+    # the files come from the answered commit, never from the branch name
+    assert paths[1] == "/evil/ok/resolve/0123456789abcdef0123456789abcdef01234567/config.json"
+
+
+@pytest.mark.parametrize(
+    "argv, revision",
+    [
+        (["org/m", "--revision", "abc"], "abc"),
+        (["org/m", "--revision=main"], "main"),
+        (["org/m", "--tokenizer-revision", "x"], None),
+        (["org/m"], None),
+        ("not a list", None),
+    ],
+)
+def test_given_revision(argv, revision):
+    from vllm_doctor.facts.hub import given_revision
+
+    assert given_revision(argv) == revision
