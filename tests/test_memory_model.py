@@ -293,8 +293,11 @@ def test_no_room_and_tight_verdicts():
     # one 131072-token request needs 16 GiB of KV: an L4 keeps about 3 GiB after the weights
     facts = _facts("vllm serve x --max-model-len 131072", gpu="NVIDIA L4")
     assert facts.value("memory.kv_verdict") == "does-not-fit"
-    # the KV budget flag replaces the profile
+    # the KV budget flag replaces the profile; vLLM's human_readable_int reads an upper-case
+    # suffix as binary (8G = 8 GiB) and a lower-case one as decimal (8g = 8e9 bytes)
     facts = _facts("vllm serve x --max-model-len 32768 --kv-cache-memory-bytes 8G")
+    assert facts.value("memory.kv_cache_gib") == pytest.approx(8.0, abs=0.01)
+    facts = _facts("vllm serve x --max-model-len 32768 --kv-cache-memory-bytes 8g")
     assert facts.value("memory.kv_cache_gib") == pytest.approx(8e9 / GIB, abs=0.01)
 
 

@@ -117,6 +117,10 @@ def test_rule_map_names_the_probes_of_the_seed_rules():
         "QUANT001": "fp8-scaled-mm-3d",
         "QUANT002": "fp8-scaled-mm-3d",
         "HW001": "p2p-nccl",
+        "HW201": "kernels",
+        "HW211": "kernels",
+        "ENV002": "kernels",
+        "ENV212": "kernels",
     }
     for code, probe in expected.items():
         assert probe in PROBES_FOR_RULE[code]

@@ -168,9 +168,14 @@ def test_cpu_suite_judged_against_a_fixed_and_an_affected_release():
     doc = json.loads(fixed_json.stdout)
     levels = {v["rule"]: v["level"] for r in doc["results"] for v in r["verdicts"]}
     assert levels["MODEL001"] == "pass" and "error" not in levels.values()
-    assert doc["cpu_variant"]["not_run"] == ["p2p-nccl", "cudagraph-replay", "fp8-scaled-mm-3d"]
+    assert doc["cpu_variant"]["not_run"] == [
+        "p2p-nccl",
+        "cudagraph-replay",
+        "fp8-scaled-mm-3d",
+        "kernels",
+    ]
     assert (
-        "[✗]" not in fixed_text.stdout and "Summary: 4 pass, 4 could not run" in fixed_text.stdout
+        "[✗]" not in fixed_text.stdout and "Summary: 4 pass, 8 could not run" in fixed_text.stdout
     )
     assert "CPU variant (--device cpu)" in fixed_text.stdout
 

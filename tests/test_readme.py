@@ -48,7 +48,9 @@ def test_readme_blocks_are_real_output():
 
 def test_readme_names_no_stale_rule_count_or_fix_version():
     readme = README.read_text(encoding="utf-8")
-    rules = len(doctor("rules", "list", "--format", "json").stdout.split('"code":')) - 1
+    # the rules one machine's `check` judges: the FLEET rules are `vllm-doctor fleet`'s
+    codes = re.findall(r'"code": "([A-Z]+)\d+"', doctor("rules", "list", "--format", "json").stdout)
+    rules = sum(1 for category in codes if category != "FLEET")
     for line in readme.splitlines():
         if "bench" in line or "synthetic" in line:
             continue  # a measurement and the rule count it was taken with, not a claim

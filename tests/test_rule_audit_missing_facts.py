@@ -186,3 +186,121 @@ def test_the_audit_catches_a_negated_test_over_an_absent_fact():
     assert finding.verdict == APPLIES
     assert any(e.path == "vllm.git_sha" for e in finding.evidence)  # what the audit flags
     assert not "vllm.git_sha".startswith(ABSENCE_PROVES)
+
+
+# -- the same over real inputs: a report line, a GPU, a version dropped ---------------------------
+#
+# The cases above drop a fact from a rule's own case. Here the inputs are the real ones the
+# stack facts are tested on (tests/test_stack_trust.py): a collect-env report loses one line
+# at a time (a version, a GPU, the driver, `Is CUDA available`, a package), a machine's
+# recorded facts lose one fact at a time. Whatever goes, an error that cited what went is no
+# longer proven, and no other error appears: a missing fact gives "cannot decide", never a
+# different error.
+
+HERE = Path(__file__).resolve().parent
+REPORTS = HERE / "fixtures" / "reports"
+
+
+def _judge(**options):
+    from vllm_doctor.engine.evaluate import defer, evaluate_rules
+    from vllm_doctor.engine.over_releases import judge_over_releases
+    from vllm_doctor.facts.collect import CollectOptions, collect_facts
+
+    options.setdefault("probe_machine", False)
+    options.setdefault("offline", True)
+    facts = collect_facts(CollectOptions(**options))
+    findings = defer(judge_over_releases(evaluate_rules(load_rules(), facts), facts))
+    return facts, {f.rule.code: f for f in findings}
+
+
+def _errors(findings) -> dict[str, set[str]]:
+    """Each applying error, with the facts it cites."""
+    return {
+        code: {e.path for e in f.evidence}
+        for code, f in findings.items()
+        if f.verdict == APPLIES and f.severity == "error"
+    }
+
+
+def _dropping_problems(before, had, after_facts, after_findings, what: str) -> list[str]:
+    """``before``: the errors of the whole input and the facts each cites; ``had``: its facts."""
+    problems = []
+    after = _errors(after_findings)
+    for code in sorted(set(after) - set(before)):
+        problems.append(f"{what}: {code} applies only once it is gone")
+    for code, cited in before.items():
+        gone = sorted(p for p in cited if p in had and p not in after_facts)
+        if code in after and gone:
+            problems.append(f"{what}: {code} still applies without {', '.join(gone)}")
+    return problems
+
+
+@pytest.mark.parametrize(
+    "report, errors",
+    [
+        ("torch-1.6-cuda10.2-driver-418-unavailable.txt", {"ENV010"}),
+        ("torch-1.3.1-cuda10.1-driver-410-unavailable.txt", {"ENV010"}),  # driver CUDA inferred
+        ("h100x8_nvlink_nightly.txt", set()),  # healthy: nothing may appear
+    ],
+)
+def test_dropping_a_report_line_never_proves_another_error(report, errors, tmp_path):
+    lines = (REPORTS / report).read_text().splitlines()
+    serve = "vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 8 --max-model-len 32768"
+    had, findings = _judge(report=REPORTS / report, serve_string=serve)
+    before = _errors(findings)
+    assert set(before) == errors
+    problems = []
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        cut = tmp_path / f"cut-{index}.txt"
+        cut.write_text("\n".join(lines[:index] + lines[index + 1 :]) + "\n")
+        try:
+            facts, after = _judge(report=cut, serve_string=serve)
+        except Exception as err:  # a report that no longer reads as one is not the question
+            if type(err).__name__ == "InputError":
+                continue
+            raise
+        problems += _dropping_problems(
+            before, had, facts, after, f"without line {index + 1} {line!r}"
+        )
+    assert not problems, problems
+
+
+def test_dropping_a_machine_fact_never_proves_another_error():
+    import json
+
+    from vllm_doctor.facts.collect import MACHINE_AREAS
+    from vllm_doctor.facts.hardware import TargetHardware
+
+    recorded = Facts.from_dict(json.loads((HERE / "fixtures/hosts/h200x4-facts.json").read_text()))
+    mine = (*MACHINE_AREAS, "env")
+    kept = {p: f for p, f in recorded.values.items() if p.split(".")[0] in mine}
+
+    def host(drop: str | None = None) -> Facts:
+        facts = Facts()
+        facts.values = {p: f for p, f in kept.items() if p != drop}
+        if drop:
+            facts.mark_missing(drop, "dropped by the audit")
+        return facts
+
+    line = "vllm serve Qwen/Qwen3-8B -tp 8"  # HW005 on this 4-GPU host
+    target = TargetHardware(gpu="NVIDIA H200")
+    had, findings = _judge(given=host(), target=target, serve_string=line, vllm_version="0.24.0")
+    before = _errors(findings)
+    assert "HW005" in before
+    problems = []
+    read = {p for rule in load_rules() for c in (rule.when,) for p in c.paths()}
+    for path in sorted(p for p in kept if p in read or p.split(".")[0] in ("gpu", "topology")):
+        facts, after = _judge(
+            given=host(path), target=target, serve_string=line, vllm_version="0.24.0"
+        )
+        problems += _dropping_problems(before, had, facts, after, f"without {path}")
+    # the version too: an unknown version judged over the releases proves nothing new
+    facts, after = _judge(given=host(), target=target, serve_string=line)
+    problems += [
+        p
+        for p in _dropping_problems(before, had, facts, after, "without the version")
+        if "applies only once" in p
+    ]
+    assert not problems, problems

@@ -37,9 +37,11 @@ PREFIXES = [
 @pytest.fixture(scope="module")
 def rules():
     chosen = select_rules(load_rules(), PREFIXES, None)
-    assert (
-        len(chosen) == 54
-    )  # 29 curated, the generated ENV100/ENV101, the 23 log-only ENV2xx/HW2xx
+    # what the selection means, not how many rules the base holds today: every chosen rule is
+    # one of the named codes or in the HW / ENV categories, and each named code is there
+    codes = {r.code for r in chosen}
+    assert all(c in PREFIXES or c.startswith(("HW", "ENV")) for c in codes)
+    assert {p for p in PREFIXES if p[-1].isdigit()} <= codes
     return chosen
 
 

@@ -235,12 +235,44 @@ def from_release_help(root: Path, option_names: set[str]) -> list[dict]:
     return entries
 
 
+def merge_sources(sources: Path, output: Path) -> int:
+    """The corpus with its sources.txt entries replaced by the file's current ones."""
+    corpus = json.loads(output.read_text(encoding="utf-8"))
+    fresh = from_sources_file(sources)
+    named = {e["source"] for e in fresh}
+    kept = [
+        e for e in corpus["entries"] if e["source"] not in named and not _from_sources(e, sources)
+    ]
+    exclusions = sources.with_name("exclusions.json")
+    reasons = json.loads(exclusions.read_text(encoding="utf-8")) if exclusions.is_file() else {}
+    for entry in fresh:
+        if entry["command"] in reasons:
+            entry["exclude"] = reasons[entry["command"]]
+    corpus["entries"] = kept + fresh
+    output.write_text(json.dumps(corpus, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"{len(fresh)} commands from {sources}, {len(kept)} kept -> {output}", file=sys.stderr)
+    return 0
+
+
+def _from_sources(entry: dict, sources: Path) -> bool:
+    """An entry a sources.txt block wrote (a page or file, not a tree or repository version)."""
+    return "match" not in entry and not entry["source"].startswith("vllm/")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("trees", type=Path, help="unpacked release trees (<root>/<version>/vllm)")
     parser.add_argument("sources", type=Path, help="sources.txt (docs and repository text)")
     parser.add_argument("-o", "--output", type=Path, required=True)
+    parser.add_argument(
+        "--merge-sources",
+        action="store_true",
+        help="only re-read sources.txt into the existing output, keeping the entries from the "
+        "trees and the repository (no trees needed)",
+    )
     args = parser.parse_args(argv)
+    if args.merge_sources:
+        return merge_sources(args.sources, args.output)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from vllm_doctor.knowledge import load  # the option names of any release: serve options
 

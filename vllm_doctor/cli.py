@@ -64,9 +64,9 @@ def _root(
 
 
 def _register_commands() -> None:
-    from vllm_doctor.commands import check, explain, facts, probe, rules, serve
+    from vllm_doctor.commands import check, explain, facts, fleet, probe, rules, serve
 
-    for module in (check, explain, facts, probe, rules, serve):
+    for module in (check, explain, facts, fleet, probe, rules, serve):
         module.register(app)
 
 

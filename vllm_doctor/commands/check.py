@@ -287,12 +287,17 @@ def run_check(
         )
 
     from vllm_doctor.engine.ignore import load_ignore_file, unknown_entries
-    from vllm_doctor.engine.loader import default_rules_dir, load_rules, select_rules
+    from vllm_doctor.engine.loader import (
+        default_rules_dir,
+        load_rules,
+        one_machine,
+        select_rules,
+    )
 
     entries = (load_ignore_file(ignore_file) if ignore_file else []) + list(ignore_entries or [])
     dirs = ([default_rules_dir()] if default_rules else []) + list(rules_dirs or [])
     with step("rules"):
-        loaded = load_rules(dirs)
+        loaded = one_machine(load_rules(dirs))  # the FLEET rules are `vllm-doctor fleet`'s
     codes = [r.code for r in loaded]
     # an unknown --select/--ignore prefix is a typo that would silently check less (ruff: an error)
     for option, prefixes in (("--select", select), ("--ignore", ignore)):

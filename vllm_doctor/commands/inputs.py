@@ -36,7 +36,11 @@ GPU = typer.Option(
     help='What if the GPUs were this model ("H100 80GB", '
     '"RTX 3090"; names from the GPU table): replaces this machine\'s GPUs.',
 )
-GPUS = typer.Option(None, "--gpus", help="How many GPUs the target has (with --gpu; default 1).")
+GPUS = typer.Option(
+    None,
+    "--gpus",
+    help="How many GPUs the target has (with --gpu; without it, the GPUs here when they are the one named, else not known).",
+)
 DRIVER = typer.Option(None, "--driver", help="What if the NVIDIA driver were this version.")
 CUDA = typer.Option(
     None, "--cuda", help="What if the driver's CUDA version (nvidia-smi) were this."

@@ -205,6 +205,7 @@ def run_probe_command(
     use_cache: bool = True,
     vllm_version: str | None = None,
     report: Path | None = None,
+    extensions: list[Path] | None = None,
 ) -> int:
     from vllm_doctor.facts.model import Facts
     from vllm_doctor.probes import PROBES, load_results_dir, run_probes
@@ -281,6 +282,7 @@ def run_probe_command(
             require_torch(machine, device)
         model = model_sizes(model_config, serve["model"])
         judged = judged_facts(machine, vllm_version, report)  # bad input before the run
+        kernels = kernel_libraries(specs, extensions or [])  # bad --extension before the run
         if device == "cpu" and defaulted:
             untested = [s.name for s in specs if s.needs_cuda and not s.hidden]
             needs = f"; {', '.join(untested)} need a CUDA GPU and do not run" if untested else ""
@@ -304,6 +306,7 @@ def run_probe_command(
                 params=dict(
                     serve["budget"],
                     **({"topology": topology} if device == "cuda" and topology else {}),
+                    **({"kernels": kernels} if kernels is not None else {}),
                 ),
                 visible_gpus=count if device == "cuda" else None,
                 info=info,
@@ -333,6 +336,19 @@ def run_probe_command(
     else:
         render_text(results, meta, verbose=verbose)
     return EXIT_FINDINGS if exit_level(results) == "error" else EXIT_OK
+
+
+def kernel_libraries(specs: list[Any], extensions: list[Path]) -> dict | None:
+    """What the kernels probe loads: the installed stack's compiled libraries and the files
+    given with --extension (read here, without importing them); None when it does not run."""
+    if not any(s.name == "kernels" for s in specs):
+        if extensions:
+            raise InputError("--extension", "only the kernels probe loads extensions")
+        return None
+    from vllm_doctor.probes.kernel_inventory import installed_libraries, user_libraries
+
+    given = user_libraries(extensions)
+    return {"libraries": installed_libraries() + given}
 
 
 SERVE_TOKENS = "vllm_doctor.probe.serve_tokens"
@@ -438,6 +454,12 @@ def register(app: typer.Typer) -> None:
             "--report",
             help="Judge the verdicts against the vLLM of a `vllm collect-env` report.",
         ),
+        extension: list[Path] | None = typer.Option(
+            None,
+            "--extension",
+            help="A compiled CUDA library the kernels probe also loads on every GPU kind "
+            "(.so, .o, .fatbin, .cubin, .ptx; repeatable).",
+        ),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Every metric, every rank."),
     ) -> int:
         """Run small on-GPU experiments that show whether a known failure's mechanism exists on
@@ -469,6 +491,7 @@ def register(app: typer.Typer) -> None:
             use_cache=not no_cache,
             vllm_version=vllm_version,
             report=report,
+            extensions=list(extension or []),
         )
         if code:
             raise typer.Exit(code)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from vllm_doctor.commands.inputs import split_commas
 from vllm_doctor.errors import EXIT_FINDINGS, InputError
 from vllm_doctor.report.output import echo
+
+if TYPE_CHECKING:
+    from vllm_doctor.facts.model import Facts
 
 rules_app = typer.Typer(help="List, show, validate and test the rule base.", no_args_is_help=True)
 
@@ -109,23 +113,33 @@ def validate(
 ) -> None:
     """Check every rule file; print `file:field: problem` for each mistake (exit 2 if any).
 
-    Validates the directories named with --rules-dir, else the shipped rule base. A rule
-    whose signature names a message of the error catalogue, with affected ranges that
-    disagree with the releases that have the message, is a warning (a problem with --strict)."""
+    Validates the directories named with --rules-dir, else the shipped rule base, each rule
+    exactly as a shipped one (related:/defers_to: may name a shipped rule). Also checked
+    against the collectors (engine/coverage.py): a fact no collector of an input kind sets,
+    and a rule that a healthy input leaves undecided (--strict could never pass there). A
+    rule whose signature names a message of the error catalogue, with affected ranges that
+    disagree with the releases that have the message, is a warning (a problem with
+    --strict)."""
     from vllm_doctor.engine.cases import case_file_problems
     from vllm_doctor.engine.catalogue_audit import range_warnings
-    from vllm_doctor.engine.loader import default_rules_dir, validate_dir
+    from vllm_doctor.engine.coverage import strict_blockers, uncollected_paths
+    from vllm_doctor.engine.loader import default_rules_dir, shipped_codes, validate_dir
 
     problems: list[str] = []
     warnings: list[str] = []
     count = 0
+    shipped = default_rules_dir().resolve()
+    healthy = healthy_inputs()
     for directory in rules_dir or [default_rules_dir()]:
         if not directory.is_dir():
             raise InputError(str(directory), "rule directory does not exist")
-        rules, found = validate_dir(directory)
+        other = frozenset() if directory.resolve() == shipped else shipped_codes()
+        rules, found = validate_dir(directory, other_codes=other)
         count += len(rules)
         problems.extend(found)
         problems.extend(line for rule in rules for line in case_file_problems(rule))
+        problems.extend(line for rule in rules for line in uncollected_paths(rule))
+        problems.extend(strict_blockers(rules, healthy))
         warnings.extend(range_warnings(rules))
     from vllm_doctor.errors import printable
 
@@ -140,6 +154,27 @@ def validate(
         typer.echo(f"{len(problems)} problem(s) in the rule files", err=True)
         raise typer.Exit(2)
     echo(f"{count} rules valid")
+
+
+def healthy_inputs() -> dict[str, Facts]:
+    """The healthy inputs a rule must be decided on (engine/coverage.py): the bundled
+    healthy-h100-llama scenario read from its collect-env report, and the same machine as the
+    live collectors would see it (facts/collect.py ``as_live_host``)."""
+    from vllm_doctor.commands.check import load_examples
+    from vllm_doctor.engine.coverage import as_live_host
+    from vllm_doctor.facts.collect import CollectOptions, collect_facts
+
+    example = load_examples()["healthy-h100-llama"]
+    report = collect_facts(
+        CollectOptions(
+            serve_string=example.serve,
+            model_config=example.model_config,
+            report=example.report,
+            probe_machine=False,
+            offline=True,
+        )
+    )
+    return {"collect-env report": report, "live host": as_live_host(report)}
 
 
 @rules_app.command("test")

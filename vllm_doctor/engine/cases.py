@@ -185,7 +185,18 @@ def _run_case(rule: Rule, case: dict[str, Any], index: int) -> CaseResult:
             return CaseResult(
                 rule.code, name, False, f"cannot write vllm_files: {err.strerror or err}"
             )
-        if any(case.get(key) is not None for key in INPUT_KEYS):
+        if case.get("nodes") is not None:  # a fleet rule's case: its nodes side by side
+            from vllm_doctor.errors import InputError
+            from vllm_doctor.fleet.cases import case_facts
+
+            def document(rel: str) -> Path:
+                return input_path(cases_path(rule), "document", rel)
+
+            try:
+                facts = case_facts(case["nodes"], case.get("serve"), document)
+            except (ValueError, InputError) as err:
+                return CaseResult(rule.code, name, False, str(err))
+        elif any(case.get(key) is not None for key in INPUT_KEYS):
             from vllm_doctor.errors import InputError
 
             try:

@@ -58,9 +58,15 @@ class MissingFact:
     path: str
     reason: str
     how: str
+    # the fact cannot be known from this kind of input at all (Facts.is_unknowable): --strict
+    # names it and does not fail on it
+    unknowable: bool = False
 
-    def to_dict(self) -> dict[str, str]:
-        return {"fact": self.path, "reason": self.reason, "how_to_supply": self.how}
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"fact": self.path, "reason": self.reason, "how_to_supply": self.how}
+        if self.unknowable:
+            data["unknowable"] = True
+        return data
 
 
 @dataclass
@@ -79,6 +85,16 @@ class Finding:
     # the highest severity the finding may have: "warning" for a rule that applies in only
     # some of the releases an unknown vLLM version could be (engine/over_releases.py)
     severity_cap: str | None = None
+
+    @property
+    def unknowable_here(self) -> bool:
+        """Undecided only for facts this kind of input can never supply (MissingFact.
+        unknowable): --strict does not fail on it."""
+        return (
+            self.verdict == UNDECIDED
+            and bool(self.missing)
+            and all(m.unknowable for m in self.missing)
+        )
 
     @property
     def severity(self) -> str:
@@ -163,7 +179,8 @@ def _missing(facts: Facts, paths: list[str]) -> list[MissingFact]:
             reason = facts.why_missing(path) or "not in the inputs given"
         # undecided because a collector crashed: say so, rather than ask for an input
         hint = CRASH_HINT if CRASH_PREFIX in reason else supply_hint(path)
-        result.append(MissingFact(path, reason, hint))
+        unknowable = fact is None and facts.is_unknowable(path)
+        result.append(MissingFact(path, reason, hint, unknowable))
     return result
 
 

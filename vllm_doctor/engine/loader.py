@@ -558,8 +558,14 @@ def _rule_data_shape(value: Any) -> bool:
 _BUILDERS = ("yaml_io.py", "engine/logmatch.py", "engine/loader.py")
 
 
-def validate_dir(directory: Path, strict: bool = True) -> tuple[list[Rule], list[str]]:
-    """All rules of a directory and every problem found (duplicate codes/slugs included)."""
+def validate_dir(
+    directory: Path, strict: bool = True, other_codes: frozenset[str] = frozenset()
+) -> tuple[list[Rule], list[str]]:
+    """All rules of a directory and every problem found (duplicate codes/slugs included).
+
+    ``related:`` and ``defers_to:`` may name a rule of the directory or one of
+    ``other_codes`` (the shipped rules, for a ``--rules-dir``): a rule from another directory
+    is judged exactly like a shipped one."""
     rules, problems = [], []
     seen_codes: dict[str, Path] = {}
     seen_slugs: dict[str, Path] = {}
@@ -587,7 +593,7 @@ def validate_dir(directory: Path, strict: bool = True) -> tuple[list[Rule], list
         seen_codes[rule.code] = path
         seen_slugs[rule.slug] = path
         rules.append(rule)
-    codes = set(seen_codes)
+    codes = set(seen_codes) | set(other_codes)
     for rule in rules:
         for other in rule.related:
             if other not in codes:
@@ -600,10 +606,17 @@ def validate_dir(directory: Path, strict: bool = True) -> tuple[list[Rule], list
 
 @lru_cache(maxsize=8)
 def _load_cached(directory: str) -> tuple[Rule, ...]:
-    rules, problems = validate_dir(Path(directory), strict=False)
+    shipped = default_rules_dir().resolve()
+    other = frozenset() if Path(directory) == shipped else shipped_codes()
+    rules, problems = validate_dir(Path(directory), strict=False, other_codes=other)
     if problems:
         raise RuleFileError(problems)
     return tuple(rules)
+
+
+def shipped_codes() -> frozenset[str]:
+    """The codes of the shipped rules (a --rules-dir rule may name them in related:)."""
+    return frozenset(rule.code for rule in _load_cached(str(default_rules_dir().resolve())))
 
 
 def load_rules(directories: list[Path] | None = None) -> list[Rule]:
@@ -619,6 +632,12 @@ def load_rules(directories: list[Path] | None = None) -> list[Rule]:
     if dupes:
         raise InputError("rules", f"duplicate rule codes across directories: {', '.join(dupes)}")
     return sorted(rules, key=lambda r: r.code)
+
+
+def one_machine(rules: list[Rule]) -> list[Rule]:
+    """The rules one machine's facts can decide: all but the FLEET rules, which compare the
+    nodes of a fleet (`vllm-doctor fleet`)."""
+    return [r for r in rules if r.category != "FLEET"]
 
 
 def select_rules(

@@ -11,6 +11,16 @@ derived facts) and everything else as collected:
   releases and the fact that decides (``vllm.version``) — an error needs proof, and an
   unknown version is none;
 * undecided in any release for another reason: it stays undecided, as it was.
+
+The covered releases are what *could be installed* only where nothing is installed yet: a
+serve line checked on a machine without vLLM, in CI, or with no machine at all (a fresh
+install brings a covered release and its pins). Where the facts describe a stack that exists
+(a collect-env report, this machine) and its vLLM version is unknown — torch's own
+collect_env, a report without a vLLM section, a version the report does not state — the vLLM
+beside that stack may be one the knowledge does not cover (older than its oldest release) or
+none at all (no vLLM pins nothing): an unknown version is not a version inside the covered
+range. Nothing is decided over the releases there; the finding stays undecided and says where
+it would apply (``existing_stack``).
 """
 
 from __future__ import annotations
@@ -56,6 +66,42 @@ def _waits_for_version(finding: Finding) -> bool:
     )
 
 
+def existing_stack(facts: Facts) -> str | None:
+    """Why the unknown vLLM version may lie outside the covered releases (see the module
+    docstring), or None where the covered releases are what would be installed."""
+    if facts.value("vllm.installed") is False:
+        return None  # nothing installed: a fresh install brings a covered release
+    torch = facts.get("torch.version") or facts.get("packages.torch")
+    if torch is None or torch.inferred or torch.source in (Source.USER, Source.DEFAULT):
+        return None  # no observed stack: the release to install decides it
+    where = "the report" if torch.source == Source.REPORT else "this machine"
+    return (
+        f"{where} has torch {torch.value} but states no vLLM version: the vLLM beside it may "
+        "be older than the releases the knowledge covers, or not installed (no vLLM pins "
+        "nothing)" + _older_pin_hint(str(torch.value))
+    )
+
+
+def _older_pin_hint(torch: str) -> str:
+    """'; torch X is older than every covered release's pin (0.8.0 pins 2.6.0)' where so."""
+    from packaging.version import InvalidVersion, Version
+
+    from vllm_doctor import knowledge
+
+    pins = knowledge.load("pins")
+    oldest = pins.releases[0]
+    pin = (pins.at(oldest).get("torch") or {}).get("pin")
+    try:
+        older = pin is not None and Version(torch.split("+")[0]) < Version(str(pin))
+    except InvalidVersion:
+        return ""
+    return (
+        f"; torch {torch} is older than every covered release's pin ({oldest} pins {pin})"
+        if older
+        else ""
+    )
+
+
 def facts_for_release(facts: Facts, release: str) -> Facts:
     """The facts as if vLLM ``release`` were installed: what the release implies recomputed,
     everything collected kept."""
@@ -71,6 +117,8 @@ def facts_for_release(facts: Facts, release: str) -> Facts:
             if not f.inferred or not p.startswith(("torch.", "packages."))
         },
         missing=dict(facts.missing),
+        unknowable=set(facts.unknowable),
+        listings=dict(facts.listings),
     )
     copy.drop_area("release")
     copy.set("vllm.version", release, Source.USER, SOURCE_DETAIL)
@@ -86,6 +134,33 @@ def facts_for_release(facts: Facts, release: str) -> Facts:
     return copy
 
 
+def _explain_only(
+    finding: Finding, releases: list[str], verdicts: dict[str, str], why: str, outside: str
+) -> None:
+    """The finding stays undecided: say where it would apply among the covered releases,
+    and why those are not all that could be installed."""
+    applying = {r for r, v in verdicts.items() if v == APPLIES}
+    open_ = {r for r, v in verdicts.items() if v == UNDECIDED}
+    not_ = set(releases) - applying - open_
+    parts = [
+        f"{label} {spans(releases, chosen)}"
+        for label, chosen in (
+            ("applies in", applying),
+            ("cannot decide in", open_),
+            ("not in", not_),
+        )
+        if chosen
+    ]
+    finding.missing = [
+        MissingFact(
+            "vllm.version",
+            f"{why}: among the covered releases it {', '.join(parts)}; {outside}",
+            supply_hint("vllm.version"),
+        ),
+        *[m for m in finding.missing if m.path != "vllm.version"],
+    ]
+
+
 def judge_over_releases(findings: list[Finding], facts: Facts, log: Any = None) -> list[Finding]:
     """Decide, where the covered releases agree, the findings an unknown version left open."""
     if "vllm.version" in facts:
@@ -99,11 +174,15 @@ def judge_over_releases(findings: list[Finding], facts: Facts, log: Any = None) 
     per_release = [(r, facts_for_release(facts, r)) for r in releases]
     first, last = releases[0], releases[-1]
     why = facts.why_missing("vllm.version") or "the vLLM version is not known"
+    outside = existing_stack(facts)
     for index in waiting:
         finding = findings[index]
         results = {r: evaluate_rule(finding.rule, f, log) for r, f in per_release}
         verdicts = {r: res.verdict for r, res in results.items()}
         applying = {r for r, v in verdicts.items() if v == APPLIES}
+        if outside is not None:
+            _explain_only(finding, releases, verdicts, why, outside)
+            continue
         if UNDECIDED in verdicts.values():
             if applying:  # say where it would apply; what else is missing stays listed
                 open_ = {r for r, v in verdicts.items() if v == UNDECIDED}

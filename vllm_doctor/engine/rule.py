@@ -26,6 +26,9 @@ CATEGORIES = {
     "ENV": "driver, torch, packages and environment variables",
     "HW": "GPUs, links and MIG",
     "ARGS": "serve arguments",
+    # judged by `vllm-doctor fleet` over the fleet.* facts (every node's facts side by side);
+    # `check` judges one machine and leaves them out (engine.loader.one_machine)
+    "FLEET": "across the nodes of one multi-node deployment",
 }
 DETAIL_SECTIONS = ("What happens", "Why", "How to confirm", "Known false positives")
 

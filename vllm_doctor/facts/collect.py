@@ -3,8 +3,9 @@
 Order: this machine (environment → packages → GPUs through NVML), or instead a collect-env
 report (parsed first; its areas stand for this machine's) → a rule case's given facts → a
 manifest container's stated facts → the target hardware (--gpu/--gpus/--driver/--cuda) → serve
-line → model config → crash log → what-if versions → inferred facts (hardware and stack from
-what is known) → derived facts → release facts and release kernels (what the judged vLLM
+line → model config → this machine as a node of a fleet (host, NCCL library, the model's
+files) → crash log → what-if versions → inferred facts (hardware and stack from what is known)
+→ derived facts → release facts and release kernels (what the judged vLLM
 release accepts, from the generated knowledge).
 
 A collector that crashes is recorded as missing ("collector X crashed: ...") for the areas it
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 # areas a collect-env report replaces wholesale
 REPORT_AREAS = ("vllm", "torch", "packages", "driver", "gpu", "topology", "env")
 MACHINE_AREAS = ("vllm", "torch", "packages", "driver", "gpu", "topology")
+# this machine as one node of a fleet (facts/host.py)
+HOST_AREAS = ("host", "nccl")
 # the steps' names in messages ("could not finish: model config: RecursionError ...")
 STEP_NAMES = {
     "report": "collect-env report",
@@ -41,6 +44,7 @@ STEP_NAMES = {
     "gpus": "GPUs (NVML)",
     "serve": "serve line",
     "model": "model config",
+    "host": "host and NCCL library",
     "overrides": "what-if versions",
     "inferred": "inferred facts",
     "derived": "derived facts",
@@ -68,6 +72,10 @@ class CollectOptions:
     # facts that stand for this machine's (a rule case's `facts:` beside its real inputs):
     # set before the serve line, so the collectors after it and the derived facts see them
     given: Facts | None = None
+    # read the Hugging Face cache and ask the Hub for a config.json it lacks (None: when this
+    # machine or a manifest's container is examined; True: also without, as tests judge a
+    # corpus through a local stand-in of the Hub given in ``environ``)
+    hub: bool | None = None
 
 
 def _read_text(path: Path, what: str) -> str:
@@ -208,7 +216,19 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
             facts.mark_missing(key, reason)
     # a manifest's container: what its file states stands for this machine's
     if options.manifest_target is not None:
+        conflicts: list[tuple[tuple[str, ...], str]] = []
+        if report_facts is not None:
+            from vllm_doctor.facts.stack import manifest_report_conflicts
+
+            stated = Facts()
+            options.manifest_target.write_facts(stated)
+            conflicts = manifest_report_conflicts(report_facts, stated, str(options.report))
         options.manifest_target.write_facts(facts)
+        for areas, reason in conflicts:  # the report's part of another stack is set aside
+            for area in areas:
+                facts.drop_area(area)
+                facts.mark_missing(area, reason)
+            facts.notes.append(reason)
     # the target hardware replaces this machine's (or the report's) GPUs
     if options.target:
         from vllm_doctor.facts.hardware import apply_target_hardware
@@ -225,6 +245,12 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
     # same wherever the model is served)
     lookup_env = os.environ if options.manifest_target is not None else environ
 
+    hub_allowed = (
+        options.hub
+        if options.hub is not None
+        else options.probe_machine or options.manifest_target is not None
+    )
+
     def model() -> None:
         from vllm_doctor.facts.model_config import collect_model
 
@@ -234,12 +260,25 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
             model_id,
             Path.cwd(),
             lookup_env if lookup_env is not None else {},
-            use_hf_cache=options.probe_machine or options.manifest_target is not None,
-            hub=options.probe_machine or options.manifest_target is not None,
+            use_hf_cache=hub_allowed,
+            hub=hub_allowed,
             offline=options.offline,
         )
 
     run.step("model", ("model",), model)
+
+    # this machine as a node of a fleet (after the serve line: the model it names)
+    if options.probe_machine and options.report is None and options.manifest_target is None:
+
+        def host() -> None:
+            from vllm_doctor.facts.host import collect_host
+
+            collect_host(facts, environ if environ is not None else {})
+
+        run.step("host", HOST_AREAS, host)
+    else:
+        for area in HOST_AREAS:
+            facts.mark_missing(area, "this machine was not examined (facts from the inputs given)")
 
     # the crash log ------------------------------------------------------------------------
     if options.log is not None:

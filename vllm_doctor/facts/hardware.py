@@ -125,17 +125,40 @@ def apply_target_hardware(facts: Facts, target: TargetHardware) -> None:
             )
         name = names[0]
     match = resolve_gpu(name)
-    count = target.count or 1
+    if target.count is None and names and _same_gpu(names, match):
+        # the GPU named is the one this machine (or the report) has: its count, its devices
+        # as measured and the links between them stay
+        facts.notes.append(
+            f"--gpu {name} names the GPUs {'the report lists' if _from_report(facts) else 'of this machine'} "
+            f"({len(names)} × {names[0]}): their count, memory and links are kept"
+        )
+        return
     facts.drop_area("gpu")
     facts.drop_area("topology")
-    devices = [{"index": i, "name": name, "family": match.family.name} for i in range(count)]
-    facts.set("gpu.count", count, source, given or f"--gpu {name}")
-    facts.set("gpu.names", [name] * count, source, given)
-    facts.set("gpu.devices", devices, source, given)
+    if target.count is None:
+        # another GPU than the one here: how many the target has is not known
+        facts.mark_missing(
+            "gpu.count",
+            f"--gpu {name} without --gpus: how many GPUs the target has is not known"
+            + (
+                f" (this machine's {len(names)} × {names[0]} are set aside: another GPU is named)"
+                if names
+                else ""
+            ),
+        )
+        devices = [{"name": name, "family": match.family.name}]
+        facts.set("gpu.names", [name], source, f"{given} (the model named; how many: --gpus N)")
+        facts.set("gpu.devices", devices, source, given)
+    else:
+        count = target.count
+        devices = [{"index": i, "name": name, "family": match.family.name} for i in range(count)]
+        facts.set("gpu.count", count, source, given or f"--gpu {name}")
+        facts.set("gpu.names", [name] * count, source, given)
+        facts.set("gpu.devices", devices, source, given)
     facts.set("gpu.mig_enabled", False, source, "a whole GPU (no MIG slice) is named")
     table = f"GPU table: {name} → {match.family.name}"
     if match.capability is not None:
-        caps = [match.capability] * count
+        caps = [match.capability] * (target.count or 1)
         facts.infer("gpu.capabilities", caps, table)
         facts.infer("gpu.min_capability", match.capability, table)
         facts.infer("gpu.max_capability", match.capability, table)
@@ -149,6 +172,25 @@ def apply_target_hardware(facts: Facts, target: TargetHardware) -> None:
         f"the links between target GPUs are not known ({given}): "
         "pass --report with the host's collect-env report",
     )
+
+
+def _same_gpu(names: list[Any], match: GpuMatch) -> bool:
+    """Every GPU known here is the GPU named: the same family of the GPU table, and the same
+    memory where both names settle it (an "A100" is an A100-SXM4-80GB; an A100 40GB is not)."""
+    from vllm_doctor.knowledge.gpus import lookup
+
+    for known in names:
+        here = lookup(str(known))
+        if here is None or here.family.name != match.family.name:
+            return False
+        if here.memory_gib and match.memory_gib and here.memory_gib != match.memory_gib:
+            return False
+    return True
+
+
+def _from_report(facts: Facts) -> bool:
+    fact = facts.get("gpu.count") or facts.get("gpu.names")
+    return fact is not None and fact.source == Source.REPORT
 
 
 # -- inference from names -------------------------------------------------------------------

@@ -7,6 +7,17 @@ every rule can be tested with a dictionary of facts and no GPU.
 A fact that could not be collected is not silently absent: ``Facts.mark_missing`` records
 the reason for a path or for a whole area (a prefix such as ``gpu``), and the engine turns
 that into a "cannot decide" verdict naming the missing fact and how to supply it.
+
+Two kinds of "missing" are told apart. A fact *not supplied* would be known with another input
+(the serve line, a model config, running on the host): ``--strict`` fails on a rule it leaves
+open. A fact that *cannot be known from this input* (``Facts.mark_unknowable``: a package no
+release's ``collect-env`` lists, a variable it never prints, P2P access a report does not
+test) is as open, but no input of that kind could close it: ``--strict`` treats it as known
+to be unknowable and names it, instead of failing every healthy report.
+
+An input that lists an open area (a report's pip packages and environment variables, the
+variables the environment collector reads) says so with a ``Listing``: a name it would list
+and does not is absent (not installed, not set); any other name cannot be known from it.
 """
 
 from __future__ import annotations
@@ -69,6 +80,46 @@ class Fact:
         return data
 
 
+@dataclass(frozen=True)
+class Listing:
+    """What an input lists of an open area (``packages``, ``env``): a name it would list and
+    does not is absent; any other name cannot be known from it (``reason``, where ``{name}``
+    stands for the name asked)."""
+
+    area: str
+    reason: str
+    contains: tuple[str, ...] = ()  # listed when the name contains one of these (pip patterns)
+    prefixes: tuple[str, ...] = ()  # listed when the name starts with one of these
+    names: tuple[str, ...] = ()  # listed by name
+    never: tuple[str, ...] = ()  # never listed when the lower-case name contains one of these
+
+    def lists(self, name: str) -> bool:
+        lower = name.lower()
+        if any(term in lower for term in self.never):
+            return False
+        spellings = {lower, lower.replace("-", "_")}
+        return (
+            name in self.names
+            or name.startswith(self.prefixes)
+            or any(pattern in spelling for pattern in self.contains for spelling in spellings)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"reason": self.reason}
+        for key in ("contains", "prefixes", "names", "never"):
+            if getattr(self, key):
+                data[key] = list(getattr(self, key))
+        return data
+
+    @classmethod
+    def from_dict(cls, area: str, data: dict[str, Any]) -> Listing:
+        return cls(
+            area,
+            str(data.get("reason", "")),
+            *(tuple(data.get(key, ())) for key in ("contains", "prefixes", "names", "never")),
+        )
+
+
 @dataclass
 class Facts:
     """Flat, serialisable store of facts with provenance and reasons for what is missing."""
@@ -76,6 +127,10 @@ class Facts:
     values: dict[str, Fact] = field(default_factory=dict)
     # path or area prefix -> reason it could not be collected
     missing: dict[str, str] = field(default_factory=dict)
+    # the paths (or areas) of ``missing`` that cannot be known from this kind of input
+    unknowable: set[str] = field(default_factory=set)
+    # area -> what this input lists of it (``Listing``)
+    listings: dict[str, Listing] = field(default_factory=dict)
     # free-form notes about collection (e.g. "facts from a report replace this machine's")
     notes: list[str] = field(default_factory=list)
     # collectors that crashed (vllm_doctor.errors.Crash): the run cannot pass a gate
@@ -94,6 +149,7 @@ class Facts:
             redact_strings(value), source, redact_text(detail) if detail else detail
         )
         self.missing.pop(path, None)
+        self.unknowable.discard(path)
 
     def infer(self, path: str, value: Any, basis: str, possible: Any = None) -> bool:
         """Set an inferred fact unless ``path`` was collected (an inference never overrides
@@ -105,18 +161,33 @@ class Facts:
             redact_strings(value), Source.INFERRED_FACT, redact_text(basis), possible
         )
         self.missing.pop(path, None)
+        self.unknowable.discard(path)
         return True
 
     def mark_missing(self, path_or_area: str, reason: str) -> None:
         """Record why a fact (or every fact under an area prefix) is unavailable."""
         if path_or_area not in self.values:
             self.missing[path_or_area] = redact_text(reason)
+            self.unknowable.discard(path_or_area)
+
+    def mark_unknowable(self, path_or_area: str, reason: str) -> None:
+        """Record that a fact (or an area) cannot be known from this kind of input at all."""
+        if path_or_area not in self.values:
+            self.missing[path_or_area] = redact_text(reason)
+            self.unknowable.add(path_or_area)
+
+    def set_listing(self, listing: Listing) -> None:
+        """What this input lists of ``listing.area`` (see ``Listing``)."""
+        self.listings[listing.area] = listing
 
     def drop_area(self, area: str) -> None:
         """Forget every fact and missing-reason under ``area`` (used when a report replaces it)."""
         for store in (self.values, self.missing):
             for key in [k for k in store if k == area or k.startswith(area + ".")]:
                 del store[key]
+        self.unknowable = {k for k in self.unknowable if k in self.missing}
+        for key in [k for k in self.listings if k == area or k.startswith(area + ".")]:
+            del self.listings[key]
 
     def merge(self, other: Facts, replace_areas: Iterable[str] = ()) -> None:
         """Take ``other``'s facts; areas in ``replace_areas`` are replaced wholesale."""
@@ -126,6 +197,11 @@ class Facts:
         for key, reason in other.missing.items():
             if key not in self.values:
                 self.missing[key] = reason
+                if key in other.unknowable:
+                    self.unknowable.add(key)
+                else:
+                    self.unknowable.discard(key)
+        self.listings.update(other.listings)
         self.notes.extend(other.notes)
 
     # -- reading -----------------------------------------------------------------
@@ -139,14 +215,34 @@ class Facts:
     def __contains__(self, path: str) -> bool:
         return path in self.values
 
-    def why_missing(self, path: str) -> str | None:
-        """The recorded reason for ``path`` or for the nearest area above it."""
+    def _missing_entry(self, path: str) -> tuple[str, bool] | None:
+        """(reason, unknowable) for ``path``: its own or its nearest area's recorded reason,
+        else what the input's listing of the area says of a name it does not list."""
         parts = path.split(".")
         for end in range(len(parts), 0, -1):
-            reason = self.missing.get(".".join(parts[:end]))
+            key = ".".join(parts[:end])
+            reason = self.missing.get(key)
             if reason:
-                return reason
+                return reason, key in self.unknowable
+        if path in self.values:
+            return None
+        area, _, name = path.partition(".")
+        listing = self.listings.get(area)
+        if listing is not None and name and "." not in name and not listing.lists(name):
+            return listing.reason.replace("{name}", name), True
         return None
+
+    def why_missing(self, path: str) -> str | None:
+        """The recorded reason for ``path`` or for the nearest area above it (or the input's
+        listing of its area, for a name the input would not list)."""
+        entry = self._missing_entry(path)
+        return entry[0] if entry else None
+
+    def is_unknowable(self, path: str) -> bool:
+        """``path`` is missing and cannot be known from this kind of input (see the module
+        docstring): ``--strict`` does not fail on it."""
+        entry = self._missing_entry(path)
+        return bool(entry and entry[1])
 
     def area(self, prefix: str) -> Iterator[tuple[str, Fact]]:
         for key in sorted(self.values):
@@ -159,6 +255,8 @@ class Facts:
             "schema_version": SCHEMA_VERSION,
             "facts": {k: v.to_dict() for k, v in sorted(self.values.items())},
             "missing": dict(sorted(self.missing.items())),
+            "unknowable": sorted(self.unknowable),
+            "listings": {area: x.to_dict() for area, x in sorted(self.listings.items())},
             "notes": list(self.notes),
         }
 
@@ -173,6 +271,9 @@ class Facts:
                 raw["value"], raw["source"], raw.get("detail"), raw.get("possible")
             )
         facts.missing.update(data.get("missing", {}))
+        facts.unknowable.update(k for k in data.get("unknowable", []) if k in facts.missing)
+        for area, raw in data.get("listings", {}).items():
+            facts.listings[area] = Listing.from_dict(area, raw)
         facts.notes.extend(data.get("notes", []))
         return facts
 

@@ -450,13 +450,61 @@ def weights_size(model_dir: Path) -> tuple[int | None, str | None]:
     return None, None
 
 
+# sizes the doctor reads from a config.json (the facts above and the memory model's count):
+# a negative one, or one no tensor could have, is not a model vLLM can build
+SIZE_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "intermediate_size_mlp",
+    "moe_intermediate_size",
+    "expert_intermediate_size",
+    "shared_expert_intermediate_size",
+    "moe_shared_expert_intermediate_size",
+    "moe_latent_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "max_position_embeddings",
+    "n_routed_experts",
+    "num_experts",
+    "num_local_experts",
+    "n_shared_experts",
+    "num_experts_per_tok",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+)
+MAX_SIZE = 2**40  # above any dimension or count a real checkpoint has (and a float's exact range)
+
+
+def check_sizes(cfg: dict[str, Any], where: str) -> None:
+    """InputError for a size in the config (or its language-model part) that no model can
+    have: negative, or beyond MAX_SIZE (``vocab_size: 1e308``)."""
+    text, _ = text_config_of(cfg)
+    for part in (cfg, text) if text is not cfg else (cfg,):
+        for key in SIZE_KEYS:
+            value = part.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if value < 0 or value > MAX_SIZE:
+                raise InputError(
+                    where, f"{key} {value:g} in config.json is not a size a model can have"
+                )
+
+
 def read_model_config(
     facts: Facts, config_path: Path, cfg: dict[str, Any], source_detail: str
 ) -> None:
-    """Write model.* from a parsed config.json (and files beside it)."""
+    """Write model.* from a parsed config.json (and files beside it); InputError for sizes
+    no model can have."""
     detail = source_detail
     src = Source.CONFIG
     model_dir = config_path.parent
+    check_sizes(cfg, source_detail)
     facts.set("model.config_path", str(config_path), src)
     text, text_key = text_config_of(cfg)
     cfgs = [text, cfg] if text is not cfg else [cfg]

@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
-from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.facts.model import Facts, Listing, Source
 
 # canonical fact name -> distribution names to try (first found wins)
 PACKAGES: dict[str, tuple[str, ...]] = {
@@ -51,6 +51,7 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "torchcodec": ("torchcodec",),
     "torchvision": ("torchvision",),
     "numpy": ("numpy",),
+    "ray": ("ray",),
 }
 
 _CANON_RE = re.compile(r"[-_.]+")
@@ -279,7 +280,16 @@ def cuda_from_torch_version(version: str) -> str | None:
 
 
 def collect_packages(facts: Facts) -> None:
-    """Write packages.*, vllm.* and torch.* for the running interpreter's environment."""
+    """Write packages.*, vllm.* and torch.* for the running interpreter's environment. Only
+    the packages of ``PACKAGES`` are looked up: any other name cannot be known from here
+    (a ``Listing``; ``rules validate`` names a rule that reads one)."""
+    facts.set_listing(
+        Listing(
+            "packages",
+            "{name} is not one of the packages the doctor looks up (facts/packages.py PACKAGES)",
+            names=tuple(PACKAGES),
+        )
+    )
     found: dict[str, metadata.Distribution] = {}
     versions: dict[str, str] = {}
     requires: dict[str, list[str]] = {}

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.facts.model import Fact, Facts, Source
 from vllm_doctor.facts.packages import satisfies
@@ -131,7 +131,7 @@ def judge_release(facts: Facts, releases: tuple[str, ...]) -> tuple[str | None, 
 
 # The facts of this module that need a judged release (release.coverage says whether there
 # is one; release.unknown_options is decided over every covered release, without a version).
-_VERSION_FREE = ("release.coverage", "release.unknown_options")
+_VERSION_FREE = ("release.coverage", "release.unknown_options", "release.world_spans_nodes")
 
 
 def _release_paths() -> list[str]:
@@ -167,6 +167,7 @@ def collect_release(facts: Facts) -> None:
             note or f"vLLM {facts.value('vllm.version')} is release {release}",
         )
     _options(facts, release)
+    _world_nodes(facts)
     if release is not None:
         _registry(facts, release)
         _pins(facts, release)
@@ -219,6 +220,8 @@ def judged_between_releases(facts: Facts, collect: Callable[[Facts], None]) -> N
         here, there = facts.get(path), later.get(path)
         if _same_answer(here, there, match.release, match.upper):
             continue
+        # already open at the release it descends from: that reason speaks of this build
+        first = facts.why_missing(path) if here is None else None
         facts.values.pop(path, None)
         shown = {
             r: ("not known" if f is None else f.value)
@@ -228,7 +231,8 @@ def judged_between_releases(facts: Facts, collect: Callable[[Facts], None]) -> N
             path,
             f"vLLM {version} is a build between {match.release} and "
             f"{match.upper}, which differ here ({match.release}: "
-            f"{shown[match.release]}; {match.upper}: {shown[match.upper]})",
+            f"{shown[match.release]}; {match.upper}: {shown[match.upper]})"
+            + (f"; at {match.release}: {first}" if first else ""),
         )
 
 
@@ -750,6 +754,71 @@ def _parallel(facts: Facts, release: str) -> None:
     )
 
 
+# executor backends for which ParallelConfig skips its node check: Ray places the ranks over
+# its cluster, an external launcher (torchrun) starts them where it was told
+_SPANNING_BACKENDS = ("ray", "external_launcher")
+# options that name other nodes without changing what the node check compares
+_OTHER_NODE_WORDS = ("headless", "data-parallel-address", "data-parallel-start-rank")
+
+
+def _world_nodes(facts: Facts) -> None:
+    """``release.world_spans_nodes``: the ranks of one data-parallel replica (TP × PP × PCP)
+    may lie beyond this node's GPUs, as ParallelConfig.__post_init__ decides it in every
+    release: it compares the world size with this node's GPUs only when no executor backend
+    is given and ``--nnodes`` is 1 (0.11.1 on; before, it switches to Ray by itself, which
+    release.oversized_world says). A given backend of ray or external_launcher, or ``--nnodes``
+    above 1, spreads the ranks over nodes. ``--headless``, ``--data-parallel-address`` and
+    the other data-parallel options name other nodes, but each replica's ranks are still
+    compared with this node's GPUs: they are named in the detail, and decide nothing."""
+    line, _ = _given_words(facts)
+    if line is None:
+        facts.mark_missing("release.world_spans_nodes", "no serve line")
+        return
+    backend = line.value("distributed-executor-backend")
+    nnodes = line.value("nnodes")
+    try:
+        nodes = int(nnodes) if nnodes is not None else 1
+    except (TypeError, ValueError):
+        nodes = 1
+    world = facts.value("serve.world_size")
+    others = [f"--{w}" for w in _OTHER_NODE_WORDS if w in line.given]
+    local = line.value("data-parallel-size-local")
+    dp = line.value("data-parallel-size")
+    if local is not None and dp is not None and str(local).isdigit() and int(local) < int(dp):
+        others.append(f"--data-parallel-size-local {local} of {dp}")
+    if isinstance(backend, str) and backend in _SPANNING_BACKENDS:
+        facts.set(
+            "release.world_spans_nodes",
+            True,
+            SOURCE,
+            f"--distributed-executor-backend {backend}: the {world} ranks are placed by "
+            + ("the Ray cluster" if backend == "ray" else "the external launcher")
+            + ", not counted against this node's GPUs",
+        )
+    elif nodes > 1:
+        per = f" ({int(world) // nodes} per node)" if isinstance(world, int) else ""
+        facts.set(
+            "release.world_spans_nodes",
+            True,
+            SOURCE,
+            f"--nnodes {nodes}: the {world} ranks spread over {nodes} nodes{per}",
+        )
+    else:
+        facts.set(
+            "release.world_spans_nodes",
+            False,
+            SOURCE,
+            "no executor backend and --nnodes 1: vLLM compares the "
+            f"{world} ranks of a replica with this node's GPUs"
+            + (
+                f" ({', '.join(others)} name other nodes, but not where one replica's ranks "
+                "run: that takes --nnodes or --distributed-executor-backend ray)"
+                if others
+                else ""
+            ),
+        )
+
+
 def _loaded_class(facts: Facts, release: str) -> tuple[str, dict[str, Any]] | str:
     """(architecture, registry entry) of the class the judged release would load — the first
     of ``model.architectures`` its registry has — or why it is not known."""
@@ -991,7 +1060,17 @@ def _pins(facts: Facts, release: str) -> None:
             facts.mark_missing("release.torch_matches_pin", why)
         elif installed is not None:
             inside = satisfies(str(installed).split("+")[0], f"=={torch['pin']}")
-            if inside is not None:
+            built = _built_elsewhere(str(facts.value("vllm.version") or ""))
+            if inside is False and built is not None:
+                # the table holds the pin of the release's own wheels; this build's ops were
+                # compiled against another torch, which only its own metadata names
+                facts.mark_missing(
+                    "release.torch_matches_pin",
+                    f"{built}; torch {installed} differs from the pin of vLLM {release}'s "
+                    f"wheels ({torch['pin']}), which this build need not have (`pip show vllm` "
+                    "there names its requirement)",
+                )
+            elif inside is not None:
                 facts.set(
                     "release.torch_matches_pin",
                     inside,
@@ -1099,6 +1178,48 @@ def _effective_dtype(facts: Facts, release: str) -> None:
         f"--dtype auto in vLLM {release}: checkpoint {checkpoint} "
         f"on compute capability {capability} (supported: {', '.join(supported)})",
     )
+
+
+# local labels of vLLM's own wheels: the CUDA/ROCm/CPU variants on its release page, and
+# the git sha of a nightly (whose pin is judged as a dev build below)
+_WHEEL_LABEL = re.compile(r"cu\d+|cpu|rocm[\d.]*|xpu|g[0-9a-f]{6,40}")
+
+
+def _built_elsewhere(version: str) -> str | None:
+    """Why a vLLM build need not carry the torch pin of its release's wheels, or None for a
+    release wheel (PyPI's, or a +cuXXX variant from vLLM's release page).
+
+    * a local label vLLM's wheels never carry (NVIDIA's containers: ``+<sha>.nv25.09``;
+      a distribution's own build): vLLM was compiled against the torch of that image;
+    * a ``.dYYYYMMDD`` label: setuptools-scm's mark of a build from a modified checkout, a
+      source build compiled against the torch installed then;
+    * a dev build or release candidate: a nightly wheel pins main's torch at its commit, a
+      source build the torch installed — the release table holds neither."""
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        return None
+    label = version.split("+", 1)[1] if "+" in version else ""  # as written (nv25.09)
+    parts = label.split(".") if label else []
+    if any(re.fullmatch(r"d\d{8}", part) for part in parts):
+        return (
+            f"vLLM {version} is a source build (.d{parts[-1][1:]}: a modified checkout), "
+            "compiled against the torch installed when it was built"
+        )
+    foreign = [part for part in parts if not _WHEEL_LABEL.fullmatch(part)]
+    if foreign:
+        return (
+            f"vLLM {version} carries the local label +{label}, which vLLM's own wheels never "
+            "do (theirs: +cuNNN, +cpu, +rocm..., a nightly's +g<sha>): a vendor or source "
+            "build (NVIDIA's containers build vLLM against their own torch), compiled against "
+            "the torch installed then"
+        )
+    if parsed.is_devrelease or parsed.is_prerelease:
+        return (
+            f"vLLM {version} is a build between releases: a nightly wheel pins main's torch at "
+            "its commit, a source build compiles against the torch installed"
+        )
+    return None
 
 
 def _what_if_without(facts: Facts, package_path: str) -> str | None:

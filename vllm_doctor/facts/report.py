@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from functools import lru_cache
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.errors import InputError
+from vllm_doctor.facts.environment import is_collected
 from vllm_doctor.facts.gpus import link_rank
-from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.facts.model import Facts, Listing, Source
 from vllm_doctor.facts.packages import canonical_name
 from vllm_doctor.redact import REDACTED, redact_text
 from vllm_doctor.redact import is_secret_name as is_secret
@@ -210,29 +210,6 @@ _MIG_LINE = re.compile(r"^\s*MIG\s+\S+\s+Device\s+\d+\s*:")
 _PIP_LINE = re.compile(r"^\s*\[(?P<tool>pip3?|uv|conda)\]\s+(?P<rest>\S(?:.*\S)?)\s*$")
 _ENV_LINE = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)=(?P<val>.*)$")
 _SMI_CUDA = re.compile(r"CUDA Version:\s*(?P<v>\d+\.\d+)")
-_ENV_PREFIXES = (
-    "VLLM_",
-    "TORCH",
-    "NCCL",
-    "PYTORCH",
-    "CUDA",
-    "CUBLAS",
-    "CUDNN",
-    "OMP_",
-    "MKL_",
-    "NVIDIA",
-    "LD_LIBRARY_PATH",
-    "HF_",
-    "TRANSFORMERS_",
-    "TRITON",
-    "ROCM",
-    "HIP_",
-    "HSA_",
-    "RCCL",
-    "FLASHINFER",
-    "UCX_",
-    "LMCACHE",
-)
 
 # -- GPU name -> compute capability ------------------------------------------------------
 
@@ -404,7 +381,7 @@ def parse_report(text: str | bytes, name: str) -> Facts:
     _gpu_facts(report, facts, visible)
     _topology_facts(report, facts, visible)
     _package_facts(report, facts)
-    _unlisted_packages(facts)
+    _package_listing(facts)
     _env_facts(report, facts)
     return facts
 
@@ -511,7 +488,20 @@ def _vllm_facts(report: _Report, facts: Facts) -> None:
 # -- torch ----------------------------------------------------------------------------------
 
 
+# `Is CUDA available`: str(torch.cuda.is_available()) in today's reports, Yes/No in torch's
+# collect_env before 1.8
+_AVAILABLE = {"true": True, "yes": True, "false": False, "no": False}
+
+
 def _torch_facts(report: _Report, facts: Facts) -> None:
+    entry = report.get("Is CUDA available")
+    said = _AVAILABLE.get(entry[0].strip().lower()) if entry is not None else None
+    if entry is not None and said is not None:
+        facts.set(
+            "torch.cuda_available", said, Source.REPORT, _line_detail(report, "Is CUDA available")
+        )
+    else:
+        facts.mark_missing("torch.cuda_available", "the report has no `Is CUDA available` line")
     if not _set_first_word(report, facts, "PyTorch version", "torch.version"):
         facts.mark_missing("torch.version", "the report has no PyTorch version")
     if not _set_first_word(report, facts, "CUDA used to build PyTorch", "torch.cuda_version"):
@@ -626,7 +616,16 @@ def _gpu_facts(report: _Report, facts: Facts, visible: list[int] | None = None) 
         else:
             unknown.append(gpu_name)
         devices.append(device)
-    facts.set("gpu.count", len(gpus), Source.REPORT, detail)
+    in_matrix = _topology_count(report)
+    if visible is None and in_matrix and in_matrix != len(gpus):
+        # nvidia-smi -L and nvidia-smi topo -m see the same GPUs: a paste that lost a line
+        facts.mark_missing(
+            "gpu.count",
+            f"the report lists {len(gpus)} GPUs but its GPU Topology matrix has {in_matrix}: "
+            "the paste is cut or edited",
+        )
+    else:
+        facts.set("gpu.count", len(gpus), Source.REPORT, detail)
     facts.set("gpu.names", [g[1] for g in gpus], Source.REPORT, detail)
     facts.set("gpu.devices", devices, Source.REPORT, detail)
     if mig or "gpu.mig_enabled" not in facts:
@@ -818,7 +817,7 @@ def _topology_facts(report: _Report, facts: Facts, visible: list[int] | None = N
     )
     worst = max((x["link"] for x in links), key=link_rank)
     facts.set("topology.worst_link", worst, Source.REPORT, detail)
-    facts.mark_missing("topology.p2p_all", "a collect-env report does not test P2P access")
+    facts.mark_unknowable("topology.p2p_all", "a collect-env report does not test P2P access")
 
 
 def _rocm_topology(lines: list[str], facts: Facts) -> None:
@@ -856,7 +855,7 @@ def _rocm_topology(lines: list[str], facts: Facts) -> None:
     order = {"XGMI": 0, "PCIE": 1}
     worst = max((x["link"] for x in links), key=lambda link: order.get(link.upper(), 2))
     facts.set("topology.worst_link", worst, Source.REPORT, detail)
-    facts.mark_missing("topology.p2p_all", "a collect-env report does not test P2P access")
+    facts.mark_unknowable("topology.p2p_all", "a collect-env report does not test P2P access")
 
 
 # -- packages -------------------------------------------------------------------------------
@@ -893,59 +892,52 @@ def _package_facts(report: _Report, facts: Facts) -> None:
         facts.mark_missing("packages", "the report lists no packages")
 
 
-@lru_cache(maxsize=1)
-def _asked_packages() -> tuple[str, ...]:
-    """The packages the shipped rules read (``fact: packages.X``)."""
-    from vllm_doctor.engine.loader import default_rules_dir
-
-    names: set[str] = set()
-    for path in default_rules_dir().glob("*/*.yaml"):
-        if not path.name.endswith(".cases.yaml"):
-            names |= set(_ASKED_PACKAGE.findall(path.read_text(encoding="utf-8")))
-    return tuple(sorted(names))
-
-
-_ASKED_PACKAGE = re.compile(r"\bfact:\s*packages\.([A-Za-z0-9][A-Za-z0-9._-]*)")
-
-
-def _unlisted_packages(facts: Facts) -> None:
-    """A package the report does not list is absent only when the report's own release
-    would list it: ``vllm collect-env`` prints just the pip packages whose line contains one
-    of its DEFAULT_PIP_PATTERNS (knowledge/data/collect_env.json, per release), so DeepGEMM
-    is never listed. Every other package the rules read is marked unknown, with the reason."""
-    if "packages" in facts.missing:
-        return
+def _collect_env_rule(facts: Facts) -> tuple[str | None, dict[str, Any]]:
+    """(the covered release whose `collect-env` wrote the report, what it lists), or
+    (None, {}) when the report names no version the collect-env table covers."""
     from vllm_doctor import knowledge
 
     version = facts.value("vllm.version")
+    if version is None:
+        return None, {}
     table = knowledge.load("collect_env")
-    release = (
-        knowledge.match_release(str(version), tuple(table.releases)).release
-        if version is not None
-        else None
-    )
-    patterns = table.at(release).get("pip_patterns") if release is not None else None
-    for name in _asked_packages():
-        path = f"packages.{name}"
-        if path in facts:
-            continue
-        if patterns is not None and any(
-            p in spelling for p in patterns for spelling in (name, name.replace("-", "_"))
-        ):
-            continue  # the report would have listed it: absent
-        if patterns is None:
-            reason = (
-                f"which pip packages the report lists is not known for vLLM {version}"
+    release = knowledge.match_release(str(version), tuple(table.releases)).release
+    rule = table.at(release) if release is not None else {}
+    return (release, rule) if rule else (None, {})
+
+
+def _package_listing(facts: Facts) -> None:
+    """A package the report does not list is absent only when the report's own release
+    would list it: ``vllm collect-env`` prints just the pip packages whose line contains one
+    of its DEFAULT_PIP_PATTERNS (knowledge/data/collect_env.json, per release), so DeepGEMM
+    is never listed. Any other package cannot be known from the report (``Listing``)."""
+    if "packages" in facts.missing:
+        return
+    version = facts.value("vllm.version")
+    release, rule = _collect_env_rule(facts)
+    patterns = rule.get("pip_patterns")
+    if release is not None and patterns:
+        facts.set_listing(
+            Listing(
+                "packages",
+                f"`vllm collect-env` of vLLM {release} lists only pip packages whose line "
+                f"contains one of {', '.join(patterns)}: {{name}} would not be listed even "
+                "when installed (run `pip show {name}` there)",
+                contains=tuple(patterns),
+            )
+        )
+        return
+    facts.set_listing(
+        Listing(
+            "packages",
+            (
+                f"which pip packages the report of vLLM {version} lists is not known"
                 if version is not None
                 else "the report names no vLLM version, so which pip packages it lists is not known"
             )
-        else:
-            reason = (
-                f"`vllm collect-env` of vLLM {release} lists only pip packages whose "
-                f"line contains one of {', '.join(patterns)}: {name} would not be "
-                "listed even when installed (run `pip show " + name + "` there)"
-            )
-        facts.mark_missing(path, reason)
+            + " (run `pip show {name}` there)",
+        )
+    )
 
 
 # -- environment ----------------------------------------------------------------------------
@@ -953,6 +945,10 @@ def _unlisted_packages(facts: Facts) -> None:
 
 def _env_facts(report: _Report, facts: Facts) -> None:
     found = False
+    has_section = any(
+        section is not None and section.lower() == "environment variables"
+        for section in report.section_of
+    )
     for i, line in enumerate(report.lines):
         section = report.section_of[i] if i < len(report.section_of) else None
         stripped = line.strip()
@@ -961,7 +957,9 @@ def _env_facts(report: _Report, facts: Facts) -> None:
             continue
         key, value = m.group("key"), m.group("val")
         in_section = section is not None and section.lower() == "environment variables"
-        if not in_section and not (key.startswith(_ENV_PREFIXES) and key.upper() == key):
+        # outside the report's own section, only the variables the doctor collects (the one
+        # list of facts/environment.py): a loose KEY=VALUE is most likely something else
+        if not in_section and not (is_collected(key) and key.upper() == key):
             continue
         if _secret(key):
             value = REDACTED
@@ -969,8 +967,43 @@ def _env_facts(report: _Report, facts: Facts) -> None:
         if path not in facts:
             facts.set(path, value, Source.REPORT, f"{key}=" + (REDACTED if _secret(key) else value))
             found = True
-    if not found:
-        facts.mark_missing("env", "the report lists no environment variables")
+    if not found and not has_section:
+        facts.mark_unknowable(
+            "env",
+            "the report prints no environment variables (torch's own collect_env, or a "
+            "collect-env before vLLM 0.6.3): pass them with the report, or run on the host",
+        )
+        return
+    facts.set_listing(_env_listing(facts))
+
+
+def _env_listing(facts: Facts) -> Listing:
+    """What the report's `collect-env` prints of the environment (knowledge/data/
+    collect_env.json): vLLM's own variables and the names starting with its prefixes, never
+    a name containing a secret term. For a version the table does not cover, only what every
+    covered release prints."""
+    from vllm_doctor import knowledge
+
+    release, rule = _collect_env_rule(facts)
+    if rule.get("env_prefixes") is not None:
+        rules = [rule]
+        whose = f"vLLM {release}"
+    else:
+        table = knowledge.load("collect_env")
+        rules = [r for r in (table.at(x) for x in table.releases) if r.get("env_prefixes")]
+        whose = "every covered release (the report's vLLM version is not one of them)"
+    prefixes = set.intersection(*(set(r["env_prefixes"]) for r in rules)) | {"VLLM_"}
+    names = set.intersection(*(set(r["env_names"]) for r in rules))
+    never = set.union(*(set(r["env_never"]) for r in rules))
+    return Listing(
+        "env",
+        f"`vllm collect-env` of {whose} prints only vLLM's own variables and names "
+        f"starting with {', '.join(sorted(prefixes))}, never one containing "
+        f"{', '.join(sorted(never))}: {{name}} would not be printed even when set",
+        prefixes=tuple(sorted(prefixes)),
+        names=tuple(sorted(names)),
+        never=tuple(sorted(never)),
+    )
 
 
 def known_keys() -> Iterable[str]:

@@ -44,10 +44,34 @@ SUPPLY_HINTS: dict[str, str] = {
     "derived": "supply the facts it is computed from (model config, GPUs, serve line)",
     "memory": "pass the model's config (--model-config), the GPU (--gpu NAME, or run on the "
     "host) and the serve line",
+    "host": "run on the node itself (`vllm-doctor facts` there, or `vllm-doctor fleet`)",
+    "nccl": "run in the serving environment of the node (`vllm-doctor fleet` runs it there)",
+    "fleet": "check the whole fleet: `vllm-doctor fleet --ray [ADDRESS] -- vllm serve ...`, or "
+    "`vllm-doctor fleet --facts DIR` on every node's `vllm-doctor facts --format json`",
     "release": "give a vLLM version the knowledge covers (0.8.0-0.33.0): run where vLLM is "
     "installed, pass --report collect-env.txt, or --vllm-version V; plus the serve line / "
     "model config / packages the fact compares",
 }
+
+
+def _fleet_quantity_facts() -> dict[str, FactSpec]:
+    """fleet.<quantity>.distinct and .nodes, one pattern each over the quantities the fleet
+    compares (the one table: vllm_doctor/fleet/quantities.py)."""
+    from vllm_doctor.fleet.quantities import COMPARED
+
+    names = ", ".join(q.name for q in COMPARED)
+    return {
+        "fleet.*.distinct": FactSpec(
+            "int",
+            "how many different values of a compared quantity the nodes have (a node without it "
+            f"counts as one more value, 'not installed', 'unset'); the quantities: {names}",
+        ),
+        "fleet.*.nodes": FactSpec(
+            "list",
+            "the nodes grouped by that quantity's value: 'VALUE: node, ...', most common first",
+        ),
+    }
+
 
 FACTS: dict[str, FactSpec] = {
     # -- vLLM ------------------------------------------------------------------------
@@ -66,6 +90,11 @@ FACTS: dict[str, FactSpec] = {
     "torch.cuda_version": FactSpec("version", "CUDA version torch was built with (e.g. 13.0)"),
     "torch.git_version": FactSpec("str", "torch git commit"),
     "torch.matches_vllm_pin": FactSpec("bool", "installed torch satisfies vLLM's requirement"),
+    "torch.cuda_available": FactSpec(
+        "bool",
+        "torch.cuda.is_available() where the report was written (collect-env's `Is CUDA "
+        "available`): false beside an NVIDIA driver means torch could not initialise CUDA",
+    ),
     # -- other packages ----------------------------------------------------------------
     "packages.*": FactSpec("version", "installed version of a package (canonical name)"),
     # -- driver ------------------------------------------------------------------------
@@ -191,6 +220,98 @@ FACTS: dict[str, FactSpec] = {
     ),
     # -- environment -------------------------------------------------------------------------
     "env.*": FactSpec("str", "an environment variable (secrets redacted)"),
+    # -- this machine as a node of a fleet (facts/host.py) --------------------------------------
+    "host.name": FactSpec("str", "the host name (a pod's name in Kubernetes)"),
+    "host.shm_mib": FactSpec("int", "size of the tmpfs at /dev/shm in MiB (os.statvfs)"),
+    "host.interfaces": FactSpec("list", "names of this machine's network interfaces"),
+    "host.model_copy": FactSpec(
+        "str",
+        "the directory on this machine holding the served model's config.json (the local "
+        "path given, or its Hugging Face cache snapshot); absent when this machine has none",
+    ),
+    "host.model_weights": FactSpec(
+        "bool", "weight files (.safetensors, .bin, .pt, .gguf) are in host.model_copy"
+    ),
+    "nccl.library": FactSpec(
+        "str",
+        "the libnccl.so.2 vLLM's processes load: VLLM_NCCL_SO_PATH, LD_PRELOAD, the "
+        "nvidia-nccl-cu* wheel torch's RPATH names, LD_LIBRARY_PATH or the system directories "
+        "(the detail says which)",
+    ),
+    "nccl.version": FactSpec(
+        "version", "that library's version (its wheel's metadata, or libnccl.so.2.X.Y's name)"
+    ),
+    "nccl.build_id": FactSpec(
+        "str", "that library's GNU build ID (ELF notes): two builds of one version differ here"
+    ),
+    # -- the fleet (vllm-doctor fleet: every node's facts compared; vllm_doctor/fleet) -------
+    **_fleet_quantity_facts(),
+    "fleet.nodes": FactSpec(
+        "int", "nodes in the fleet (those that answered and those that did not)"
+    ),
+    "fleet.silent_nodes": FactSpec(
+        "list",
+        "nodes whose facts did not arrive (no answer within the deadline, the doctor could not "
+        "run there, a collector crashed), each with why; absent when every node answered",
+    ),
+    "fleet.driver": FactSpec(
+        "str",
+        "the node where `vllm serve` runs (the Ray head unless --head names another; for "
+        "facts documents the first)",
+    ),
+    "fleet.driver_gpus": FactSpec("int", "GPUs the engine offers on the driver node"),
+    "fleet.gpus_offered": FactSpec(
+        "int", "GPUs the engine offers in all (Ray's GPU resources; a document's gpu.count)"
+    ),
+    "fleet.gpus_withheld": FactSpec(
+        "list",
+        "nodes where NVML sees more GPUs than Ray offers (raylet started with --num-gpus or a "
+        "narrower CUDA_VISIBLE_DEVICES), each with both counts; absent when none",
+    ),
+    "fleet.placement.backend": FactSpec(
+        "str", "the executor that places the ranks: ray, or mp/external_launcher (per node)"
+    ),
+    "fleet.placement.gpus_needed": FactSpec(
+        "int",
+        "GPUs vLLM asks Ray for: one bundle per rank (TP x PP x PCP), times the data-parallel "
+        "size when Ray places the data-parallel ranks",
+    ),
+    "fleet.placement.fits": FactSpec(
+        "bool",
+        "the offered GPUs can hold the placement groups vLLM creates (PACK over the cluster "
+        "for one replica; STRICT_PACK on one node per data-parallel rank)",
+    ),
+    "fleet.placement.ranks": FactSpec(
+        "list", "the ranks each node would hold, as Ray's PACK places them (driver first)"
+    ),
+    "fleet.placement.tp_spans_nodes": FactSpec(
+        "bool", "a tensor-parallel group cannot fit on one node (TP above every node's GPUs)"
+    ),
+    "fleet.placement.max_ranks_per_node": FactSpec(
+        "int", "the most ranks one node would hold (shared memory carries their traffic)"
+    ),
+    "fleet.shm_smallest_mib": FactSpec(
+        "int", "the smallest /dev/shm of the nodes that would hold more than one rank"
+    ),
+    "fleet.ifname_unmatched": FactSpec(
+        "list",
+        "nodes where the NCCL_SOCKET_IFNAME or GLOO_SOCKET_IFNAME their ranks will run with (the "
+        "node's own; for NCCL_* else the driver's, which vLLM copies to every Ray worker) "
+        "matches none of the node's interfaces, each with the value and the interfaces; "
+        "absent when every one matches",
+    ),
+    "fleet.model.is_path": FactSpec(
+        "bool", "the served model is a path (every node needs it at that path), not a Hub id"
+    ),
+    "fleet.model.missing_nodes": FactSpec(
+        "list",
+        "nodes that would hold ranks and have no copy of the model (host.model_copy absent); "
+        "absent when every such node has one",
+    ),
+    "fleet.model.offline_missing_nodes": FactSpec(
+        "list",
+        "of those, the nodes where HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE forbid the download",
+    ),
     # -- crash log ----------------------------------------------------------------------------
     # -- the deployment (check --manifest): what the file states about where vLLM runs --
     "deploy.file": FactSpec("str", "the manifest, compose file or Dockerfile the target is in"),
@@ -275,6 +396,12 @@ FACTS: dict[str, FactSpec] = {
         "room | tight (within the margin) | none: the KV cache "
         "left after weights, activations and graphs",
     ),
+    "memory.kv_budget_room": FactSpec(
+        "str",
+        "room | tight (within the margin) | none: with --kv-cache-memory-bytes, the GPU's "
+        "memory left after the weights, the profile's peak, non-torch memory, CUDA graphs "
+        "and the KV cache asked for",
+    ),
     "memory.estimate_line": FactSpec(
         "str", "the estimate in one line (KV GiB, tokens, concurrent requests)"
     ),
@@ -355,6 +482,14 @@ FACTS: dict[str, FactSpec] = {
         "str",
         "what the judged release does when TP x PP exceeds the node's GPUs and no "
         "executor backend is given: ray (switches to Ray by itself) or refuse (ValueError)",
+    ),
+    "release.world_spans_nodes": FactSpec(
+        "bool",
+        "the ranks of one data-parallel replica (TP x PP x PCP) may lie beyond this node's "
+        "GPUs: --distributed-executor-backend ray or external_launcher, or --nnodes above 1; "
+        "false: vLLM compares them with this node's GPUs (--headless and the data-parallel "
+        "options do not change that; the detail names them)",
+        never_absent=True,
     ),
     "release.transformers_requirement": FactSpec(
         "str", "the judged release's transformers requirement (Requires-Dist)"
@@ -454,6 +589,9 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "log": ("facts/collect.py",),
     "derived": ("facts/derived.py",),
     "memory": ("memory/estimate.py",),
+    "host": ("facts/host.py",),
+    "nccl": ("facts/host.py",),
+    "fleet": ("fleet/fleetfacts.py",),
     "release": ("facts/release.py",),
     "release.quant": ("facts/release_kernels.py",),
     "release.attention": ("facts/release_kernels.py",),

@@ -16,6 +16,12 @@ inferred, never over a collected value):
 With ``--vllm-version`` (a what-if) this machine's torch describes another stack: installing
 that vLLM brings its pin. This machine's torch facts are then set aside, with a note, unless
 ``--torch-version`` names the torch to judge.
+
+A manifest and a collect-env report can describe two stacks: the manifest's image runs one
+vLLM on the GPUs its pod asks for, the report was written beside another vLLM or on another
+machine. ``manifest_report_conflicts`` finds where they disagree (the vLLM release; the GPU
+model): the report's part of the other stack (its torch and packages; its driver and links)
+is set aside with a note naming both sources, never mixed with the image's.
 """
 
 from __future__ import annotations
@@ -116,3 +122,60 @@ def _infer_torch_cuda(facts: Facts, pin: str, cuda_major: int | None, names: str
     if cuda_major is not None:
         basis += f" (vLLM's extensions link libcudart.so.{cuda_major})"
     facts.infer("torch.cuda_version", value, basis, possible)
+
+
+def manifest_report_conflicts(
+    report: Facts, stated: Facts, report_name: str
+) -> list[tuple[tuple[str, ...], str]]:
+    """(areas of the report to set aside, why) where a manifest's container (``stated``: the
+    facts its file states) and a collect-env report describe different stacks."""
+    from packaging.version import InvalidVersion, Version
+
+    where = str(stated.value("deploy.file") or "the manifest")
+    image = stated.value("deploy.image")
+    conflicts: list[tuple[tuple[str, ...], str]] = []
+    theirs, ours = report.value("vllm.version"), stated.value("vllm.version")
+    if theirs is not None and ours is not None:
+        try:
+            differ = Version(str(theirs)).public != Version(str(ours)).public
+        except InvalidVersion:
+            differ = str(theirs) != str(ours)
+        if differ:
+            torch = report.value("torch.version")
+            conflicts.append(
+                (
+                    ("torch", "packages"),
+                    f"the report {report_name} is of vLLM {theirs}"
+                    + (f" with torch {torch}" if torch else "")
+                    + f", {where}'s image {image} runs vLLM {ours}: two stacks, so the "
+                    "report's torch and packages are set aside (pass a report written in "
+                    "that container)",
+                )
+            )
+    machine = _gpu_model(report)
+    target = _gpu_model(stated)
+    if machine is not None and target is not None and machine[0] != target[0]:
+        conflicts.append(
+            (
+                ("driver", "topology"),
+                f"the report {report_name} is of {machine[1]}, {where} asks for "
+                f"{target[1]}: another machine, so the report's driver and GPU links are "
+                "set aside (pass a report written on a node of that pool)",
+            )
+        )
+    return conflicts
+
+
+def _gpu_model(facts: Facts) -> tuple[tuple[str, int | None], str] | None:
+    """((GPU table family, memory GiB), "N × name") of one model of GPU, or None."""
+    from vllm_doctor.knowledge.gpus import lookup
+
+    names = [str(n) for n in facts.value("gpu.names") or []]
+    if not names or len(set(names)) != 1:
+        return None
+    match = lookup(names[0])
+    if match is None:
+        return None
+    count = facts.value("gpu.count")
+    shown = f"{count if count is not None else '?'} × {names[0]}"
+    return (match.family.name, match.memory_gib), shown

@@ -67,8 +67,11 @@ MEMORY_PATHS = (
     "memory.margin_gib",
     "memory.kv_verdict",
     "memory.kv_room",
+    "memory.kv_budget_room",
     "memory.estimate_line",
 )
+# the verdicts rules decide on; a weights figure resting on an assumption decides none of them
+VERDICT_PATHS = ("memory.kv_verdict", "memory.kv_room", "memory.kv_budget_room")
 
 
 class Missing(Exception):
@@ -155,27 +158,57 @@ def _argv_value(facts: Facts, *names: str) -> str | None:
     return None
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*$", re.IGNORECASE)
+def kv_budget(facts: Facts) -> tuple[str | None, int | None]:
+    """``--kv-cache-memory-bytes`` as written and in bytes, as vLLM's ``human_readable_int``
+    reads it (``200G`` = 200 GiB, ``200g`` = 200 GB); (None, None) when not given."""
+    from vllm_doctor.serveline.parser import human_readable_int
+
+    budget = _argv_value(facts, "--kv-cache-memory-bytes", "--kv-cache-memory")
+    if budget is None:
+        return None, None
+    try:
+        value = human_readable_int(budget)
+    except (ValueError, OverflowError):
+        value = None
+    if value == 0:  # `if kv_cache_memory_bytes := ...` in gpu_worker: 0 profiles as unset
+        return None, None
+    if value is None or value < 0:
+        from vllm_doctor.errors import InputError
+
+        raise InputError(
+            f"--kv-cache-memory-bytes {budget}", "not a size in bytes (like 8G, 8000000000)"
+        )
+    return budget, value
 
 
-def _parse_size(text: str) -> int | None:
-    """vLLM's human-readable sizes: 8G, 8GiB, 8000000000."""
-    match = _SIZE.match(text)
-    if not match:
-        return None
-    number, unit = float(match.group(1)), (match.group(2) or "").lower()
-    scale = {
-        "": 1,
-        "k": 1e3,
-        "m": 1e6,
-        "g": 1e9,
-        "t": 1e12,
-        "ki": 1024,
-        "mi": 1024**2,
-        "gi": 1024**3,
-        "ti": 1024**4,
-    }[unit]
-    return int(number * scale)
+def _put_budget_room(
+    out: Estimate,
+    usable: float,
+    uhow: str,
+    kv_gib: float,
+    held: float,
+    weights_gib: float,
+    margin: float,
+) -> None:
+    """memory.kv_budget_room: with --kv-cache-memory-bytes vLLM reserves that KV cache
+    whatever else the GPU holds (gpu_worker.determine_available_memory skips the
+    utilization budget), so the weights, the profile's peak, non-torch memory, the CUDA graphs
+    and the KV cache together must fit in the GPU's memory, or an allocation runs out
+    (vllm#56698)."""
+    left = usable - held - kv_gib
+
+    def room(gib: float) -> str:
+        return "none" if gib + margin <= 0 else "tight" if gib - margin <= 0 else "room"
+
+    out.put(
+        "memory.kv_budget_room",
+        room(left),
+        f"{usable:.2f} GiB total ({uhow}) − KV cache {kv_gib:.2f} (--kv-cache-memory-bytes) "
+        f"− weights {weights_gib:.2f} − profile, non-torch and CUDA graphs "
+        f"{held - weights_gib:.2f} GiB = {left:.2f} ± {margin:.2f} GiB",
+    )
+    out.bound["memory.kv_budget_room"] = room(left + weights_gib)
+    out.inputs["budget_left_gib"] = left
 
 
 def _int_fact(facts: Facts, path: str, default: int) -> int:
@@ -241,6 +274,14 @@ class Estimate:
     # the weights' size was not known: the figures are upper bounds, only a "does not fit"
     # holds whatever the weights weigh
     weights_unknown: Missing | None = None
+    # the weights' figure rests on a value config.json does not state, or disagrees with the
+    # size the model's name states: the figures are shown with it, and only what holds with
+    # no weights at all decides (the verdicts with zero weights below)
+    weights_doubt: str | None = None
+    # the KV layout rests on a value config.json does not state (the KV heads or head size):
+    # the figures are shown with it, and no verdict decides (not even with no weights)
+    kv_doubt: str | None = None
+    bound: dict[str, Any] = field(default_factory=dict)  # verdicts with zero weights
     # what the calibration fits on (tools/calibrate_memory.py): the terms' inputs
     inputs: dict[str, Any] = field(default_factory=dict)
 
@@ -330,8 +371,13 @@ def _weights(
     partition = facts.value("env.VLLM_PP_LAYER_PARTITION")
     layers = facts.value("model.num_hidden_layers")
     moe = moe_parallel(facts)
-    qcfg = cfg.get("quantization_config") or text.get("quantization_config")
+    qcfg = (
+        cfg.get("quantization_config")
+        or cfg.get("compression_config")
+        or text.get("quantization_config")
+    )
     capability = facts.value("gpu.min_capability")
+    hf_quant = _hf_quant_config(facts)
 
     def count(split: wmod.MoeParallel) -> wmod.WeightEstimate:
         """The weights per GPU counted from config.json."""
@@ -350,6 +396,7 @@ def _weights(
             version=version,
             fp8_marlin=wmod.fp8_runs_on_marlin(int(capability) if capability else None, version),
             moe=split,
+            hf_quant=hf_quant,
         )
 
     if checkpoint is not None and not quantized_online:
@@ -378,6 +425,7 @@ def _weights(
             int(est.bytes_per_gpu * ratio),
             f"{est.how} × {ratio:.3f}, the config count's ratio with the routed experts "
             f"{moe.describe(tp)} ({split.how})",
+            split.assumptions,
         )
     if not text:
         raise Missing(
@@ -386,14 +434,37 @@ def _weights(
             or "no checkpoint size and no config.json to count parameters from",
         )
     try:
-        return count(moe)
+        counted = count(moe)
     except ValueError as err:  # a "does not fit" can still hold whatever the weights weigh
         raise Missing("model.weights_bytes", f"no checkpoint size, and {err}") from None
+    named = wmod.named_parameters(str(facts.value("model.id") or facts.value("serve.model") or ""))
+    doubt = wmod.size_doubt(counted.params, named)
+    if doubt:
+        return wmod.WeightEstimate(
+            counted.bytes_per_gpu, counted.how, (*counted.assumptions, doubt), counted.params
+        )
+    return counted
+
+
+def _hf_quant_config(facts: Facts) -> dict[str, Any] | None:
+    """ModelOpt's hf_quant_config.json beside the config.json read, or None."""
+    path = facts.value("model.config_path")
+    if not path:
+        return None
+    from vllm_doctor.facts.model_config import _read_side_json
+
+    side = Path(path).parent / "hf_quant_config.json"
+    try:
+        data = _read_side_json(side) if side.is_file() else None
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def moe_parallel(facts: Facts) -> wmod.MoeParallel:
     """How the serve line spreads the routed experts: ``--data-parallel-size`` / ``-dp``,
-    ``--enable-expert-parallel`` / ``-ep``, and under ``--enable-eplb`` the redundant experts
+    ``--prefill-context-parallel-size`` / ``-pcp`` (0.12.0 on), ``--enable-expert-parallel`` /
+    ``-ep``, and under ``--enable-eplb`` the redundant experts
     (``--eplb-config '{"num_redundant_experts": N}'`` from 0.10.2, ``--num-redundant-experts``
     0.9.2-0.11.2; vLLM refuses them without EPLB: ParallelConfig's check, config/parallel.py)."""
     dp = _int_fact(facts, "serve.data_parallel_size", 1)
@@ -412,7 +483,11 @@ def moe_parallel(facts: Facts) -> wmod.MoeParallel:
             redundant = max(int(value or 0), 0)
         except (TypeError, ValueError):
             redundant = 0
-    return wmod.MoeParallel(dp=max(dp, 1), expert_parallel=ep, redundant_experts=redundant)
+    pcp_arg = _argv_value(facts, "--prefill-context-parallel-size", "-pcp")
+    pcp = int(pcp_arg) if pcp_arg and pcp_arg.isdigit() else 1
+    return wmod.MoeParallel(
+        dp=max(dp, 1), expert_parallel=ep, redundant_experts=redundant, pcp=max(pcp, 1)
+    )
 
 
 def _kv_dtype(facts: Facts, model_dtype: str) -> tuple[str, float]:
@@ -420,6 +495,36 @@ def _kv_dtype(facts: Facts, model_dtype: str) -> tuple[str, float]:
     if isinstance(kv, str) and kv.lower() not in ("auto", ""):
         return kv.lower(), float(kvmod.DTYPE_BYTES.get(kv.lower(), 1 if "fp8" in kv else 2))
     return model_dtype, float(kvmod.DTYPE_BYTES.get(model_dtype, 2))
+
+
+# what the config reader derives where config.json does not state the KV heads
+# (facts/model_config): transformers fills the missing key from the model type's config class,
+# whose default the doctor does not know (every head its own KV head for Llama, two for
+# Qwen3-Next), so the KV layout built on it decides nothing. (A missing head_dim is taken as
+# hidden / heads, what most classes derive; a wrong guess there only shrinks the KV cache of
+# the classes whose default is larger.)
+_DERIVED_KV = {"model.num_key_value_heads": "no KV-head key"}
+
+
+def kv_assumptions(facts: Facts, text: dict[str, Any]) -> str | None:
+    """The KV layout's inputs config.json does not state, or None."""
+    if text.get("kv_lora_rank"):  # MLA: the latent rank, not the heads, sizes the KV cache
+        return None
+    found = []
+    for path, derived in _DERIVED_KV.items():
+        fact = facts.get(path)
+        if fact is not None and fact.source == Source.DERIVED and derived in (fact.detail or ""):
+            found.append(f"{path.split('.', 1)[1]} ({fact.detail}: {fact.value} taken)")
+    if text.get("global_head_dim") and text.get("num_global_key_value_heads") is None:
+        found.append("num_global_key_value_heads (the KV heads taken for the full layers)")
+    layer_types = text.get("layer_types")
+    if (
+        isinstance(layer_types, list)
+        and any("sliding" in str(kind) for kind in layer_types)
+        and not text.get("sliding_window")
+    ):
+        found.append("sliding_window (its layers taken as full attention)")
+    return "config.json states no " + "; no ".join(found) if found else None
 
 
 def sparse_mla_cache_dtype(text: dict[str, Any], requested: str, version: str | None) -> str | None:
@@ -858,7 +963,9 @@ def estimate(
     # --vllm-version) is that release's default, not the newest one's
     util = (
         float(util_fact.value)
-        if util_fact is not None and util_fact.value and util_fact.source != Source.DEFAULT
+        if util_fact is not None
+        and isinstance(util_fact.value, (int, float))
+        and util_fact.source != Source.DEFAULT
         else formula.default_utilization
     )
     out = Estimate()
@@ -876,6 +983,8 @@ def estimate(
         out.weights_unknown = miss
     weights_gib = weights.bytes_per_gpu / GIB
     out.put("memory.weights_gib", round(weights_gib, 2), weights.how)
+    if weights.assumptions:
+        out.weights_doubt = "; ".join(weights.assumptions)
 
     layers = int(_need(facts, "model.num_hidden_layers"))
     hidden = int(_need(facts, "model.hidden_size"))
@@ -949,13 +1058,15 @@ def estimate(
     out.put("memory.non_torch_gib", round(terms["non_torch"], 2), thow["non_torch"])
     out.put("memory.cuda_graph_gib", round(terms["cuda_graph"], 2), thow["cuda_graph"])
 
-    budget = _argv_value(facts, "--kv-cache-memory-bytes", "--kv-cache-memory")
-    budget_bytes = _parse_size(budget) if budget else None
+    budget, budget_bytes = kv_budget(facts)
+    graph = terms["cuda_graph"] if graph_on else 0.0
+    # what the GPU holds besides the KV cache: weights, the profile's peak, non-torch memory
+    # and the CUDA graphs (captured after the KV cache is allocated, in the same memory)
+    held = weights_gib + terms["activation"] + terms["non_torch"] + terms["cuda_graph"]
     if budget_bytes:
         kv_gib = budget_bytes / GIB
         kv_how = f"--kv-cache-memory-bytes {budget}: the profile is skipped (gpu_worker)"
     else:
-        graph = terms["cuda_graph"] if graph_on else 0.0
         kv_gib = usable * util - weights_gib - terms["activation"] - terms["non_torch"] - graph
         kv_how = (
             f"{usable:.2f} GiB × {util} − weights {weights_gib:.2f} − activation "
@@ -985,6 +1096,7 @@ def estimate(
         ):
             out.how[path] = why  # missing, with this reason
         return out
+    out.kv_doubt = kv_assumptions(facts, raw_text)
     max_len, lhow = _max_model_len(facts)
     block_arg = _argv_value(facts, "--block-size")
     requested_block = int(block_arg) if block_arg and block_arg.isdigit() else None
@@ -1025,14 +1137,25 @@ def estimate(
     )
     margin, margin_how = margin_gib(cal or calibration(), terms, calibrated, seqs, vocab)
     need_gib = cap.blocks_per_request * cap.page_bytes * cap.group_size / GIB
-    if kv_gib <= -margin or (kv_gib + margin) < need_gib:
-        verdict = "does-not-fit"
-    elif kv_gib <= margin or kv_gib < need_gib + margin:
-        verdict = "tight"
-    else:
-        verdict = "fits"
+
+    def judge(kv: float) -> tuple[str, str]:
+        """(the verdict on one request, the room) for a KV cache of ``kv`` GiB."""
+        if kv <= -margin or (kv + margin) < need_gib:
+            verdict = "does-not-fit"
+        elif kv <= margin or kv < need_gib + margin:
+            verdict = "tight"
+        else:
+            verdict = "fits"
+        return verdict, "none" if kv + margin <= 0 else "tight" if kv - margin <= 0 else "room"
+
+    verdict, room = judge(kv_gib)
+    # with no weights at all (the KV cache is then larger by them, unless a budget fixes it)
+    out.bound["memory.kv_verdict"], out.bound["memory.kv_room"] = judge(
+        kv_gib if budget_bytes else kv_gib + weights_gib
+    )
     out.put("memory.margin_gib", round(margin, 2), margin_how)
-    room = "none" if kv_gib + margin <= 0 else "tight" if kv_gib - margin <= 0 else "room"
+    if budget_bytes:
+        _put_budget_room(out, usable, uhow, kv_gib, held, weights_gib, margin)
     out.put(
         "memory.kv_room",
         room,
@@ -1046,9 +1169,20 @@ def estimate(
         f"one request of {max_len} tokens needs {need_gib:.2f} GiB; estimated KV cache "
         f"{kv_gib:.2f} ± {margin:.2f} GiB; total {usable:.2f} GiB ({uhow})",
     )
+    line = estimate_line(kv_gib, cap.tokens, cap.concurrency, max_len)
+    if out.values.get("memory.kv_budget_room") in ("none", "tight"):
+        left = out.inputs["budget_left_gib"]
+        line += (
+            f"; asked of the GPU by --kv-cache-memory-bytes {budget}, which with the weights and "
+            + (
+                f"the profile is {-left:.1f} GiB more than it holds"
+                if left < 0
+                else f"the profile leaves {left:.1f} GiB"
+            )
+        )
     out.put(
         "memory.estimate_line",
-        estimate_line(kv_gib, cap.tokens, cap.concurrency, max_len),
+        line,
         "memory.kv_cache_gib, memory.kv_cache_tokens, memory.max_concurrency",
     )
     return out
@@ -1118,9 +1252,10 @@ def _decide_over_possible_sizes(
             result.how[path] += f"; for the smallest of {sizes} ({total.detail})"
 
 
-def _without_gpu_size(facts: Facts) -> None:
-    """The figures that do not depend on the GPU's memory size (the weights per GPU, the KV
-    layers and their bytes per token), where that size is the only input missing."""
+def _partial_figures(facts: Facts) -> None:
+    """The figures that need neither the GPU's memory size nor the context length (the
+    weights per GPU, the KV layers and their bytes per token), where the whole estimate could
+    not be made."""
     cfg, raw_text = _config(facts)
     text = _text_with_facts(facts, raw_text)
     tp = _int_fact(facts, "serve.tensor_parallel_size", 1)
@@ -1140,7 +1275,11 @@ def _without_gpu_size(facts: Facts) -> None:
             "memory.weights_gib",
             round(weights.bytes_per_gpu / GIB, 2),
             Source.DERIVED,
-            weights.how,
+            (
+                f"assuming {'; '.join(weights.assumptions)}: {weights.how}"
+                if weights.assumptions
+                else weights.how
+            ),
         )
     try:
         layers = int(_need(facts, "model.num_hidden_layers"))
@@ -1159,38 +1298,98 @@ def _without_gpu_size(facts: Facts) -> None:
         facts.set(path, value, Source.DERIVED, how)
 
 
+def check_memory_arguments(facts: Facts) -> None:
+    """Refuse, as bad input, the memory arguments the judged release refuses before it
+    starts: ``--gpu-memory-utilization`` above 1 (every release: ``CacheConfig._verify_args``
+    up to 0.11.0, then ``Field(gt=0, le=1)``) or at most 0 (from 0.11.1; before, vLLM starts
+    and finds no memory for the KV cache, which MEM003 says)."""
+    fact = facts.get("serve.gpu_memory_utilization")
+    if fact is None or fact.source == Source.DEFAULT or not isinstance(fact.value, (int, float)):
+        return
+    value = float(fact.value)
+    release = facts.value("release.judged") or facts.value("vllm.version")
+    try:
+        since_gt0 = Version(str(release).split("+")[0]) >= Version("0.11.1") if release else True
+    except InvalidVersion:
+        since_gt0 = True
+    if value > 1 or (value <= 0 and since_gt0) or value != value:
+        from vllm_doctor.errors import InputError
+
+        shown = f"vLLM {release}" if release else "vLLM (every release from 0.11.1)"
+        raise InputError(
+            f"--gpu-memory-utilization {fact.value:g}",
+            f"{shown} refuses it: the share of GPU memory must be in (0, 1] "
+            "(CacheConfig.gpu_memory_utilization)",
+        )
+
+
 def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
-    """Set every memory.* fact, or mark each missing with the input it lacks."""
+    """Set every memory.* fact, or mark each missing with the input it lacks. InputError for
+    memory arguments the judged release refuses."""
     for path in MEMORY_PATHS:
         facts.values.pop(path, None)
         facts.missing.pop(path, None)
+    check_memory_arguments(facts)
     try:
         result = estimate(facts, cal=cal)
         _decide_over_possible_sizes(facts, result, cal)
     except Missing as miss:
         for path in MEMORY_PATHS:
             facts.mark_missing(path, f"needs {miss.path}: {miss.reason}")
-        if miss.path == "gpu.memory_total_mib":  # the weights do not depend on the GPU's size
-            _without_gpu_size(facts)
+        # the weights and the KV bytes per token need neither the GPU nor the context length
+        _partial_figures(facts)
         return
-    except (ValueError, TypeError, KeyError, ZeroDivisionError) as err:
+    except (ValueError, TypeError, KeyError, ZeroDivisionError, OverflowError) as err:
         for path in MEMORY_PATHS:
             facts.mark_missing(path, f"could not be estimated: {err}")
         return
-    unknown = result.weights_unknown
+    unknown, doubt = result.weights_unknown, result.weights_doubt
+    if result.kv_doubt:  # no verdict holds whatever the KV layout is
+        for path in VERDICT_PATHS:
+            if path in result.values:
+                result.values.pop(path)
+                result.how[path] = f"{DOUBT_PREFIX.replace('weights', 'KV')}{result.kv_doubt}"
+        doubt = "; ".join(d for d in (doubt, result.kv_doubt) if d)
     for path in MEMORY_PATHS:
-        bound_holds = path == "memory.kv_verdict" and result.values.get(path) == "does-not-fit"
+        bound_holds = (
+            path in VERDICT_PATHS
+            and path in result.values
+            and result.bound.get(path, result.values.get(path)) in ("does-not-fit", "none")
+        )
         if unknown is not None and not bound_holds:
             facts.mark_missing(path, f"needs {unknown.path}: {unknown.reason}")
+        elif doubt is not None and path in VERDICT_PATHS and path in result.values:
+            if bound_holds:  # holds with no weights at all
+                facts.set(
+                    path,
+                    result.bound[path],
+                    Source.DERIVED,
+                    f"even with no weights (their figure rests on an assumption: {doubt})",
+                )
+            else:
+                facts.mark_missing(path, f"{DOUBT_PREFIX}{doubt}. {DOUBT_HINT}")
         elif path not in result.values and path in result.how:
             facts.mark_missing(path, result.how[path])
         elif path in result.values:
             how = result.how[path]
+            value = result.values[path]
             if unknown is not None:
                 how = f"even with no weights (their size is unknown): {how}"
-            facts.set(path, result.values[path], Source.DERIVED, how)
+            elif doubt is not None:
+                how = f"assuming {doubt}: {how}"
+                if path == "memory.estimate_line":
+                    value = f"{value} (rests on assumed values: decides nothing)"
+            facts.set(path, value, Source.DERIVED, how)
         else:
             facts.mark_missing(path, "not estimated")
+
+
+# a weights figure resting on an assumption: why the verdicts are undecided, and the way out
+DOUBT_PREFIX = "the weights figure rests on an assumption, so it decides nothing: "
+DOUBT_HINT = (
+    "Give the checkpoint's size (its model.safetensors.index.json beside config.json, or the "
+    "Hub) or a config.json that states it"
+)
 
 
 # -- the one line every report shows -----------------------------------------------------------
@@ -1211,7 +1410,7 @@ def report_line(facts: Facts) -> str | None:
             from vllm_doctor.memory.readback import describe
 
             return f"vLLM printed: {describe(figures)} (no estimate: {_why_no_estimate(facts)})"
-        return _without_gpu_size_line(facts)
+        return _partial_line(facts)
     weights, usable = facts.value("memory.weights_gib"), facts.value("memory.usable_gib")
     margin = facts.value("memory.margin_gib")
     total = facts.get("gpu.memory_total_mib")
@@ -1240,20 +1439,28 @@ def report_line(facts: Facts) -> str | None:
     return line
 
 
-def _without_gpu_size_line(facts: Facts) -> str | None:
-    """What _without_gpu_size found where only the GPU's memory size is missing: "weights
+def _partial_line(facts: Facts) -> str | None:
+    """What _partial_figures found where the whole estimate could not be made: "weights
     15.26 GiB per GPU; KV 144.00 KiB per token (36 full layers); the KV cache needs …"."""
     weights, per_token = facts.value("memory.weights_gib"), facts.value("memory.kv_bytes_per_token")
     if weights is None and per_token is None:
         return None
     from vllm_doctor.report.facts_view import format_bytes
 
-    known = [f"weights {weights} GiB per GPU"] if weights is not None else []
+    known = []
+    if weights is not None:
+        fact = facts.get("memory.weights_gib")
+        detail = (fact.detail if fact is not None else None) or ""
+        assumed = " (rests on an assumed value)" if detail.startswith("assuming ") else ""
+        known.append(f"weights {weights} GiB per GPU{assumed}")
     if per_token is not None:
         layers = str(facts.value("memory.kv_layers") or "").split(" (")[0]
         known.append(f"KV {format_bytes(int(per_token))} per token ({layers} layers)")
-    if facts.value("gpu.names"):  # a GPU whose size the name does not tell: say why
-        reason = _why_no_estimate(facts).removeprefix("needs gpu.memory_total_mib: ")
+    reason = _why_no_estimate(facts)
+    if not reason.startswith("needs gpu.memory_total_mib"):
+        need = f"the KV cache {reason}"
+    elif facts.value("gpu.names"):  # a GPU whose size the name does not tell: say why
+        reason = reason.removeprefix("needs gpu.memory_total_mib: ")
         need = f"the KV cache needs the GPU's memory size ({reason})"
     else:
         need = "the KV cache needs the GPU's memory size: --gpu NAME or --report collect-env.txt"

@@ -40,10 +40,12 @@ largest stage is reported.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from vllm_doctor.facts.model_config import _int
+from vllm_doctor.memory import quant as qmod
 from vllm_doctor.memory.kv import DTYPE_BYTES, dim, layer_kinds, pp_partitions, state_geometry
 
 
@@ -51,28 +53,39 @@ from vllm_doctor.memory.kv import DTYPE_BYTES, dim, layer_kinds, pp_partitions, 
 class WeightEstimate:
     bytes_per_gpu: int
     how: str
+    # values the count took that config.json does not state (a figure that rests on them
+    # is shown with them and decides nothing)
+    assumptions: tuple[str, ...] = ()
+    params: int = 0  # the parameters counted (0: from the checkpoint's size)
 
 
 @dataclass(frozen=True)
 class MoeParallel:
     """How the routed experts spread over the GPUs, as ``FusedMoEParallelConfig.make`` builds it
     (fused_moe/layer.py 0.9.0, fused_moe/config.py 0.10.0-0.33.0; ``FusedMoE.__init__`` 0.8.x):
-    the MoE layer flattens TP across DP (``flatten_tp_across_dp[_and_pcp]``: TP × DP ranks), so
-    without ``--enable-expert-parallel`` every expert's intermediate size is sharded over TP × DP,
-    and with it each of the TP × DP = EP ranks holds whole experts (``determine_expert_map``:
-    the physical experts, the logical ones plus EPLB's ``num_redundant_experts``, split evenly).
-    Attention, dense MLPs, shared experts and embeddings stay split over TP and are replicated on
-    every DP rank; either way a GPU holds 1 / (TP × DP) of the routed experts' weights (plus
-    its redundant experts under EPLB)."""
+    the MoE layer flattens TP across DP (``flatten_tp_across_dp``), and from 0.12.0 across the
+    prefill-context-parallel ranks too (``flatten_tp_across_dp_and_pcp``: TP × DP × PCP ranks,
+    "PCP serves the same function as DP here"), so without ``--enable-expert-parallel`` every
+    expert's intermediate size is sharded over those ranks, and with it each of the EP ranks
+    holds whole experts (``determine_expert_map``: the physical experts, the logical ones plus
+    EPLB's ``num_redundant_experts``, split evenly). Attention, dense MLPs, shared experts and
+    embeddings stay split over TP and are replicated on every DP and PCP rank; either way a
+    GPU holds 1 / (TP × DP × PCP) of the routed experts' weights (plus its redundant experts
+    under EPLB). Decode context parallelism reuses the TP ranks and splits nothing more."""
 
     dp: int = 1
     expert_parallel: bool = False
     redundant_experts: int = 0
+    pcp: int = 1  # prefill-context-parallel ranks the experts are flattened over
+
+    def _ranks(self, tp: int) -> tuple[int, str]:
+        shown = f"TP {tp} × DP {self.dp}" + (f" × PCP {self.pcp}" if self.pcp > 1 else "")
+        return tp * self.dp * self.pcp, shown
 
     def split(self, experts: int, tp: int) -> tuple[float, int, int, str]:
         """(the share of the routed experts' weights one GPU holds, the TP the experts are
         sharded over, the experts one GPU holds, how)."""
-        ranks = tp * self.dp
+        ranks, shown = self._ranks(tp)
         if self.expert_parallel and ranks > 1:
             physical = experts + self.redundant_experts
             local = -(-physical // ranks)  # the largest rank's (an uneven split is rare)
@@ -85,19 +98,17 @@ class MoeParallel:
                 local / experts,
                 1,
                 local,
-                (
-                    f"{local} whole experts per GPU: {physical}{extra} over EP = TP {tp} × DP {self.dp}"
-                ),
+                f"{local} whole experts per GPU: {physical}{extra} over EP = {shown}",
             )
-        how = f"experts sharded over TP {tp} × DP {self.dp}" if self.dp > 1 else ""
+        how = f"experts sharded over {shown}" if ranks > tp else ""
         return 1 / ranks, ranks, experts, how
 
     def describe(self, tp: int) -> str:
-        ranks = tp * self.dp
+        ranks, shown = self._ranks(tp)
         if self.expert_parallel and ranks > 1:
             extra = f" + {self.redundant_experts} redundant" if self.redundant_experts else ""
-            return f"as whole experts{extra} over EP = TP {tp} × DP {self.dp}"
-        return f"sharded over TP {tp} × DP {self.dp}"
+            return f"as whole experts{extra} over EP = {shown}"
+        return f"sharded over {shown}"
 
 
 NO_MOE_SPLIT = MoeParallel()  # one DP rank: the experts split over TP as the rest
@@ -111,42 +122,6 @@ def routed_experts(text: dict[str, Any]) -> int:
         )
         or 0
     )
-
-
-def _quant_bytes(
-    qcfg: dict[str, Any] | None, scheme: str | None, dense_bytes: float
-) -> tuple[float, str]:
-    """Bytes per weight of a quantized linear layer, and how."""
-    method = str((qcfg or {}).get("quant_method") or scheme or "").lower()
-    scheme = (scheme or "").lower()
-    group = _int((qcfg or {}).get("group_size")) or 128
-    bits = _int((qcfg or {}).get("bits") or (qcfg or {}).get("w_bit")) or 4
-    if "nvfp4" in scheme or "nvfp4" in method or method == "modelopt_fp4":
-        return 0.5 + 1 / 16, "NVFP4: 4 bits + one FP8 scale per 16"
-    if "mxfp4" in scheme or method == "mxfp4":
-        return 0.5 + 1 / 32, "MXFP4: 4 bits + one E8M0 scale per 32"
-    if method in ("awq", "gptq", "awq_marlin", "gptq_marlin") or scheme in (
-        "awq",
-        "gptq",
-        "w4a16",
-        "w8a16",
-    ):
-        if scheme == "w8a16":
-            bits = 8
-        per = bits / 8 + (2 + bits / 8) / group
-        return per, f"{method or scheme} {bits}-bit, group {group}: {per:.3f} B"
-    if method == "bitsandbytes" or scheme == "bnb":
-        if (qcfg or {}).get("load_in_8bit"):
-            return 1 + 4 / 4096, "bitsandbytes 8-bit"
-        return 0.5 + 4 / 64, "bitsandbytes 4-bit, one float32 scale per 64"
-    if (
-        "fp8" in method
-        or "fp8" in scheme
-        or scheme in ("w8a8-int8", "mxfp8")
-        or (method in ("compressed-tensors", "modelopt") and "8" in scheme)
-    ):
-        return 1.0, "8-bit weights"
-    return dense_bytes, f"{dense_bytes:g} B (unquantized)"
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -243,6 +218,19 @@ def hopper_swizzled_scale_bytes(experts: int, hidden: int, inter_rank: int) -> i
     return experts * (w13 + w2)
 
 
+def _vision_assumption(cfg: dict[str, Any]) -> str | None:
+    """What _vision_params assumes of the tower that its config does not state."""
+    vision = cfg.get("vision_config")
+    if not isinstance(vision, dict) or _int(vision.get("intermediate_size")):
+        return None
+    hidden = _int(vision.get("hidden_size") or vision.get("embed_dim") or vision.get("width"))
+    return (
+        f"vision_config has no intermediate_size: 4 × its hidden size ({4 * hidden}) assumed"
+        if hidden
+        else None
+    )
+
+
 def _vision_params(cfg: dict[str, Any]) -> int:
     vision = cfg.get("vision_config")
     if not isinstance(vision, dict):
@@ -322,6 +310,17 @@ def _layer_mix(
     return mixers, mlp_layers, f"{n_state} {state[1]} mixers of {state[0] / 1e6:.1f} M"
 
 
+# model types whose MoE layers keep a dense MLP beside the routed experts (gemma4.py: Gemma4MLP
+# of intermediate_size and, with num_experts, a FusedMoE block in every decoder layer)
+_DENSE_BESIDE_MOE = ("gemma4",)
+
+
+def _positive(name: str, value: int | None) -> int | None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{name} {value} in config.json is not a size")
+    return value
+
+
 def from_config(
     cfg: dict[str, Any],
     text: dict[str, Any],
@@ -338,25 +337,83 @@ def from_config(
     version: str | None = None,
     fp8_marlin: bool = False,
     moe: MoeParallel = NO_MOE_SPLIT,
+    hf_quant: dict[str, Any] | None = None,
 ) -> WeightEstimate:
     """Weights per GPU counted from the config (no checkpoint size known); ``vision_tp``:
     the vision tower is split over TP (False: ``--mm-encoder-tp-mode data`` replicates it);
-    ``moe``: how the routed experts spread over TP × DP."""
-    hidden = _int(text.get("hidden_size"))
-    layers = _int(text.get("num_hidden_layers"))
-    vocab = _int(text.get("vocab_size") or cfg.get("vocab_size"))
-    heads = _int(text.get("num_attention_heads"))
+    ``moe``: how the routed experts spread over TP × DP; ``hf_quant``: ModelOpt's
+    hf_quant_config.json. ValueError where a size is missing or impossible, or the
+    quantization is not understood (memory/quant.py)."""
+    hidden = _positive("hidden_size", _int(text.get("hidden_size")))
+    layers = _positive("num_hidden_layers", _int(text.get("num_hidden_layers")))
+    vocab = _positive("vocab_size", _int(text.get("vocab_size") or cfg.get("vocab_size")))
+    heads = _positive("num_attention_heads", _int(text.get("num_attention_heads")))
     if not (hidden and layers and vocab and heads):
         raise ValueError("hidden size, layers, vocabulary or heads missing from config.json")
-    kv = _int(text.get("num_key_value_heads")) or heads
-    head_dim = _int(text.get("head_dim")) or hidden // heads
-    inter = dim(text.get("intermediate_size")) or 4 * hidden
+    assumed: list[str] = []
+    kv = _positive("num_key_value_heads", _int(text.get("num_key_value_heads"))) or heads
+    head_dim = _positive("head_dim", _int(text.get("head_dim"))) or hidden // heads
+    model_type = str(text.get("model_type") or cfg.get("model_type") or "")
+    experts = routed_experts(text)
+    if experts < 0:
+        raise ValueError(f"the expert count {experts} in config.json is not a count")
+    pattern = text.get("hybrid_override_pattern")
+    pattern = pattern if isinstance(pattern, str) else None
+    first_dense = _int(text.get("first_k_dense_replace")) or 0
+    dense_beside = bool(experts) and model_type.startswith(_DENSE_BESIDE_MOE)
+    # layers with a dense MLP and with an MoE block
+    if pattern is not None:  # Nemotron-H: a layer is a mixer (M, *) or an MLP (-) / MoE (E)
+        dense_layers, moe_layers = pattern.count("-"), pattern.count("E") if experts else 0
+        if not experts:
+            dense_layers += pattern.count("E")
+    elif experts:
+        # Llama 4: an MoE block every interleave_moe_layer_step-th layer (llama4.py
+        # is_moe_layer: (layer_idx + 1) % step == 0), a dense MLP on the others
+        step = _int(text.get("interleave_moe_layer_step")) or 1
+        moe_layers = max(layers - first_dense, 0) // max(step, 1)
+        dense_layers = layers - moe_layers + (moe_layers if dense_beside else 0)
+    else:
+        dense_layers, moe_layers = layers, 0
+    inter = _positive("intermediate_size", dim(text.get("intermediate_size")))
+    moe_inter = _positive(
+        "moe_intermediate_size",
+        dim(text.get("moe_intermediate_size") or text.get("expert_intermediate_size")),
+    )
+    # Llama 4 names the dense MLPs' size intermediate_size_mlp, the experts' intermediate_size
+    dense_inter = _positive("intermediate_size_mlp", dim(text.get("intermediate_size_mlp")))
+    if dense_inter is not None:
+        moe_inter = moe_inter or inter
+        inter = dense_inter
+    if moe_layers and moe_inter is None:
+        if inter is not None and not dense_layers:
+            moe_inter = inter  # no dense MLP: intermediate_size is the experts' (Mixtral)
+        else:
+            moe_inter = 4 * hidden
+            assumed.append(
+                f"config.json has no moe_intermediate_size: the experts' intermediate size "
+                f"taken as 4 × hidden ({moe_inter})"
+            )
+    if dense_layers and inter is None:
+        inter = 4 * hidden
+        assumed.append(
+            f"config.json has no intermediate_size: 4 × hidden ({inter}) assumed for the MLPs"
+        )
+    inter = inter or 0
+    moe_inter = moe_inter or 0
     lora = _int(text.get("kv_lora_rank"))
     if lora:
         q_lora = _int(text.get("q_lora_rank"))
-        nope = _int(text.get("qk_nope_head_dim")) or 128
-        rope = _int(text.get("qk_rope_head_dim")) or 64
-        v_dim = _int(text.get("v_head_dim")) or 128
+        mla: dict[str, int] = {}
+        for key, default in (
+            ("qk_nope_head_dim", 128),
+            ("qk_rope_head_dim", 64),
+            ("v_head_dim", 128),
+        ):
+            stated = _positive(key, _int(text.get(key)))
+            if stated is None:
+                assumed.append(f"config.json has no {key}: {default} assumed (MLA)")
+            mla[key] = default if stated is None else stated
+        nope, rope, v_dim = mla["qk_nope_head_dim"], mla["qk_rope_head_dim"], mla["v_head_dim"]
         q = (
             (hidden * q_lora + q_lora * heads * (nope + rope))
             if q_lora
@@ -367,28 +424,44 @@ def from_config(
     else:
         # attn_output_gate: q_proj also yields the output gate; on by default for Qwen3-Next
         # and Qwen3.5 (getattr(config, "attn_output_gate", True) in qwen3_next.py)
-        family_gate = str(text.get("model_type") or "").startswith(("qwen3_next", "qwen3_5"))
+        family_gate = model_type.startswith(("qwen3_next", "qwen3_5"))
         q_heads = heads * (2 if text.get("attn_output_gate", family_gate) else 1)
         attn = hidden * (q_heads + 2 * kv) * head_dim + heads * head_dim * hidden
         attn_how = "attention"
     mix = _layer_mix(text, layers, hidden, attn)
-    mixers, mlp_layers = (mix[0], mix[1]) if mix else (layers * attn, layers)
+    mixers = mix[0] if mix else layers * attn
     if mix:
         attn_how += f" and {mix[2]}"
-    experts = routed_experts(text)
-    moe_inter = dim(text.get("moe_intermediate_size")) or inter
     # Nemotron-H's MLPs and experts are up/down only (relu2, NemotronHMLP), others gated
     mats = 2 if text.get("mlp_hidden_act") == "relu2" else 3
-    dense_mlp = mats * hidden * inter
-    quant = online_quant if online_quant in ("fp8", "fp8_e4m3", "mxfp4", "bitsandbytes") else None
-    per_weight, qhow = _quant_bytes({"quant_method": quant} if quant else qcfg, scheme, dtype_bytes)
-    block = (qcfg or {}).get("weight_block_size") if not quant else None
-    if fp8_marlin and qhow == "8-bit weights" and isinstance(block, list) and len(block) == 2:
+    counts = qmod.LayerCounts(
+        mixer=sum(kind != "none" for kind in layer_kinds(text, layers)) or layers,
+        mlp=dense_layers,
+        experts=moe_layers,
+        layers=layers,
+    )
+    online = online_quant in ("fp8", "fp8_e4m3", "mxfp4", "bitsandbytes")
+    lb = qmod.linear_bytes(
+        {"quant_method": online_quant} if online else qcfg,
+        None if online else scheme,
+        dtype_bytes,
+        counts,
+        model_type=model_type,
+        text=text,
+        hf_quant=None if online else hf_quant,
+        version=version,
+    )
+    per, qhow = dict(lb.per), lb.how
+    assumed.extend(lb.assumed)
+    block = (qcfg or {}).get("weight_block_size") if not online else None
+    if fp8_marlin and lb.fp8 and isinstance(block, list) and len(block) == 2:
         # marlin_utils_fp8.prepare_fp8_layer_for_marlin / prepare_fp8_moe_layer_for_marlin
         # (0.9.0-0.33.0): block scales become group scales, one per block_k input values and
         # every output channel, in the model dtype
         block_k = _int(block[1]) or 128
-        per_weight += dtype_bytes / block_k
+        for kind in qmod.LINEAR:
+            if per[kind] == 1.0:
+                per[kind] += dtype_bytes / block_k
         qhow += (
             f"; Marlin FP8 (no FP8 on this GPU): the {block[0]}×{block_k} block scales "
             f"expanded to one {dtype_bytes:g}-byte scale per {block_k} weights of each output "
@@ -396,11 +469,14 @@ def from_config(
         )
     padding = 0.0  # MoE weights stored beyond their count (Marlin's MXFP4 layout)
     scales_kept = 0  # bytes per GPU (before the PP share) of MXFP4 scales held twice
-    routed = 0  # the routed experts' parameters, split over TP × DP rather than TP
+    routed = shared_total = router = latent_total = 0
     expert_share, moe_tp, split_how = 1 / tp, tp, ""
-    if experts:
+    latent = _positive("moe_latent_size", _int(text.get("moe_latent_size")))
+    expert_hidden = latent or hidden
+    if experts and moe_layers:
         expert_share, moe_tp, local_experts, split_how = moe.split(experts, tp)
-        shared = _int(text.get("n_shared_experts")) or 0
+        # Llama 4's MoE block has one shared expert of the experts' size (Llama4MoE)
+        shared = _int(text.get("n_shared_experts")) or (1 if model_type.startswith("llama4") else 0)
         shared_inter = (
             _int(
                 text.get("shared_expert_intermediate_size")
@@ -411,60 +487,74 @@ def from_config(
         )
         # the experts' stored (padded) size over their true one: Marlin's MXFP4 layout
         pad = 1.0
-        if qhow.startswith("MXFP4") and moe_backend[0] == "marlin":
+        if lb.mxfp4_moe and moe_backend[0] == "marlin":
             padded_inter = round_up(-(-moe_inter // moe_tp), 128) * moe_tp
-            pad = round_up(hidden, 256) * padded_inter / (hidden * moe_inter)
+            pad = round_up(expert_hidden, 256) * padded_inter / (expert_hidden * moe_inter)
             qhow += (
-                f"; experts padded for Marlin to hidden {round_up(hidden, 256)} × "
+                f"; experts padded for Marlin to hidden {round_up(expert_hidden, 256)} × "
                 f"intermediate {padded_inter // moe_tp} per rank ({moe_backend[1]})"
             )
-        elif qhow.startswith("MXFP4") and moe_backend[0] == "triton":
+        elif lb.mxfp4_moe and moe_backend[0] == "triton":
             qhow += f"; experts unpadded ({moe_backend[1]})"
             if triton_keeps_loaded_scales(version):
-                moe_layers = layers - (_int(text.get("first_k_dense_replace")) or 0)
-                kept = hopper_swizzled_scale_bytes(local_experts, hidden, -(-moe_inter // moe_tp))
+                kept = hopper_swizzled_scale_bytes(
+                    local_experts, expert_hidden, -(-moe_inter // moe_tp)
+                )
                 scales_kept = moe_layers * kept  # per GPU before the PP share
                 qhow += (
                     f"; the loaded block scales stay beside their swizzled copy under {version} "
                     f"(+{kept * moe_layers / 2**30:.2f} GiB per GPU: "
                     "mxfp4 process_weights_after_loading, 0.12.0–0.24.x)"
                 )
-        elif qhow.startswith("MXFP4") and moe_backend[1]:
+        elif lb.mxfp4_moe and moe_backend[1]:
             qhow += f"; experts unpadded ({moe_backend[1]})"
-        moe_mlp = (
-            experts * mats * hidden * moe_inter + mats * hidden * shared_inter + hidden * experts
-        )
-        padding = layers * experts * mats * hidden * moe_inter * (pad - 1)  # stored, not counted
-        dense_layers = _int(text.get("first_k_dense_replace")) or 0
-        mlp_total = dense_layers * dense_mlp + (mlp_layers - dense_layers) * moe_mlp
-        routed = (mlp_layers - dense_layers) * experts * mats * hidden * moe_inter
-        mlp_how = f"{experts} experts × {mats} × {hidden} × {moe_inter}"
+        routed = moe_layers * experts * mats * expert_hidden * moe_inter
+        padding = routed * (pad - 1)  # stored, not counted
+        shared_total = moe_layers * mats * hidden * shared_inter
+        router = moe_layers * hidden * experts
+        if latent:  # fc1/fc2_latent_proj: ReplicatedLinear, whole on every GPU (nemotron_h.py)
+            latent_total = moe_layers * 2 * hidden * latent
+        mlp_how = f"{experts} experts × {mats} × {expert_hidden} × {moe_inter}"
+        if latent:
+            mlp_how += f" (latent MoE: moe_latent_size {latent}, projections from {hidden})"
         if split_how:
             mlp_how += f", {split_how}"
+        if dense_layers:
+            mlp_how += f", {dense_layers} dense MLPs {mats} × {hidden} × {inter}"
     else:
-        mlp_total = mlp_layers * dense_mlp
         mlp_how = f"MLP {mats} × {hidden} × {inter}"
-    linear = mixers + mlp_total
+    dense_total = dense_layers * mats * hidden * inter
     tied = bool(cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
     embed = vocab * hidden * (1 if tied else 2)
     vision = _vision_params(cfg)
+    if vision and (vision_assumed := _vision_assumption(cfg)):
+        assumed.append(vision_assumed)
     # the largest pipeline stage: its share of the layers, plus the embeddings on the first
     parts = pp_partitions(layers, pp, pp_partition)
     stage_layers = max(parts)
     stage = stage_layers / layers
     # the routed experts over TP × DP (MoeParallel), the rest over TP
     routed_gpu = (routed + padding) * expert_share
-    linear_bytes = ((linear - routed) / tp + routed_gpu) * stage * per_weight
-    if qhow.startswith("MXFP4"):
-        # vLLM's Mxfp4Config quantizes the fused MoE only: attention stays in the dtype
-        mlp_gpu = (mlp_total - routed) / tp + routed_gpu
-        linear_bytes = (mixers / tp * dtype_bytes + mlp_gpu * per_weight) * stage
-        qhow += "; attention unquantized (Mxfp4Config quantizes the MoE experts only)"
-    embed_gpu = (vocab * hidden * (1 if tied or pp > 1 else 2)) / tp
+    linear_bytes = stage * (
+        mixers / tp * per["mixer"]
+        + dense_total / tp * per["mlp"]
+        + shared_total / tp * per["shared"]
+        + router / tp * dtype_bytes
+        + latent_total * per["shared"]
+        + routed_gpu * per["experts"]
+    )
+    head_gpu = 0 if tied or pp > 1 else vocab * hidden / tp
+    embed_gpu = vocab * hidden / tp
     vision_gpu = vision / tp if vision_tp else vision
     kept_gpu = scales_kept * stage_layers / layers
-    total = int(linear_bytes + embed_gpu * dtype_bytes + vision_gpu * dtype_bytes + kept_gpu)
-    params = linear + embed + vision
+    total = int(
+        linear_bytes
+        + embed_gpu * dtype_bytes
+        + head_gpu * per["lm_head"]
+        + vision_gpu * dtype_bytes
+        + kept_gpu
+    )
+    params = mixers + dense_total + routed + shared_total + router + latent_total + embed + vision
     how = (
         f"{params / 1e9:.2f} B parameters from config.json ({attn_how}, {mlp_how}, "
         f"{'tied' if tied else 'untied'} embeddings {vocab} × {hidden}"
@@ -476,8 +566,10 @@ def from_config(
         )
         + f"); linear layers at {qhow}; split over TP {tp}"
         + (f", the largest of PP stages {parts} ({stage_layers} layers)" if pp > 1 else "")
+        + (f"; {'; '.join(lb.notes)}" if lb.notes else "")
+        + (f"; assumed: {'; '.join(assumed)}" if assumed else "")
     )
-    return WeightEstimate(total, how)
+    return WeightEstimate(total, how, tuple(assumed), params)
 
 
 def from_checkpoint(
@@ -505,3 +597,45 @@ def from_checkpoint(
 
 def dtype_bytes(name: str | None) -> float | None:
     return DTYPE_BYTES.get(str(name).lower().replace("torch.", "")) if name else None
+
+
+# "Qwen3-8B", "gemma-4-26B-A4B", "opt-125m", "Llama-2-13b-chat-hf": the total parameters the
+# name states. Not read: an active count ("A4B"), an effective one (Gemma's "E2B"), experts
+# times a size ("8x7B"), and a size followed by an expert count ("17B-16E": Llama 4 names its
+# active parameters that way)
+_NAMED_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([bm])$", re.IGNORECASE)
+_EXPERT_COUNT = re.compile(r"^\d+e$", re.IGNORECASE)
+# how far a count may stray from the size a name states before it is doubtful: names round
+# (Llama-3.1-8B is 8.03 B, gpt-oss-20b 20.9 B) and some leave the vision or audio tower out
+SIZE_TOLERANCE = 2.5
+
+
+def named_parameters(model_id: str) -> tuple[float, str] | None:
+    """(parameters, the word that states them) from a model's name, or None."""
+    name = model_id.rstrip("/").rsplit("/", 1)[-1]
+    words = re.split(r"[-_\s]+", name)
+    if any(re.fullmatch(r"\d+x\d+(?:\.\d+)?[bm]", w, re.IGNORECASE) for w in words):
+        return None
+    for i, word in enumerate(words):
+        match = _NAMED_SIZE.match(word)
+        if not match:
+            continue
+        if i + 1 < len(words) and _EXPERT_COUNT.match(words[i + 1]):
+            return None
+        scale = 1e9 if match.group(2).lower() == "b" else 1e6
+        return float(match.group(1)) * scale, word
+    return None
+
+
+def size_doubt(counted: int, named: tuple[float, str] | None) -> str | None:
+    """Why a count from config.json is doubtful against the size the name states, or None."""
+    if not counted or named is None:
+        return None
+    size, word = named
+    ratio = counted / size
+    if 1 / SIZE_TOLERANCE <= ratio <= SIZE_TOLERANCE:
+        return None
+    return (
+        f"the count from config.json ({counted / 1e9:.1f} B parameters) is {ratio:.1f} × the "
+        f"size the model's name states ({word}): the config is not read as the checkpoint is"
+    )

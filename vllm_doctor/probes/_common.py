@@ -20,6 +20,7 @@ class Ctx:
     params: dict[str, Any]
     emit: Callable[[dict[str, Any]], None]
     dist_backend: str | None = None  # "nccl" | "gloo" | None
+    store: Any = None  # the store the ranks meet through, before the process group forms
     init: dict[str, Any] = field(default_factory=dict)
     probe: str = ""
     part: str | None = None  # set in a forked sub-check

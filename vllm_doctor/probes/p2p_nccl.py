@@ -18,7 +18,9 @@ TP over PCIe without P2P (HW001) is confirmed when a pair has no NVLink and no p
 
 from __future__ import annotations
 
+import time
 from functools import partial
+from typing import Any
 
 from vllm_doctor.probes._common import Ctx, result, sync, time_op
 
@@ -120,7 +122,10 @@ def _local_world(ctx: Ctx, ngpu: int) -> int:
 
 def prepare(ctx: Ctx) -> dict:
     """Peer access, links and peer copies: no communicator needed, so they run while the
-    process group forms (the peer GPUs' contexts are created here, off the critical path)."""
+    process group forms. Each rank creates a context on every peer GPU for them (n - 1 more
+    per rank), which slowed the group's formation and the exit at 4 ranks
+    (bench/probes/README.md); the copies through CUDA IPC (``{"bench": {"copies": "ipc"}}``)
+    create none and wait for a run on several GPUs to become the default."""
     import torch
 
     dev = ctx.device
@@ -142,15 +147,25 @@ def prepare(ctx: Ctx) -> dict:
     links = _links(ctx, ngpu)
     metrics["links"] = {f"{i}-{j}": rec.get("link") for (i, j), rec in links.items() if i < j}
 
-    state = {"metrics": metrics, "matrix": matrix, "links": links}
-    if not (ctx.params.get("bench") or {}).get("copies_in_run"):
+    state: dict[str, Any] = {"metrics": metrics, "matrix": matrix, "links": links}
+    bench = ctx.params.get("bench") or {}
+    if bench.get("copies") == "none":  # bench: what the copies cost, measured by leaving them out
+        metrics["copies"] = "not run (bench)"
+        state["copy_bad"] = []
+    elif bench.get("copies_in_run"):
+        pass  # bench: run() copies once the group has formed
+    elif ctx.store is not None and bench.get("copies") == "ipc":
+        # bench, until a run on several GPUs has checked it: the ranks trade IPC handles
+        # through the runner's store file
+        _peer_copies_ipc(ctx, state)
+    else:
         _peer_copies(ctx, state)
     return state
 
 
 def _peer_copies(ctx: Ctx, state: dict) -> None:
     """Copies from this rank's GPU to every other GPU its node's ranks use, checked on the
-    destination and after the round trip."""
+    destination and after the round trip; torch creates a context on each of those GPUs."""
     import torch
 
     dev = ctx.device
@@ -183,6 +198,82 @@ def _peer_copies(ctx: Ctx, state: dict) -> None:
             copy_bad.append(f"{me}->{j}")
         del dst, back
     state["metrics"]["copies"] = copies
+    state["copy_bad"] = copy_bad
+
+
+IPC_PREFIX = "vllm-doctor/p2p-copies"
+
+
+def _peer_copies_ipc(ctx: Ctx, state: dict) -> None:
+    """Copies from this rank's GPU into every peer rank's GPU memory, mapped into this rank's
+    own context by CUDA IPC (no context is created on the peer GPU), read back here, and checked
+    on the destination by the rank that owns it once every rank has written."""
+    import datetime as dt
+
+    import torch
+
+    from vllm_doctor.probes.cuda_driver import Driver
+
+    store = ctx.store
+    dev = ctx.device
+    me = ctx.local_rank
+    n = _local_world(ctx, torch.cuda.device_count())
+    ctx.progress("copies to every peer GPU (CUDA IPC)")
+    words = 64 * MIB // 4
+    nbytes = words * 4
+
+    def data(r: int):
+        gen = torch.Generator(device=dev).manual_seed(1000 + r)
+        return torch.randint(
+            -(2**31), 2**31 - 1, (words,), generator=gen, device=dev, dtype=torch.int32
+        )
+
+    inbox = torch.zeros(n * words, device=dev, dtype=torch.int32)  # one slot per sender
+    src = data(me)
+    torch.cuda.synchronize(dev)
+    driver = Driver()
+    driver.use(me)
+    handle, offset = driver.ipc_handle(inbox.data_ptr())
+    store.set(f"{IPC_PREFIX}/{me}", handle + offset.to_bytes(8, "little"))
+    copies: dict[str, dict] = {}
+    copy_bad: list[str] = []
+    back = torch.empty_like(src)
+    for j in range(n):
+        if j == me:
+            continue
+        key = f"{IPC_PREFIX}/{j}"
+        store.wait([key], dt.timedelta(seconds=60))
+        raw = store.get(key)
+        base = driver.ipc_open(raw[:64])
+        slot = base + int.from_bytes(raw[64:72], "little") + me * nbytes
+        driver.copy(slot, src.data_ptr(), nbytes)
+        driver.synchronize()
+        driver.copy(back.data_ptr(), slot, nbytes)
+        driver.synchronize()
+        round_trip = bool(torch.equal(back, src))
+        started = time.perf_counter()
+        for _ in range(5):
+            driver.copy(slot, src.data_ptr(), nbytes)
+        driver.synchronize()
+        secs = (time.perf_counter() - started) / 5
+        driver.ipc_close(base)
+        copies[f"{me}->{j}"] = {"ok": round_trip, "gbps": round(nbytes / secs / 1e9, 1)}
+        if not round_trip:
+            copy_bad.append(f"{me}->{j} (round trip)")
+    # every sender has written (and synchronised) before the owners look at their inboxes
+    store.add(f"{IPC_PREFIX}/written", 1)
+    deadline = time.monotonic() + 60
+    while store.add(f"{IPC_PREFIX}/written", 0) < n and time.monotonic() < deadline:
+        time.sleep(0.002)
+    for j in range(n):
+        if j == me:
+            continue
+        arrived = bool(torch.equal(inbox[j * words : (j + 1) * words], data(j)))
+        copies.setdefault(f"{j}->{me}", {})["on_destination"] = arrived
+        if not arrived:
+            copy_bad.append(f"{j}->{me} (on the destination)")
+    state["metrics"]["copies"] = copies
+    state["metrics"]["copies_via"] = "CUDA IPC"
     state["copy_bad"] = copy_bad
 
 

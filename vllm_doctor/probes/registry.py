@@ -235,6 +235,38 @@ PROBES: tuple[ProbeSpec, ...] = (
         verifies="narrowing by the token count (PR 38093) matches the dequantised reference",
     ),
     ProbeSpec(
+        name="kernels",
+        title="The installed stack's compiled kernels load and run on every GPU kind here",
+        module="kernels",
+        rules=("HW201", "HW211", "ENV002", "ENV212"),
+        needs_cuda=True,
+        parts=(Part("load", needs_cuda=True),),
+        checks=(
+            Check(
+                "a tiny torch operation on one GPU of each kind (torch's own kernels)",
+                HARDWARE,
+            ),
+            Check(
+                "every fatbin of vLLM's and its kernel packages' compiled libraries (and of "
+                "--extension files) loaded by the CUDA driver on each GPU kind: an image for "
+                "this architecture, or PTX the driver can compile",
+                HARDWARE,
+            ),
+            Check(
+                "each extension module imported after torch (undefined symbols: built "
+                "against another torch), and one tiny operation of those the doctor knows",
+                HARDWARE,
+            ),
+        ),
+        mechanism=(
+            ("HW201", HARDWARE),
+            ("HW211", HARDWARE),
+            ("ENV002", HARDWARE),
+            ("ENV212", HARDWARE),
+        ),
+        verifies="",
+    ),
+    ProbeSpec(
         name="memory",
         title="GPU memory vLLM's start-up subtracts: CUDA context, cuBLAS, NCCL, CUDA graphs, activations",
         module="memory",

@@ -197,8 +197,9 @@ def merge_rank_results(
                 notes.append(extra)
         elif part_status == FAIL and worst([status, FAIL]) == FAIL and status != FAIL:
             reason = f"{part_name} sub-check: {part.get('reason', '')}"
-        if status == SKIP and part_status != SKIP:
+        if status == SKIP and part_status != SKIP:  # the ranks left the check to this part
             status = part_status
+            reason = part.get("reason", "") or reason
         else:
             status = worst([status, part_status]) if part_status != SKIP else status
     refuted = [c for c in refuted if c not in confirmed]

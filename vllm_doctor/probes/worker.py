@@ -260,6 +260,14 @@ def main(argv: list[str] | None = None) -> int:
 
     need_torch = any(s.needs_torch for s in specs)
     init: dict[str, Any] = {}
+    # when each start-up step ended, in seconds since the worker started (bench/probes reads
+    # them to tell where a run's time goes)
+    at: dict[str, float] = {}
+    init["at"] = at
+
+    def mark(step: str) -> None:
+        at[step] = round(time.perf_counter() - T0, 4)
+
     device_kind = args.device or "cpu"
     backend = None
     parts: list[Any] = []
@@ -274,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
             import torch.distributed as dist
 
             init["import_torch_s"] = round(time.perf_counter() - t, 4)
+            mark("torch_imported")
             init["torch"] = torch.__version__
             if args.device is None:
                 device_kind = "cuda" if torch.cuda.is_available() else "cpu"
@@ -303,13 +312,16 @@ def main(argv: list[str] | None = None) -> int:
                 from vllm_doctor.probes.rendezvous import store_kwargs
 
                 kwargs.update(store_kwargs(dist, rank, world))  # the store the ranks meet through
+                ctx.store = kwargs.get("store")
 
                 def init_pg() -> None:
+                    mark("group_started")
                     if device_kind == "cuda":
                         torch.cuda.set_device(local_rank)  # the current device is per thread
                     dist.init_process_group(**kwargs)
                     if device_kind == "cpu":
                         dist.barrier()
+                    mark("group_formed")
 
                 # The rendezvous and the communicator set-up mostly wait: CUDA's start, the
                 # probes' local preparation and the probes that need no communicator run
@@ -324,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
                 torch.cuda.set_device(local_rank)
                 torch.cuda.init()
                 init["cuda_init_s"] = round(time.perf_counter() - t, 4)
+                mark("cuda_ready")
                 init["gpu"] = torch.cuda.get_device_name(local_rank)
         ctx.dist_backend = backend
         t = time.perf_counter()
@@ -342,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise
             ctx.prepare_s[spec.name] = round(time.perf_counter() - t0, 4)
         init["prepare_s"] = round(time.perf_counter() - t, 4)
+        mark("prepared")
     except Exception as err:
         traceback.print_exc()
         emit({"ev": "fatal", "error": f"{type(err).__name__}: {err}"})

@@ -110,11 +110,14 @@ class CheckDocument:
 
     def failing(self) -> list[Finding]:
         """Findings at or above --fail-on (the ones that make the exit code 1); with --strict,
-        undecided rules at or above it too: the gate could not prove they do not apply."""
+        undecided rules at or above it too: the gate could not prove they do not apply —
+        except those left open only by facts this kind of input can never supply (a package
+        no release's collect-env lists): known to be unknowable, they are named, not failed."""
         if self.fail_on == "never":
             return []
         threshold = SEVERITY_RANK[self.fail_on]
-        chosen = self.applies + (self.undecided if self.strict else [])
+        open_ = [f for f in self.undecided if not f.unknowable_here] if self.strict else []
+        chosen = self.applies + open_
         return [f for f in chosen if SEVERITY_RANK[f.severity] >= threshold]
 
     def is_failing(self, finding: Finding) -> bool:

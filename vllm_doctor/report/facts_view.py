@@ -357,7 +357,10 @@ def _digest_parts(facts: Facts, section: Section) -> list[str]:
         names = v("gpu.names") or []
         if names:
             unique = list(dict.fromkeys(map(str, names)))
-            parts.append(f"{len(names)} × {unique[0]}" if len(unique) == 1 else ", ".join(unique))
+            # a GPU named without its count (--gpu alone) says "?", never 1
+            count = v("gpu.count", None if facts.why_missing("gpu.count") else len(names))
+            how_many = f"{count if count is not None else '?'} × {unique[0]}"
+            parts.append(how_many if len(unique) == 1 else ", ".join(unique))
         caps = sorted(set(v("gpu.capabilities") or []))
         if caps:
             parts.append("sm_" + "/".join(map(str, caps)))

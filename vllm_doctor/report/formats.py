@@ -311,11 +311,16 @@ def _evidence_text(f: Finding) -> str:
 
 
 def _message(doc: CheckDocument, f: Finding) -> str:
+    # a target that is about one thing of several (a node of a fleet) names it in every message
+    subject = getattr(doc.target, "subject", None)
+    head = f"{subject}: " if subject else ""
     if f.verdict == UNDECIDED:
         needs = ", ".join(m.path for m in f.missing) or "the vLLM version"
         strict = " (--strict fails the run on it)" if doc.is_failing(f) else ""
-        return f"{f.rule.code} cannot be decided{strict}: {f.rule.summary}. Missing: {needs}"
-    text = f"{f.rule.summary}. Evidence: {_evidence_text(f) or 'crash log'}"
+        if f.unknowable_here:
+            strict = " (cannot be known from this input)"
+        return f"{head}{f.rule.code} cannot be decided{strict}: {f.rule.summary}. Missing: {needs}"
+    text = f"{head}{f.rule.summary}. Evidence: {_evidence_text(f) or 'crash log'}"
     if f.rule.fix and f.rule.fix.version:
         text += f". Fix: upgrade to vLLM {f.rule.fix.version} or later"
     suggestions = doc.suggestions.get(f.rule.code, [])

@@ -38,7 +38,7 @@ def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) ->
         f"  {mark} [bold]{rule.code}[/] {escape(f'[{f.severity}]')} {escape(rule.summary)}"
         f" [dim](confidence {f.confidence}; shows at {rule.phase})[/]"
     )
-    if doc.target is not None:
+    if doc.target is not None and doc.target.file != "-":  # "-": a target in no file
         console.print(f"      at {escape(doc.target.file)}:{doc.target_line(f)}")
     for ev in f.evidence:
         console.print(
@@ -147,7 +147,10 @@ def _undecided(console: Console, doc: CheckDocument, verbose: bool, said: set[st
         console.print(
             f"  {mark} {f.rule.code} {escape(f'[{f.severity}]')} {escape(f.rule.summary)}"
         )
-        console.print(f"      missing: {escape(needs)}")
+        console.print(
+            f"      missing: {escape(needs)}"
+            + (" (cannot be known from this input)" if f.unknowable_here else "")
+        )
     if len(doc.undecided) > len(shown):
         console.print(f"  [dim]… {len(doc.undecided) - len(shown)} more (-v lists them)[/]")
     # why each fact is missing and how to supply it: one line per reason, however many
@@ -178,7 +181,12 @@ def _memory_line(console: Console, doc: CheckDocument) -> None:
     if line is not None:
         # ✓ only where the estimate decides that a request fits (undecided, tight: !)
         verdict = doc.facts.value("memory.kv_verdict")
+        budget = doc.facts.value("memory.kv_budget_room")  # with --kv-cache-memory-bytes
         mark = FAIL if verdict == "does-not-fit" else OK if verdict == "fits" else WARN
+        if budget == "none":
+            mark = FAIL
+        elif budget == "tight" and mark == OK:
+            mark = WARN
         if doc.facts.value("memory.estimate_line") is None:  # vLLM's figures alone
             mark = WARN
         console.print(f"{mark} [bold]Memory[/]: {escape(line)}")

@@ -1,0 +1,164 @@
+"""Collect every node's facts over a running Ray cluster: one task per alive node.
+
+Each task is pinned to its node with ``NodeAffinitySchedulingStrategy(soft=False)``, asks for no
+CPU (a cluster whose CPUs vLLM holds still runs it) and is never retried; all of them run at
+once and the main process waits for them with one deadline. A node whose task has not answered
+by then is a node that did not answer (its task is cancelled), never a hung doctor; a task that
+failed (the doctor could not be imported there) says why.
+
+The doctor reaches the nodes one of two ways, and the report says which:
+
+- ``upload`` (the default): the doctor's package is shipped in the tasks' runtime environment
+  (``py_modules``), with the two pure-Python libraries its collectors import (``packaging``, and
+  ``pynvml`` for the GPUs), so every node runs this very doctor;
+- ``installed``: the nodes import the doctor installed in their own Python (the container image
+  built from this repository's Dockerfile has it).
+
+Ray is imported here only, and this module only by the ``fleet`` command.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vllm_doctor.errors import InputError
+from vllm_doctor.facts.model import Facts
+from vllm_doctor.fleet.node import Node
+
+RAY_MISSING = 'Ray is not installed: pip install "vllm-preflight[ray]"'
+DOCTOR_FROM = ("upload", "installed")
+
+
+@dataclass
+class RayRun:
+    nodes: list[Node]
+    address: str
+    how: str  # how the doctor reached the nodes, in words
+    connect_s: float  # ray.init
+    collect_s: float  # the tasks, from submission to the last answer or the deadline
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--ray", RAY_MISSING) from None
+    return ray
+
+
+def _runtime_env(doctor_from: str) -> tuple[dict[str, Any], str]:
+    if doctor_from == "installed":
+        return {}, "the doctor installed on each node (--doctor-from installed)"
+    import vllm_doctor
+
+    modules = [str(Path(vllm_doctor.__file__).parent)]
+    for name in ("packaging", "pynvml"):
+        try:
+            module = __import__(name)
+        except ImportError:
+            continue
+        if module.__file__ is None:
+            continue
+        path = Path(module.__file__)
+        modules.append(str(path.parent if path.name == "__init__.py" else path))
+    env = {"py_modules": modules, "excludes": ["__pycache__", "*.pyc"]}
+    return env, (
+        "Ray's runtime environment: this doctor's package shipped to every node (py_modules: "
+        + ", ".join(Path(m).name for m in modules)
+        + ")"
+    )
+
+
+def _resolve_address(address: str | None) -> str:
+    import os
+
+    return address or os.environ.get("RAY_ADDRESS") or "auto"
+
+
+def collect_over_ray(
+    address: str | None,
+    serve_argv: list[str] | None,
+    deadline_s: float,
+    doctor_from: str = "upload",
+) -> RayRun:
+    """Every alive node's facts, or why not, within ``deadline_s`` of the tasks' submission."""
+    if doctor_from not in DOCTOR_FROM:
+        raise InputError("--doctor-from", f"{doctor_from!r} is not one of {', '.join(DOCTOR_FROM)}")
+    ray = import_ray()
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from vllm_doctor.fleet.remote import collect_node
+
+    where = _resolve_address(address)
+    runtime_env, how = _runtime_env(doctor_from)
+    start = time.perf_counter()
+    try:
+        ray.init(
+            address=where,
+            runtime_env=runtime_env or None,
+            logging_level="ERROR",
+            log_to_driver=False,
+            configure_logging=False,
+        )
+    except (ConnectionError, ValueError, RuntimeError) as err:
+        raise InputError("--ray", f"cannot connect to a Ray cluster at {where}: {err}") from None
+    connect_s = time.perf_counter() - start
+    try:
+        task = ray.remote(num_cpus=0, max_retries=0)(collect_node)
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        head_ids = {
+            n["NodeID"] for n in alive if "node:__internal_head__" in n.get("Resources", {})
+        }
+        started = time.perf_counter()
+        pending: dict[Any, Node] = {}
+        nodes: list[Node] = []
+        for info in alive:
+            node = Node(
+                node_id=info["NodeID"],
+                ip=info.get("NodeManagerAddress"),
+                engine="ray",
+                source="a Ray task pinned to the node",
+                offered_gpus=int(info.get("Resources", {}).get("GPU", 0)),
+                is_head=info["NodeID"] in head_ids,
+                hostname=info.get("NodeManagerHostname"),
+            )
+            nodes.append(node)
+            ref = task.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(info["NodeID"], soft=False)
+            ).remote(serve_argv)
+            pending[ref] = node
+        ready, late = ray.wait(
+            list(pending), num_returns=len(pending), timeout=max(deadline_s, 0.0)
+        )
+        for ref in ready:
+            _answer(ray, pending[ref], ref, started)
+        for ref in late:
+            pending[ref].silent = (
+                f"no answer within the {deadline_s:g} s deadline (its task was cancelled; the "
+                "node's raylet, its Python or a collector there is stuck)"
+            )
+            ray.cancel(ref, force=True)
+        collect_s = time.perf_counter() - started
+    finally:
+        ray.shutdown()
+    nodes.sort(key=lambda n: (not n.is_head, n.ip or "", n.node_id))
+    return RayRun(nodes, where, how, connect_s, collect_s)
+
+
+def _answer(ray: Any, node: Node, ref: Any, started: float) -> None:
+    try:
+        answer = ray.get(ref, timeout=0)
+    except Exception as err:  # the task failed on the node: its first line says why
+        cause = getattr(err, "cause", None) or err
+        text = str(cause).strip().splitlines()
+        node.silent = f"the doctor failed there: {type(cause).__name__}: {text[-1] if text else ''}"
+        return
+    node.facts = Facts.from_dict(answer["document"])
+    node.crashes = list(answer.get("crashes") or [])
+    node.seconds = float(answer.get("seconds") or 0.0)
+    node.hostname = answer.get("hostname") or node.hostname
+    doctor = answer.get("doctor") or {}
+    node.doctor = f"{doctor.get('version')} at {Path(str(doctor.get('path'))).parent}"
