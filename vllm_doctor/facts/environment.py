@@ -77,7 +77,7 @@ def relevant_environment(environ: Mapping[str, str]) -> dict[str, str]:
     from vllm_doctor.redact import remember_secret
 
     for name, value in environ.items():
-        if name.startswith(PREFIXES) and is_secret(name):
+        if is_collected(name) and is_secret(name):
             remember_secret(value)
     return {
         name: (REDACTED if is_secret(name) else redact_text(value))
