@@ -127,9 +127,6 @@ def main(argv: list[str] | None = None) -> None:
     from vllm_doctor.redact import forget_secrets
 
     forget_secrets()  # what an earlier run in this process knew is not this run's
-    hub = sys.modules.get("vllm_doctor.facts.hub")
-    if hub is not None:  # an earlier run in this process: the Hub's budget is per run
-        hub.reset_budget()
     args = list(sys.argv[1:] if argv is None else argv)
     if _take_debug(args):
         set_debug(True)

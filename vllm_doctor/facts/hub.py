@@ -192,10 +192,10 @@ class _Budget:
 _RUN: dict[str, _Budget] = {}  # the budget of the run in progress ("budget")
 
 
-def _run_budget(environ: Mapping[str, str]) -> _Budget:
+def _run_budget() -> _Budget:
     if "budget" not in _RUN:
         seconds = RUN_S
-        raw = str(environ.get(TIMEOUT_ENV) or "").strip()
+        raw = str(os.environ.get(TIMEOUT_ENV) or "").strip()  # the doctor's own setting
         if raw:
             try:
                 seconds = float(raw)
@@ -512,7 +512,7 @@ def fetch_model(
 def _in_time(work: Callable[[], _Fetched], environ: Mapping[str, str]) -> _Fetched:
     """``work()`` in a thread the run's deadline can abandon: a name lookup that hangs has no
     socket to shut."""
-    budget = _run_budget(environ)
+    budget = _run_budget()
     box: dict[str, Any] = {}
 
     def run() -> None:
@@ -546,7 +546,7 @@ class _Fetched:
 def _fetch(
     repo_id: str, endpoint: str, environ: Mapping[str, str], revision: str | None
 ) -> _Fetched:
-    client = _Client(endpoint, _token(environ), _run_budget(environ), environ)
+    client = _Client(endpoint, _token(environ), _run_budget(), environ)
     shown = client.shown
     repo = "/".join(quote(part, safe="") for part in repo_id.split("/"))
     api = f"/api/models/{repo}" + (f"/revision/{quote(revision, safe='')}" if revision else "")
@@ -774,7 +774,7 @@ class _Cache:
         from vllm_doctor.compact import cache_dir
 
         key = _digest(f"{endpoint}\0{repo_id}")
-        root = cache_dir(environ) / "hub" / key
+        root = cache_dir() / "hub" / key  # the doctor's setting, as for its other builds
         return cls(root, endpoint, repo_id) if _private_dir(root) else None
 
     @classmethod
