@@ -1,7 +1,7 @@
 #!/bin/bash
 # One device call: the kernels probe on planted libraries, and the probe run's speed at N and 2
-# ranks with bytecode cached: the peer copies with a context per peer GPU (the default), through
-# CUDA IPC and left out, as variants in the same rounds.
+# ranks with bytecode cached: the peer copies through CUDA IPC (the default), with a context per
+# peer GPU (the code before it) and left out, as variants in the same rounds.
 #   bash bench/probes/device_kernels_speed.sh NPROC TAG [ROUNDS]
 # Writes under $OUT: kernels-TAG.txt, kernels-TAG.json, speed-TAG-copies.json,
 # speed-TAG-2-copies.json, events-TAG.tgz
@@ -25,12 +25,12 @@ $D probe kernels --format json --extension /tmp/planted/wrong.so --extension /tm
   --extension /tmp/planted/ptx80.so --extension /tmp/planted/ptx-newer.so > $OUT/kernels-$TAG.json 2>> $K; echo "exit $?" >> $K
 echo "\$ CUDA_MODULE_LOADING=EAGER vllm-doctor probe kernels --extension ptx-newer.so" >> $K
 CUDA_MODULE_LOADING=EAGER $D probe kernels --extension /tmp/planted/ptx-newer.so >> $K 2>&1; echo "exit $?" >> $K
-echo "\$ vllm-doctor probe p2p-nccl --tp $N -v, the copies through CUDA IPC" >> $K
-VLLM_DOCTOR_PROBE_PARAMS='{"bench":{"copies":"ipc"}}' $D probe p2p-nccl --tp $N -v >> $K 2>&1; echo "exit $?" >> $K
+echo "\$ vllm-doctor probe p2p-nccl --tp $N -v" >> $K
+$D probe p2p-nccl --tp $N -v >> $K 2>&1; echo "exit $?" >> $K
 echo "\$ vllm-doctor probe --tp $N" >> $K
 $D probe --tp $N >> $K 2>&1; echo "exit $?" >> $K
 export -n PYTHONDONTWRITEBYTECODE; unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/pyc
-V="--variant ipc:VLLM_DOCTOR_PROBE_PARAMS={\"bench\":{\"copies\":\"ipc\"}} --variant none:VLLM_DOCTOR_PROBE_PARAMS={\"bench\":{\"copies\":\"none\"}}"
+V="--variant contexts:VLLM_DOCTOR_PROBE_PARAMS={\"bench\":{\"copies\":\"contexts\"}} --variant none:VLLM_DOCTOR_PROBE_PARAMS={\"bench\":{\"copies\":\"none\"}}"
 python3 bench/probes/speed.py --nproc $N --rounds $ROUNDS --label $TAG-copies $V --out $OUT/speed-$TAG-copies.json
 rm -rf /tmp/keep; VLLM_DOCTOR_PROBE_DIR=/tmp/keep $D probe --tp $N --format json > /tmp/keep-run.json 2>/dev/null
 cp /tmp/keep-run.json /tmp/keep/; tar -czf $OUT/events-$TAG.tgz -C /tmp keep

@@ -4,7 +4,8 @@
 # 1. run-TAG.txt: facts (text), probe --tp N (text), check --probe on TP-N serve lines, the
 #    worker under torchrun collated with --results; facts-TAG.json, probe-TAG.json;
 # 2. speed-TAG-bytecode.json and speed-TAG-2-bytecode.json: floor / warm / cold rounds at N and
-#    at 2 ranks with bytecode cached (as a pip-installed torch has it);
+#    at 2 ranks with bytecode cached (as a pip-installed torch has it), and the peer copies with a
+#    context per peer GPU (the code before the CUDA IPC copies) as a variant in the same rounds;
 # 3. events-TAG.tgz: one warm run's event files at N ranks, bytecode cached.
 N=${1:-4}; TAG=${2:-dev}; ROUNDS=${3:-3}
 export PYTHONUNBUFFERED=1
@@ -37,9 +38,10 @@ rm -rf /tmp/tr; step timeout 300 torchrun --standalone --nproc-per-node $N -m vl
 step $D probe --results /tmp/tr
 (cd bench/probes/kernels && bash explore.sh) > $OUT/kernels-explore-$TAG.txt 2>&1
 export -n PYTHONDONTWRITEBYTECODE; unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/pyc
-python3 bench/probes/speed.py --nproc $N --rounds $ROUNDS --label $TAG-bytecode --out $OUT/speed-$TAG-bytecode.json
+V="--variant contexts:VLLM_DOCTOR_PROBE_PARAMS={\"bench\":{\"copies\":\"contexts\"}}"
+python3 bench/probes/speed.py --nproc $N --rounds $ROUNDS --label $TAG-bytecode $V --out $OUT/speed-$TAG-bytecode.json
 rm -rf /tmp/keep; VLLM_DOCTOR_PROBE_DIR=/tmp/keep $D probe --tp $N --format json > /tmp/keep-run.json 2>/dev/null
 cp /tmp/keep-run.json /tmp/keep/; tar -czf $OUT/events-$TAG.tgz -C /tmp keep
-python3 bench/probes/speed.py --nproc 2 --rounds $ROUNDS --label $TAG-2-bytecode --out $OUT/speed-$TAG-2-bytecode.json
+python3 bench/probes/speed.py --nproc 2 --rounds $ROUNDS --label $TAG-2-bytecode $V --out $OUT/speed-$TAG-2-bytecode.json
 grep -E '^\$|^exit|^wall|^\[|^Summary|HW005|✗' $R | head -80
 cat $OUT/kernels-explore-$TAG.txt | tail -20

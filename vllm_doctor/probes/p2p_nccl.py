@@ -122,10 +122,10 @@ def _local_world(ctx: Ctx, ngpu: int) -> int:
 
 def prepare(ctx: Ctx) -> dict:
     """Peer access, links and peer copies: no communicator needed, so they run while the
-    process group forms. Each rank creates a context on every peer GPU for them (n - 1 more
-    per rank), which slowed the group's formation and the exit at 4 ranks
-    (bench/probes/README.md); the copies through CUDA IPC (``{"bench": {"copies": "ipc"}}``)
-    create none and wait for a run on several GPUs to become the default."""
+    process group forms. Under the doctor's runner the copies go through CUDA IPC and create
+    no context on the peer GPUs; a context per peer GPU in every rank (n - 1 more per rank,
+    what torchrun runs still do) slowed the group's formation and the exit at 4 ranks
+    (bench/probes/README.md)."""
     import torch
 
     dev = ctx.device
@@ -154,11 +154,10 @@ def prepare(ctx: Ctx) -> dict:
         state["copy_bad"] = []
     elif bench.get("copies_in_run"):
         pass  # bench: run() copies once the group has formed
-    elif ctx.store is not None and bench.get("copies") == "ipc":
-        # bench, until a run on several GPUs has checked it: the ranks trade IPC handles
-        # through the runner's store file
+    elif ctx.store is not None and bench.get("copies") != "contexts":
+        # the doctor's runner: the ranks trade IPC handles through its store file
         _peer_copies_ipc(ctx, state)
-    else:
+    else:  # torchrun (no store before the group forms), or bench: a context per peer GPU
         _peer_copies(ctx, state)
     return state
 
