@@ -245,12 +245,29 @@ def test_check_without_input_says_what_it_could_not_decide_and_what_to_pass():
     summary = run.stderr.strip().splitlines()[-1]
     data = json.loads(doctor("check", "--format", "json").stdout)
     undecided = data["undecided"]
-    serve_needed = sum(any(m["fact"].startswith("serve.") for m in f["missing"]) for f in undecided)
+    # a rule needs the serve line when it misses a serve.* fact, or a computed fact (derived,
+    # release, memory) that is missing for the reason a serve.* fact is: "needs serve.x: …"
+    serve_reasons = {
+        reason for path, reason in data["facts"]["missing"].items() if path.startswith("serve")
+    }
+
+    def needs_serve(m):
+        if m["fact"].startswith("serve."):
+            return True
+        root = m["reason"]
+        while root.startswith("needs ") and ": " in root:
+            root = root.split(": ", 1)[1]
+        return m["fact"].startswith(("derived.", "release.", "memory.")) and root in serve_reasons
+
+    serve_needed = sum(any(needs_serve(m) for m in f["missing"]) for f in undecided)
     assert len(undecided) > serve_needed > len(undecided) / 2
     assert summary.endswith(
         f"; {serve_needed} of the {len(undecided)} undecided need the serve "
-        "line (after `--`: vllm-doctor check -- vllm serve MODEL ...)"
+        "line: give the serve line after `--`: vllm-doctor check -- vllm serve MODEL ..."
     )
+    serve = next(i for i in data["summary"]["inputs"] if i["input"] == "serve")
+    assert serve["status"] == "not-given" and serve["undecided_needing_it"] == serve_needed
+    assert data["summary"]["next_step"]["input"] == "serve"
     # the report no longer says that nothing applies without saying what was not checked
     decided = data["summary"]["rules_checked"] - len(undecided)
     assert f"none of the {decided} rules decided applies; {serve_needed} of the" in run.stdout

@@ -42,7 +42,7 @@ NVIDIA_NAMES = [
     ("NVIDIA A16", 86, 16),
     ("NVIDIA A2", 86, 16),
     ("NVIDIA H100 80GB HBM3", 90, 80),
-    ("NVIDIA H100 PCIe", 90, None),
+    ("NVIDIA H100 PCIe", 90, 80),  # 80 GB HBM2e only (product brief PB-11133-001)
     ("NVIDIA H100 NVL", 90, 94),
     ("NVIDIA H800", 90, 80),
     ("NVIDIA H20", 90, None),

@@ -90,7 +90,9 @@ def test_ascii_only_stdout(fmt):
     assert "MODEL001" in run.stdout and "Traceback" not in run.stderr
     run.stdout.encode("ascii")
     if fmt == "text":
-        assert run.stdout.startswith("[x] Known failures")
+        first, second = run.stdout.splitlines()[:2]
+        assert first.startswith("Read: ok stack: ") and " | " in first  # the inputs, in ASCII
+        assert second.startswith("[x] Known failures")
 
 
 # -- text: soft wrap, findings first, -q, -v ---------------------------------------------
@@ -99,8 +101,10 @@ def test_ascii_only_stdout(fmt):
 def test_piped_text_is_not_hard_wrapped_and_findings_come_first():
     run = doctor(*FAILING)
     lines = run.stdout.splitlines()
-    assert lines[0].startswith("[✗] Known failures")
-    assert lines[1].startswith("  ✗ MODEL001")
+    # what was read comes first, on one line; then the findings
+    assert lines[0].startswith("Read: ✓ stack: vLLM 0.23.1rc1")
+    assert lines[1].startswith("[✗] Known failures")
+    assert lines[2].startswith("  ✗ MODEL001")
     # a workaround is one line, whatever its length; its edited command (TP 1) is withheld:
     # on these 16 GiB GPUs it would itself be a MEM003 error
     [tp1] = [line for line in lines if "Serve DiffusionGemma on one GPU" in line]
@@ -110,7 +114,7 @@ def test_piped_text_is_not_hard_wrapped_and_findings_come_first():
     # facts: one line per section, after the findings
     for title in ("Stack", "GPUs and links", "Model", "Serve arguments"):
         (line,) = [line for line in lines if line[4:].startswith(f"{title}:")]
-        assert lines.index(line) > 1
+        assert lines.index(line) > 2
     # a line per fact section: the -v report lists every fact instead
     assert len(doctor(*FAILING, "-v").stdout.splitlines()) - len(lines) > 60
 
@@ -128,14 +132,17 @@ def test_one_line_per_missing_reason():
 def test_quiet_prints_the_findings_only():
     run = doctor(*FAILING, "-q")
     assert run.returncode == 1
-    assert run.stdout.startswith("  ✗ MODEL001")
+    # the one line of what was read, then the findings
+    read, finding = run.stdout.splitlines()[:2]
+    assert read.startswith("Read: ") and finding.startswith("  ✗ MODEL001")
     assert (
         "Stack" not in run.stdout
         and "Cannot decide" not in run.stdout
         and "note:" not in run.stdout
     )
     assert "1 error" in run.stderr  # the summary
-    assert doctor("check", "--example", "healthy-h100-llama", "-q").stdout == ""
+    healthy = doctor("check", "--example", "healthy-h100-llama", "-q").stdout
+    assert len(healthy.splitlines()) == 1 and healthy.startswith("Read: ✓ stack: vLLM 0.33.0")
     assert doctor(*FAILING, "-q", "-v").returncode == 2
 
 
@@ -151,7 +158,9 @@ def test_output_file_is_soft_wrapped_utf8(tmp_path):
     run = doctor(*FAILING, "-o", str(out), env={"PYTHONIOENCODING": "ascii"})
     assert run.returncode == 1 and run.stdout == ""
     text = out.read_text(encoding="utf-8")
-    assert text.startswith("[✗] Known failures")
+    assert text.startswith("Read: ✓ stack") and text.splitlines()[1].startswith(
+        "[✗] Known failures"
+    )
     assert text == doctor(*FAILING).stdout  # the same report as on a pipe, in UTF-8
 
 

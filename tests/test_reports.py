@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_doctor.commands.check import _suggestions, render_document
+from vllm_doctor.commands.check import render_document
+from vllm_doctor.commands.suggest import suggest
 from vllm_doctor.engine.evaluate import evaluate_rules
 from vllm_doctor.engine.loader import load_rules
 from vllm_doctor.facts.model import Facts, Source
@@ -42,10 +43,11 @@ def document(fail_on: str = "error") -> CheckDocument:
     )
     facts.mark_missing("gpu", "NVML not available: libnvidia-ml.so.1 not found")
     facts.mark_missing("topology", "NVML not available: libnvidia-ml.so.1 not found")
-    findings = evaluate_rules(load_rules([RULES_DIR]), facts)
+    rules = load_rules([RULES_DIR])
+    findings = evaluate_rules(rules, facts)
     doc = CheckDocument(facts, findings, fail_on, 3, 0.0)
     doc.rulebase = RuleBase("0.1.0+fixture", 3, "0.33.0")
-    _suggestions(doc, facts)
+    suggest(doc, facts, rules)
     return doc
 
 

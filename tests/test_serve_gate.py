@@ -101,6 +101,21 @@ def test_a_clean_line_reaches_the_exec_of_vllm_serve(machine):
     assert started(machine) == ["serve", *line(1)]
 
 
+def test_a_container_whose_cache_cannot_be_created_is_not_started(machine, tmp_path):
+    """The container's identity at start-up (facts/platform.py): vLLM's cache root under a
+    path that cannot hold a directory (a file), which no user, root included, can create."""
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    refused = run(
+        ["vllm-doctor", "serve", "--vllm-version", "0.24.0", "--", *line(1)],
+        machine,
+        VLLM_CACHE_ROOT=str(blocker / "vllm"),
+    )
+    assert refused.returncode == 1, refused.stderr
+    assert "ENV020" in refused.stdout and "VLLM_CACHE_ROOT" in refused.stdout
+    assert started(machine) is None
+
+
 @pytest.mark.parametrize("how", [["--fail-on", "never"], ["--no-gate"]])
 def test_fail_on_and_no_gate_let_a_finding_through(machine, how):
     through = run(

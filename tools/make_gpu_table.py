@@ -42,6 +42,9 @@ N = [
     (r"\bGH200\b", "GH200", "Hopper", 90, [96, 144], "datacenter"),
     (r"\bH200\b", "H200", "Hopper", 90, [141], "datacenter"),
     (r"\bH100 NVL\b", "H100 NVL", "Hopper", 90, [94], "datacenter"),
+    # the PCIe card has 80 GB only (NVIDIA H100 PCIe product brief PB-11133-001: 80 GB HBM2e);
+    # the 94 GB PCIe product is the H100 NVL
+    (r"\bH100 PCIe\b", "H100 PCIe", "Hopper", 90, [80], "datacenter"),
     (r"\bH100\b", "H100", "Hopper", 90, [80, 94, 64], "datacenter"),
     (r"\bH800\b", "H800", "Hopper", 90, [80], "datacenter"),
     (r"\bH20\b", "H20", "Hopper", 90, [96, 141], "datacenter"),
@@ -166,6 +169,56 @@ A = [
     (r"RX[ _]?9070", "Radeon RX 9070 / 9070 XT", "RDNA 4", "gfx1201", [16], "consumer"),
     (r"RX[ _]?9060", "Radeon RX 9060 XT", "RDNA 4", "gfx1200", [16, 8], "consumer"),
 ]
+# How people write each family (``--gpu 4090``, ``--gpu "RTX 4090"``, completion, ``--gpu
+# list``): derived from the family's name (``GeForce`` dropped, ``/`` alternatives spelled out,
+# the parenthesis left out), except where the name is a description rather than a product.
+SPELLINGS = {
+    "GB10 (DGX Spark)": ["GB10"],
+    "GeForce RTX 4090 (and 4090 D)": ["RTX 4090", "RTX 4090 D"],
+    "Jetson Orin (AGX, NX, Nano)": ["Jetson AGX Orin", "Jetson Orin NX", "Jetson Orin Nano"],
+    "Jetson Xavier (AGX, NX)": ["Jetson AGX Xavier", "Jetson Xavier NX"],
+    "Jetson AGX Thor": ["Jetson AGX Thor", "Thor"],
+    "RTX PRO 6000 Blackwell": ["RTX PRO 6000"],
+    "RTX PRO 5000 Blackwell": ["RTX PRO 5000"],
+    "RTX PRO 4500 Blackwell": ["RTX PRO 4500"],
+    "RTX PRO 4000 Blackwell": ["RTX PRO 4000"],
+    "RTX PRO 2000 Blackwell": ["RTX PRO 2000"],
+    "RTX 6000 Ada Generation": ["RTX 6000 Ada"],
+    "RTX 5000 Ada Generation": ["RTX 5000 Ada"],
+    "RTX 4500 Ada Generation": ["RTX 4500 Ada"],
+    "RTX 4000 Ada Generation": ["RTX 4000 Ada"],
+    "RTX 2000 Ada Generation": ["RTX 2000 Ada"],
+    "Quadro P series": ["Quadro P6000", "Quadro P5000", "Quadro P4000", "Quadro P2000"],
+    "GeForce GTX 10 series": ["GTX 1080 Ti", "GTX 1080", "GTX 1070", "GTX 1060", "GT 1030"],
+    "TITAN X (Pascal) / TITAN Xp": ["TITAN X", "TITAN Xp"],
+    "Radeon 890M (Strix Point)": ["Radeon 890M"],
+    "Radeon 8060S (Strix Halo)": ["Radeon 8060S"],
+}
+
+
+def spellings(name: str) -> list[str]:
+    """The ways a family is written: ``GeForce RTX 3090 / 3090 Ti`` → RTX 3090, RTX 3090 Ti;
+    ``Instinct MI300X`` → MI300X (and the full name)."""
+    if name in SPELLINGS:
+        return SPELLINGS[name]
+    first, *others = [part.strip() for part in name.split(" / ")]
+    words = first.removeprefix("GeForce ").split()
+    out = [" ".join(words)]
+    number = next((i for i, w in enumerate(words) if w[0].isdigit()), len(words) - 1)
+    for other in others:
+        # "3090 Ti" after "RTX 3090" replaces the model number and what follows it;
+        # "V100S" after "V100" is whole
+        if other[0].isdigit():
+            out.append(" ".join([*words[:number], other]))
+        elif len(words) > 1 and " " not in other:
+            out.append(" ".join([*words[:-1], other]))
+        else:
+            out.append(other)
+    for prefix in ("Instinct ", "Tesla ", "Radeon "):  # MI300X, M60, RX 7900 XTX too
+        out += [s.removeprefix(prefix) for s in out if s.startswith(prefix)]
+    return out
+
+
 entries = []
 for m, name, arch, cap, mem, seg in N:
     src = JET if seg == "embedded" else NV
@@ -178,6 +231,7 @@ for m, name, arch, cap, mem, seg in N:
             "capability": cap,
             "memory_gib": mem,
             "segment": seg,
+            "spellings": spellings(name),
             "source": src,
         }
     )
@@ -191,6 +245,7 @@ for m, name, arch, gfx, mem, seg in A:
             "gfx": gfx,
             "memory_gib": mem,
             "segment": seg,
+            "spellings": spellings(name),
             "source": AMD,
         }
     )
@@ -201,7 +256,8 @@ data = {
         "GPU families, most specific first: match is a case-insensitive regex searched in "
         "the device name (NVML, torch, collect-env); capability is NVIDIA's compute "
         "capability as vLLM writes it (major*10+minor); gfx is the AMD target; memory_gib "
-        "the memory sizes the family ships with (nominal, not what NVML reports)"
+        "the memory sizes the family ships with (nominal, not what NVML reports); spellings how "
+        "people write it (--gpu, completion, --gpu list), each resolving to the family"
     ),
     "sources": {"nvidia": NV, "jetson": JET, "amd": AMD, "amd_targets": VLLM_ROCM},
     "amd_targets": [

@@ -33,6 +33,12 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 app = typer.Typer(
     name="vllm-doctor",
     help="Preflight doctor for vLLM: known failures for this stack, model and serve line.",
+    epilog="[bold]First steps[/bold]\n\n"
+    "[bold]vllm-doctor check --example diffusion-gemma-tp2 --fail-on never[/bold]  "
+    "[dim]# a bundled scenario, no GPU needed[/dim]\n\n"
+    "[bold]vllm-doctor check -- vllm serve MODEL -tp 2[/bold]  "
+    "[dim]# your serve line, on this machine[/dim]",
+    rich_markup_mode="rich",
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
@@ -63,11 +69,119 @@ def _root(
         set_debug(True)
 
 
-def _register_commands() -> None:
-    from vllm_doctor.commands import check, explain, facts, fleet, probe, rules, serve
+# two examples per command, shown under its --help (each: the command, then what it does)
+EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
+    "check": (
+        (
+            "vllm-doctor check --example diffusion-gemma-tp2 --fail-on never",
+            "a bundled scenario: no GPU or vLLM needed",
+        ),
+        (
+            "vllm-doctor check --gpu 4090 --gpus 2 --recommend -- vllm serve Qwen/Qwen3-8B -tp 2",
+            "what if this serve line ran on two RTX 4090s, and which release to install",
+        ),
+    ),
+    "explain": (
+        ("vllm-doctor explain MODEL001 --plain", "a rule's document as markdown, to paste"),
+        (
+            "kubectl logs pod/vllm-0 | vllm-doctor explain --log -",
+            "the known failure or vLLM's own message behind a crash log",
+        ),
+    ),
+    "facts": (
+        ("vllm-doctor facts -v", "every fact of this machine with its source"),
+        (
+            "vllm-doctor facts --report collect-env.txt --format json",
+            "the facts of another machine, as the rules see them",
+        ),
+    ),
+    "probe": (
+        ("vllm-doctor probe --list", "the probes and what each shows"),
+        (
+            "vllm-doctor probe tp-softembed --tp 2 --vllm-version 0.24.0",
+            "one probe on two GPUs, joined with whether vLLM 0.24.0 has the fix",
+        ),
+    ),
+    "serve": (
+        (
+            "vllm-doctor serve -- meta-llama/Llama-3.1-8B-Instruct -tp 2",
+            "check the line, then exec `vllm serve` only when the gate passes",
+        ),
+        (
+            "vllm-doctor serve --fail-on warning --model-config ./model -- ./model",
+            "a stricter gate, with the model's config.json at hand",
+        ),
+    ),
+    "fleet": (
+        (
+            "vllm-doctor fleet --ray -- vllm serve MODEL -tp 8 -pp 2",
+            "every node of the running Ray cluster, alone and against each other",
+        ),
+        (
+            "vllm-doctor fleet --facts node-facts/",
+            "judge the `facts --format json` documents collected from the nodes",
+        ),
+    ),
+    "init": (
+        ("vllm-doctor init", "write .vllm-doctor.toml here, every key commented out"),
+        ("vllm-doctor init --pyproject >> pyproject.toml", "the same as a pyproject.toml table"),
+    ),
+    "rules": (
+        ("vllm-doctor rules list --select MEM", "the memory rules: code, severity, summary"),
+        ("vllm-doctor rules test MODEL001 -v", "run a rule's positive and negative cases"),
+    ),
+    "rules list": (
+        ("vllm-doctor rules list", "every rule: code, severity, summary"),
+        ("vllm-doctor rules list --format json --select PAR", "the parallelism rules as JSON"),
+    ),
+    "rules show": (
+        ("vllm-doctor rules show PAR001", "a rule's document"),
+        (
+            "vllm-doctor rules show MEM900 --rules-dir ci/doctor-rules",
+            "a rule of your own, beside the shipped ones",
+        ),
+    ),
+    "rules validate": (
+        ("vllm-doctor rules validate --strict", "what CI runs on the shipped rules"),
+        ("vllm-doctor rules validate --rules-dir ci/doctor-rules", "your own rules beside them"),
+    ),
+    "rules test": (
+        ("vllm-doctor rules test", "every rule's cases"),
+        ("vllm-doctor rules test ENV001 -v", "one rule's cases, each listed"),
+    ),
+}
 
-    for module in (check, explain, facts, fleet, probe, rules, serve):
+
+def examples_epilog(name: str) -> str:
+    """The --help epilog of a command: its examples, a blank line apart (rich markup: a
+    bracket in a command is escaped; rich itself is imported only when help is shown)."""
+
+    def escape(text: str) -> str:
+        return text.replace("[", "\\[")
+
+    lines = [
+        f"[bold]{escape(command)}[/bold]  [dim]# {escape(what)}[/dim]"
+        for command, what in EXAMPLES[name]
+    ]
+    return "[bold]Examples[/bold]\n\n" + "\n\n".join(lines)
+
+
+def _register_commands() -> None:
+    from vllm_doctor.commands import check, explain, facts, fleet, init, probe, rules, serve
+
+    for module in (check, explain, facts, fleet, probe, rules, serve, init):
         module.register(app)
+    for info in app.registered_commands:
+        if info.name in EXAMPLES:
+            info.epilog = examples_epilog(info.name)
+    for group in app.registered_groups:
+        if group.name in EXAMPLES:
+            group.epilog = examples_epilog(group.name)
+        if group.typer_instance is not None:
+            for info in group.typer_instance.registered_commands:
+                key = f"{group.name} {info.name}"
+                if key in EXAMPLES:
+                    info.epilog = examples_epilog(key)
 
 
 _register_commands()

@@ -4,7 +4,6 @@ corrected command re-checked (and probe verdicts with --probe) → a report, wit
 from __future__ import annotations
 
 import dataclasses
-import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -53,47 +52,6 @@ def load_examples() -> dict[str, Example]:
     return examples
 
 
-def _suggestions(doc, facts) -> None:
-    """Turn each applicable workaround into a ready-to-copy command."""
-    from vllm_doctor.report.document import FixSuggestion
-
-    argv = facts.value("serve.argv")
-    line = None
-    if argv:
-        try:
-            from vllm_doctor.serveline.parser import parse_serve_argv
-
-            line = parse_serve_argv(list(argv))
-        except (ImportError, InputError):
-            line = None
-    for finding in doc.applies:
-        out = []
-        for w in finding.rule.workarounds:
-            command = None
-            if w.edits_serve_line and line is not None:
-                from vllm_doctor.redact import shell_words
-                from vllm_doctor.serveline.render import render_command
-
-                command = render_command(line, changes=w.serve_set, remove=w.serve_remove)
-                # `KEY=VALUE vllm serve ...`: keep the variables the user put before the command,
-                # less those the workaround unsets or sets itself
-                prefix = [
-                    f"{path[4:]}={fact.value}"
-                    for path, fact in facts.area("env")
-                    if fact.source == Source.SERVE
-                    and path[4:] not in w.env_unset
-                    and path[4:] not in w.env_set
-                ]
-                if prefix:  # a secret's value is a "$NAME" placeholder, never '<redacted>'
-                    command = f"{shell_words(prefix)} {command}"
-            env = [f"export {k}={v}" for k, v in w.env_set.items()] + [
-                f"unset {k}" for k in w.env_unset
-            ]
-            out.append(FixSuggestion(finding.rule.code, w.title, command, env, w.cost))
-        if out:
-            doc.suggestions[finding.rule.code] = out
-
-
 def new_run() -> None:
     """A check starts: the Hub's budget of requests and seconds (facts/hub.py) and the secret
     values remembered for redaction (redact.py) are this run's, also for a caller that judges
@@ -122,52 +80,6 @@ def judge(options: CollectOptions, rules):
         probe_timeout=0.0,
         settings=None,
     )
-
-
-def _verify_commands(doc, facts, rules) -> None:
-    """Every command the document prints passes the rules with the same facts: a corrected
-    command that would itself draw an error on this machine (``--tensor-parallel-size 2`` kept
-    for a one-GPU report) is withheld from the suggestions, and marked in the evidence, with
-    the rules it would still fail."""
-    from vllm_doctor.engine.evaluate import APPLIES, evaluate_rules
-    from vllm_doctor.facts.collect import with_serve_line
-
-    verdicts: dict[str, list[str]] = {}
-
-    def still_failing(command: str) -> list[str]:
-        if command not in verdicts:
-            try:
-                other = with_serve_line(facts, shlex.split(command))
-            except (InputError, ValueError) as err:
-                verdicts[command] = [f"bad input ({err})"]
-            else:
-                verdicts[command] = sorted(
-                    {
-                        f.rule.code
-                        for f in evaluate_rules(rules, other)
-                        if f.verdict == APPLIES and f.rule.severity == "error"
-                    }
-                )
-        return verdicts[command]
-
-    for suggestions in doc.suggestions.values():
-        for suggestion in suggestions:
-            failing = still_failing(suggestion.command) if suggestion.command else []
-            if failing:
-                suggestion.title += (
-                    " (the edited command is not shown: with these facts it "
-                    f"would still draw {', '.join(failing)})"
-                )
-                suggestion.command = None
-    for finding in doc.applies:
-        for evidence in finding.evidence:
-            if evidence.path == "release.corrected_command" and isinstance(evidence.value, str):
-                failing = still_failing(evidence.value)
-                if failing:
-                    evidence.value += (
-                        f"  (not ready to run: with these facts it would still "
-                        f"draw {', '.join(failing)})"
-                    )
 
 
 def _attach_probes(doc, facts, findings, tp: int | None, device: str, timeout: float) -> None:
@@ -269,6 +181,7 @@ def run_check(
     default_rules: bool = True,
     ignore_entries: list | None = None,
     settings: Config | None = None,
+    recommend: bool = False,
 ) -> int:
     started = time.perf_counter()
     new_run()  # one budget for the Hub across every target of a manifest
@@ -348,6 +261,7 @@ def run_check(
         probe=probe,
         probe_timeout=probe_timeout,
         settings=settings,
+        recommend=recommend,
     )
     if targets:
         docs = [
@@ -424,6 +338,7 @@ def _judge(
     probe: bool,
     probe_timeout: float,
     settings: Config | None,
+    recommend: bool = False,
 ):
     """Facts → findings → the document for one serve line (one manifest target)."""
     from vllm_doctor.engine.evaluate import evaluate_rules
@@ -478,6 +393,9 @@ def _judge(
         if value
     }
     doc.target = options.manifest_target
+    from vllm_doctor.report.supply import tailor_findings
+
+    tailor_findings(doc)  # advice on what to supply leaves out what this run was given
     coverage = _coverage_note(facts)
     if coverage and coverage not in warnings:
         warnings.append(coverage)  # on stderr too: a gate judged beyond its knowledge says so
@@ -498,8 +416,15 @@ def _judge(
             f"bundled example {example!r}: facts come from its files, not this machine"
         )
     with step("suggested commands"):
-        _suggestions(doc, facts)
-        _verify_commands(doc, facts, rules)
+        from vllm_doctor.commands.suggest import suggest
+
+        suggest(doc, facts, rules)
+    if recommend:
+        with step("recommended release"):
+            from vllm_doctor.commands import recommend as recommending
+
+            errors = [f for f in doc.applies if f.severity == "error"]
+            doc.recommendation = recommending.recommend(facts, rules, errors)
     if probe and options.manifest_target is not None:
         doc.notes.append(
             "--probe: not run for a manifest — probes confirm a failure on the "
@@ -567,6 +492,7 @@ def register(app: typer.Typer) -> None:
         log: Path | None = inputs.LOG,
         vllm_version: str | None = inputs.VLLM_VERSION,
         torch_version: str | None = inputs.TORCH_VERSION,
+        package: list[str] | None = inputs.PACKAGE,
         gpu: str | None = inputs.GPU,
         gpus: int | None = inputs.GPUS,
         offline: bool = inputs.OFFLINE,
@@ -578,60 +504,110 @@ def register(app: typer.Typer) -> None:
             "-f",
             help=f"{', '.join(FORMATS)} (default text).",
             autocompletion=lambda: list(FORMATS),
+            rich_help_panel=inputs.OUTPUT,
         ),
         fail_on: str | None = typer.Option(
             None,
             "--fail-on",
             help="Exit 1 on findings at or above: error (default), warning, info, never.",
             autocompletion=lambda: list(FAIL_ON),
+            rich_help_panel=inputs.GATE,
         ),
         strict: bool | None = typer.Option(
             None,
             "--strict/--no-strict",
             help="Fail on undecided rules at or above --fail-on, on zero rules selected and on "
             "ignore entries that match no rule.",
+            rich_help_panel=inputs.GATE,
         ),
         select: list[str] | None = typer.Option(
-            None, "--select", help="Only rule codes with these prefixes."
+            None,
+            "--select",
+            help="Only rule codes with these prefixes.",
+            autocompletion=inputs.complete_rule_codes,
+            rich_help_panel=inputs.GATE,
         ),
         ignore: list[str] | None = typer.Option(
-            None, "--ignore", help="Skip rule codes with these prefixes."
+            None,
+            "--ignore",
+            help="Skip rule codes with these prefixes.",
+            autocompletion=inputs.complete_rule_codes,
+            rich_help_panel=inputs.GATE,
         ),
         ignore_file: Path | None = typer.Option(
-            None, "--ignore-file", help="YAML of accepted findings (reason, expiry)."
+            None,
+            "--ignore-file",
+            help="YAML of accepted findings (reason, expiry).",
+            rich_help_panel=inputs.GATE,
         ),
         verbose: bool = inputs.VERBOSE,
         quiet: bool = typer.Option(
-            False, "--quiet", "-q", help="Only the findings (and the summary on stderr)."
+            False,
+            "--quiet",
+            "-q",
+            help="The first line (what was read, the next step) and the findings; the summary "
+            "on stderr.",
+            rich_help_panel=inputs.OUTPUT,
         ),
         output: Path | None = typer.Option(
-            None, "--output", "-o", help="Write the report to a file."
+            None,
+            "--output",
+            "-o",
+            help="Write the report to a file.",
+            rich_help_panel=inputs.OUTPUT,
         ),
         example: str | None = typer.Option(
-            None, "--example", help="Run on a bundled scenario (`--example list`)."
+            None,
+            "--example",
+            help="Run on a bundled scenario (`--example list`).",
+            autocompletion=inputs.complete_examples,
+            rich_help_panel=inputs.INPUTS,
         ),
-        probe: bool = typer.Option(False, "--probe", help="Run the probes linked to the findings."),
+        probe: bool = typer.Option(
+            False,
+            "--probe",
+            help="Run the probes linked to the findings.",
+            rich_help_panel=inputs.OUTPUT,
+        ),
         rules_dir: list[Path] | None = typer.Option(
-            None, "--rules-dir", help="A rule directory to add to the shipped rules (repeatable)."
+            None,
+            "--rules-dir",
+            help="A rule directory to add to the shipped rules (repeatable).",
+            rich_help_panel=inputs.GATE,
         ),
         no_default_rules: bool = typer.Option(
             False,
             "--no-default-rules",
             help="Check only the --rules-dir rules, not the shipped ones.",
+            rich_help_panel=inputs.GATE,
         ),
         config: Path | None = typer.Option(
             None,
             "--config",
             help="Settings file (default: the nearest .vllm-doctor.toml or "
-            "pyproject.toml [tool.vllm-doctor] from the working directory up).",
+            "pyproject.toml (its tool.vllm-doctor table) from the working directory up; "
+            "`vllm-doctor init` writes one).",
+            rich_help_panel=inputs.GATE,
         ),
-        no_config: bool = typer.Option(False, "--no-config", help="Ignore any settings file."),
+        no_config: bool = typer.Option(
+            False, "--no-config", help="Ignore any settings file.", rich_help_panel=inputs.GATE
+        ),
+        recommend: bool = typer.Option(
+            False,
+            "--recommend",
+            help="Name the release to install: the newest covered release that runs on this "
+            "driver and GPU (and a torch kept with --torch-version), and the oldest at or "
+            "above the judged one that draws no error with this serve line, with the reasons "
+            "for the releases it passes over.",
+            rich_help_panel=inputs.OUTPUT,
+        ),
         locked: bool = typer.Option(
             False,
             "--locked",
             help="A settings file may not choose rules or the threshold "
             "(select, ignore, default-rules, ignore-file/-entries, fail-on); "
             "also VLLM_DOCTOR_LOCKED=1.",
+            rich_help_panel=inputs.GATE,
         ),
     ) -> None:
         """Check this stack, model and serve line against the known failures."""
@@ -677,6 +653,7 @@ def register(app: typer.Typer) -> None:
             driver,
             cuda,
             offline,
+            package,
         )
         options.manifest = manifest
         default_rules = not no_default_rules and settings.default_rules is not False
@@ -698,5 +675,6 @@ def register(app: typer.Typer) -> None:
                 default_rules=default_rules,
                 ignore_entries=entries,
                 settings=from_file if from_file.path else None,
+                recommend=recommend,
             )
         )

@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from vllm_doctor.commands.inputs import complete_rule_codes
 from vllm_doctor.errors import EXIT_FINDINGS, InputError
 from vllm_doctor.report.output import echo
 
@@ -336,7 +337,11 @@ def render_messages(report) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("explain")
     def explain(
-        code: str | None = typer.Argument(None, help="Rule code (e.g. MODEL001) or slug."),
+        code: str | None = typer.Argument(
+            None,
+            help="Rule code (e.g. MODEL001) or slug.",
+            autocompletion=complete_rule_codes,
+        ),
         log: Path | None = typer.Option(
             None,
             "--log",

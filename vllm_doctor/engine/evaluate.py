@@ -85,6 +85,9 @@ class Finding:
     # the highest severity the finding may have: "warning" for a rule that applies in only
     # some of the releases an unknown vLLM version could be (engine/over_releases.py)
     severity_cap: str | None = None
+    # with the vLLM version unknown and the finding decided over the covered releases: the
+    # newest release it applies in, whose facts its workarounds' values are read from
+    facts_release: str | None = None
 
     @property
     def unknowable_here(self) -> bool:
@@ -128,22 +131,25 @@ class Finding:
 
 
 def match_signatures(rule: Rule, log: str | LogScan | None, limit: int = 3) -> list[str]:
-    """Lines of the log where one of the rule's signatures matched (engine.logmatch)."""
+    """Lines of the log where one of the rule's signatures matched, else where the error
+    catalogue found a message they quote (engine.logmatch)."""
     if not log or not rule.signatures:
         return []
-    from vllm_doctor.engine.logmatch import scan_log
+    from vllm_doctor.engine.logmatch import load_catalogue, scan_log
 
     signatures = [s.compiled() for s in rule.signatures]
-    scan = log if not isinstance(log, str) else scan_log(log, signatures)
+    scan = log if not isinstance(log, str) else scan_log(log, signatures, load_catalogue())
     # a quoted log line never carries a secret out
-    return [redact_text(line) for line in scan.signature_lines(signatures, limit)]
+    return [redact_text(line) for line in scan.rule_lines(signatures, limit)]
 
 
 def scan_for_rules(rules: list[Rule], log_text: str) -> LogScan:
-    """One literal scan of the log for every rule's signatures."""
-    from vllm_doctor.engine.logmatch import scan_log
+    """One literal scan of the log for every rule's signatures and the error catalogue."""
+    from vllm_doctor.engine.logmatch import load_catalogue, scan_log
 
-    return scan_log(log_text, [s.compiled() for rule in rules for s in rule.signatures])
+    return scan_log(
+        log_text, [s.compiled() for rule in rules for s in rule.signatures], load_catalogue()
+    )
 
 
 def read_rule_log(rule: Rule, log: str | LogScan, version: str | None) -> LogReading | None:

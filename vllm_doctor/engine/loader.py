@@ -16,12 +16,14 @@ from vllm_doctor.compact import digest
 from vllm_doctor.engine.conditions import ConditionError, compile_condition
 from vllm_doctor.engine.rule import (
     CATEGORIES,
+    COMPUTABLE_OPTIONS,
     CONFIDENCES,
     DETAIL_SECTIONS,
     FIX_STATUSES,
     PHASES,
     SEVERITIES,
     STATUSES,
+    TITLE_PLACEHOLDER,
     Fingerprint,
     Fix,
     LazyPattern,
@@ -243,9 +245,25 @@ def _workarounds(chk: _Checker, raw: Any) -> tuple[Workaround, ...]:
             chk.problem(where, f"unknown keys {sorted(unknown)}")
         serve = item.get("serve") or {}
         env = item.get("env") or {}
-        if not isinstance(serve, dict) or set(serve) - {"set", "remove"}:
-            chk.problem(f"{where}.serve", "takes `set: {flag: value}` and `remove: [flag]`")
+        if not isinstance(serve, dict) or set(serve) - {"set", "remove", "compute"}:
+            chk.problem(
+                f"{where}.serve",
+                "takes `set: {flag: value}`, `remove: [flag]` and `compute: [flag]`",
+            )
             serve = {}
+        compute = serve.get("compute") or []
+        if not isinstance(compute, list) or set(map(str, compute)) - set(COMPUTABLE_OPTIONS):
+            chk.problem(
+                f"{where}.serve.compute",
+                f"lists options the doctor computes: {', '.join(COMPUTABLE_OPTIONS)}",
+            )
+            compute = []
+        from vllm_doctor.facts.schema import is_known_path
+
+        texts = str(item.get("title", "")) + str(item.get("cost", ""))
+        for path, _words in TITLE_PLACEHOLDER.findall(texts):
+            if not is_known_path(path):
+                chk.problem(where, f"names {{{path}}}, which is not a fact (docs/facts.md)")
         if not isinstance(env, dict) or set(env) - {"set", "unset"}:
             chk.problem(f"{where}.env", "takes `set: {NAME: value}` and `unset: [NAME]`")
             env = {}
@@ -267,6 +285,7 @@ def _workarounds(chk: _Checker, raw: Any) -> tuple[Workaround, ...]:
                 env_set={str(k): str(v) for k, v in env_set.items()},
                 env_unset=tuple(str(x) for x in env_unset),
                 cost=str(item.get("cost", "")),
+                serve_compute=tuple(str(x) for x in compute),
             )
         )
     return tuple(result)

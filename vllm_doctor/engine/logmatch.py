@@ -15,13 +15,21 @@ text around those hits is looked at again, in windows of bounded size:
   logs at error level) is verified by finding its literal parts in order in a window of the
   hit's line and its neighbours, whitespace collapsed, so prefixes (``(EngineCore_DP0
   pid=…)``, ``ERROR 11-23 05:10:11 [core.py:123]``), ANSI colour, pydantic's ``Value
-  error,`` wrapper, a missing exception class and wrapped lines do not matter; a message cut
-  short still matches when most of its literal text is there.
+  error,`` wrapper, a missing exception class and wrapped lines do not matter. A message
+  is also found from part of it: cut short (most of its literal text, in order), quoted up
+  to the end of a sentence (its first sentence, a tail that another release words
+  differently or that the reporter left out), or without a piece that holds no letters (a
+  parenthesis another release does not print).
+* A **rule named through the catalogue**: a signature that quotes one catalogue message
+  (every literal run of it, in order, in the message's template) also finds the failure
+  wherever the catalogue found that message, in full or in part (``LogScan.message_lines``),
+  so a rule is named from a wrapped line or a neighbouring release's wording of its message.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -44,10 +52,16 @@ ANCHOR = 24  # characters of a catalogue message's literal looked for first
 MIN_ANCHOR = 12  # the extractor keeps only messages with a part this long
 CATALOGUE_WINDOW = 4096  # characters of context verified around a catalogue hit
 PARTIAL_SHARE = 0.6  # a message cut short: this share of its literal text, in order
+MIN_SENTENCE = 30  # a message quoted up to a sentence's end: at least this much literal text
+MIN_LINK = 12  # a signature names a catalogue message by a literal run at least this long
+MAX_MESSAGE_HITS = 50  # catalogue messages one scan keeps for the rules named through them
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]{0,256}(?:\x07|\x1b\\)")
 _GAP = re.compile(r"\[\\s\\S\](?:\*\??|\{0,(\d+)\}\??)|\[\\S\\s\](?:\*\??|\{0,(\d+)\}\??)")
 _SPACES = re.compile(r"\s+")
+# where a sentence of a message ends inside one literal part ("… (2.1 GiB). Decrease …")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`'\"(\[])")
+_LETTERS = re.compile(r"[A-Za-z]")
 
 
 class SignatureError(ValueError):
@@ -171,10 +185,79 @@ class Signature:
     pattern: str
     parts: list[_Part]
     unless: Signature | None = None
+    _runs: tuple[str, ...] | None = None
 
     def literals(self) -> set[str]:
         found = {p.literal for p in self.parts}
         return found | (self.unless.literals() if self.unless else set())
+
+    def runs(self) -> tuple[str, ...]:
+        """Every literal run of the signature that holds a letter or digit, in order, its
+        edge spaces stripped (the catalogue's templates drop the spaces at a placeholder)."""
+        if self._runs is None:
+            self._runs = tuple(run for part in self.parts for run in _literal_runs(part.piece))
+        return self._runs
+
+    def quotes(self, template: str) -> bool:
+        """The signature quotes this catalogue message: every literal run of it is in the
+        template, in order, one of them specific (MIN_LINK characters), and the signature
+        matches the message with any value in its placeholders (a signature that names one
+        quantization method, or a range of capabilities, is about those values only)."""
+        if not all(part.literal.strip() in template for part in self.parts):
+            return False  # the cheap test first: each part's longest literal
+        runs = self.runs()
+        if not runs or max(map(len, runs)) < MIN_LINK:
+            return False
+        at = 0
+        for run in runs:
+            found = template.find(run, at)
+            if found == -1:
+                return False
+            at = found + len(run)
+        try:  # its parts, in order (a leading "unless" is about the log, not the message)
+            regex = re.compile(r"[\s\S]*?".join(p.piece for p in self.parts), re.MULTILINE)
+        except re.error:
+            return False
+        return any(regex.search(text) for text in _filled(template))
+
+
+# a value any generic class takes (\d+, [\d.]+, \S+, \w+, .+), never a name a signature
+# spells out
+_FILLER = "1"
+
+
+def _filled(template: str) -> list[str]:
+    """The template as vLLM could print it, a generic value in each placeholder: the
+    catalogue drops the spaces around a placeholder, so they are put back as English
+    spacing has them (beside a word or after a comma or colon), or on both sides, or none."""
+    pieces = template.split(WILDCARD)
+    spaced = [pieces[0]]
+    for before, after in itertools.pairwise(pieces):
+        left = " " if before[-1:].isalnum() or before[-1:] in ",:;" else ""
+        right = " " if after[:1].isalnum() or after[:1] in "([" else ""
+        spaced.append(f"{left}{_FILLER}{right}{after}")
+    return ["".join(spaced)] + [
+        template.replace(WILDCARD, filler) for filler in (_FILLER, f" {_FILLER} ")
+    ]
+
+
+def _literal_runs(part: str) -> list[str]:
+    """The runs of literal characters at the top level of a regex part (a run ends at any
+    class, group, repetition or anchor), stripped, those with a letter or digit."""
+    try:
+        parsed = _sre_parser.parse(part)
+    except re.error:
+        return []
+    literal, runs, run = _sre_parser.LITERAL, [], []
+    for op, arg in [*parsed, (None, None)]:
+        if op is literal:
+            run.append(chr(arg))
+            continue
+        text = "".join(run).strip()
+        if any(ch.isalnum() for ch in text):
+            runs.append(text)
+        run = []
+    return runs
 
 
 # a signature's plan: (the plan of its `unless` part or None, its parts), each part
@@ -391,6 +474,35 @@ class _Entry:
     cls: str
     parts: tuple[str, ...]
     literal_chars: int
+    # the parts cut at the sentences' ends, where each piece ends in the template, and
+    # whether it follows the piece before it in the same part (only a space between them)
+    pieces: tuple[str, ...] = ()
+    ends: tuple[int, ...] = ()
+    follows: tuple[bool, ...] = ()
+
+    @classmethod
+    def of(cls, key: str, parts: tuple[str, ...]) -> _Entry:
+        template = key.partition(": ")[2]
+        pieces: list[str] = []
+        ends: list[int] = []
+        follows: list[bool] = []
+        at = 0
+        for part in parts:
+            for n, piece in enumerate(_SENTENCE_END.split(part)):
+                found = template.find(piece, at)
+                at = (found if found != -1 else at) + len(piece)
+                pieces.append(piece)
+                ends.append(at)
+                follows.append(n > 0)
+        return cls(
+            key,
+            key.partition(": ")[0],
+            parts,
+            sum(map(len, parts)),
+            tuple(pieces),
+            tuple(ends),
+            tuple(follows),
+        )
 
 
 @dataclass
@@ -401,6 +513,8 @@ class CatalogueHit:
     line: str
     position: int
     complete: bool  # every literal part was found (False: a message cut short)
+    # the template up to the last piece the log shows (all of it for a complete hit)
+    shown: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -459,19 +573,17 @@ class Catalogue:
     def entry(self, index: int) -> _Entry:
         found = self._entries.get(index)
         if found is None:
-            key, parts = self.keys[index], self.parts[index]
-            found = self._entries[index] = _Entry(
-                key, key.partition(": ")[0], parts, sum(map(len, parts))
-            )
+            found = self._entries[index] = _Entry.of(self.keys[index], self.parts[index])
         return found
 
     def anchors(self) -> set[str]:
         return set(self.by_anchor)
 
     def match(self, text: str, hits: dict[str, list[int]], limit: int = 20) -> list[CatalogueHit]:
-        verified: dict[tuple[int, int], tuple[bool, int] | None] = {}  # (line start, entry)
+        verified: dict[tuple[int, int], tuple[bool, int, int] | None] = {}  # (line, entry)
         best: dict[int, CatalogueHit] = {}  # entry → first hit
-        per_line: dict[int, list[tuple[int, int]]] = {}  # line start → [(score, entry)]
+        # line start → [((literal characters matched, complete), entry)]
+        per_line: dict[int, list[tuple[tuple[int, bool], int]]] = {}
         windows: dict[int, tuple[str, str]] = {}
         for anchor, positions in hits.items():
             for index in self.by_anchor.get(anchor, ()):
@@ -488,20 +600,23 @@ class Catalogue:
                     verified[(line_start, index)] = result
                     if result is None:
                         continue
-                    complete, score = result
-                    per_line.setdefault(line_start, []).append((score, index))
+                    complete, score, shown = result
+                    per_line.setdefault(line_start, []).append(((score, complete), index))
                     if index not in best or best[index].position > line_start:
                         entry = self.entry(index)
+                        template = entry.key.partition(": ")[2]
                         best[index] = CatalogueHit(
                             entry.key,
                             entry.cls,
-                            display(entry.key.partition(": ")[2]),
+                            display(template),
                             line_at(text, pos),
                             line_start,
                             complete,
+                            template[:shown],
                         )
-        # at one line keep the most specific messages (the most literal text matched), and
-        # among equals the one whose exception class the line names
+        # at one line keep the most specific messages (the most literal text matched, a
+        # message seen whole before one seen in part), and among equals the one whose
+        # exception class the line names
         keep: set[int] = set()
         for line_start, scored in per_line.items():
             top = max(score for score, _ in scored)
@@ -534,31 +649,48 @@ def _window(text: str, line_start: int, pos: int) -> tuple[str, str]:
     return _SPACES.sub(" ", raw), _SPACES.sub(" ", raw.replace("\n", ""))
 
 
-def _in_order(parts: tuple[str, ...], window: str) -> int:
-    """How many of ``parts`` (from the first) appear in order in ``window``."""
-    at = 0
-    for count, part in enumerate(parts):
-        found = window.find(part, at)
-        if found == -1:
-            return count
-        at = found + len(part)
-    return len(parts)
+def _walk(entry: _Entry, window: str) -> tuple[list[int], bool]:
+    """The pieces found in order in ``window`` from the first (their indexes), stepping over
+    a piece without letters that is not there ("), (" where another release prints no
+    parenthesis), and whether every piece was found. A sentence that follows another in the
+    same literal part must follow it in the window too (a space between them at most)."""
+    pieces = entry.pieces
+    found: list[int] = []
+    at, whole = 0, True
+    for index, piece in enumerate(pieces):
+        where = window.find(piece, at)
+        if where != -1 and entry.follows[index] and found and found[-1] == index - 1:
+            where = where if where - at <= 1 else -1
+        if where == -1:
+            if found and not _LETTERS.search(piece):
+                whole = False
+                continue
+            return found, False
+        found.append(index)
+        at = where + len(piece)
+    return found, whole
 
 
-def _verify(entry: _Entry, window: tuple[str, str]) -> tuple[bool, int] | None:
-    best = 0
+def _verify(entry: _Entry, window: tuple[str, str]) -> tuple[bool, int, int] | None:
+    """(complete, literal characters matched, where the shown part of the template ends),
+    or None: the window does not show the message. Shown in part: most of its literal text
+    (PARTIAL_SHARE), or every piece up to the end of a sentence (MIN_SENTENCE characters)."""
+    best: list[int] = []
     for variant in window:
-        found = _in_order(entry.parts, variant)
-        if found == len(entry.parts):
-            return True, entry.literal_chars
-        best = max(best, found)
-    matched = sum(len(p) for p in entry.parts[:best])
-    if (
-        best
-        and matched >= PARTIAL_SHARE * entry.literal_chars
-        and max(map(len, entry.parts[:best])) >= 12
-    ):
-        return False, matched
+        found, whole = _walk(entry, variant)
+        if whole:
+            return True, entry.literal_chars, entry.ends[-1]
+        if sum(len(entry.pieces[i]) for i in found) > sum(len(entry.pieces[i]) for i in best):
+            best = found
+    if not best or best[0] != 0:
+        return None
+    matched = sum(len(entry.pieces[i]) for i in best)
+    if max(len(entry.pieces[i]) for i in best) < 12:
+        return None
+    last = entry.pieces[best[-1]].rstrip()
+    to_sentence_end = last.endswith((".", "!", "?")) and matched >= MIN_SENTENCE
+    if matched >= PARTIAL_SHARE * entry.literal_chars or to_sentence_end:
+        return False, matched, entry.ends[best[-1]]
     return None
 
 
@@ -661,10 +793,13 @@ def _without_gc(make: Callable[[], T]) -> T:
 # -- one scan of a log for everything -------------------------------------------------------------
 @dataclass
 class LogScan:
-    """A log read once: its cleaned text and where every needed literal occurs."""
+    """A log read once: its cleaned text and where every needed literal occurs (with the
+    catalogue it was scanned for, when one was)."""
 
     text: str
     hits: dict[str, list[int]] = field(default_factory=dict)
+    catalogue: Catalogue | None = None
+    _messages: list[CatalogueHit] | None = None
 
     def signature_lines(self, signatures: Iterable[Signature], limit: int = 3) -> list[str]:
         lines: list[str] = []
@@ -677,6 +812,49 @@ class LogScan:
                 if len(lines) >= limit:
                     return lines
         return lines
+
+    def catalogue_hits(self) -> list[CatalogueHit]:
+        """The catalogue messages the log shows (none when it was scanned without one)."""
+        if self._messages is None:
+            self._messages = (
+                self.catalogue.match(self.text, self.hits, limit=MAX_MESSAGE_HITS)
+                if self.catalogue is not None
+                else []
+            )
+        return self._messages
+
+    def message_lines(self, signatures: Iterable[Signature], limit: int = 3) -> list[str]:
+        """Lines where the catalogue found a message one of the signatures quotes (in full,
+        or in part: then the line says which message it was read as)."""
+        hits = self.catalogue_hits()
+        if not hits:
+            return []
+        lines: list[str] = []
+        for sig in signatures:
+            if sig.unless is not None and signature_spans(sig.unless, self.text, self.hits, 1):
+                continue
+            for hit in hits:
+                if not sig.quotes(hit.key.partition(": ")[2]) or not _shows_the_quote(sig, hit):
+                    continue
+                shown = hit.template if len(hit.template) <= 120 else hit.template[:119] + "…"
+                line = hit.line if hit.complete else f"{hit.line}  [read as: {shown}]"
+                if line not in lines:
+                    lines.append(line)
+                if len(lines) >= limit:
+                    return lines
+        return lines
+
+    def rule_lines(self, signatures: list[Signature], limit: int = 3) -> list[str]:
+        """Where the signatures match, else where the catalogue found a message they quote."""
+        return self.signature_lines(signatures, limit) or self.message_lines(signatures, limit)
+
+
+def _shows_the_quote(sig: Signature, hit: CatalogueHit) -> bool:
+    """A message seen in part names the signature's failure only when the part the log shows
+    holds the signature's longest literal run (what makes it that failure)."""
+    if hit.complete:
+        return True
+    return max(sig.runs(), key=len) in hit.shown
 
 
 def scan_log(
@@ -693,10 +871,10 @@ def scan_log(
         index = dict(catalogue.prefixes) if catalogue is not None else {}
         for literal in literals:
             index[literal[:PREFIX]] = (*index.get(literal[:PREFIX], ()), literal)
-        return LogScan(cleaned, _scan_indexed(cleaned, index))
+        return LogScan(cleaned, _scan_indexed(cleaned, index), catalogue)
     if catalogue is not None:
         literals |= catalogue.anchors()
-    return LogScan(cleaned, _finder(frozenset(literals)).scan(cleaned))
+    return LogScan(cleaned, _finder(frozenset(literals)).scan(cleaned), catalogue)
 
 
 def prefix_index(literals: Iterable[str]) -> dict[str, tuple[str, ...]]:

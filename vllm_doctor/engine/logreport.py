@@ -170,9 +170,8 @@ def analyse_log(
         version = version_in_log(scan.text)
         version_source = "log" if version else ""
     for rule in rules:
-        lines = (
-            scan.signature_lines([s.compiled() for s in rule.signatures]) if rule.signatures else []
-        )
+        # its signatures, else the catalogue message they quote (found in full or in part)
+        lines = scan.rule_lines([s.compiled() for s in rule.signatures]) if rule.signatures else []
         if not lines:
             continue
         reading = None

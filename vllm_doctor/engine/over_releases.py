@@ -210,7 +210,8 @@ def judge_over_releases(findings: list[Finding], facts: Facts, log: Any = None) 
                 ),
             )
             continue
-        newest = results[max(applying, key=releases.index)]
+        newest_release = max(applying, key=releases.index)
+        newest = replace(results[newest_release], facts_release=newest_release)
         if len(applying) == len(releases):
             findings[index] = replace(
                 newest,

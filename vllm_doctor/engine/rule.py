@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from vllm_doctor.engine.logmatch import Signature
+    from vllm_doctor.facts.model import Facts
 
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
@@ -95,6 +96,44 @@ class LazySignature:
         return self._compiled
 
 
+# the serve options a workaround may leave to the doctor (`serve: compute: [...]`): the value
+# is computed for the facts and judged before it is printed (commands/suggest.py)
+COMPUTABLE_OPTIONS = ("max-model-len", "tensor-parallel-size", "kv-cache-dtype")
+# a fact named in a workaround's title or cost, printed as its value: {release.torch_pin},
+# {release.architecture_first_release|words for a fact that is not known}
+TITLE_PLACEHOLDER = re.compile(r"\{([a-z_]+(?:\.[A-Za-z0-9_*-]+)+)(?:\|([^{}]*))?\}")
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}" if value >= 10_000 else str(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value))
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items())
+    return str(value)
+
+
+def fill_placeholders(title: str, facts: Facts) -> str:
+    """A title with its ``{fact.path}`` placeholders replaced by the facts' values; a fact
+    that is absent takes the placeholder's words (``{path|words}``), one that could not be
+    collected says why."""
+
+    def value(match: re.Match[str]) -> str:
+        path, words = match.group(1), match.group(2)
+        fact = facts.get(path)
+        if fact is not None and fact.value not in (None, "", [], {}):
+            return _shown(fact.value)
+        why = facts.why_missing(path)
+        if why is None and words is not None:
+            return words
+        return f"not known: {why}" if why else "not known"
+
+    return TITLE_PLACEHOLDER.sub(value, title)
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     path: str  # glob relative to the vllm package directory
@@ -116,10 +155,12 @@ class Workaround:
     env_set: dict[str, str] = field(default_factory=dict)
     env_unset: tuple[str, ...] = ()
     cost: str = ""
+    # options whose value the doctor computes for the facts (COMPUTABLE_OPTIONS)
+    serve_compute: tuple[str, ...] = ()
 
     @property
     def edits_serve_line(self) -> bool:
-        return bool(self.serve_set or self.serve_remove)
+        return bool(self.serve_set or self.serve_remove or self.serve_compute)
 
 
 @dataclass(frozen=True)

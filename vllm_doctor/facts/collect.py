@@ -5,8 +5,8 @@ report (parsed first; its areas stand for this machine's) → a rule case's give
 manifest container's stated facts → the target hardware (--gpu/--gpus/--driver/--cuda) → serve
 line → model config → this machine as a node of a fleet (host, NCCL library, the model's
 files) → crash log → what-if versions → inferred facts (hardware and stack from what is known)
-→ derived facts → release facts and release kernels (what the judged vLLM
-release accepts, from the generated knowledge).
+→ derived facts → release facts, release kernels and the release's reading of the
+environment (what the judged vLLM release accepts, from the generated knowledge).
 
 A collector that crashes is recorded as missing ("collector X crashed: ...") for the areas it
 owns and in ``Facts.crashes``, and collection goes on, so the report still shows everything
@@ -41,6 +41,7 @@ STEP_NAMES = {
     "report": "collect-env report",
     "environment": "environment",
     "packages": "installed packages",
+    "platform": "platform and container",
     "gpus": "GPUs (NVML)",
     "serve": "serve line",
     "model": "model config",
@@ -62,6 +63,8 @@ class CollectOptions:
     log: Path | None = None  # sets log.path/log.lines (the text is read by check)
     vllm_version: str | None = None  # what-if overrides (Source.USER)
     torch_version: str | None = None
+    # --package NAME==VERSION: what-if versions of other packages (canonical name → version)
+    packages: dict[str, str] | None = None
     target: TargetHardware | None = None  # --gpu/--gpus/--driver/--cuda (facts/hardware.py)
     offline: bool = False  # --offline: never ask the Hugging Face Hub
     probe_machine: bool = True  # False: do not look at this machine (examples, tests)
@@ -160,7 +163,7 @@ def _env_from_facts(facts: Facts) -> dict[str, str]:
 
 def collect_facts(options: CollectOptions, timings: dict[str, float] | None = None) -> Facts:
     """All facts for ``options``; ``timings`` (if given) receives seconds per collector."""
-    from vllm_doctor.facts import derived, environment, packages
+    from vllm_doctor.facts import derived, environment, packages, platform
 
     facts = Facts()
     run = _Runner(facts, timings)
@@ -192,6 +195,11 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
             run.step(
                 "packages", ("vllm", "torch", "packages"), lambda: packages.collect_packages(facts)
             )
+            run.step(
+                "platform",
+                ("platform", "container"),
+                lambda: platform.collect_platform(facts, environ or {}),
+            )
 
             def gpus() -> None:
                 from vllm_doctor.facts.gpus import collect_gpus
@@ -202,12 +210,14 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
         else:
             for area in MACHINE_AREAS:
                 facts.mark_missing(area, "this machine was not examined (no report given)")
+            platform.not_examined(facts, "this machine was not examined (no report given)")
     elif report_facts is not None:
         facts.merge(report_facts, replace_areas=REPORT_AREAS)
         facts.notes.append(
             f"facts from the report {options.report} replace this machine's "
             f"({', '.join(REPORT_AREAS)})"
         )
+        platform.platform_from_report(facts, text, str(options.report))
 
     if options.given is not None:
         for path, fact in options.given.values.items():
@@ -224,6 +234,10 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
             options.manifest_target.write_facts(stated)
             conflicts = manifest_report_conflicts(report_facts, stated, str(options.report))
         options.manifest_target.write_facts(facts)
+        # the manifest's container runs elsewhere: this machine's platform is not its
+        for area in ("platform", "container"):
+            facts.drop_area(area)
+        platform.not_examined(facts, "the manifest's container is not examined from here")
         for areas, reason in conflicts:  # the report's part of another stack is set aside
             for area in areas:
                 facts.drop_area(area)
@@ -307,6 +321,12 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
                 facts, options.vllm_version, options.torch_version
             ),
         )
+    if options.packages:
+        run.step(
+            "overrides",
+            ("packages",),
+            lambda: packages.apply_package_overrides(facts, options.packages or {}),
+        )
 
     def inferred() -> None:
         from vllm_doctor.facts.hardware import infer_hardware
@@ -314,6 +334,7 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
 
         infer_hardware(facts)
         infer_stack(facts)
+        platform.gpu_architecture(facts)
 
     run.step("inferred", (), inferred)
     run.step("derived", ("derived",), lambda: derived.compute_derived(facts))
@@ -335,6 +356,26 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
 
     run.step("release kernels", ("release.quant", "release.attention"), release_kernels)
 
+    def release_env() -> None:
+        from vllm_doctor.facts.release import judged_between_releases
+        from vllm_doctor.facts.release_env import collect_release_env
+
+        judged_between_releases(facts, collect_release_env)
+
+    run.step(
+        "release environment",
+        (
+            "release.env",
+            "release.env_unknown",
+            "release.env_invalid",
+            "release.model_runner_v2",
+            "release.deep_gemm",
+            "release.deep_gemm_arch",
+            "release.aiter",
+        ),
+        release_env,
+    )
+
     def memory() -> None:
         from vllm_doctor.memory.estimate import compute_memory
 
@@ -351,6 +392,7 @@ def with_serve_line(facts: Facts, argv: list[str]) -> Facts:
     from vllm_doctor import serve_args
     from vllm_doctor.facts import derived
     from vllm_doctor.facts.release import collect_release, judged_between_releases
+    from vllm_doctor.facts.release_env import collect_release_env
     from vllm_doctor.facts.release_kernels import collect_release_kernels
 
     line = serve_args.parse_serve_argv(list(argv))
@@ -364,6 +406,7 @@ def with_serve_line(facts: Facts, argv: list[str]) -> Facts:
     derived.compute_derived(other)
     judged_between_releases(other, collect_release)
     judged_between_releases(other, collect_release_kernels)
+    judged_between_releases(other, collect_release_env)
     from vllm_doctor.memory.estimate import compute_memory
 
     compute_memory(other)

@@ -32,6 +32,7 @@ DERIVED_PATHS = (
     "derived.driver_supports_torch_cuda",
     "derived.expert_parallel_size",
     "derived.max_model_len_above_model",
+    "derived.moe_intermediate_per_rank",
 )
 
 
@@ -246,3 +247,17 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
         return int(requested) > limit, f"--max-model-len {requested} vs the model's {limit} ({how})"
 
     attempt("derived.max_model_len_above_model", above_model)
+
+    def moe_per_rank() -> tuple[int, str]:
+        # vLLM splits each expert's intermediate size over the TP ranks unless expert
+        # parallelism places whole experts (FusedMoE: intermediate_size_per_partition)
+        size = int(_need(facts, "model.moe_intermediate_size"))
+        if _need(facts, "serve.enable_expert_parallel"):
+            return size, f"moe_intermediate_size {size}, whole experts per rank (expert parallel)"
+        tp = _tp(facts)
+        if size % tp:
+            raise ValueError(f"moe_intermediate_size {size} does not split over TP {tp}")
+        return size // tp, f"moe_intermediate_size {size} / TP {tp}"
+
+    if "model.moe_intermediate_size" in facts or facts.why_missing("model.moe_intermediate_size"):
+        attempt("derived.moe_intermediate_per_rank", moe_per_rank)

@@ -47,6 +47,8 @@ PREFIXES = (
     "FLASHINFER_",
     "UCX_",
     "LMCACHE_",
+    # Ray's switches that keep it from rewriting the devices a worker sees
+    "RAY_EXPERIMENTAL_NOSET_",
 )
 # names outside the prefixes: the Hub's legacy token variable, the loader's search path
 NAMES = ("HUGGING_FACE_HUB_TOKEN", "LD_LIBRARY_PATH")

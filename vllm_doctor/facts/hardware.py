@@ -24,7 +24,6 @@ inferred with what it came from (``Facts.infer`` never overrides a collected val
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -60,20 +59,50 @@ class TargetHardware:
 
 
 def resolve_gpu(name: str, option: str = "--gpu") -> GpuMatch:
-    """The GPU table's match for a product name; InputError (exit 2) naming close matches."""
-    from vllm_doctor.knowledge.gpus import _families, lookup
+    """The GPU table's match for a product name as people type it (``4090``, ``rtx4090``,
+    ``h100-80gb``, ``MI300X``): its ``name`` is the typed name as the table spells it.
+    InputError (exit 2) for a name several families answer to (naming them) or none (naming
+    the closest spellings)."""
+    from vllm_doctor.knowledge.gpus import Ambiguous, resolve, suggestions
 
     text = " ".join(str(name).split())
-    match = lookup(text) if text else None
-    if match is not None:
-        return match
-    names = sorted({family.name for _, family in _families()})
-    close = difflib.get_close_matches(text, names, n=4, cutoff=0.4)
-    if not close:  # compare the words too: "H100 PCIe 80" → "H100"
-        words = {w.lower() for w in text.split()}
-        close = [n for n in names if words & {w.lower() for w in n.split()}][:4]
+    found = resolve(text) if text else None
+    if isinstance(found, Ambiguous):
+        listed = "; ".join(
+            f"{family.name} ({_memory_words(family.memory_options)})" for family in found.candidates
+        )
+        raise InputError(option, f"{name!r} could be any of: {listed} — say which")
+    if found is not None:
+        return found
+    close = suggestions(text) if text else []
     hint = f"; close matches: {', '.join(close)}" if close else ""
-    raise InputError(option, f"{name!r} is not a GPU the GPU table knows{hint}")
+    raise InputError(
+        option, f"{name!r} is not a GPU the GPU table knows{hint} (`--gpu list` shows the table)"
+    )
+
+
+def _memory_words(options: tuple[int, ...]) -> str:
+    sizes = sorted(options)
+    if not sizes:
+        return "memory not in the table"
+    if len(sizes) == 1:
+        return f"{sizes[0]} GiB"
+    return ", ".join(str(s) for s in sizes[:-1]) + f" or {sizes[-1]} GiB"
+
+
+def undecided_memory(match: GpuMatch) -> str | None:
+    """For a family named without its size that ships with several ("H100": 64, 80 or 94
+    GiB): what the doctor does with that, and how to name one; None otherwise."""
+    options = match.family.memory_options
+    if match.memory_gib is not None or len(options) < 2:
+        return None
+    name = match.name or match.family.name
+    example = f"{name} {options[0]}GB"  # the table lists the common size first
+    return (
+        f"the {match.family.name} comes with {_memory_words(options)} and {name!r} does not "
+        f"say which: the memory is judged for each size and decides only where all agree — "
+        f'name one to decide (--gpu "{example}")'
+    )
 
 
 def _check_version(option: str, value: str) -> str:
@@ -125,6 +154,11 @@ def apply_target_hardware(facts: Facts, target: TargetHardware) -> None:
             )
         name = names[0]
     match = resolve_gpu(name)
+    if target.gpu is not None and match.name and match.name != " ".join(str(name).split()):
+        # "--gpu 4090" is read as "RTX 4090": the facts carry the table's spelling, the
+        # evidence says what was typed
+        given = given.replace(f"--gpu {name}", f"--gpu {name} (read as {match.name})", 1)
+        name = match.name
     if target.count is None and names and _same_gpu(names, match):
         # the GPU named is the one this machine (or the report) has: its count, its devices
         # as measured and the links between them stay
@@ -132,6 +166,17 @@ def apply_target_hardware(facts: Facts, target: TargetHardware) -> None:
             f"--gpu {name} names the GPUs {'the report lists' if _from_report(facts) else 'of this machine'} "
             f"({len(names)} × {names[0]}): their count, memory and links are kept"
         )
+        total = facts.get("gpu.memory_total_mib")
+        if match.memory_gib and (total is None or total.inferred):
+            # the report's name left the size open ("RTX 5060 Ti": 8 or 16 GiB): the name
+            # given here says which
+            facts.values.pop("gpu.memory_total_mib", None)
+            facts.values.pop("gpu.memory_free_mib", None)
+            facts.infer(
+                "gpu.memory_total_mib",
+                match.memory_gib * MIB_PER_GIB,
+                f"GPU table: --gpu {name} → {match.family.name}, {match.memory_gib} GiB",
+            )
         return
     facts.drop_area("gpu")
     facts.drop_area("topology")
@@ -156,6 +201,9 @@ def apply_target_hardware(facts: Facts, target: TargetHardware) -> None:
         facts.set("gpu.names", [name] * count, source, given)
         facts.set("gpu.devices", devices, source, given)
     facts.set("gpu.mig_enabled", False, source, "a whole GPU (no MIG slice) is named")
+    open_size = undecided_memory(match)
+    if open_size is not None:
+        facts.notes.append(f"--gpu {name}: {open_size}")
     table = f"GPU table: {name} → {match.family.name}"
     if match.capability is not None:
         caps = [match.capability] * (target.count or 1)

@@ -584,6 +584,8 @@ def read_model_config(
     if "model.num_experts" not in facts and isinstance(text.get("ffn_config"), dict):
         put_experts = _int(text["ffn_config"].get("moe_num_experts"))  # DBRX
         facts.set("model.num_experts", put_experts, src, f"{tdetail}: ffn_config.moe_num_experts")
+    if "model.num_experts" in facts:
+        put("model.moe_intermediate_size", "moe_intermediate_size", "expert_intermediate_size")
     put(
         "model.num_mtp_layers",
         "num_nextn_predict_layers",
@@ -659,6 +661,14 @@ def read_model_config(
         )
         qdetail = f"{detail}: quantization_config" if isinstance(qcfg, dict) else str(hf_quant_path)
         facts.set("model.quant_method", method, src, qdetail)
+        block = qcfg.get("weight_block_size") if isinstance(qcfg, dict) else None
+        if (
+            isinstance(block, list)
+            and len(block) == 2
+            and all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)
+        ):
+            facts.set("model.quant_block_n", block[0], src, f"{qdetail}.weight_block_size")
+            facts.set("model.quant_block_k", block[1], src, f"{qdetail}.weight_block_size")
         if algo:
             algo_src = (
                 qdetail if isinstance(qcfg, dict) and qcfg.get("quant_algo") else str(hf_quant_path)

@@ -52,6 +52,9 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "torchvision": ("torchvision",),
     "numpy": ("numpy",),
     "ray": ("ray",),
+    # ROCm's AITER: published as amd-aiter (0.1.12.post1 on), built from source as aiter
+    "amd-aiter": ("amd-aiter",),
+    "aiter": ("aiter",),
 }
 
 _CANON_RE = re.compile(r"[-_.]+")
@@ -449,3 +452,17 @@ def apply_version_overrides(
                 "--vllm-version given: its torch requirement is not known offline",
             )
         update_torch_match(facts)
+
+
+def apply_package_overrides(facts: Facts, versions: dict[str, str]) -> None:
+    """``--package NAME==VERSION``: the named packages at those versions (Source.USER), the
+    facts a report's pip list or this machine's metadata would set; the others stay as
+    observed."""
+    for name, version in sorted(versions.items()):
+        facts.set(f"packages.{name}", version, Source.USER, f"--package {name}=={version}")
+    if versions:
+        facts.notes.append(
+            "what-if: "
+            + ", ".join(f"{name}=={version}" for name, version in sorted(versions.items()))
+            + " (--package)"
+        )

@@ -38,6 +38,10 @@ SUPPLY_HINTS: dict[str, str] = {
     "the Hub (not --offline; HF_TOKEN for a gated model)",
     "serve": "pass the serve line: `vllm-doctor check -- vllm serve MODEL ...` or --serve '...'",
     "env": "set the variable in this shell, or pass --report collect-env.txt",
+    "platform": "run on the host (or in the container) that serves, or pass --report "
+    "collect-env.txt (its Python platform line names the kernel)",
+    "container": "run `vllm-doctor check` (or `vllm-doctor serve`) inside the container, as "
+    "the user it runs as",
     "log": "pass --log crash.txt",
     "deploy": "pass the deployment: --manifest FILE (a Kubernetes manifest, a docker-compose "
     "file or a Dockerfile)",
@@ -123,6 +127,53 @@ FACTS: dict[str, FactSpec] = {
     "gpu.persistence_mode": FactSpec("bool", "persistence mode is on for all visible GPUs"),
     "gpu.ecc_enabled": FactSpec("bool", "ECC is on for all visible GPUs"),
     "gpu.visible_devices": FactSpec("str", "CUDA_VISIBLE_DEVICES as given"),
+    "gpu.gfx_targets": FactSpec(
+        "list",
+        "AMD gfx targets of the visible GPUs (gfx942, gfx1151): a report's ROCm device line, "
+        "else the GPU table by name (inferred); absent for NVIDIA GPUs",
+    ),
+    "gpu.unified_memory": FactSpec(
+        "bool",
+        "the GPU's memory is the system's (GB10, Jetson, Strix Halo: "
+        "knowledge/data/unified_memory.json), so what vLLM sees as free is what the OS, "
+        "other processes and a BIOS carve-out leave",
+    ),
+    # -- the platform and the container (facts/platform.py) --------------------------------
+    "platform.kernel": FactSpec(
+        "str", "the Linux kernel's release (/proc/sys/kernel/osrelease, a report's Python platform)"
+    ),
+    "platform.kernel_cmdline": FactSpec(
+        "str", "the kernel's boot parameters (/proc/cmdline: kho=off, iommu=pt, ...)"
+    ),
+    "platform.wsl": FactSpec(
+        "bool", "Windows Subsystem for Linux 2 (a microsoft kernel, WSL_DISTRO_NAME)"
+    ),
+    "platform.container": FactSpec(
+        "bool", "running in a container (/.dockerenv, /run/.containerenv, Kubernetes)"
+    ),
+    "platform.glibcxx": FactSpec(
+        "version",
+        "the newest GLIBCXX symbol version the system libstdc++.so.6 provides (3.4.N from "
+        "libstdc++.so.6.0.N: Ubuntu 22.04 has 3.4.30, 24.04 3.4.33)",
+    ),
+    "container.uid": FactSpec("int", "the UID the doctor (and so vLLM) runs as"),
+    "container.uid_in_passwd": FactSpec(
+        "bool", "the passwd database knows the UID (an arbitrary OpenShift UID is not)"
+    ),
+    "container.user_known": FactSpec(
+        "bool",
+        "getpass.getuser() finds a name: LOGNAME, USER, LNAME or USERNAME is set, or passwd "
+        "knows the UID (torch's compile cache and other libraries ask for it)",
+    ),
+    "container.home": FactSpec("str", "HOME (or passwd's home directory when HOME is unset)"),
+    "container.home_writable": FactSpec(
+        "bool", "HOME is writable, or can be created (its nearest existing parent is writable)"
+    ),
+    "container.unwritable_caches": FactSpec(
+        "list",
+        "cache directories vLLM and its libraries write at start-up (VLLM_CACHE_ROOT, "
+        "TRITON_CACHE_DIR, HF_HOME as they resolve them) that this user cannot create or write",
+    ),
     # -- links between GPUs ---------------------------------------------------------------
     "topology.links": FactSpec("list", "per pair: a, b, link (NV#/PIX/PXB/PHB/NODE/SYS), p2p"),
     "topology.all_nvlink": FactSpec("bool", "every pair of visible GPUs is linked by NVLink"),
@@ -153,6 +204,15 @@ FACTS: dict[str, FactSpec] = {
         "str", "torch_dtype / dtype of the checkpoint (bfloat16, ...)", never_absent=True
     ),
     "model.num_experts": FactSpec("int", "routed experts (MoE), if any"),
+    "model.moe_intermediate_size": FactSpec(
+        "int", "intermediate size of one routed expert (MoE models: moe_intermediate_size)"
+    ),
+    "model.quant_block_n": FactSpec(
+        "int", "block-quantized checkpoint: quantization_config.weight_block_size[0] (block_n)"
+    ),
+    "model.quant_block_k": FactSpec(
+        "int", "block-quantized checkpoint: quantization_config.weight_block_size[1] (block_k)"
+    ),
     "model.num_mtp_layers": FactSpec("int", "multi-token-prediction layers, if any"),
     "model.kv_lora_rank": FactSpec("int", "MLA latent KV rank (DeepSeek-style), if any"),
     "model.qk_rope_head_dim": FactSpec("int", "MLA rotary head dimension (DeepSeek-style), if any"),
@@ -362,6 +422,11 @@ FACTS: dict[str, FactSpec] = {
     "derived.expert_parallel_size": FactSpec(
         "int", "expert-parallel group size: TP × DP with --enable-expert-parallel, else 1"
     ),
+    "derived.moe_intermediate_per_rank": FactSpec(
+        "int",
+        "an expert's intermediate size on one GPU: model.moe_intermediate_size / TP, or all "
+        "of it with --enable-expert-parallel (whole experts per rank)",
+    ),
     "derived.max_model_len_above_model": FactSpec(
         "bool",
         "--max-model-len exceeds the model's derived maximum context "
@@ -401,6 +466,19 @@ FACTS: dict[str, FactSpec] = {
         "room | tight (within the margin) | none: with --kv-cache-memory-bytes, the GPU's "
         "memory left after the weights, the profile's peak, non-torch memory, CUDA graphs "
         "and the KV cache asked for",
+    ),
+    "memory.mamba_cache_blocks": FactSpec(
+        "int",
+        "a hybrid (Mamba / linear-attention) model: the KV cache blocks one GPU holds, one per "
+        "running sequence's Mamba state (absent for other models)",
+    ),
+    "memory.max_num_seqs": FactSpec(
+        "int", "a hybrid model: --max-num-seqs, or vLLM's default for this GPU"
+    ),
+    "memory.mamba_blocks_verdict": FactSpec(
+        "str",
+        "a hybrid model: below | tight (within the margin) | enough: the Mamba cache blocks "
+        "against memory.max_num_seqs (vLLM refuses full CUDA graphs for more sequences)",
     ),
     "memory.estimate_line": FactSpec(
         "str", "the estimate in one line (KV GiB, tokens, concurrent requests)"
@@ -515,6 +593,47 @@ FACTS: dict[str, FactSpec] = {
         "with --dtype auto the judged release falls back from a dtype the GPU lacks "
         "(0.9.0 on, PR 17265) instead of failing at worker start",
     ),
+    # -- what the judged release makes of the environment (facts/release_env.py) ----------
+    "release.env.*": FactSpec(
+        "str",
+        "the value the judged release takes for one of its VLLM_* variables (vllm/envs.py, "
+        "knowledge table envs): the value set (env.*), read as that release reads it, or its "
+        "default; a bool, int, float, str or list as vLLM has it; absent where the release's "
+        "value is None (it decides at run time)",
+    ),
+    "release.env_unknown": FactSpec(
+        "list",
+        "VLLM_* variables set that the judged release does not declare (it ignores them; the "
+        "detail names the releases that do)",
+    ),
+    "release.model_runner_v2": FactSpec(
+        "str",
+        "on | off | auto: Model Runner V2 as VLLM_USE_V2_MODEL_RUNNER forces it, else the "
+        "judged release's own choice (knowledge table model_runner): off, or auto (the "
+        "release picks V2 by itself for some models and lines: the detail names which)",
+    ),
+    "release.deep_gemm_arch": FactSpec(
+        "bool",
+        "the judged release's DeepGEMM check admits every visible GPU's capability (knowledge "
+        "table deep_gemm: 9.0, the 10.x family, from 0.24.0 also the 12.x family)",
+    ),
+    "release.deep_gemm": FactSpec(
+        "bool",
+        "the judged release takes DeepGEMM's kernels on this GPU where the deep_gemm package "
+        "imports: its capability check and VLLM_USE_DEEP_GEMM (release.env)",
+    ),
+    "release.aiter.*": FactSpec(
+        "bool",
+        "the judged release uses this AITER feature on this GPU with this environment "
+        "(knowledge table aiter_gates: rocm_aiter_ops.is_<feature>_enabled over the "
+        "release's values of its VLLM_ROCM_USE_AITER* variables and the GPU's gfx target; "
+        "'aiter' is is_enabled, 'supported' is AITER's own architecture check)",
+    ),
+    "release.env_invalid": FactSpec(
+        "list",
+        "variables set to a value the judged release refuses at start-up (ValueError; the "
+        "detail has vLLM's message)",
+    ),
     "release.cuda_major": FactSpec(
         "int", "CUDA major version the judged release's compiled extensions link against"
     ),
@@ -593,7 +712,18 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "nccl": ("facts/host.py",),
     "fleet": ("fleet/fleetfacts.py",),
     "release": ("facts/release.py",),
+    "release.env": ("facts/release_env.py",),
+    "release.env_unknown": ("facts/release_env.py",),
+    "release.env_invalid": ("facts/release_env.py",),
+    "release.model_runner_v2": ("facts/release_env.py",),
+    "release.deep_gemm": ("facts/release_env.py",),
+    "release.deep_gemm_arch": ("facts/release_env.py",),
     "release.quant": ("facts/release_kernels.py",),
+    "release.aiter": ("facts/release_env.py",),
+    "platform": ("facts/platform.py",),
+    "container": ("facts/platform.py",),
+    "gpu.gfx_targets": ("facts/platform.py",),
+    "gpu.unified_memory": ("facts/platform.py",),
     "release.attention": ("facts/release_kernels.py",),
 }
 
@@ -608,6 +738,8 @@ INFERABLE: frozenset[str] = frozenset(
         "gpu.max_capability",
         "gpu.memory_total_mib",
         "gpu.memory_free_mib",
+        "gpu.gfx_targets",
+        "gpu.unified_memory",
         "driver.cuda_version",
         "torch.version",
         "torch.cuda_version",

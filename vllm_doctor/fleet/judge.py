@@ -106,7 +106,8 @@ def _workers_of_a_group(nodes: list[Node], driver: str | None, gpus: int | None)
 def _document(
     facts: Facts, rules: list[Any], loaded: list[Any], fail_on: str, strict: bool, target: Target
 ) -> CheckDocument:
-    from vllm_doctor.commands.check import _suggestions, _verify_commands, rulebase_version
+    from vllm_doctor.commands.check import rulebase_version
+    from vllm_doctor.commands.suggest import suggest
     from vllm_doctor.engine.evaluate import defer
     from vllm_doctor.engine.over_releases import judge_over_releases
     from vllm_doctor.knowledge import newest_release
@@ -116,8 +117,7 @@ def _document(
     doc = CheckDocument(facts, findings, fail_on, len(rules), 0.0, strict=strict)
     doc.rulebase = RuleBase(rulebase_version(loaded), len(loaded), newest_release())
     doc.target = target
-    _suggestions(doc, facts)
-    _verify_commands(doc, facts, rules)
+    suggest(doc, facts, rules)  # each workaround as a command, judged with the same rules
     return doc
 
 

@@ -70,8 +70,15 @@ MEMORY_PATHS = (
     "memory.kv_budget_room",
     "memory.estimate_line",
 )
+# a hybrid (Mamba / linear-attention) model only: absent for every other model
+MAMBA_PATHS = ("memory.mamba_cache_blocks", "memory.max_num_seqs", "memory.mamba_blocks_verdict")
 # the verdicts rules decide on; a weights figure resting on an assumption decides none of them
-VERDICT_PATHS = ("memory.kv_verdict", "memory.kv_room", "memory.kv_budget_room")
+VERDICT_PATHS = (
+    "memory.kv_verdict",
+    "memory.kv_room",
+    "memory.kv_budget_room",
+    "memory.mamba_blocks_verdict",
+)
 
 
 class Missing(Exception):
@@ -296,6 +303,10 @@ def usable_gib(facts: Facts, nominal_mib: int | None = None) -> tuple[float, str
     table = usable_table()
     reserve_mib = float(table["driver_reserve_mib"])
     total = facts.get("gpu.memory_total_mib")
+    if nominal_mib is None and total is not None and total.inferred and total.possible:
+        # a name that leaves several sizes: the figures are for the size the fact holds
+        # (the smallest), never a table row of another size of the same name
+        nominal_mib = int(total.value)
     if total is not None and nominal_mib is not None:
         total = Fact(nominal_mib, total.source, total.detail, total.possible)
     names = facts.value("gpu.names") or []
@@ -611,6 +622,37 @@ def flashinfer_installed(facts: Facts) -> bool | None:
 # from 0.33.0 that falls back to the device properties, and `is_gb10 =
 # current_platform.is_device_capability((12, 1))` excludes it from the large tier by name
 _SMALL_TIER_GPU = re.compile(r"\bGB10\b")
+
+
+def _put_mamba_blocks(
+    out: Any, cap: Any, kv_gib: float, margin: float, seqs: int, seqs_default: int
+) -> None:
+    """A hybrid (Mamba / linear-attention) model: each running sequence holds one Mamba cache
+    block, and vLLM refuses to capture full CUDA graphs for more sequences than blocks
+    (compilation.py: "max_num_seqs (N) exceeds available Mamba cache blocks (M)")."""
+    per_block = cap.page_bytes * cap.group_size
+
+    def blocks(gib: float) -> int:
+        return max(0, int(gib * GIB) // per_block) if per_block else 0
+
+    low, high = blocks(kv_gib - margin), blocks(kv_gib + margin)
+    out.put(
+        "memory.mamba_cache_blocks",
+        cap.num_blocks,
+        f"{cap.num_blocks} blocks of {cap.page_bytes} B × {cap.group_size} layers in "
+        f"{kv_gib:.2f} GiB ({low}-{high} within the estimate's margin of {margin:.2f} GiB)",
+    )
+    out.put(
+        "memory.max_num_seqs",
+        seqs,
+        "--max-num-seqs" if seqs != seqs_default else f"vLLM's default on this GPU ({seqs})",
+    )
+    verdict = "below" if high < seqs else "tight" if low < seqs else "enough"
+    out.put(
+        "memory.mamba_blocks_verdict",
+        verdict,
+        f"{low}-{high} Mamba cache blocks for {seqs} sequences",
+    )
 
 
 def batch_defaults(usable: float, names: list[str], formula: ReleaseFormula) -> tuple[int, int]:
@@ -1154,6 +1196,8 @@ def estimate(
         kv_gib if budget_bytes else kv_gib + weights_gib
     )
     out.put("memory.margin_gib", round(margin, 2), margin_how)
+    if any(layer.kind == kvmod.MAMBA for layer in layout.layers):
+        _put_mamba_blocks(out, cap, kv_gib, margin, seqs, seqs_default)
     if budget_bytes:
         _put_budget_room(out, usable, uhow, kv_gib, held, weights_gib, margin)
     out.put(
@@ -1225,7 +1269,7 @@ def _decide_over_possible_sizes(
     others = [
         estimate(facts, int(size), cal) for size in total.possible if int(size) != int(total.value)
     ]
-    for path in ("memory.kv_verdict", "memory.kv_room"):
+    for path in ("memory.kv_verdict", "memory.kv_room", "memory.mamba_blocks_verdict"):
         seen = {result.values.get(path)} | {o.values.get(path) for o in others}
         if len(seen) > 1:
             result.values.pop(path, None)
@@ -1326,7 +1370,7 @@ def check_memory_arguments(facts: Facts) -> None:
 def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
     """Set every memory.* fact, or mark each missing with the input it lacks. InputError for
     memory arguments the judged release refuses."""
-    for path in MEMORY_PATHS:
+    for path in (*MEMORY_PATHS, *MAMBA_PATHS):
         facts.values.pop(path, None)
         facts.missing.pop(path, None)
     check_memory_arguments(facts)
@@ -1334,7 +1378,7 @@ def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
         result = estimate(facts, cal=cal)
         _decide_over_possible_sizes(facts, result, cal)
     except Missing as miss:
-        for path in MEMORY_PATHS:
+        for path in (*MEMORY_PATHS, *MAMBA_PATHS):
             facts.mark_missing(path, f"needs {miss.path}: {miss.reason}")
         # the weights and the KV bytes per token need neither the GPU nor the context length
         _partial_figures(facts)
@@ -1350,7 +1394,8 @@ def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
                 result.values.pop(path)
                 result.how[path] = f"{DOUBT_PREFIX.replace('weights', 'KV')}{result.kv_doubt}"
         doubt = "; ".join(d for d in (doubt, result.kv_doubt) if d)
-    for path in MEMORY_PATHS:
+    hybrid = [p for p in MAMBA_PATHS if p in result.values or p in result.how]
+    for path in (*MEMORY_PATHS, *hybrid):
         bound_holds = (
             path in VERDICT_PATHS
             and path in result.values

@@ -11,25 +11,10 @@ from typing import Any
 
 from vllm_doctor import __version__
 from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, Finding
-from vllm_doctor.engine.rule import SEVERITY_RANK
+from vllm_doctor.engine.rule import SEVERITY_RANK, fill_placeholders
 from vllm_doctor.facts.model import Facts
 
 DOCUMENT_SCHEMA_VERSION = 1
-
-# The input that supplies the facts of an area, and how the summary names it. Derived and
-# release facts are computed from the others, so they name no input of their own.
-INPUT_OF_AREA = {
-    "serve": "serve",
-    "model": "model",
-    "log": "log",
-    **dict.fromkeys(("vllm", "torch", "packages", "driver", "gpu", "topology", "env"), "report"),
-}
-INPUT_PHRASE = {
-    "serve": "the serve line (after `--`: vllm-doctor check -- vllm serve MODEL ...)",
-    "model": "the model's config.json (--model-config PATH)",
-    "report": "the target machine's `vllm collect-env` report (--report FILE, or run on that machine)",
-    "log": "the crash log (--log FILE)",
-}
 
 
 @dataclass
@@ -87,6 +72,8 @@ class CheckDocument:
     settings: Any = None
     # the manifest container judged (serveline.manifest.Target), None for a serve line
     target: Any = None
+    # check --recommend: the release to install (commands/recommend.py Recommendation)
+    recommendation: Any = None
 
     # -- views ---------------------------------------------------------------
     def active(self, verdict: str) -> list[Finding]:
@@ -123,46 +110,23 @@ class CheckDocument:
     def is_failing(self, finding: Finding) -> bool:
         return any(f is finding for f in self.failing())
 
-    def given_inputs(self) -> set[str]:
-        """The inputs of INPUT_PHRASE this run had."""
-        given = {key for key in ("report", "log") if self.inputs.get(key)}
-        if self.facts.get("serve.argv") is not None:
-            given.add("serve")
-        if self.inputs.get("model_config") or self.facts.get("model.config_path") is not None:
-            given.add("model")
-        return given
+    def next_step(self) -> dict[str, Any] | None:
+        """The input most undecided rules need and how to supply it (report/summary.py)."""
+        from vllm_doctor.report.summary import next_step
 
-    def most_needed_input(self) -> tuple[str, int] | None:
-        """The input most undecided rules lack, and how many lack it. An input already given
-        is not named again (what it lacks, giving it once more would not supply); None when
-        no undecided rule names an input still to give."""
-        from collections import Counter
-
-        given = self.given_inputs()
-        needs: Counter[str] = Counter()
-        for f in self.undecided:
-            needs.update(
-                {
-                    INPUT_OF_AREA[area]
-                    for area in (m.path.split(".", 1)[0] for m in f.missing)
-                    if area in INPUT_OF_AREA and INPUT_OF_AREA[area] not in given
-                }
-            )
-        if not needs:
-            return None
-        key, count = needs.most_common(1)[0]
-        return INPUT_PHRASE[key], count
+        return next_step(self)
 
     def undecided_hint(self) -> str | None:
         """The one input that would decide most of what was not decided."""
-        wanted = self.most_needed_input()
-        if not wanted:
+        step = self.next_step()
+        if not step:
             return None
-        what, count = wanted
-        total = len(self.undecided)
+        total, count = step["of"], step["undecided"]
         if total == 1:
-            return f"the undecided rule needs {what}"
-        return f"{'all' if count == total else f'{count} of the'} {total} undecided need {what}"
+            return f"the undecided rule needs {step['need']}: {step['how']}"
+        share = "all" if count == total else f"{count} of the"
+        verb = "needs" if count == 1 else "need"
+        return f"{share} {total} undecided {verb} {step['need']}: {step['how']}"
 
     def summary_line(self) -> str:
         parts = [
@@ -199,6 +163,19 @@ class CheckDocument:
     def to_dict(self) -> dict[str, Any]:
         def finding(f: Finding) -> dict[str, Any]:
             data = f.to_dict()
+            # the facts a workaround names, as values (engine/rule.py fill_placeholders), in
+            # copies: the rule's own data keeps its placeholders for the next document
+            data["workarounds"] = [
+                {
+                    key: fill_placeholders(value, self.facts)
+                    if key in ("title", "cost") and isinstance(value, str)
+                    else value
+                    for key, value in workaround.items()
+                }
+                if isinstance(workaround, dict)
+                else workaround
+                for workaround in data.get("workarounds") or ()
+            ]
             if self.target is not None:
                 data["location"] = {"file": self.target.file, "line": self.target_line(f)}
             data["suggestions"] = [s.to_dict() for s in self.suggestions.get(f.rule.code, [])]
@@ -207,6 +184,9 @@ class CheckDocument:
             return data
 
         from vllm_doctor.memory.estimate import report_summary as memory_summary
+        from vllm_doctor.report.summary import input_statuses, next_step
+
+        statuses = input_statuses(self)
 
         return {
             "schema_version": DOCUMENT_SCHEMA_VERSION,
@@ -223,6 +203,8 @@ class CheckDocument:
                 "strict": self.strict,
                 "failing": [f.rule.code for f in self.failing()],
                 "duration_s": round(self.duration_s, 4),
+                "inputs": [status.to_dict() for status in statuses],
+                "next_step": next_step(self, statuses),
             },
             "findings": [finding(f) for f in self.applies],
             "undecided": [finding(f) for f in self.undecided],
@@ -235,6 +217,11 @@ class CheckDocument:
             "notes": self.notes,
             "settings": self.settings.describe() if self.settings else None,
             "memory": memory_summary(self.facts),
+            **(
+                {"recommend": self.recommendation.to_dict()}
+                if self.recommendation is not None
+                else {}
+            ),
             "facts": self.facts.to_dict(),
             **(
                 {

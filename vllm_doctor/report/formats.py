@@ -69,7 +69,21 @@ def _rulebase_line(doc: CheckDocument) -> str:
 
 
 def render_markdown(doc: CheckDocument) -> str:
-    out = ["## vllm-doctor report", "", f"**{doc.summary_line()}**", ""]
+    from vllm_doctor.report.summary import first_line
+
+    out = [
+        "## vllm-doctor report",
+        "",
+        f"**{doc.summary_line()}**",
+        "",
+        _md_cell(first_line(doc)),
+        "",
+    ]
+    if doc.recommendation is not None:
+        from vllm_doctor.report.text import recommendation_lines
+
+        head, *rest = recommendation_lines(doc.recommendation)
+        out += [f"**{head}**", "", *[f"- {_md_cell(line.strip())}" for line in rest], ""]
     if doc.applies:
         out += ["| | code | severity | summary | fix |", "|---|---|---|---|---|"]
         for f in doc.applies:

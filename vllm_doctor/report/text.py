@@ -3,7 +3,6 @@ each finding with its evidence, fix and ready-to-copy corrected command; details
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from rich.console import Console
@@ -12,6 +11,7 @@ from vllm_doctor.engine.evaluate import NOT_APPLIES, Finding
 from vllm_doctor.engine.fixstate import UNVERSIONED
 from vllm_doctor.report.document import CheckDocument
 from vllm_doctor.report.output import escape
+from vllm_doctor.report.summary import first_line, root_reason
 
 # section marks as in the facts view; finding marks without brackets
 OK, WARN, FAIL, UNKNOWN = r"[green]\[✓][/]", r"[yellow]\[!][/]", r"[red]\[✗][/]", r"[cyan]\[?][/]"
@@ -114,19 +114,6 @@ def _log_messages(console: Console, doc: CheckDocument) -> None:
             console.print(f"      {escape(m.note)}")
 
 
-_CHAIN = re.compile(r"^(?:needs )?[a-z_]+(?:\.[A-Za-z0-9_-]+)+: ")
-
-
-def root_reason(reason: str) -> str:
-    """The reason at the end of a chain: "needs a.b: c.d: NVML not found" → "NVML not found"
-    (a derived fact is missing because a fact it is computed from is)."""
-    while True:
-        match = _CHAIN.match(reason)
-        if not match or match.end() >= len(reason):
-            return reason
-        reason = reason[match.end() :]
-
-
 def _undecided(console: Console, doc: CheckDocument, verbose: bool, said: set[str]) -> None:
     n = len(doc.undecided)
     failing = [f for f in doc.undecided if doc.is_failing(f)]
@@ -173,6 +160,64 @@ def _undecided(console: Console, doc: CheckDocument, verbose: bool, said: set[st
                 console.print(f"        [dim]→ {escape(how)}[/]")
 
 
+def recommendation_lines(result: Any) -> list[str]:
+    """check --recommend in words (commands/recommend.py Recommendation), one line each."""
+    from vllm_doctor.commands.recommend import grouped
+
+    def why(first: Any) -> str:
+        return "; ".join(
+            f"{code} ({result.summaries.get(code, '')})"
+            + (f": {first.because[code]}" if first.because.get(code) else "")
+            for code in first.errors
+        )
+
+    span = f"{result.releases[0]}–{result.releases[-1]}" if result.releases else "none"
+    torch = (
+        f"torch {result.torch_kept} kept" if result.torch_kept else "each with the torch it pins"
+    )
+    lines = [f"Recommended release (judged over the covered releases {span}, {torch}):"]
+    hardware = "this driver and these GPUs" + (" with this torch" if result.torch_kept else "")
+    newest = result.newest_running
+    lines.append(
+        f"  runs here: vLLM {newest}, the newest release that runs on {hardware}"
+        if newest
+        else f"  runs here: no covered release runs on {hardware}"
+    )
+    for releases, first in grouped(result.releases, result.not_running()):
+        lines.append(f"    not {releases}: {why(first)}")
+    if result.running_full is not None:
+        lines.append(
+            f"    and with this serve line: {why(result.running_full)}"
+            if result.running_full.errors
+            else f"    and no error applies to it with this serve line: install vllm=={newest}"
+        )
+    start = f"at or above {result.judged}" if result.judged else "of the covered ones"
+    oldest = result.oldest_clearing
+    lines.append(
+        f"  clears the findings: vLLM {oldest}, the oldest release {start} with no error for "
+        "this serve line"
+        if oldest
+        else f"  clears the findings: no release {start} is without an error for this serve line"
+    )
+    for releases, first in grouped(result.releases, result.skipped()):
+        lines.append(f"    skips {releases}: {why(first)}")
+    for code, release in result.clears.items():
+        lines.append(
+            f"    {code} is cleared from {release}"
+            if release
+            else f"    {code} is not cleared by any covered release {start}"
+        )
+    return lines
+
+
+def _recommendation(console: Console, doc: CheckDocument) -> None:
+    """check --recommend: the release to install, and why the others are passed over."""
+    if doc.recommendation is None:
+        return
+    for line in recommendation_lines(doc.recommendation):
+        console.print(escape(line), highlight=False)
+
+
 def _memory_line(console: Console, doc: CheckDocument) -> None:
     """The memory estimate in one line (memory/estimate.py), when the facts allow one."""
     from vllm_doctor.memory.estimate import report_line
@@ -195,14 +240,17 @@ def _memory_line(console: Console, doc: CheckDocument) -> None:
 def render_text(
     doc: CheckDocument, console: Console, verbose: bool = False, quiet: bool = False
 ) -> None:
-    """Findings first, then what could not be decided, then the facts: a line per section
-    (every fact with its source under ``verbose``). ``quiet``: the findings alone."""
+    """What was read (one line), then the findings, then what could not be decided, then the facts: a line per section
+    (every fact with its source under ``verbose``). ``quiet``: the first line and the findings."""
     from vllm_doctor.report.facts_view import SECTIONS, render_facts, section_digest, shown_notes
 
     applies = doc.applies
+    # what was read and what was not, and the one next step: always the first line
+    console.print(escape(first_line(doc)), highlight=False)
     if quiet:
         for f in applies:
             _finding(console, doc, f, verbose)
+        _recommendation(console, doc)
         for f in doc.undecided:
             if doc.is_failing(f):
                 needs = ", ".join(m.path for m in f.missing) or "the vLLM version"
@@ -233,6 +281,7 @@ def render_text(
     said: set[str] = set()
     if doc.undecided:
         _undecided(console, doc, verbose, said)
+    _recommendation(console, doc)
     if doc.log_messages and (verbose or not any(f.log_matches for f in applies)):
         # a curated rule seen in the log names the cause; vLLM's messages are then detail (-v)
         _log_messages(console, doc)

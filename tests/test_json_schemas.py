@@ -1,0 +1,182 @@
+"""The JSON Schemas of docs/schemas/ against real outputs: `check` (every bundled example, a
+manifest's targets, a Hub that cannot be reached, computed commands, --recommend, --log),
+`explain --log`, `facts` and `probe` (a CPU run here, and the documents the GPU machines wrote,
+bench/probes/verdicts-json-*)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import jsonschema
+import pytest
+from referencing import Registry, Resource
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMAS = ROOT / "docs" / "schemas"
+EXAMPLES = ROOT / "vllm_doctor" / "examples"
+REPORTS = ROOT / "tests" / "fixtures" / "reports"
+CONFIGS = ROOT / "tests" / "fixtures" / "memory-logs" / "configs"
+MANIFESTS = ROOT / "tests" / "fixtures" / "manifests" / "corpus"
+DEVICE_RUNS = sorted((ROOT / "bench" / "probes").glob("verdicts-json-*/*.json"))
+
+
+@lru_cache(maxsize=1)
+def schemas() -> dict[str, dict]:
+    return {p.name: json.loads(p.read_text()) for p in SCHEMAS.glob("*.schema.json")}
+
+
+def validate(name: str, document: object) -> None:
+    found = schemas()
+    registry = Registry().with_resources(
+        (schema["$id"], Resource.from_contents(schema)) for schema in found.values()
+    )
+    validator = jsonschema.Draft202012Validator(found[name], registry=registry)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(document))
+    assert error is None, f"{list(error.absolute_path)}: {error.message[:400]}"
+
+
+def doctor_json(*args: str, env: dict[str, str] | None = None) -> dict:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_DOCTOR_")}
+    environ.update({"HF_HUB_OFFLINE": "1"}, **(env or {}))
+    run = subprocess.run(
+        [sys.executable, "-m", "vllm_doctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=environ,
+    )
+    assert run.returncode in (0, 1), run.stderr
+    return json.loads(run.stdout)
+
+
+def test_the_schemas_are_valid_and_published():
+    assert set(schemas()) == {
+        "check.schema.json",
+        "explain-log.schema.json",
+        "facts.schema.json",
+        "probe.schema.json",
+    }
+    for schema in schemas().values():
+        jsonschema.Draft202012Validator.check_schema(schema)
+    text = (ROOT / "docs" / "json-output.md").read_text()
+    for name in schemas():
+        assert f"schemas/{name}" in text, name
+
+
+@pytest.mark.parametrize("example", ["diffusion-gemma-tp2", "gemma4-mtp-tp2", "healthy-h100-llama"])
+def test_check_of_each_example(example):
+    data = doctor_json("check", "--example", example, "-f", "json", "--recommend")
+    validate("check.schema.json", data)
+    assert {"inputs", "next_step"} <= set(data["summary"]) and "recommend" in data
+
+
+def test_check_with_computed_commands_and_a_what_if():
+    data = doctor_json(
+        "check",
+        "--gpu",
+        "4090",
+        "--gpus",
+        "1",
+        "--model-config",
+        str(CONFIGS / "Qwen3-8B"),
+        "-f",
+        "json",
+        "--",
+        "vllm",
+        "serve",
+        "Qwen/Qwen3-8B",
+        "--max-model-len",
+        "131072",
+    )
+    validate("check.schema.json", data)
+    assert any(s["command"] for f in data["findings"] for s in f["suggestions"])
+
+
+def test_check_with_the_hub_unreachable(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    data = doctor_json(
+        "check",
+        "--gpu",
+        "A100 40GB",
+        "--gpus",
+        "2",
+        "-f",
+        "json",
+        "--",
+        "vllm",
+        "serve",
+        "meta-llama/Llama-3.3-70B-Instruct",
+        "-tp",
+        "2",
+        env={"HF_HUB_OFFLINE": "", "HF_ENDPOINT": url, "HF_HOME": str(tmp_path)},
+    )
+    validate("check.schema.json", data)
+    assert data["summary"]["next_step"]["input"] == "model"
+
+
+def test_check_of_a_manifest_and_of_a_report_without_vllm():
+    wrapper = doctor_json("check", "--manifest", str(MANIFESTS / "lws-gpu-vllm.yaml"), "-f", "json")
+    assert "targets" in wrapper
+    validate("check.schema.json", wrapper)
+    report = doctor_json(
+        "check",
+        "--report",
+        str(REPORTS / "rtx3090_x2_driver535.txt"),
+        "--recommend",
+        "-f",
+        "json",
+        "--",
+        "vllm",
+        "serve",
+        "Qwen/Qwen3-8B",
+        "-tp",
+        "2",
+    )
+    validate("check.schema.json", report)
+
+
+def test_explain_log_and_facts():
+    validate(
+        "explain-log.schema.json",
+        doctor_json(
+            "explain", "--log", str(EXAMPLES / "diffusion-gemma-tp2" / "crash.log"), "-f", "json"
+        ),
+    )
+    validate("facts.schema.json", doctor_json("facts", "--format", "json"))
+    validate(
+        "facts.schema.json",
+        doctor_json(
+            "facts",
+            "--report",
+            str(REPORTS / "h100x8_nvlink_nightly.txt"),
+            "--gpu",
+            "H100",
+            "--format",
+            "json",
+        ),
+    )
+
+
+@pytest.mark.parametrize("path", DEVICE_RUNS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_documents_the_gpu_machines_wrote(path):
+    document = json.loads(path.read_text())
+    validate(
+        "check.schema.json" if path.name.startswith("check") else "probe.schema.json", document
+    )
+
+
+def test_a_probe_run_here():
+    pytest.importorskip("torch")
+    validate(
+        "probe.schema.json",
+        doctor_json("probe", "tp-softembed", "--device", "cpu", "--tp", "2", "--format", "json"),
+    )

@@ -1,0 +1,345 @@
+"""vLLM's gates around its stack: the envs / aiter_gates / model_runner extractors on small
+fake release trees (excerpts of the real files, release named beside each), the programs'
+interpreter (knowledge/envs.py) and the release.env* / release.aiter.* / model runner facts
+from the shipped tables."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from vllm_doctor.facts.collect import CollectOptions, collect_facts
+from vllm_doctor.facts.hardware import TargetHardware
+from vllm_doctor.knowledge.envs import Opaque, Refused, evaluate, names
+
+REPO = Path(__file__).resolve().parent.parent
+TOOLS = REPO / "tools"
+sys.path.insert(0, str(TOOLS))
+sys.path.insert(0, str(TOOLS / "extractors"))
+from wheelsrc import ReleaseSource  # noqa: E402
+
+
+def _extractor(name: str):
+    spec = importlib.util.spec_from_file_location(
+        f"test_{name}", TOOLS / "extractors" / f"{name}.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# vllm/envs.py of 0.16.0, the shapes its lambdas take (trimmed)
+ENVS_016 = """
+import os
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    VLLM_ROCM_USE_AITER: bool = False
+    VLLM_ROCM_USE_AITER_FP4BMM: bool = True
+    VLLM_USE_DEEP_GEMM: bool = True
+def maybe_convert_bool(value):
+    if value is None:
+        return None
+    return bool(int(value))
+def env_with_choices(env_name, default, choices, case_sensitive=True):
+    pass
+def get_vllm_port():
+    return None
+environment_variables = {
+    "VLLM_ROCM_USE_AITER": lambda: (
+        os.getenv("VLLM_ROCM_USE_AITER", "False").lower() in ("true", "1")
+    ),
+    "VLLM_ROCM_USE_AITER_FP4BMM": lambda: (
+        os.getenv("VLLM_ROCM_USE_AITER_FP4BMM", "True").lower() in ("true", "1")
+    ),
+    "VLLM_USE_DEEP_GEMM": lambda: bool(int(os.getenv("VLLM_USE_DEEP_GEMM", "1"))),
+    "VLLM_USE_V2_MODEL_RUNNER": lambda: maybe_convert_bool(
+        os.getenv("VLLM_USE_V2_MODEL_RUNNER", None)
+    ),
+    "VLLM_USE_FLASHINFER_SAMPLER": lambda: bool(int(os.environ["VLLM_USE_FLASHINFER_SAMPLER"]))
+    if "VLLM_USE_FLASHINFER_SAMPLER" in os.environ
+    else None,
+    "VLLM_FLASHINFER_MOE_BACKEND": env_with_choices(
+        "VLLM_FLASHINFER_MOE_BACKEND", "latency", ["throughput", "latency"]
+    ),
+    "VLLM_PORT": get_vllm_port,
+}
+"""
+
+# vllm/platforms/rocm.py of 0.16.0 (the predicates) and vllm/_aiter_ops.py (the checks)
+ROCM_016 = """
+import torch
+def on_gfx9() -> bool:
+    GPU_ARCH = torch.cuda.get_device_properties("cuda").gcnArchName
+    return any(arch in GPU_ARCH for arch in ["gfx90a", "gfx942", "gfx950"])
+def on_mi3xx() -> bool:
+    GPU_ARCH = torch.cuda.get_device_properties("cuda").gcnArchName
+    return any(arch in GPU_ARCH for arch in ["gfx942", "gfx950"])
+def on_gfx950() -> bool:
+    GPU_ARCH = torch.cuda.get_device_properties("cuda").gcnArchName
+    return any(arch in GPU_ARCH for arch in ["gfx950"])
+"""
+AITER_OPS = """
+import vllm.envs as envs
+def is_aiter_found_and_supported() -> bool:
+    if current_platform.is_rocm() and IS_AITER_FOUND:
+        from vllm.platforms.rocm import {umbrella}
+        return {umbrella}()
+    return False
+def if_aiter_supported(func):
+    def wrapper(*args, **kwargs):
+        if is_aiter_found_and_supported():
+            return func(*args, **kwargs)
+        return None
+    return wrapper
+class rocm_aiter_ops:
+    _AITER_ENABLED = envs.VLLM_ROCM_USE_AITER
+    _FP4BMM_ENABLED = envs.VLLM_ROCM_USE_AITER_FP4BMM
+    @classmethod
+    @if_aiter_supported
+    def is_enabled(cls) -> bool:
+        return cls._AITER_ENABLED
+    @classmethod
+    @if_aiter_supported
+    def is_fp4bmm_enabled(cls) -> bool:
+{fp4bmm}
+"""
+FP4BMM_016 = "        return cls._AITER_ENABLED and cls._FP4BMM_ENABLED"
+FP4BMM_017 = (
+    "        from vllm.platforms.rocm import on_gfx950\n\n"
+    "        return cls._AITER_ENABLED and cls._FP4BMM_ENABLED and on_gfx950()"
+)
+# vllm/config/vllm.py: 0.22.0 picks V2 for a list of architectures, 0.29.0 by itself
+CONFIG_022 = """
+DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES = frozenset({"Qwen3ForCausalLM"})
+class VllmConfig:
+    @property
+    def use_v2_model_runner(self) -> bool:
+        use_v2_model_runner = envs.VLLM_USE_V2_MODEL_RUNNER
+        if use_v2_model_runner is not None:
+            return use_v2_model_runner
+        if not self._is_default_v2_model_runner_model():
+            return False
+        return True
+"""
+CONFIG_029 = """
+ROCM_DEFAULT_MRV1_ARCHITECTURES = frozenset({"DeepseekV32ForCausalLM"})
+class VllmConfig:
+    @property
+    def use_v2_model_runner(self) -> bool:
+        use_v2_model_runner = envs.VLLM_USE_V2_MODEL_RUNNER
+        if use_v2_model_runner is not None:
+            return use_v2_model_runner
+        return True
+"""
+
+
+def release(tmp_path: Path, version: str, files: dict[str, str]) -> ReleaseSource:
+    root = tmp_path / version / "vllm"
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return ReleaseSource(Version(version), tmp_path / version)
+
+
+def test_envs_extractor_reads_each_shape(tmp_path):
+    out = _extractor("envs").extract(release(tmp_path, "0.16.0", {"envs.py": ENVS_016}))
+    assert out["VLLM_ROCM_USE_AITER_FP4BMM"] == {
+        "program": ["in", ["lower", ["env", "VLLM_ROCM_USE_AITER_FP4BMM", "True"]], ["true", "1"]],
+        "type": "bool",
+    }
+    assert out["VLLM_USE_DEEP_GEMM"]["program"] == [
+        "bool",
+        ["int", ["env", "VLLM_USE_DEEP_GEMM", "1"]],
+    ]
+    assert out["VLLM_USE_V2_MODEL_RUNNER"]["program"] == [
+        "maybe_bool",
+        ["env", "VLLM_USE_V2_MODEL_RUNNER", None],
+    ]
+    assert out["VLLM_USE_FLASHINFER_SAMPLER"]["program"][0] == "ifset"
+    assert out["VLLM_FLASHINFER_MOE_BACKEND"]["program"] == [
+        "choices",
+        "VLLM_FLASHINFER_MOE_BACKEND",
+        "latency",
+        ["throughput", "latency"],
+        True,
+    ]
+    assert out["VLLM_PORT"]["program"][0] == "opaque"
+
+
+@pytest.mark.parametrize(
+    ("version", "umbrella", "fp4bmm", "gfx"),
+    [
+        ("0.16.0", "on_gfx9", FP4BMM_016, ["gfx90a", "gfx942", "gfx950"]),
+        ("0.17.0", "on_gfx9", FP4BMM_017, ["gfx950"]),
+        ("0.19.0", "on_mi3xx", FP4BMM_017, ["gfx950"]),
+    ],
+)
+def test_aiter_gates_extractor_names_the_architectures(tmp_path, version, umbrella, fp4bmm, gfx):
+    ops = AITER_OPS.replace("{umbrella}", umbrella).replace("{fp4bmm}", fp4bmm)
+    out = _extractor("aiter_gates").extract(
+        release(tmp_path, version, {"_aiter_ops.py": ops, "platforms/rocm.py": ROCM_016})
+    )
+    supported = ["gfx90a", "gfx942", "gfx950"] if umbrella == "on_gfx9" else ["gfx942", "gfx950"]
+    assert out["@supported"]["gate"] == ["arch", supported]
+    assert out["aiter"]["gate"] == ["and", ["arch", supported], ["env", "VLLM_ROCM_USE_AITER"]]
+    gate = out["fp4bmm"]["gate"]
+    assert gate[:2] == ["and", ["arch", supported]]
+    assert ["env", "VLLM_ROCM_USE_AITER_FP4BMM"] in gate[2]
+    arch_tests = [t for t in gate[2] if t[0] == "arch"]
+    assert (arch_tests[0][1] if arch_tests else supported) == gfx
+
+
+def test_model_runner_extractor(tmp_path):
+    extract = _extractor("model_runner").extract
+    assert (
+        extract(release(tmp_path, "0.21.0", {"envs.py": ENVS_016}))["@release"]["default"] == "off"
+    )
+    listed = extract(release(tmp_path, "0.22.0", {"config/vllm.py": CONFIG_022}))["@release"]
+    assert listed == {"default": "listed", "architectures": ["Qwen3ForCausalLM"]}
+    auto = extract(release(tmp_path, "0.29.0", {"config/vllm.py": CONFIG_029}))["@release"]
+    assert auto == {"default": "auto", "architectures": ["DeepseekV32ForCausalLM"]}
+
+
+# -- the interpreter ------------------------------------------------------------------------
+FLAG = ["bool", ["int", ["env", "VLLM_USE_DEEP_GEMM", "1"]]]
+
+
+def test_programs_read_as_the_release_reads():
+    assert evaluate(FLAG, {}) is True
+    assert evaluate(FLAG, {"VLLM_USE_DEEP_GEMM": "0"}) is False
+    with pytest.raises(Refused, match="invalid literal for int"):
+        evaluate(FLAG, {"VLLM_USE_DEEP_GEMM": "true"})
+    word = ["in", ["lower", ["env", "VLLM_ROCM_USE_AITER", "False"]], ["true", "1"]]
+    assert evaluate(word, {"VLLM_ROCM_USE_AITER": "TRUE"}) is True
+    assert evaluate(word, {"VLLM_ROCM_USE_AITER": "yes"}) is False  # vLLM reads it so too
+    maybe = ["maybe_bool", ["env", "VLLM_USE_V2_MODEL_RUNNER", None]]
+    assert evaluate(maybe, {}) is None and evaluate(maybe, {"VLLM_USE_V2_MODEL_RUNNER": "1"})
+    choice = ["choices", "VLLM_FLASHINFER_MOE_BACKEND", "latency", ["throughput", "latency"], True]
+    assert evaluate(choice, {}) == "latency"
+    with pytest.raises(Refused, match="Valid options"):
+        evaluate(choice, {"VLLM_FLASHINFER_MOE_BACKEND": "Latency"})
+    with pytest.raises(Opaque):
+        evaluate(["opaque", "get_vllm_port"], {})
+    assert names(["ifset", "A", ["env", "A", None], ["env", "B", "0"]]) == {"A", "B"}
+
+
+# -- the facts from the shipped tables --------------------------------------------------------
+def facts_for(serve: str, version: str, gpu: str = "MI300X", environ: dict | None = None):
+    return collect_facts(
+        CollectOptions(
+            serve_string=serve,
+            vllm_version=version,
+            target=TargetHardware(gpu=gpu, count=8),
+            probe_machine=False,
+            environ=environ if environ is not None else {},
+            offline=True,
+        )
+    )
+
+
+def test_fp4bmm_on_gfx942_in_0_16_and_guarded_from_0_17():
+    line = "VLLM_ROCM_USE_AITER=1 vllm serve deepseek-ai/DeepSeek-V3 -tp 8"
+    early = facts_for(line, "0.16.0")
+    assert early.value("release.env.VLLM_ROCM_USE_AITER_FP4BMM") is True
+    assert "default" in early.get("release.env.VLLM_ROCM_USE_AITER_FP4BMM").detail
+    assert early.value("release.aiter.fp4bmm") is True
+    later = facts_for(line, "0.17.0")
+    assert later.value("release.aiter.fp4bmm") is False
+    assert later.value("release.aiter.mla") is True
+    off = facts_for("vllm serve deepseek-ai/DeepSeek-V3 -tp 8", "0.16.0")
+    assert off.value("release.aiter.aiter") is False
+    nvidia = facts_for(line, "0.16.0", gpu="H100")
+    assert "release.aiter.fp4bmm" not in nvidia and not nvidia.why_missing("release.aiter.fp4bmm")
+
+
+def test_unknown_and_refused_variables():
+    facts = facts_for(
+        "VLLM_ATTENTION_BACKEND=TRITON_ATTN VLLM_USE_DEEP_GEMM=true vllm serve Qwen/Qwen3-8B",
+        "0.26.0",
+        gpu="H100",
+    )
+    assert facts.value("release.env_unknown") == ["VLLM_ATTENTION_BACKEND"]
+    assert "0.8.0–0.14.1" in facts.get("release.env_unknown").detail
+    assert facts.value("release.env_invalid") == ["VLLM_USE_DEEP_GEMM"]
+    assert "invalid literal for int()" in facts.why_missing("release.env.VLLM_USE_DEEP_GEMM")
+    older = facts_for(
+        "VLLM_ATTENTION_BACKEND=TRITON_ATTN vllm serve Qwen/Qwen3-8B", "0.14.1", "H100"
+    )
+    assert older.value("release.env_unknown") == []
+    # 0.11.0-0.14.1 check the value against choices made at run time: not followed
+    assert "not follow" in older.why_missing("release.env.VLLM_ATTENTION_BACKEND")
+
+
+def test_environment_not_known_leaves_the_values_open():
+    facts = collect_facts(
+        CollectOptions(
+            serve_string="vllm serve Qwen/Qwen3-8B",
+            vllm_version="0.26.0",
+            probe_machine=False,
+            offline=True,
+        )
+    )
+    assert "not examined" in facts.why_missing("release.env.VLLM_USE_DEEP_GEMM")
+    assert facts.why_missing("release.env_unknown")
+
+
+@pytest.mark.parametrize(
+    ("version", "environ", "expected"),
+    [
+        ("0.21.0", {}, "off"),
+        ("0.24.0", {}, "auto"),
+        ("0.29.0", {}, "auto"),
+        ("0.29.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, "off"),
+        ("0.16.0", {"VLLM_USE_V2_MODEL_RUNNER": "1"}, "on"),
+    ],
+)
+def test_model_runner_v2(version, environ, expected):
+    facts = facts_for("vllm serve Qwen/Qwen3-0.6B", version, gpu="RTX 4090", environ=environ)
+    assert facts.value("release.model_runner_v2") == expected
+
+
+# vllm/platforms/cuda.py of 0.24.0 (the 12.x family joins)
+CUDA_024 = '''
+class CudaPlatform:
+    @classmethod
+    def support_deep_gemm(cls) -> bool:
+        """Currently, only Hopper and Blackwell GPUs are supported."""
+        return (
+            cls.is_device_capability(90)
+            or cls.is_device_capability_family(100)
+            or cls.is_device_capability_family(120)
+        )
+'''
+
+
+def test_deep_gemm_extractor(tmp_path):
+    out = _extractor("deep_gemm").extract(
+        release(tmp_path, "0.24.0", {"platforms/cuda.py": CUDA_024})
+    )
+    assert out["@release"] == {
+        "exact": [90],
+        "family": [100, 120],
+        "where": "platforms/cuda.py:support_deep_gemm",
+    }
+
+
+@pytest.mark.parametrize(
+    ("gpu", "version", "environ", "arch", "used"),
+    [
+        ("GB10", "0.26.0", {}, True, True),  # the 12.x family from 0.24.0
+        ("GB10", "0.23.0", {}, False, False),
+        ("GB10", "0.26.0", {"VLLM_USE_DEEP_GEMM": "0"}, True, False),
+        ("H100", "0.23.0", {}, True, True),
+        ("RTX 4090", "0.26.0", {}, False, False),
+    ],
+)
+def test_deep_gemm_by_capability(gpu, version, environ, arch, used):
+    facts = facts_for("vllm serve Qwen/Qwen3-8B", version, gpu=gpu, environ=environ)
+    assert facts.value("release.deep_gemm_arch") is arch
+    assert facts.value("release.deep_gemm") is used

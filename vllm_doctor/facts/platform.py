@@ -1,0 +1,297 @@
+"""The platform vLLM runs on and the identity of its container (``platform.*``,
+``container.*``), and what the GPUs' names say about their architecture and memory
+(``gpu.gfx_targets``, ``gpu.unified_memory``).
+
+Live collection reads a few small files and calls ``os`` and ``pwd``: the kernel's release
+(``/proc/sys/kernel/osrelease``: WSL2's says ``microsoft``), whether this is a container
+(``/.dockerenv``, ``/run/.containerenv``, Kubernetes' variables), the C++ runtime a wheel's
+extensions load (the ``libstdc++.so.6`` link's target names its GLIBCXX level), the UID and
+whether the passwd database knows it (``getpass.getuser()`` and torch's compile cache need a
+name), HOME and the cache directories vLLM, Triton and the Hugging Face hub write to (an
+arbitrary OpenShift UID with HOME=/ cannot create ``/.cache``). Nothing is imported beyond
+the standard library, nothing is written.
+
+A collect-env report gives the kernel (its ``Python platform`` line) and so WSL2; the
+container's identity cannot be known from it.
+
+Facts written:
+  ``platform.kernel``, ``platform.kernel_cmdline``, ``platform.wsl``, ``platform.container``,
+  ``platform.glibcxx``
+  ``container.uid``, ``container.uid_in_passwd``, ``container.user_known``,
+  ``container.home``, ``container.home_writable``, ``container.unwritable_caches``
+  ``gpu.gfx_targets`` (from a report's ROCm devices, else the GPU table by name: inferred)
+  ``gpu.unified_memory`` (the GPU table's family and knowledge/data/unified_memory.json)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from vllm_doctor.facts.model import Facts, Source
+
+PLATFORM_PATHS = (
+    "platform.kernel",
+    "platform.kernel_cmdline",
+    "platform.wsl",
+    "platform.container",
+    "platform.glibcxx",
+)
+CONTAINER_PATHS = (
+    "container.uid",
+    "container.uid_in_passwd",
+    "container.user_known",
+    "container.home",
+    "container.home_writable",
+    "container.unwritable_caches",
+)
+# the libstdc++ of the loader's usual places (Debian/Ubuntu multiarch, RHEL, a conda base)
+_LIBSTDCXX = (
+    "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+    "/usr/lib/aarch64-linux-gnu/libstdc++.so.6",
+    "/usr/lib64/libstdc++.so.6",
+    "/lib64/libstdc++.so.6",
+)
+# getpass.getuser() reads these before it asks the passwd database
+_USER_VARIABLES = ("LOGNAME", "USER", "LNAME", "USERNAME")
+
+
+def collect_platform(facts: Facts, environ: Mapping[str, str], root: Path = Path("/")) -> None:
+    """This machine's platform and container identity."""
+    kernel = _read(root / "proc/sys/kernel/osrelease")
+    if kernel is not None:
+        facts.set("platform.kernel", kernel, Source.MACHINE, "/proc/sys/kernel/osrelease")
+    else:
+        facts.mark_missing("platform.kernel", "/proc/sys/kernel/osrelease cannot be read")
+    cmdline = _read(root / "proc/cmdline", 4096)
+    if cmdline is not None:
+        facts.set("platform.kernel_cmdline", cmdline, Source.MACHINE, "/proc/cmdline")
+    else:
+        facts.mark_missing("platform.kernel_cmdline", "/proc/cmdline cannot be read")
+    wsl = (kernel is not None and "microsoft" in kernel.lower()) or "WSL_DISTRO_NAME" in environ
+    facts.set(
+        "platform.wsl",
+        wsl,
+        Source.MACHINE,
+        f"kernel {kernel}" if kernel is not None else "WSL_DISTRO_NAME",
+    )
+    markers = [p for p in ("/.dockerenv", "/run/.containerenv") if (root / p.lstrip("/")).exists()]
+    in_k8s = "KUBERNETES_SERVICE_HOST" in environ
+    facts.set(
+        "platform.container",
+        bool(markers) or in_k8s,
+        Source.MACHINE,
+        ", ".join(markers + (["KUBERNETES_SERVICE_HOST"] if in_k8s else []))
+        or "no /.dockerenv, /run/.containerenv or KUBERNETES_SERVICE_HOST",
+    )
+    _glibcxx(facts, root)
+    _identity(facts, environ)
+
+
+def _read(path: Path, limit: int = 256) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").strip()[:limit] or None
+    except OSError:
+        return None
+
+
+def _glibcxx(facts: Facts, root: Path) -> None:
+    """libstdc++.so.6.0.N provides GLIBCXX_3.4.N (GCC's numbering since 3.4)."""
+    for name in _LIBSTDCXX:
+        link = root / name.lstrip("/")
+        try:
+            target = os.path.realpath(link) if link.exists() else None
+        except OSError:
+            target = None
+        match = re.search(r"libstdc\+\+\.so\.6\.0\.(\d+)$", target or "")
+        if match:
+            facts.set(
+                "platform.glibcxx",
+                f"3.4.{match.group(1)}",
+                Source.MACHINE,
+                f"{name} → {os.path.basename(target or '')}",
+            )
+            return
+    facts.mark_missing("platform.glibcxx", "no libstdc++.so.6 in the loader's usual places")
+
+
+def _identity(facts: Facts, environ: Mapping[str, str]) -> None:
+    import pwd
+
+    uid = os.getuid()
+    facts.set("container.uid", uid, Source.MACHINE, "os.getuid()")
+    try:
+        entry: Any = pwd.getpwuid(uid)
+    except KeyError:
+        entry = None
+    facts.set(
+        "container.uid_in_passwd",
+        entry is not None,
+        Source.MACHINE,
+        f"pwd.getpwuid({uid})" + ("" if entry is not None else ": uid not found"),
+    )
+    named = [v for v in _USER_VARIABLES if environ.get(v)]
+    facts.set(
+        "container.user_known",
+        bool(named) or entry is not None,
+        Source.MACHINE,
+        f"{named[0]} is set"
+        if named
+        else (
+            f"passwd names uid {uid}" if entry is not None else f"no {'/'.join(_USER_VARIABLES)}"
+        ),
+    )
+    home = environ.get("HOME") or (entry.pw_dir if entry is not None else None)
+    if not home:
+        facts.mark_missing("container.home", "HOME is not set and passwd does not know the uid")
+        facts.mark_missing("container.home_writable", "HOME is not known")
+    else:
+        facts.set(
+            "container.home", home, Source.MACHINE, "HOME" if environ.get("HOME") else "passwd"
+        )
+        facts.set("container.home_writable", _creatable(home), Source.MACHINE, home)
+    unwritable = [f"{what}={path}" for what, path in _caches(environ, home) if not _creatable(path)]
+    facts.set(
+        "container.unwritable_caches",
+        unwritable,
+        Source.MACHINE,
+        "; ".join(f"{what}={path}" for what, path in _caches(environ, home)),
+    )
+
+
+def _caches(environ: Mapping[str, str], home: str | None) -> list[tuple[str, str]]:
+    """The cache directories vLLM and the libraries it loads write to at start-up, as they
+    resolve them (vllm/envs.py VLLM_CACHE_ROOT, Triton's cache, the Hugging Face hub)."""
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(home or "~", ".cache")
+    found = [
+        ("VLLM_CACHE_ROOT", environ.get("VLLM_CACHE_ROOT") or os.path.join(base, "vllm")),
+        (
+            "TRITON_CACHE_DIR",
+            environ.get("TRITON_CACHE_DIR")
+            or os.path.join(environ.get("TRITON_HOME") or home or "~", ".triton", "cache"),
+        ),
+        (
+            "HF_HOME",
+            environ.get("HF_HOME") or os.path.join(base, "huggingface"),
+        ),
+    ]
+    return [(what, path) for what, path in found if not path.startswith("~")]
+
+
+def _creatable(path: str) -> bool:
+    """The directory is writable, or the nearest existing directory above it is (so the
+    process can create it)."""
+    current = Path(path)
+    while True:
+        if current.exists():
+            return current.is_dir() and os.access(current, os.W_OK | os.X_OK)
+        if current.parent == current:
+            return False
+        current = current.parent
+
+
+# -- a collect-env report ------------------------------------------------------------------
+_PYTHON_PLATFORM = re.compile(r"^Python platform\s*:\s*(?P<value>\S+)", re.MULTILINE)
+
+
+def platform_from_report(facts: Facts, text: str, where: str) -> None:
+    """The kernel (and so WSL2) from the report's ``Python platform`` line
+    (``Linux-5.15.153.1-microsoft-standard-WSL2-x86_64-with-glibc2.35``)."""
+    match = _PYTHON_PLATFORM.search(text[:2_000_000])
+    value = match.group("value") if match else None
+    kernel = None
+    if value:
+        found = re.match(r"Linux-(?P<kernel>.+?)-(?:x86_64|aarch64|arm64|ppc64le|s390x)", value)
+        kernel = found.group("kernel") if found else None
+    if kernel:
+        facts.set("platform.kernel", kernel, Source.REPORT, f"Python platform: {value}")
+        facts.set(
+            "platform.wsl",
+            "microsoft" in kernel.lower(),
+            Source.REPORT,
+            f"Python platform: {value}",
+        )
+    else:
+        reason = f"the report {where} has no Linux `Python platform` line"
+        facts.mark_missing("platform.kernel", reason)
+        facts.mark_missing("platform.wsl", reason)
+    for path in ("platform.kernel_cmdline", "platform.container", "platform.glibcxx"):
+        facts.mark_unknowable(path, "a collect-env report does not show it")
+    facts.mark_unknowable(
+        "container", "a collect-env report does not show the container's identity"
+    )
+
+
+def not_examined(facts: Facts, reason: str) -> None:
+    for path in PLATFORM_PATHS:
+        facts.mark_missing(path, reason)
+    facts.mark_missing("container", reason)
+
+
+# -- the GPUs' names -------------------------------------------------------------------------
+def gpu_architecture(facts: Facts) -> None:
+    """``gpu.gfx_targets`` and ``gpu.unified_memory`` from the devices and their names."""
+    from vllm_doctor.knowledge.gpus import lookup
+
+    devices = facts.value("gpu.devices") or []
+    names = facts.value("gpu.names") or [d.get("name") for d in devices if isinstance(d, dict)]
+    if not names:
+        reason = facts.why_missing("gpu.names") or "no GPU is known"
+        facts.mark_missing("gpu.gfx_targets", reason)
+        facts.mark_missing("gpu.unified_memory", reason)
+        return
+    stated = [
+        d.get("arch")
+        for d in devices
+        if isinstance(d, dict) and str(d.get("arch", "")).startswith("gfx")
+    ]
+    matches = [lookup(str(name)) for name in names]
+    if stated:
+        source = facts.get("gpu.devices")
+        facts.set(
+            "gpu.gfx_targets",
+            sorted(set(stated)),
+            source.source if source else Source.REPORT,
+            "the devices' gfx target",
+        )
+    elif matches and all(m is not None for m in matches):
+        gfx = sorted({m.gfx for m in matches if m is not None and m.gfx})
+        if gfx:
+            facts.infer(
+                "gpu.gfx_targets", gfx, f"GPU table: {', '.join(sorted(set(map(str, names))))}"
+            )
+        # an NVIDIA GPU has no gfx target: absent
+    else:
+        facts.mark_missing(
+            "gpu.gfx_targets",
+            f"not in the GPU table: {', '.join(sorted({str(n) for n, m in zip(names, matches, strict=False) if m is None}))}",
+        )
+    _unified(facts, names, matches)
+
+
+@lru_cache(maxsize=1)
+def _unified_families() -> dict[str, Any]:
+    import json
+
+    from vllm_doctor.knowledge import DATA_DIR
+
+    data = json.loads((DATA_DIR / "unified_memory.json").read_text(encoding="utf-8"))
+    return dict(data["families"])
+
+
+def _unified(facts: Facts, names: list[Any], matches: list[Any]) -> None:
+    if not matches or any(m is None for m in matches):
+        facts.mark_missing("gpu.unified_memory", "a GPU is not in the GPU table")
+        return
+    families = _unified_families()
+    shared = [m.family.name for m in matches if m.family.name in families]
+    facts.infer(
+        "gpu.unified_memory",
+        bool(shared),
+        "knowledge/data/unified_memory.json: "
+        + (f"{shared[0]}: {families[shared[0]]['memory']}" if shared else "dedicated memory"),
+    )

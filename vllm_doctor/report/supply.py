@@ -1,0 +1,121 @@
+"""Advice on how to supply a missing fact, without what the user already gave.
+
+The hints name alternatives ("run where vLLM is installed, pass --report collect-env.txt, or
+--vllm-version V"). After ``--report`` the report was read: telling the user to pass it is
+noise, and after ``--vllm-version 0.22.0`` so is "or --vllm-version V". Each alternative that
+names an option the run already has (or a fact it already knows, such as the vLLM version
+from a report) is left out; a segment whose alternatives are all gone goes with its lead
+("give a vLLM version …: …"); what is left is joined again as a sentence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vllm_doctor.report.document import CheckDocument
+
+# the options a hint may name, and the facts whose presence means the option is moot
+_OPTION = re.compile(r"--[a-z][a-z-]*")
+_KNOWN_BY_FACT = {
+    "--vllm-version": "vllm.version",
+    "--torch-version": "torch.version",
+    "--gpus": "gpu.count",
+    "--model-config": "model.config_path",
+}
+
+
+def given_options(doc: CheckDocument) -> set[str]:
+    """The options this run was given, and those whose fact it already knows."""
+    from vllm_doctor.facts.model import Source
+
+    given = {
+        f"--{key.replace('_', '-')}" for key, value in doc.inputs.items() if value
+    }  # --report, --log, --model-config, --serve-config, --manifest
+    facts = doc.facts
+    for option, path in _KNOWN_BY_FACT.items():
+        fact = facts.get(path)
+        if fact is None:
+            continue
+        # a torch known from this machine or a report still leaves "--torch-version V" (what
+        # if it were another build) worth saying; one named on the command line does not
+        if option == "--torch-version" and fact.source != Source.USER:
+            continue
+        given.add(option)
+    names = facts.get("gpu.names")
+    if names is not None and names.source != Source.NVML:
+        given.add("--gpu")  # named by --gpu, a report or a manifest
+    return given
+
+
+def _split_top(text: str, separator: str) -> list[str]:
+    """Split at ``separator`` outside parentheses and backticks."""
+    parts, depth, ticks, start, i = [], 0, False, 0, 0
+    while i < len(text):
+        char = text[i]
+        if char == "`":
+            ticks = not ticks
+        elif not ticks and char in "([{":
+            depth += 1
+        elif not ticks and char in ")]}":
+            depth = max(0, depth - 1)
+        elif not ticks and depth == 0 and text.startswith(separator, i):
+            parts.append(text[start:i])
+            start = i + len(separator)
+            i = start
+            continue
+        i += 1
+    parts.append(text[start:])
+    return parts
+
+
+def _join(alternatives: list[str]) -> str:
+    if len(alternatives) <= 1:
+        return "".join(alternatives)
+    if len(alternatives) == 2:
+        return f"{alternatives[0]} or {alternatives[1]}"
+    return f"{', '.join(alternatives[:-1])}, or {alternatives[-1]}"
+
+
+def open_alternatives(alternatives: Iterable[str], given: set[str]) -> str:
+    """The alternatives that name no given option, as one sentence ("" when none is left)."""
+    kept = []
+    for alternative in alternatives:
+        text = alternative.strip()
+        text = text.removeprefix("or ")
+        if any(option in given for option in _OPTION.findall(text)):
+            continue
+        if text.startswith("--"):
+            text = f"pass {text}"
+        kept.append(text)
+    return _join(kept)
+
+
+def tailor(how: str, given: set[str]) -> str:
+    """``how`` without the alternatives that name a given option (the hint unchanged when it
+    names none; "" when nothing is left to say)."""
+    if not how or not any(option in given for option in _OPTION.findall(how)):
+        return how
+    segments = []
+    for segment in _split_top(how, "; "):
+        lead, colon, rest = segment.partition(": ")
+        has_lead = bool(colon) and "," in rest and "--" not in lead
+        body = rest if has_lead else segment
+        alternatives = _split_top(body, ", ")
+        left = open_alternatives(alternatives, given)
+        if not left:
+            continue
+        segments.append(f"{lead}: {left}" if has_lead else left)
+    if segments and segments[0].startswith("plus "):  # what remains of "…; plus the serve line"
+        segments[0] = segments[0][len("plus ") :]
+    return "; ".join(segments)
+
+
+def tailor_findings(doc: CheckDocument) -> None:
+    """Rewrite every undecided finding's advice for what this run was given."""
+    given = given_options(doc)
+    for finding in doc.findings:
+        for missing in finding.missing:
+            missing.how = tailor(missing.how, given) or ("none of the inputs given states it")
