@@ -1330,6 +1330,9 @@ def _partial_figures(facts: Facts) -> None:
         layout, layers_how = _kv_layout(facts, text, layers, tp, pp, release)
     except (Missing, ValueError, TypeError, KeyError):
         return
+    if not any(layer.kind == kvmod.MAMBA for layer in layout.layers):
+        for path in MAMBA_PATHS:  # not a hybrid model: it has no Mamba cache to size
+            facts.missing.pop(path, None)
     for path, value, how in (
         ("memory.kv_layers", layout.describe(), layers_how),
         (
