@@ -153,6 +153,17 @@ def test_completion_of_rule_codes_examples_and_gpus():
     assert "MODEL001" in codes and all(c.startswith("MODEL00") for c in codes)
     assert "PAR" in complete("check", "--select", "PA")
     assert complete("check", "--example", "diff") == ["diffusion-gemma-tp2"]
+    # every command that takes rule codes offers them
+    for words in (
+        ("rules", "show", "MEM00"),
+        ("rules", "test", "MEM00"),
+        ("rules", "list", "--select", "MEM00"),
+        ("serve", "--ignore", "MEM00"),
+        ("fleet", "--select", "MEM00"),
+        ("check", "--ignore", "MEM00"),
+    ):
+        offered = complete(*words)
+        assert "MEM001" in offered and all(c.startswith("MEM00") for c in offered), words
     offered = complete("check", "--gpu", "40")
     assert "4090" in offered and "4080" in offered
     # each offered name is one word that --gpu resolves to one family

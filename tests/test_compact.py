@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from vllm_doctor import compact
 from vllm_doctor.engine import loader, logmatch
-from vllm_doctor.knowledge import load
+from vllm_doctor.knowledge import DATA_DIR, load
 
 
 @pytest.fixture
@@ -65,7 +66,12 @@ def test_compact_catalogue_equals_the_table(cache):
     finally:
         logmatch.load_catalogue.cache_clear()
     table = load("errors")
-    fresh = logmatch.Catalogue.build(table.keys())
+    # the messages of the packages around vLLM (stack_errors.json) join vLLM's own
+    stack = json.loads((DATA_DIR / "stack_errors.json").read_text())
+    fresh = logmatch.Catalogue.build(
+        [*table.keys(), *(k for k in stack["entries"] if k not in table)]
+    )
+    package_key = next(k for k in stack["entries"] if k not in table)
     for catalogue in (built, read):
         assert catalogue.keys == fresh.keys
         assert catalogue.parts == fresh.parts
@@ -74,6 +80,8 @@ def test_compact_catalogue_equals_the_table(cache):
         key = fresh.keys[123]
         assert catalogue.table.spans(key) == table.spans(key)
         assert catalogue.table.releases == table.releases
+        assert catalogue.packages[package_key] == stack["entries"][package_key]
+        assert catalogue.package_versions == stack["packages"]
 
 
 def test_small_log_scan_finds_what_the_automaton_finds(cache):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_doctor.report.supply import tailor
+from vllm_doctor.report.supply import JUDGED, tailor
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "vllm_doctor" / "examples"
@@ -167,6 +167,14 @@ def test_advice_never_repeats_a_vllm_version_that_was_given():
             "give a vLLM version the knowledge covers (0.8.0-0.33.0): run where vLLM is "
             "installed; plus the serve line / model config / packages the fact compares",
         ),
+        # a covered release is judged: the version was not what the fact lacked
+        (
+            "give a vLLM version the knowledge covers (0.8.0-0.33.0): run where vLLM is "
+            "installed, pass --report collect-env.txt, or --vllm-version V; plus the serve "
+            "line / model config / packages the fact compares",
+            {"--vllm-version", JUDGED},
+            "supply the serve line / model config / packages the fact compares",
+        ),
         (
             "run on the GPU host, or pass --report collect-env.txt",
             {"--report"},
@@ -179,3 +187,45 @@ def test_advice_never_repeats_a_vllm_version_that_was_given():
 )
 def test_tailored_advice(how, given, left):
     assert tailor(how, given) == (how if left is None else left)
+
+
+def test_a_what_if_release_asks_for_the_packages_beside_it_not_for_a_version():
+    """--vllm-version 0.22.0 with a report: the release is judged, so no advice asks for a
+    vLLM version; a package the what-if leaves open names the option that supplies it."""
+    run = doctor(
+        "check",
+        "--offline",
+        "--report",
+        str(ROOT / "tests" / "fixtures" / "reports" / "rtx3090_x2_driver535.txt"),
+        "--vllm-version",
+        "0.22.0",
+        "-f",
+        "json",
+        "--",
+        "vllm",
+        "serve",
+        "Qwen/Qwen3-8B",
+    )
+    assert run.returncode in (0, 1), run.stderr
+    missing = {m["fact"]: m for f in json.loads(run.stdout)["undecided"] for m in f["missing"]}
+    hints = [m["how_to_supply"] for m in missing.values()]
+    assert not any("give a vLLM version" in h for h in hints), hints
+    transformers = missing["release.transformers_in_range"]["how_to_supply"]
+    assert transformers.startswith("pass --package transformers==V"), transformers
+    # and with it given, the rule is decided from the named version
+    decided = doctor(
+        "check",
+        "--offline",
+        "--vllm-version",
+        "0.22.0",
+        "--package",
+        "transformers==4.40.0",
+        "-f",
+        "json",
+        "--",
+        "vllm",
+        "serve",
+        "Qwen/Qwen3-8B",
+    )
+    data = json.loads(decided.stdout)
+    assert "ENV100" in [f["code"] for f in data["findings"]], decided.stderr

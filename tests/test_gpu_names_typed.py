@@ -171,3 +171,26 @@ def test_gpu_list_prints_the_table():
     assert "sm_89" in rows["GeForce RTX 4090 (and 4090 D)"]
     assert len([r for r in rows if r]) >= len(gpus.families())
     assert doctor("facts", "--gpu", "list").stdout == result.stdout
+
+
+@pytest.mark.parametrize(
+    "typed, size, write",
+    [("A100 48GB", 48, "A100 40GB"), ("H100 96GB", 96, "H100 80GB"), ("h100-32g", 32, "H100 80GB")],
+)
+def test_a_size_the_family_does_not_come_with_is_refused(typed, size, write):
+    """Judged as typed it would be a GPU that does not exist; judged for every size it would
+    drop what was typed: exit 2 naming the sizes, with a name that works."""
+    result = doctor("check", "--offline", "--gpu", typed)
+    assert result.returncode == 2, result.stdout
+    assert f"not {size} GiB" in result.stderr and f'(--gpu "{write}")' in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_a_product_total_in_the_name_is_read_as_the_family_alone():
+    """ "GH200 480GB" states CPU+GPU memory: the family's GPU sizes stay open, and the size to
+    name is written without the 480GB."""
+    result = doctor("check", "--offline", "--gpu", "GH200 480GB", "-q")
+    assert result.returncode in (0, 1), result.stderr
+    first = result.stdout.splitlines()[0]
+    assert '96 or 144 GiB: name one (--gpu "GH200 96GB")' in first
+    assert "480GB 96GB" not in result.stdout

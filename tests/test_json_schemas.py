@@ -1,7 +1,10 @@
-"""The JSON Schemas of docs/schemas/ against real outputs: `check` (every bundled example, a
-manifest's targets, a Hub that cannot be reached, computed commands, --recommend, --log),
-`explain --log`, `facts` and `probe` (a CPU run here, and the documents the GPU machines wrote,
-bench/probes/verdicts-json-*)."""
+"""The JSON Schemas of docs/schemas/ against real outputs of every format that writes JSON:
+`check --format json` (every bundled example, a manifest's targets, a Hub that cannot be
+reached, computed commands, --recommend, --log, --package, a hybrid model's memory figures),
+`fleet --format json`, `--format gitlab` (check, manifest, fleet), `explain --log`, `facts`,
+`facts --schema`, `rules list` and `probe` (a CPU run here, and the documents the GPU machines
+wrote, bench/probes/verdicts-json-*). SARIF is checked against OASIS's schema in
+tests/test_gate.py."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -23,6 +27,8 @@ EXAMPLES = ROOT / "vllm_doctor" / "examples"
 REPORTS = ROOT / "tests" / "fixtures" / "reports"
 CONFIGS = ROOT / "tests" / "fixtures" / "memory-logs" / "configs"
 MANIFESTS = ROOT / "tests" / "fixtures" / "manifests" / "corpus"
+CALIBRATION = ROOT / "tests" / "fixtures" / "calibration" / "configs"
+HOSTS = ROOT / "tests" / "fixtures" / "hosts"
 DEVICE_RUNS = sorted((ROOT / "bench" / "probes").glob("verdicts-json-*/*.json"))
 
 
@@ -41,7 +47,7 @@ def validate(name: str, document: object) -> None:
     assert error is None, f"{list(error.absolute_path)}: {error.message[:400]}"
 
 
-def doctor_json(*args: str, env: dict[str, str] | None = None) -> dict:
+def doctor_json(*args: str, env: dict[str, str] | None = None) -> Any:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_DOCTOR_")}
     environ.update({"HF_HUB_OFFLINE": "1"}, **(env or {}))
     run = subprocess.run(
@@ -60,8 +66,11 @@ def test_the_schemas_are_valid_and_published():
     assert set(schemas()) == {
         "check.schema.json",
         "explain-log.schema.json",
+        "fact-paths.schema.json",
         "facts.schema.json",
+        "gitlab.schema.json",
         "probe.schema.json",
+        "rules.schema.json",
     }
     for schema in schemas().values():
         jsonschema.Draft202012Validator.check_schema(schema)
@@ -180,3 +189,113 @@ def test_a_probe_run_here():
         "probe.schema.json",
         doctor_json("probe", "tp-softembed", "--device", "cpu", "--tp", "2", "--format", "json"),
     )
+
+
+def test_check_with_a_package_what_if_and_a_hybrid_models_memory():
+    package = doctor_json(
+        "check",
+        "--vllm-version",
+        "0.20.0",
+        "--package",
+        "flashinfer-python==0.2.0",
+        "--package",
+        "transformers==4.40.0",
+        "--gpu",
+        "H100 80GB",
+        "-f",
+        "json",
+        "--",
+        "vllm",
+        "serve",
+        "Qwen/Qwen3-8B",
+    )
+    validate("check.schema.json", package)
+    assert (
+        package["facts"]["facts"]["packages.flashinfer-python"]["source"] == "command-line override"
+    )
+    hybrid = doctor_json(
+        "check",
+        "--gpu",
+        "H100 80GB",
+        "--gpus",
+        "1",
+        "--vllm-version",
+        "0.24.0",
+        "--model-config",
+        str(CALIBRATION / "nvidia--Qwen3.6-27B-NVFP4"),
+        "-f",
+        "json",
+        "--",
+        "vllm",
+        "serve",
+        "nvidia/Qwen3.6-27B-NVFP4",
+        "--max-model-len",
+        "132000",
+    )
+    validate("check.schema.json", hybrid)
+    assert "memory.mamba_blocks_verdict" in hybrid["facts"]["facts"]
+
+
+def _fleet_documents(tmp_path: Path) -> Path:
+    """Two nodes' facts documents: the real 4 x H200 host's, and the same host with another
+    torch (a node the fleet tells apart)."""
+    folder = tmp_path / "nodes"
+    folder.mkdir()
+    facts = json.loads((HOSTS / "h200x4-facts.json").read_text())
+    (folder / "node-a.json").write_text(json.dumps(facts))
+    facts["facts"]["torch.version"]["value"] = "2.10.0"
+    (folder / "node-b.json").write_text(json.dumps(facts))
+    return folder
+
+
+def test_fleet_json_and_gitlab(tmp_path):
+    folder = _fleet_documents(tmp_path)
+    serve = ("--", "vllm", "serve", "Qwen/Qwen3-8B", "-tp", "4")
+    fleet = doctor_json("fleet", "--facts", str(folder), "-f", "json", *serve)
+    validate("check.schema.json", fleet)
+    assert [n["label"] for n in fleet["fleet"]["nodes"]] == ["node-a", "node-b"]
+    assert {t.get("node", {}).get("label") for t in fleet["targets"]} >= {"node-a", "node-b"}
+    gitlab = doctor_json("fleet", "--facts", str(folder), "-f", "gitlab", *serve)
+    validate("gitlab.schema.json", gitlab)
+
+
+def test_gitlab_of_a_failing_check_and_of_a_manifest():
+    failing = doctor_json("check", "--example", "diffusion-gemma-tp2", "-f", "gitlab")
+    assert [i["check_name"] for i in failing] == ["MODEL001"]
+    validate("gitlab.schema.json", failing)
+    manifest = doctor_json(
+        "check", "--manifest", str(MANIFESTS / "lws-gpu-vllm.yaml"), "-f", "gitlab", "--strict"
+    )
+    validate("gitlab.schema.json", manifest)
+    assert manifest, "the strict gate fails on the manifest's undecided errors"
+
+
+def test_rules_list_and_the_fact_paths():
+    from vllm_doctor.engine.rule import (
+        CATEGORIES,
+        COMPUTABLE_OPTIONS,
+        CONFIDENCES,
+        FIX_STATUSES,
+        PHASES,
+        SEVERITIES,
+        STATUSES,
+    )
+
+    rules = doctor_json("rules", "list", "--format", "json")
+    validate("rules.schema.json", rules)
+    assert len(rules) == len({r["code"] for r in rules}) > 0
+    # the schema's vocabularies are the rule loader's
+    item = schemas()["rules.schema.json"]["items"]["properties"]
+    assert item["status"]["enum"] == list(STATUSES)
+    assert item["severity"]["enum"] == list(SEVERITIES)
+    assert item["confidence"]["enum"] == list(CONFIDENCES)
+    assert item["phase"]["enum"] == list(PHASES)
+    assert item["fix"]["properties"]["status"]["enum"] == list(FIX_STATUSES)
+    compute = item["workarounds"]["items"]["properties"]["serve"]["properties"]["compute"]
+    assert compute["items"]["enum"] == list(COMPUTABLE_OPTIONS)
+    assert all(
+        f"|{c}|" in item["code"]["pattern"].replace("(", "|").replace(")", "|") for c in CATEGORIES
+    )
+    paths = doctor_json("facts", "--schema", "--format", "json")
+    validate("fact-paths.schema.json", paths)
+    assert "vllm.version" in {p["path"] for p in paths}

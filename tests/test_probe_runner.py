@@ -344,3 +344,21 @@ def test_link_class_expectations():
     assert _link_class("PIX", True) == "pcie-p2p" and _link_class("SYS", False) == "pcie-no-p2p"
     assert expected_busbw("pcie-p2p") > expected_busbw("pcie-no-p2p") > 0
     assert expected_busbw("inter-node") == 1.0
+
+
+def test_a_rank_that_never_joins_ends_at_the_join_deadline_naming_it(tmp_path):
+    pytest.importorskip("torch")  # the process group is gloo's
+    plant = {"selftest": {"never_join_rank": 1, "hold_s": 0}}
+    start = time.monotonic()
+    res = by_name(
+        run_probes(["selftest-hold"], 2, "cpu", 60, run_dir=tmp_path, params=plant, join_timeout=3)
+    )
+    hold = res["selftest-hold"]
+    assert hold.status == "timeout"
+    assert "within the 3s join deadline" in hold.reason
+    assert "rank 1 never joined the process group; it had started" in hold.reason
+    assert "rank 0 waited in init_process_group" in hold.reason
+    stopped = {r["rank"]: r["metrics"]["stopped"] for r in hold.ranks}
+    assert stopped[1]["blamed"] and not stopped[0]["blamed"] and stopped[1]["where"] is None
+    assert time.monotonic() - start < 55  # the join deadline, not the 60 s start-up limit
+    assert_all_gone(pids_in(tmp_path))

@@ -302,3 +302,37 @@ def test_generated_rules_defer_only_to_curated_rules():
         assert rules[code].defers_to, code
         for other in rules[code].defers_to:
             assert other in rules and not rules[other].defers_to
+
+
+def test_auto_round_flag_is_decided_by_the_checkpoint():
+    # vLLM 0.27.1 has no method "auto_round": an AutoRound checkpoint is taken as inc
+    # (INCConfig.override_quantization_method), whatever --quantization says
+    facts = _facts(
+        vllm__version="0.27.1",
+        gpu__min_capability=120,
+        serve__quantization="auto_round",
+        model__quant_method="auto-round",
+    )
+    assert facts.value("release.quant.method") == "inc"
+    assert facts.value("release.quant.known") is True
+    # 0.14.1 still lists auto-round itself
+    facts = _facts(vllm__version="0.14.1", gpu__min_capability=90, model__quant_method="auto-round")
+    assert facts.value("release.quant.method") == "auto-round"
+    # without the checkpoint's config the flag cannot be judged
+    facts = Facts.from_flat(
+        {"vllm.version": "0.27.1", "gpu.min_capability": 120, "serve.quantization": "auto_round"}
+    )
+    facts.mark_missing("model", "no config.json")
+    collect_release_kernels(facts)
+    assert "release.quant.known" not in facts
+    assert "config.json decides" in facts.why_missing("release.quant.known")
+    findings = {f.rule.code: f for f in evaluate_rules(load_rules(), facts)}
+    assert findings["QUANT101"].verdict == UNDECIDED
+    # a checkpoint read without a quantization_config: vLLM refuses the unknown name
+    facts = _facts(
+        vllm__version="0.27.1",
+        gpu__min_capability=120,
+        serve__quantization="auto_round",
+        model__model_type="qwen3",
+    )
+    assert facts.value("release.quant.known") is False

@@ -197,6 +197,39 @@ def download_missing(wheels: Path, min_version: str) -> None:
     errors = audit_wheels.download(wheels, wanted)
     if errors:
         raise UsageError("download failed: " + "; ".join(errors))
+    download_aarch64(wheels, [r.version for r in find_releases(wheels, min_version)])
+
+
+# the platform tags vLLM's aarch64 wheels carry (0.11 on); pip takes the first that matches
+AARCH64_PLATFORMS = (
+    "manylinux_2_35_aarch64",
+    "manylinux_2_31_aarch64",
+    "manylinux_2_28_aarch64",
+    "manylinux_2_24_aarch64",
+    "manylinux2014_aarch64",
+)
+
+
+def download_aarch64(wheels: Path, versions: list[Version]) -> None:
+    """The aarch64 wheels (GH200, GB200, GB10 and Jetson hosts install these; their compiled
+    extensions carry other architectures) into ``<wheels>/aarch64/``, for the releases whose
+    kernel images have not been read yet. A release without an aarch64 wheel is skipped."""
+    import subprocess
+
+    folder = wheels / "aarch64"
+    for version in versions:
+        if (
+            any(folder.glob(f"vllm-{version}-*.whl"))
+            or (wheels / "kernel_images" / f"vllm-{version}-aarch64.json").is_file()
+        ):
+            continue
+        platforms = [arg for tag in AARCH64_PLATFORMS for arg in ("--platform", tag)]
+        cmd = [sys.executable, "-m", "pip", "download", f"vllm=={version}", "--no-deps"]
+        cmd += ["--only-binary=:all:", *platforms, "--python-version", "3.12", "-q"]
+        print(f"downloading vllm=={version} (aarch64) ...", file=sys.stderr)
+        proc = subprocess.run([*cmd, "-d", str(folder)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(f"  no aarch64 wheel for {version}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

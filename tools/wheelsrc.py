@@ -28,6 +28,22 @@ def wheel_version(path: Path) -> Version | None:
     return version if name == PACKAGE else None
 
 
+MACHINES = ("x86_64", "aarch64")
+
+
+def wheel_machine(path: Path) -> str | None:
+    """The CPU architecture a wheel is built for (``x86_64``, ``aarch64``), from its tags."""
+    try:
+        _name, _version, _build, tags = parse_wheel_filename(path.name)
+    except InvalidWheelFilename:
+        return None
+    for tag in tags:
+        for machine in MACHINES:
+            if tag.platform.endswith(machine):
+                return machine
+    return None
+
+
 class ReleaseSource:
     """The files of one release's ``vllm`` package, by path relative to the package."""
 
@@ -116,6 +132,29 @@ class ReleaseSource:
             for found in sorted(folder.glob(f"vllm-{self.version}-*.whl")):
                 return found
         return None
+
+    @cached_property
+    def root(self) -> Path:
+        """The directory the release was found in (``find_releases``' root)."""
+        if self.location.is_file():
+            return self.location.parent
+        parent = self.location.parent
+        return parent.parent if parent.name == "src" else parent
+
+    def platform_wheels(self) -> dict[str, Path]:
+        """The release's wheels by machine (``x86_64``, ``aarch64``): beside the release and
+        in the root's ``aarch64/`` / ``x86_64/`` folders (``gen_knowledge.py --download``
+        puts the aarch64 wheels there, so the release itself stays the x86_64 wheel)."""
+        found: dict[str, Path] = {}
+        folders = [self.root, *(self.root / m for m in MACHINES)]
+        if self.wheel is not None:
+            folders.insert(0, self.wheel.parent)
+        for folder in folders:
+            for path in sorted(folder.glob(f"{PACKAGE}-{self.version}-*.whl")):
+                machine = wheel_machine(path)
+                if machine is not None:
+                    found.setdefault(machine, path)
+        return found
 
     def requires_dist(self) -> Iterator:
         """The parsed ``Requires-Dist`` requirements of the METADATA (unparsable ones left out)."""

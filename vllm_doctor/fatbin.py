@@ -12,7 +12,8 @@ as nvcc 12-13 write it, checked against nvcc's own builds in tests/fixtures/fatb
   compressed size (u32), a u32, minor and major version (u16 each), architecture (u32, ``90``
   for sm_90), then the object name's offset and length (u32 each) and the flags (u64): bit
   ``0x8000`` or ``0x2000`` a compressed payload, bit ``0x100000`` an architecture-specific
-  build (``sm_90a``, which runs on that exact GPU only).
+  build (``sm_90a``, which runs on that exact GPU only), bit ``0x200000`` a family-specific
+  one (``sm_100f``, the family from that minor on).
 
 Whether an entry runs on a GPU is CUDA's compatibility rule: SASS for ``sm_XY`` runs on a GPU of
 the same major version and a minor version ≥ Y (an architecture-specific build only on ``XY``
@@ -33,8 +34,12 @@ _MAGIC_BYTES = struct.pack("<I", FATBIN_MAGIC)
 _HEADER = struct.Struct("<IHHQ")
 _ENTRY = struct.Struct("<HHIQIIHHIIIQ")
 KIND_PTX, KIND_SASS = 1, 2
-_FLAG_COMPRESSED = 0x8000 | 0x2000
-_FLAG_ARCH_SPECIFIC = 0x100000
+FLAG_LZ4 = 0x2000
+FLAG_ZSTD = 0x8000
+_FLAG_COMPRESSED = FLAG_ZSTD | FLAG_LZ4
+FLAG_ARCH_SPECIFIC = 0x100000  # sm_90a: that exact GPU only
+FLAG_FAMILY_SPECIFIC = 0x200000  # sm_100f: the family from that minor on (CUDA 12.9+)
+_FLAG_ARCH_SPECIFIC = FLAG_ARCH_SPECIFIC
 # a bound on what one file may declare, so that a corrupt or hostile file cannot make the
 # reader walk forever: no real library has more fatbins or entries than this
 MAX_FATBINS = 200_000
@@ -49,20 +54,21 @@ class Entry:
     arch: int  # 90 for sm_90 / compute_90
     arch_specific: bool = False  # sm_90a: that exact GPU only
     compressed: bool = False
+    family_specific: bool = False  # sm_100f: the family from that minor on
 
     @property
     def name(self) -> str:
-        suffix = "a" if self.arch_specific else ""
+        suffix = "a" if self.arch_specific else "f" if self.family_specific else ""
         return f"{'sm' if self.kind == KIND_SASS else 'compute'}_{self.arch}{suffix}"
 
     def runs_on(self, capability: int) -> bool:
         """Whether this image can run on a GPU of compute capability ``capability`` (90 for
-        9.0), by CUDA's compatibility rule (a PTX image also needs a new enough driver)."""
-        if self.kind == KIND_PTX:
-            return capability >= self.arch
-        if self.arch_specific:
-            return capability == self.arch
-        return capability // 10 == self.arch // 10 and capability >= self.arch
+        9.0), by CUDA's compatibility rule (knowledge/cuda_images.py, which the kernel
+        tables are judged by too; a PTX image also needs a new enough driver)."""
+        from vllm_doctor.knowledge import cuda_images
+
+        image = cuda_images.parse(self.name)
+        return image is not None and cuda_images.runs_on(image, capability)
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,7 @@ def _entries(data: bytes | mmap.mmap, start: int, end: int) -> tuple[Entry, ...]
                 arch=arch,
                 arch_specific=bool(flags & _FLAG_ARCH_SPECIFIC),
                 compressed=bool(flags & _FLAG_COMPRESSED),
+                family_specific=bool(flags & FLAG_FAMILY_SPECIFIC),
             )
         )
         pos += header_size + payload

@@ -26,8 +26,26 @@ class YAMLBoundsError(yaml.YAMLError):
     """A document that parses but is not plain data within bounds."""
 
 
+def hashable_key(key: Any) -> Any:
+    """A mapping key as Python can hold it: YAML allows a mapping or a sequence as a key
+    (``{{NAME}}: x`` in a template left unrendered), Python dicts do not; such a key becomes
+    a tuple of its items (pairs for a mapping), which compares like the YAML value."""
+    if isinstance(key, dict):
+        return tuple((hashable_key(k), hashable_key(v)) for k, v in key.items())
+    if isinstance(key, list):
+        return tuple(hashable_key(item) for item in key)
+    return key
+
+
 class _PlainLoader(_Base):  # type: ignore[misc, valid-type]
-    pass
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        """Merge keys (``<<``) as YAML defines them, and complex keys held as tuples."""
+        self.flatten_mapping(node)
+        mapping = {}
+        for key_node, value_node in node.value:
+            key = hashable_key(self.construct_object(key_node, deep=True))
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
 
 
 def _timestamp_as_text(loader: yaml.BaseLoader, node: yaml.Node) -> str:
@@ -129,7 +147,7 @@ def _line_map(loader: Any, node: yaml.MappingNode):
     yield data
     loader.flatten_mapping(node)  # merge keys (<<) as the safe loader reads them
     for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
+        key = hashable_key(loader.construct_object(key_node, deep=True))
         data[key] = loader.construct_object(value_node, deep=True)
         data.lines[key] = key_node.start_mark.line + 1
 

@@ -320,10 +320,32 @@ def manifest_targets(options: CollectOptions) -> list:
     from vllm_doctor.serveline import manifest
 
     if options.manifest:
-        return manifest.read_targets(str(options.manifest))
-    if options.serve_config and manifest.serve_config_is_manifest(Path(options.serve_config)):
-        return manifest.read_targets(str(options.serve_config))
-    return []
+        targets = manifest.read_targets(str(options.manifest))
+    elif options.serve_config and manifest.serve_config_is_manifest(Path(options.serve_config)):
+        targets = manifest.read_targets(str(options.serve_config))
+    else:
+        return []
+    # a serve line given with the manifest completes what the file leaves to run time
+    given, origin = (
+        (list(options.serve_tokens), "the serve line given after --")
+        if options.serve_tokens
+        else (serve_words(options.serve_string), "--serve")
+        if options.serve_string
+        else (None, "")
+    )
+    if given is not None:
+        for target in targets:
+            target.join(given, origin)
+        options.serve_tokens, options.serve_string = None, None
+    return targets
+
+
+def serve_words(text: str) -> list[str]:
+    from vllm_doctor.serveline.words import command_words
+
+    if not text.strip():
+        raise InputError("--serve", "the serve line is empty")
+    return command_words(text)
 
 
 def _judge(
@@ -380,6 +402,7 @@ def _judge(
     doc = CheckDocument(facts, findings, fail_on, len(rules), 0.0, strict=strict)
     if log_report is not None:
         doc.log_messages = log_report.messages
+        doc.log_package_messages = log_report.package_messages
     doc.rulebase = RuleBase(rulebase_version(loaded), len(loaded), newest_release())
     doc.inputs = {
         key: str(value)

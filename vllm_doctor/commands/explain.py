@@ -236,11 +236,17 @@ def explain_log(
         data["memory"] = memory
         echo(json.dumps(data, indent=2))
     else:
-        if memory is None or report.rule_hits or report.messages or report.refused_options:
+        if memory is None or _found(report):
             _print_log_report(report, name)
         if memory is not None:
             _print_memory(memory)
-    return EXIT_FINDINGS if report.rule_hits or report.messages or report.refused_options else 0
+    return EXIT_FINDINGS if _found(report) else 0
+
+
+def _found(report) -> bool:
+    return bool(
+        report.rule_hits or report.messages or report.package_messages or report.refused_options
+    )
 
 
 def log_report_dict(report, name: str) -> dict:
@@ -266,12 +272,13 @@ def log_report_dict(report, name: str) -> dict:
             for rule, lines, reading in report.rule_hits
         ],
         "vllm_messages": [m.to_dict() for m in report.messages],
+        "package_messages": [m.to_dict() for m in report.package_messages],
         "refused_options": report.refused_options,
     }
 
 
 def _print_log_report(report, name: str) -> None:
-    if not report.rule_hits and not report.messages and not report.refused_options:
+    if not _found(report):
         echo(f"No known failure and no vLLM error message found in {name}.")
         return
     if report.refused_options:
@@ -301,6 +308,31 @@ def _print_log_report(report, name: str) -> None:
         if report.rule_hits:
             echo("")
         echo(render_messages(report))
+    if report.package_messages:
+        if report.rule_hits or report.messages:
+            echo("")
+        echo(render_package_messages(report))
+
+
+def render_package_messages(report) -> str:
+    """The messages of the packages around vLLM (stack knowledge), as text."""
+    out = [
+        "Messages of the packages around vLLM in the log (stack knowledge, read from each "
+        "package's wheels):"
+    ]
+    for message in report.package_messages:
+        hit = message.hit
+        out.append(f"  {message.package} {hit.cls}: {hit.template}")
+        out.append(
+            f"    seen: {hit.line}" + ("" if hit.complete else "  (message cut short in the log)")
+        )
+        for path, func, cond in message.sites():
+            out.append(f"    raised in {path}, in {func}" + (f", when {cond}" if cond else ""))
+        read = f" (of the versions read: {message.versions[0]}–{message.versions[-1]})"
+        out.append(f"    {message.package} versions: {message.ranges()}" + read)
+        if message.note:
+            out.append(f"    {message.note}")
+    return "\n".join(out)
 
 
 def render_messages(report) -> str:

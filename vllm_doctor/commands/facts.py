@@ -56,6 +56,11 @@ def run_facts(options: CollectOptions, output_format: str = "text", verbose: boo
             f"unknown option {tokens[0]}; the serve line goes "
             "last: vllm-doctor facts [OPTIONS] -- vllm serve MODEL ...",
         )
+    from vllm_doctor.commands.check import manifest_targets
+
+    targets = manifest_targets(options)
+    if targets:
+        return _run_targets(options, targets, output_format, verbose)
     timings: dict[str, float] = {}
     start = time.perf_counter()
     facts = collect_facts(options, timings)
@@ -76,6 +81,55 @@ def run_facts(options: CollectOptions, output_format: str = "text", verbose: boo
     return _crash_exit(facts)
 
 
+def _run_targets(options: CollectOptions, targets: list, output_format: str, verbose: bool) -> int:
+    """The facts of each container of a manifest, each under its name and place."""
+    import dataclasses
+
+    from vllm_doctor.facts.collect import collect_facts
+    from vllm_doctor.report.output import dump_json, print_rich, write_stdout
+
+    each = [
+        (
+            target,
+            collect_facts(
+                dataclasses.replace(
+                    options,
+                    serve_config=None,
+                    manifest=None,
+                    manifest_target=target,
+                    probe_machine=False,
+                )
+            ),
+        )
+        for target in targets
+    ]
+    if output_format == "json":
+        write_stdout(
+            dump_json(
+                {
+                    "targets": [
+                        {"target": t.name, "where": t.where, **facts.to_dict()} for t, facts in each
+                    ]
+                }
+            )
+        )
+    else:
+        from vllm_doctor.report.facts_view import render_facts
+
+        def render(console) -> None:
+            for target, facts in each:
+                console.print(f"[bold]── {target.name} ({target.where}) ──[/]")
+                render_facts(facts, console, verbose=verbose, timings={})
+
+        print_rich(render)
+    crashes = [crash for _, facts in each for crash in facts.crashes]
+    if crashes:
+        from vllm_doctor.commands.check import crashed
+
+        return crashed(crashes)
+    return 0
+
+
 def _crash_exit(facts) -> int:
     if facts.crashes:
         from vllm_doctor.commands.check import crashed
@@ -93,6 +147,7 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         serve: str | None = inputs.SERVE,
         serve_config: Path | None = inputs.SERVE_CONFIG,
+        manifest: str | None = inputs.MANIFEST,
         model_config: Path | None = inputs.MODEL_CONFIG,
         report: Path | None = inputs.REPORT,
         log: Path | None = inputs.LOG,
@@ -123,25 +178,21 @@ def register(app: typer.Typer) -> None:
         if schema:
             print_schema(output_format)
             return
-        raise typer.Exit(
-            run_facts(
-                inputs.collect_options(
-                    list(ctx.args),
-                    serve,
-                    serve_config,
-                    model_config,
-                    report,
-                    log,
-                    vllm_version,
-                    torch_version,
-                    gpu,
-                    gpus,
-                    driver,
-                    cuda,
-                    offline,
-                    package,
-                ),
-                output_format,
-                verbose,
-            )
+        options = inputs.collect_options(
+            list(ctx.args),
+            serve,
+            serve_config,
+            model_config,
+            report,
+            log,
+            vllm_version,
+            torch_version,
+            gpu,
+            gpus,
+            driver,
+            cuda,
+            offline,
+            package,
         )
+        options.manifest = manifest
+        raise typer.Exit(run_facts(options, output_format, verbose))

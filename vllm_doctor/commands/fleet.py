@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -54,14 +55,34 @@ def run_fleet(
         check_output_path(output)
     argv = _serve_argv(serve_argv)
     from vllm_doctor.engine.loader import default_rules_dir, load_rules, select_rules
+    from vllm_doctor.fleet.judge import NodeJudge, split_rules
 
-    loaded = load_rules([default_rules_dir()])
-    rules = select_rules(loaded, select, ignore)
+    ruled: dict[str, Any] = {}
+
+    def load() -> None:
+        """The rules, read while the nodes collect (--ray) or before the documents are read."""
+        if not ruled:
+            ruled["loaded"] = load_rules([default_rules_dir()])
+            ruled["rules"] = select_rules(ruled["loaded"], select, ignore)
+            node_rules = split_rules(ruled["rules"])[0]
+            ruled["judge"] = NodeJudge(node_rules, ruled["loaded"], fail_on, strict)
+
     timings: dict[str, float] = {}
     if ray_address is not None:
         from vllm_doctor.fleet.ray_engine import collect_over_ray
 
-        run = collect_over_ray(ray_address or None, argv, deadline_s, doctor_from)
+        def judge_early(node: Any, nodes: list[Any]) -> None:
+            if manifest is None:  # a manifest's declared facts arrive after every answer
+                ruled["judge"].speculate(node, nodes, head)
+
+        run = collect_over_ray(
+            ray_address or None,
+            argv,
+            deadline_s,
+            doctor_from,
+            meanwhile=load,
+            on_answer=judge_early,
+        )
         nodes, how = run.nodes, f"Ray cluster at {run.address}; the doctor ran there from {run.how}"
         timings.update(connect_s=run.connect_s, collect_s=run.collect_s)
     else:
@@ -83,8 +104,12 @@ def run_fleet(
                 _with_line(nodes, argv)
     from vllm_doctor.fleet.judge import judge_fleet
 
+    load()
     judged = time.perf_counter()
-    result = judge_fleet(nodes, argv, rules, loaded, fail_on, strict, head, how)
+    result = judge_fleet(
+        nodes, argv, ruled["rules"], ruled["loaded"], fail_on, strict, head, how, ruled["judge"]
+    )
+    result.judged = ruled["judge"].judged
     result.fleet.notes.extend(notes)
     timings["judge_s"] = time.perf_counter() - judged
     timings["total_s"] = time.perf_counter() - started
@@ -131,9 +156,20 @@ def _with_line(nodes: list, argv: list[str]) -> None:
             node.facts = with_serve_line(node.facts, argv)
 
 
+def _fleet_command_class() -> type:
+    from typer.core import TyperCommand
+
+    class FleetCommand(TyperCommand):
+        def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+            return super().parse_args(ctx, inputs.ray_address_optional(args))
+
+    return FleetCommand
+
+
 def register(app: typer.Typer) -> None:
     @app.command(
         "fleet",
+        cls=_fleet_command_class(),
         context_settings={"allow_extra_args": True, "ignore_unknown_options": False},
     )
     def fleet_cmd(
@@ -185,8 +221,12 @@ def register(app: typer.Typer) -> None:
         fmt: str = typer.Option("text", "--format", "-f", help=f"{', '.join(FORMATS)}."),
         fail_on: str = typer.Option("error", "--fail-on", help="error, warning, info, never."),
         strict: bool = typer.Option(False, "--strict", help="Undecided rules fail the run too."),
-        select: list[str] | None = typer.Option(None, "--select", help="Only these prefixes."),
-        ignore: list[str] | None = typer.Option(None, "--ignore", help="Skip these prefixes."),
+        select: list[str] | None = typer.Option(
+            None, "--select", help="Only these prefixes.", autocompletion=inputs.complete_rule_codes
+        ),
+        ignore: list[str] | None = typer.Option(
+            None, "--ignore", help="Skip these prefixes.", autocompletion=inputs.complete_rule_codes
+        ),
         verbose: bool = inputs.VERBOSE,
         output: Path | None = typer.Option(None, "--output", "-o", help="Write the report here."),
     ) -> None:

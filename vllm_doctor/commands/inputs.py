@@ -299,3 +299,20 @@ def collect_options(
         target=TargetHardware(gpu=gpu, count=gpus, driver=driver, cuda=cuda) or None,
         offline=offline,
     )
+
+
+RAY = "--ray"
+
+
+def ray_address_optional(args: list[str]) -> list[str]:
+    """``--ray`` takes an optional address: a bare ``--ray`` (last, or before another option)
+    gets the empty address, which means RAY_ADDRESS, else ``auto`` (the parser itself only
+    knows options that always or never take a value)."""
+    out = list(args)
+    for i, word in enumerate(out):
+        if word == "--":
+            break
+        if word == RAY and (i + 1 == len(out) or out[i + 1].startswith("-")):
+            out.insert(i + 1, "")
+            break
+    return out

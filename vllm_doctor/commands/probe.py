@@ -90,6 +90,7 @@ def parse_serve(tokens: list[str]) -> dict[str, Any]:
     return {
         "model": line.model,
         "tp": line.options.get("tensor-parallel-size"),
+        "pp": line.options.get("pipeline-parallel-size"),
         "budget": {
             key.replace("-", "_"): line.options[key]
             for key in SERVE_BUDGET
@@ -206,6 +207,9 @@ def run_probe_command(
     vllm_version: str | None = None,
     report: Path | None = None,
     extensions: list[Path] | None = None,
+    ray_address: str | None = None,
+    join_timeout: float | None = None,
+    doctor_from: str = "upload",
 ) -> int:
     from vllm_doctor.facts.model import Facts
     from vllm_doctor.probes import PROBES, load_results_dir, run_probes
@@ -224,11 +228,17 @@ def run_probe_command(
     from vllm_doctor.probes.launch import max_ranks, too_many_ranks
     from vllm_doctor.probes.runner import resolve
 
+    if results_dir is not None and ray_address is not None:
+        raise InputError("--ray", "runs the probes; --results collates an earlier run: give one")
     timeout = check_seconds("--timeout", timeout, MAX_TIMEOUT_S)
     teardown_timeout = check_seconds(
         "--teardown-timeout", teardown_timeout, MAX_TEARDOWN_TIMEOUT_S, allow_zero=True
     )
     only = [n for n in names if n] if names else None
+    if ray_address is not None and only is None:  # the probes, and the cross-node collectives
+        from vllm_doctor.fleet.probe_ray import default_names
+
+        only = default_names()
     specs = resolve(only)  # an unknown name is bad input before anything starts
     started = time.monotonic()
     machine = Facts()
@@ -247,6 +257,38 @@ def run_probe_command(
         meta = {"tp": ranks, "device": "torchrun", "source": str(results_dir)}
         if skipped:
             meta["skipped_lines"] = skipped[:20]
+    elif ray_address is not None:
+        line: dict[str, Any] = parse_serve(serve_tokens) if serve_tokens else {}
+        if extensions:
+            raise InputError(
+                "--extension", "is read on this machine: with --ray each node loads its own stack"
+            )
+        model = model_sizes(model_config, line.get("model"))
+        judged = judged_facts(machine, vllm_version, report)  # bad input before the run
+        from vllm_doctor.fleet.probe_ray import probe_over_ray
+
+        with Progress([s.name for s in specs]) as progress:
+            results, meta = probe_over_ray(
+                ray_address or None,
+                only,
+                tp,
+                line,
+                device,
+                timeout,
+                join_timeout,
+                teardown_timeout,
+                model,
+                doctor_from,
+                on_update=progress.update,
+            )
+        meta.update(model=model, timeout_s=timeout, results_at_s=progress.timeline())
+        if meta.get("device") == "cpu":
+            why = (
+                "no GPU in the Ray cluster"
+                if meta.pop("device_defaulted", False)
+                else "--device cpu"
+            )
+            meta["cpu_variant"] = dict(cpu_variant(results), why=why)
     else:
         serve = (
             parse_serve(serve_tokens) if serve_tokens else {"model": None, "tp": None, "budget": {}}
@@ -361,7 +403,9 @@ def _probe_command_class() -> type:
 
     class ProbeCommand(TyperCommand):
         def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-            args = list(args)
+            from vllm_doctor.commands.inputs import ray_address_optional
+
+            args = ray_address_optional(args)
             if "--" in args:
                 cut = args.index("--")
                 ctx.meta[SERVE_TOKENS] = args[cut + 1 :]
@@ -460,13 +504,38 @@ def register(app: typer.Typer) -> None:
             help="A compiled CUDA library the kernels probe also loads on every GPU kind "
             "(.so, .o, .fatbin, .cubin, .ptx; repeatable).",
         ),
+        ray: str | None = typer.Option(
+            None,
+            "--ray",
+            flag_value="",
+            help="Place the ranks on a running Ray cluster as vLLM's Ray executor places its "
+            "workers (one actor per GPU): its address, or none for RAY_ADDRESS, else `auto`.",
+        ),
+        join_timeout: float | None = typer.Option(
+            None,
+            "--join-timeout",
+            help="Seconds from the first rank's joining the process group for every rank to "
+            "join it; a rank that does not is a finding naming it and its node (default: the "
+            "start-up limit, max(--timeout, 60)).",
+        ),
+        doctor_from: str = typer.Option(
+            "upload",
+            "--doctor-from",
+            help="With --ray: upload (Ray's runtime environment ships the doctor to the nodes) "
+            "or installed (the nodes' own install).",
+        ),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Every metric, every rank."),
     ) -> int:
-        """Run small on-GPU experiments that show whether a known failure's mechanism exists on
-        this hardware and verify the fix's approach, joined with whether the judged vLLM carries
-        the fix: probe [NAME...] [-- vllm serve ...]."""
+        """Confirm a known failure's mechanism on this hardware with small on-GPU experiments.
+
+        Each result is joined with whether the judged vLLM carries the fix."""
         serve_tokens = list(ctx.meta.get(SERVE_TOKENS) or [])
-        names = probe_names(list(ctx.args), only)
+        positional = list(ctx.args)
+        from vllm_doctor.probes.registry import PROBE_NAMES
+
+        if ray in PROBE_NAMES:  # `probe --ray collectives`: a probe's name, not an address
+            positional, ray = [ray, *positional], ""
+        names = probe_names(positional, only)
         if serve and serve_tokens:
             raise InputError(
                 "--serve", "give the serve line either with --serve or after --, not both"
@@ -492,6 +561,9 @@ def register(app: typer.Typer) -> None:
             vllm_version=vllm_version,
             report=report,
             extensions=list(extension or []),
+            ray_address=ray,
+            join_timeout=join_timeout,
+            doctor_from=doctor_from,
         )
         if code:
             raise typer.Exit(code)

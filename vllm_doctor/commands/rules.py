@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from vllm_doctor.commands.inputs import split_commas
+from vllm_doctor.commands.inputs import complete_rule_codes, split_commas
 from vllm_doctor.errors import EXIT_FINDINGS, InputError
 from vllm_doctor.report.output import echo
 
@@ -23,7 +23,10 @@ NoDefaultOption = typer.Option(
     False, "--no-default-rules", help="Only the --rules-dir rules, not the shipped ones."
 )
 SelectOption = typer.Option(
-    None, "--select", help="Only rules whose code starts with these prefixes (comma-separated)."
+    None,
+    "--select",
+    help="Only rules whose code starts with these prefixes (comma-separated).",
+    autocompletion=complete_rule_codes,
 )
 
 
@@ -87,7 +90,7 @@ def list_rules(
 
 @rules_app.command("show")
 def show_rule(
-    code: str,
+    code: str = typer.Argument(..., help="A rule code.", autocompletion=complete_rule_codes),
     rules_dir: list[Path] | None = RulesDirOption,
     no_default_rules: bool = NoDefaultOption,
 ) -> None:
@@ -180,15 +183,18 @@ def healthy_inputs() -> dict[str, Facts]:
 @rules_app.command("test")
 def test_rules(
     codes: list[str] | None = typer.Argument(
-        None, help="Only these rules (codes, as `rules show CODE`); default: every rule."
+        None,
+        help="Only these rules (codes, as `rules show CODE`); default: every rule.",
+        autocompletion=complete_rule_codes,
     ),
     select: list[str] | None = SelectOption,
     rules_dir: list[Path] | None = RulesDirOption,
     no_default_rules: bool = NoDefaultOption,
     verbose: bool = typer.Option(False, "-v", "--verbose", help="List every case."),
 ) -> None:
-    """Run every rule's cases (or those of the rules named); fail on any failing case or a
-    rule without both kinds of case."""
+    """Run every rule's cases (or those of the rules named).
+
+    Fails on any failing case, and on a rule without both a positive and a negative case."""
     from vllm_doctor.engine.cases import run_cases
 
     rules = _load(rules_dir, select, no_default_rules)

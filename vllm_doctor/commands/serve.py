@@ -260,10 +260,16 @@ def register(app: typer.Typer) -> None:
             help="Also refuse on undecided rules at or above --fail-on.",
         ),
         select: list[str] | None = typer.Option(
-            None, "--select", help="Only rule codes with these prefixes."
+            None,
+            "--select",
+            help="Only rule codes with these prefixes.",
+            autocompletion=inputs.complete_rule_codes,
         ),
         ignore: list[str] | None = typer.Option(
-            None, "--ignore", help="Skip rule codes with these prefixes."
+            None,
+            "--ignore",
+            help="Skip rule codes with these prefixes.",
+            autocompletion=inputs.complete_rule_codes,
         ),
         ignore_file: Path | None = typer.Option(
             None, "--ignore-file", help="YAML of accepted findings (reason, expiry)."

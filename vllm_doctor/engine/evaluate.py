@@ -10,6 +10,7 @@ from vllm_doctor.engine.fixstate import AFFECTED, FIXED, UNVERSIONED, FixState, 
 from vllm_doctor.engine.rule import Rule
 from vllm_doctor.errors import CRASH_HINT, CRASH_PREFIX
 from vllm_doctor.facts.model import Facts
+from vllm_doctor.facts.release import what_if_hint
 from vllm_doctor.facts.schema import supply_hint
 from vllm_doctor.redact import redact_text
 
@@ -184,7 +185,7 @@ def _missing(facts: Facts, paths: list[str]) -> list[MissingFact]:
         else:
             reason = facts.why_missing(path) or "not in the inputs given"
         # undecided because a collector crashed: say so, rather than ask for an input
-        hint = CRASH_HINT if CRASH_PREFIX in reason else supply_hint(path)
+        hint = CRASH_HINT if CRASH_PREFIX in reason else what_if_hint(reason) or supply_hint(path)
         unknowable = fact is None and facts.is_unknowable(path)
         result.append(MissingFact(path, reason, hint, unknowable))
     return result

@@ -543,6 +543,10 @@ class Catalogue:
         self.by_anchor = by_anchor
         self.prefixes = prefix_index(by_anchor) if prefixes is None else prefixes
         self.table = table  # the knowledge table the messages come from (release spans)
+        # the messages of the packages around vLLM (knowledge table stack_errors): key →
+        # {distribution: [{first, last, sites}]}, and the versions read of each distribution
+        self.packages: Mapping[str, Any] = {}
+        self.package_versions: dict[str, list[str]] = {}
         self._entries: dict[int, _Entry] = {}
 
     @classmethod
@@ -694,7 +698,16 @@ def _verify(entry: _Entry, window: tuple[str, str]) -> tuple[bool, int, int] | N
     return None
 
 
-_CATALOGUE_KEYS = {"meta", "spans", "keys", "parts", "anchors", "prefixes"}
+_CATALOGUE_KEYS = {
+    "meta",
+    "spans",
+    "keys",
+    "parts",
+    "anchors",
+    "prefixes",
+    "package_spans",
+    "package_versions",
+}
 
 
 @lru_cache(maxsize=1)
@@ -709,24 +722,36 @@ def load_catalogue() -> Catalogue:
         source = path.read_bytes()
     except OSError as err:
         raise KnowledgeError(f"knowledge table 'errors' cannot be read: {err}") from None
+    try:  # the packages around vLLM (tools/gen_stack_knowledge.py); optional
+        stack_source = (DATA_DIR / "stack_errors.json").read_bytes()
+    except OSError:
+        stack_source = b"{}"
     builder = Path(__file__).read_bytes()  # a change to how it is built is a new build too
     compact = _without_gc(
         lambda: cached(
             "catalogue",
-            [("errors.json", source), ("logmatch.py", builder)],
-            lambda: _compact_catalogue(source),
+            [
+                ("errors.json", source),
+                ("stack_errors.json", stack_source),
+                ("logmatch.py", builder),
+            ],
+            lambda: _compact_catalogue(source, stack_source),
             valid=lambda value: isinstance(value, dict) and value.keys() >= _CATALOGUE_KEYS,
         )
     )
     table = Table("errors", {**compact["meta"], "entries": _JsonValues(compact["spans"])})
-    return Catalogue(
+    catalogue = Catalogue(
         compact["keys"], compact["parts"], compact["anchors"], table, compact["prefixes"]
     )
+    catalogue.packages = _JsonValues(compact["package_spans"])
+    catalogue.package_versions = compact["package_versions"]
+    return catalogue
 
 
-def _compact_catalogue(source: bytes) -> dict[str, Any]:
-    """The catalogue as plain data: its matchers, and each message's release spans kept as
-    JSON text (decoded only for the few messages a log shows)."""
+def _compact_catalogue(source: bytes, stack_source: bytes = b"{}") -> dict[str, Any]:
+    """The catalogue as plain data: its matchers (vLLM's messages and those of the packages
+    around it), and each message's spans kept as JSON text (decoded only for the few
+    messages a log shows)."""
     import json
 
     from vllm_doctor.knowledge import KnowledgeError
@@ -736,7 +761,13 @@ def _compact_catalogue(source: bytes) -> dict[str, Any]:
         entries = data["entries"]
     except (ValueError, KeyError, TypeError) as err:
         raise KnowledgeError(f"knowledge table 'errors' cannot be read: {err}") from None
-    catalogue = Catalogue.build(entries)
+    try:
+        stack = json.loads(stack_source)
+        packages = stack.get("entries") or {}
+        versions = stack.get("packages") or {}
+    except (ValueError, AttributeError) as err:
+        raise KnowledgeError(f"knowledge table 'stack_errors' cannot be read: {err}") from None
+    catalogue = Catalogue.build([*entries, *(k for k in packages if k not in entries)])
     return {
         "meta": {k: v for k, v in data.items() if k != "entries"},
         "keys": catalogue.keys,
@@ -744,6 +775,10 @@ def _compact_catalogue(source: bytes) -> dict[str, Any]:
         "anchors": catalogue.by_anchor,
         "prefixes": catalogue.prefixes,
         "spans": {key: json.dumps(spans, separators=(",", ":")) for key, spans in entries.items()},
+        "package_spans": {
+            key: json.dumps(spans, separators=(",", ":")) for key, spans in packages.items()
+        },
+        "package_versions": versions,
     }
 
 

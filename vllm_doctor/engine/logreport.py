@@ -72,11 +72,100 @@ class CatalogueMessage:
 
 
 @dataclass
+class PackageMessage:
+    """A message of a package around vLLM (knowledge table ``stack_errors``): which versions
+    of which package raise it, and where; with the vLLM version known, the version of that
+    package the release pins."""
+
+    hit: CatalogueHit
+    package: str
+    spans: list[dict[str, Any]]  # [{first, last, sites}] over the package's versions read
+    versions: list[str]  # the package's versions the knowledge read
+    note: str = ""
+
+    def ranges(self) -> str:
+        return ", ".join(
+            s["first"] if s["first"] == s["last"] else f"{s['first']}–{s['last']}"
+            for s in self.spans
+        )
+
+    def sites(self) -> list[tuple[str, str, str | None]]:
+        """(file, function, condition) of the newest span; the table keeps file and function
+        (the condition only where an older table has it)."""
+        return [(s[0], s[1], s[2] if len(s) > 2 else None) for s in self.spans[-1]["sites"]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.hit.to_dict(),
+            "package": self.package,
+            "raised_at": [
+                {"file": path, "function": func, "condition": cond or None}
+                for path, func, cond in self.sites()
+            ],
+            "versions": [{"first": s["first"], "last": s["last"]} for s in self.spans],
+            "versions_read": f"{self.versions[0]}–{self.versions[-1]}" if self.versions else None,
+            "note": self.note,
+        }
+
+
+def package_messages(
+    scan: LogScan, version: str | None, limit: int = MAX_MESSAGES
+) -> list[PackageMessage]:
+    """The messages of the packages around vLLM the log shows (FlashInfer's JIT and packaging
+    checks, quack-kernels, LMCache, ...), each with the package versions that raise it."""
+    catalogue = load_catalogue()
+    out: list[PackageMessage] = []
+    for hit in catalogue.match(scan.text, scan.hits, limit=limit):
+        if hit.key not in catalogue.packages:
+            continue
+        for package, spans in sorted(catalogue.packages[hit.key].items()):
+            versions = list(catalogue.package_versions.get(package, ()))
+            message = PackageMessage(hit, package, spans, versions)
+            message.note = _package_note(package, spans, versions, version)
+            out.append(message)
+    return out
+
+
+def _package_note(
+    package: str, spans: list[dict[str, Any]], versions: list[str], vllm_version: str | None
+) -> str:
+    """What the judged vLLM release's pin of the package says about the message."""
+    if vllm_version is None:
+        return ""
+    from vllm_doctor import knowledge
+
+    judged = knowledge.match_release(vllm_version, tuple(knowledge.covered_releases()))
+    if judged.release is None:
+        return ""
+    requirement = knowledge.load("dependencies").get(package, judged.release)
+    spec = (
+        requirement.value.get("spec")
+        if requirement and isinstance(requirement.value, dict)
+        else None
+    )
+    if not spec or not spec.startswith("==") or "," in spec:
+        return f"vLLM {judged.release} does not pin {package}" + (
+            f" ({package}{spec})" if spec else ""
+        )
+    pinned = spec[2:]
+    if pinned not in versions:
+        return (
+            f"vLLM {judged.release} pins {package}=={pinned}, a version the knowledge did not read"
+        )
+    index = versions.index
+    raises = any(index(s["first"]) <= index(pinned) <= index(s["last"]) for s in spans)
+    return f"vLLM {judged.release} pins {package}=={pinned}, which " + (
+        "raises this message" if raises else "does not raise it (another version is installed?)"
+    )
+
+
+@dataclass
 class LogReport:
     scan: LogScan
     # (Rule, matched lines, what its log reader found or None)
     rule_hits: list[tuple[Any, list[str], Any]] = field(default_factory=list)
     messages: list[CatalogueMessage] = field(default_factory=list)
+    package_messages: list[PackageMessage] = field(default_factory=list)
     version: str | None = None
     version_source: str = ""  # "log" | "facts" | "option"
     # argparse's "unrecognized arguments": what the options table says of each refused word
@@ -188,6 +277,7 @@ def analyse_log(
     report.rule_hits = [h for h in report.rule_hits if not set(h[0].defers_to) & read]
     report.version, report.version_source = version, version_source
     report.messages = catalogue_messages(scan, version)
+    report.package_messages = package_messages(scan, version)
     report.refused_options = refused_options(scan.text, version)
     return report
 

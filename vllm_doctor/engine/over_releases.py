@@ -147,7 +147,7 @@ def _explain_only(
         for label, chosen in (
             ("applies in", applying),
             ("cannot decide in", open_),
-            ("not in", not_),
+            ("does not apply in", not_),
         )
         if chosen
     ]

@@ -354,7 +354,11 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
         # reads the knowledge tables only when it needs them
         judged_between_releases(facts, collect_release_kernels)
 
-    run.step("release kernels", ("release.quant", "release.attention"), release_kernels)
+    run.step(
+        "release kernels",
+        ("release.quant", "release.attention", "release.stack", "release.kernels"),
+        release_kernels,
+    )
 
     def release_env() -> None:
         from vllm_doctor.facts.release import judged_between_releases

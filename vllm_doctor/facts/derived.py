@@ -248,6 +248,25 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
 
     attempt("derived.max_model_len_above_model", above_model)
 
+    def effective_max_model_len() -> tuple[int, str]:
+        # --max-model-len when given; a known serve line without it takes the model's own
+        from vllm_doctor.facts.model_config import model_max_len
+
+        given = facts.get("serve.max_model_len")
+        if given is not None and given.value is not None:
+            return int(given.value), f"--max-model-len {given.value}"
+        reason = facts.why_missing("serve.max_model_len")
+        if reason:
+            raise _Missing("serve.max_model_len", reason)
+        found = model_max_len(facts)
+        if found is None:
+            path = "model.max_position_embeddings"
+            raise _Missing(path, facts.why_missing(path) or "not collected")
+        limit, how = found
+        return limit, f"no --max-model-len: the model's {limit} ({how})"
+
+    attempt("derived.max_model_len", effective_max_model_len)
+
     def moe_per_rank() -> tuple[int, str]:
         # vLLM splits each expert's intermediate size over the TP ranks unless expert
         # parallelism places whole experts (FusedMoE: intermediate_size_per_partition)

@@ -73,12 +73,34 @@ def resolve_gpu(name: str, option: str = "--gpu") -> GpuMatch:
         )
         raise InputError(option, f"{name!r} could be any of: {listed} — say which")
     if found is not None:
+        _check_stated_memory(name, found, option)
         return found
     close = suggestions(text) if text else []
     hint = f"; close matches: {', '.join(close)}" if close else ""
     raise InputError(
         option, f"{name!r} is not a GPU the GPU table knows{hint} (`--gpu list` shows the table)"
     )
+
+
+def _check_stated_memory(typed: str, found: GpuMatch, option: str) -> None:
+    """InputError for a size the family does not come with ("A100 48GB"): judged as stated it
+    would be a GPU that does not exist, judged for every size it would silently drop what was
+    typed. A size of twice the largest option or more is a CPU+GPU total ("GH200 480GB"), which
+    names no GPU memory and is read as the family alone."""
+    from vllm_doctor.knowledge.gpus import stated_memory, without_memory
+
+    options = found.family.memory_options
+    stated = stated_memory(found.name or typed)
+    if found.memory_gib is not None or not options or not stated:
+        return
+    wrong = [size for size in stated if size < 2 * max(options)]
+    if wrong:
+        example = f"{without_memory(found.name or typed)} {options[0]}GB"
+        raise InputError(
+            option,
+            f"{typed!r}: the {found.family.name} comes with {_memory_words(options)}, not "
+            f'{wrong[0]} GiB — name one of them (--gpu "{example}")',
+        )
 
 
 def _memory_words(options: tuple[int, ...]) -> str:
@@ -96,8 +118,11 @@ def undecided_memory(match: GpuMatch) -> str | None:
     options = match.family.memory_options
     if match.memory_gib is not None or len(options) < 2:
         return None
+    from vllm_doctor.knowledge.gpus import without_memory
+
     name = match.name or match.family.name
-    example = f"{name} {options[0]}GB"  # the table lists the common size first
+    # the table lists the common size first; a name's own total ("GH200 480GB") is left out
+    example = f"{without_memory(name)} {options[0]}GB"
     return (
         f"the {match.family.name} comes with {_memory_words(options)} and {name!r} does not "
         f"say which: the memory is judged for each size and decides only where all agree — "

@@ -55,9 +55,33 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     # ROCm's AITER: published as amd-aiter (0.1.12.post1 on), built from source as aiter
     "amd-aiter": ("amd-aiter",),
     "aiter": ("aiter",),
+    # CuTe DSL kernels vLLM imports for some models (DeepSeek-V4's indexer, Gemma 4's QAT path)
+    "quack-kernels": ("quack-kernels",),
+    "nvidia-cutlass-dsl": ("nvidia-cutlass-dsl",),
 }
 
 _CANON_RE = re.compile(r"[-_.]+")
+
+
+def packages_of_interest() -> dict[str, tuple[str, ...]]:
+    """``PACKAGES`` and every distribution the stack knowledge covers (knowledge/stack.py:
+    FlashInfer's packages, quack-kernels, nvidia-cutlass-dsl, instanttensor, LMCache, ...)."""
+    from vllm_doctor.knowledge import stack
+
+    found = dict(PACKAGES)
+    for dist in stack.named_distributions():
+        found.setdefault(dist, (dist,))
+    return found
+
+
+def machine_name(raw: str) -> str | None:
+    """``platform.machine()`` spellings → the wheel platforms' names (x86_64, aarch64)."""
+    lowered = raw.strip().lower()
+    if lowered in ("x86_64", "amd64", "x64"):
+        return "x86_64"
+    if lowered in ("aarch64", "arm64"):
+        return "aarch64"
+    return None
 
 
 def canonical_name(name: str) -> str:
@@ -296,7 +320,12 @@ def collect_packages(facts: Facts) -> None:
     found: dict[str, metadata.Distribution] = {}
     versions: dict[str, str] = {}
     requires: dict[str, list[str]] = {}
-    for canon, names in PACKAGES.items():
+    import platform
+
+    machine = machine_name(platform.machine())
+    if machine is not None:
+        facts.set("vllm.machine", machine, Source.MACHINE, "platform.machine()")
+    for canon, names in packages_of_interest().items():
         dist = _find_dist(names)
         if dist is None:
             continue

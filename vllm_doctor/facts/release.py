@@ -1034,7 +1034,7 @@ def _pins(facts: Facts, release: str) -> None:
             f"Requires-Dist of vLLM {release}",
         )
         installed = facts.value("packages.transformers")
-        if why := _what_if_without(facts, "packages.transformers"):
+        if why := what_if_without(facts, "packages.transformers"):
             facts.mark_missing("release.transformers_in_range", why)
         elif installed is not None:
             inside = satisfies(str(installed), trf["spec"])
@@ -1056,7 +1056,7 @@ def _pins(facts: Facts, release: str) -> None:
             "installed metadata" if from_installed else "release table",
             SOURCE,
         )
-        if why := _what_if_without(facts, "torch.version"):
+        if why := what_if_without(facts, "torch.version"):
             facts.mark_missing("release.torch_matches_pin", why)
         elif installed is not None:
             inside = satisfies(str(installed).split("+")[0], f"=={torch['pin']}")
@@ -1222,7 +1222,7 @@ def _built_elsewhere(version: str) -> str | None:
     return None
 
 
-def _what_if_without(facts: Facts, package_path: str) -> str | None:
+def what_if_without(facts: Facts, package_path: str) -> str | None:
     """Why a package of this machine cannot be judged against a what-if release: installing
     the vLLM named by --vllm-version brings its own pins, so the package installed here says
     nothing about that stack (unless it is given as a what-if too, or read from a report)."""
@@ -1232,13 +1232,29 @@ def _what_if_without(facts: Facts, package_path: str) -> str | None:
         return None
     if package is not None and package.source in (Source.USER, Source.REPORT):
         return None
-    flag = (
-        " (--torch-version V judges a torch you keep)" if package_path.startswith("torch") else ""
-    )
+    if package_path.startswith("torch"):
+        flag = "--torch-version V judges a torch you keep"
+    else:
+        flag = f"--package {package_path.split('.', 1)[1]}==V judges one you would install"
     return (
-        f"vLLM {version.value} is a what-if (--vllm-version): installing it brings the "
-        f"versions it requires, so the one installed here says nothing about that stack{flag}"
+        f"vLLM {version.value} {WHAT_IF_MARK}: installing it brings the versions it "
+        f"requires, so the one installed here says nothing about that stack ({flag})"
     )
+
+
+WHAT_IF_MARK = "is a what-if (--vllm-version)"
+_WHAT_IF_FLAG = re.compile(r"\((--(?:torch-version|package) \S+) judges [^)]*\)$")
+
+
+def what_if_hint(reason: str) -> str | None:
+    """How to supply a package a what-if release leaves open (the reason
+    ``_what_if_without`` gave): name its version beside the release, or run where that release
+    is installed; None for any other reason."""
+    if WHAT_IF_MARK not in reason:
+        return None
+    flag = _WHAT_IF_FLAG.search(reason)
+    named = f"pass {flag.group(1)} (the version beside that release), or " if flag else ""
+    return f"{named}run where that vLLM release is installed"
 
 
 def collect(facts: Facts) -> None:

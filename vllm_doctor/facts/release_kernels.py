@@ -58,6 +58,12 @@ _MODELOPT_BY_ALGO = {
     "MIXED_PRECISION": ("modelopt_mixed",),
     "MXFP8": ("modelopt_mxfp8",),
 }
+# AutoRound checkpoints say quant_method "auto-round": vLLM 0.9.0-0.14.1 list that method,
+# and from 0.15.0 INCConfig.override_quantization_method takes such a checkpoint as "inc"
+# whatever --quantization says (read in the 0.27.1 wheel: config/model.py _verify_quantization,
+# quantization/inc/inc.py), so `--quantization auto_round` serves an AutoRound checkpoint.
+_AUTO_ROUND = ("auto-round", "inc")
+_AUTO_ROUND_SPELLINGS = frozenset({"auto-round", "auto_round", "autoround"})
 _DTYPE_NAMES = {
     "half": "float16",
     "float16": "float16",
@@ -139,12 +145,26 @@ def _dtype(facts: Facts) -> tuple[str | None, str]:
 def _method(facts: Facts) -> tuple[tuple[str, ...] | None, str]:
     """The method names to judge (the first the release knows), and where they came from."""
     given = facts.value("serve.quantization")
-    if isinstance(given, str) and given:
-        return (given.lower(),), "serve.quantization"
     method = facts.value("model.quant_method")
+    if isinstance(given, str) and given:
+        if given.lower() not in _AUTO_ROUND_SPELLINGS:
+            return (given.lower(),), "serve.quantization"
+        # the checkpoint decides: an AutoRound one is taken as the release's AutoRound method
+        if isinstance(method, str) and method.lower() in _AUTO_ROUND_SPELLINGS:
+            return _AUTO_ROUND, "serve.quantization + model.quant_method (an AutoRound checkpoint)"
+        if not facts.why_missing("model.quant_method"):
+            # a checkpoint read without a quantization_config: the flag alone decides
+            return (given.lower(),), "serve.quantization"
+        return None, (
+            f"--quantization {given} names no method of its own: vLLM takes an AutoRound "
+            "checkpoint's quantization_config as inc (0.15.0 on) or auto-round, so the "
+            "checkpoint's config.json decides (--model-config)"
+        )
     if isinstance(method, str) and method:
         # vLLM lower-cases the name and spells compressed_tensors with a hyphen
         method = method.lower().replace("compressed_tensors", "compressed-tensors")
+        if method in _AUTO_ROUND_SPELLINGS:
+            return _AUTO_ROUND, "model.quant_method (an AutoRound checkpoint)"
         if method == "modelopt":
             algo = facts.value("model.quant_algo")
             if isinstance(algo, str) and algo.upper() in _MODELOPT_BY_ALGO:
@@ -180,7 +200,7 @@ def _collect_quant(facts: Facts) -> None:
             facts,
             QUANT_PATHS,
             f"which method vLLM {release} uses for this "
-            f"ModelOpt checkpoint ({'/'.join(names)}) is not in the table",
+            f"checkpoint ({'/'.join(names)}) is not in the table",
         )
         return
     facts.set("release.quant.judged_release", release, SOURCE, detail)
@@ -464,5 +484,8 @@ def _collect_attention(facts: Facts) -> None:
 
 
 def collect_release_kernels(facts: Facts) -> None:
+    from vllm_doctor.facts.release_stack import collect_release_stack
+
     _collect_quant(facts)
     _collect_attention(facts)
+    collect_release_stack(facts)  # the packages and compiled kernels around the release

@@ -861,8 +861,49 @@ def _rocm_topology(lines: list[str], facts: Facts) -> None:
 # -- packages -------------------------------------------------------------------------------
 
 
-def _package_facts(report: _Report, facts: Facts) -> None:
+# `pip list` (name, version, maybe a location) and `pip freeze` (name==version) lines pasted
+# beside the report, e.g. `pip list | grep flashinfer`: read for the packages the doctor knows
+_PIP_LIST_LINE = re.compile(
+    r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._\-]*)(?:\s+|\s*==\s*)(?P<ver>\d[\w.+!\-]*)(?:\s+\S.*)?$"
+)
+_PLATFORM_MACHINE = re.compile(r"(x86_64|amd64|aarch64|arm64)", re.IGNORECASE)
+
+
+def _listed_packages(report: _Report, facts: Facts) -> bool:
+    """Versions from pasted `pip list` / `pip freeze` lines, for the packages of interest."""
+    from packaging.version import InvalidVersion, Version
+
+    from vllm_doctor.facts.packages import packages_of_interest
+
+    known = set(packages_of_interest())
     found = False
+    for line in report.lines:
+        m = _PIP_LIST_LINE.match(line)
+        if not m or _PIP_LINE.match(line):
+            continue
+        name = canonical_name(m.group("name"))
+        if name not in known:
+            continue
+        try:
+            Version(m.group("ver"))
+        except InvalidVersion:
+            continue
+        path = f"packages.{name}"
+        if path not in facts:
+            facts.set(path, m.group("ver"), Source.REPORT, line.strip())
+            found = True
+    platform = report.get("Python platform")
+    if platform is not None:
+        machine = _PLATFORM_MACHINE.findall(platform[0])
+        if machine:
+            from vllm_doctor.facts.packages import machine_name
+
+            facts.set("vllm.machine", machine_name(machine[-1]), Source.REPORT, platform[0])
+    return found
+
+
+def _package_facts(report: _Report, facts: Facts) -> None:
+    found = _listed_packages(report, facts)
     conda: dict[str, tuple[str, str]] = {}
     for line in report.lines:
         m = _PIP_LINE.match(line)

@@ -89,6 +89,12 @@ FACTS: dict[str, FactSpec] = {
     "vllm.torch_requirement": FactSpec("str", "the torch requirement vLLM declares"),
     "vllm.torch_pin": FactSpec("version", "the exact torch version vLLM pins (==), if any"),
     "vllm.cuda_archs": FactSpec("str", "CUDA archs of the build as the report states them"),
+    "vllm.machine": FactSpec(
+        "str",
+        "CPU architecture of the serving environment (x86_64, aarch64: platform.machine(), "
+        "or the report's Python platform line); picks the build whose compiled kernels are "
+        "judged (vLLM's aarch64 wheels carry other GPU architectures)",
+    ),
     # -- torch -------------------------------------------------------------------------
     "torch.version": FactSpec("version", "torch version (e.g. 2.11.0+cu130)"),
     "torch.cuda_version": FactSpec("version", "CUDA version torch was built with (e.g. 13.0)"),
@@ -372,6 +378,21 @@ FACTS: dict[str, FactSpec] = {
         "list",
         "of those, the nodes where HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE forbid the download",
     ),
+    "fleet.gpu_memory_spread_pct": FactSpec(
+        "int",
+        "how much more memory the largest GPU of the nodes that would hold ranks has than the "
+        "smallest, in percent of the smallest (every node with GPUs while the placement is "
+        "unknown; 0 when they agree)",
+    ),
+    "fleet.gpu_memory_nodes": FactSpec(
+        "list", "those nodes with their GPUs: 'NODE: COUNT x NAME (MiB)', one entry per node"
+    ),
+    "fleet.pod_gpus_beyond_request": FactSpec(
+        "list",
+        "nodes whose pod sees more GPUs than the workload's pod asks for (gpu.count against "
+        "the manifest's GPUs per pod; the DaemonSet's documents left out), each with both "
+        "counts; absent when none",
+    ),
     # -- crash log ----------------------------------------------------------------------------
     # -- the deployment (check --manifest): what the file states about where vLLM runs --
     "deploy.file": FactSpec("str", "the manifest, compose file or Dockerfile the target is in"),
@@ -426,6 +447,11 @@ FACTS: dict[str, FactSpec] = {
         "int",
         "an expert's intermediate size on one GPU: model.moe_intermediate_size / TP, or all "
         "of it with --enable-expert-parallel (whole experts per rank)",
+    ),
+    "derived.max_model_len": FactSpec(
+        "int",
+        "the max_model_len vLLM takes: --max-model-len when given, else the model's derived "
+        "maximum context (as in derived.max_model_len_above_model)",
     ),
     "derived.max_model_len_above_model": FactSpec(
         "bool",
@@ -683,6 +709,85 @@ FACTS: dict[str, FactSpec] = {
     "release.attention.forced_rejections": FactSpec(
         "list", "why the forced backend refuses (empty when it accepts)"
     ),
+    # -- the stack around the release (facts/release_stack.py) ------------------------------
+    "release.stack.judged_release": FactSpec(
+        "version", "the covered vLLM release the stack facts were judged by"
+    ),
+    "release.stack.unmet_requirements": FactSpec(
+        "list",
+        "installed/reported packages outside a requirement: the judged release's Requires-Dist "
+        "(torch and transformers left to their own rules) and the Requires-Dist of the "
+        "companion versions the stack knowledge read on each other (quack-kernels on "
+        "nvidia-cutlass-dsl, LMCache on torch); each entry names the package, its version and "
+        "the requirement; packages of unknown version are not judged",
+    ),
+    "release.stack.pair_mismatches": FactSpec(
+        "list",
+        "partner packages a companion refuses at import time (flashinfer-python checks "
+        "flashinfer-cubin for the same version and flashinfer-jit-cache for its version as "
+        "prefix, read from its code): both versions, the check, and the judged release's pins; "
+        "empty when no known pair disagrees or the bypass variable is set",
+    ),
+    "release.stack.pair_fix": FactSpec(
+        "str", "the install that makes the refused pairs agree (the release's pin first)"
+    ),
+    "release.kernels.judged_release": FactSpec(
+        "version", "the covered vLLM release whose compiled extensions were judged"
+    ),
+    "release.kernels.machine": FactSpec(
+        "str", "the build judged: x86_64, aarch64, or unknown (judged where both agree)"
+    ),
+    "release.kernels.capabilities": FactSpec("list", "the GPU capabilities judged"),
+    "release.kernels.extensions": FactSpec(
+        "dict",
+        "per compiled extension of the judged release (vllm._C, vllm._moe_C, "
+        "vllm.vllm_flash_attn._vllm_fa2_C, ...): sass (every object has machine code for the "
+        "GPU), ptx (some run only through PTX the driver compiles), partial (some objects have "
+        "no image for it), none (no object has), or unknown when the x86_64 and aarch64 builds "
+        "differ and the machine is not known; read from the fat binaries of the wheels",
+    ),
+    "release.kernels.without_image": FactSpec(
+        "list", "extensions of the judged release with no image for the GPU: images, kernels"
+    ),
+    "release.kernels.core_without_image": FactSpec(
+        "bool",
+        "vLLM's core extension (vllm._C / vllm._C_stable_libtorch) has no image at all; not "
+        "decided on a Jetson module when the published wheels have none (NVIDIA's Jetson "
+        "builds carry the device's architecture)",
+    ),
+    "release.kernels.family_only": FactSpec(
+        "list",
+        "objects built for the GPU's architecture family only as another member's "
+        "architecture-specific images (sm_120a objects on a 12.1 GPU, sm_100a on 10.3): "
+        "their kernels fail with 'no kernel image' here",
+    ),
+    "release.kernels.older_only": FactSpec(
+        "list",
+        "of release.kernels.without_image, the extensions all of whose images target GPUs "
+        "older than this one (FlashAttention 3's sm_90a on a 12.x GPU): a capability test "
+        "such as >= 9.0 still selects them here; extensions built only for newer GPUs are "
+        "left out (vLLM gates them away)",
+    ),
+    "release.kernels.ptx_only": FactSpec(
+        "list",
+        "extensions some of whose objects run on the GPU only through PTX the driver compiles "
+        "(the PTX ISA version: a driver older than the toolkit that wrote it refuses it)",
+    ),
+    "release.kernels.companions": FactSpec(
+        "dict",
+        "per compiled object of the installed companion packages the stack knowledge read "
+        "(torch's libraries for the PyPI build, FlashInfer's cubin families, ...): sass, ptx, "
+        "partial or none for the GPU",
+    ),
+    "release.kernels.files": FactSpec(
+        "dict",
+        "the same per shared object, keyed by its path under site-packages "
+        "(vllm/_C.abi3.so, torch/lib/libtorch_cuda.so): what the kernels probe loads, so its "
+        "result can be set beside the prediction",
+    ),
+    "release.kernels.companions_without_image": FactSpec(
+        "list", "companion objects with no image for the GPU (package, version, images)"
+    ),
 }
 
 
@@ -725,6 +830,8 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "gpu.gfx_targets": ("facts/platform.py",),
     "gpu.unified_memory": ("facts/platform.py",),
     "release.attention": ("facts/release_kernels.py",),
+    "release.stack": ("facts/release_stack.py",),
+    "release.kernels": ("facts/release_stack.py",),
 }
 
 # Facts a collector may infer when they were not observed (Facts.infer: from the GPU table, a

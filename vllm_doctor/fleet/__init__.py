@@ -13,10 +13,12 @@ The doctor goes where the distributed engines already are, with no transport of 
   /dev/shm on the nodes that would hold ranks; fleet rules (``rules/fleet/``, category FLEET) are
   YAML rules over those facts, evaluated by the same engine as every other rule;
 - judgement and report (``judge.py``, ``report.py``): each node judged by the node rules as
-  ``check`` judges one machine, the fleet by the fleet rules; every output format names the
-  node of each finding;
-- ``probe.py``: collectives across nodes, one Ray actor per GPU, ranks placed as vLLM places
-  its workers, with a deadline that turns a hang into a finding.
+  ``check`` judges one machine (once per distinct set of facts, as soon as it answers), the
+  fleet by the fleet rules; every output format names the node of each finding;
+- ``probe_ray.py`` (`probe --ray`): the probes' ranks on a Ray cluster, one actor per GPU
+  (``rank_host.py``) placed and numbered as vLLM's Ray executor places its workers, each
+  running the probe worker the local runner and torchrun run, under the local runner's
+  deadlines (a rank that never joins the group is a finding naming it and its node).
 
 Nothing here imports ray at module level: the ``fleet`` command imports it only for ``--ray``.
 """

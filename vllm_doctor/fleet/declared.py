@@ -35,7 +35,8 @@ def compare_with_manifest(manifest: str, nodes: list[Node]) -> tuple[list[str], 
         if release is not None and have is not None and str(have) != str(release):
             notes.append(f"{node.label} runs vLLM {have}, the image {image} is vLLM {release}")
         gpus = node.facts.value("gpu.count")
-        if isinstance(per_pod, int) and isinstance(gpus, int) and gpus != per_pod:
+        daemonset = node.facts.value("env.VLLM_DOCTOR_COLLECTED_BY") == "daemonset"
+        if isinstance(per_pod, int) and isinstance(gpus, int) and gpus != per_pod and not daemonset:
             notes.append(f"{node.label} sees {gpus} GPUs, the pod asks for {per_pod}")
     if isinstance(pods, int) and pods != len(nodes):
         notes.append(f"{len(nodes)} nodes answered, one group of the workload has {pods} pods")

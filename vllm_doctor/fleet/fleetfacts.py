@@ -102,7 +102,8 @@ def _compare(facts: Facts, nodes: list[Node], silent: list[Node]) -> None:
             facts.mark_missing(f"fleet.{q.name}", "no node answered")
 
 
-def _driver(nodes: list[Node], wanted: str | None) -> Node | None:
+def driver_of(nodes: list[Node], wanted: str | None) -> Node | None:
+    """The node where `vllm serve` runs: the one named (--head), else the Ray head."""
     if wanted:
         for node in nodes:
             names = {node.label, node.node_id, node.ip, node.hostname}
@@ -287,6 +288,82 @@ def _shm(facts: Facts, nodes: list[Node], ranks: dict[str, list[int]] | None) ->
         facts.set("fleet.shm_smallest_mib", sizes[label], FLEET, label)
 
 
+def _gpu_memory(facts: Facts, nodes: list[Node], ranks: dict[str, list[int]] | None) -> None:
+    """fleet.gpu_memory_spread_pct and fleet.gpu_memory_nodes over the GPUs of the nodes that
+    would hold ranks (every node with GPUs while the placement is unknown). vLLM gives every
+    rank the KV cache blocks of the smallest (get_kv_cache_configs), so what a larger GPU holds
+    beyond the smallest stays unused."""
+    shown: list[str] = []
+    sizes: dict[str, tuple[int, int]] = {}  # node: (smallest, largest) GPU memory
+    unknown = []
+    for node in nodes:
+        if not node.answered or node.facts is None or node.gpus == 0:
+            continue
+        if ranks is not None and not ranks.get(node.label):
+            continue
+        records = node.facts.value("gpu.devices")
+        devices = [d for d in records if isinstance(d, dict)] if isinstance(records, list) else []
+        memory = [m for d in devices if isinstance(m := d.get("memory_total_mib"), int) and m > 0]
+        if not memory or len(memory) < len(devices):
+            unknown.append(node.label)
+            continue
+        sizes[node.label] = (min(memory), max(memory))
+        names: dict[str, int] = {}
+        for device in devices:
+            key = f"{device.get('name') or 'GPU'} ({device['memory_total_mib']} MiB)"
+            names[key] = names.get(key, 0) + 1
+        shown.append(f"{node.label}: " + ", ".join(f"{n} x {k}" for k, n in names.items()))
+    why = None
+    if unknown:
+        why = f"the GPUs' memory is unknown on {', '.join(unknown)}"
+    elif not sizes:
+        why = "no node that would hold ranks has GPUs"
+    if why:
+        for path in ("fleet.gpu_memory_spread_pct", "fleet.gpu_memory_nodes"):
+            facts.mark_missing(path, why)
+        return
+    smallest = min(low for low, _ in sizes.values())
+    largest = max(high for _, high in sizes.values())
+    over = (
+        "the nodes that would hold ranks"
+        if ranks is not None
+        else "every node with GPUs (the placement is unknown)"
+    )
+    spread = (largest - smallest) * 100 // smallest
+    facts.set(
+        "fleet.gpu_memory_spread_pct", spread, FLEET, f"{largest} against {smallest} MiB, {over}"
+    )
+    facts.set("fleet.gpu_memory_nodes", shown, FLEET, over)
+
+
+def _pod_gpus(facts: Facts, nodes: list[Node]) -> None:
+    """fleet.pod_gpus_beyond_request: the nodes whose pod sees more GPUs than the workload's pod
+    asks for (deploy.gpus_per_pod, from --manifest). The DaemonSet's documents are left out: it
+    asks for no GPU and shows the container the node's (VLLM_DOCTOR_COLLECTED_BY=daemonset)."""
+    path = "fleet.pod_gpus_beyond_request"
+    asked_somewhere, beyond, unknown = False, [], []
+    for node in nodes:
+        if not node.answered or node.facts is None:
+            continue
+        asked = node.facts.value("deploy.gpus_per_pod")
+        if not isinstance(asked, int):
+            continue
+        asked_somewhere = True
+        if node.facts.value("env.VLLM_DOCTOR_COLLECTED_BY") == "daemonset":
+            continue
+        seen = node.facts.value("gpu.count")
+        if not isinstance(seen, int):
+            unknown.append(node.label)
+        elif seen > asked:
+            beyond.append(f"{node.label}: sees {seen} GPUs, the pod asks for {asked}")
+    if not asked_somewhere:
+        facts.mark_missing(path, "needs the workload's manifest (--manifest FILE)")
+    elif beyond:
+        facts.set(path, beyond, FLEET, "gpu.count against the manifest's GPUs per pod")
+    elif unknown:
+        facts.mark_missing(path, f"the GPUs of {', '.join(unknown)} are unknown")
+
+
 def fleet_facts(
     nodes: list[Node], serve_argv: Iterable[str] | None = None, driver: str | None = None
 ) -> Facts:
@@ -309,7 +386,7 @@ def fleet_facts(
             "fleet.silent_nodes", [f"{n.label}: {n.silent or 'no facts'}" for n in silent], FLEET
         )
     _compare(facts, nodes, silent)
-    head = _driver(nodes, driver)
+    head = driver_of(nodes, driver)
     if head is None:
         raise InputError("--head", f"no node of the fleet is {driver!r}")
     facts.set("fleet.driver", head.label, FLEET, "--head" if driver else "the head node")
@@ -326,4 +403,6 @@ def fleet_facts(
     _interfaces(facts, nodes, head)
     _model(facts, nodes, ranks)
     _shm(facts, nodes, ranks)
+    _gpu_memory(facts, nodes, ranks)
+    _pod_gpus(facts, nodes)
     return facts

@@ -45,6 +45,7 @@ class FleetResult:
     node_docs: list[CheckDocument]
     how: str  # where the facts came from and how the doctor reached the nodes
     timings: dict[str, float] = field(default_factory=dict)
+    judged: int = 0  # distinct sets of node facts judged (nodes that agree share one)
 
     @property
     def docs(self) -> list[CheckDocument]:
@@ -95,12 +96,79 @@ def _workers_of_a_group(nodes: list[Node], driver: str | None, gpus: int | None)
     `vllm serve` does not run there, so no rule compares the whole world with their GPUs
     (deploy.nodes, as for the pods of a LeaderWorkerSet group)."""
     for node in nodes:
-        if node.facts is None or node.label == driver or len(nodes) < 2:
-            continue
-        why = f"a worker node of a fleet of {len(nodes)} nodes; `vllm serve` runs on {driver}"
-        node.facts.set("deploy.nodes", len(nodes), "fleet", why)
-        if isinstance(gpus, int):
-            node.facts.set("deploy.gpus", gpus, "fleet", "GPUs the fleet offers")
+        if node.facts is not None:
+            _as_worker(node.facts, node, len(nodes), driver, gpus)
+
+
+def _as_worker(facts: Facts, node: Node, count: int, driver: str | None, gpus: int | None) -> None:
+    if node.label == driver or count < 2:
+        return
+    why = f"a worker node of a fleet of {count} nodes; `vllm serve` runs on {driver}"
+    facts.set("deploy.nodes", count, "fleet", why)
+    if isinstance(gpus, int):
+        facts.set("deploy.gpus", gpus, "fleet", "GPUs the fleet offers")
+
+
+class NodeJudge:
+    """Each node judged by the node rules as `check` judges one machine, once per distinct set
+    of facts: nodes whose facts agree share one judgement (the verdicts follow from the facts
+    alone), each under its own name. ``speculate`` judges a node as soon as it answers, while
+    the others still collect, with the facts the fleet's judgement will give it if every node
+    answers; a guess that turns out wrong only costs that node's judgement at the end."""
+
+    def __init__(
+        self, node_rules: list[Any], loaded: list[Any], fail_on: str, strict: bool
+    ) -> None:
+        self.rules, self.loaded, self.fail_on, self.strict = node_rules, loaded, fail_on, strict
+        self.memo: dict[str, CheckDocument] = {}
+        self.judged = 0  # distinct fact sets judged
+
+    @staticmethod
+    def key(facts: Facts) -> str:
+        import json
+
+        return json.dumps(facts.to_dict(), sort_keys=True, default=str)
+
+    def document(self, facts: Facts, target: Target) -> CheckDocument:
+        key = self.key(facts)
+        known = self.memo.get(key)
+        if known is None:
+            doc = _document(facts, self.rules, self.loaded, self.fail_on, self.strict, target)
+            self.memo[key] = doc
+            self.judged += 1
+            return doc
+        import copy
+
+        doc = copy.copy(known)  # the same verdicts, under this node's name
+        doc.facts, doc.target = facts, target
+        return doc
+
+    def speculate(self, node: Node, nodes: list[Node], head: str | None) -> None:
+        if node.facts is None:
+            return
+        facts = Facts.from_dict(node.facts.to_dict())
+        driver = _driver_label(nodes, head)
+        offered = [n.offered_gpus for n in nodes]
+        gpus = sum(g for g in offered if g is not None) if None not in offered else None
+        _as_worker(facts, node, len(nodes), driver, gpus)
+        self.document(facts, _node_target(node))
+
+
+def _driver_label(nodes: list[Node], head: str | None) -> str | None:
+    from vllm_doctor.fleet.fleetfacts import driver_of
+
+    driver = driver_of(nodes, head)
+    return driver.label if driver is not None else None
+
+
+def _node_target(node: Node) -> Target:
+    return Target(
+        node.label,
+        node.source,
+        "node",
+        file=node.source if node.engine != "ray" and node.source != "-" else "-",
+        node=node,
+    )
 
 
 def _document(
@@ -148,8 +216,10 @@ def judge_fleet(
     strict: bool = False,
     head: str | None = None,
     how: str = "",
+    judge: NodeJudge | None = None,
 ) -> FleetResult:
     node_rules, fleet_rules = split_rules(rules)
+    judge = judge or NodeJudge(node_rules, loaded, fail_on, strict)
     _borrow_model(nodes)
     facts = fleet_facts(nodes, serve_argv, head)
     where = f"{len(nodes)} nodes"
@@ -158,16 +228,5 @@ def judge_fleet(
     )
     _show_groups(fleet_doc)
     _workers_of_a_group(nodes, facts.value("fleet.driver"), facts.value("fleet.gpus_offered"))
-    node_docs = []
-    for node in nodes:
-        if node.facts is None:
-            continue
-        target = Target(
-            node.label,
-            node.source,
-            "node",
-            file=node.source if node.engine != "ray" and node.source != "-" else "-",
-            node=node,
-        )
-        node_docs.append(_document(node.facts, node_rules, loaded, fail_on, strict, target))
-    return FleetResult(nodes, fleet_doc, node_docs, how)
+    node_docs = [judge.document(n.facts, _node_target(n)) for n in nodes if n.facts is not None]
+    return FleetResult(nodes, fleet_doc, node_docs, how, judged=judge.judged)

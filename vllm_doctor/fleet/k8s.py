@@ -127,6 +127,8 @@ def build_manifest(
             "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
         },
         {"name": "VLLM_DOCTOR_NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+        # a DaemonSet's pod asks for no GPU and sees the node's: its count is not the pod's
+        {"name": "VLLM_DOCTOR_COLLECTED_BY", "value": kind},
     ]
     command = ["vllm-doctor", "facts", "--format", "json"]
     if serve_words:
@@ -137,6 +139,15 @@ def build_manifest(
         **{k: container[k] for k in CONTAINER_FIELDS if k in container},
         "env": env,
     }
+    # a StatefulSet's per-pod claims (volumeClaimTemplates) are no volume of the pod template:
+    # the Job's pods cannot name them, so their mounts stay out (the API server would refuse)
+    volumes = {v.get("name") for v in spec.get("volumes") or [] if isinstance(v, dict)}
+    mounts = [m for m in facts_container.get("volumeMounts") or [] if isinstance(m, dict)]
+    left_out = [str(m.get("name")) for m in mounts if m.get("name") not in volumes]
+    if "volumeMounts" in facts_container:
+        facts_container["volumeMounts"] = [m for m in mounts if m.get("name") in volumes]
+        if not facts_container["volumeMounts"]:
+            del facts_container["volumeMounts"]
     resources = container.get("resources") or {}
     if kind == "job":
         gpu = {k: v for k, v in (resources.get("limits") or {}).items() if k in GPU_KEYS}
@@ -154,7 +165,12 @@ def build_manifest(
         spec["restartPolicy"] = "Always"
     spec["containers"] = [facts_container]
     template = {"metadata": {"labels": dict(labels)}, "spec": spec}
-    meta = {"name": name, "namespace": namespace, "labels": dict(labels)}
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels)}
+    if left_out:
+        meta["annotations"] = {
+            "vllm-doctor/mounts-left-out": ", ".join(left_out)
+            + " (the workload's per-pod volume claims: no volume of its pod template)"
+        }
     if kind == "daemonset":
         return {
             "apiVersion": "apps/v1",

@@ -20,6 +20,7 @@ Ray is imported here only, and this module only by the ``fleet`` command.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,20 +79,12 @@ def _resolve_address(address: str | None) -> str:
     return address or os.environ.get("RAY_ADDRESS") or "auto"
 
 
-def collect_over_ray(
-    address: str | None,
-    serve_argv: list[str] | None,
-    deadline_s: float,
-    doctor_from: str = "upload",
-) -> RayRun:
-    """Every alive node's facts, or why not, within ``deadline_s`` of the tasks' submission."""
+def connect(address: str | None, doctor_from: str = "upload") -> tuple[Any, str, str, float]:
+    """(ray, the address, how the doctor reaches the nodes, seconds ray.init took); the caller
+    calls ``ray.shutdown()``."""
     if doctor_from not in DOCTOR_FROM:
         raise InputError("--doctor-from", f"{doctor_from!r} is not one of {', '.join(DOCTOR_FROM)}")
     ray = import_ray()
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from vllm_doctor.fleet.remote import collect_node
-
     where = _resolve_address(address)
     runtime_env, how = _runtime_env(doctor_from)
     start = time.perf_counter()
@@ -105,7 +98,27 @@ def collect_over_ray(
         )
     except (ConnectionError, ValueError, RuntimeError) as err:
         raise InputError("--ray", f"cannot connect to a Ray cluster at {where}: {err}") from None
-    connect_s = time.perf_counter() - start
+    return ray, where, how, time.perf_counter() - start
+
+
+def collect_over_ray(
+    address: str | None,
+    serve_argv: list[str] | None,
+    deadline_s: float,
+    doctor_from: str = "upload",
+    meanwhile: Callable[[], None] | None = None,
+    on_answer: Callable[[Node, list[Node]], None] | None = None,
+) -> RayRun:
+    """Every alive node's facts, or why not, within ``deadline_s`` of the tasks' submission.
+
+    While the nodes work, this process does what needs no answer (``meanwhile()``: the rules
+    loaded), then takes each node's answer as it comes (``on_answer(node, nodes)``: the node
+    judged while the others still collect)."""
+    ray, where, how, connect_s = connect(address, doctor_from)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from vllm_doctor.fleet.remote import collect_node
+
     try:
         task = ray.remote(num_cpus=0, max_retries=0)(collect_node)
         alive = [n for n in ray.nodes() if n.get("Alive")]
@@ -130,11 +143,18 @@ def collect_over_ray(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(info["NodeID"], soft=False)
             ).remote(serve_argv)
             pending[ref] = node
-        ready, late = ray.wait(
-            list(pending), num_returns=len(pending), timeout=max(deadline_s, 0.0)
-        )
-        for ref in ready:
-            _answer(ray, pending[ref], ref, started)
+        if meanwhile is not None:
+            meanwhile()
+        late = list(pending)
+        while late:
+            left = deadline_s - (time.perf_counter() - started)
+            if left <= 0:
+                break
+            ready, late = ray.wait(late, num_returns=1, timeout=left)
+            for ref in ready:
+                _answer(ray, pending[ref], ref, started)
+                if on_answer is not None and pending[ref].answered:
+                    on_answer(pending[ref], nodes)
         for ref in late:
             pending[ref].silent = (
                 f"no answer within the {deadline_s:g} s deadline (its task was cancelled; the "

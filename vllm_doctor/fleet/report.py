@@ -35,6 +35,7 @@ def render(result: FleetResult, fmt: str, verbose: bool = False, to_file: bool =
                     "how": result.how,
                     "nodes": [n.identity() for n in result.nodes],
                     "timings_s": {k: round(v, 4) for k, v in result.timings.items()},
+                    "distinct_fact_sets_judged": result.judged,
                 },
                 "targets": [_json_target(doc) for doc in docs],
             }

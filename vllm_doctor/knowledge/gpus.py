@@ -100,13 +100,24 @@ def lookup(name: str) -> GpuMatch | None:
         # re compiles (and caches) each pattern on first use: a lookup compiles only the
         # families before the one that matches
         if re.search(pattern, name, re.IGNORECASE):
-            stated = [int(m) for m in _NAME_MEMORY.findall(name)]
+            stated = stated_memory(name)
             # "A100-SXM4-80GB" states it; "GH200 480GB" states CPU+GPU memory, not the GPU's
             memory = next((m for m in stated if m in family.memory_options), None)
             if memory is None and len(family.memory_options) == 1:
                 memory = family.memory_options[0]
             return GpuMatch(family, memory, f"GPU table ({TABLE_NAME}): {family.name}")
     return None
+
+
+def stated_memory(name: str) -> list[int]:
+    """The sizes a device name states ("A100-SXM4-80GB" → [80])."""
+    return [int(m) for m in _NAME_MEMORY.findall(name)]
+
+
+def without_memory(name: str) -> str:
+    """A device name with the sizes it states left out ("GH200 480GB" → "GH200"), to name a
+    size of the family after it."""
+    return " ".join(_NAME_MEMORY.sub(" ", name).split())
 
 
 def capability_of(name: str) -> int | None:

@@ -110,8 +110,11 @@ class Collector:
         kind = ev.get("ev")
         now = time.monotonic()
         if kind == "hello":
-            if proc.pid is None:
+            proc.hello_at = proc.hello_at or now
+            if proc.pid is None and proc.remote is None:  # a remote pid is not this machine's
                 proc.pid = ev.get("pid")
+        elif kind == "joining":
+            proc.joining_at = now
         elif kind == "init":
             proc.init = ev
         elif kind == "fatal":

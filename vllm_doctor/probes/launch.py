@@ -111,13 +111,28 @@ class Proc:
     killed: bool = False
     exit_seen: bool = False
     exited_at: float | None = None
+    hello_at: float | None = None  # its first word (the process is up)
+    joining_at: float | None = None  # it began joining the process group
+    # where it runs when not on this machine ("node 1a2b3c4d@10.0.0.2"), and what alone can
+    # see and stop it there (``alive(proc)``, ``kill(proc)``: a Ray actor, fleet/probe_ray.py)
+    where: str | None = None
+    remote: Any = None
 
     def alive(self) -> bool:
+        if self.remote is not None:
+            return bool(self.remote.alive(self))
         if self.popen is not None:
             return self.popen.poll() is None
         return pid_alive(self.pid)
 
+    @property
+    def named(self) -> str:
+        """``rank1``, or ``rank1 on node 1a2b3c4d@10.0.0.2`` for a process on another node."""
+        return f"{self.tag} on {self.where}" if self.where else self.tag
+
     def exit_text(self) -> str:
+        if self.remote is not None:
+            return str(self.remote.exit_text(self))
         if self.popen is None:
             return "exited" if not self.alive() else "still running"
         return describe_exit(self.popen.returncode)

@@ -193,6 +193,29 @@ PROBES: tuple[ProbeSpec, ...] = (
         verifies="casting the sampled ids to int64 before the broadcast delivers exact ids",
     ),
     ProbeSpec(
+        name="collectives",
+        title="All-reduce and all-gather across every rank and node of the group",
+        module="collectives",
+        min_world=2,
+        collective=True,
+        on_request=True,
+        checks=(
+            Check(
+                "all-reduce and all-gather correctness across the ranks, wherever each runs "
+                "(`probe --ray`: one Ray actor per GPU, placed as vLLM places its workers)",
+                HARDWARE,
+                cpu="over gloo between CPU processes, not NCCL between GPUs",
+            ),
+            Check(
+                "bus bandwidth against the floor of the slowest link between two ranks: the "
+                "GPUs' link on one host, InfiniBand or sockets between hosts",
+                HARDWARE,
+                cpu="gloo over loopback or TCP: reported, not judged",
+            ),
+        ),
+        verifies="",
+    ),
+    ProbeSpec(
         name="padded-batch",
         title="Padded decode batch: block table and sparse-indexer top-k write-back",
         module="padded_batch",

@@ -164,6 +164,18 @@ def _head(meta: dict[str, Any]) -> list[str]:
     if meta.get("model"):
         head += f", model sizes {meta['model']}"
     lines = [head]
+    ray = meta.get("ray")
+    if isinstance(ray, dict):  # probe --ray: where vLLM's placement put each rank
+        lines.append(
+            f"Ray cluster at {ray.get('address')}; ranks placed as vLLM's Ray executor places its workers:"
+        )
+        for node in ray.get("placement") or []:
+            gpus = f", GPUs {node['gpus']}" if node.get("gpus") else ""
+            ranks = ", ".join(map(str, node.get("ranks") or []))
+            lines.append(f"  node {node.get('node')} ({node.get('host')}): ranks {ranks}{gpus}")
+        if ray.get("master"):
+            lines.append(f"  the ranks meet at rank 0's node, {ray['master']}")
+        lines.extend(f"  note: {note}" for note in ray.get("notes") or [])
     judged = meta.get("vllm")
     if isinstance(judged, dict):
         lines.append(f"judged against: {judged.get('said')}")

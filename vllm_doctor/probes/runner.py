@@ -45,7 +45,7 @@ from typing import Any
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.probes.collection import Collector
-from vllm_doctor.probes.deadlines import Deadlines
+from vllm_doctor.probes.deadlines import Deadlines, stopped_at
 from vllm_doctor.probes.launch import Launcher, Proc, max_ranks, private_dir, too_many_ranks
 from vllm_doctor.probes.registry import BY_NAME, DEFAULT_PROBES, MODEL_KEYS, PROBES, ProbeSpec
 from vllm_doctor.probes.result import ERROR, PASS, SKIP, TIMEOUT, ProbeResult
@@ -90,15 +90,17 @@ class Runner:
         python: str | None = None,
         use_cache: bool = True,
         visible_gpus: int | None = None,
+        join_timeout: float | None = None,
+        launcher: type[Launcher] | Callable[..., Launcher] | None = None,
     ):
         if device not in ("cuda", "cpu"):
             raise InputError("--device", f"unknown device {device!r} (cuda or cpu)")
         if not isinstance(tp, int) or tp < 1:
             raise InputError("--tp", f"must be at least 1 (got {tp})")
         limit = max_ranks(device, visible_gpus)
-        if tp > limit:
+        if launcher is None and tp > limit:  # another launcher places the ranks itself
             raise InputError("--tp", too_many_ranks(tp, device, limit))
-        self.deadlines = Deadlines(timeout, teardown_timeout)
+        self.deadlines = Deadlines(timeout, teardown_timeout, join_timeout)
         self.specs = resolve(names)
         self.tp = tp
         self.device = device
@@ -127,7 +129,7 @@ class Runner:
         )
         self.procs: list[Proc] = []  # every process started, parts included
         self.group: list[Proc] = []  # the worker group now running
-        self.launcher = Launcher(
+        self.launcher = (launcher or Launcher)(
             self.run_dir,
             self.python,
             device,
@@ -316,11 +318,14 @@ class Runner:
         return self._fail_group(group, failure, culprits)
 
     def _fail_group(self, group: list[Proc], failure: str, culprits: list[Proc]) -> str:
+        # where each rank had got to, before they are stopped
+        blame = "never joined the process group; it " if failure == "join-timeout" else ""
+        where, steps = stopped_at(group, culprits, time.monotonic(), blame)
         for p in group:
             if p.alive():
                 kill(p)
             self.collector.pump(p)
-        tails = self.collector.tails(group)
+        tails = self.collector.tails(culprits + [p for p in group if p not in culprits])
         for p in group:
             p.exit_seen = True
         self.group = []
@@ -330,25 +335,37 @@ class Runner:
             if st.final is None and len(st.per_rank) < self.tp
         ]
         not_started = [p for p in culprits if p.init is None and p.current is None]
-        if not_started and failure in ("died", "init-timeout"):
+        if failure == "join-timeout" or (not_started and failure in ("died", "init-timeout")):
             fatal = next((p.fatal for p in group if p.fatal), None)
-            if failure == "init-timeout":
+            if failure == "join-timeout":
+                reason = (
+                    f"the process group did not form within the {self.deadlines.join_timeout:g}s "
+                    f"join deadline: {where}"
+                )
+                status = TIMEOUT
+            elif failure == "init-timeout":
                 reason = (
                     f"the workers did not finish starting (torch import, process-group init) "
-                    f"within {self.deadlines.start_limit:g}s"
+                    f"within {self.deadlines.start_limit:g}s: {where}"
                 )
                 status = TIMEOUT
             else:
-                codes = ", ".join(f"{p.tag}: {p.exit_text()}" for p in not_started)
+                codes = ", ".join(f"{p.named}: {p.exit_text()}" for p in not_started)
                 reason = f"the workers failed to start: {fatal or codes}"
                 status = ERROR
+            step_of_rank = {row["rank"]: row for row in steps}
             for name in pending:
                 st = self.collector.states[name]
                 st.log_tail = tails
                 for p in group:
                     st.per_rank.setdefault(
                         p.rank,
-                        {"status": status, "reason": reason, "metrics": {}, "synthetic": True},
+                        {
+                            "status": status,
+                            "reason": reason,
+                            "metrics": {"stopped": step_of_rank[p.rank]},
+                            "synthetic": True,
+                        },
                     )
                 if not self.collector.part_running(name):
                     self.collector.finalise(st, force=True)
@@ -376,10 +393,13 @@ class Runner:
                     slow = [p for p in culprits if p.current == name and p.last_progress]
                     if slow:
                         reason += f" (last step: {slow[0].last_progress})"
+                    elsewhere = [p.named for p in culprits if p.current == name and p.where]
+                    if elsewhere:  # ranks on other nodes: say which
+                        reason += f" on {', '.join(elsewhere)}"
                 else:
                     dead = [p for p in culprits if p.current == name]
                     stopped = [p for p in culprits if p.aborted == name]
-                    reason = "; ".join(f"{p.tag} died ({p.exit_text()})" for p in dead) or (
+                    reason = "; ".join(f"{p.named} died ({p.exit_text()})" for p in dead) or (
                         f"stopped with its worker group after an error on "
                         f"{', '.join(p.tag for p in stopped)}"
                         if stopped
@@ -458,6 +478,8 @@ def run_probes(
     use_cache: bool = True,
     visible_gpus: int | None = None,
     info: dict[str, Any] | None = None,
+    join_timeout: float | None = None,
+    launcher: Callable[..., Launcher] | None = None,
 ) -> list[ProbeResult]:
     """Run the probes and return one ProbeResult each (plus ``teardown`` when a process group ran).
 
@@ -466,7 +488,10 @@ def run_probes(
     from the model's config.json (None: the probes' defaults, DiffusionGemma-like sizes);
     ``use_cache``: reuse deterministic sub-check results (the traced torch.compile failure);
     ``visible_gpus``: GPUs this node shows (caps ``tp`` on CUDA; None: not known);
-    ``info``: filled with what the run did besides the probes (the bytecode it compiled).
+    ``info``: filled with what the run did besides the probes (the bytecode it compiled);
+    ``join_timeout``: seconds from the first rank's joining the process group for the group to
+    form (None: the start-up limit alone); ``launcher``: what starts the processes, where
+    (default: this machine's ``Launcher``; ``fleet.probe_ray`` places them on Ray nodes).
     """
     runner = Runner(
         names,
@@ -480,6 +505,8 @@ def run_probes(
         params=params,
         use_cache=use_cache,
         visible_gpus=visible_gpus,
+        join_timeout=join_timeout,
+        launcher=launcher,
     )
     try:
         return runner.run()

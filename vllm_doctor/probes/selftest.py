@@ -4,7 +4,8 @@
 ``selftest-sleep``; ``{"crash_rank": R}`` likewise for ``selftest-crash``; ``{"teardown":
 "soft"|"hard"}`` picks how ``selftest-teardown-hang`` hangs (soft: the teardown call never
 returns; hard: the process ignores SIGTERM and never exits); ``{"part_sleep": true}`` makes
-the isolated part of ``selftest-part`` never finish.
+the isolated part of ``selftest-part`` never finish; ``{"never_join_rank": R}`` makes rank R of
+any run with a process group stop before it joins the group (the others wait for it there).
 """
 
 from __future__ import annotations
@@ -17,6 +18,14 @@ from vllm_doctor.probes._common import Ctx, result
 
 def _cfg(ctx: Ctx) -> dict:
     return ctx.params.get("selftest") or {}
+
+
+def never_join(rank: int) -> None:
+    """A rank that never joins its process group: its process lives on, silent, as a rank
+    whose node stalls (a hung mount, a stuck driver call) would."""
+    print(f"self-test: rank {rank} will never join its process group", flush=True)
+    while True:
+        time.sleep(3600)
 
 
 def run_selftest_ok(ctx: Ctx) -> dict:

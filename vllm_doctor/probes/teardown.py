@@ -29,6 +29,9 @@ def kill(proc: Proc) -> None:
     """SIGKILL the process and its process group; wait until it is gone."""
     if proc.alive():
         proc.killed = True
+    if proc.remote is not None:  # on another node: its host there ends it
+        proc.remote.kill(proc)
+        return
     pid = proc.popen.pid if proc.popen is not None else proc.pid
     if pid is not None:
         try:

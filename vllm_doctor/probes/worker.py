@@ -316,6 +316,12 @@ def main(argv: list[str] | None = None) -> int:
 
                 def init_pg() -> None:
                     mark("group_started")
+                    if (params.get("selftest") or {}).get("never_join_rank") == rank:
+                        from vllm_doctor.probes.selftest import never_join
+
+                        never_join(rank)
+                    # the runner tells a rank that never joined from those that wait for it
+                    emit({"ev": "joining", "backend": backend})
                     if device_kind == "cuda":
                         torch.cuda.set_device(local_rank)  # the current device is per thread
                     dist.init_process_group(**kwargs)

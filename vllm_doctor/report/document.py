@@ -61,6 +61,8 @@ class CheckDocument:
     notes: list[str] = field(default_factory=list)
     # vLLM's own messages found in the crash log (engine.logreport.CatalogueMessage)
     log_messages: list[Any] = field(default_factory=list)
+    # the messages of the packages around vLLM in the log (engine.logreport.PackageMessage)
+    log_package_messages: list[Any] = field(default_factory=list)
     strict: bool = False
     rulebase: RuleBase | None = None
     # the files the user passed, by option ("serve_config", "model_config", "report", "log"):
@@ -214,6 +216,7 @@ class CheckDocument:
             ),
             "probes": self.probes,
             "log_messages": [m.to_dict() for m in self.log_messages],
+            "log_package_messages": [m.to_dict() for m in self.log_package_messages],
             "notes": self.notes,
             "settings": self.settings.describe() if self.settings else None,
             "memory": memory_summary(self.facts),

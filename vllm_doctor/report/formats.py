@@ -656,10 +656,12 @@ def render_targets(docs: list[CheckDocument], fmt: str, render: Any) -> str:
         suites = []
         for doc, part in zip(docs, parts, strict=True):
             suite = part.split(head, 1)[1].rsplit(tail, 1)[0]
+            # a target about one of several things (a node of a fleet) names it as they do
+            named = getattr(doc.target, "subject", None) or doc.target.name
             suites.append(
                 suite.replace(
                     'name="vllm-doctor check"',
-                    f"name={quoteattr('vllm-doctor check ' + doc.target.name)}",
+                    f"name={quoteattr('vllm-doctor check ' + named)}",
                     1,
                 )
             )

@@ -173,12 +173,12 @@ def _gpus(doc: CheckDocument) -> InputStatus:
         open_parts.append("how many is not known (--gpus N)")
     total = facts.get("gpu.memory_total_mib")
     if total is not None and total.inferred and isinstance(total.possible, list):
-        from vllm_doctor.knowledge.gpus import lookup
+        from vllm_doctor.knowledge.gpus import lookup, without_memory
 
         sizes = " or ".join(str(int(s) // 1024) for s in total.possible)
         match = lookup(unique[0])
         common = match.family.memory_options[0] if match else int(total.possible[0]) // 1024
-        open_parts.append(f'{sizes} GiB: name one (--gpu "{unique[0]} {common}GB")')
+        open_parts.append(f'{sizes} GiB: name one (--gpu "{without_memory(unique[0])} {common}GB")')
     elif total is None and facts.why_missing("gpu.memory_total_mib"):
         open_parts.append(short_reason(facts.why_missing("gpu.memory_total_mib") or ""))
     if open_parts:

@@ -47,6 +47,8 @@ def given_options(doc: CheckDocument) -> set[str]:
     names = facts.get("gpu.names")
     if names is not None and names.source != Source.NVML:
         given.add("--gpu")  # named by --gpu, a report or a manifest
+    if "release.judged" in facts:
+        given.add(JUDGED)
     return given
 
 
@@ -93,13 +95,22 @@ def open_alternatives(alternatives: Iterable[str], given: set[str]) -> str:
     return _join(kept)
 
 
+# the lead of the release hint (facts/schema.py SUPPLY_HINTS), moot once a covered release
+# is judged: the fact is then open for what it compares, not for the version
+_VERSION_LEAD = "give a vLLM version the knowledge covers"
+JUDGED = "release judged"  # in ``given`` when the run has a covered release to judge by
+
+
 def tailor(how: str, given: set[str]) -> str:
     """``how`` without the alternatives that name a given option (the hint unchanged when it
     names none; "" when nothing is left to say)."""
-    if not how or not any(option in given for option in _OPTION.findall(how)):
+    judged = JUDGED in given and _VERSION_LEAD in how
+    if not how or not (judged or any(option in given for option in _OPTION.findall(how))):
         return how
     segments = []
     for segment in _split_top(how, "; "):
+        if judged and segment.startswith(_VERSION_LEAD):
+            continue
         lead, colon, rest = segment.partition(": ")
         has_lead = bool(colon) and "," in rest and "--" not in lead
         body = rest if has_lead else segment
@@ -109,7 +120,7 @@ def tailor(how: str, given: set[str]) -> str:
             continue
         segments.append(f"{lead}: {left}" if has_lead else left)
     if segments and segments[0].startswith("plus "):  # what remains of "…; plus the serve line"
-        segments[0] = segments[0][len("plus ") :]
+        segments[0] = "supply " + segments[0][len("plus ") :]
     return "; ".join(segments)
 
 

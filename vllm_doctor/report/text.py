@@ -114,6 +114,24 @@ def _log_messages(console: Console, doc: CheckDocument) -> None:
             console.print(f"      {escape(m.note)}")
 
 
+def _log_package_messages(console: Console, doc: CheckDocument) -> None:
+    """The messages of the packages around vLLM in the crash log (stack knowledge)."""
+    console.print(
+        f"{UNKNOWN} [bold]Messages of the packages around vLLM in the log[/] (stack knowledge)"
+    )
+    for m in doc.log_package_messages:
+        console.print(f"  {escape(m.package)} {escape(m.hit.cls)}: {escape(m.hit.template)}")
+        console.print(f"      seen in the log: [italic]{escape(m.hit.line)}[/]")
+        for path, func, cond in m.sites():
+            console.print(
+                f"      raised in {escape(path)}, in {escape(func)}"
+                + (f", when {escape(cond)}" if cond else "")
+            )
+        console.print(f"      {escape(m.package)} versions: {escape(m.ranges())}")
+        if m.note:
+            console.print(f"      {escape(m.note)}")
+
+
 def _undecided(console: Console, doc: CheckDocument, verbose: bool, said: set[str]) -> None:
     n = len(doc.undecided)
     failing = [f for f in doc.undecided if doc.is_failing(f)]
@@ -285,6 +303,8 @@ def render_text(
     if doc.log_messages and (verbose or not any(f.log_matches for f in applies)):
         # a curated rule seen in the log names the cause; vLLM's messages are then detail (-v)
         _log_messages(console, doc)
+    if doc.log_package_messages and (verbose or not any(f.log_matches for f in applies)):
+        _log_package_messages(console, doc)
     for f in doc.suppressed:
         console.print(f"  [dim]- {f.rule.code} ignored: {escape(f.suppressed or '')}[/]")
     if doc.probes:

@@ -20,10 +20,8 @@ Dockerfile's final stage (``FROM``, ``ENV``, ``ENTRYPOINT``, ``CMD``).
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
-import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +29,12 @@ from typing import Any
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.model import Fact, Facts, Source
+from vllm_doctor.serveline import helm_values, workloads
+from vllm_doctor.serveline.images import (  # noqa: F401 (image_vllm_version: tests, callers)
+    image_vllm_version,
+    is_vllm_image,
+    pip_vllm_version,
+)
 
 MANIFEST = "manifest"
 # Docker's and containerd's /dev/shm when nothing sizes it
@@ -86,6 +90,12 @@ class Target:
     command_line: int = 0  # where the command (or args) starts
     unresolved: dict[str, str] = field(default_factory=dict)  # option ("model") -> reference
     image: Placed | None = None
+    # a Dockerfile's install of vLLM: the version (None: unpinned) and the RUN line
+    install: Placed | None = None
+    image_unknown: str | None = None  # why no image is named (it comes from elsewhere)
+    words_from: str | None = None  # where the command comes from when the file has none
+    joined: str | None = None  # the serve line given beside the file, when one completes it
+    joined_words: set[str] = field(default_factory=set)  # the words that line added
     env: dict[str, Placed] = field(default_factory=dict)  # value None: set from elsewhere
     env_elsewhere: str | None = None  # envFrom / env_file: other variables not shown
     gpus: Placed | None = None
@@ -117,11 +127,49 @@ class Target:
     def serve_line(self):
         """The parsed serve line (``serveline.line.ServeLine``)."""
         from vllm_doctor.serveline.parser import parse_serve_argv
+        from vllm_doctor.serveline.words import _strip_prefix
 
+        env_words, args, entry = _strip_prefix(list(self.words))
+        if not args and self.unresolved:  # all of it comes at run time (`docker run IMAGE ARGS`)
+            from vllm_doctor.serveline.line import ServeLine
+
+            line = ServeLine(tokens=[], model=None, entrypoint=entry)
+            line.env_tokens = list(env_words)
+            line.env.update(w.partition("=")[::2] for w in env_words)
+            return line
         try:
             return parse_serve_argv(list(self.words))
         except InputError as err:
             raise InputError(f"{self.where} ({self.name})", err.problem) from None
+
+    def join(self, given: list[str], origin: str) -> None:
+        """Complete the file's line with a serve line given beside it (``-- vllm serve ...``,
+        ``--serve``): its arguments follow the file's, as run time appends them (``docker run
+        IMAGE ARGS``, an InferenceService's args); its model replaces the file's, its options
+        win over the file's. What it settles is no longer open."""
+        from vllm_doctor.serveline.parser import parse_serve_argv
+        from vllm_doctor.serveline.words import _strip_prefix
+
+        _, given_args, _ = _strip_prefix(list(given))
+        if not given_args:
+            raise InputError(origin, "no model and no options after `vllm serve`")
+        given_line = parse_serve_argv(list(given))
+        _, file_args, _ = _strip_prefix(list(self.words))
+        head = self.words[: len(self.words) - len(file_args)]
+        if given_line.model is not None and file_args:
+            try:
+                span = parse_serve_argv(list(self.words)).model_span
+            except InputError:
+                span = None
+            if span is not None:
+                file_args = file_args[: span[0]] + file_args[span[1] :]
+            self.unresolved.pop("model", None)
+        self.words = head + file_args + given_args
+        self.joined_words = set(given_args)
+        self.unresolved.pop(MORE_ARGUMENTS, None)
+        for option in given_line.given:
+            self.unresolved.pop(option, None)
+        self.joined = origin
 
     # -- facts ---------------------------------------------------------------------------
     def write_facts(self, facts: Facts) -> None:
@@ -226,21 +274,23 @@ class Target:
     def _image_version(self, facts: Facts) -> None:
         from vllm_doctor.facts.packages import set_vllm_version_facts
 
-        if self.image is None:
-            facts.mark_missing("vllm", f"{self.where}: no image named")
+        if self.install is not None:  # a Dockerfile's `pip install vllm==X` over its base
+            version, line, why = self.install.value, self.install.line, self.install.what
+        elif self.image is not None:
+            version, why = image_vllm_version(str(self.image.value))
+            line = self.image.line
+            if version is not None:
+                why = f"image {self.image.value} ({why})"
+        else:
+            facts.mark_missing("vllm", f"{self.where}: {self.image_unknown or 'no image named'}")
             return
-        version, why = image_vllm_version(str(self.image.value))
         if version is None:
-            facts.mark_missing(
-                "vllm", f"{self.file}:{self.image.line} {why}; pass --vllm-version V"
-            )
+            facts.mark_missing("vllm", f"{self.file}:{line} {why}; pass --vllm-version V")
             return
         facts.drop_area("vllm")
-        set_vllm_version_facts(
-            facts, version, MANIFEST, f"{self.file}:{self.image.line} image {self.image.value}"
-        )
+        set_vllm_version_facts(facts, version, MANIFEST, f"{self.file}:{line} {why}")
         facts.mark_missing("vllm.location", "an image tag: the installed source is not here")
-        self.fact_lines["vllm.version"] = self.image.line
+        self.fact_lines["vllm.version"] = line
 
     def _gpu_product(self, facts: Facts) -> None:
         """The product and count through the same entry point as --gpu/--gpus."""
@@ -294,9 +344,15 @@ class Target:
         """After the serve line's facts: the file and line of each flag in its evidence, and
         the options whose values the file could not settle marked undecided."""
         lines: dict[str, int] = {}
-        for path, fact in facts.area("serve"):
+        for path, fact in list(facts.area("serve")):
             if fact.source != Source.DEFAULT and fact.detail and path != "serve.world_size":
-                number = self.line_of(fact.detail.split(" ", 1)[0].split("=", 1)[0])
+                flag = fact.detail.split(" ", 1)[0].split("=", 1)[0]
+                if self.joined and flag in self.joined_words:  # the line given beside it
+                    facts.values[path] = Fact(
+                        fact.value, fact.source, f"{self.joined}: {fact.detail}"
+                    )
+                    continue
+                number = self.line_of(flag)
                 if number:
                     lines[path] = number
         for parallel in ("serve.tensor_parallel_size", "serve.pipeline_parallel_size"):
@@ -383,19 +439,34 @@ def read_targets(name: str, text: str | None = None) -> list[Target]:
     or one with no vLLM container."""
     text = read_text(name) if text is None else text
     if is_dockerfile(name, text):
-        targets = list(_dockerfile(name, text))
+        from vllm_doctor.serveline.dockerfile import dockerfile_targets
+
+        targets = list(dockerfile_targets(name, text))
         looked = "the Dockerfile's final stage"
     else:
         docs = load_documents(name, text)
         looked_at: list[str] = []
         targets = []
+        from vllm_doctor.serveline import kserve
+
+        objects = [o for doc in docs if isinstance(doc, dict) for o in workloads.objects(doc)]
+        services, used_runtimes, unjoined = kserve.join(objects)
         for doc in docs:
             if is_compose(doc):
+                from vllm_doctor.serveline.compose import compose_targets
+
                 looked_at.append("compose services")
-                targets += list(_compose(name, doc))
+                targets += list(compose_targets(name, doc))
             elif isinstance(doc, dict) and doc.get("kind"):
                 looked_at.append(str(doc.get("kind")))
-                targets += list(_kubernetes(name, doc))
+                targets += list(_kubernetes(name, doc, services, used_runtimes))
+            elif helm_values.is_values(doc) and not is_serve_config(doc) and len(docs) == 1:
+                rendered = helm_values.render(doc)
+                if rendered is None:
+                    raise InputError(name, helm_values.UNKNOWN_VALUES.format(file=name))
+                looked_at.append("Helm values")
+                for deployment in rendered:
+                    targets += list(_kubernetes(name, deployment))
         if not looked_at:
             raise InputError(
                 name,
@@ -407,7 +478,8 @@ def read_targets(name: str, text: str | None = None) -> list[Target]:
     for target in targets:
         target.text_lines = lines
     if not targets:
-        raise InputError(name, f"no container runs vLLM (looked at: {looked})")
+        why = "".join(f"; {note}" for note in unjoined)
+        raise InputError(name, f"no container runs vLLM (looked at: {looked}){why}")
     from vllm_doctor.bounds import MAX_TARGETS
 
     if len(targets) > MAX_TARGETS:
@@ -490,6 +562,8 @@ def serve_config_is_manifest(path: Path) -> bool:
     if len(docs) > 1 or any(is_manifest(doc) for doc in docs):
         return True
     doc = docs[0] if docs else None
+    if isinstance(doc, dict) and not is_serve_config(doc) and helm_values.render(doc) is not None:
+        return True  # a chart's values file the doctor reads as the manifest it renders
     if isinstance(doc, dict) and doc and not is_serve_config(doc):
         raise InputError(
             name,
@@ -497,55 +571,6 @@ def serve_config_is_manifest(path: Path) -> bool:
             "option) nor a manifest (no apiVersion/kind, no services)",
         )
     return False
-
-
-# -- images ------------------------------------------------------------------------------------
-
-_IMAGE = re.compile(
-    r"^(?:(?P<registry>[^/]+\.[^/]+|localhost(?::\d+)?)/)?(?P<repo>[^:@]+)"
-    r"(?::(?P<tag>[^@]+))?(?:@(?P<digest>.+))?$"
-)
-_OFFICIAL_REPOS = (
-    "vllm/vllm-openai",
-    "vllm/vllm-openai-rocm",
-    "vllm/vllm-openai-cpu",
-    "vllm/vllm-openai-xpu",
-    "rocm/vllm",
-)
-_RELEASE_TAG = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.\d+)?(?:rc\d+)?)(?:-[A-Za-z0-9_.]+)?$")
-_ROCM_TAG = re.compile(r"_vllm_(\d+\.\d+\.\d+(?:\.\d+)?)(?:_|$)")
-
-
-def image_vllm_version(image: str) -> tuple[str | None, str]:
-    """(the vLLM release an official image's tag names, or None and why not)."""
-    match = _IMAGE.match(image.strip())
-    if not match:
-        return None, f"the image {image!r} cannot be read"
-    registry, repo, tag = match.group("registry"), match.group("repo"), match.group("tag")
-    if registry and registry not in ("docker.io", "registry-1.docker.io", "index.docker.io"):
-        return None, f"the image {image} is not from Docker Hub's official vLLM repositories"
-    repo = repo.removeprefix("library/")
-    if repo not in _OFFICIAL_REPOS:
-        return None, (
-            f"the image {image} is not an official vLLM image: its tag does not "
-            "name the vLLM release inside"
-        )
-    if tag is None:
-        what = "a digest" if match.group("digest") else "no tag (latest)"
-        return None, f"the image {image} is pinned by {what}, which names no release"
-    found = _ROCM_TAG.search(tag) if repo == "rocm/vllm" else _RELEASE_TAG.match(tag)
-    if found is None:
-        return None, f"the tag {tag!r} of {repo} (latest, nightly, a commit) names no release"
-    return found.group(1), ""
-
-
-def is_vllm_image(image: str | None) -> bool:
-    """An image whose default command is the vLLM server (the official ones)."""
-    if not image:
-        return False
-    match = _IMAGE.match(image.strip())
-    repo = match.group("repo") if match else image
-    return repo.rsplit("/", 1)[-1].startswith("vllm-openai")
 
 
 # -- references ----------------------------------------------------------------------------------
@@ -707,15 +732,17 @@ def resolve_command(words: list[str], env: dict[str, Placed], refs: _Refs) -> li
     if words and os.path.basename(words[0]) in _SHELLS:
         for i, word in enumerate(words[1:], 1):
             if re.fullmatch(r"-[a-z]*c[a-z]*", word) and i + 1 < len(words):
+                # `bash -lc -- SCRIPT`: "--" ends the shell's options (KubeRay's samples)
+                at = i + 2 if words[i + 1] == "--" and i + 2 < len(words) else i + 1
                 from vllm_doctor.bounds import MAX_SCRIPT
 
-                if len(words[i + 1]) > MAX_SCRIPT:
+                if len(words[at]) > MAX_SCRIPT:
                     raise InputError(
                         "sh -c script",
-                        f"{len(words[i + 1]):,} characters; a container's script is read up "
+                        f"{len(words[at]):,} characters; a container's script is read up "
                         f"to {MAX_SCRIPT // 1024} KiB",
                     )
-                script = expand_shell(words[i + 1], env, refs)
+                script = expand_shell(words[at], env, refs)
                 if not re.search(r"(^|[\s/;&|(])(vllm(\s|$)|vllm\.entrypoints)", script):
                     return None
                 try:
@@ -745,29 +772,13 @@ def _line(node: Any, key: Any = None, default: int = 0) -> int:
 
 
 def _pod_specs(doc: dict) -> Iterator[tuple[str, Any, Placed | None]]:
-    """(label, pod spec, pods per group) of each pod template in a Kubernetes object."""
+    """(label, pod spec, pods per group) of each pod template in a Kubernetes object (the
+    paths of ``workloads.POD_TEMPLATES``; a LeaderWorkerSet's group size as its pods)."""
     kind = str(doc.get("kind"))
     name = _get(doc, "metadata", "name") or "?"
     label = f"{kind}/{name}"
     spec = doc.get("spec")
-    if kind == "List":
-        for item in doc.get("items") or ():
-            if isinstance(item, dict):
-                yield from _pod_specs(item)
-    elif kind == "Pod":
-        yield label, spec, None
-    elif kind in (
-        "Deployment",
-        "StatefulSet",
-        "DaemonSet",
-        "ReplicaSet",
-        "Job",
-        "ReplicationController",
-    ):
-        yield label, _get(spec, "template", "spec"), None
-    elif kind == "CronJob":
-        yield label, _get(spec, "jobTemplate", "spec", "template", "spec"), None
-    elif kind == "LeaderWorkerSet":
+    if kind == "LeaderWorkerSet":
         group = _get(spec, "leaderWorkerTemplate")
         size = _get(group, "size")
         nodes = (
@@ -786,27 +797,38 @@ def _pod_specs(doc: dict) -> Iterator[tuple[str, Any, Placed | None]]:
             template = _get(group, part, "spec")
             if template is not None:
                 yield f"{label} {part.replace('Template', '')}", template, nodes
-    elif kind == "InferenceService":
-        predictor = _get(spec, "predictor")
-        if isinstance(_get(predictor, "containers"), list):
-            yield f"{label} predictor", predictor, None
-    elif kind in ("ServingRuntime", "ClusterServingRuntime"):
-        yield label, spec, None
+        return
+    for part, path in workloads.POD_TEMPLATES.get(kind, ()):
+        for names, pod in workloads.walk(doc, path):
+            if isinstance(_get(pod, "containers"), list):
+                yield " ".join(x for x in (label, part + names) if x).strip(), pod, None
 
 
-def _kubernetes(name: str, doc: dict) -> Iterator[Target]:
-    try:
-        specs = list(_pod_specs(doc))
-    except InputError as err:
-        raise InputError(f"{name}: {err.source}", err.problem) from None
-    for label, pod, nodes in specs:
-        if not isinstance(pod, dict):
+def _kubernetes(
+    name: str,
+    doc: dict,
+    services: dict[int, tuple[str, dict]] | None = None,
+    used_runtimes: set[int] | None = None,
+) -> Iterator[Target]:
+    """The targets of an object (and those it wraps); an InferenceService joined with its
+    runtime (``kserve.join``) is one, the runtime it uses none of its own."""
+    for obj in workloads.objects(doc):
+        if used_runtimes and id(obj) in used_runtimes:
             continue
-        for container in pod.get("containers") or ():
-            if isinstance(container, dict):
-                target = _container(name, label, pod, container, nodes)
-                if target is not None:
-                    yield target
+        try:  # a bound passed (a group of 10^8 pods) names the file
+            pods = (
+                [(*services[id(obj)], None)]
+                if services and id(obj) in services
+                else list(_pod_specs(obj))
+            )
+        except InputError as err:
+            raise InputError(f"{name}: {err.source}", err.problem) from None
+        for label, pod, nodes in pods:
+            for container in pod.get("containers") or ():
+                if isinstance(container, dict):
+                    target = _container(name, label, pod, container, nodes, obj)
+                    if target is not None:
+                        yield target
 
 
 def _env_list(items: Any) -> dict[str, Placed]:
@@ -833,11 +855,14 @@ def _words(node: Any) -> list[str] | None:
 
 
 def _container(
-    name: str, label: str, pod: dict, container: dict, nodes: Placed | None
+    name: str, label: str, pod: dict, container: dict, nodes: Placed | None, obj: dict
 ) -> Target | None:
     command, args = _words(container.get("command")), _words(container.get("args"))
     image = container.get("image")
     env = _env_list(container.get("env"))
+    kind = str(obj.get("kind"))
+    if kind == "LLMInferenceService" and command is None:
+        command, args = workloads.llmisvc_words(obj, container), None
     command = entrypoint(command, image, args)
     if command is None:
         return None
@@ -856,6 +881,14 @@ def _container(
     )
     if target is None:
         return None
+    if kind in ("ServingRuntime", "ClusterServingRuntime"):
+        target.unresolved.setdefault(
+            MORE_ARGUMENTS, "the InferenceService's args (KServe appends them to the runtime's)"
+        )
+    elif kind == "LLMInferenceService" and container.get("command") is None:
+        target.words_from = workloads.LLMISVC_CONFIG
+        if target.image is None:
+            target.image_unknown = f"the image comes from {workloads.LLMISVC_CONFIG}"
     if container.get("envFrom"):
         target.env_elsewhere = (
             "the container also takes variables from envFrom (a "
@@ -1048,239 +1081,3 @@ def _k8s_shm(target: Target, pod: dict, container: dict) -> None:
         return
     if pod.get("hostIPC") is True:
         target.shm = Placed("hostIPC", _line(pod, "hostIPC"), "hostIPC: true (the node's /dev/shm)")
-
-
-# -- docker compose ----------------------------------------------------------------------------
-
-_COMPOSE_REF = re.compile(r"\$\$|\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _compose_interpolate(text: str, refs: _Refs) -> str:
-    """Compose replaces ``${VAR}``/``$VAR`` from the host's environment or .env file (neither
-    is in the file: unsettled); ``$$`` is a literal ``$`` for the container."""
-    return _COMPOSE_REF.sub(lambda m: "$" if m.group(0) == "$$" else refs.mark(m.group(0)), text)
-
-
-def _compose_words(value: Any, refs: _Refs) -> list[str] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            return shlex.split(_compose_interpolate(value, refs))
-        except ValueError:
-            return None
-    return [_compose_interpolate(str(v), refs) for v in value]
-
-
-def _compose(name: str, doc: dict) -> Iterator[Target]:
-    services = doc["services"]
-    for service_name, service in services.items():
-        if not isinstance(service, dict):
-            continue
-        refs = _Refs()
-        image = service.get("image")
-        env = _compose_env(service.get("environment"), refs)
-        entry = _compose_words(service.get("entrypoint"), refs)
-        command = _compose_words(service.get("command"), refs)
-        entry = entrypoint(entry, image, command)
-        if entry is None:
-            continue
-        # the container's shell sees the compose-time result: `$$VAR` is its variable
-        words = entry + (command or [])
-        target = _new_target(
-            name,
-            "compose service",
-            f"compose service {service_name}",
-            service,
-            _line(services, service_name),
-            ("entrypoint", "command"),
-            words,
-            env,
-            refs,
-        )
-        if target is None:
-            continue
-        if service.get("env_file"):
-            target.env_elsewhere = "the service also reads an env_file the check does not open"
-        _compose_gpus(target, service)
-        if service.get("ipc") == "host":
-            target.shm = Placed("ipc: host", _line(service, "ipc"), "ipc: host")
-        elif service.get("shm_size") is not None:
-            size = quantity_mib(
-                service["shm_size"],
-                docker=True,
-                where=f"{target.file}:{_line(service, 'shm_size')} shm_size",
-            )
-            target.shm = Placed(
-                size if size is not None else str(service["shm_size"]),
-                _line(service, "shm_size"),
-                f"shm_size {service['shm_size']}",
-            )
-        target.gpu_product_unknown = (
-            f"{target.where}: a compose file does not name the GPU product; pass --gpu NAME"
-        )
-        yield target
-
-
-def _compose_env(value: Any, refs: _Refs) -> dict[str, Placed]:
-    env: dict[str, Placed] = {}
-    if isinstance(value, dict):
-        for key, item in value.items():
-            text = None if item is None else _compose_interpolate(str(item), refs)
-            env[str(key)] = Placed(
-                None if text is None or refs.find(text) else text,
-                _line(value, key),
-                f"environment {key}",
-            )
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            key, eq, text = str(item).partition("=")
-            text = _compose_interpolate(text, refs) if eq else None
-            env[key] = Placed(
-                None if text is None or refs.find(text) else text,
-                value.lines[i] if hasattr(value, "lines") else 0,
-                f"environment {key}",
-            )
-    return env
-
-
-def _compose_gpus(target: Target, service: dict) -> None:
-    devices = _get(service, "deploy", "resources", "reservations", "devices")
-    for device in devices or ():
-        if not isinstance(device, dict):
-            continue
-        if "gpu" not in (device.get("capabilities") or ()) and device.get("driver") != "nvidia":
-            continue
-        line = _line(device, "count", _line(device, "device_ids", _line(device)))
-        where = f"{target.file}:{line}"
-        if isinstance(device.get("device_ids"), list):
-            count = _gpu_count(len(device["device_ids"]), f"{where} devices.device_ids")
-            target.gpus = Placed(count, line, "devices.device_ids")
-        elif isinstance(device.get("count"), int) and not isinstance(device["count"], bool):
-            count = _gpu_count(device["count"], f"{where} devices.count")
-            target.gpus = Placed(count, line, "devices.count")
-        else:
-            target.gpus_unknown = (
-                f"{target.file}:{line}: the service asks for all the host's "
-                "GPUs, a number the file does not state; pass --gpus N"
-            )
-        return
-    if service.get("gpus") is not None:
-        target.gpus_unknown = (
-            f"{target.file}:{_line(service, 'gpus')}: gpus: {service['gpus']}; pass --gpus N"
-        )
-
-
-# -- Dockerfile ----------------------------------------------------------------------------------
-
-
-def _instructions(text: str) -> Iterator[tuple[int, str, str]]:
-    """(line, INSTRUCTION, arguments) with ``\\`` continuations joined and comments dropped."""
-    start = 0
-    parts: list[str] = []
-    for number, raw in enumerate(text.splitlines(), 1):
-        stripped = raw.strip()
-        if not parts and (not stripped or stripped.startswith("#")):
-            continue
-        if parts and stripped.startswith("#"):
-            continue
-        if not parts:
-            start = number
-        if stripped.endswith("\\"):
-            parts.append(stripped[:-1])
-            continue
-        parts.append(stripped)
-        joined = " ".join(parts)
-        parts = []
-        head, _, rest = joined.partition(" ")
-        yield start, head.upper(), rest.strip()
-    if parts:
-        joined = " ".join(parts)
-        head, _, rest = joined.partition(" ")
-        yield start, head.upper(), rest.strip()
-
-
-def _exec_or_shell(arguments: str) -> tuple[list[str], bool]:
-    """A CMD/ENTRYPOINT as words: the JSON (exec) form as is, the shell form as sh -c."""
-    if arguments.startswith("["):
-        try:
-            words = json.loads(arguments)
-            if isinstance(words, list) and all(isinstance(w, str) for w in words):
-                return words, True
-        except ValueError:
-            pass
-    return ["/bin/sh", "-c", arguments], False
-
-
-def _dockerfile(name: str, text: str) -> Iterator[Target]:
-    args: dict[str, str] = {}
-    image: Placed | None = None
-    env: dict[str, Placed] = {}
-    entry: tuple[list[str], int] | None = None
-    cmd: tuple[list[str], int] | None = None
-    started = False
-    for line, op, rest in _instructions(text):
-        if op == "ARG":
-            key, _, value = rest.partition("=")
-            if not started and value:
-                args[key.strip()] = value.strip().strip('"')
-        elif op == "FROM":
-            started = True
-            ref = rest.split()[0] if rest.split() else ""
-            ref = re.sub(
-                r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m: args.get(m.group(1), m.group(0)), ref
-            )
-            image, env, entry, cmd = Placed(ref, line, "FROM"), {}, None, None
-        elif op == "ENV":
-            for key, value in _env_pairs(rest):
-                env[key] = Placed(value, line, f"ENV {key}")
-        elif op == "ENTRYPOINT":
-            entry, cmd = (_exec_or_shell(rest)[0], line), None  # ENTRYPOINT resets CMD
-        elif op == "CMD":
-            cmd = (_exec_or_shell(rest)[0], line)
-    if image is None:
-        return
-    if entry is None:
-        if not is_vllm_image(str(image.value)) and not (
-            (cmd and _runs_vllm(cmd[0])) or (cmd and cmd[0][:1] == ["/bin/sh"])
-        ):
-            return
-        entry = (list(IMAGE_ENTRYPOINT) if is_vllm_image(str(image.value)) else [], image.line)
-    words = entry[0] + (cmd[0] if cmd and entry[0][:2] != ["/bin/sh", "-c"] else [])
-    refs = _Refs()
-    resolved = resolve_command(words, env, refs)
-    if resolved is None:
-        return
-    kept, unresolved = drop_unresolved(resolved, refs)
-    first = min(x[1] for x in (entry, cmd) if x is not None)
-    target = Target(
-        name,
-        "Dockerfile",
-        os.path.basename(name) if name != "-" else "Dockerfile",
-        first,
-        kept,
-        command_line=first,
-        unresolved=unresolved,
-    )
-    target.image, target.env = image, env
-    not_stated = "a Dockerfile does not say; `docker run` decides ({})"
-    target.gpus_unknown = f"{target.where}: " + not_stated.format("--gpus") + "; pass --gpus N"
-    target.gpu_product_unknown = (
-        f"{target.where}: " + not_stated.format("the host") + "; pass --gpu NAME"
-    )
-    target.shm_unknown = f"{target.where}: " + not_stated.format("--shm-size, --ipc=host")
-    target.env_elsewhere = "`docker run -e` may add variables the Dockerfile does not show"
-    yield target
-
-
-def _env_pairs(rest: str) -> list[tuple[str, str]]:
-    """``ENV A=1 B="two words"`` or the old ``ENV A value with spaces``."""
-    try:
-        words = shlex.split(rest)
-    except ValueError:
-        return []
-    if words and "=" in words[0]:
-        return [tuple(w.split("=", 1)) for w in words if "=" in w]  # type: ignore[misc]
-    if words:
-        return [(words[0], " ".join(words[1:]))]
-    return []

@@ -1,0 +1,455 @@
+#!/usr/bin/env python3
+"""Regenerate the knowledge of the packages around vLLM from their wheels.
+
+    python tools/gen_stack_knowledge.py /work/stackwheels --download   # fetch, read, write
+    python tools/gen_stack_knowledge.py /work/stackwheels              # from what is there
+    python tools/gen_stack_knowledge.py /work/stackwheels --only flashinfer-python,torch
+
+The companions and why each version is covered are in ``COMPANIONS``: the versions a covered
+vLLM release requires or allows (its ``Requires-Dist``, ``knowledge/data/dependencies.json``),
+the versions the covered torch releases pin (triton, NCCL), the versions the covered
+companions allow (nvidia-cutlass-dsl for quack-kernels and FlashInfer), and for packages vLLM
+imports without declaring them (LMCache) every release from a stated first one. The wheels
+live in ``<dir>/<distribution>/``; each is read once (``tools/stack_readers.py``) into
+``<dir>/<distribution>/readings/<version>.json``, and ``--download`` deletes a large wheel
+once it is read (``--keep`` keeps it), so the whole stack needs a few GB at a time.
+
+Written: ``vllm_doctor/knowledge/data/stack/<distribution>.json`` (requirements, version
+checks on partner packages, GPU images, CUDA build; spans over the package's own versions)
+and ``vllm_doctor/knowledge/data/stack_errors.json`` (the messages each package raises, with
+the versions that raise them), described in docs/knowledge.md.
+
+Exit codes: 0 done, 2 bad usage (no readings for a requested package, unknown package).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import subprocess
+import sys
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TOOLS = Path(__file__).resolve().parent
+REPO = TOOLS.parent
+for path in (REPO, TOOLS):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import stack_readers  # noqa: E402
+from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: E402
+from packaging.utils import parse_wheel_filename  # noqa: E402
+from packaging.version import InvalidVersion, Version  # noqa: E402
+
+from vllm_doctor.knowledge import DATA_DIR, FORMAT, load  # noqa: E402
+from vllm_doctor.knowledge.ranges import dump, fold, table  # noqa: E402
+
+OUT_DIR = DATA_DIR / "stack"
+READING_FORMAT = 1
+LARGE = 64 << 20  # wheels above this are deleted once read (--download without --keep)
+# the x86_64 platform tags a wheel may carry (pip matches a wheel's tag exactly)
+PLATFORMS = (
+    *(f"manylinux_2_{minor}_x86_64" for minor in (35, 34, 31, 28, 27, 24, 18, 17)),
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+    "any",
+)
+MACHINE = "x86_64"
+
+
+class UsageError(Exception):
+    """Bad input (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Companion:
+    """A package around vLLM: whose requirements choose its versions, what to read."""
+
+    why: str
+    # distributions whose covered versions' Requires-Dist choose this one's versions
+    # ("vllm": every covered vLLM release)
+    required_by: tuple[str, ...] = ("vllm",)
+    # the versions of these distributions are covered too (a pair that must match)
+    same_versions_as: tuple[str, ...] = ()
+    first: str | None = None  # for a package no requirement names: every release from this
+    messages: bool = True
+
+
+COMPANIONS: dict[str, Companion] = {
+    "flashinfer-python": Companion(
+        "vLLM requires it (0.10.1 on; an extra up to 0.11.0): attention, sampling and MoE "
+        "kernels, and the version checks on flashinfer-cubin / flashinfer-jit-cache"
+    ),
+    "flashinfer-cubin": Companion(
+        "vLLM pins it beside flashinfer-python (0.19.0-0.25.1); flashinfer-python refuses to "
+        "import with another version, so every covered flashinfer-python version is read too",
+        same_versions_as=("flashinfer-python",),
+        messages=False,
+    ),
+    "torch": Companion(
+        "vLLM pins it; its compiled kernels decide which GPUs run at all", messages=False
+    ),
+    "triton": Companion(
+        "the torch releases vLLM pins pin it; vLLM's and FlashInfer's Triton kernels run on it",
+        required_by=("torch",),
+    ),
+    "nvidia-nccl-cu12": Companion(
+        "the torch releases vLLM pins pin it (CUDA 12 builds)",
+        required_by=("torch",),
+        messages=False,
+    ),
+    "nvidia-nccl-cu13": Companion(
+        "the torch releases vLLM pins pin it (CUDA 13 builds)",
+        required_by=("torch",),
+        messages=False,
+    ),
+    "xformers": Companion("vLLM pins it on x86_64 (0.8.0-0.11.2)", messages=False),
+    "quack-kernels": Companion("vLLM requires it (0.17.0 on)"),
+    "nvidia-cutlass-dsl": Companion(
+        "vLLM, quack-kernels and flashinfer-python require it (the CuTe DSL kernels)",
+        required_by=("vllm", "quack-kernels", "flashinfer-python"),
+        messages=False,
+    ),
+    "instanttensor": Companion("vLLM requires it (0.18.0 on; an extra up to 0.28.0)"),
+    "humming-kernels": Companion("vLLM pins it (0.22.0 on)"),
+    "lmcache": Companion(
+        "vLLM's LMCache connector imports it without declaring it; every release from 0.3.0 "
+        "(the first built for vLLM's v1 engine) is read for its requirements (its torch pin) "
+        "and compiled kernels; its messages are left out (45 versions of a large package)",
+        required_by=(),
+        first="0.3.0",
+        messages=False,
+    ),
+}
+
+
+# -- which versions -------------------------------------------------------------------------------
+
+
+def available(dist: str) -> list[Version]:
+    """The releases of ``dist`` on the package index (``pip index versions``)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", dist],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    match = re.search(r"Available versions:\s*(.+)", proc.stdout)
+    if proc.returncode != 0 or not match:
+        raise UsageError(f"pip index versions {dist} failed: {proc.stderr.strip()[-300:]}")
+    out = []
+    for text in match.group(1).split(","):
+        try:
+            version = Version(text.strip())
+        except InvalidVersion:
+            continue
+        if not (version.is_prerelease or version.is_devrelease):
+            out.append(version)
+    return sorted(out)
+
+
+def vllm_specs(dist: str) -> set[str]:
+    """Every spec of ``dist`` in the covered vLLM releases' Requires-Dist."""
+    deps = load("dependencies")
+    return {span.value["spec"] or "" for span in deps.spans(dist) if isinstance(span.value, dict)}
+
+
+def companion_specs(dist: str, of: str, readings: dict[str, dict[str, Any]]) -> set[str]:
+    return {
+        (r["requires"].get(dist) or {}).get("spec") or ""
+        for r in readings.values()
+        if dist in r["requires"]
+    }
+
+
+def wanted_versions(
+    dist: str, companion: Companion, readings: dict[str, dict[str, dict]], index: list[Version]
+) -> list[Version]:
+    specs: set[str] = set()
+    for source in companion.required_by:
+        specs |= (
+            vllm_specs(dist)
+            if source == "vllm"
+            else companion_specs(dist, source, readings.get(source, {}))
+        )
+    chosen = set()
+    for spec in specs:
+        try:
+            allowed = SpecifierSet(spec)
+        except InvalidSpecifier:
+            continue
+        pinned = [c.version for c in allowed if c.operator in ("==", "===")]
+        for text in pinned:  # a pinned pre-release or post-release is covered as written
+            with contextlib.suppress(InvalidVersion):
+                chosen.add(Version(text))
+        if not pinned:
+            chosen |= {v for v in index if allowed.contains(v, prereleases=False)}
+    for other in companion.same_versions_as:
+        chosen |= {Version(v) for v in readings.get(other, {})}
+    if companion.first is not None:
+        chosen |= {v for v in index if v >= Version(companion.first)}
+    return sorted(v for v in chosen if v in set(index) or not index)
+
+
+# -- download and read ------------------------------------------------------------------------------
+
+
+def reading_path(root: Path, dist: str, version: str) -> Path:
+    return root / dist / "readings" / f"{version}.json"
+
+
+def wheel_for(root: Path, dist: str, version: str) -> Path | None:
+    for path in sorted((root / dist).glob("*.whl")):
+        try:
+            _name, found, _build, tags = parse_wheel_filename(path.name)
+        except ValueError:
+            continue
+        if str(found) == version and any(
+            t.platform.endswith(MACHINE) or t.platform == "any" for t in tags
+        ):
+            return path
+    return None
+
+
+def download(root: Path, dist: str, version: str) -> Path | None:
+    folder = root / dist
+    folder.mkdir(parents=True, exist_ok=True)
+    platforms = [arg for tag in PLATFORMS for arg in ("--platform", tag)]
+    cmd = [sys.executable, "-m", "pip", "download", f"{dist}=={version}", "--no-deps"]
+    cmd += ["--only-binary=:all:", *platforms, "--python-version", "3.12", "-q", "-d", str(folder)]
+    print(f"downloading {dist}=={version} ...", file=sys.stderr)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"  {dist}=={version}: no wheel ({proc.stderr.strip()[-200:]})", file=sys.stderr)
+        return None
+    return wheel_for(root, dist, version)
+
+
+def read_one(root: Path, dist: str, version: str, companion: Companion) -> dict | None:
+    path = reading_path(root, dist, version)
+    wheel = wheel_for(root, dist, version)
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if stored.get("format") == READING_FORMAT and (
+            wheel is None or stored.get("wheel") == wheel.name
+        ):
+            if wheel is not None and stored.get("checks_format") != stack_readers.CHECKS_FORMAT:
+                with zipfile.ZipFile(wheel) as archive:  # only the checks are read again
+                    stored["checks"] = stack_readers.checks_in(archive)
+                stored["checks_format"] = stack_readers.CHECKS_FORMAT
+                path.write_text(json.dumps(stored, sort_keys=True), encoding="utf-8")
+            return stored
+    except (OSError, ValueError):
+        pass
+    if wheel is None:
+        return None
+    print(f"reading {wheel.name} ...", file=sys.stderr)
+    reading = stack_readers.read(wheel, version, with_messages=companion.messages)
+    reading.update({"format": READING_FORMAT, "wheel": wheel.name, "version": version})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(reading, sort_keys=True), encoding="utf-8")
+    return reading
+
+
+def collect(
+    root: Path, only: list[str], fetch: bool, keep: bool
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """dist → version → reading, in dependency order (torch before triton, quack before
+    the CuTe DSL, flashinfer-python before flashinfer-cubin)."""
+    readings: dict[str, dict[str, dict[str, Any]]] = {}
+    for dist, companion in COMPANIONS.items():
+        if only and dist not in only:
+            readings[dist] = _stored(root, dist)
+            continue
+        versions: list[str]
+        if fetch:
+            index = available(dist)
+            versions = [str(v) for v in wanted_versions(dist, companion, readings, index)]
+        else:
+            versions = sorted(_stored_versions(root, dist), key=Version)
+        found: dict[str, dict[str, Any]] = {}
+        for version in versions:
+            reading = read_one(root, dist, version, companion)
+            if reading is None and fetch:
+                wheel = download(root, dist, version)
+                if wheel is not None:
+                    reading = read_one(root, dist, version, companion)
+                    if not keep and wheel.stat().st_size > LARGE:
+                        wheel.unlink()
+            if reading is not None:
+                found[version] = reading
+        readings[dist] = found
+    return readings
+
+
+def _stored_versions(root: Path, dist: str) -> set[str]:
+    folder = root / dist
+    versions = {p.stem for p in (folder / "readings").glob("*.json")}
+    for wheel in folder.glob("*.whl"):
+        try:
+            versions.add(str(parse_wheel_filename(wheel.name)[1]))
+        except ValueError:
+            continue
+    return versions
+
+
+def _stored(root: Path, dist: str) -> dict[str, dict[str, Any]]:
+    out = {}
+    for version in _stored_versions(root, dist):
+        path = reading_path(root, dist, version)
+        try:
+            out[version] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+# -- the tables -----------------------------------------------------------------------------------
+
+
+def values_of(reading: dict[str, Any]) -> dict[str, Any]:
+    """One version's keys in the distribution's table."""
+    out: dict[str, Any] = {}
+    for dep, req in reading["requires"].items():
+        out[f"requires:{dep}"] = req
+    for partner, check in reading["checks"].items():
+        out[f"check:{partner}"] = check
+    for obj, value in reading["images"].items():
+        for group in value["groups"]:
+            group.pop("kernels", None)  # readings before names were sampled counted them
+        key = f"images:{_family(obj)}@{MACHINE}"
+        if key in out:  # two builds of one kernel family (batched_gemm-<a>-<b>, -<c>-<d>)
+            merged = {tuple(g["images"]): g for g in out[key]["groups"]}
+            for found in value["groups"]:
+                known = merged.get(tuple(found["images"]))
+                if known is None:
+                    merged[tuple(found["images"])] = dict(found)
+                else:
+                    known["objects"] += found["objects"]
+            out[key] = {"file": _family(obj), "groups": list(merged.values())}
+        else:
+            out[key] = value
+    if reading.get("cuda") is not None or reading.get("cuda_version"):
+        out["cuda"] = {
+            "major": reading.get("cuda"),
+            "version": reading.get("cuda_version"),
+            "wheel": reading["wheel"],
+        }
+    if reading.get("python"):
+        out["python"] = {"spec": reading["python"]}
+    return out
+
+
+_BUILD_SUFFIX = re.compile(r"(?:-[0-9a-f]{7,})+$")
+
+
+def _family(obj: str) -> str:
+    """A cubin folder without the build hashes its name carries (``batched_gemm-0d28130-add42d1``
+    → ``batched_gemm``), so one kernel family keeps one key across versions."""
+    return "/".join(_BUILD_SUFFIX.sub("", part) for part in obj.split("/"))
+
+
+# folders of kernel sources a package compiles at run time (FlashInfer 0.7's experimental
+# b12x kernels and moe_ep/kernel_src: 8,000 shape checks of DSL code): not what a start-up
+# fails on, and three times the size of the rest of the catalogue
+KERNEL_SOURCES = {"experimental", "kernel_src"}
+
+
+def compact_messages(messages: dict[str, Any]) -> dict[str, Any]:
+    """The messages as the catalogue keeps them: one site each, file and function (the
+    condition is in the package's source), none from kernel-source folders."""
+    out = {}
+    for key, value in messages.items():
+        sites = [s[:2] for s in value["sites"] if not KERNEL_SOURCES & set(s[0].split("/")[1:-1])]
+        if sites:
+            out[key] = {"sites": sites[:1]}
+    return out
+
+
+def write(readings: dict[str, dict[str, dict[str, Any]]], out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    messages: dict[str, dict[str, list[dict]]] = {}
+    packages: dict[str, list[str]] = {}
+    for dist, by_version in readings.items():
+        if not by_version:
+            continue
+        per_version = {v: values_of(r) for v, r in by_version.items()}
+        data = table(
+            f"stack/{dist}",
+            per_version,
+            distribution=dist,
+            why=COMPANIONS[dist].why,
+            machine=MACHINE,
+            wheels={v: r["wheel"] for v, r in sorted(by_version.items(), key=_order)},
+            generated_by="tools/gen_stack_knowledge.py",
+        )
+        (out_dir / f"{dist}.json").write_text(dump(data), encoding="utf-8")
+        versions, spans = fold({v: compact_messages(r["messages"]) for v, r in by_version.items()})
+        if COMPANIONS[dist].messages:
+            packages[dist] = versions
+            for key, found in spans.items():
+                messages.setdefault(key, {})[dist] = [
+                    {"first": s["first"], "last": s["last"], "sites": s["value"]["sites"]}
+                    for s in found
+                ]
+    errors = {
+        "kind": "stack_errors",
+        "format": FORMAT,
+        "description": "Messages the packages around vLLM raise, assert or log as errors "
+        "(tools/extractors/errors.py's reader over each package's Python code), by exception "
+        "class and template; per package the spans of its versions that raise it, with the "
+        "site (file in the package, function).",
+        "packages": packages,
+        "generated_by": "tools/gen_stack_knowledge.py",
+        "entries": dict(sorted(messages.items())),
+    }
+    (out_dir.parent / "stack_errors.json").write_text(dump(errors), encoding="utf-8")
+
+
+def _order(item: tuple[str, Any]) -> Version:
+    return Version(item[0])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("wheels", type=Path, help="directory of <distribution>/ wheel folders")
+    parser.add_argument("--only", help="comma-separated distributions to (re)read")
+    parser.add_argument("--download", action="store_true", help="fetch the missing wheels")
+    parser.add_argument("--keep", action="store_true", help="keep large wheels once read")
+    parser.add_argument("--out", type=Path, default=OUT_DIR, help="output directory")
+    args = parser.parse_args(argv)
+    try:
+        only = [d.strip() for d in (args.only or "").split(",") if d.strip()]
+        unknown = [d for d in only if d not in COMPANIONS]
+        if unknown:
+            raise UsageError(
+                f"unknown distribution {', '.join(unknown)} (known: {', '.join(COMPANIONS)})"
+            )
+        if not args.download and not args.wheels.is_dir():
+            raise UsageError(f"{args.wheels}: not a directory")
+        start = time.perf_counter()
+        readings = collect(args.wheels, only, args.download, args.keep)
+        missing = [d for d in only if not readings.get(d)]
+        if missing:
+            raise UsageError(f"no wheels or readings for {', '.join(missing)} in {args.wheels}")
+        for dist in COMPANIONS:
+            if not readings.get(dist):
+                print(f"{dist}: no wheels or readings: left out of the tables", file=sys.stderr)
+        write(readings, args.out)
+        for dist, found in readings.items():
+            print(f"{dist}: {len(found)} versions", file=sys.stderr)
+        print(f"done in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    except UsageError as err:
+        print(f"gen_stack_knowledge: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
