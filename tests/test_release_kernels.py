@@ -325,7 +325,7 @@ def test_auto_round_flag_is_decided_by_the_checkpoint():
     facts.mark_missing("model", "no config.json")
     collect_release_kernels(facts)
     assert "release.quant.known" not in facts
-    assert "config.json decides" in facts.why_missing("release.quant.known")
+    assert "checkpoint's quantization_config" in facts.why_missing("release.quant.known")
     findings = {f.rule.code: f for f in evaluate_rules(load_rules(), facts)}
     assert findings["QUANT101"].verdict == UNDECIDED
     # a checkpoint read without a quantization_config: vLLM refuses the unknown name
@@ -334,5 +334,6 @@ def test_auto_round_flag_is_decided_by_the_checkpoint():
         gpu__min_capability=120,
         serve__quantization="auto_round",
         model__model_type="qwen3",
+        model__inferred=False,  # config.json read
     )
     assert facts.value("release.quant.known") is False

@@ -170,3 +170,9 @@ def safe_load_all_with_lines(text: str) -> list[Any]:
     yaml``), mappings and sequences carrying their lines (``LineDict``, ``LineList``); the same
     plain data and bounds as ``safe_load``."""
     return [_bounded(doc) for doc in _load(text, _LineLoader, everything=True)]
+
+
+def safe_load_with_lines(text: str) -> Any:
+    """One document (a serve config), its mappings and sequences carrying their lines
+    (``LineDict``, ``LineList``); the same plain data and bounds as ``safe_load``."""
+    return _bounded(_load(text, _LineLoader))

@@ -293,7 +293,7 @@ class Interp:
                         sub_env[p] = self.eval(a, env)
                     self.depth += 1
                     try:
-                        values = Interp(
+                        values = type(self)(
                             sub_env, self.names, self.methods, self.enum_names, self.cls_attrs
                         ).run(target)
                     finally:

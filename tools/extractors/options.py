@@ -47,6 +47,9 @@ META = {
         "release (--no-x; --disable-x beside --enable-x where EnableDisableAction "
         "pairs them)",
         "kvs": "the JSON converter also reads key=value,... pairs (nullable_kvs)",
+        "keys": "the keys a JSON option takes where the release refuses any other (its type "
+        "is one config dataclass validated with extra keys forbidden)",
+        "item": "the type each value of a list option is read with (int, float)",
     },
     "sources": ["engine/arg_utils.py", "entrypoints/*/cli_args.py", "entrypoints/cli/serve.py"],
 }
@@ -126,6 +129,32 @@ class Package:
                 break
         self._classes[name] = found
         return found
+
+    @property
+    def runtime_any(self) -> set[str]:
+        """Names a config module binds to ``Any`` at run time (``if TYPE_CHECKING: from ...
+        import QuantizationMethods`` / ``else: QuantizationMethods = Any``): get_kwargs sees
+        Any there, not the Literal the name stands for when type checking (0.9-0.12's
+        --quantization takes any word)."""
+        if getattr(self, "_runtime_any", None) is None:
+            names: set[str] = set()
+            for rel in self.files():
+                if not (rel.startswith("config/") or rel == "config.py"):
+                    continue
+                tree = self.tree(rel)
+                if tree is None or "TYPE_CHECKING" not in self.text(rel):
+                    continue
+                for node in tree.body:
+                    if not (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)):
+                        continue
+                    for stmt in node.orelse:
+                        if (
+                            isinstance(stmt, ast.Assign)
+                            and ast.unparse(stmt.value).split(".")[-1] == "Any"
+                        ):
+                            names |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+            self._runtime_any = names
+        return self._runtime_any
 
     def find_alias(self, name: str) -> ast.expr | None:
         if name in self._aliases:
@@ -273,7 +302,7 @@ class Package:
             name = ast.unparse(node).split(".")[-1]
             if name in BUILTIN_SIMPLE:
                 return {name}
-            if name == "Any":
+            if name == "Any" or name in self.runtime_any:
                 return {"other"}
             alias = self.find_alias(name)
             if alias is not None and not isinstance(alias, ast.Call):
@@ -330,6 +359,87 @@ class Package:
         text = self.text("engine/arg_utils.py")
         return "return_type is json.loads and not re.match" in text and "nullable_kvs(val)" in text
 
+    def item_kind(self, annotation: ast.expr) -> str | None:
+        """The type each value of a list option is read with (collection_to_kwargs: the
+        element type; a union with ``str`` is read as str): "int", "float", or None."""
+        for node in ast.walk(annotation):
+            if not isinstance(node, ast.Subscript):
+                continue
+            head = ast.unparse(node.value).split(".")[-1]
+            if head not in ("list", "List", "Sequence", "tuple", "Tuple", "set", "Set"):
+                continue
+            items = _items(node.slice)
+            if not items:
+                return None
+            first = items[0]
+            if isinstance(first, ast.Name) and first.id in ("int", "float"):
+                return first.id
+            return None
+        return None
+
+    @property
+    def config_forbids_extra(self) -> bool:
+        """The release's ``@config`` decorator gives its config dataclasses
+        ``ConfigDict(extra="forbid")``: an unknown key in a JSON option is refused when
+        ``parse_dataclass`` validates it (TypeAdapter.validate_json)."""
+        text = self.text("config/utils.py")
+        return "def config(" in text and 'extra="forbid"' in text
+
+    def json_keys(self, annotation: ast.expr) -> list[str] | None:
+        """The keys a JSON option of this annotation takes, where the release refuses any
+        other: its type is one config dataclass (``None`` beside it at most) whose fields are
+        validated with extra keys forbidden. None where any key may pass (a plain dict, a
+        union with ``dict``, extra keys not forbidden)."""
+        if not self.hints(annotation) <= {"dataclass", "None"}:
+            return None
+        names = [
+            ast.unparse(n).split(".")[-1]
+            for n in ast.walk(annotation)
+            if isinstance(n, (ast.Name, ast.Attribute))
+        ]
+        classes = [n for n in dict.fromkeys(names) if self.class_kind(n) == "dataclass"]
+        if len(classes) != 1:
+            return None
+        cls = self.find_class(classes[0])
+        if cls is None:
+            return None
+        decos = [ast.unparse(d) for d in cls.decorator_list]
+        forbids = any('extra="forbid"' in d or "extra='forbid'" in d for d in decos) or (
+            "config" in {d.split("(")[0] for d in decos} and self.config_forbids_extra
+        )
+        if not forbids:
+            return None
+        if any(
+            isinstance(fn, ast.FunctionDef)
+            and any(
+                "model_validator" in ast.unparse(d) and "before" in ast.unparse(d)
+                for d in fn.decorator_list
+            )
+            for fn in ast.walk(cls)
+        ):
+            return None  # a validator before the fields may read or rename other keys
+        keys = []
+        for name, node in self.class_fields(classes[0]).items():
+            value = node.value
+            if (
+                isinstance(value, ast.Call)
+                and ast.unparse(value.func).split(".")[-1] in ("field", "Field")
+                and any(
+                    k.arg == "init" and isinstance(k.value, ast.Constant) and k.value.value is False
+                    for k in value.keywords
+                )
+            ):
+                continue  # not an __init__ argument: refused as a key too
+            keys.append(name)
+        for node in ast.walk(cls):  # InitVar fields are __init__ arguments
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and ast.unparse(node.annotation).startswith("InitVar")
+            ):
+                keys.append(node.target.id)
+        return sorted(set(keys)) or None
+
     @property
     def enable_disable_pairs(self) -> bool:
         """0.33+: the parser registers EnableDisableAction for BooleanOptionalAction, which
@@ -346,19 +456,28 @@ class Package:
         return '"metavar" if contains_type(type_hints, str)' in text
 
     def field_choices(self, annotation: ast.expr) -> list[Any] | None:
-        """Choices get_kwargs gives a field: a Literal's values (not beside ``str`` in the
-        releases that make that a metavar); ``"None"`` too for an Optional field (its value
-        is converted to None before argparse checks the choices)."""
+        """Choices get_kwargs gives a field: a Literal's values, ints included (the Literal
+        rung comes before int; not beside ``str`` in the releases that make that a metavar);
+        ``"None"`` too for an Optional field only where the release appends None itself
+        (0.33.0): before it appended the string "None" while ``optional_type`` turns the
+        value "None" into None, which argparse then refuses ("invalid choice: None")."""
         hints = self.hints(annotation)
-        if "Literal" not in hints or ("str" in hints and self.literal_with_str_is_free):
+        found = [
+            values
+            for part in _union_parts(annotation)
+            if (values := self.literal_values(part)) is not None
+        ]
+        if not found or not hints & {"Literal", "int"}:
+            return None  # no Literal get_kwargs sees (a name bound to Any at run time)
+        if "str" in hints and self.literal_with_str_is_free:
             return None
         if hints & {"bool", "dataclass"}:
             return None  # the ladder decides before looking at the Literal
-        for part in _union_parts(annotation):
-            values = self.literal_values(part)
-            if values is not None:
-                return values + (["None"] if "None" in hints else [])
-        return None
+        return found[0] + (["None"] if "None" in hints and self.none_is_a_choice else [])
+
+    @property
+    def none_is_a_choice(self) -> bool:
+        return '["choices"].append(None)' in self.text("engine/arg_utils.py")
 
     def choices(self, node: ast.expr, depth: int = 0) -> list[Any] | None:
         """A ``choices=`` expression, when it is fixed statically; else None."""
@@ -473,7 +592,8 @@ def explicit_kind(call: ast.Call) -> str | None:
         if text in ("'+'", "'*'", '"+"', '"*"'):
             return "list"
         if text in ("'?'", '"?"'):
-            return "str"
+            # an optional value: the bare flag is accepted too (0.12's --hf-token)
+            return "bool_or_str"
     typ = kw.get("type")
     if typ is not None:
         text = ast.unparse(typ)
@@ -604,6 +724,8 @@ def extract_file(pkg: Package, rel: str, out: dict[str, dict[str, Any]]) -> None
                 choices = None  # argparse checks the converted value: not the raw word
         src = kwargs_source(node, kwargs_vars)
         key_value = False
+        json_keys = None
+        item_kind = None
         if src is not None:
             cls, field = src
             fields = pkg.class_fields(cls)
@@ -612,6 +734,10 @@ def extract_file(pkg: Package, rel: str, out: dict[str, dict[str, Any]]) -> None
                     hints = pkg.hints(fields[field].annotation)
                     kind = classify(field, hints)
                     key_value = kind == "json" and "dataclass" not in hints and pkg.dict_takes_kvs
+                    if kind == "json":
+                        json_keys = pkg.json_keys(fields[field].annotation)
+                    if kind == "list":
+                        item_kind = pkg.item_kind(fields[field].annotation)
                 if explicit is None:
                     choices = pkg.field_choices(fields[field].annotation)
             elif kind is None:
@@ -627,6 +753,10 @@ def extract_file(pkg: Package, rel: str, out: dict[str, dict[str, Any]]) -> None
         out[longs[0][2:]] = _record(kind, aliases, choices, _deprecated(pkg, node))
         if key_value:
             out[longs[0][2:]]["kvs"] = True
+        if json_keys:
+            out[longs[0][2:]]["keys"] = json_keys
+        if item_kind:
+            out[longs[0][2:]]["item"] = item_kind
     _loop_arguments(pkg, tree, out)
 
 

@@ -14,6 +14,16 @@ with the reason under ``unresolved``):
   "act_dtypes": [..]|null, "deprecated": bool, "overridable_by": [..]}``. ``overridable_by``
   lists the methods whose ``override_quantization_method`` names this one (vLLM may pick
   them instead, e.g. ``gptq`` → ``gptq_marlin``): a rule must judge the whole set.
+* ``override:<name>`` — ``{"config", "file", "literals", "returns": [[checkpoint method,
+  --quantization, result], ...]}``: what the method's ``override_quantization_method``
+  answers for each pair of names its literals spell (``*`` any other name, user ``null`` not
+  given; pairs not listed answer None; ``?`` where more than the names decides), run by the
+  interpreter (``_quant_chain.py``).
+* ``verify`` — how ``ModelConfig._verify_quantization`` of the release turns the names into
+  the method it loads: ``chain`` (the overrides in the order vLLM asks them), ``user_first``,
+  ``lower_user``, ``aliases`` (library spellings replaced in the checkpoint's method),
+  ``mismatch_refused`` (a --quantization that differs from the checkpoint's method after the
+  override step is refused), ``file``.
 * ``ct_scheme:<Class>`` — ``{"min_capability": int|null}`` for compressed-tensors schemes.
 * ``platform:<file>`` — the ``supported_quantization`` list of a platform class (CUDA has
   none: every method is allowed there).
@@ -32,6 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _interp import UNKNOWN, Interp
+from _quant_chain import chain, override_table, verify_step
 from _static import (
     ClassFinder,
     Unresolved,
@@ -48,13 +59,18 @@ KIND = "quantization"
 QUANT_DIR = "model_executor/layers/quantization"
 INIT = f"{QUANT_DIR}/__init__.py"
 META = {
-    "key": "method:<name> | ct_scheme:<class> | platform:<file> | gate:<name> | check:<what> "
-    "| unresolved",
+    "key": "method:<name> | override:<name> | verify | ct_scheme:<class> | platform:<file> | "
+    "gate:<name> | check:<what> | unresolved",
     "value": {
         "method": "config class and file, min_capability (get_min_capability, 80 = sm_80), "
         "act_dtypes (get_supported_act_dtypes), deprecated (refused without "
         "--allow-deprecated-quantization), overridable_by (methods whose "
         "override_quantization_method names this one)",
+        "override": "override_quantization_method as a table: [checkpoint method, "
+        "--quantization, answer] for the names its literals spell (* any other, null user: not "
+        "given; unlisted pairs answer None; ? where more than the names decides)",
+        "verify": "ModelConfig._verify_quantization: chain (overrides in asking order), "
+        "user_first, lower_user, aliases, mismatch_refused, file",
         "ct_scheme": "min_capability of a compressed-tensors scheme (get_min_capability)",
         "platform": "supported_quantization of a platform class (CUDA has no list: all)",
         "gate:fp8_marlin_below": "FP8 runs weight-only on Marlin below this capability",
@@ -250,6 +266,7 @@ def extract(release) -> dict[str, Any]:
     classes = ClassFinder(release)
     records: dict[str, dict[str, Any]] = {}
     override_names: dict[str, set[str]] = {}
+    answers: dict[str, dict[str, Any]] = {}  # method -> its override's decision table
     for method in methods:
         record: dict[str, Any] = {
             "deprecated": method in deprecated,
@@ -284,6 +301,11 @@ def extract(release) -> dict[str, Any]:
                 record[fact] = value
             hit = classes.method(file, cls, "override_quantization_method")
             if hit is not None and hit[1].name not in _BASE_NAMES:
+                answers[method] = {
+                    "config": cls.name,
+                    "file": hit[0],
+                    **override_table(classes, file, cls, hit[2]),
+                }
                 if not may_return_value_on_cuda(hit[2]):
                     record["overrides_off_cuda"] = True  # only CPU/XPU/... pick it
                 elif _only_when_asked(hit[2]):
@@ -300,6 +322,14 @@ def extract(release) -> dict[str, Any]:
             and records[other].get("config") != record.get("config")
         )
         out[f"method:{method}"] = record
+    verify = verify_step(release)
+    if verify is None:
+        unresolved.append("ModelConfig._verify_quantization not found: the override chain")
+    else:
+        verify["chain"] = chain(verify, list(answers), methods)
+        out["verify"] = verify
+    for method, answer in answers.items():
+        out[f"override:{method}"] = answer
     out.update(_schemes(release, classes, unresolved))
     out.update(_platforms(release))
     out.update(_gates(release))

@@ -84,9 +84,13 @@ def visible_gpu_count(environ: dict[str, str] | None = None) -> int | None:
 def parse_serve(tokens: list[str]) -> dict[str, Any]:
     """The parts of a `vllm serve` line the probes use (model, tensor-parallel size), read by
     the doctor's one serve-line parser."""
+    from vllm_doctor.errors import InputError
     from vllm_doctor.serveline.parser import parse_serve_argv
 
     line = parse_serve_argv(list(tokens))
+    if "tensor-parallel-size" in line.unread:
+        # the probes size their ranks by it: a value no release reads cannot size them
+        raise InputError("--tensor-parallel-size", line.unread["tensor-parallel-size"])
     return {
         "model": line.model,
         "tp": line.options.get("tensor-parallel-size"),

@@ -31,86 +31,26 @@ cause gives one finding.
 
 from __future__ import annotations
 
-import bisect
 import difflib
 import re
-import shlex
 from collections.abc import Callable
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.facts.model import Fact, Facts, Source
 from vllm_doctor.facts.packages import satisfies
 
-if TYPE_CHECKING:
-    from vllm_doctor.knowledge import Table
-    from vllm_doctor.serveline.line import ServeLine
-
-SOURCE = "release knowledge"
-# Curated rules that explain removed flags with migration advice (their serve.flags
-# patterns win over the generated ARGS100).
-CURATED_FLAG_RULES = ("args/ARGS001.yaml", "args/ARGS004.yaml")
-_FLAG_WORD = re.compile(r"^(--?[A-Za-z0-9][\w.+-]*)(=.*)?$")
-
-
-@lru_cache(maxsize=1)
-def curated_flag_patterns() -> tuple[re.Pattern[str], ...]:
-    """The ``serve.flags`` regexes of the curated removed-flag rules."""
-    from pathlib import Path
-
-    from vllm_doctor import yaml_io
-
-    rules_dir = Path(__file__).resolve().parent.parent.parent / "rules"
-    if not rules_dir.is_dir():  # installed: the rules ship as vllm_doctor.rules
-        import vllm_doctor.rules as shipped  # type: ignore[import-not-found]
-
-        rules_dir = Path(shipped.__file__).resolve().parent
-    patterns: list[re.Pattern[str]] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("fact") == "serve.flags" and isinstance(node.get("matches"), str):
-                patterns.append(re.compile(node["matches"]))
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    for rel in CURATED_FLAG_RULES:
-        path = rules_dir / rel
-        if path.is_file():
-            walk(yaml_io.safe_load(path.read_text(encoding="utf-8")).get("when"))
-    return tuple(patterns)
-
-
-def _curated(name: str) -> bool:
-    return any(p.search(name) for p in curated_flag_patterns())
-
-
-def _release_ranges(table: Table, holds: Callable[[str], bool]) -> str:
-    """The releases for which ``holds(release)`` is true, as ranges of consecutive releases
-    ("0.8.0–0.11.2, 0.13.0"), or "" for none."""
-    from vllm_doctor.knowledge.ranges import release_spans
-
-    return release_spans(table.releases, {r for r in table.releases if holds(r)})
-
-
-def _accepted_by(table: Table, word: str, name: str | None) -> str:
-    """The releases that accept the option word as written, or "" for none."""
-    return _release_ranges(table, lambda release: _accepts(release, word, name))
-
-
-def _acceptance(table: Table, word: str, name: str | None) -> str:
-    """ "accepted by 0.8.0–0.11.2", or "no release 0.8.0–0.33.0 accepts it"."""
-    accepted_by = _accepted_by(table, word, name)
-    return (
-        f"accepted by {accepted_by}"
-        if accepted_by
-        else f"no release {table.releases[0]}–{table.newest} accepts it"
-    )
+# the options' facts live in release_options (the names below are this module's face too)
+from vllm_doctor.facts.release_options import (
+    CURATED_FLAG_RULES,
+    SOURCE,
+    _accepts,
+    _given_words,
+    _options,
+    curated_flag_patterns,
+    refused_option_hints,
+)
 
 
 def judge_release(facts: Facts, releases: tuple[str, ...]) -> tuple[str | None, str, str]:
@@ -131,7 +71,12 @@ def judge_release(facts: Facts, releases: tuple[str, ...]) -> tuple[str | None, 
 
 # The facts of this module that need a judged release (release.coverage says whether there
 # is one; release.unknown_options is decided over every covered release, without a version).
-_VERSION_FREE = ("release.coverage", "release.unknown_options", "release.world_spans_nodes")
+_VERSION_FREE = (
+    "release.coverage",
+    "release.unknown_options",
+    "release.unread_values",
+    "release.world_spans_nodes",
+)
 
 
 def _release_paths() -> list[str]:
@@ -245,308 +190,6 @@ def _same_answer(here: Fact | None, there: Fact | None, release: str, upper: str
         return here is there
     text = json.dumps(there.value, sort_keys=True, default=str)
     return json.dumps(here.value, sort_keys=True, default=str) == text.replace(upper, release)
-
-
-# -- options ----------------------------------------------------------------------------------
-
-
-@lru_cache(maxsize=8)
-def _parsed(argv: tuple[str, ...]) -> ServeLine | None:
-    """The serve line parsed once (the release facts of every covered release read it when
-    the version is unknown); None when it does not parse. Read it, never change it."""
-    from vllm_doctor.errors import InputError
-    from vllm_doctor.serveline.parser import parse_serve_argv
-
-    try:
-        return parse_serve_argv(list(argv))
-    except InputError:
-        return None
-
-
-def _given_words(facts: Facts) -> tuple[ServeLine | None, dict[str, str | None]]:
-    """(ServeLine, {option word as written -> normalised option name or None if unknown})."""
-    argv = facts.value("serve.argv")
-    if not argv:
-        return None, {}
-    line = _parsed(tuple(str(word) for word in argv))
-    if line is None:
-        return None, {}
-    words: dict[str, str | None] = {}
-    for name, raw in line.given.items():
-        if name == "model":
-            continue
-        first = str(raw).split()[0] if str(raw).split() else ""
-        words[first.split("=", 1)[0] if first.startswith("-") else f"--{name}"] = name
-    for raw in line.unknown_flags:
-        words[raw.split()[0].split("=", 1)[0]] = None
-    return line, words
-
-
-def _option_strings(options: dict[str, Any]) -> dict[str, str]:
-    """Every long option string (without dashes) a release's parser registers -> its option:
-    the names, the long aliases and the negation words of that release."""
-    out: dict[str, str] = {}
-    for name, spec in options.items():
-        out[name] = name
-        for word in [a[2:] for a in spec.get("aliases", ()) if a.startswith("--")] + list(
-            spec.get("negations", ())
-        ):
-            out.setdefault(word, name)
-    return out
-
-
-@lru_cache(maxsize=64)
-def _release_strings(release: str) -> tuple[dict[str, str], tuple[str, ...], frozenset[str]]:
-    """(long option strings -> option, the same sorted, the short aliases) of one release."""
-    from vllm_doctor import knowledge
-
-    options = knowledge.load("options").at(release)
-    strings = _option_strings(options)
-    shorts = frozenset(
-        a for spec in options.values() for a in spec.get("aliases", ()) if not a.startswith("--")
-    )
-    return strings, tuple(sorted(strings)), shorts
-
-
-def _accepts(release: str, word: str, name: str | None) -> bool:
-    """Does the release's own parser accept the option word as written? An exact option
-    string of that release (a name, a long alias, a negation form it registers), else, like
-    argparse's allow_abbrev, a prefix of exactly one of its option strings."""
-    if name is None:
-        return False
-    strings, ordered, shorts = _release_strings(release)
-    if word.startswith("-O"):
-        return name in strings.values()  # -O<level> is rewritten by the parser itself
-    if not word.startswith("--"):
-        return word in shorts
-    bare = word[2:].split(".", 1)[0].replace("_", "-")
-    if bare in strings:
-        return True
-    start = bisect.bisect_left(ordered, bare)
-    return (
-        start < len(ordered)
-        and ordered[start].startswith(bare)
-        and not (start + 1 < len(ordered) and ordered[start + 1].startswith(bare))
-    )
-
-
-def _value_refusal(
-    release: str, options: dict[str, Any], name: str, given: Any, raw: str | None
-) -> str | None:
-    """Why the release's parser refuses the option's value as given (its kind there reads
-    the value otherwise: JSON only, no key=value pairs, a flag that takes no value), or
-    None when it reads it."""
-    from vllm_doctor.errors import InputError
-    from vllm_doctor.serveline.options import OPTIONS
-    from vllm_doctor.serveline.parser import convert_value
-
-    spec = options.get(name)
-    union = OPTIONS.get(name)
-    if spec is None or union is None:
-        return None
-    kind = spec["kind"]
-    if raw is None:
-        if isinstance(given, bool) and kind not in ("bool", "flag", "bool_or_str"):
-            return f"--{name} expects a value in vLLM {release} (its {kind} option)"
-        return None
-    if kind in ("bool", "flag"):
-        return f"--{name} {raw}: vLLM {release} takes no value after --{name}"
-    if kind == "list":
-        return None
-    try:
-        convert_value(f"--{name}", union, kind, raw, bool(spec.get("kvs")))
-    except InputError as err:
-        return f"--{name} {raw}: vLLM {release} refuses the value ({err.problem})"
-    return None
-
-
-def _nearest(word: str, options: dict[str, Any]) -> str | None:
-    bare = word.lstrip("-").replace("_", "-")
-    match = difflib.get_close_matches(bare, list(options), n=1, cutoff=0.75)
-    return f"--{match[0]}" if match else None
-
-
-_OPTION_PATHS = (
-    "release.unknown_options",
-    "release.unaccepted_options",
-    "release.option_hints",
-    "release.corrected_command",
-    "release.invalid_choices",
-)
-
-
-def _options(facts: Facts, release: str | None) -> None:
-    if "serve.argv" not in facts:
-        reason = "no serve line: " + (facts.why_missing("serve.argv") or "not given")
-        for path in _OPTION_PATHS:
-            facts.mark_missing(path, reason)
-        return
-    from vllm_doctor import knowledge
-
-    table = knowledge.load("options")
-    line, words = _given_words(facts)
-    union = set(table.keys())
-    unknown = [w for w, name in words.items() if name is None or name not in union]
-    hints: list[str] = []
-    for word in unknown:
-        nearest = _nearest(word, dict.fromkeys(union))
-        hints.append(
-            f"{word}: no vLLM release {table.releases[0]}–{table.newest} accepts it"
-            + (f"; nearest valid spelling {nearest}" if nearest else "")
-        )
-    facts.set(
-        "release.unknown_options",
-        unknown,
-        SOURCE,
-        f"options of every release {table.releases[0]}–{table.newest}",
-    )
-    if release is None:
-        if hints:
-            facts.set("release.option_hints", hints, SOURCE)
-        return
-    options = table.at(release)
-    unaccepted: list[str] = []
-    edits: dict[str, str | None] = {}  # word -> replacement word, or None to drop it
-    release_hints: list[str] = []
-    for word, name in words.items():
-        if _accepts(release, word, name):
-            continue
-        last = table.last_release(name) if name else None
-        if (
-            name is not None
-            and last is not None
-            and Version(release) > Version(last)
-            and _curated(name)
-        ):
-            continue  # removed, and ARGS001/ARGS004 explain it with the migration advice
-        unaccepted.append(word)
-        nearest = _nearest(word, options)
-        text = f"{word}: vLLM {release} does not accept it ({_acceptance(table, word, name)})"
-        if name is not None and name in options and word.startswith("-"):
-            nearest = f"--{name}"  # an alias this release lacks: its long name
-        if nearest:
-            text += f"; nearest valid spelling {nearest}"
-        release_hints.append(text)
-        edits[word] = nearest
-    facts.set("release.unaccepted_options", unaccepted, SOURCE, f"the options of vLLM {release}")
-    if release_hints:
-        facts.set("release.option_hints", release_hints, SOURCE)
-    if unaccepted and line is not None:
-        facts.set(
-            "release.corrected_command",
-            _corrected(line, edits),
-            SOURCE,
-            "misspelt options renamed to the nearest valid spelling, the others removed",
-        )
-    invalid = []
-    if line is not None:
-        for name, value in line.options.items():
-            if f"--{name}" in unaccepted:
-                continue
-            refusal = _value_refusal(release, options, name, value, line.raw_values.get(name))
-            if refusal is not None:
-                invalid.append(f"{refusal} ({_value_acceptance(table, line, name)})")
-                continue
-            spec = options.get(name)
-            if not spec or "choices" not in spec or value is None or isinstance(value, bool):
-                continue
-            allowed = {str(c) for c in spec["choices"]}
-            values = value if isinstance(value, list) else [value]
-            bad = [str(v) for v in values if str(v) not in allowed]
-            if bad:
-                invalid.append(
-                    f"--{name} {' '.join(bad)}: not among the choices of vLLM "
-                    f"{release} ({', '.join(str(c) for c in spec['choices'])})"
-                )
-    facts.set("release.invalid_choices", invalid, SOURCE, f"the options of vLLM {release}")
-
-
-def _value_acceptance(table: Table, line: ServeLine, name: str) -> str:
-    """ "read by 0.8.0–0.9.2" for the option's value as given, over every covered release."""
-    value, raw = line.options.get(name), line.raw_values.get(name)
-
-    def reads(release: str) -> bool:
-        options = table.at(release)
-        return name in options and _value_refusal(release, options, name, value, raw) is None
-
-    readers = _release_ranges(table, reads)
-    return f"read by {readers}" if readers else "no covered release reads it"
-
-
-def refused_option_hints(words: list[str], version: str | None) -> list[str]:
-    """What the options table says of the words vLLM's parser refused (``error: unrecognized
-    arguments: ...`` in a log, in order): for each option, the releases that accept it and the
-    nearest spelling, and whether ``version`` (when known) accepts it; a word that is neither
-    an option nor the value after one is named as an extra positional argument."""
-    from vllm_doctor import knowledge
-
-    flags, extra, after_flag = [], [], False
-    for word in words:
-        if word.startswith("-") and word not in ("-", "--"):
-            flags.append(word)
-            after_flag = "=" not in word
-        elif after_flag:
-            after_flag = False  # the refused option's value
-        else:
-            extra.append(word)
-    hints = [
-        f"{w}: not an option but an extra positional argument (vllm serve takes one model; "
-        "an option's value split from it, or a quoted word that should be two, does this)"
-        for w in extra
-    ]
-    if not flags:
-        return hints
-    from vllm_doctor.serveline.options import resolve_flag
-
-    table = knowledge.load("options")
-    release = knowledge.match_release(version, tuple(table.releases)).release if version else None
-    options = table.at(release) if release else None
-    found = []
-    for word in dict.fromkeys(flag.split("=", 1)[0] for flag in flags):
-        spec = resolve_flag(word)
-        name = spec.name if spec is not None and spec.name in table else None
-        known = _acceptance(table, word, name)
-        if release is None or options is None:
-            text = f"{word}: {known}"
-        elif _accepts(release, word, name):
-            text = (
-                f"{word}: vLLM {release} accepts it ({known}): the log may come from another "
-                "vLLM version or entry point"
-            )
-        else:
-            text = f"{word}: vLLM {release} does not accept it ({known})"
-        nearest = _nearest(word, options if options is not None else dict.fromkeys(table.keys()))
-        if nearest and nearest != f"--{name}":
-            text += f"; nearest valid spelling {nearest}"
-        found.append(text)
-    return found + hints
-
-
-def _corrected(line: ServeLine, edits: dict[str, str | None]) -> str:
-    """The user's serve words with unaccepted options renamed (or dropped with their value)."""
-    out: list[str] = []
-    tokens = list(line.tokens)
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        m = _FLAG_WORD.match(token)
-        if m is not None and m.group(1) in edits:
-            replacement = edits[m.group(1)]
-            if replacement is None:
-                i += 1
-                if m.group(2) is None and i < len(tokens) and not tokens[i].startswith("-"):
-                    i += 1  # its value
-                continue
-            out.append(replacement + (m.group(2) or ""))
-        else:
-            out.append(token)
-        i += 1
-    prefix = (
-        "vllm serve"
-        if line.entrypoint == "serve"
-        else "python -m vllm.entrypoints.openai.api_server"
-    )
-    return " ".join([prefix, *(shlex.quote(t) for t in out)])
 
 
 # -- registry ---------------------------------------------------------------------------------
@@ -1261,4 +904,13 @@ def collect(facts: Facts) -> None:
     collect_release(facts)
 
 
-__all__ = ["Source", "collect_release"]
+__all__ = [
+    "CURATED_FLAG_RULES",
+    "SOURCE",
+    "Source",
+    "_accepts",
+    "_given_words",
+    "collect_release",
+    "curated_flag_patterns",
+    "refused_option_hints",
+]

@@ -60,8 +60,7 @@ _MODELOPT_BY_ALGO = {
 }
 # AutoRound checkpoints say quant_method "auto-round": vLLM 0.9.0-0.14.1 list that method,
 # and from 0.15.0 INCConfig.override_quantization_method takes such a checkpoint as "inc"
-# whatever --quantization says (read in the 0.27.1 wheel: config/model.py _verify_quantization,
-# quantization/inc/inc.py), so `--quantization auto_round` serves an AutoRound checkpoint.
+# (read in the 0.27.1 wheel: config/model.py _verify_quantization, quantization/inc/inc.py)
 _AUTO_ROUND = ("auto-round", "inc")
 _AUTO_ROUND_SPELLINGS = frozenset({"auto-round", "auto_round", "autoround"})
 _DTYPE_NAMES = {
@@ -143,23 +142,10 @@ def _dtype(facts: Facts) -> tuple[str | None, str]:
 
 
 def _method(facts: Facts) -> tuple[tuple[str, ...] | None, str]:
-    """The method names to judge (the first the release knows), and where they came from."""
-    given = facts.value("serve.quantization")
+    """The method names to judge (the first the release knows), and where they came from,
+    for a serve line without --quantization (a given one goes through the release's own
+    override and alias steps: _collect_given_quant)."""
     method = facts.value("model.quant_method")
-    if isinstance(given, str) and given:
-        if given.lower() not in _AUTO_ROUND_SPELLINGS:
-            return (given.lower(),), "serve.quantization"
-        # the checkpoint decides: an AutoRound one is taken as the release's AutoRound method
-        if isinstance(method, str) and method.lower() in _AUTO_ROUND_SPELLINGS:
-            return _AUTO_ROUND, "serve.quantization + model.quant_method (an AutoRound checkpoint)"
-        if not facts.why_missing("model.quant_method"):
-            # a checkpoint read without a quantization_config: the flag alone decides
-            return (given.lower(),), "serve.quantization"
-        return None, (
-            f"--quantization {given} names no method of its own: vLLM takes an AutoRound "
-            "checkpoint's quantization_config as inc (0.15.0 on) or auto-round, so the "
-            "checkpoint's config.json decides (--model-config)"
-        )
     if isinstance(method, str) and method:
         # vLLM lower-cases the name and spells compressed_tensors with a hyphen
         method = method.lower().replace("compressed_tensors", "compressed-tensors")
@@ -174,7 +160,101 @@ def _method(facts: Facts) -> tuple[tuple[str, ...] | None, str]:
     return None, ""
 
 
+@dataclass(frozen=True)
+class Resolved:
+    """What ``ModelConfig._verify_quantization`` of a release makes of the names: the method
+    it loads (``method``), or why it refuses (``refused``), or why the names alone do not
+    decide (``undecided``); ``steps`` says how, in words."""
+
+    method: str | None = None
+    refused: str | None = None
+    undecided: str | None = None
+    steps: str = ""
+
+
+def _override_answer(entry: dict[str, Any], checkpoint: str, user: str | None) -> str | None:
+    """What one ``override_quantization_method`` answers (table ``override:<m>``)."""
+    literals = set(entry.get("literals") or ())
+    ckpt = checkpoint if checkpoint in literals else "*"
+    asked = user if user is None or user in literals else "*"
+    for row_ckpt, row_user, result in entry.get("returns") or ():
+        if row_ckpt == ckpt and row_user == asked:
+            return str(result) if result is not None else None
+    return None
+
+
+def resolve_quantization(
+    values: dict[str, Any], release: str, given: str, checkpoint: str | None
+) -> Resolved:
+    """``--quantization given`` with a checkpoint whose (normalised) ``quant_method`` is
+    ``checkpoint`` (None: the checkpoint has no quantization_config), through the release's
+    own steps (``verify`` and ``override:<m>`` of its quantization table): its names, the
+    override step, the mismatch check, the membership check."""
+    verify = values.get("verify")
+    if not isinstance(verify, dict):
+        return Resolved(undecided=f"how vLLM {release} resolves --quantization is not in the table")
+    user = given.lower() if verify.get("lower_user") else given
+    steps = [f"--quantization {given}" + (f" (read as {user})" if user != given else "")]
+    if checkpoint is not None:
+        ckpt = checkpoint.lower() if verify.get("checkpoint_lower", True) else checkpoint
+        for old, new in verify.get("aliases") or ():
+            ckpt = ckpt.replace(old, new)
+        steps.append(f"checkpoint quant_method {ckpt}")
+        order = [m for m in verify.get("user_first") or () if m == user]
+        order += [m for m in verify.get("chain") or () if m not in order]
+        for name in order:
+            entry = values.get(f"override:{name}")
+            if not isinstance(entry, dict):
+                continue
+            answer = _override_answer(entry, ckpt, user)
+            if answer is None:
+                continue
+            where = (
+                f"{entry.get('config', name)}.override_quantization_method ({entry.get('file')})"
+            )
+            if answer == "?":
+                return Resolved(
+                    undecided=f"{where} decides from more than the names "
+                    f"(--quantization {user}, checkpoint {ckpt})",
+                    steps="; ".join(steps),
+                )
+            steps.append(f"{where} picks {answer}")
+            user = ckpt = answer
+            break
+        if user != ckpt and verify.get("mismatch_refused"):
+            return Resolved(
+                refused=f"the checkpoint's quant_method ({ckpt}) does not match --quantization "
+                f"({user}) after the override step ({verify.get('file')})",
+                steps="; ".join(steps),
+            )
+    else:
+        steps.append("the checkpoint has no quantization_config")
+    return Resolved(method=user, steps="; ".join(steps))
+
+
+def _checkpoint_method(facts: Facts) -> tuple[bool, str | None, str]:
+    """(known, the checkpoint's quant_method or None for an unquantized one, why not known).
+    A method inferred from the model's name decides nothing."""
+    fact = facts.get("model.quant_method")
+    if fact is not None and not fact.inferred and isinstance(fact.value, str) and fact.value:
+        method = fact.value.lower()
+        if method == "modelopt":
+            algo = facts.value("model.quant_algo")
+            if isinstance(algo, str) and algo.upper() in _MODELOPT_BY_ALGO:
+                return True, _MODELOPT_BY_ALGO[algo.upper()][0], ""
+        return True, method, ""
+    inferred = facts.get("model.inferred")
+    if fact is None and inferred is not None and inferred.value is False:
+        return True, None, ""  # config.json read: no quantization_config
+    why = facts.why_missing("model.quant_method") or facts.why_missing("model.architectures")
+    return False, None, why or "the model's config.json is not known (pass --model-config)"
+
+
 def _collect_quant(facts: Facts) -> None:
+    given = facts.value("serve.quantization")
+    if isinstance(given, str) and given:
+        _collect_given_quant(facts, given)
+        return
     names, origin = _method(facts)
     if names is None:
         # an unquantized model on a known serve line: the facts are absent, not unknown
@@ -203,6 +283,13 @@ def _collect_quant(facts: Facts) -> None:
             f"checkpoint ({'/'.join(names)}) is not in the table",
         )
         return
+    _judge_method(facts, values, release, detail, method, origin)
+
+
+def _judge_method(
+    facts: Facts, values: dict[str, Any], release: str, detail: str, method: str, origin: str
+) -> None:
+    """The release.quant.* facts for the method the judged release loads."""
     facts.set("release.quant.judged_release", release, SOURCE, detail)
     facts.set("release.quant.method", method, SOURCE, origin)
     record = values.get(f"method:{method}")
@@ -250,6 +337,57 @@ def _collect_quant(facts: Facts) -> None:
         SOURCE,
         f"GPU {gpu.value} vs minimum {floor.value} in vLLM {release}",
     )
+
+
+def _collect_given_quant(facts: Facts, given: str) -> None:
+    """``--quantization`` given: the method the judged release ends with, through its own
+    override and alias steps (``resolve_quantization``), not the name as written: an
+    AutoRound checkpoint served with ``--quantization auto_round`` loads as ``inc`` in the
+    releases whose INC override claims ``auto-round`` checkpoints whatever the flag says."""
+    judged = _judged(facts, "quantization", QUANT_PATHS)
+    if judged is None:
+        reason = facts.why_missing("release.quant.known") or "no release to judge by"
+        facts.mark_missing("release.quant.conflict", reason)
+        return
+    release, values, detail = judged
+    known, checkpoint, why = _checkpoint_method(facts)
+    if known:
+        resolved = resolve_quantization(values, release, given, checkpoint)
+        if resolved.undecided and f"method:{given.lower()}" in values:
+            # a method the release lists, which an override may still swap for a sibling
+            # (gptq -> gptq_marlin): judged as given, as vLLM starts from it
+            resolved = Resolved(
+                method=given.lower(),
+                steps=f"--quantization {given} (an override may pick another method: "
+                f"{resolved.undecided})",
+            )
+    elif f"method:{given.lower()}" in values:
+        # the checkpoint is not known: a method the release lists is judged as given (what
+        # an override may make of it depends on the checkpoint)
+        resolved = Resolved(method=given.lower(), steps=f"--quantization {given}")
+    else:
+        resolved = Resolved(
+            undecided=f"--quantization {given} is not a method of vLLM {release}, but its "
+            f"override step may replace it from the checkpoint's quantization_config: {why}"
+        )
+    if resolved.refused is not None:
+        facts.set(
+            "release.quant.conflict",
+            resolved.refused,
+            SOURCE,
+            f"{detail}: {resolved.steps}",
+        )
+    elif "model.quant_method" in facts or known:
+        facts.set("release.quant.conflict", "", SOURCE, f"{detail}: {resolved.steps or given}")
+    else:
+        facts.mark_missing("release.quant.conflict", resolved.undecided or why)
+    if resolved.method is None:
+        reason = resolved.undecided or f"vLLM {release} refuses: {resolved.refused}"
+        if resolved.steps:
+            reason += f" ({resolved.steps})"
+        _mark_missing(facts, QUANT_PATHS, reason)
+        return
+    _judge_method(facts, values, release, detail, resolved.method, resolved.steps)
 
 
 def _collect_act_dtype(facts: Facts, values: dict[str, Any], method: str, release: str) -> None:

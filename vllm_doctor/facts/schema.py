@@ -517,6 +517,16 @@ FACTS: dict[str, FactSpec] = {
     ),
     "release.judged": FactSpec("version", "the covered release the vLLM version is judged by"),
     "release.unknown_options": FactSpec("list", "serve options no covered release accepts"),
+    "release.unread_values": FactSpec(
+        "list",
+        "serve option values no covered release reads as given (its kind refuses the word, or "
+        "it is outside every release's choices), with what the releases read instead",
+    ),
+    "release.config_corrections": FactSpec(
+        "list",
+        "the serve config file's keys the judged release does not accept, each with its file "
+        "line and the key to write instead (or to remove)",
+    ),
     "release.unaccepted_options": FactSpec(
         "list",
         "serve options the judged release does not accept (as written; those the "
@@ -673,6 +683,11 @@ FACTS: dict[str, FactSpec] = {
         "ModelOpt by quant_algo)",
     ),
     "release.quant.known": FactSpec("bool", "the release accepts the method at all"),
+    "release.quant.conflict": FactSpec(
+        "str",
+        "why the judged release refuses --quantization for this checkpoint: its quant_method "
+        "still differs from the flag after the release's override step ('' when it does not)",
+    ),
     "release.quant.min_capability": FactSpec(
         "int",
         "lowest get_min_capability over the method and the methods vLLM may pick "
@@ -816,7 +831,7 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "host": ("facts/host.py",),
     "nccl": ("facts/host.py",),
     "fleet": ("fleet/fleetfacts.py",),
-    "release": ("facts/release.py",),
+    "release": ("facts/release.py", "facts/release_options.py"),
     "release.env": ("facts/release_env.py",),
     "release.env_unknown": ("facts/release_env.py",),
     "release.env_invalid": ("facts/release_env.py",),

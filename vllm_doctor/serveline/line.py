@@ -11,6 +11,16 @@ from vllm_doctor.redact import REDACTED, is_secret_name, redact_value, redact_wo
 from vllm_doctor.serveline.options import _SPEC_FLAGS, option_spec
 
 
+@dataclass(frozen=True)
+class OptionWord:
+    """One option as the user wrote it, for judging it the way a release's parser would."""
+
+    word: str  # the option without its value: "--tensor_parallel_sise", "-tp", "-cc.mode"
+    name: str | None  # the option it stands for in some covered release; None: in none
+    evidence: str  # the user's words ("serve.yaml:3: tensor-parallel-sise: 2" for a config key)
+    origin: str  # "cli" or "config"
+
+
 @dataclass
 class ServeLine:
     tokens: list[str]  # the arguments after `vllm serve` as given (model included)
@@ -38,6 +48,11 @@ class ServeLine:
     model_span: tuple[int, int] | None = None
     env_tokens: list[str] = field(default_factory=list)
     entrypoint: str = "serve"  # "serve" or "api_server"
+    # every option word in the order vLLM's parser meets it (command line and config file)
+    option_words: list[OptionWord] = field(default_factory=list)
+    # option -> why no covered release reads its value as given (the value is kept as a
+    # string; each release's own reading is judged in facts/release_options.py)
+    unread: dict[str, str] = field(default_factory=dict)
     # the spans as sets, for _add_span
     span_index: dict[str, set[tuple[int, int]]] = field(
         default_factory=dict, repr=False, compare=False
@@ -113,6 +128,46 @@ _FACT_OPTIONS: dict[str, tuple[str, Any, str | None]] = {
 }
 
 
+# the facts a JSON option sets, left unknown when its value is unread
+_UNREAD_JSON_FACTS = {
+    "speculative-config": (
+        "serve.speculative_config",
+        "serve.speculative_method",
+        "serve.num_speculative_tokens",
+        "serve.speculative_model",
+    ),
+    "compilation-config": ("serve.compilation_config", "serve.cudagraph_mode"),
+    "attention-config": ("serve.attention_config", "serve.attention_backend"),
+    "hf-overrides": ("serve.hf_overrides",),
+}
+
+
+def _unread_reason(line: ServeLine, option: str) -> str:
+    why = "not of a kind they read" if is_secret_name(option) else line.unread[option]
+    return (
+        f"`{_redact_evidence(line.given.get(option))}`: no covered vLLM release reads this "
+        f"value ({why}); a newer release may"
+    )
+
+
+# the lines parsed in this process by their redacted words (serve.argv): what the release
+# facts judge, secrets included, without the secrets ever being facts
+_PARSED: dict[tuple[str, ...], ServeLine] = {}
+_PARSED_MAX = 64
+
+
+def _remember(argv: list[str], line: ServeLine) -> None:
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.pop(next(iter(_PARSED)))
+    _PARSED[tuple(argv)] = line
+
+
+def parsed_line(argv: tuple[str, ...]) -> ServeLine | None:
+    """The line this process parsed whose redacted words are ``argv`` (None: not parsed
+    here, as for facts read back from JSON)."""
+    return _PARSED.get(tuple(argv))
+
+
 def _gpu_memory_default(facts: Facts) -> tuple[float, str]:
     from packaging.version import InvalidVersion, Version
 
@@ -164,7 +219,9 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
     def put(path: str, name: str, value: Any) -> None:
         facts.set(path, value, src(name), line.given.get(name))
 
-    facts.set("serve.argv", _redact_secret_values(list(line.tokens)), source)
+    argv = _redact_secret_values(list(line.tokens))
+    facts.set("serve.argv", argv, source)
+    _remember(argv, line)
     if line.model is not None:
         facts.set("serve.model", line.model, src("model"), line.given.get("model"))
     else:
@@ -175,7 +232,9 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
 
     for fact, (option, default, _reason) in _FACT_OPTIONS.items():
         path = f"serve.{fact}"
-        if option == "max-model-len" and line.options.get(option) == -1:
+        if option in line.unread:
+            facts.mark_missing(path, _unread_reason(line, option))
+        elif option == "max-model-len" and line.options.get(option) == -1:
             facts.mark_missing(
                 path,
                 f"`{line.given.get(option)}`: vLLM fits the length to "
@@ -187,7 +246,11 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
             facts.set(path, default, Source.DEFAULT, "not given")
         # else: not given and no fixed default — absent (vLLM decides at start-up)
 
-    if "gpu-memory-utilization" in line.options:
+    if "gpu-memory-utilization" in line.unread:
+        facts.mark_missing(
+            "serve.gpu_memory_utilization", _unread_reason(line, "gpu-memory-utilization")
+        )
+    elif "gpu-memory-utilization" in line.options:
         put(
             "serve.gpu_memory_utilization",
             "gpu-memory-utilization",
@@ -284,6 +347,13 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
     hf = line.options.get("hf-overrides")
     if isinstance(hf, dict):
         put("serve.hf_overrides", "hf-overrides", hf)
+
+    # a JSON option whose value no covered release reads: what it would set is not known
+    for option, paths in _UNREAD_JSON_FACTS.items():
+        if option in line.unread:
+            for path in paths:
+                if path not in facts.values:
+                    facts.mark_missing(path, _unread_reason(line, option))
 
     for key, given in line.env.items():
         shown = REDACTED if is_secret_name(key) else given

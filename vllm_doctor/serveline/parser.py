@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.serveline import SERVE_LINE
-from vllm_doctor.serveline.line import ServeLine
+from vllm_doctor.serveline.line import OptionWord, ServeLine
 from vllm_doctor.serveline.options import (
     _HRINT_OR_AUTO,
     _SHORT_ALIASES,
@@ -50,6 +50,14 @@ from vllm_doctor.serveline.options import (
     option_spec,
 )
 from vllm_doctor.serveline.words import _NEG_NUMBER, _looks_like_flag, _strip_prefix
+
+
+class UnreadValue(InputError):
+    """A value the option's parser does not read as given (not an integer, not JSON, ...):
+    what some release, or a newer one, may read otherwise. The serve line keeps it as the
+    string it is (``ServeLine.unread``); each release's own reading is judged in
+    facts/release_options.py. A value out of range, or a missing value, stays bad input."""
+
 
 _HR_RE = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 
@@ -133,12 +141,14 @@ def _parse_json(flag: str, value: str, spec: OptionSpec, kind: str) -> Any:
     except ValueBoundsError as err:
         raise InputError(flag, f"the JSON value {err}") from None
     except ValueError as err:
-        if len(text) <= _HR_JSON_MAX:  # the fallback re-scans the text: only for short values
-            try:
-                return json_loads(_expand_json_human_readable_numbers(text))
-            except (ValueError, OverflowError):
-                pass
-        raise InputError(flag, f"invalid JSON: {err}") from None
+        if len(text) > _HR_JSON_MAX:
+            # a long value that is not JSON: refused as it was given, without a second pass
+            raise InputError(flag, f"invalid JSON: {err}") from None
+        try:  # the fallback re-scans the text: only for short values
+            return json_loads(_expand_json_human_readable_numbers(text))
+        except (ValueError, OverflowError):
+            pass
+        raise UnreadValue(flag, f"invalid JSON: {err}") from None
 
 
 _INT_MAX = 2**63 - 1
@@ -178,13 +188,13 @@ def _key_values(flag: str, value: str) -> dict[str, int]:
     for item in value.split(","):
         parts = [part.lower().strip() for part in item.split("=")]
         if len(parts) != 2:
-            raise InputError(flag, f"each item should be KEY=VALUE, got {_shown(item)}")
+            raise UnreadValue(flag, f"each item should be KEY=VALUE, got {_shown(item)}")
         try:
             number = int(parts[1])
         except ValueError:
-            raise InputError(flag, f"the value of {_shown(item)} is not an integer") from None
+            raise UnreadValue(flag, f"the value of {_shown(item)} is not an integer") from None
         if out.get(parts[0], number) != number:
-            raise InputError(flag, f"conflicting values for key {parts[0]!r}")
+            raise UnreadValue(flag, f"conflicting values for key {parts[0]!r}")
         out[parts[0]] = number
     return out
 
@@ -196,14 +206,14 @@ def _convert(flag: str, spec: OptionSpec, value: str) -> Any:
     in facts/release.py)."""
     try:
         return convert_value(flag, spec, spec.kind, value)
-    except InputError:
+    except UnreadValue:
         # not an older plain-string reading: those releases parse the string later
         # (0.8.2's --speculative-config is json.loads'ed when the engine starts)
         readings = [k for k in spec.older_kinds if k != "str"] + (["kvs"] if spec.kvs else [])
         for kind in readings:
             try:
                 return convert_value(flag, spec, kind, value)
-            except InputError:
+            except UnreadValue:
                 continue
         raise
 
@@ -227,23 +237,39 @@ def convert_value(
         if kind == "float":
             number = float(value)
             if number != number or number in (float("inf"), float("-inf")):
-                raise ValueError(value)
+                raise InputError(flag, f"{_shown(value)} is not a finite number")
             return number
     except ValueError as err:
         detail = str(err)
         if "binary suffixes" in detail:
-            raise InputError(flag, f"invalid value {_shown(value)}: {detail}") from None
+            raise UnreadValue(flag, f"invalid value {_shown(value)}: {detail}") from None
+        if kind in ("int", "hrint") and _too_large(value):
+            # a number no machine could mean (5000 digits, 1e20): bad input, whatever the
+            # release (int() itself refuses past 4300 digits)
+            raise InputError(flag, f"value out of range: {_shown(value)}") from None
         expected = {
             "int": "an integer",
             "hrint": "an integer (like 4096, 32k, 1K)",
             "float": "a number",
         }[kind]
-        raise InputError(flag, f"expected {expected}, got {_shown(value)}") from None
+        raise UnreadValue(flag, f"expected {expected}, got {_shown(value)}") from None
     except OverflowError:
         raise InputError(flag, f"value out of range: {_shown(value)}") from None
     if kind in JSON_KINDS:
         return _parse_json(flag, value, spec, kind)
     return value
+
+
+def _too_large(value: str) -> bool:
+    """A number, in digits or float notation, past any 64-bit integer."""
+    text = value.strip()
+    if re.fullmatch(r"[+-]?\d+", text):
+        return len(text.lstrip("+-").lstrip("0")) > 19
+    try:
+        number = float(text)
+    except ValueError:
+        return False
+    return number != number or abs(number) > _INT_MAX
 
 
 @dataclass
@@ -253,13 +279,17 @@ class _Tok:
     raw: str  # evidence: what the user wrote
     # for the option word standing for merged dotted keys: the user's words they came from
     dotted_idx: list[int] | None = None
+    # the option as the user wrote it, where ``raw`` is not that (a config file's key)
+    word: str | None = None
 
 
 _MAX_CONFIG_KEYS = 10_000
 
 
-def _yaml_to_args(path: Path, data: Any) -> list[tuple[str, str]]:
-    """A config file's content as (token, evidence) pairs, as vLLM's load_config_file does."""
+def _yaml_to_args(path: Path, data: Any) -> list[tuple[str, str, str]]:
+    """A config file's content as (token, evidence, option word) triples, as vLLM's
+    load_config_file does; the evidence names the file and the key's line
+    (``serve.yaml:3: tensor-parallel-size: 2``)."""
     if data is None:
         return []
     if not isinstance(data, dict):
@@ -270,28 +300,31 @@ def _yaml_to_args(path: Path, data: Any) -> list[tuple[str, str]]:
             f"{len(data):,} options; vLLM has a few hundred, and a serve "
             f"config of more than {_MAX_CONFIG_KEYS:,} is refused",
         )
-    out: list[tuple[str, str]] = []
+    lines = getattr(data, "lines", {})
+    out: list[tuple[str, str, str]] = []
     for raw_key, value in data.items():
         key = str(raw_key)
-        evidence = f"{path.name}: {key}: {_yaml_scalar(value)}"
+        where = f"{path.name}:{lines[raw_key]}" if raw_key in lines else path.name
+        evidence = f"{where}: {key}: {_yaml_scalar(value)}"
+        word = "--" + key
         if isinstance(value, bool):
             if value:
-                out.append(("--" + key, evidence))
+                out.append((word, evidence, word))
             else:
                 # vLLM adds --no-KEY only when that exact option string exists.
                 spec = OPTIONS.get(key)
                 if spec is not None and spec.kind == "bool":
-                    out.append(("--no-" + key, evidence))
+                    out.append(("--no-" + key, evidence, "--no-" + key))
         elif isinstance(value, list):
             if value:
-                out.append(("--" + key, evidence))
-                out.extend((str(item), evidence) for item in value)
+                out.append((word, evidence, word))
+                out.extend((str(item), evidence, word) for item in value)
         elif isinstance(value, dict):
-            out.append(("--" + key, evidence))
-            out.append((json.dumps(value), evidence))
+            out.append((word, evidence, word))
+            out.append((json.dumps(value), evidence, word))
         else:
-            out.append(("--" + key, evidence))
-            out.append((str(value), evidence))
+            out.append((word, evidence, word))
+            out.append((str(value), evidence, word))
     return out
 
 
@@ -316,7 +349,7 @@ def _read_config(path_text: str, cwd: Path | None) -> tuple[Path, Any]:
     from vllm_doctor import yaml_io  # only a --config file needs YAML
 
     try:
-        data = yaml_io.safe_load(text)
+        data = yaml_io.safe_load_with_lines(text)
     except yaml_io.YAMLError as err:
         problem = str(err).replace("\n", " ")
         raise InputError(str(path), f"not valid YAML: {problem}") from None
@@ -331,15 +364,15 @@ def _normalise(toks: list[_Tok]) -> list[_Tok]:
         if arg.startswith("--"):
             if "=" in arg:
                 key, value = arg.split("=", 1)
-                out.append(_Tok(_dash_key(key) + "=" + value, tok.idx, tok.raw))
+                out.append(replace(tok, text=_dash_key(key) + "=" + value))
             else:
-                out.append(_Tok(_dash_key(arg), tok.idx, tok.raw))
+                out.append(replace(tok, text=_dash_key(arg)))
         elif arg.startswith("-O") and arg != "-O":
             level = arg[3:] if arg[2] == "=" else arg[2:]
-            out.append(_Tok("--optimization-level", tok.idx, tok.raw))
-            out.append(_Tok(level, tok.idx, tok.raw))
+            out.append(replace(tok, text="--optimization-level"))
+            out.append(replace(tok, text=level))
         elif arg == "-O" and i + 1 < len(toks) and toks[i + 1].text in {"0", "1", "2", "3"}:
-            out.append(_Tok("--optimization-level", tok.idx, tok.raw))
+            out.append(replace(tok, text="--optimization-level"))
         else:
             out.append(tok)
     return out
@@ -420,8 +453,9 @@ def _extract_dotted(toks: list[_Tok]) -> tuple[list[_Tok], set[str], list[str]]:
         pieces = evidence[key]
         raw = _evidence_text(pieces)
         idx = pieces[0].idx
-        kept.append(_Tok(key, idx, raw))
-        kept.append(_Tok(json.dumps(value), idx, raw))
+        word = pieces[0].word or raw.split()[0].split("=", 1)[0]
+        kept.append(_Tok(key, idx, raw, word=word))
+        kept.append(_Tok(json.dumps(value), idx, raw, word=word))
         # the dotted tokens' positions, for render_command
         kept[-2].dotted_idx = [p.idx for p in pieces if p.idx is not None]
     return kept, duplicates, empty_keys
@@ -524,7 +558,7 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
         line.spans.setdefault("config", []).extend(
             (t.idx, t.idx + 1) for t in toks[ci : ci + 2] if t.idx is not None
         )
-        config_toks = [_Tok(t, None, ev) for t, ev in _yaml_to_args(path, data)]
+        config_toks = [_Tok(t, None, ev, word=w) for t, ev, w in _yaml_to_args(path, data)]
         toks = config_toks + toks[:ci] + toks[ci + 2 :]
     elif any(t.text.startswith("--config=") for t in toks):
         line.warnings.append(
@@ -644,6 +678,8 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
             else:
                 text = tok.raw
             line.unknown_flags.append(text)
+            origin = "config" if tok.idx is None else "cli"
+            line.option_words.append(OptionWord(_word(tok), None, text, origin))
             _add_span(line, "?" + key, [start_tok, end_tok], dotted_idx)
             i += 1
             continue
@@ -713,7 +749,14 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
                 raw_value = toks[i].text
                 end_tok = toks[i]
                 used.append(end_tok)
-            value = _convert(flag if not dotted_idx else f"--{name}", spec, raw_value)
+            try:
+                value = _convert(flag if not dotted_idx else f"--{name}", spec, raw_value)
+            except UnreadValue as err:
+                # no covered release's reading takes it: kept as written, judged per release
+                value = raw_value
+                line.unread[name] = err.problem
+            else:
+                line.unread.pop(name, None)
             if dotted_idx is None:
                 line.raw_values[name] = raw_value
             if spec.kind == "append":
@@ -734,6 +777,7 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
         evidence = _evidence_text(used)
         if dotted_idx is not None:
             evidence = start_tok.raw
+        line.option_words.append(OptionWord(_word(start_tok), name, evidence, origin))
         if (
             name in line.options
             and origin == "cli"
@@ -751,6 +795,15 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
         line.origins[name] = origin
         _add_span(line, name, used, dotted_idx)
         i += 1
+
+
+def _word(tok: _Tok) -> str:
+    """The option as the user wrote it, without its value (``--max_model_len``, ``-tp``,
+    ``-cc.mode``, ``-O3``; a config file's key as ``--key``)."""
+    if tok.word:
+        return tok.word
+    first = tok.raw.split()[0] if tok.raw.split() else tok.text
+    return first.split("=", 1)[0] if first.startswith("-") else tok.text.split("=", 1)[0]
 
 
 def _add_span(
