@@ -15,6 +15,11 @@ if "VLLM_DOCTOR_CACHE_DIR" not in os.environ:
     import tempfile
 
     os.environ["VLLM_DOCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="vllm-doctor-test-cache-")
+# and so does the key that seals them (mkdtemp makes it 0700, as the doctor requires)
+if "VLLM_DOCTOR_STATE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["VLLM_DOCTOR_STATE_DIR"] = tempfile.mkdtemp(prefix="vllm-doctor-test-state-")
 
 # The doctor and its children start in other working directories (a model directory, a probe
 # run directory) where the isolation tests plant look-alike modules; a relative PYTHONPATH
@@ -25,3 +30,16 @@ if os.environ.get("PYTHONPATH"):
     os.environ["PYTHONPATH"] = os.pathsep.join(
         os.path.abspath(entry or os.curdir) for entry in os.environ["PYTHONPATH"].split(os.pathsep)
     )
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _no_secret_of_another_test():
+    """Secrets a test's in-process run remembered (vllm_doctor.redact) are that test's only."""
+    from vllm_doctor.redact import forget_secrets
+
+    forget_secrets()
+    yield
+    forget_secrets()

@@ -21,6 +21,7 @@ import pytest
 from hub_server import FakeHub, Repo
 
 from vllm_doctor.commands.check import judge
+from vllm_doctor.compact import cache_dir
 from vllm_doctor.engine.loader import default_rules_dir, load_rules
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.collect import CollectOptions
@@ -279,9 +280,10 @@ def test_the_corpus_is_judged_with_real_configs(hub):
     assert {_served_model(e) for e in with_config} == set(CONFIGS), "a config no command uses"
     for entry in with_config:
         doc = _judge(entry, rules, hub)
-        # fetched from the stand-in into its cache (the first time), then read from that cache
+        # fetched from the stand-in into the doctor's cache (the first time), then read from
+        # that cache; the Hugging Face cache is never written (facts/hub.py)
         path = str(doc.facts.value("model.config_path") or "")
-        assert path.startswith(hub["HF_HUB_CACHE"]), entry
+        assert path.startswith(str(cache_dir() / "hub")), entry
         assert doc.facts.value("model.architectures"), entry
     recipes = [e for e in with_config if e.get("kind") == "recipe"]
     print(

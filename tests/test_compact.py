@@ -16,6 +16,7 @@ from vllm_doctor.knowledge import DATA_DIR, load
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("VLLM_DOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("VLLM_DOCTOR_STATE_DIR", str(tmp_path / "state"))
     return tmp_path / "cache"
 
 
@@ -49,6 +50,7 @@ def test_corrupt_build_is_replaced(cache):
 
 
 def test_unwritable_cache_still_answers(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_DOCTOR_STATE_DIR", str(tmp_path / "state"))
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     monkeypatch.setenv("VLLM_DOCTOR_CACHE_DIR", str(blocker / "cache"))
@@ -118,3 +120,124 @@ def test_cached_signature_plans_match_fresh_compilation(cache):
             assert [(p.piece, p.literal, p.gap_before) for p in cached.parts] == [
                 (p.piece, p.literal, p.gap_before) for p in fresh.parts
             ]
+
+
+# -- a build is sealed: never trusted for being there (issue 37) ---------------------------------
+
+
+def _rebuilt_payload(path: Path, change) -> tuple[bytes, bytes]:
+    """(header with the old seal, payload of ``change(value)``)."""
+    import marshal
+
+    data = path.read_bytes()
+    head_end = data.index(b"\n", len(compact._MAGIC)) + 1 + 64
+    return data[:head_end], marshal.dumps(change(marshal.loads(data[head_end:])))
+
+
+def _model001_as_info(value):
+    for data in value["files"].values():
+        if isinstance(data, dict) and data.get("code") == "MODEL001":
+            data["severity"] = "info"
+    return value
+
+
+def test_an_edited_rule_build_is_rebuilt_from_the_shipped_rules(cache):
+    loader._load_cached.cache_clear()
+    rules = {r.code: r for r in loader.load_rules()}
+    assert rules["MODEL001"].severity == "error"
+    (built,) = cache.glob("rules-*.marshal")
+    head, payload = _rebuilt_payload(built, _model001_as_info)
+    built.write_bytes(head + payload)  # the old seal over a new value
+    loader._load_cached.cache_clear()
+    assert {r.code: r for r in loader.load_rules()}["MODEL001"].severity == "error"
+    # forged with a seal of another key (a cache restored from elsewhere): rebuilt too
+    head, payload = _rebuilt_payload(built, _model001_as_info)
+    forged = compact._seal(
+        b"k" * 32, built.name.rsplit("-", 1)[1].removesuffix(".marshal"), payload
+    )
+    built.write_bytes(head[:-64] + forged + payload)
+    loader._load_cached.cache_clear()
+    try:
+        assert {r.code: r for r in loader.load_rules()}["MODEL001"].severity == "error"
+    finally:
+        loader._load_cached.cache_clear()
+
+
+def test_a_build_of_the_wrong_shape_is_rebuilt(cache):
+    import marshal
+
+    key = compact.seal_key()
+    sources = [("a", b"one")]
+    built_from = compact.digest(sources)
+    payload = marshal.dumps(["not", "a", "mapping"])
+    (cache).mkdir(parents=True, exist_ok=True)
+    (cache / f"thing-{built_from}.marshal").write_bytes(
+        compact._MAGIC
+        + built_from.encode()
+        + b"\n"
+        + compact._seal(key, built_from, payload)
+        + payload
+    )
+    value = compact.cached("thing", sources, lambda: {"n": 1}, valid=lambda v: isinstance(v, dict))
+    assert value == {"n": 1}
+    assert compact.cached(
+        "thing", sources, lambda: {"n": 2}, valid=lambda v: isinstance(v, dict)
+    ) == {"n": 1}
+
+
+def test_an_unsealed_build_of_an_older_doctor_is_not_read(cache):
+    import marshal
+
+    sources = [("a", b"one")]
+    cache.mkdir(parents=True)
+    (cache / f"thing-{compact.digest(sources)}.marshal").write_bytes(marshal.dumps("planted"))
+    assert compact.cached("thing", sources, lambda: "built") == "built"
+
+
+def test_without_a_private_key_folder_nothing_is_read_back(cache, tmp_path, monkeypatch):
+    shared = tmp_path / "shared-state"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    monkeypatch.setenv("VLLM_DOCTOR_STATE_DIR", str(shared))
+    builds = []
+    for _ in range(2):
+        compact.cached("thing", [("a", b"one")], lambda: builds.append(1) or "v")
+    assert builds == [1, 1] and not list(cache.glob("thing-*"))
+
+
+def test_a_planted_cache_does_not_turn_the_gate(tmp_path):
+    """End to end: the DiffusionGemma example exits 1 (MODEL001), whatever the cache holds."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    env.update(
+        VLLM_DOCTOR_CACHE_DIR=str(tmp_path / "cache"), VLLM_DOCTOR_STATE_DIR=str(tmp_path / "s")
+    )
+    argv = [
+        sys.executable,
+        "-P",
+        "-m",
+        "vllm_doctor",
+        "check",
+        "-q",
+        "--example",
+        "diffusion-gemma-tp2",
+    ]
+    assert subprocess.run(argv, env=env, capture_output=True).returncode == 1
+    for built in (tmp_path / "cache").glob("rules-*.marshal"):
+        head, payload = _rebuilt_payload(built, _model001_as_info)
+        built.write_bytes(head + payload)
+    assert subprocess.run(argv, env=env, capture_output=True).returncode == 1
+    # a value of the wrong type, even sealed with this user's own key: rebuilt, not exit 3
+    import marshal
+
+    key = (tmp_path / "s" / "seal.key").read_bytes()
+    for built in (tmp_path / "cache").glob("*.marshal"):
+        built_from = built.name.rsplit("-", 1)[1].removesuffix(".marshal")
+        payload = marshal.dumps([1, 2, 3])
+        head = compact._MAGIC + built_from.encode() + b"\n"
+        built.write_bytes(head + compact._seal(key, built_from, payload) + payload)
+    run = subprocess.run(argv, env=env, capture_output=True, text=True)
+    assert run.returncode == 1, run.stderr

@@ -38,7 +38,14 @@ def hub_repos() -> dict[str, Repo]:
 
 def run(hub_url: str, home: Path, *args: str, env: dict[str, str] | None = None):
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "VLLM_"))}
-    environ.update({"HF_ENDPOINT": hub_url, "HF_HOME": str(home)}, **(env or {}))
+    environ.update(
+        {
+            "HF_ENDPOINT": hub_url,
+            "HF_HOME": str(home),
+            "VLLM_DOCTOR_CACHE_DIR": str(home / "doctor-cache"),
+        },
+        **(env or {}),
+    )
     return subprocess.run(
         [sys.executable, "-m", "vllm_doctor", "check", "--format", "json", *args],
         capture_output=True,
@@ -78,7 +85,13 @@ def test_par001_from_the_hubs_config(hub, tmp_path):
     hub.requests.clear()
     again = run(hub.url, tmp_path, "--", "vllm", "serve", "org/model", "-tp", "3")
     assert again.returncode == 1 and hub.requests == []
-    assert "HF cache" in finding(json.loads(again.stdout), "PAR001")["evidence"][1]["source"]
+    # from the doctor's own cache: nothing was written into the Hugging Face cache
+    source = finding(json.loads(again.stdout), "PAR001")["evidence"][1]["source"]
+    assert "Hub: org/model@0123456789ab, cached by vllm-doctor" in source
+    assert not (tmp_path / "hub").exists()
+    assert [p.name for p in (tmp_path / "doctor-cache" / "hub").glob("*/*/config.json")] == [
+        "config.json"
+    ]
 
 
 @pytest.mark.parametrize("how", [["--offline"], []])

@@ -505,8 +505,17 @@ def _serve_and_deploy_facts(manifest_arg: str, stdin: str | None = None) -> dict
     import subprocess
 
     run = subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", "facts", "--offline", "--format", "json"]
-        + ["--manifest", manifest_arg],
+        [
+            sys.executable,
+            "-m",
+            "vllm_doctor",
+            "facts",
+            "--offline",
+            "--format",
+            "json",
+            "--manifest",
+            manifest_arg,
+        ],
         input=stdin,
         capture_output=True,
         text=True,

@@ -32,12 +32,25 @@ def test_parse_serve_finds_tp_and_model():
     assert parse_serve(["vllm", "serve", "google/gemma-4", "-tp", "2"]) == {
         "model": "google/gemma-4",
         "tp": 2,
+        "pp": None,
         "budget": {},
     }
     assert parse_serve(["serve", "m", "--tensor-parallel-size=4"])["tp"] == 4
     # vLLM moves `--model X` to the front: X is the model (serve_args' reading of its parser)
-    assert parse_serve(["m", "--model", "x", "-tp=8"]) == {"model": "x", "tp": 8, "budget": {}}
-    assert parse_serve(["vllm", "serve", "m"]) == {"model": "m", "tp": None, "budget": {}}
+    assert parse_serve(["m", "--model", "x", "-tp=8"]) == {
+        "model": "x",
+        "tp": 8,
+        "pp": None,
+        "budget": {},
+    }
+    assert parse_serve(["vllm", "serve", "m"]) == {
+        "model": "m",
+        "tp": None,
+        "pp": None,
+        "budget": {},
+    }
+    # the pipeline stages `probe --ray` places ranks by
+    assert parse_serve(["vllm", "serve", "m", "-tp", "2", "-pp", "2"])["pp"] == 2
     # the budgets the memory probe sizes its forward and its CUDA graphs by
     assert parse_serve(
         ["vllm", "serve", "m", "--max-num-batched-tokens", "16384", "--max-num-seqs=64"]
@@ -217,6 +230,7 @@ def test_the_doctor_process_never_imports_torch():
 
 def test_cache_round_trip_and_keys(tmp_path, monkeypatch):
     monkeypatch.setenv("VLLM_DOCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("VLLM_DOCTOR_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setattr(cache, "torch_identity", lambda: {"version": "9.9.9", "git": "abc"})
     key = cache.part_key("tp-softembed", "tp_softembed", "compile", {"tp": 2})
     assert key != cache.part_key("tp-softembed", "tp_softembed", "compile", {"tp": 4})
@@ -226,6 +240,15 @@ def test_cache_round_trip_and_keys(tmp_path, monkeypatch):
     cache.store(key, {"status": "pass", "reason": "r", "metrics": {"error": "msg"}})
     hit = cache.load(key)
     assert hit["metrics"]["error"] == "msg" and hit["metrics"]["cached"]["torch"] == "9.9.9"
+    # a result planted or edited in the cache is never read as a probe's verdict
+    stored = tmp_path / f"part-{key}.json"
+    record = json.loads(stored.read_text())
+    record["result"]["status"] = "fail"
+    stored.write_text(json.dumps(record))
+    assert cache.load(key) is None
+    del record["seal"]
+    stored.write_text(json.dumps(record))
+    assert cache.load(key) is None
     monkeypatch.setattr(cache, "torch_identity", lambda: {"version": "9.9.10"})
     assert cache.part_key("tp-softembed", "tp_softembed", "compile", {"tp": 2}) != key
     monkeypatch.setattr(cache, "torch_identity", lambda: None)

@@ -250,6 +250,92 @@ def test_no_vllm_to_start_is_exit_127_with_one_line(machine):
         ["vllm-doctor", "serve", "--vllm-version", "0.24.0", "--", *line(1)], machine, PATH=path
     )
     assert missing.returncode == 127 and started(machine) is None
+    # found missing before the gate says it passed (issue 29)
+    assert "the gate passed" not in missing.stderr
     assert missing.stderr.rstrip().endswith(
-        "vllm-doctor: cannot start vllm: No such file or directory"
+        f"vllm-doctor: cannot start `vllm serve {' '.join(line(1))}`: no `vllm` program on "
+        "PATH; nothing was started"
+    )
+
+
+# -- the gate judges what vLLM will run (issue 37) ---------------------------------------------
+
+LLAMA = ROOT / "vllm_doctor" / "examples" / "healthy-h100-llama" / "model"
+
+
+@pytest.mark.parametrize(
+    "version, words, says",
+    [
+        # 0.11.1 on: --model moves to the front, the positional model is an unrecognized argument
+        ("0.24.0", [MODEL, "--model", str(LLAMA), "-tp", "2"], "two models"),
+        ("0.24.0", ["--model", str(LLAMA), MODEL, "-tp", "2"], "two models"),
+        # 0.8.3-0.11.0 raise ValueError for the word --model, 0.8.0-0.8.2 for any --model
+        ("0.10.0", ["--model", str(LLAMA), "-tp", "2"], "refuses `--model M`"),
+        ("0.8.1", [f"--model={LLAMA}", "-tp", "2"], "refuses `--model`"),
+        # no model: vLLM would start its default one
+        ("0.24.0", [], "no model"),
+        ("0.24.0", ["--served-model-name", "x", "-tp", "2"], "no model"),
+        ("0.24.0", ["--model", "", "-tp", "2"], "an empty model"),
+    ],
+)
+def test_a_line_vllm_refuses_or_without_a_model_is_not_started(machine, version, words, says):
+    refused = run(["vllm-doctor", "serve", "--vllm-version", version, "--", *words], machine)
+    assert refused.returncode == 2, refused.stderr
+    assert started(machine) is None
+    [message] = refused.stderr.splitlines()
+    assert says in message
+
+
+def test_the_positional_model_wins_where_the_release_lets_it(machine):
+    # 0.8.3-0.11.0: `vllm serve P --model=M` serves P; the gate judges P (DiffusionGemma, whose
+    # config the doctor reads) and passes the line to vLLM as written
+    words = [MODEL, f"--model={LLAMA}", "-tp", "1"]
+    passed = run(["vllm-doctor", "serve", "-v", "--vllm-version", "0.10.0", "--", *words], machine)
+    assert passed.returncode == 0, passed.stderr
+    assert "DiffusionGemmaForBlockDiffusion" in passed.stdout
+    assert started(machine) == ["serve", *words]
+
+
+def test_serve_messages_never_forge_an_annotation(machine):
+    words = [*line(1), "--served-model-name", "x\n::error title=SPOOFED::x\x1b[31m"]
+    passed = run(["vllm-doctor", "serve", "--vllm-version", "0.24.0", "--", *words], machine)
+    assert passed.returncode == 0, passed.stderr
+    assert not any(ln.startswith("::") for ln in passed.stderr.splitlines())
+    assert "\x1b" not in passed.stderr and "\\n::error title=SPOOFED" in passed.stderr
+    # vLLM still gets the word as given (the stand-in writes one argument a line)
+    assert started(machine)[:8] == ["serve", *line(1), "--served-model-name", "x"]
+    assert (
+        "\narg x\n::error title=SPOOFED::x\x1b[31m\n" in Path(machine["VLLM_STARTED"]).read_text()
+    )
+
+
+@pytest.mark.parametrize("how", [[], ["--no-gate"]])
+@pytest.mark.parametrize("signum", [2, 15])  # SIGINT (Ctrl-C), SIGTERM
+def test_a_stop_signal_during_the_check_starts_nothing(machine, tmp_path, how, signum):
+    import signal
+    import sys
+    import time
+
+    sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+    from hostile_hub import HostileHub
+
+    with HostileHub() as hub:  # its config.json trickles in: the check is still running
+        env = {**machine, "HF_ENDPOINT": hub.url, "VLLM_DOCTOR_CACHE_DIR": str(tmp_path / "c")}
+        proc = subprocess.Popen(
+            ["vllm-doctor", "serve", *how, "--vllm-version", "0.24.0", "--", "evil/slow-config"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while len(hub.requests) < 2 and time.monotonic() < deadline:  # config.json asked
+            time.sleep(0.1)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum, err
+    assert started(machine) is None
+    assert err.strip().splitlines()[-1] == (
+        f"vllm-doctor: {signal.Signals(signum).name}: the run stopped before vLLM was started; "
+        "nothing was started"
     )

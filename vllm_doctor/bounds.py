@@ -33,6 +33,12 @@ FILE_LIMITS = {
 MAX_DEPTH = 64  # nesting of JSON/YAML values (real configs stay under 8)
 MAX_VALUES = 1_000_000  # values in one document, YAML aliases counted as expanded
 MAX_INT = 2**63 - 1  # integers the doctor keeps as facts (int64, like torch)
+# what one deployment file may ask for: past these it describes no machine (exit 2)
+MAX_GPUS = 1024  # GPUs of one machine or pod (the largest hosts have 16; --gpus, nvidia.com/gpu)
+MAX_NODES = 65536  # pods of one serving group (LeaderWorkerSet size)
+MAX_TARGETS = 32  # containers that run vLLM, checked in one run (each is a full check)
+MAX_SCRIPT = 64 * 1024  # characters of one container's `sh -c` script (real ones: < 4 KB)
+MAX_MEMORY_MIB = 1 << 30  # a memory size (/dev/shm) past 1 EiB is no machine's
 
 
 def expand_path(path: Path | str, source: str) -> Path:

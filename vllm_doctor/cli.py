@@ -222,10 +222,32 @@ def _serve_option_hint(err: click_exceptions.NoSuchOption, args: list[str]) -> s
     return None
 
 
+def _not_utf8(args: list[str]) -> str | None:
+    """The first argument that is not valid UTF-8 (Python keeps the undecodable bytes as
+    lone surrogates, which no output can carry), shown with its bytes escaped."""
+    for number, arg in enumerate(args, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            raw = arg.encode("utf-8", "surrogateescape")
+            return f"argument {number} ({raw[:60]!r}) is not valid UTF-8"
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
+    from vllm_doctor.report.output import guard_streams
+
+    guard_streams()
+    from vllm_doctor.redact import forget_secrets
+
+    forget_secrets()  # what an earlier run in this process knew is not this run's
     args = list(sys.argv[1:] if argv is None else argv)
     if _take_debug(args):
         set_debug(True)
+    bad = _not_utf8(args)
+    if bad is not None:
+        say(bad)
+        sys.exit(EXIT_BAD_INPUT)
     try:
         result = app(args=args, standalone_mode=False)
     except InputError as err:

@@ -44,10 +44,13 @@ def printable(text: str, keep: str = "") -> str:
 
 
 def say(message: str) -> None:
-    """One line on stderr, ``vllm-doctor: <message>``, nothing in it that steers a terminal."""
+    """One line on stderr, ``vllm-doctor: <message>``: secrets hidden (``redact_text``, the
+    rule every output follows), nothing in it that steers a terminal."""
     import sys
 
-    print(f"vllm-doctor: {printable(message)}", file=sys.stderr)
+    from vllm_doctor.redact import redact_text
+
+    print(f"vllm-doctor: {printable(redact_text(message))}", file=sys.stderr)
 
 
 EXIT_OK = 0

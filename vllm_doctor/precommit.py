@@ -64,6 +64,9 @@ def _rank(code: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from vllm_doctor.report.output import guard_streams
+
+    guard_streams()  # a reader that leaves, or a closed stderr, never ends the hook early
     options, files = split_arguments(list(sys.argv[1:] if argv is None else argv))
     worst = 0
     from vllm_doctor.serveline.manifest import hook_option

@@ -56,19 +56,24 @@ _SECRET_WORDS = frozenset(
     }
 )
 _NAME_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+# short words that are secrets' names only on their own (DB_PASS, SMTP_PW, GITHUB_PAT)
+_SECRET_SHORT = frozenset({"pass", "pw", "pat"})
+# endings that make a run-together word a secret's name (PGPASSWORD, MYSQLPASSWD, NPMTOKEN)
+_SECRET_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "apikey")
 
 
 # a text without any of these has no secret name in it: the name passes are skipped
-_SECRET_HINT = re.compile(
-    r"(?i)token|key|secret|passw|pwd|passphrase|credential|cookie|auth|private"
-)
+_SECRET_HINT = re.compile(r"(?i)token|key|secret|pass|pwd|pw|pat|credential|cookie|auth|private")
 
 
 @functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
     """Whether a variable, option or field with this name holds a secret (``HF_TOKEN``,
     ``--api-key``, ``openai_secret_token``, ``apiKey``, ``MY_PASSWORD_FILE``)."""
-    return any(word.lower() in _SECRET_WORDS for word in _NAME_WORDS.findall(name))
+    words = [word.lower() for word in _NAME_WORDS.findall(name)]
+    return any(
+        w in _SECRET_WORDS or w in _SECRET_SHORT or w.endswith(_SECRET_ENDINGS) for w in words
+    )
 
 
 # scheme://userinfo@ — the userinfo (user:password, or a bare token) is a credential
@@ -91,11 +96,16 @@ _ASSIGNED = re.compile(r"(?<![A-Za-z0-9_.-])(?:--?)?(" + _NAME + r")\"?\s*[=:]\s
 _FLAG = re.compile(r"(?<![A-Za-z0-9_.-])--?(" + _NAME + r")\s+(?!-)")
 
 
+_NOT_FIELDS = ("Error", "Exception", "Warning")
+
+
 def _hide_values(pattern: re.Pattern[str], text: str) -> str:
     out: list[str] = []
     pos = 0
     for key in pattern.finditer(text):
         if key.start() < pos or not is_secret_name(key.group(1)):
+            continue
+        if key.group(1).endswith(_NOT_FIELDS):  # "KeyError: 'x'" names an exception
             continue
         value = _VALUE.match(text, key.end())
         if value is None:
@@ -108,6 +118,32 @@ def _hide_values(pattern: re.Pattern[str], text: str) -> str:
     return "".join(out)
 
 
+# values already known to be secrets (a manifest's PGPASSWORD, an --api-key's value): hidden
+# wherever else they turn up (expanded into another option, quoted in a log line)
+_KNOWN: set[str] = set()
+_KNOWN_PATTERN: list[re.Pattern[str]] = []  # one alternation of them all, longest first
+MIN_KNOWN = 6  # shorter values are hidden where they stand only (hiding "true" everywhere
+# would hide more than secrets)
+MAX_KNOWN = 256
+
+
+def remember_secret(value: object) -> None:
+    """Hide ``value`` in every text from now on (this run): it was given as a secret."""
+    if not isinstance(value, str) or len(value) < MIN_KNOWN or REDACTED in value:
+        return
+    if value in _KNOWN or len(_KNOWN) >= MAX_KNOWN:
+        return
+    _KNOWN.add(value)
+    alternation = "|".join(re.escape(v) for v in sorted(_KNOWN, key=len, reverse=True))
+    _KNOWN_PATTERN[:] = [re.compile(alternation)]
+
+
+def forget_secrets() -> None:
+    """A new run: the values remembered by an earlier run in this process are forgotten."""
+    _KNOWN.clear()
+    _KNOWN_PATTERN.clear()
+
+
 def redact_text(text: str) -> str:
     """A line of free text (a log line, an error message, a value) with secrets hidden."""
     if not text:
@@ -117,12 +153,16 @@ def redact_text(text: str) -> str:
     if _SECRET_HINT.search(text):
         text = _hide_values(_FLAG, text)
         text = _hide_values(_ASSIGNED, text)
-    return _TOKEN_VALUES.sub(REDACTED, text)
+    text = _TOKEN_VALUES.sub(REDACTED, text)
+    for known in _KNOWN_PATTERN:  # last: what the structure did not already hide
+        text = known.sub(REDACTED, text)
+    return text
 
 
 def redact_value(value: Any, name: str = "") -> Any:
     """A parsed value (a fact, a JSON option) with secrets hidden, its shape kept."""
     if name and is_secret_name(name) and value not in (None, True, False, "", [], {}):
+        remember_secret(value)
         return REDACTED
     if isinstance(value, str):
         return redact_text(value)
@@ -170,7 +210,8 @@ def _secret_option(word: str) -> tuple[str, int] | None:
         return flag.lstrip("-"), 1  # --hf-overrides.api_key X
     spec = resolve_flag(flag)
     if spec is not None:
-        if not is_secret_name(spec.name) or spec.kind in ("bool", "flag"):
+        # a number or a switch is no secret, whatever its name (--long-prefill-token-threshold)
+        if not is_secret_name(spec.name) or spec.kind in ("bool", "flag", "int", "hrint", "float"):
             return None
         return spec.name, (-1 if spec.kind in ("list", "append") else 1)
     name = flag.lstrip("-")
@@ -204,6 +245,7 @@ def redact_words(words: Iterable[str], placeholders: bool = False) -> list[str]:
     shown_one = False  # a placeholder stands for all the values of one option
     for word in words:
         if left and not (word.startswith("-") and word != "-" and not _number(word)):
+            remember_secret(word)
             if not (placeholders and shown_one):
                 out.append(hidden(option))
             shown_one = True
@@ -215,6 +257,7 @@ def redact_words(words: Iterable[str], placeholders: bool = False) -> list[str]:
         if secret is not None:
             option, count = secret
             if "=" in word:
+                remember_secret(word.split("=", 1)[1])
                 out.append(word.split("=", 1)[0] + "=" + hidden(option).lstrip(_PLACEHOLDER))
                 if placeholders:
                     out[-1] = _PLACEHOLDER + out[-1]
@@ -227,6 +270,7 @@ def redact_words(words: Iterable[str], placeholders: bool = False) -> list[str]:
         env = _ENV_WORD.match(word)
         if env and not word.startswith("-") and is_secret_name(env.group(1)):
             name = env.group(1)
+            remember_secret(env.group(2))
             out.append(f"{_PLACEHOLDER}{name}=${name}" if placeholders else f"{name}={REDACTED}")
             continue
         out.append(redact_text(word))

@@ -1,6 +1,7 @@
 """Run the bad inputs of tests/fixtures/bad_inputs.py against the CLI and tally the outcomes.
 
-    python bench/hardening/tally.py [--repo PATH | --python PYTHON] [--jobs N] [--only SUBSTRING] [-v]
+    python bench/hardening/tally.py [--repo PATH | --python PYTHON] [--jobs N] [--only SUBSTRING]
+                                    [--third] [-v]
 
 ``--repo`` runs the checkout at PATH (``python -m vllm_doctor`` with PYTHONPATH=PATH), so the
 same list can be run on main and on a branch. ``--python`` runs what that interpreter has
@@ -12,7 +13,8 @@ files under the case's own folder. Verdicts: clean-error (exit 2/3 as expected, 
 stderr), right-answer (exit 0/1 as expected, required output present, no canary leaked),
 traceback, wrong-exit (any other exit, several stderr lines), timeout, leak (a planted secret
 in an output), outside-write (a file written outside the temporary tree), cwd-code (a planted
-module in the working directory was imported).
+module in the working directory was imported), fail-open (the gate started vLLM where it must
+stop: a stand-in `vllm` on PATH records its start).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ VERDICTS = (
     "leak",
     "outside-write",
     "cwd-code",
+    "fail-open",
 )
 
 
@@ -46,9 +49,17 @@ def main() -> int:
     parser.add_argument("--python", default=None)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--only", default="")
+    parser.add_argument("--third", action="store_true", help="only the third pass (issue 37)")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
     cases = [c for c in bad_inputs.cases() if args.only in c.name]
+    if args.third:
+        from bad_inputs_third import third_pass
+
+        third: list = []
+        third_pass(third.append)
+        names = {c.name for c in third}
+        cases = [c for c in cases if c.name in names]
     with ThreadPoolExecutor(args.jobs) as pool:
         if args.python:
             outcomes = list(

@@ -59,7 +59,9 @@ def check(doc: dict, sources: dict[str, str]) -> list[str]:
     cited = cited_by_rules()
     for report_id in doc["test"]:
         if report_id in sources and sources[report_id].rstrip("/") in cited:
-            problems.append(f"{report_id}: in test, but a rule under rules/ cites its source (measure.py counts it apart)")
+            problems.append(
+                f"{report_id}: in test, but a rule under rules/ cites its source (measure.py counts it apart)"
+            )
     digest = hashlib.sha256(SPLIT_FILE.read_bytes()).hexdigest()
     recorded = (HERE / "split.sha256").read_text(encoding="utf-8").split()[0]
     if digest != recorded:

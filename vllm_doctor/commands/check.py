@@ -52,8 +52,21 @@ def load_examples() -> dict[str, Example]:
     return examples
 
 
+def new_run() -> None:
+    """A check starts: the Hub's budget of requests and seconds (facts/hub.py) and the secret
+    values remembered for redaction (redact.py) are this run's, also for a caller that judges
+    many lines in one process."""
+    from vllm_doctor.redact import forget_secrets
+
+    forget_secrets()
+    hub = sys.modules.get("vllm_doctor.facts.hub")
+    if hub is not None:
+        hub.reset_budget()
+
+
 def judge(options: CollectOptions, rules):
     """One serve line judged in-process by ``rules`` (no ignores, no probes): the document."""
+    new_run()
     return _judge(
         options,
         rules=rules,
@@ -171,6 +184,7 @@ def run_check(
     recommend: bool = False,
 ) -> int:
     started = time.perf_counter()
+    new_run()  # one budget for the Hub across every target of a manifest
     if fmt not in FORMATS:
         raise InputError("--format", f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     if fail_on not in FAIL_ON:

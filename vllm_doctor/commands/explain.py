@@ -9,6 +9,7 @@ import typer
 
 from vllm_doctor.commands.inputs import complete_rule_codes
 from vllm_doctor.errors import EXIT_FINDINGS, InputError
+from vllm_doctor.report.output import echo
 
 
 def rule_markdown(rule) -> str:
@@ -166,15 +167,15 @@ def _memory_readback(
 def _print_memory(memory: dict[str, Any]) -> None:
     from vllm_doctor.memory.readback import describe, row_line
 
-    typer.echo(f"vLLM's memory figures: {describe(memory['printed'])}")
+    echo(f"vLLM's memory figures: {describe(memory['printed'])}")
     if memory["estimate"]:
-        typer.echo(f"    estimate: {memory['estimate']}")
+        echo(f"    estimate: {memory['estimate']}")
         note = f" ({memory['release_note']})" if memory["release_note"] else ""
-        typer.echo(f"    by the formula of vLLM {memory['release']}{note}")
+        echo(f"    by the formula of vLLM {memory['release']}{note}")
     for row in memory["comparison"]:
-        typer.echo(f"    {row_line(row)}")
+        echo(f"    {row_line(row)}")
     if memory["missing"]:
-        typer.echo(f"    no estimate: {memory['missing']}")
+        echo(f"    no estimate: {memory['missing']}")
 
 
 def _check_serve(serve: str) -> None:
@@ -233,7 +234,7 @@ def explain_log(
 
         data = log_report_dict(report, name)
         data["memory"] = memory
-        typer.echo(json.dumps(data, indent=2))
+        echo(json.dumps(data, indent=2))
     else:
         if memory is None or _found(report):
             _print_log_report(report, name)
@@ -278,42 +279,42 @@ def log_report_dict(report, name: str) -> dict:
 
 def _print_log_report(report, name: str) -> None:
     if not _found(report):
-        typer.echo(f"No known failure and no vLLM error message found in {name}.")
+        echo(f"No known failure and no vLLM error message found in {name}.")
         return
     if report.refused_options:
-        typer.echo("vLLM's argument parser refused (the options of every release 0.8.0 on):")
+        echo("vLLM's argument parser refused (the options of every release 0.8.0 on):")
         for hint in report.refused_options:
-            typer.echo(f"    {hint}")
+            echo(f"    {hint}")
         if report.version is None:
-            typer.echo("    (pass --vllm-version V to judge them by your release)")
+            echo("    (pass --vllm-version V to judge them by your release)")
         if report.rule_hits or report.messages:
-            typer.echo("")
+            echo("")
     for rule, lines, reading in report.rule_hits:
-        typer.echo(f"{rule.code} [{rule.severity}] {rule.summary}")
+        echo(f"{rule.code} [{rule.severity}] {rule.summary}")
         for line in lines:
-            typer.echo(f"    matched: {line}")
+            echo(f"    matched: {line}")
         if reading is not None:
-            typer.echo(f"    cause: {reading.cause}")
+            echo(f"    cause: {reading.cause}")
             for fix in reading.fixes:
-                typer.echo(f"    fix: {fix}")
+                echo(f"    fix: {fix}")
             for line in reading.read:
-                typer.echo(f"    read: {line}")
+                echo(f"    read: {line}")
         if rule.fix and rule.fix.version:
-            typer.echo(f"    fix: upgrade to vLLM {rule.fix.version} or later")
+            echo(f"    fix: upgrade to vLLM {rule.fix.version} or later")
         for w in rule.workarounds:
             cost = f" (cost: {w.cost})" if w.cost else ""
-            typer.echo(f"    workaround: {w.title}{cost}")
+            echo(f"    workaround: {w.title}{cost}")
             for line in w.env_commands():  # as `check` prints them
-                typer.echo(f"      {line}")
-        typer.echo(f"    more: vllm-doctor explain {rule.code}")
+                echo(f"      {line}")
+        echo(f"    more: vllm-doctor explain {rule.code}")
     if report.messages:
         if report.rule_hits:
-            typer.echo("")
-        typer.echo(render_messages(report))
+            echo("")
+        echo(render_messages(report))
     if report.package_messages:
         if report.rule_hits or report.messages:
-            typer.echo("")
-        typer.echo(render_package_messages(report))
+            echo("")
+        echo(render_package_messages(report))
 
 
 def render_package_messages(report) -> str:

@@ -12,6 +12,7 @@ import typer
 
 from vllm_doctor.commands.inputs import split_commas
 from vllm_doctor.errors import EXIT_FINDINGS, EXIT_OK, InputError
+from vllm_doctor.report.output import echo
 
 FORMATS = ("text", "json")
 INSTALL_HINT = 'pip install "vllm-preflight[probe]"'
@@ -225,7 +226,7 @@ def run_probe_command(
         for p in PROBES:
             if not p.hidden:
                 said = "measures; runs when named" if p.on_request else ", ".join(p.rules)
-                typer.echo(f"{p.name:18} {p.title} [{said}]")
+                echo(f"{p.name:18} {p.title} [{said}]")
         return EXIT_OK
     from vllm_doctor.probes.deadlines import MAX_TEARDOWN_TIMEOUT_S, MAX_TIMEOUT_S, check_seconds
     from vllm_doctor.probes.launch import max_ranks, too_many_ranks
@@ -377,7 +378,7 @@ def run_probe_command(
     meta["vllm"] = judged_vllm(judged)
     meta["elapsed_s"] = round(time.monotonic() - started, 3)
     if fmt == "json":
-        typer.echo(to_json(results, meta))
+        echo(to_json(results, meta))
     else:
         render_text(results, meta, verbose=verbose)
     return EXIT_FINDINGS if exit_level(results) == "error" else EXIT_OK

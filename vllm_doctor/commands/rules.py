@@ -9,6 +9,7 @@ import typer
 
 from vllm_doctor.commands.inputs import complete_rule_codes, split_commas
 from vllm_doctor.errors import EXIT_FINDINGS, InputError, printable
+from vllm_doctor.report.output import echo
 
 if TYPE_CHECKING:
     from vllm_doctor.facts.model import Facts
@@ -153,7 +154,7 @@ def validate(
     if problems:
         typer.echo(f"{len(problems)} problem(s) in the rule files", err=True)
         raise typer.Exit(2)
-    typer.echo(f"{count} rules valid")
+    echo(f"{count} rules valid")
 
 
 def healthy_inputs() -> dict[str, Facts]:
@@ -216,18 +217,18 @@ def test_rules(
             if res.ok:
                 passed += 1
                 if verbose:
-                    typer.echo(f"ok    {res.code} {res.name}")
+                    echo(f"ok    {res.code} {res.name}")
             else:
                 failed += 1
-                typer.echo(f"FAIL  {res.code} {res.name}: {res.message}")
+                echo(f"FAIL  {res.code} {res.name}: {res.message}")
     for line in coverage:
-        typer.echo(f"COVER {line}")
+        echo(f"COVER {line}")
     # what only a live host or the README's `check --report ... --strict` showed before
     healthy = [line for rule in rules for line in uncollected_paths(rule)]
     healthy += strict_blockers(rules, healthy_inputs())
     for line in healthy:
-        typer.echo(printable(f"HEALTHY {line}"))
-    typer.echo(
+        echo(f"HEALTHY {line}")
+    echo(
         f"rules: {len(rules)}, cases: {passed} passed, {failed} failed"
         + (f", {len(coverage)} coverage problem(s)" if coverage else "")
         + (f", {len(healthy)} problem(s) on healthy inputs" if healthy else "")

@@ -565,8 +565,17 @@ def _compact_rule_data(directory: Path) -> dict[str, Any] | None:
         return {"files": texts, "plans": plans}
 
     name = "rules-" + digest([(str(directory), b"")])[:12]
-    built: dict[str, Any] | None = cached(name, sources, build)
+    built: dict[str, Any] | None = cached(name, sources, build, valid=_rule_data_shape)
     return built
+
+
+def _rule_data_shape(value: Any) -> bool:
+    """A compact rule build has this shape (or is None: the files had problems)."""
+    return value is None or (
+        isinstance(value, dict)
+        and isinstance(value.get("files"), dict)
+        and isinstance(value.get("plans"), dict)
+    )
 
 
 # the modules whose code shapes the compact rule data (a change to them is a rebuild)

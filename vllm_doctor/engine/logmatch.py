@@ -726,6 +726,18 @@ def _verify(entry: _Entry, window: tuple[str, str]) -> tuple[bool, int, int] | N
     return None
 
 
+_CATALOGUE_KEYS = {
+    "meta",
+    "spans",
+    "keys",
+    "parts",
+    "anchors",
+    "prefixes",
+    "package_spans",
+    "package_versions",
+}
+
+
 @lru_cache(maxsize=1)
 def load_catalogue() -> Catalogue:
     """The catalogue of the shipped knowledge table ``errors``, from its compact build
@@ -752,6 +764,7 @@ def load_catalogue() -> Catalogue:
                 ("logmatch.py", builder),
             ],
             lambda: _compact_catalogue(source, stack_source),
+            valid=lambda value: isinstance(value, dict) and value.keys() >= _CATALOGUE_KEYS,
         )
     )
     table = Table("errors", {**compact["meta"], "entries": _JsonValues(compact["spans"])})

@@ -74,7 +74,13 @@ def environment_listing() -> Listing:
 
 
 def relevant_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables of interest, secrets redacted, sorted by name."""
+    """The variables of interest, secrets redacted, sorted by name (a secret's value is
+    remembered: hidden wherever else it turns up)."""
+    from vllm_doctor.redact import remember_secret
+
+    for name, value in environ.items():
+        if is_collected(name) and is_secret(name):
+            remember_secret(value)
     return {
         name: (REDACTED if is_secret(name) else redact_text(value))
         for name, value in sorted(environ.items())

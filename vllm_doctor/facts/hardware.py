@@ -158,8 +158,12 @@ def apply_target_hardware(facts: Facts, target: TargetHardware) -> None:
             facts.set("driver.cuda_version", _check_version("--cuda", target.cuda), source, given)
     if target.gpu is None and target.count is None:
         return
-    if target.count is not None and target.count < 1:
-        raise InputError("--gpus", f"needs at least one GPU, got {target.count}")
+    from vllm_doctor.bounds import MAX_GPUS
+
+    if target.count is not None and not 1 <= target.count <= MAX_GPUS:
+        raise InputError(
+            "--gpus", f"one machine has between 1 and {MAX_GPUS} GPUs, got {target.count}"
+        )
     names = facts.value("gpu.names") or []
     name = target.gpu
     if name is None:  # a count alone: this machine's (or the report's) GPU model

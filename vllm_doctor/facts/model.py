@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_doctor.redact import redact_strings, redact_text
+from vllm_doctor.redact import is_secret_name, redact_strings, redact_text, redact_value
 
 SCHEMA_VERSION = 1
 
@@ -141,7 +141,10 @@ class Facts:
         if value is None:
             return
         # every fact passes here: a credential in a model URL or a JSON option never reaches
-        # a report, whatever collected it
+        # a report, whatever collected it; a variable named like a secret (env.PGPASSWORD)
+        # shows that it is set, never its value, whichever source set it
+        if path.startswith("env.") and is_secret_name(path[4:]):
+            value = redact_value(value, path[4:])
         self.values[path] = Fact(
             redact_strings(value), source, redact_text(detail) if detail else detail
         )

@@ -280,17 +280,17 @@ def _from_hub(
 
     if not hub.looks_like_repo_id(model_id):
         return "not a Hub model id (ORG/NAME)"
-    reason = hub.offline_reason(environ, offline)
-    if reason is not None:
-        return reason
-    try:
-        model = hub.fetch_model(model_id, cache, environ)
+    try:  # the doctor's own cache, else the Hub unless offline (never into the HF cache)
+        revision = hub.given_revision(facts.value("serve.argv"))
+        model = hub.hub_model(model_id, environ, offline=offline, revision=revision)
         cfg = load_config_json(model.config_path, explicit=False)
     except hub.HubUnavailable as err:
         return str(err)
     except (OSError, ValueError) as err:
         return f"config.json from the Hub could not be read: {err}"
     read_model_config(facts, model.config_path, cfg, model.where)
+    if "model.weights_bytes" not in facts and not model.weights_bytes and model.weights_missing:
+        facts.mark_missing("model.weights_bytes", model.weights_missing)
     if "model.weights_bytes" not in facts and model.weights_bytes:
         facts.set(
             "model.weights_bytes",

@@ -134,6 +134,10 @@ _INTEGERS = {
     "encoder_items",
 }
 _MAX_TEXT = 50_000_000
+# the lines with a figure's words that are read: start-up prints a few dozen per writer, and
+# the first value of each figure counts, so a log of a million such lines (a restart loop,
+# or one written to be slow) is read up to here, in bounded time
+_MAX_FIGURE_LINES = 5_000
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,8 @@ def read_memory_figures_by_rank(text: str) -> dict[str, MemoryFigures]:
         start = text.rfind("\n", 0, hit.start()) + 1
         if start in seen_lines:
             continue
+        if len(seen_lines) >= _MAX_FIGURE_LINES:
+            break
         seen_lines.add(start)
         end = text.find("\n", hit.start())
         line = text[start : end if end >= 0 else len(text)]

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from vllm_doctor.compact import cache_dir
+from vllm_doctor.compact import cache_dir, seal_text, sealed_by_me
 
 CACHE_VERSION = 1
 
@@ -73,7 +73,14 @@ def part_key(probe: str, module: str, part: str, params: dict[str, Any]) -> str 
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
+def _record(result: dict[str, Any], date: Any, torch: Any) -> bytes:
+    """What a stored result's seal covers: the record as canonical JSON."""
+    return json.dumps({"date": date, "torch": torch, "result": result}, sort_keys=True).encode()
+
+
 def load(key: str | None) -> dict[str, Any] | None:
+    """A stored result for ``key``, only when this user's seal (compact.py) verifies: a
+    planted or edited result file is never a probe's verdict."""
     if key is None:
         return None
     path = cache_dir() / f"part-{key}.json"
@@ -81,8 +88,14 @@ def load(key: str | None) -> dict[str, Any] | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    if not isinstance(data, dict):
+        return None
     result = data.get("result")
     if not isinstance(result, dict) or "status" not in result:
+        return None
+    if not sealed_by_me(
+        key, _record(result, data.get("date"), data.get("torch")), data.get("seal")
+    ):
         return None
     result = json.loads(json.dumps(result))
     result.setdefault("metrics", {})["cached"] = {k: data.get(k) for k in ("date", "torch")}
@@ -92,18 +105,18 @@ def load(key: str | None) -> dict[str, Any] | None:
 def store(key: str | None, result: dict[str, Any]) -> None:
     if key is None or result.get("status") not in ("pass", "warn", "fail"):
         return
+    date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    torch = (torch_identity() or {}).get("version")
+    result = json.loads(json.dumps(result))  # as it will read back
+    seal = seal_text(key, _record(result, date, torch))
+    if seal is None:
+        return  # no key: a result that could not be verified is not kept
     directory = cache_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)
         tmp = directory / f".part-{key}.{os.getpid()}.tmp"
         tmp.write_text(
-            json.dumps(
-                {
-                    "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                    "torch": (torch_identity() or {}).get("version"),
-                    "result": result,
-                }
-            ),
+            json.dumps({"date": date, "torch": torch, "result": result, "seal": seal}),
             encoding="utf-8",
         )
         os.replace(tmp, directory / f"part-{key}.json")

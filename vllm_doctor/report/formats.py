@@ -42,7 +42,9 @@ def xml_escape(text: str) -> str:
 
 
 def quoteattr(text: str) -> str:
-    return f'"{_escape(xml_text(text), quote=True)}"'.replace("\n", "&#10;")
+    """An attribute value: one line, control characters spelled out (a JUnit viewer shows a
+    test's name as given), XML-escaped."""
+    return f'"{_escape(printable(xml_text(text)), quote=True)}"'
 
 
 SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -668,7 +670,7 @@ def render_targets(docs: list[CheckDocument], fmt: str, render: Any) -> str:
         return "".join(parts)
     heading = "### {}\n\n" if fmt == "markdown" else "── {} ──\n"
     return "\n".join(
-        heading.format(f"{doc.target.name} ({doc.target.where})") + part
+        heading.format(printable(f"{doc.target.name} ({doc.target.where})")) + part
         for doc, part in zip(docs, parts, strict=True)
     )
 

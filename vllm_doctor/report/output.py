@@ -13,6 +13,7 @@ The contract (tests/test_output.py):
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -133,6 +134,61 @@ def write_stdout(text: str) -> bool:
     except ValueError:  # a closed file object
         raise DoctorError("stdout is closed: nowhere to write the report (use -o FILE)") from None
     return True
+
+
+def echo(text: str = "") -> bool:
+    """One line (or a few) of plain output on stdout, control characters written as escapes
+    (a crash log's line or a rule's text never steers the terminal), through `write_stdout`."""
+    from vllm_doctor.errors import printable
+
+    return write_stdout(printable(text, keep="\n\t") + "\n")
+
+
+class _GuardedStream:
+    """sys.stdout or sys.stderr as the commands see them: when the reader has left (a broken
+    pipe) the rest of the output goes to /dev/null and the run keeps its exit code, instead of
+    an exception deep in click or rich (click answers a broken pipe with exit 1, and a failed
+    flush at exit makes the interpreter exit 120). On stderr any write error is dropped: there
+    is nowhere left to say it. Other write errors on stdout (a full disk) still raise, and the
+    report writer turns them into exit 3."""
+
+    def __init__(self, stream: Any, quiet_errors: type[BaseException] | tuple) -> None:
+        self._stream = stream
+        self._quiet = quiet_errors
+
+    def _silence(self) -> None:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except self._quiet:
+            self._silence()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except self._quiet:
+            self._silence()
+            with contextlib.suppress(OSError, ValueError):  # the rest goes to /dev/null
+                self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def guard_streams() -> None:
+    """Install the guards on stdout and stderr (once, at the entry points)."""
+    if sys.stdout is not None and not isinstance(sys.stdout, _GuardedStream):
+        sys.stdout = _GuardedStream(sys.stdout, BrokenPipeError)
+    if sys.stderr is not None and not isinstance(sys.stderr, _GuardedStream):
+        sys.stderr = _GuardedStream(sys.stderr, (OSError, ValueError))
 
 
 def write_report(text: str, output: Path | None) -> bool:

@@ -16,6 +16,7 @@ from vllm_doctor.serveline.manifest import (
     Placed,
     Target,
     _get,
+    _gpu_count,
     _line,
     _new_target,
     _Refs,
@@ -91,7 +92,11 @@ def compose_targets(name: str, doc: dict) -> Iterator[Target]:
         if service.get("ipc") == "host":
             target.shm = Placed("ipc: host", _line(service, "ipc"), "ipc: host")
         elif service.get("shm_size") is not None:
-            size = quantity_mib(service["shm_size"], docker=True)
+            size = quantity_mib(
+                service["shm_size"],
+                docker=True,
+                where=f"{target.file}:{_line(service, 'shm_size')} shm_size",
+            )
             target.shm = Placed(
                 size if size is not None else str(service["shm_size"]),
                 _line(service, "shm_size"),
@@ -128,17 +133,19 @@ def _compose_env(value: Any, refs: _Refs) -> dict[str, Placed]:
 _ALL = "all"
 
 
-def _device_count(request: dict) -> int | str | None:
+def _device_count(request: dict, where: str) -> int | str | None:
     """The GPUs one compose device request reserves: a count, ``all``, or None when it is
     not a GPU request. Compose reserves every matching device when neither ``count`` nor
-    ``device_ids`` is given."""
+    ``device_ids`` is given. A count no service can have is bad input naming ``where``."""
     ids = request.get("device_ids")
     if isinstance(ids, list):
         return len([i for item in ids for i in str(item).split(",") if i.strip()])
     count = request.get("count")
     if count is None or str(count).strip().lower() == _ALL or str(count).strip() == "-1":
         return _ALL
-    return int(str(count)) if str(count).strip().isdigit() else None
+    if not str(count).strip().isdigit():
+        return None
+    return _gpu_count(count, f"{where} count")
 
 
 def _compose_gpus(target: Target, service: dict) -> None:
@@ -155,7 +162,7 @@ def _compose_gpus(target: Target, service: dict) -> None:
         if "gpu" not in capabilities and device.get("driver") not in ("nvidia", "amd"):
             continue
         line = _line(device, "count", _line(device, "device_ids", devices.lines[i]))
-        count = _device_count(device)
+        count = _device_count(device, f"{target.file}:{line}")
         if count is not None:
             found.append((count, line, "deploy.resources.reservations.devices"))
     gpus = service.get("gpus")
@@ -163,7 +170,11 @@ def _compose_gpus(target: Target, service: dict) -> None:
         line = _line(service, "gpus")
         if isinstance(gpus, list):
             for request in gpus:
-                count = _device_count(request) if isinstance(request, dict) else None
+                count = (
+                    _device_count(request, f"{target.file}:{line}")
+                    if isinstance(request, dict)
+                    else None
+                )
                 found.append((_ALL if count is None else count, line, "gpus"))
         else:
             found.append((_ALL, line, f"gpus: {gpus}"))
@@ -195,4 +206,5 @@ def _compose_gpus(target: Target, service: dict) -> None:
         )
         return
     total = sum(int(count) for count, _, _ in found)
-    target.gpus = Placed(total, found[0][1], found[0][2])
+    where = f"{target.file}:{found[0][1]} {found[0][2]}"
+    target.gpus = Placed(_gpu_count(total, where), found[0][1], found[0][2])

@@ -190,8 +190,10 @@ class Target:
                     "ConfigMap or field the manifest does not show",
                 )
             else:
-                from vllm_doctor.redact import REDACTED, is_secret_name
+                from vllm_doctor.redact import REDACTED, is_secret_name, remember_secret
 
+                if is_secret_name(name):  # hidden here and wherever it was expanded to
+                    remember_secret(str(placed.value))
                 shown = REDACTED if is_secret_name(name) else placed.value
                 self._put(facts, f"env.{name}", Placed(shown, placed.line, placed.what))
         if self.env_elsewhere:
@@ -478,6 +480,14 @@ def read_targets(name: str, text: str | None = None) -> list[Target]:
     if not targets:
         why = "".join(f"; {note}" for note in unjoined)
         raise InputError(name, f"no container runs vLLM (looked at: {looked}){why}")
+    from vllm_doctor.bounds import MAX_TARGETS
+
+    if len(targets) > MAX_TARGETS:
+        raise InputError(
+            name,
+            f"{len(targets):,} containers run vLLM; one run checks at most {MAX_TARGETS} "
+            "(each is a whole check): split the file",
+        )
     return targets
 
 
@@ -618,10 +628,13 @@ def expand_shell(script: str, env: dict[str, Placed], refs: _Refs) -> str:
     expands them (outside single quotes; a default applies to a variable the file leaves
     unset only when the file sets the container's whole environment)."""
     out, last = [], 0
-    quoted = _single_quoted(script)
+    quoted = _single_quoted(script)  # in order: one pass over both lists, linear time
+    span = 0
     for m in _SH_REF.finditer(script):
-        if any(a <= m.start() < b for a, b in quoted):
-            continue
+        while span < len(quoted) and quoted[span][1] <= m.start():
+            span += 1
+        if span < len(quoted) and quoted[span][0] <= m.start():
+            continue  # inside '...': the shell leaves it as written
         out.append(script[last : m.start()])
         last = m.end()
         name = m.group(1) or m.group(4)
@@ -721,6 +734,14 @@ def resolve_command(words: list[str], env: dict[str, Placed], refs: _Refs) -> li
             if re.fullmatch(r"-[a-z]*c[a-z]*", word) and i + 1 < len(words):
                 # `bash -lc -- SCRIPT`: "--" ends the shell's options (KubeRay's samples)
                 at = i + 2 if words[i + 1] == "--" and i + 2 < len(words) else i + 1
+                from vllm_doctor.bounds import MAX_SCRIPT
+
+                if len(words[at]) > MAX_SCRIPT:
+                    raise InputError(
+                        "sh -c script",
+                        f"{len(words[at]):,} characters; a container's script is read up "
+                        f"to {MAX_SCRIPT // 1024} KiB",
+                    )
                 script = expand_shell(words[at], env, refs)
                 if not re.search(r"(^|[\s/;&|(])(vllm(\s|$)|vllm\.entrypoints)", script):
                     return None
@@ -765,6 +786,13 @@ def _pod_specs(doc: dict) -> Iterator[tuple[str, Any, Placed | None]]:
             if isinstance(size, int) and not isinstance(size, bool)
             else None
         )
+        from vllm_doctor.bounds import MAX_NODES
+
+        if nodes is not None and not 1 <= size <= MAX_NODES:
+            raise InputError(
+                f"leaderWorkerTemplate.size (line {nodes.line})",
+                f"{str(size)[:40]} pods: a group has between 1 and {MAX_NODES}",
+            )
         for part in ("leaderTemplate", "workerTemplate"):
             template = _get(group, part, "spec")
             if template is not None:
@@ -787,7 +815,14 @@ def _kubernetes(
     for obj in workloads.objects(doc):
         if used_runtimes and id(obj) in used_runtimes:
             continue
-        pods = [(*services[id(obj)], None)] if services and id(obj) in services else _pod_specs(obj)
+        try:  # a bound passed (a group of 10^8 pods) names the file
+            pods = (
+                [(*services[id(obj)], None)]
+                if services and id(obj) in services
+                else list(_pod_specs(obj))
+            )
+        except InputError as err:
+            raise InputError(f"{name}: {err.source}", err.problem) from None
         for label, pod, nodes in pods:
             for container in pod.get("containers") or ():
                 if isinstance(container, dict):
@@ -879,7 +914,10 @@ def _new_target(
 ) -> Target | None:
     """The target of a container or service (its mapping ``node``) whose command is
     ``words``; None when that command does not run vLLM."""
-    resolved = resolve_command(words, env, refs)
+    try:
+        resolved = resolve_command(words, env, refs)
+    except InputError as err:
+        raise InputError(f"{file}:{line} ({name}) {err.source}", err.problem) from None
     if resolved is None:
         return None
     kept, unresolved = drop_unresolved(resolved, refs)
@@ -898,7 +936,7 @@ def _k8s_gpus(target: Target, container: dict) -> None:
             if isinstance(block, dict) and resource in block:
                 raw = block[resource]
                 try:
-                    count = int(str(raw))
+                    count = _gpu_count(raw, f"{target.file}:{_line(block, resource)} {resource}")
                 except ValueError:
                     target.gpus_unknown = (
                         f"{target.file}:{_line(block, resource)}: {resource} "
@@ -909,6 +947,22 @@ def _k8s_gpus(target: Target, container: dict) -> None:
                     count, _line(block, resource), f"resources.{section}.{resource}"
                 )
                 return
+
+
+def _gpu_count(raw: Any, where: str) -> int:
+    """A GPU count as a manifest states it; ValueError when it is not a count, InputError
+    when it is one no pod or service can have (``bounds.MAX_GPUS``)."""
+    from vllm_doctor.bounds import MAX_GPUS
+
+    text = str(raw).strip()
+    if len(text) > 20 or isinstance(raw, bool) or not re.fullmatch(r"[+-]?\d+", text):
+        if len(text) > 20 and text.lstrip("+-").isdigit():
+            raise InputError(where, f"a {len(text)}-digit GPU count")
+        raise ValueError(text)
+    count = int(text)
+    if not 0 <= count <= MAX_GPUS:
+        raise InputError(where, f"{count} GPUs: a pod or service has between 0 and {MAX_GPUS}")
+    return count
 
 
 def _k8s_product(target: Target, pod: dict) -> None:
@@ -964,20 +1018,29 @@ _K8S_FACTORS = {
 _DOCKER_QUANTITY = re.compile(r"(?i)^(\d+(?:\.\d+)?)\s*([bkmgtp])?b?$")
 
 
-def quantity_mib(text: Any, docker: bool = False) -> int | None:
+def quantity_mib(text: Any, docker: bool = False, where: str = "") -> int | None:
     """A Kubernetes quantity (``16Gi``, ``512Mi``, ``1G``) or, with ``docker``, a Docker size
-    (``16gb``, ``8g``, a byte count) in MiB; None when it is not a size."""
+    (``16gb``, ``8g``, a byte count) in MiB; None when it is not a size; InputError (naming
+    ``where``) for a size no machine has (a 400-digit number), computed exactly, never as
+    a float that overflows."""
+    from fractions import Fraction
+
+    from vllm_doctor.bounds import MAX_MEMORY_MIB
+
     raw = str(text).strip()
-    if docker:
-        match = _DOCKER_QUANTITY.match(raw)
-        if not match:
-            return None
-        power = "bkmgtp".index((match.group(2) or "b").lower())
-        return int(float(match.group(1)) * (1 << (10 * power))) >> 20
-    match = _K8S_QUANTITY.match(raw)
-    if not match:
+    match = (_DOCKER_QUANTITY if docker else _K8S_QUANTITY).match(raw[:100])
+    if not match or len(raw) > 100:
+        if len(raw) > 100 and raw[:100].strip().isdigit():
+            raise InputError(where or "size", f"a {len(raw)}-character size: no machine has it")
         return None
-    return int(float(match.group(1)) * _K8S_FACTORS[match.group(2)]) >> 20
+    if docker:
+        factor = 1 << (10 * "bkmgtp".index((match.group(2) or "b").lower()))
+    else:
+        factor = _K8S_FACTORS[match.group(2)]
+    mib = int(Fraction(match.group(1)) * factor) >> 20
+    if mib > MAX_MEMORY_MIB:
+        raise InputError(where or "size", f"{raw[:40]!r} is more memory than any machine has")
+    return mib
 
 
 def _k8s_shm(target: Target, pod: dict, container: dict) -> None:
@@ -996,7 +1059,13 @@ def _k8s_shm(target: Target, pod: dict, container: dict) -> None:
         )
         empty = _get(volume, "emptyDir")
         if isinstance(empty, dict) and empty.get("medium") == "Memory":
-            size = quantity_mib(empty["sizeLimit"]) if empty.get("sizeLimit") else None
+            size = (
+                quantity_mib(
+                    empty["sizeLimit"], where=f"{target.file}:{_line(empty, 'sizeLimit')} sizeLimit"
+                )
+                if empty.get("sizeLimit")
+                else None
+            )
             target.shm = Placed(
                 size if size is not None else "Memory emptyDir",
                 line,

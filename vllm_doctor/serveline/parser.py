@@ -527,6 +527,8 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
         model_tok = toks.pop(0)
         line.model_span = (0, 1)
     if model_tok is not None:
+        if not model_tok.text.strip():
+            raise InputError(SERVE_LINE, "the model is an empty word ('')")
         line.model = model_tok.text
         line.given["model"] = model_tok.raw
         line.origins["model"] = "cli"
@@ -648,6 +650,8 @@ def _consume(line: ServeLine, toks: list[_Tok]) -> None:
                 line.warnings.append("the model should be the first word after `vllm serve`")
                 i += 1
                 continue
+            if not tok.text.strip():  # vLLM refuses it too: "unrecognized arguments"
+                raise InputError(SERVE_LINE, "an empty word ('') where vLLM takes no argument")
             line.unknown_flags.append(tok.raw)
             line.warnings.append(
                 f"unrecognized argument {tok.raw!r} (vLLM takes one positional word: the model)"
