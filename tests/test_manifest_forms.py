@@ -492,3 +492,43 @@ prefill:
     assert facts.value("serve.max_model_len") == 32768
     assert facts.value("deploy.gpus_per_pod") == 8  # tensor × data-local, as the chart adds
     assert "vllm.version" not in facts  # llm-d's image names llm-d's release
+
+
+# -- production-stack: its values file and the chart's rendered output agree --------------------
+
+RENDERED = HERE / "fixtures" / "manifests" / "helm" / "rendered"
+
+
+def _serve_and_deploy_facts(manifest_arg: str, stdin: str | None = None) -> dict[str, dict]:
+    import json
+    import os
+    import subprocess
+
+    run = subprocess.run(
+        [sys.executable, "-m", "vllm_doctor", "facts", "--offline", "--format", "json"]
+        + ["--manifest", manifest_arg],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("VLLM_")},
+    )
+    assert run.returncode == 0, run.stderr
+    return {
+        t["target"]: {
+            path: fact["value"]
+            for path, fact in t["facts"].items()
+            if path.startswith(("serve.", "deploy.", "vllm.version")) and path != "deploy.file"
+        }
+        for t in json.loads(run.stdout)["targets"]
+    }
+
+
+@pytest.mark.parametrize(
+    "rendered", sorted(RENDERED.glob("*.rendered.yaml")), ids=lambda p: p.name.split(".")[0]
+)
+def test_production_stack_values_read_as_helm_renders_them(rendered):
+    values = DEPLOYMENTS / rendered.name.replace(".rendered.yaml", ".yaml")
+    from_values = _serve_and_deploy_facts(str(values))
+    from_chart = _serve_and_deploy_facts("-", rendered.read_text(encoding="utf-8"))
+    assert from_values and all(f.get("serve.model") for f in from_values.values())
+    assert from_values == from_chart
