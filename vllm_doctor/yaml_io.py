@@ -176,3 +176,9 @@ def safe_load_with_lines(text: str) -> Any:
     """One document (a serve config), its mappings and sequences carrying their lines
     (``LineDict``, ``LineList``); the same plain data and bounds as ``safe_load``."""
     return _bounded(_load(text, _LineLoader))
+
+
+def mapping_at(doc: Any, key: str) -> dict[str, Any]:
+    """``doc[key]`` where it is a mapping, else an empty one (a manifest's optional sections)."""
+    value = doc.get(key) if isinstance(doc, dict) else None
+    return value if isinstance(value, dict) else {}

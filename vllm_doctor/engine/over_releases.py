@@ -38,12 +38,11 @@ from vllm_doctor.engine.evaluate import (
 )
 from vllm_doctor.engine.fixstate import AFFECTED, FIXED, FixState
 from vllm_doctor.engine.rule import lower_confidence
-from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.facts.model import EACH_RELEASE, Facts, Source
 from vllm_doctor.facts.schema import supply_hint
 from vllm_doctor.knowledge.ranges import release_spans as spans
 
 # each release is judged as a what-if (Source.USER): installing it brings its own pins
-SOURCE_DETAIL = "each covered release in turn (the vLLM version is unknown)"
 # facts a known version would settle: the rule may be decided over the releases
 _VERSION_PATHS = (
     "vllm.version",
@@ -121,7 +120,7 @@ def facts_for_release(facts: Facts, release: str) -> Facts:
         listings=dict(facts.listings),
     )
     copy.drop_area("release")
-    copy.set("vllm.version", release, Source.USER, SOURCE_DETAIL)
+    copy.set("vllm.version", release, Source.USER, EACH_RELEASE)
     infer_stack(copy)
     # of the derived facts only these follow the version (through the torch it pins, and the
     # release's default --gpu-memory-utilization)

@@ -32,6 +32,11 @@ from vllm_doctor.redact import is_secret_name, redact_strings, redact_text, reda
 SCHEMA_VERSION = 1
 
 
+# the detail of vllm.version where a rule is judged over every covered release in turn
+# (engine/over_releases.py sets it; facts that depend on the version read it)
+EACH_RELEASE = "each covered release in turn (the vLLM version is unknown)"
+
+
 class Source:
     """Names of the places a fact can come from (free text is allowed after a colon)."""
 

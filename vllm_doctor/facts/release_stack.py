@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.facts.model import EACH_RELEASE, Facts, Source
 
 SOURCE = "release knowledge"  # every release.* fact names the release knowledge
 STACK_PATHS = (
@@ -316,10 +316,9 @@ def _capabilities(facts: Facts) -> list[int] | None:
 
 def _kernels(facts: Facts, release: str) -> None:
     from vllm_doctor import knowledge
-    from vllm_doctor.engine.over_releases import SOURCE_DETAIL
 
     version = facts.get("vllm.version")
-    if version is not None and version.detail == SOURCE_DETAIL:
+    if version is not None and version.detail == EACH_RELEASE:
         # the version is unknown: a build older than the covered releases, or a source build,
         # carries other kernels, so no covered release's images stand for it
         for path in KERNEL_PATHS:

@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Iterator
 from typing import Any
 
-from vllm_doctor.serveline.manifest import (
+from vllm_doctor.serveline.target import (
     Placed,
     Target,
     _get,

@@ -10,7 +10,7 @@ import shlex
 from collections.abc import Iterator
 
 from vllm_doctor.serveline.images import is_vllm_image, pip_vllm_version
-from vllm_doctor.serveline.manifest import (
+from vllm_doctor.serveline.target import (
     IMAGE_ENTRYPOINT,
     MORE_ARGUMENTS,
     Placed,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from vllm_doctor.yaml_io import LineDict, LineList
+from vllm_doctor.yaml_io import LineDict, LineList, mapping_at
 
 # `helm template CHART` names the release "release-name" when none is given
 RELEASE = "release-name"
@@ -188,7 +188,7 @@ def _production_stack(engine: dict, spec: dict, release: str) -> dict:
 def _vllm_chart(doc: dict, release: str) -> dict:
     image = doc["image"]
     at = image.line if hasattr(image, "line") else 0
-    resources = doc.get("resources") if isinstance(doc.get("resources"), dict) else {}
+    resources = mapping_at(doc, "resources")
     container = _node(
         at,
         name="vllm",
@@ -262,9 +262,9 @@ def _llm_d_model(doc: dict) -> str | None:
 
 
 def _llm_d(doc: dict, release: str) -> list[dict]:
-    routing = doc.get("routing") if isinstance(doc.get("routing"), dict) else {}
-    proxy = routing.get("proxy") if isinstance(routing.get("proxy"), dict) else {}
-    accelerator = doc.get("accelerator") if isinstance(doc.get("accelerator"), dict) else {}
+    routing = mapping_at(doc, "routing")
+    proxy = mapping_at(routing, "proxy")
+    accelerator = mapping_at(doc, "accelerator")
     kind = str(accelerator.get("type") or "nvidia")
     resource = (
         None if kind == "cpu" else (accelerator.get("resources") or {}).get(kind, "nvidia.com/gpu")
@@ -275,7 +275,7 @@ def _llm_d(doc: dict, release: str) -> list[dict]:
         if not isinstance(spec, dict) or spec.get("create") is False:
             continue
         at = getattr(spec, "line", 0)
-        parallelism = spec.get("parallelism") if isinstance(spec.get("parallelism"), dict) else {}
+        parallelism = mapping_at(spec, "parallelism")
         tensor = int(parallelism.get("tensor") or 1)
         local = int(parallelism.get("dataLocal") or parallelism.get("data") or 1)
         data = int(parallelism.get("data") or 1)
@@ -315,9 +315,7 @@ def _llm_d(doc: dict, release: str) -> list[dict]:
                         node[key] = container[key]
             if container.get("env"):
                 node["env"] = container["env"]
-            resources = (
-                container.get("resources") if isinstance(container.get("resources"), dict) else {}
-            )
+            resources = mapping_at(container, "resources")
             gpus = tensor * local
             limits = dict(resources.get("limits") or {})
             if resource and gpus >= 1 and resource not in limits:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_doctor.yaml_io import LineDict, LineList
+from vllm_doctor.yaml_io import LineDict, LineList, mapping_at
 
 RUNTIME_KINDS = ("ServingRuntime", "ClusterServingRuntime")
 
@@ -24,7 +24,7 @@ def _name(obj: dict) -> str:
 
 
 def _formats(runtime: dict) -> list[str]:
-    spec = runtime.get("spec") if isinstance(runtime.get("spec"), dict) else {}
+    spec = mapping_at(runtime, "spec")
     return [
         str(f.get("name")).lower()
         for f in spec.get("supportedModelFormats") or ()

@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from vllm_doctor.yaml_io import mapping_at
+
 # kind -> (label after "Kind/name", path to a pod spec); "[]" after a key walks its list
 POD_TEMPLATES: dict[str, tuple[tuple[str, str], ...]] = {
     "Pod": (("", "spec"),),
@@ -140,12 +142,12 @@ def llmisvc_words(doc: dict, container: dict) -> list[str]:
     import contextlib
     import shlex
 
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    spec = mapping_at(doc, "spec")
     words = list(LLMISVC_COMMAND)
-    model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
+    model = mapping_at(spec, "model")
     if model.get("name"):
         words += ["--served-model-name", str(model["name"])]
-    parallelism = spec.get("parallelism") if isinstance(spec.get("parallelism"), dict) else {}
+    parallelism = mapping_at(spec, "parallelism")
     for key, option, default in LLMISVC_PARALLELISM:
         value = parallelism.get(key, default)
         if value is not None and not isinstance(value, bool):
