@@ -527,6 +527,7 @@ def register(app: typer.Typer) -> None:
         offline: bool = inputs.OFFLINE,
         driver: str | None = inputs.DRIVER,
         cuda: str | None = inputs.CUDA,
+        platform: list[str] | None = inputs.PLATFORM,
         fmt: str | None = typer.Option(
             None,
             "--format",
@@ -683,6 +684,7 @@ def register(app: typer.Typer) -> None:
             cuda,
             offline,
             package,
+            platform,
         )
         options.manifest = manifest
         default_rules = not no_default_rules and settings.default_rules is not False
