@@ -445,6 +445,11 @@ FACTS: dict[str, FactSpec] = {
     "derived.driver_supports_torch_cuda": FactSpec(
         "bool", "the driver's CUDA version is at least torch's CUDA build"
     ),
+    "derived.cuda_compiler_matches_headers": FactSpec(
+        "bool",
+        "the pip CUDA compiler (nvidia-cuda-nvcc) is the major.minor of the pip CUDA runtime "
+        "headers (nvidia-cuda-runtime), as CCCL's cuda_toolkit.h requires of every JIT build",
+    ),
     # -- added for the PAR/ARGS rules (PAR003, ARGS002); computed in facts/derived.py ------
     "derived.expert_parallel_size": FactSpec(
         "int", "expert-parallel group size: TP × DP with --enable-expert-parallel, else 1"
