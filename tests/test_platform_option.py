@@ -151,3 +151,29 @@ def test_the_measure_passes_wsl2_from_what_the_train_reports_show():
         )
         assert [args[i + 1] for i, a in enumerate(args) if a == "--platform"] == expected
         assert not any("platform" in need for need in needs)
+
+
+REPORT = ROOT / "tests" / "fixtures" / "reports" / "h100x8_nvlink_nightly.txt"
+
+
+def report_facts(*words: str) -> dict:
+    args = ["facts", "--format", "json", "--report", str(REPORT)]
+    done = invoke(*args, *[x for w in words for x in ("--platform", w)])
+    assert done.exit_code == 0, done.output
+    return json.loads(done.stdout)
+
+
+def test_a_reports_kernel_stays_where_no_word_contradicts_it():
+    plain = report_facts()["facts"]
+    kernel = plain["platform.kernel"]["value"]
+    assert plain["platform.wsl"]["value"] is False
+    doc = report_facts("container")
+    assert doc["facts"]["platform.kernel"]["value"] == kernel
+    assert doc["facts"]["platform.container"]["source"] == Source.USER
+
+
+def test_wsl2_stated_over_a_native_reports_kernel_sets_the_kernel_aside():
+    doc = report_facts("wsl2")
+    assert doc["facts"]["platform.wsl"]["value"] is True
+    assert "platform.kernel" not in doc["facts"]
+    assert "differs" in doc["missing"]["platform.kernel"]

@@ -246,13 +246,18 @@ def apply_stated_platform(facts: Facts, words: list[str]) -> None:
     states about the serving platform replaces what was read here or in a report (a report
     that says "WSL2" in prose, a container this machine is not). The stated platform is
     another machine's: what it leaves unsaid is not known, never this machine's value (its
-    /proc/cmdline or libstdc++ would speak for a host that is not judged)."""
+    /proc/cmdline or libstdc++ would speak for a host that is not judged); what a collect-env
+    report read stays where no word says otherwise."""
     from vllm_doctor.errors import InputError
 
     stated = ", ".join(f"--platform {w}" for w in words)
-    for area in ("platform", "container"):
-        facts.drop_area(area)
-    not_examined(facts, f"not stated ({stated} names the platform judged, not this machine)")
+    reason = f"not stated ({stated} names the platform judged, not this machine)"
+    for path in (*PLATFORM_PATHS, *CONTAINER_PATHS):
+        fact = facts.get(path)
+        if fact is None or fact.source == Source.MACHINE:
+            facts.values.pop(path, None)
+            if not facts.why_missing(path):
+                facts.mark_missing(path, reason)
     said: dict[str, tuple[Any, str]] = {}  # fact -> (value, the word that said it)
     for word in words:
         key, _, value = word.strip().partition("=")
@@ -273,6 +278,16 @@ def apply_stated_platform(facts: Facts, words: list[str]) -> None:
                 raise InputError("--platform", f"{word!r} contradicts {said[path][1]!r}")
             said[path] = (fact_value, word)
             facts.set(path, fact_value, Source.USER, f"--platform {word}")
+    # a report's kernel that the stated WSL2-or-not contradicts is another host's
+    kernel = facts.get("platform.kernel")
+    if (
+        "platform.wsl" in said
+        and "platform.kernel" not in said
+        and kernel is not None
+        and ("microsoft" in str(kernel.value).lower()) != said["platform.wsl"][0]
+    ):
+        facts.values.pop("platform.kernel")
+        facts.mark_missing("platform.kernel", f"{reason}; the report's {kernel.value} differs")
 
 
 def not_examined(facts: Facts, reason: str) -> None:
