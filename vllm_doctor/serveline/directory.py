@@ -145,6 +145,7 @@ def read_directory(folder: str) -> tuple[list[Target], list[str]]:
     services, used_runtimes, unjoined = kserve.join(objects)
     targets: list[Target] = []
     looked_at: list[str] = []
+    manifests = 0  # files that are manifests
     texts = {one.name: one.text.splitlines() for one in read}
     for one in read:
         found, looked, refused = file_targets(one, services, used_runtimes)
@@ -152,21 +153,23 @@ def read_directory(folder: str) -> tuple[list[Target], list[str]]:
             notes.append(f"{one.name}: skipped ({_why_not(one, refused)})")
             continue
         looked_at += looked
+        manifests += 1
         for target in found:
             target.texts = texts
         targets += found
-    skipped = f", {len(notes)} skipped: {'; '.join(notes[:3])}" if notes else ""
+    shown = [note.replace(": skipped (", " (", 1) for note in notes[:3]]
+    skipped = f"{len(notes)} skipped: {'; '.join(shown)}" if notes else ""
     if len(notes) > 3:
         skipped += f"; and {len(notes) - 3} more"
-    if not read:
+    if not looked_at:  # no file was a manifest
         raise InputError(
             folder,
             "no manifest file in the folder (YAML files by their extension, Dockerfiles by "
-            f"their name; 0 read{skipped})",
+            f"their name{'; ' + skipped if skipped else ''})",
         )
-    if not looked_at:
-        looked_at.append("no file that is a manifest")
-    files = f"; {len(read)} file{'s' if len(read) != 1 else ''} read{skipped}"
+    files = (
+        f" in {manifests} file{'s' if manifests != 1 else ''}{', ' + skipped if skipped else ''}"
+    )
     return checked_count(folder, targets, looked_at, unjoined, files), notes
 
 
@@ -199,4 +202,3 @@ def _mark_file(read: ReadFile) -> None:
         seen.add(id(node))  # an alias is one node
         node.file = read.name
         stack.extend(node.values() if isinstance(node, dict) else node)
-

@@ -118,7 +118,7 @@ def joined_pod(service: dict, runtime: dict) -> dict:
 def _word_starts(runtime_container: dict, model: dict) -> list[tuple[str | None, int]]:
     lines = getattr(runtime_container, "lines", {})
     own = [lines.get(k, 0) for k in ("command", "args") if k in runtime_container]
-    starts = [(_file(runtime_container), min(own or [runtime_container.line]))]
+    starts = [(_file(runtime_container), min(own or [getattr(runtime_container, "line", 0)]))]
     if model.get("args"):
         starts.append((_file(model, "args"), getattr(model, "lines", {}).get("args", 0)))
     return starts

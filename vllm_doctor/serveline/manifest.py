@@ -52,10 +52,10 @@ from vllm_doctor.serveline.target import (  # noqa: F401 (the readers' shared pi
     MORE_ARGUMENTS,
     Placed,
     Target,
+    _file,
     _get,
     _gpu_count,
     _is_serve_start,
-    _file,
     _known,
     _line,
     _new_target,
@@ -106,7 +106,9 @@ def is_dockerfile(name: str, text: str) -> bool:
     return False
 
 
-def read_targets(name: str, text: str | None = None, notes: list[str] | None = None) -> list[Target]:
+def read_targets(
+    name: str, text: str | None = None, notes: list[str] | None = None
+) -> list[Target]:
     """Every container in the file (or, for a directory, in its manifest files read as one
     input: ``serveline.directory``) that runs vLLM; InputError for a file that is no manifest,
     or an input with no vLLM container. ``notes`` receives the files of a directory that were
@@ -138,7 +140,9 @@ class ReadFile:
     @property
     def objects(self) -> list[dict]:
         """The Kubernetes objects in it, wrapped ones opened (what KServe's join looks at)."""
-        return [o for doc in self.docs or () if isinstance(doc, dict) for o in workloads.objects(doc)]
+        return [
+            o for doc in self.docs or () if isinstance(doc, dict) for o in workloads.objects(doc)
+        ]
 
 
 def read_file(name: str, text: str) -> ReadFile:

@@ -209,7 +209,9 @@ class Target:
                 if is_secret_name(name):  # hidden here and wherever it was expanded to
                     remember_secret(str(placed.value))
                 shown = REDACTED if is_secret_name(name) else placed.value
-                self._put(facts, f"env.{name}", Placed(shown, placed.line, placed.what, placed.file))
+                self._put(
+                    facts, f"env.{name}", Placed(shown, placed.line, placed.what, placed.file)
+                )
         if self.env_elsewhere:
             facts.mark_missing("env", f"{self.file}: {self.env_elsewhere}")
         # the GPUs the pod asks for and on which product
@@ -328,11 +330,7 @@ class Target:
                     count=self.gpus.value if self.gpus is not None else None,
                     origin=MANIFEST,
                     detail=where
-                    + (
-                        f"; {self.at(self.gpus)} {self.gpus.what}"
-                        if self.gpus is not None
-                        else ""
-                    ),
+                    + (f"; {self.at(self.gpus)} {self.gpus.what}" if self.gpus is not None else ""),
                 ),
             )
         except InputError as err:
