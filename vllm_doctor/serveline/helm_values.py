@@ -10,9 +10,15 @@ the same targets and serve lines as ``helm template release-name CHART -f FILE``
 - the vLLM chart (``examples/online_serving/chart-helm`` of vllm-project/vllm): one
   Deployment from ``image.command`` and ``resources``;
 - llm-d's modelservice chart (``charts/llm-d-modelservice`` of llm-d-incubation/
-  llm-d-modelservice): a Deployment per role (``decode``, ``prefill``) whose containers run
-  ``modelCommand: vllmServe`` with the model of ``modelArtifacts.uri``, ``parallelism`` and
-  the GPUs it implies (tensor × data-local), or their own ``command``.
+  llm-d-modelservice, v0.4.12 at 3051935): a Deployment per role (``decode``, ``prefill``), or
+  with ``multinode: true`` a LeaderWorkerSet whose group is ``parallelism.workers`` pods (the
+  chart's ``numWorkers``); its containers run ``modelCommand: vllmServe`` with the model of
+  ``modelArtifacts.uri`` and ``parallelism``, or their own ``command``, with the GPUs it
+  implies (tensor × data-local per pod), the variables the chart adds (``DP_SIZE``,
+  ``TP_SIZE``, ``DP_SIZE_LOCAL``: a script's ``$TP_SIZE`` is settled) and the role's
+  ``volumes``. The parallelism helpers are the chart's since v0.3.6 (#159); before it a
+  group was ``parallelism.data`` pods of ``tensor`` GPUs each — a values file written for
+  those charts is read as the current chart renders it.
 
 Any other chart is read through its rendered output (``helm template ... | vllm-doctor
 check --manifest -``); a values file of one says so (``UNKNOWN_VALUES``).
@@ -261,6 +267,57 @@ def _llm_d_model(doc: dict) -> str | None:
     return None
 
 
+def _llm_d_parallelism(spec: dict) -> dict[str, int]:
+    """The chart's parallelism helpers (``_helpers.tpl``: tensorParallelism, dataParallelism,
+    dataLocalParallelism, numWorkers) on a role's ``parallelism``; InputError where the chart
+    itself fails to render."""
+    from vllm_doctor.errors import InputError
+
+    parallelism = mapping_at(spec, "parallelism")
+    where = f"parallelism (line {_line(spec, 'parallelism', getattr(spec, 'line', 0))})"
+
+    def size(key: str) -> int:
+        value = parallelism.get(key)
+        if value in (None, "", 0):
+            return 0
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise InputError(where, f"{key} is {str(value)[:40]!r}, not a number") from None
+        from vllm_doctor.bounds import MAX_GPUS, MAX_NODES
+
+        if not 0 <= number <= max(MAX_GPUS, MAX_NODES):
+            raise InputError(where, f"{key} is {number}: no deployment has that many")
+        return number
+
+    tensor, data, local, workers = (size(k) for k in ("tensor", "data", "dataLocal", "workers"))
+    if local:
+        data_local = local
+    elif data and workers:
+        if data % workers:
+            raise InputError(where, "data must be a multiple of workers (the chart fails)")
+        data_local = data // workers
+    else:
+        data_local = data or 1
+    if workers:
+        group = workers
+    elif data and local:
+        if data % local:
+            raise InputError(where, "data must be a multiple of dataLocal (the chart fails)")
+        group = data // local
+    else:
+        group = 1
+    return {
+        "tensor": tensor or 1,
+        "data": data or (local * workers if local and workers else local) or 1,
+        "data_local": data_local,
+        "workers": group,
+        # before v0.3.6 (#159) the chart made `data` the pods of a group, each with `tensor`
+        # GPUs; since, `data` alone is the ranks of one pod: the values do not say which
+        "older_reading": data > 1 and not local and not workers,
+    }
+
+
 def _llm_d(doc: dict, release: str) -> list[dict]:
     routing = mapping_at(doc, "routing")
     proxy = mapping_at(routing, "proxy")
@@ -269,16 +326,25 @@ def _llm_d(doc: dict, release: str) -> list[dict]:
     resource = (
         None if kind == "cpu" else (accelerator.get("resources") or {}).get(kind, "nvidia.com/gpu")
     )
+    multinode = doc.get("multinode") is True
     out = []
     for role in LLM_D_ROLES:
         spec = doc.get(role)
         if not isinstance(spec, dict) or spec.get("create") is False:
             continue
         at = getattr(spec, "line", 0)
-        parallelism = mapping_at(spec, "parallelism")
-        tensor = int(parallelism.get("tensor") or 1)
-        local = int(parallelism.get("dataLocal") or parallelism.get("data") or 1)
-        data = int(parallelism.get("data") or 1)
+        sizes = _llm_d_parallelism(spec)
+        tensor, data, local = sizes["tensor"], sizes["data"], sizes["data_local"]
+        par_line = _line(spec, "parallelism", at)
+        undecided = (
+            f"line {par_line}: parallelism.data {data} without workers or dataLocal is "
+            f"{data} pods of {tensor} GPU(s) for llm-d-modelservice charts before v0.3.6 "
+            f"and one pod of {data * tensor} for later ones; the values do not name the "
+            "chart's version — set parallelism.workers and dataLocal, or check what it "
+            "renders (`helm template ... | vllm-doctor check --manifest -`)"
+            if sizes["older_reading"]
+            else None
+        )
         if role == "prefill" or proxy.get("enabled") is False:
             port = routing.get("servicePort", _LLM_D_DEFAULTS["servicePort"])
         else:
@@ -313,16 +379,64 @@ def _llm_d(doc: dict, release: str) -> list[dict]:
                 for key in ("command", "args"):
                     if container.get(key) is not None:
                         node[key] = container[key]
-            if container.get("env"):
-                node["env"] = container["env"]
+            # the user's variables, then the chart's parallelism ones (the last of a name wins)
+            env = list(container.get("env") or ())
+            own_local = [
+                e.get("value")
+                for e in env
+                if isinstance(e, dict) and e.get("name") == "DP_SIZE_LOCAL"
+            ]
+            # older charts set no DP_SIZE_LOCAL: the container's own holds there, the chart's
+            # (after it) since v0.3.6; a script's $DP_SIZE_LOCAL is then the chart version's
+            local_depends = undecided or (own_local and str(own_local[-1]) != str(local))
+            env_lines = list(getattr(container.get("env"), "lines", [line] * len(env)))
+            for name, value in (("DP_SIZE", data), ("TP_SIZE", tensor), ("DP_SIZE_LOCAL", local)):
+                if name == "DP_SIZE_LOCAL" and local_depends:
+                    env.append(_node(par_line, name=name, valueFrom="the chart's version"))
+                else:
+                    env.append(_node(par_line, name=name, value=str(value)))
+                env_lines.append(par_line)
+            node["env"] = _seq(line, env)
+            node["env"].lines = env_lines
+            for key in ("volumeMounts",):
+                if container.get(key) is not None:
+                    node[key] = container[key]
             resources = mapping_at(container, "resources")
             gpus = tensor * local
             limits = dict(resources.get("limits") or {})
-            if resource and gpus >= 1 and resource not in limits:
+            if resource and gpus >= 1 and resource not in limits and not undecided:
                 limits[resource] = str(gpus)
             block = _node(_line(container, "resources", line), **limits)
+            block.lines.update(getattr(resources.get("limits"), "lines", {}))
             node["resources"] = _node(block.line, limits=block, requests=block)
             containers.append(node)
         pod = _node(at, containers=_seq(at, containers))
-        out.append(_deployment(f"{release}-llm-d-modelservice-{role}", pod, at))
+        if isinstance(spec.get("volumes"), list):
+            pod["volumes"] = spec["volumes"]
+            pod.lines["volumes"] = _line(spec, "volumes", at)
+        name = f"{release}-llm-d-modelservice-{role}"
+        if multinode:
+            rendered = _leader_worker_set(name, pod, at, sizes["workers"], par_line)
+            if undecided:  # the reader leaves these open (manifest._container)
+                rendered.undecided = {"nodes": undecided, "gpus": undecided}
+                del rendered["spec"]["leaderWorkerTemplate"]["size"]
+        else:
+            rendered = _deployment(name, pod, at)
+            if undecided:
+                rendered.undecided = {"gpus": undecided}
+        out.append(rendered)
     return out
+
+
+def _leader_worker_set(name: str, pod: dict, line: int, size: int, size_line: int) -> dict:
+    """The chart's ``decode-lws.yaml``/``prefill-lws.yaml``: every pod of the group from one
+    template (``workerTemplate``; the leader is its first pod)."""
+    group = _node(size_line, size=size, workerTemplate=_node(line, spec=pod))
+    group.lines["workerTemplate"] = line
+    return _node(
+        line,
+        apiVersion="leaderworkerset.x-k8s.io/v1",
+        kind="LeaderWorkerSet",
+        metadata=_node(line, name=name),
+        spec=_node(line, leaderWorkerTemplate=group),
+    )

@@ -431,6 +431,11 @@ def _container(
         )
     _k8s_gpus(target, container)
     target.nodes = nodes
+    # what a chart's values leave to the chart's version (helm_values: llm-d's parallelism)
+    undecided = getattr(obj, "undecided", None) or {}
+    target.nodes_unknown = undecided.get("nodes")
+    if target.gpus is None and undecided.get("gpus"):
+        target.gpus_unknown = undecided["gpus"]
     _k8s_product(target, pod)
     _k8s_shm(target, pod, container)
     return target

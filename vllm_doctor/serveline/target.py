@@ -97,6 +97,7 @@ class Target:
     gpus: Placed | None = None
     gpus_unknown: str | None = None
     nodes: Placed | None = None
+    nodes_unknown: str | None = None  # why the pods of the group are not known
     gpu_product: Placed | None = None
     gpu_product_unknown: str | None = None
     shm: Placed | None = None  # MiB (int), or a str for an unsized one ("ipc: host")
@@ -227,8 +228,13 @@ class Target:
             )
             for path in ("deploy.gpus_per_pod", "deploy.gpus", "gpu.count"):
                 facts.mark_missing(path, reason)
-        nodes = self.nodes or Placed(1, self.line, "one pod per replica")
-        self._put(facts, "deploy.nodes", nodes)
+        if self.nodes is None and self.nodes_unknown:
+            for path in ("deploy.nodes", "deploy.gpus"):
+                facts.mark_missing(path, self.nodes_unknown)
+            nodes = Placed(None, self.line, "")
+        else:
+            nodes = self.nodes or Placed(1, self.line, "one pod per replica")
+            self._put(facts, "deploy.nodes", nodes)
         if self.gpus is not None and isinstance(nodes.value, int):
             facts.set(
                 "deploy.gpus",
