@@ -29,8 +29,7 @@ def facts_of(target):
 def test_the_wide_ep_guide_values_are_a_leader_worker_set_per_role():
     decode, prefill = manifest.read_targets(str(WIDE_EP))
     assert decode.name == (
-        "LeaderWorkerSet/release-name-llm-d-modelservice-decode worker container "
-        "vllm-worker-decode"
+        "LeaderWorkerSet/release-name-llm-d-modelservice-decode worker container vllm-worker-decode"
     )
     assert prefill.name.startswith("LeaderWorkerSet/release-name-llm-d-modelservice-prefill ")
     for target in (decode, prefill):

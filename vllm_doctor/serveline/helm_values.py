@@ -327,7 +327,7 @@ def _llm_d(doc: dict, release: str) -> list[dict]:
         None if kind == "cpu" else (accelerator.get("resources") or {}).get(kind, "nvidia.com/gpu")
     )
     multinode = doc.get("multinode") is True
-    out = []
+    out: list[dict] = []
     for role in LLM_D_ROLES:
         spec = doc.get(role)
         if not isinstance(spec, dict) or spec.get("create") is False:
@@ -416,16 +416,29 @@ def _llm_d(doc: dict, release: str) -> list[dict]:
             pod.lines["volumes"] = _line(spec, "volumes", at)
         name = f"{release}-llm-d-modelservice-{role}"
         if multinode:
-            rendered = _leader_worker_set(name, pod, at, sizes["workers"], par_line)
+            rendered = Rendered.of(_leader_worker_set(name, pod, at, sizes["workers"], par_line))
             if undecided:  # the reader leaves these open (manifest._container)
                 rendered.undecided = {"nodes": undecided, "gpus": undecided}
                 del rendered["spec"]["leaderWorkerTemplate"]["size"]
         else:
-            rendered = _deployment(name, pod, at)
+            rendered = Rendered.of(_deployment(name, pod, at))
             if undecided:
                 rendered.undecided = {"gpus": undecided}
         out.append(rendered)
     return out
+
+
+class Rendered(LineDict):
+    """An object a chart renders from values, with the facts those values leave to the chart's
+    version (``undecided``: "nodes"/"gpus" -> why), which the reader leaves undecided."""
+
+    undecided: dict[str, str]
+
+    @classmethod
+    def of(cls, obj: dict) -> Rendered:
+        out = cls(obj)
+        out.line, out.lines, out.undecided = getattr(obj, "line", 0), getattr(obj, "lines", {}), {}
+        return out
 
 
 def _leader_worker_set(name: str, pod: dict, line: int, size: int, size_line: int) -> dict:
