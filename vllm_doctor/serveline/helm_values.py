@@ -6,7 +6,11 @@ way its template builds it (the same image, command, GPUs and /dev/shm), so the 
 the same targets and serve lines as ``helm template release-name CHART -f FILE``:
 
 - vLLM production-stack (``helm/templates/deployment-vllm-multi.yaml`` of
-  vllm-project/production-stack): one Deployment per ``servingEngineSpec.modelSpec[]``;
+  vllm-project/production-stack): one Deployment per ``servingEngineSpec.modelSpec[]``, or
+  for one with ``raySpec.enabled`` the KubeRay RayCluster of ``ray-cluster.yaml``: a head
+  that runs the serve line of the chart's ``vllm-entrypoint.sh`` (``--distributed-executor-
+  backend ray``) and ``replicaCount`` workers, the group's pods (head and workers) the
+  nodes its world size spans;
 - the vLLM chart (``examples/online_serving/chart-helm`` of vllm-project/vllm): one
   Deployment from ``image.command`` and ``resources``;
 - llm-d's modelservice chart (``charts/llm-d-modelservice`` of llm-d-incubation/
@@ -71,7 +75,9 @@ def render(doc: dict, release: str = RELEASE) -> list[dict] | None:
         if engine.get("enableEngine") is False:
             return []
         return [
-            _production_stack(engine, spec, release)
+            _production_stack_ray(engine, spec, release)
+            if isinstance(spec.get("raySpec"), dict) and spec["raySpec"].get("enabled")
+            else _production_stack(engine, spec, release)
             for spec in engine["modelSpec"]
             if isinstance(spec, dict) and spec.get("enabled", True) is not False
         ]
@@ -189,6 +195,144 @@ def _production_stack(engine: dict, spec: dict, release: str) -> dict:
 
 
 # -- the vLLM chart ---------------------------------------------------------------------------
+
+
+# vllmConfig key -> the option of ray-cluster.yaml's vllm-entrypoint.sh (its order)
+_RAY_VLLM_CONFIG = (
+    ("maxModelLen", "--max-model-len"),
+    ("dtype", "--dtype"),
+    ("tensorParallelSize", "--tensor-parallel-size"),
+    ("pipelineParallelSize", "--pipeline-parallel-size"),
+    ("maxNumSeqs", "--max-num-seqs"),
+    ("gpuMemoryUtilization", "--gpu-memory-utilization"),
+    ("maxLoras", "--max-loras"),
+)
+
+
+def _production_stack_ray(engine: dict, spec: dict, release: str) -> dict:
+    """A modelSpec with ``raySpec.enabled``: the RayCluster of ray-cluster.yaml (no Deployment:
+    deployment-vllm-multi.yaml skips it). The head's container starts the ConfigMap's
+    ``vllm-entrypoint.sh``, whose serve line is the target's command here."""
+    from vllm_doctor.serveline.target import Placed
+
+    at = spec.line if hasattr(spec, "line") else 0
+    ray = spec["raySpec"]
+    head = mapping_at(ray, "headNode")
+    port = str(engine.get("containerPort") or 8000)
+    command = ["vllm", "serve", str(spec.get("modelURL")), "--host", "0.0.0.0", "--port", port]
+    command += ["--distributed-executor-backend", "ray"]
+    if spec.get("enableLoRA"):
+        command.append("--enable-lora")
+    if spec.get("enableTool"):
+        command.append("--enable-auto-tool-choice")
+    if spec.get("toolCallParser"):
+        command += ["--tool-call-parser", str(spec["toolCallParser"])]
+    config = mapping_at(spec, "vllmConfig")
+    if "enableChunkedPrefill" in config:
+        on = config["enableChunkedPrefill"]
+        command.append("--enable-chunked-prefill" if on else "--no-enable-chunked-prefill")
+    if config.get("enablePrefixCaching"):
+        command.append("--enable-prefix-caching")
+    for key, option in _RAY_VLLM_CONFIG:
+        if key in config:
+            command += [option, str(config[key])]
+    command += [str(a) for a in config.get("extraArgs") or ()]
+    if spec.get("modelRevision"):
+        command += ["--revision", str(spec["modelRevision"])]
+    lmcache = mapping_at(spec, "lmcacheConfig")
+    if lmcache.get("enabled"):
+        connector = "LMCacheConnectorV1" if str(config.get("v1")) == "1" else "LMCacheConnector"
+        command += ["--kv-transfer-config", f'{{"kv_connector":"{connector}","kv_role":"kv_both"}}']
+    if spec.get("chatTemplate"):
+        command += ["--chat-template", str(spec["chatTemplate"])]
+    workers = spec.get("replicaCount", 1)
+    workers = workers if isinstance(workers, int) and not isinstance(workers, bool) else None
+    env_line = _line(spec, "env", at)
+    env = [_node(env_line, name="VLLM_HOST_IP", valueFrom="status.podIP")]
+    if workers is not None:
+        env.append(
+            _node(_line(spec, "replicaCount", at), name="EXPECTED_NODES", value=str(workers + 1))
+        )
+    env.append(_node(at, name="HF_HOME", value="/data" if "pvcStorage" in spec else "/tmp"))
+    if config:
+        env.append(_node(at, name="VLLM_USE_V1", value=str(config.get("v1", "0"))))
+    env += [e for e in spec.get("env") or () if isinstance(e, dict)]
+
+    def resources_of(node: dict) -> dict:
+        if isinstance(node.get("resources"), dict):
+            return node["resources"]
+        line = _line(node, "requestGPU", getattr(node, "line", at))
+        kind = spec.get("requestGPUType") or "nvidia.com/gpu"
+        gpus = node.get("requestGPU") or 0
+        block = _node(line, **({kind: gpus} if int(gpus) > 0 else {}))
+        return _node(line, requests=block, limits=block)
+
+    container = _node(
+        _line(spec, "name", at),
+        name="vllm-ray-head",
+        image=f"{spec.get('repository')}:{spec.get('tag')}",
+        command=_seq(_line(spec, "modelURL", at), command),
+        env=_seq(env_line, env),
+        resources=resources_of(head),
+    )
+    container.lines["image"] = _line(spec, "repository", at)
+    pod = _node(at, containers=_seq(at, [container]))
+    if "tensorParallelSize" in config:
+        size_line = _line(spec, "shmSize", _line(config, "tensorParallelSize", at))
+        container["volumeMounts"] = _seq(
+            size_line, [_node(size_line, name="shm", mountPath="/dev/shm")]
+        )
+        empty = _node(size_line, medium="Memory", sizeLimit=str(spec.get("shmSize") or "20Gi"))
+        pod["volumes"] = _seq(size_line, [_node(size_line, name="shm", emptyDir=empty)])
+    worker = _node(
+        at,
+        name="vllm-ray-worker",
+        image=container["image"],
+        command=_seq(at, ["/bin/bash", "-c", "ray start --block"]),
+        resources=resources_of(spec),
+    )
+    group = _node(
+        _line(spec, "replicaCount", at),
+        groupName="ray",
+        replicas=workers,
+        template=_node(at, spec=_node(at, containers=_seq(at, [worker]))),
+    )
+    cluster = Rendered.of(
+        _node(
+            at,
+            apiVersion="ray.io/v1",
+            kind="RayCluster",
+            metadata=_node(at, name=f"{release}-{spec.get('name')}-raycluster"),
+            spec=_node(
+                at,
+                headGroupSpec=_node(at, template=_node(at, spec=pod)),
+                workerGroupSpecs=_seq(at, [group]),
+            ),
+        )
+    )
+    # the head and its workers are the nodes vLLM's Ray executor spans; a GPU count per node
+    # holds for the group only when the head asks for as many as each worker
+    head_gpus = _gpu_limit(container["resources"])
+    worker_gpus = _gpu_limit(worker["resources"])
+    if workers is None:
+        cluster.undecided["nodes"] = f"line {at}: replicaCount is not a number of workers"
+    elif head_gpus != worker_gpus:
+        cluster.undecided["nodes"] = (
+            f"line {_line(head, 'requestGPU', at)}: the Ray head asks for {head_gpus} GPU(s), "
+            f"each of the {workers} worker(s) for {worker_gpus}: not one count per node"
+        )
+    else:
+        cluster.nodes = Placed(
+            workers + 1,
+            _line(spec, "replicaCount", at),
+            "raySpec: the Ray head and replicaCount workers",
+        )
+    return cluster
+
+
+def _gpu_limit(resources: Any) -> Any:
+    limits = mapping_at(resources, "limits")
+    return next((v for k, v in limits.items() if str(k).endswith("/gpu")), 0)
 
 
 def _vllm_chart(doc: dict, release: str) -> dict:
@@ -433,6 +577,7 @@ class Rendered(LineDict):
     version (``undecided``: "nodes"/"gpus" -> why), which the reader leaves undecided."""
 
     undecided: dict[str, str]
+    nodes: Any = None  # a Placed: the pods of the group, where the chart's values state them
 
     @classmethod
     def of(cls, obj: dict) -> Rendered:

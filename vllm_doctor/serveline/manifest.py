@@ -434,6 +434,8 @@ def _container(
     # what a chart's values leave to the chart's version (helm_values: llm-d's parallelism)
     undecided = getattr(obj, "undecided", None) or {}
     target.nodes_unknown = undecided.get("nodes")
+    if target.nodes is None and target.nodes_unknown is None:
+        target.nodes = getattr(obj, "nodes", None)
     if target.gpus is None and undecided.get("gpus"):
         target.gpus_unknown = undecided["gpus"]
     _k8s_product(target, pod)

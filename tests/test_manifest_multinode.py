@@ -1,7 +1,8 @@
-"""llm-d's modelservice chart with ``multinode: true`` (issue 33, item 2): a LeaderWorkerSet per
-role whose group is the chart's ``numWorkers`` pods, the parallelism helpers of the chart
-(``_helpers.tpl`` of llm-d-incubation/llm-d-modelservice v0.4.12), the variables it adds, and
-what the values leave to the chart's version."""
+"""Multi-node groups from Helm values (issue 33, item 2): llm-d's modelservice chart with
+``multinode: true`` (a LeaderWorkerSet per role whose group is the chart's ``numWorkers`` pods,
+the parallelism helpers of llm-d-incubation/llm-d-modelservice v0.4.12's ``_helpers.tpl``, the
+variables it adds, what the values leave to the chart's version) and production-stack's
+``raySpec`` (the RayCluster's head and workers)."""
 
 from __future__ import annotations
 
@@ -113,3 +114,46 @@ def test_parallelism_the_chart_refuses_to_render_is_exit_2():
     with pytest.raises(InputError) as err:
         manifest.read_targets("values.yaml", text)
     assert "data must be a multiple of workers" in err.value.problem
+
+
+# -- production-stack's raySpec: the chart's KubeRay RayCluster ----------------------------------
+
+RAY_VALUES = (
+    Path(__file__).parent
+    / "fixtures"
+    / "manifests"
+    / "deployments"
+    / "production-stack-values-15-a-pipeline-parallel-raycluster.yaml"
+)
+
+
+def test_a_ray_model_spec_is_the_ray_clusters_head_and_its_workers():
+    (head,) = manifest.read_targets(str(RAY_VALUES))  # no Deployment: the chart renders none
+    assert head.name == (
+        "RayCluster/release-name-distilgpt2-raycluster-raycluster head container vllm-ray-head"
+    )
+    facts = facts_of(head)
+    # vllm-entrypoint.sh's line: the Ray executor, the vllmConfig's parallelism
+    assert facts.value("serve.distributed_executor_backend") == "ray"
+    assert facts.value("serve.pipeline_parallel_size") == 2
+    assert facts.value("serve.world_size") == 2
+    # the head and replicaCount (1) workers, one GPU each: the world size spans two pods
+    assert facts.value("deploy.nodes") == 2
+    assert facts.get("deploy.nodes").detail.startswith(f"{RAY_VALUES}:9 ")  # replicaCount
+    assert facts.value("deploy.gpus_per_pod") == 1
+    assert facts.value("deploy.gpus") == 2
+    assert facts.value("env.EXPECTED_NODES") == "2"
+    assert facts.value("deploy.shm_mib") == 20 * 1024
+
+
+def test_a_ray_head_asking_for_other_gpus_than_its_workers_leaves_the_group_open():
+    text = RAY_VALUES.read_text(encoding="utf-8")
+    assert text.count("requestGPU: 1") == 2  # the workers' (modelSpec), then the head's
+    head_asks_two = "requestGPU: 2".join(text.rsplit("requestGPU: 1", 1))
+    (head,) = manifest.read_targets("values.yaml", head_asks_two)
+    facts = facts_of(head)
+    assert facts.value("deploy.gpus_per_pod") == 2
+    assert "deploy.nodes" not in facts and "deploy.gpus" not in facts
+    assert "the Ray head asks for 2 GPU(s), each of the 1 worker(s) for 1" in facts.why_missing(
+        "deploy.nodes"
+    )
