@@ -248,7 +248,7 @@ def _production_stack_ray(engine: dict, spec: dict, release: str) -> dict:
     workers = spec.get("replicaCount", 1)
     workers = workers if isinstance(workers, int) and not isinstance(workers, bool) else None
     env_line = _line(spec, "env", at)
-    env = [_node(env_line, name="VLLM_HOST_IP", valueFrom="status.podIP")]
+    env: list[dict] = [_node(env_line, name="VLLM_HOST_IP", valueFrom="status.podIP")]
     if workers is not None:
         env.append(
             _node(_line(spec, "replicaCount", at), name="EXPECTED_NODES", value=str(workers + 1))
