@@ -17,6 +17,7 @@ from vllm_doctor import bounds
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.collect import CollectOptions, collect_facts
 from vllm_doctor.serveline import manifest
+from vllm_doctor.serveline.directory import read_input
 
 DEPLOYMENTS = Path(__file__).parent / "fixtures" / "manifests" / "deployments"
 CORPUS = Path(__file__).parent / "fixtures" / "manifests" / "corpus"
@@ -68,7 +69,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 def test_a_service_and_its_runtime_in_two_files_are_one_target_placed_in_each(tmp_path):
     folder, runtime, service = split_service(tmp_path)
-    (target,) = manifest.read_targets(str(folder))  # the runtime is not checked on its own
+    (target,) = read_input(str(folder))  # the runtime is not checked on its own
     assert target.name == (
         "InferenceService/granite predictor (ServingRuntime/vllm-cuda-runtime) "
         "container kserve-container"
@@ -153,8 +154,7 @@ def test_a_folder_of_corpus_files_gives_the_targets_of_each_file(tmp_path):
         for t in manifest.read_targets(str(tmp_path / name))
     ]
     together = [
-        (t.name, str(Path(t.file).name), t.line, t.words)
-        for t in manifest.read_targets(str(tmp_path))
+        (t.name, str(Path(t.file).name), t.line, t.words) for t in read_input(str(tmp_path))
     ]
     assert sorted(together) == sorted(one_by_one)
     assert {file for _, file, _, _ in together} == set(names)
@@ -183,7 +183,7 @@ def test_a_folder_without_manifests_says_which_files_it_reads(tmp_path, chart):
     if chart:
         (tmp_path / "Chart.yaml").write_text("apiVersion: v2\nname: web\n")
     with pytest.raises(InputError) as err:
-        manifest.read_targets(str(tmp_path))
+        read_input(str(tmp_path))
     assert err.value.problem.startswith(
         "no manifest file in the folder (YAML files by their extension, Dockerfiles by their name"
     )
@@ -193,7 +193,7 @@ def test_a_folder_without_manifests_says_which_files_it_reads(tmp_path, chart):
 def test_a_service_whose_runtime_is_in_no_file_of_the_folder_says_so(tmp_path):
     (tmp_path / "isvc.yaml").write_text(SERVICE.replace("vllm-cuda-runtime", "elsewhere"))
     with pytest.raises(InputError) as err:
-        manifest.read_targets(str(tmp_path))
+        read_input(str(tmp_path))
     assert "its runtime (elsewhere) is not in the input" in err.value.problem
     assert "--manifest DIR" in err.value.problem
 
@@ -205,7 +205,7 @@ def test_the_walk_is_bounded(tmp_path, monkeypatch, bound):
     limit = {"MAX_DIR_FILES": 3, "MAX_DIR_BYTES": 3 * 1024, "MAX_DIR_ENTRIES": 3}[bound]
     monkeypatch.setattr(bounds, bound, limit)
     with pytest.raises(InputError) as err:
-        manifest.read_targets(str(tmp_path))
+        read_input(str(tmp_path))
     assert err.value.source == str(tmp_path)
     assert "give the folder of the deployment, not a whole tree" in err.value.problem
 
@@ -215,7 +215,7 @@ def test_a_fifo_and_a_link_to_a_folder_are_skipped_never_opened(tmp_path):
     os.mkfifo(tmp_path / "pipe.yaml")  # opening it would block for ever
     os.symlink(tmp_path, tmp_path / "loop")  # following it would walk for ever
     notes: list[str] = []
-    (target,) = manifest.read_targets(str(tmp_path), notes=notes)
+    (target,) = read_input(str(tmp_path), notes=notes)
     assert target.file == str(tmp_path / "gemma.yaml")
     assert notes == [
         f"{tmp_path}/loop/: skipped (a link to a folder is not followed)",
@@ -228,5 +228,5 @@ def test_a_bound_inside_one_file_names_that_file(tmp_path):
     assert "size: 2" in text
     (tmp_path / "lws.yaml").write_text(text.replace("size: 2", "size: 100000000", 1))
     with pytest.raises(InputError) as err:
-        manifest.read_targets(str(tmp_path))
+        read_input(str(tmp_path))
     assert err.value.source.startswith(f"{tmp_path}/lws.yaml:")

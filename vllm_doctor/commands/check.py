@@ -320,8 +320,10 @@ def manifest_targets(options: CollectOptions) -> list:
     from vllm_doctor.serveline import manifest
 
     if options.manifest:
+        from vllm_doctor.serveline.directory import read_input
+
         skipped: list[str] = []  # the files of a directory that were not read, with why
-        targets = manifest.read_targets(str(options.manifest), notes=skipped)
+        targets = read_input(str(options.manifest), notes=skipped)
         for note in skipped:
             say(note)
     elif options.serve_config and manifest.serve_config_is_manifest(Path(options.serve_config)):

@@ -123,6 +123,19 @@ def _walk_error(folder: str):
     return raise_it
 
 
+def read_input(name: str, notes: list[str] | None = None) -> list[Target]:
+    """``--manifest NAME``: the targets of a folder's manifest files read as one input (the
+    files skipped go to ``notes``), else of the one file (or ``-``)."""
+    from vllm_doctor.serveline.manifest import read_targets
+
+    if name != "-" and os.path.isdir(os.path.expanduser(name)):
+        targets, skipped = read_directory(name)
+        if notes is not None:
+            notes.extend(skipped)
+        return targets
+    return read_targets(name)
+
+
 def read_directory(folder: str) -> tuple[list[Target], list[str]]:
     """Every container that runs vLLM in the manifest files of ``folder``, read as one input,
     and the notes of the files skipped."""

@@ -106,20 +106,9 @@ def is_dockerfile(name: str, text: str) -> bool:
     return False
 
 
-def read_targets(
-    name: str, text: str | None = None, notes: list[str] | None = None
-) -> list[Target]:
-    """Every container in the file (or, for a directory, in its manifest files read as one
-    input: ``serveline.directory``) that runs vLLM; InputError for a file that is no manifest,
-    or an input with no vLLM container. ``notes`` receives the files of a directory that were
-    skipped, each with why."""
-    if text is None and name != "-" and os.path.isdir(os.path.expanduser(name)):
-        from vllm_doctor.serveline.directory import read_directory
-
-        targets, skipped = read_directory(name)
-        if notes is not None:
-            notes.extend(skipped)
-        return targets
+def read_targets(name: str, text: str | None = None) -> list[Target]:
+    """Every container in the file that runs vLLM; InputError for a file that is no manifest,
+    or one with no vLLM container (a directory: ``directory.read_input``)."""
     text = read_text(name) if text is None else text
     read = read_file(name, text)
     services, used_runtimes, unjoined = kserve.join(read.objects)
