@@ -320,7 +320,12 @@ def manifest_targets(options: CollectOptions) -> list:
     from vllm_doctor.serveline import manifest
 
     if options.manifest:
-        targets = manifest.read_targets(str(options.manifest))
+        from vllm_doctor.serveline.directory import read_input
+
+        skipped: list[str] = []  # the files of a directory that were not read, with why
+        targets = read_input(str(options.manifest), notes=skipped)
+        for note in skipped:
+            say(note)
     elif options.serve_config and manifest.serve_config_is_manifest(Path(options.serve_config)):
         targets = manifest.read_targets(str(options.serve_config))
     else:

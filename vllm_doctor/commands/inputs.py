@@ -30,8 +30,9 @@ MANIFEST = typer.Option(
     None,
     "--manifest",
     help="A Kubernetes manifest (multi-document YAML: helm template, kubectl "
-    "-o yaml), docker-compose file or Dockerfile, or - for standard input: each container "
-    "that runs vLLM is checked with the facts the file states.",
+    "-o yaml), docker-compose file or Dockerfile, - for standard input, or a folder whose "
+    "manifest files are read as one input (a KServe service and its runtime in two files): "
+    "each container that runs vLLM is checked with the facts the files state.",
     rich_help_panel=INPUTS,
 )
 MODEL_CONFIG = typer.Option(
