@@ -75,7 +75,7 @@ def _node_env(c: Cluster) -> dict[str, str]:
 
 def test_ranks_are_placed_as_vllm_places_them_and_the_collectives_pass(cluster):
     code, doc, err, _ = _probe(cluster.address, "--tp", "3")
-    assert code == 0, err
+    assert code == 0, (err, [(r["name"], r["status"], r.get("reason")) for r in doc["results"]])
     placement = doc["ray"]["placement"]
     # PACK over two nodes of two CPUs: two ranks on one node, one on the other, each node's
     # ranks contiguous (vLLM numbers the workers node by node)

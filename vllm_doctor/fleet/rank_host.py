@@ -47,7 +47,21 @@ class RankHost:
         }
 
     def free_port(self) -> int:
-        """A port nothing listens on here now, for rank 0's store (as vLLM's get_open_port)."""
+        """A port nothing listens on here now, for rank 0's store (as vLLM's get_open_port).
+        Taken below the kernel's ephemeral range where it can: the store binds it only when
+        rank 0 starts, and in between any process's bind to port 0 could be handed a port
+        from that range (torchrun's 29500 sits below it for the same reason)."""
+        import random
+
+        low = _ephemeral_low()
+        candidates = random.sample(range(20000, low), min(64, low - 20000)) if low > 20000 else []
+        for port in candidates:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind(("", port))
+                except OSError:
+                    continue
+                return port
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("", 0))
             return int(sock.getsockname()[1])
@@ -124,3 +138,12 @@ def _read(path: Path, offset: int, limit: int) -> bytes:
             return fh.read(limit)
     except OSError:
         return b""
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux), else Linux's default."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
