@@ -54,9 +54,12 @@ def test_bad_inputs_end_cleanly(kind):
     directory and environment, one process each), but for the cases that judge the start."""
     cases = [c for c in CASES if c.kind == kind]
     with bad_inputs.ForkServers() as forks, ThreadPoolExecutor(2) as pool:
-        outcomes = list(pool.map(
-            lambda case: bad_inputs.run_case(case, forks=None if case is cases[0] else forks),
-            cases))
+        outcomes = list(
+            pool.map(
+                lambda case: bad_inputs.run_case(case, forks=None if case is cases[0] else forks),
+                cases,
+            )
+        )
     bad = [
         f"{o.case.name}: {o.verdict} (exit {o.exit_code}, {o.seconds:.1f} s) {o.detail}"
         for o in outcomes
