@@ -1,8 +1,17 @@
-"""The exit-code contract of `check`, `explain` and `rules`, run as a user runs them."""
+"""The exit-code contract of `check`, `explain` and `rules`, run as a user runs them.
+
+Each run is a process of its own, forked from a server that has imported the doctor once
+(tests/fixtures/doctor_forks.py): its own exit code, streams, working directory and
+environment, without paying for the interpreter's start and the imports every time. The
+start itself is judged by the bad inputs (tests/test_hardening.py) and the console-script
+tests, which start a fresh interpreter.
+"""
 
 from __future__ import annotations
 
+import atexit
 import json
+import locale
 import os
 import subprocess
 import sys
@@ -12,18 +21,42 @@ import pytest
 
 HERE = Path(__file__).parent
 RULES = HERE / "fixtures" / "engine" / "rules"
+sys.path.insert(0, str(HERE / "fixtures"))
+
+from doctor_forks import ForkServers, starts_alike  # noqa: E402
+
+_FORKS = ForkServers()
+atexit.register(_FORKS.__exit__)
+
+
+def _text(data: bytes) -> str:
+    """What ``subprocess.run(..., text=True)`` reads: the locale's encoding, universal newlines."""
+    text = data.decode(locale.getpreferredencoding(False))
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def doctor(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-    environ.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        cwd=cwd,
-        timeout=120,
+    shared = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    environ = {**shared, **(env or {})}
+    server = _FORKS.server(shared)
+    if not starts_alike(environ, server.env):  # PYTHONIOENCODING, say: the start is judged too
+        return subprocess.run(
+            [sys.executable, "-m", "vllm_doctor", *args],
+            capture_output=True,
+            text=True,
+            env=environ,
+            cwd=cwd,
+            timeout=120,
+        )
+    run = server.start(list(args), str(cwd or Path.cwd()), environ, {})
+    try:
+        out, err = run.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        run.kill()
+        run.communicate()
+        raise
+    return subprocess.CompletedProcess(
+        [sys.executable, "-m", "vllm_doctor", *args], run.returncode, _text(out), _text(err)
     )
 
 
