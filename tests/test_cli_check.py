@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import atexit
 import json
-import locale
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,41 +21,15 @@ HERE = Path(__file__).parent
 RULES = HERE / "fixtures" / "engine" / "rules"
 sys.path.insert(0, str(HERE / "fixtures"))
 
-from doctor_forks import ForkServers, starts_alike  # noqa: E402
+from doctor_forks import ForkServers  # noqa: E402
 
-_FORKS = ForkServers()
-atexit.register(_FORKS.__exit__)
-
-
-def _text(data: bytes) -> str:
-    """What ``subprocess.run(..., text=True)`` reads: the locale's encoding, universal newlines."""
-    text = data.decode(locale.getpreferredencoding(False))
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+FORKS = ForkServers()
+atexit.register(FORKS.__exit__)
 
 
 def doctor(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):
     shared = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-    environ = {**shared, **(env or {})}
-    server = _FORKS.server(shared)
-    if not starts_alike(environ, server.env):  # PYTHONIOENCODING, say: the start is judged too
-        return subprocess.run(
-            [sys.executable, "-m", "vllm_doctor", *args],
-            capture_output=True,
-            text=True,
-            env=environ,
-            cwd=cwd,
-            timeout=120,
-        )
-    run = server.start(list(args), str(cwd or Path.cwd()), environ, {})
-    try:
-        out, err = run.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        run.kill()
-        run.communicate()
-        raise
-    return subprocess.CompletedProcess(
-        [sys.executable, "-m", "vllm_doctor", *args], run.returncode, _text(out), _text(err)
-    )
+    return FORKS.run(list(args), {**shared, **(env or {})}, shared, cwd=cwd, timeout=120)
 
 
 def test_exit_0_when_nothing_at_fail_on_and_1_when_something_is():
