@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.model import Facts
 from vllm_doctor.facts.report import parse_report
-from vllm_doctor.redact import is_secret_name
+from vllm_doctor.redact import is_secret_option
 from vllm_doctor.serve_args import (
     OPTIONS,
     parse_serve_argv,
@@ -189,7 +189,7 @@ def test_render_round_trip_fuzz(prefix, tokens):
     secret = {
         name
         for name, value in line.options.items()
-        if is_secret_name(name) and not isinstance(value, bool)
+        if is_secret_option(name) and not isinstance(value, bool)
     }
     assert set(again.options) == set(line.options)
     for name in secret:

@@ -194,3 +194,14 @@ def test_a_product_total_in_the_name_is_read_as_the_family_alone():
     first = result.stdout.splitlines()[0]
     assert '96 or 144 GiB: name one (--gpu "GH200 96GB")' in first
     assert "480GB 96GB" not in result.stdout
+
+
+def test_the_leonardo_a100_64gb_is_a_size_the_a100_comes_with():
+    """CINECA's Leonardo runs a custom A100 SXM4 64GB (its HPC system page): a real size,
+    judged as typed, never refused as a GPU that does not exist."""
+    result = doctor("check", "--offline", "--gpu", "A100 64GB", "--format", "json")
+    assert result.returncode in (0, 1), result.stderr
+    import json
+
+    memory = json.loads(result.stdout)["facts"]["facts"]["gpu.memory_total_mib"]
+    assert memory["value"] == 64 * 1024 and memory["inferred"] is True

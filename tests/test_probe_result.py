@@ -126,5 +126,8 @@ def test_rule_map_names_the_probes_of_the_seed_rules():
         assert probe in PROBES_FOR_RULE[code]
     assert all(not n.startswith("selftest") for n in PROBE_NAMES)
     measuring = {p.name for p in PROBES if p.on_request}
-    assert measuring == {"memory"} and not BY_NAME["memory"].rules
+    # the probes that measure (memory, the collectives' bandwidth) run on request and confirm
+    # no rule
+    assert measuring == {"memory", "collectives"}
+    assert not any(BY_NAME[name].rules for name in measuring)
     assert set(PROBE_NAMES) - measuring == set(expected.values())

@@ -37,6 +37,10 @@ MAX_INT = 2**63 - 1  # integers the doctor keeps as facts (int64, like torch)
 MAX_GPUS = 1024  # GPUs of one machine or pod (the largest hosts have 16; --gpus, nvidia.com/gpu)
 MAX_NODES = 65536  # pods of one serving group (LeaderWorkerSet size)
 MAX_TARGETS = 32  # containers that run vLLM, checked in one run (each is a full check)
+# --manifest DIR: a deployment's folder, not a whole tree (a repository checkout)
+MAX_DIR_ENTRIES = 10_000  # files and folders walked
+MAX_DIR_FILES = 256  # manifest files read (each at most FILE_LIMITS["report"])
+MAX_DIR_BYTES = 16 * MiB  # of them in all
 MAX_SCRIPT = 64 * 1024  # characters of one container's `sh -c` script (real ones: < 4 KB)
 MAX_MEMORY_MIB = 1 << 30  # a memory size (/dev/shm) past 1 EiB is no machine's
 

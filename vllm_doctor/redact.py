@@ -198,6 +198,26 @@ _ENV_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 _OPTION_VARIABLE = {"hf-token": "HF_TOKEN", "api-key": "VLLM_API_KEY"}
 
 
+_PLAIN_KINDS = ("bool", "flag", "int", "hrint", "float")
+
+
+def is_secret_option(name: str) -> bool:
+    """Whether vLLM's option ``name`` (``hf-token``) takes a secret: a number or a switch never
+    does, whatever it is called."""
+    return _secret_option(f"--{name}") is not None
+
+
+def _plain_option(word: str) -> bool:
+    """Whether the flag ``word`` (``--x`` or ``--x=v``) is a known option taking a number or a
+    switch: its name says nothing about its value."""
+    if not word.startswith("--"):
+        return False
+    from vllm_doctor.serveline.options import resolve_flag
+
+    spec = resolve_flag(word.split("=", 1)[0])
+    return spec is not None and spec.kind in _PLAIN_KINDS
+
+
 def _secret_option(word: str) -> tuple[str, int] | None:
     """(option name, how many values it takes: 1, or -1 for every following value) when the
     flag ``word`` (``--x`` or ``--x=v``) is a secret-taking option; else None."""
@@ -211,7 +231,7 @@ def _secret_option(word: str) -> tuple[str, int] | None:
     spec = resolve_flag(flag)
     if spec is not None:
         # a number or a switch is no secret, whatever its name (--long-prefill-token-threshold)
-        if not is_secret_name(spec.name) or spec.kind in ("bool", "flag", "int", "hrint", "float"):
+        if not is_secret_name(spec.name) or spec.kind in _PLAIN_KINDS:
             return None
         return spec.name, (-1 if spec.kind in ("list", "append") else 1)
     name = flag.lstrip("-")
@@ -272,6 +292,10 @@ def redact_words(words: Iterable[str], placeholders: bool = False) -> list[str]:
             name = env.group(1)
             remember_secret(env.group(2))
             out.append(f"{_PLACEHOLDER}{name}=${name}" if placeholders else f"{name}={REDACTED}")
+            continue
+        if _plain_option(word):  # --long-prefill-token-threshold=5: only the value is read
+            flag, sep, value = word.partition("=")
+            out.append(flag + sep + redact_text(value))
             continue
         out.append(redact_text(word))
     return out

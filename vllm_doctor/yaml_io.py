@@ -124,17 +124,24 @@ def safe_load(text: str) -> Any:
 
 class LineDict(dict):
     """A mapping from the YAML, with the 1-based line of the mapping (``line``) and of each
-    key (``lines``)."""
+    key (``lines``); read from a directory, the file it came from (``file``), and for a
+    mapping joined from two files (a KServe service and its runtime) the file of each key
+    that came from the other one (``files``)."""
 
     line: int = 0
     lines: dict[Any, int]
+    file: str | None = None
+    files: dict[Any, str]
 
 
 class LineList(list):
-    """A sequence from the YAML, with its line and each item's (``lines``)."""
+    """A sequence from the YAML, with its line and each item's (``lines``); the file it came
+    from and, joined from two files, each item's (``file``, ``files``: see ``LineDict``)."""
 
     line: int = 0
     lines: list[int]
+    file: str | None = None
+    files: list[str | None]
 
 
 class _LineLoader(_PlainLoader):

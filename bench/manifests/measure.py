@@ -13,6 +13,9 @@ rules (no model config, no machine), and prints:
 - the vLLM version read right, among all the targets whose file names one (and any version
   stated where the file names none);
 - the GPU count read right, among all the targets that ask for GPUs;
+- the pods of a serving group (a LeaderWorkerSet's size: the nodes a world size spans) read
+  right, among the targets whose expectation names it (``nodes``), and left undecided where
+  the file does not settle it (``nodes: null``);
 - error findings (none of these files is broken, so every one is a false error).
 """
 
@@ -62,6 +65,10 @@ def measure(verbose: bool = False) -> dict[str, int]:
             "version_invented",
             "gpus_asked",
             "gpus_right",
+            "nodes_stated",
+            "nodes_right",
+            "nodes_left_open",
+            "nodes_open_right",
             "error_findings",
         ),
         0,
@@ -78,6 +85,7 @@ def measure(verbose: bool = False) -> dict[str, int]:
                 n["tp_stated" if want["tp"] is not None else "tp_left_open"] += 1
                 n["version_named"] += want["version"] is not None
                 n["gpus_asked"] += want["gpus"] is not None
+                _count_nodes(n, want)
             if verbose:
                 print(f"REFUSED {name}: {err.problem}")
             continue
@@ -89,6 +97,7 @@ def measure(verbose: bool = False) -> dict[str, int]:
             n["gpus_asked"] += want["gpus"] is not None
             target = next((t for t in unused if want["target"] in t.name), None)
             if target is None:
+                _count_nodes(n, want)
                 if verbose:
                     print(f"MISSING {name}: {want['target']} (found {[t.name for t in targets]})")
                 continue
@@ -98,12 +107,15 @@ def measure(verbose: bool = False) -> dict[str, int]:
                 facts, errors = _judge(target, rules)
             except InputError as err:  # `check` exits 2 on it
                 n["refused"] += 1
+                _count_nodes(n, want)
                 if verbose:
                     print(f"UNREADABLE {name} {target.name}: {err.problem}")
                 continue
             tp = facts.value("serve.tensor_parallel_size")
             version = facts.value("vllm.version")
             gpus = facts.value("deploy.gpus_per_pod")
+            nodes = facts.value("deploy.nodes")
+            _count_nodes(n, want, nodes)
             if want["tp"] is None:
                 n["tp_open_right"] += tp is None
             else:
@@ -120,15 +132,29 @@ def measure(verbose: bool = False) -> dict[str, int]:
                 or (want["tp"] is None and tp is not None)
                 or version != want["version"]
                 or (want["gpus"] is not None and gpus != want["gpus"])
+                or ("nodes" in want and nodes != want["nodes"])
                 or errors
             )
             if verbose and wrong:
                 print(
                     f"WRONG {name} {target.name}: tp {tp} (want {want['tp']}), "
                     f"version {version} (want {want['version']}), gpus {gpus} "
-                    f"(want {want['gpus']}), errors {errors}"
+                    f"(want {want['gpus']}), nodes {nodes} (want {want.get('nodes', '-')}), "
+                    f"errors {errors}"
                 )
     return n
+
+
+def _count_nodes(n: dict[str, int], want: dict, read: object = "not read") -> None:
+    """The pods of a group, for an expectation that names them (None: left undecided)."""
+    if "nodes" not in want:
+        return
+    if want["nodes"] is None:
+        n["nodes_left_open"] += 1
+        n["nodes_open_right"] += read is None
+    else:
+        n["nodes_stated"] += 1
+        n["nodes_right"] += read == want["nodes"]
 
 
 def main() -> None:
@@ -144,6 +170,10 @@ def main() -> None:
         f"stated where none is named: {n['version_invented']}"
     )
     print(f"GPU count right: {n['gpus_right']}/{n['gpus_asked']} that ask for GPUs")
+    print(
+        f"pods per group right: {n['nodes_right']}/{n['nodes_stated']} stated; left undecided "
+        f"where the file leaves it open: {n['nodes_open_right']}/{n['nodes_left_open']}"
+    )
     print(f"error findings (false: no file is broken): {n['error_findings']}")
 
 

@@ -9,7 +9,8 @@ For every report under reports/ (schema in schema.py):
   lists for the cause) or with a catalogue entry causes.yaml lists for it;
 * predictable failures (``predictable: true``): ``vllm-doctor check`` without the log, with what
   the report shows (--serve, --model-config, --report, --gpu, --gpus, --vllm-version,
-  --torch-version, --driver, --cuda); a hit when a finding that applies, at warning or error,
+  --torch-version, --driver, --cuda, --package, and --platform wsl2 where the report's platform
+  names WSL); a hit when a finding that applies, at warning or error,
   carries a code causes.yaml lists for the cause;
 * working setups: the same check; a miss when any finding that applies is an error.
 
@@ -177,7 +178,24 @@ def check_args(report: dict, directory: Path, accepted: set[str]) -> tuple[list[
             + ", ".join(f"{n}=={v}" for n, v in packages.items())
             + " (no --package option)"
         )
+    words = platform_words(report)
+    if words and "--platform" in accepted:
+        for word in words:
+            args += ["--platform", word]
+    elif words:
+        needs.append(f"platform {', '.join(words)} (no --platform option)")
     return args, needs
+
+
+# a platform the reporter names in prose (shown.platform: "WSL2 Ubuntu 24.04", "WSL2 (Windows
+# 11 host), Docker"), as the words `check --platform` takes; only what the words say outright
+PLATFORM_PROSE = (("wsl2", re.compile(r"\bWSL ?2?\b", re.IGNORECASE)),)
+
+
+def platform_words(report: dict) -> list[str]:
+    """The ``--platform`` words for what the report shows of its platform."""
+    shown = str((report.get("shown") or {}).get("platform") or "")
+    return [word for word, pattern in PLATFORM_PROSE if pattern.search(shown)]
 
 
 def named_by_explain(doc: dict) -> tuple[list[str], list[str]]:

@@ -320,7 +320,12 @@ def manifest_targets(options: CollectOptions) -> list:
     from vllm_doctor.serveline import manifest
 
     if options.manifest:
-        targets = manifest.read_targets(str(options.manifest))
+        from vllm_doctor.serveline.directory import read_input
+
+        skipped: list[str] = []  # the files of a directory that were not read, with why
+        targets = read_input(str(options.manifest), notes=skipped)
+        for note in skipped:
+            say(note)
     elif options.serve_config and manifest.serve_config_is_manifest(Path(options.serve_config)):
         targets = manifest.read_targets(str(options.serve_config))
     else:
@@ -527,6 +532,7 @@ def register(app: typer.Typer) -> None:
         offline: bool = inputs.OFFLINE,
         driver: str | None = inputs.DRIVER,
         cuda: str | None = inputs.CUDA,
+        platform: list[str] | None = inputs.PLATFORM,
         fmt: str | None = typer.Option(
             None,
             "--format",
@@ -683,6 +689,7 @@ def register(app: typer.Typer) -> None:
             cuda,
             offline,
             package,
+            platform,
         )
         options.manifest = manifest
         default_rules = not no_default_rules and settings.default_rules is not False

@@ -159,6 +159,7 @@ def register(app: typer.Typer) -> None:
         offline: bool = inputs.OFFLINE,
         driver: str | None = inputs.DRIVER,
         cuda: str | None = inputs.CUDA,
+        platform: list[str] | None = inputs.PLATFORM,
         output_format: str = typer.Option(
             "text", "--format", help="text or json (with --schema also markdown)."
         ),
@@ -193,6 +194,7 @@ def register(app: typer.Typer) -> None:
             cuda,
             offline,
             package,
+            platform,
         )
         options.manifest = manifest
         raise typer.Exit(run_facts(options, output_format, verbose))

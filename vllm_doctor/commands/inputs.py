@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from vllm_doctor.facts.platform import PLATFORM_WORDS
+
 # the groups of `--help` (typer's rich_help_panel): what is read, what is supposed, what is
 # printed, and what fails the run
 INPUTS, WHAT_IF, OUTPUT, GATE = "Inputs", "What-if", "Output", "Gate"
@@ -28,8 +30,9 @@ MANIFEST = typer.Option(
     None,
     "--manifest",
     help="A Kubernetes manifest (multi-document YAML: helm template, kubectl "
-    "-o yaml), docker-compose file or Dockerfile, or - for standard input: each container "
-    "that runs vLLM is checked with the facts the file states.",
+    "-o yaml), docker-compose file or Dockerfile, - for standard input, or a folder whose "
+    "manifest files are read as one input (a KServe service and its runtime in two files): "
+    "each container that runs vLLM is checked with the facts the files state.",
     rich_help_panel=INPUTS,
 )
 MODEL_CONFIG = typer.Option(
@@ -150,6 +153,14 @@ CUDA = typer.Option(
     help="What if the driver's CUDA version (nvidia-smi) were this.",
     rich_help_panel=WHAT_IF,
 )
+PLATFORM = typer.Option(
+    None,
+    "--platform",
+    help="What if vLLM ran on this platform (it replaces this machine's), repeatable: "
+    + "; ".join(f"{word}: {meaning}" for word, meaning in PLATFORM_WORDS.items())
+    + ".",
+    rich_help_panel=WHAT_IF,
+)
 OFFLINE = typer.Option(
     False,
     "--offline",
@@ -265,6 +276,7 @@ def collect_options(
     cuda: str | None = None,
     offline: bool = False,
     packages: Iterable[str] | None = None,
+    platform: Iterable[str] | None = None,
 ):
     """The collector's options from the shared input options of `check` and `facts`."""
     from vllm_doctor.facts.collect import CollectOptions
@@ -298,6 +310,7 @@ def collect_options(
         packages=versions,
         target=TargetHardware(gpu=gpu, count=gpus, driver=driver, cuda=cuda) or None,
         offline=offline,
+        platform=list(platform) if platform else None,
     )
 
 

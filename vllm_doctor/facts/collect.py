@@ -2,8 +2,8 @@
 
 Order: this machine (environment → packages → GPUs through NVML), or instead a collect-env
 report (parsed first; its areas stand for this machine's) → a rule case's given facts → a
-manifest container's stated facts → the target hardware (--gpu/--gpus/--driver/--cuda) → serve
-line → model config → this machine as a node of a fleet (host, NCCL library, the model's
+manifest container's stated facts → the target hardware (--gpu/--gpus/--driver/--cuda) → the
+stated platform (--platform) → serve line → model config → this machine as a node of a fleet (host, NCCL library, the model's
 files) → crash log → what-if versions → inferred facts (hardware and stack from what is known)
 → derived facts → release facts, release kernels and the release's reading of the
 environment (what the judged vLLM release accepts, from the generated knowledge).
@@ -66,6 +66,8 @@ class CollectOptions:
     # --package NAME==VERSION: what-if versions of other packages (canonical name → version)
     packages: dict[str, str] | None = None
     target: TargetHardware | None = None  # --gpu/--gpus/--driver/--cuda (facts/hardware.py)
+    # --platform words (wsl2, container, kernel=R, ...): the platform the user states
+    platform: list[str] | None = None
     offline: bool = False  # --offline: never ask the Hugging Face Hub
     probe_machine: bool = True  # False: do not look at this machine (examples, tests)
     environ: Mapping[str, str] | None = None
@@ -182,6 +184,11 @@ def collect_facts(options: CollectOptions, timings: dict[str, float] | None = No
         from vllm_doctor.facts.hardware import apply_target_hardware
 
         apply_target_hardware(facts, options.target)  # bad names are InputError (exit 2)
+    # the platform the user states replaces this machine's (or the report's)
+    if options.platform:
+        from vllm_doctor.facts.platform import apply_stated_platform
+
+        apply_stated_platform(facts, options.platform)
     _collect_serve_and_model(run, options, environ)
     _collect_host(run, options, environ)
     _collect_log(facts, options.log)

@@ -12,6 +12,10 @@ not here: it is the memory model's, ``memory.*`` (vllm_doctor/memory/estimate.py
     it; with no version, decided only where 0.9 and 0.92 agree); tight: enough, but not by the
     CUDA context vLLM's worker creates before it checks (the memory probe's figure).
   Expert-parallel size = TP × DP with --enable-expert-parallel, else 1.
+  The pip CUDA compiler against the pip CUDA runtime headers: CCCL's cuda_toolkit.h refuses
+    to compile unless nvcc's major.minor is CUDART_VERSION's (read in nvidia-cuda-cccl
+    13.0.85; FlashInfer bundles CCCL for its JIT), so nvidia-cuda-nvcc and
+    nvidia-cuda-runtime of different minors fail every JIT build.
   The model's maximum context is derived as vLLM does (the smallest context-length key of the
     config.json that was read, scaled by RoPE scaling that extends it, --hf-overrides applied);
     without the file, ``model.max_position_embeddings``.
@@ -34,6 +38,7 @@ DERIVED_PATHS = (
     "derived.max_model_len_above_model",
     "derived.moe_intermediate_per_rank",
     "derived.max_model_len",
+    "derived.cuda_compiler_matches_headers",
 )
 
 
@@ -90,6 +95,14 @@ def _compare_versions(a: str, b: str) -> bool:
         return Version(".".join(parts[:2]))
 
     return major_minor(a) >= major_minor(b)
+
+
+def _major_minor(version: str) -> str:
+    """13.2 for 13.2.86 or 13.2 (a version's release, major.minor)."""
+    from packaging.version import Version
+
+    release = Version(version).release
+    return ".".join(str(part) for part in (*release, 0)[:2])
 
 
 def _free_pairs(facts: Facts) -> tuple[list[tuple[int, int, int]], bool]:
@@ -268,6 +281,19 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
         return limit, f"no --max-model-len: the model's {limit} ({how})"
 
     attempt("derived.max_model_len", effective_max_model_len)
+
+    def cuda_compiler_headers() -> tuple[bool, str]:
+        # the CUDA 13 pip toolkit: nvcc and the runtime headers are separate wheels that pip
+        # resolves independently (torch pins the runtime, nothing pins nvcc)
+        nvcc = str(_need(facts, "packages.nvidia-cuda-nvcc"))
+        runtime = str(_need(facts, "packages.nvidia-cuda-runtime"))
+        same = _major_minor(nvcc) == _major_minor(runtime)
+        return same, (
+            f"nvidia-cuda-nvcc {nvcc} (compiler {_major_minor(nvcc)}) against "
+            f"nvidia-cuda-runtime {runtime} (headers {_major_minor(runtime)})"
+        )
+
+    attempt("derived.cuda_compiler_matches_headers", cuda_compiler_headers)
 
     def moe_per_rank() -> tuple[int, str]:
         # vLLM splits each expert's intermediate size over the TP ranks unless expert

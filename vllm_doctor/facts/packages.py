@@ -58,6 +58,10 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     # CuTe DSL kernels vLLM imports for some models (DeepSeek-V4's indexer, Gemma 4's QAT path)
     "quack-kernels": ("quack-kernels",),
     "nvidia-cutlass-dsl": ("nvidia-cutlass-dsl",),
+    # the CUDA 13 pip toolkit FlashInfer's JIT compiles with: compiler and runtime headers
+    # must be one major.minor (derived.cuda_compiler_matches_headers)
+    "nvidia-cuda-nvcc": ("nvidia-cuda-nvcc",),
+    "nvidia-cuda-runtime": ("nvidia-cuda-runtime",),
 }
 
 _CANON_RE = re.compile(r"[-_.]+")

@@ -13,6 +13,8 @@ the standard library, nothing is written.
 
 A collect-env report gives the kernel (its ``Python platform`` line) and so WSL2; the
 container's identity cannot be known from it.
+`check --platform` states the platform judged (wsl2, container, kernel=R, ...) in place of
+this machine's or a report's, for a platform a report names only in prose.
 
 Facts written:
   ``platform.kernel``, ``platform.kernel_cmdline``, ``platform.wsl``, ``platform.container``,
@@ -224,6 +226,68 @@ def platform_from_report(facts: Facts, text: str, where: str) -> None:
     facts.mark_unknowable(
         "container", "a collect-env report does not show the container's identity"
     )
+
+
+# -- what the user states (check --platform) ----------------------------------------------
+# the words --platform takes, and what each says (for the help and the error line)
+PLATFORM_WORDS = {
+    "wsl2": "Windows Subsystem for Linux 2",
+    "linux": "a native Linux kernel (not WSL2)",
+    "container": "a container (Docker, Podman, Kubernetes)",
+    "host": "not a container",
+    "kernel=RELEASE": "the Linux kernel's release (6.8.0-1040-nvidia; a microsoft one is WSL2)",
+    "glibcxx=VERSION": "the newest GLIBCXX level of the system libstdc++ (3.4.30)",
+}
+_GLIBCXX_LEVEL = re.compile(r"^3\.4\.\d{1,3}$")
+
+
+def apply_stated_platform(facts: Facts, words: list[str]) -> None:
+    """``--platform`` words (wsl2, linux, container, host, kernel=R, glibcxx=V): what the user
+    states about the serving platform replaces what was read here or in a report (a report
+    that says "WSL2" in prose, a container this machine is not). The stated platform is
+    another machine's: what it leaves unsaid is not known, never this machine's value (its
+    /proc/cmdline or libstdc++ would speak for a host that is not judged); what a collect-env
+    report read stays where no word says otherwise."""
+    from vllm_doctor.errors import InputError
+
+    stated = ", ".join(f"--platform {w}" for w in words)
+    reason = f"not stated ({stated} names the platform judged, not this machine)"
+    for path in (*PLATFORM_PATHS, *CONTAINER_PATHS):
+        fact = facts.get(path)
+        if fact is None or fact.source == Source.MACHINE:
+            facts.values.pop(path, None)
+            if not facts.why_missing(path):
+                facts.mark_missing(path, reason)
+    said: dict[str, tuple[Any, str]] = {}  # fact -> (value, the word that said it)
+    for word in words:
+        key, _, value = word.strip().partition("=")
+        key = key.lower()
+        if key in ("wsl2", "linux") and not value:
+            values: dict[str, Any] = {"platform.wsl": key == "wsl2"}
+        elif key in ("container", "host") and not value:
+            values = {"platform.container": key == "container"}
+        elif key == "kernel" and re.fullmatch(r"\d+\.\d+[\w.+-]{0,120}", value):
+            values = {"platform.kernel": value, "platform.wsl": "microsoft" in value.lower()}
+        elif key == "glibcxx" and _GLIBCXX_LEVEL.match(value):
+            values = {"platform.glibcxx": value}
+        else:
+            shown = word if len(word) <= 60 else word[:60] + "…"
+            raise InputError("--platform", f"{shown!r} is not one of {', '.join(PLATFORM_WORDS)}")
+        for path, fact_value in values.items():
+            if path in said and said[path][0] != fact_value:
+                raise InputError("--platform", f"{word!r} contradicts {said[path][1]!r}")
+            said[path] = (fact_value, word)
+            facts.set(path, fact_value, Source.USER, f"--platform {word}")
+    # a report's kernel that the stated WSL2-or-not contradicts is another host's
+    kernel = facts.get("platform.kernel")
+    if (
+        "platform.wsl" in said
+        and "platform.kernel" not in said
+        and kernel is not None
+        and ("microsoft" in str(kernel.value).lower()) != said["platform.wsl"][0]
+    ):
+        facts.values.pop("platform.kernel")
+        facts.mark_missing("platform.kernel", f"{reason}; the report's {kernel.value} differs")
 
 
 def not_examined(facts: Facts, reason: str) -> None:

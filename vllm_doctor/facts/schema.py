@@ -38,8 +38,9 @@ SUPPLY_HINTS: dict[str, str] = {
     "the Hub (not --offline; HF_TOKEN for a gated model)",
     "serve": "pass the serve line: `vllm-doctor check -- vllm serve MODEL ...` or --serve '...'",
     "env": "set the variable in this shell, or pass --report collect-env.txt",
-    "platform": "run on the host (or in the container) that serves, or pass --report "
-    "collect-env.txt (its Python platform line names the kernel)",
+    "platform": "run on the host (or in the container) that serves, pass --report "
+    "collect-env.txt (its Python platform line names the kernel), or state it: --platform wsl2 "
+    "(linux, container, kernel=RELEASE, glibcxx=VERSION)",
     "container": "run `vllm-doctor check` (or `vllm-doctor serve`) inside the container, as "
     "the user it runs as",
     "log": "pass --log crash.txt",
@@ -146,16 +147,21 @@ FACTS: dict[str, FactSpec] = {
     ),
     # -- the platform and the container (facts/platform.py) --------------------------------
     "platform.kernel": FactSpec(
-        "str", "the Linux kernel's release (/proc/sys/kernel/osrelease, a report's Python platform)"
+        "str",
+        "the Linux kernel's release (/proc/sys/kernel/osrelease, a report's Python platform, "
+        "check --platform kernel=R)",
     ),
     "platform.kernel_cmdline": FactSpec(
         "str", "the kernel's boot parameters (/proc/cmdline: kho=off, iommu=pt, ...)"
     ),
     "platform.wsl": FactSpec(
-        "bool", "Windows Subsystem for Linux 2 (a microsoft kernel, WSL_DISTRO_NAME)"
+        "bool",
+        "Windows Subsystem for Linux 2 (a microsoft kernel, WSL_DISTRO_NAME, check --platform wsl2)",
     ),
     "platform.container": FactSpec(
-        "bool", "running in a container (/.dockerenv, /run/.containerenv, Kubernetes)"
+        "bool",
+        "running in a container (/.dockerenv, /run/.containerenv, Kubernetes, check --platform "
+        "container)",
     ),
     "platform.glibcxx": FactSpec(
         "version",
@@ -438,6 +444,11 @@ FACTS: dict[str, FactSpec] = {
     "derived.tp_divides_kv_heads": FactSpec("bool", "TP divides KV heads or KV heads divide TP"),
     "derived.driver_supports_torch_cuda": FactSpec(
         "bool", "the driver's CUDA version is at least torch's CUDA build"
+    ),
+    "derived.cuda_compiler_matches_headers": FactSpec(
+        "bool",
+        "the pip CUDA compiler (nvidia-cuda-nvcc) is the major.minor of the pip CUDA runtime "
+        "headers (nvidia-cuda-runtime), as CCCL's cuda_toolkit.h requires of every JIT build",
     ),
     # -- added for the PAR/ARGS rules (PAR003, ARGS002); computed in facts/derived.py ------
     "derived.expert_parallel_size": FactSpec(

@@ -16,9 +16,9 @@ from vllm_doctor.fleet.node import Node
 
 def compare_with_manifest(manifest: str, nodes: list[Node]) -> tuple[list[str], list[str] | None]:
     """(notes, the manifest's serve words or None)."""
-    from vllm_doctor.serveline.manifest import read_targets
+    from vllm_doctor.serveline.directory import read_input
 
-    target = read_targets(manifest)[0]
+    target = read_input(manifest)[0]  # a file, or a folder of them
     declared = Facts()
     target.write_facts(declared)
     notes = [f"declared in {manifest}: {target.name}"]

@@ -155,12 +155,20 @@ class CheckDocument:
         """For a manifest target: the line of the finding's first serve-line fact the file
         states (the flag in the args), else of its first other fact there (the image, the GPU
         limit), else the container's."""
+        place = self.target_place(f)
+        return place[1] if place else None
+
+    def target_place(self, f: Finding) -> tuple[str, int] | None:
+        """(file, line) of ``target_line``: a fact read from another file of a directory (a
+        KServe runtime's args) is placed in that file."""
         if self.target is None:
             return None
+        other_files = getattr(self.target, "fact_files", {})
         for ev in sorted(f.evidence, key=lambda ev: not ev.path.startswith("serve.")):
             if ev.path in self.target.fact_lines:
-                return self.target.fact_lines[ev.path]
-        return self.target.line
+                file = other_files.get(ev.path, self.target.file)
+                return file, self.target.fact_lines[ev.path]
+        return self.target.file, self.target.line
 
     def to_dict(self) -> dict[str, Any]:
         def finding(f: Finding) -> dict[str, Any]:
@@ -178,8 +186,9 @@ class CheckDocument:
                 else workaround
                 for workaround in data.get("workarounds") or ()
             ]
-            if self.target is not None:
-                data["location"] = {"file": self.target.file, "line": self.target_line(f)}
+            place = self.target_place(f)
+            if place is not None:
+                data["location"] = {"file": place[0], "line": place[1]}
             data["suggestions"] = [s.to_dict() for s in self.suggestions.get(f.rule.code, [])]
             data["document"] = f"vllm-doctor explain {f.rule.code}"
             data["failing"] = self.is_failing(f)

@@ -272,9 +272,10 @@ def location(doc: CheckDocument, f: Finding) -> Location:
     serve evidence (the serve config, or the workflow that passed the serve line), the
     config.json key its model evidence names, the log line it matched, else line 1 of the
     first input file given (the serve line's own file first), else the placeholder."""
-    if doc.target is not None and doc.target.file != "-":
-        path = Path(doc.target.file)
-        return Location(_relative_uri(path), doc.target_line(f) or 1, path)
+    place = doc.target_place(f)
+    if place is not None and place[0] != "-":
+        path = Path(place[0])
+        return Location(_relative_uri(path), place[1] or 1, path)
     model_config = doc.facts.value("model.config_path") if doc.inputs.get("model_config") else None
     log = doc.inputs.get("log")
     serve = _serve_file(doc)

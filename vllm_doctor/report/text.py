@@ -38,8 +38,9 @@ def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) ->
         f"  {mark} [bold]{rule.code}[/] {escape(f'[{f.severity}]')} {escape(rule.summary)}"
         f" [dim](confidence {f.confidence}; shows at {rule.phase})[/]"
     )
-    if doc.target is not None and doc.target.file != "-":  # "-": a target in no file
-        console.print(f"      at {escape(doc.target.file)}:{doc.target_line(f)}")
+    place = doc.target_place(f)
+    if place is not None and place[0] != "-":  # "-": a target in no file
+        console.print(f"      at {escape(place[0])}:{place[1]}")
     for ev in f.evidence:
         console.print(
             f"      {ev.label} {escape(ev.path)} = {escape(_fmt(ev.value))}"

@@ -7,12 +7,17 @@ that a runtime selects automatically); KServe runs the runtime's container with 
 the runtime is in the same input (one file, ``helm template`` or ``kustomize build`` output),
 the pair is one target; the runtime alone is then not checked on its own (it is read alone,
 its line left open to the args an InferenceService adds, only when no service names it).
+Read from a directory (``--manifest DIR``), the two may be in different files: the joined pod
+keeps the file of each part (``LineDict.file``/``files``), so the runtime's args are shown at
+the runtime's file and line, the service's resources at the service's.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_doctor.serveline.target import _file
 from vllm_doctor.yaml_io import LineDict, LineList, mapping_at
 
 RUNTIME_KINDS = ("ServingRuntime", "ClusterServingRuntime")
@@ -43,12 +48,26 @@ def runtime_for(model: dict, runtimes: list[dict]) -> dict | None:
     return matches[0] if len(matches) == 1 else None
 
 
+@dataclass
+class Joined:
+    """An InferenceService's predictor as KServe runs it on its runtime."""
+
+    label: str  # "InferenceService/NAME predictor (ServingRuntime/RUNTIME)"
+    pod: dict  # the runtime's pod spec, its first container joined with the model
+    line: int  # the service's ``predictor.model``: where the target is
+    # where the joined command's words are: (file or None, first line) of the runtime's
+    # command and of the model's args
+    word_starts: list[tuple[str | None, int]] = field(default_factory=list)
+
+
 def _with_lines(like: Any, value: Any) -> Any:
-    """``value`` as a mapping or list that keeps ``like``'s lines where it has them."""
+    """``value`` as a mapping or list that keeps ``like``'s lines (and file) where it has them."""
     if isinstance(value, dict):
         out = LineDict(value)
         out.line = getattr(like, "line", getattr(value, "line", 0))
         out.lines = {**getattr(value, "lines", {}), **getattr(like, "lines", {})}
+        out.file = getattr(like, "file", None)
+        out.files = dict(getattr(like, "files", None) or {})
         return out
     return value
 
@@ -60,6 +79,9 @@ def _concat(first: Any, second: Any) -> Any:
     out.lines = list(getattr(first, "lines", [0] * len(first or []))) + list(
         getattr(second, "lines", [0] * len(second or []))
     )
+    out.files = [_file(first, i) for i in range(len(first or []))] + [
+        _file(second, i) for i in range(len(second or []))
+    ]
     return out
 
 
@@ -82,20 +104,32 @@ def joined_pod(service: dict, runtime: dict) -> dict:
     if model.get("image"):
         main["image"] = model["image"]
         main.lines["image"] = getattr(model, "lines", {}).get("image", 0)
+        main.files["image"] = _file(model, "image")
     pod["containers"] = [main, *containers[1:]]
     predictor = service["spec"]["predictor"]
     for key in ("nodeSelector", "affinity", "volumes", "hostIPC"):
         if key in predictor:
             pod[key] = predictor[key]
             pod.lines[key] = getattr(predictor, "lines", {}).get(key, 0)
+            pod.files[key] = _file(predictor, key)
     return pod
 
 
-def join(objects: list[dict]) -> tuple[dict[int, tuple[str, dict]], set[int], list[str]]:
-    """For each InferenceService whose runtime is among ``objects``: id -> (label, pod spec);
-    the ids of the runtimes so used; what could not be joined, in words."""
+def _word_starts(runtime_container: dict, model: dict) -> list[tuple[str | None, int]]:
+    lines = getattr(runtime_container, "lines", {})
+    own = [lines.get(k, 0) for k in ("command", "args") if k in runtime_container]
+    starts = [(_file(runtime_container), min(own or [getattr(runtime_container, "line", 0)]))]
+    if model.get("args"):
+        starts.append((_file(model, "args"), getattr(model, "lines", {}).get("args", 0)))
+    return starts
+
+
+def join(objects: list[dict]) -> tuple[dict[int, Joined], set[int], list[str]]:
+    """For each InferenceService whose runtime is among ``objects`` (of one file, or of every
+    file of a directory): id -> its ``Joined`` pod; the ids of the runtimes so used; what
+    could not be joined, in words."""
     runtimes = [o for o in objects if str(o.get("kind")) in RUNTIME_KINDS]
-    pods: dict[int, tuple[str, dict]] = {}
+    pods: dict[int, Joined] = {}
     used: set[int] = set()
     unjoined: list[str] = []
     for service in objects:
@@ -112,10 +146,16 @@ def join(objects: list[dict]) -> tuple[dict[int, tuple[str, dict]], set[int], li
             wanted = model.get("runtime") or f"a runtime for {model.get('modelFormat')}"
             unjoined.append(
                 f"InferenceService/{_name(service)}: its runtime ({wanted}) is not in the input; "
-                "give both (`cat runtime.yaml isvc.yaml | vllm-doctor check --manifest -`)"
+                "give both (`--manifest DIR` with both files, or "
+                "`cat runtime.yaml isvc.yaml | vllm-doctor check --manifest -`)"
             )
             continue
         label = f"InferenceService/{_name(service)} predictor ({runtime['kind']}/{_name(runtime)})"
-        pods[id(service)] = (label, joined_pod(service, runtime))
+        pods[id(service)] = Joined(
+            label,
+            joined_pod(service, runtime),
+            getattr(predictor, "lines", {}).get("model", 0),
+            _word_starts(containers[0], model),
+        )
         used.add(id(runtime))
     return pods, used, unjoined

@@ -22,11 +22,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vllm_doctor.errors import InputError
-from vllm_doctor.serveline import helm_values, workloads
+from vllm_doctor.serveline import helm_values, kserve, workloads
 from vllm_doctor.serveline.images import (  # noqa: F401 (image_vllm_version: tests, callers)
     image_vllm_version,
     is_vllm_image,
@@ -51,6 +52,7 @@ from vllm_doctor.serveline.target import (  # noqa: F401 (the readers' shared pi
     MORE_ARGUMENTS,
     Placed,
     Target,
+    _file,
     _get,
     _gpu_count,
     _is_serve_start,
@@ -106,57 +108,99 @@ def is_dockerfile(name: str, text: str) -> bool:
 
 def read_targets(name: str, text: str | None = None) -> list[Target]:
     """Every container in the file that runs vLLM; InputError for a file that is no manifest,
-    or one with no vLLM container."""
+    or one with no vLLM container (a directory: ``directory.read_input``)."""
     text = read_text(name) if text is None else text
+    read = read_file(name, text)
+    services, used_runtimes, unjoined = kserve.join(read.objects)
+    targets, looked, refused = file_targets(read, services, used_runtimes)
+    if refused:
+        raise InputError(name, refused)
+    return checked_count(name, targets, looked, unjoined)
+
+
+@dataclass
+class ReadFile:
+    """One file of the input: its lines, and its YAML documents (None for a Dockerfile)."""
+
+    name: str
+    text: str
+    docs: list[Any] | None
+
+    @property
+    def objects(self) -> list[dict]:
+        """The Kubernetes objects in it, wrapped ones opened (what KServe's join looks at)."""
+        return [
+            o for doc in self.docs or () if isinstance(doc, dict) for o in workloads.objects(doc)
+        ]
+
+
+def read_file(name: str, text: str) -> ReadFile:
+    """The file parsed: a Dockerfile (by its name or first instruction) or YAML documents;
+    InputError for YAML that is not valid."""
     if is_dockerfile(name, text):
+        return ReadFile(name, text, None)
+    return ReadFile(name, text, load_documents(name, text))
+
+
+def file_targets(
+    read: ReadFile, services: dict[int, kserve.Joined], used_runtimes: set[int]
+) -> tuple[list[Target], list[str], str | None]:
+    """The targets of one file (InferenceServices joined with their runtimes as ``services``
+    says), what kinds were looked at, and why the file is no manifest (None when it is one)."""
+    name, docs = read.name, read.docs
+    targets: list[Target] = []
+    looked_at: list[str] = []
+    if docs is None:
         from vllm_doctor.serveline.dockerfile import dockerfile_targets
 
-        targets = list(dockerfile_targets(name, text))
-        looked = "the Dockerfile's final stage"
-    else:
-        docs = load_documents(name, text)
-        looked_at: list[str] = []
-        targets = []
-        from vllm_doctor.serveline import kserve
+        targets = list(dockerfile_targets(name, read.text))
+        looked_at.append("the Dockerfile's final stage")
+    for doc in docs or ():
+        if is_compose(doc):
+            from vllm_doctor.serveline.compose import compose_targets
 
-        objects = [o for doc in docs if isinstance(doc, dict) for o in workloads.objects(doc)]
-        services, used_runtimes, unjoined = kserve.join(objects)
-        for doc in docs:
-            if is_compose(doc):
-                from vllm_doctor.serveline.compose import compose_targets
-
-                looked_at.append("compose services")
-                targets += list(compose_targets(name, doc))
-            elif isinstance(doc, dict) and doc.get("kind"):
-                looked_at.append(str(doc.get("kind")))
-                targets += list(_kubernetes(name, doc, services, used_runtimes))
-            elif helm_values.is_values(doc) and not is_serve_config(doc) and len(docs) == 1:
-                rendered = helm_values.render(doc)
-                if rendered is None:
-                    raise InputError(name, helm_values.UNKNOWN_VALUES.format(file=name))
-                looked_at.append("Helm values")
-                for deployment in rendered:
-                    targets += list(_kubernetes(name, deployment))
-        if not looked_at:
-            raise InputError(
-                name,
-                "neither a vLLM serve config, nor a Kubernetes manifest "
-                "(apiVersion/kind), nor a docker-compose file (services:)",
-            )
-        looked = ", ".join(dict.fromkeys(looked_at))
-    lines = text.splitlines()
+            looked_at.append("compose services")
+            targets += list(compose_targets(name, doc))
+        elif isinstance(doc, dict) and doc.get("kind"):
+            looked_at.append(str(doc.get("kind")))
+            targets += list(_kubernetes(name, doc, services, used_runtimes))
+        elif helm_values.is_values(doc) and not is_serve_config(doc) and len(docs or ()) == 1:
+            rendered = helm_values.render(doc)
+            if rendered is None:
+                return [], [], helm_values.UNKNOWN_VALUES.format(file=name)
+            looked_at.append("Helm values")
+            for deployment in rendered:
+                targets += list(_kubernetes(name, deployment))
+    if not looked_at:
+        return [], [], NOT_A_MANIFEST
+    lines = read.text.splitlines()
     for target in targets:
         target.text_lines = lines
+    return targets, looked_at, None
+
+
+NOT_A_MANIFEST = (
+    "neither a vLLM serve config, nor a Kubernetes manifest "
+    "(apiVersion/kind), nor a docker-compose file (services:)"
+)
+
+
+def checked_count(
+    name: str, targets: list[Target], looked_at: list[str], unjoined: list[str], extra: str = ""
+) -> list[Target]:
+    """``targets`` when there are some and not more than one run checks; else InputError
+    naming what was looked at and what could not be joined."""
     if not targets:
+        looked = ", ".join(dict.fromkeys(looked_at))
         why = "".join(f"; {note}" for note in unjoined)
-        raise InputError(name, f"no container runs vLLM (looked at: {looked}){why}")
+        raise InputError(name, f"no container runs vLLM (looked at: {looked}{extra}){why}")
     from vllm_doctor.bounds import MAX_TARGETS
 
     if len(targets) > MAX_TARGETS:
         raise InputError(
             name,
             f"{len(targets):,} containers run vLLM; one run checks at most {MAX_TARGETS} "
-            "(each is a whole check): split the file",
+            "(each is a whole check): split the input",
         )
     return targets
 
@@ -285,7 +329,7 @@ def _pod_specs(doc: dict) -> Iterator[tuple[str, Any, Placed | None]]:
 def _kubernetes(
     name: str,
     doc: dict,
-    services: dict[int, tuple[str, dict]] | None = None,
+    services: dict[int, kserve.Joined] | None = None,
     used_runtimes: set[int] | None = None,
 ) -> Iterator[Target]:
     """The targets of an object (and those it wraps); an InferenceService joined with its
@@ -293,12 +337,9 @@ def _kubernetes(
     for obj in workloads.objects(doc):
         if used_runtimes and id(obj) in used_runtimes:
             continue
+        joined = services.get(id(obj)) if services else None
         try:  # a bound passed (a group of 10^8 pods) names the file
-            pods = (
-                [(*services[id(obj)], None)]
-                if services and id(obj) in services
-                else list(_pod_specs(obj))
-            )
+            pods = [(joined.label, joined.pod, None)] if joined else list(_pod_specs(obj))
         except InputError as err:
             raise InputError(f"{name}: {err.source}", err.problem) from None
         for label, pod, nodes in pods:
@@ -306,6 +347,10 @@ def _kubernetes(
                 if isinstance(container, dict):
                     target = _container(name, label, pod, container, nodes, obj)
                     if target is not None:
+                        if joined is not None and container is pod["containers"][0]:
+                            # the service is the target; the runtime's words are in its file
+                            target.line = joined.line or target.line
+                            target.word_starts = list(joined.word_starts)
                         yield target
 
 
@@ -320,6 +365,7 @@ def _env_list(items: Any) -> dict[str, Placed]:
             None if "valueFrom" in item else ("" if value is None else str(value)),
             line,
             f"env {item['name']}",
+            _file(items, i),
         )
     return env
 
@@ -374,6 +420,13 @@ def _container(
         )
     _k8s_gpus(target, container)
     target.nodes = nodes
+    # what a chart's values leave to the chart's version (helm_values: llm-d's parallelism)
+    undecided = getattr(obj, "undecided", None) or {}
+    target.nodes_unknown = undecided.get("nodes")
+    if target.nodes is None and target.nodes_unknown is None:
+        target.nodes = getattr(obj, "nodes", None)
+    if target.gpus is None and undecided.get("gpus"):
+        target.gpus_unknown = undecided["gpus"]
     _k8s_product(target, pod)
     _k8s_shm(target, pod, container)
     return target
@@ -386,16 +439,17 @@ def _k8s_gpus(target: Target, container: dict) -> None:
         for resource in GPU_RESOURCES:
             if isinstance(block, dict) and resource in block:
                 raw = block[resource]
+                at = f"{_file(block, resource) or target.file}:{_line(block, resource)}"
                 try:
-                    count = _gpu_count(raw, f"{target.file}:{_line(block, resource)} {resource}")
+                    count = _gpu_count(raw, f"{at} {resource}")
                 except ValueError:
-                    target.gpus_unknown = (
-                        f"{target.file}:{_line(block, resource)}: {resource} "
-                        f"is {raw!r}, not a count"
-                    )
+                    target.gpus_unknown = f"{at}: {resource} is {raw!r}, not a count"
                     return
                 target.gpus = Placed(
-                    count, _line(block, resource), f"resources.{section}.{resource}"
+                    count,
+                    _line(block, resource),
+                    f"resources.{section}.{resource}",
+                    _file(block, resource),
                 )
                 return
 
@@ -406,7 +460,10 @@ def _k8s_product(target: Target, pod: dict) -> None:
         for label in [k for k in selector if is_gpu_label(k)]:
             if selector.get(label):
                 target.gpu_product = Placed(
-                    str(selector[label]), _line(selector, label), f"nodeSelector {label}"
+                    str(selector[label]),
+                    _line(selector, label),
+                    f"nodeSelector {label}",
+                    _file(selector, label),
                 )
                 return
     terms = _get(
@@ -416,20 +473,25 @@ def _k8s_product(target: Target, pod: dict) -> None:
         "requiredDuringSchedulingIgnoredDuringExecution",
         "nodeSelectorTerms",
     )
-    values: list[tuple[str, int, str]] = []
+    values: list[Placed] = []
     for term in terms or ():
         for expr in _get(term, "matchExpressions") or ():
             if is_gpu_label(_get(expr, "key")) and _get(expr, "operator") == "In":
                 for value in _get(expr, "values") or ():
                     values.append(
-                        (str(value), _line(expr, "values"), f"nodeAffinity {expr['key']}")
+                        Placed(
+                            str(value),
+                            _line(expr, "values"),
+                            f"nodeAffinity {expr['key']}",
+                            _file(expr, "values"),
+                        )
                     )
-    if len({v for v, _, _ in values}) == 1:
-        target.gpu_product = Placed(*values[0])
+    if len({v.value for v in values}) == 1:
+        target.gpu_product = values[0]
     elif values:
         target.gpu_product_unknown = (
-            f"{target.file}:{values[0][1]}: the node affinity allows "
-            f"several GPU products ({', '.join(v for v, _, _ in values)})"
+            f"{target.at(values[0])}: the node affinity allows "
+            f"several GPU products ({', '.join(v.value for v in values)})"
         )
 
 
@@ -439,6 +501,7 @@ def _k8s_shm(target: Target, pod: dict, container: dict) -> None:
         if not isinstance(mount, dict) or str(mount.get("mountPath", "")).rstrip("/") != "/dev/shm":
             continue
         line = mounts.lines[i] if hasattr(mounts, "lines") else target.line
+        file = _file(mounts, i)
         volume = next(
             (
                 v
@@ -451,7 +514,8 @@ def _k8s_shm(target: Target, pod: dict, container: dict) -> None:
         if isinstance(empty, dict) and empty.get("medium") == "Memory":
             size = (
                 quantity_mib(
-                    empty["sizeLimit"], where=f"{target.file}:{_line(empty, 'sizeLimit')} sizeLimit"
+                    empty["sizeLimit"],
+                    where=f"{_file(empty) or target.file}:{_line(empty, 'sizeLimit')} sizeLimit",
                 )
                 if empty.get("sizeLimit")
                 else None
@@ -461,13 +525,19 @@ def _k8s_shm(target: Target, pod: dict, container: dict) -> None:
                 line,
                 "/dev/shm: emptyDir medium Memory"
                 + (f" sizeLimit {empty['sizeLimit']}" if size is not None else ""),
+                file,
             )
         elif _get(volume, "hostPath"):
             target.shm = Placed(
-                "hostPath", line, f"/dev/shm: hostPath {_get(volume, 'hostPath', 'path')}"
+                "hostPath", line, f"/dev/shm: hostPath {_get(volume, 'hostPath', 'path')}", file
             )
         else:
-            target.shm = Placed("volume", line, "/dev/shm: a volume not in memory")
+            target.shm = Placed("volume", line, "/dev/shm: a volume not in memory", file)
         return
     if pod.get("hostIPC") is True:
-        target.shm = Placed("hostIPC", _line(pod, "hostIPC"), "hostIPC: true (the node's /dev/shm)")
+        target.shm = Placed(
+            "hostIPC",
+            _line(pod, "hostIPC"),
+            "hostIPC: true (the node's /dev/shm)",
+            _file(pod, "hostIPC"),
+        )

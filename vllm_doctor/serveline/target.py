@@ -71,6 +71,7 @@ class Placed:
     value: Any
     line: int
     what: str  # the field as written ("resources.limits.nvidia.com/gpu")
+    file: str | None = None  # another file than the target's (a KServe runtime's)
 
 
 @dataclass
@@ -96,28 +97,47 @@ class Target:
     gpus: Placed | None = None
     gpus_unknown: str | None = None
     nodes: Placed | None = None
+    nodes_unknown: str | None = None  # why the pods of the group are not known
     gpu_product: Placed | None = None
     gpu_product_unknown: str | None = None
     shm: Placed | None = None  # MiB (int), or a str for an unsized one ("ipc: host")
     shm_unknown: str | None = None
     text_lines: list[str] = field(default_factory=list, repr=False)
+    # read from a directory: every file's lines, for words found in another file than
+    # the target's (a KServe runtime's args)
+    texts: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    # where the command's words are looked for, in order: (file or None for the target's,
+    # first line); empty: the target's file from the command's line
+    word_starts: list[tuple[str | None, int]] = field(default_factory=list)
     # fact path -> line, filled when the facts are written (for report locations)
     fact_lines: dict[str, int] = field(default_factory=dict)
+    # fact path -> file, for a fact read from another file than the target's
+    fact_files: dict[str, str] = field(default_factory=dict)
 
     @property
     def where(self) -> str:
         return f"{self.file}:{self.line}"
 
+    def at(self, placed: Placed) -> str:
+        """``file:line`` of a value read from the file."""
+        return f"{placed.file or self.file}:{placed.line}"
+
+    def place_of(self, word: str) -> tuple[str, int] | None:
+        """(file, line) of the first line holding ``word`` as a word, looked for from each of
+        ``word_starts`` in turn."""
+        starts = self.word_starts or [(None, self.command_line or self.line)]
+        for file, start in starts:
+            if file is None or file == self.file:
+                number = self.line_of(word, start)
+            else:
+                number = _line_in(self.texts.get(file, []), word, start)
+            if number:
+                return file or self.file, number
+        return None
+
     def line_of(self, word: str, start: int | None = None) -> int | None:
         """The first line from ``start`` (the command's) that holds ``word`` as a word."""
-        if not word:
-            return None
-        pattern = re.compile(r"(?<![\w-])" + re.escape(word) + r"(?![\w-])")
-        first = max(1, start or self.command_line or self.line)
-        for number in range(first, len(self.text_lines) + 1):
-            if pattern.search(self.text_lines[number - 1]):
-                return number
-        return None
+        return _line_in(self.text_lines, word, start or self.command_line or self.line)
 
     def serve_line(self):
         """The parsed serve line (``serveline.line.ServeLine``)."""
@@ -169,7 +189,7 @@ class Target:
     # -- facts ---------------------------------------------------------------------------
     def write_facts(self, facts: Facts) -> None:
         """What the file states about where the line runs (before the serve line)."""
-        detail = lambda placed: f"{self.file}:{placed.line} {placed.what}"  # noqa: E731
+        detail = lambda placed: f"{self.at(placed)} {placed.what}"  # noqa: E731
         facts.set("deploy.file", self.file, MANIFEST, self.where)
         facts.set("deploy.target", self.name, MANIFEST, self.where)
         self.fact_lines.update({"deploy.file": self.line, "deploy.target": self.line})
@@ -190,7 +210,9 @@ class Target:
                 if is_secret_name(name):  # hidden here and wherever it was expanded to
                     remember_secret(str(placed.value))
                 shown = REDACTED if is_secret_name(name) else placed.value
-                self._put(facts, f"env.{name}", Placed(shown, placed.line, placed.what))
+                self._put(
+                    facts, f"env.{name}", Placed(shown, placed.line, placed.what, placed.file)
+                )
         if self.env_elsewhere:
             facts.mark_missing("env", f"{self.file}: {self.env_elsewhere}")
         # the GPUs the pod asks for and on which product
@@ -206,8 +228,13 @@ class Target:
             )
             for path in ("deploy.gpus_per_pod", "deploy.gpus", "gpu.count"):
                 facts.mark_missing(path, reason)
-        nodes = self.nodes or Placed(1, self.line, "one pod per replica")
-        self._put(facts, "deploy.nodes", nodes)
+        if self.nodes is None and self.nodes_unknown:
+            for path in ("deploy.nodes", "deploy.gpus"):
+                facts.mark_missing(path, self.nodes_unknown)
+            nodes = Placed(None, self.line, "")
+        else:
+            nodes = self.nodes or Placed(1, self.line, "one pod per replica")
+            self._put(facts, "deploy.nodes", nodes)
         if self.gpus is not None and isinstance(nodes.value, int):
             facts.set(
                 "deploy.gpus",
@@ -215,7 +242,7 @@ class Target:
                 Source.DERIVED,
                 "GPUs per pod × pods per group",
             )
-            self.fact_lines["deploy.gpus"] = self.gpus.line
+            self._place("deploy.gpus", self.gpus)
         self._gpu_product(facts)
         facts.mark_missing(
             "gpu",
@@ -240,7 +267,7 @@ class Target:
         # shared memory
         if self.shm is not None:
             facts.set("deploy.shm_default", False, MANIFEST, detail(self.shm))
-            self.fact_lines["deploy.shm_default"] = self.shm.line
+            self._place("deploy.shm_default", self.shm)
             if isinstance(self.shm.value, int):
                 self._put(facts, "deploy.shm_mib", self.shm)
         elif self.shm_unknown:
@@ -263,29 +290,35 @@ class Target:
 
     def _put(self, facts: Facts, path: str, placed: Placed | None) -> None:
         if placed is not None:
-            facts.set(path, placed.value, MANIFEST, f"{self.file}:{placed.line} {placed.what}")
-            self.fact_lines[path] = placed.line
+            facts.set(path, placed.value, MANIFEST, f"{self.at(placed)} {placed.what}")
+            self._place(path, placed)
+
+    def _place(self, path: str, placed: Placed) -> None:
+        self.fact_lines[path] = placed.line
+        if placed.file and placed.file != self.file:
+            self.fact_files[path] = placed.file
 
     def _image_version(self, facts: Facts) -> None:
         from vllm_doctor.facts.packages import set_vllm_version_facts
 
         if self.install is not None:  # a Dockerfile's `pip install vllm==X` over its base
-            version, line, why = self.install.value, self.install.line, self.install.what
+            placed, why = self.install, self.install.what
+            version = placed.value
         elif self.image is not None:
+            placed = self.image
             version, why = image_vllm_version(str(self.image.value))
-            line = self.image.line
             if version is not None:
                 why = f"image {self.image.value} ({why})"
         else:
             facts.mark_missing("vllm", f"{self.where}: {self.image_unknown or 'no image named'}")
             return
         if version is None:
-            facts.mark_missing("vllm", f"{self.file}:{line} {why}; pass --vllm-version V")
+            facts.mark_missing("vllm", f"{self.at(placed)} {why}; pass --vllm-version V")
             return
         facts.drop_area("vllm")
-        set_vllm_version_facts(facts, version, MANIFEST, f"{self.file}:{line} {why}")
+        set_vllm_version_facts(facts, version, MANIFEST, f"{self.at(placed)} {why}")
         facts.mark_missing("vllm.location", "an image tag: the installed source is not here")
-        self.fact_lines["vllm.version"] = line
+        self._place("vllm.version", placed)
 
     def _gpu_product(self, facts: Facts) -> None:
         """The product and count through the same entry point as --gpu/--gpus."""
@@ -294,7 +327,7 @@ class Target:
         from vllm_doctor.facts.hardware import TargetHardware, apply_target_hardware
 
         name = " ".join(str(self.gpu_product.value).replace("_", "-").split("-"))
-        where = f"{self.file}:{self.gpu_product.line} {self.gpu_product.what}"
+        where = f"{self.at(self.gpu_product)} {self.gpu_product.what}"
         try:
             apply_target_hardware(
                 facts,
@@ -303,11 +336,7 @@ class Target:
                     count=self.gpus.value if self.gpus is not None else None,
                     origin=MANIFEST,
                     detail=where
-                    + (
-                        f"; {self.file}:{self.gpus.line} {self.gpus.what}"
-                        if self.gpus is not None
-                        else ""
-                    ),
+                    + (f"; {self.at(self.gpus)} {self.gpus.what}" if self.gpus is not None else ""),
                 ),
             )
         except InputError as err:
@@ -321,9 +350,9 @@ class Target:
             "gpu.max_capability",
         ):
             if path in facts:
-                self.fact_lines[path] = self.gpu_product.line
+                self._place(path, self.gpu_product)
         if self.gpus is not None:
-            self.fact_lines["gpu.count"] = self.gpus.line
+            self._place("gpu.count", self.gpus)
         else:  # the product alone: how many the pod gets is not stated, never one by default
             for path in ("gpu.count", "gpu.names", "gpu.devices", "gpu.capabilities"):
                 facts.values.pop(path, None)
@@ -338,7 +367,7 @@ class Target:
     def place_serve_facts(self, facts: Facts) -> None:
         """After the serve line's facts: the file and line of each flag in its evidence, and
         the options whose values the file could not settle marked undecided."""
-        lines: dict[str, int] = {}
+        places: dict[str, tuple[str, int]] = {}
         for path, fact in list(facts.area("serve")):
             if fact.source != Source.DEFAULT and fact.detail and path != "serve.world_size":
                 flag = fact.detail.split(" ", 1)[0].split("=", 1)[0]
@@ -347,19 +376,17 @@ class Target:
                         fact.value, fact.source, f"{self.joined}: {fact.detail}"
                     )
                     continue
-                number = self.line_of(flag)
-                if number:
-                    lines[path] = number
+                place = self.place_of(flag)
+                if place:
+                    places[path] = place
         for parallel in ("serve.tensor_parallel_size", "serve.pipeline_parallel_size"):
-            if parallel in lines and "serve.world_size" in facts:
-                lines["serve.world_size"] = lines[parallel]
+            if parallel in places and "serve.world_size" in facts:
+                places["serve.world_size"] = places[parallel]
                 break
-        for path, number in lines.items():
+        for path, (file, number) in places.items():
             fact = facts.values[path]
-            facts.values[path] = Fact(
-                fact.value, fact.source, f"{self.file}:{number} {fact.detail}"
-            )
-        self.fact_lines.update(lines)
+            facts.values[path] = Fact(fact.value, fact.source, f"{file}:{number} {fact.detail}")
+            self._place(path, Placed(fact.value, number, path, file))
         if MORE_ARGUMENTS in self.unresolved:
             reason = (
                 f"{self.where}: the command ends in {self.unresolved[MORE_ARGUMENTS]} — the "
@@ -579,6 +606,29 @@ def resolve_command(words: list[str], env: dict[str, Placed], refs: _Refs) -> li
     return words if _runs_vllm(words) else None
 
 
+def _line_in(lines: list[str], word: str, start: int) -> int | None:
+    """The first of ``lines`` from ``start`` (1-based) that holds ``word`` as a word."""
+    if not word:
+        return None
+    pattern = re.compile(r"(?<![\w-])" + re.escape(word) + r"(?![\w-])")
+    for number in range(max(1, start), len(lines) + 1):
+        if pattern.search(lines[number - 1]):
+            return number
+    return None
+
+
+def _file(node: Any, key: Any = None) -> str | None:
+    """The file a mapping's key (a list's item) was read from, when the input was a directory
+    (``LineDict.file``, ``files``); None: the target's own file."""
+    files = getattr(node, "files", None)
+    if key is not None and files:
+        if isinstance(files, dict) and key in files:
+            return files[key]
+        if isinstance(files, list) and isinstance(key, int) and key < len(files):
+            return files[key]
+    return getattr(node, "file", None)
+
+
 def _get(node: Any, *keys: str) -> Any:
     for key in keys:
         if not isinstance(node, dict):
@@ -616,7 +666,9 @@ def _new_target(
     target = Target(file, kind, name, line, kept, unresolved=unresolved, env=env)
     target.command_line = min([_line(node, k) for k in command_keys if k in node] or [line])
     if node.get("image"):
-        target.image = Placed(str(node["image"]), _line(node, "image"), "image")
+        target.image = Placed(
+            str(node["image"]), _line(node, "image"), "image", _file(node, "image")
+        )
     return target
 
 

@@ -1,0 +1,179 @@
+"""`check --platform`: the platform a report names in prose (WSL2, a container, a kernel),
+stated on the command line in place of this machine's, and how the reports corpus measure
+passes it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from vllm_doctor.cli import app, main
+from vllm_doctor.facts.model import Source
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "bench" / "reports2026"
+# a train report of the corpus (its source: https://github.com/mohitsoni48/TurboLLM/pull/256):
+# vLLM 0.29.0 on an RTX 5070 Ti under WSL2 Ubuntu 24.04 dies with "UVA is not available"
+TURBOLLM = CORPUS / "reports" / "mohitsoni48-turbollm-256"
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def turbollm_check(*platform: str) -> dict:
+    """`check` as the measure runs it on the TurboLLM report, with the given --platform words."""
+    shown = yaml.safe_load((TURBOLLM / "report.yaml").read_text(encoding="utf-8"))["check"]
+    words = [w for p in platform for w in ("--platform", p)]
+    done = invoke(
+        "check",
+        "--format",
+        "json",
+        "--offline",
+        "--no-config",
+        "--fail-on",
+        "never",
+        "--gpu",
+        shown["gpu"],
+        "--gpus",
+        str(shown["gpus"]),
+        "--vllm-version",
+        shown["vllm_version"],
+        "--torch-version",
+        shown["torch_version"],
+        "--select",
+        "ENV110",
+        *words,
+    )
+    assert done.exit_code == 0, done.output
+    return json.loads(done.stdout)
+
+
+def env110(doc: dict) -> tuple[str, dict]:
+    for key in ("findings", "undecided", "not_applicable"):
+        for finding in doc.get(key) or []:
+            code = finding if isinstance(finding, str) else finding.get("code")
+            if code == "ENV110":
+                return key, finding if isinstance(finding, dict) else {}
+    raise AssertionError("ENV110 was not judged")
+
+
+def test_wsl2_stated_lets_env110_warn_on_the_turbollm_report():
+    where, finding = env110(turbollm_check("wsl2"))
+    assert where == "findings"
+    assert finding["verdict"] == "applies"
+    # 0.29.0 picks Model Runner V2 by itself for this model unless the line opts out: a warning
+    assert finding["severity"] == "warning"
+    wsl = next(e for e in finding["evidence"] if e["fact"] == "platform.wsl")
+    assert wsl["value"] is True
+    assert wsl["source"] == f"{Source.USER} (--platform wsl2)"
+
+
+@pytest.mark.parametrize("words", [("linux",), ("kernel=6.8.0-1040-nvidia",)])
+def test_a_native_kernel_stated_rules_env110_out(words):
+    where, _ = env110(turbollm_check(*words))
+    assert where == "not_applicable"
+
+
+def test_a_kernel_release_says_wsl2_by_its_microsoft_tag():
+    where, finding = env110(turbollm_check("kernel=6.6.87.2-microsoft-standard-WSL2"))
+    assert where == "findings" and finding["verdict"] == "applies"
+
+
+def test_what_the_words_leave_unsaid_is_not_this_machines():
+    done = invoke("facts", "--format", "json", "--platform", "wsl2", "--platform", "container")
+    assert done.exit_code == 0, done.output
+    doc = json.loads(done.stdout)
+    assert doc["facts"]["platform.wsl"]["value"] is True
+    assert doc["facts"]["platform.container"]["value"] is True
+    # this machine's kernel, boot line, libstdc++ and UID would speak for a host not judged
+    for path in ("platform.kernel", "platform.kernel_cmdline", "platform.glibcxx"):
+        assert path not in doc["facts"]
+        assert "--platform wsl2" in doc["missing"][path]
+    assert not any(path.startswith("container.") for path in doc["facts"])
+
+
+def test_glibcxx_level_is_stated_as_given():
+    done = invoke("facts", "--format", "json", "--platform", "glibcxx=3.4.30")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["facts"]["platform.glibcxx"]["value"] == "3.4.30"
+
+
+@pytest.mark.parametrize(
+    ("words", "said"),
+    [
+        (("wsl3",), "'wsl3' is not one of wsl2, linux, container"),
+        (("glibcxx=13.2",), "'glibcxx=13.2' is not one of"),
+        (("kernel=",), "'kernel=' is not one of"),
+        (("wsl2", "kernel=6.8.0-1040-nvidia"), "'kernel=6.8.0-1040-nvidia' contradicts 'wsl2'"),
+        (("container", "host"), "'host' contradicts 'container'"),
+    ],
+)
+def test_bad_or_contradicting_words_are_one_line_and_exit_2(words, said, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["check", "--offline", "--no-config", *[x for w in words for x in ("--platform", w)]])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert said in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def _measure():
+    spec = importlib.util.spec_from_file_location("reports2026_measure", CORPUS / "measure.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_measure_passes_wsl2_from_what_the_train_reports_show():
+    measure = _measure()
+    train = set(json.loads((CORPUS / "split.json").read_text())["train"])
+    for report_id, expected in (
+        ("mohitsoni48-turbollm-256", ["wsl2"]),  # "WSL2 Ubuntu 24.04"
+        ("vllm-54652", ["wsl2"]),  # "WSL2 (Windows 11 host), Docker"
+        ("vllm-43507-aubingil-rtx5090-laptop", []),  # "Windows 11 (native)"
+        ("rocm-aiter-2752", []),  # "Ubuntu 22.04.5 LTS"
+    ):
+        assert report_id in train
+        report = yaml.safe_load(
+            (CORPUS / "reports" / report_id / "report.yaml").read_text(encoding="utf-8")
+        )
+        assert measure.platform_words(report) == expected, report_id
+        args, needs = measure.check_args(
+            report, CORPUS / "reports" / report_id, {"--platform", "--package"}
+        )
+        assert [args[i + 1] for i, a in enumerate(args) if a == "--platform"] == expected
+        assert not any("platform" in need for need in needs)
+
+
+REPORT = ROOT / "tests" / "fixtures" / "reports" / "h100x8_nvlink_nightly.txt"
+
+
+def report_facts(*words: str) -> dict:
+    args = ["facts", "--format", "json", "--report", str(REPORT)]
+    done = invoke(*args, *[x for w in words for x in ("--platform", w)])
+    assert done.exit_code == 0, done.output
+    return json.loads(done.stdout)
+
+
+def test_a_reports_kernel_stays_where_no_word_contradicts_it():
+    plain = report_facts()["facts"]
+    kernel = plain["platform.kernel"]["value"]
+    assert plain["platform.wsl"]["value"] is False
+    doc = report_facts("container")
+    assert doc["facts"]["platform.kernel"]["value"] == kernel
+    assert doc["facts"]["platform.container"]["source"] == Source.USER
+
+
+def test_wsl2_stated_over_a_native_reports_kernel_sets_the_kernel_aside():
+    doc = report_facts("wsl2")
+    assert doc["facts"]["platform.wsl"]["value"] is True
+    assert "platform.kernel" not in doc["facts"]
+    assert "differs" in doc["missing"]["platform.kernel"]
