@@ -1,10 +1,17 @@
-"""The exit-code contract of `check`, `explain` and `rules`, run as a user runs them."""
+"""The exit-code contract of `check`, `explain` and `rules`, run as a user runs them.
+
+Each run is a process of its own, forked from a server that has imported the doctor once
+(tests/fixtures/doctor_forks.py): its own exit code, streams, working directory and
+environment, without paying for the interpreter's start and the imports every time. The
+start itself is judged by the bad inputs (tests/test_hardening.py) and the console-script
+tests, which start a fresh interpreter.
+"""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,19 +19,17 @@ import pytest
 
 HERE = Path(__file__).parent
 RULES = HERE / "fixtures" / "engine" / "rules"
+sys.path.insert(0, str(HERE / "fixtures"))
+
+from doctor_forks import ForkServers  # noqa: E402
+
+FORKS = ForkServers()
+atexit.register(FORKS.__exit__)
 
 
 def doctor(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-    environ.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        cwd=cwd,
-        timeout=120,
-    )
+    shared = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    return FORKS.run(list(args), {**shared, **(env or {})}, shared, cwd=cwd, timeout=120)
 
 
 def test_exit_0_when_nothing_at_fail_on_and_1_when_something_is():

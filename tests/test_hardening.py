@@ -1,6 +1,6 @@
 """The fault suite: hostile inputs never pass a gate by accident, hang, blow up or leak.
 
-Every case of tests/fixtures/bad_inputs.py runs as a subprocess under 5 s and 1 GiB of
+Every case of tests/fixtures/bad_inputs.py runs as a process of its own under 5 s and 1 GiB of
 address space and must end with the right answer (exit 0/1, required output present) or a
 clean error (exit 2/3, one line on stderr), never a traceback, and no planted secret canary
 may appear in any output (text, json, markdown, sarif, junit, facts, -o files). The same
@@ -49,9 +49,17 @@ FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_bad_inputs_end_cleanly(kind):
+    """The group's first case starts a fresh interpreter as every case did before; the rest are
+    forked from a server that has imported the doctor (the same limits, streams, working
+    directory and environment, one process each), but for the cases that judge the start."""
     cases = [c for c in CASES if c.kind == kind]
-    with ThreadPoolExecutor(2) as pool:
-        outcomes = list(pool.map(bad_inputs.run_case, cases))
+    with bad_inputs.ForkServers() as forks, ThreadPoolExecutor(2) as pool:
+        outcomes = list(
+            pool.map(
+                lambda case: bad_inputs.run_case(case, forks=None if case is cases[0] else forks),
+                cases,
+            )
+        )
     bad = [
         f"{o.case.name}: {o.verdict} (exit {o.exit_code}, {o.seconds:.1f} s) {o.detail}"
         for o in outcomes
