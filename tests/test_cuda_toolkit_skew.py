@@ -1,4 +1,4 @@
-"""derived.cuda_compiler_matches_headers and ENV215: the pip CUDA compiler against the pip
+"""derived.cuda_compiler_matches_headers and ENV013: the pip CUDA compiler against the pip
 runtime headers, on a real report of the corpus (a train report: ls1intum/edutelligence pull
 request 687, https://github.com/ls1intum/edutelligence/pull/687)."""
 
@@ -42,12 +42,12 @@ def check_env215(packages: dict[str, str]) -> dict:
         "--fail-on",
         "never",
         "--select",
-        "ENV215",
+        "ENV013",
         *words,
     )
     for key in ("findings", "undecided"):
         for finding in doc[key]:
-            if finding["code"] == "ENV215":
+            if finding["code"] == "ENV013":
                 return finding
     return {"verdict": "not-applies"}
 
@@ -101,4 +101,4 @@ def test_an_unknown_runtime_leaves_it_open_and_names_why():
 def test_explain_names_env215_on_the_reports_log():
     # exit 1: the log names a known failure
     doc = run("explain", "--log", str(REPORT / "log.txt"), "--format", "json", exit_code=1)
-    assert "ENV215" in [f["code"] for f in doc["known_failures"]]
+    assert "ENV013" in [f["code"] for f in doc["known_failures"]]

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_doctor.errors import InputError
-from vllm_doctor.probes.launch import Launcher, Proc, describe_exit
+from vllm_doctor.probes.launch import Launcher, Proc, describe_exit, worker_args
 from vllm_doctor.probes.registry import Part
 
 CARRIED_PREFIXES = ("VLLM_", "NCCL_", "UCX_", "HF_", "HUGGING_FACE_", "LMCACHE_")
@@ -275,18 +275,7 @@ class RayLauncher(Launcher):
 
     def launch_group(self, names: list[str]) -> list[Proc]:
         self.groups += 1
-        args = [
-            "--device",
-            self.device,
-            "--params",
-            json.dumps(self.params),
-            "--teardown-timeout",
-            str(self.teardown_timeout),
-            "--probes",
-            ",".join(names),
-            "--parts",
-            "none",
-        ]
+        args = worker_args(self.device, self.params, self.teardown_timeout, names)
         port = self.placement.master_port
         if self.groups > 1:  # a fresh group after a failed one: a fresh store
             rank0 = self.placement.ranks[0].actor

@@ -330,18 +330,7 @@ class Launcher:
         """A fresh worker group: one process per rank, running these probes in sequence."""
         self.groups += 1
         g = self.groups
-        common = [
-            "--device",
-            self.device,
-            "--params",
-            json.dumps(self.params),
-            "--teardown-timeout",
-            str(self.teardown_timeout),
-            "--probes",
-            ",".join(names),
-            "--parts",
-            "none",
-        ]
+        common = worker_args(self.device, self.params, self.teardown_timeout, names)
         store = rendezvous.store_file(self.run_dir, g)
         group = []
         for rank in range(self.tp):
@@ -374,3 +363,22 @@ class Launcher:
                 )
             )
         return group
+
+
+def worker_args(
+    device: str, params: dict[str, Any], teardown_timeout: float, names: list[str]
+) -> list[str]:
+    """The worker's arguments for one group of ranks running ``names`` in sequence (the
+    local runner and `probe --ray` start the same worker)."""
+    return [
+        "--device",
+        device,
+        "--params",
+        json.dumps(params),
+        "--teardown-timeout",
+        str(teardown_timeout),
+        "--probes",
+        ",".join(names),
+        "--parts",
+        "none",
+    ]
