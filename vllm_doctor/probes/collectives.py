@@ -19,6 +19,7 @@ them is their GPUs' own, which NCCL uses as well.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from functools import partial
@@ -162,6 +163,22 @@ def _slowest(places: list[dict], device_kind: str) -> tuple[str, float | None, d
     return worst[0], worst[1], between
 
 
+def _all_gather_json(torch: Any, dist: Any, value: Any, world: int, dev: Any) -> list[Any]:
+    """Every rank's ``value`` (JSON), through two all-gathers of plain tensors: torch's
+    all_gather_object reads its bytes back through numpy, which a torch install need not
+    have ("Numpy is not available")."""
+    data = json.dumps(value).encode("utf-8")
+    size = torch.tensor([len(data)], dtype=torch.int64, device=dev)
+    sizes = [torch.zeros_like(size) for _ in range(world)]
+    dist.all_gather(sizes, size)
+    lengths = [int(s.item()) for s in sizes]
+    buf = torch.zeros(max(lengths), dtype=torch.uint8, device=dev)
+    buf[: len(data)] = torch.tensor(list(data), dtype=torch.uint8, device=dev)
+    bufs = [torch.empty_like(buf) for _ in range(world)]
+    dist.all_gather(bufs, buf)
+    return [json.loads(bytes(b[:k].tolist())) for b, k in zip(bufs, lengths, strict=True)]
+
+
 def run(ctx: Ctx) -> dict:
     import torch
     import torch.distributed as dist
@@ -169,8 +186,7 @@ def run(ctx: Ctx) -> dict:
     dev = ctx.device
     n = ctx.world
     ctx.progress("trading where each rank is")
-    places: list[Any] = [None] * n
-    dist.all_gather_object(places, _where(ctx))
+    places = _all_gather_json(torch, dist, _where(ctx), n, dev)
     nodes: dict[str, list[int]] = {}
     for place in places:
         nodes.setdefault(place["node"], []).append(place["rank"])
