@@ -190,3 +190,24 @@ def test_kernel_images_extractor_keeps_a_reading_per_wheel(tmp_path):
     (tmp_path / "src" / "0.9.0" / "vllm").mkdir(parents=True)
     again = extractor.extract(ReleaseSource(Version("0.9.0"), tmp_path / "src" / "0.9.0"))
     assert again == values
+
+
+def test_companion_requirements_are_read_as_vllms_own():
+    """A companion wheel's Requires-Dist through the dependencies extractor's table: the
+    specifier, the extra and the other markers apart; a requirement of every install wins over
+    an extra's; a line packaging cannot read is passed over."""
+    meta = (
+        "Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.6.14\n"
+        "Requires-Dist: torch>=2.9\n"
+        'Requires-Dist: nvidia-cutlass-dsl==4.5.2; extra == "cute"\n'
+        'Requires-Dist: nvidia-cutlass-dsl>=4.4; platform_machine == "x86_64"\n'
+        "Requires-Dist: not a requirement (\n"
+    )
+    table = stack_readers.requirements(meta)
+    assert table["torch"] == {"spec": ">=2.9", "extra": None, "marker": None}
+    assert table["nvidia-cutlass-dsl"] == {
+        "spec": ">=4.4",
+        "extra": None,
+        "marker": 'platform_machine == "x86_64"',
+    }
+    assert set(table) == {"torch", "nvidia-cutlass-dsl"}

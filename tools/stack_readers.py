@@ -34,9 +34,7 @@ if str(TOOLS) not in sys.path:
 
 import fatbin  # noqa: E402
 from packaging.requirements import InvalidRequirement, Requirement  # noqa: E402
-from packaging.utils import canonicalize_name  # noqa: E402
 
-_EXTRA = re.compile(r"""\s*(?:and\s+)?extra\s*==\s*["']([^"']+)["']\s*(?:and\s+)?""")
 _PARTNER = re.compile(r"\b([a-z][a-z0-9]*(?:-[a-z0-9]+)+) version\b")
 _CUDA_REQ = re.compile(r"^nvidia-[a-z0-9-]+-cu(\d+)$")
 _HASH_DIR = re.compile(r"^[0-9a-f]{16,}$")
@@ -55,26 +53,16 @@ def metadata(archive: zipfile.ZipFile) -> str | None:
 
 def requirements(meta: str) -> dict[str, dict[str, Any]]:
     """``Requires-Dist`` by canonical name (one requirement of every install wins over an
-    extra's)."""
-    out: dict[str, dict[str, Any]] = {}
+    extra's), read as the dependencies extractor reads vLLM's own."""
+    from extractors.dependencies import requirement_table
+
+    reqs = []
     for line in Parser().parsestr(meta, headersonly=True).get_all("Requires-Dist") or []:
         try:
-            req = Requirement(line)
+            reqs.append(Requirement(line))
         except InvalidRequirement:
             continue
-        marker = str(req.marker) if req.marker is not None else ""
-        extra = _EXTRA.search(marker)
-        rest = _EXTRA.sub(" ", marker).strip() if extra else marker
-        value = {
-            "spec": str(req.specifier) or None,
-            "extra": extra.group(1) if extra else None,
-            "marker": rest or None,
-        }
-        name = canonicalize_name(req.name)
-        known = out.get(name)
-        if known is None or (known["extra"] is not None and value["extra"] is None):
-            out[name] = value
-    return out
+    return requirement_table(reqs)
 
 
 def cuda_major(version: str, requires: dict[str, dict[str, Any]]) -> int | None:

@@ -15,6 +15,7 @@ distribution behind a missing module and the version a release asks for.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from email.parser import Parser
 from typing import Any
 
@@ -34,8 +35,14 @@ _EXTRA = re.compile(r"""\s*(?:and\s+)?extra\s*==\s*["']([^"']+)["']\s*(?:and\s+)
 
 
 def requirements(release) -> dict[str, dict[str, Any]]:
+    return requirement_table(release.requires_dist())
+
+
+def requirement_table(reqs: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """Requirements (packaging's) by canonical name: the specifier, the extra that requires
+    it and any other marker; a requirement of every install wins over an extra's."""
     out: dict[str, dict[str, Any]] = {}
-    for req in release.requires_dist():
+    for req in reqs:
         marker = str(req.marker) if req.marker is not None else ""
         extra = _EXTRA.search(marker)
         rest = _EXTRA.sub(" ", marker).strip() if extra else marker
