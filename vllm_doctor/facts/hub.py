@@ -36,13 +36,11 @@ import contextlib
 import json
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from vllm_doctor.facts.hub_cache import COMMIT, SIDE_FILES, Cache, Fetched, HubModel
 from vllm_doctor.facts.hub_client import (
-    TIMEOUT,
     TIMEOUT_ENV,
     TRUE,
     Answer,
@@ -64,7 +62,6 @@ __all__ = [  # what callers use; the rest is this module's own
     "HubAnswerError",
     "HubModel",
     "HubUnavailable",
-    "fetch_model",
     "given_revision",
     "hub_model",
     "looks_like_repo_id",
@@ -162,14 +159,6 @@ def hub_model(
         with contextlib.suppress(OSError):  # a full or read-only disk: this run's copy only
             return cache.store(revision or "main", fetched)
     return Cache.temporary(endpoint, repo_id).store(revision or "main", fetched)
-
-
-def fetch_model(
-    repo_id: str, cache: Path | None, environ: Mapping[str, str], timeout: float = TIMEOUT
-) -> HubModel:
-    """``hub_model`` online (the older entry point; ``cache`` — the Hugging Face cache the
-    caller searched — is never written)."""
-    return hub_model(repo_id, environ)
 
 
 def _fetch(

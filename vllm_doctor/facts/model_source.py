@@ -11,7 +11,8 @@ In order:
      the newest one that has a config.json).
   4. the Hugging Face Hub, for an ORG/NAME id the cache lacks (``check`` asks by default;
      ``--offline`` or ``HF_HUB_OFFLINE`` forbid it): config.json and the small files beside it
-     land in the cache, so the next run reads them there (facts/hub.py).
+     land in the doctor's own cache (facts/hub_cache.py), never in the Hugging Face cache, so
+     the next run reads them there (facts/hub.py).
 When only the model id is known, hints are inferred from the name (quantization, family) with
 ``Source.INFERRED`` and ``model.inferred = True``; everything else under ``model`` is marked
 missing with how to supply it.
@@ -257,7 +258,7 @@ def collect_model(
             return
         where = f"not in the Hugging Face cache ({cache})"
         if hub:
-            why_not = _from_hub(facts, model_id, cache, env, offline)
+            why_not = _from_hub(facts, model_id, env, offline)
             if why_not is None:
                 return
             where += f"; {why_not}"
@@ -272,9 +273,7 @@ def collect_model(
     )
 
 
-def _from_hub(
-    facts: Facts, model_id: str, cache: Path, environ: Mapping[str, str], offline: bool
-) -> str | None:
+def _from_hub(facts: Facts, model_id: str, environ: Mapping[str, str], offline: bool) -> str | None:
     """Read the model's config from the Hub (facts/hub.py); None when done, else why not."""
     from vllm_doctor.facts import hub
 
