@@ -24,9 +24,12 @@ Ray is imported here only, and this module only by the ``fleet`` command.
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,8 +89,6 @@ def _runtime_env(doctor_from: str) -> tuple[dict[str, Any], str]:
 
 
 def _resolve_address(address: str | None) -> str:
-    import os
-
     return address or os.environ.get("RAY_ADDRESS") or "auto"
 
 
@@ -101,16 +102,32 @@ def connect(address: str | None, doctor_from: str = "upload") -> tuple[Any, str,
     runtime_env, how = _runtime_env(doctor_from)
     start = time.perf_counter()
     try:
-        ray.init(
-            address=where,
-            runtime_env=runtime_env or None,
-            logging_level="ERROR",
-            log_to_driver=False,
-            configure_logging=False,
-        )
+        with _from_an_empty_folder():
+            ray.init(
+                address=where,
+                runtime_env=runtime_env or None,
+                logging_level="ERROR",
+                log_to_driver=False,
+                configure_logging=False,
+            )
     except (ConnectionError, ValueError, RuntimeError) as err:
         raise InputError("--ray", f"cannot connect to a Ray cluster at {where}: {err}") from None
     return ray, where, how, time.perf_counter() - start
+
+
+@contextmanager
+def _from_an_empty_folder() -> Iterator[None]:
+    """Ray puts the driver's working folder at the front of its workers' module path for the
+    job: run from a source checkout (or a folder holding another vllm_doctor), the tasks on that
+    machine would import it instead of the doctor shipped to the nodes or installed there. The
+    driver connects from an empty folder of its own, then goes back."""
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="vllm-doctor-ray-") as empty:
+        os.chdir(empty)
+        try:
+            yield
+        finally:
+            os.chdir(here)
 
 
 def collect_over_ray(

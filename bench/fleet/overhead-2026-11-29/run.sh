@@ -1,0 +1,10 @@
+#!/bin/sh
+# The command behind RESULTS.md's overhead table (2026-11-29, the 2-core development VM).
+# /tmp/fleet-base: the tree before the change (git archive 139a92c vllm_doctor rules).
+set -e
+cd "$(dirname "$0")/../../.."
+OUT=bench/fleet/overhead-2026-11-29
+for bytecode in as-is cached; do
+  python bench/fleet/overhead.py 3 8 --reps 7 --bytecode "$bytecode" \
+    --baseline /tmp/fleet-base --raw "$OUT/raw-$bytecode.jsonl" | tee -a "$OUT/summary.txt"
+done
