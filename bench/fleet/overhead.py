@@ -7,19 +7,22 @@ figures counted the same steps timed inside the process plus a separate `import 
 process: that leaves out the interpreter's exit after importing Ray, 0.3-0.5 s here, which the
 fleet check pays as a whole process. Both are recorded; the summary prints both excesses.)
 
-    python bench/fleet/overhead.py 3 8 --reps 7 --raw OUT.jsonl      # results: RESULTS.md
+    python bench/fleet/overhead.py 3 8 --reps 8 --raw OUT.jsonl      # results: RESULTS.md
     python bench/fleet/overhead.py 3 8 --bytecode cached ...         # as a pip install runs
     python bench/fleet/overhead.py 3 --baseline /tmp/fleet-base      # beside another checkout
 
 Each size gets its own cluster. Each repetition runs the fleet check of this checkout, the floor,
 one node's facts (and the baseline checkout's fleet check when given), in an order that turns
-round from one repetition to the next (A B C, C B A, ...) so that a drift of the machine's load
-falls on every figure alike; the excess (fleet - floor - facts) is taken within a repetition,
-and its median and range over the repetitions are printed with the load average seen.
+round from one repetition to the next (A B C, C B A, ...; give an even --reps) so that a drift
+of the machine's load falls on every figure alike, each after a pause (--settle) in which the
+previous command's Ray workers exit (without it, whichever command ran first in a repetition,
+right after another Ray job, was 1-2 s slower at 8 nodes); the excess (fleet - floor - facts)
+is taken within a repetition, and its median and range over the repetitions are printed with
+the load average seen.
 
-Every command runs from an empty folder, so that the nodes' tasks import the doctor Ray ships
-in the runtime environment (Ray puts the driver's working folder on its workers' path: run from
-a checkout, the nodes would import the checkout instead).
+Every command runs from an empty folder: Ray puts the driver's working folder first on its
+workers' module path, and the floor's tasks, like the fleet check's, should not find a checkout
+there (the fleet check itself connects from an empty folder of its own).
 
 --bytecode: `as-is` leaves Python's bytecode cache as the environment sets it (a shell with
 PYTHONDONTWRITEBYTECODE=1 and a checkout without __pycache__ compiles every module of the doctor
@@ -113,6 +116,8 @@ def one_size(n, args, py, scratch, env, raw):
     for rep in range(args.reps):
         row = {"nodes": n, "rep": rep, "bytecode": args.bytecode, "load_before": os.getloadavg()}
         for name in order if rep % 2 == 0 else order[::-1]:
+            # the last job's workers are still exiting after a command: each starts alike
+            time.sleep(args.settle)
             took, extra = runs[name]()
             if name == "floor":
                 row["floor_in_process_s"] = float(extra.stdout.strip().splitlines()[-1])
@@ -168,6 +173,7 @@ def main():
     parser.add_argument("--baseline", help="another checkout's root (vllm_doctor/ in it)")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--settle", type=float, default=3.0, help="seconds before each command")
     parser.add_argument("--bytecode", choices=("as-is", "cached"), default="as-is")
     parser.add_argument("--raw", help="append each repetition's figures here (JSON lines)")
     args = parser.parse_args()

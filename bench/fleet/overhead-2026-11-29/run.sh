@@ -4,7 +4,7 @@
 set -e
 cd "$(dirname "$0")/../../.."
 OUT=bench/fleet/overhead-2026-11-29
-for bytecode in as-is cached; do
-  python bench/fleet/overhead.py 3 8 --reps 7 --bytecode "$bytecode" \
+for bytecode in cached as-is; do
+  python bench/fleet/overhead.py 3 8 --reps 8 --bytecode "$bytecode" \
     --baseline /tmp/fleet-base --raw "$OUT/raw-$bytecode.jsonl" | tee -a "$OUT/summary.txt"
 done
