@@ -197,26 +197,34 @@ def _creatable(path: str) -> bool:
 
 
 # -- a collect-env report ------------------------------------------------------------------
-_PYTHON_PLATFORM = re.compile(r"^Python platform\s*:\s*(?P<value>\S+)", re.MULTILINE)
+_PYTHON_PLATFORM = re.compile(r"^[ \t>]*Python platform\s*:\s*(?P<value>\S+)", re.MULTILINE)
+# a kernel release pasted beside the report: `uname -a` (`Linux host 6.8.0-1040-nvidia #42 SMP
+# ...`), `uname -r`, or a WSL2 kernel named anywhere (`5.15.167.4-microsoft-standard-WSL2`)
+_UNAME_A = re.compile(
+    r"^[ \t>]*Linux\s+\S+\s+(?P<kernel>\d+\.\d+\.\d+[\w.+-]{0,120})\s+#\d+", re.MULTILINE
+)
+_WSL_KERNEL = re.compile(r"\b(?P<kernel>\d+\.\d+\.\d+(?:\.\d+)?-microsoft-standard(?:-WSL2)?)\b")
 
 
 def platform_from_report(facts: Facts, text: str, where: str) -> None:
     """The kernel (and so WSL2) from the report's ``Python platform`` line
-    (``Linux-5.15.153.1-microsoft-standard-WSL2-x86_64-with-glibc2.35``)."""
+    (``Linux-5.15.153.1-microsoft-standard-WSL2-x86_64-with-glibc2.35``), else from a kernel
+    release pasted with it (``uname -a``, a WSL2 kernel named in the text)."""
     match = _PYTHON_PLATFORM.search(text[:2_000_000])
     value = match.group("value") if match else None
     kernel = None
     if value:
         found = re.match(r"Linux-(?P<kernel>.+?)-(?:x86_64|aarch64|arm64|ppc64le|s390x)", value)
         kernel = found.group("kernel") if found else None
+    detail = f"Python platform: {value}"
+    if not kernel:
+        pasted = _UNAME_A.search(text[:2_000_000]) or _WSL_KERNEL.search(text[:2_000_000])
+        if pasted:
+            kernel = pasted.group("kernel")
+            detail = f"pasted with the report: {pasted.group(0).strip()[:160]}"
     if kernel:
-        facts.set("platform.kernel", kernel, Source.REPORT, f"Python platform: {value}")
-        facts.set(
-            "platform.wsl",
-            "microsoft" in kernel.lower(),
-            Source.REPORT,
-            f"Python platform: {value}",
-        )
+        facts.set("platform.kernel", kernel, Source.REPORT, detail)
+        facts.set("platform.wsl", "microsoft" in kernel.lower(), Source.REPORT, detail)
     else:
         reason = f"the report {where} has no Linux `Python platform` line"
         facts.mark_missing("platform.kernel", reason)

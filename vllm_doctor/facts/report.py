@@ -28,6 +28,7 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.facts.report_beside import smi_driver
 from vllm_doctor.facts.report_gpus import (  # noqa: F401  (re-exported: the GPU-name API)
     CAPABILITY_DETAIL,
     _gpu_facts,
@@ -306,7 +307,12 @@ def _torch_facts(report: _Report, facts: Facts) -> None:
 
 def _driver_facts(report: _Report, lines: list[str], facts: Facts) -> None:
     if not _set_first_word(report, facts, "Nvidia driver version", "driver.version"):
-        facts.mark_missing("driver.version", "the report has no NVIDIA driver version")
+        # collect-env without nvidia-smi (a container, WSL): the table pasted beside it
+        pasted = smi_driver(lines)
+        if pasted is not None:
+            facts.set("driver.version", pasted[0], Source.REPORT, f"nvidia-smi: {pasted[1]}")
+        else:
+            facts.mark_missing("driver.version", "the report has no NVIDIA driver version")
     for line in lines:
         m = _SMI_CUDA.search(line)
         if m:

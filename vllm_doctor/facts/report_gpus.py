@@ -9,6 +9,7 @@ from typing import Any
 
 from vllm_doctor.facts.gpus import link_rank
 from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.facts.report_beside import UUID_TAIL, smi_gpus
 from vllm_doctor.facts.report_text import (
     _BANNER,
     _ENV_LINE,
@@ -85,31 +86,36 @@ def _visible_devices(report: _Report, facts: Facts) -> list[int] | None:
 
 def _gpu_facts(report: _Report, facts: Facts, visible: list[int] | None = None) -> None:
     entry = report.get("GPU models and configuration")
-    if entry is None:
-        facts.mark_missing("gpu", "the report has no `GPU models and configuration` line")
-        return
-    value, idx = entry
+    value, idx = entry if entry is not None else ("", -1)
     gpus: list[tuple[int, str, str]] = []  # index, name, line
     mig = False
     candidates: list[tuple[int, str]] = []
     if value:
         candidates.append((idx, value))
-    candidates.extend(report.block_after(idx))
+    if entry is not None:
+        candidates.extend(report.block_after(idx))
     for _, line in candidates:
         m = _GPU_LINE.match(line)
         if m:
-            gpus.append((int(m.group("idx")), m.group("name"), line.strip()))
+            gpus.append((int(m.group("idx")), UUID_TAIL.sub("", m.group("name")), line.strip()))
         elif _MIG_LINE.match(line):
             mig = True
     rocm = _is_rocm(report)
+    detail = "GPU models and configuration"
+    if not gpus and not (value and _collected(value)):
+        # no GPU line collected (collect-env without nvidia-smi): an nvidia-smi table pasted
+        gpus = smi_gpus(report.lines)
+        detail = "the nvidia-smi table pasted with the report"
     if not gpus:
         if value and _collected(value) and not _GPU_LINE.match(value):
             # ROCm (and macOS): one device name, for device 0 only
             _single_device(report, facts, value, rocm)
             return
-        facts.mark_missing("gpu", f"the report lists no GPUs (`{value or 'nothing'}`)")
+        if entry is None:
+            facts.mark_missing("gpu", "the report has no `GPU models and configuration` line")
+        else:
+            facts.mark_missing("gpu", f"the report lists no GPUs (`{value or 'nothing'}`)")
         return
-    detail = "GPU models and configuration"
     if visible is not None:
         listed = {g[0]: g for g in gpus}
         gpus = [listed[i] for i in visible if i in listed]

@@ -11,6 +11,7 @@ from typing import Any
 from vllm_doctor.facts.environment import is_collected
 from vllm_doctor.facts.model import Facts, Listing, Source
 from vllm_doctor.facts.packages import canonical_name
+from vllm_doctor.facts.report_beside import pip_show
 from vllm_doctor.facts.report_text import _ENV_LINE, _PIP_LINE, _Report, _secret
 from vllm_doctor.redact import REDACTED
 
@@ -47,6 +48,11 @@ def _listed_packages(report: _Report, facts: Facts) -> bool:
         path = f"packages.{name}"
         if path not in facts:
             facts.set(path, m.group("ver"), Source.REPORT, line.strip())
+            found = True
+    for name, version, detail in pip_show(report.lines):
+        path = f"packages.{canonical_name(name)}"
+        if canonical_name(name) in known and path not in facts:
+            facts.set(path, version, Source.REPORT, detail)
             found = True
     platform = report.get("Python platform")
     if platform is not None:
