@@ -21,6 +21,7 @@ Facts written:
   ``platform.glibcxx``
   ``container.uid``, ``container.uid_in_passwd``, ``container.user_known``,
   ``container.home``, ``container.home_writable``, ``container.unwritable_caches``
+  ``container.arbitrary_uid`` (stated only: ``--platform arbitrary-uid``)
   ``gpu.gfx_targets`` (from a report's ROCm devices, else the GPU table by name: inferred)
   ``gpu.unified_memory`` (the GPU table's family and knowledge/data/unified_memory.json)
 """
@@ -50,6 +51,7 @@ CONTAINER_PATHS = (
     "container.home",
     "container.home_writable",
     "container.unwritable_caches",
+    "container.arbitrary_uid",
 )
 # the libstdc++ of the loader's usual places (Debian/Ubuntu multiarch, RHEL, a conda base)
 _LIBSTDCXX = (
@@ -243,6 +245,8 @@ PLATFORM_WORDS = {
     "linux": "a native Linux kernel (not WSL2)",
     "container": "a container (Docker, Podman, Kubernetes)",
     "host": "not a container",
+    "arbitrary-uid": "a container run under a UID its image does not know (OpenShift's "
+    "restricted SCC, `docker run --user N`): no passwd entry, HOME=/ unless the image sets it",
     "kernel=RELEASE": "the Linux kernel's release (6.8.0-1040-nvidia; a microsoft one is WSL2)",
     "glibcxx=VERSION": "the newest GLIBCXX level of the system libstdc++ (3.4.30)",
 }
@@ -274,6 +278,8 @@ def apply_stated_platform(facts: Facts, words: list[str]) -> None:
             values: dict[str, Any] = {"platform.wsl": key == "wsl2"}
         elif key in ("container", "host") and not value:
             values = {"platform.container": key == "container"}
+        elif key == "arbitrary-uid" and not value:
+            values = {"platform.container": True, "container.arbitrary_uid": True}
         elif key == "kernel" and re.fullmatch(r"\d+\.\d+[\w.+-]{0,120}", value):
             values = {"platform.kernel": value, "platform.wsl": "microsoft" in value.lower()}
         elif key == "glibcxx" and _GLIBCXX_LEVEL.match(value):

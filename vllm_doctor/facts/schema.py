@@ -40,7 +40,7 @@ SUPPLY_HINTS: dict[str, str] = {
     "env": "set the variable in this shell, or pass --report collect-env.txt",
     "platform": "run on the host (or in the container) that serves, pass --report "
     "collect-env.txt (its Python platform line names the kernel), or state it: --platform wsl2 "
-    "(linux, container, kernel=RELEASE, glibcxx=VERSION)",
+    "(linux, container, arbitrary-uid, kernel=RELEASE, glibcxx=VERSION)",
     "container": "run `vllm-doctor check` (or `vllm-doctor serve`) inside the container, as "
     "the user it runs as",
     "log": "pass --log crash.txt",
@@ -180,6 +180,11 @@ FACTS: dict[str, FactSpec] = {
     "container.home": FactSpec("str", "HOME (or passwd's home directory when HOME is unset)"),
     "container.home_writable": FactSpec(
         "bool", "HOME is writable, or can be created (its nearest existing parent is writable)"
+    ),
+    "container.arbitrary_uid": FactSpec(
+        "bool",
+        "stated (--platform arbitrary-uid): the container runs under a UID its image does not "
+        "know, as OpenShift's restricted SCC assigns",
     ),
     "container.unwritable_caches": FactSpec(
         "list",
