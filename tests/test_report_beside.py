@@ -111,3 +111,22 @@ def test_native_kernel_from_uname_and_the_python_platform_line_first():
     assert both.value("platform.kernel") == "6.8.0-60-generic"
     assert both.value("platform.wsl") is False
     assert kernel_of(NO_SMI).why_missing("platform.wsl")
+
+
+def test_torch_from_its_package_line_where_the_report_has_no_pytorch_version():
+    text = (
+        "vLLM Version                 : 0.19.1\n"
+        "Nvidia driver version        : 570.86.10\n"
+        "[pip3] torch==2.11.0+cu128\n"
+        "[pip3] transformers==4.57.1\n"
+    )
+    facts = parse_report(text, "report.txt")
+    assert facts.value("torch.version") == "2.11.0+cu128"
+    assert facts.value("torch.cuda_version") == "12.8"
+    assert facts.get("torch.version").detail == "[pip3] torch==2.11.0+cu128"
+    # a bare version (PyPI's wheel) states no CUDA build
+    bare = parse_report(text.replace("+cu128", ""), "report.txt")
+    assert bare.value("torch.version") == "2.11.0" and "torch.cuda_version" not in bare
+    # the report's own line wins
+    own = parse_report("PyTorch version: 2.9.1+cu130\n" + text, "report.txt")
+    assert own.value("torch.version") == "2.9.1+cu130"

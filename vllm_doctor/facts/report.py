@@ -181,6 +181,7 @@ def parse_report(text: str | bytes, name: str) -> Facts:
     _gpu_facts(report, facts, visible)
     _topology_facts(report, facts, visible)
     _package_facts(report, facts)
+    _torch_from_packages(facts)
     _package_listing(facts)
     _env_facts(report, facts)
     return facts
@@ -300,6 +301,22 @@ def _torch_facts(report: _Report, facts: Facts) -> None:
             facts.mark_missing(
                 "torch.cuda_version", "the report has no `CUDA used to build PyTorch` value"
             )
+
+
+def _torch_from_packages(facts: Facts) -> None:
+    """A report without a collected `PyTorch version` (cut before it, or a pip list pasted
+    with a partial report): torch's version from its package line, and its CUDA build from the
+    version's ``+cuXYZ`` label where it has one."""
+    from vllm_doctor.facts.packages import cuda_from_torch_version
+
+    listed = facts.get("packages.torch")
+    if listed is None or "torch.version" in facts:
+        return
+    version = str(listed.value)
+    facts.set("torch.version", version, Source.REPORT, listed.detail)
+    cuda = cuda_from_torch_version(version)
+    if cuda is not None and "torch.cuda_version" not in facts:
+        facts.set("torch.cuda_version", cuda, Source.REPORT, f"{listed.detail} (+cu label)")
 
 
 # -- driver ---------------------------------------------------------------------------------
