@@ -130,3 +130,13 @@ def test_torch_from_its_package_line_where_the_report_has_no_pytorch_version():
     # the report's own line wins
     own = parse_report("PyTorch version: 2.9.1+cu130\n" + text, "report.txt")
     assert own.value("torch.version") == "2.9.1+cu130"
+
+
+def test_a_conda_torch_line_is_not_taken_for_a_pypi_wheel():
+    base = "vLLM Version                 : 0.19.1\nNvidia driver version        : 570.86.10\n"
+    for line in (
+        "[conda] pytorch 2.11.0 py3.12_cuda12.8_cudnn9.1.0_0 pytorch",
+        "torch                     2.11.0          cuda128_py312h1234abc_300    conda-forge",
+    ):
+        facts = parse_report(base + line + "\n", "report.txt")
+        assert "torch.version" not in facts, line

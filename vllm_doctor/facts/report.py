@@ -303,6 +303,11 @@ def _torch_facts(report: _Report, facts: Facts) -> None:
             )
 
 
+# a conda package line: `[conda] pytorch 2.5.1 py3.12_cuda12.4_cudnn9.1.0_0 pytorch`, or the
+# build column of `conda list` (py3.12_..., cuda..., h1234abc_0)
+_CONDA_BUILD = re.compile(r"^\[conda\]|\s(?:py3\d*_\S*|\S*cuda\d\S*|h[0-9a-f]{7}_\d+)(?:\s|$)")
+
+
 def _torch_from_packages(facts: Facts) -> None:
     """A report without a collected `PyTorch version` (cut before it, or a pip list pasted
     with a partial report): torch's version from its package line, and its CUDA build from the
@@ -311,6 +316,9 @@ def _torch_from_packages(facts: Facts) -> None:
 
     listed = facts.get("packages.torch")
     if listed is None or "torch.version" in facts:
+        return
+    if _CONDA_BUILD.search(listed.detail or ""):
+        # a conda build: its number says nothing of the CUDA it was built for (no PyPI wheel)
         return
     version = str(listed.value)
     facts.set("torch.version", version, Source.REPORT, listed.detail)
