@@ -115,7 +115,7 @@ DOUBT_HINT = (
 def kv_budget(facts: Facts) -> tuple[str | None, int | None]:
     """``--kv-cache-memory-bytes`` as written and in bytes, as vLLM's ``human_readable_int``
     reads it (``200G`` = 200 GiB, ``200g`` = 200 GB); (None, None) when not given."""
-    from vllm_doctor.serveline.parser import human_readable_int
+    from vllm_doctor.serveline.values import human_readable_int
 
     budget = argv_value(facts, "--kv-cache-memory-bytes", "--kv-cache-memory")
     if budget is None:
