@@ -838,7 +838,7 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "deploy": ("serveline/target.py",),
     "log": ("facts/collect.py",),
     "derived": ("facts/derived.py",),
-    "memory": ("memory/estimate.py",),
+    "memory": ("memory/facts.py",),
     "host": ("facts/host.py",),
     "nccl": ("facts/host.py",),
     "fleet": ("fleet/fleetfacts.py",),
