@@ -287,7 +287,9 @@ def _text_model_type(facts: Facts) -> str | None:
 #   dtype if supported, else the first.
 _FALLBACK_FROM, _RESOLVE_FROM = Version("0.9.0"), Version("0.9.1")
 _NO_FLOAT16 = ("gemma2", "gemma3", "gemma3_text", "plamo2", "glm4")
-_DTYPE_NAMES = {
+# a --dtype or config.json dtype as written -> the torch dtype it names (also read by
+# facts/release_kernels.py)
+DTYPE_NAMES = {
     "half": "float16",
     "float16": "float16",
     "fp16": "float16",
@@ -327,11 +329,11 @@ def _effective_dtype(facts: Facts, release: str) -> None:
     )
     given = str(facts.value("serve.dtype") or "auto").lower()
     if given != "auto":
-        if given in _DTYPE_NAMES:
-            facts.set(path, _DTYPE_NAMES[given], SOURCE, f"--dtype {given}")
+        if given in DTYPE_NAMES:
+            facts.set(path, DTYPE_NAMES[given], SOURCE, f"--dtype {given}")
         return
     checkpoint = facts.value("model.dtype")
-    config = _DTYPE_NAMES.get(str(checkpoint).lower()) if checkpoint is not None else None
+    config = DTYPE_NAMES.get(str(checkpoint).lower()) if checkpoint is not None else None
     if config is None:
         facts.mark_missing(
             path,
