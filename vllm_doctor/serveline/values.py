@@ -167,7 +167,7 @@ def _convert(flag: str, spec: OptionSpec, value: str) -> Any:
     """The value as the newest release that has the option reads it; a form only an older
     release reads (``--limit-mm-per-prompt image=5``) is read that release's way, so a value
     some release accepts is never bad input (which releases accept it is judged per release
-    in facts/release.py)."""
+    in facts/release_options.py)."""
     try:
         return convert_value(flag, spec, spec.kind, value)
     except UnreadValue:
