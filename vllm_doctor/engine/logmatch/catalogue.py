@@ -24,12 +24,45 @@ ANCHOR = 24  # characters of a catalogue message's literal looked for first
 MIN_ANCHOR = 12  # the extractor keeps only messages with a part this long
 CATALOGUE_WINDOW = 4096  # characters of context verified around a catalogue hit
 PARTIAL_SHARE = 0.6  # a message cut short: this share of its literal text, in order
-MIN_SENTENCE = 30  # a message quoted up to a sentence's end: at least this much literal text
+MIN_SENTENCE = 30  # a message seen in part: at least this much of its literal text
+# a message whose literal text is shorter than this says little on its own ("Unsupported
+# architecture", "kernel {*} does not support {*}"): it is read only where a message starts
+SPECIFIC = 40
+MAX_TIED_PARTS = 3  # more messages than this read from one fragment: it names none of them
+WRAP_LINES = 3  # lines after the hit's line a wrapped message may run on to
 
 _SPACES = re.compile(r"\s+")
 # where a sentence of a message ends inside one literal part ("… (2.1 GiB). Decrease …")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`'\"(\[])")
 _LETTERS = re.compile(r"[A-Za-z]")
+# what a log line starts with before the message, in any order, repeated: ANSI colour is
+# gone already (text.clean); a Ray or vLLM process tag "(EngineCore_DP0 pid=123)",
+# "(RayWorkerWrapper pid=123, ip=10.0.0.2)"; torchrun's "[rank0]:"; docker compose's
+# "vllm-1  | "; kubectl's "[pod/name/container] "; an ISO timestamp; vLLM's own header
+# "ERROR 11-23 05:10:11 [core.py:123] "
+_RECORD_PREFIX = re.compile(
+    r"(?:[ \t]*(?:"
+    r"\([A-Za-z_][\w.-]{0,80}(?: pid=\d{1,10})?(?:, ip=[\w.:-]{1,64})?\)"
+    r"|\(pid=\d{1,10}(?:, ip=[\w.:-]{1,64})?\)"
+    r"|\[rank\d{1,6}\]:"
+    r"|[\w.-]{1,80}[ \t]{1,40}\|(?=[ \t]|$)"
+    r"|\[pod/[^\]\s]{1,250}\]"
+    r"|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?"
+    r"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)[ \t]{1,8}\d{2}-\d{2} \d{2}:\d{2}:\d{2}"
+    r"(?:\.\d{1,6})?(?:[ \t]{1,8}\[[^\]\n]{1,120}\])?"
+    r"))+[ \t]?"
+)
+# where a message starts when the line does not begin with it: after its exception class
+# ("RuntimeError: ", "torch.OutOfMemoryError: "), pydantic's "Value error, ", a quote
+_MESSAGE_START = re.compile(
+    r"(?:[A-Za-z_][\w.]{0,120}(?:Error|Exception|Exit|Interrupt|Warning): ?|Value error, ?"
+    r"|[`'\"] ?)$"
+)
+# a message that only points at a cause shown elsewhere ("Engine core initialization failed.
+# See root cause above.", "EngineCore failed to start."): it never names the cause first
+_POINTS_ELSEWHERE = re.compile(
+    r"root cause|stack trace|traceback above|\bfailed to start\.?$", re.IGNORECASE
+)
 
 WILDCARD = "{*}"
 _WILDCARD_SPLIT = re.compile(r"\s*\{\*\}\s*")
@@ -41,6 +74,8 @@ def display(template: str) -> str:
     return _WILDCARD_SPACING.sub(" ", template)
 
 
+# a value any generic class takes (\d+, [\d.]+, \S+, \w+, .+), never a name a signature
+# spells out
 _FILLER = "1"
 
 
@@ -70,6 +105,11 @@ class _Entry:
     pieces: tuple[str, ...] = ()
     ends: tuple[int, ...] = ()
     follows: tuple[bool, ...] = ()
+    squeezed: tuple[str, ...] = ()  # the pieces without whitespace (a wrap may fall anywhere)
+    # too short to say much on its own, and not open at its start: read only where a
+    # message starts (a line's start, after an exception class)
+    anchored: bool = False
+    points_elsewhere: bool = False  # a wrapper that names no cause ("See root cause above.")
 
     @classmethod
     def of(cls, key: str, parts: tuple[str, ...]) -> _Entry:
@@ -85,14 +125,18 @@ class _Entry:
                 pieces.append(piece)
                 ends.append(at)
                 follows.append(n > 0)
+        literal_chars = sum(map(len, parts))
         return cls(
             key,
             key.partition(": ")[0],
             parts,
-            sum(map(len, parts)),
+            literal_chars,
             tuple(pieces),
             tuple(ends),
             tuple(follows),
+            tuple(_SPACES.sub("", piece) for piece in pieces),
+            literal_chars < SPECIFIC and not template.startswith(WILDCARD),
+            bool(_POINTS_ELSEWHERE.search(template)),
         )
 
 
@@ -179,7 +223,7 @@ class Catalogue:
         best: dict[int, CatalogueHit] = {}  # entry → first hit
         # line start → [((literal characters matched, complete), entry)]
         per_line: dict[int, list[tuple[tuple[int, bool], int]]] = {}
-        windows: dict[int, tuple[str, str]] = {}
+        windows: dict[int, _Window] = {}
         for anchor, positions in hits.items():
             for index in self.by_anchor.get(anchor, ()):
                 for pos in positions:
@@ -190,7 +234,7 @@ class Catalogue:
                         continue
                     window = windows.get(line_start)
                     if window is None:
-                        window = windows[line_start] = _window(text, line_start, pos)
+                        window = windows[line_start] = _Window.around(text, line_start, pos)
                     result = _verify(self.entry(index), window)
                     verified[(line_start, index)] = result
                     if result is None:
@@ -209,38 +253,112 @@ class Catalogue:
                             complete,
                             template[:shown],
                         )
-        # at one line keep the most specific messages (the most literal text matched, a
-        # message seen whole before one seen in part), and among equals the one whose
-        # exception class the line names; a message of another exception class than the
-        # one(s) the line names is not what the line shows (a package's "RuntimeError: Could
-        # not find nvcc" is not vLLM's "AssertionError: Could not find {*} in nodes {*}",
-        # however much of its text the two share)
         keep: set[int] = set()
         for line_start, candidates in per_line.items():
-            named_classes = set(_NAMED_EXCEPTION.findall(_line(text, line_start)))
-            scored = [
-                (score, i)
-                for score, i in candidates
-                if not _another_class(self.entry(i).cls, named_classes)
-            ]
-            if not scored:
-                continue
-            top = max(score for score, _ in scored)
-            tied = [i for score, i in scored if score == top]
-            line_text = windows[line_start][0]
-            named = [i for i in tied if f"{self.entry(i).cls}:" in line_text]
-            keep.update(named or tied)
-        # what vLLM raised comes before what it logged about it ("EngineCore failed to start."
-        # is logged above the traceback of the exception that stopped it), then log order
+            keep.update(self._read_at(text, line_start, candidates, windows[line_start]))
+        # the cause first: a message that only points at a cause shown elsewhere ("See root
+        # cause above.") after every other; what vLLM raised before what it logged about it
+        # ("EngineCore failed to start." is logged above the traceback of the exception that
+        # stopped it); then log order
         chosen = sorted(
-            (hit for i, hit in best.items() if i in keep),
-            key=lambda h: (h.cls.startswith("log."), h.position, h.key),
+            (i for i in best if i in keep),
+            key=lambda i: (
+                self.entry(i).points_elsewhere,
+                best[i].cls.startswith("log."),
+                best[i].position,
+                best[i].key,
+            ),
         )
-        return chosen[:limit]
+        return [best[i] for i in chosen[:limit]]
+
+    def _read_at(
+        self,
+        text: str,
+        line_start: int,
+        candidates: list[tuple[tuple[int, bool], int]],
+        window: _Window,
+    ) -> list[int]:
+        """The messages one line is read as, of those found there: the most specific (the
+        most literal text matched, a message seen whole before one seen in part), and among
+        equals the one whose exception class the line names. A message of another exception
+        class than the one(s) the line names is not what the line shows (a package's
+        "RuntimeError: Could not find nvcc" is not vLLM's "AssertionError: Could not find {*}
+        in nodes {*}", however much of its text the two share), nor one that the code of the
+        traceback's innermost frame cannot raise (FlashInfer's frame raised FlashInfer's
+        message, never a vLLM message with the same words). A fragment that more than
+        MAX_TIED_PARTS messages share names none of them."""
+        named_classes = set(_NAMED_EXCEPTION.findall(_line(text, line_start)))
+        raised_in = raising_module(text, line_start)
+        scored = [
+            (score, i)
+            for score, i in candidates
+            if not _another_class(self.entry(i).cls, named_classes)
+            and self._may_raise(i, raised_in)
+        ]
+        if not scored:
+            return []
+        top = max(score for score, _ in scored)
+        tied = [i for score, i in scored if score == top]
+        if not top[1] and len(tied) > MAX_TIED_PARTS:
+            return []
+        named = [i for i in tied if f"{self.entry(i).cls}:" in window.spaced]
+        return named or tied
+
+    def modules(self, key: str) -> set[str]:
+        """The top-level modules whose code raises the message: ``vllm`` for vLLM's own, the
+        packages' for the messages of the packages around it (their sites' first folder)."""
+        found: set[str] = set()
+        if key not in self.packages or (self.table is not None and key in self.table):
+            found.add("vllm")
+        for spans in self.packages.get(key, {}).values():
+            found.update(site[0].split("/", 1)[0] for span in spans for site in span["sites"])
+        return found
+
+    def _may_raise(self, index: int, module: str | None) -> bool:
+        entry = self.entry(index)
+        if module is None or entry.cls.startswith("log.") or entry.cls == "response":
+            return True  # no frame right above, or a message that is logged, not raised
+        return module in self.modules(entry.key)
 
 
 # an exception class as a traceback's last line (or a log line quoting one) names it
 _NAMED_EXCEPTION = re.compile(r"\b([A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt))\s*:")
+# a traceback frame: File "/…/site-packages/flashinfer/jit/cpp_ext.py", line 83, in get_cuda_path
+_FRAME = re.compile(r'File "([^"\n]{1,1000})", line \d+')
+_PACKAGES_DIR = re.compile(r"[/\\](?:site|dist)-packages[/\\]([A-Za-z_][\w]*)")
+_VLLM_DIR = re.compile(r"(?:^|[/\\])vllm[/\\]")
+FRAME_LOOKBACK = 6  # lines above an exception line searched for its innermost frame
+
+
+def raising_module(text: str, line_start: int) -> str | None:
+    """The top-level module of the traceback frame right above the exception line at
+    ``line_start`` (the code that raised it: ``flashinfer``, ``deep_gemm``, ``vllm``, ...),
+    or None: no frame right above, or a path that names no installed package."""
+    end = line_start
+    for _ in range(FRAME_LOOKBACK):
+        if end <= 0:
+            return None
+        start = text.rfind("\n", 0, end - 1) + 1
+        line = strip_prefix(text[start : end - 1]).strip()
+        end = start
+        if not line or _NAMED_EXCEPTION.match(line) or line.startswith("During handling"):
+            return None  # the line above is not this traceback's code
+        frame = _FRAME.match(line)
+        if frame is None:
+            continue  # the frame's source line, or the carets under it
+        path = frame.group(1)
+        package = _PACKAGES_DIR.search(path)
+        if package:
+            return package.group(1)
+        return "vllm" if _VLLM_DIR.search(path) else None
+    return None
+
+
+def strip_prefix(line: str) -> str:
+    """The line without what a logger, a process tag or a container runtime put before the
+    message (``_RECORD_PREFIX``)."""
+    prefix = _RECORD_PREFIX.match(line)
+    return line[prefix.end() :] if prefix else line
 
 
 def _line(text: str, line_start: int) -> str:
@@ -256,36 +374,68 @@ def _another_class(cls: str, named: set[str]) -> bool:
     return cls.rpartition(".")[2] not in named
 
 
-def _window(text: str, line_start: int, pos: int) -> tuple[str, str]:
-    """The hit's line with a line either side, whitespace collapsed (and, for a word broken
-    by a terminal wrap, joined without the line breaks)."""
-    before = text.rfind("\n", 0, max(0, line_start - 1)) + 1 if line_start else 0
-    end = len(text)
-    for _ in range(2):
-        nxt = text.find("\n", min(end, pos) if _ == 0 else end + 1)
-        if nxt == -1:
-            end = len(text)
-            break
-        end = nxt
-    lo = max(before, pos - CATALOGUE_WINDOW)
-    raw = text[lo : min(end, pos + CATALOGUE_WINDOW)]
-    return _SPACES.sub(" ", raw), _SPACES.sub(" ", raw.replace("\n", ""))
+@dataclass(frozen=True)
+class _Window:
+    """The text around a hit as a message is read in it: the line before the hit's, the hit's
+    and up to WRAP_LINES after it (a message wrapped by a terminal, or quoted on several
+    lines), each without its record prefix; ``spaced`` joins them with a space, whitespace
+    collapsed, ``starts`` says where each line begins in it; ``squeezed`` has no whitespace
+    at all, so a wrap inside a word or between two reads the same."""
+
+    spaced: str
+    starts: frozenset[int]
+    squeezed: str
+
+    @classmethod
+    def around(cls, text: str, line_start: int, pos: int) -> _Window:
+        lo = max(0, pos - CATALOGUE_WINDOW)
+        hi = min(len(text), pos + CATALOGUE_WINDOW)
+        begin = text.rfind("\n", 0, max(0, line_start - 1)) + 1 if line_start else 0
+        end = line_start
+        for _ in range(WRAP_LINES + 1):
+            nxt = text.find("\n", end + 1 if end > line_start else line_start)
+            end = len(text) if nxt == -1 else nxt
+            if nxt == -1 or end >= hi:
+                break
+        lines = text[max(begin, lo) : min(end, hi)].split("\n")
+        spaced: list[str] = []
+        starts: list[int] = []
+        at = 0
+        for raw in lines:
+            line = _SPACES.sub(" ", strip_prefix(raw)).strip()
+            if not line:
+                continue
+            starts.append(at)
+            spaced.append(line)
+            at += len(line) + 1
+        joined = " ".join(spaced)
+        return cls(joined, frozenset(starts), _SPACES.sub("", joined))
+
+    def message_starts_at(self, at: int) -> bool:
+        """A message can start here: a line's start, or right after an exception class
+        (``RuntimeError: ``), pydantic's ``Value error,`` or a quote."""
+        return at in self.starts or bool(_MESSAGE_START.search(self.spaced, max(0, at - 130), at))
 
 
-def _walk(entry: _Entry, window: str) -> tuple[list[int], bool]:
-    """The pieces found in order in ``window`` from the first (their indexes), stepping over
-    a piece without letters that is not there ("), (" where another release prints no
+def _walk(
+    entry: _Entry, pieces: tuple[str, ...], text: str, window: _Window | None = None
+) -> tuple[list[int], bool]:
+    """The pieces found in order in ``text`` from the first (their indexes), stepping over a
+    piece without letters that is not there ("), (" where another release prints no
     parenthesis), and whether every piece was found. A sentence that follows another in the
-    same literal part must follow it in the window too (a space between them at most)."""
-    pieces = entry.pieces
+    same literal part must follow it in the text too (a space between them at most). With
+    ``window`` (a short message), the first piece must be where a message starts."""
     found: list[int] = []
     at, whole = 0, True
     for index, piece in enumerate(pieces):
-        where = window.find(piece, at)
+        where = text.find(piece, at)
+        if index == 0 and window is not None:
+            while where != -1 and not window.message_starts_at(where):
+                where = text.find(piece, where + 1)
         if where != -1 and entry.follows[index] and found and found[-1] == index - 1:
             where = where if where - at <= 1 else -1
         if where == -1:
-            if found and not _LETTERS.search(piece):
+            if found and not _LETTERS.search(entry.pieces[index]):
                 whole = False
                 continue
             return found, False
@@ -294,13 +444,19 @@ def _walk(entry: _Entry, window: str) -> tuple[list[int], bool]:
     return found, whole
 
 
-def _verify(entry: _Entry, window: tuple[str, str]) -> tuple[bool, int, int] | None:
+def _verify(entry: _Entry, window: _Window) -> tuple[bool, int, int] | None:
     """(complete, literal characters matched, where the shown part of the template ends),
-    or None: the window does not show the message. Shown in part: most of its literal text
-    (PARTIAL_SHARE), or every piece up to the end of a sentence (MIN_SENTENCE characters)."""
+    or None: the window does not show the message. Shown in part: at least MIN_SENTENCE
+    characters of its literal text, and most of it (PARTIAL_SHARE) or every piece up to the
+    end of a sentence. A short message (``_Entry.anchored``) is read only where a message
+    starts, with the spacing the log gives it."""
+    if entry.anchored:
+        variants = [(entry.pieces, window.spaced, window)]
+    else:
+        variants = [(entry.pieces, window.spaced, None), (entry.squeezed, window.squeezed, None)]
     best: list[int] = []
-    for variant in window:
-        found, whole = _walk(entry, variant)
+    for pieces, text, anchored_in in variants:
+        found, whole = _walk(entry, pieces, text, anchored_in)
         if whole:
             return True, entry.literal_chars, entry.ends[-1]
         if sum(len(entry.pieces[i]) for i in found) > sum(len(entry.pieces[i]) for i in best):
@@ -308,10 +464,9 @@ def _verify(entry: _Entry, window: tuple[str, str]) -> tuple[bool, int, int] | N
     if not best or best[0] != 0:
         return None
     matched = sum(len(entry.pieces[i]) for i in best)
-    if max(len(entry.pieces[i]) for i in best) < 12:
+    if max(len(entry.pieces[i]) for i in best) < 12 or matched < MIN_SENTENCE:
         return None
     last = entry.pieces[best[-1]].rstrip()
-    to_sentence_end = last.endswith((".", "!", "?")) and matched >= MIN_SENTENCE
-    if matched >= PARTIAL_SHARE * entry.literal_chars or to_sentence_end:
+    if matched >= PARTIAL_SHARE * entry.literal_chars or last.endswith((".", "!", "?")):
         return False, matched, entry.ends[best[-1]]
     return None
