@@ -23,6 +23,7 @@ from vllm_doctor.engine.evaluate import APPLIES, Finding, evaluate_rules
 from vllm_doctor.engine.logmatch import (
     CatalogueHit,
     LogScan,
+    display,
     load_catalogue,
     scan_log,
     version_in_log,
@@ -236,6 +237,18 @@ def _note(
     span = table.get(key, judged.release)
     prefix = f"vLLM {version}" + ("" if judged.exact else f" (judged by {judged.release})")
     if span is None:
+        reworded = _release_wording(table, message.hit, judged.release)
+        if reworded is not None:
+            other, complete, other_span = reworded
+            message.at_release = other_span.value["sites"]
+            words = display(other.partition(": ")[2])
+            words = words if len(words) <= 160 else words[:159] + "…"
+            shows = "all of it" if complete else "its first part"
+            return (
+                f"{prefix} raises this message in other words ({words!r}, releases "
+                f"{_ranges(table, other)}; the log shows {shows}); the line is worded as in "
+                f"{message.release_ranges()}"
+            )
         message.at_release = None
         index = table.releases.index
         if index(message.first) > index(judged.release):
@@ -250,6 +263,27 @@ def _note(
         )
     message.at_release = span.value["sites"]
     return f"{prefix} raises this message at the place shown"
+
+
+def _release_wording(table: Table, hit: CatalogueHit, release: str) -> tuple[str, bool, Any] | None:
+    """(key, complete, span) of another wording of the hit's message, one the same log
+    line shows too, that the judged release raises (the message reworded between releases:
+    a tail added or dropped, a parenthesis, a typo fixed)."""
+    for key, complete, _shown in hit.wordings:
+        span = table.get(key, release)
+        if span is not None:
+            return key, complete, span
+    return None
+
+
+def _ranges(table: Table, key: str) -> str:
+    spans = _merge_adjacent(
+        [{"first": s.first, "last": s.last, "sites": []} for s in table.spans(key)],
+        table.releases,
+    )
+    return ", ".join(
+        s["first"] if s["first"] == s["last"] else f"{s['first']}–{s['last']}" for s in spans
+    )
 
 
 def log_only_facts(version: str | None) -> Facts:

@@ -150,6 +150,10 @@ class CatalogueHit:
     complete: bool  # every literal part was found (False: a message cut short)
     # the template up to the last piece the log shows (all of it for a complete hit)
     shown: str = ""
+    # the other wordings of the message the same line is read as (another release's tail,
+    # with or without a parenthesis): their keys, whether the line shows each whole, and
+    # each template up to what the line shows
+    wordings: tuple[tuple[str, bool, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -159,6 +163,11 @@ class CatalogueHit:
             "matched_line": self.line,
             "complete": self.complete,
         }
+
+    def readings(self) -> list[tuple[str, bool, str]]:
+        """(key, complete, the template up to what the line shows) of this message and of
+        every other wording of it the same line shows."""
+        return [(self.key, self.complete, self.shown), *self.wordings]
 
 
 class Catalogue:
@@ -255,7 +264,15 @@ class Catalogue:
                         )
         keep: set[int] = set()
         for line_start, candidates in per_line.items():
-            keep.update(self._read_at(text, line_start, candidates, windows[line_start]))
+            kept, readable = self._read_at(text, line_start, candidates, windows[line_start])
+            keep.update(kept)
+            for i in kept:
+                if best[i].position != line_start:
+                    continue
+                others = [j for j in readable if j != i and self.entry(j).cls == best[i].cls]
+                best[i].wordings = tuple(
+                    (self.keys[j], *self._shown(j, verified[(line_start, j)])) for j in others
+                )
         # the cause first: a message that only points at a cause shown elsewhere ("See root
         # cause above.") after every other; what vLLM raised before what it logged about it
         # ("EngineCore failed to start." is logged above the traceback of the exception that
@@ -271,13 +288,17 @@ class Catalogue:
         )
         return [best[i] for i in chosen[:limit]]
 
+    def _shown(self, index: int, result: tuple[bool, int, int] | None) -> tuple[bool, str]:
+        complete, _score, shown = result or (False, 0, 0)
+        return complete, self.keys[index].partition(": ")[2][:shown]
+
     def _read_at(
         self,
         text: str,
         line_start: int,
         candidates: list[tuple[tuple[int, bool], int]],
         window: _Window,
-    ) -> list[int]:
+    ) -> tuple[list[int], list[int]]:
         """The messages one line is read as, of those found there: the most specific (the
         most literal text matched, a message seen whole before one seen in part), and among
         equals the one whose exception class the line names. A message of another exception
@@ -286,7 +307,8 @@ class Catalogue:
         in nodes {*}", however much of its text the two share), nor one that the code of the
         traceback's innermost frame cannot raise (FlashInfer's frame raised FlashInfer's
         message, never a vLLM message with the same words). A fragment that more than
-        MAX_TIED_PARTS messages share names none of them."""
+        MAX_TIED_PARTS messages share names none of them. Returns the messages kept and
+        every message the line could be read as (the other wordings among them)."""
         named_classes = set(_NAMED_EXCEPTION.findall(_line(text, line_start)))
         raised_in = raising_module(text, line_start)
         scored = [
@@ -296,13 +318,13 @@ class Catalogue:
             and self._may_raise(i, raised_in)
         ]
         if not scored:
-            return []
+            return [], []
         top = max(score for score, _ in scored)
         tied = [i for score, i in scored if score == top]
         if not top[1] and len(tied) > MAX_TIED_PARTS:
-            return []
+            return [], []
         named = [i for i in tied if f"{self.entry(i).cls}:" in window.spaced]
-        return named or tied
+        return named or tied, [i for _, i in scored]
 
     def modules(self, key: str) -> set[str]:
         """The top-level modules whose code raises the message: ``vllm`` for vLLM's own, the

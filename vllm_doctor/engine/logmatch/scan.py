@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from vllm_doctor.engine.logmatch.catalogue import Catalogue, CatalogueHit
+from vllm_doctor.engine.logmatch.catalogue import Catalogue, CatalogueHit, display
 from vllm_doctor.engine.logmatch.signature import Signature, signature_spans
 from vllm_doctor.engine.logmatch.text import (
     PREFIX,
@@ -60,7 +60,8 @@ class LogScan:
 
     def message_lines(self, signatures: Iterable[Signature], limit: int = 3) -> list[str]:
         """Lines where the catalogue found a message one of the signatures quotes (in full,
-        or in part: then the line says which message it was read as)."""
+        or in part: then the line says which message it was read as), in the wording the
+        log shows or in another release's wording of it that the same line shows too."""
         hits = self.catalogue_hits()
         if not hits:
             return []
@@ -69,10 +70,13 @@ class LogScan:
             if sig.unless is not None and signature_spans(sig.unless, self.text, self.hits, 1):
                 continue
             for hit in hits:
-                if not sig.quotes(hit.key.partition(": ")[2]) or not _shows_the_quote(sig, hit):
+                reading = _quoted_reading(sig, hit)
+                if reading is None:
                     continue
-                shown = hit.template if len(hit.template) <= 120 else hit.template[:119] + "…"
-                line = hit.line if hit.complete else f"{hit.line}  [read as: {shown}]"
+                key, complete = reading
+                template = display(key.partition(": ")[2])
+                shown = template if len(template) <= 120 else template[:119] + "…"
+                line = hit.line if complete else f"{hit.line}  [read as: {shown}]"
                 if line not in lines:
                     lines.append(line)
                 if len(lines) >= limit:
@@ -84,12 +88,17 @@ class LogScan:
         return self.signature_lines(signatures, limit) or self.message_lines(signatures, limit)
 
 
-def _shows_the_quote(sig: Signature, hit: CatalogueHit) -> bool:
-    """A message seen in part names the signature's failure only when the part the log shows
-    holds the signature's longest literal run (what makes it that failure)."""
-    if hit.complete:
-        return True
-    return max(sig.runs(), key=len) in hit.shown
+def _quoted_reading(sig: Signature, hit: CatalogueHit) -> tuple[str, bool] | None:
+    """(key, complete) of the first reading of the hit's line (its message, then the other
+    releases' wordings of it the line shows) that the signature quotes. A message seen in
+    part names the signature's failure only when the part the log shows holds the
+    signature's longest literal run (what makes it that failure)."""
+    for key, complete, shown in hit.readings():
+        if not sig.quotes(key.partition(": ")[2]):
+            continue
+        if complete or max(sig.runs(), key=len) in shown:
+            return key, complete
+    return None
 
 
 def scan_log(
