@@ -28,7 +28,7 @@ MIN_SENTENCE = 30  # a message seen in part: at least this much of its literal t
 # a message whose literal text is shorter than this says little on its own ("Unsupported
 # architecture", "kernel {*} does not support {*}"): it is read only where a message starts
 SPECIFIC = 40
-MAX_TIED_PARTS = 3  # more messages than this read from one fragment: it names none of them
+MAX_TIED_PARTS = 3  # more messages than this read from one fragment: reported as one
 WRAP_LINES = 3  # lines after the hit's line a wrapped message may run on to
 
 _SPACES = re.compile(r"\s+")
@@ -307,8 +307,9 @@ class Catalogue:
         in nodes {*}", however much of its text the two share), nor one that the code of the
         traceback's innermost frame cannot raise (FlashInfer's frame raised FlashInfer's
         message, never a vLLM message with the same words). A fragment that more than
-        MAX_TIED_PARTS messages share names none of them. Returns the messages kept and
-        every message the line could be read as (the other wordings among them)."""
+        MAX_TIED_PARTS messages share is reported once (the message of the newest release).
+        Returns the messages kept and every message the line could be read as (the other
+        wordings among them)."""
         named_classes = set(_NAMED_EXCEPTION.findall(_line(text, line_start)))
         raised_in = raising_module(text, line_start)
         scored = [
@@ -322,9 +323,23 @@ class Catalogue:
         top = max(score for score, _ in scored)
         tied = [i for score, i in scored if score == top]
         if not top[1] and len(tied) > MAX_TIED_PARTS:
-            return [], []
+            # a fragment many messages share: one of them stands for the line, the others
+            # are kept as its other readings, never reported as so many findings
+            tied = [self._newest(tied)]
         named = [i for i in tied if f"{self.entry(i).cls}:" in window.spaced]
         return named or tied, [i for _, i in scored]
+
+    def _newest(self, indexes: list[int]) -> int:
+        """The message of the newest release among ``indexes`` (the first without a table)."""
+        if self.table is None:
+            return indexes[0]
+        order = {release: n for n, release in enumerate(self.table.releases)}
+
+        def newest(index: int) -> int:
+            spans = self.table.spans(self.keys[index])
+            return max((order.get(span.last, -1) for span in spans), default=-1)
+
+        return max(indexes, key=newest)
 
     def modules(self, key: str) -> set[str]:
         """The top-level modules whose code raises the message: ``vllm`` for vLLM's own, the
