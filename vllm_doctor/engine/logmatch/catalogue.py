@@ -411,17 +411,20 @@ def _another_class(cls: str, named: set[str]) -> bool:
     return cls.rpartition(".")[2] not in named
 
 
-@dataclass(frozen=True)
 class _Window:
     """The text around a hit as a message is read in it: the line before the hit's, the hit's
     and up to WRAP_LINES after it (a message wrapped by a terminal, or quoted on several
     lines), each without its record prefix; ``spaced`` joins them with a space, whitespace
-    collapsed, ``starts`` says where each line begins in it; ``squeezed`` has no whitespace
-    at all, so a wrap inside a word or between two reads the same."""
+    collapsed; ``squeezed`` has no whitespace at all, so a wrap inside a word or between two
+    reads the same (made when first asked for, as are the lines' starts)."""
 
-    spaced: str
-    starts: frozenset[int]
-    squeezed: str
+    __slots__ = ("_lines", "_squeezed", "_starts", "spaced")
+
+    def __init__(self, lines: list[str]):
+        self._lines = lines
+        self.spaced = _SPACES.sub(" ", "\n".join(lines)).strip()
+        self._squeezed: str | None = None
+        self._starts: frozenset[int] | None = None
 
     @classmethod
     def around(cls, text: str, line_start: int, pos: int) -> _Window:
@@ -434,24 +437,27 @@ class _Window:
             end = len(text) if nxt == -1 else nxt
             if nxt == -1 or end >= hi:
                 break
-        lines = text[max(begin, lo) : min(end, hi)].split("\n")
-        spaced: list[str] = []
-        starts: list[int] = []
-        at = 0
-        for raw in lines:
-            line = _SPACES.sub(" ", strip_prefix(raw)).strip()
-            if not line:
-                continue
-            starts.append(at)
-            spaced.append(line)
-            at += len(line) + 1
-        joined = " ".join(spaced)
-        return cls(joined, frozenset(starts), _SPACES.sub("", joined))
+        raw = text[max(begin, lo) : min(end, hi)].split("\n")
+        return cls([strip_prefix(line) for line in raw])
+
+    @property
+    def squeezed(self) -> str:
+        if self._squeezed is None:
+            self._squeezed = _SPACES.sub("", self.spaced)
+        return self._squeezed
 
     def message_starts_at(self, at: int) -> bool:
         """A message can start here: a line's start, or right after an exception class
         (``RuntimeError: ``), pydantic's ``Value error,`` or a quote."""
-        return at in self.starts or bool(_MESSAGE_START.search(self.spaced, max(0, at - 130), at))
+        if self._starts is None:
+            starts, offset = [], 0
+            for raw in self._lines:
+                line = _SPACES.sub(" ", raw).strip()
+                if line:
+                    starts.append(offset)
+                    offset += len(line) + 1
+            self._starts = frozenset(starts)
+        return at in self._starts or bool(_MESSAGE_START.search(self.spaced, max(0, at - 130), at))
 
 
 def _walk(
