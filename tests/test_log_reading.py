@@ -39,6 +39,8 @@ FREE_KEY_PREFIX = "ValueError: Free memory on device{*}({*}/{*}GiB) on startup i
 PREFIXES = {
     "engine-core": "(EngineCore_DP0 pid=2215) ",
     "engine-core-header": "(EngineCore_DP0 pid=2215) ERROR 11-02 10:11:12 [core.py:708] ",
+    # vLLM's header before the file went into brackets (vllm-project/vllm#7077)
+    "old-header": "(VllmWorkerProcess pid=13359) ERROR 08-02 18:15:15 multiproc_worker_utils.py:226] ",
     "ray-actor": "(RayWorkerWrapper pid=5123, ip=10.0.0.2) ",
     "torchrun-rank": "[rank0]: ",
     "compose": "vllm-1  | ",
@@ -178,10 +180,32 @@ def test_a_short_message_is_not_read_from_the_middle_of_another(line, absent):
     assert absent not in messages(line)
 
 
-def test_a_short_message_is_read_where_a_message_starts():
-    # humming-kernels' own message, as its build raises it, under an engine core's prefix
-    log = "(EngineCore_DP0 pid=7) RuntimeError: Unsupported architecture\n"
-    assert "RuntimeError: Unsupported architecture" in messages(log)
+@pytest.mark.parametrize(
+    ("log", "key"),
+    [
+        # humming-kernels' own message, as its build raises it, under an engine core's prefix
+        (
+            "(EngineCore_DP0 pid=7) RuntimeError: Unsupported architecture\n",
+            "RuntimeError: Unsupported architecture",
+        ),
+        # vLLM's engine core logging its failure, under the header vLLM used before 0.6
+        (
+            "(VllmWorkerProcess pid=13359) ERROR 08-02 18:15:15 core.py:226] EngineCore failed "
+            "to start.\n",
+            "log.exception: EngineCore failed to start.",
+        ),
+        # argparse's "argument --name: " before the message of a type converter
+        # (vllm/engine/arg_utils.py parse_type, 0.8.5+; the removed --limit-mm-per-prompt shorthand)
+        (
+            "vllm serve: error: argument --limit-mm-per-prompt: Value image=2 cannot be "
+            "converted to <function loads at 0x7f>.\n",
+            "ArgumentTypeError: Value{*}cannot be converted to{*}.",
+        ),
+    ],
+    ids=["after-exception-class", "old-vllm-header", "argparse-argument"],
+)
+def test_a_short_message_is_read_where_a_message_starts(log, key):
+    assert key in messages(log)
 
 
 def test_a_fragment_many_messages_share_is_reported_once():

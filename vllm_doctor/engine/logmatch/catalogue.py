@@ -39,7 +39,8 @@ _LETTERS = re.compile(r"[A-Za-z]")
 # gone already (text.clean); a Ray or vLLM process tag "(EngineCore_DP0 pid=123)",
 # "(RayWorkerWrapper pid=123, ip=10.0.0.2)"; torchrun's "[rank0]:"; docker compose's
 # "vllm-1  | "; kubectl's "[pod/name/container] "; an ISO timestamp; vLLM's own header
-# "ERROR 11-23 05:10:11 [core.py:123] "
+# "ERROR 11-23 05:10:11 [core.py:123] " (before 0.6: "ERROR 08-02 18:15:15 worker.py:226] "); Python
+# logging's default "ERROR:root:" and uvicorn's "ERROR:    "
 _RECORD_PREFIX = re.compile(
     r"(?:[ \t]*(?:"
     r"\([A-Za-z_][\w.-]{0,80}(?: pid=\d{1,10})?(?:, ip=[\w.:-]{1,64})?\)"
@@ -49,14 +50,16 @@ _RECORD_PREFIX = re.compile(
     r"|\[pod/[^\]\s]{1,250}\]"
     r"|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?"
     r"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)[ \t]{1,8}\d{2}-\d{2} \d{2}:\d{2}:\d{2}"
-    r"(?:\.\d{1,6})?(?:[ \t]{1,8}\[[^\]\n]{1,120}\])?"
+    r"(?:\.\d{1,6})?(?:[ \t]{1,8}\[[^\]\n]{1,120}\]|[ \t]{1,8}[\w.-]{1,80}:\d{1,6}\])?"
+    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):(?:[\w.]{1,80}:|[ \t]{1,8})"
     r"))+[ \t]?"
 )
 # where a message starts when the line does not begin with it: after its exception class
-# ("RuntimeError: ", "torch.OutOfMemoryError: "), pydantic's "Value error, ", a quote
+# ("RuntimeError: ", "torch.OutOfMemoryError: "), pydantic's "Value error, ", argparse's
+# "argument --name: ", a quote
 _MESSAGE_START = re.compile(
     r"(?:[A-Za-z_][\w.]{0,120}(?:Error|Exception|Exit|Interrupt|Warning): ?|Value error, ?"
-    r"|[`'\"] ?)$"
+    r"|argument [\w/-]{1,120}: ?|[`'\"] ?)$"
 )
 # a message that only points at a cause shown elsewhere ("Engine core initialization failed.
 # See root cause above.", "EngineCore failed to start."): it never names the cause first
