@@ -117,11 +117,49 @@ def test_a_neighbouring_release_wording_is_named_and_said():
     scan = scan_log(OLD_KV, catalogue=load_catalogue())
     (message,) = [m for m in catalogue_messages(scan, "0.20.0") if "To serve at least" in m.hit.key]
     assert message.hit.complete
-    # the line's wording is an older release's; 0.20.0 raises the message, in other words
-    assert "does not raise" not in message.note
-    assert "raises this message in other words" in message.note
-    assert "0.13.0–0.21.0" in message.note
-    assert message.at_release  # the sites of the judged release's wording
+    # the line's wording is an older release's: 0.20.0 does not raise that text, and raises
+    # the message in its own words, which the line shows up to their added tail
+    assert message.to_dict()["in_that_release"] is False
+    assert "does not raise this wording" in message.note
+    assert "raises the message in other words" in message.note
+    wording = message.to_dict()["release_wording"]
+    assert wording["releases"] == "0.13.0–0.21.0" and wording["complete"] is False
+    assert wording["template"].endswith("conserving_memory/ for more details.")
+    assert wording["raised_at"][0]["file"] == "vllm/v1/core/kv_cache_utils.py"
+
+
+def test_the_release_wording_in_explain_json_follows_its_schema(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import jsonschema
+
+    log = tmp_path / "kv.log"
+    log.write_text(OLD_KV)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vllm_doctor",
+            "explain",
+            "--log",
+            str(log),
+            "--vllm-version",
+            "0.20.0",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    document = json.loads(run.stdout)
+    schema = Path(__file__).parents[1] / "docs" / "schemas" / "explain-log.schema.json"
+    jsonschema.validate(document, json.loads(schema.read_text()))
+    (wording,) = [m["release_wording"] for m in document["vllm_messages"] if m["release_wording"]]
+    assert wording["releases"] == "0.13.0–0.21.0"
 
 
 def test_a_signature_quoting_another_release_wording_is_named_through_it():

@@ -42,6 +42,9 @@ class CatalogueMessage:
     release: str | None = None  # the covered release it is judged by
     at_release: list[list[str]] | None = None  # sites in that release (None: not raised there)
     note: str = ""  # what the release knowledge says about the user's case
+    # the judged release's own wording of the message, when the log line shows it too and
+    # the release does not raise the line's wording: template, releases, complete, raised_at
+    other_wording: dict[str, Any] | None = None
 
     @property
     def first(self) -> str:
@@ -73,6 +76,7 @@ class CatalogueMessage:
             "vllm_version": self.version,
             "judged_by_release": self.release,
             "in_that_release": None if self.release is None else self.at_release is not None,
+            "release_wording": self.other_wording,
             "note": self.note,
         }
 
@@ -237,18 +241,6 @@ def _note(
     span = table.get(key, judged.release)
     prefix = f"vLLM {version}" + ("" if judged.exact else f" (judged by {judged.release})")
     if span is None:
-        reworded = _release_wording(table, message.hit, judged.release)
-        if reworded is not None:
-            other, complete, other_span = reworded
-            message.at_release = other_span.value["sites"]
-            words = display(other.partition(": ")[2])
-            words = words if len(words) <= 160 else words[:159] + "…"
-            shows = "all of it" if complete else "its first part"
-            return (
-                f"{prefix} raises this message in other words ({words!r}, releases "
-                f"{_ranges(table, other)}; the log shows {shows}); the line is worded as in "
-                f"{message.release_ranges()}"
-            )
         message.at_release = None
         index = table.releases.index
         if index(message.first) > index(judged.release):
@@ -257,9 +249,29 @@ def _note(
             change = f"it was removed or reworded after {message.last}"
         else:
             change = f"it is in {message.release_ranges()} only"
+        reworded = _release_wording(table, message.hit, judged.release)
+        if reworded is None:
+            return (
+                f"{prefix} does not raise this message ({change}); the log may "
+                "come from another vLLM version, or from code outside vLLM with the same text"
+            )
+        other, complete, other_span = reworded
+        message.other_wording = {
+            "template": display(other.partition(": ")[2]),
+            "releases": _ranges(table, other),
+            "complete": complete,
+            "raised_at": [
+                {"file": f"vllm/{path}", "function": func, "condition": cond or None}
+                for path, func, cond in other_span.value["sites"]
+            ],
+        }
+        words = message.other_wording["template"]
+        words = words if len(words) <= 160 else words[:159] + "…"
+        shows = "all of it" if complete else "its first part"
         return (
-            f"{prefix} does not raise this message ({change}); the log may "
-            "come from another vLLM version, or from code outside vLLM with the same text"
+            f"{prefix} does not raise this wording ({change}); it raises the message in "
+            f"other words ({words!r}, releases {message.other_wording['releases']}; the log "
+            f"shows {shows})"
         )
     message.at_release = span.value["sites"]
     return f"{prefix} raises this message at the place shown"

@@ -496,13 +496,15 @@ def _verify(entry: _Entry, window: _Window) -> tuple[bool, int, int] | None:
     characters of its literal text, and most of it (PARTIAL_SHARE) or every piece up to the
     end of a sentence. A short message (``_Entry.anchored``) is read only where a message
     starts, with the spacing the log gives it."""
-    if entry.anchored:
-        variants = [(entry.pieces, window.spaced, window)]
-    else:
-        variants = [(entry.pieces, window.spaced, None), (entry.squeezed, window.squeezed, None)]
     best: list[int] = []
-    for pieces, text, anchored_in in variants:
-        found, whole = _walk(entry, pieces, text, anchored_in)
+    for squeezed in (False, True):
+        if squeezed and entry.anchored:
+            break  # a short message is read with the spacing the log gives it
+        found, whole = (
+            _walk(entry, entry.squeezed, window.squeezed)
+            if squeezed  # made only when the spaced reading was not whole
+            else _walk(entry, entry.pieces, window.spaced, window if entry.anchored else None)
+        )
         if whole:
             return True, entry.literal_chars, entry.ends[-1]
         if sum(len(entry.pieces[i]) for i in found) > sum(len(entry.pieces[i]) for i in best):
