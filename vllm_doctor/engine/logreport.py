@@ -12,7 +12,6 @@ the user runs, never a cause it cannot support.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -350,14 +349,12 @@ def analyse_log(
     return report
 
 
-# argparse's message (``parser.error``), as vLLM's FlexibleArgumentParser prints it
-_UNRECOGNIZED = re.compile(r"error: unrecognized arguments: ([^\n]{1,2000})")
-
-
 def refused_options(text: str, version: str | None) -> list[str]:
     """For each word of the log's ``unrecognized arguments`` lines: the releases that accept
     the option, the nearest spelling and what the user's release (when known) does."""
-    words = [word for match in _UNRECOGNIZED.finditer(text) for word in match.group(1).split()]
+    from vllm_doctor.logreaders.options import UNRECOGNIZED
+
+    words = [word for match in UNRECOGNIZED.finditer(text) for word in match.group(1).split()]
     if not words:
         return []
     from vllm_doctor.facts.release import refused_option_hints  # only then: it imports packaging
