@@ -47,11 +47,16 @@ def read(text: str, version: str | None) -> LogReading | None:
     return LogReading(
         f"{', '.join(unknown)}: no vLLM release {covered} has "
         + ("this option" if len(unknown) == 1 else "these options")
-        + "; vLLM's parser refuses the whole command",
+        + " (a misspelling, a flag of another tool, or a plugin's flag with the plugin not "
+        "handling the command); vLLM's parser refuses the whole command",
         [
             f"remove {word} from the serve command (or its operator's generated arguments)"
             for word in unknown
         ]
-        + ["use the nearest valid spelling where it is the option meant (below)"],
+        + [
+            "where it is a misspelling, use the nearest valid spelling (below)",
+            "where a plugin adds it (vllm-omni's --omni), install the plugin after vLLM, at a "
+            "vLLM version the plugin supports, so that its entry point handles `vllm serve`",
+        ],
         hints,
     )
