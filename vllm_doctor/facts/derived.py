@@ -5,7 +5,7 @@ reason that names the missing input (and why that one is missing), so "cannot de
 point at what to supply.
 
 The memory estimate (weights, activation peak, KV cache, tokens, whether one request fits) is
-not here: it is the memory model's, ``memory.*`` (vllm_doctor/memory/estimate.py).
+not here: it is the memory model's, ``memory.*`` (vllm_doctor/memory/facts.py).
 
   Free memory below utilisation: some GPU has less free memory than total ×
     gpu_memory_utilization (without the flag, the release's default as the memory model takes
