@@ -5,7 +5,6 @@ the corpus of real deployment files of tests/fixtures/manifests/deployments."""
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
