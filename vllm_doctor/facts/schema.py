@@ -38,7 +38,7 @@ SUPPLY_HINTS: dict[str, str] = {
     "env": "set the variable in this shell, or pass --report collect-env.txt",
     "platform": "run on the host (or in the container) that serves, pass --report "
     "collect-env.txt (its Python platform line names the kernel), or state it: --platform wsl2 "
-    "(linux, container, kernel=RELEASE, glibcxx=VERSION)",
+    "(linux, container, arbitrary-uid, kernel=RELEASE, glibcxx=VERSION)",
     "container": "run `vllm-doctor check` (or `vllm-doctor serve`) inside the container, as "
     "the user it runs as",
     "log": "pass --log crash.txt",
@@ -69,15 +69,15 @@ FACTS: dict[str, FactSpec] = {**OBSERVED, **COMPUTED}
 WRITERS: dict[str, tuple[str, ...]] = {
     "vllm": ("facts/packages.py", "facts/report.py", "facts/release.py"),
     "torch": ("facts/packages.py", "facts/report.py", "facts/stack.py"),
-    "packages": ("facts/packages.py", "facts/report.py", "facts/stack.py"),
+    "packages": ("facts/packages.py", "facts/report_packages.py", "facts/stack.py"),
     "driver": ("facts/gpus.py", "facts/report.py", "facts/hardware.py"),
-    "gpu": ("facts/gpus.py", "facts/report.py", "facts/hardware.py"),
-    "topology": ("facts/gpus.py", "facts/report.py"),
+    "gpu": ("facts/gpus.py", "facts/report_gpus.py", "facts/hardware.py"),
+    "topology": ("facts/gpus.py", "facts/report_gpus.py"),
     "model": ("facts/model_config.py", "facts/model_source.py"),
     "serve": ("serveline/line.py",),
     "env": (
         "facts/environment.py",
-        "facts/report.py",
+        "facts/report_packages.py",
         "serveline/line.py",
         "serveline/target.py",
     ),

@@ -22,6 +22,11 @@ COMPUTED: dict[str, FactSpec] = {
     "derived.driver_supports_torch_cuda": FactSpec(
         "bool", "the driver's CUDA version is at least torch's CUDA build"
     ),
+    "derived.driver_supports_pypi_torch_cuda": FactSpec(
+        "bool",
+        "torch's CUDA build unknown and its version unlabelled (as PyPI's wheel): the driver's "
+        "CUDA major reaches the CUDA that version's PyPI wheel requires",
+    ),
     "derived.cuda_compiler_matches_headers": FactSpec(
         "bool",
         "the pip CUDA compiler (nvidia-cuda-nvcc) is the major.minor of the pip CUDA runtime "

@@ -131,6 +131,11 @@ OBSERVED: dict[str, FactSpec] = {
     "container.home_writable": FactSpec(
         "bool", "HOME is writable, or can be created (its nearest existing parent is writable)"
     ),
+    "container.arbitrary_uid": FactSpec(
+        "bool",
+        "stated (--platform arbitrary-uid): the container runs under a UID its image does not "
+        "know, as OpenShift's restricted SCC assigns",
+    ),
     "container.unwritable_caches": FactSpec(
         "list",
         "cache directories vLLM and its libraries write at start-up (VLLM_CACHE_ROOT, "
