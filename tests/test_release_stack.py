@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, evaluate_rule
 from vllm_doctor.engine.loader import load_rule_file
@@ -41,13 +41,7 @@ def verdict(code: str, facts: Facts) -> str:
 
 def doctor(*args: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "FLASHINFER"))}
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=180,
-    )
+    return doctor_run(*args, env=environ, timeout=180)
 
 
 def report_024(tmp_path: Path) -> Path:
