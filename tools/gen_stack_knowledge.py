@@ -42,7 +42,9 @@ for path in (REPO, TOOLS):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
+import companion_api  # noqa: E402
 import stack_readers  # noqa: E402
+from extractors.companion_uses import COMPANION_MODULES  # noqa: E402
 from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: E402
 from packaging.utils import parse_wheel_filename  # noqa: E402
 from packaging.version import InvalidVersion, Version  # noqa: E402
@@ -244,6 +246,11 @@ def read_one(root: Path, dist: str, version: str, companion: Companion) -> dict 
                     stored["checks"] = stack_readers.checks_in(archive)
                 stored["checks_format"] = stack_readers.CHECKS_FORMAT
                 path.write_text(json.dumps(stored, sort_keys=True), encoding="utf-8")
+            if wheel is not None and _lacks_api(dist, stored):
+                with zipfile.ZipFile(wheel) as archive:  # only the API is read again
+                    stored["api"] = companion_api.api_in(archive, api_modules(dist))
+                stored["api_format"] = companion_api.API_FORMAT
+                path.write_text(json.dumps(stored, sort_keys=True), encoding="utf-8")
             return stored
     except (OSError, ValueError):
         pass
@@ -252,6 +259,10 @@ def read_one(root: Path, dist: str, version: str, companion: Companion) -> dict 
     print(f"reading {wheel.name} ...", file=sys.stderr)
     reading = stack_readers.read(wheel, version, with_messages=companion.messages)
     reading.update({"format": READING_FORMAT, "wheel": wheel.name, "version": version})
+    if api_modules(dist):
+        with zipfile.ZipFile(wheel) as archive:
+            reading["api"] = companion_api.api_in(archive, api_modules(dist))
+        reading["api_format"] = companion_api.API_FORMAT
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(reading, sort_keys=True), encoding="utf-8")
     return reading
@@ -276,6 +287,8 @@ def collect(
         found: dict[str, dict[str, Any]] = {}
         for version in versions:
             reading = read_one(root, dist, version, companion)
+            if reading is not None and fetch and _lacks_api(dist, reading):
+                reading = None  # read before the API was: the wheel again
             if reading is None and fetch:
                 wheel = download(root, dist, version)
                 if wheel is not None:
@@ -286,6 +299,15 @@ def collect(
                 found[version] = reading
         readings[dist] = found
     return readings
+
+
+def api_modules(dist: str) -> set[str]:
+    """The top-level modules of ``dist`` whose names vLLM uses (companion_uses' map)."""
+    return {module for module, owner in COMPANION_MODULES.items() if owner == dist}
+
+
+def _lacks_api(dist: str, reading: dict[str, Any]) -> bool:
+    return bool(api_modules(dist)) and reading.get("api_format") != companion_api.API_FORMAT
 
 
 def _stored_versions(root: Path, dist: str) -> set[str]:
@@ -372,6 +394,45 @@ def compact_messages(messages: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def used_names(dist: str, uses_path: Path | None = None) -> dict[str, set[str]]:
+    """``<module>:<name>`` → every keyword a covered vLLM release passes it, for the names
+    the releases use of ``dist`` (``data/companion_uses.json``, tools/gen_knowledge.py)."""
+    path = uses_path or DATA_DIR / "companion_uses.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    out: dict[str, set[str]] = {}
+    for key, spans in (data.get("entries") or {}).items():
+        for span in spans:
+            value = span.get("value") or {}
+            if value.get("package") == dist:
+                out.setdefault(key, set()).update(value.get("keywords") or ())
+    return out
+
+
+def api_values(reading: dict[str, Any], used: dict[str, set[str]]) -> dict[str, Any]:
+    """``api:<module>:<name>`` for every name vLLM uses that this version's code decides:
+    ``{"missing": true}``, ``{"params": [...], "kwargs": bool}`` for a callable, or
+    ``{"defined": true}``; a name the code cannot decide (re-exported from another package,
+    a lazy ``__getattr__``, an attribute of a value) has no key."""
+    api = reading.get("api")
+    if not api:
+        return {}
+    out: dict[str, Any] = {}
+    for key in sorted(used):
+        entry = companion_api.resolve(api, key)
+        if entry is None:
+            continue
+        if entry.get("missing"):
+            out[f"api:{key}"] = {"missing": True}
+        elif entry.get("params") is not None:
+            out[f"api:{key}"] = {"params": sorted(entry["params"]), "kwargs": entry["kwargs"]}
+        else:
+            out[f"api:{key}"] = {"defined": True}
+    return out
+
+
 def write(readings: dict[str, dict[str, dict[str, Any]]], out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     messages: dict[str, dict[str, list[dict]]] = {}
@@ -379,7 +440,8 @@ def write(readings: dict[str, dict[str, dict[str, Any]]], out_dir: Path) -> None
     for dist, by_version in readings.items():
         if not by_version:
             continue
-        per_version = {v: values_of(r) for v, r in by_version.items()}
+        used = used_names(dist)
+        per_version = {v: {**values_of(r), **api_values(r, used)} for v, r in by_version.items()}
         data = table(
             f"stack/{dist}",
             per_version,

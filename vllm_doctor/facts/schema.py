@@ -757,6 +757,14 @@ FACTS: dict[str, FactSpec] = {
     "release.stack.pair_fix": FactSpec(
         "str", "the install that makes the refused pairs agree (the release's pin first)"
     ),
+    "release.api.missing": FactSpec(
+        "list",
+        "names and keywords the judged release imports or passes to a companion package "
+        "(FlashInfer, LMCache, instanttensor, humming-kernels, quack-kernels) that the "
+        "installed/reported version's code lacks, each with the versions that have it; "
+        "uses vLLM guards with a fallback are left out; empty when every one is there",
+    ),
+    "release.api.fix": FactSpec("str", "the install that gives the release the API it uses"),
     "release.kernels.judged_release": FactSpec(
         "version", "the covered vLLM release whose compiled extensions were judged"
     ),
@@ -857,6 +865,7 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "gpu.unified_memory": ("facts/platform.py",),
     "release.attention": ("facts/release_kernels.py",),
     "release.stack": ("facts/release_stack.py",),
+    "release.api": ("facts/release_api.py",),
     "release.kernels": ("facts/release_stack.py",),
 }
 
