@@ -29,6 +29,13 @@ def build(buf):
     Wrapper.plan(w, kv_data_type=None)
     trtllm_batch_decode_with_kv_cache(query=1, sinks=None)
     return fs.top_k_sampling_from_probs(1, 2, deterministic=True)
+
+class Backend:
+    def __init__(self, buf):
+        self.decode_wrapper = Wrapper(buf)
+
+    def build(self):
+        self.decode_wrapper.plan(1, q_data_type=None)
 """,
     "model_executor/model_loader/weight_utils.py": """
 def load(path):
@@ -65,8 +72,11 @@ def test_uses_read_from_a_release(tmp_path):
     wrapper = uses["flashinfer:BatchDecodeWithPagedKVCacheWrapper"]
     assert wrapper["keywords"] == ["use_tensor_cores"] and wrapper["guarded"] is False
     assert wrapper["package"] == "flashinfer-python"
+    # Wrapper.plan(w, kv_data_type=...) and self.decode_wrapper.plan(..., q_data_type=...)
+    # where self.decode_wrapper = Wrapper(...)
     assert uses["flashinfer:BatchDecodeWithPagedKVCacheWrapper.plan"]["keywords"] == [
-        "kv_data_type"
+        "kv_data_type",
+        "q_data_type",
     ]
     assert uses["flashinfer.decode:trtllm_batch_decode_with_kv_cache"]["keywords"] == [
         "query",

@@ -4,6 +4,7 @@
     python tools/gen_stack_knowledge.py /work/stackwheels --download   # fetch, read, write
     python tools/gen_stack_knowledge.py /work/stackwheels              # from what is there
     python tools/gen_stack_knowledge.py /work/stackwheels --only flashinfer-python,torch
+    python tools/gen_stack_knowledge.py /work/stackwheels --download --vllm-wheels /work/wheels
 
 The companions and why each version is covered are in ``COMPANIONS``: the versions a covered
 vLLM release requires or allows (its ``Requires-Dist``, ``knowledge/data/dependencies.json``),
@@ -17,7 +18,10 @@ once it is read (``--keep`` keeps it), so the whole stack needs a few GB at a ti
 Written: ``vllm_doctor/knowledge/data/stack/<distribution>.json`` (requirements, version
 checks on partner packages, GPU images, CUDA build; spans over the package's own versions)
 and ``vllm_doctor/knowledge/data/stack_errors.json`` (the messages each package raises, with
-the versions that raise them), described in docs/knowledge.md.
+the versions that raise them), described in docs/knowledge.md. The ``api:`` keys resolve, in
+each companion version's own code (``tools/companion_api.py``), every name the covered vLLM
+releases use of it (``data/companion_uses.json``); ``--vllm-wheels DIR`` regenerates that table
+and ``dependencies.json`` from the vLLM wheels first.
 
 Exit codes: 0 done, 2 bad usage (no readings for a requested package, unknown package).
 """
@@ -485,8 +489,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--download", action="store_true", help="fetch the missing wheels")
     parser.add_argument("--keep", action="store_true", help="keep large wheels once read")
     parser.add_argument("--out", type=Path, default=OUT_DIR, help="output directory")
+    parser.add_argument(
+        "--vllm-wheels",
+        type=Path,
+        help="first regenerate, from this directory of vLLM wheels, the release tables that "
+        "choose and judge the companions (dependencies, companion_uses; with --download, "
+        "fetching new releases): a new release of vLLM or of a companion is then one command",
+    )
     args = parser.parse_args(argv)
     try:
+        if args.vllm_wheels is not None:
+            import gen_knowledge
+
+            status = gen_knowledge.main(
+                [str(args.vllm_wheels), "--only", "dependencies,companion_uses"]
+                + (["--download"] if args.download else [])
+            )
+            if status != 0:
+                raise UsageError(f"gen_knowledge.py {args.vllm_wheels} failed (exit {status})")
         only = [d.strip() for d in (args.only or "").split(",") if d.strip()]
         unknown = [d for d in only if d not in COMPANIONS]
         if unknown:

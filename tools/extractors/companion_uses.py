@@ -7,7 +7,8 @@ the AST only:
 
 * ``from flashinfer.decode import BatchDecodeWithPagedKVCacheWrapper as W`` → key
   ``flashinfer.decode:BatchDecodeWithPagedKVCacheWrapper``; ``W(..., backend=...)`` and
-  ``W.plan(...)`` are calls to it and to ``BatchDecodeWithPagedKVCacheWrapper.plan``;
+  ``W.plan(...)`` are calls to it and to ``BatchDecodeWithPagedKVCacheWrapper.plan``, and so
+  is ``self.w.plan(...)`` in a file that assigns ``self.w = W(...)``;
 * ``import instanttensor`` / ``import flashinfer.sampling as fs`` / ``dg =
   importlib.import_module("deep_gemm")``: the attribute chains read from the alias
   (``instanttensor.safe_open(..., copy=True)`` → ``instanttensor:safe_open``), and
@@ -170,11 +171,23 @@ def file_uses(tree: ast.Module, path: str, uses: _Uses) -> None:
     if not modules and not names:
         _lazy_imports(tree, path, uses)
         return
+    # `self.wrapper = BatchDecodeWithPagedKVCacheWrapper(...)`: later `self.wrapper.plan(...)`
+    # in the same file is a call to the class's method
+    instances: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            cls = _class_key(node.value.func, modules, names)
+            if cls is None:
+                continue
+            for target in node.targets:
+                parts = _dotted(target)
+                if parts:
+                    instances[".".join(parts)] = cls
     # a chain's inner links (``alias.a`` of ``alias.a.b``) are not uses of their own
     inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            _call(node, path, modules, names, uses, guarded)
+            _call(node, path, modules, names, uses, guarded, instances)
         elif (
             isinstance(node, ast.Attribute)
             and isinstance(node.ctx, ast.Load)
@@ -207,6 +220,7 @@ def _call(
     names: dict[str, str],
     uses: _Uses,
     guarded: set[int],
+    instances: dict[str, str],
 ) -> None:
     keywords = {k.arg for k in node.keywords if k.arg is not None}
     func = node.func
@@ -215,6 +229,11 @@ def _call(
         key = names[func.id]
     elif isinstance(func, ast.Attribute):
         key = _attribute_key(func, modules, names)
+        owner = _dotted(func.value)
+        if key is None and owner and ".".join(owner) in instances:
+            key = f"{instances['.'.join(owner)]}.{func.attr}"
+            uses.add(key, path, id(node) in guarded, keywords)
+            return
     elif isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2:
         head, attr = node.args[0], _str(node.args[1])
         if isinstance(head, ast.Name) and head.id in modules and attr:
@@ -223,6 +242,18 @@ def _call(
         return
     if key is not None and keywords:
         uses.add(key, path, id(node) in guarded, keywords)
+
+
+def _class_key(func: ast.AST, modules: dict[str, str], names: dict[str, str]) -> str | None:
+    """The key of a companion class a call constructs (a capitalised name), else None."""
+    if isinstance(func, ast.Name):
+        key = names.get(func.id)
+    else:
+        key = _attribute_key(func, modules, names)
+    if key is None:
+        return None
+    last = key.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+    return key if last[:1].isupper() else None
 
 
 def _lazy_imports(tree: ast.Module, path: str, uses: _Uses) -> None:
