@@ -50,10 +50,19 @@ try:
 except ImportError:
     allreduce_fusion = None
 cutlass_fused_moe = _lazy_import_wrapper("flashinfer.fused_moe", "cutlass_fused_moe")
+flashinfer_sparse_decode = _lazy_import_wrapper(
+    "flashinfer.decode", "trtllm_batch_decode_sparse_mla_dsv4", fallback_fn=None
+)
 
 def dg():
     mod = importlib.import_module("deep_gemm")
     return getattr(mod, "fp8_gemm_nt", None), mod.get_num_sms()
+""",
+    "models/deepseek_v4/nvidia/flashinfer_sparse.py": """
+from vllm.utils.flashinfer import flashinfer_sparse_decode
+
+def decode(q):
+    return flashinfer_sparse_decode(query=q, swa_topk_lens=None)
 """,
     "third_party/deep_gemm/__init__.py": "from deep_gemm.jit import build\n",
 }
@@ -88,6 +97,13 @@ def test_uses_read_from_a_release(tmp_path):
     # fallbacks: try/except ImportError, a lazy import, getattr with a default
     assert uses["flashinfer.comm:allreduce_fusion"]["guarded"] is True
     assert uses["flashinfer.fused_moe:cutlass_fused_moe"]["guarded"] is True
+    # a lazy wrapper made in vllm/utils/flashinfer.py, called elsewhere: its keywords are the
+    # function's (a missing name falls back, a missing keyword does not)
+    sparse = uses["flashinfer.decode:trtllm_batch_decode_sparse_mla_dsv4"]
+    assert sparse["keywords"] == ["query", "swa_topk_lens"] and sparse["guarded"] is True
+    # the files are where it is called; a name only looked up lazily keeps the lookup's file
+    assert sparse["files"] == ["models/deepseek_v4/nvidia/flashinfer_sparse.py"]
+    assert uses["flashinfer.fused_moe:cutlass_fused_moe"]["files"] == ["utils/flashinfer.py"]
     assert uses["deep_gemm:fp8_gemm_nt"]["guarded"] is True
     assert uses["deep_gemm:get_num_sms"] == {
         "package": None,
@@ -178,3 +194,40 @@ def test_api_keys_of_a_version(api):
     }
     assert keys["api:flashinfer.decode:trtllm_batch_decode_with_kv_cache"]["kwargs"] is True
     assert "api:flashinfer.lazy:anything" not in keys  # not decidable: no key
+
+
+# -- over the shipped tables (read from the real wheels) -------------------------------------
+
+
+def test_facts_name_the_keyword_and_the_versions_that_have_it():
+    sys.path.insert(0, str(REPO / "tests"))
+    from test_release_stack import facts_with, verdict
+
+    facts = facts_with({"vllm.version": "0.26.0", "packages.instanttensor": "0.1.8"})
+    (line,) = facts.value("release.api.missing")
+    assert line.startswith("instanttensor 0.1.8: instanttensor.safe_open takes no keyword copy")
+    assert "instanttensor 0.1.9–" in line
+    assert "instanttensor>=0.1.9" in facts.value("release.api.fix")
+    assert facts.value("release.api.model_code_only") is False
+    # one cause, one finding: ENV102 leaves instanttensor to ENV104
+    assert verdict("ENV104", facts) == "applies"
+    assert verdict("ENV102", facts) == "not-applies"
+    # the other companions vLLM calls are of unknown version: nothing found is no proof
+    fine = facts_with({"vllm.version": "0.26.0", "packages.instanttensor": "0.1.9"})
+    assert fine.value("release.api.missing") is None
+    assert "flashinfer-python" in fine.why_missing("release.api.missing")
+
+
+def test_reader_names_package_releases_and_versions():
+    from vllm_doctor.logreaders import read_log
+
+    reading = read_log(
+        "companion-api",
+        "TypeError: trtllm_batch_decode_sparse_mla_dsv4() got an unexpected keyword argument "
+        "'swa_topk_lens'",
+        "0.24.0",
+    )
+    assert reading is not None
+    assert "flashinfer-python" in reading.cause and "0.24.0" in reading.cause
+    assert any(fix.startswith("pip install 'flashinfer-python") for fix in reading.fixes)
+    assert read_log("companion-api", "TypeError: f() got an unexpected keyword argument 'x'", None) is None

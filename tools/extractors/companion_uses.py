@@ -14,12 +14,16 @@ the AST only:
   (``instanttensor.safe_open(..., copy=True)`` → ``instanttensor:safe_open``), and
   ``getattr(dg, "fp8_gemm_nt", None)``;
 * a call whose first two arguments are a companion module and a name as string constants
-  (``_lazy_import_wrapper("flashinfer.fused_moe", "cutlass_fused_moe")``): a lazy import.
+  (``_lazy_import_wrapper("flashinfer.fused_moe", "cutlass_fused_moe")``): a lazy import; a
+  module-level wrapper made so (``flashinfer_x = _lazy_import_wrapper("flashinfer.decode",
+  "x")`` in ``vllm/utils/flashinfer.py``) is followed into the modules that import it, whose
+  calls' keywords are the function's.
 
 Key ``<module>:<dotted name>``: ``{"package": distribution or None, "keywords": [the
 keywords of the calls], "files": [up to three files], "guarded": true when every use is
 inside a ``try`` that catches ImportError/AttributeError (or Exception), a ``getattr`` with a
-default, or a lazy import: a missing name there is a fallback, not a crash}``.
+default, or a lazy import: a missing name there is a fallback, not a crash; a keyword the
+function lacks is a TypeError all the same}``.
 
 ``tools/gen_stack_knowledge.py`` resolves every key against each companion version's own
 names and signatures (``api:`` keys of ``data/stack/<distribution>.json``).
@@ -82,7 +86,14 @@ class _Uses:
     def __init__(self) -> None:
         self.found: dict[str, dict[str, Any]] = {}
 
-    def add(self, key: str, path: str, guarded: bool, keywords: set[str] = frozenset()) -> None:
+    def add(
+        self,
+        key: str,
+        path: str,
+        guarded: bool,
+        keywords: set[str] = frozenset(),
+        lazy: bool = False,
+    ) -> None:
         module = key.split(":", 1)[0]
         entry = self.found.setdefault(
             key,
@@ -90,11 +101,13 @@ class _Uses:
                 "package": COMPANION_MODULES[_top(module)],
                 "keywords": set(),
                 "files": set(),
+                "lazy_files": set(),
                 "guarded": True,
             },
         )
         entry["keywords"] |= set(keywords)
-        entry["files"].add(path)
+        # a lazy import's file is where the name is looked up, not where it is called
+        entry["lazy_files" if lazy else "files"].add(path)
         entry["guarded"] = entry["guarded"] and guarded
 
     def result(self) -> dict[str, dict[str, Any]]:
@@ -102,7 +115,7 @@ class _Uses:
             key: {
                 "package": value["package"],
                 "keywords": sorted(value["keywords"]),
-                "files": sorted(value["files"])[:MAX_FILES],
+                "files": sorted(value["files"] or value["lazy_files"])[:MAX_FILES],
                 "guarded": value["guarded"],
             }
             for key, value in sorted(self.found.items())
@@ -142,11 +155,34 @@ def _import_module_call(node: ast.AST) -> str | None:
     return None
 
 
-def file_uses(tree: ast.Module, path: str, uses: _Uses) -> None:
-    """The companion names one file uses, added to ``uses``."""
+def file_uses(
+    tree: ast.Module, path: str, uses: _Uses, wrappers: dict[str, str] | None = None
+) -> None:
+    """The companion names one file uses, added to ``uses``; ``wrappers`` are vLLM's lazy
+    wrappers of companion functions (``lazy_wrappers``), whose calls pass their keywords on."""
     guarded = _guarded_nodes(tree)
     modules: dict[str, str] = {}  # local name → companion module it stands for
     names: dict[str, str] = {}  # local name → "<module>:<name>" imported from a companion
+    wrapped: dict[str, str] = {}  # local name → the companion function a lazy wrapper calls
+    wrappers = wrappers or {}
+    own = _module_of(path)
+    for key, target in wrappers.items():
+        if key.startswith(f"{own}:"):
+            wrapped[key.split(":", 1)[1]] = target
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                target = wrappers.get(f"{node.module}:{alias.name}")
+                if target is not None:
+                    wrapped[alias.asname or alias.name] = target
+    if wrapped:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                target = wrapped.get(node.func.id)
+                keywords = {k.arg for k in node.keywords if k.arg is not None}
+                if target is not None and keywords:
+                    # the wrapper falls back when the name is missing, not for a keyword
+                    uses.add(target, path, True, keywords)
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             if _top(node.module) not in COMPANION_MODULES:
@@ -270,20 +306,51 @@ def _lazy_imports(tree: ast.Module, path: str, uses: _Uses) -> None:
             and _top(module) in COMPANION_MODULES
             and all(part.isidentifier() for part in module.split("."))
         ):
-            uses.add(f"{module}:{name}", path, True)
+            uses.add(f"{module}:{name}", path, True, lazy=True)
+
+
+def _module_of(path: str) -> str:
+    parts = path[: -len(".py")].split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(["vllm", *parts])
+
+
+def lazy_wrappers(tree: ast.Module, path: str) -> dict[str, str]:
+    """``flashinfer_x = _lazy_import_wrapper("flashinfer.decode", "x", ...)`` at module level:
+    ``vllm.utils.flashinfer:flashinfer_x`` → ``flashinfer.decode:x``. vLLM's other modules
+    import the wrapper and call it with the keywords the companion's function receives."""
+    out = {}
+    for stmt in tree.body:
+        if not (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)):
+            continue
+        args = stmt.value.args
+        module = _str(args[0]) if args else None
+        name = _str(args[1]) if len(args) > 1 else None
+        if not (module and name and _top(module) in COMPANION_MODULES and name.isidentifier()):
+            continue
+        for target in stmt.targets:
+            if isinstance(target, ast.Name):
+                out[f"{_module_of(path)}:{target.id}"] = f"{module}:{name}"
+    return out
 
 
 def extract(release) -> dict[str, Any]:
     uses = _Uses()
+    trees: dict[str, ast.Module] = {}
+    wrappers: dict[str, str] = {}
     for path in release.names:
         if not path.endswith(".py") or path.startswith("third_party/"):
             continue
         text = release.text(path)
-        if text is None or not any(m in text for m in COMPANION_MODULES):
+        if text is None or not any(m in text for m in (*COMPANION_MODULES, "utils.flashinfer")):
             continue
         tree = release.tree(path)
         if tree is None:
             release.problem(f"{path}: does not parse")
             continue
-        file_uses(tree, path, uses)
+        trees[path] = tree
+        wrappers.update(lazy_wrappers(tree, path))
+    for path, tree in trees.items():
+        file_uses(tree, path, uses, wrappers)
     return uses.result()

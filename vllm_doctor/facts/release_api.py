@@ -6,8 +6,9 @@ reads from FlashInfer, LMCache, instanttensor, humming-kernels, quack-kernels, w
 arguments of its calls; ``tools/extractors/companion_uses.py``) and the ``api:`` keys of
 ``stack/<distribution>`` (per companion version, whether each such name exists and the
 parameters it accepts, read from the package's own code; ``tools/gen_stack_knowledge.py``).
-A use that vLLM guards (``try``/``except ImportError``, ``getattr`` with a default, a lazy
-import with a fallback) is left out: a missing name there is a fallback, not a crash. A name the
+A name that vLLM guards (``try``/``except ImportError``, ``getattr`` with a default, a lazy
+import with a fallback) is not judged missing (it falls back), but the keywords it is called
+with are judged all the same (a TypeError is no fallback). A name the
 companion's code cannot decide (re-exported from another package, a lazy ``__getattr__``) has no
 key and is never judged; a companion whose version is unknown is never judged either.
 """
@@ -19,7 +20,9 @@ from typing import Any
 from vllm_doctor.facts.model import Facts
 
 SOURCE = "release knowledge"
-PATHS = ("release.api.missing", "release.api.fix")
+PATHS = ("release.api.missing", "release.api.fix", "release.api.model_code_only")
+# vLLM's per-model code: a call there runs only when that model is served
+MODEL_CODE = ("models/", "model_executor/models/")
 
 
 def collect_release_api(facts: Facts, release: str | None, reason: str = "") -> set[str]:
@@ -40,9 +43,10 @@ def collect_release_api(facts: Facts, release: str | None, reason: str = "") -> 
         return set()
     by_dist: dict[str, dict[str, Any]] = {}
     for key, use in uses.items():
-        if isinstance(use, dict) and use.get("package") and not use.get("guarded"):
+        if isinstance(use, dict) and use.get("package"):
             by_dist.setdefault(use["package"], {})[key] = use
     lacking: list[str] = []
+    model_only: list[bool] = []  # per entry of lacking: every call is in one model's code
     fixes: list[str] = []
     unknown: list[str] = []
     judged = 0
@@ -58,7 +62,8 @@ def collect_release_api(facts: Facts, release: str | None, reason: str = "") -> 
             continue
         judged += 1
         if found:
-            lacking.extend(found)
+            lacking.extend(line for line, _ in found)
+            model_only.extend(only for _, only in found)
             fixes.append(_fix(release, dist, used))
     if lacking:
         facts.set(
@@ -69,6 +74,13 @@ def collect_release_api(facts: Facts, release: str | None, reason: str = "") -> 
             "version's own code (stack/<distribution> api: keys)",
         )
         facts.set("release.api.fix", "; ".join(fixes), SOURCE)
+        facts.set(
+            "release.api.model_code_only",
+            all(model_only),
+            SOURCE,
+            "every call found lacking is in vLLM's per-model code (models/, "
+            "model_executor/models/): it fails only when that model is served",
+        )
         return {line.split(" ", 1)[0] for line in lacking}
     if unknown or not judged:
         why = "; ".join(unknown) or "no companion package that vLLM calls has a known version"
@@ -82,11 +94,15 @@ def collect_release_api(facts: Facts, release: str | None, reason: str = "") -> 
         f"every name and keyword vLLM {release} uses is in the installed companion versions",
     )
     facts.mark_missing("release.api.fix", "nothing to fix")
+    facts.mark_missing("release.api.model_code_only", "nothing is missing")
     return set()
 
 
-def _judge(release: str, dist: str, version: str, used: dict[str, Any]) -> list[str] | None:
-    """What ``dist`` at ``version`` lacks of ``used`` (None: the version was not read)."""
+def _judge(
+    release: str, dist: str, version: str, used: dict[str, Any]
+) -> list[tuple[str, bool]] | None:
+    """What ``dist`` at ``version`` lacks of ``used``, each with whether every call is in
+    one model's code (None: the version was not read)."""
     from vllm_doctor.knowledge import stack
 
     found, covered = stack.covered_version(dist, version)
@@ -96,20 +112,24 @@ def _judge(release: str, dist: str, version: str, used: dict[str, Any]) -> list[
     out = []
     for key, use in sorted(used.items()):
         absent = _absent(keys.get(f"api:{key}"), use.get("keywords") or [])
-        if absent is None:
-            continue
+        if absent is None or (absent == ["*"] and use.get("guarded")):
+            continue  # a guarded name falls back when missing; its keywords still count
         name = key.replace(":", ".")
         have = provides(found, key, absent)
-        where = ", ".join(use.get("files") or [])
+        files = use.get("files") or []
+        where = ", ".join(f"vllm/{f}" for f in files)
         what = (
             f"has no {name}"
             if absent == ["*"]
             else f"{name} takes no keyword {', '.join(absent)}"
         )
+        has = "has it" if absent == ["*"] else "accepts it"
         out.append(
-            f"{dist} {version}: {what}, which vLLM {release} uses (vllm/{where}); "
-            + (f"{dist} {have} {'has it' if absent == ['*'] else 'accepts it'}" if have else
-               f"no {dist} version read provides it")
+            (
+                f"{dist} {version}: {what}, which vLLM {release} uses ({where}); "
+                + (f"{dist} {have} {has}" if have else f"no {dist} version read provides it"),
+                bool(files) and all(f.startswith(MODEL_CODE) for f in files),
+            )
         )
     return out
 
@@ -170,7 +190,9 @@ def _fix(release: str, dist: str, used: dict[str, Any]) -> str:
         for version in reversed(found.releases):
             keys = found.at(version)
             if _inside(spec, version) and all(
-                _absent(keys.get(f"api:{k}"), u.get("keywords") or []) is None
+                _absent(keys.get(f"api:{k}"), u.get("keywords") or []) in (None, ["*"])
+                if u.get("guarded")
+                else _absent(keys.get(f"api:{k}"), u.get("keywords") or []) is None
                 for k, u in used.items()
             ):
                 return f"pip install '{dist}=={version}'" + (

@@ -765,6 +765,9 @@ FACTS: dict[str, FactSpec] = {
         "uses vLLM guards with a fallback are left out; empty when every one is there",
     ),
     "release.api.fix": FactSpec("str", "the install that gives the release the API it uses"),
+    "release.api.model_code_only": FactSpec(
+        "bool", "every call found lacking is in one model's code: it fails for that model only"
+    ),
     "release.kernels.judged_release": FactSpec(
         "version", "the covered vLLM release whose compiled extensions were judged"
     ),
