@@ -212,10 +212,19 @@ def test_facts_name_the_keyword_and_the_versions_that_have_it():
     # one cause, one finding: ENV102 leaves instanttensor to ENV104
     assert verdict("ENV104", facts) == "applies"
     assert verdict("ENV102", facts) == "not-applies"
-    # the other companions vLLM calls are of unknown version: nothing found is no proof
+    # the companions of known version are judged; the others are named as not judged
     fine = facts_with({"vllm.version": "0.26.0", "packages.instanttensor": "0.1.9"})
-    assert fine.value("release.api.missing") is None
-    assert "flashinfer-python" in fine.why_missing("release.api.missing")
+    assert fine.value("release.api.missing") == []
+    assert "not judged: flashinfer-python" in fine.get("release.api.missing").detail
+    # a companion the release names no version of (LMCache) is never judged: cannot decide
+    lmcache = facts_with({"vllm.version": "0.20.1", "packages.lmcache": "0.5.0"})
+    assert lmcache.value("release.api.missing") is None
+    assert "lmcache 0.5.0" in lmcache.why_missing("release.api.missing")
+    # what the release's own pin lacks too is not the install's doing (vLLM issue 48054)
+    at_pin = facts_with({"vllm.version": "0.24.0", "packages.flashinfer-python": "0.6.12"})
+    assert at_pin.value("release.api.missing") == []
+    behind = facts_with({"vllm.version": "0.26.0", "packages.flashinfer-python": "0.6.13"})
+    assert any("swa_topk_lens" in line for line in behind.value("release.api.missing"))
 
 
 def test_reader_names_package_releases_and_versions():

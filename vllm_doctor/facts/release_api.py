@@ -11,6 +11,12 @@ import with a fallback) is not judged missing (it falls back), but the keywords 
 with are judged all the same (a TypeError is no fallback). A name the
 companion's code cannot decide (re-exported from another package, a lazy ``__getattr__``) has no
 key and is never judged; a companion whose version is unknown is never judged either.
+
+Each release is judged against the companion version it was built against (its pin, else the
+lowest version its requirement allows): what that version lacks too is not the install's
+doing (a call behind a version test, or the release's own bug on one path, vLLM issue 48054),
+and a companion the release names no version of (LMCache) is not judged here: ENV215 still
+reads its messages in a log.
 """
 
 from __future__ import annotations
@@ -58,7 +64,8 @@ def collect_release_api(facts: Facts, release: str | None, reason: str = "") -> 
             continue  # not installed: vLLM does not reach its API
         found = _judge(release, dist, version, used)
         if found is None:
-            unknown.append(f"{dist} {version} is not among the versions the knowledge read")
+            unknown.append(f"{dist} {version}: not among the versions read, or vLLM {release} "
+                           "names no read version of it to judge by")
             continue
         judged += 1
         if found:
@@ -82,16 +89,19 @@ def collect_release_api(facts: Facts, release: str | None, reason: str = "") -> 
             "model_executor/models/): it fails only when that model is served",
         )
         return {line.split(" ", 1)[0] for line in lacking}
-    if unknown or not judged:
+    if not judged:
         why = "; ".join(unknown) or "no companion package that vLLM calls has a known version"
         for path in PATHS:
             facts.mark_missing(path, why)
         return set()
+    # as for the requirements (ENV102): the companions of known version are judged; one of
+    # unknown version can give no finding, and the detail says which were not judged
     facts.set(
         "release.api.missing",
         [],
         SOURCE,
-        f"every name and keyword vLLM {release} uses is in the installed companion versions",
+        f"every name and keyword vLLM {release} uses is in the companion versions known"
+        + (f" (not judged: {'; '.join(unknown)})" if unknown else ""),
     )
     facts.mark_missing("release.api.fix", "nothing to fix")
     facts.mark_missing("release.api.model_code_only", "nothing is missing")
@@ -108,12 +118,25 @@ def _judge(
     found, covered = stack.covered_version(dist, version)
     if found is None:
         return None
+    reference = reference_version(release, dist, found.releases)
+    if reference is None:
+        # no version the release was built against (LMCache: imported, never required, with
+        # connector code for several LMCache generations side by side): not judged
+        return None
     keys = found.at(covered)
+    ref_keys = found.at(reference)
     out = []
     for key, use in sorted(used.items()):
         absent = _absent(keys.get(f"api:{key}"), use.get("keywords") or [])
         if absent is None or (absent == ["*"] and use.get("guarded")):
             continue  # a guarded name falls back when missing; its keywords still count
+        # what the release's own pin (or lowest allowed version) lacks too, the release reaches
+        # only behind a version or feature test (`if self._combine_supports_output`) or on a
+        # path its pin never ran: not a matter of the installed version
+        at_ref = _absent(ref_keys.get(f"api:{key}"), use.get("keywords") or []) or []
+        absent = [k for k in absent if k not in at_ref]
+        if not absent:
+            continue
         name = key.replace(":", ".")
         have = provides(found, key, absent)
         files = use.get("files") or []
@@ -132,6 +155,21 @@ def _judge(
             )
         )
     return out
+
+
+def reference_version(release: str, dist: str, versions: list[str]) -> str | None:
+    """The companion version the release was built against: its pin (``==X``), else the
+    lowest read version its requirement allows; None when it names no version of it."""
+    from vllm_doctor import knowledge
+
+    requirement = knowledge.load("dependencies").get(dist, release)
+    spec = requirement.value.get("spec") if requirement and requirement.value else None
+    if not spec:
+        return None
+    if spec.startswith("==") and "," not in spec:
+        return spec[2:] if spec[2:] in versions else None
+    allowed = [v for v in versions if _inside(spec, v)]
+    return allowed[0] if allowed else None
 
 
 def _absent(api: dict[str, Any] | None, keywords: list[str]) -> list[str] | None:
