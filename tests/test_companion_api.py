@@ -220,7 +220,8 @@ def test_facts_name_the_keyword_and_the_versions_that_have_it():
     lmcache = facts_with({"vllm.version": "0.20.1", "packages.lmcache": "0.5.0"})
     assert lmcache.value("release.api.missing") is None
     assert "lmcache 0.5.0" in lmcache.why_missing("release.api.missing")
-    # what the release's own pin lacks too is not the install's doing (vLLM issue 48054)
+    # what the release's own pin lacks too is not the install's doing (0.24.0's DeepSeek-V4
+    # decode passes keywords its pin 0.6.12 lacks)
     at_pin = facts_with({"vllm.version": "0.24.0", "packages.flashinfer-python": "0.6.12"})
     assert at_pin.value("release.api.missing") == []
     behind = facts_with({"vllm.version": "0.26.0", "packages.flashinfer-python": "0.6.13"})

@@ -14,7 +14,8 @@ key and is never judged; a companion whose version is unknown is never judged ei
 
 Each release is judged against the companion version it was built against (its pin, else the
 lowest version its requirement allows): what that version lacks too is not the install's
-doing (a call behind a version test, or the release's own bug on one path, vLLM issue 48054),
+doing (a call behind a version test, or the release's own bug on one path: the DeepSeek-V4
+decode keywords of 0.24.0),
 and a companion the release names no version of (LMCache) is not judged here: ENV215 still
 reads its messages in a log.
 """

@@ -35,6 +35,7 @@ class Drift:
     key: str
     keyword: str | None
     line: str
+    method: str | None = None  # a method of the class ``key`` the table does not list
 
 
 def _uses() -> Any:
@@ -75,9 +76,18 @@ def find(text: str) -> list[Drift]:
     for match in _KEYWORD.finditer(text):
         function, keyword = match.group(1), match.group(2)
         function = re.sub(r"\.__init__$", "", function)
-        for key in _match_suffix(keys, function):
-            if any(keyword in (s.value or {}).get("keywords", ()) for s in table.spans(key)):
-                found.append(Drift(key, keyword, match.group(0)))
+        matched = [
+            key
+            for key in _match_suffix(keys, function)
+            if any(keyword in (s.value or {}).get("keywords", ()) for s in table.spans(key))
+        ]
+        found.extend(Drift(key, keyword, match.group(0)) for key in matched)
+        owner, _, method = function.rpartition(".")
+        if not matched and owner and "." not in owner:
+            # a method of a companion class vLLM uses, called on an instance the static
+            # reading cannot follow (`attn_metadata.cascade_wrapper.plan(...)`)
+            for key in _match_suffix(keys, owner):
+                found.append(Drift(key, keyword, match.group(0), method))
     seen: set[tuple[str, str | None]] = set()
     unique = []
     for drift in found:
@@ -118,23 +128,34 @@ def read(text: str, version: str | None) -> LogReading | None:
         package, using = _releases_using(drift)
         name = drift.key.replace(":", ".")
         what = f"keyword '{drift.keyword}' of {name}" if drift.keyword else name
+        if drift.method:
+            # the class is what the table knows: which releases use it, not the keyword
+            package, using = _releases_using(Drift(drift.key, None, drift.line))
+            what = name
         read_lines.append(f"log: {drift.line[:200]}")
         read_lines.append(f"vLLM releases that use {what}: {using}")
         companion = stack.table(package) if package else None
         have = (
             provides(companion, drift.key, [drift.keyword] if drift.keyword else [])
-            if companion is not None
+            if companion is not None and drift.method is None
             else ""
         )
         owner = package or drift.key.split(".", 1)[0].split(":", 1)[0]
-        if companion is not None:
+        if companion is not None and drift.method is None:
             read_lines.append(
                 f"{package} versions read ({companion.releases[0]}–{companion.releases[-1]}) "
                 f"that have it: {have or 'none'}"
             )
-        cause = f"vLLM {using} uses {what}, which the installed {owner} lacks" + (
-            f" ({package} {have} {'accepts' if drift.keyword else 'has'} it)" if have else ""
-        )
+        if drift.method:
+            cause = (
+                f"vLLM {using} use {owner}'s {name}; its {drift.method}() in the installed "
+                f"{owner} takes no keyword '{drift.keyword}' (another {owner} version than "
+                "the release was built against)"
+            )
+        else:
+            cause = f"vLLM {using} use {what}, which the installed {owner} lacks" + (
+                f" ({package} {have} {'accepts' if drift.keyword else 'has'} it)" if have else ""
+            )
         causes.append(cause)
         fixes.extend(_fixes(release, package, have, knowledge))
     if release is None:
