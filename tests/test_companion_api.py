@@ -240,4 +240,7 @@ def test_reader_names_package_releases_and_versions():
     assert reading is not None
     assert "flashinfer-python" in reading.cause and "0.24.0" in reading.cause
     assert any(fix.startswith("pip install 'flashinfer-python") for fix in reading.fixes)
-    assert read_log("companion-api", "TypeError: f() got an unexpected keyword argument 'x'", None) is None
+    assert (
+        read_log("companion-api", "TypeError: f() got an unexpected keyword argument 'x'", None)
+        is None
+    )

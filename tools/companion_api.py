@@ -46,8 +46,10 @@ def _module_name(path: str) -> str | None:
 def _signature(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> dict[str, Any]:
     args = fn.args
     names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
-    if method and names and not any(
-        isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list
+    if (
+        method
+        and names
+        and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
     ):
         names = names[1:]  # self / cls
     return {"params": names, "kwargs": args.kwarg is not None}

@@ -282,10 +282,7 @@ def _call(
 
 def _class_key(func: ast.AST, modules: dict[str, str], names: dict[str, str]) -> str | None:
     """The key of a companion class a call constructs (a capitalised name), else None."""
-    if isinstance(func, ast.Name):
-        key = names.get(func.id)
-    else:
-        key = _attribute_key(func, modules, names)
+    key = names.get(func.id) if isinstance(func, ast.Name) else _attribute_key(func, modules, names)
     if key is None:
         return None
     last = key.rsplit(":", 1)[-1].rsplit(".", 1)[-1]

@@ -65,8 +65,10 @@ def collect_release_api(facts: Facts, release: str | None, reason: str = "") -> 
             continue  # not installed: vLLM does not reach its API
         found = _judge(release, dist, version, used)
         if found is None:
-            unknown.append(f"{dist} {version}: not among the versions read, or vLLM {release} "
-                           "names no read version of it to judge by")
+            unknown.append(
+                f"{dist} {version}: not among the versions read, or vLLM {release} "
+                "names no read version of it to judge by"
+            )
             continue
         judged += 1
         if found:
@@ -143,9 +145,7 @@ def _judge(
         files = use.get("files") or []
         where = ", ".join(f"vllm/{f}" for f in files)
         what = (
-            f"has no {name}"
-            if absent == ["*"]
-            else f"{name} takes no keyword {', '.join(absent)}"
+            f"has no {name}" if absent == ["*"] else f"{name} takes no keyword {', '.join(absent)}"
         )
         has = "has it" if absent == ["*"] else "accepts it"
         out.append(

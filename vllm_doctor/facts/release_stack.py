@@ -21,7 +21,7 @@ built for the GPU's own family only as another member's architecture-specific im
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from typing import Any
 
 from vllm_doctor.facts.model import EACH_RELEASE, Facts, Source
@@ -137,7 +137,7 @@ def _outside(spec: str | None, version: str) -> bool | None:
         return None
 
 
-def _stack(facts: Facts, release: str, lacking_api: set[str] = frozenset()) -> None:
+def _stack(facts: Facts, release: str, lacking_api: Set[str] = frozenset()) -> None:
     from vllm_doctor import knowledge
     from vllm_doctor.knowledge import stack
 

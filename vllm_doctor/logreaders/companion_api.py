@@ -21,7 +21,9 @@ from vllm_doctor.logreaders import LogReading, judged_release
 
 _CANNOT_IMPORT = re.compile(r"cannot import name '(\w{1,120})' from '([A-Za-z_][\w.]{0,120})'")
 _MODULE_ATTR = re.compile(r"module '([A-Za-z_][\w.]{0,120})' has no attribute '(\w{1,120})'")
-_OBJECT_ATTR = re.compile(r"(?:type object|) ?'(\w{1,120})'(?: object)? has no attribute '(\w{1,120})'")
+_OBJECT_ATTR = re.compile(
+    r"(?:type object|) ?'(\w{1,120})'(?: object)? has no attribute '(\w{1,120})'"
+)
 _KEYWORD = re.compile(
     r"([A-Za-z_][\w.]{0,200})\(\) got an unexpected keyword argument '(\w{1,120})'"
 )
@@ -106,7 +108,7 @@ def _releases_using(drift: Drift) -> tuple[str | None, str]:
     good = []
     for release in table.releases:
         span = table.get(drift.key, release)
-        value = span.value if span is not None else None
+        value = span.value if span is not None and isinstance(span.value, dict) else {}
         ok = bool(value) and (drift.keyword is None or drift.keyword in value.get("keywords", ()))
         if ok:
             package = value.get("package")
