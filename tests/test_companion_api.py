@@ -244,3 +244,22 @@ def test_reader_names_package_releases_and_versions():
         read_log("companion-api", "TypeError: f() got an unexpected keyword argument 'x'", None)
         is None
     )
+
+
+def test_a_what_if_release_does_not_judge_this_machines_packages():
+    from vllm_doctor.facts.collect import CollectOptions, collect_facts
+    from vllm_doctor.facts.model import Facts, Source
+
+    given = Facts()
+    given.set("vllm.version", "0.26.0", Source.USER, "--vllm-version")
+    given.set("packages.instanttensor", "0.1.8", Source.MACHINE, "installed here")
+    facts = collect_facts(
+        CollectOptions(
+            serve_string="vllm serve Qwen/Qwen3-8B",
+            probe_machine=False,
+            environ={},
+            given=given,
+        )
+    )
+    assert facts.value("release.api.missing") is None
+    assert "what-if" in facts.why_missing("release.api.missing")

@@ -40,6 +40,7 @@ def collect_release_api(facts: Facts, release: str | None, reason: str = "") -> 
             facts.mark_missing(path, reason)
         return set()
     from vllm_doctor import knowledge
+    from vllm_doctor.facts.release import what_if_without
     from vllm_doctor.facts.release_stack import _installed
 
     try:
@@ -58,6 +59,10 @@ def collect_release_api(facts: Facts, release: str | None, reason: str = "") -> 
     unknown: list[str] = []
     judged = 0
     for dist, used in sorted(by_dist.items()):
+        what_if = what_if_without(facts, f"packages.{dist}")
+        if what_if is not None:  # the package installed here belongs to another stack
+            unknown.append(f"{dist}: {what_if}")
+            continue
         version, why = _installed(facts, dist, inferred=False)
         if version is None:
             if why:
