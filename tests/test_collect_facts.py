@@ -15,7 +15,7 @@ from vllm_doctor.errors import InputError
 from vllm_doctor.facts import packages
 from vllm_doctor.facts.collect import CollectOptions, collect_facts
 from vllm_doctor.facts.model import Facts, Source
-from vllm_doctor.memory.estimate import MEMORY_PATHS
+from vllm_doctor.memory.facts import MEMORY_PATHS
 from vllm_doctor.report.facts_view import FAIL, OK, SECTIONS, WARN, render_facts, section_status
 
 MODELS = Path(__file__).parent / "fixtures" / "models"

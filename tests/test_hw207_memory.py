@@ -15,7 +15,7 @@ from vllm_doctor.engine.loader import default_rules_dir, load_rule_file
 from vllm_doctor.facts.derived import compute_derived
 from vllm_doctor.facts.model import Facts
 from vllm_doctor.memory.corpus import entry_facts
-from vllm_doctor.memory.estimate import compute_memory
+from vllm_doctor.memory.facts import compute_memory
 
 RULE, _ = load_rule_file(Path(default_rules_dir()) / "hw" / "HW207.yaml")
 OOM = (

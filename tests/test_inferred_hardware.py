@@ -23,7 +23,7 @@ from vllm_doctor.facts.hardware import (
 )
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.memory.corpus import entry_facts
-from vllm_doctor.memory.estimate import compute_memory
+from vllm_doctor.memory.facts import compute_memory
 
 HERE = Path(__file__).parent
 EXAMPLES = HERE.parent / "vllm_doctor" / "examples"

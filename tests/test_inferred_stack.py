@@ -200,3 +200,24 @@ def test_unknown_version_every_release_is_as_good_as_applies(tmp_path):
 def test_spans_group_consecutive_releases():
     releases = ["0.8.0", "0.8.1", "0.9.0", "0.10.0", "0.11.0"]
     assert spans(releases, {"0.8.0", "0.8.1", "0.10.0"}) == "0.8.0–0.8.1, 0.10.0"
+
+
+def test_unknown_version_judges_the_release_gates_of_each_release():
+    """The release's own gates (Model Runner V2's default, release.env) are recomputed per
+    release: under WSL2 with the version unknown, ENV110 is a warning where the releases
+    choose V2 by themselves (0.22.0 on), never 'applies in no release'."""
+    data = check_json("--platform", "wsl2", "--select", "ENV110")
+    env110 = finding(data, "ENV110")
+    assert env110 is not None and env110["severity"] == "warning"
+    assert env110["fix_state"]["detail"].startswith("applies in 0.22.0–")
+    assert [m["fact"] for m in env110["missing"]] == ["vllm.version"]
+    # V1 forced: no release takes V2, so it applies in none
+    forced = check_json(
+        "--platform",
+        "wsl2",
+        "--select",
+        "ENV110",
+        "--serve",
+        "VLLM_USE_V2_MODEL_RUNNER=0 vllm serve m",
+    )
+    assert finding(forced, "ENV110") is None and "ENV110" in forced["not_applicable"]

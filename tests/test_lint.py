@@ -87,19 +87,23 @@ def imports_of(path: Path, package: str, modules: set[str]) -> set[str]:
     return found
 
 
-def test_no_import_cycles():
-    """Modules import one another in one direction only, function-level imports included
-    (they are how the start-up stays fast; a cycle through them still ties two modules)."""
+def import_graph(root: Path = ROOT) -> tuple[dict[str, Path], dict[str, set[str]]]:
+    """Every module of ``root``/vllm_doctor (name -> file), and the package's modules each one
+    imports (bench/structure/structure.py prints the same graph)."""
     paths = {}
-    for path in (ROOT / "vllm_doctor").rglob("*.py"):
-        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+    for path in (root / "vllm_doctor").rglob("*.py"):
+        name = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
         paths[name] = path
     modules = set(paths)
     graph = {}
     for name, path in paths.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         graph[name] = imports_of(path, package, modules) - {name}
-    # a module is on a cycle when it can reach itself
+    return paths, graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Each cycle as ``a -> b -> a``: a module is on a cycle when it can reach itself."""
     cycles = set()
     for start in graph:
         stack, seen = [(start, (start,))], set()
@@ -111,4 +115,11 @@ def test_no_import_cycles():
                 elif nxt not in seen:
                     seen.add(nxt)
                     stack.append((nxt, (*trail, nxt)))
-    assert not cycles, "import cycles:\n" + "\n".join(sorted(cycles))
+    return sorted(cycles)
+
+
+def test_no_import_cycles():
+    """Modules import one another in one direction only, function-level imports included
+    (they are how the start-up stays fast; a cycle through them still ties two modules)."""
+    cycles = import_cycles(import_graph()[1])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)

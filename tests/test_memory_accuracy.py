@@ -121,7 +121,7 @@ def _errors(
     entry: dict[str, Any], printed: Any, cal: dict[str, Any] | None
 ) -> tuple[float | None, float | None, str]:
     from vllm_doctor.memory.corpus import entry_facts
-    from vllm_doctor.memory.estimate import compute_memory
+    from vllm_doctor.memory.facts import compute_memory
 
     facts = entry_facts(entry)
     if entry.get("vllm_version"):

@@ -11,7 +11,8 @@ from vllm_doctor.facts.model import Facts
 from vllm_doctor.memory import kv as kvmod
 from vllm_doctor.memory import weights as wmod
 from vllm_doctor.memory.corpus import entry_facts
-from vllm_doctor.memory.estimate import compute_memory, estimate_line
+from vllm_doctor.memory.estimate import estimate_line
+from vllm_doctor.memory.facts import compute_memory
 from vllm_doctor.memory.formula import GIB, formula_for
 
 MODELS = Path(__file__).parent / "fixtures" / "models"

@@ -10,7 +10,8 @@ from pathlib import Path
 from vllm_doctor.logreaders.memory_figures import read_memory_figures
 from vllm_doctor.memory import multimodal as mm
 from vllm_doctor.memory.corpus import entry_facts
-from vllm_doctor.memory.estimate import GIB, compute_memory
+from vllm_doctor.memory.facts import compute_memory
+from vllm_doctor.memory.formula import GIB
 
 CONFIG = "memory-logs/configs/Qwen3-VL-30B-A3B-Instruct/config.json"
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -14,7 +14,7 @@ from vllm_doctor.logreaders.memory_figures import says_flashinfer_sampler
 from vllm_doctor.memory import profile as prof
 from vllm_doctor.memory import weights as wmod
 from vllm_doctor.memory.corpus import entry_facts
-from vllm_doctor.memory.estimate import compute_memory
+from vllm_doctor.memory.facts import compute_memory
 
 CORPUS = Path(__file__).parent / "fixtures" / "memory-logs"
 QWEN3 = prof.ModelTraits(architectures=("Qwen3ForCausalLM",))

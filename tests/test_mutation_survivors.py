@@ -23,7 +23,8 @@ from vllm_doctor.facts.model_config import (
     text_config_of,
 )
 from vllm_doctor.facts.release import SOURCE as RELEASE_SOURCE
-from vllm_doctor.facts.release import _accepts, _effective_dtype, judged_between_releases
+from vllm_doctor.facts.release import _accepts, judged_between_releases
+from vllm_doctor.facts.release_model import _effective_dtype
 from vllm_doctor.logreaders import LogReading
 from vllm_doctor.report.document import CheckDocument
 from vllm_doctor.report.facts_view import SECTIONS, _digest_parts, format_value, render_facts

@@ -99,6 +99,32 @@ def test_what_the_words_leave_unsaid_is_not_this_machines():
     assert not any(path.startswith("container.") for path in doc["facts"])
 
 
+def test_arbitrary_uid_is_a_container_whose_image_does_not_know_the_uid():
+    done = invoke("facts", "--format", "json", "--platform", "arbitrary-uid")
+    assert done.exit_code == 0, done.output
+    doc = json.loads(done.stdout)
+    assert doc["facts"]["container.arbitrary_uid"]["value"] is True
+    assert doc["facts"]["platform.container"]["value"] is True
+    # the machine's own identity is set aside, never read for the container judged
+    for path in ("container.uid", "container.user_known", "container.unwritable_caches"):
+        assert path not in doc["facts"] and "--platform arbitrary-uid" in doc["missing"][path]
+    checked = invoke(
+        "check",
+        "--format",
+        "json",
+        "--offline",
+        "--no-config",
+        "--vllm-version",
+        "0.23.0",
+        "--platform",
+        "arbitrary-uid",
+        "--select",
+        "ENV02",
+    )
+    found = {f["code"]: f for f in json.loads(checked.stdout)["findings"]}
+    assert {found[c]["severity"] for c in ("ENV020", "ENV021")} == {"warning"}
+
+
 def test_glibcxx_level_is_stated_as_given():
     done = invoke("facts", "--format", "json", "--platform", "glibcxx=3.4.30")
     assert done.exit_code == 0, done.output
@@ -113,6 +139,7 @@ def test_glibcxx_level_is_stated_as_given():
         (("kernel=",), "'kernel=' is not one of"),
         (("wsl2", "kernel=6.8.0-1040-nvidia"), "'kernel=6.8.0-1040-nvidia' contradicts 'wsl2'"),
         (("container", "host"), "'host' contradicts 'container'"),
+        (("arbitrary-uid", "host"), "'host' contradicts 'arbitrary-uid'"),
     ],
 )
 def test_bad_or_contradicting_words_are_one_line_and_exit_2(words, said, capsys):
@@ -140,6 +167,12 @@ def test_the_measure_passes_wsl2_from_what_the_train_reports_show():
         ("vllm-54652", ["wsl2"]),  # "WSL2 (Windows 11 host), Docker"
         ("vllm-43507-aubingil-rtx5090-laptop", []),  # "Windows 11 (native)"
         ("rocm-aiter-2752", []),  # "Ubuntu 22.04.5 LTS"
+        # "OpenShift, restricted-v2 SCC (UID 1003520000), launcher image importing vLLM"
+        ("llm-d-incubation-llm-d-fast-model-actuation-631", ["arbitrary-uid"]),
+        # "ai-dynamo vLLM runtime image under an arbitrary UID with gid 0 (OpenShift-style)"
+        ("ai-dynamo-dynamo-13040", ["arbitrary-uid"]),
+        # "... unprivileged odysseus user (PUID) ...": a user the image knows
+        ("odysseus-dev-odysseus-6157", []),
     ):
         assert report_id in train
         report = yaml.safe_load(

@@ -1,7 +1,8 @@
 """The registries argparse does not show (knowledge tables ``parsers`` and ``checks``, the
-registry's LoRA field), the facts facts/release.py reads from them, and the rules ARGS103,
-ARGS104 and MODEL102, over the shipped tables (generated from the real release wheels),
-real model configs (tests/fixtures/models) and the messages the releases raise."""
+registry's LoRA field), the facts facts/release_model.py and release_startup.py read from them,
+and the rules ARGS103, ARGS104 and MODEL102, over the shipped tables (generated from the real
+release wheels), real model configs (tests/fixtures/models) and the messages the releases
+raise."""
 
 from __future__ import annotations
 

@@ -4,7 +4,9 @@ tests/fixtures/serve/release-parse/ (README.md there names each source)."""
 
 from __future__ import annotations
 
+import importlib.util
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,8 +94,13 @@ def test_bench_setups_with_auto_round_draw_no_error(directory, monkeypatch):
 
     from vllm_doctor.cli import app
 
-    monkeypatch.syspath_prepend(str(directory.parents[1]))
-    import measure
+    # loaded by path under its own name: bench/manifests has a measure.py too
+    spec = importlib.util.spec_from_file_location(
+        "reports2026_measure", directory.parents[1] / "measure.py"
+    )
+    measure = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, measure)  # its dataclasses look it up there
+    spec.loader.exec_module(measure)
 
     report = yaml_io.safe_load((directory / "report.yaml").read_text(encoding="utf-8"))
     args, _ = measure.check_args(report, directory, {"--package"})

@@ -14,7 +14,7 @@ from vllm_doctor.engine.loader import default_rules_dir, load_rule_file
 from vllm_doctor.facts.derived import compute_derived
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.model_source import collect_model
-from vllm_doctor.memory.estimate import compute_memory
+from vllm_doctor.memory.facts import compute_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -7,14 +7,9 @@ from vllm_doctor.serveline.command import parse_serve_string
 from vllm_doctor.serveline.config import load_serve_config
 from vllm_doctor.serveline.line import _FACT_OPTIONS, ServeLine
 from vllm_doctor.serveline.options import JSON_KINDS, OPTIONS, OptionSpec, option_spec, resolve_flag
-from vllm_doctor.serveline.parser import (
-    MAX_WORDS,
-    _convert,
-    convert_value,
-    human_readable_int,
-    parse_serve_argv,
-)
+from vllm_doctor.serveline.parser import MAX_WORDS, parse_serve_argv
 from vllm_doctor.serveline.render import render_command
+from vllm_doctor.serveline.values import _convert, convert_value, human_readable_int
 from vllm_doctor.serveline.words import MAX_LINE_CHARS, command_words
 
 __all__ = [

@@ -8,32 +8,22 @@ cost once, so it adds to both and not to their difference.
     python bench/knowledge/bench_release_kernels.py [ROUNDS]
 """
 
-import json
-import statistics
-import subprocess
-import sys
+from collector_timing import rounds_argument, time_collector
 
-code = r"""
-import time, json
-from vllm_doctor.facts.model import Facts
-from vllm_doctor.facts.release_kernels import collect_release_kernels
-flat = {"vllm.version": "0.22.1", "gpu.min_capability": 90, "model.quant_method": "fp8",
-        "model.head_dim": 256, "model.global_head_dim": 512, "model.dtype": "bfloat16",
-        "serve.kv_cache_dtype": "auto", "serve.attention_backend": "FLASHINFER"}
-t = time.perf_counter(); collect_release_kernels(Facts.from_flat(flat)); cold = time.perf_counter() - t
-t = time.perf_counter()
-for _ in range(100): collect_release_kernels(Facts.from_flat(flat))
-warm = (time.perf_counter() - t) / 100
-print(json.dumps([cold, warm]))
-"""
-colds, warms = [], []
-for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 7):
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
-    c, w = json.loads(out)
-    colds.append(c)
-    warms.append(w)
+FLAT = {
+    "vllm.version": "0.22.1",
+    "gpu.min_capability": 90,
+    "model.quant_method": "fp8",
+    "model.head_dim": 256,
+    "model.global_head_dim": 512,
+    "model.dtype": "bfloat16",
+    "serve.kv_cache_dtype": "auto",
+    "serve.attention_backend": "FLASHINFER",
+}
+
+cold, warm, fastest = time_collector(
+    "vllm_doctor.facts.release_kernels", "collect_release_kernels", FLAT, rounds_argument()
+)
 print(
-    f"cold (both tables parsed) median {statistics.median(colds) * 1000:.1f} ms (min {min(colds) * 1000:.1f}); warm median {statistics.median(warms) * 1000:.2f} ms"
+    f"cold (both tables parsed) median {cold * 1000:.1f} ms (min {fastest * 1000:.1f}); warm median {warm * 1000:.2f} ms"
 )

@@ -9,8 +9,8 @@ For every report under reports/ (schema in schema.py):
   lists for the cause) or with a catalogue entry causes.yaml lists for it;
 * predictable failures (``predictable: true``): ``vllm-doctor check`` without the log, with what
   the report shows (--serve, --model-config, --report, --gpu, --gpus, --vllm-version,
-  --torch-version, --driver, --cuda, --package, and --platform wsl2 where the report's platform
-  names WSL); a hit when a finding that applies, at warning or error,
+  --torch-version, --driver, --cuda, --package, and --platform wsl2 / arbitrary-uid where the
+  report's platform names WSL / an arbitrary UID or OpenShift's restricted SCC); a hit when a finding that applies, at warning or error,
   carries a code causes.yaml lists for the cause;
 * working setups: the same check; a miss when any finding that applies is an error.
 
@@ -189,7 +189,11 @@ def check_args(report: dict, directory: Path, accepted: set[str]) -> tuple[list[
 
 # a platform the reporter names in prose (shown.platform: "WSL2 Ubuntu 24.04", "WSL2 (Windows
 # 11 host), Docker"), as the words `check --platform` takes; only what the words say outright
-PLATFORM_PROSE = (("wsl2", re.compile(r"\bWSL ?2?\b", re.IGNORECASE)),)
+PLATFORM_PROSE = (
+    ("wsl2", re.compile(r"\bWSL ?2?\b", re.IGNORECASE)),
+    # OpenShift's restricted SCC or a pod said to run under an arbitrary UID
+    ("arbitrary-uid", re.compile(r"\barbitrary UID\b|\brestricted(?:-v2)? SCC\b", re.IGNORECASE)),
+)
 
 
 def platform_words(report: dict) -> list[str]:

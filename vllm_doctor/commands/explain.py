@@ -147,7 +147,7 @@ def _memory_readback(
     # the log's own inputs of the estimate (a multimodal model's encoder budget) count, as in
     # `check --log`
     from vllm_doctor.facts.model import Source
-    from vllm_doctor.memory.estimate import compute_memory
+    from vllm_doctor.memory.facts import compute_memory
     from vllm_doctor.memory.readback import formula_release
 
     facts.set("log.memory_figures", figures, Source.LOG, "the log")

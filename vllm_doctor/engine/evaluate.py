@@ -10,7 +10,7 @@ from vllm_doctor.engine.fixstate import AFFECTED, FIXED, UNVERSIONED, FixState, 
 from vllm_doctor.engine.rule import SEVERITY_RANK, Rule, lower_confidence
 from vllm_doctor.errors import CRASH_HINT, CRASH_PREFIX
 from vllm_doctor.facts.model import Facts
-from vllm_doctor.facts.release import what_if_hint
+from vllm_doctor.facts.release_pins import what_if_hint
 from vllm_doctor.facts.schema import supply_hint
 from vllm_doctor.redact import redact_text
 

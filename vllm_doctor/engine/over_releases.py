@@ -106,6 +106,7 @@ def facts_for_release(facts: Facts, release: str) -> Facts:
     everything collected kept."""
     from vllm_doctor.facts.derived import compute_derived
     from vllm_doctor.facts.release import collect_release
+    from vllm_doctor.facts.release_env import collect_release_env
     from vllm_doctor.facts.release_kernels import collect_release_kernels
     from vllm_doctor.facts.stack import infer_stack
 
@@ -130,6 +131,10 @@ def facts_for_release(facts: Facts, release: str) -> Facts:
     )
     collect_release(copy)
     collect_release_kernels(copy)
+    # the release's own gates (its variables' defaults, Model Runner V2, DeepGEMM, AITER):
+    # without them a rule over release.env or release.model_runner_v2 would read as
+    # applying in no release
+    collect_release_env(copy)
     return copy
 
 

@@ -438,7 +438,7 @@ def _compute_the_rest(run: _Runner, options: CollectOptions) -> None:
     )
 
     def memory() -> None:
-        from vllm_doctor.memory.estimate import compute_memory
+        from vllm_doctor.memory.facts import compute_memory
 
         compute_memory(facts)  # reads the judged release: after it
 
@@ -467,7 +467,7 @@ def with_serve_line(facts: Facts, argv: list[str]) -> Facts:
     judged_between_releases(other, collect_release)
     judged_between_releases(other, collect_release_kernels)
     judged_between_releases(other, collect_release_env)
-    from vllm_doctor.memory.estimate import compute_memory
+    from vllm_doctor.memory.facts import compute_memory
 
     compute_memory(other)
     return other

@@ -5,7 +5,7 @@ reason that names the missing input (and why that one is missing), so "cannot de
 point at what to supply.
 
 The memory estimate (weights, activation peak, KV cache, tokens, whether one request fits) is
-not here: it is the memory model's, ``memory.*`` (vllm_doctor/memory/estimate.py).
+not here: it is the memory model's, ``memory.*`` (vllm_doctor/memory/facts.py).
 
   Free memory below utilisation: some GPU has less free memory than total ×
     gpu_memory_utilization (without the flag, the release's default as the memory model takes
@@ -34,6 +34,7 @@ DERIVED_PATHS = (
     "derived.tp_divides_heads",
     "derived.tp_divides_kv_heads",
     "derived.driver_supports_torch_cuda",
+    "derived.driver_supports_pypi_torch_cuda",
     "derived.expert_parallel_size",
     "derived.max_model_len_above_model",
     "derived.moe_intermediate_per_rank",
@@ -238,6 +239,8 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
         )
 
     attempt("derived.driver_supports_torch_cuda", driver_cuda)
+    if only is None or "derived.driver_supports_pypi_torch_cuda" in only:
+        _pypi_torch_cuda(facts)
 
     def ep_size() -> tuple[int, str]:
         enabled = _need(facts, "serve.enable_expert_parallel")
@@ -308,3 +311,58 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
 
     if "model.moe_intermediate_size" in facts or facts.why_missing("model.moe_intermediate_size"):
         attempt("derived.moe_intermediate_per_rank", moe_per_rank)
+
+
+def _pypi_torch_cuda(facts: Facts) -> None:
+    """``derived.driver_supports_pypi_torch_cuda``: where torch's CUDA build is not known but
+    its version carries no ``+cuXYZ`` label, as the PyPI wheel's does (download.pytorch.org's
+    builds are labelled), whether the driver's CUDA major reaches the CUDA the PyPI wheel of
+    that version requires (knowledge/data/cuda_compat.json, read in the wheels' Requires-Dist).
+    A conda or source build of the same number may be another CUDA: a warning's fact, never an
+    error's. Absent where torch's own CUDA is known (derived.driver_supports_torch_cuda) or
+    the version is labelled or a pre-release (not a PyPI wheel)."""
+    from packaging.version import InvalidVersion, Version
+
+    from vllm_doctor.facts.hardware import _compat
+
+    path = "derived.driver_supports_pypi_torch_cuda"
+    if facts.get("torch.cuda_version") is not None:
+        return
+    torch = facts.get("torch.version")
+    if torch is None:
+        facts.mark_missing(
+            path, f"needs torch.version: {facts.why_missing('torch.version') or 'not collected'}"
+        )
+        return
+    try:
+        version = Version(str(torch.value))
+    except InvalidVersion:
+        return
+    if version.local or version.is_prerelease or version.is_devrelease:
+        return
+    row = _compat()["torch_cuda"].get(version.public)
+    if row is None:
+        facts.mark_missing(
+            path,
+            f"torch {version.public} is not in the CUDA build table "
+            "(knowledge/data/cuda_compat.json)",
+        )
+        return
+    driver = facts.get("driver.cuda_version")
+    if driver is None:
+        reason = facts.why_missing("driver.cuda_version") or "not collected"
+        facts.mark_missing(path, f"needs driver.cuda_version: {reason}")
+        return
+    try:
+        supports = Version(str(driver.value)).major >= Version(str(row["cuda"])).major
+    except InvalidVersion:
+        facts.mark_missing(path, f"the driver's CUDA version {driver.value!r} is not a version")
+        return
+    facts.set(
+        path,
+        supports,
+        Source.DERIVED,
+        f"torch {torch.value} ({torch.describe_source()}) carries no +cuXYZ label, as the PyPI "
+        f"wheel, which requires {row['requirement']} (CUDA {row['cuda']}); the driver supports "
+        f"CUDA {driver.value}",
+    )

@@ -289,3 +289,15 @@ class Facts:
         for path, value in flat.items():
             facts.set(path, value, source)
         return facts
+
+
+@dataclass(frozen=True)
+class FactSpec:
+    """What one fact path holds (facts/schema.py's catalogue): its type and its meaning."""
+
+    type: str  # str | int | float | bool | list | dict | version
+    description: str
+    # True for a fact every real input has (a model's head count, a GPU's capability): when
+    # it is not there, the collector could not read it, so a rule sees it as unknown, never
+    # as absent (see engine.conditions).
+    never_absent: bool = False

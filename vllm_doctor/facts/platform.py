@@ -21,6 +21,7 @@ Facts written:
   ``platform.glibcxx``
   ``container.uid``, ``container.uid_in_passwd``, ``container.user_known``,
   ``container.home``, ``container.home_writable``, ``container.unwritable_caches``
+  ``container.arbitrary_uid`` (stated only: ``--platform arbitrary-uid``)
   ``gpu.gfx_targets`` (from a report's ROCm devices, else the GPU table by name: inferred)
   ``gpu.unified_memory`` (the GPU table's family and knowledge/data/unified_memory.json)
 """
@@ -50,6 +51,7 @@ CONTAINER_PATHS = (
     "container.home",
     "container.home_writable",
     "container.unwritable_caches",
+    "container.arbitrary_uid",
 )
 # the libstdc++ of the loader's usual places (Debian/Ubuntu multiarch, RHEL, a conda base)
 _LIBSTDCXX = (
@@ -197,26 +199,34 @@ def _creatable(path: str) -> bool:
 
 
 # -- a collect-env report ------------------------------------------------------------------
-_PYTHON_PLATFORM = re.compile(r"^Python platform\s*:\s*(?P<value>\S+)", re.MULTILINE)
+_PYTHON_PLATFORM = re.compile(r"^[ \t>]*Python platform\s*:\s*(?P<value>\S+)", re.MULTILINE)
+# a kernel release pasted beside the report: `uname -a` (`Linux host 6.8.0-1040-nvidia #42 SMP
+# ...`), `uname -r`, or a WSL2 kernel named anywhere (`5.15.167.4-microsoft-standard-WSL2`)
+_UNAME_A = re.compile(
+    r"^[ \t>]*Linux\s+\S+\s+(?P<kernel>\d+\.\d+\.\d+[\w.+-]{0,120})\s+#\d+", re.MULTILINE
+)
+_WSL_KERNEL = re.compile(r"\b(?P<kernel>\d+\.\d+\.\d+(?:\.\d+)?-microsoft-standard(?:-WSL2)?)\b")
 
 
 def platform_from_report(facts: Facts, text: str, where: str) -> None:
     """The kernel (and so WSL2) from the report's ``Python platform`` line
-    (``Linux-5.15.153.1-microsoft-standard-WSL2-x86_64-with-glibc2.35``)."""
+    (``Linux-5.15.153.1-microsoft-standard-WSL2-x86_64-with-glibc2.35``), else from a kernel
+    release pasted with it (``uname -a``, a WSL2 kernel named in the text)."""
     match = _PYTHON_PLATFORM.search(text[:2_000_000])
     value = match.group("value") if match else None
     kernel = None
     if value:
         found = re.match(r"Linux-(?P<kernel>.+?)-(?:x86_64|aarch64|arm64|ppc64le|s390x)", value)
         kernel = found.group("kernel") if found else None
+    detail = f"Python platform: {value}"
+    if not kernel:
+        pasted = _UNAME_A.search(text[:2_000_000]) or _WSL_KERNEL.search(text[:2_000_000])
+        if pasted:
+            kernel = pasted.group("kernel")
+            detail = f"pasted with the report: {pasted.group(0).strip()[:160]}"
     if kernel:
-        facts.set("platform.kernel", kernel, Source.REPORT, f"Python platform: {value}")
-        facts.set(
-            "platform.wsl",
-            "microsoft" in kernel.lower(),
-            Source.REPORT,
-            f"Python platform: {value}",
-        )
+        facts.set("platform.kernel", kernel, Source.REPORT, detail)
+        facts.set("platform.wsl", "microsoft" in kernel.lower(), Source.REPORT, detail)
     else:
         reason = f"the report {where} has no Linux `Python platform` line"
         facts.mark_missing("platform.kernel", reason)
@@ -235,6 +245,8 @@ PLATFORM_WORDS = {
     "linux": "a native Linux kernel (not WSL2)",
     "container": "a container (Docker, Podman, Kubernetes)",
     "host": "not a container",
+    "arbitrary-uid": "a container run under a UID its image does not know (OpenShift's "
+    "restricted SCC, `docker run --user N`): no passwd entry, HOME=/ unless the image sets it",
     "kernel=RELEASE": "the Linux kernel's release (6.8.0-1040-nvidia; a microsoft one is WSL2)",
     "glibcxx=VERSION": "the newest GLIBCXX level of the system libstdc++ (3.4.30)",
 }
@@ -266,6 +278,8 @@ def apply_stated_platform(facts: Facts, words: list[str]) -> None:
             values: dict[str, Any] = {"platform.wsl": key == "wsl2"}
         elif key in ("container", "host") and not value:
             values = {"platform.container": key == "container"}
+        elif key == "arbitrary-uid" and not value:
+            values = {"platform.container": True, "container.arbitrary_uid": True}
         elif key == "kernel" and re.fullmatch(r"\d+\.\d+[\w.+-]{0,120}", value):
             values = {"platform.kernel": value, "platform.wsl": "microsoft" in value.lower()}
         elif key == "glibcxx" and _GLIBCXX_LEVEL.match(value):

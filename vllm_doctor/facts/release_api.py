@@ -40,7 +40,7 @@ def collect_release_api(facts: Facts, release: str | None, reason: str = "") -> 
             facts.mark_missing(path, reason)
         return set()
     from vllm_doctor import knowledge
-    from vllm_doctor.facts.release import what_if_without
+    from vllm_doctor.facts.release_pins import what_if_without
     from vllm_doctor.facts.release_stack import _installed
 
     try:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_doctor.facts.model import Facts
+from vllm_doctor.facts.release_model import DTYPE_NAMES
 
 SOURCE = "release knowledge"
 QUANT_PATHS = (
@@ -63,16 +64,6 @@ _MODELOPT_BY_ALGO = {
 # (read in the 0.27.1 wheel: config/model.py _verify_quantization, quantization/inc/inc.py)
 _AUTO_ROUND = ("auto-round", "inc")
 _AUTO_ROUND_SPELLINGS = frozenset({"auto-round", "auto_round", "autoround"})
-_DTYPE_NAMES = {
-    "half": "float16",
-    "float16": "float16",
-    "fp16": "float16",
-    "bfloat16": "bfloat16",
-    "bf16": "bfloat16",
-    "float": "float32",
-    "float32": "float32",
-    "fp32": "float32",
-}
 
 
 @dataclass(frozen=True)
@@ -131,11 +122,11 @@ def _mark_missing(facts: Facts, paths: Iterable[str], reason: str) -> None:
 def _dtype(facts: Facts) -> tuple[str | None, str]:
     given = facts.value("serve.dtype")
     if isinstance(given, str) and given.lower() != "auto":
-        name = _DTYPE_NAMES.get(given.lower())
+        name = DTYPE_NAMES.get(given.lower())
         return name, "" if name else f"--dtype {given} is not a dtype the doctor maps"
     config = facts.value("model.dtype")
-    if isinstance(config, str) and _DTYPE_NAMES.get(config.lower()) in ("float16", "bfloat16"):
-        return _DTYPE_NAMES[config.lower()], ""
+    if isinstance(config, str) and DTYPE_NAMES.get(config.lower()) in ("float16", "bfloat16"):
+        return DTYPE_NAMES[config.lower()], ""
     if "model.dtype" not in facts and facts.why_missing("model.dtype"):
         return None, facts.why_missing("model.dtype") or "model.dtype not known"
     return None, "the dtype vLLM resolves from --dtype auto is not known here"
@@ -399,7 +390,7 @@ def _collect_act_dtype(facts: Facts, values: dict[str, Any], method: str, releas
         if reason:
             facts.mark_missing("release.quant.act_dtype_ok", reason)
         return  # auto (or no --dtype): absent, vLLM picks a dtype it accepts
-    dtype = _DTYPE_NAMES.get(given.lower())
+    dtype = DTYPE_NAMES.get(given.lower())
     if dtype is None:
         facts.mark_missing("release.quant.act_dtype_ok", f"--dtype {given} is not mapped")
         return

@@ -219,7 +219,7 @@ def _value_refusal(
     None when it reads it."""
     from vllm_doctor.errors import InputError
     from vllm_doctor.serveline.options import OPTIONS
-    from vllm_doctor.serveline.parser import convert_value
+    from vllm_doctor.serveline.values import convert_value
 
     spec = options.get(name)
     union = OPTIONS.get(name)

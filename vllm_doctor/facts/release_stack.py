@@ -150,8 +150,8 @@ def _stack(facts: Facts, release: str, lacking_api: Set[str] = frozenset()) -> N
     # what its commit pinned, which neither neighbouring release need show, and a what-if
     # version (--vllm-version, or each release in turn when it is unknown) brings its own
     # pins with it: the packages of this machine belong to another install, those named with
-    # it (--package NAME==VERSION) or read from a report do not (release.what_if_without)
-    from vllm_doctor.facts.release import what_if_without
+    # it (--package NAME==VERSION) or read from a report do not (release_pins.what_if_without)
+    from vllm_doctor.facts.release_pins import what_if_without
 
     build = _is_build(facts.value("vllm.version"))
     what_if = getattr(facts.get("vllm.version"), "source", None) == Source.USER

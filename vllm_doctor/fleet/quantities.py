@@ -11,7 +11,7 @@ them from this table):
   (10.0.0.2)"``, one entry per value, the most common first.
 
 A fleet rule tests ``fleet.<name>.distinct`` (``gt: 1``: the nodes differ); its finding shows
-the groups. This module is plain data: the schema imports it.
+the groups. This module is plain data: the schema (facts/schema_observed.py) imports it.
 """
 
 from __future__ import annotations

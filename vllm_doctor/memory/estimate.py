@@ -1,4 +1,4 @@
-"""vLLM's start-up memory figures, estimated per release: the ``memory.*`` facts.
+"""vLLM's start-up memory figures, estimated per release (the ``memory.*`` facts' figures).
 
 What vLLM does (``determine_available_memory`` in ``vllm/v1/worker/gpu_worker.py``, read in the
 0.10.0–0.33.0 wheels):
@@ -27,9 +27,10 @@ Defaults the release fills in (``EngineArgs.get_batch_defaults``): ``vllm serve`
 max_num_batched_tokens 8192 / max_num_seqs 1024 on GPUs of ≥ 70 GiB other than the A100,
 16384 / 1024 on ≥ 160 GiB from 0.28.0, else (and on GB10 in every release) 2048 / 256.
 
-This module puts the figures together and writes the ``memory.*`` facts (``compute_memory``);
-the release's formula and calibrated terms are memory/formula.py's, what the estimate reads
-of the facts memory/inputs.py's, and the report's words for it memory/summary.py's.
+This module puts the figures together (``estimate``); memory/facts.py writes the ``memory.*``
+facts from them (``compute_memory``); the release's formula and calibrated terms are
+memory/formula.py's, what the estimate reads of the facts memory/inputs.py's, and the report's
+words for it memory/summary.py's.
 """
 
 from __future__ import annotations
@@ -37,8 +38,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any
-
-from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.memory import kv as kvmod
@@ -76,46 +75,10 @@ from vllm_doctor.memory.inputs import (
 DEFAULT_UTILIZATIONS = profmod.DEFAULT_UTILIZATIONS  # up to 0.19.1, from 0.20.0
 
 
-MEMORY_PATHS = (
-    "memory.usable_gib",
-    "memory.weights_gib",
-    "memory.activation_peak_gib",
-    "memory.non_torch_gib",
-    "memory.cuda_graph_gib",
-    "memory.kv_cache_gib",
-    "memory.kv_cache_tokens",
-    "memory.max_concurrency",
-    "memory.kv_bytes_per_token",
-    "memory.kv_layers",
-    "memory.margin_gib",
-    "memory.kv_verdict",
-    "memory.kv_room",
-    "memory.kv_budget_room",
-    "memory.estimate_line",
-)
-
-
-# a hybrid (Mamba / linear-attention) model only: absent for every other model
-MAMBA_PATHS = ("memory.mamba_cache_blocks", "memory.max_num_seqs", "memory.mamba_blocks_verdict")
-# the verdicts rules decide on; a weights figure resting on an assumption decides none of them
-VERDICT_PATHS = (
-    "memory.kv_verdict",
-    "memory.kv_room",
-    "memory.kv_budget_room",
-    "memory.mamba_blocks_verdict",
-)
-# a weights figure resting on an assumption: why the verdicts are undecided, and the way out
-DOUBT_PREFIX = "the weights figure rests on an assumption, so it decides nothing: "
-DOUBT_HINT = (
-    "Give the checkpoint's size (its model.safetensors.index.json beside config.json, or the "
-    "Hub) or a config.json that states it"
-)
-
-
 def kv_budget(facts: Facts) -> tuple[str | None, int | None]:
     """``--kv-cache-memory-bytes`` as written and in bytes, as vLLM's ``human_readable_int``
     reads it (``200G`` = 200 GiB, ``200g`` = 200 GB); (None, None) when not given."""
-    from vllm_doctor.serveline.parser import human_readable_int
+    from vllm_doctor.serveline.values import human_readable_int
 
     budget = argv_value(facts, "--kv-cache-memory-bytes", "--kv-cache-memory")
     if budget is None:
@@ -630,177 +593,3 @@ def estimate_line(kv_gib: float, tokens: int, concurrency: float, max_len: int) 
         f"KV cache ≈ {kv_gib:.0f} GiB ≈ {_short_tokens(tokens)} tokens ≈ "
         f"{_short_concurrency(concurrency)} concurrent requests of {length}"
     )
-
-
-def _decide_over_possible_sizes(
-    facts: Facts, result: Estimate, cal: dict[str, Any] | None = None
-) -> None:
-    """A GPU memory inferred from a name may be several sizes (8 or 16 GiB): the figures are
-    the smallest's, and a verdict stands only where every size gives it."""
-    total = facts.get("gpu.memory_total_mib")
-    if total is None or not total.inferred or not isinstance(total.possible, list):
-        return
-    others = [
-        estimate(facts, int(size), cal) for size in total.possible if int(size) != int(total.value)
-    ]
-    for path in ("memory.kv_verdict", "memory.kv_room", "memory.mamba_blocks_verdict"):
-        seen = {result.values.get(path)} | {o.values.get(path) for o in others}
-        if len(seen) > 1:
-            result.values.pop(path, None)
-            result.how[path] = (
-                f"the GPU's memory decides ({total.detail}): "
-                f"{' or '.join(sorted(str(v) for v in seen))}"
-            )
-    sizes = " or ".join(f"{int(s) // 1024} GiB" for s in total.possible)
-    # the one line shows every size where they differ, not only the smallest's figures
-    lines = [result.values.get("memory.estimate_line")] + [
-        o.values.get("memory.estimate_line") for o in others
-    ]
-    if all(lines) and len(set(lines)) > 1:
-        result.values["memory.estimate_line"] = "; ".join(
-            f"with {int(size) // 1024} GiB: {line}"
-            for size, line in zip(
-                [total.value] + [s for s in total.possible if int(s) != int(total.value)],
-                lines,
-                strict=True,
-            )
-        )
-    for path in result.how:
-        if path in result.values:
-            result.how[path] += f"; for the smallest of {sizes} ({total.detail})"
-
-
-def _partial_figures(facts: Facts) -> None:
-    """The figures that need neither the GPU's memory size nor the context length (the
-    weights per GPU, the KV layers and their bytes per token), where the whole estimate could
-    not be made."""
-    cfg, raw_text = read_config(facts)
-    text = text_config_with_facts(facts, raw_text)
-    tp = int_fact(facts, "serve.tensor_parallel_size", 1)
-    pp = int_fact(facts, "serve.pipeline_parallel_size", 1)
-    dtype, _ = model_dtype(facts)
-    version = facts.value("release.judged") or facts.value("vllm.version")
-    release = str(version) if version else None
-    try:
-        weights = weights_estimate(
-            facts, cfg, text, tp, pp, float(kvmod.DTYPE_BYTES.get(dtype, 2)), release
-        )
-    except (Missing, ValueError, TypeError, KeyError):
-        pass
-    else:
-        facts.missing.pop("memory.weights_gib", None)
-        facts.set(
-            "memory.weights_gib",
-            round(weights.bytes_per_gpu / GIB, 2),
-            Source.DERIVED,
-            (
-                f"assuming {'; '.join(weights.assumptions)}: {weights.how}"
-                if weights.assumptions
-                else weights.how
-            ),
-        )
-    try:
-        layers = int(need(facts, "model.num_hidden_layers"))
-        layout, layers_how = kv_layout(facts, text, layers, tp, pp, release)
-    except (Missing, ValueError, TypeError, KeyError):
-        return
-    if not any(layer.kind == kvmod.MAMBA for layer in layout.layers):
-        for path in MAMBA_PATHS:  # not a hybrid model: it has no Mamba cache to size
-            facts.missing.pop(path, None)
-    for path, value, how in (
-        ("memory.kv_layers", layout.describe(), layers_how),
-        (
-            "memory.kv_bytes_per_token",
-            layout.bytes_per_token(),
-            f"per GPU, attention layers summed ({layout.describe()})",
-        ),
-    ):
-        facts.missing.pop(path, None)
-        facts.set(path, value, Source.DERIVED, how)
-
-
-def check_memory_arguments(facts: Facts) -> None:
-    """Refuse, as bad input, the memory arguments the judged release refuses before it
-    starts: ``--gpu-memory-utilization`` above 1 (every release: ``CacheConfig._verify_args``
-    up to 0.11.0, then ``Field(gt=0, le=1)``) or at most 0 (from 0.11.1; before, vLLM starts
-    and finds no memory for the KV cache, which MEM003 says)."""
-    fact = facts.get("serve.gpu_memory_utilization")
-    if fact is None or fact.source == Source.DEFAULT or not isinstance(fact.value, (int, float)):
-        return
-    value = float(fact.value)
-    release = facts.value("release.judged") or facts.value("vllm.version")
-    try:
-        since_gt0 = Version(str(release).split("+")[0]) >= Version("0.11.1") if release else True
-    except InvalidVersion:
-        since_gt0 = True
-    if value > 1 or (value <= 0 and since_gt0) or value != value:
-        from vllm_doctor.errors import InputError
-
-        shown = f"vLLM {release}" if release else "vLLM (every release from 0.11.1)"
-        raise InputError(
-            f"--gpu-memory-utilization {fact.value:g}",
-            f"{shown} refuses it: the share of GPU memory must be in (0, 1] "
-            "(CacheConfig.gpu_memory_utilization)",
-        )
-
-
-def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
-    """Set every memory.* fact, or mark each missing with the input it lacks. InputError for
-    memory arguments the judged release refuses."""
-    for path in (*MEMORY_PATHS, *MAMBA_PATHS):
-        facts.values.pop(path, None)
-        facts.missing.pop(path, None)
-    check_memory_arguments(facts)
-    try:
-        result = estimate(facts, cal=cal)
-        _decide_over_possible_sizes(facts, result, cal)
-    except Missing as miss:
-        for path in (*MEMORY_PATHS, *MAMBA_PATHS):
-            facts.mark_missing(path, f"needs {miss.path}: {miss.reason}")
-        # the weights and the KV bytes per token need neither the GPU nor the context length
-        _partial_figures(facts)
-        return
-    except (ValueError, TypeError, KeyError, ZeroDivisionError, OverflowError) as err:
-        for path in MEMORY_PATHS:
-            facts.mark_missing(path, f"could not be estimated: {err}")
-        return
-    unknown, doubt = result.weights_unknown, result.weights_doubt
-    if result.kv_doubt:  # no verdict holds whatever the KV layout is
-        for path in VERDICT_PATHS:
-            if path in result.values:
-                result.values.pop(path)
-                result.how[path] = f"{DOUBT_PREFIX.replace('weights', 'KV')}{result.kv_doubt}"
-        doubt = "; ".join(d for d in (doubt, result.kv_doubt) if d)
-    hybrid = [p for p in MAMBA_PATHS if p in result.values or p in result.how]
-    for path in (*MEMORY_PATHS, *hybrid):
-        bound_holds = (
-            path in VERDICT_PATHS
-            and path in result.values
-            and result.bound.get(path, result.values.get(path)) in ("does-not-fit", "none")
-        )
-        if unknown is not None and not bound_holds:
-            facts.mark_missing(path, f"needs {unknown.path}: {unknown.reason}")
-        elif doubt is not None and path in VERDICT_PATHS and path in result.values:
-            if bound_holds:  # holds with no weights at all
-                facts.set(
-                    path,
-                    result.bound[path],
-                    Source.DERIVED,
-                    f"even with no weights (their figure rests on an assumption: {doubt})",
-                )
-            else:
-                facts.mark_missing(path, f"{DOUBT_PREFIX}{doubt}. {DOUBT_HINT}")
-        elif path not in result.values and path in result.how:
-            facts.mark_missing(path, result.how[path])
-        elif path in result.values:
-            how = result.how[path]
-            value = result.values[path]
-            if unknown is not None:
-                how = f"even with no weights (their size is unknown): {how}"
-            elif doubt is not None:
-                how = f"assuming {doubt}: {how}"
-                if path == "memory.estimate_line":
-                    value = f"{value} (rests on assumed values: decides nothing)"
-            facts.set(path, value, Source.DERIVED, how)
-        else:
-            facts.mark_missing(path, "not estimated")

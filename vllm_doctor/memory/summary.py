@@ -1,13 +1,13 @@
 """The memory estimate in the words of a report: one line for the terminal and the formats
 (``report_line``) and the summary block of the JSON document (``report_summary``), from the
-``memory.*`` facts memory/estimate.py wrote."""
+``memory.*`` facts memory/facts.py wrote."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from vllm_doctor.facts.model import Facts
-from vllm_doctor.memory.estimate import MEMORY_PATHS
+from vllm_doctor.memory.facts import MEMORY_PATHS
 
 # a weights figure resting on an assumption: why the verdicts are undecided, and the way out
 # -- the one line every report shows -----------------------------------------------------------

@@ -7,6 +7,8 @@ The parts, bottom up:
 * ``words``: the shell word reader (quotes, continuations, redirections, ``bash -c``-style
   command lists, wrappers and ``KEY=VALUE`` prefixes, the vLLM entry points);
 * ``line``: the serve-line object (``ServeLine``) every reader produces, and its facts;
+* ``values``: an option's value read as vLLM's converters read it (human-readable ints,
+  ranges, JSON, ``key=value`` lists), for each kind a release gives the option;
 * ``parser``: the parser that follows vLLM's ``FlexibleArgumentParser`` and argparse;
 * ``render``: the re-renderer for corrected commands;
 * one reader per source, each giving a ``ServeLine``: ``command`` (a pasted command line; an

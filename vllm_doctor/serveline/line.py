@@ -30,7 +30,7 @@ class ServeLine:
     # long name -> the token(s) as the user wrote them (evidence)
     given: dict[str, str] = field(default_factory=dict)
     # long name -> the value word as given, for options that take one (each release's own
-    # reading of it is judged in facts/release.py)
+    # reading of it is judged in facts/release_options.py)
     raw_values: dict[str, str] = field(default_factory=dict)
     unknown_flags: list[str] = field(default_factory=list)
     legacy_flags: list[str] = field(default_factory=list)

@@ -214,7 +214,7 @@ def _resolve_long(name: str) -> tuple[OptionSpec | None, bool | None, str | None
     if name in _LONG_ALIASES:
         return OPTIONS[_LONG_ALIASES[name]], False, None
     # a negation word some release's parser registers (which releases accept the word as
-    # written is judged per release in facts/release.py)
+    # written is judged per release in facts/release_options.py)
     target = _NEGATIONS.get(name)
     if target is not None and not OPTIONS[target].legacy:
         note = (
