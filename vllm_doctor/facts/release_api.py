@@ -22,6 +22,7 @@ reads its messages in a log.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from vllm_doctor.facts.model import Facts
@@ -32,16 +33,22 @@ PATHS = ("release.api.missing", "release.api.fix", "release.api.model_code_only"
 MODEL_CODE = ("models/", "model_executor/models/")
 
 
-def collect_release_api(facts: Facts, release: str | None, reason: str = "") -> set[str]:
+# (version, None) known; (None, why) unknown; (None, None) not installed: release_stack's reading
+Installed = Callable[[Facts, str, bool], tuple[str | None, str | None]]
+
+
+def collect_release_api(
+    facts: Facts, release: str | None, reason: str, installed: Installed
+) -> set[str]:
     """Set ``release.api.*``; the distributions found lacking an API (release_stack leaves
-    them out of its unmet requirements: one cause, one finding)."""
+    them out of its unmet requirements: one cause, one finding). ``installed`` reads a
+    package's version as release_stack does."""
     if release is None:
         for path in PATHS:
             facts.mark_missing(path, reason)
         return set()
     from vllm_doctor import knowledge
     from vllm_doctor.facts.release_pins import what_if_without
-    from vllm_doctor.facts.release_stack import _installed
 
     try:
         uses = knowledge.load("companion_uses").at(release)
@@ -63,7 +70,7 @@ def collect_release_api(facts: Facts, release: str | None, reason: str = "") -> 
         if what_if is not None:  # the package installed here belongs to another stack
             unknown.append(f"{dist}: {what_if}")
             continue
-        version, why = _installed(facts, dist, inferred=False)
+        version, why = installed(facts, dist, False)
         if version is None:
             if why:
                 unknown.append(f"{dist}: {why}")

@@ -56,7 +56,7 @@ def collect_release_stack(facts: Facts) -> None:
     from vllm_doctor.facts.release_api import collect_release_api
 
     release, reason = _judged(facts)
-    lacking_api = collect_release_api(facts, release, reason)
+    lacking_api = collect_release_api(facts, release, reason, _installed)
     if release is None:
         for path in (*STACK_PATHS, *KERNEL_PATHS):
             facts.mark_missing(path, reason)
