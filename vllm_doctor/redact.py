@@ -134,6 +134,7 @@ def remember_secret(value: object) -> None:
     if value in _KNOWN or len(_KNOWN) >= MAX_KNOWN:
         return
     _KNOWN.add(value)
+    _REDACTED.clear()  # what was redacted before may hold this value
     alternation = "|".join(re.escape(v) for v in sorted(_KNOWN, key=len, reverse=True))
     _KNOWN_PATTERN[:] = [re.compile(alternation)]
 
@@ -142,19 +143,41 @@ def forget_secrets() -> None:
     """A new run: the values remembered by an earlier run in this process are forgotten."""
     _KNOWN.clear()
     _KNOWN_PATTERN.clear()
+    _REDACTED.clear()
+
+
+# redact_text's answers by text, for the texts a run redacts again and again (a missing fact's
+# reason, once per release judged): the answer depends on the text and the values remembered
+# (_KNOWN) only, so it is emptied whenever those change; long texts (log lines) are not kept
+_REDACTED: dict[str, str] = {}
+_REDACTED_MAX = 16384
+_REDACTED_LONGEST = 2048
 
 
 def redact_text(text: str) -> str:
     """A line of free text (a log line, an error message, a value) with secrets hidden."""
     if not text:
         return text
+    done = _REDACTED.get(text)
+    if done is not None:
+        return done
+    known = _KNOWN_PATTERN[:]
+    hidden = _redact_text(text, known)
+    if len(text) <= _REDACTED_LONGEST and known == _KNOWN_PATTERN:  # none remembered meanwhile
+        if len(_REDACTED) >= _REDACTED_MAX:
+            _REDACTED.clear()
+        _REDACTED[text] = hidden
+    return hidden
+
+
+def _redact_text(text: str, known_patterns: list[re.Pattern[str]]) -> str:
     text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + "@", text)
     text = _BEARER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
     if _SECRET_HINT.search(text):
         text = _hide_values(_FLAG, text)
         text = _hide_values(_ASSIGNED, text)
     text = _TOKEN_VALUES.sub(REDACTED, text)
-    for known in _KNOWN_PATTERN:  # last: what the structure did not already hide
+    for known in known_patterns:  # last: what the structure did not already hide
         text = known.sub(REDACTED, text)
     return text
 
