@@ -86,3 +86,39 @@ def test_a_config_json_that_is_no_model_config_is_named(tmp_path):
     assert "config.json: names neither model_type nor architectures" in schema.problems(doc, directory)
     (directory / "config.json").write_text("{not json", encoding="utf-8")
     assert any(p.startswith("config.json: not JSON") for p in schema.problems(doc, directory))
+
+
+def _configs():
+    spec = importlib.util.spec_from_file_location(
+        "reports2026_configs", ROOT / "bench" / "reports2026" / "configs.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+configs = _configs()
+
+
+@pytest.mark.parametrize(
+    "line, repo",
+    [
+        ("vllm serve Qwen/Qwen3-8B --max-model-len 8192", "Qwen/Qwen3-8B"),
+        ("VLLM_USE_V1=1 python -m vllm.entrypoints.openai.api_server --model=org/name-1.5", "org/name-1.5"),
+        ("vllm serve Qwen/Qwen3-8B-GGUF:Q8_0", "Qwen/Qwen3-8B-GGUF"),
+        ("vllm serve /models/Qwen3-8B", None),
+        ("vllm serve ~/.cache/huggingface/qwen3-27b", None),
+        ("vllm serve --port 8000", None),
+    ],
+)
+def test_the_served_repository_is_read_from_the_serve_line(line, repo):
+    assert configs.repo_id(configs.serve_model(line)) == repo
+
+
+def test_configs_md_is_current_and_lists_every_sourced_report():
+    text = (ROOT / "bench" / "reports2026" / "configs.md").read_text(encoding="utf-8")
+    assert text == configs.document(), "python bench/reports2026/configs.py --write"
+    for directory in _reports():
+        source = _doc(directory).get("config_source")
+        if source:
+            assert f"| `{directory.name}` |" in text and source["url"] in text
