@@ -91,7 +91,7 @@ def test_small_log_scan_finds_what_the_automaton_finds(cache):
         * 3
     )
     small = logmatch.scan_log(text, (), catalogue)
-    automaton = logmatch._LiteralFinder(frozenset(catalogue.anchors()))._scan_small(text)
+    automaton = logmatch.text._LiteralFinder(frozenset(catalogue.anchors()))._scan_small(text)
     assert small.hits == automaton and small.hits
 
 

@@ -19,6 +19,7 @@ ray = pytest.importorskip("ray")  # the `test` extra installs it; CI always has 
 from ray.cluster_utils import Cluster  # noqa: E402
 
 DOCTOR = [sys.executable, "-m", "vllm_doctor"]
+ROOT = Path(__file__).resolve().parent.parent  # the command runs from the checkout
 
 
 def _fake_vllm(root: Path, version: str) -> str:
@@ -56,6 +57,7 @@ def _fleet(address: str, *extra: str, timeout: float = 240) -> tuple[int, dict, 
         capture_output=True,
         text=True,
         timeout=timeout,
+        cwd=ROOT,
     )
     return done.returncode, json.loads(done.stdout), done.stderr, time.perf_counter() - start
 
@@ -88,6 +90,9 @@ def test_differences_are_reported_with_their_nodes_then_uniform_passes(cluster):
     assert len(nodes) == 3 and all(n["answered"] for n in nodes)
     assert all(n["ip"] and len(n["node_id"]) > 8 for n in nodes)
     assert "runtime environment" in doc["fleet"]["how"]
+    # the doctor each node ran is the copy Ray shipped, the head's too (this test runs from the
+    # checkout, the folder Ray would otherwise put first on the head's module path)
+    assert all("/runtime_resources/py_modules_files/" in n["doctor"] for n in nodes), nodes
     # the same cluster made uniform: the two odd nodes restarted as the others are
     for node in cluster["odd"]:
         c.remove_node(node)

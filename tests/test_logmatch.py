@@ -169,7 +169,7 @@ def test_a_log_only_rule_needs_its_message():
 def test_splitting_reads_character_classes_the_way_the_regex_engine_does():
     """A ``]`` first in a class (``[]x]``, ``[^]x]``) is one of its characters, and a ``(`` or
     ``)`` or gap inside a class is not structure: both scanners agree with ``re``."""
-    from vllm_doctor.engine.logmatch import _closing_paren, _top_level_spans
+    from vllm_doctor.engine.logmatch.signature import _closing_paren, _top_level_spans
 
     for pattern, close in [("(a[)]b)c", 6), ("(a[]a)]b)", 8), ("(a[^])]b)", 8), ("(a(b)c)", 6)]:
         assert _closing_paren(pattern, 0) == close, pattern

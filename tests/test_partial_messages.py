@@ -1,4 +1,4 @@
-"""A known message found from part of it (engine/logmatch.py): its first sentence, a wrapped
+"""A known message found from part of it (engine/logmatch/): its first sentence, a wrapped
 line, a tail another release words differently, a parenthesis another release does not print;
 and a rule named through the catalogue message its signature quotes."""
 

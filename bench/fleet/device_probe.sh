@@ -4,7 +4,8 @@
 # one `ray start --address` per further node, each with CUDA_VISIBLE_DEVICES naming its subset.
 # Runs, writing under $OUT (default /tmp/fleet-device-probe):
 #   probe_tp2.json, probe_tp4.json  every default probe and collectives at 2 and 4 ranks (4 when
-#                                   the host has 4 GPUs; the CPU path always runs both)
+#                                   the host has 4 GPUs; the CPU path always runs both); a host
+#                                   of one GPU runs probe_tp1.json alone (no hang to plant)
 #   hang.json                       collectives with a planted rank that never joins the group,
 #                                   ended by --join-timeout
 #   device_probe.log                everything printed, with the commands; env.txt the host
@@ -46,6 +47,8 @@ if [ "$GPUS" -ge 2 ]; then
   PER_NODE=${PER_NODE:-$((GPUS >= 4 ? 2 : 1))}  # 4 GPUs: 2 nodes of 2; 2 GPUs: 2 nodes of 1
   NODES=$((GPUS / PER_NODE))
   SIZES="2"; [ "$GPUS" -ge 4 ] && SIZES="2 4"
+elif [ "$GPUS" = 1 ]; then  # one GPU: Ray's placement of a CUDA rank, at one rank
+  DEVICE=cuda; PER_NODE=1; NODES=1; SIZES="1"
 else
   DEVICE=cpu; PER_NODE=2; NODES=2; SIZES="2 4"
 fi
@@ -98,6 +101,7 @@ for r in doc["results"]:
 EOF
 done
 
+if [ "${SIZES##* }" -lt 2 ]; then exit 0; fi  # a planted hang needs a rank that waits for it
 hang=$(( ${SIZES##* } - 1 ))
 echo "== planted hang: rank $hang never joins (--join-timeout $JOIN_TIMEOUT)"
 start=$(date +%s%N)

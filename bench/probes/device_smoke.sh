@@ -1,5 +1,5 @@
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whlmin/*.whl || exit 1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site ${WHEELS:-.whlmin}/*.whl || exit 1
 export PYTHONPATH=$PWD:/tmp/site
 D="python3 -m vllm_doctor"
 R=$OUT/smoke-h200x1.txt

@@ -8,7 +8,7 @@ built in a local variable just before), the message an exception class gives its
 OpenAI-compatible server's error reply) the extractor records the message template,
 the exception class, the file and function, and the condition that guards it (the assert's
 test, or the enclosing ``if``/``except``). Placeholders become ``{*}``; the literal parts
-are what a crash log is matched on (vllm_doctor/engine/logmatch.py).
+are what a crash log is matched on (vllm_doctor/engine/logmatch/).
 
 Key: ``<class>: <template>`` (``log.error: ...`` for logger lines, ``response: ...`` for error
 replies), so it stays the same

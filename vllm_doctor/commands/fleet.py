@@ -54,20 +54,23 @@ def run_fleet(
 
         check_output_path(output)
     argv = _serve_argv(serve_argv)
-    from vllm_doctor.engine.loader import default_rules_dir, load_rules, select_rules
-    from vllm_doctor.fleet.judge import NodeJudge, split_rules
-
     ruled: dict[str, Any] = {}
 
     def load() -> None:
-        """The rules, read while the nodes collect (--ray) or before the documents are read."""
+        """The rules and the judge, read while the nodes collect (--ray: nothing that needs
+        no answer delays the tasks' submission) or before the documents are read."""
         if not ruled:
+            from vllm_doctor.engine.loader import default_rules_dir, load_rules, select_rules
+            from vllm_doctor.fleet.judge import NodeJudge, split_rules
+
             ruled["loaded"] = load_rules([default_rules_dir()])
             ruled["rules"] = select_rules(ruled["loaded"], select, ignore)
             node_rules = split_rules(ruled["rules"])[0]
             ruled["judge"] = NodeJudge(node_rules, ruled["loaded"], fail_on, strict)
+            import vllm_doctor.fleet.report  # noqa: F401  (read now, used last)
 
     timings: dict[str, float] = {}
+    run = None
     if ray_address is not None:
         from vllm_doctor.fleet.ray_engine import collect_over_ray
 
@@ -93,43 +96,47 @@ def run_fleet(
         how = f"facts documents from {'standard input' if facts_from == '-' else facts_from}"
         if argv:
             _with_line(nodes, argv)
-    notes: list[str] = []
-    if manifest:
-        from vllm_doctor.fleet.declared import compare_with_manifest
+    try:
+        notes: list[str] = []
+        if manifest:
+            from vllm_doctor.fleet.declared import compare_with_manifest
 
-        notes, declared_words = compare_with_manifest(manifest, nodes)
-        if argv is None and declared_words:
-            argv = declared_words
-            if facts_from is not None:
-                _with_line(nodes, argv)
-    from vllm_doctor.fleet.judge import judge_fleet
+            notes, declared_words = compare_with_manifest(manifest, nodes)
+            if argv is None and declared_words:
+                argv = declared_words
+                if facts_from is not None:
+                    _with_line(nodes, argv)
+        from vllm_doctor.fleet.judge import judge_fleet
 
-    load()
-    judged = time.perf_counter()
-    result = judge_fleet(
-        nodes, argv, ruled["rules"], ruled["loaded"], fail_on, strict, head, how, ruled["judge"]
-    )
-    result.judged = ruled["judge"].judged
-    result.fleet.notes.extend(notes)
-    timings["judge_s"] = time.perf_counter() - judged
-    timings["total_s"] = time.perf_counter() - started
-    result.timings = timings
-    for doc in result.docs:
-        doc.duration_s = timings["total_s"]
-    from vllm_doctor.fleet.report import render, summary_lines
-    from vllm_doctor.report.output import write_report
+        load()
+        judged = time.perf_counter()
+        result = judge_fleet(
+            nodes, argv, ruled["rules"], ruled["loaded"], fail_on, strict, head, how, ruled["judge"]
+        )
+        result.judged = ruled["judge"].judged
+        result.fleet.notes.extend(notes)
+        timings["judge_s"] = time.perf_counter() - judged
+        timings["total_s"] = time.perf_counter() - started
+        result.timings = timings
+        for doc in result.docs:
+            doc.duration_s = timings["total_s"]
+        from vllm_doctor.fleet.report import render, summary_lines
+        from vllm_doctor.report.output import write_report
 
-    write_report(render(result, fmt, verbose, to_file=output is not None), output)
-    crashes = result.crashes()
-    if crashes:
-        more = f" (and {len(crashes) - 1} more)" if len(crashes) > 1 else ""
-        say(f"could not finish: on node {crashes[0]}{more}: the fleet's report is incomplete")
-        from vllm_doctor.errors import EXIT_INTERNAL
+        write_report(render(result, fmt, verbose, to_file=output is not None), output)
+        crashes = result.crashes()
+        if crashes:
+            more = f" (and {len(crashes) - 1} more)" if len(crashes) > 1 else ""
+            say(f"could not finish: on node {crashes[0]}{more}: the fleet's report is incomplete")
+            from vllm_doctor.errors import EXIT_INTERNAL
 
-        return EXIT_INTERNAL
-    for line in summary_lines(result):
-        say(line)
-    return EXIT_FINDINGS if result.failing() else EXIT_OK
+            return EXIT_INTERNAL
+        for line in summary_lines(result):
+            say(line)
+        return EXIT_FINDINGS if result.failing() else EXIT_OK
+    finally:
+        if run is not None:
+            run.disconnected()  # the driver left Ray while the nodes were judged
 
 
 def _serve_argv(tokens: list[str] | None) -> list[str] | None:

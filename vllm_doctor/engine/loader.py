@@ -579,7 +579,12 @@ def _rule_data_shape(value: Any) -> bool:
 
 
 # the modules whose code shapes the compact rule data (a change to them is a rebuild)
-_BUILDERS = ("yaml_io.py", "engine/logmatch.py", "engine/loader.py")
+_BUILDERS = (
+    "yaml_io.py",
+    "engine/logmatch/signature.py",
+    "engine/logmatch/text.py",
+    "engine/loader.py",
+)
 
 
 def validate_dir(

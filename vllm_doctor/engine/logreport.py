@@ -12,7 +12,6 @@ the user runs, never a cause it cannot support.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ from vllm_doctor.engine.evaluate import APPLIES, Finding, evaluate_rules
 from vllm_doctor.engine.logmatch import (
     CatalogueHit,
     LogScan,
+    display,
     load_catalogue,
     scan_log,
     version_in_log,
@@ -41,6 +41,9 @@ class CatalogueMessage:
     release: str | None = None  # the covered release it is judged by
     at_release: list[list[str]] | None = None  # sites in that release (None: not raised there)
     note: str = ""  # what the release knowledge says about the user's case
+    # the judged release's own wording of the message, when the log line shows it too and
+    # the release does not raise the line's wording: template, releases, complete, raised_at
+    other_wording: dict[str, Any] | None = None
 
     @property
     def first(self) -> str:
@@ -72,6 +75,7 @@ class CatalogueMessage:
             "vllm_version": self.version,
             "judged_by_release": self.release,
             "in_that_release": None if self.release is None else self.at_release is not None,
+            "release_wording": self.other_wording,
             "note": self.note,
         }
 
@@ -244,12 +248,53 @@ def _note(
             change = f"it was removed or reworded after {message.last}"
         else:
             change = f"it is in {message.release_ranges()} only"
+        reworded = _release_wording(table, message.hit, judged.release)
+        if reworded is None:
+            return (
+                f"{prefix} does not raise this message ({change}); the log may "
+                "come from another vLLM version, or from code outside vLLM with the same text"
+            )
+        other, complete, other_span = reworded
+        message.other_wording = {
+            "template": display(other.partition(": ")[2]),
+            "releases": _ranges(table, other),
+            "complete": complete,
+            "raised_at": [
+                {"file": f"vllm/{path}", "function": func, "condition": cond or None}
+                for path, func, cond in other_span.value["sites"]
+            ],
+        }
+        words = message.other_wording["template"]
+        words = words if len(words) <= 160 else words[:159] + "…"
+        shows = "all of it" if complete else "its first part"
         return (
-            f"{prefix} does not raise this message ({change}); the log may "
-            "come from another vLLM version, or from code outside vLLM with the same text"
+            f"{prefix} does not raise this wording ({change}); it raises the message in "
+            f"other words ({words!r}, releases {message.other_wording['releases']}; the log "
+            f"shows {shows})"
         )
     message.at_release = span.value["sites"]
     return f"{prefix} raises this message at the place shown"
+
+
+def _release_wording(table: Table, hit: CatalogueHit, release: str) -> tuple[str, bool, Any] | None:
+    """(key, complete, span) of another wording of the hit's message, one the same log
+    line shows too, that the judged release raises (the message reworded between releases:
+    a tail added or dropped, a parenthesis, a typo fixed)."""
+    for key, complete, _shown in hit.wordings:
+        span = table.get(key, release)
+        if span is not None:
+            return key, complete, span
+    return None
+
+
+def _ranges(table: Table, key: str) -> str:
+    spans = _merge_adjacent(
+        [{"first": s.first, "last": s.last, "sites": []} for s in table.spans(key)],
+        table.releases,
+    )
+    return ", ".join(
+        s["first"] if s["first"] == s["last"] else f"{s['first']}–{s['last']}" for s in spans
+    )
 
 
 def log_only_facts(version: str | None) -> Facts:
@@ -304,14 +349,12 @@ def analyse_log(
     return report
 
 
-# argparse's message (``parser.error``), as vLLM's FlexibleArgumentParser prints it
-_UNRECOGNIZED = re.compile(r"error: unrecognized arguments: ([^\n]{1,2000})")
-
-
 def refused_options(text: str, version: str | None) -> list[str]:
     """For each word of the log's ``unrecognized arguments`` lines: the releases that accept
     the option, the nearest spelling and what the user's release (when known) does."""
-    words = [word for match in _UNRECOGNIZED.finditer(text) for word in match.group(1).split()]
+    from vllm_doctor.logreaders.options import UNRECOGNIZED
+
+    words = [word for match in UNRECOGNIZED.finditer(text) for word in match.group(1).split()]
     if not words:
         return []
     from vllm_doctor.facts.release import refused_option_hints  # only then: it imports packaging

@@ -26,6 +26,7 @@ READERS = {
     "backend-reasons": "reasons",
     "architectures": "plugins",
     "nccl-settings": "nccl",
+    "refused-options": "options",
 }
 
 
