@@ -69,8 +69,10 @@ def _sourced_report(tmp_path: Path) -> tuple[dict, Path]:
         (lambda d: d["config_source"].update(retrieved="recently"), "config_source.retrieved"),
         (lambda d: d["config_source"].update(note=" "), "config_source.note"),
         (lambda d: d["config_source"].pop("note"), "config_source: a mapping of exactly"),
-        (lambda d: d.update(inputs=[n for n in d["inputs"] if n != "config.json"]),
-         "config_source: config.json is not among the inputs"),
+        (
+            lambda d: d.update(inputs=[n for n in d["inputs"] if n != "config.json"]),
+            "config_source: config.json is not among the inputs",
+        ),
         (lambda d: d.pop("config_source"), "config_source: a config.json says where it came from"),
     ],
 )
@@ -83,7 +85,9 @@ def test_a_broken_config_source_is_named(tmp_path, change, problem):
 def test_a_config_json_that_is_no_model_config_is_named(tmp_path):
     doc, directory = _sourced_report(tmp_path)
     (directory / "config.json").write_text('{"hidden_size": 1}', encoding="utf-8")
-    assert "config.json: names neither model_type nor architectures" in schema.problems(doc, directory)
+    assert "config.json: names neither model_type nor architectures" in schema.problems(
+        doc, directory
+    )
     (directory / "config.json").write_text("{not json", encoding="utf-8")
     assert any(p.startswith("config.json: not JSON") for p in schema.problems(doc, directory))
 
@@ -104,7 +108,10 @@ configs = _configs()
     "line, repo",
     [
         ("vllm serve Qwen/Qwen3-8B --max-model-len 8192", "Qwen/Qwen3-8B"),
-        ("VLLM_USE_V1=1 python -m vllm.entrypoints.openai.api_server --model=org/name-1.5", "org/name-1.5"),
+        (
+            "VLLM_USE_V1=1 python -m vllm.entrypoints.openai.api_server --model=org/name-1.5",
+            "org/name-1.5",
+        ),
         ("vllm serve Qwen/Qwen3-8B-GGUF:Q8_0", "Qwen/Qwen3-8B-GGUF"),
         ("vllm serve /models/Qwen3-8B", None),
         ("vllm serve ~/.cache/huggingface/qwen3-27b", None),

@@ -98,8 +98,7 @@ def repo_id(word: str | None) -> str | None:
         return None
     word = word.strip()
     for prefix in HUB_PREFIXES:
-        if word.startswith(prefix):
-            word = word[len(prefix) :]
+        word = word.removeprefix(prefix)
     word = word.split(":")[0]
     return word if REPO_ID.match(word) else None
 
@@ -110,7 +109,9 @@ def served_repository(directory: Path, doc: dict) -> tuple[str | None, str]:
     named = serve_model(serve_file.read_text(encoding="utf-8")) if serve_file.is_file() else None
     if named:
         repo = repo_id(named)
-        return (repo, "serve line") if repo else (None, f"the serve line names a local path ({named})")
+        return (
+            (repo, "serve line") if repo else (None, f"the serve line names a local path ({named})")
+        )
     shown = (doc.get("shown") or {}).get("model")
     if not shown:
         return None, "no model named"
@@ -131,20 +132,30 @@ def rows() -> list[str]:
         source = doc.get("config_source")
         model = f"`{repo}`" if repo else "—"
         if source:
-            found, why = "yes", f"[{source['url'].split('/blob/')[0].split('github.com/')[-1]}]({source['url']})"
+            found, why = (
+                "yes",
+                f"[{source['url'].split('/blob/')[0].split('github.com/')[-1]}]({source['url']})",
+            )
         elif "config.json" in (doc.get("inputs") or []):
             found, why = "before", str(doc.get("model_config_origin", "in the corpus before"))
         elif repo:
-            found, why = "no", NOT_FOUND + (f"; refused: {REFUSED[repo]}" if repo in REFUSED else "")
+            found, why = (
+                "no",
+                NOT_FOUND + (f"; refused: {REFUSED[repo]}" if repo in REFUSED else ""),
+            )
         else:
             found, why = "n/a", named_by
-        out.append(f"| `{directory.name}` | {split_of.get(directory.name, '?')} | {model} | {found} | {why} |")
+        out.append(
+            f"| `{directory.name}` | {split_of.get(directory.name, '?')} | {model} | {found} | {why} |"
+        )
     return out
 
 
 def document() -> str:
     table = rows()
-    counts = {key: sum(f"| {key} |" in row for row in table) for key in ("yes", "no", "before", "n/a")}
+    counts = {
+        key: sum(f"| {key} |" in row for row in table) for key in ("yes", "no", "before", "n/a")
+    }
     summary = (
         f"{counts['yes']} taken here, {counts['no']} named a Hub repository whose config.json was not "
         f"found, {counts['before']} had one before, {counts['n/a']} name no Hub repository.\n\n"

@@ -126,7 +126,7 @@ def config_source_problems(doc: dict, directory: Path | None) -> list[str]:
     if source is None:
         return out
     if not isinstance(source, dict) or set(source) != set(CONFIG_SOURCE_KEYS):
-        return out + [f"config_source: a mapping of exactly {list(CONFIG_SOURCE_KEYS)}"]
+        return [*out, f"config_source: a mapping of exactly {list(CONFIG_SOURCE_KEYS)}"]
     if not str(source["url"]).startswith("https://"):
         out.append("config_source.url: not an https URL")
     if not isinstance(source["retrieved"], dt.date):
@@ -141,8 +141,10 @@ def config_source_problems(doc: dict, directory: Path | None) -> list[str]:
         try:
             config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
         except ValueError as error:
-            return out + [f"config.json: not JSON ({error})"]
-        if not isinstance(config, dict) or not (config.get("model_type") or config.get("architectures")):
+            return [*out, f"config.json: not JSON ({error})"]
+        if not isinstance(config, dict) or not (
+            config.get("model_type") or config.get("architectures")
+        ):
             out.append("config.json: names neither model_type nor architectures")
     return out
 
