@@ -2,8 +2,14 @@
 luck; ``FUZZ_EXAMPLES=N`` (see test_fuzz_parsers.py) draws fresh random ones for a hunt."""
 
 import os
+import sys
+from pathlib import Path
 
 from hypothesis import settings
+
+# the helpers under tests/fixtures (doctor_forks.doctor_run: the doctor's command line, run as
+# a process of its own forked from one that has imported the doctor) import as top-level modules
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 
 settings.register_profile("fixed", derandomize=True)
 settings.register_profile("hunt", derandomize=False)

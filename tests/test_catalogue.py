@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+from doctor_forks import doctor_run
 
 from vllm_doctor.engine.loader import load_rules
 from vllm_doctor.engine.logreport import analyse_log
@@ -142,14 +141,7 @@ def test_no_message_no_claim():
 
 def _doctor(*args, stdin=None):
     environ = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=120,
-    )
+    return doctor_run(*args, stdin=stdin, env=environ, timeout=120)
 
 
 def test_explain_log_from_standard_input_as_json():
@@ -209,30 +201,14 @@ def test_check_log_names_the_catalogue_entry(tmp_path):
 
 def test_explain_names_what_the_options_table_says_of_unrecognized_arguments(tmp_path):
     import json as _json
-    import subprocess as _subprocess
-    import sys as _sys
 
     log = tmp_path / "argparse.log"
     log.write_text(
         "usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...\n"
         "vllm: error: unrecognized arguments: --enable-prefix-cachng\n"
     )
-    run = _subprocess.run(
-        [
-            _sys.executable,
-            "-m",
-            "vllm_doctor",
-            "explain",
-            "--log",
-            str(log),
-            "--format",
-            "json",
-            "--vllm-version",
-            "0.20.0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    run = doctor_run(
+        "explain", "--log", str(log), "--format", "json", "--vllm-version", "0.20.0", timeout=60
     )
     assert run.returncode == 1, run.stderr
     refused = _json.loads(run.stdout)["refused_options"]
@@ -240,20 +216,13 @@ def test_explain_names_what_the_options_table_says_of_unrecognized_arguments(tmp
         "--enable-prefix-cachng: vLLM 0.20.0 does not accept it (no release "
         "0.8.0–0.33.0 accepts it); nearest valid spelling --enable-prefix-caching"
     ]
-    text = _subprocess.run(
-        [_sys.executable, "-m", "vllm_doctor", "explain", "--log", str(log)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout
+    text = doctor_run("explain", "--log", str(log), timeout=60).stdout
     assert text.startswith("vLLM's argument parser refused")
     assert "(pass --vllm-version V to judge them by your release)" in text
 
 
 def test_an_api_error_reply_is_named_as_the_servers_reply(tmp_path):
     import json as _json
-    import subprocess as _subprocess
-    import sys as _sys
 
     log = tmp_path / "client.log"
     log.write_text(
@@ -261,19 +230,9 @@ def test_an_api_error_reply_is_named_as_the_servers_reply(tmp_path):
         '\'"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser '
         "to be set', 'type': 'BadRequestError', 'param': None, 'code': 400}\n"
     )
-    run = _subprocess.run(
-        [_sys.executable, "-m", "vllm_doctor", "explain", "--log", str(log), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = doctor_run("explain", "--log", str(log), "--format", "json", timeout=60)
     message = _json.loads(run.stdout)["vllm_messages"][0]
     assert message["kind"] == "response"
     assert message["template"].startswith('"auto" tool choice requires --enable-auto-tool-choice')
-    text = _subprocess.run(
-        [_sys.executable, "-m", "vllm_doctor", "explain", "--log", str(log)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout
+    text = doctor_run("explain", "--log", str(log), timeout=60).stdout
     assert "the API server's error reply:" in text and "    returned by vllm/" in text

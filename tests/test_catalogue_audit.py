@@ -4,9 +4,9 @@ on the shipped rule base and on copies of a shipped rule with its range or condi
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+
+from doctor_forks import doctor_run
 
 from vllm_doctor.engine.catalogue_audit import range_warnings
 from vllm_doctor.engine.loader import default_rules_dir, validate_dir
@@ -15,12 +15,7 @@ SHIPPED = default_rules_dir()
 
 
 def test_the_shipped_rules_pass_validate_strict():
-    run = subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", "rules", "validate", "--strict"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = doctor_run("rules", "validate", "--strict", timeout=300)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip().endswith("rules valid") and not run.stderr, run.stderr
 

@@ -9,7 +9,6 @@ tests, which start a fresh interpreter.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import sys
@@ -21,15 +20,12 @@ HERE = Path(__file__).parent
 RULES = HERE / "fixtures" / "engine" / "rules"
 sys.path.insert(0, str(HERE / "fixtures"))
 
-from doctor_forks import ForkServers  # noqa: E402
-
-FORKS = ForkServers()
-atexit.register(FORKS.__exit__)
+from doctor_forks import doctor_run  # noqa: E402
 
 
 def doctor(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):
     shared = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-    return FORKS.run(list(args), {**shared, **(env or {})}, shared, cwd=cwd, timeout=120)
+    return doctor_run(*args, env={**shared, **(env or {})}, cwd=cwd, timeout=120)
 
 
 def test_exit_0_when_nothing_at_fail_on_and_1_when_something_is():

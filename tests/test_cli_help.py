@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_cli_check import FORKS
+from doctor_forks import doctor_run
 
 from vllm_doctor.cli import EXAMPLES, app
 from vllm_doctor.commands import inputs
@@ -23,11 +23,10 @@ PANELS = {inputs.INPUTS, inputs.WHAT_IF, inputs.OUTPUT, inputs.GATE}
 
 
 def doctor(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None):
-    """A run of its own, forked from the server that has imported the doctor (test_cli_check)."""
-    shared = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    """A run of its own, forked from a server that has imported the doctor (doctor_forks)."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_DOCTOR_")}
     environ.update({"HF_HUB_OFFLINE": "1", "COLUMNS": "120"}, **(env or {}))
-    return FORKS.run(list(args), environ, shared, cwd=cwd, timeout=180)
+    return doctor_run(*args, env=environ, cwd=cwd, timeout=180)
 
 
 def test_every_check_option_is_in_one_of_the_four_groups():

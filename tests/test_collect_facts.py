@@ -9,6 +9,7 @@ import types
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 import vllm_doctor
 from vllm_doctor.errors import InputError
@@ -255,12 +256,7 @@ def test_facts_command_options(tmp_path, capsys):
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", "facts", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return doctor_run("facts", *args, timeout=60)
 
 
 def test_cli_json_and_bad_input():

@@ -9,11 +9,10 @@ import json
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 from vllm_doctor.commands.suggest import COMPUTERS, _round_lengths
 from vllm_doctor.engine.loader import shipped_codes, validate_dir
@@ -25,13 +24,7 @@ REPORTS = ROOT / "tests" / "fixtures" / "reports"
 
 
 def check_json(*args: str) -> dict:
-    run = subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", "check", "--offline", "--format", "json", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
-    )
+    run = doctor_run("check", "--offline", "--format", "json", *args, timeout=180, cwd=ROOT)
     assert run.returncode in (0, 1), run.stderr
     return json.loads(run.stdout)
 

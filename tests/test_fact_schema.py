@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
+
+from doctor_forks import doctor_run
 
 from vllm_doctor.facts.schema import FACTS, INFERABLE, spec_for, writers
 from vllm_doctor.facts.schema_doc import REGENERATE, schema_markdown
@@ -17,9 +18,7 @@ DOC = PACKAGE.parent / "docs" / "facts.md"
 
 
 def doctor(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", *argv], capture_output=True, text=True, timeout=120
-    )
+    return doctor_run(*argv, timeout=120)
 
 
 def test_docs_facts_md_is_generated_from_the_schema():

@@ -8,10 +8,10 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 from vllm_doctor.report.supply import JUDGED, tailor
 
@@ -26,14 +26,7 @@ ISSUE_SERVE = ("--", "vllm", "serve", "meta-llama/Llama-3.3-70B-Instruct", "-tp"
 def doctor(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_DOCTOR_")}
     environ.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=120,
-        cwd=ROOT,
-    )
+    return doctor_run(*args, env=environ, timeout=120, cwd=ROOT)
 
 
 @pytest.fixture

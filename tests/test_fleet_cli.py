@@ -192,20 +192,22 @@ def test_the_api_checks_catch_what_the_server_refuses():
 
 # -- every format names the node of each finding ------------------------------------------------
 
+# three real `vllm-doctor facts --format json` runs (H200 hosts of 4, 2 and 1 GPUs)
 FACTS = [
     ROOT / "bench/probes/h200x4-2026-11-28/facts-h200x4.json",
     ROOT / "bench/probes/facts-h200x2.json",
+    ROOT / "bench/probes/h200x1-2026-11-29b/facts-h200x1.json",
 ]
 
 
 @pytest.fixture(scope="module")
 def documents(tmp_path_factory) -> Path:
-    """Two real facts documents and a copy of the second edited to another driver branch and a
+    """Three real facts documents, the third edited to another driver branch and a
     VLLM_ATTENTION_BACKEND (ENV004 on that node alone)."""
     folder = tmp_path_factory.mktemp("docs")
     shutil.copy(FACTS[0], folder / "a.json")
     shutil.copy(FACTS[1], folder / "b.json")
-    edited = json.loads(FACTS[1].read_text())
+    edited = json.loads(FACTS[2].read_text())
     edited["facts"]["driver.version"]["value"] = "570.195.03"
     edited["facts"]["env.VLLM_ATTENTION_BACKEND"] = {"value": "FLASHINFER", "source": "environment"}
     (folder / "c.json").write_text(json.dumps(edited))
@@ -331,10 +333,10 @@ def test_a_pod_that_sees_more_gpus_than_it_asks_is_fleet018(documents):
     nodes = next(
         e["value"] for e in finding["evidence"] if e["fact"] == "fleet.pod_gpus_beyond_request"
     )
+    # c (the one-GPU host) sees what its pod asks for
     assert nodes == [
         "a: sees 4 GPUs, the pod asks for 1",
         "b: sees 2 GPUs, the pod asks for 1",
-        "c: sees 2 GPUs, the pod asks for 1",
     ]
 
 

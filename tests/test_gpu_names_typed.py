@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.hardware import resolve_gpu
@@ -22,13 +22,7 @@ LLAMA_70B = (
 
 
 def doctor(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    return doctor_run(*args, timeout=120, cwd=ROOT)
 
 
 # (typed, the table's spelling the facts carry, family, memory GiB or None when open)

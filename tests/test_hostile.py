@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 HERE = Path(__file__).resolve().parent
 EXAMPLE = HERE.parent / "vllm_doctor" / "examples" / "diffusion-gemma-tp2"
@@ -19,13 +20,7 @@ EXAMPLE = HERE.parent / "vllm_doctor" / "examples" / "diffusion-gemma-tp2"
 def doctor(*args: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "VLLM_"))}
     environ.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-P", "-m", "vllm_doctor", *args],
-        capture_output=True,
-        env=environ,
-        timeout=120,
-        **kwargs,
-    )
+    return doctor_run(*args, env=environ, timeout=120, text=False, python_flags=("-P",), **kwargs)
 
 
 def one_line(stderr: bytes) -> str:

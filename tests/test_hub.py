@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 from hub_server import FakeHub, Repo, safetensors_file
 
 HERE = Path(__file__).parent
@@ -46,13 +45,7 @@ def run(hub_url: str, home: Path, *args: str, env: dict[str, str] | None = None)
         },
         **(env or {}),
     )
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", "check", "--format", "json", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=120,
-    )
+    return doctor_run("check", "--format", "json", *args, env=environ, timeout=120)
 
 
 @pytest.fixture

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 from vllm_doctor.engine.conditions import compile_condition, possible_versions_satisfy
 from vllm_doctor.errors import InputError
@@ -34,13 +33,7 @@ REPORTS = HERE / "fixtures" / "reports"
 def doctor(*args: str):
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_"))}
     environ["HF_HUB_OFFLINE"] = "1"
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=120,
-    )
+    return doctor_run(*args, env=environ, timeout=120)
 
 
 @pytest.mark.parametrize(

@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+from doctor_forks import doctor_run
 from referencing import Registry, Resource
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,14 +49,7 @@ def validate(name: str, document: object) -> None:
 def doctor_json(*args: str, env: dict[str, str] | None = None) -> Any:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_DOCTOR_")}
     environ.update({"HF_HUB_OFFLINE": "1"}, **(env or {}))
-    run = subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        env=environ,
-    )
+    run = doctor_run(*args, timeout=300, cwd=ROOT, env=environ)
     assert run.returncode in (0, 1), run.stderr
     return json.loads(run.stdout)
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
+from doctor_forks import doctor_run
 
 # FlashInfer's JIT finding no nvcc (its cpp_ext.get_cuda_path), in an engine core's traceback,
 # and, further up, a message vLLM itself raises (compilation/passes/fx_utils.py)
@@ -31,9 +31,7 @@ FORKED_WORKERS = """\
 
 
 def doctor(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", *args], capture_output=True, text=True, timeout=120
-    )
+    return doctor_run(*args, timeout=120)
 
 
 @pytest.fixture(scope="module")

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from doctor_forks import doctor_run
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.collect import CollectOptions, collect_facts
@@ -28,15 +27,7 @@ SAME_SERVICE = [
 
 def doctor(*args: str, stdin: str | None = None, cwd: Path | None = None):
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        input=stdin,
-        cwd=cwd,
-        timeout=120,
-    )
+    return doctor_run(*args, env=environ, stdin=stdin, cwd=cwd, timeout=120)
 
 
 def facts_of(name: str, index: int = 0):

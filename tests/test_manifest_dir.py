@@ -8,10 +8,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 from vllm_doctor import bounds
 from vllm_doctor.errors import InputError
@@ -58,13 +58,7 @@ def split_service(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
+    return doctor_run(*args, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
 
 
 def test_a_service_and_its_runtime_in_two_files_are_one_target_placed_in_each(tmp_path):

@@ -5,11 +5,11 @@ the corpus of real deployment files of tests/fixtures/manifests/deployments."""
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from doctor_forks import doctor_run
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.collect import CollectOptions, collect_facts
@@ -312,16 +312,9 @@ def test_production_stack_values_give_a_target_per_engine_with_its_line():
 
 def doctor(*args: str):
     import os
-    import subprocess
 
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=120,
-    )
+    return doctor_run(*args, env=environ, timeout=120)
 
 
 def test_a_dockerfile_and_the_line_docker_run_completes_are_judged_together(tmp_path):
@@ -504,23 +497,15 @@ RENDERED = HERE / "fixtures" / "manifests" / "helm" / "rendered"
 def _serve_and_deploy_facts(manifest_arg: str, stdin: str | None = None) -> dict[str, dict]:
     import json
     import os
-    import subprocess
 
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vllm_doctor",
-            "facts",
-            "--offline",
-            "--format",
-            "json",
-            "--manifest",
-            manifest_arg,
-        ],
-        input=stdin,
-        capture_output=True,
-        text=True,
+    run = doctor_run(
+        "facts",
+        "--offline",
+        "--format",
+        "json",
+        "--manifest",
+        manifest_arg,
+        stdin=stdin,
         env={k: v for k, v in os.environ.items() if not k.startswith("VLLM_")},
     )
     assert run.returncode == 0, run.stderr

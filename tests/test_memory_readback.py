@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from doctor_forks import doctor_run
 from typer.testing import CliRunner
 
 from vllm_doctor.cli import app
@@ -144,16 +145,8 @@ def test_concurrencies_for_other_request_lengths_are_not_compared(tmp_path):
 
 
 def test_explain_log_refuses_a_version_that_is_none(tmp_path):
-    import subprocess
-    import sys
-
-    command = [sys.executable, "-m", "vllm_doctor", "explain", "--log", str(_log(tmp_path))]
-    result = subprocess.run(
-        [*command, "--vllm-version", "banana"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    command = ["explain", "--log", str(_log(tmp_path))]
+    result = doctor_run(*command, "--vllm-version", "banana", timeout=120)
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and "'banana' is not a version" in result.stderr
@@ -262,17 +255,14 @@ def test_explain_log_names_the_release_whose_formula_it_applies(tmp_path):
 
 
 def test_explain_log_refuses_a_bad_serve_line_or_gpu(tmp_path):
-    import subprocess
-    import sys
-
-    command = [sys.executable, "-m", "vllm_doctor", "explain", "--log", str(_log(tmp_path))]
+    command = ["explain", "--log", str(_log(tmp_path))]
     for bad, said in (
         (["--serve", "not a serve line"], "--serve: not a serve line"),
         (["--serve", "vllm serve 'model"], "cannot split into words"),
         (["--serve", " "], "the serve line is empty"),
         (["--gpu", ""], "'' is not a GPU the GPU table knows"),
     ):
-        result = subprocess.run([*command, *bad], capture_output=True, text=True, timeout=120)
+        result = doctor_run(*command, *bad, timeout=120)
         assert result.returncode == 2, bad
         assert result.stdout == ""
         assert result.stderr.count("\n") == 1 and said in result.stderr

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 from vllm_doctor.commands.check import judge
 from vllm_doctor.engine.loader import default_rules_dir, load_rules
@@ -266,12 +266,7 @@ def test_weights_without_max_position_embeddings(rules, tmp_path):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", "check", "--offline", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return doctor_run("check", "--offline", *args, timeout=120)
 
 
 QWEN32 = str(FIXTURES / "models" / "Qwen3-32B")

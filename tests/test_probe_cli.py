@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 from vllm_doctor.commands.probe import model_sizes, parse_serve, visible_gpu_count
 from vllm_doctor.errors import InputError
@@ -19,13 +20,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "probes"
 
 def cli(*args, env=None):
     full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", "probe", *args],
-        env=full,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return doctor_run("probe", *args, env=full, timeout=120)
 
 
 def test_parse_serve_finds_tp_and_model():
@@ -325,13 +320,7 @@ def test_a_shown_mechanism_is_joined_with_the_judged_release():
 )
 def test_cuda_without_any_driver_says_no_gpu_is_visible():
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", "probe", "--device", "cuda"],
-        env=dict(env, PYTHONPATH=str(ROOT)),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = doctor_run("probe", "--device", "cuda", env=dict(env, PYTHONPATH=str(ROOT)), timeout=60)
     assert proc.returncode == 2 and "no GPU is visible" in proc.stderr
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
+
+from doctor_forks import doctor_run
 
 from vllm_doctor import knowledge
 
@@ -18,13 +19,7 @@ QWEN3_8B = ROOT / "tests" / "fixtures" / "memory-logs" / "configs" / "Qwen3-8B"
 
 
 def doctor(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", "check", "--offline", *args],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=ROOT,
-    )
+    return doctor_run("check", "--offline", *args, timeout=240, cwd=ROOT)
 
 
 def newest_release_on_cuda_major(major: int) -> str:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, evaluate_rule
 from vllm_doctor.engine.loader import load_rule_file
@@ -41,13 +41,7 @@ def verdict(code: str, facts: Facts) -> str:
 
 def doctor(*args: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "FLASHINFER"))}
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=180,
-    )
+    return doctor_run(*args, env=environ, timeout=180)
 
 
 def report_024(tmp_path: Path) -> Path:
@@ -152,11 +146,18 @@ def test_companion_requirements_between_companions():
     facts = facts_with(
         {"vllm.version": "0.26.0", "packages.instanttensor": "0.1.8", "vllm.machine": "x86_64"}
     )
-    unmet = facts.value("release.stack.unmet_requirements")
-    assert unmet == [
-        "instanttensor 0.1.8: vLLM 0.26.0 requires instanttensor>=0.1.9 (extra instanttensor)"
+    # instanttensor 0.1.8 is outside >=0.1.9, and its safe_open lacks the copy keyword 0.26.0
+    # passes: one cause, one finding, the precise one (ENV104, release.api.missing)
+    assert facts.value("release.stack.unmet_requirements") == []
+    assert verdict("ENV102", facts) == NOT_APPLIES
+    assert verdict("ENV104", facts) == APPLIES
+    # ahead of the pin, with every name and keyword 0.26.0 uses: the requirement alone
+    ahead = facts_with({"vllm.version": "0.26.0", "packages.flashinfer-python": "0.6.16.post3"})
+    assert ahead.value("release.stack.unmet_requirements") == [
+        "flashinfer-python 0.6.16.post3: vLLM 0.26.0 requires flashinfer-python==0.6.14"
     ]
-    assert verdict("ENV102", facts) == APPLIES
+    assert verdict("ENV102", ahead) == APPLIES
+    assert verdict("ENV104", ahead) == NOT_APPLIES
 
 
 # -- compiled kernels on the GPU ---------------------------------------------------------------------
@@ -263,16 +264,20 @@ def test_what_if_release_judges_only_the_packages_named_with_it():
         )
 
     named = what_if({"instanttensor": "0.1.8"}, {})
-    unmet = named.value("release.stack.unmet_requirements")
-    assert unmet == [
-        "instanttensor 0.1.8: vLLM 0.26.0 requires instanttensor>=0.1.9 (extra instanttensor)"
-    ]
-    assert verdict("ENV102", named) == APPLIES
+    # outside the requirement, and lacking the copy keyword 0.26.0 passes: ENV104's finding
+    # (one cause, one finding), so the requirement leaves instanttensor out
+    assert named.value("release.stack.unmet_requirements") == []
+    assert any("safe_open takes no keyword copy" in line
+               for line in named.value("release.api.missing"))  # fmt: skip
+    assert verdict("ENV104", named) == APPLIES
+    assert verdict("ENV102", named) == NOT_APPLIES
     assert verdict("ENV102", what_if({"instanttensor": "0.1.9"}, {})) == NOT_APPLIES
+    assert verdict("ENV104", what_if({"instanttensor": "0.1.9"}, {})) == NOT_APPLIES
     seen = what_if(None, {"packages.instanttensor": "0.1.8"})
     assert seen.value("release.stack.unmet_requirements") is None
     assert "--package NAME==VERSION" in seen.why_missing("release.stack.unmet_requirements")
     assert verdict("ENV102", seen) == UNDECIDED
+    assert verdict("ENV104", seen) == UNDECIDED
 
 
 def test_jetson_core_without_published_image_is_not_decided():

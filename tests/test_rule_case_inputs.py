@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 from vllm_doctor.engine.cases import collect_case_facts, run_cases
 from vllm_doctor.engine.loader import load_rules
@@ -206,24 +207,8 @@ def eplb_rule(root: Path, introduced: str) -> None:
 
 
 def validate(root: Path, *extra: str):
-    import subprocess
-    import sys
 
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vllm_doctor",
-            "rules",
-            "validate",
-            "--rules-dir",
-            str(root),
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return doctor_run("rules", "validate", "--rules-dir", str(root), *extra, timeout=120)
 
 
 def test_validate_warns_on_a_range_the_error_catalogue_contradicts(tmp_path):

@@ -6,11 +6,11 @@ a shipped one. Each defect is planted in a rule directory of its own."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 DETAILS = """details: |
   ## What happens
@@ -40,12 +40,7 @@ def write_rule(directory: Path, code: str, when: str, cases: str, extra: str = "
 
 
 def validate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", "rules", "validate", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return doctor_run("rules", "validate", *args, timeout=120)
 
 
 @pytest.mark.parametrize("strict", [False, True])
@@ -139,12 +134,7 @@ def test_related_may_name_a_shipped_rule_but_not_a_missing_one(tmp_path):
     )
     assert validate("--rules-dir", str(shipped)).returncode == 0
     # check loads it beside the shipped rules (a --rules-dir rule is judged like a shipped one)
-    check = subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", "check", "--rules-dir", str(shipped), "--no-strict"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    check = doctor_run("check", "--rules-dir", str(shipped), "--no-strict", timeout=120)
     assert check.returncode in (0, 1), check.stderr
     missing = write_rule(
         tmp_path / "b",
@@ -188,20 +178,8 @@ def test_rules_test_catches_both_planted_defects_in_under_a_minute(tmp_path):
         "  - {name: nvlink, expect: not-applies, facts: {topology.worst_link: NV18}}\n",
     )
     started = time.perf_counter()
-    tested = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vllm_doctor",
-            "rules",
-            "test",
-            "--no-default-rules",
-            "--rules-dir",
-            str(rules),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    tested = doctor_run(
+        "rules", "test", "--no-default-rules", "--rules-dir", str(rules), timeout=120
     )
     assert time.perf_counter() - started < 60
     # every case passes: only the healthy-input runs see the defects

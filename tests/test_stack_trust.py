@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from doctor_forks import doctor_run
+
 from vllm_doctor.engine.evaluate import (
     APPLIES,
     NOT_APPLIES,
@@ -281,17 +283,9 @@ MANIFESTS = HERE / "fixtures" / "manifests" / "corpus"
 def _check_json(*args: str) -> dict:
     import json
     import os
-    import subprocess
-    import sys
 
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_"))}
-    result = subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", "check", "--offline", "--format", "json", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=120,
-    )
+    result = doctor_run("check", "--offline", "--format", "json", *args, env=environ, timeout=120)
     assert result.returncode in (0, 1), result.stderr
     return json.loads(result.stdout)["targets"][0]
 

@@ -140,11 +140,20 @@ def test_the_pre_commit_hook_never_reads_a_file_name_as_an_option(tmp_path, monk
 
 sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
 import bad_inputs  # noqa: E402
+from doctor_forks import doctor_run  # noqa: E402
 
 
 def run_cli(
     *argv: str, cwd: Path | None = None, env: dict | None = None, stdin=None, timeout: float = 120
 ) -> subprocess.CompletedProcess:
+    if stdin is None:  # forked from a server started as the console script starts (-P)
+        return doctor_run(
+            *argv,
+            console=console("vllm-doctor"),
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+            timeout=timeout,
+        )
     return subprocess.run(
         [console("vllm-doctor"), *argv],
         cwd=cwd,
@@ -152,7 +161,7 @@ def run_cli(
         text=True,
         env={**os.environ, **(env or {})},
         timeout=timeout,
-        stdin=subprocess.DEVNULL if stdin is None else stdin,
+        stdin=stdin,
     )
 
 

@@ -4,6 +4,7 @@
     python tools/gen_stack_knowledge.py /work/stackwheels --download   # fetch, read, write
     python tools/gen_stack_knowledge.py /work/stackwheels              # from what is there
     python tools/gen_stack_knowledge.py /work/stackwheels --only flashinfer-python,torch
+    python tools/gen_stack_knowledge.py /work/stackwheels --download --vllm-wheels /work/wheels
 
 The companions and why each version is covered are in ``COMPANIONS``: the versions a covered
 vLLM release requires or allows (its ``Requires-Dist``, ``knowledge/data/dependencies.json``),
@@ -17,7 +18,10 @@ once it is read (``--keep`` keeps it), so the whole stack needs a few GB at a ti
 Written: ``vllm_doctor/knowledge/data/stack/<distribution>.json`` (requirements, version
 checks on partner packages, GPU images, CUDA build; spans over the package's own versions)
 and ``vllm_doctor/knowledge/data/stack_errors.json`` (the messages each package raises, with
-the versions that raise them), described in docs/knowledge.md.
+the versions that raise them), described in docs/knowledge.md. The ``api:`` keys resolve, in
+each companion version's own code (``tools/companion_api.py``), every name the covered vLLM
+releases use of it (``data/companion_uses.json``); ``--vllm-wheels DIR`` regenerates that table
+and ``dependencies.json`` from the vLLM wheels first.
 
 Exit codes: 0 done, 2 bad usage (no readings for a requested package, unknown package).
 """
@@ -42,7 +46,9 @@ for path in (REPO, TOOLS):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
+import companion_api  # noqa: E402
 import stack_readers  # noqa: E402
+from extractors.companion_uses import COMPANION_MODULES  # noqa: E402
 from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: E402
 from packaging.utils import parse_wheel_filename  # noqa: E402
 from packaging.version import InvalidVersion, Version  # noqa: E402
@@ -244,6 +250,11 @@ def read_one(root: Path, dist: str, version: str, companion: Companion) -> dict 
                     stored["checks"] = stack_readers.checks_in(archive)
                 stored["checks_format"] = stack_readers.CHECKS_FORMAT
                 path.write_text(json.dumps(stored, sort_keys=True), encoding="utf-8")
+            if wheel is not None and _lacks_api(dist, stored):
+                with zipfile.ZipFile(wheel) as archive:  # only the API is read again
+                    stored["api"] = companion_api.api_in(archive, api_modules(dist))
+                stored["api_format"] = companion_api.API_FORMAT
+                path.write_text(json.dumps(stored, sort_keys=True), encoding="utf-8")
             return stored
     except (OSError, ValueError):
         pass
@@ -252,6 +263,10 @@ def read_one(root: Path, dist: str, version: str, companion: Companion) -> dict 
     print(f"reading {wheel.name} ...", file=sys.stderr)
     reading = stack_readers.read(wheel, version, with_messages=companion.messages)
     reading.update({"format": READING_FORMAT, "wheel": wheel.name, "version": version})
+    if api_modules(dist):
+        with zipfile.ZipFile(wheel) as archive:
+            reading["api"] = companion_api.api_in(archive, api_modules(dist))
+        reading["api_format"] = companion_api.API_FORMAT
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(reading, sort_keys=True), encoding="utf-8")
     return reading
@@ -276,6 +291,8 @@ def collect(
         found: dict[str, dict[str, Any]] = {}
         for version in versions:
             reading = read_one(root, dist, version, companion)
+            if reading is not None and fetch and _lacks_api(dist, reading):
+                reading = None  # read before the API was: the wheel again
             if reading is None and fetch:
                 wheel = download(root, dist, version)
                 if wheel is not None:
@@ -286,6 +303,15 @@ def collect(
                 found[version] = reading
         readings[dist] = found
     return readings
+
+
+def api_modules(dist: str) -> set[str]:
+    """The top-level modules of ``dist`` whose names vLLM uses (companion_uses' map)."""
+    return {module for module, owner in COMPANION_MODULES.items() if owner == dist}
+
+
+def _lacks_api(dist: str, reading: dict[str, Any]) -> bool:
+    return bool(api_modules(dist)) and reading.get("api_format") != companion_api.API_FORMAT
 
 
 def _stored_versions(root: Path, dist: str) -> set[str]:
@@ -372,6 +398,45 @@ def compact_messages(messages: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def used_names(dist: str, uses_path: Path | None = None) -> dict[str, set[str]]:
+    """``<module>:<name>`` → every keyword a covered vLLM release passes it, for the names
+    the releases use of ``dist`` (``data/companion_uses.json``, tools/gen_knowledge.py)."""
+    path = uses_path or DATA_DIR / "companion_uses.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    out: dict[str, set[str]] = {}
+    for key, spans in (data.get("entries") or {}).items():
+        for span in spans:
+            value = span.get("value") or {}
+            if value.get("package") == dist:
+                out.setdefault(key, set()).update(value.get("keywords") or ())
+    return out
+
+
+def api_values(reading: dict[str, Any], used: dict[str, set[str]]) -> dict[str, Any]:
+    """``api:<module>:<name>`` for every name vLLM uses that this version's code decides:
+    ``{"missing": true}``, ``{"params": [...], "kwargs": bool}`` for a callable, or
+    ``{"defined": true}``; a name the code cannot decide (re-exported from another package,
+    a lazy ``__getattr__``, an attribute of a value) has no key."""
+    api = reading.get("api")
+    if not api:
+        return {}
+    out: dict[str, Any] = {}
+    for key in sorted(used):
+        entry = companion_api.resolve(api, key)
+        if entry is None:
+            continue
+        if entry.get("missing"):
+            out[f"api:{key}"] = {"missing": True}
+        elif entry.get("params") is not None:
+            out[f"api:{key}"] = {"params": sorted(entry["params"]), "kwargs": entry["kwargs"]}
+        else:
+            out[f"api:{key}"] = {"defined": True}
+    return out
+
+
 def write(readings: dict[str, dict[str, dict[str, Any]]], out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     messages: dict[str, dict[str, list[dict]]] = {}
@@ -379,7 +444,8 @@ def write(readings: dict[str, dict[str, dict[str, Any]]], out_dir: Path) -> None
     for dist, by_version in readings.items():
         if not by_version:
             continue
-        per_version = {v: values_of(r) for v, r in by_version.items()}
+        used = used_names(dist)
+        per_version = {v: {**values_of(r), **api_values(r, used)} for v, r in by_version.items()}
         data = table(
             f"stack/{dist}",
             per_version,
@@ -423,8 +489,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--download", action="store_true", help="fetch the missing wheels")
     parser.add_argument("--keep", action="store_true", help="keep large wheels once read")
     parser.add_argument("--out", type=Path, default=OUT_DIR, help="output directory")
+    parser.add_argument(
+        "--vllm-wheels",
+        type=Path,
+        help="first regenerate, from this directory of vLLM wheels, the release tables that "
+        "choose and judge the companions (dependencies, companion_uses; with --download, "
+        "fetching new releases): a new release of vLLM or of a companion is then one command",
+    )
     args = parser.parse_args(argv)
     try:
+        if args.vllm_wheels is not None:
+            import gen_knowledge
+
+            status = gen_knowledge.main(
+                [str(args.vllm_wheels), "--only", "dependencies,companion_uses"]
+                + (["--download"] if args.download else [])
+            )
+            if status != 0:
+                raise UsageError(f"gen_knowledge.py {args.vllm_wheels} failed (exit {status})")
         only = [d.strip() for d in (args.only or "").split(",") if d.strip()]
         unknown = [d for d in only if d not in COMPANIONS]
         if unknown:

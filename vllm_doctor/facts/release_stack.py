@@ -21,7 +21,7 @@ built for the GPU's own family only as another member's architecture-specific im
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from typing import Any
 
 from vllm_doctor.facts.model import EACH_RELEASE, Facts, Source
@@ -53,12 +53,15 @@ _MACHINES = ("x86_64", "aarch64")
 
 
 def collect_release_stack(facts: Facts) -> None:
+    from vllm_doctor.facts.release_api import collect_release_api
+
     release, reason = _judged(facts)
+    lacking_api = collect_release_api(facts, release, reason, _installed)
     if release is None:
         for path in (*STACK_PATHS, *KERNEL_PATHS):
             facts.mark_missing(path, reason)
         return
-    _stack(facts, release)
+    _stack(facts, release, lacking_api)
     _kernels(facts, release)
 
 
@@ -134,7 +137,7 @@ def _outside(spec: str | None, version: str) -> bool | None:
         return None
 
 
-def _stack(facts: Facts, release: str) -> None:
+def _stack(facts: Facts, release: str, lacking_api: Set[str] = frozenset()) -> None:
     from vllm_doctor import knowledge
     from vllm_doctor.knowledge import stack
 
@@ -203,8 +206,9 @@ def _stack(facts: Facts, release: str) -> None:
                     mismatches.append(found[0])
                     fixes.append(found[1])
                     refused.add(other)
-    # a partner the companion refuses at import is that finding (ENV103), not a second one
-    unmet = [line for line in unmet if line.split(" ", 1)[0] not in refused]
+    # a partner the companion refuses at import is that finding (ENV103), a companion that
+    # lacks a name vLLM calls is that one (release.api.missing), not a second one
+    unmet = [line for line in unmet if line.split(" ", 1)[0] not in refused | lacking_api]
     if judged or unmet:
         facts.set(
             "release.stack.unmet_requirements",

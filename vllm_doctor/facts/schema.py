@@ -109,6 +109,7 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "gpu.unified_memory": ("facts/platform.py",),
     "release.attention": ("facts/release_kernels.py",),
     "release.stack": ("facts/release_stack.py",),
+    "release.api": ("facts/release_api.py",),
     "release.kernels": ("facts/release_stack.py",),
 }
 

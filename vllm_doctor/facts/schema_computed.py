@@ -339,6 +339,18 @@ COMPUTED: dict[str, FactSpec] = {
     "release.stack.pair_fix": FactSpec(
         "str", "the install that makes the refused pairs agree (the release's pin first)"
     ),
+    "release.api.missing": FactSpec(
+        "list",
+        "names and keywords the judged release imports or passes to a companion package "
+        "(FlashInfer, instanttensor, humming-kernels, quack-kernels) that the installed/reported "
+        "version's code lacks and the version the release was built against (its pin, else the "
+        "lowest allowed) has, each with the versions that have it; a name vLLM guards with a "
+        "fallback is not judged missing; empty when every one is there",
+    ),
+    "release.api.fix": FactSpec("str", "the install that gives the release the API it uses"),
+    "release.api.model_code_only": FactSpec(
+        "bool", "every call found lacking is in one model's code: it fails for that model only"
+    ),
     "release.kernels.judged_release": FactSpec(
         "version", "the covered vLLM release whose compiled extensions were judged"
     ),

@@ -21,6 +21,11 @@ def _fleet_quantity_facts() -> dict[str, FactSpec]:
             "how many different values of a compared quantity the nodes have (a node without it "
             f"counts as one more value, 'not installed', 'unset'); the quantities: {names}",
         ),
+        "fleet.*.installed_distinct": FactSpec(
+            "int",
+            "how many different values of a compared quantity the nodes that have it have (a "
+            "node without it is not counted: Ray absent where nothing runs on Ray)",
+        ),
         "fleet.*.nodes": FactSpec(
             "list",
             "the nodes grouped by that quantity's value: 'VALUE: node, ...', most common first",

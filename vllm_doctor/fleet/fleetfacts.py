@@ -86,20 +86,26 @@ def _compare(facts: Facts, nodes: list[Node], silent: list[Node]) -> None:
         shown = groups(values) + [f"unknown: {label} ({why})" for label, why in unknown.items()]
         if shown:
             facts.set(f"fleet.{q.name}.nodes", shown, FLEET, over)
-        distinct = len(set(values.values()))
-        if distinct > 1:  # the known values differ: decided whatever the others are
-            facts.set(f"fleet.{q.name}.distinct", distinct, FLEET, over)
-        elif unknown or silent:
-            whom = [f"{label}: {why}" for label, why in unknown.items()] + [
-                f"{n.label} did not answer" for n in silent
-            ]
-            facts.mark_missing(
-                f"fleet.{q.name}.distinct", f"the {q.what} is unknown on {'; '.join(whom)}"
-            )
-        elif values:
-            facts.set(f"fleet.{q.name}.distinct", distinct, FLEET, over)
-        else:
+        whom = [f"{label}: {why}" for label, why in unknown.items()] + [
+            f"{n.label} did not answer" for n in silent
+        ]
+        if not values and not whom:
             facts.mark_missing(f"fleet.{q.name}", "no node answered")
+            continue
+        _count(facts, f"fleet.{q.name}.distinct", set(values.values()), whom, q.what, over)
+        # a node without the package differs from one with it only where something uses it
+        # (Ray on nodes whose serve line does not run on Ray): installed values counted apart
+        present = {v for v in values.values() if v != q.absent}
+        _count(facts, f"fleet.{q.name}.installed_distinct", present, whom, q.what, over)
+
+
+def _count(facts: Facts, path: str, known: set[str], whom: list[str], what: str, over: str) -> None:
+    """How many different values: decided when the known ones already differ, or when every
+    node's value is known; else missing, naming the nodes whose value is unknown."""
+    if len(known) > 1 or not whom:
+        facts.set(path, len(known), FLEET, over)
+    else:
+        facts.mark_missing(path, f"the {what} is unknown on {'; '.join(whom)}")
 
 
 def driver_of(nodes: list[Node], wanted: str | None) -> Node | None:

@@ -27,6 +27,7 @@ READERS = {
     "architectures": "plugins",
     "nccl-settings": "nccl",
     "refused-options": "options",
+    "companion-api": "companion_api",
 }
 
 

@@ -53,22 +53,23 @@ def given_options(doc: CheckDocument) -> set[str]:
 
 
 def _split_top(text: str, separator: str) -> list[str]:
-    """Split at ``separator`` outside parentheses and backticks."""
-    parts, depth, ticks, start, i = [], 0, False, 0, 0
-    while i < len(text):
-        char = text[i]
+    """Split at ``separator`` outside parentheses and backticks. Only the characters that
+    change the nesting and the separator itself are visited (a hint is split for every
+    undecided finding of every run)."""
+    parts, depth, ticks, start = [], 0, False, 0
+    for found in re.finditer(r"[`()\[\]{}]|" + re.escape(separator), text):
+        char = found.group()
         if char == "`":
             ticks = not ticks
-        elif not ticks and char in "([{":
-            depth += 1
-        elif not ticks and char in ")]}":
-            depth = max(0, depth - 1)
-        elif not ticks and depth == 0 and text.startswith(separator, i):
-            parts.append(text[start:i])
-            start = i + len(separator)
-            i = start
+        elif ticks:
             continue
-        i += 1
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            parts.append(text[start : found.start()])
+            start = found.end()
     parts.append(text[start:])
     return parts
 
