@@ -442,3 +442,7 @@ def test_kimi_k3_experts_run_at_their_latent_width(rules):
     )
     assert _verdict(doc, "MEM003") == "not-applies"
     assert doc.facts.value("memory.kv_room") == "room"
+    # 69 of its 93 layers are KDA (linear_attn_config.kda_layers, 1-based): a fixed state per
+    # request, no KV per token; the default context (1,048,576 tokens) fits the 24 MLA layers
+    assert doc.facts.value("memory.kv_layers").startswith("69 mamba, 24 mla")
+    assert _verdict(doc, "MEM001") == "not-applies"
