@@ -374,3 +374,75 @@ def test_dropping_a_config_value_never_makes_another_memory_error(
         for code in MEMORY_RULES:
             now = _verdict(doc, code)
             assert now == before[code] or now == "undecided", (key, code, before[code], now)
+
+
+# -- configs as the Hub serves them (bench/reports2026: config_source names each copy) ----------
+
+REPORTS = Path(__file__).parents[1] / "bench" / "reports2026" / "reports"
+NEMOTRON = REPORTS / "vllm-54652"  # nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4
+KIMI_K3 = REPORTS / "vast-ai-base-image-233"  # moonshotai/Kimi-K3
+
+
+def _count(config: dict, tp: int = 1) -> wmod.WeightEstimate:
+    text = config.get("text_config", config)
+    qcfg = config.get("quantization_config") or text.get("quantization_config")
+    return wmod.from_config(
+        config, text, tp=tp, pp=1, dtype_bytes=2, qcfg=qcfg, scheme=None, online_quant=None
+    )
+
+
+def test_nemotron_h_layer_words_are_its_pattern():
+    # transformers 5 writes Nemotron-H's layers as words (layers_block_type): the MoE blocks
+    # are the 23 'moe' layers, not all 52; the same count as the pattern string gives
+    cfg = json.loads((NEMOTRON / "config.json").read_text())
+    letters = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
+    as_pattern = {k: v for k, v in cfg.items() if k != "layers_block_type"}
+    as_pattern["hybrid_override_pattern"] = "".join(letters[w] for w in cfg["layers_block_type"])
+    words, pattern = _count(cfg), _count(as_pattern)
+    assert words.params == pattern.params
+    assert 28e9 < words.params < 34e9  # "30B-A3B"; counting every layer as MoE gave 69 B
+    # a list of other words (Zamba's 'hybrid') is not Nemotron-H's convention
+    assert wmod.hybrid_pattern({"layers_block_type": ["mamba", "hybrid"]}) is None
+    assert wmod.hybrid_pattern({"layers_block_type": ["mamba", "attention"]}) is None
+
+
+def test_a_quantized_name_without_its_quantization_config_decides_nothing(rules, tmp_path):
+    # the NVFP4 checkpoint keeps its quantization in hf_quant_config.json; a config.json read
+    # alone counts it at 2 B a weight, more than two RTX 4090s hold: an assumption, no error
+    serve = (
+        "vllm serve nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4 -tp 2 --max-model-len 2048"
+    )
+    doc = _doc(rules, serve, NEMOTRON / "config.json", "RTX 4090", "0.26.0", gpus=2)
+    assert _verdict(doc, "MEM003") == "undecided"
+    assert "states a quantized checkpoint (NVFP4)" in doc.facts.why_missing("memory.kv_room")
+    # the same count under a name that states no quantization decides
+    plain = _doc(
+        rules, serve.replace("-NVFP4", ""), NEMOTRON / "config.json", "RTX 4090", "0.26.0", gpus=2
+    )
+    assert _verdict(plain, "MEM003") == "applies"
+    assert wmod.named_quantization("Qwen/Qwen3-8B-FP8") == "FP8"
+    assert wmod.named_quantization("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4") == "GPTQ"
+    assert wmod.named_quantization("meta-llama/Llama-3.1-8B-Instruct") is None
+
+
+def test_kimi_k3_experts_run_at_their_latent_width(rules):
+    # Kimi K3's routed experts run at routed_expert_hidden_size (3584), not hidden_size (7168):
+    # on 8 x B300 the MXFP4 checkpoint fits (the setup served once NCCL was pinned)
+    cfg = json.loads((KIMI_K3 / "config.json").read_text())
+    count = _count(cfg, tp=8)
+    assert "expert width 3584" in count.how
+    assert 2.6e12 < count.params < 2.9e12  # 5.5 T when the experts were counted at 7168
+    doc = _doc(
+        rules,
+        "vllm serve moonshotai/Kimi-K3 -tp 8",
+        KIMI_K3 / "config.json",
+        "B300",
+        "0.26.0",
+        gpus=8,
+    )
+    assert _verdict(doc, "MEM003") == "not-applies"
+    assert doc.facts.value("memory.kv_room") == "room"
+    # 69 of its 93 layers are KDA (linear_attn_config.kda_layers, 1-based): a fixed state per
+    # request, no KV per token; the default context (1,048,576 tokens) fits the 24 MLA layers
+    assert doc.facts.value("memory.kv_layers").startswith("69 mamba, 24 mla")
+    assert _verdict(doc, "MEM001") == "not-applies"

@@ -3,7 +3,8 @@
 Each report is ``reports/<id>/report.yaml`` plus the inputs the doctor reads, as files beside
 it: ``log.txt`` (the crash log as the reporter pasted it), ``serve.txt`` (the serve line,
 one line, leading VAR=value assignments kept), ``report.txt`` (a ``vllm collect-env`` report),
-``config.json`` (the model's config.json where the thread shows it).
+``config.json`` (the model's config.json where the thread shows it, or the served Hugging Face
+repository's own config.json from a stored copy, its source in ``config_source``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ PREDICTABLE_FROM = {
     "platform",
 }
 
+# Where a config.json the thread does not show came from: the stored copy of the served repository's
+# config.json (what `check` would fetch from the Hub), named by URL, the day it was read, and a note.
+CONFIG_SOURCE_KEYS = ("url", "retrieved", "note")
+
 REQUIRED = ("id", "source", "title", "date", "outcome", "family", "cause", "summary", "shown")
 FAILURE_REQUIRED = ("fix", "confirmed_by", "predictable")
 SLUG = re.compile(r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$")
@@ -95,6 +100,7 @@ def problems(doc: dict, directory: Path | None = None) -> list[str]:
         out.append(f"predictable_from: unknown {sorted(unknown)}")
     if "serve.txt" in (doc.get("inputs") or []) and doc.get("serve_origin") is None:
         out.append("serve_origin: a serve line says whether it was pasted or reconstructed")
+    out += config_source_problems(doc, directory)
     check = doc.get("check") or {}
     extra = set(check) - set(CHECK_KEYS)
     if extra:
@@ -107,6 +113,39 @@ def problems(doc: dict, directory: Path | None = None) -> list[str]:
                 out.append(f"inputs: {name} is listed but absent")
         if directory.name != doc.get("id"):
             out.append(f"id: {doc.get('id')!r} differs from its directory {directory.name!r}")
+    return out
+
+
+def config_source_problems(doc: dict, directory: Path | None) -> list[str]:
+    """A config.json says where it came from; a config_source is complete and names a parsable config."""
+    out = []
+    inputs = doc.get("inputs") or []
+    source = doc.get("config_source")
+    if "config.json" in inputs and source is None and doc.get("model_config_origin") is None:
+        out.append("config_source: a config.json says where it came from (or model_config_origin)")
+    if source is None:
+        return out
+    if not isinstance(source, dict) or set(source) != set(CONFIG_SOURCE_KEYS):
+        return [*out, f"config_source: a mapping of exactly {list(CONFIG_SOURCE_KEYS)}"]
+    if not str(source["url"]).startswith("https://"):
+        out.append("config_source.url: not an https URL")
+    if not isinstance(source["retrieved"], dt.date):
+        out.append(f"config_source.retrieved: {source['retrieved']!r} is not a date")
+    if not str(source["note"] or "").strip():
+        out.append("config_source.note: empty")
+    if "config.json" not in inputs:
+        out.append("config_source: config.json is not among the inputs")
+    elif directory is not None and (directory / "config.json").is_file():
+        import json
+
+        try:
+            config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+        except ValueError as error:
+            return [*out, f"config.json: not JSON ({error})"]
+        if not isinstance(config, dict) or not (
+            config.get("model_type") or config.get("architectures")
+        ):
+            out.append("config.json: names neither model_type nor architectures")
     return out
 
 

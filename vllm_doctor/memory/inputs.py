@@ -249,11 +249,21 @@ def weights_estimate(
         counted = count(moe)
     except ValueError as err:  # a "does not fit" can still hold whatever the weights weigh
         raise Missing("model.weights_bytes", f"no checkpoint size, and {err}") from None
-    named = wmod.named_parameters(str(facts.value("model.id") or facts.value("serve.model") or ""))
-    doubt = wmod.size_doubt(counted.params, named)
-    if doubt:
+    model_name = str(facts.value("model.id") or facts.value("serve.model") or "")
+    doubts = [wmod.size_doubt(counted.params, wmod.named_parameters(model_name))]
+    stated = wmod.named_quantization(model_name)
+    if stated and not qcfg and not hf_quant and not online:
+        # ModelOpt keeps its quantization in hf_quant_config.json, which a config.json read
+        # alone does not bring: the name's word is evidence the count at full width is not
+        doubts.append(
+            f"the name states a quantized checkpoint ({stated}) but no quantization config "
+            "was read (config.json's quantization_config, or ModelOpt's hf_quant_config.json "
+            "beside it): the weights are counted unquantized"
+        )
+    found = [d for d in doubts if d]
+    if found:
         return wmod.WeightEstimate(
-            counted.bytes_per_gpu, counted.how, (*counted.assumptions, doubt), counted.params
+            counted.bytes_per_gpu, counted.how, (*counted.assumptions, *found), counted.params
         )
     return counted
 

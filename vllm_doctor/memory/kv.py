@@ -240,6 +240,14 @@ def _kinds_of_layers(text: dict[str, Any], n_layers: int) -> tuple[list[str], st
             ["full"] * decoder + ["cross"] * decoder,
             "decoder self-attention + cross-attention layers",
         )
+    linear = text.get("linear_attn_config")
+    kda = linear.get("kda_layers") if isinstance(linear, dict) else None
+    if isinstance(kda, list) and kda:  # Kimi Linear / K3: 1-based KDA layer numbers, MLA else
+        numbers = {n for n in kda if isinstance(n, int)}
+        return (
+            ["state" if i + 1 in numbers else "full" for i in range(n_layers)],
+            "linear_attn_config.kda_layers",
+        )
     for key in ("layer_types", "layers_block_type"):
         types = text.get(key)
         if isinstance(types, list) and len(types) == n_layers:
@@ -332,6 +340,13 @@ def state_geometry(text: dict[str, Any]) -> StateGeometry | None:
     heads, head_dim = _int(g("linear_num_heads")), _int(g("linear_head_dim"))
     if heads and head_dim:
         return StateGeometry("KDA", kernel, heads, head_dim)
+    linear = g("linear_attn_config")
+    if isinstance(linear, dict) and linear.get("kda_layers"):
+        # Kimi Linear / K3 nest the KDA geometry (KimiLinearConfig.linear_attn_config)
+        heads, head_dim = _int(linear.get("num_heads")), _int(linear.get("head_dim"))
+        if heads and head_dim:
+            width = _int(linear.get("short_conv_kernel_size")) or kernel
+            return StateGeometry("KDA", width, heads, head_dim)
     d_state = _int(g("mamba_d_state") or g("ssm_state_size") or g("state_size") or g("d_state"))
     d_conv = (
         _int(g("mamba_d_conv") or g("conv_kernel") or g("d_conv") or g("mamba_conv_kernel")) or 4

@@ -303,11 +303,32 @@ def _layer_mix(
     if state is None:
         return None
     mixers = sum(state[0] if kind == "state" else attn if kind != "none" else 0 for kind in kinds)
-    pattern = text.get("hybrid_override_pattern")
+    pattern = hybrid_pattern(text)
     # Nemotron-H: a layer is a mixer (M, *) or an MLP (-) / MoE (E), never both
-    mlp_layers = sum(c in "-E" for c in pattern) if isinstance(pattern, str) else layers
+    mlp_layers = sum(c in "-E" for c in pattern) if pattern is not None else layers
     n_state = kinds.count("state")
     return mixers, mlp_layers, f"{n_state} {state[1]} mixers of {state[0] / 1e6:.1f} M"
+
+
+# Nemotron-H's layer kinds as hybrid_override_pattern letters: configs written by transformers 5
+# list them as words (layers_block_type) instead of the pattern string
+_BLOCK_LETTERS = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
+
+
+def hybrid_pattern(text: dict[str, Any]) -> str | None:
+    """Nemotron-H's layer pattern (M mamba, * attention, - MLP, E MoE: a layer is a mixer or
+    an MLP, never both): ``hybrid_override_pattern``, else ``layers_block_type`` where its
+    words are those kinds and name an MLP or MoE layer; None for other models."""
+    pattern = text.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:
+        return pattern
+    kinds = text.get("layers_block_type")
+    if not isinstance(kinds, list) or not kinds:
+        return None
+    words = [str(kind).lower() for kind in kinds]
+    if not all(word in _BLOCK_LETTERS for word in words) or not {"mlp", "moe"} & set(words):
+        return None
+    return "".join(_BLOCK_LETTERS[word] for word in words)
 
 
 # model types whose MoE layers keep a dense MLP beside the routed experts (gemma4.py: Gemma4MLP
@@ -357,8 +378,7 @@ def from_config(
     experts = routed_experts(text)
     if experts < 0:
         raise ValueError(f"the expert count {experts} in config.json is not a count")
-    pattern = text.get("hybrid_override_pattern")
-    pattern = pattern if isinstance(pattern, str) else None
+    pattern = hybrid_pattern(text)
     first_dense = _int(text.get("first_k_dense_replace")) or 0
     dense_beside = bool(experts) and model_type.startswith(_DENSE_BESIDE_MOE)
     # layers with a dense MLP and with an MoE block
@@ -471,12 +491,22 @@ def from_config(
     scales_kept = 0  # bytes per GPU (before the PP share) of MXFP4 scales held twice
     routed = shared_total = router = latent_total = 0
     expert_share, moe_tp, split_how = 1 / tp, tp, ""
-    latent = _positive("moe_latent_size", _int(text.get("moe_latent_size")))
+    # latent MoE: the routed experts run at a smaller width between a down and an up
+    # projection (Nemotron-H's moe_latent_size; Kimi K3's routed_expert_hidden_size, its
+    # LatentMoE(hidden_size, routed_expert_hidden_size, moe_intermediate_size, ...))
+    latent = _positive(
+        "moe_latent_size",
+        _int(text.get("moe_latent_size") or text.get("routed_expert_hidden_size")),
+    )
     expert_hidden = latent or hidden
     if experts and moe_layers:
         expert_share, moe_tp, local_experts, split_how = moe.split(experts, tp)
         # Llama 4's MoE block has one shared expert of the experts' size (Llama4MoE)
-        shared = _int(text.get("n_shared_experts")) or (1 if model_type.startswith("llama4") else 0)
+        shared = (
+            _int(text.get("n_shared_experts"))
+            or _int(text.get("num_shared_experts"))  # Kimi Linear / K3
+            or (1 if model_type.startswith("llama4") else 0)
+        )
         shared_inter = (
             _int(
                 text.get("shared_expert_intermediate_size")
@@ -516,7 +546,7 @@ def from_config(
             latent_total = moe_layers * 2 * hidden * latent
         mlp_how = f"{experts} experts × {mats} × {expert_hidden} × {moe_inter}"
         if latent:
-            mlp_how += f" (latent MoE: moe_latent_size {latent}, projections from {hidden})"
+            mlp_how += f" (latent MoE: expert width {latent}, projections from {hidden})"
         if split_how:
             mlp_how += f", {split_how}"
         if dense_layers:
@@ -625,6 +655,20 @@ def named_parameters(model_id: str) -> tuple[float, str] | None:
         scale = 1e9 if match.group(2).lower() == "b" else 1e6
         return float(match.group(1)) * scale, word
     return None
+
+
+# a word of a model's name that states a quantized checkpoint (Qwen3-8B-FP8, ...-NVFP4,
+# ...-AWQ, ...-GPTQ-Int4, ...-W4A16, ...-bnb-4bit)
+_QUANT_WORD = re.compile(
+    r"^(?:nv|mx)?fp[468]|^int[348]$|^w[48]a(?:8|16)$|^awq$|^gptq$|^bnb$|^[48]bit$|^autoround$",
+    re.IGNORECASE,
+)
+
+
+def named_quantization(model_id: str) -> str | None:
+    """The word of a model's name that states a quantized checkpoint, or None."""
+    name = model_id.rstrip("/").rsplit("/", 1)[-1]
+    return next((w for w in re.split(r"[-_.\s]+", name) if _QUANT_WORD.match(w)), None)
 
 
 def size_doubt(counted: int, named: tuple[float, str] | None) -> str | None:
