@@ -8,10 +8,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import unquote, urlparse
+
+from local_http import LocalServer
 
 
 @dataclass
@@ -22,7 +23,7 @@ class Repo:
 
 
 @dataclass
-class FakeHub:
+class FakeHub(LocalServer):
     repos: dict[str, Repo] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
     url: str = ""
@@ -108,15 +109,7 @@ class FakeHub:
                     return self._send(206, part, headers, body)
                 return self._send(200, data, headers, body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        return self._serve(Handler)
 
 
 def safetensors_file(tensors: dict[str, tuple[str, list[int]]]) -> bytes:

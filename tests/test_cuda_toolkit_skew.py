@@ -31,7 +31,7 @@ def run(*args: str, exit_code: int = 0) -> dict:
     return json.loads(done.stdout)
 
 
-def check_env215(packages: dict[str, str]) -> dict:
+def check_env013(packages: dict[str, str]) -> dict:
     words = [w for name, v in packages.items() for w in ("--package", f"{name}=={v}")]
     doc = run(
         "check",
@@ -52,10 +52,10 @@ def check_env215(packages: dict[str, str]) -> dict:
     return {"verdict": "not-applies"}
 
 
-def test_the_reports_pip_toolkit_draws_env215_naming_both_versions():
+def test_the_reports_pip_toolkit_draws_env013_naming_both_versions():
     packages = shown_packages()
     assert packages == {"nvidia-cuda-nvcc": "13.2.86", "nvidia-cuda-runtime": "13.0"}
-    finding = check_env215(packages)
+    finding = check_env013(packages)
     assert finding["verdict"] == "applies" and finding["severity"] == "warning"
     derived = next(
         e for e in finding["evidence"] if e["fact"] == "derived.cuda_compiler_matches_headers"
@@ -66,7 +66,7 @@ def test_the_reports_pip_toolkit_draws_env215_naming_both_versions():
 
 
 def test_the_pull_requests_fix_pins_nvcc_to_the_runtimes_minor():
-    finding = check_env215({"nvidia-cuda-nvcc": "13.0.88", "nvidia-cuda-runtime": "13.0.96"})
+    finding = check_env013({"nvidia-cuda-nvcc": "13.0.88", "nvidia-cuda-runtime": "13.0.96"})
     assert finding["verdict"] == "not-applies"
 
 
@@ -98,7 +98,7 @@ def test_an_unknown_runtime_leaves_it_open_and_names_why():
     )
 
 
-def test_explain_names_env215_on_the_reports_log():
+def test_explain_names_env013_on_the_reports_log():
     # exit 1: the log names a known failure
     doc = run("explain", "--log", str(REPORT / "log.txt"), "--format", "json", exit_code=1)
     assert "ENV013" in [f["code"] for f in doc["known_failures"]]
