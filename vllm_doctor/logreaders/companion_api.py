@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_doctor.logreaders import LogReading, judged_release
+from vllm_doctor.logreaders.imports import CANNOT_IMPORT
 
-_CANNOT_IMPORT = re.compile(r"cannot import name '(\w{1,120})' from '([A-Za-z_][\w.]{0,120})'")
 _MODULE_ATTR = re.compile(r"module '([A-Za-z_][\w.]{0,120})' has no attribute '(\w{1,120})'")
 _OBJECT_ATTR = re.compile(
     r"(?:type object|) ?'(\w{1,120})'(?: object)? has no attribute '(\w{1,120})'"
@@ -62,11 +62,12 @@ def find(text: str) -> list[Drift]:
     keys = list(table.keys())
     text = text[:MAX_TEXT]
     found: list[Drift] = []
-    for match in _CANNOT_IMPORT.finditer(text):
+    for match in CANNOT_IMPORT.finditer(text):
         name, module = match.group(1), match.group(2)
         for key in _match_suffix(keys, f"{module}.{name}"):
             if key.startswith(f"{module}:") or key.split(":", 1)[0].startswith(f"{module}."):
-                found.append(Drift(key, None, match.group(0)))
+                # the message up to the module's closing quote (not the file it was loaded from)
+                found.append(Drift(key, None, text[match.start() : match.end(2) + 1]))
     for match in _MODULE_ATTR.finditer(text):
         module, name = match.group(1), match.group(2)
         for key in _match_suffix(keys, f"{module}.{name}"):

@@ -22,7 +22,8 @@ from functools import lru_cache
 from vllm_doctor.logreaders import LogReading, judged_release, pip_spec, platform_of, value_at
 
 _NO_MODULE = re.compile(r"No module named '?([A-Za-z_][\w.]{0,120})'?")
-_CANNOT_IMPORT = re.compile(
+# Python's ImportError for a name a module lacks: (name, module, where it was loaded from)
+CANNOT_IMPORT = re.compile(
     r"cannot import name '(\w{1,120})' from '([A-Za-z_][\w.]{0,120})'(?: \(([^)\n]{1,400})\))?"
 )
 _PROBING = re.compile(
@@ -47,7 +48,7 @@ def read(text: str, version: str | None) -> LogReading | None:
             # source checkout lacks (a warning): not the failure
             continue
         return _missing(match.group(1), text, release, version, line)
-    found = _CANNOT_IMPORT.search(text)
+    found = CANNOT_IMPORT.search(text)
     if found:
         return _cannot_import(found, text, release, version)
     return None
