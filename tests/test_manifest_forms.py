@@ -4,12 +4,12 @@ the corpus of real deployment files of tests/fixtures/manifests/deployments."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 import yaml
 from doctor_forks import doctor_run
+from scripts import load_script
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.collect import CollectOptions, collect_facts
@@ -205,13 +205,9 @@ def test_every_deployment_file_has_its_source_and_expectation():
 
 
 def test_the_corpus_figures_meet_the_issue():
-    # loaded by path under its own name: bench/reports2026 has a measure.py too
-    spec = importlib.util.spec_from_file_location(
-        "manifests_measure", HERE.parent / "bench" / "manifests" / "measure.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    n = module.measure()
+    n = load_script(
+        HERE.parent / "bench" / "manifests" / "measure.py", "manifests_measure"
+    ).measure()
     assert n["files"] >= 40
     assert n["refused"] == 0
     assert n["found"] == n["targets"]

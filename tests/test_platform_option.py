@@ -4,13 +4,12 @@ passes it."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from scripts import load_script
 from typer.testing import CliRunner
 
 from vllm_doctor.cli import app, main
@@ -152,11 +151,7 @@ def test_bad_or_contradicting_words_are_one_line_and_exit_2(words, said, capsys)
 
 
 def _measure():
-    spec = importlib.util.spec_from_file_location("reports2026_measure", CORPUS / "measure.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(CORPUS / "measure.py", "reports2026_measure")
 
 
 def test_the_measure_passes_wsl2_from_what_the_train_reports_show():

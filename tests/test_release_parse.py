@@ -4,12 +4,11 @@ tests/fixtures/serve/release-parse/ (README.md there names each source)."""
 
 from __future__ import annotations
 
-import importlib.util
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
+from scripts import load_script
 
 from vllm_doctor import yaml_io
 from vllm_doctor.commands.check import judge
@@ -85,7 +84,7 @@ def _bench_setups_with_auto_round() -> list[Path]:
 
 
 @pytest.mark.parametrize("directory", _bench_setups_with_auto_round(), ids=lambda d: d.name)
-def test_bench_setups_with_auto_round_draw_no_error(directory, monkeypatch):
+def test_bench_setups_with_auto_round_draw_no_error(directory):
     # judged as bench/reports2026/measure.py judges a working setup: `check` with what the
     # report shows (its serve line, GPU, count and vLLM version; no checkpoint config)
     import json
@@ -94,13 +93,7 @@ def test_bench_setups_with_auto_round_draw_no_error(directory, monkeypatch):
 
     from vllm_doctor.cli import app
 
-    # loaded by path under its own name: bench/manifests has a measure.py too
-    spec = importlib.util.spec_from_file_location(
-        "reports2026_measure", directory.parents[1] / "measure.py"
-    )
-    measure = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, measure)  # its dataclasses look it up there
-    spec.loader.exec_module(measure)
+    measure = load_script(directory.parents[1] / "measure.py", "reports2026_measure")
 
     report = yaml_io.safe_load((directory / "report.yaml").read_text(encoding="utf-8"))
     args, _ = measure.check_args(report, directory, {"--package"})
