@@ -5,28 +5,19 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import yaml
+from scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "bench" / "reports2026" / "reports"
 
 
-def _schema():
-    # loaded by path under a name of its own (bench/ is no package)
-    spec = importlib.util.spec_from_file_location(
-        "reports2026_schema", ROOT / "bench" / "reports2026" / "schema.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-schema = _schema()
+# loaded by path under names of their own (bench/ is no package)
+schema = load_script(ROOT / "bench" / "reports2026" / "schema.py", "reports2026_schema")
 
 
 def _reports():
@@ -92,16 +83,7 @@ def test_a_config_json_that_is_no_model_config_is_named(tmp_path):
     assert any(p.startswith("config.json: not JSON") for p in schema.problems(doc, directory))
 
 
-def _configs():
-    spec = importlib.util.spec_from_file_location(
-        "reports2026_configs", ROOT / "bench" / "reports2026" / "configs.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-configs = _configs()
+configs = load_script(ROOT / "bench" / "reports2026" / "configs.py", "reports2026_configs")
 
 
 @pytest.mark.parametrize(
