@@ -111,3 +111,17 @@ def test_configs_md_is_current_and_lists_every_sourced_report():
         source = _doc(directory).get("config_source")
         if source:
             assert f"| `{directory.name}` |" in text and source["url"] in text
+
+
+split = load_script(ROOT / "bench" / "reports2026" / "split.py", "reports2026_split")
+
+
+def test_which_split_a_thread_is_in_ignores_fragments_and_names_nothing_else():
+    doc = {"test": ["t-1"], "train": ["r-1"]}
+    sources = {
+        "t-1": "https://github.com/o/r/issues/10",
+        "r-1": "https://github.com/o/r/issues/11/",
+    }
+    assert split.which("https://github.com/o/r/issues/10#issuecomment-5", doc, sources) == "test"
+    assert split.which("https://github.com/O/r/issues/11", doc, sources) == "train"
+    assert split.which("https://github.com/o/r/issues/1", doc, sources) == "not in the corpus"

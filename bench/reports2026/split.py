@@ -2,6 +2,7 @@
 
     python bench/reports2026/split.py --check     # verify split.json against the rule and the reports
     python bench/reports2026/split.py --add       # assign reports added since, by the same rule
+    python bench/reports2026/split.py --which URL # is this thread a corpus report, and in which split?
 
 The rule: a report is in the test split when sha256(its source URL) mod 100 < 40, else in train.
 split.json lists the ids of each split; split.sha256 holds the sha256 of split.json. Once an id is
@@ -69,16 +70,40 @@ def check(doc: dict, sources: dict[str, str]) -> list[str]:
     return problems
 
 
+def _thread(url: str) -> str:
+    """The thread a URL points into: no fragment, query or trailing slash."""
+    return url.split("#", 1)[0].split("?", 1)[0].rstrip("/").lower()
+
+
+def which(url: str, doc: dict, sources: dict[str, str]) -> str:
+    """'test', 'train' or 'not in the corpus' for the thread of `url`; says nothing else about
+    the report, so that a rule writer can check a source without reading a test report."""
+    test = set(doc["test"])
+    splits = {
+        "test" if report_id in test else "train"
+        for report_id, source in sources.items()
+        if _thread(source) == _thread(url)
+    }
+    if not splits:
+        return "not in the corpus"
+    return "test" if "test" in splits else "train"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--add", action="store_true")
+    parser.add_argument("--which", metavar="URL", action="append", default=[])
     args = parser.parse_args()
     sources = reports()
     if SPLIT_FILE.exists():
         doc = json.loads(SPLIT_FILE.read_text(encoding="utf-8"))
     else:
         doc = {"rule": RULE, "test": [], "train": []}
+    if args.which:
+        for url in args.which:
+            print(f"{url}: {which(url, doc, sources)}")
+        return 0
     if args.add or not SPLIT_FILE.exists():
         known = set(doc["test"]) | set(doc["train"])
         cited = cited_by_rules()
