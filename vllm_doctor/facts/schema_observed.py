@@ -206,6 +206,9 @@ OBSERVED: dict[str, FactSpec] = {
     "serve.pipeline_parallel_size": FactSpec("int", "--pipeline-parallel-size / -pp"),
     "serve.data_parallel_size": FactSpec("int", "--data-parallel-size / -dp"),
     "serve.enable_expert_parallel": FactSpec("bool", "--enable-expert-parallel"),
+    "serve.decode_context_parallel_size": FactSpec(
+        "int", "--decode-context-parallel-size / -dcp (ranks sharing one KV cache in decode)"
+    ),
     "serve.world_size": FactSpec(
         "int",
         "tensor × pipeline × prefill-context parallel size (ranks of one data-parallel replica)",
