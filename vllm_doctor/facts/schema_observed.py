@@ -243,6 +243,10 @@ OBSERVED: dict[str, FactSpec] = {
     "serve.disable_custom_all_reduce": FactSpec("bool", "--disable-custom-all-reduce"),
     "serve.hf_overrides": FactSpec("dict", "--hf-overrides"),
     "serve.load_format": FactSpec("str", "--load-format"),
+    "serve.enable_prefix_caching": FactSpec(
+        "bool", "--enable-prefix-caching / --no-enable-prefix-caching (given)"
+    ),
+    "serve.mamba_cache_mode": FactSpec("str", "--mamba-cache-mode (none, align, all; given)"),
     "serve.enable_lora": FactSpec("bool", "--enable-lora"),
     "serve.enable_eplb": FactSpec("bool", "--enable-eplb"),
     "serve.enable_auto_tool_choice": FactSpec("bool", "--enable-auto-tool-choice"),

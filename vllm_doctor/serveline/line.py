@@ -122,6 +122,16 @@ _FACT_OPTIONS: dict[str, tuple[str, Any, str | None]] = {
     "disable_custom_all_reduce": ("disable-custom-all-reduce", False, None),
     "load_format": ("load-format", "auto", None),
     "enable_lora": ("enable-lora", False, None),
+    "enable_prefix_caching": (
+        "enable-prefix-caching",
+        None,
+        "not given: vLLM decides (on for decoder models; hybrid Mamba models differ by release)",
+    ),
+    "mamba_cache_mode": (
+        "mamba-cache-mode",
+        None,
+        "not given: vLLM picks it from prefix caching and the model",
+    ),
     "enable_eplb": ("enable-eplb", False, None),
     "enable_auto_tool_choice": ("enable-auto-tool-choice", False, None),
     "tool_call_parser": ("tool-call-parser", None, "not given: no tool-call parser"),
