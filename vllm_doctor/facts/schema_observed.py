@@ -209,6 +209,9 @@ OBSERVED: dict[str, FactSpec] = {
     "serve.tensor_parallel_size": FactSpec("int", "--tensor-parallel-size / -tp"),
     "serve.pipeline_parallel_size": FactSpec("int", "--pipeline-parallel-size / -pp"),
     "serve.data_parallel_size": FactSpec("int", "--data-parallel-size / -dp"),
+    "serve.data_parallel_backend": FactSpec("str", "--data-parallel-backend / -dpb (mp or ray)"),
+    "serve.api_server_count": FactSpec("int", "--api-server-count / -asc (given)"),
+    "serve.headless": FactSpec("bool", "--headless (engine ranks only, no API server)"),
     "serve.enable_expert_parallel": FactSpec("bool", "--enable-expert-parallel"),
     "serve.decode_context_parallel_size": FactSpec(
         "int", "--decode-context-parallel-size / -dcp (ranks sharing one KV cache in decode)"

@@ -87,6 +87,13 @@ _FACT_OPTIONS: dict[str, tuple[str, Any, str | None]] = {
     "tensor_parallel_size": ("tensor-parallel-size", 1, None),
     "pipeline_parallel_size": ("pipeline-parallel-size", 1, None),
     "data_parallel_size": ("data-parallel-size", 1, None),
+    "data_parallel_backend": ("data-parallel-backend", "mp", None),
+    "api_server_count": (
+        "api-server-count",
+        None,
+        "not given: vLLM starts one API server per data-parallel rank (internal load balancing)",
+    ),
+    "headless": ("headless", False, None),
     "enable_expert_parallel": ("enable-expert-parallel", False, None),
     "decode_context_parallel_size": ("decode-context-parallel-size", 1, None),
     "quantization": (
