@@ -258,6 +258,14 @@ COMPUTED: dict[str, FactSpec] = {
         "release's values of its VLLM_ROCM_USE_AITER* variables and the GPU's gfx target; "
         "'aiter' is is_enabled, 'supported' is AITER's own architecture check)",
     ),
+    "release.uma_free_memory": FactSpec(
+        "str",
+        "on a unified-memory GPU (gpu.unified_memory): what the judged release takes as its "
+        "free memory (knowledge table uma_memory, from MemorySnapshot.measure): os_available "
+        "(psutil's available memory: the platform's is_integrated_gpu, or a listed CUDA "
+        "capability) or device_free (mem_get_info: on ROCm APUs the GTT aperture, whatever the "
+        "OS already uses); absent on a dedicated-memory GPU",
+    ),
     "release.env_invalid": FactSpec(
         "list",
         "variables set to a value the judged release refuses at start-up (ValueError; the "
