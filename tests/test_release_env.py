@@ -343,3 +343,59 @@ def test_deep_gemm_by_capability(gpu, version, environ, arch, used):
     facts = facts_for("vllm serve Qwen/Qwen3-8B", version, gpu=gpu, environ=environ)
     assert facts.value("release.deep_gemm_arch") is arch
     assert facts.value("release.deep_gemm") is used
+
+
+# vllm/v1/attention/backends/mla/common.py of 0.10.2: the check before _aiter_ops.py (trimmed)
+MLA_COMMON_0102 = """
+from vllm import envs
+from vllm.platforms import current_platform
+def is_rocm_aiter_fp8bmm_enabled() -> bool:
+    return current_platform.is_rocm() \\
+        and envs.VLLM_ROCM_USE_AITER_FP8BMM \\
+        and envs.VLLM_ROCM_USE_AITER
+"""
+
+
+def test_aiter_gates_extractor_reads_the_checks_before_aiter_ops(tmp_path):
+    out = _extractor("aiter_gates").extract(
+        release(tmp_path, "0.10.2", {"v1/attention/backends/mla/common.py": MLA_COMMON_0102})
+    )
+    assert out == {
+        "fp8bmm": {
+            "method": "vllm/v1/attention/backends/mla/common.py:is_rocm_aiter_fp8bmm_enabled",
+            "gate": [
+                "and",
+                ["const", True],
+                ["env", "VLLM_ROCM_USE_AITER_FP8BMM"],
+                ["env", "VLLM_ROCM_USE_AITER"],
+            ],
+        }
+    }
+
+
+def test_aiter_features_before_aiter_ops():
+    line = "VLLM_ROCM_USE_AITER=1 vllm serve deepseek-ai/DeepSeek-V3 -dp 8"
+    facts = facts_for(line, "0.10.2")
+    assert facts.value("release.aiter.fp8bmm") is True  # is_rocm_aiter_fp8bmm_enabled()
+    # the FP4 BMM switch is declared from 0.15.0: no such path in 0.10.2
+    assert facts.value("release.aiter.fp4bmm") is False
+    assert "declares no VLLM_ROCM_USE_AITER_FP4BMM" in facts.get("release.aiter.fp4bmm").detail
+    # fused MoE's switch is declared, its check is under another name then: not known
+    assert "release.aiter.fused_moe" not in facts
+    assert "before vllm/_aiter_ops.py" in facts.why_missing("release.aiter.fused_moe")
+    older = facts_for(line, "0.9.2")
+    assert older.value("release.aiter.fp8bmm") is False  # VLLM_ROCM_USE_AITER_FP8BMM from 0.10.2
+
+
+def test_aiter_not_known_without_a_release():
+    facts = collect_facts(
+        CollectOptions(
+            serve_string="VLLM_ROCM_USE_AITER=1 vllm serve deepseek-ai/DeepSeek-V3",
+            target=TargetHardware(gpu="MI300X", count=8),
+            probe_machine=False,
+            environ={},
+            offline=True,
+        )
+    )
+    assert "release.aiter.fp8bmm" not in facts
+    assert facts.why_missing("release.aiter.fp8bmm")
