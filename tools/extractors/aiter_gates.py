@@ -206,12 +206,25 @@ class _Gates:
         fn = self.methods.get(name)
         if fn is None or depth > 6:
             return ["unknown", name]
-        returns = [s for s in fn.body if isinstance(s, ast.Return)]
         body = [s for s in fn.body if not isinstance(s, (ast.Expr, ast.ImportFrom, ast.Import))]
-        if len(returns) != 1 or body != returns or returns[0].value is None:
+        # leading guards `if TEST: return False` (0.31.0's is_rdna_aiter_enabled), then a return
+        guards = []
+        while (
+            body
+            and isinstance(body[0], ast.If)
+            and not body[0].orelse
+            and len(body[0].body) == 1
+            and isinstance(body[0].body[0], ast.Return)
+            and ast.unparse(body[0].body[0].value or ast.Constant(None)) == "False"
+        ):
+            guards.append(["not", self.program(body[0].test, depth)])
+            body = body[1:]
+        if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
             gate = ["unknown", ast.unparse(fn)[:200]]
         else:
-            gate = self.program(returns[0].value, depth)
+            gate = self.program(body[0].value, depth)
+            if guards:
+                gate = ["and", *guards, gate]
         if any(ast.unparse(d).endswith("if_aiter_supported") for d in fn.decorator_list):
             gate = ["and", self.supported(), gate]
         return gate
