@@ -516,3 +516,13 @@ def test_aiter_moe_request_not_on_nvidia(tmp_path):
     facts = moe_facts(tmp_path, "H100", "0.26.0", "VLLM_ROCM_USE_AITER=1", FP8)
     assert "release.aiter_moe_refused" not in facts
     assert not facts.why_missing("release.aiter_moe_refused")
+
+
+def test_a_dev_build_is_judged_by_both_releases():
+    # Qwen3: V2 by default in 0.22.0, not in 0.20.1; a main build of 2026-05-21 lies between
+    line = "vllm serve Qwen/Qwen3-8B"
+    dated = facts_for(line, "0.20.2rc1.dev562+g1c78f76c2.d20260521", gpu="RTX 4090")
+    assert "release.model_runner_v2" not in dated
+    assert "0.22.0: auto" in dated.why_missing("release.model_runner_v2")
+    plain = facts_for(line, "0.20.2rc1.dev562+g1c78f76c2", gpu="RTX 4090")
+    assert plain.value("release.model_runner_v2") == "off"  # 0.20.1 and 0.21.0 agree
