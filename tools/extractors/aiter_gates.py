@@ -313,7 +313,9 @@ def _legacy_program(node: ast.AST, functions: dict[str, ast.FunctionDef], depth:
     return ["unknown", text[:120]]
 
 
-def _legacy_check(fn: ast.FunctionDef, functions: dict[str, ast.FunctionDef], depth: int = 0) -> list:
+def _legacy_check(
+    fn: ast.FunctionDef, functions: dict[str, ast.FunctionDef], depth: int = 0
+) -> list:
     body = [s for s in fn.body if not isinstance(s, ast.Expr)]
     if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
         return ["unknown", ast.unparse(fn)[:200]]

@@ -194,7 +194,7 @@ def _aiter_paths_not_declared(
     """In a release before _aiter_ops.py, an AITER feature whose own switch
     (VLLM_ROCM_USE_AITER_<X>, in every release that checks it) the release does not declare:
     that path is not in the release, so the feature is off."""
-    for feature in table.keys():
+    for feature in table:
         if feature.startswith("@") or feature in gates:
             continue
         switches: set[str] = set()
