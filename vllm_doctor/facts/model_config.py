@@ -535,6 +535,8 @@ def _read_geometry(reader: _ConfigReader) -> None:
         )
     if "model.num_experts" in facts:
         put("model.moe_intermediate_size", "moe_intermediate_size", "expert_intermediate_size")
+    # a DSpark drafter shipped inside the checkpoint (DeepSeek-V4 DSpark): the block it drafts
+    put("model.dspark_block_size", "dspark_block_size")
     put(
         "model.num_mtp_layers",
         "num_nextn_predict_layers",
