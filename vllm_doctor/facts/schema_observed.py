@@ -187,7 +187,8 @@ OBSERVED: dict[str, FactSpec] = {
     ),
     "model.num_mtp_layers": FactSpec("int", "multi-token-prediction layers, if any"),
     "model.dspark_block_size": FactSpec(
-        "int", "dspark_block_size: the tokens one round of a DSpark drafter in the checkpoint drafts"
+        "int",
+        "dspark_block_size: the tokens one round of a DSpark drafter in the checkpoint drafts",
     ),
     "model.kv_lora_rank": FactSpec("int", "MLA latent KV rank (DeepSeek-style), if any"),
     "model.qk_rope_head_dim": FactSpec("int", "MLA rotary head dimension (DeepSeek-style), if any"),
