@@ -173,3 +173,14 @@ def test_recomputed_for_each_release_judged():
     )
     assert facts_for_release(facts, "0.26.0").value("derived.spec_drafting_slots") == 15
     assert facts_for_release(facts, "0.33.0").value("derived.spec_drafting_slots") == 0
+
+
+def test_a_batch_size_the_serve_line_names_but_does_not_state_is_not_a_default():
+    # --max-num-batched-tokens "$BATCH" with the variable unset: the release default is not it
+    facts = with_gpu(
+        speculative("0.26.0", {"method": "dflash", "num_speculative_tokens": 16}), "NVIDIA GB10"
+    )
+    facts.mark_missing("serve.max_num_batched_tokens", "$BATCH is not set")
+    compute_derived(facts)
+    assert facts.get("derived.spec_scheduled_tokens") is None
+    assert "$BATCH" in facts.why_missing("derived.spec_scheduled_tokens")

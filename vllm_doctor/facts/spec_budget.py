@@ -29,7 +29,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from vllm_doctor.facts.model import Facts
+from vllm_doctor.facts.model import Facts, Source
 
 PATHS = ("derived.spec_drafting_slots", "derived.spec_scheduled_tokens")
 
@@ -147,17 +147,30 @@ def _tier_defaults(facts: Facts, version: Version) -> tuple[int, int, str]:
     return batched, seqs, f"vLLM {version}'s defaults for `vllm serve` on {names[0]}"
 
 
+def _given(facts: Facts, path: str) -> int | None:
+    """A batch size the serve line gives; None where it gives none (vLLM's default applies). A
+    value the serve line names but the doctor could not read (an unset variable) is missing."""
+    reason = facts.why_missing(path)
+    if reason:
+        raise SpecMissing(path, reason)
+    fact = facts.get(path)
+    if fact is None or fact.value is None or fact.source == Source.DEFAULT:
+        return None
+    return int(fact.value)
+
+
 def scheduled_tokens(facts: Facts) -> tuple[int, str]:
     """max_num_batched_tokens − slots × max_num_seqs, as vLLM computes it at config build."""
     slots, slots_how = drafting_slots(facts)
     version = _version(facts)
-    given_batched = facts.value("serve.max_num_batched_tokens")
-    given_seqs = facts.value("serve.max_num_seqs")
-    batched = int(given_batched) if given_batched else None
-    seqs = int(given_seqs) if given_seqs else None
+    batched = given_batched = _given(facts, "serve.max_num_batched_tokens")
+    seqs = given_seqs = _given(facts, "serve.max_num_seqs")
     how = []
     if batched is None or seqs is None:
         unmodelled = []
+        for path in ("serve.data_parallel_size", "serve.enable_chunked_prefill"):
+            if facts.why_missing(path):
+                raise SpecMissing(path, facts.why_missing(path))
         if int(facts.value("serve.data_parallel_size") or 1) > 1:
             unmodelled.append("data parallelism (batched data-parallel MoE has its own default)")
         if "performance-mode" in (facts.value("serve.flags") or []):
