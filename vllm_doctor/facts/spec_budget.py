@@ -169,8 +169,9 @@ def scheduled_tokens(facts: Facts) -> tuple[int, str]:
     if batched is None or seqs is None:
         unmodelled = []
         for path in ("serve.data_parallel_size", "serve.enable_chunked_prefill"):
-            if facts.why_missing(path):
-                raise SpecMissing(path, facts.why_missing(path))
+            reason = facts.why_missing(path)
+            if reason:
+                raise SpecMissing(path, reason)
         if int(facts.value("serve.data_parallel_size") or 1) > 1:
             unmodelled.append("data parallelism (batched data-parallel MoE has its own default)")
         if "performance-mode" in (facts.value("serve.flags") or []):
