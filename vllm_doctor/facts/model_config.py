@@ -535,8 +535,6 @@ def _read_geometry(reader: _ConfigReader) -> None:
         )
     if "model.num_experts" in facts:
         put("model.moe_intermediate_size", "moe_intermediate_size", "expert_intermediate_size")
-    # a DSpark drafter shipped inside the checkpoint (DeepSeek-V4 DSpark): the block it drafts
-    put("model.dspark_block_size", "dspark_block_size")
     put(
         "model.num_mtp_layers",
         "num_nextn_predict_layers",
@@ -544,6 +542,8 @@ def _read_geometry(reader: _ConfigReader) -> None:
         "num_mtp_layers",
         "mtp_num_layers",
     )
+    # DeepSeek-V4 DSpark checkpoints carry the drafter's block in the target's own config
+    put("model.dspark_block_size", "dspark_block_size")
     kv_lora = put("model.kv_lora_rank", "kv_lora_rank")
     put("model.qk_rope_head_dim", "qk_rope_head_dim")
     _read_head_dim(reader, hidden, heads, kv_lora)
