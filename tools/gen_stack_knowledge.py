@@ -47,6 +47,7 @@ for path in (REPO, TOOLS):
         sys.path.insert(0, str(path))
 
 import companion_api  # noqa: E402
+import stack_messages  # noqa: E402
 import stack_readers  # noqa: E402
 from extractors.companion_uses import COMPANION_MODULES  # noqa: E402
 from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: E402
@@ -437,7 +438,13 @@ def api_values(reading: dict[str, Any], used: dict[str, set[str]]) -> dict[str, 
     return out
 
 
-def write(readings: dict[str, dict[str, dict[str, Any]]], out_dir: Path) -> None:
+def write(
+    readings: dict[str, dict[str, dict[str, Any]]],
+    out_dir: Path,
+    message_readings: dict[str, dict[str, dict[str, Any]]] | None = None,
+) -> None:
+    """The tables of ``readings`` (``COMPANIONS``) and the messages of both them and
+    ``message_readings`` (``stack_messages.MESSAGE_SOURCES``) in stack_errors.json."""
     out_dir.mkdir(parents=True, exist_ok=True)
     messages: dict[str, dict[str, list[dict]]] = {}
     packages: dict[str, list[str]] = {}
@@ -464,6 +471,12 @@ def write(readings: dict[str, dict[str, dict[str, Any]]], out_dir: Path) -> None
                     {"first": s["first"], "last": s["last"], "sites": s["value"]["sites"]}
                     for s in found
                 ]
+    for dist, by_version in (message_readings or {}).items():
+        if not by_version:
+            continue
+        packages[dist] = sorted(by_version, key=Version)
+        for key, found in stack_messages.spans(by_version, compact_messages).items():
+            messages.setdefault(key, {})[dist] = found
     errors = {
         "kind": "stack_errors",
         "format": FORMAT,
@@ -508,23 +521,27 @@ def main(argv: list[str] | None = None) -> int:
             if status != 0:
                 raise UsageError(f"gen_knowledge.py {args.vllm_wheels} failed (exit {status})")
         only = [d.strip() for d in (args.only or "").split(",") if d.strip()]
-        unknown = [d for d in only if d not in COMPANIONS]
+        known = [*COMPANIONS, *stack_messages.MESSAGE_SOURCES]
+        unknown = [d for d in only if d not in known]
         if unknown:
-            raise UsageError(
-                f"unknown distribution {', '.join(unknown)} (known: {', '.join(COMPANIONS)})"
-            )
+            raise UsageError(f"unknown distribution {', '.join(unknown)} (known: {', '.join(known)})")
         if not args.download and not args.wheels.is_dir():
             raise UsageError(f"{args.wheels}: not a directory")
         start = time.perf_counter()
-        readings = collect(args.wheels, only, args.download, args.keep)
-        missing = [d for d in only if not readings.get(d)]
+        readings = collect(
+            args.wheels, [d for d in only if d in COMPANIONS] or only, args.download, args.keep
+        )
+        message_readings = stack_messages.collect(
+            args.wheels, only, args.download, args.keep, available, vllm_specs
+        )
+        missing = [d for d in only if not (readings.get(d) or message_readings.get(d))]
         if missing:
             raise UsageError(f"no wheels or readings for {', '.join(missing)} in {args.wheels}")
-        for dist in COMPANIONS:
-            if not readings.get(dist):
+        for dist in known:
+            if not (readings.get(dist) or message_readings.get(dist)):
                 print(f"{dist}: no wheels or readings: left out of the tables", file=sys.stderr)
-        write(readings, args.out)
-        for dist, found in readings.items():
+        write(readings, args.out, message_readings)
+        for dist, found in [*readings.items(), *message_readings.items()]:
             print(f"{dist}: {len(found)} versions", file=sys.stderr)
         print(f"done in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     except UsageError as err:

@@ -1,0 +1,312 @@
+"""The messages of the packages around vLLM that are read for their messages only.
+
+``tools/gen_stack_knowledge.py`` reads the packages of ``COMPANIONS`` whole (requirements,
+version checks, GPU images, messages). The packages here are read only for what their Python
+code raises, asserts or logs as an error (``tools/extractors/errors.py``, the reader of vLLM's
+own catalogue), so that ``explain --log`` names the package and the versions of it that raise a
+message a log shows: Hugging Face's libraries, the structured-output, KV-transfer and
+quantization packages, Ray, torch's distributed and CUDA start-up, bitsandbytes, LMCache and
+NIXL. Each wheel is downloaded with ``pip download PKG==X --no-deps`` and read as a zip archive
+(never installed or imported); its reading is kept in ``<dir>/<distribution>/messages/
+<version>.json`` and the wheel deleted once read unless ``--keep``.
+
+Which versions: those the covered vLLM releases allow (their ``Requires-Dist``), or every
+release from ``first`` for a package no release declares; ``per_minor`` keeps the newest patch
+release of each minor version (a message that appears or goes in a patch release is then dated
+to the minor), ``ends_only`` the oldest and newest version each release's requirement allows
+(a package with fifty allowed minors), ``newest`` the newest N. Without ``--download`` every
+stored reading is used. The table says which versions were read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
+
+READING_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class MessageSource:
+    """A package read for its messages: why, which versions, which of its files."""
+
+    why: str
+    first: str | None = None  # no vLLM release declares it: every release from this one
+    per_minor: bool = True
+    newest: int | None = None
+    # only the oldest and the newest version each covered vLLM release's requirement allows
+    # (what the release was built against, and what a fresh install of it gets)
+    ends_only: bool = False
+    # files of the package that a vLLM start-up or request runs (path prefixes inside the
+    # wheel); None: every file of its top-level packages
+    include: tuple[str, ...] | None = None
+    # files left out (a regular expression on the path): training, conversion, examples
+    exclude: str | None = None
+    # the platform whose wheel is read: the Python code is the same on every platform, and
+    # torch's macOS wheel is 70 MB where the Linux CUDA wheel is 900 MB
+    platform: tuple[str, ...] = ()
+
+    def keeps(self, path: str) -> bool:
+        if self.include is not None and not path.startswith(self.include):
+            return False
+        return self.exclude is None or re.search(self.exclude, path) is None
+
+    def fingerprint(self) -> str:
+        return json.dumps([self.include, self.exclude])
+
+
+_LINUX = (
+    *(f"manylinux_2_{minor}_x86_64" for minor in (35, 34, 31, 28, 27, 24, 18, 17)),
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+    "any",
+)
+
+MESSAGE_SOURCES: dict[str, MessageSource] = {
+    "transformers": MessageSource(
+        "vLLM requires it: model configs, tokenizers, processors, the Transformers back-end, "
+        "remote code; its model files' training and conversion code is left out",
+        ends_only=True,
+        exclude=r"/(commands|data|pipelines|generation|onnx|sagemaker|distributed)/|"
+        r"/(trainer|training_args|optimization|keras_callbacks|modelcard)[^/]*\.py$|"
+        r"/models/[^/]+/(modeling_|modular_|convert_|tokenization_[^/]*_fast)[^/]*\.py$|"
+        r"_tf_|_flax_|/integrations/(deepspeed|fsdp|tensor_parallel|integration_utils)",
+    ),
+    "huggingface-hub": MessageSource(
+        "vLLM and transformers download and read models with it (gated, missing, offline)",
+        ends_only=True,
+        include=("huggingface_hub/",),
+        exclude=r"/(commands|cli|inference|_inference_endpoints|_space_api|_webhooks)",
+    ),
+    "tokenizers": MessageSource("vLLM requires it (the fast tokenizers)", ends_only=True),
+    "xgrammar": MessageSource(
+        "vLLM requires it (pinned in most releases): the default structured-output back-end",
+        per_minor=False,
+        ends_only=True,
+    ),
+    "compressed-tensors": MessageSource(
+        "vLLM pins it: the compressed-tensors quantization configs", per_minor=False
+    ),
+    "mistral-common": MessageSource(
+        "vLLM requires it: Mistral tokenizers and requests", ends_only=True
+    ),
+    "ray": MessageSource(
+        "vLLM's multi-node and pipeline-parallel executor runs on it; its start-up, placement "
+        "groups, compiled graphs and errors are read, not its libraries (serve, data, tune)",
+        ends_only=True,
+        include=(
+            "ray/_private/",
+            "ray/util/placement_group.py",
+            "ray/util/scheduling_strategies.py",
+            "ray/exceptions.py",
+            "ray/actor.py",
+            "ray/remote_function.py",
+            "ray/worker.py",
+            "ray/dag/",
+            "ray/experimental/channel/",
+            "ray/runtime_env/",
+        ),
+        exclude=r"/(usage|dashboard|accelerators/(tpu|hpu|neuron|intel)|thirdparty_files)",
+    ),
+    "torch": MessageSource(
+        "vLLM pins it: the messages of its distributed start-up (process groups, NCCL, gloo, "
+        "rendezvous) and of CUDA initialisation and memory",
+        per_minor=False,
+        include=(
+            "torch/distributed/distributed_c10d.py",
+            "torch/distributed/rendezvous.py",
+            "torch/distributed/constants.py",
+            "torch/distributed/utils.py",
+            "torch/distributed/device_mesh.py",
+            "torch/distributed/elastic/",
+            "torch/cuda/",
+            "torch/multiprocessing/",
+            "torch/utils/cpp_extension.py",
+            "torch/_utils.py",
+            "torch/serialization.py",
+        ),
+        platform=("macosx_11_0_arm64",),
+    ),
+    "bitsandbytes": MessageSource(
+        "vLLM's bitsandbytes quantization imports it (an extra, not pinned)",
+        first="0.45.0",
+        newest=6,
+        exclude=r"/(optim|research|triton)/",
+    ),
+    "lmcache": MessageSource(
+        "vLLM's LMCache connector imports it without declaring it", first="0.3.0", newest=8
+    ),
+    "nixl": MessageSource(
+        "vLLM's NIXL connector (disaggregated prefill) imports it without declaring it",
+        first="0.3.0",
+        newest=6,
+    ),
+}
+
+
+def choose(versions: list[Version], source: MessageSource) -> list[Version]:
+    """The versions of a package to read, from those its requirements allow."""
+    chosen = sorted(set(versions))
+    if source.per_minor:
+        newest: dict[tuple[int, ...], Version] = {}
+        for version in chosen:
+            newest[version.release[:2]] = version
+        chosen = sorted(newest.values())
+    if source.newest is not None:
+        chosen = chosen[-source.newest :]
+    return chosen
+
+
+def to_read(source: MessageSource, index: list[Version], specs: set[str]) -> list[Version]:
+    """The versions of a package to read: ``index`` its releases, ``specs`` what the covered
+    vLLM releases require of it."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    released = choose(index, replace(source, newest=None))
+    allowed: set[Version] = set()
+    for spec in specs:
+        try:
+            allowed_by = SpecifierSet(spec)
+        except InvalidSpecifier:
+            continue
+        # a pinned version is read as written (a patch release per_minor would skip)
+        pinned = [Version(c.version) for c in allowed_by if c.operator == "=="]
+        found = pinned or [v for v in released if v in allowed_by]
+        allowed |= {found[0], found[-1]} if source.ends_only and found else set(found)
+    if source.first is not None:
+        allowed |= {v for v in released if v >= Version(source.first)}
+    if source.ends_only and released:
+        allowed.add(released[-1])
+    return choose(sorted(allowed), replace(source, per_minor=False))
+
+
+def reading_path(root: Path, dist: str, version: str) -> Path:
+    return root / dist / "messages" / f"{version}.json"
+
+
+def wheel_for(root: Path, dist: str, version: str) -> Path | None:
+    for path in sorted((root / dist).glob("*.whl")):
+        try:
+            found = parse_wheel_filename(path.name)[1]
+        except ValueError:
+            continue
+        if str(found) == version:
+            return path
+    return None
+
+
+def download(root: Path, dist: str, version: str, source: MessageSource) -> Path | None:
+    folder = root / dist
+    folder.mkdir(parents=True, exist_ok=True)
+    platforms = source.platform or _LINUX
+    cmd = [sys.executable, "-m", "pip", "download", f"{dist}=={version}", "--no-deps"]
+    cmd += ["--only-binary=:all:", *(a for p in platforms for a in ("--platform", p))]
+    cmd += ["--python-version", "3.12", "-q", "-d", str(folder)]
+    print(f"downloading {dist}=={version} ...", file=sys.stderr)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"  {dist}=={version}: no wheel ({proc.stderr.strip()[-200:]})", file=sys.stderr)
+        return None
+    return wheel_for(root, dist, version)
+
+
+def read_wheel(wheel: Path, source: MessageSource) -> dict[str, Any]:
+    import stack_readers
+
+    with zipfile.ZipFile(wheel) as archive:
+        found, skipped = stack_readers.messages(
+            archive, stack_readers.top_level_packages(archive), keep=source.keeps
+        )
+    return {"messages": found, "skipped": dict(skipped)}
+
+
+def read_one(
+    root: Path, dist: str, version: str, source: MessageSource, fetch: bool, keep: bool
+) -> dict[str, Any] | None:
+    """One version's messages: the stored reading when it was made from the same files, else
+    the wheel read (downloaded first with ``fetch``)."""
+    path = reading_path(root, dist, version)
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if stored.get("format") == READING_FORMAT and stored.get("files") == source.fingerprint():
+            return stored
+    except (OSError, ValueError):
+        pass
+    wheel = wheel_for(root, dist, version)
+    downloaded = False
+    if wheel is None and fetch:
+        wheel = download(root, dist, version, source)
+        downloaded = wheel is not None
+    if wheel is None:
+        return None
+    print(f"reading the messages of {wheel.name} ...", file=sys.stderr)
+    reading = read_wheel(wheel, source)
+    reading.update(
+        {
+            "format": READING_FORMAT,
+            "files": source.fingerprint(),
+            "wheel": wheel.name,
+            "version": version,
+        }
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(reading, sort_keys=True), encoding="utf-8")
+    if downloaded and not keep:
+        wheel.unlink()
+    return reading
+
+
+def stored_versions(root: Path, dist: str) -> list[str]:
+    return sorted((p.stem for p in (root / dist / "messages").glob("*.json")), key=Version)
+
+
+def collect(
+    root: Path,
+    only: list[str],
+    fetch: bool,
+    keep: bool,
+    index: Callable[[str], list[Version]],
+    specs: Callable[[str], set[str]],
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """dist → version → reading. ``index(dist)``: its releases on the package index;
+    ``specs(dist)``: what the covered vLLM releases require of it."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for dist, source in MESSAGE_SOURCES.items():
+        refresh = fetch and (not only or dist in only)
+        if refresh:
+            versions = [str(v) for v in to_read(source, index(dist), specs(dist))]
+        else:
+            versions = stored_versions(root, dist)
+        found = {}
+        for version in versions:
+            reading = read_one(root, dist, version, source, refresh, keep)
+            if reading is not None:
+                found[version] = reading
+        out[dist] = found
+    return out
+
+
+def spans(by_version: dict[str, dict[str, Any]], compact: Callable[[dict], dict]) -> dict:
+    """template → [{first, last, sites}]: the versions that raise it as spans over the versions
+    read (a message that moved to another file keeps its span; the newest site is kept)."""
+    from vllm_doctor.knowledge.ranges import fold
+
+    kept = {v: compact(r["messages"]) for v, r in by_version.items()}
+    _versions, folded = fold({v: dict.fromkeys(m, True) for v, m in kept.items()})
+    return {
+        key: [
+            {"first": s["first"], "last": s["last"], "sites": kept[s["last"]][key]["sites"]}
+            for s in found
+        ]
+        for key, found in folded.items()
+    }
