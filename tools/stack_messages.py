@@ -135,7 +135,7 @@ MESSAGE_SOURCES: dict[str, MessageSource] = {
             "torch/_utils.py",
             "torch/serialization.py",
         ),
-        platform=("macosx_11_0_arm64",),
+        platform=tuple(f"macosx_{major}_0_arm64" for major in (15, 14, 13, 12, 11)),
     ),
     "bitsandbytes": MessageSource(
         "vLLM's bitsandbytes quantization imports it (an extra, not pinned)",
