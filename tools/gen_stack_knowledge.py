@@ -475,7 +475,8 @@ def write(
         if not by_version:
             continue
         packages[dist] = sorted(by_version, key=Version)
-        for key, found in stack_messages.spans(by_version, compact_messages).items():
+        source = stack_messages.MESSAGE_SOURCES.get(dist)
+        for key, found in stack_messages.spans(by_version, compact_messages, source).items():
             messages.setdefault(key, {})[dist] = found
     errors = {
         "kind": "stack_errors",

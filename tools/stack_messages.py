@@ -77,7 +77,7 @@ MESSAGE_SOURCES: dict[str, MessageSource] = {
         "vLLM requires it: model configs, tokenizers, processors, the Transformers back-end, "
         "remote code; its model files' training and conversion code is left out",
         ends_only=True,
-        exclude=r"/(commands|data|pipelines|generation|onnx|sagemaker|distributed)/|"
+        exclude=r"/(agents|commands|data|pipelines|generation|onnx|sagemaker|distributed)/|"
         r"/(trainer|training_args|optimization|keras_callbacks|modelcard)[^/]*\.py$|"
         r"/models/[^/]+/(modeling_|modular_|convert_|tokenization_[^/]*_fast)[^/]*\.py$|"
         r"_tf_|_flax_|/integrations/(deepspeed|fsdp|tensor_parallel|integration_utils)",
@@ -236,13 +236,17 @@ def read_one(
     """One version's messages: the stored reading when it was made from the same files, else
     the wheel read (downloaded first with ``fetch``)."""
     path = reading_path(root, dist, version)
+    wheel = wheel_for(root, dist, version)
     try:
         stored = json.loads(path.read_text(encoding="utf-8"))
-        if stored.get("format") == READING_FORMAT and stored.get("files") == source.fingerprint():
+        # read from other files: read again where the wheel is at hand; else the stored
+        # reading serves, its messages filtered by their sites when folded (``spans``)
+        if stored.get("format") == READING_FORMAT and (
+            stored.get("files") == source.fingerprint() or (wheel is None and not fetch)
+        ):
             return stored
     except (OSError, ValueError):
         pass
-    wheel = wheel_for(root, dist, version)
     downloaded = False
     if wheel is None and fetch:
         wheel = download(root, dist, version, source)
@@ -296,12 +300,28 @@ def collect(
     return out
 
 
-def spans(by_version: dict[str, dict[str, Any]], compact: Callable[[dict], dict]) -> dict:
+def spans(
+    by_version: dict[str, dict[str, Any]],
+    compact: Callable[[dict], dict],
+    source: MessageSource | None = None,
+) -> dict:
     """template → [{first, last, sites}]: the versions that raise it as spans over the versions
-    read (a message that moved to another file keeps its span; the newest site is kept)."""
+    read (a message that moved to another file keeps its span; the newest site is kept). With
+    ``source``, only the sites in the files it keeps count (a reading made before its files
+    were narrowed)."""
     from vllm_doctor.knowledge.ranges import fold
 
-    kept = {v: compact(r["messages"]) for v, r in by_version.items()}
+    def kept_sites(messages: dict[str, Any]) -> dict[str, Any]:
+        if source is None:
+            return messages
+        out = {}
+        for key, value in messages.items():
+            sites = [site for site in value["sites"] if source.keeps(site[0])]
+            if sites:
+                out[key] = {**value, "sites": sites}
+        return out
+
+    kept = {v: compact(kept_sites(r["messages"])) for v, r in by_version.items()}
     _versions, folded = fold({v: dict.fromkeys(m, True) for v, m in kept.items()})
     return {
         key: [

@@ -132,7 +132,9 @@ def package_messages(
     lines) and the version the vLLM release pins."""
     catalogue = load_catalogue()
     out: list[PackageMessage] = []
-    for hit in catalogue.match(scan.text, scan.hits, limit=limit):
+    for hit in _hits(catalogue, scan):
+        if len(out) >= limit:
+            break
         if hit.key not in catalogue.packages:
             continue
         for package, spans in sorted(catalogue.packages[hit.key].items()):
@@ -144,6 +146,12 @@ def package_messages(
                 message.installed_note = installed_note(message.installed, spans, versions)
             out.append(message)
     return out
+
+
+def _hits(catalogue: Any, scan: LogScan) -> list[CatalogueHit]:
+    """Every catalogue message the log shows, the cause first: vLLM's and the packages' are
+    cut to MAX_MESSAGES each, so that one kind never crowds the other out."""
+    return catalogue.match(scan.text, scan.hits, limit=len(catalogue.keys))
 
 
 def _installed(package: str, facts: Facts | None, text: str) -> tuple[str | None, str]:
@@ -253,7 +261,9 @@ def catalogue_messages(
     table = catalogue.table
     judged = table.match(version) if version else None
     out = []
-    for hit in catalogue.match(scan.text, scan.hits, limit=limit):
+    for hit in _hits(catalogue, scan):
+        if len(out) == limit:
+            break
         spans = table.spans(hit.key)
         if not spans:
             continue
