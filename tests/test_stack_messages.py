@@ -121,3 +121,38 @@ def test_the_installed_version_is_judged_against_the_spans_that_raise_it():
     assert "is in the versions that raise it" in installed_note("0.31.1", spans, read)
     assert "not among the versions that raise it" in installed_note("1.27.0", spans, read)
     assert "newer than the versions read" in installed_note("2.0.0", spans, read)
+
+
+def test_a_package_without_wheels_is_read_from_its_tags(tmp_path):
+    import subprocess
+
+    work = tmp_path / "work"
+    (work / "aiter").mkdir(parents=True)
+
+    def git(*args: str, cwd: Path = work) -> None:
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=cwd,
+            check=True,
+            capture_output=True,
+        )
+
+    git("init", "-q")
+    (work / "aiter" / "__init__.py").write_text("")
+    for version, text in (("0.1.12", "first"), ("0.1.13", "second")):
+        (work / "aiter" / "ops.py").write_text(
+            f"def f(shape):\n    raise RuntimeError('This GEMM is not supported! {text} path')\n"
+        )
+        git("add", "-A")
+        git("commit", "-q", "-m", version)
+        git("tag", f"v{version}")
+    git("tag", "v0.1.14-rc1")
+    root = tmp_path / "wheels"
+    source = MessageSource(
+        "why", git=str(work), git_folders=("aiter",), series=3, first="0.1.0"
+    )
+    tags = stack_messages.git_tags(root, "amd-aiter", source, fetch=True)
+    assert [str(v) for v in tags] == ["0.1.12", "0.1.13"]  # the release candidate is not one
+    reading = stack_messages.read_one(root, "amd-aiter", "0.1.13", source, fetch=True, keep=False)
+    assert "RuntimeError: This GEMM is not supported! second path" in reading["messages"]
+    assert not list((root / "amd-aiter").glob("*.zip"))  # the archive is gone once read

@@ -55,6 +55,14 @@ class MessageSource:
     # the platform whose wheel is read: the Python code is the same on every platform, and
     # torch's macOS wheel is 70 MB where the Linux CUDA wheel is 900 MB
     platform: tuple[str, ...] = ()
+    # a package not published as wheels for every version: its tagged source (``v<version>``
+    # tags) read from a bare clone in ``<dir>/<distribution>/repo.git``, ``git archive`` of
+    # these folders standing for the wheel
+    git: str | None = None
+    git_folders: tuple[str, ...] = ()
+    # how many parts of a version name a series whose newest release ``per_minor`` keeps
+    # (2: 4.57.x; 3 for a package whose releases are all 0.1.N.postM)
+    series: int = 2
 
     def keeps(self, path: str) -> bool:
         if self.include is not None and not path.startswith(self.include):
@@ -151,6 +159,16 @@ MESSAGE_SOURCES: dict[str, MessageSource] = {
         first="0.3.0",
         newest=6,
     ),
+    "amd-aiter": MessageSource(
+        "vLLM's ROCm kernels (VLLM_ROCM_USE_AITER*) call it; published on PyPI only from "
+        "0.1.12.post1, so its tagged source is read",
+        first="0.1.5",
+        newest=10,
+        series=3,
+        git="https://github.com/ROCm/aiter",
+        git_folders=("aiter",),
+        exclude=r"/(ops/triton/_triton_kernels/|utility/mp_tuner|jit/optCompilerConfig)",
+    ),
 }
 
 
@@ -160,7 +178,7 @@ def choose(versions: list[Version], source: MessageSource) -> list[Version]:
     if source.per_minor:
         newest: dict[tuple[int, ...], Version] = {}
         for version in chosen:
-            newest[version.release[:2]] = version
+            newest[version.release[: source.series]] = version
         chosen = sorted(newest.values())
     if source.newest is not None:
         chosen = chosen[-source.newest :]
@@ -188,6 +206,49 @@ def to_read(source: MessageSource, index: list[Version], specs: set[str]) -> lis
     if source.ends_only and released:
         allowed.add(released[-1])
     return choose(sorted(allowed), replace(source, per_minor=False))
+
+
+def git_dir(root: Path, dist: str) -> Path:
+    return root / dist / "repo.git"
+
+
+def git_tags(root: Path, dist: str, source: MessageSource, fetch: bool) -> list[Version]:
+    """The released versions of a package read from its tags (``v0.1.12.post1``); with
+    ``fetch`` the clone is made or brought up to date first."""
+    repo = git_dir(root, dist)
+    if fetch:
+        if repo.is_dir():
+            cmd = ["git", "--git-dir", str(repo), "fetch", "--tags", "--quiet", "origin"]
+        else:
+            repo.parent.mkdir(parents=True, exist_ok=True)
+            cmd = ["git", "clone", "--bare", "--quiet", str(source.git), str(repo)]
+        subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if not repo.is_dir():
+        return []
+    proc = subprocess.run(
+        ["git", "--git-dir", str(repo), "tag", "--list", "v*"], capture_output=True, text=True
+    )
+    out = []
+    for tag in proc.stdout.split():
+        try:
+            version = Version(tag[1:])
+        except ValueError:
+            continue
+        if not (version.is_prerelease or version.is_devrelease):
+            out.append(version)
+    return sorted(out)
+
+
+def git_archive(root: Path, dist: str, version: str, source: MessageSource) -> Path | None:
+    """The tagged source of one version as a zip archive (read like a wheel)."""
+    target = root / dist / f"{dist}-{version}-src.zip"
+    proc = subprocess.run(
+        ["git", "--git-dir", str(git_dir(root, dist)), "archive", "--format=zip"]
+        + ["-o", str(target), f"v{version}", "--", *source.git_folders],
+        capture_output=True,
+        text=True,
+    )
+    return target if proc.returncode == 0 and target.is_file() else None
 
 
 def reading_path(root: Path, dist: str, version: str) -> Path:
@@ -248,7 +309,10 @@ def read_one(
     except (OSError, ValueError):
         pass
     downloaded = False
-    if wheel is None and fetch:
+    if wheel is None and source.git is not None and git_dir(root, dist).is_dir():
+        wheel = git_archive(root, dist, version, source)
+        downloaded = wheel is not None
+    elif wheel is None and fetch:
         wheel = download(root, dist, version, source)
         downloaded = wheel is not None
     if wheel is None:
@@ -288,7 +352,8 @@ def collect(
     for dist, source in MESSAGE_SOURCES.items():
         refresh = fetch and (not only or dist in only)
         if refresh:
-            versions = [str(v) for v in to_read(source, index(dist), specs(dist))]
+            released = git_tags(root, dist, source, fetch) if source.git else index(dist)
+            versions = [str(v) for v in to_read(source, released, specs(dist))]
         else:
             versions = stored_versions(root, dist)
         found = {}
