@@ -156,3 +156,33 @@ def test_a_package_without_wheels_is_read_from_its_tags(tmp_path):
     reading = stack_messages.read_one(root, "amd-aiter", "0.1.13", source, fetch=True, keep=False)
     assert "RuntimeError: This GEMM is not supported! second path" in reading["messages"]
     assert not list((root / "amd-aiter").glob("*.zip"))  # the archive is gone once read
+
+
+def test_explain_names_a_companion_message_with_the_installed_version(tmp_path):
+    """transformers' gated-repository message, wrapped in vLLM's engine error, with the
+    version the log's own collect-env lines give: the package, its versions that raise the
+    message and whether the installed one does."""
+    from doctor_forks import doctor_run
+
+    log = tmp_path / "gated.log"
+    log.write_text(
+        "[pip3] transformers==4.57.1\n"
+        "(APIServer pid=1) ERROR 09-01 10:00:00 [api_server.py:100] OSError: "
+        "meta-llama/Llama-3.1-8B-Instruct is a gated repository. Make sure to request access at "
+        "https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct and pass a token having "
+        "permission to this repo either by logging in with `hf auth login` or by passing "
+        "`token=<your_token>`.\n"
+    )
+    run = doctor_run("explain", "--log", str(log), "--format", "json", timeout=120)
+    assert run.returncode == 1, run.stderr
+    found = [
+        m for m in json.loads(run.stdout)["package_messages"] if m["package"] == "transformers"
+    ]
+    assert found, run.stdout
+    (message,) = found
+    assert "is a gated repository" in message["template"]
+    assert message["installed"] == "4.57.1"
+    assert message["installed_source"] == "a package line of the log"
+    assert message["versions"] and message["installed_note"]
+    text = doctor_run("explain", "--log", str(log), timeout=120).stdout
+    assert "installed: transformers 4.57.1 (a package line of the log)" in text

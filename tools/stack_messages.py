@@ -5,10 +5,11 @@ version checks, GPU images, messages). The packages here are read only for what 
 code raises, asserts or logs as an error (``tools/extractors/errors.py``, the reader of vLLM's
 own catalogue), so that ``explain --log`` names the package and the versions of it that raise a
 message a log shows: Hugging Face's libraries, the structured-output, KV-transfer and
-quantization packages, Ray, torch's distributed and CUDA start-up, bitsandbytes, LMCache and
-NIXL. Each wheel is downloaded with ``pip download PKG==X --no-deps`` and read as a zip archive
-(never installed or imported); its reading is kept in ``<dir>/<distribution>/messages/
-<version>.json`` and the wheel deleted once read unless ``--keep``.
+quantization packages, Ray, torch's distributed and CUDA start-up, bitsandbytes, LMCache,
+NIXL (nixl-cu12, whose code the nixl wheel installs) and AITER (its tagged source). Each wheel
+is downloaded with ``pip download PKG==X --no-deps`` and read as a zip archive (never installed
+or imported); its reading is kept in ``<dir>/<distribution>/messages/<version>.json`` and the
+wheel deleted once read unless ``--keep``.
 
 Which versions: those the covered vLLM releases allow (their ``Requires-Dist``), or every
 release from ``first`` for a package no release declares; ``per_minor`` keeps the newest patch
@@ -154,8 +155,9 @@ MESSAGE_SOURCES: dict[str, MessageSource] = {
     "lmcache": MessageSource(
         "vLLM's LMCache connector imports it without declaring it", first="0.3.0", newest=8
     ),
-    "nixl": MessageSource(
-        "vLLM's NIXL connector (disaggregated prefill) imports it without declaring it",
+    "nixl-cu12": MessageSource(
+        "vLLM's NIXL connector (disaggregated prefill) imports nixl without declaring it; the "
+        "nixl wheel is a shell that requires nixl-cu12 or nixl-cu13, which carry its code",
         first="0.3.0",
         newest=6,
     ),

@@ -72,6 +72,7 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "bitsandbytes": ("bitsandbytes",),
     "lmcache": ("lmcache",),
     "nixl": ("nixl",),
+    "nixl-cu12": ("nixl-cu12",),
 }
 
 _CANON_RE = re.compile(r"[-_.]+")
