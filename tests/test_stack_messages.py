@@ -186,3 +186,18 @@ def test_explain_names_a_companion_message_with_the_installed_version(tmp_path):
     assert message["versions"] and message["installed_note"]
     text = doctor_run("explain", "--log", str(log), timeout=120).stdout
     assert "installed: transformers 4.57.1 (a package line of the log)" in text
+
+
+def test_the_interpreters_own_wording_names_no_package():
+    assert gen.interpreter_wording("AttributeError: module{*}has no attribute{*}")
+    assert gen.interpreter_wording("NameError: {*}is not defined")
+    assert not gen.interpreter_wording(
+        "RuntimeError: Could not find nvcc and default cuda_home='{*}' doesn't exist"
+    )
+    kept = gen.compact_messages(
+        {
+            "AttributeError: '{*}' object has no attribute '{*}'": {"sites": [["a/b.py", "f"]]},
+            "ValueError: Unsupported quantization method{*}": {"sites": [["a/b.py", "g"]]},
+        }
+    )
+    assert list(kept) == ["ValueError: Unsupported quantization method{*}"]

@@ -388,11 +388,42 @@ def _family(obj: str) -> str:
 KERNEL_SOURCES = {"experimental", "kernel_src"}
 
 
+# the interpreter's own wording, which a package re-raises with only its values around it
+# ("{*} has no attribute {*}"): a log line with these words is Python's message, not the
+# package's, and naming the package for it would mislead
+INTERPRETER_WORDING = {
+    "has no attribute",
+    "object has no attribute",
+    "module has no attribute",
+    "is not defined",
+    "name is not defined",
+    "object is not callable",
+    "object is not subscriptable",
+    "object is not iterable",
+    "got an unexpected keyword argument",
+    "No module named",
+    "cannot import name",
+    "cannot import name from",
+    "division by zero",
+    "index out of range",
+    "list index out of range",
+}
+
+
+def interpreter_wording(key: str) -> bool:
+    """Whether a template's literal text is only the interpreter's own wording."""
+    parts = (p.strip(" .,:;'\"`()[]") for p in key.partition(": ")[2].split("{*}"))
+    return " ".join(p for p in parts if p) in INTERPRETER_WORDING
+
+
 def compact_messages(messages: dict[str, Any]) -> dict[str, Any]:
     """The messages as the catalogue keeps them: one site each, file and function (the
-    condition is in the package's source), none from kernel-source folders."""
+    condition is in the package's source), none from kernel-source folders, none that is
+    only the interpreter's wording."""
     out = {}
     for key, value in messages.items():
+        if interpreter_wording(key):
+            continue
         sites = [s[:2] for s in value["sites"] if not KERNEL_SOURCES & set(s[0].split("/")[1:-1])]
         if sites:
             out[key] = {"sites": sites[:1]}
