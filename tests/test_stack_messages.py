@@ -201,3 +201,26 @@ def test_the_interpreters_own_wording_names_no_package():
         }
     )
     assert list(kept) == ["ValueError: Unsupported quantization method{*}"]
+
+
+def test_deep_gemms_host_checks_are_read_from_its_cpp_sources():
+    text = """
+static void fp8_gemm_nt(const std::pair<torch::Tensor, torch::Tensor>& a, int m) {
+    DG_HOST_ASSERT(a.first.scalar_type() == torch::kFloat8_e4m3fn);
+    if (arch_major == 9) {
+        sm90_fp8_gemm_1d2d(a, m);
+    } else {
+        DG_HOST_UNREACHABLE("Unsupported architecture or scaling factor types");
+    }
+}
+"""
+    assert stack_messages.cpp_checks(text) == [
+        (
+            "RuntimeError: Assertion error ({*}): a.first.scalar_type() == torch::kFloat8_e4m3fn",
+            "fp8_gemm_nt",
+        ),
+        (
+            "RuntimeError: Assertion error ({*}): Unsupported architecture or scaling factor types",
+            "fp8_gemm_nt",
+        ),
+    ]

@@ -64,6 +64,10 @@ class MessageSource:
     # how many parts of a version name a series whose newest release ``per_minor`` keeps
     # (2: 4.57.x; 3 for a package whose releases are all 0.1.N.postM)
     series: int = 2
+    # its C++ host checks, read from these folders (DeepGEMM's DG_HOST_ASSERT and
+    # DG_HOST_UNREACHABLE throw "Assertion error (file:line): <condition or reason>", which
+    # the Python binding raises as a RuntimeError)
+    cpp_checks: tuple[str, ...] = ()
 
     def keeps(self, path: str) -> bool:
         if self.include is not None and not path.startswith(self.include):
@@ -160,6 +164,16 @@ MESSAGE_SOURCES: dict[str, MessageSource] = {
         "nixl wheel is a shell that requires nixl-cu12 or nixl-cu13, which carry its code",
         first="0.3.0",
         newest=6,
+    ),
+    "deep-gemm": MessageSource(
+        "vLLM's FP8 block-scaled GEMMs and MoE call it (VLLM_USE_DEEP_GEMM; bundled in the "
+        "wheels as vllm/third_party/deep_gemm from 0.2x, built from source before): its "
+        "tagged source is read, Python and the C++ host checks its kernels raise",
+        first="2.1.0",
+        per_minor=False,
+        git="https://github.com/deepseek-ai/DeepGEMM",
+        git_folders=("deep_gemm", "csrc"),
+        cpp_checks=("csrc/",),
     ),
     "amd-aiter": MessageSource(
         "vLLM's ROCm kernels (VLLM_ROCM_USE_AITER*) call it; published on PyPI only from "
@@ -290,7 +304,58 @@ def read_wheel(wheel: Path, source: MessageSource) -> dict[str, Any]:
         found, skipped = stack_readers.messages(
             archive, stack_readers.top_level_packages(archive), keep=source.keeps
         )
+        if source.cpp_checks:
+            for name in archive.namelist():
+                if name.startswith(source.cpp_checks) and name.endswith(_CPP_SOURCES):
+                    text = archive.read(name).decode("utf-8", "replace")
+                    for key, function in cpp_checks(text):
+                        entry = found.setdefault(key, {"sites": []})
+                        if [name, function, ""] not in entry["sites"]:
+                            entry["sites"].append([name, function, ""])
     return {"messages": found, "skipped": dict(skipped)}
+
+
+_CPP_SOURCES = (".hpp", ".cpp", ".cuh", ".h", ".cu")
+_CPP_CHECK = re.compile(r"\bDG_HOST_(ASSERT|UNREACHABLE)\s*\(")
+_CPP_FUNCTION = re.compile(r"(\w+)\s*\([^;{}()]*(?:\([^;{}()]*\)[^;{}()]*)*\)\s*(?:const\s*)?\{")
+
+
+def cpp_checks(text: str) -> list[tuple[str, str]]:
+    """(key, function) of each DG_HOST_ASSERT(condition) and DG_HOST_UNREACHABLE("reason") in
+    a C++ source: the message its exception carries, ``Assertion error ({*}): <text>`` (the
+    file and line are the placeholder)."""
+    out = []
+    for match in _CPP_CHECK.finditer(text):
+        argument = _balanced(text, match.end())
+        if argument is None:
+            continue
+        if match.group(1) == "UNREACHABLE":
+            literal = re.fullmatch(r'\s*"((?:[^"\\]|\\.)*)"\s*', argument)
+            if literal is None:
+                continue
+            argument = literal.group(1)
+        argument = " ".join(argument.split())
+        functions = _CPP_FUNCTION.findall(text, 0, match.start())
+        function = next((f for f in reversed(functions) if f not in _CPP_KEYWORDS), "")
+        out.append((f"RuntimeError: Assertion error ({{*}}): {argument}", function))
+    return out
+
+
+_CPP_KEYWORDS = {"if", "for", "while", "switch", "catch", "return", "sizeof"}
+
+
+def _balanced(text: str, start: int) -> str | None:
+    """The text up to the parenthesis that closes the one before ``start``."""
+    depth = 1
+    for index in range(start, min(len(text), start + 2000)):
+        char = text[index]
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return text[start:index]
+    return None
 
 
 def read_one(

@@ -321,7 +321,7 @@ def render_package_messages(report) -> str:
     """The messages of the packages around vLLM (stack knowledge), as text."""
     out = [
         "Messages of the packages around vLLM in the log (stack knowledge, read from each "
-        "package's wheels):"
+        "package's wheels or tagged source):"
     ]
     for message in report.package_messages:
         hit = message.hit
