@@ -224,3 +224,26 @@ static void fp8_gemm_nt(const std::pair<torch::Tensor, torch::Tensor>& a, int m)
             "fp8_gemm_nt",
         ),
     ]
+
+
+def test_a_wrapped_or_partial_companion_message_is_read_as_vllms_are():
+    """huggingface_hub's offline message wrapped over two log lines, and only its first
+    sentence: the package is named either way (the catalogue's matching of vLLM's messages)."""
+    from vllm_doctor.engine.logreport import analyse_log
+
+    prefix = "(EngineCore pid=77) ERROR 09-01 10:00:00 [core.py:700] "
+    wrapped = (
+        f"{prefix}huggingface_hub.errors.LocalEntryNotFoundError: Cannot find an appropriate "
+        "cached snapshot folder for the specified revision on the local disk and outgoing\n"
+        f"{prefix}traffic has been disabled. To enable repo look-ups and downloads online, pass "
+        "'local_files_only=False' as input.\n"
+    )
+    first_sentence = (
+        "ERROR: Cannot find an appropriate cached snapshot folder for the specified revision "
+        "on the local disk and outgoing traffic has been disabled.\n"
+    )
+    for log, complete in ((wrapped, True), (first_sentence, False)):
+        found = analyse_log(log, []).package_messages
+        assert {m.package for m in found} == {"huggingface-hub"}, log
+        assert all(m.hit.complete is complete for m in found)
+        assert all(m.spans for m in found)
