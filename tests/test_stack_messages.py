@@ -53,18 +53,18 @@ def test_torch_is_read_only_for_its_start_up_files():
     assert not transformers.keeps("transformers/trainer.py")
 
 
-HUB_PY = '''
+HUB_PY = """
 class GatedRepoError(Exception):
     pass
 
 def hf_hub_download(repo_id):
     if repo_id.startswith("gated/"):
         raise GatedRepoError(f"Cannot access gated repo for url {repo_id}.")
-'''
-HUB_CLI_PY = '''
+"""
+HUB_CLI_PY = """
 def main():
     raise ValueError("a command-line message nobody serving sees")
-'''
+"""
 
 
 def hub_wheel(folder: Path, version: str, with_gate: bool = True) -> Path:
@@ -148,9 +148,7 @@ def test_a_package_without_wheels_is_read_from_its_tags(tmp_path):
         git("tag", f"v{version}")
     git("tag", "v0.1.14-rc1")
     root = tmp_path / "wheels"
-    source = MessageSource(
-        "why", git=str(work), git_folders=("aiter",), series=3, first="0.1.0"
-    )
+    source = MessageSource("why", git=str(work), git_folders=("aiter",), series=3, first="0.1.0")
     tags = stack_messages.git_tags(root, "amd-aiter", source, fetch=True)
     assert [str(v) for v in tags] == ["0.1.12", "0.1.13"]  # the release candidate is not one
     reading = stack_messages.read_one(root, "amd-aiter", "0.1.13", source, fetch=True, keep=False)

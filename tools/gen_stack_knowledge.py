@@ -556,7 +556,9 @@ def main(argv: list[str] | None = None) -> int:
         known = [*COMPANIONS, *stack_messages.MESSAGE_SOURCES]
         unknown = [d for d in only if d not in known]
         if unknown:
-            raise UsageError(f"unknown distribution {', '.join(unknown)} (known: {', '.join(known)})")
+            raise UsageError(
+                f"unknown distribution {', '.join(unknown)} (known: {', '.join(known)})"
+            )
         if not args.download and not args.wheels.is_dir():
             raise UsageError(f"{args.wheels}: not a directory")
         start = time.perf_counter()

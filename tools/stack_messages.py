@@ -259,8 +259,10 @@ def git_archive(root: Path, dist: str, version: str, source: MessageSource) -> P
     """The tagged source of one version as a zip archive (read like a wheel)."""
     target = root / dist / f"{dist}-{version}-src.zip"
     proc = subprocess.run(
-        ["git", "--git-dir", str(git_dir(root, dist)), "archive", "--format=zip"]
-        + ["-o", str(target), f"v{version}", "--", *source.git_folders],
+        [
+            *("git", "--git-dir", str(git_dir(root, dist)), "archive", "--format=zip"),
+            *("-o", str(target), f"v{version}", "--", *source.git_folders),
+        ],
         capture_output=True,
         text=True,
     )

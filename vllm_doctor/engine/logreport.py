@@ -151,7 +151,8 @@ def package_messages(
 def _hits(catalogue: Any, scan: LogScan) -> list[CatalogueHit]:
     """Every catalogue message the log shows, the cause first: vLLM's and the packages' are
     cut to MAX_MESSAGES each, so that one kind never crowds the other out."""
-    return catalogue.match(scan.text, scan.hits, limit=len(catalogue.keys))
+    hits: list[CatalogueHit] = catalogue.match(scan.text, scan.hits, limit=len(catalogue.keys))
+    return hits
 
 
 def _installed(package: str, facts: Facts | None, text: str) -> tuple[str | None, str]:
@@ -260,7 +261,7 @@ def catalogue_messages(
     catalogue = load_catalogue()
     table = catalogue.table
     judged = table.match(version) if version else None
-    out = []
+    out: list[CatalogueMessage] = []
     for hit in _hits(catalogue, scan):
         if len(out) == limit:
             break
