@@ -495,7 +495,9 @@ def write(
         )
         (out_dir / f"{dist}.json").write_text(dump(data), encoding="utf-8")
         versions, spans = fold({v: compact_messages(r["messages"]) for v, r in by_version.items()})
-        if COMPANIONS[dist].messages:
+        # a package read for its messages by stack_messages too: those readings (its files
+        # chosen) are the catalogue's, not the whole-wheel reading's
+        if COMPANIONS[dist].messages and dist not in stack_messages.MESSAGE_SOURCES:
             packages[dist] = versions
             for key, found in spans.items():
                 messages.setdefault(key, {})[dist] = [
