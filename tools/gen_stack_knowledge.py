@@ -47,6 +47,7 @@ for path in (REPO, TOOLS):
         sys.path.insert(0, str(path))
 
 import companion_api  # noqa: E402
+import partner_imports  # noqa: E402
 import stack_readers  # noqa: E402
 from extractors.companion_uses import COMPANION_MODULES  # noqa: E402
 from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: E402
@@ -524,6 +525,15 @@ def main(argv: list[str] | None = None) -> int:
             if not readings.get(dist):
                 print(f"{dist}: no wheels or readings: left out of the tables", file=sys.stderr)
         write(readings, args.out)
+        partner_imports.write_table(
+            args.wheels,
+            {
+                dist: {v: w for v in readings.get(dist, {}) if (w := wheel_for(args.wheels, dist, v))}
+                for dist in partner_imports.PARTNERS
+            },
+            args.out.parent / "stack_imports.json",
+            args.download,
+        )
         for dist, found in readings.items():
             print(f"{dist}: {len(found)} versions", file=sys.stderr)
         print(f"done in {time.perf_counter() - start:.0f} s", file=sys.stderr)
