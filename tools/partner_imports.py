@@ -402,6 +402,7 @@ def generate(
     return {
         "partner": partner.distribution,
         "partner_top": partner.top,
+        "entry_prefixes": list(partner.entry_prefixes),
         "partner_releases": order,
         "releases": releases,
         "entries": entries,

@@ -339,6 +339,23 @@ COMPUTED: dict[str, FactSpec] = {
     "release.stack.pair_fix": FactSpec(
         "str", "the install that makes the refused pairs agree (the release's pin first)"
     ),
+    "release.stack.partner_imports_missing": FactSpec(
+        "list",
+        "names a companion version imports unguarded at module level from the package it "
+        "plugs into (LMCache from vllm.*, quack-kernels from the CuTe DSL's cutlass.*) that "
+        "the installed/reported partner version lacks, in modules that will be loaded (vLLM's "
+        "imports of the companion; a kv_connector_module_path): companion, version, file, name, "
+        "the partner versions that have it (generated stack_imports table); empty when none",
+    ),
+    "release.stack.partner_imports_at_risk": FactSpec(
+        "list",
+        "the same, where loading is not known (no serve line: whether the LMCache connector is "
+        "configured) or the companion's version is not known (the versions the judged release "
+        "allows that cannot import, named)",
+    ),
+    "release.stack.partner_imports_fix": FactSpec(
+        "str", "the companion version to install (the versions that import cleanly)"
+    ),
     "release.api.missing": FactSpec(
         "list",
         "names and keywords the judged release imports or passes to a companion package "
