@@ -21,7 +21,9 @@ and ``vllm_doctor/knowledge/data/stack_errors.json`` (the messages each package 
 the versions that raise them), described in docs/knowledge.md. The ``api:`` keys resolve, in
 each companion version's own code (``tools/companion_api.py``), every name the covered vLLM
 releases use of it (``data/companion_uses.json``); ``--vllm-wheels DIR`` regenerates that table
-and ``dependencies.json`` from the vLLM wheels first.
+and ``dependencies.json`` from the vLLM wheels first. ``data/stack_imports.json``: what LMCache
+and quack-kernels import from vLLM and the CuTe DSL, against each version of those
+(``tools/partner_imports.py``; the vLLM wheels are read from ``<dir>/vllm/``).
 
 Exit codes: 0 done, 2 bad usage (no readings for a requested package, unknown package).
 """

@@ -356,6 +356,18 @@ COMPUTED: dict[str, FactSpec] = {
     "release.stack.partner_imports_fix": FactSpec(
         "str", "the companion version to install (the versions that import cleanly)"
     ),
+    "release.stack.model_type_unknown": FactSpec(
+        "list",
+        "the config.json's model_type that the installed/reported transformers does not know "
+        "(CONFIG_MAPPING_NAMES of each transformers release, generated) while the judged vLLM "
+        "release registers no config class of its own for it: the transformers releases that "
+        "know it; empty when it is known, registered, or loaded with --trust-remote-code",
+    ),
+    "release.stack.model_type_fix": FactSpec(
+        "str",
+        "the transformers to install within the judged release's requirement, or the vLLM "
+        "release whose requirement first admits one that knows the model",
+    ),
     "release.api.missing": FactSpec(
         "list",
         "names and keywords the judged release imports or passes to a companion package "
