@@ -185,3 +185,95 @@ def test_quack_known_bad_pair_defers_to_the_curated_rule():
     # the curated rule names this pair; ENV120 defers to it (one cause, one finding)
     assert verdict("ENV012", facts) == APPLIES
     assert verdict("ENV120", facts) == APPLIES  # alone, before the report's deferral
+
+
+# -- transformers' model types (tools/transformers_types.py, ENV122) ---------------------------
+
+
+def test_model_types_read_every_form_of_config_mapping_names():
+    import transformers_types
+
+    configuration_auto = (
+        "from collections import OrderedDict\n"
+        "from .auto_mappings import CONFIG_MAPPING_NAMES\n"
+        'CONFIG_MAPPING_NAMES.update({"mlcd": "MLCDVisionConfig"})\n'
+        'CONFIG_MAPPING_NAMES = OrderedDict(**{"gpt-sw3": "GPT2Config"}, **CONFIG_MAPPING_NAMES)\n'
+    )
+    auto_mappings = 'CONFIG_MAPPING_NAMES = OrderedDict([("gemma4", "Gemma4Config")])\n'
+    older = 'CONFIG_MAPPING_NAMES = OrderedDict(\n    [\n        ("albert", "AlbertConfig"),\n    ]\n)\n'
+    assert transformers_types.model_types({"a": configuration_auto, "b": auto_mappings}) == [
+        "gemma4",
+        "gpt-sw3",
+        "mlcd",
+    ]
+    assert transformers_types.model_types({"a": older}) == ["albert"]
+
+
+def test_vllm_config_registry_reads_the_dict_and_the_lazy_forms():
+    import transformers_types
+
+    old = '_CONFIG_REGISTRY: dict[str, type] = {"chatglm": ChatGLMConfig, "dbrx": DbrxConfig}\n'
+    new = '_CONFIG_REGISTRY: dict = LazyConfigDict(chatglm="ChatGLMConfig", RefinedWeb="RWConfig")\n'
+    assert transformers_types.vllm_config_registry(old) == ["chatglm", "dbrx"]
+    assert transformers_types.vllm_config_registry(new) == ["RefinedWeb", "chatglm"]
+
+
+GEMMA4 = REPO / "tests" / "fixtures" / "models" / "gemma-4-31B-it" / "config.json"
+
+
+def gemma4_facts(vllm: str, transformers: str, serve: str = "vllm serve google/gemma-4-31B-it"):
+    given = Facts()
+    given.set("vllm.version", vllm, Source.REPORT, "test")
+    given.set("packages.transformers", transformers, Source.REPORT, "test")
+    return collect_facts(
+        CollectOptions(
+            serve_string=serve,
+            model_config=GEMMA4,
+            probe_machine=False,
+            environ={},
+            offline=True,
+            given=given,
+        )
+    )
+
+
+def test_gemma4_on_transformers_4_57_names_the_releases_that_know_it():
+    table = load("transformers_types")
+    knowing = [r for r in table.releases if table.get("gemma4", r) is not None]
+    assert knowing and Version(knowing[0]) >= Version("5.0.0")  # vLLM PR 38828: 4.57.5 fails
+    facts = gemma4_facts("0.19.0", "4.57.5")
+    lines = facts.value("release.stack.model_type_unknown")
+    assert lines and "transformers 4.57.5 does not know model_type gemma4" in lines[0]
+    assert knowing[0] in lines[0]
+    # vLLM 0.19.0 requires transformers<5: the fix is a newer vLLM, named
+    fix = facts.value("release.stack.model_type_fix")
+    assert "upgrade vLLM" in fix and "0.19.1" in fix
+    assert verdict("ENV122", facts) == APPLIES
+
+
+def test_gemma4_on_a_transformers_that_knows_it():
+    facts = gemma4_facts("0.19.1", "5.5.0")
+    assert facts.value("release.stack.model_type_unknown") == []
+    assert verdict("ENV122", facts) == NOT_APPLIES
+
+
+def test_unknown_transformers_version_cannot_decide():
+    facts = collect_facts(
+        CollectOptions(
+            serve_string="vllm serve google/gemma-4-31B-it",
+            model_config=GEMMA4,
+            probe_machine=False,
+            environ={},
+            offline=True,
+            given=Facts.from_flat({"vllm.version": "0.19.0"}),
+        )
+    )
+    assert facts.get("release.stack.model_type_unknown") is None
+
+
+def test_unread_transformers_build_is_known_through_the_release_before_never_an_error():
+    known = gemma4_facts("0.28.0", "5.16.2")  # no such wheel: 5.16.1 knows gemma4
+    assert known.value("release.stack.model_type_unknown") == []
+    unread = gemma4_facts("0.19.0", "4.57.9")  # 4.57.6 does not know it: not decided
+    assert unread.get("release.stack.model_type_unknown") is None
+    assert "not among the releases read" in unread.why_missing("release.stack.model_type_unknown")

@@ -23,7 +23,9 @@ each companion version's own code (``tools/companion_api.py``), every name the c
 releases use of it (``data/companion_uses.json``); ``--vllm-wheels DIR`` regenerates that table
 and ``dependencies.json`` from the vLLM wheels first. ``data/stack_imports.json``: what LMCache
 and quack-kernels import from vLLM and the CuTe DSL, against each version of those
-(``tools/partner_imports.py``; the vLLM wheels are read from ``<dir>/vllm/``).
+(``tools/partner_imports.py``; the vLLM wheels are read from ``<dir>/vllm/``);
+``data/transformers_types.json``: the model types of every transformers release from 4.48.0
+and vLLM's own config registry per release (``tools/transformers_types.py``).
 
 Exit codes: 0 done, 2 bad usage (no readings for a requested package, unknown package).
 """
@@ -50,6 +52,7 @@ for path in (REPO, TOOLS):
 
 import companion_api  # noqa: E402
 import partner_imports  # noqa: E402
+import transformers_types  # noqa: E402
 import stack_readers  # noqa: E402
 from extractors.companion_uses import COMPANION_MODULES  # noqa: E402
 from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: E402
@@ -535,6 +538,9 @@ def main(argv: list[str] | None = None) -> int:
             },
             args.out.parent / "stack_imports.json",
             args.download,
+        )
+        transformers_types.write_table(
+            args.wheels, args.out.parent / "transformers_types.json", args.download
         )
         for dist, found in readings.items():
             print(f"{dist}: {len(found)} versions", file=sys.stderr)

@@ -74,13 +74,23 @@ def _judge(
             )
         if trust.value is True:
             return [], "", f"{detail}; --trust-remote-code loads the repository's config class"
+    from vllm_doctor.facts.release_pins import what_if_without
+
+    what_if = what_if_without(facts, "packages.transformers")
+    if what_if:  # installing the what-if release brings a transformers it allows
+        return what_if
     version, why = installed(facts, "transformers", False)
     if version is None:
         return f"transformers: {why or 'not installed'}"
-    if version not in table.releases:
-        return f"transformers {version} is not among the releases read"
     if version in knowing:
         return [], "", f"{detail}; transformers {version} knows {model_type}"
+    if version not in table.releases:
+        # a build between releases (or after the newest read) keeps the model types of the
+        # release before it: that decides "known", never an error
+        before = _release_before(table.releases, version)
+        if before in knowing:
+            return [], "", f"{detail}; transformers {before}, the release before {version}, knows it"
+        return f"transformers {version} is not among the releases read"
     from vllm_doctor.knowledge.ranges import release_spans
 
     first = knowing[0]
@@ -91,6 +101,17 @@ def _judge(
         "of its own for it"
     )
     return [line], _fix(table, release, knowing, first), detail
+
+
+def _release_before(releases: list[str], version: str) -> str | None:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        wanted = Version(version)
+        earlier = [r for r in releases if Version(r) <= wanted]
+    except InvalidVersion:
+        return None
+    return earlier[-1] if earlier else None
 
 
 def _vllm_registers(table: Any, model_type: str) -> set[str]:
