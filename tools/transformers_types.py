@@ -38,6 +38,12 @@ CONFIG_FILES = (
     "transformers/models/auto/configuration_auto.py",
     "transformers/models/auto/auto_mappings.py",
 )
+# the version check transformers makes on other packages when it is imported
+CHECK_FILES = (
+    "transformers/dependency_versions_check.py",
+    "transformers/dependency_versions_table.py",
+)
+KEPT_FILES = CONFIG_FILES + CHECK_FILES
 
 
 def _config_mapping_keys(tree: ast.Module) -> set[str]:
@@ -88,6 +94,50 @@ def model_types(sources: dict[str, str]) -> list[str]:
     return sorted(found)
 
 
+def runtime_checks(sources: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """The packages transformers checks when it is imported (``pkgs_to_check_at_runtime`` of
+    dependency_versions_check.py, ``require_version_core``: ImportError when the installed
+    version is outside the spec of dependency_versions_table.py's ``deps``): ``{package:
+    {"spec": ..., "optional": true when checked only if installed}}``. ``python`` left out."""
+    check = sources.get(CHECK_FILES[0])
+    table = sources.get(CHECK_FILES[1])
+    if not check or not table:
+        return {}
+    deps: dict[str, str] = {}
+    for node in ast.walk(ast.parse(table)):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "deps" for t in node.targets):
+            if isinstance(node.value, ast.Dict):
+                for key, value in zip(node.value.keys, node.value.values, strict=True):
+                    if isinstance(key, ast.Constant) and isinstance(value, ast.Constant):
+                        deps[str(key.value)] = str(value.value)
+    checked: list[str] = []
+    optional: set[str] = set()
+    for node in ast.walk(ast.parse(check)):
+        if isinstance(node, ast.Assign) and any(
+            getattr(t, "id", None) == "pkgs_to_check_at_runtime" for t in node.targets
+        ):
+            if isinstance(node.value, ast.List):
+                checked = [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
+        elif (  # `if pkg == "tokenizers": ... if not is_tokenizers_available(): continue`
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Compare)
+            and getattr(node.test.left, "id", None) == "pkg"
+            and any(isinstance(n, ast.Continue) for n in ast.walk(node))
+        ):
+            optional.update(
+                c.value for c in node.test.comparators if isinstance(c, ast.Constant)
+            )
+    out: dict[str, dict[str, Any]] = {}
+    for name in checked:
+        requirement = deps.get(name)
+        if name == "python" or not requirement:
+            continue
+        spec = requirement[len(name) :].strip() if requirement.startswith(name) else ""
+        if spec:
+            out[name] = {"spec": spec, "optional": name in optional}
+    return out
+
+
 def vllm_config_registry(source: str) -> list[str]:
     """The model types of ``_CONFIG_REGISTRY`` in one vLLM transformers_utils/config.py."""
     tree = ast.parse(source)
@@ -121,9 +171,17 @@ def _version(text: str) -> Version:
         return Version("0")
 
 
-def fetch_transformers(root: Path) -> None:
-    """Keep configuration_auto.py of every transformers release from FIRST on that the
-    folder lacks (pip download, the file read out, the wheel deleted)."""
+def _complete(target: Path) -> bool:
+    try:
+        with zipfile.ZipFile(target) as archive:
+            return CHECK_FILES[0] in archive.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+def fetch_transformers(root: Path, only: set[str] | None = None, scratch: str = "download") -> None:
+    """Keep the KEPT_FILES of every transformers release from FIRST on that the folder lacks
+    (pip download, the files read out, the wheel deleted); ``only`` limits the versions."""
     folder = root / "transformers" / "readings"
     folder.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
@@ -134,23 +192,23 @@ def fetch_transformers(root: Path) -> None:
     )
     line = next((x for x in proc.stdout.splitlines() if "Available versions:" in x), "")
     versions = [v.strip() for v in line.split(":", 1)[-1].split(",") if v.strip()]
-    scratch = root / "transformers" / "download"
+    where = root / "transformers" / scratch
     for text in versions:
         version = _version(text)
         if version < Version(FIRST) or version.is_prerelease or version.is_devrelease:
             continue
         target = folder / f"{text}.zip"
-        if target.exists():
+        if (only is not None and text not in only) or _complete(target):
             continue
-        scratch.mkdir(parents=True, exist_ok=True)
+        where.mkdir(parents=True, exist_ok=True)
         print(f"downloading transformers=={text} ...", file=sys.stderr)
         cmd = [sys.executable, "-m", "pip", "download", f"transformers=={text}", "--no-deps"]
-        subprocess.run([*cmd, "-q", "-d", str(scratch)], capture_output=True, text=True)
-        for wheel in scratch.glob("*.whl"):
+        subprocess.run([*cmd, "-q", "-d", str(where)], capture_output=True, text=True)
+        for wheel in where.glob("*.whl"):
             with zipfile.ZipFile(wheel) as archive, zipfile.ZipFile(
                 target.with_suffix(".tmp"), "w", zipfile.ZIP_DEFLATED
             ) as kept:
-                for name in CONFIG_FILES:
+                for name in KEPT_FILES:
                     if name in archive.namelist():
                         kept.writestr(name, archive.read(name))
             target.with_suffix(".tmp").rename(target)
@@ -185,9 +243,11 @@ def write_table(root: Path, out: Path, fetch: bool) -> None:
         fetch_transformers(root)
     per_version: dict[str, dict[str, int]] = {}
     for version, sources in readings(root).items():
-        types = model_types(sources)
+        types = model_types({k: v for k, v in sources.items() if k in CONFIG_FILES})
         if types:
             per_version[version] = dict.fromkeys(types, 1)
+            for name, check in runtime_checks(sources).items():
+                per_version[version][f"check:{name}"] = check
     if not per_version:
         print("transformers_types: no configuration_auto.py readings: not written", file=sys.stderr)
         return
@@ -204,8 +264,13 @@ def write_table(root: Path, out: Path, fetch: bool) -> None:
     table = {
         "kind": "transformers_types",
         "format": FORMAT,
-        "key": "model_type in transformers' CONFIG_MAPPING_NAMES",
-        "value": "1: the transformers releases from first to last know it",
+        "key": "model_type in transformers' CONFIG_MAPPING_NAMES; check:<package>: a package "
+        "transformers checks when imported",
+        "value": {
+            "<model_type>": "1: the transformers releases from first to last know it",
+            "check:<package>": "spec (the versions it accepts), optional (checked only when "
+            "installed)",
+        },
         "generated_by": "tools/gen_stack_knowledge.py (tools/transformers_types.py)",
         "vllm_releases": vllm_releases,
         "vllm_configs": {

@@ -368,6 +368,16 @@ COMPUTED: dict[str, FactSpec] = {
         "the transformers to install within the judged release's requirement, or the vLLM "
         "release whose requirement first admits one that knows the model",
     ),
+    "release.stack.transformers_refuses": FactSpec(
+        "list",
+        "installed/reported packages outside the spec the installed transformers checks when "
+        "it is imported (pkgs_to_check_at_runtime: tokenizers, huggingface-hub, safetensors, "
+        "regex, ...; generated per transformers release): package, version, the spec; empty "
+        "when every known one is inside",
+    ),
+    "release.stack.transformers_refuses_fix": FactSpec(
+        "str", "the installs that bring the refused packages inside transformers' specs"
+    ),
     "release.api.missing": FactSpec(
         "list",
         "names and keywords the judged release imports or passes to a companion package "

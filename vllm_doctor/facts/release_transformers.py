@@ -1,5 +1,7 @@
-"""The model's model_type against the installed transformers (facts
-``release.stack.model_type_unknown`` and ``release.stack.model_type_fix``).
+"""The installed transformers against the model and the packages around it: the model's
+model_type (facts ``release.stack.model_type_unknown`` and ``release.stack.model_type_fix``)
+and the versions transformers checks when it is imported (``release.stack.transformers_refuses``
+and ``release.stack.transformers_refuses_fix``).
 
 vLLM builds the model's config with its own config class when the judged release registers
 one for the model_type (``_CONFIG_REGISTRY``), else with transformers' ``AutoConfig``, which
@@ -25,6 +27,7 @@ from vllm_doctor.facts.model import Facts
 
 SOURCE = "release knowledge"
 PATHS = ("release.stack.model_type_unknown", "release.stack.model_type_fix")
+CHECK_PATHS = ("release.stack.transformers_refuses", "release.stack.transformers_refuses_fix")
 Installed = Callable[[Facts, str, bool], tuple[str | None, str | None]]
 
 
@@ -165,3 +168,92 @@ def _first_release_admitting(release: str, knowing: list[str]) -> str | None:
         if any(_contains(spec, v) for v in knowing):
             return later
     return None
+
+
+# -- the versions transformers checks when it is imported ------------------------------------
+
+
+def collect_transformers_checks(facts: Facts, installed: Installed) -> None:
+    """transformers' ``dependency_versions_check``: ``require_version_core`` raises ImportError
+    (``tokenizers>=0.22.0,<=0.23.0 is required for a normal functioning of this module, but
+    found tokenizers==0.21.1``) for a checked package outside the release's spec."""
+    found = _checks(facts, installed)
+    if isinstance(found, str):
+        for path in CHECK_PATHS:
+            facts.mark_missing(path, found)
+        return
+    lines, fixes, detail = found
+    facts.set("release.stack.transformers_refuses", lines, SOURCE, detail)
+    if fixes:
+        facts.set("release.stack.transformers_refuses_fix", "; ".join(fixes), SOURCE)
+    else:
+        facts.mark_missing("release.stack.transformers_refuses_fix", "nothing to fix")
+
+
+def _checks_at(table: Any, version: str) -> dict[str, Any] | None:
+    """The checks of a release read; of a build between two read releases whose checks are
+    the same, theirs; else None."""
+    from packaging.version import InvalidVersion, Version
+
+    def at(release: str) -> dict[str, Any]:
+        return {
+            key.split(":", 1)[1]: value
+            for key, value in table.at(release).items()
+            if key.startswith("check:") and isinstance(value, dict)
+        }
+
+    if version in table.releases:
+        return at(version)
+    try:
+        wanted = Version(version)
+        before = [r for r in table.releases if Version(r) < wanted]
+        after = [r for r in table.releases if Version(r) > wanted]
+    except InvalidVersion:
+        return None
+    if not before or not after:
+        return None
+    below, above = at(before[-1]), at(after[0])
+    return below if below and below == above else None
+
+
+def _checks(facts: Facts, installed: Installed) -> tuple[list[str], list[str], str] | str:
+    from vllm_doctor import knowledge
+    from vllm_doctor.facts.release_pins import what_if_without
+
+    what_if = what_if_without(facts, "packages.transformers")
+    if what_if:
+        return what_if
+    version, why = installed(facts, "transformers", False)
+    if version is None:
+        return f"transformers: {why or 'not installed'}"
+    try:
+        table = knowledge.load("transformers_types")
+    except knowledge.KnowledgeError as err:
+        return f"the transformers_types table cannot be read: {err}"
+    checks = _checks_at(table, version)
+    if checks is None:
+        return f"transformers {version} is not among the releases read"
+    if not checks:
+        return f"transformers {version}: its import-time checks were not read"
+    lines: list[str] = []
+    fixes: list[str] = []
+    unknown: list[str] = []
+    for name, check in sorted(checks.items()):
+        if what_if_without(facts, f"packages.{name}"):
+            continue
+        partner, partner_why = installed(facts, name, False)
+        if partner is None:
+            if partner_why and not check.get("optional"):
+                unknown.append(name)
+            continue
+        if not _contains(check["spec"], partner):
+            lines.append(
+                f"{name} {partner}: transformers {version} requires {name}{check['spec']} when "
+                "it is imported (dependency_versions_check: ImportError)"
+            )
+            fixes.append(f"pip install '{name}{check['spec']}'")
+    detail = (
+        f"the packages transformers {version} checks when imported (transformers_types)"
+        + (f"; versions not known: {', '.join(unknown)}" if unknown else "")
+    )
+    return lines, fixes, detail
