@@ -117,7 +117,7 @@ def test_table_reads_the_lmcache_and_quack_imports_the_upstream_threads_name():
     missing = {
         (s["first"], s["last"]): s["value"]["missing"].get("cutlass.base_dsl:Arch") for s in spans
     }
-    assert [["4.5.0", "4.5.3"]] == [r for r in missing[("0.3.10", "0.4.0")] if r[0] == "4.5.0"]
+    assert [r for r in missing[("0.3.10", "0.4.0")] if r[0] == "4.5.0"] == [["4.5.0", "4.5.3"]]
     assert all(v is None for k, v in missing.items() if k[0] in ("0.4.1", "0.3.0"))
 
 
@@ -169,7 +169,9 @@ def test_quack_unknown_names_the_versions_the_release_allows_that_fail():
     assert len(risky) == 1
     assert risky[0].startswith("quack-kernels 0.3.10–0.4.0 ")
     assert "cutlass.base_dsl:Arch" in risky[0]
-    assert facts.value("release.stack.partner_imports_fix").startswith("pip install 'quack-kernels==")
+    assert facts.value("release.stack.partner_imports_fix").startswith(
+        "pip install 'quack-kernels=="
+    )
 
 
 def test_quack_known_bad_pair_defers_to_the_curated_rule():

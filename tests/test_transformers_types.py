@@ -49,7 +49,9 @@ def test_model_types_read_every_form_of_config_mapping_names():
 
 def test_vllm_config_registry_reads_the_dict_and_the_lazy_forms():
     old = '_CONFIG_REGISTRY: dict[str, type] = {"chatglm": ChatGLMConfig, "dbrx": DbrxConfig}\n'
-    new = '_CONFIG_REGISTRY: dict = LazyConfigDict(chatglm="ChatGLMConfig", RefinedWeb="RWConfig")\n'
+    new = (
+        '_CONFIG_REGISTRY: dict = LazyConfigDict(chatglm="ChatGLMConfig", RefinedWeb="RWConfig")\n'
+    )
     assert transformers_types.vllm_config_registry(old) == ["chatglm", "dbrx"]
     assert transformers_types.vllm_config_registry(new) == ["RefinedWeb", "chatglm"]
 
@@ -173,7 +175,11 @@ def test_shipped_checks_of_transformers_5_8_1():
 
 def test_tokenizers_behind_transformers_is_refused_with_the_spec():
     facts = transformers_facts(
-        {"vllm.version": "0.28.0", "packages.transformers": "5.8.1", "packages.tokenizers": "0.21.1"}
+        {
+            "vllm.version": "0.28.0",
+            "packages.transformers": "5.8.1",
+            "packages.tokenizers": "0.21.1",
+        }
     )
     lines = facts.value("release.stack.transformers_refuses")
     spec = load("transformers_types").get("check:tokenizers", "5.8.1").value["spec"]
@@ -181,7 +187,9 @@ def test_tokenizers_behind_transformers_is_refused_with_the_spec():
         f"tokenizers 0.21.1: transformers 5.8.1 requires tokenizers{spec} when it is imported "
         "(dependency_versions_check: ImportError)"
     ]
-    assert facts.value("release.stack.transformers_refuses_fix") == f"pip install 'tokenizers{spec}'"
+    assert (
+        facts.value("release.stack.transformers_refuses_fix") == f"pip install 'tokenizers{spec}'"
+    )
     assert verdict("ENV123", facts) == APPLIES
 
 

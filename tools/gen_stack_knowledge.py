@@ -52,8 +52,8 @@ for path in (REPO, TOOLS):
 
 import companion_api  # noqa: E402
 import partner_imports  # noqa: E402
-import transformers_types  # noqa: E402
 import stack_readers  # noqa: E402
+import transformers_types  # noqa: E402
 from extractors.companion_uses import COMPANION_MODULES  # noqa: E402
 from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: E402
 from packaging.utils import parse_wheel_filename  # noqa: E402
@@ -533,7 +533,9 @@ def main(argv: list[str] | None = None) -> int:
         partner_imports.write_table(
             args.wheels,
             {
-                dist: {v: w for v in readings.get(dist, {}) if (w := wheel_for(args.wheels, dist, v))}
+                dist: {
+                    v: w for v in readings.get(dist, {}) if (w := wheel_for(args.wheels, dist, v))
+                }
                 for dist in partner_imports.PARTNERS
             },
             args.out.parent / "stack_imports.json",

@@ -38,10 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import companion_api
 from packaging.utils import parse_wheel_filename
 from packaging.version import InvalidVersion, Version
-
-import companion_api
 
 READING_FORMAT = 1  # the companion's imports, per version
 EXPORTS_FORMAT = 3  # the partner's resolved names, per version
@@ -267,9 +266,10 @@ def fetch_partner(root: Path, partner: Partner, version: str) -> Path | None:
     wheels = sorted(scratch.glob("*.whl"))
     if not wheels:
         return None
-    with zipfile.ZipFile(wheels[0]) as source, zipfile.ZipFile(
-        target.with_suffix(".tmp"), "w", zipfile.ZIP_DEFLATED
-    ) as kept:
+    with (
+        zipfile.ZipFile(wheels[0]) as source,
+        zipfile.ZipFile(target.with_suffix(".tmp"), "w", zipfile.ZIP_DEFLATED) as kept,
+    ):
         for name in source.namelist():
             if f"/{partner.top}/" not in f"/{name}" or name.endswith("/"):
                 continue
@@ -422,7 +422,7 @@ def used_modules(dist: str) -> set[str]:
     uses = load("companion_uses")
     owners = uses.meta.get("modules") or {}
     out: set[str] = set()
-    for key in uses.keys():
+    for key in uses:
         module, _, dotted = key.partition(":")
         if owners.get(module.split(".", 1)[0]) != dist:
             continue

@@ -105,11 +105,14 @@ def runtime_checks(sources: dict[str, str]) -> dict[str, dict[str, Any]]:
         return {}
     deps: dict[str, str] = {}
     for node in ast.walk(ast.parse(table)):
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "deps" for t in node.targets):
-            if isinstance(node.value, ast.Dict):
-                for key, value in zip(node.value.keys, node.value.values, strict=True):
-                    if isinstance(key, ast.Constant) and isinstance(value, ast.Constant):
-                        deps[str(key.value)] = str(value.value)
+        if (
+            isinstance(node, ast.Assign)
+            and any(getattr(t, "id", None) == "deps" for t in node.targets)
+            and isinstance(node.value, ast.Dict)
+        ):
+            for key, value in zip(node.value.keys, node.value.values, strict=True):
+                if isinstance(key, ast.Constant) and isinstance(value, ast.Constant):
+                    deps[str(key.value)] = str(value.value)
     checked: list[str] = []
     optional: set[str] = set()
     for node in ast.walk(ast.parse(check)):
@@ -124,9 +127,7 @@ def runtime_checks(sources: dict[str, str]) -> dict[str, dict[str, Any]]:
             and getattr(node.test.left, "id", None) == "pkg"
             and any(isinstance(n, ast.Continue) for n in ast.walk(node))
         ):
-            optional.update(
-                c.value for c in node.test.comparators if isinstance(c, ast.Constant)
-            )
+            optional.update(c.value for c in node.test.comparators if isinstance(c, ast.Constant))
     out: dict[str, dict[str, Any]] = {}
     for name in checked:
         requirement = deps.get(name)
@@ -205,9 +206,10 @@ def fetch_transformers(root: Path, only: set[str] | None = None, scratch: str = 
         cmd = [sys.executable, "-m", "pip", "download", f"transformers=={text}", "--no-deps"]
         subprocess.run([*cmd, "-q", "-d", str(where)], capture_output=True, text=True)
         for wheel in where.glob("*.whl"):
-            with zipfile.ZipFile(wheel) as archive, zipfile.ZipFile(
-                target.with_suffix(".tmp"), "w", zipfile.ZIP_DEFLATED
-            ) as kept:
+            with (
+                zipfile.ZipFile(wheel) as archive,
+                zipfile.ZipFile(target.with_suffix(".tmp"), "w", zipfile.ZIP_DEFLATED) as kept,
+            ):
                 for name in KEPT_FILES:
                     if name in archive.namelist():
                         kept.writestr(name, archive.read(name))

@@ -73,8 +73,7 @@ def collect_partner_imports(
         return
     detail = (
         "the names each companion version imports from its partner (stack_imports), against "
-        "the partner version here"
-        + (f" (not judged: {'; '.join(unknown)})" if unknown else "")
+        "the partner version here" + (f" (not judged: {'; '.join(unknown)})" if unknown else "")
     )
     facts.set("release.stack.partner_imports_missing", missing, SOURCE, detail)
     facts.set("release.stack.partner_imports_at_risk", at_risk, SOURCE, detail)
@@ -126,9 +125,11 @@ def _companion(
         risks = _lacking(table, dist, version, maybe - loaded, meta, partner_version)
         lines = [_line(dist, version, e, label, meta) for e in errors]
         risky = [_line(dist, version, e, label, meta) + f" ({why_loaded})" for e in risks]
-        fix = _fix(table, dist, version, loaded | maybe, meta, partner, partner_version) if (
-            lines or risky
-        ) else ""
+        fix = (
+            _fix(table, dist, version, loaded | maybe, meta, partner, partner_version)
+            if (lines or risky)
+            else ""
+        )
         return lines, risky, fix
     if version is not None:
         return f"{dist} {version} is not among the versions read"
@@ -263,11 +264,12 @@ def _value_at(table: Any, key: str, version: str, releases: list[str]) -> dict[s
     index = releases.index(version)
     for span in table.raw_spans(key):
         if releases.index(span["first"]) <= index <= releases.index(span["last"]):
-            return span.get("value")
+            value = span.get("value")
+            return value if isinstance(value, dict) else None
     return None
 
 
-def _line(dist: str, version: str, entry: dict[str, Any], label: str, meta: dict) -> str:
+def _line(dist: str, version: str, entry: dict[str, Any], label: str, meta: dict[str, Any]) -> str:
     module, _, name = entry["name"].partition(":")
     what = f"{name} from {module}" if name else f"the module {module}"
     present = _present_in(entry["spans"], meta["partner_releases"])

@@ -72,8 +72,8 @@ def _judge(
         trust = facts.get("serve.trust_remote_code")
         if trust is None:
             return (
-                f"config.json's auto_map names its own config class: whether "
-                f"--trust-remote-code loads it is not known (no serve line)"
+                "config.json's auto_map names its own config class: whether "
+                "--trust-remote-code loads it is not known (no serve line)"
             )
         if trust.value is True:
             return [], "", f"{detail}; --trust-remote-code loads the repository's config class"
@@ -92,7 +92,11 @@ def _judge(
         # release before it: that decides "known", never an error
         before = _release_before(table.releases, version)
         if before in knowing:
-            return [], "", f"{detail}; transformers {before}, the release before {version}, knows it"
+            return (
+                [],
+                "",
+                f"{detail}; transformers {before}, the release before {version}, knows it",
+            )
         return f"transformers {version} is not among the releases read"
     from vllm_doctor.knowledge.ranges import release_spans
 
@@ -252,8 +256,7 @@ def _checks(facts: Facts, installed: Installed) -> tuple[list[str], list[str], s
                 "it is imported (dependency_versions_check: ImportError)"
             )
             fixes.append(f"pip install '{name}{check['spec']}'")
-    detail = (
-        f"the packages transformers {version} checks when imported (transformers_types)"
-        + (f"; versions not known: {', '.join(unknown)}" if unknown else "")
+    detail = f"the packages transformers {version} checks when imported (transformers_types)" + (
+        f"; versions not known: {', '.join(unknown)}" if unknown else ""
     )
     return lines, fixes, detail
