@@ -187,3 +187,49 @@ def test_quack_known_bad_pair_defers_to_the_curated_rule():
     # the curated rule names this pair; ENV120 defers to it (one cause, one finding)
     assert verdict("ENV012", facts) == APPLIES
     assert verdict("ENV120", facts) == APPLIES  # alone, before the report's deferral
+
+
+def test_generate_folds_each_module_over_the_companion_versions(tmp_path: Path, monkeypatch):
+    """Two companion versions against three partner wheels: the name the newer companion
+    imports exists only in the newest partner, and the table says so per module."""
+    root = tmp_path / "wheels"
+    (root / "part").mkdir(parents=True)
+    for version, names in (("1.0", "A = 1\n"), ("1.1", "A = 1\n"), ("2.0", "A = 1\nB = 2\n")):
+        write_zip(
+            root / "part" / f"part-{version}-py3-none-any.whl",
+            {"part/__init__.py": "", "part/api.py": names},
+        )
+    wheels = {
+        "0.1": write_zip(
+            tmp_path / "comp-0.1.whl",
+            {"comp/__init__.py": "", "comp/conn.py": "from part.api import A\n"},
+        ),
+        "0.2": write_zip(
+            tmp_path / "comp-0.2.whl",
+            {
+                "comp/__init__.py": "",
+                "comp/conn.py": "from part.api import A\nfrom comp.edits import x\n",
+                "comp/edits.py": "from part.api import B\nx = 1\n",
+            },
+        ),
+    }
+    monkeypatch.setitem(
+        partner_imports.PARTNERS,
+        "comp",
+        partner_imports.Partner("comp", "part", "part", "wheels", entry_prefixes=("comp.",)),
+    )
+    table = partner_imports.generate(root, "comp", wheels, set(), fetch=False)
+    assert table is not None
+    assert table["partner_releases"] == ["1.0", "1.1", "2.0"]
+    assert table["releases"] == ["0.1", "0.2"]
+    # 0.1 imports only A, which every partner has: no key for it
+    assert table["entries"]["comp.conn"] == [
+        {
+            "first": "0.2",
+            "last": "0.2",
+            "value": {
+                "missing": {"part.api:B": [["1.0", "1.1"]]},
+                "files": {"part.api:B": "comp/edits.py"},
+            },
+        }
+    ]
