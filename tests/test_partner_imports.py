@@ -216,12 +216,16 @@ def test_generate_folds_each_module_over_the_companion_versions(tmp_path: Path, 
     monkeypatch.setitem(
         partner_imports.PARTNERS,
         "comp",
-        partner_imports.Partner("comp", "part", "part", "wheels", entry_prefixes=("comp.",)),
+        # comp.conn imports part.api's A, the "connector base": a module a user may name
+        partner_imports.Partner(
+            "comp", "part", "part", "wheels", entry_prefixes=("comp.",), entry_base="A"
+        ),
     )
     table = partner_imports.generate(root, "comp", wheels, set(), fetch=False)
     assert table is not None
     assert table["partner_releases"] == ["1.0", "1.1", "2.0"]
     assert table["releases"] == ["0.1", "0.2"]
+    assert table["connectors"] == ["comp.conn"]  # comp.edits imports no A
     # 0.1 imports only A, which every partner has: no key for it
     assert table["entries"]["comp.conn"] == [
         {

@@ -54,8 +54,11 @@ class Partner:
     distribution: str  # whose versions are judged (its version is what a pip list shows)
     top: str  # the import name the companion imports from
     code: str  # "wheels": <root>/<distribution>/*.whl; "code": <root>/<distribution>/code/<v>.zip
-    # the companion's own modules users name directly (a kv_connector_module_path)
+    # the companion's own modules users name directly (a kv_connector_module_path): those
+    # under these prefixes that import this partner class (the connector base they subclass;
+    # LMCache's old v0 adapter, which vLLM 0.8-0.10 imported itself, is no connector)
     entry_prefixes: tuple[str, ...] = ()
+    entry_base: str = ""
     # the distributions a partner version's Python code is in, oldest layout first
     # ((first version, distribution)): the CuTe DSL moved into nvidia-cutlass-dsl-libs-base
     code_from: tuple[tuple[str, str], ...] = ()
@@ -63,7 +66,12 @@ class Partner:
 
 PARTNERS: dict[str, Partner] = {
     "lmcache": Partner(
-        "lmcache", "vllm", "vllm", "wheels", entry_prefixes=("lmcache.integration.vllm.",)
+        "lmcache",
+        "vllm",
+        "vllm",
+        "wheels",
+        entry_prefixes=("lmcache.integration.vllm.",),
+        entry_base="KVConnectorBase_V1",
     ),
     "quack-kernels": Partner(
         "quack",
@@ -329,16 +337,20 @@ def _spans(order: list[str], chosen: set[str]) -> list[list[str]]:
 
 def entry_modules(dist: str, partner: Partner, modules: dict[str, Any], used: set[str]):
     """The companion's modules that vLLM imports (``used``) or users name as a connector."""
-    return sorted(
-        m for m in modules if m in used or any(m.startswith(p) for p in partner.entry_prefixes)
-    )
+
+    def connector(module: str) -> bool:
+        return any(module.startswith(p) for p in partner.entry_prefixes) and any(
+            use.endswith(f":{partner.entry_base}") for use in modules[module]["uses"]
+        )
+
+    return sorted(m for m in modules if m in used or connector(m))
 
 
 def generate(
     root: Path, dist: str, versions: dict[str, Path], used_modules: set[str], fetch: bool
 ) -> dict[str, Any] | None:
     """The ``stack_imports`` entry of one companion: ``{"partner", "partner_releases",
-    "releases", "entries"}`` (entries: spans over the companion's versions)."""
+    "releases", "connectors", "entries"}`` (entries: spans over the companion's versions)."""
     from vllm_doctor.knowledge.ranges import fold
 
     partner = PARTNERS[dist]
@@ -365,8 +377,10 @@ def generate(
         return None
     per_version: dict[str, dict[str, dict[str, str]]] = {}
     all_uses: set[str] = set()
+    connectors: set[str] = set()
     for version, modules in readings.items():
         per_version[version] = {}
+        connectors |= set(entry_modules(dist, partner, modules, set()))
         for module in entry_modules(dist, partner, modules, used_modules):
             found = closure(modules, module)
             per_version[version][module] = found
@@ -403,6 +417,7 @@ def generate(
         "partner": partner.distribution,
         "partner_top": partner.top,
         "entry_prefixes": list(partner.entry_prefixes),
+        "connectors": sorted(connectors),
         "partner_releases": order,
         "releases": releases,
         "entries": entries,

@@ -132,7 +132,7 @@ def _companion(
         )
         return lines, risky, fix
     if version is not None:
-        return f"{dist} {version} is not among the versions read"
+        return _between(table, dist, version, loaded | maybe, meta, partner, partner_version)
     # the version is unknown: the versions the release installs, when vLLM requires it
     allowed = _allowed(dist, release, releases, partner, partner_version)
     if not allowed:
@@ -163,6 +163,43 @@ def _companion(
     return [], risky, fix
 
 
+def _between(
+    table: Any,
+    dist: str,
+    version: str,
+    modules: set[str],
+    meta: dict[str, Any],
+    partner: str,
+    partner_version: str,
+) -> tuple[list[str], list[str], str] | str:
+    """A companion version the table did not read (LMCache 0.3.8 is no longer on the index):
+    where the release before it cannot import and the release after it can, a warning that
+    names both, never an error (its own code was not read)."""
+    from packaging.version import InvalidVersion, Version
+
+    unread = f"{dist} {version} is not among the versions read"
+    releases = meta["releases"]
+    try:
+        wanted = Version(version)
+        before = [r for r in releases if Version(r) < wanted]
+        after = [r for r in releases if Version(r) > wanted]
+    except InvalidVersion:
+        return unread
+    if not before or not after:
+        return unread
+    lacking = _lacking(table, dist, before[-1], modules, meta, partner_version)
+    if not lacking or _lacking(table, dist, after[0], modules, meta, partner_version):
+        return unread
+    label = _partner_label(partner, partner_version)
+    names = ", ".join(e["name"] for e in lacking[:3])
+    risky = [
+        f"{dist} {version} was not read (no wheel on the index): {dist} {before[-1]}, the "
+        f"release before it, imports {names}, which {label} lacks; {dist} {after[0]}, the "
+        "release after it, imports cleanly"
+    ]
+    return [], risky, _fix(table, dist, version, modules, meta, partner, partner_version)
+
+
 def _exact_release(facts: Facts, release: str) -> str | None:
     """The judged release when the installed vLLM is exactly it (a build between releases may
     have any name)."""
@@ -184,8 +221,7 @@ def _modules(
     prefixes = tuple(meta.get("entry_prefixes") or ())
     if not prefixes:  # imported by vLLM's own code
         return used, set(), "when vLLM imports it"
-    own = {key.split("|", 1)[1] for key in table if key.startswith(f"{dist}|")}
-    connectors = {m for m in own if m.startswith(prefixes)}
+    connectors = set(meta.get("connectors") or ())  # the modules a module path may name
     if facts.get("serve.argv") is None:
         return set(), used | connectors, "if the serve line configures the LMCache connector"
     config = _kv_transfer_config(facts.value("serve.argv") or [])
