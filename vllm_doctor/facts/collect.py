@@ -437,6 +437,22 @@ def _compute_the_rest(run: _Runner, options: CollectOptions) -> None:
         release_env,
     )
 
+    def release_memory() -> None:
+        from vllm_doctor.facts.release import judged_between_releases
+        from vllm_doctor.facts.release_memory import collect_release_memory
+
+        judged_between_releases(facts, collect_release_memory)
+
+    run.step("release memory", ("release.uma_free_memory",), release_memory)
+
+    def release_aiter_moe() -> None:
+        from vllm_doctor.facts.release import judged_between_releases
+        from vllm_doctor.facts.release_aiter_moe import collect_release_aiter_moe
+
+        judged_between_releases(facts, collect_release_aiter_moe)
+
+    run.step("release AITER MoE request", ("release.aiter_moe_refused",), release_aiter_moe)
+
     def memory() -> None:
         from vllm_doctor.memory.facts import compute_memory
 

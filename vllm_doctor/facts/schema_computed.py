@@ -258,6 +258,23 @@ COMPUTED: dict[str, FactSpec] = {
         "release's values of its VLLM_ROCM_USE_AITER* variables and the GPU's gfx target; "
         "'aiter' is is_enabled, 'supported' is AITER's own architecture check)",
     ),
+    "release.aiter_moe_refused": FactSpec(
+        "bool",
+        "on an AMD GPU serving an MoE model: the judged release answers VLLM_ROCM_USE_AITER / "
+        "VLLM_ROCM_USE_AITER_MOE set on by taking AITER's MoE backend for this model's "
+        "quantization (knowledge table aiter_moe_request, from the MoE oracles) and AITER's "
+        "experts are off on this GPU (release.aiter.fused_moe), so it raises ValueError at "
+        "start-up; false where the experts run, the request is not made or the release falls "
+        "back",
+    ),
+    "release.uma_free_memory": FactSpec(
+        "str",
+        "on a unified-memory GPU (gpu.unified_memory): what the judged release takes as its "
+        "free memory (knowledge table uma_memory, from MemorySnapshot.measure): os_available "
+        "(psutil's available memory: the platform's is_integrated_gpu, or a listed CUDA "
+        "capability) or device_free (mem_get_info: on ROCm APUs the GTT aperture, whatever the "
+        "OS already uses); absent on a dedicated-memory GPU",
+    ),
     "release.env_invalid": FactSpec(
         "list",
         "variables set to a value the judged release refuses at start-up (ValueError; the "
