@@ -32,6 +32,17 @@ COMPUTED: dict[str, FactSpec] = {
         "the pip CUDA compiler (nvidia-cuda-nvcc) is the major.minor of the pip CUDA runtime "
         "headers (nvidia-cuda-runtime), as CCCL's cuda_toolkit.h requires of every JIT build",
     ),
+    "derived.spec_drafting_slots": FactSpec(
+        "int",
+        "slots each request adds to the batch while drafting (speculative_config's method and "
+        "num_speculative_tokens, as the judged release counts them; facts/spec_budget.py)",
+    ),
+    "derived.spec_scheduled_tokens": FactSpec(
+        "int",
+        "max_num_batched_tokens − drafting slots × max_num_seqs (the serve line's values, else "
+        "the release's defaults for the GPU): vLLM refuses a speculative configuration that "
+        "leaves zero or less",
+    ),
     # -- added for the PAR/ARGS rules (PAR003, ARGS002); computed in facts/derived.py ------
     "derived.expert_parallel_size": FactSpec(
         "int", "expert-parallel group size: TP × DP with --enable-expert-parallel, else 1"
