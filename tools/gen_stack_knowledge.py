@@ -21,7 +21,11 @@ and ``vllm_doctor/knowledge/data/stack_errors.json`` (the messages each package 
 the versions that raise them), described in docs/knowledge.md. The ``api:`` keys resolve, in
 each companion version's own code (``tools/companion_api.py``), every name the covered vLLM
 releases use of it (``data/companion_uses.json``); ``--vllm-wheels DIR`` regenerates that table
-and ``dependencies.json`` from the vLLM wheels first.
+and ``dependencies.json`` from the vLLM wheels first. ``data/stack_imports.json``: what LMCache
+and quack-kernels import from vLLM and the CuTe DSL, against each version of those
+(``tools/partner_imports.py``; the vLLM wheels are read from ``<dir>/vllm/``);
+``data/transformers_types.json``: the model types of every transformers release from 4.48.0
+and vLLM's own config registry per release (``tools/transformers_types.py``).
 
 Exit codes: 0 done, 2 bad usage (no readings for a requested package, unknown package).
 """
@@ -47,8 +51,10 @@ for path in (REPO, TOOLS):
         sys.path.insert(0, str(path))
 
 import companion_api  # noqa: E402
+import partner_imports  # noqa: E402
 import stack_messages  # noqa: E402
 import stack_readers  # noqa: E402
+import transformers_types  # noqa: E402
 from extractors.companion_uses import COMPANION_MODULES  # noqa: E402
 from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: E402
 from packaging.utils import parse_wheel_filename  # noqa: E402
@@ -577,6 +583,20 @@ def main(argv: list[str] | None = None) -> int:
             if not (readings.get(dist) or message_readings.get(dist)):
                 print(f"{dist}: no wheels or readings: left out of the tables", file=sys.stderr)
         write(readings, args.out, message_readings)
+        partner_imports.write_table(
+            args.wheels,
+            {
+                dist: {
+                    v: w for v in readings.get(dist, {}) if (w := wheel_for(args.wheels, dist, v))
+                }
+                for dist in partner_imports.PARTNERS
+            },
+            args.out.parent / "stack_imports.json",
+            args.download,
+        )
+        transformers_types.write_table(
+            args.wheels, args.out.parent / "transformers_types.json", args.download
+        )
         for dist, found in [*readings.items(), *message_readings.items()]:
             print(f"{dist}: {len(found)} versions", file=sys.stderr)
         print(f"done in {time.perf_counter() - start:.0f} s", file=sys.stderr)

@@ -54,9 +54,17 @@ _MACHINES = ("x86_64", "aarch64")
 
 def collect_release_stack(facts: Facts) -> None:
     from vllm_doctor.facts.release_api import collect_release_api
+    from vllm_doctor.facts.release_partner import collect_partner_imports
+    from vllm_doctor.facts.release_transformers import (
+        collect_model_type,
+        collect_transformers_checks,
+    )
 
     release, reason = _judged(facts)
     lacking_api = collect_release_api(facts, release, reason, _installed)
+    collect_partner_imports(facts, release, reason, _installed)
+    collect_model_type(facts, release, reason, _installed)
+    collect_transformers_checks(facts, _installed)
     if release is None:
         for path in (*STACK_PATHS, *KERNEL_PATHS):
             facts.mark_missing(path, reason)

@@ -111,6 +111,19 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "gpu.unified_memory": ("facts/platform.py",),
     "release.attention": ("facts/release_kernels.py",),
     "release.stack": ("facts/release_stack.py",),
+    **{
+        f"release.stack.{name}": ("facts/release_partner.py",)
+        for name in ("partner_imports_missing", "partner_imports_at_risk", "partner_imports_fix")
+    },
+    **{
+        f"release.stack.{name}": ("facts/release_transformers.py",)
+        for name in (
+            "model_type_unknown",
+            "model_type_fix",
+            "transformers_refuses",
+            "transformers_refuses_fix",
+        )
+    },
     "release.api": ("facts/release_api.py",),
     "release.kernels": ("facts/release_stack.py",),
 }

@@ -367,6 +367,45 @@ COMPUTED: dict[str, FactSpec] = {
     "release.stack.pair_fix": FactSpec(
         "str", "the install that makes the refused pairs agree (the release's pin first)"
     ),
+    "release.stack.partner_imports_missing": FactSpec(
+        "list",
+        "names a companion version imports unguarded at module level from the package it "
+        "plugs into (LMCache from vllm.*, quack-kernels from the CuTe DSL's cutlass.*) that "
+        "the installed/reported partner version lacks, in modules that will be loaded (vLLM's "
+        "imports of the companion; a kv_connector_module_path): companion, version, file, name, "
+        "the partner versions that have it (generated stack_imports table); empty when none",
+    ),
+    "release.stack.partner_imports_at_risk": FactSpec(
+        "list",
+        "the same, where loading is not known (no serve line: whether the LMCache connector is "
+        "configured) or the companion's version is not known (the versions the judged release "
+        "allows that cannot import, named)",
+    ),
+    "release.stack.partner_imports_fix": FactSpec(
+        "str", "the companion version to install (the versions that import cleanly)"
+    ),
+    "release.stack.model_type_unknown": FactSpec(
+        "list",
+        "the config.json's model_type that the installed/reported transformers does not know "
+        "(CONFIG_MAPPING_NAMES of each transformers release, generated) while the judged vLLM "
+        "release registers no config class of its own for it: the transformers releases that "
+        "know it; empty when it is known, registered, or loaded with --trust-remote-code",
+    ),
+    "release.stack.model_type_fix": FactSpec(
+        "str",
+        "the transformers to install within the judged release's requirement, or the vLLM "
+        "release whose requirement first admits one that knows the model",
+    ),
+    "release.stack.transformers_refuses": FactSpec(
+        "list",
+        "installed/reported packages outside the spec the installed transformers checks when "
+        "it is imported (pkgs_to_check_at_runtime: tokenizers, huggingface-hub, safetensors, "
+        "regex, ...; generated per transformers release): package, version, the spec; empty "
+        "when every known one is inside",
+    ),
+    "release.stack.transformers_refuses_fix": FactSpec(
+        "str", "the installs that bring the refused packages inside transformers' specs"
+    ),
     "release.api.missing": FactSpec(
         "list",
         "names and keywords the judged release imports or passes to a companion package "

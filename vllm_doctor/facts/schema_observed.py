@@ -157,6 +157,11 @@ OBSERVED: dict[str, FactSpec] = {
     "model.architectures": FactSpec("list", "architectures from config.json", never_absent=True),
     "model.model_type": FactSpec("str", "model_type of the top-level config", never_absent=True),
     "model.text_model_type": FactSpec("str", "model_type of the nested text/language config"),
+    "model.remote_config": FactSpec(
+        "bool",
+        "config.json's auto_map names an AutoConfig class (with --trust-remote-code "
+        "transformers loads the model repository's own config class)",
+    ),
     "model.family": FactSpec("str", "model family (gemma4, deepseek_v32, qwen3, llama, ...)"),
     "model.num_attention_heads": FactSpec(
         "int", "attention heads of the text model", never_absent=True
