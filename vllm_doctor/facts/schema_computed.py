@@ -375,6 +375,12 @@ COMPUTED: dict[str, FactSpec] = {
         "decided on a Jetson module when the published wheels have none (NVIDIA's Jetson "
         "builds carry the device's architecture)",
     ),
+    "release.kernels.published_core_without_image": FactSpec(
+        "list",
+        "on a Jetson module, the core extension of the published wheels (pip install vllm, "
+        "the vllm/vllm-openai images) with no image for the device's architecture (empty: "
+        "they carry it, or the GPU is not a Jetson module, where core_without_image decides)",
+    ),
     "release.kernels.family_only": FactSpec(
         "list",
         "objects built for the GPU's architecture family only as another member's "
