@@ -381,6 +381,16 @@ COMPUTED: dict[str, FactSpec] = {
         "the vllm/vllm-openai images) with no image for the device's architecture (empty: "
         "they carry it, or the GPU is not a Jetson module, where core_without_image decides)",
     ),
+    "release.kernels.triton_ptxas": FactSpec(
+        "str",
+        "the ptxas the installed triton bundles for each GPU (its CUDA release, read from the "
+        "wheel) and whether it accepts the GPU name Triton compiles for (sm_121a on a GB10)",
+    ),
+    "release.kernels.triton_ptxas_lacks_gpu": FactSpec(
+        "str",
+        "the GPU names the bundled ptxas Triton uses does not know, with the variable that "
+        "points Triton at another ptxas (empty: it knows them, or the variable is set)",
+    ),
     "release.kernels.family_only": FactSpec(
         "list",
         "objects built for the GPU's architecture family only as another member's "
