@@ -311,6 +311,17 @@ COMPUTED: dict[str, FactSpec] = {
         "bool", "some candidate backend supports the model on this GPU"
     ),
     "release.attention.rejections": FactSpec("list", "each rejecting candidate with its reasons"),
+    "release.attention.kv_cache_backends": FactSpec(
+        "list",
+        "of the backends the release considers on this GPU (its priority list), those whose "
+        "capability and KV-cache dtype checks accept serve.kv_cache_dtype (no config.json "
+        "needed: head size and dtype only remove more)",
+    ),
+    "release.attention.kv_cache_triton_only": FactSpec(
+        "bool",
+        "every backend of release.attention.kv_cache_backends compiles its kernels with "
+        "Triton (TRITON_ATTN, TRITON_MLA, FLEX_ATTENTION)",
+    ),
     "release.attention.forced_supports": FactSpec(
         "bool", "the forced backend (serve.attention_backend) accepts the model here"
     ),
