@@ -349,3 +349,16 @@ def test_triton_version_unknown_leaves_its_ptxas_undecided():
     facts = facts_with({"gpu.names": ["NVIDIA GB10"], "gpu.capabilities": [121]})
     assert facts.value("release.kernels.triton_ptxas_lacks_gpu") is None
     assert verdict("HW121", facts) == UNDECIDED
+
+
+def test_flashinfer_cubins_are_judged_on_an_aarch64_gpu():
+    """FlashInfer's cubin package is one pure-Python wheel (read once, as x86_64): its cubins
+    are judged on a GB10 although the aarch64 build is the one judged there."""
+    facts = facts_with(
+        {"vllm.version": "0.26.0", "gpu.names": ["NVIDIA GB10"], "gpu.capabilities": [121],
+         "gpu.min_capability": 121, "packages.flashinfer-python": "0.6.8.post1",
+         "packages.flashinfer-cubin": "0.6.8.post1"}
+    )  # fmt: skip
+    assert facts.value("release.kernels.machine") == "aarch64"
+    companions = facts.value("release.kernels.companions")
+    assert companions["flashinfer-cubin 0.6.8.post1 flashinfer_cubin/cubins/batched_gemm"] == "none"

@@ -623,13 +623,16 @@ def _companions(
             if not key.startswith("images:") or not isinstance(value, dict):
                 continue
             obj, _, machine = key[len("images:") :].rpartition("@")
-            if machine not in machines:
+            file = str(value.get("file", ""))
+            shared = file.endswith(".so") or ".so." in file  # not a folder of cubins
+            # a shared object is built per CPU architecture; raw cubins are the same files in
+            # every wheel (FlashInfer's cubin package is one pure-Python wheel)
+            if machine not in machines and shared:
                 continue
             state = _module_state(value["groups"], capabilities)
             label = f"{dist} {version} {obj}"
             coverage[label] = state
-            file = str(value.get("file", ""))
-            if file.endswith(".so") or ".so." in file:  # not a folder of cubins
+            if shared:
                 files.setdefault(file, state)
             if state == "none":
                 without.append(
