@@ -35,7 +35,9 @@ def collect_triton_ptxas(
 
     version, why = installed(facts, "triton", inferred=False)
     if version is None:
-        reason = why or "triton is not installed"
+        reason = (why or "triton is not installed here") + (
+            " (name the serving environment's: --package triton==X, or a report's pip list)"
+        )
         for path in PATHS:
             facts.mark_missing(path, reason)
         return
