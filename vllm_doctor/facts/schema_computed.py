@@ -392,6 +392,12 @@ COMPUTED: dict[str, FactSpec] = {
         "the vllm/vllm-openai images) with no image for the device's architecture (empty: "
         "they carry it, or the GPU is not a Jetson module, where core_without_image decides)",
     ),
+    "release.flashinfer_sampler_jit": FactSpec(
+        "bool",
+        "vLLM's start-up builds FlashInfer's sampling module with nvcc: the release takes "
+        "VLLM_USE_FLASHINFER_SAMPLER as true, flashinfer-python is installed and "
+        "flashinfer-jit-cache (its prebuilt modules) is not",
+    ),
     "release.kernels.triton_ptxas": FactSpec(
         "str",
         "the ptxas the installed triton bundles for each GPU (its CUDA release, read from the "
