@@ -11,6 +11,9 @@ for compute capability 8.9 and newer ("type fp8e4nv not supported in this archit
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from vllm_doctor.facts.model import Facts
 
 SOURCE = "release knowledge"
@@ -25,9 +28,11 @@ def _mark(facts: Facts, reason: str) -> None:
         facts.mark_missing(path, reason)
 
 
-def collect_kv_cache_backends(facts: Facts) -> None:
-    from vllm_doctor.facts.release_kernels import _judged, judge_backend
-
+def collect_kv_cache_backends(
+    facts: Facts, judged_release: Callable[..., Any], judge_backend: Callable[..., Any]
+) -> None:
+    """``judged_release`` and ``judge_backend`` are release_kernels' (the release that judges
+    and one backend record against the inputs)."""
     kv = facts.value("serve.kv_cache_dtype")
     if kv is None:
         _mark(facts, facts.why_missing("serve.kv_cache_dtype") or "no --kv-cache-dtype given")
@@ -36,7 +41,7 @@ def collect_kv_cache_backends(facts: Facts) -> None:
     if not isinstance(capabilities, list) or not capabilities:
         _mark(facts, facts.why_missing("gpu.capabilities") or "the GPU's capability is not known")
         return
-    judged = _judged(facts, "attention", PATHS)
+    judged = judged_release(facts, "attention", PATHS)
     if judged is None:
         return
     release, values, detail = judged

@@ -55,7 +55,6 @@ _MACHINES = ("x86_64", "aarch64")
 
 def collect_release_stack(facts: Facts) -> None:
     from vllm_doctor.facts.release_api import collect_release_api
-
     from vllm_doctor.facts.triton_ptxas import collect_triton_ptxas
 
     collect_triton_ptxas(facts, _installed)  # Triton's own ptxas, whatever the vLLM release
