@@ -92,6 +92,8 @@ class Companion:
     same_versions_as: tuple[str, ...] = ()
     first: str | None = None  # for a package no requirement names: every release from this
     messages: bool = True
+    # it bundles a ptxas (Triton): which CUDA release and which GPU names it accepts
+    ptxas: bool = False
 
 
 COMPANIONS: dict[str, Companion] = {
@@ -109,8 +111,10 @@ COMPANIONS: dict[str, Companion] = {
         "vLLM pins it; its compiled kernels decide which GPUs run at all", messages=False
     ),
     "triton": Companion(
-        "the torch releases vLLM pins pin it; vLLM's and FlashInfer's Triton kernels run on it",
+        "the torch releases vLLM pins pin it; vLLM's and FlashInfer's Triton kernels run on it, "
+        "compiled by the ptxas it bundles",
         required_by=("torch",),
+        ptxas=True,
     ),
     "nvidia-nccl-cu12": Companion(
         "the torch releases vLLM pins pin it (CUDA 12 builds)",
@@ -257,6 +261,11 @@ def read_one(root: Path, dist: str, version: str, companion: Companion) -> dict 
                     stored["checks"] = stack_readers.checks_in(archive)
                 stored["checks_format"] = stack_readers.CHECKS_FORMAT
                 path.write_text(json.dumps(stored, sort_keys=True), encoding="utf-8")
+            if wheel is not None and _lacks_ptxas(companion, stored):
+                with zipfile.ZipFile(wheel) as archive:  # only the bundled ptxas is read again
+                    stored["ptxas"] = stack_readers.ptxas(archive)
+                stored["ptxas_format"] = stack_readers.PTXAS_FORMAT
+                path.write_text(json.dumps(stored, sort_keys=True), encoding="utf-8")
             if wheel is not None and _lacks_api(dist, stored):
                 with zipfile.ZipFile(wheel) as archive:  # only the API is read again
                     stored["api"] = companion_api.api_in(archive, api_modules(dist))
@@ -300,6 +309,8 @@ def collect(
             reading = read_one(root, dist, version, companion)
             if reading is not None and fetch and _lacks_api(dist, reading):
                 reading = None  # read before the API was: the wheel again
+            if reading is not None and fetch and _lacks_ptxas(companion, reading):
+                reading = None  # read before its ptxas was: the wheel again
             if reading is None and fetch:
                 wheel = download(root, dist, version)
                 if wheel is not None:
@@ -319,6 +330,10 @@ def api_modules(dist: str) -> set[str]:
 
 def _lacks_api(dist: str, reading: dict[str, Any]) -> bool:
     return bool(api_modules(dist)) and reading.get("api_format") != companion_api.API_FORMAT
+
+
+def _lacks_ptxas(companion: Companion, reading: dict[str, Any]) -> bool:
+    return companion.ptxas and reading.get("ptxas_format") != stack_readers.PTXAS_FORMAT
 
 
 def _stored_versions(root: Path, dist: str) -> set[str]:
@@ -376,6 +391,8 @@ def values_of(reading: dict[str, Any]) -> dict[str, Any]:
         }
     if reading.get("python"):
         out["python"] = {"spec": reading["python"]}
+    for path, found in (reading.get("ptxas") or {}).items():
+        out[f"ptxas:{path}"] = found
     return out
 
 

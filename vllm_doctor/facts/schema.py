@@ -126,6 +126,12 @@ WRITERS: dict[str, tuple[str, ...]] = {
     },
     "release.api": ("facts/release_api.py",),
     "release.kernels": ("facts/release_stack.py",),
+    "release.flashinfer_sampler_jit": ("facts/flashinfer_jit.py",),
+    "release.attention.kv_cache_backends": ("facts/kv_cache_backends.py",),
+    "release.attention.kv_cache_triton_only": ("facts/kv_cache_backends.py",),
+    "release.kernels.triton_ptxas": ("facts/triton_ptxas.py",),
+    "release.kernels.triton_ptxas_lacks_gpu": ("facts/triton_ptxas.py",),
+    "platform.nvcc_found": ("facts/toolkit.py",),
 }
 
 # Facts a collector may infer when they were not observed (Facts.infer: from the GPU table, a

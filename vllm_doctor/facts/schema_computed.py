@@ -339,6 +339,17 @@ COMPUTED: dict[str, FactSpec] = {
         "bool", "some candidate backend supports the model on this GPU"
     ),
     "release.attention.rejections": FactSpec("list", "each rejecting candidate with its reasons"),
+    "release.attention.kv_cache_backends": FactSpec(
+        "list",
+        "of the backends the release considers on this GPU (its priority list), those whose "
+        "capability and KV-cache dtype checks accept serve.kv_cache_dtype (no config.json "
+        "needed: head size and dtype only remove more)",
+    ),
+    "release.attention.kv_cache_triton_only": FactSpec(
+        "bool",
+        "every backend of release.attention.kv_cache_backends compiles its kernels with "
+        "Triton (TRITON_ATTN, TRITON_MLA, FLEX_ATTENTION)",
+    ),
     "release.attention.forced_supports": FactSpec(
         "bool", "the forced backend (serve.attention_backend) accepts the model here"
     ),
@@ -441,6 +452,28 @@ COMPUTED: dict[str, FactSpec] = {
         "vLLM's core extension (vllm._C / vllm._C_stable_libtorch) has no image at all; not "
         "decided on a Jetson module when the published wheels have none (NVIDIA's Jetson "
         "builds carry the device's architecture)",
+    ),
+    "release.kernels.published_core_without_image": FactSpec(
+        "list",
+        "on a Jetson module, the core extension of the published wheels (pip install vllm, "
+        "the vllm/vllm-openai images) with no image for the device's architecture (empty: "
+        "they carry it, or the GPU is not a Jetson module, where core_without_image decides)",
+    ),
+    "release.flashinfer_sampler_jit": FactSpec(
+        "bool",
+        "vLLM's start-up builds FlashInfer's sampling module with nvcc: the release takes "
+        "VLLM_USE_FLASHINFER_SAMPLER as true, flashinfer-python is installed and "
+        "flashinfer-jit-cache (its prebuilt modules) is not",
+    ),
+    "release.kernels.triton_ptxas": FactSpec(
+        "str",
+        "the ptxas the installed triton bundles for each GPU (its CUDA release, read from the "
+        "wheel) and whether it accepts the GPU name Triton compiles for (sm_121a on a GB10)",
+    ),
+    "release.kernels.triton_ptxas_lacks_gpu": FactSpec(
+        "str",
+        "the GPU names the bundled ptxas Triton uses does not know, with the variable that "
+        "points Triton at another ptxas (empty: it knows them, or the variable is set)",
     ),
     "release.kernels.family_only": FactSpec(
         "list",

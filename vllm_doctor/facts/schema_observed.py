@@ -101,6 +101,12 @@ OBSERVED: dict[str, FactSpec] = {
         "other processes and a BIOS carve-out leave",
     ),
     # -- the platform and the container (facts/platform.py) --------------------------------
+    "platform.nvcc_found": FactSpec(
+        "bool",
+        "FlashInfer's JIT finds a CUDA compiler: <cuda_home>/bin/nvcc exists, cuda_home as "
+        "flashinfer/jit/cpp_ext.py get_cuda_path takes it (CUDA_HOME, CUDA_PATH, nvcc on PATH, "
+        "/usr/local/cuda); a report's CUDA runtime version (nvcc --version) says one is on PATH",
+    ),
     "platform.kernel": FactSpec(
         "str",
         "the Linux kernel's release (/proc/sys/kernel/osrelease, a report's Python platform, "
