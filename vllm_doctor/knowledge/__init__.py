@@ -106,13 +106,24 @@ class Table:
             return cached
         index = self._index[release]
         out: dict[str, Any] = {}
-        self._at[release] = out
-        for key, entries in self._entries.items():
-            for entry in entries:
-                if self._covers(entry, index):
-                    out[key] = entry.get("value")
+        for key, spans in self._by_index:
+            for first, last, value in spans:
+                if first <= index <= last:
+                    out[key] = value
                     break
+        self._at[release] = out
         return out
+
+    @cached_property
+    def _by_index(self) -> list[tuple[str, list[tuple[int, int, Any]]]]:
+        """Each key's spans as (first, last) positions in ``releases`` with the value: ``at``
+        reads every span of the table for each release asked (every covered release, for a
+        check without a vLLM version)."""
+        index = self._index
+        return [
+            (key, [(index[e["first"]], index[e["last"]], e.get("value")) for e in entries])
+            for key, entries in self._entries.items()
+        ]
 
     def first_release(self, key: str) -> str | None:
         spans = self._entries.get(key)
