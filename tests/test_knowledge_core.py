@@ -72,3 +72,19 @@ def test_a_dev_build_lies_between_its_release_and_the_next_minor_series():
     m = match_release("0.9.1rc1.dev20+g0d80979", RELEASES)
     assert (m.release, m.upper) == ("0.9.0", "0.10.0")
     assert match_release("0.10.0", RELEASES).upper is None
+
+
+def test_a_dated_build_lies_up_to_the_first_release_built_after_it():
+    from vllm_doctor.knowledge import covered_releases, match_release
+
+    releases = tuple(covered_releases())
+    # a main build of 2026-05-21 (after 0.21.0 was built on 2026-05-15): up to 0.22.0
+    dated = match_release("0.20.2rc1.dev562+g1c78f76c2.d20260521", releases)
+    assert (dated.release, dated.upper) == ("0.20.1", "0.22.0")
+    assert "built 2026-05-21" in dated.note
+    # without the day: the next minor release, as before
+    plain = match_release("0.20.2rc1.dev562+g1c78f76c2", releases)
+    assert (plain.release, plain.upper) == ("0.20.1", "0.21.0")
+    # built before the next minor release: that release
+    early = match_release("0.22.1rc1.dev499+g470229c37.d20260613", releases)
+    assert early.upper == "0.23.0"

@@ -343,3 +343,186 @@ def test_deep_gemm_by_capability(gpu, version, environ, arch, used):
     facts = facts_for("vllm serve Qwen/Qwen3-8B", version, gpu=gpu, environ=environ)
     assert facts.value("release.deep_gemm_arch") is arch
     assert facts.value("release.deep_gemm") is used
+
+
+# vllm/v1/attention/backends/mla/common.py of 0.10.2: the check before _aiter_ops.py (trimmed)
+MLA_COMMON_0102 = """
+from vllm import envs
+from vllm.platforms import current_platform
+def is_rocm_aiter_fp8bmm_enabled() -> bool:
+    return current_platform.is_rocm() \\
+        and envs.VLLM_ROCM_USE_AITER_FP8BMM \\
+        and envs.VLLM_ROCM_USE_AITER
+"""
+
+
+def test_aiter_gates_extractor_reads_the_checks_before_aiter_ops(tmp_path):
+    out = _extractor("aiter_gates").extract(
+        release(tmp_path, "0.10.2", {"v1/attention/backends/mla/common.py": MLA_COMMON_0102})
+    )
+    assert out == {
+        "fp8bmm": {
+            "method": "vllm/v1/attention/backends/mla/common.py:is_rocm_aiter_fp8bmm_enabled",
+            "gate": [
+                "and",
+                ["const", True],
+                ["env", "VLLM_ROCM_USE_AITER_FP8BMM"],
+                ["env", "VLLM_ROCM_USE_AITER"],
+            ],
+        }
+    }
+
+
+def test_aiter_features_before_aiter_ops():
+    line = "VLLM_ROCM_USE_AITER=1 vllm serve deepseek-ai/DeepSeek-V3 -dp 8"
+    facts = facts_for(line, "0.10.2")
+    assert facts.value("release.aiter.fp8bmm") is True  # is_rocm_aiter_fp8bmm_enabled()
+    # the FP4 BMM switch is declared from 0.15.0: no such path in 0.10.2
+    assert facts.value("release.aiter.fp4bmm") is False
+    assert "declares no VLLM_ROCM_USE_AITER_FP4BMM" in facts.get("release.aiter.fp4bmm").detail
+    # fused MoE's switch is declared, its check is under another name then: not known
+    assert "release.aiter.fused_moe" not in facts
+    assert "before vllm/_aiter_ops.py" in facts.why_missing("release.aiter.fused_moe")
+    older = facts_for(line, "0.9.2")
+    assert older.value("release.aiter.fp8bmm") is False  # VLLM_ROCM_USE_AITER_FP8BMM from 0.10.2
+
+
+def test_aiter_not_known_without_a_release():
+    facts = collect_facts(
+        CollectOptions(
+            serve_string="VLLM_ROCM_USE_AITER=1 vllm serve deepseek-ai/DeepSeek-V3",
+            target=TargetHardware(gpu="MI300X", count=8),
+            probe_machine=False,
+            environ={},
+            offline=True,
+        )
+    )
+    assert "release.aiter.fp8bmm" not in facts
+    assert facts.why_missing("release.aiter.fp8bmm")
+
+
+# vllm/model_executor/layers/fused_moe/oracle/fp8.py of 0.26.0 and unquantized.py of 0.31.0
+# (trimmed): the explicit AITER request, raising and falling back
+ORACLE_FP8_026 = """
+def _make_log_unsupported(backend, reason):
+    if reason:
+        return (
+            f"FP8 MoE backend {backend.value} does not support the "
+            f"deployment configuration since {reason}."
+        )
+def select(config):
+    if envs.is_set("VLLM_ROCM_USE_AITER") or envs.is_set("VLLM_ROCM_USE_AITER_MOE"):
+        if not envs.VLLM_ROCM_USE_AITER or not envs.VLLM_ROCM_USE_AITER_MOE:
+            AVAILABLE_BACKENDS.remove(Fp8MoeBackend.AITER)
+        else:
+            backend = Fp8MoeBackend.AITER
+            return _return_or_raise(backend, config)
+"""
+ORACLE_UNQUANTIZED_031 = """
+def select(config):
+    if envs.is_set("VLLM_ROCM_USE_AITER") or envs.is_set("VLLM_ROCM_USE_AITER_MOE"):
+        skip_aiter_moe = (
+            not envs.VLLM_ROCM_USE_AITER
+            or not envs.VLLM_ROCM_USE_AITER_MOE
+            or rocm_aiter_ops.is_rdna_aiter_enabled()
+        )
+        if skip_aiter_moe:
+            AVAILABLE_BACKENDS.remove(UnquantizedMoeBackend.AITER)
+        else:
+            backend = UnquantizedMoeBackend.AITER
+            logger.warning_once("falling back")
+            AVAILABLE_BACKENDS.remove(UnquantizedMoeBackend.AITER)
+"""
+
+
+def test_aiter_moe_request_extractor(tmp_path):
+    oracle = "model_executor/layers/fused_moe/oracle/"
+    out = _extractor("aiter_moe_request").extract(
+        release(
+            tmp_path,
+            "0.31.0",
+            {f"{oracle}fp8.py": ORACLE_FP8_026, f"{oracle}unquantized.py": ORACLE_UNQUANTIZED_031},
+        )
+    )
+    assert out["fp8"] == {
+        "raises": True,
+        "label": "FP8 MoE backend",
+        "switches": ["VLLM_ROCM_USE_AITER", "VLLM_ROCM_USE_AITER_MOE"],
+        "skipped_when": [],
+    }
+    assert out["unquantized"]["raises"] is False
+    assert out["unquantized"]["skipped_when"] == ["rdna_aiter"]
+
+
+def moe_facts(tmp_path, gpu: str, version: str, env: str, quantization: dict | None):
+    import json
+
+    config = {
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "hidden_size": 2048,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "head_dim": 128,
+        "num_hidden_layers": 48,
+        "vocab_size": 151936,
+        "max_position_embeddings": 40960,
+        "torch_dtype": "bfloat16",
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 768,
+    }
+    if quantization:
+        config["quantization_config"] = quantization
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return collect_facts(
+        CollectOptions(
+            serve_string=f"{env} vllm serve org/moe".strip(),
+            model_config=str(path),
+            vllm_version=version,
+            target=TargetHardware(gpu=gpu, count=1),
+            probe_machine=False,
+            environ={},
+            offline=True,
+        )
+    )
+
+
+FP8 = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+
+
+@pytest.mark.parametrize(
+    ("gpu", "version", "env", "quantization", "refused"),
+    [
+        ("Radeon 8060S", "0.26.0", "VLLM_ROCM_USE_AITER=1", FP8, True),
+        ("Radeon 8060S", "0.26.0", "VLLM_ROCM_USE_AITER=1", None, True),  # unquantized oracle
+        ("Radeon 8060S", "0.31.0", "VLLM_ROCM_USE_AITER=1", None, False),  # falls back
+        ("Radeon 8060S", "0.26.0", "VLLM_ROCM_USE_AITER=1 VLLM_ROCM_USE_AITER_MOE=0", FP8, False),
+        ("Radeon 8060S", "0.26.0", "", FP8, False),  # no request
+        ("MI300X", "0.26.0", "VLLM_ROCM_USE_AITER=1", FP8, False),  # AITER's experts run
+        ("Radeon AI PRO R9700", "0.26.0", "VLLM_ROCM_USE_AITER=1", FP8, True),
+        ("Radeon AI PRO R9700", "0.28.0", "VLLM_ROCM_USE_AITER=1", FP8, False),  # RDNA4 skip
+        ("Radeon 8060S", "0.14.0", "VLLM_ROCM_USE_AITER=1", FP8, False),  # no request yet
+    ],
+)
+def test_aiter_moe_request_refused(tmp_path, gpu, version, env, quantization, refused):
+    facts = moe_facts(tmp_path, gpu, version, env, quantization)
+    assert facts.value("release.aiter_moe_refused") is refused
+    assert "fused_moe/oracle/" in facts.get("release.aiter_moe_refused").detail
+
+
+def test_aiter_moe_request_not_on_nvidia(tmp_path):
+    facts = moe_facts(tmp_path, "H100", "0.26.0", "VLLM_ROCM_USE_AITER=1", FP8)
+    assert "release.aiter_moe_refused" not in facts
+    assert not facts.why_missing("release.aiter_moe_refused")
+
+
+def test_a_dev_build_is_judged_by_both_releases():
+    # Qwen3: V2 by default in 0.22.0, not in 0.20.1; a main build of 2026-05-21 lies between
+    line = "vllm serve Qwen/Qwen3-8B"
+    dated = facts_for(line, "0.20.2rc1.dev562+g1c78f76c2.d20260521", gpu="RTX 4090")
+    assert "release.model_runner_v2" not in dated
+    assert "0.22.0: auto" in dated.why_missing("release.model_runner_v2")
+    plain = facts_for(line, "0.20.2rc1.dev562+g1c78f76c2", gpu="RTX 4090")
+    assert plain.value("release.model_runner_v2") == "off"  # 0.20.1 and 0.21.0 agree

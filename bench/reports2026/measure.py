@@ -10,8 +10,10 @@ For every report under reports/ (schema in schema.py):
 * predictable failures (``predictable: true``): ``vllm-doctor check`` without the log, with what
   the report shows (--serve, --model-config, --report, --gpu, --gpus, --vllm-version,
   --torch-version, --driver, --cuda, --package, and --platform wsl2 / arbitrary-uid where the
-  report's platform names WSL / an arbitrary UID or OpenShift's restricted SCC); a hit when a finding that applies, at warning or error,
-  carries a code causes.yaml lists for the cause;
+  report's platform names WSL / an arbitrary UID or OpenShift's restricted SCC), and
+  --elsewhere (none of this machine's packages, platform or environment stand in for the
+  reporter's); a hit when a finding that applies, at warning or error, carries a code
+  causes.yaml lists for the cause;
 * working setups: the same check; a miss when any finding that applies is an error.
 
 causes.yaml (beside this file) is the one map from a cause id to the rule codes and catalogue
@@ -144,6 +146,8 @@ def explain_args(report: dict, directory: Path) -> list[str]:
 def check_args(report: dict, directory: Path, accepted: set[str]) -> tuple[list[str], list[str]]:
     """The check command line for a report, and the facts it shows that no option carries."""
     args = ["check", "--format", "json", "--offline", "--no-config", "--fail-on", "never"]
+    if "--elsewhere" in accepted:  # the reporter's machine: none of this one's facts stand in
+        args.append("--elsewhere")
     inputs = set(report.get("inputs") or [])
     if "serve.txt" in inputs:
         args += ["--serve", (directory / "serve.txt").read_text(encoding="utf-8").strip()]

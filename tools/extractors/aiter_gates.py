@@ -19,7 +19,9 @@ target:
 
 Key: ``feature`` (``fp4bmm`` for ``is_fp4bmm_enabled``, ``aiter`` for ``is_enabled``); value:
 ``{"method": ..., "gate": program}``. The key ``@supported`` holds the architectures AITER's
-umbrella check admits. A release before ``_aiter_ops.py`` (0.10) has no keys.
+umbrella check admits. A release before ``_aiter_ops.py`` (0.8.2-0.11.0) has the module-level
+checks each AITER path made then (``is_rocm_aiter_fp8bmm_enabled``: key ``fp8bmm``; method
+``file:function``) and no ``@supported`` key: those releases test no architecture there.
 """
 
 from __future__ import annotations
@@ -204,12 +206,25 @@ class _Gates:
         fn = self.methods.get(name)
         if fn is None or depth > 6:
             return ["unknown", name]
-        returns = [s for s in fn.body if isinstance(s, ast.Return)]
         body = [s for s in fn.body if not isinstance(s, (ast.Expr, ast.ImportFrom, ast.Import))]
-        if len(returns) != 1 or body != returns or returns[0].value is None:
+        # leading guards `if TEST: return False` (0.31.0's is_rdna_aiter_enabled), then a return
+        guards = []
+        while (
+            body
+            and isinstance(body[0], ast.If)
+            and not body[0].orelse
+            and len(body[0].body) == 1
+            and isinstance(body[0].body[0], ast.Return)
+            and ast.unparse(body[0].body[0].value or ast.Constant(None)) == "False"
+        ):
+            guards.append(["not", self.program(body[0].test, depth)])
+            body = body[1:]
+        if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
             gate = ["unknown", ast.unparse(fn)[:200]]
         else:
-            gate = self.program(returns[0].value, depth)
+            gate = self.program(body[0].value, depth)
+            if guards:
+                gate = ["and", *guards, gate]
         if any(ast.unparse(d).endswith("if_aiter_supported") for d in fn.decorator_list):
             gate = ["and", self.supported(), gate]
         return gate
@@ -270,10 +285,78 @@ def _supported_program(
     return ["arch", [a for a in known if all(a in w for w in wheres if w is not None)]]
 
 
+# before _aiter_ops.py each AITER path had its own module-level check
+_LEGACY_CHECK = re.compile(r"is_(?:rocm_)?aiter_(\w+?)_enabled")
+
+
+def _legacy_program(node: ast.AST, functions: dict[str, ast.FunctionDef], depth: int = 0) -> list:
+    """A pre-0.11.1 check (``current_platform.is_rocm() and envs.X and envs.Y``) as a program;
+    the GPU is an AMD one wherever the doctor evaluates it, so ``is_rocm()`` holds."""
+    if isinstance(node, ast.BoolOp):
+        op = "and" if isinstance(node.op, ast.And) else "or"
+        return [op, *(_legacy_program(v, functions, depth) for v in node.values)]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return ["not", _legacy_program(node.operand, functions, depth)]
+    text = ast.unparse(node)
+    if text == "current_platform.is_rocm()":
+        return ["const", True]
+    if re.fullmatch(r"envs\.VLLM_\w+", text):
+        return ["env", text.split(".", 1)[1]]
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and not node.args
+        and node.func.id in functions
+        and depth < 4
+    ):
+        return _legacy_check(functions[node.func.id], functions, depth + 1)
+    return ["unknown", text[:120]]
+
+
+def _legacy_check(
+    fn: ast.FunctionDef, functions: dict[str, ast.FunctionDef], depth: int = 0
+) -> list:
+    body = [s for s in fn.body if not isinstance(s, ast.Expr)]
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        return ["unknown", ast.unparse(fn)[:200]]
+    return _legacy_program(body[0].value, functions, depth)
+
+
+def _legacy(release) -> dict[str, Any]:
+    """The module-level checks of a release before ``_aiter_ops.py`` (0.8.2-0.11.0):
+    ``is_rocm_aiter_fp8bmm_enabled()`` in mla/common.py, ``is_rocm_aiter_moe_enabled()``, ...
+    keyed by the name the function gives (``moe`` there is ``fused_moe`` later: a rule reading
+    a later name finds it missing in these releases, never false)."""
+    out: dict[str, Any] = {}
+    for path in release.names:
+        if not path.endswith(".py"):
+            continue
+        text = release.text(path) or ""
+        if "aiter_" not in text or "_enabled" not in text:
+            continue
+        tree = release.tree(path)
+        if tree is None:
+            continue
+        functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        for name, fn in sorted(functions.items()):
+            match = _LEGACY_CHECK.fullmatch(name)
+            if match and match.group(1) not in out:
+                out[match.group(1)] = {
+                    "method": f"vllm/{path}:{name}",
+                    "gate": _legacy_check(fn, functions),
+                }
+    unknown = sorted(k for k, v in out.items() if "unknown" in json.dumps(v["gate"]))
+    if unknown:
+        release.problem(f"checks with tests not followed: {', '.join(unknown)}")
+    return out
+
+
 def extract(release) -> dict[str, Any]:
     ops = release.tree("_aiter_ops.py")
     rocm = release.tree("platforms/rocm.py")
-    if ops is None or rocm is None:
+    if ops is None:
+        return _legacy(release)
+    if rocm is None:
         return {}
     cls = _class(ops, "rocm_aiter_ops")
     if cls is None:

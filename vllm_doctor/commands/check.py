@@ -551,6 +551,7 @@ def register(app: typer.Typer) -> None:
         gpu: str | None = inputs.GPU,
         gpus: int | None = inputs.GPUS,
         offline: bool = inputs.OFFLINE,
+        elsewhere: bool = inputs.ELSEWHERE,
         driver: str | None = inputs.DRIVER,
         cuda: str | None = inputs.CUDA,
         platform: list[str] | None = inputs.PLATFORM,
@@ -713,6 +714,9 @@ def register(app: typer.Typer) -> None:
             platform,
         )
         options.manifest = manifest
+        # another's setup: this machine's facts would stand in for facts the report lacks
+        options.probe_machine = not elsewhere
+        options.elsewhere = elsewhere
         default_rules = not no_default_rules and settings.default_rules is not False
         raise typer.Exit(
             run_check(

@@ -161,6 +161,14 @@ PLATFORM = typer.Option(
     + ".",
     rich_help_panel=WHAT_IF,
 )
+ELSEWHERE = typer.Option(
+    False,
+    "--elsewhere",
+    help="The setup runs on another machine (triaging a report): never read this machine's "
+    "packages, GPUs, driver or platform (unknown unless the inputs say) or its environment "
+    "(only the variables the inputs set are set).",
+    rich_help_panel=INPUTS,
+)
 OFFLINE = typer.Option(
     False,
     "--offline",

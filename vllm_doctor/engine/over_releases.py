@@ -123,11 +123,16 @@ def facts_for_release(facts: Facts, release: str) -> Facts:
     copy.drop_area("release")
     copy.set("vllm.version", release, Source.USER, EACH_RELEASE)
     infer_stack(copy)
-    # of the derived facts only these follow the version (through the torch it pins, and the
-    # release's default --gpu-memory-utilization)
+    # of the derived facts only these follow the version (through the torch it pins, the
+    # release's default --gpu-memory-utilization, its drafting slots and batch defaults)
     compute_derived(
         copy,
-        only=("derived.driver_supports_torch_cuda", "derived.free_memory_below_utilization"),
+        only=(
+            "derived.driver_supports_torch_cuda",
+            "derived.free_memory_below_utilization",
+            "derived.spec_drafting_slots",
+            "derived.spec_scheduled_tokens",
+        ),
     )
     collect_release(copy)
     collect_release_kernels(copy)

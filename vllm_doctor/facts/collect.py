@@ -70,6 +70,9 @@ class CollectOptions:
     platform: list[str] | None = None
     offline: bool = False  # --offline: never ask the Hugging Face Hub
     probe_machine: bool = True  # False: do not look at this machine (examples, tests)
+    # the setup runs on another machine (check --elsewhere): this one is not read, but its
+    # Hugging Face cache and the Hub still give the model's config (the same everywhere)
+    elsewhere: bool = False
     environ: Mapping[str, str] | None = None
     # one container of a manifest (serveline.manifest.Target): its serve line and what its
     # file states (image, GPUs, env, /dev/shm) stand for this machine's
@@ -220,6 +223,13 @@ def _collect_machine(
             run.step(
                 "environment", ("env",), lambda: environment.collect_environment(facts, environ)
             )
+        elif options.elsewhere:
+            # as a collect-env report's listing: what the inputs set is the environment
+            run.step("environment", ("env",), lambda: environment.collect_environment(facts, {}))
+            facts.notes.append(
+                "--elsewhere: the environment is what the inputs state (the serve line's "
+                "VAR=value, a manifest's env); a variable they do not set is taken as unset"
+            )
         else:
             facts.mark_missing("env", "this machine's environment was not examined")
         if options.probe_machine:
@@ -239,9 +249,14 @@ def _collect_machine(
 
             run.step("gpus", ("gpu", "driver", "topology"), gpus)
         else:
+            reason = (
+                "the setup runs elsewhere (--elsewhere): this machine was not examined"
+                if options.elsewhere
+                else "this machine was not examined (no report given)"
+            )
             for area in MACHINE_AREAS:
-                facts.mark_missing(area, "this machine was not examined (no report given)")
-            platform.not_examined(facts, "this machine was not examined (no report given)")
+                facts.mark_missing(area, reason)
+            platform.not_examined(facts, reason)
     elif report_facts is not None:
         facts.merge(report_facts, replace_areas=REPORT_AREAS)
         facts.notes.append(
@@ -299,14 +314,13 @@ def _collect_serve_and_model(
     model_id = run.step("serve", ("serve",), lambda: _collect_serve(facts, options, serve_env))
     if model_id is None:
         model_id = facts.value("serve.model")
-    # a manifest's model is looked up in this machine's Hugging Face cache (the config is the
-    # same wherever the model is served)
-    lookup_env = os.environ if options.manifest_target is not None else environ
+    # a manifest's or another machine's model is looked up in this machine's Hugging Face
+    # cache (the config is the same wherever the model is served)
+    served_elsewhere = options.manifest_target is not None or options.elsewhere
+    lookup_env = os.environ if served_elsewhere else environ
 
     hub_allowed = (
-        options.hub
-        if options.hub is not None
-        else options.probe_machine or options.manifest_target is not None
+        options.hub if options.hub is not None else options.probe_machine or served_elsewhere
     )
 
     def model() -> None:
@@ -436,6 +450,22 @@ def _compute_the_rest(run: _Runner, options: CollectOptions) -> None:
         ),
         release_env,
     )
+
+    def release_memory() -> None:
+        from vllm_doctor.facts.release import judged_between_releases
+        from vllm_doctor.facts.release_memory import collect_release_memory
+
+        judged_between_releases(facts, collect_release_memory)
+
+    run.step("release memory", ("release.uma_free_memory",), release_memory)
+
+    def release_aiter_moe() -> None:
+        from vllm_doctor.facts.release import judged_between_releases
+        from vllm_doctor.facts.release_aiter_moe import collect_release_aiter_moe
+
+        judged_between_releases(facts, collect_release_aiter_moe)
+
+    run.step("release AITER MoE request", ("release.aiter_moe_refused",), release_aiter_moe)
 
     def memory() -> None:
         from vllm_doctor.memory.facts import compute_memory

@@ -16,6 +16,8 @@ not here: it is the memory model's, ``memory.*`` (vllm_doctor/memory/facts.py).
     to compile unless nvcc's major.minor is CUDART_VERSION's (read in nvidia-cuda-cccl
     13.0.85; FlashInfer bundles CCCL for its JIT), so nvidia-cuda-nvcc and
     nvidia-cuda-runtime of different minors fail every JIT build.
+  The scheduler's token budget a speculative configuration leaves (facts/spec_budget.py):
+    max_num_batched_tokens − drafting slots × max_num_seqs, as the judged release computes it.
   The model's maximum context is derived as vLLM does (the smallest context-length key of the
     config.json that was read, scaled by RoPE scaling that extends it, --hf-overrides applied);
     without the file, ``model.max_position_embeddings``.
@@ -40,6 +42,8 @@ DERIVED_PATHS = (
     "derived.moe_intermediate_per_rank",
     "derived.max_model_len",
     "derived.cuda_compiler_matches_headers",
+    "derived.spec_drafting_slots",
+    "derived.spec_scheduled_tokens",
 )
 
 
@@ -311,6 +315,23 @@ def compute_derived(facts: Facts, only: tuple[str, ...] | None = None) -> None:
 
     if "model.moe_intermediate_size" in facts or facts.why_missing("model.moe_intermediate_size"):
         attempt("derived.moe_intermediate_per_rank", moe_per_rank)
+
+    from vllm_doctor.facts import spec_budget
+
+    def speculative(fn: Callable[[Facts], tuple[int, str]]) -> Callable[[], tuple[int, str]]:
+        def run() -> tuple[int, str]:
+            try:
+                return fn(facts)
+            except spec_budget.SpecMissing as miss:
+                raise _Missing(miss.path, miss.reason) from None
+
+        return run
+
+    # only for a serve line with a speculative configuration: without one there is no budget
+    # to take from (absent, not undecided)
+    if facts.value("serve.speculative_config") or facts.why_missing("serve.speculative_config"):
+        attempt("derived.spec_drafting_slots", speculative(spec_budget.drafting_slots))
+        attempt("derived.spec_scheduled_tokens", speculative(spec_budget.scheduled_tokens))
 
 
 def _pypi_torch_cuda(facts: Facts) -> None:

@@ -542,6 +542,8 @@ def _read_geometry(reader: _ConfigReader) -> None:
         "num_mtp_layers",
         "mtp_num_layers",
     )
+    # DeepSeek-V4 DSpark checkpoints carry the drafter's block in the target's own config
+    put("model.dspark_block_size", "dspark_block_size")
     kv_lora = put("model.kv_lora_rank", "kv_lora_rank")
     put("model.qk_rope_head_dim", "qk_rope_head_dim")
     _read_head_dim(reader, hidden, heads, kv_lora)

@@ -159,6 +159,9 @@ def judged_between_releases(facts: Facts, collect: Callable[[Facts], None]) -> N
         later.values.pop(path, None)
         later.missing.pop(path, None)
     later.set("vllm.version", match.upper, SOURCE)
+    # the collectors that read the judged release (release_env.py) judge it as that release too
+    if "release.judged" in later:
+        later.set("release.judged", match.upper, SOURCE)
     collect(later)
     for path in sorted(written):
         here, there = facts.get(path), later.get(path)

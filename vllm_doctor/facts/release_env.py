@@ -56,6 +56,8 @@ def collect_release_env(facts: Facts) -> None:
         for path in PATHS:
             facts.mark_missing(path, reason)
         facts.mark_missing("release.env", reason)
+        if facts.value("gpu.gfx_targets") is not None or facts.why_missing("gpu.gfx_targets"):
+            facts.mark_missing("release.aiter", reason)  # an AMD GPU (or one not known)
         return
     table = knowledge.load("envs")
     declared: dict[str, Any] = table.at(str(release))
@@ -65,7 +67,7 @@ def collect_release_env(facts: Facts) -> None:
     _unknown(facts, table, declared, environ, detail)
     _model_runner(facts, str(release))
     _deep_gemm(facts, str(release))
-    _aiter(facts, str(release))
+    _aiter(facts, str(release), declared)
 
 
 def _values(facts: Facts, declared: dict[str, Any], environ: dict[str, str], release: str) -> None:
@@ -225,7 +227,7 @@ def _env_reason(facts: Facts) -> str:
     return f"which VLLM_* variables are set is not known: {facts.why_missing('env.VLLM_')}"
 
 
-def _aiter(facts: Facts, release: str) -> None:
+def _aiter(facts: Facts, release: str, declared: dict[str, Any]) -> None:
     """Each AITER check of the judged release, on this GPU with this environment."""
     from vllm_doctor import knowledge
 
@@ -235,14 +237,17 @@ def _aiter(facts: Facts, release: str) -> None:
         if reason:
             facts.mark_missing("release.aiter", f"the GPU's gfx target is not known: {reason}")
         return  # an NVIDIA GPU: no AITER (absent)
-    gates: dict[str, Any] = knowledge.load("aiter_gates").at(release)
-    if not gates:
+    table = knowledge.load("aiter_gates")
+    gates: dict[str, Any] = table.at(release)
+    if "@supported" not in gates:
+        # before vllm/_aiter_ops.py: only the module-level checks the table lists are known
         facts.mark_missing(
             "release.aiter",
             f"vLLM {release} checks AITER in code the knowledge does not follow "
-            "(before vllm/_aiter_ops.py)",
+            "(before vllm/_aiter_ops.py"
+            + (f"; it knows only {', '.join(sorted(gates))})" if gates else ")"),
         )
-        return
+        _aiter_paths_not_declared(facts, release, table, gates, declared)
     for feature, entry in sorted(gates.items()):
         name = "supported" if feature == "@supported" else feature
         path = f"release.aiter.{name}"
@@ -251,6 +256,37 @@ def _aiter(facts: Facts, release: str) -> None:
             facts.mark_missing(path, unknown or f"vLLM {release}'s check is not followed")
             continue
         facts.set(path, value, SOURCE, f"vLLM {release} {entry['method']}() on {'/'.join(targets)}")
+
+
+def _aiter_paths_not_declared(
+    facts: Facts, release: str, table: Any, gates: dict[str, Any], declared: dict[str, Any]
+) -> None:
+    """In a release before _aiter_ops.py, an AITER feature whose own switch
+    (VLLM_ROCM_USE_AITER_<X>, in every release that checks it) the release does not declare:
+    that path is not in the release, so the feature is off."""
+    for feature in table:
+        if feature.startswith("@") or feature in gates:
+            continue
+        switches: set[str] = set()
+        for span in table.spans(feature):
+            switches |= {
+                n for n in _gate_variables(span.value["gate"]) if n != "VLLM_ROCM_USE_AITER"
+            }
+        if switches and not switches & set(declared):
+            facts.set(
+                f"release.aiter.{feature}",
+                False,
+                SOURCE,
+                f"vLLM {release} declares no {', '.join(sorted(switches))}: no such AITER path",
+            )
+
+
+def _gate_variables(program: Any) -> set[str]:
+    if not isinstance(program, list) or not program:
+        return set()
+    if program[0] == "env":
+        return {str(program[1])}
+    return set().union(*(_gate_variables(p) for p in program[1:] if isinstance(p, list)))
 
 
 def _gate(facts: Facts, program: Any, targets: list[str]) -> tuple[bool | None, str]:

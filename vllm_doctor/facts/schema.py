@@ -103,6 +103,8 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "release.deep_gemm_arch": ("facts/release_env.py",),
     "release.quant": ("facts/release_kernels.py",),
     "release.aiter": ("facts/release_env.py",),
+    "release.uma_free_memory": ("facts/release_memory.py",),
+    "release.aiter_moe_refused": ("facts/release_aiter_moe.py",),
     "platform": ("facts/platform.py",),
     "container": ("facts/platform.py",),
     "gpu.gfx_targets": ("facts/platform.py",),

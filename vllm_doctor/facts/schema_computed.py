@@ -32,6 +32,17 @@ COMPUTED: dict[str, FactSpec] = {
         "the pip CUDA compiler (nvidia-cuda-nvcc) is the major.minor of the pip CUDA runtime "
         "headers (nvidia-cuda-runtime), as CCCL's cuda_toolkit.h requires of every JIT build",
     ),
+    "derived.spec_drafting_slots": FactSpec(
+        "int",
+        "slots each request adds to the batch while drafting (speculative_config's method and "
+        "num_speculative_tokens, as the judged release counts them; facts/spec_budget.py)",
+    ),
+    "derived.spec_scheduled_tokens": FactSpec(
+        "int",
+        "max_num_batched_tokens − drafting slots × max_num_seqs (the serve line's values, else "
+        "the release's defaults for the GPU): vLLM refuses a speculative configuration that "
+        "leaves zero or less",
+    ),
     # -- added for the PAR/ARGS rules (PAR003, ARGS002); computed in facts/derived.py ------
     "derived.expert_parallel_size": FactSpec(
         "int", "expert-parallel group size: TP × DP with --enable-expert-parallel, else 1"
@@ -257,6 +268,23 @@ COMPUTED: dict[str, FactSpec] = {
         "(knowledge table aiter_gates: rocm_aiter_ops.is_<feature>_enabled over the "
         "release's values of its VLLM_ROCM_USE_AITER* variables and the GPU's gfx target; "
         "'aiter' is is_enabled, 'supported' is AITER's own architecture check)",
+    ),
+    "release.aiter_moe_refused": FactSpec(
+        "bool",
+        "on an AMD GPU serving an MoE model: the judged release answers VLLM_ROCM_USE_AITER / "
+        "VLLM_ROCM_USE_AITER_MOE set on by taking AITER's MoE backend for this model's "
+        "quantization (knowledge table aiter_moe_request, from the MoE oracles) and AITER's "
+        "experts are off on this GPU (release.aiter.fused_moe), so it raises ValueError at "
+        "start-up; false where the experts run, the request is not made or the release falls "
+        "back",
+    ),
+    "release.uma_free_memory": FactSpec(
+        "str",
+        "on a unified-memory GPU (gpu.unified_memory): what the judged release takes as its "
+        "free memory (knowledge table uma_memory, from MemorySnapshot.measure): os_available "
+        "(psutil's available memory: the platform's is_integrated_gpu, or a listed CUDA "
+        "capability) or device_free (mem_get_info: on ROCm APUs the GTT aperture, whatever the "
+        "OS already uses); absent on a dedicated-memory GPU",
     ),
     "release.env_invalid": FactSpec(
         "list",

@@ -186,6 +186,10 @@ OBSERVED: dict[str, FactSpec] = {
         "int", "block-quantized checkpoint: quantization_config.weight_block_size[1] (block_k)"
     ),
     "model.num_mtp_layers": FactSpec("int", "multi-token-prediction layers, if any"),
+    "model.dspark_block_size": FactSpec(
+        "int",
+        "DSpark drafter block size in the checkpoint's own config (DeepSeek-V4 DSpark), if any",
+    ),
     "model.kv_lora_rank": FactSpec("int", "MLA latent KV rank (DeepSeek-style), if any"),
     "model.qk_rope_head_dim": FactSpec("int", "MLA rotary head dimension (DeepSeek-style), if any"),
     "model.quant_method": FactSpec("str", "quantization_config.quant_method (fp8, awq, ...)"),
@@ -206,6 +210,9 @@ OBSERVED: dict[str, FactSpec] = {
     "serve.pipeline_parallel_size": FactSpec("int", "--pipeline-parallel-size / -pp"),
     "serve.data_parallel_size": FactSpec("int", "--data-parallel-size / -dp"),
     "serve.enable_expert_parallel": FactSpec("bool", "--enable-expert-parallel"),
+    "serve.decode_context_parallel_size": FactSpec(
+        "int", "--decode-context-parallel-size / -dcp (ranks sharing one KV cache in decode)"
+    ),
     "serve.world_size": FactSpec(
         "int",
         "tensor × pipeline × prefill-context parallel size (ranks of one data-parallel replica)",

@@ -15,6 +15,7 @@ use only, so a ``check`` that needs none of them pays nothing.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache
@@ -190,12 +191,18 @@ def match_release(version: str, releases: tuple[str, ...]) -> ReleaseMatch:
                     "release the knowledge covers: it may carry changes the "
                     "knowledge does not know",
                 )
+            upper, built = later[0], _build_day(v)
+            if built is not None:
+                # a build dated after the next minor release may carry what later ones bring
+                after = [r for r in later if (_release_built(r) or "") >= built]
+                upper = after[0] if after else later[-1]
             return ReleaseMatch(
                 base,
                 False,
-                f"{v} is a build between {base} and {later[0]}: "
-                "judged by what the two releases agree on",
-                later[0],
+                f"{v} is a build between {base} and {upper}"
+                + (f" (built {built})" if built is not None else "")
+                + ": judged by what the two releases agree on",
+                upper,
             )
     oldest, newest = ordered[0], ordered[-1]
     if v < Version(oldest):
@@ -214,6 +221,27 @@ def _ordered(releases: tuple[str, ...]) -> tuple[tuple[str, Version], ...]:
     """The releases with their parsed versions, oldest first (parsed once per list: a check
     without a vLLM version matches each covered release against the list)."""
     return tuple(sorted(((r, Version(r)) for r in releases), key=lambda pair: pair[1]))
+
+
+_BUILD_DAY = re.compile(r"(?:^|\.)d(\d{4})(\d{2})(\d{2})(?:\.|$)")
+
+
+def _build_day(version: Version) -> str | None:
+    """The day a build from a modified tree was made (setuptools-scm's ``+g<hash>.dYYYYMMDD``)."""
+    match = _BUILD_DAY.search(version.local or "")
+    return "-".join(match.groups()) if match else None
+
+
+def _release_built(release: str) -> str | None:
+    """The day a covered release's wheel was built (table release_built), where known."""
+    try:
+        table = load("release_built")
+    except KnowledgeError:
+        return None
+    if release not in table.releases:
+        return None
+    value = table.at(release).get("@release")
+    return value.get("built") if isinstance(value, dict) else None
 
 
 def covered_releases() -> list[str]:

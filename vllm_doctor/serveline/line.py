@@ -88,6 +88,7 @@ _FACT_OPTIONS: dict[str, tuple[str, Any, str | None]] = {
     "pipeline_parallel_size": ("pipeline-parallel-size", 1, None),
     "data_parallel_size": ("data-parallel-size", 1, None),
     "enable_expert_parallel": ("enable-expert-parallel", False, None),
+    "decode_context_parallel_size": ("decode-context-parallel-size", 1, None),
     "quantization": (
         "quantization",
         None,
