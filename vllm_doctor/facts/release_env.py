@@ -183,7 +183,7 @@ def _evaluate(name: str, program: Any, facts: Facts, environ: dict[str, str]) ->
     except Opaque:
         return "opaque", None
     except Refused as err:
-        return "refused", (given.get(name), err)
+        return "refused", (given.get(name), str(err))  # not the error: its frames hold the facts
     if value is None:
         return "none", None
     return "value", (value, ", ".join(f"{n}={given[n]}" for n in sorted(given)))
