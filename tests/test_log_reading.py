@@ -313,3 +313,20 @@ def test_a_companion_package_frame_keeps_its_message_off_vllms_account():
     found = messages(NVCC_TRACEBACK)
     assert flashinfer in found
     assert all(key in shipped.packages for key in found)
+
+
+# a client's log quotes the server's error as a JSON body, its quotes escaped: langchain4j
+# issue 2550's comment of 2025-07-25 (https://github.com/langchain4j/langchain4j/issues/2550),
+# vLLM's message from entrypoints/openai/serving_chat.py
+JSON_BODY = (
+    'Exception in thread "main" dev.langchain4j.exception.InvalidRequestException: '
+    '{"object":"error","message":"\\"auto\\" tool choice requires --enable-auto-tool-choice '
+    'and --tool-call-parser to be set","type":"BadRequestError","param":null,"code":400}'
+)
+
+
+def test_a_message_quoted_in_a_json_error_body_is_read_through_its_escaped_quotes():
+    found = messages(JSON_BODY)
+    assert any("tool choice requires --enable-auto-tool-choice" in key for key in found), found
+    # the same body with the quotes left as they are names nothing new
+    assert messages(JSON_BODY.replace('\\"auto\\"', "auto")) == []

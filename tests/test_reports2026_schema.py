@@ -125,3 +125,18 @@ def test_which_split_a_thread_is_in_ignores_fragments_and_names_nothing_else():
     assert split.which("https://github.com/o/r/issues/10#issuecomment-5", doc, sources) == "test"
     assert split.which("https://github.com/O/r/issues/11", doc, sources) == "train"
     assert split.which("https://github.com/o/r/issues/1", doc, sources) == "not in the corpus"
+
+
+def test_a_package_message_names_a_cause_as_a_vllm_message_does():
+    """causes.yaml's catalogue templates are read from vLLM's messages and from the messages
+    of the packages around it (explain --log's package_messages)."""
+    measure = load_script(ROOT / "bench" / "reports2026" / "measure.py", "reports2026_measure")
+    codes, templates = measure.named_by_explain(
+        {
+            "known_failures": [{"code": "ENV103"}],
+            "vllm_messages": [{"template": "a vLLM message"}],
+            "package_messages": [{"template": "flashinfer-cubin version ({*}) does not match"}],
+        }
+    )
+    assert codes == ["ENV103"]
+    assert templates == ["a vLLM message", "flashinfer-cubin version ({*}) does not match"]

@@ -47,6 +47,7 @@ for path in (REPO, TOOLS):
         sys.path.insert(0, str(path))
 
 import companion_api  # noqa: E402
+import stack_messages  # noqa: E402
 import stack_readers  # noqa: E402
 from extractors.companion_uses import COMPANION_MODULES  # noqa: E402
 from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: E402
@@ -387,11 +388,42 @@ def _family(obj: str) -> str:
 KERNEL_SOURCES = {"experimental", "kernel_src"}
 
 
+# the interpreter's own wording, which a package re-raises with only its values around it
+# ("{*} has no attribute {*}"): a log line with these words is Python's message, not the
+# package's, and naming the package for it would mislead
+INTERPRETER_WORDING = {
+    "has no attribute",
+    "object has no attribute",
+    "module has no attribute",
+    "is not defined",
+    "name is not defined",
+    "object is not callable",
+    "object is not subscriptable",
+    "object is not iterable",
+    "got an unexpected keyword argument",
+    "No module named",
+    "cannot import name",
+    "cannot import name from",
+    "division by zero",
+    "index out of range",
+    "list index out of range",
+}
+
+
+def interpreter_wording(key: str) -> bool:
+    """Whether a template's literal text is only the interpreter's own wording."""
+    parts = (p.strip(" .,:;'\"`()[]") for p in key.partition(": ")[2].split("{*}"))
+    return " ".join(p for p in parts if p) in INTERPRETER_WORDING
+
+
 def compact_messages(messages: dict[str, Any]) -> dict[str, Any]:
     """The messages as the catalogue keeps them: one site each, file and function (the
-    condition is in the package's source), none from kernel-source folders."""
+    condition is in the package's source), none from kernel-source folders, none that is
+    only the interpreter's wording."""
     out = {}
     for key, value in messages.items():
+        if interpreter_wording(key):
+            continue
         sites = [s[:2] for s in value["sites"] if not KERNEL_SOURCES & set(s[0].split("/")[1:-1])]
         if sites:
             out[key] = {"sites": sites[:1]}
@@ -437,7 +469,13 @@ def api_values(reading: dict[str, Any], used: dict[str, set[str]]) -> dict[str, 
     return out
 
 
-def write(readings: dict[str, dict[str, dict[str, Any]]], out_dir: Path) -> None:
+def write(
+    readings: dict[str, dict[str, dict[str, Any]]],
+    out_dir: Path,
+    message_readings: dict[str, dict[str, dict[str, Any]]] | None = None,
+) -> None:
+    """The tables of ``readings`` (``COMPANIONS``) and the messages of both them and
+    ``message_readings`` (``stack_messages.MESSAGE_SOURCES``) in stack_errors.json."""
     out_dir.mkdir(parents=True, exist_ok=True)
     messages: dict[str, dict[str, list[dict]]] = {}
     packages: dict[str, list[str]] = {}
@@ -457,13 +495,22 @@ def write(readings: dict[str, dict[str, dict[str, Any]]], out_dir: Path) -> None
         )
         (out_dir / f"{dist}.json").write_text(dump(data), encoding="utf-8")
         versions, spans = fold({v: compact_messages(r["messages"]) for v, r in by_version.items()})
-        if COMPANIONS[dist].messages:
+        # a package read for its messages by stack_messages too: those readings (its files
+        # chosen) are the catalogue's, not the whole-wheel reading's
+        if COMPANIONS[dist].messages and dist not in stack_messages.MESSAGE_SOURCES:
             packages[dist] = versions
             for key, found in spans.items():
                 messages.setdefault(key, {})[dist] = [
                     {"first": s["first"], "last": s["last"], "sites": s["value"]["sites"]}
                     for s in found
                 ]
+    for dist, by_version in (message_readings or {}).items():
+        if not by_version:
+            continue
+        packages[dist] = sorted(by_version, key=Version)
+        source = stack_messages.MESSAGE_SOURCES.get(dist)
+        for key, found in stack_messages.spans(by_version, compact_messages, source).items():
+            messages.setdefault(key, {})[dist] = found
     errors = {
         "kind": "stack_errors",
         "format": FORMAT,
@@ -508,23 +555,29 @@ def main(argv: list[str] | None = None) -> int:
             if status != 0:
                 raise UsageError(f"gen_knowledge.py {args.vllm_wheels} failed (exit {status})")
         only = [d.strip() for d in (args.only or "").split(",") if d.strip()]
-        unknown = [d for d in only if d not in COMPANIONS]
+        known = [*COMPANIONS, *stack_messages.MESSAGE_SOURCES]
+        unknown = [d for d in only if d not in known]
         if unknown:
             raise UsageError(
-                f"unknown distribution {', '.join(unknown)} (known: {', '.join(COMPANIONS)})"
+                f"unknown distribution {', '.join(unknown)} (known: {', '.join(known)})"
             )
         if not args.download and not args.wheels.is_dir():
             raise UsageError(f"{args.wheels}: not a directory")
         start = time.perf_counter()
-        readings = collect(args.wheels, only, args.download, args.keep)
-        missing = [d for d in only if not readings.get(d)]
+        readings = collect(
+            args.wheels, [d for d in only if d in COMPANIONS] or only, args.download, args.keep
+        )
+        message_readings = stack_messages.collect(
+            args.wheels, only, args.download, args.keep, available, vllm_specs
+        )
+        missing = [d for d in only if not (readings.get(d) or message_readings.get(d))]
         if missing:
             raise UsageError(f"no wheels or readings for {', '.join(missing)} in {args.wheels}")
-        for dist in COMPANIONS:
-            if not readings.get(dist):
+        for dist in known:
+            if not (readings.get(dist) or message_readings.get(dist)):
                 print(f"{dist}: no wheels or readings: left out of the tables", file=sys.stderr)
-        write(readings, args.out)
-        for dist, found in readings.items():
+        write(readings, args.out, message_readings)
+        for dist, found in [*readings.items(), *message_readings.items()]:
             print(f"{dist}: {len(found)} versions", file=sys.stderr)
         print(f"done in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     except UsageError as err:

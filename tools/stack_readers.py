@@ -24,6 +24,7 @@ import re
 import sys
 import zipfile
 from collections import Counter
+from collections.abc import Callable
 from email.parser import Parser
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -274,7 +275,12 @@ def _cubin_family(name: str) -> str:
 # -- messages -----------------------------------------------------------------------------------
 
 
-def messages(archive: zipfile.ZipFile, package_dirs: set[str]) -> tuple[dict[str, Any], Counter]:
+def messages(
+    archive: zipfile.ZipFile,
+    package_dirs: set[str],
+    keep: Callable[[str], bool] | None = None,
+) -> tuple[dict[str, Any], Counter]:
+    """The messages of the package's own Python files (``keep``: which of them to read)."""
     from extractors.errors import MAX_SITES, messages_in
 
     entries: dict[str, dict[str, Any]] = {}
@@ -284,6 +290,8 @@ def messages(archive: zipfile.ZipFile, package_dirs: set[str]) -> tuple[dict[str
         if not name.endswith(".py") or name.split("/", 1)[0] not in package_dirs:
             continue
         if VENDORED & set(name.split("/")[1:-1]):
+            continue
+        if keep is not None and not keep(name):
             continue
         if info.file_size > MAX_TEXT:
             skipped["file too large"] += 1

@@ -6,7 +6,8 @@ For every report under reports/ (schema in schema.py):
 
 * crash logs (a failure with log.txt): ``vllm-doctor explain --log log.txt --format json``;
   a hit when it names the report's cause with a rule (a known failure whose code causes.yaml
-  lists for the cause) or with a catalogue entry causes.yaml lists for it;
+  lists for the cause) or with a catalogue entry causes.yaml lists for it (a message of vLLM
+  or of a package around it);
 * predictable failures (``predictable: true``): ``vllm-doctor check`` without the log, with what
   the report shows (--serve, --model-config, --report, --gpu, --gpus, --vllm-version,
   --torch-version, --driver, --cuda, --package, and --platform wsl2 / arbitrary-uid where the
@@ -208,7 +209,9 @@ def platform_words(report: dict) -> list[str]:
 
 def named_by_explain(doc: dict) -> tuple[list[str], list[str]]:
     codes = [f["code"] for f in doc.get("known_failures") or []]
-    templates = [m.get("template", "") for m in doc.get("vllm_messages") or []]
+    # vLLM's own messages, then those of the packages around it (stack knowledge)
+    messages = [*(doc.get("vllm_messages") or []), *(doc.get("package_messages") or [])]
+    templates = [m.get("template", "") for m in messages]
     return codes, templates
 
 

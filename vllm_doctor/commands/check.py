@@ -430,6 +430,7 @@ def _judge(
             "facts" if version else "",
             scan=scan,
             findings=findings,
+            facts=facts,
         )
     doc = CheckDocument(facts, findings, fail_on, len(rules), 0.0, strict=strict)
     if log_report is not None:

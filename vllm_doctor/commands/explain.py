@@ -321,7 +321,7 @@ def render_package_messages(report) -> str:
     """The messages of the packages around vLLM (stack knowledge), as text."""
     out = [
         "Messages of the packages around vLLM in the log (stack knowledge, read from each "
-        "package's wheels):"
+        "package's wheels or tagged source):"
     ]
     for message in report.package_messages:
         hit = message.hit
@@ -333,6 +333,12 @@ def render_package_messages(report) -> str:
             out.append(f"    raised in {path}, in {func}" + (f", when {cond}" if cond else ""))
         read = f" (of the versions read: {message.versions[0]}–{message.versions[-1]})"
         out.append(f"    {message.package} versions: {message.ranges()}" + read)
+        if message.installed is not None:
+            out.append(
+                f"    installed: {message.package} {message.installed} "
+                f"({message.installed_source})"
+                + (f": {message.installed_note}" if message.installed_note else "")
+            )
         if message.note:
             out.append(f"    {message.note}")
     return "\n".join(out)

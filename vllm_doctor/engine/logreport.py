@@ -91,6 +91,9 @@ class PackageMessage:
     spans: list[dict[str, Any]]  # [{first, last, sites}] over the package's versions read
     versions: list[str]  # the package's versions the knowledge read
     note: str = ""
+    installed: str | None = None  # the package's version the facts or the log state
+    installed_source: str = ""  # where that version was read
+    installed_note: str = ""  # whether that version raises the message
 
     def ranges(self) -> str:
         return ", ".join(
@@ -113,26 +116,94 @@ class PackageMessage:
             ],
             "versions": [{"first": s["first"], "last": s["last"]} for s in self.spans],
             "versions_read": f"{self.versions[0]}–{self.versions[-1]}" if self.versions else None,
+            "installed": self.installed,
+            "installed_source": self.installed_source or None,
+            "installed_note": self.installed_note or None,
             "note": self.note,
         }
 
 
 def package_messages(
-    scan: LogScan, version: str | None, limit: int = MAX_MESSAGES
+    scan: LogScan, version: str | None, limit: int = MAX_MESSAGES, facts: Facts | None = None
 ) -> list[PackageMessage]:
     """The messages of the packages around vLLM the log shows (FlashInfer's JIT and packaging
-    checks, quack-kernels, LMCache, ...), each with the package versions that raise it."""
+    checks, transformers, the Hub, torch.distributed, Ray, LMCache, ...), each with the package
+    versions that raise it, the version installed (``facts``, else the log's own package
+    lines) and the version the vLLM release pins."""
     catalogue = load_catalogue()
     out: list[PackageMessage] = []
-    for hit in catalogue.match(scan.text, scan.hits, limit=limit):
+    for hit in _hits(catalogue, scan):
+        if len(out) >= limit:
+            break
         if hit.key not in catalogue.packages:
             continue
         for package, spans in sorted(catalogue.packages[hit.key].items()):
             versions = list(catalogue.package_versions.get(package, ()))
             message = PackageMessage(hit, package, spans, versions)
             message.note = _package_note(package, spans, versions, version)
+            message.installed, message.installed_source = _installed(package, facts, scan.text)
+            if message.installed is not None:
+                message.installed_note = installed_note(message.installed, spans, versions)
             out.append(message)
     return out
+
+
+def _hits(catalogue: Any, scan: LogScan) -> list[CatalogueHit]:
+    """Every catalogue message the log shows, the cause first: vLLM's and the packages' are
+    cut to MAX_MESSAGES each, so that one kind never crowds the other out."""
+    hits: list[CatalogueHit] = catalogue.match(scan.text, scan.hits, limit=len(catalogue.keys))
+    return hits
+
+
+def _installed(package: str, facts: Facts | None, text: str) -> tuple[str | None, str]:
+    """The package's installed version: the facts' ``packages.<name>``, else a package line of
+    the log itself (``pip list`` / ``pip freeze`` / collect-env's ``[pip3]`` lines)."""
+    fact = facts.get(f"packages.{package}") if facts is not None else None
+    if fact is not None and fact.value:
+        return str(fact.value), fact.describe_source()
+    found = version_in_log_lines(text, package)
+    return (found, "a package line of the log") if found else (None, "")
+
+
+def version_in_log_lines(text: str, package: str) -> str | None:
+    """The version a line of the log gives the package: ``name==1.2.3`` anywhere (pip freeze,
+    ``vLLM is using nccl==2.28.9``), or a line that starts with the name and a version
+    (``pip list``, collect-env's ``[pip3] name==v`` / ``[conda] name v``, ``name: v``).
+    Underscores, dots and dashes of the name are one; a CUDA suffix (``-cu12``) is allowed."""
+    import re
+
+    name = "[-_.]".join(re.escape(part) for part in re.split(r"[-_.]", package))
+    version = r"v?(\d+(?:\.\d+)+(?:[\w.+!-]*\w)?)"
+    pinned = re.compile(rf"(?<![\w.-]){name}(?:-cu\d+)?==\s*{version}", re.IGNORECASE)
+    listed = re.compile(
+        rf"^[^\S\n]*(?:\[(?:pip3?|conda)\][^\S\n]*)?{name}(?:-cu\d+)?"
+        rf"(?:[^\S\n]+version)?(?::[^\S\n]*|[^\S\n]+){version}",
+        re.IGNORECASE | re.MULTILINE,
+    )
+    found = pinned.search(text) or listed.search(text)
+    return found.group(1) if found else None
+
+
+def installed_note(installed: str, spans: list[dict[str, Any]], versions: list[str]) -> str:
+    """Whether the installed version lies in a span of the read versions that raise the
+    message (a version between two read ones is judged by its neighbours)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        have = Version(installed)
+        inside = any(Version(s["first"]) <= have <= Version(s["last"]) for s in spans)
+        newest = Version(versions[-1]) if versions else None
+    except InvalidVersion:
+        return ""
+    if inside:
+        return f"{installed} is in the versions that raise it"
+    if newest is not None and have > newest:
+        return f"{installed} is newer than the versions read (up to {versions[-1]})"
+    return (
+        f"{installed} is not among the versions that raise it: the message comes from "
+        "another install of the package than the one stated (a second environment, a "
+        "vendored copy), or the log is from another version"
+    )
 
 
 def _package_note(
@@ -190,8 +261,10 @@ def catalogue_messages(
     catalogue = load_catalogue()
     table = catalogue.table
     judged = table.match(version) if version else None
-    out = []
-    for hit in catalogue.match(scan.text, scan.hits, limit=limit):
+    out: list[CatalogueMessage] = []
+    for hit in _hits(catalogue, scan):
+        if len(out) == limit:
+            break
         spans = table.spans(hit.key)
         if not spans:
             continue
@@ -324,11 +397,13 @@ def analyse_log(
     version_source: str = "",
     scan: LogScan | None = None,
     findings: list[Finding] | None = None,
+    facts: Facts | None = None,
 ) -> LogReport:
     """Curated rule matches and catalogue messages for one log (one literal scan for both).
 
     ``findings`` are the engine's findings for the log (``check --log`` passes its own); without
-    them the rules are judged on the log alone (``log_findings``)."""
+    them the rules are judged on the log alone (``log_findings``); ``facts`` (``check``'s)
+    give the installed versions of the packages whose messages the log shows."""
     signatures = [s.compiled() for rule in rules for s in rule.signatures]
     scan = scan or scan_log(text, signatures, load_catalogue())
     report = LogReport(scan)
@@ -344,7 +419,7 @@ def analyse_log(
     ]
     report.version, report.version_source = version, version_source
     report.messages = catalogue_messages(scan, version)
-    report.package_messages = package_messages(scan, version)
+    report.package_messages = package_messages(scan, version, facts=facts)
     report.refused_options = refused_options(scan.text, version)
     return report
 

@@ -62,6 +62,17 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     # must be one major.minor (derived.cuda_compiler_matches_headers)
     "nvidia-cuda-nvcc": ("nvidia-cuda-nvcc",),
     "nvidia-cuda-runtime": ("nvidia-cuda-runtime",),
+    # packages whose messages the stack knowledge reads (tools/stack_messages.py): a message of
+    # one in a log is judged against the installed version
+    "tokenizers": ("tokenizers",),
+    "huggingface-hub": ("huggingface-hub", "huggingface_hub"),
+    "xgrammar": ("xgrammar",),
+    "compressed-tensors": ("compressed-tensors", "compressed_tensors"),
+    "mistral-common": ("mistral-common", "mistral_common"),
+    "bitsandbytes": ("bitsandbytes",),
+    "lmcache": ("lmcache",),
+    "nixl": ("nixl",),
+    "nixl-cu12": ("nixl-cu12",),
 }
 
 _CANON_RE = re.compile(r"[-_.]+")

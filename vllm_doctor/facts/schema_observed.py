@@ -209,6 +209,9 @@ OBSERVED: dict[str, FactSpec] = {
     "serve.tensor_parallel_size": FactSpec("int", "--tensor-parallel-size / -tp"),
     "serve.pipeline_parallel_size": FactSpec("int", "--pipeline-parallel-size / -pp"),
     "serve.data_parallel_size": FactSpec("int", "--data-parallel-size / -dp"),
+    "serve.data_parallel_backend": FactSpec("str", "--data-parallel-backend / -dpb (mp or ray)"),
+    "serve.api_server_count": FactSpec("int", "--api-server-count / -asc (given)"),
+    "serve.headless": FactSpec("bool", "--headless (engine ranks only, no API server)"),
     "serve.enable_expert_parallel": FactSpec("bool", "--enable-expert-parallel"),
     "serve.decode_context_parallel_size": FactSpec(
         "int", "--decode-context-parallel-size / -dcp (ranks sharing one KV cache in decode)"
@@ -243,6 +246,10 @@ OBSERVED: dict[str, FactSpec] = {
     "serve.disable_custom_all_reduce": FactSpec("bool", "--disable-custom-all-reduce"),
     "serve.hf_overrides": FactSpec("dict", "--hf-overrides"),
     "serve.load_format": FactSpec("str", "--load-format"),
+    "serve.enable_prefix_caching": FactSpec(
+        "bool", "--enable-prefix-caching / --no-enable-prefix-caching (given)"
+    ),
+    "serve.mamba_cache_mode": FactSpec("str", "--mamba-cache-mode (none, align, all; given)"),
     "serve.enable_lora": FactSpec("bool", "--enable-lora"),
     "serve.enable_eplb": FactSpec("bool", "--enable-eplb"),
     "serve.enable_auto_tool_choice": FactSpec("bool", "--enable-auto-tool-choice"),

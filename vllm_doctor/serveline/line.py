@@ -87,6 +87,13 @@ _FACT_OPTIONS: dict[str, tuple[str, Any, str | None]] = {
     "tensor_parallel_size": ("tensor-parallel-size", 1, None),
     "pipeline_parallel_size": ("pipeline-parallel-size", 1, None),
     "data_parallel_size": ("data-parallel-size", 1, None),
+    "data_parallel_backend": ("data-parallel-backend", "mp", None),
+    "api_server_count": (
+        "api-server-count",
+        None,
+        "not given: vLLM starts one API server per data-parallel rank (internal load balancing)",
+    ),
+    "headless": ("headless", False, None),
     "enable_expert_parallel": ("enable-expert-parallel", False, None),
     "decode_context_parallel_size": ("decode-context-parallel-size", 1, None),
     "quantization": (
@@ -122,6 +129,16 @@ _FACT_OPTIONS: dict[str, tuple[str, Any, str | None]] = {
     "disable_custom_all_reduce": ("disable-custom-all-reduce", False, None),
     "load_format": ("load-format", "auto", None),
     "enable_lora": ("enable-lora", False, None),
+    "enable_prefix_caching": (
+        "enable-prefix-caching",
+        None,
+        "not given: vLLM decides (on for decoder models; hybrid Mamba models differ by release)",
+    ),
+    "mamba_cache_mode": (
+        "mamba-cache-mode",
+        None,
+        "not given: vLLM picks it from prefix caching and the model",
+    ),
     "enable_eplb": ("enable-eplb", False, None),
     "enable_auto_tool_choice": ("enable-auto-tool-choice", False, None),
     "tool_call_parser": ("tool-call-parser", None, "not given: no tool-call parser"),

@@ -31,11 +31,15 @@ def _re2() -> tuple[Any, Any]:
 
 
 def clean(text: str) -> str:
-    """The log without ANSI colour codes and carriage returns (same line structure)."""
+    """The log without ANSI colour codes and carriage returns (same line structure), and
+    with JSON's escaped quotes read as quotes: a client's log quotes the server's error as a
+    JSON body (``"message": "\\"auto\\" tool choice requires ..."``)."""
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if '\\"' in text:
+        text = text.replace('\\"', '"')
     return text
 
 
