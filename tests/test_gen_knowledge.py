@@ -517,8 +517,13 @@ def test_download_fetches_only_missing_releases(wheels, monkeypatch):
     monkeypatch.setattr(
         audit_wheels, "download", lambda folder, versions: asked.extend(map(str, versions)) or []
     )
+    # the aarch64 wheels are asked of pip for every release read (a `pip download` each, over
+    # the network): recorded here instead
+    aarch64 = []
+    monkeypatch.setattr(gen, "download_aarch64", lambda folder, versions: aarch64.extend(versions))
     gen.download_missing(wheels, "0.8.0")
     assert asked == ["0.34.0"]
+    assert aarch64 == [r.version for r in gen.find_releases(wheels, "0.8.0")] and aarch64
     monkeypatch.setattr(audit_wheels, "download", lambda folder, versions: ["0.34.0: 404"])
     with pytest.raises(gen.UsageError, match="download failed"):
         gen.download_missing(wheels, "0.8.0")

@@ -211,3 +211,36 @@ def test_companion_requirements_are_read_as_vllms_own():
         "marker": 'platform_machine == "x86_64"',
     }
     assert set(table) == {"torch", "nvidia-cutlass-dsl"}
+
+
+def test_ptxas_reader_reads_release_and_gpu_names(tmp_path):
+    """A bundled ptxas: its CUDA release and the GPU names of its tables, also where the linker
+    shares a name with a longer string ("%s on sm_89"); CUDA 1.x's sm_11 is left out, and a
+    ptxas outside a bin/ folder is not read."""
+    binary = (
+        b"\x7fELF\x00Cuda compilation tools, release 12.8, V12.8.93\x00"
+        b"sm_90a\x00%s on sm_89\x00compute_120a\x00sm_100\x00sm_11\x00"
+    )
+    path = tmp_path / "triton-3.5.1-cp312-cp312-manylinux_2_27_x86_64.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("triton/backends/nvidia/bin/ptxas", binary)
+        archive.writestr("triton/backends/nvidia/bin/ptxas-blackwell", b"\x00sm_121a\x00")
+        archive.writestr("triton/tools/ptxas", b"\x00sm_75\x00")
+    with zipfile.ZipFile(path) as archive:
+        found = stack_readers.ptxas(archive)
+    assert found == {
+        "triton/backends/nvidia/bin/ptxas": {
+            "cuda": "12.8.93",
+            "gpu_names": ["sm_89", "sm_90a", "sm_100", "sm_120a"],
+        },
+        "triton/backends/nvidia/bin/ptxas-blackwell": {"cuda": None, "gpu_names": ["sm_121a"]},
+    }
+    reading = {
+        "requires": {},
+        "checks": {},
+        "images": {},
+        "ptxas": found,
+        "wheel": path.name,
+    }
+    values = gen.values_of(reading)
+    assert values["ptxas:triton/backends/nvidia/bin/ptxas"]["cuda"] == "12.8.93"

@@ -244,3 +244,22 @@ def test_v100s_report_decides_bfloat16(tmp_path):
         r for r in load_rules([Path(__file__).resolve().parents[1] / "rules"]) if r.code == "HW003"
     )
     assert evaluate_rule(hw003, facts).verdict == APPLIES
+
+
+@pytest.mark.parametrize(
+    ("name", "machine"),
+    [
+        ("NVIDIA GB10", "aarch64"),
+        ("NVIDIA GH200 480GB", "aarch64"),
+        ("NVIDIA Thor", "aarch64"),
+        ("Orin (nvgpu)", "aarch64"),
+        ("NVIDIA H100 80GB HBM3", None),
+        ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", None),
+    ],
+)
+def test_machine_of_gpus_sold_in_one_kind_of_system(name, machine):
+    """Grace superchips, DGX Spark and Jetson modules are aarch64 systems; a PCIe or SXM GPU
+    goes into hosts of either kind, so the table says nothing."""
+    found = gpus.lookup(name)
+    assert found is not None
+    assert found.family.machine == machine

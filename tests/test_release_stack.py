@@ -298,3 +298,67 @@ def test_jetson_core_without_published_image_is_not_decided():
     unnamed = facts_with(values)
     assert unnamed.value("release.kernels.core_without_image") is True
     assert verdict("HW100", unnamed) == APPLIES
+
+
+def test_a_gpu_sold_only_in_aarch64_systems_judges_the_aarch64_build():
+    facts = facts_with(
+        {"vllm.version": "0.26.0", "gpu.names": ["NVIDIA GB10"], "gpu.capabilities": [121],
+         "gpu.min_capability": 121}
+    )  # fmt: skip
+    assert facts.value("release.kernels.machine") == "aarch64"
+    facts = facts_with(
+        {"vllm.version": "0.26.0", "gpu.names": ["Tesla T4"], "gpu.capabilities": [75],
+         "gpu.min_capability": 75}
+    )  # fmt: skip
+    assert facts.value("release.kernels.machine") == "unknown"
+
+
+def test_jetson_thor_published_wheels_of_0_19_0_lack_sm_110():
+    facts = facts_with(
+        {"vllm.version": "0.19.0", "gpu.names": ["NVIDIA Thor"], "gpu.capabilities": [110],
+         "gpu.min_capability": 110}
+    )  # fmt: skip
+    # HW100 stays undecided on a Jetson module; the published build's lack is said apart
+    assert facts.value("release.kernels.core_without_image") is None
+    published = " | ".join(facts.value("release.kernels.published_core_without_image"))
+    assert "vllm._C" in published and "judged for sm_110" in published
+    assert verdict("HW100", facts) == UNDECIDED
+    assert verdict("HW120", facts) == APPLIES
+
+
+@pytest.mark.parametrize(
+    ("triton", "environ", "lacking"),
+    [
+        ("3.5.1", {}, "sm_121a"),  # CUDA 12.8's ptxas
+        ("3.6.0", {}, ""),  # ptxas-blackwell from CUDA 12.9
+        ("3.5.1", {"env.TRITON_PTXAS_PATH": "/usr/local/cuda/bin/ptxas"}, ""),
+    ],
+)
+def test_triton_bundled_ptxas_against_a_gb10(triton, environ, lacking):
+    facts = facts_with(
+        {"gpu.names": ["NVIDIA GB10"], "gpu.capabilities": [121], "gpu.min_capability": 121,
+         "packages.triton": triton, **environ}
+    )  # fmt: skip
+    found = facts.value("release.kernels.triton_ptxas_lacks_gpu")
+    assert found is not None
+    assert (lacking in found) if lacking else found == ""
+    assert verdict("HW121", facts) == (APPLIES if lacking else NOT_APPLIES)
+
+
+def test_triton_version_unknown_leaves_its_ptxas_undecided():
+    facts = facts_with({"gpu.names": ["NVIDIA GB10"], "gpu.capabilities": [121]})
+    assert facts.value("release.kernels.triton_ptxas_lacks_gpu") is None
+    assert verdict("HW121", facts) == UNDECIDED
+
+
+def test_flashinfer_cubins_are_judged_on_an_aarch64_gpu():
+    """FlashInfer's cubin package is one pure-Python wheel (read once, as x86_64): its cubins
+    are judged on a GB10 although the aarch64 build is the one judged there."""
+    facts = facts_with(
+        {"vllm.version": "0.26.0", "gpu.names": ["NVIDIA GB10"], "gpu.capabilities": [121],
+         "gpu.min_capability": 121, "packages.flashinfer-python": "0.6.8.post1",
+         "packages.flashinfer-cubin": "0.6.8.post1"}
+    )  # fmt: skip
+    assert facts.value("release.kernels.machine") == "aarch64"
+    companions = facts.value("release.kernels.companions")
+    assert companions["flashinfer-cubin 0.6.8.post1 flashinfer_cubin/cubins/batched_gemm"] == "none"

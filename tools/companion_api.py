@@ -89,7 +89,11 @@ def _class_entries(node: ast.ClassDef) -> dict[str, dict[str, Any]]:
     return out
 
 
-def module_api(tree: ast.Module, module: str, is_package: bool) -> dict[str, Any]:
+def module_api(
+    tree: ast.Module, module: str, is_package: bool, type_checking: bool = True
+) -> dict[str, Any]:
+    """The names of one module; ``type_checking=False`` leaves out what ``if TYPE_CHECKING:``
+    defines (it does not exist at run time: an import from there fails)."""
     names: dict[str, Any] = {}
     stars: list[str] = []
 
@@ -121,7 +125,8 @@ def module_api(tree: ast.Module, module: str, is_package: bool) -> dict[str, Any
                         top = alias.name.split(".", 1)[0]
                         names.setdefault(top, {"module": top})
             elif isinstance(stmt, ast.If):
-                visit(stmt.body)
+                if type_checking or not _is_type_checking(stmt.test):
+                    visit(stmt.body)
                 visit(stmt.orelse)
             elif isinstance(stmt, ast.Try):
                 visit(stmt.body)
@@ -138,6 +143,12 @@ def module_api(tree: ast.Module, module: str, is_package: bool) -> dict[str, Any
     if "__getattr__" in names:
         names["?"] = True
     return names
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def api_in(archive: zipfile.ZipFile, tops: set[str]) -> dict[str, dict[str, Any]]:

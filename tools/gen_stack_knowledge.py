@@ -21,7 +21,11 @@ and ``vllm_doctor/knowledge/data/stack_errors.json`` (the messages each package 
 the versions that raise them), described in docs/knowledge.md. The ``api:`` keys resolve, in
 each companion version's own code (``tools/companion_api.py``), every name the covered vLLM
 releases use of it (``data/companion_uses.json``); ``--vllm-wheels DIR`` regenerates that table
-and ``dependencies.json`` from the vLLM wheels first.
+and ``dependencies.json`` from the vLLM wheels first. ``data/stack_imports.json``: what LMCache
+and quack-kernels import from vLLM and the CuTe DSL, against each version of those
+(``tools/partner_imports.py``; the vLLM wheels are read from ``<dir>/vllm/``);
+``data/transformers_types.json``: the model types of every transformers release from 4.48.0
+and vLLM's own config registry per release (``tools/transformers_types.py``).
 
 Exit codes: 0 done, 2 bad usage (no readings for a requested package, unknown package).
 """
@@ -47,8 +51,10 @@ for path in (REPO, TOOLS):
         sys.path.insert(0, str(path))
 
 import companion_api  # noqa: E402
+import partner_imports  # noqa: E402
 import stack_messages  # noqa: E402
 import stack_readers  # noqa: E402
+import transformers_types  # noqa: E402
 from extractors.companion_uses import COMPANION_MODULES  # noqa: E402
 from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: E402
 from packaging.utils import parse_wheel_filename  # noqa: E402
@@ -86,6 +92,8 @@ class Companion:
     same_versions_as: tuple[str, ...] = ()
     first: str | None = None  # for a package no requirement names: every release from this
     messages: bool = True
+    # it bundles a ptxas (Triton): which CUDA release and which GPU names it accepts
+    ptxas: bool = False
 
 
 COMPANIONS: dict[str, Companion] = {
@@ -103,8 +111,10 @@ COMPANIONS: dict[str, Companion] = {
         "vLLM pins it; its compiled kernels decide which GPUs run at all", messages=False
     ),
     "triton": Companion(
-        "the torch releases vLLM pins pin it; vLLM's and FlashInfer's Triton kernels run on it",
+        "the torch releases vLLM pins pin it; vLLM's and FlashInfer's Triton kernels run on it, "
+        "compiled by the ptxas it bundles",
         required_by=("torch",),
+        ptxas=True,
     ),
     "nvidia-nccl-cu12": Companion(
         "the torch releases vLLM pins pin it (CUDA 12 builds)",
@@ -251,6 +261,11 @@ def read_one(root: Path, dist: str, version: str, companion: Companion) -> dict 
                     stored["checks"] = stack_readers.checks_in(archive)
                 stored["checks_format"] = stack_readers.CHECKS_FORMAT
                 path.write_text(json.dumps(stored, sort_keys=True), encoding="utf-8")
+            if wheel is not None and _lacks_ptxas(companion, stored):
+                with zipfile.ZipFile(wheel) as archive:  # only the bundled ptxas is read again
+                    stored["ptxas"] = stack_readers.ptxas(archive)
+                stored["ptxas_format"] = stack_readers.PTXAS_FORMAT
+                path.write_text(json.dumps(stored, sort_keys=True), encoding="utf-8")
             if wheel is not None and _lacks_api(dist, stored):
                 with zipfile.ZipFile(wheel) as archive:  # only the API is read again
                     stored["api"] = companion_api.api_in(archive, api_modules(dist))
@@ -294,6 +309,8 @@ def collect(
             reading = read_one(root, dist, version, companion)
             if reading is not None and fetch and _lacks_api(dist, reading):
                 reading = None  # read before the API was: the wheel again
+            if reading is not None and fetch and _lacks_ptxas(companion, reading):
+                reading = None  # read before its ptxas was: the wheel again
             if reading is None and fetch:
                 wheel = download(root, dist, version)
                 if wheel is not None:
@@ -313,6 +330,10 @@ def api_modules(dist: str) -> set[str]:
 
 def _lacks_api(dist: str, reading: dict[str, Any]) -> bool:
     return bool(api_modules(dist)) and reading.get("api_format") != companion_api.API_FORMAT
+
+
+def _lacks_ptxas(companion: Companion, reading: dict[str, Any]) -> bool:
+    return companion.ptxas and reading.get("ptxas_format") != stack_readers.PTXAS_FORMAT
 
 
 def _stored_versions(root: Path, dist: str) -> set[str]:
@@ -370,6 +391,8 @@ def values_of(reading: dict[str, Any]) -> dict[str, Any]:
         }
     if reading.get("python"):
         out["python"] = {"spec": reading["python"]}
+    for path, found in (reading.get("ptxas") or {}).items():
+        out[f"ptxas:{path}"] = found
     return out
 
 
@@ -577,6 +600,20 @@ def main(argv: list[str] | None = None) -> int:
             if not (readings.get(dist) or message_readings.get(dist)):
                 print(f"{dist}: no wheels or readings: left out of the tables", file=sys.stderr)
         write(readings, args.out, message_readings)
+        partner_imports.write_table(
+            args.wheels,
+            {
+                dist: {
+                    v: w for v in readings.get(dist, {}) if (w := wheel_for(args.wheels, dist, v))
+                }
+                for dist in partner_imports.PARTNERS
+            },
+            args.out.parent / "stack_imports.json",
+            args.download,
+        )
+        transformers_types.write_table(
+            args.wheels, args.out.parent / "transformers_types.json", args.download
+        )
         for dist, found in [*readings.items(), *message_readings.items()]:
             print(f"{dist}: {len(found)} versions", file=sys.stderr)
         print(f"done in {time.perf_counter() - start:.0f} s", file=sys.stderr)

@@ -14,7 +14,11 @@
 * ``messages``: what its Python code raises, asserts or logs as an error
   (``tools/extractors/errors.py``: the same reader as vLLM's error catalogue);
 * ``cuda``: the CUDA major its wheel is built for, from its ``nvidia-*-cuXX`` requirements or
-  a ``+cuXYZ`` local version.
+  a ``+cuXYZ`` local version;
+* ``ptxas``: the ``ptxas`` binaries it bundles (Triton's ``backends/nvidia/bin/ptxas``, and
+  ``ptxas-blackwell`` where a release ships a second one): the CUDA release each comes from
+  and the GPU names (``sm_120a``, ...) it accepts for ``--gpu-name``, read from the strings of
+  the binary (never run).
 """
 
 from __future__ import annotations
@@ -226,6 +230,39 @@ def _call_name(node: ast.expr) -> str:
     return node.id if isinstance(node, ast.Name) else getattr(node, "attr", "Exception")
 
 
+# -- bundled ptxas -------------------------------------------------------------------------------
+
+PTXAS_FORMAT = 1  # what ptxas() records
+_PTXAS_RELEASE = re.compile(rb"Cuda compilation tools, release (\d+\.\d+), V(\d+\.\d+\.\d+)")
+# an architecture as ptxas's tables spell it, NUL-terminated: sm_XY or compute_XY, also as the
+# tail of a longer string (the linker shares "sm_89" with "%s on sm_89")
+_PTXAS_GPU = re.compile(rb"(?:sm|compute)_(\d{2,3}[af]?)(?=\x00)")
+
+
+def _arch(name: bytes) -> int:
+    """``120a`` → 120 (sm_11 and sm_12 of CUDA 1.x, below 20, are other GPUs entirely)."""
+    return int(name.rstrip(b"af"))
+
+
+def ptxas(archive: zipfile.ZipFile) -> dict[str, Any]:
+    """Each bundled ptxas by its path: its CUDA release and the GPU names it accepts."""
+    out: dict[str, Any] = {}
+    for info in archive.infolist():
+        base = PurePosixPath(info.filename).name
+        if not (base == "ptxas" or base.startswith("ptxas-")) or "/bin/" not in info.filename:
+            continue
+        data = archive.read(info.filename)
+        release = _PTXAS_RELEASE.search(data)
+        out[info.filename] = {
+            "cuda": release.group(2).decode() if release else None,
+            "gpu_names": sorted(
+                {f"sm_{m.decode()}" for m in _PTXAS_GPU.findall(data) if _arch(m) >= 20},
+                key=lambda n: (int(re.sub(r"\D", "", n)), n),
+            ),
+        }
+    return out
+
+
 # -- GPU images ---------------------------------------------------------------------------------
 
 
@@ -358,6 +395,8 @@ def read(wheel: Path, version: str, with_messages: bool = True) -> dict[str, Any
             "checks": checks,
             "checks_format": CHECKS_FORMAT,
             "images": images(archive),
+            "ptxas": ptxas(archive),
+            "ptxas_format": PTXAS_FORMAT,
             "messages": found,
             "skipped": dict(skipped),
             "cuda": cuda_major(version, requires),

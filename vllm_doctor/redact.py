@@ -170,13 +170,33 @@ def redact_text(text: str) -> str:
     return hidden
 
 
+# the literal text each pattern needs to match at all, looked for first: most texts (a
+# missing fact's reason, a detail) hold none, and a case-sensitive search for a few words
+# costs a fraction of a case-insensitive pattern's scan
+_TOKEN_STARTS = re.compile(r"hf_|sk-|gh|github_pat_|xox|AKIA|eyJ")  # _TOKEN_VALUES'
+_HINT_WORDS = re.compile(_SECRET_HINT.pattern.removeprefix("(?i)"))  # on lower-case text
+_BEARER_WORDS = re.compile(r"bearer|basic")  # on lower-case text
+
+
+def _may_match(pattern: re.Pattern[str], words: re.Pattern[str], text: str) -> bool:
+    """Whether the case-insensitive ``pattern`` can match: an ASCII text is searched, lower
+    case, for ``words`` (the literal words it needs); any other for the pattern itself (its
+    case folding matches letters that str.lower does not fold, the dotless ı among them)."""
+    if text.isascii():
+        return words.search(text.lower()) is not None
+    return pattern.search(text) is not None
+
+
 def _redact_text(text: str, known_patterns: list[re.Pattern[str]]) -> str:
-    text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + "@", text)
-    text = _BEARER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
-    if _SECRET_HINT.search(text):
+    if "://" in text and "@" in text:
+        text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + "@", text)
+    if _may_match(_BEARER, _BEARER_WORDS, text):
+        text = _BEARER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+    if _may_match(_SECRET_HINT, _HINT_WORDS, text):
         text = _hide_values(_FLAG, text)
         text = _hide_values(_ASSIGNED, text)
-    text = _TOKEN_VALUES.sub(REDACTED, text)
+    if _TOKEN_STARTS.search(text):
+        text = _TOKEN_VALUES.sub(REDACTED, text)
     for known in known_patterns:  # last: what the structure did not already hide
         text = known.sub(REDACTED, text)
     return text

@@ -125,18 +125,39 @@ def rulebase_version(rules) -> str:
     """``<package version>+<digest>``: a CRC-32 of the rule files in force (an identifier, not
     a security check; zlib is already loaded where hashlib's OpenSSL would cost an import), so
     two reports judged by the same rules name the same version and an edited rule changes it."""
+    import os
     import zlib
 
     from vllm_doctor import __version__
 
+    ordered = sorted(rules, key=lambda r: r.code)
+    # a process that judges many inputs (a corpus, a fleet) reads the files again only when
+    # one of them changed: the answer is kept by each file's identity, size and times
+    state: list[tuple[Any, ...]] = []
+    for rule in ordered:
+        try:
+            st = os.stat(rule.path)
+            state.append((rule.code, str(rule.path), st.st_ino, st.st_size, st.st_mtime_ns,
+                          st.st_ctime_ns))  # fmt: skip
+        except OSError:
+            state.append((rule.code, str(rule.path), rule.summary))
+    key = tuple(state)
+    if key in _RULEBASE_VERSIONS:
+        return _RULEBASE_VERSIONS[key]
     digest = 0
-    for rule in sorted(rules, key=lambda r: r.code):
+    for rule in ordered:
         digest = zlib.crc32(rule.code.encode(), digest)
         try:
             digest = zlib.crc32(rule.path.read_bytes(), digest)
         except OSError:
             digest = zlib.crc32(rule.summary.encode(), digest)
-    return f"{__version__}+{digest:08x}"
+    if len(_RULEBASE_VERSIONS) >= 8:
+        _RULEBASE_VERSIONS.clear()
+    version = _RULEBASE_VERSIONS[key] = f"{__version__}+{digest:08x}"
+    return version
+
+
+_RULEBASE_VERSIONS: dict[tuple[Any, ...], str] = {}
 
 
 def _coverage_note(facts) -> str | None:

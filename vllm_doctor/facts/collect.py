@@ -451,6 +451,14 @@ def _compute_the_rest(run: _Runner, options: CollectOptions) -> None:
         release_env,
     )
 
+    def flashinfer_jit() -> None:
+        from vllm_doctor.facts.flashinfer_jit import collect_flashinfer_jit
+        from vllm_doctor.facts.release import judged_between_releases
+
+        judged_between_releases(facts, collect_flashinfer_jit)  # reads release.env
+
+    run.step("flashinfer jit", ("release.flashinfer_sampler_jit",), flashinfer_jit)
+
     def release_memory() -> None:
         from vllm_doctor.facts.release import judged_between_releases
         from vllm_doctor.facts.release_memory import collect_release_memory
@@ -497,6 +505,9 @@ def with_serve_line(facts: Facts, argv: list[str]) -> Facts:
     judged_between_releases(other, collect_release)
     judged_between_releases(other, collect_release_kernels)
     judged_between_releases(other, collect_release_env)
+    from vllm_doctor.facts.flashinfer_jit import collect_flashinfer_jit
+
+    judged_between_releases(other, collect_flashinfer_jit)
     from vllm_doctor.memory.facts import compute_memory
 
     compute_memory(other)

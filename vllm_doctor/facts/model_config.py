@@ -469,6 +469,13 @@ def _read_identity(reader: _ConfigReader) -> None:
         facts.set("model.architectures", [str(a) for a in text["architectures"]], src, tdetail)
     model_type = reader.model_type
     facts.set("model.model_type", model_type, src, detail)
+    auto_map = cfg.get("auto_map")
+    facts.set(
+        "model.remote_config",
+        isinstance(auto_map, dict) and "AutoConfig" in auto_map,
+        src,
+        f"{detail}: auto_map" if isinstance(auto_map, dict) else detail,
+    )
     if reader.text_key:
         facts.set("model.text_model_type", text.get("model_type"), src, tdetail)
     facts.set(

@@ -42,6 +42,8 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "triton": ("triton",),
     "flashinfer-python": ("flashinfer-python", "flashinfer"),
     "flashinfer-cubin": ("flashinfer-cubin",),
+    # FlashInfer's prebuilt JIT modules (the sampler's among them): without it they compile
+    "flashinfer-jit-cache": ("flashinfer-jit-cache",),
     "deep-gemm": ("deep_gemm", "deep-gemm", "deepgemm"),
     "flash-attn": ("flash-attn", "flash_attn"),
     "xformers": ("xformers",),

@@ -18,7 +18,7 @@ this machine's or a report's, for a platform a report names only in prose.
 
 Facts written:
   ``platform.kernel``, ``platform.kernel_cmdline``, ``platform.wsl``, ``platform.container``,
-  ``platform.glibcxx``
+  ``platform.glibcxx``, ``platform.nvcc_found`` (facts/toolkit.py)
   ``container.uid``, ``container.uid_in_passwd``, ``container.user_known``,
   ``container.home``, ``container.home_writable``, ``container.unwritable_caches``
   ``container.arbitrary_uid`` (stated only: ``--platform arbitrary-uid``)
@@ -43,6 +43,7 @@ PLATFORM_PATHS = (
     "platform.wsl",
     "platform.container",
     "platform.glibcxx",
+    "platform.nvcc_found",  # facts/toolkit.py
 )
 CONTAINER_PATHS = (
     "container.uid",
@@ -94,6 +95,10 @@ def collect_platform(facts: Facts, environ: Mapping[str, str], root: Path = Path
     )
     _glibcxx(facts, root)
     _identity(facts, environ)
+    from vllm_doctor.facts.toolkit import PATH, find_nvcc
+
+    found, how = find_nvcc(environ, root)
+    facts.set(PATH, found, Source.MACHINE, how)
 
 
 def _read(path: Path, limit: int = 256) -> str | None:
@@ -224,6 +229,13 @@ def platform_from_report(facts: Facts, text: str, where: str) -> None:
         if pasted:
             kernel = pasted.group("kernel")
             detail = f"pasted with the report: {pasted.group(0).strip()[:160]}"
+    from vllm_doctor.facts.toolkit import PATH, nvcc_from_report
+
+    nvcc, said = nvcc_from_report(text)
+    if nvcc is None:  # collect-env looks on PATH only: FlashInfer's other places are not seen
+        facts.mark_unknowable(PATH, said)
+    else:
+        facts.set(PATH, nvcc, Source.REPORT, said)
     if kernel:
         facts.set("platform.kernel", kernel, Source.REPORT, detail)
         facts.set("platform.wsl", "microsoft" in kernel.lower(), Source.REPORT, detail)

@@ -71,43 +71,34 @@ def collect_release_env(facts: Facts) -> None:
 
 
 def _values(facts: Facts, declared: dict[str, Any], environ: dict[str, str], release: str) -> None:
-    from vllm_doctor.knowledge.envs import Opaque, Refused, evaluate, names
-
     refused: list[str] = []
     messages: list[str] = []
-    # vLLM's own switches (envs.py also reads MAX_JOBS, LOCAL_RANK, NO_COLOR, ... for builds
-    # and logging: not gates of a serve line)
-    for name in sorted(n for n in declared if n.startswith("VLLM_")):
-        program = declared[name]["program"]
+    outcomes = _outcomes_for(facts, environ)
+    for name in _switches(declared):
         path = f"release.env.{name}"
-        read = names(program)
-        unknown = [n for n in sorted(read) if n not in environ and facts.why_missing(f"env.{n}")]
-        if unknown:
-            facts.mark_missing(
-                path, f"env.{unknown[0]} is not known: {facts.why_missing(f'env.{unknown[0]}')}"
-            )
-            continue
-        given = {n: environ[n] for n in read if n in environ}
-        try:
-            value = evaluate(program, given)
-        except Opaque:
+        kind, detail = _outcome(outcomes, name, declared[name]["program"], facts, environ)
+        if kind == "unknown":
+            facts.mark_missing(path, detail)
+        elif kind == "opaque":
             facts.mark_missing(
                 path, f"vLLM {release} computes {name} in code the knowledge does not follow"
             )
-            continue
-        except Refused as err:
+        elif kind == "refused":
+            given, err = detail
             refused.append(name)
-            messages.append(f"{name}={given.get(name, '')!s}: {err}")
-            facts.mark_missing(path, f"vLLM {release} refuses {name}={given.get(name)}: {err}")
-            continue
-        if value is None:
-            continue  # the release decides at run time: absent
-        where = (
-            f"{', '.join(f'{n}={given[n]}' for n in sorted(given))} read as vLLM {release} reads it"
-            if given
-            else f"not set: vLLM {release}'s default (vllm/envs.py)"
-        )
-        facts.set(path, value, SOURCE, where)
+            messages.append(f"{name}={given if given is not None else ''!s}: {err}")
+            facts.mark_missing(path, f"vLLM {release} refuses {name}={given}: {err}")
+        elif kind == "value":
+            value, read = detail
+            if isinstance(value, list):  # a fact of its own: the kept answer stays as it was
+                value = list(value)
+            where = (
+                f"{read} read as vLLM {release} reads it"
+                if read
+                else f"not set: vLLM {release}'s default (vllm/envs.py)"
+            )
+            facts.set(path, value, SOURCE, where)
+        # kind "none": the release decides at run time: absent
     if _env_known(facts):
         facts.set(
             "release.env_invalid",
@@ -117,6 +108,85 @@ def _values(facts: Facts, declared: dict[str, Any], environ: dict[str, str], rel
         )
     else:
         facts.mark_missing("release.env_invalid", _env_reason(facts))
+
+
+# What a variable's program makes of the environment does not depend on the release judged:
+# a judgement without a vLLM version asks it again for each covered release, with the same
+# program (a table's span) and the same environment. The answers are kept per environment
+# (its values, its missing reasons and its listing: all that ``_outcome`` reads of the facts),
+# and per program object (the tables are loaded once; the program is kept with its answer, so
+# its id is not reused).
+_Outcome = tuple[str, Any]
+_OUTCOMES: dict[tuple[Any, ...], dict[tuple[str, int], tuple[Any, _Outcome]]] = {}
+_OUTCOMES_MAX = 64  # environments kept
+_SWITCHES: dict[int, tuple[dict[str, Any], list[str]]] = {}
+
+
+def _switches(declared: dict[str, Any]) -> list[str]:
+    """vLLM's own switches, sorted (envs.py also reads MAX_JOBS, LOCAL_RANK, NO_COLOR, ... for
+    builds and logging: not gates of a serve line); ``declared`` is a table's kept ``at()``."""
+    kept = _SWITCHES.get(id(declared))
+    if kept is None or kept[0] is not declared:
+        if len(_SWITCHES) >= 4 * _OUTCOMES_MAX:
+            _SWITCHES.clear()
+        kept = (declared, sorted(n for n in declared if n.startswith("VLLM_")))
+        _SWITCHES[id(declared)] = kept
+    return kept[1]
+
+
+def _outcomes_for(
+    facts: Facts, environ: dict[str, str]
+) -> dict[tuple[str, int], tuple[Any, _Outcome]]:
+    key = (
+        tuple(sorted(environ.items())),
+        tuple(
+            sorted((k, r) for k, r in facts.missing.items() if k == "env" or k.startswith("env."))
+        ),
+        facts.listings.get("env"),
+    )
+    kept = _OUTCOMES.get(key)
+    if kept is None:
+        if len(_OUTCOMES) >= _OUTCOMES_MAX:
+            _OUTCOMES.clear()
+        kept = _OUTCOMES[key] = {}
+    return kept
+
+
+def _outcome(
+    outcomes: dict[tuple[str, int], tuple[Any, _Outcome]],
+    name: str,
+    program: Any,
+    facts: Facts,
+    environ: dict[str, str],
+) -> _Outcome:
+    """What ``program`` (variable ``name``'s) makes of the environment, whatever the release:
+    ("unknown", reason) | ("opaque", None) | ("refused", (value set, error)) |
+    ("value", (value, the variables read as text)) | ("none", None)."""
+    kept = outcomes.get((name, id(program)))
+    if kept is not None and kept[0] is program:
+        return kept[1]
+    answer = _evaluate(name, program, facts, environ)
+    outcomes[(name, id(program))] = (program, answer)
+    return answer
+
+
+def _evaluate(name: str, program: Any, facts: Facts, environ: dict[str, str]) -> _Outcome:
+    from vllm_doctor.knowledge.envs import Opaque, Refused, evaluate, names
+
+    read = names(program)
+    unknown = [n for n in sorted(read) if n not in environ and facts.why_missing(f"env.{n}")]
+    if unknown:
+        return "unknown", f"env.{unknown[0]} is not known: {facts.why_missing(f'env.{unknown[0]}')}"
+    given = {n: environ[n] for n in read if n in environ}
+    try:
+        value = evaluate(program, given)
+    except Opaque:
+        return "opaque", None
+    except Refused as err:
+        return "refused", (given.get(name), str(err))  # not the error: its frames hold the facts
+    if value is None:
+        return "none", None
+    return "value", (value, ", ".join(f"{n}={given[n]}" for n in sorted(given)))
 
 
 def _unknown(

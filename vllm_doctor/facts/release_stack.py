@@ -40,6 +40,7 @@ KERNEL_PATHS = (
     "release.kernels.extensions",
     "release.kernels.without_image",
     "release.kernels.core_without_image",
+    "release.kernels.published_core_without_image",
     "release.kernels.family_only",
     "release.kernels.older_only",
     "release.kernels.ptx_only",
@@ -54,9 +55,19 @@ _MACHINES = ("x86_64", "aarch64")
 
 def collect_release_stack(facts: Facts) -> None:
     from vllm_doctor.facts.release_api import collect_release_api
+    from vllm_doctor.facts.release_partner import collect_partner_imports
+    from vllm_doctor.facts.release_transformers import (
+        collect_model_type,
+        collect_transformers_checks,
+    )
+    from vllm_doctor.facts.triton_ptxas import collect_triton_ptxas
 
+    collect_triton_ptxas(facts, _installed)  # Triton's own ptxas, whatever the vLLM release
     release, reason = _judged(facts)
     lacking_api = collect_release_api(facts, release, reason, _installed)
+    collect_partner_imports(facts, release, reason, _installed)
+    collect_model_type(facts, release, reason, _installed)
+    collect_transformers_checks(facts, _installed)
     if release is None:
         for path in (*STACK_PATHS, *KERNEL_PATHS):
             facts.mark_missing(path, reason)
@@ -102,11 +113,22 @@ def _machine(facts: Facts) -> str | None:
     system whatever runs the doctor)."""
     machine = facts.get("vllm.machine")
     if machine is None:
-        return None
+        return _machine_of_gpus(facts)
     gpus = facts.get("gpu.capabilities")
     if machine.source == Source.MACHINE and gpus is not None and gpus.source != Source.NVML:
-        return None
+        return _machine_of_gpus(facts)
     return str(machine.value)
+
+
+def _machine_of_gpus(facts: Facts) -> str | None:
+    """The host CPU architecture the named GPUs come only with (a GB10 or a Jetson module is
+    an aarch64 system: the GPU table's ``machine``), else None."""
+    from vllm_doctor.knowledge.gpus import lookup
+
+    names = facts.value("gpu.names") or []
+    machines = {getattr(lookup(str(n)), "family", None) for n in names}
+    found = {family.machine if family else None for family in machines}
+    return found.pop() if len(found) == 1 and None not in found else None
 
 
 def _marker_holds(marker: str | None, machine: str | None) -> bool | None:
@@ -429,19 +451,33 @@ def _core(facts: Facts, at: dict[str, Any], machines: list[str], capabilities: l
             + f" ({main.get('objects')} of its {total} objects, the generic kernels)",
         )
     if not answers:
-        facts.mark_missing(
-            "release.kernels.core_without_image", "the release has no core extension read"
-        )
+        for path in (
+            "release.kernels.core_without_image",
+            "release.kernels.published_core_without_image",
+        ):
+            facts.mark_missing(path, "the release has no core extension read")
         return
     if len({missing for missing, _ in answers.values()}) != 1:
-        facts.mark_missing(
+        for path in (
             "release.kernels.core_without_image",
-            "the x86_64 and aarch64 builds differ here and the machine is not known: "
-            + "; ".join(f"{m}: {detail}" for m, (_, detail) in answers.items()),
-        )
+            "release.kernels.published_core_without_image",
+        ):
+            facts.mark_missing(
+                path,
+                "the x86_64 and aarch64 builds differ here and the machine is not known: "
+                + "; ".join(f"{m}: {detail}" for m, (_, detail) in answers.items()),
+            )
         return
     missing, detail = next(iter(answers.values()))
     embedded = _embedded_gpus(facts)
+    # what the published wheels (pip install vllm, the vllm/vllm-openai images) carry is
+    # known even where another build may be installed: said on its own for a Jetson module
+    facts.set(
+        "release.kernels.published_core_without_image",
+        [f"the published wheels for the {embedded}: {detail}"] if missing and embedded else [],
+        SOURCE,
+        detail,
+    )
     if missing and embedded:
         facts.mark_missing(
             "release.kernels.core_without_image",
@@ -594,13 +630,16 @@ def _companions(
             if not key.startswith("images:") or not isinstance(value, dict):
                 continue
             obj, _, machine = key[len("images:") :].rpartition("@")
-            if machine not in machines:
+            file = str(value.get("file", ""))
+            shared = file.endswith(".so") or ".so." in file  # not a folder of cubins
+            # a shared object is built per CPU architecture; raw cubins are the same files in
+            # every wheel (FlashInfer's cubin package is one pure-Python wheel)
+            if machine not in machines and shared:
                 continue
             state = _module_state(value["groups"], capabilities)
             label = f"{dist} {version} {obj}"
             coverage[label] = state
-            file = str(value.get("file", ""))
-            if file.endswith(".so") or ".so." in file:  # not a folder of cubins
+            if shared:
                 files.setdefault(file, state)
             if state == "none":
                 without.append(

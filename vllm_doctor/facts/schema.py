@@ -111,8 +111,27 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "gpu.unified_memory": ("facts/platform.py",),
     "release.attention": ("facts/release_kernels.py",),
     "release.stack": ("facts/release_stack.py",),
+    **{
+        f"release.stack.{name}": ("facts/release_partner.py",)
+        for name in ("partner_imports_missing", "partner_imports_at_risk", "partner_imports_fix")
+    },
+    **{
+        f"release.stack.{name}": ("facts/release_transformers.py",)
+        for name in (
+            "model_type_unknown",
+            "model_type_fix",
+            "transformers_refuses",
+            "transformers_refuses_fix",
+        )
+    },
     "release.api": ("facts/release_api.py",),
     "release.kernels": ("facts/release_stack.py",),
+    "release.flashinfer_sampler_jit": ("facts/flashinfer_jit.py",),
+    "release.attention.kv_cache_backends": ("facts/kv_cache_backends.py",),
+    "release.attention.kv_cache_triton_only": ("facts/kv_cache_backends.py",),
+    "release.kernels.triton_ptxas": ("facts/triton_ptxas.py",),
+    "release.kernels.triton_ptxas_lacks_gpu": ("facts/triton_ptxas.py",),
+    "platform.nvcc_found": ("facts/toolkit.py",),
 }
 
 # Facts a collector may infer when they were not observed (Facts.infer: from the GPU table, a

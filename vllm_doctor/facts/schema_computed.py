@@ -339,6 +339,17 @@ COMPUTED: dict[str, FactSpec] = {
         "bool", "some candidate backend supports the model on this GPU"
     ),
     "release.attention.rejections": FactSpec("list", "each rejecting candidate with its reasons"),
+    "release.attention.kv_cache_backends": FactSpec(
+        "list",
+        "of the backends the release considers on this GPU (its priority list), those whose "
+        "capability and KV-cache dtype checks accept serve.kv_cache_dtype (no config.json "
+        "needed: head size and dtype only remove more)",
+    ),
+    "release.attention.kv_cache_triton_only": FactSpec(
+        "bool",
+        "every backend of release.attention.kv_cache_backends compiles its kernels with "
+        "Triton (TRITON_ATTN, TRITON_MLA, FLEX_ATTENTION)",
+    ),
     "release.attention.forced_supports": FactSpec(
         "bool", "the forced backend (serve.attention_backend) accepts the model here"
     ),
@@ -366,6 +377,45 @@ COMPUTED: dict[str, FactSpec] = {
     ),
     "release.stack.pair_fix": FactSpec(
         "str", "the install that makes the refused pairs agree (the release's pin first)"
+    ),
+    "release.stack.partner_imports_missing": FactSpec(
+        "list",
+        "names a companion version imports unguarded at module level from the package it "
+        "plugs into (LMCache from vllm.*, quack-kernels from the CuTe DSL's cutlass.*) that "
+        "the installed/reported partner version lacks, in modules that will be loaded (vLLM's "
+        "imports of the companion; a kv_connector_module_path): companion, version, file, name, "
+        "the partner versions that have it (generated stack_imports table); empty when none",
+    ),
+    "release.stack.partner_imports_at_risk": FactSpec(
+        "list",
+        "the same, where loading is not known (no serve line: whether the LMCache connector is "
+        "configured) or the companion's version is not known (the versions the judged release "
+        "allows that cannot import, named)",
+    ),
+    "release.stack.partner_imports_fix": FactSpec(
+        "str", "the companion version to install (the versions that import cleanly)"
+    ),
+    "release.stack.model_type_unknown": FactSpec(
+        "list",
+        "the config.json's model_type that the installed/reported transformers does not know "
+        "(CONFIG_MAPPING_NAMES of each transformers release, generated) while the judged vLLM "
+        "release registers no config class of its own for it: the transformers releases that "
+        "know it; empty when it is known, registered, or loaded with --trust-remote-code",
+    ),
+    "release.stack.model_type_fix": FactSpec(
+        "str",
+        "the transformers to install within the judged release's requirement, or the vLLM "
+        "release whose requirement first admits one that knows the model",
+    ),
+    "release.stack.transformers_refuses": FactSpec(
+        "list",
+        "installed/reported packages outside the spec the installed transformers checks when "
+        "it is imported (pkgs_to_check_at_runtime: tokenizers, huggingface-hub, safetensors, "
+        "regex, ...; generated per transformers release): package, version, the spec; empty "
+        "when every known one is inside",
+    ),
+    "release.stack.transformers_refuses_fix": FactSpec(
+        "str", "the installs that bring the refused packages inside transformers' specs"
     ),
     "release.api.missing": FactSpec(
         "list",
@@ -402,6 +452,28 @@ COMPUTED: dict[str, FactSpec] = {
         "vLLM's core extension (vllm._C / vllm._C_stable_libtorch) has no image at all; not "
         "decided on a Jetson module when the published wheels have none (NVIDIA's Jetson "
         "builds carry the device's architecture)",
+    ),
+    "release.kernels.published_core_without_image": FactSpec(
+        "list",
+        "on a Jetson module, the core extension of the published wheels (pip install vllm, "
+        "the vllm/vllm-openai images) with no image for the device's architecture (empty: "
+        "they carry it, or the GPU is not a Jetson module, where core_without_image decides)",
+    ),
+    "release.flashinfer_sampler_jit": FactSpec(
+        "bool",
+        "vLLM's start-up builds FlashInfer's sampling module with nvcc: the release takes "
+        "VLLM_USE_FLASHINFER_SAMPLER as true, flashinfer-python is installed and "
+        "flashinfer-jit-cache (its prebuilt modules) is not",
+    ),
+    "release.kernels.triton_ptxas": FactSpec(
+        "str",
+        "the ptxas the installed triton bundles for each GPU (its CUDA release, read from the "
+        "wheel) and whether it accepts the GPU name Triton compiles for (sm_121a on a GB10)",
+    ),
+    "release.kernels.triton_ptxas_lacks_gpu": FactSpec(
+        "str",
+        "the GPU names the bundled ptxas Triton uses does not know, with the variable that "
+        "points Triton at another ptxas (empty: it knows them, or the variable is set)",
     ),
     "release.kernels.family_only": FactSpec(
         "list",

@@ -101,6 +101,12 @@ OBSERVED: dict[str, FactSpec] = {
         "other processes and a BIOS carve-out leave",
     ),
     # -- the platform and the container (facts/platform.py) --------------------------------
+    "platform.nvcc_found": FactSpec(
+        "bool",
+        "FlashInfer's JIT finds a CUDA compiler: <cuda_home>/bin/nvcc exists, cuda_home as "
+        "flashinfer/jit/cpp_ext.py get_cuda_path takes it (CUDA_HOME, CUDA_PATH, nvcc on PATH, "
+        "/usr/local/cuda); a report's CUDA runtime version (nvcc --version) says one is on PATH",
+    ),
     "platform.kernel": FactSpec(
         "str",
         "the Linux kernel's release (/proc/sys/kernel/osrelease, a report's Python platform, "
@@ -157,6 +163,11 @@ OBSERVED: dict[str, FactSpec] = {
     "model.architectures": FactSpec("list", "architectures from config.json", never_absent=True),
     "model.model_type": FactSpec("str", "model_type of the top-level config", never_absent=True),
     "model.text_model_type": FactSpec("str", "model_type of the nested text/language config"),
+    "model.remote_config": FactSpec(
+        "bool",
+        "config.json's auto_map names an AutoConfig class (with --trust-remote-code "
+        "transformers loads the model repository's own config class)",
+    ),
     "model.family": FactSpec("str", "model family (gemma4, deepseek_v32, qwen3, llama, ...)"),
     "model.num_attention_heads": FactSpec(
         "int", "attention heads of the text model", never_absent=True

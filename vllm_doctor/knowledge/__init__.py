@@ -107,13 +107,24 @@ class Table:
             return cached
         index = self._index[release]
         out: dict[str, Any] = {}
-        self._at[release] = out
-        for key, entries in self._entries.items():
-            for entry in entries:
-                if self._covers(entry, index):
-                    out[key] = entry.get("value")
+        for key, spans in self._by_index:
+            for first, last, value in spans:
+                if first <= index <= last:
+                    out[key] = value
                     break
+        self._at[release] = out
         return out
+
+    @cached_property
+    def _by_index(self) -> list[tuple[str, list[tuple[int, int, Any]]]]:
+        """Each key's spans as (first, last) positions in ``releases`` with the value: ``at``
+        reads every span of the table for each release asked (every covered release, for a
+        check without a vLLM version)."""
+        index = self._index
+        return [
+            (key, [(index[e["first"]], index[e["last"]], e.get("value")) for e in entries])
+            for key, entries in self._entries.items()
+        ]
 
     def first_release(self, key: str) -> str | None:
         spans = self._entries.get(key)
@@ -154,21 +165,22 @@ def match_release(version: str, releases: tuple[str, ...]) -> ReleaseMatch:
         v = Version(str(version))
     except InvalidVersion:
         return ReleaseMatch(None, False, f"{version!r} is not a version")
-    ordered = sorted(releases, key=Version)
+    parsed = _ordered(releases)
+    ordered = [r for r, _ in parsed]
     if not ordered:
         return ReleaseMatch(None, False, "no releases covered")
     public = Version(v.public)
-    for r in ordered:
-        if Version(r) == public:
+    for r, rv in parsed:
+        if rv == public:
             note = "" if v == public else f"local build of {r}"
             return ReleaseMatch(r, v == public, note)
     if v.is_prerelease or v.is_devrelease or v.is_postrelease:
         # a dev build, release candidate or unlisted post release descends from the newest
         # covered release before it (0.23.1rc1.dev20+g0d80979 from 0.23.0)
-        below = [r for r in ordered if Version(r) <= v]
+        below = [r for r, rv in parsed if rv <= v]
         if below:
             base = below[-1]
-            later = [r for r in ordered if Version(r).release[:2] > Version(base).release[:2]]
+            later = [r for r, rv in parsed if rv.release[:2] > Version(base).release[:2]]
             if not later:
                 # a nightly after the newest covered release may accept what no covered
                 # release does: judging it by that release could raise false errors
@@ -202,6 +214,13 @@ def match_release(version: str, releases: tuple[str, ...]) -> ReleaseMatch:
             None, False, f"{v} is newer than the newest release the knowledge covers ({newest})"
         )
     return ReleaseMatch(None, False, f"{v} is not a release the knowledge covers")
+
+
+@lru_cache(maxsize=16)
+def _ordered(releases: tuple[str, ...]) -> tuple[tuple[str, Version], ...]:
+    """The releases with their parsed versions, oldest first (parsed once per list: a check
+    without a vLLM version matches each covered release against the list)."""
+    return tuple(sorted(((r, Version(r)) for r in releases), key=lambda pair: pair[1]))
 
 
 _BUILD_DAY = re.compile(r"(?:^|\.)d(\d{4})(\d{2})(\d{2})(?:\.|$)")

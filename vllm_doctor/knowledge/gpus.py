@@ -35,6 +35,9 @@ class GpuFamily:
     memory_options: tuple[int, ...] = field(default=())  # GiB the family ships with
     source: str = ""
     spellings: tuple[str, ...] = field(default=())  # how people write it ("RTX 4090")
+    # the host CPU architecture where the GPU comes only in systems with one (GB10, Grace
+    # superchips, Jetson modules: aarch64); None where hosts differ
+    machine: str | None = None
 
     @property
     def compute(self) -> str:
@@ -76,6 +79,7 @@ def _families() -> tuple[tuple[str, GpuFamily], ...]:
                 tuple(entry.get("memory_gib") or ()),
                 entry.get("source", ""),
                 tuple(entry.get("spellings") or ()),
+                entry.get("machine"),
             ),
         )
         for entry in data["families"]
