@@ -198,6 +198,14 @@ PLATFORM_PROSE = (
     ("wsl2", re.compile(r"\bWSL ?2?\b", re.IGNORECASE)),
     # OpenShift's restricted SCC or a pod said to run under an arbitrary UID
     ("arbitrary-uid", re.compile(r"\barbitrary UID\b|\brestricted(?:-v2)? SCC\b", re.IGNORECASE)),
+    # a container runtime or orchestrator named outright
+    (
+        "container",
+        re.compile(
+            r"\b(?:Docker|Podman|Kubernetes|K8s|OpenShift|container|pod|Apptainer|Singularity)\b",
+            re.IGNORECASE,
+        ),
+    ),
 )
 
 
