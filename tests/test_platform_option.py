@@ -154,20 +154,21 @@ def _measure():
     return load_script(CORPUS / "measure.py", "reports2026_measure")
 
 
-def test_the_measure_passes_wsl2_from_what_the_train_reports_show():
+def test_the_measure_passes_the_platform_words_the_train_reports_show():
     measure = _measure()
     train = set(json.loads((CORPUS / "split.json").read_text())["train"])
     for report_id, expected in (
         ("mohitsoni48-turbollm-256", ["wsl2"]),  # "WSL2 Ubuntu 24.04"
-        ("vllm-54652", ["wsl2"]),  # "WSL2 (Windows 11 host), Docker"
+        ("vllm-54652", ["wsl2", "container"]),  # "WSL2 (Windows 11 host), Docker"
         ("vllm-43507-aubingil-rtx5090-laptop", []),  # "Windows 11 (native)"
         ("rocm-aiter-2752", []),  # "Ubuntu 22.04.5 LTS"
         # "OpenShift, restricted-v2 SCC (UID 1003520000), launcher image importing vLLM"
-        ("llm-d-incubation-llm-d-fast-model-actuation-631", ["arbitrary-uid"]),
+        ("llm-d-incubation-llm-d-fast-model-actuation-631", ["arbitrary-uid", "container"]),
         # "ai-dynamo vLLM runtime image under an arbitrary UID with gid 0 (OpenShift-style)"
-        ("ai-dynamo-dynamo-13040", ["arbitrary-uid"]),
-        # "... unprivileged odysseus user (PUID) ...": a user the image knows
-        ("odysseus-dev-odysseus-6157", []),
+        ("ai-dynamo-dynamo-13040", ["arbitrary-uid", "container"]),
+        # "Odysseus Docker Compose stack, unprivileged odysseus user (PUID), ...": a container,
+        # under a user the image knows
+        ("odysseus-dev-odysseus-6157", ["container"]),
     ):
         assert report_id in train
         report = yaml.safe_load(
