@@ -191,6 +191,28 @@ def test_another_gpu_named_replaces_the_host_and_leaves_the_count_unknown():
     assert findings["HW005"].verdict == APPLIES
 
 
+def test_a_count_alone_with_no_gpu_known_decides_what_the_count_decides():
+    # another's setup (check --elsewhere, a host without GPUs): `--gpus 2` says how many, not
+    # which; tensor x pipeline parallel against the count is decided, the model stays open
+    from vllm_doctor.facts.hardware import TargetHardware
+
+    facts, findings = judge(
+        target=TargetHardware(count=2),
+        serve_string="vllm serve Qwen/Qwen3-8B -tp 4",
+        vllm_version="0.24.0",
+    )
+    assert facts.value("gpu.count") == 2
+    assert "gpu.names" not in facts and "gpu.capabilities" not in facts
+    assert "gave how many GPUs, not which" in facts.why_missing("gpu.capabilities")
+    assert findings["HW005"].verdict == APPLIES
+    facts, findings = judge(
+        target=TargetHardware(count=4),
+        serve_string="vllm serve Qwen/Qwen3-8B -tp 4",
+        vllm_version="0.24.0",
+    )
+    assert findings["HW005"].verdict != APPLIES
+
+
 # -- 5. the report's `Is CUDA available` line ---------------------------------------------------
 
 

@@ -169,9 +169,6 @@ def check_args(report: dict, directory: Path, accepted: set[str]) -> tuple[list[
     for key, option in options.items():
         if facts.get(key) is None:
             continue
-        if key == "gpus" and facts.get("gpu") is None:
-            needs.append(f"gpus={facts[key]} (--gpus needs --gpu)")
-            continue
         args += [option, str(facts[key])]
     packages = facts.get("packages") or {}
     if packages and "--package" in accepted:

@@ -141,7 +141,9 @@ GPU = typer.Option(
 GPUS = typer.Option(
     None,
     "--gpus",
-    help="How many GPUs the target has (with --gpu; without it, the GPUs here when they are the one named, else not known).",
+    help="How many GPUs the target has: of the --gpu model; without --gpu, of the model here "
+    "(this machine's or the report's), or with no GPU known, the count alone (which GPU "
+    "stays open).",
     rich_help_panel=WHAT_IF,
 )
 DRIVER = typer.Option(

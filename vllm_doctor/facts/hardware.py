@@ -166,16 +166,16 @@ def apply_target_hardware(facts: Facts, target: TargetHardware) -> None:
         )
     names = facts.value("gpu.names") or []
     name = target.gpu
+    if name is None and not names and target.count is not None:
+        # a count alone, no GPU known here (another's setup, a host without GPUs): the count
+        # decides what needs only the count (TP x PP against the GPUs); the model stays open
+        _count_only(facts, target.count, source, given)
+        return
     if name is None:  # a count alone: this machine's (or the report's) GPU model
-        if not names or len(set(names)) != 1:
+        if len(set(names)) != 1:
             raise InputError(
                 "--gpus",
-                "give the GPU model too (--gpu NAME): "
-                + (
-                    "no GPU is known here"
-                    if not names
-                    else "the GPUs known here are not all one model"
-                ),
+                "give the GPU model too (--gpu NAME): the GPUs known here are not all one model",
             )
         name = names[0]
     match = resolve_gpu(name)
@@ -245,6 +245,16 @@ def apply_target_hardware(facts: Facts, target: TargetHardware) -> None:
         f"the links between target GPUs are not known ({given}): "
         "pass --report with the host's collect-env report",
     )
+
+
+def _count_only(facts: Facts, count: int, source: str, given: str) -> None:
+    """``--gpus N`` with no GPU model named or known: the count, and which GPU left open."""
+    facts.drop_area("gpu")
+    facts.drop_area("topology")
+    facts.set("gpu.count", count, source, given)
+    why = f"{given} gave how many GPUs, not which: pass --gpu NAME"
+    facts.mark_missing("gpu", why)
+    facts.mark_missing("topology", why)
 
 
 def _same_gpu(names: list[Any], match: GpuMatch) -> bool:
