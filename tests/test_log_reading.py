@@ -330,3 +330,34 @@ def test_a_message_quoted_in_a_json_error_body_is_read_through_its_escaped_quote
     assert any("tool choice requires --enable-auto-tool-choice" in key for key in found), found
     # the same body with the quotes left as they are names nothing new
     assert messages(JSON_BODY.replace('\\"auto\\"', "auto")) == []
+
+
+# messages no catalogue holds (a driver's, a package's JIT), as their threads quote them:
+# NVML's (ENV292, NVIDIA/nvidia-docker issue 1648: https://github.com/NVIDIA/nvidia-docker/issues/1648)
+# and FlashInfer's JIT on SM 12.x with an old toolkit (ENV297, flashinfer-ai/flashinfer#2577)
+NVML_MISMATCH = (
+    "nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: "
+    "unknown"
+)
+FLASHINFER_SM12 = (
+    "RuntimeError: No supported CUDA architectures found for major versions [12]. "
+    "Please check your CUDA installation."
+)
+
+
+@pytest.mark.parametrize("width", [80, 61])
+@pytest.mark.parametrize("prefix", list(PREFIXES.values()), ids=list(PREFIXES))
+@pytest.mark.parametrize(
+    ("code", "message"), [("ENV292", NVML_MISMATCH), ("ENV297", FLASHINFER_SM12)], ids=str
+)
+def test_a_signature_no_catalogue_message_quotes_is_read_across_wrapped_lines(
+    code, message, prefix, width
+):
+    log = "INFO 11-02 10:11:10 [core.py:90] starting\n" + wrapped(message, width, prefix)
+    assert match_signatures(RULES[code], log)
+
+
+def test_lines_too_short_to_be_wrapped_are_not_joined_into_one_message():
+    # two short records that only together spell ENV297's message are two messages
+    log = "RuntimeError: No supported CUDA\narchitectures found for major versions [12]\n"
+    assert not match_signatures(RULES["ENV297"], log)

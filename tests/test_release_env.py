@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
 
 from vllm_doctor.facts.collect import CollectOptions, collect_facts
 from vllm_doctor.facts.hardware import TargetHardware
@@ -21,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 TOOLS = REPO / "tools"
 sys.path.insert(0, str(TOOLS))
 sys.path.insert(0, str(TOOLS / "extractors"))
-from wheelsrc import ReleaseSource  # noqa: E402
+from release_tree import release  # noqa: E402
 
 
 def _extractor(name: str):
@@ -136,15 +134,6 @@ class VllmConfig:
             return use_v2_model_runner
         return True
 """
-
-
-def release(tmp_path: Path, version: str, files: dict[str, str]) -> ReleaseSource:
-    root = tmp_path / version / "vllm"
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return ReleaseSource(Version(version), tmp_path / version)
 
 
 def test_envs_extractor_reads_each_shape(tmp_path):

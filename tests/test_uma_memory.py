@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
 
 from vllm_doctor.facts.collect import CollectOptions, collect_facts
 from vllm_doctor.facts.hardware import TargetHardware
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
-from wheelsrc import ReleaseSource  # noqa: E402
+from release_tree import release  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location(
     "test_uma_extractor", REPO / "tools" / "extractors" / "uma_memory.py"
@@ -68,15 +66,6 @@ class RocmPlatform(Platform):
     def get_device_name(cls, device_id: int = 0) -> str:
         return "AMD"
 """
-
-
-def release(tmp_path: Path, version: str, files: dict[str, str]) -> ReleaseSource:
-    root = tmp_path / version / "vllm"
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return ReleaseSource(Version(version), tmp_path / version)
 
 
 def test_extractor_reads_the_capability_list(tmp_path):

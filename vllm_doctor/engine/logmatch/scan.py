@@ -4,7 +4,9 @@ one literal pass, and a rule named through the catalogue message its signature q
 A signature that quotes one catalogue message (every literal run of it, in order, in the
 message's template) also finds the failure wherever the catalogue found that message, in full
 or in part (``LogScan.message_lines``), so a rule is named from a wrapped line or a
-neighbouring release's wording of its message.
+neighbouring release's wording of its message. A signature that quotes no catalogue message (a
+driver's, a runtime's, a package's words) is read across wrapped lines itself
+(``LogScan.wrapped_lines``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from vllm_doctor.engine.logmatch.catalogue import Catalogue, CatalogueHit, display
+from vllm_doctor.engine.logmatch.catalogue import (
+    WRAP_LINES,
+    Catalogue,
+    CatalogueHit,
+    display,
+    strip_prefix,
+)
 from vllm_doctor.engine.logmatch.signature import Signature, signature_spans
 from vllm_doctor.engine.logmatch.text import (
     PREFIX,
@@ -24,6 +32,12 @@ from vllm_doctor.engine.logmatch.text import (
 )
 
 MAX_MESSAGE_HITS = 50  # catalogue messages one scan keeps for the rules named through them
+# a line this long (with its prefix) may go on on the next one: a terminal's or a logger's wrap
+WRAPPED_LINE = 50
+MAX_WRAP_WINDOWS = 8  # lines around a signature's literals one signature is read across
+WRAP_PIECE = 12  # characters of a literal's start or end looked for where a wrap cut it
+# characters up to which a cut literal's pieces are looked for (a pasted log)
+WRAP_SEARCH_LOG = 300_000
 
 
 @dataclass
@@ -83,9 +97,90 @@ class LogScan:
                     return lines
         return lines
 
+    def wrapped_lines(self, signatures: Iterable[Signature], limit: int = 3) -> list[str]:
+        """The message a signature matches once a wrapped line is joined with the lines it
+        goes on to (each without its record prefix, joined as cut or with the space a wrap
+        at a word's end drops), where it matched on no line alone. Only lines long enough to
+        have been wrapped are joined, so two records are not read as one message."""
+        lines: list[str] = []
+        for sig in signatures:
+            if sig.unless is not None and signature_spans(sig.unless, self.text, self.hits, 1):
+                continue
+            starts: set[int] = set()
+            for pos in self._wrap_candidates(sig):
+                starts.add(self.text.rfind("\n", 0, pos) + 1)
+            for start in sorted(starts)[:MAX_WRAP_WINDOWS]:
+                pieces = [strip_prefix(line) for line in self._wrapped_around(start)]
+                if len(pieces) < 2:
+                    continue
+                for joined in ("".join(pieces), " ".join(p.strip() for p in pieces)):
+                    found = {
+                        lit: _occurrences(joined, lit) for lit in sig.literals() if lit in joined
+                    }
+                    spans = signature_spans(sig, joined, found, 1)
+                    if spans:
+                        line = line_at(joined, spans[0][0], limit=400)
+                        if line not in lines:
+                            lines.append(line)
+                        break
+                if len(lines) >= limit:
+                    return lines
+        return lines
+
+    def _wrap_candidates(self, sig: Signature) -> list[int]:
+        """Where a signature's literals, or the start or end of one (a wrap may cut a literal
+        in two), occur: the places its message may have been wrapped."""
+        found: list[int] = []
+        for literal in sig.literals():
+            found += self.hits.get(literal, ())[:MAX_WRAP_WINDOWS]
+            if len(self.text) > WRAP_SEARCH_LOG or len(literal) < 2 * WRAP_PIECE:
+                continue
+            for piece in (literal[:WRAP_PIECE], literal[-WRAP_PIECE:]):
+                found += _occurrences(self.text, piece)[:MAX_WRAP_WINDOWS]
+        return found
+
+    def _wrapped_around(self, start: int) -> list[str]:
+        """The line at ``start`` with the lines before it that wrap on to it and the lines it
+        wraps on to (a line of at least WRAPPED_LINE characters goes on on the next)."""
+        text = self.text
+        end = text.find("\n", start)
+        line = text[start : len(text) if end == -1 else end]
+        before: list[str] = []
+        at = start
+        while at > 0 and len(before) < WRAP_LINES:
+            previous = text.rfind("\n", 0, at - 1) + 1
+            candidate = text[previous : at - 1]
+            if len(candidate) < WRAPPED_LINE:
+                break
+            before.insert(0, candidate)
+            at = previous
+        after: list[str] = []
+        last, at = line, end
+        while at != -1 and len(last) >= WRAPPED_LINE and len(after) < WRAP_LINES:
+            nxt = text.find("\n", at + 1)
+            last = text[at + 1 : len(text) if nxt == -1 else nxt]
+            if not last.strip():
+                break
+            after.append(last)
+            at = nxt
+        return [*before, line, *after]
+
     def rule_lines(self, signatures: list[Signature], limit: int = 3) -> list[str]:
-        """Where the signatures match, else where the catalogue found a message they quote."""
-        return self.signature_lines(signatures, limit) or self.message_lines(signatures, limit)
+        """Where the signatures match, else where the catalogue found a message they quote,
+        else where they match across wrapped lines."""
+        return (
+            self.signature_lines(signatures, limit)
+            or self.message_lines(signatures, limit)
+            or self.wrapped_lines(signatures, limit)
+        )
+
+
+def _occurrences(text: str, literal: str) -> list[int]:
+    found, at = [], text.find(literal)
+    while at != -1:
+        found.append(at)
+        at = text.find(literal, at + 1)
+    return found
 
 
 def _quoted_reading(sig: Signature, hit: CatalogueHit) -> tuple[str, bool] | None:
