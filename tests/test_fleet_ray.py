@@ -18,6 +18,10 @@ import pytest
 ray = pytest.importorskip("ray")  # the `test` extra installs it; CI always has it
 from ray.cluster_utils import Cluster  # noqa: E402
 
+# one worker runs every test that starts a local Ray cluster (pyproject's `--dist loadgroup`):
+# each module's cluster starts once, whatever the worker count, and never beside the other
+pytestmark = pytest.mark.xdist_group("ray-clusters")
+
 DOCTOR = [sys.executable, "-m", "vllm_doctor"]
 ROOT = Path(__file__).resolve().parent.parent  # the command runs from the checkout
 

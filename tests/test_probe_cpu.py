@@ -190,7 +190,10 @@ def test_ranks_listen_on_loopback_only(tmp_path, monkeypatch):
     """One node: the ranks meet through a file store, and gloo's sockets stay on loopback."""
     import threading
 
-    monkeypatch.setenv("VLLM_DOCTOR_PROBE_PARAMS", json.dumps({"selftest": {"hold_s": 6}}))
+    # the ranks hold their process group until the sockets are looked at (60 s at most)
+    release = tmp_path / "looked"
+    hold = {"hold_s": 60, "release_file": str(release)}
+    monkeypatch.setenv("VLLM_DOCTOR_PROBE_PARAMS", json.dumps({"selftest": hold}))
     run = tmp_path / "run"
     box = {}
     thread = threading.Thread(
@@ -199,14 +202,17 @@ def test_ranks_listen_on_loopback_only(tmp_path, monkeypatch):
         )
     )
     thread.start()
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        logs = " ".join(p.read_text(errors="replace") for p in run.glob("rank*.log"))
-        if logs.count("holding its process group") >= 2:
-            break
-        time.sleep(0.1)
-    pids = {int(w) for w in (run / "pids").read_text().split()}
-    addresses = _listening(pids)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            logs = " ".join(p.read_text(errors="replace") for p in run.glob("rank*.log"))
+            if logs.count("holding its process group") >= 2:
+                break
+            time.sleep(0.1)
+        pids = {int(w) for w in (run / "pids").read_text().split()}
+        addresses = _listening(pids)
+    finally:
+        release.touch()
     thread.join(120)
     assert box["res"][0].status == "pass" and box["res"][0].ranks[0]["metrics"]["backend"] == "gloo"
     loopback = ("0100007F", "00000000000000000000000001000000")

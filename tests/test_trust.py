@@ -684,9 +684,11 @@ def test_a_stuck_probe_stops_when_stdout_closes(tmp_path):
     os.close(write_end)
     events = tmp_path / "run"
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not list(events.glob("events.rank0*.jsonl")):
-        time.sleep(0.2)
-    time.sleep(2)  # the worker is asleep in its probe
+    # until the worker is asleep in its probe (it says so in its log first)
+    while time.monotonic() < deadline and not any(
+        "sleeping forever" in log.read_text(errors="replace") for log in events.glob("rank0*.log")
+    ):
+        time.sleep(0.1)
     os.close(read_end)  # the reader leaves (`| head -1` that got its line)
     try:
         proc.wait(timeout=30)

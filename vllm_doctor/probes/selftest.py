@@ -5,7 +5,9 @@
 "soft"|"hard"}`` picks how ``selftest-teardown-hang`` hangs (soft: the teardown call never
 returns; hard: the process ignores SIGTERM and never exits); ``{"part_sleep": true}`` makes
 the isolated part of ``selftest-part`` never finish; ``{"never_join_rank": R}`` makes rank R of
-any run with a process group stop before it joins the group (the others wait for it there).
+any run with a process group stop before it joins the group (the others wait for it there);
+``{"hold_s": S, "release_file": PATH}``: ``selftest-hold`` holds its process group for S seconds,
+or until PATH exists (the test that looks at the held group lets go as soon as it has looked).
 """
 
 from __future__ import annotations
@@ -37,9 +39,13 @@ def run_selftest_ok(ctx: Ctx) -> dict:
 
 
 def run_selftest_hold(ctx: Ctx) -> dict:
-    """Holds the process group (gloo on the CPU) open for ``hold_s`` seconds."""
+    """Holds the process group (gloo on the CPU) open for ``hold_s`` seconds, or until the
+    ``release_file`` exists."""
     print(f"selftest-hold: rank {ctx.rank} holding its process group", flush=True)
-    time.sleep(float(_cfg(ctx).get("hold_s", 3)))
+    until = time.monotonic() + float(_cfg(ctx).get("hold_s", 3))
+    release = _cfg(ctx).get("release_file")
+    while time.monotonic() < until and not (release and os.path.exists(release)):
+        time.sleep(min(0.05, max(0.0, until - time.monotonic())))
     return result("pass", "held", {"rank": ctx.rank, "backend": ctx.dist_backend})
 
 
