@@ -46,6 +46,17 @@ CHECK_FILES = (
 KEPT_FILES = CONFIG_FILES + CHECK_FILES
 
 
+def _assigned(node: ast.AST, name: str) -> ast.expr | None:
+    """The value ``node`` assigns to ``name`` (a plain or annotated assignment), else None."""
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, ast.AnnAssign):
+        targets = [node.target]
+    else:
+        return None
+    return node.value if any(getattr(t, "id", None) == name for t in targets) else None
+
+
 def _config_mapping_keys(tree: ast.Module) -> set[str]:
     """The model types one module puts into ``CONFIG_MAPPING_NAMES``: its assignment (tuples,
     dict literals, ``**{...}``) and ``CONFIG_MAPPING_NAMES.update({...})``."""
@@ -65,15 +76,9 @@ def _config_mapping_keys(tree: ast.Module) -> set[str]:
                 found.update(kw.arg for kw in item.keywords if kw.arg)
 
     for node in ast.walk(tree):
-        targets = (
-            node.targets
-            if isinstance(node, ast.Assign)
-            else [node.target]
-            if isinstance(node, ast.AnnAssign)
-            else []
-        )
-        if any(getattr(t, "id", None) == "CONFIG_MAPPING_NAMES" for t in targets):
-            literal_keys(node.value)
+        assigned = _assigned(node, "CONFIG_MAPPING_NAMES")
+        if assigned is not None:
+            literal_keys(assigned)
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -143,16 +148,9 @@ def vllm_config_registry(source: str) -> list[str]:
     """The model types of ``_CONFIG_REGISTRY`` in one vLLM transformers_utils/config.py."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
-        targets = (
-            node.targets
-            if isinstance(node, ast.Assign)
-            else [node.target]
-            if isinstance(node, ast.AnnAssign)
-            else []
-        )
-        if not any(getattr(t, "id", None) == "_CONFIG_REGISTRY" for t in targets):
+        value = _assigned(node, "_CONFIG_REGISTRY")
+        if value is None:
             continue
-        value = node.value
         keys: list[str] = []
         if isinstance(value, ast.Dict):
             keys = [k.value for k in value.keys if isinstance(k, ast.Constant)]
