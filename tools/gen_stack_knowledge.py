@@ -66,13 +66,6 @@ from vllm_doctor.knowledge.ranges import dump, fold, table  # noqa: E402
 OUT_DIR = DATA_DIR / "stack"
 READING_FORMAT = 1
 LARGE = 64 << 20  # wheels above this are deleted once read (--download without --keep)
-# the x86_64 platform tags a wheel may carry (pip matches a wheel's tag exactly)
-PLATFORMS = (
-    *(f"manylinux_2_{minor}_x86_64" for minor in (35, 34, 31, 28, 27, 24, 18, 17)),
-    "manylinux2014_x86_64",
-    "manylinux1_x86_64",
-    "any",
-)
 MACHINE = "x86_64"
 
 
@@ -235,15 +228,7 @@ def wheel_for(root: Path, dist: str, version: str) -> Path | None:
 
 
 def download(root: Path, dist: str, version: str) -> Path | None:
-    folder = root / dist
-    folder.mkdir(parents=True, exist_ok=True)
-    platforms = [arg for tag in PLATFORMS for arg in ("--platform", tag)]
-    cmd = [sys.executable, "-m", "pip", "download", f"{dist}=={version}", "--no-deps"]
-    cmd += ["--only-binary=:all:", *platforms, "--python-version", "3.12", "-q", "-d", str(folder)]
-    print(f"downloading {dist}=={version} ...", file=sys.stderr)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        print(f"  {dist}=={version}: no wheel ({proc.stderr.strip()[-200:]})", file=sys.stderr)
+    if not stack_readers.pip_download(root / dist, dist, version):
         return None
     return wheel_for(root, dist, version)
 

@@ -78,13 +78,6 @@ class MessageSource:
         return json.dumps([self.include, self.exclude])
 
 
-_LINUX = (
-    *(f"manylinux_2_{minor}_x86_64" for minor in (35, 34, 31, 28, 27, 24, 18, 17)),
-    "manylinux2014_x86_64",
-    "manylinux1_x86_64",
-    "any",
-)
-
 MESSAGE_SOURCES: dict[str, MessageSource] = {
     "transformers": MessageSource(
         "vLLM requires it: model configs, tokenizers, processors, the Transformers back-end, "
@@ -285,16 +278,11 @@ def wheel_for(root: Path, dist: str, version: str) -> Path | None:
 
 
 def download(root: Path, dist: str, version: str, source: MessageSource) -> Path | None:
-    folder = root / dist
-    folder.mkdir(parents=True, exist_ok=True)
-    platforms = source.platform or _LINUX
-    cmd = [sys.executable, "-m", "pip", "download", f"{dist}=={version}", "--no-deps"]
-    cmd += ["--only-binary=:all:", *(a for p in platforms for a in ("--platform", p))]
-    cmd += ["--python-version", "3.12", "-q", "-d", str(folder)]
-    print(f"downloading {dist}=={version} ...", file=sys.stderr)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        print(f"  {dist}=={version}: no wheel ({proc.stderr.strip()[-200:]})", file=sys.stderr)
+    import stack_readers
+
+    if not stack_readers.pip_download(
+        root / dist, dist, version, source.platform or stack_readers.LINUX_X86_64
+    ):
         return None
     return wheel_for(root, dist, version)
 

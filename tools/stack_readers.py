@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 import zipfile
 from collections import Counter
@@ -47,6 +48,32 @@ MAX_TEXT = 4 << 20  # a Python file larger than this is not read for messages
 # folders of third-party code a package carries (FlashInfer's data/ holds CUTLASS' and CCCL's
 # Python tools) and its tests: their messages are not the package's own
 VENDORED = {"data", "third_party", "3rdparty", "tests", "test"}
+
+
+# the x86_64 platform tags a wheel may carry (pip matches a wheel's tag exactly)
+LINUX_X86_64 = (
+    *(f"manylinux_2_{minor}_x86_64" for minor in (35, 34, 31, 28, 27, 24, 18, 17)),
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+    "any",
+)
+
+
+def pip_download(
+    folder: Path, dist: str, version: str, platforms: tuple[str, ...] = LINUX_X86_64
+) -> bool:
+    """``pip download DIST==VERSION --no-deps`` of a binary wheel for ``platforms`` (CPython
+    3.12) into ``folder``; False, said on stderr, when the index has none."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", f"{dist}=={version}", "--no-deps"]
+    cmd += ["--only-binary=:all:", *(a for p in platforms for a in ("--platform", p))]
+    cmd += ["--python-version", "3.12", "-q", "-d", str(folder)]
+    print(f"downloading {dist}=={version} ...", file=sys.stderr)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"  {dist}=={version}: no wheel ({proc.stderr.strip()[-200:]})", file=sys.stderr)
+        return False
+    return True
 
 
 def metadata(archive: zipfile.ZipFile) -> str | None:
