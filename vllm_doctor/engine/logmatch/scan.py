@@ -28,6 +28,7 @@ from vllm_doctor.engine.logmatch.text import (
     clean,
     finder,
     line_at,
+    occurrences,
     scan_indexed,
 )
 
@@ -115,7 +116,7 @@ class LogScan:
                     continue
                 for joined in ("".join(pieces), " ".join(p.strip() for p in pieces)):
                     found = {
-                        lit: _occurrences(joined, lit) for lit in sig.literals() if lit in joined
+                        lit: occurrences(joined, lit) for lit in sig.literals() if lit in joined
                     }
                     spans = signature_spans(sig, joined, found, 1)
                     if spans:
@@ -136,7 +137,7 @@ class LogScan:
             if len(self.text) > WRAP_SEARCH_LOG or len(literal) < 2 * WRAP_PIECE:
                 continue
             for piece in (literal[:WRAP_PIECE], literal[-WRAP_PIECE:]):
-                found += _occurrences(self.text, piece)[:MAX_WRAP_WINDOWS]
+                found += occurrences(self.text, piece, MAX_WRAP_WINDOWS)
         return found
 
     def _wrapped_around(self, start: int) -> list[str]:
@@ -173,14 +174,6 @@ class LogScan:
             or self.message_lines(signatures, limit)
             or self.wrapped_lines(signatures, limit)
         )
-
-
-def _occurrences(text: str, literal: str) -> list[int]:
-    found, at = [], text.find(literal)
-    while at != -1:
-        found.append(at)
-        at = text.find(literal, at + 1)
-    return found
 
 
 def _quoted_reading(sig: Signature, hit: CatalogueHit) -> tuple[str, bool] | None:

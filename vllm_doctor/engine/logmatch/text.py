@@ -111,13 +111,18 @@ class _LiteralFinder:
         hits: dict[str, list[int]] = {}
         for index in present:
             literal = self.literals[index]
-            found: list[int] = []
-            at = text.find(literal)
-            while at != -1 and len(found) < MAX_HITS_PER_LITERAL:
-                found.append(at)
-                at = text.find(literal, at + 1)
-            hits[literal] = found
+            hits[literal] = occurrences(text, literal)
         return hits
+
+
+def occurrences(text: str, literal: str, limit: int = MAX_HITS_PER_LITERAL) -> list[int]:
+    """The starts of the first ``limit`` occurrences of ``literal`` in ``text``."""
+    found: list[int] = []
+    at = text.find(literal)
+    while at != -1 and len(found) < limit:
+        found.append(at)
+        at = text.find(literal, at + 1)
+    return found
 
 
 def prefix_index(literals: Iterable[str]) -> dict[str, tuple[str, ...]]:
