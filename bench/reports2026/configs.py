@@ -37,12 +37,7 @@ REFUSED = {
     "is a re-save (dtype float32, transformers 4.56.0), not the Hub's file",
     "google/gemma-4-31B-it": "tests/fixtures/memory-logs/configs/gemma-4-31B-it is a transformers print "
     "(gogongxt/python), not the Hub's file",
-    "meta-llama/Meta-Llama-3.1-8B-Instruct": "tests/fixtures/memory-logs/configs/Meta-Llama-3.1-8B-Instruct is "
-    "a transformers print (Retruth/deontic), not the Hub's file",
-    "meta-llama/Llama-3.1-8B-Instruct": "ai-dynamo/aiconfigurator and LLM-Prof keep the base "
-    "Meta-Llama-3.1-8B / Llama-3.1-8B only",
     "unsloth/Meta-Llama-3.1-8B-Instruct": "ai-dynamo/aiconfigurator keeps meta-llama's base Meta-Llama-3.1-8B only",
-    "Qwen/Qwen2.5-7B-Instruct": "LLM-Prof keeps the base Qwen2.5-7B only",
     "Qwen/Qwen3.6-27B-FP8": "ai-dynamo/aiconfigurator keeps nvidia/Qwen3.6-27B-NVFP4 only (another repository, "
     "another quantization)",
     "Qwen/Qwen3.8-27B": "ai-dynamo/aiconfigurator keeps Qwen3.8-2.4T-A95B only (another size)",
