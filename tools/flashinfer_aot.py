@@ -71,7 +71,7 @@ def _yields(fn: ast.FunctionDef) -> list[tuple[str, list[list[str]]]]:
     def visit(node: ast.AST, conds: list[list[str]]) -> None:
         if isinstance(node, ast.If):
             clause = _clause(node.test)
-            inner = conds + [clause] if clause else conds
+            inner = [*conds, clause] if clause else conds
             for child in node.body:
                 visit(child, inner)
             for child in node.orelse:
@@ -122,7 +122,7 @@ def capabilities(source: str) -> dict[str, dict[str, str]]:
         for sub in ast.walk(node):
             if not isinstance(sub, ast.Dict):
                 continue
-            for key, value in zip(sub.keys, sub.values):
+            for key, value in zip(sub.keys, sub.values, strict=True):
                 if (
                     isinstance(key, ast.Constant)
                     and isinstance(value, ast.Call)
@@ -230,7 +230,6 @@ class _Package:
 
     def generators(self, key: str) -> list[str]:
         """The ``gen_*_module`` functions ``key`` reaches (a class: through all its methods)."""
-        module, _, name = key.partition(":")
         start = [k for k in self.calls if k == key or k.startswith(f"{key}.")]
         found: set[str] = set()
         seen: set[str] = set()
