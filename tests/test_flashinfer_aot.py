@@ -158,3 +158,22 @@ def test_reading_is_redone_when_vllm_uses_more_names(monkeypatch):
     )
     assert gen._lacks_aot("flashinfer-python", current)
     assert not gen._lacks_aot("flashinfer-cubin", {})  # only flashinfer-python is read
+
+
+def test_api_logging_is_not_followed():
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("flashinfer/__init__.py", "")
+        archive.writestr(
+            "flashinfer/api_logging.py",
+            "def flashinfer_api(fn):\n    return _stats()\n\n"
+            "def _stats():\n    return gen_api_log_stats_module()\n",
+        )
+        archive.writestr(
+            "flashinfer/norm.py",
+            "from .api_logging import flashinfer_api\n\n"
+            "def rmsnorm(x):\n    flashinfer_api(x)\n    return gen_norm_module()\n",
+        )
+    buffer.seek(0)
+    reading = flashinfer_aot.read(zipfile.ZipFile(buffer), ["flashinfer.norm:rmsnorm"])
+    assert reading["uses"]["flashinfer.norm:rmsnorm"] == ["gen_norm_module"]

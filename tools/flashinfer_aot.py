@@ -34,11 +34,14 @@ from collections import defaultdict
 from pathlib import PurePosixPath
 from typing import Any
 
-AOT_FORMAT = 1
+AOT_FORMAT = 2
 AOT_FILE = "flashinfer/aot.py"
 _GENERATOR = re.compile(r"^gen_\w+_module$")
 _CAPABILITY = re.compile(r"^has_(sm\w+)$")
 _SKIP_DIRS = {"data", "tests", "test", "experimental", "kernel_src"}
+# FlashInfer's API logging: its statistics kernel is built only at FLASHINFER_LOGLEVEL 5 and a
+# failed build is a warning, so what the logging wrappers reach is no entry point's need
+_NOT_FOLLOWED = {"flashinfer.api_logging"}
 
 
 def _called(node: ast.Call) -> str | None:
@@ -245,7 +248,7 @@ class _Package:
                     found.add(called.split(".")[-1])
                     continue
                 target = self.resolve(here, called)
-                if target is not None:
+                if target is not None and target.partition(":")[0] not in _NOT_FOLLOWED:
                     todo.append(target)
         return sorted(found)
 
