@@ -228,7 +228,16 @@ def test_the_measure_says_why_check_was_silent_on_a_failure():
     measure = _measure()
     doc = {
         "undecided": [
-            {"code": "MEM005", "missing": [{"fact": "memory.mamba_blocks_verdict"}]},
+            {
+                "code": "MEM005",
+                "missing": [
+                    {
+                        "fact": "memory.mamba_blocks_verdict",
+                        "reason": "needs model.num_hidden_layers: config.json of Qwen/Qwen3.8-27B: "
+                        "not in the Hugging Face cache",
+                    }
+                ],
+            },
         ],
         "not_applicable": ["HW220", "PAR003"],
     }
@@ -236,6 +245,6 @@ def test_the_measure_says_why_check_was_silent_on_a_failure():
     assert "HW220" in measure.LOG_ONLY  # a crash-log rule (log_only: true)
     assert measure.why_silent(doc, ["HW220", "MEM005", "PAR003"]) == [
         "HW220 reads crash logs only",
-        "MEM005 undecided: needs memory.mamba_blocks_verdict",
+        "MEM005 undecided: needs memory.mamba_blocks_verdict (from model.num_hidden_layers)",
         "PAR003 does not apply to the facts given",
     ]

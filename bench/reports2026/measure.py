@@ -246,6 +246,17 @@ def log_only_rules() -> set[str]:
 LOG_ONLY = log_only_rules()
 
 
+# a computed fact's reason names the input it waits for: "needs model.num_hidden_layers: ..."
+NEEDS_FIRST = re.compile(r"^needs ([\w.-]+)")
+
+
+def needed(missing: dict) -> str:
+    """A missing fact as the needs column names it: a computed one with the fact it waits for
+    (``memory.mamba_blocks_verdict (from model.num_hidden_layers)``)."""
+    first = NEEDS_FIRST.match(str(missing.get("reason") or ""))
+    return f"{missing['fact']} (from {first.group(1)})" if first else missing["fact"]
+
+
 def why_silent(doc: dict, rules: list[str]) -> list[str]:
     """For a failure `check` did not warn of: what each rule of the cause said instead, the
     facts an undecided one still needs (``needs`` column), so a miss reads as a missing input,
@@ -257,7 +268,7 @@ def why_silent(doc: dict, rules: list[str]) -> list[str]:
     out = []
     for code in rules:
         if code in undecided:
-            facts = [m["fact"] for m in undecided[code].get("missing") or []]
+            facts = [needed(m) for m in undecided[code].get("missing") or []]
             out.append(f"{code} undecided: needs {', '.join(facts[:3]) or 'a fact'}")
         elif code in LOG_ONLY:
             out.append(f"{code} reads crash logs only")
