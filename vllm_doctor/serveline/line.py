@@ -50,6 +50,9 @@ class ServeLine:
     entrypoint: str = "serve"  # "serve" or "api_server"
     # the image of a `docker run` / `podman run` command (serveline/container_run.py)
     image: str | None = None
+    # option -> why its value is not known though the input sets it (an LLM(...) keyword
+    # whose value is a variable: serveline/python_call.py); its facts are missing, not defaults
+    not_read: dict[str, str] = field(default_factory=dict)
     # every option word in the order vLLM's parser meets it (command line and config file)
     option_words: list[OptionWord] = field(default_factory=list)
     # option -> why no covered release reads its value as given (the value is kept as a
@@ -401,3 +404,14 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
     for key, given in line.env.items():
         shown = REDACTED if is_secret_name(key) else given
         facts.set(f"env.{key}", shown, source, f"{key}={shown} before the command")
+
+    by_option = {option: f"serve.{name}" for name, (option, _, _) in _FACT_OPTIONS.items()}
+    for option, why in line.not_read.items():
+        paths = [by_option.get(option, f"serve.{option.replace('-', '_')}")]
+        if option in ("tensor-parallel-size", "pipeline-parallel-size"):
+            paths.append("serve.world_size")
+        if option == "model":
+            paths = ["serve.model"]
+        for path in paths:
+            facts.values.pop(path, None)
+            facts.mark_missing(path, why)
