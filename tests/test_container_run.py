@@ -98,8 +98,8 @@ def test_the_engines_options_end_at_the_image(words, image, env, command):
 
 
 def test_a_plain_serve_line_is_no_container_run():
-    assert split_container_run("vllm serve m --port 8000".split()) is None
-    assert split_container_run("docker compose up".split()) is None
+    assert split_container_run(["vllm", "serve", "m", "--port", "8000"]) is None
+    assert split_container_run(["docker", "compose", "up"]) is None
 
 
 @pytest.mark.parametrize(

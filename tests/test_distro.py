@@ -32,7 +32,8 @@ def test_a_distribution_release_is_read_as_os_release_names_it(line, expected):
 
 
 @pytest.mark.parametrize(
-    ("value", "expected"), [("ubuntu-22.04", "ubuntu 22.04"), ("RHEL-9", "rhel 9"), ("ubuntu", None)]
+    ("value", "expected"),
+    [("ubuntu-22.04", "ubuntu 22.04"), ("RHEL-9", "rhel 9"), ("ubuntu", None)],
 )
 def test_the_stated_word_is_an_id_and_a_version(value, expected):
     assert os_from_word(value) == expected

@@ -217,7 +217,10 @@ def test_wsl2_stated_over_a_native_reports_kernel_sets_the_kernel_aside():
         ("Ubuntu 22.04 host, Docker", ["container"]),
         # a WSL2 platform's kernel is a microsoft one; another beside it is the Windows host's
         ("WSL2, Linux 6.8.0-40-generic on the dual-boot side", ["wsl2"]),
-        ("WSL2 kernel 6.6.87.2-microsoft-standard-WSL2", ["wsl2", "kernel=6.6.87.2-microsoft-standard-WSL2"]),
+        (
+            "WSL2 kernel 6.6.87.2-microsoft-standard-WSL2",
+            ["wsl2", "kernel=6.6.87.2-microsoft-standard-WSL2"],
+        ),
     ],
 )
 def test_the_measure_passes_only_what_the_prose_says_of_the_platform_judged(prose, expected):

@@ -14,9 +14,9 @@ from vllm_doctor.serveline.python_call import llm_call_words
 
 # vLLM's docs, "Distributed inference and serving"
 # (https://docs.vllm.ai/en/stable/serving/parallelism_scaling.html), as published
-DOCS_TP = '''from vllm import LLM
+DOCS_TP = """from vllm import LLM
 llm = LLM("facebook/opt-13b", tensor_parallel_size=4)
-output = llm.generate("San Francisco is a")'''
+output = llm.generate("San Francisco is a")"""
 
 
 def test_the_docs_script_is_its_serve_line():

@@ -277,10 +277,9 @@ def _os_from_report(facts: Facts, text: str, where: str) -> None:
 
     line = _OS_LINE.search(text[:2_000_000])
     os_release = os_from_text(line.group("value")) if line else None
-    if os_release is None:
-        reason = (
-            f"the report {where} names no distribution release the doctor knows"
-            + (f" (OS: {line.group('value').strip()[:80]})" if line else " (no OS line)")
+    if line is None or os_release is None:
+        reason = f"the report {where} names no distribution release the doctor knows" + (
+            f" (OS: {line.group('value').strip()[:80]})" if line else " (no OS line)"
         )
         facts.mark_missing("platform.os", reason)
         return

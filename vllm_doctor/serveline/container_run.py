@@ -123,7 +123,7 @@ def split_container_run(tokens: list[str]) -> ContainerRun | None:
 def _container_command(engine: str, image: str, entry: str | None, args: list[str]) -> list[str]:
     """The words the container runs: ``--entrypoint`` and its arguments, a command that runs
     vLLM itself, or the official image's ``vllm serve`` with the arguments."""
-    from vllm_doctor.serveline.target import _runs_vllm, entrypoint
+    from vllm_doctor.serveline.images import _runs_vllm, entrypoint
 
     if entry is not None:
         return [entry, *args]

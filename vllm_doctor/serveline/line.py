@@ -407,11 +407,9 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
 
     by_option = {option: f"serve.{name}" for name, (option, _, _) in _FACT_OPTIONS.items()}
     for option, why in line.not_read.items():
-        paths = [by_option.get(option, f"serve.{option.replace('-', '_')}")]
+        unknown = [by_option.get(option, f"serve.{option.replace('-', '_')}")]
         if option in ("tensor-parallel-size", "pipeline-parallel-size"):
-            paths.append("serve.world_size")
-        if option == "model":
-            paths = ["serve.model"]
-        for path in paths:
+            unknown.append("serve.world_size")
+        for path in ["serve.model"] if option == "model" else unknown:
             facts.values.pop(path, None)
             facts.mark_missing(path, why)

@@ -6,7 +6,6 @@ The readers (manifest.py for Kubernetes, compose.py, dockerfile.py) build Target
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -14,7 +13,14 @@ from typing import Any
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.model import Fact, Facts, Source
+
+# what an image runs lives in images.py (the container run reader reads it too); the names stay
+# importable from here for the manifest and Dockerfile readers
 from vllm_doctor.serveline.images import (  # noqa: F401 (image_vllm_version: tests, callers)
+    _VLLM_WORDS,
+    IMAGE_ENTRYPOINT,
+    _runs_vllm,
+    entrypoint,
     image_vllm_version,
     is_vllm_image,
     pip_vllm_version,
@@ -27,20 +33,7 @@ MANIFEST = "manifest"
 DEFAULT_SHM_MIB = 64
 
 
-# the official images run `vllm serve` when no command is given (older ones the OpenAI
-# api_server module, which takes the same options)
-IMAGE_ENTRYPOINT = ["vllm", "serve"]
-
-
 _SHELLS = {"sh", "bash", "dash", "zsh", "ash"}
-
-
-_VLLM_WORDS = {
-    "vllm",
-    "vllm.entrypoints.openai.api_server",
-    "vllm.entrypoints.api_server",
-    "vllm.entrypoints.cli.main",
-}
 
 
 # the labels that name a node's GPU (GPU feature discovery, GKE, Karpenter, the common
@@ -557,23 +550,6 @@ def drop_unresolved(words: list[str], refs: _Refs) -> tuple[list[str], dict[str,
 
 def _is_serve_start(kept: list[str]) -> bool:
     return any(os.path.basename(w) in _VLLM_WORDS or w == "serve" for w in kept)
-
-
-def _runs_vllm(words: list[str]) -> bool:
-    return any(os.path.basename(w) in _VLLM_WORDS for w in words) or any(
-        w == "-m" and nxt.startswith("vllm") for w, nxt in itertools.pairwise(words)
-    )
-
-
-def entrypoint(given: list[str] | None, image: Any, args: list[str] | None) -> list[str] | None:
-    """The command the arguments follow: the one the file gives, else the official image's
-    (``vllm serve``), else none when the arguments run vLLM themselves; None when the
-    container does not run vLLM."""
-    if given is not None:
-        return given
-    if is_vllm_image(image):
-        return list(IMAGE_ENTRYPOINT)
-    return [] if args and _runs_vllm(args) else None
 
 
 def resolve_command(words: list[str], env: dict[str, Placed], refs: _Refs) -> list[str] | None:
