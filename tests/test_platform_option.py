@@ -251,3 +251,21 @@ def test_the_measure_says_why_check_was_silent_on_a_failure():
         "MEM005 undecided: needs memory.mamba_blocks_verdict (from model.num_hidden_layers)",
         "PAR003 does not apply to the facts given",
     ]
+
+
+@pytest.mark.parametrize(("word", "found"), [("no-nvcc", False), ("nvcc", True)])
+def test_a_stated_cuda_compiler_is_the_jits_compiler(word, found):
+    doc = json.loads(invoke("facts", "--format", "json", "--platform", word).stdout)
+    fact = doc["facts"]["platform.nvcc_found"]
+    assert fact["value"] is found
+    assert fact["source"] == Source.USER
+
+
+def test_the_measure_reads_a_runtime_only_image_as_no_nvcc():
+    report = yaml.safe_load(
+        (CORPUS / "reports" / "skypilot-org-skypilot-8733-nvcc" / "report.yaml").read_text(
+            encoding="utf-8"
+        )
+    )
+    # "Kubernetes pod with the CUDA runtime only (no toolkit)" (a train report)
+    assert _measure().platform_words(report) == ["no-nvcc", "container"]

@@ -195,6 +195,15 @@ PLATFORM_PROSE = (
     ("wsl2", re.compile(r"\bWSL ?2?\b", re.IGNORECASE)),
     # OpenShift's restricted SCC or a pod said to run under an arbitrary UID
     ("arbitrary-uid", re.compile(r"\barbitrary UID\b|\brestricted(?:-v2)? SCC\b", re.IGNORECASE)),
+    # an image or pod said to have the CUDA runtime only: no nvcc for FlashInfer's JIT
+    (
+        "no-nvcc",
+        re.compile(
+            r"\bCUDA runtime only\b|\bno (?:CUDA )?toolkit\b|\bwithout (?:the CUDA toolkit|nvcc)\b"
+            r"|\bno nvcc\b|\bnvcc: not found\b",
+            re.IGNORECASE,
+        ),
+    ),
     # a container runtime or orchestrator named outright
     (
         "container",

@@ -300,12 +300,15 @@ PLATFORM_WORDS = {
     "glibcxx=VERSION": "the newest GLIBCXX level of the system libstdc++ (3.4.30)",
     "os=ID-VERSION": "the Linux distribution's release (ubuntu-22.04, debian-12, rhel-9): "
     "its system libstdc++ is inferred from it",
+    "nvcc": "a CUDA compiler where FlashInfer's JIT looks (CUDA_HOME, PATH, /usr/local/cuda)",
+    "no-nvcc": "no CUDA compiler there: a CUDA runtime image without the toolkit",
 }
 _GLIBCXX_LEVEL = re.compile(r"^3\.4\.\d{1,3}$")
 
 
 def apply_stated_platform(facts: Facts, words: list[str]) -> None:
-    """``--platform`` words (wsl2, linux, container, host, kernel=R, glibcxx=V, os=ID-V): what the user
+    """``--platform`` words (wsl2, linux, container, host, kernel=R, glibcxx=V, os=ID-V, nvcc,
+    no-nvcc): what the user
     states about the serving platform replaces what was read here or in a report (a report
     that says "WSL2" in prose, a container this machine is not). The stated platform is
     another machine's: what it leaves unsaid is not known, never this machine's value (its
@@ -330,6 +333,8 @@ def apply_stated_platform(facts: Facts, words: list[str]) -> None:
             values: dict[str, Any] = {"platform.wsl": key == "wsl2"}
         elif key in ("container", "host") and not value:
             values = {"platform.container": key == "container"}
+        elif key in ("nvcc", "no-nvcc") and not value:
+            values = {"platform.nvcc_found": key == "nvcc"}
         elif key == "arbitrary-uid" and not value:
             values = {"platform.container": True, "container.arbitrary_uid": True}
         elif key == "kernel" and re.fullmatch(r"\d+\.\d+[\w.+-]{0,120}", value):
