@@ -115,3 +115,31 @@ def test_a_container_run_that_does_not_run_vllm_is_one_line_and_exit_2(serve, sa
     run = doctor_run("check", "--offline", "--no-config", "--serve", serve, timeout=60)
     assert run.returncode == 2
     assert said in run.stderr and len(run.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("engine_words", "gpus", "shm_default", "shm_mib"),
+    [
+        # vLLM's docs: "use the ipc=host flag or --shm-size" for tensor parallel inference
+        ("--gpus 2", 2, True, 64),
+        ('--gpus "device=0,1" --ipc=host', 2, False, None),
+        ("--gpus all --shm-size 16g", None, False, 16384),
+    ],
+)
+def test_the_containers_gpus_and_shared_memory_are_deployment_facts(
+    engine_words, gpus, shm_default, shm_mib
+):
+    serve = f"docker run {engine_words} vllm/vllm-openai:v0.11.0 --model m -tp 2"
+    doc = check(serve, "--select", "HW008")
+    facts = doc["facts"]["facts"]
+    assert facts.get("deploy.gpus_per_pod", {}).get("value") == gpus
+    assert facts["deploy.shm_default"]["value"] is shm_default
+    assert facts.get("deploy.shm_mib", {}).get("value") == shm_mib
+    # HW008: tensor parallel in a container that keeps the runtime's 64 MB /dev/shm
+    warned = [f["code"] for f in doc["findings"]]
+    assert warned == (["HW008"] if shm_default else [])
+
+
+def test_gpus_all_leaves_the_count_open_and_says_why():
+    doc = check("docker run --gpus all vllm/vllm-openai:v0.11.0 --model m")
+    assert "every GPU of the host" in doc["facts"]["missing"]["deploy.gpus_per_pod"]

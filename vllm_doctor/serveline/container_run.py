@@ -15,11 +15,16 @@ tag names the vLLM release (serveline/images.py).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from vllm_doctor.errors import InputError
 from vllm_doctor.serveline import SERVE_LINE
 from vllm_doctor.serveline.words import _ENV_RE
+
+if TYPE_CHECKING:
+    from vllm_doctor.facts.model import Facts
 
 ENGINES = frozenset({"docker", "podman", "nerdctl"})
 # the options of `docker container run` that take a value (Docker's CLI reference,
@@ -60,6 +65,9 @@ class ContainerRun:
     image: str
     env: list[str] = field(default_factory=list)  # KEY=VALUE
     command: list[str] = field(default_factory=list)
+    gpus: str | None = None  # --gpus: all, 2, "device=0,1"
+    ipc: str | None = None  # --ipc: host, private, shareable
+    shm_size: str | None = None  # --shm-size: 16g
 
 
 def _start(tokens: list[str]) -> tuple[str, int] | None:
@@ -86,6 +94,7 @@ def split_container_run(tokens: list[str]) -> ContainerRun | None:
     engine, i = start
     env: list[str] = []
     entry: str | None = None
+    said: dict[str, str] = {}  # --gpus, --ipc, --shm-size as given
     while i < len(tokens):
         word = tokens[i]
         if word == "--":
@@ -114,10 +123,20 @@ def split_container_run(tokens: list[str]) -> ContainerRun | None:
             env.append(value)  # `-e KEY` alone passes the host's value, which is not shown
         elif name == "--entrypoint" and value:
             entry = value
+        elif name in ("--gpus", "--ipc", "--shm-size") and value is not None:
+            said[name] = value
     if i >= len(tokens):
         raise InputError(SERVE_LINE, f"`{engine} run` names no image")
     image, command = tokens[i], tokens[i + 1 :]
-    return ContainerRun(engine, image, env, _container_command(engine, image, entry, command))
+    return ContainerRun(
+        engine,
+        image,
+        env,
+        _container_command(engine, image, entry, command),
+        gpus=said.get("--gpus"),
+        ipc=said.get("--ipc"),
+        shm_size=said.get("--shm-size"),
+    )
 
 
 def _container_command(engine: str, image: str, entry: str | None, args: list[str]) -> list[str]:
@@ -137,3 +156,69 @@ def _container_command(engine: str, image: str, entry: str | None, args: list[st
             "does not run vLLM (give the command after the image: vllm serve MODEL ...)",
         )
     return [*words, *args]
+
+
+# `--gpus 2`, `--gpus count=2`, `--gpus '"device=0,1"'` (Docker's GPU request forms)
+_GPU_COUNT = re.compile(r"^(?:count=)?(?P<count>\d{1,3})$")
+_GPU_DEVICES = re.compile(r"^\"?device=(?P<ids>[\w,-]+)\"?$")
+
+
+def container_facts(run: ContainerRun, facts: Facts, source: str) -> None:
+    """What the run command says of the container: its image and the vLLM release the tag
+    names, the GPUs it is given (``deploy.gpus_per_pod``) and its /dev/shm (``--ipc=host``,
+    ``--shm-size``, else the runtime's 64 MB: ``deploy.shm_default``)."""
+    from vllm_doctor.facts.model import Source
+    from vllm_doctor.serveline.quantities import DEFAULT_SHM_MIB, quantity_mib
+
+    facts.set("deploy.image", run.image, source, f"{run.engine} run {run.image}")
+    _image_version(run, facts, source)
+    word = f"{run.engine} run"
+    if run.ipc == "host":
+        facts.set("deploy.shm_default", False, source, f"{word} --ipc=host")
+    elif run.shm_size is not None:
+        size = quantity_mib(run.shm_size, docker=True, where=f"{word} --shm-size")
+        facts.set("deploy.shm_default", False, source, f"{word} --shm-size {run.shm_size}")
+        if size is not None:
+            facts.set("deploy.shm_mib", size, source, f"{word} --shm-size {run.shm_size}")
+    else:
+        facts.set("deploy.shm_default", True, source, f"{word}: no --ipc=host, no --shm-size")
+        facts.set("deploy.shm_mib", DEFAULT_SHM_MIB, Source.DEFAULT, "the runtime's /dev/shm")
+    gpus = (run.gpus or "").strip().strip("'")
+    count, devices = _GPU_COUNT.match(gpus), _GPU_DEVICES.match(gpus)
+    number = (
+        int(count.group("count"))
+        if count
+        else len(devices.group("ids").split(","))
+        if devices
+        else None
+    )
+    if number is not None:
+        facts.set("deploy.gpus_per_pod", number, source, f"{word} --gpus {run.gpus}")
+    else:
+        facts.mark_missing(
+            "deploy.gpus_per_pod",
+            f"{word} --gpus {run.gpus}: every GPU of the host"
+            if run.gpus is not None
+            else f"{word} names no --gpus count (--device or the runtime's variables decide)",
+        )
+
+
+def _image_version(run: ContainerRun, facts: Facts, source: str) -> None:
+    """The vLLM release the image's tag names: it stands for this machine's vLLM (the
+    container runs the image's), not for a version the user gave (--vllm-version) or a
+    report's."""
+    from vllm_doctor.facts.model import Source
+    from vllm_doctor.facts.packages import set_vllm_version_facts
+    from vllm_doctor.serveline.images import image_vllm_version
+
+    known = facts.get("vllm.version")
+    if known is not None and known.source != Source.MACHINE:
+        return
+    version, why = image_vllm_version(run.image)
+    if version is None:
+        if known is None:
+            facts.mark_missing("vllm", f"image {run.image}: {why}; pass --vllm-version V")
+        return
+    facts.drop_area("vllm")
+    set_vllm_version_facts(facts, version, source, f"image {run.image} ({why})")
+    facts.mark_missing("vllm.location", "an image tag: the installed source is not here")

@@ -48,8 +48,13 @@ class ServeLine:
     model_span: tuple[int, int] | None = None
     env_tokens: list[str] = field(default_factory=list)
     entrypoint: str = "serve"  # "serve" or "api_server"
-    # the image of a `docker run` / `podman run` command (serveline/container_run.py)
-    image: str | None = None
+    # a `docker run` / `podman run` command's image, GPUs and /dev/shm (container_run.py)
+    container: Any = None
+
+    @property
+    def image(self) -> str | None:
+        return self.container.image if self.container is not None else None
+
     # option -> why its value is not known though the input sets it (an LLM(...) keyword
     # whose value is a variable: serveline/python_call.py); its facts are missing, not defaults
     not_read: dict[str, str] = field(default_factory=dict)
@@ -231,27 +236,6 @@ class _RedactingFacts:
         return getattr(self._facts, name)
 
 
-def _image_facts(image: str, facts: Facts, source: str) -> None:
-    """The image a `docker run` line starts, and the vLLM release its tag names: it stands
-    for this machine's vLLM (the container runs the image's), not for a version the user
-    gave (--vllm-version) or a report's."""
-    from vllm_doctor.facts.packages import set_vllm_version_facts
-    from vllm_doctor.serveline.images import image_vllm_version
-
-    facts.set("deploy.image", image, source, "the image of the container run command")
-    known = facts.get("vllm.version")
-    if known is not None and known.source != Source.MACHINE:
-        return
-    version, why = image_vllm_version(image)
-    if version is None:
-        if known is None:
-            facts.mark_missing("vllm", f"image {image}: {why}; pass --vllm-version V")
-        return
-    facts.drop_area("vllm")
-    set_vllm_version_facts(facts, version, source, f"image {image} ({why})")
-    facts.mark_missing("vllm.location", "an image tag: the installed source is not here")
-
-
 def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str] | None) -> None:
     facts = _RedactingFacts(facts)  # type: ignore[assignment]
 
@@ -265,8 +249,10 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
 
     argv = _redact_secret_values(list(line.tokens))
     facts.set("serve.argv", argv, source)
-    if line.image is not None:
-        _image_facts(line.image, facts, source)
+    if line.container is not None:
+        from vllm_doctor.serveline.container_run import container_facts
+
+        container_facts(line.container, facts, source)
     _remember(argv, line)
     if line.model is not None:
         facts.set("serve.model", line.model, src("model"), line.given.get("model"))

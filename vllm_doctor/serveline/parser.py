@@ -278,8 +278,7 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
     if not args:
         raise InputError(SERVE_LINE, "no model and no options after `vllm serve`")
     line = ServeLine(tokens=list(args), model=None, entrypoint=entrypoint)
-    if container is not None:
-        line.image = container.image
+    line.container = container
     line.env_tokens = list(env_words)
     for word in env_words:
         k, _, v = word.partition("=")
