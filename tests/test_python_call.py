@@ -86,3 +86,19 @@ def test_the_call_is_never_executed(tmp_path):
 def test_a_call_that_cannot_be_read_is_one_clear_error(source, said):
     with pytest.raises(InputError, match=said):
         parse_serve_string(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "LLM(model=" + "[" * 5000 + "]" * 5000 + ")",  # nested past the parser's depth
+        "LLM(model='m', x=" + "-" * 20000 + "1)",  # a literal too deep to evaluate
+        "LLM(model='m\x00')",
+    ],
+)
+def test_hostile_python_is_one_clear_error_or_a_value_not_read(source):
+    try:
+        line = parse_serve_string(source)
+    except InputError:
+        return
+    assert line.model in (None, "m")

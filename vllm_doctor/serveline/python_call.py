@@ -69,8 +69,8 @@ def _parse(text: str) -> ast.Call:
     for source in (cleaned, None):
         try:
             tree = ast.parse(source if source is not None else _call_source(cleaned).strip())
-        except SyntaxError:
-            continue
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # not Python, NUL bytes, or nested past the parser's depth
         call = _find_call(tree)
         if call is not None:
             return call
@@ -120,9 +120,11 @@ def llm_call_words(text: str) -> tuple[list[str], dict[str, str]]:
         spec = option_spec("--" + name.replace("_", "-"))
         option = spec.name if spec is not None else name.replace("_", "-")
         if not ok:
-            not_read[option] = (
-                f"LLM({name}={ast.unparse(node)[:60]}): not a literal, its value is not known"
-            )
+            try:
+                shown = ast.unparse(node)[:60]
+            except (ValueError, RecursionError):
+                shown = "..."
+            not_read[option] = f"LLM({name}={shown}): not a literal, its value is not known"
             continue
         if name == "model":
             model = value
