@@ -471,7 +471,7 @@ def _core(facts: Facts, at: dict[str, Any], machines: list[str], capabilities: l
             )
         return
     missing, detail = next(iter(answers.values()))
-    embedded = _embedded_gpus(facts)
+    embedded = embedded_gpus(facts)
     # what the published wheels (pip install vllm, the vllm/vllm-openai images) carry is
     # known even where another build may be installed: said on its own for a Jetson module
     facts.set(
@@ -492,7 +492,7 @@ def _core(facts: Facts, at: dict[str, Any], machines: list[str], capabilities: l
     facts.set("release.kernels.core_without_image", missing, SOURCE, detail)
 
 
-def _embedded_gpus(facts: Facts) -> str | None:
+def embedded_gpus(facts: Facts) -> str | None:
     """The NVIDIA embedded family (Jetson) of the GPUs, by the GPU table (knowledge/gpus.json,
     segment embedded), else None."""
     from vllm_doctor.knowledge.gpus import lookup

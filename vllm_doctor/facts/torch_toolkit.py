@@ -23,7 +23,8 @@ own index):
 The CUDA release comes from the torch in hand (``torch.cuda_version``: a report's
 ``CUDA used to build PyTorch``, the ``+cuXYZ`` label of a version, ``--torch-version``, this
 machine's torch); one inferred from a vLLM release's pin decides only the warning, where every
-build it leaves possible agrees.
+build it leaves possible agrees, and nothing on a Jetson module (NVIDIA's own torch builds run
+there).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ import json
 from collections.abc import Callable
 from functools import cache
 from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from vllm_doctor.facts.model import Facts
 
@@ -52,15 +56,27 @@ def collect_torch_toolkit(
         reason = facts.why_missing("torch.cuda_version") or "torch's CUDA build is not known"
         _missing(facts, reason + " (name it: --torch-version 2.7.1+cu126, or a report)")
         return
-    builds = [str(v) for v in cuda.possible] if cuda.inferred and cuda.possible else [cuda.value]
-    builds = sorted({_minor(str(b)) for b in builds})
+    if cuda.inferred:
+        from vllm_doctor.facts.release_stack import embedded_gpus
+
+        embedded = embedded_gpus(facts)
+        if embedded:
+            # a Jetson module runs NVIDIA's own torch builds (JetPack, jetson-containers), not
+            # the PyPI build a vLLM release's pin names
+            _missing(
+                facts,
+                f"torch's CUDA build is inferred ({cuda.detail}), and a {embedded} runs "
+                "NVIDIA's own torch builds: name the build (--torch-version X+cuXYZ, a report)",
+            )
+            return
+    releases = toolkit_releases()
+    builds = sorted({_minor(str(b)) for b in _builds(cuda, releases)}, key=Version)
     capabilities = facts.value("gpu.capabilities")
     if not isinstance(capabilities, list) or not capabilities:
         _missing(
             facts, facts.why_missing("gpu.capabilities") or "the GPU's compute capability is not known"
         )
         return
-    releases = toolkit_releases()
     unread = [b for b in builds if b not in releases]
     if unread:
         _missing(facts, f"the compiler of CUDA {', '.join(unread)} was not read ({TABLE})")
@@ -109,6 +125,17 @@ def toolkit_releases() -> dict[str, dict[str, Any]]:
 def _missing(facts: Facts, reason: str) -> None:
     for path in PATHS:
         facts.mark_missing(path, reason)
+
+
+def _builds(cuda: Any, releases: dict[str, Any]) -> list[str]:
+    """The CUDA releases torch's build may be: the one known, or every one an inferred value
+    leaves possible (a list, or a range such as ``>=13.0,<14.0``: the releases read in it)."""
+    if not cuda.inferred or not cuda.possible:
+        return [str(cuda.value)]
+    if isinstance(cuda.possible, list):
+        return [str(v) for v in cuda.possible]
+    spec = SpecifierSet(str(cuda.possible))
+    return [release for release in releases if spec.contains(release)] or [str(cuda.value)]
 
 
 def _minor(cuda: str) -> str:
