@@ -118,7 +118,9 @@ def test_volta_under_cuda_13_has_no_image_at_all():
     )  # fmt: skip
     no_image = facts.value("release.kernels.torch_toolkit_no_image")
     assert len(no_image) == 1
-    assert no_image[0].startswith("sm_70: torch 2.9.0+cu130 is built with CUDA 13.0 (compute_75 … 121f)")
+    assert no_image[0].startswith(
+        "sm_70: torch 2.9.0+cu130 is built with CUDA 13.0 (compute_75 … 121f)"
+    )
     assert facts.value("release.kernels.torch_toolkit_ptx_only") == []
     assert verdict("HW140", facts) == APPLIES
     assert verdict("HW141", facts) == NOT_APPLIES
@@ -156,7 +158,9 @@ def test_an_inferred_build_only_warns_and_says_so():
 def test_an_inferred_build_on_a_jetson_module_is_not_judged():
     facts = facts_with({**gpu("NVIDIA Jetson AGX Thor", 110), "vllm.version": "0.19.0"})
     assert facts.value("release.kernels.torch_toolkit_ptx_only") is None
-    assert "NVIDIA's own torch builds" in facts.why_missing("release.kernels.torch_toolkit_ptx_only")
+    assert "NVIDIA's own torch builds" in facts.why_missing(
+        "release.kernels.torch_toolkit_ptx_only"
+    )
     assert verdict("HW141", facts) == UNDECIDED
 
 
@@ -178,7 +182,9 @@ def test_torch_images_on_an_aarch64_host_are_the_aarch64_build_s():
     )  # fmt: skip
     companions = facts.value("release.kernels.companions")
     assert companions["torch 2.11.0 torch/lib/libtorch_cuda.so"] == "sass"
-    assert not any(s.startswith("torch ") for s in facts.value("release.kernels.companions_without_image"))
+    assert not any(
+        s.startswith("torch ") for s in facts.value("release.kernels.companions_without_image")
+    )
 
 
 def test_torch_images_with_the_machine_unknown_are_judged_where_both_builds_agree():

@@ -64,7 +64,7 @@ def collect_release_stack(facts: Facts) -> None:
     from vllm_doctor.facts.triton_ptxas import collect_triton_ptxas
 
     collect_triton_ptxas(facts, _installed)  # Triton's own ptxas, whatever the vLLM release
-    collect_torch_toolkit(facts, _installed)  # torch's CUDA build, whatever the vLLM release
+    collect_torch_toolkit(facts)  # torch's CUDA build, whatever the vLLM release
     release, reason = _judged(facts)
     lacking_api = collect_release_api(facts, release, reason, _installed)
     collect_partner_imports(facts, release, reason, _installed)
@@ -470,8 +470,10 @@ def _core(facts: Facts, at: dict[str, Any], machines: list[str], capabilities: l
                 + "; ".join(f"{m}: {detail}" for m, (_, detail) in answers.items()),
             )
         return
+    from vllm_doctor.knowledge.gpus import embedded_family
+
     missing, detail = next(iter(answers.values()))
-    embedded = embedded_gpus(facts)
+    embedded = embedded_family(facts.value("gpu.names") or [])
     # what the published wheels (pip install vllm, the vllm/vllm-openai images) carry is
     # known even where another build may be installed: said on its own for a Jetson module
     facts.set(
@@ -490,24 +492,6 @@ def _core(facts: Facts, at: dict[str, Any], machines: list[str], capabilities: l
         )
         return
     facts.set("release.kernels.core_without_image", missing, SOURCE, detail)
-
-
-def embedded_gpus(facts: Facts) -> str | None:
-    """The NVIDIA embedded family (Jetson) of the GPUs, by the GPU table (knowledge/gpus.json,
-    segment embedded), else None."""
-    from vllm_doctor.knowledge.gpus import lookup
-
-    names = facts.value("gpu.names") or []
-    matches = [lookup(str(name)) for name in names]
-    families = {m.family.name for m in matches if m is not None}
-    if (
-        matches
-        and all(m is not None and m.family.segment == "embedded" for m in matches)
-        and all(m is not None and m.family.vendor == "nvidia" for m in matches)
-        and len(families) == 1
-    ):
-        return families.pop()
-    return None
 
 
 def _older_only(groups: list[dict[str, Any]], capabilities: list[int]) -> bool:

@@ -30,7 +30,6 @@ there).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -48,18 +47,16 @@ PATHS = (
 TABLE = "knowledge/data/cuda_toolkits.json (the architectures of each CUDA release's ptxas)"
 
 
-def collect_torch_toolkit(
-    facts: Facts, installed: Callable[..., tuple[str | None, str | None]]
-) -> None:
+def collect_torch_toolkit(facts: Facts) -> None:
     cuda = facts.get("torch.cuda_version")
     if cuda is None:
         reason = facts.why_missing("torch.cuda_version") or "torch's CUDA build is not known"
         _missing(facts, reason + " (name it: --torch-version 2.7.1+cu126, or a report)")
         return
     if cuda.inferred:
-        from vllm_doctor.facts.release_stack import embedded_gpus
+        from vllm_doctor.knowledge.gpus import embedded_family
 
-        embedded = embedded_gpus(facts)
+        embedded = embedded_family(facts.value("gpu.names") or [])
         if embedded:
             # a Jetson module runs NVIDIA's own torch builds (JetPack, jetson-containers), not
             # the PyPI build a vLLM release's pin names
@@ -74,7 +71,8 @@ def collect_torch_toolkit(
     capabilities = facts.value("gpu.capabilities")
     if not isinstance(capabilities, list) or not capabilities:
         _missing(
-            facts, facts.why_missing("gpu.capabilities") or "the GPU's compute capability is not known"
+            facts,
+            facts.why_missing("gpu.capabilities") or "the GPU's compute capability is not known",
         )
         return
     unread = [b for b in builds if b not in releases]
@@ -119,7 +117,8 @@ def toolkit_releases() -> dict[str, dict[str, Any]]:
     from vllm_doctor.knowledge import DATA_DIR
 
     path = DATA_DIR / "cuda_toolkits.json"
-    return json.loads(path.read_text(encoding="utf-8"))["releases"]
+    releases: dict[str, dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))["releases"]
+    return releases
 
 
 def _missing(facts: Facts, reason: str) -> None:
@@ -165,9 +164,7 @@ def _built_with(
     """``torch 2.7.1+cu126 is built with CUDA 12.6, whose compiler builds for compute_50 …
     compute_90a``, every possible build named where it is inferred."""
     name = f"torch {version}" if version else "torch"
-    spans = " or ".join(
-        f"CUDA {b} (compute_{_first_last(releases[b]['archs'])})" for b in builds
-    )
+    spans = " or ".join(f"CUDA {b} (compute_{_first_last(releases[b]['archs'])})" for b in builds)
     if inferred:
         return f"{name} is built with {spans} (its CUDA build inferred, not known)"
     return f"{name} is built with {spans}, the architectures its compiler builds for"
