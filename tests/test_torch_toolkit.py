@@ -164,6 +164,20 @@ def test_an_inferred_build_on_a_jetson_module_is_not_judged():
     assert verdict("HW141", facts) == UNDECIDED
 
 
+def test_check_with_the_vllm_version_unknown_judges_no_pinned_torch():
+    """Each covered release tried in turn for an unknown vLLM version pins a torch of its own:
+    a what-if, not the build in hand (vLLM 0.8.x's torch 2.6.0 has nothing for a GB10)."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "CUDA_"))}
+    proc = doctor_run(
+        "check", "--offline", "--no-config", "--format", "json", "--gpu", "GB10",
+        "--fail-on", "never", env=environ, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert "HW141" not in {f["code"] for f in report["findings"]}
+    assert "HW141" in {f["code"] for f in report["undecided"]} | set(report["not_applicable"])
+
+
 def test_a_cuda_release_not_read_cannot_decide():
     facts = facts_with(
         {**gpu("NVIDIA H100 80GB HBM3", 90), "torch.version": "2.20.0+cu150",

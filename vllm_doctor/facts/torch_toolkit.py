@@ -36,7 +36,7 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from vllm_doctor.facts.model import Facts
+from vllm_doctor.facts.model import EACH_RELEASE, Facts
 
 SOURCE = "release knowledge"
 PATHS = (
@@ -52,6 +52,12 @@ def collect_torch_toolkit(facts: Facts) -> None:
     if cuda is None:
         reason = facts.why_missing("torch.cuda_version") or "torch's CUDA build is not known"
         _missing(facts, reason + " (name it: --torch-version 2.7.1+cu126, or a report)")
+        return
+    vllm = facts.get("vllm.version")
+    if cuda.inferred and vllm is not None and vllm.detail == EACH_RELEASE:
+        # each covered release tried in turn for an unknown vLLM version: the torch each one
+        # pins is a what-if, not the build in hand (as for vLLM's own kernels)
+        _missing(facts, "the vLLM version is not known: which torch build it brings is not known")
         return
     if cuda.inferred:
         from vllm_doctor.knowledge.gpus import embedded_family
