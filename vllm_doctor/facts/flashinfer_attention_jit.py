@@ -117,10 +117,10 @@ def collect_flashinfer_attention_jit(facts: Facts) -> None:
     if not names:
         facts.set(PATH, False, SOURCE, f"{said} calls no FlashInfer entry point")
         return
-    python, why = _installed(facts, "flashinfer-python", inferred=False)
+    python, unknown = _installed(facts, "flashinfer-python", inferred=False)
     if python is None:
-        if why:
-            _missing(facts, f"flashinfer-python: {why}")
+        if unknown:
+            _missing(facts, f"flashinfer-python: {unknown}")
         else:
             facts.set(PATH, False, SOURCE, f"{said}; flashinfer-python is not installed")
         return
@@ -142,7 +142,7 @@ def collect_flashinfer_attention_jit(facts: Facts) -> None:
         SOURCE,
         "the release's backends that accept the model here and call no FlashInfer",
     )
-    cache, why = _installed(facts, "flashinfer-jit-cache", inferred=False)
+    cache, unknown = _installed(facts, "flashinfer-jit-cache", inferred=False)
     if cache is not None:
         facts.mark_missing(
             PATH,
@@ -150,8 +150,8 @@ def collect_flashinfer_attention_jit(facts: Facts) -> None:
             "head sizes and dtypes of its ahead-of-time grid; whether this model's are among "
             "them is not read",
         )
-    elif why:
-        facts.mark_missing(PATH, f"flashinfer-jit-cache: {why}")
+    elif unknown:
+        facts.mark_missing(PATH, f"flashinfer-jit-cache: {unknown}")
     else:
         facts.set(
             PATH,
