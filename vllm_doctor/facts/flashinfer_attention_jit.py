@@ -157,8 +157,9 @@ def collect_flashinfer_attention_jit(facts: Facts) -> None:
             PATH,
             True,
             SOURCE,
-            f"{said}; flashinfer-python {python} without flashinfer-jit-cache: its modules "
-            f"({', '.join(modules)}) are built with nvcc at start-up",
+            f"{said}; flashinfer-python {python} without flashinfer-jit-cache: the modules "
+            f"its calls load (among {', '.join(modules)}: which ones, the GPU and the model "
+            "decide) are built with nvcc at start-up",
         )
 
 

@@ -475,8 +475,9 @@ COMPUTED: dict[str, FactSpec] = {
     ),
     "release.flashinfer_attention_modules": FactSpec(
         "list",
-        "the FlashInfer JIT modules the chosen attention backend's entry points load in the "
-        "installed flashinfer-python (batch_prefill, batch_decode, trtllm_gen_fmha, ...)",
+        "the FlashInfer JIT modules the chosen attention backend's entry points can load in "
+        "the installed flashinfer-python (batch_prefill, batch_decode, trtllm_gen_fmha, ...; "
+        "which of them run, the GPU and the model decide)",
     ),
     "release.flashinfer_attention_alternatives": FactSpec(
         "str",
