@@ -177,3 +177,19 @@ def test_api_logging_is_not_followed():
     buffer.seek(0)
     reading = flashinfer_aot.read(zipfile.ZipFile(buffer), ["flashinfer.norm:rmsnorm"])
     assert reading["uses"]["flashinfer.norm:rmsnorm"] == ["gen_norm_module"]
+
+
+def test_shipped_table_backs_the_sampler_claim():
+    """ENV170 takes flashinfer-jit-cache as shipping the sampler's module: in every
+    flashinfer-python version read, the names vLLM's sampler calls load only modules the AOT
+    build yields for every architecture of the build."""
+    from vllm_doctor.knowledge import load
+
+    table = load("stack/flashinfer-python")
+    for version in table.releases:
+        values = table.at(version)
+        sampler = values.get("jit:flashinfer:sampling.top_p_sampling_from_probs")
+        assert sampler is not None, version
+        assert "gen_sampling_module" in sampler["modules"], version
+        for module in sampler["modules"]:
+            assert [] in values[f"aot:{module}"]["when"], (version, module)
