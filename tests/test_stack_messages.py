@@ -245,3 +245,95 @@ def test_a_wrapped_or_partial_companion_message_is_read_as_vllms_are():
         assert {m.package for m in found} == {"huggingface-hub"}, log
         assert all(m.hit.complete is complete for m in found)
         assert all(m.spans for m in found)
+
+
+def elf_with_rodata(strings: list[str]) -> bytes:
+    """A minimal 64-bit little-endian ELF whose .rodata holds ``strings`` (C strings)."""
+    import struct
+
+    rodata = b"\0" + b"".join(s.encode() + b"\0" for s in strings)
+    shstrtab = b"\0.rodata\0.shstrtab\0"
+    rodata_at = 64
+    shstrtab_at = rodata_at + len(rodata)
+    shoff = shstrtab_at + len(shstrtab)
+    header = bytearray(64)
+    header[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<Q", header, 0x28, shoff)
+    struct.pack_into("<HHH", header, 0x3A, 64, 3, 2)
+
+    def section(name_at: int, sh_type: int, offset: int, size: int) -> bytes:
+        return struct.pack("<IIQQQQ", name_at, sh_type, 0, 0, offset, size).ljust(64, b"\0")
+
+    sections = section(0, 0, 0, 0) + section(1, 1, rodata_at, len(rodata))
+    sections += section(9, 3, shstrtab_at, len(shstrtab))
+    return bytes(header) + rodata + shstrtab + sections
+
+
+CUDART_NAMES = [f"cudaErrorName{n}" for n in range(24)]
+
+
+def test_a_compiled_librarys_messages_are_read_from_its_rodata():
+    """NCCL's WARN formats become templates; the CUDA runtime's error table (the strings among
+    the cudaError* names) is the runtime's, left out of NCCL's messages and read for the
+    runtime; identifiers, paths and strings that say nothing went wrong are not messages."""
+    import binary_messages
+
+    table = [*CUDART_NAMES[:12], "no kernel image is available for execution on the device"]
+    table += [*CUDART_NAMES[12:], "CUDA-capable device(s) is/are busy or unavailable"]
+    table += ["cudaErrorLast"]
+    data = elf_with_rodata(
+        [
+            "Error while %s shared memory segment %s (size %ld), error: %s (%d)",
+            "unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+            "ncclCommInitRank",
+            "/usr/lib/libnccl-net.so",
+            "Using network %s",
+            *table,
+        ]
+    )
+    nccl = binary_messages.messages(data, "nccl", "nvidia/nccl/lib/libnccl.so.2")
+    assert set(nccl) == {
+        "log.error: Error while {*} shared memory segment {*} (size {*}), error: {*} ({*})",
+        "log.error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+    }
+    runtime = binary_messages.messages(data, "cuda-runtime", "lib/libcudart.so.12")
+    assert set(runtime) == {
+        "log.error: no kernel image is available for execution on the device",
+        "log.error: CUDA-capable device(s) is/are busy or unavailable",
+    }
+    assert runtime["log.error: CUDA-capable device(s) is/are busy or unavailable"]["sites"] == [
+        ["lib/libcudart.so.12", "cuda-runtime", ""]
+    ]
+    assert binary_messages.messages(b"not an ELF file at all", "nccl", "x") == {}
+
+
+def test_a_compiled_library_wheel_is_read_for_its_shared_object(tmp_path):
+    source = stack_messages.MESSAGE_SOURCES["nvidia-cuda-runtime-cu12"]
+    table = [*CUDART_NAMES, "the provided PTX was compiled with an unsupported toolchain."]
+    wheel = tmp_path / "nvidia-cuda-runtime-cu12" / "nvidia_cuda_runtime_cu12-12.8.90-py3-none-any.whl"
+    wheel.parent.mkdir(parents=True)
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("nvidia/__init__.py", "")
+        archive.writestr("nvidia/cuda_runtime/lib/libcudart.so.12", elf_with_rodata(table + ["x"]))
+        archive.writestr("nvidia/cuda_runtime/include/cuda.h", "/* not read */")
+    reading = stack_messages.read_one(
+        tmp_path, "nvidia-cuda-runtime-cu12", "12.8.90", source, fetch=False, keep=True
+    )
+    assert list(reading["messages"]) == [
+        "log.error: the provided PTX was compiled with an unsupported toolchain."
+    ]
+
+
+def test_torch_compiles_raises_count_its_internal_asserts_do_not():
+    torch = stack_messages.MESSAGE_SOURCES["torch"]
+    assert torch.keeps("torch/_inductor/codecache.py")
+    assert torch.keeps_site("InvalidCxxCompiler: No working C++ compiler found in{*}", "torch/_inductor/exc.py")
+    assert not torch.keeps_site("AssertionError: Expected GraphModule, got{*}", "torch/_inductor/compile_fx.py")
+    # torch.distributed's asserts were catalogued before and still are
+    assert torch.keeps_site("AssertionError: {*}", "torch/distributed/distributed_c10d.py")
+
+
+def test_torchs_pins_choose_the_nccl_and_cuda_runtime_versions_read():
+    specs = stack_messages.pinned_specs("nvidia-nccl-cu12", ("torch",))
+    assert "==2.27.5" in specs  # torch 2.9-2.10's pin, from stack/torch.json
+    assert stack_messages.pinned_specs("nvidia-nccl-cu12", ()) == set()
