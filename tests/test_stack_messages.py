@@ -302,7 +302,7 @@ def test_a_compiled_librarys_messages_are_read_from_its_rodata():
         "log.error: CUDA-capable device(s) is/are busy or unavailable",
     }
     assert runtime["log.error: CUDA-capable device(s) is/are busy or unavailable"]["sites"] == [
-        ["lib/libcudart.so.12", "cuda-runtime", ""]
+        ["lib/libcudart.so.12", "cudaGetErrorString", ""]
     ]
     assert binary_messages.messages(b"not an ELF file at all", "nccl", "x") == {}
 

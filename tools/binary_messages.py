@@ -35,7 +35,7 @@ if str(TOOLS) not in sys.path:
 import fatbin  # noqa: E402
 
 KEY_CLASS = "log.error"
-FORMAT = 2  # what the readers keep: a reading made by another format is read again
+FORMAT = 3  # what the readers keep: a reading made by another format is read again
 # a NUL-terminated run of printable characters (a C string constant)
 _C_STRING = re.compile(rb"(?<=\x00)[\x20-\x7e\t\n]{3,}(?=\x00)")
 _ERROR_NAME = re.compile(r"cudaError\w+")
@@ -118,15 +118,20 @@ def nccl_warnings(strings: list[str]) -> list[str]:
     return found
 
 
-READERS = {"nccl": nccl_warnings, "cuda-runtime": cuda_runtime_errors}
+# reader → (its messages, where the library prints them: the site's function)
+READERS = {
+    "nccl": (nccl_warnings, "WARN / ncclGetErrorString"),
+    "cuda-runtime": (cuda_runtime_errors, "cudaGetErrorString"),
+}
 
 
 def messages(data: bytes, reader: str, path: str) -> dict[str, dict]:
     """The messages of one shared object, keyed as the catalogue keys them, with the site
-    (the object's path in the wheel, the reader)."""
+    (the object's path in the wheel, the call that prints or returns them)."""
+    read, where = READERS[reader]
     out: dict[str, dict] = {}
-    for text in READERS[reader](rodata_strings(data)):
+    for text in read(rodata_strings(data)):
         if len(text.replace("{*}", "").strip()) < 12:  # too short to find in a log alone
             continue
-        out.setdefault(f"{KEY_CLASS}: {text}", {"sites": [[path, reader, ""]]})
+        out.setdefault(f"{KEY_CLASS}: {text}", {"sites": [[path, where, ""]]})
     return out
