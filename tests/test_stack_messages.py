@@ -310,11 +310,13 @@ def test_a_compiled_librarys_messages_are_read_from_its_rodata():
 def test_a_compiled_library_wheel_is_read_for_its_shared_object(tmp_path):
     source = stack_messages.MESSAGE_SOURCES["nvidia-cuda-runtime-cu12"]
     table = [*CUDART_NAMES, "the provided PTX was compiled with an unsupported toolchain."]
-    wheel = tmp_path / "nvidia-cuda-runtime-cu12" / "nvidia_cuda_runtime_cu12-12.8.90-py3-none-any.whl"
+    wheel = (
+        tmp_path / "nvidia-cuda-runtime-cu12" / "nvidia_cuda_runtime_cu12-12.8.90-py3-none-any.whl"
+    )
     wheel.parent.mkdir(parents=True)
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.writestr("nvidia/__init__.py", "")
-        archive.writestr("nvidia/cuda_runtime/lib/libcudart.so.12", elf_with_rodata(table + ["x"]))
+        archive.writestr("nvidia/cuda_runtime/lib/libcudart.so.12", elf_with_rodata([*table, "x"]))
         archive.writestr("nvidia/cuda_runtime/include/cuda.h", "/* not read */")
     reading = stack_messages.read_one(
         tmp_path, "nvidia-cuda-runtime-cu12", "12.8.90", source, fetch=False, keep=True
@@ -327,8 +329,12 @@ def test_a_compiled_library_wheel_is_read_for_its_shared_object(tmp_path):
 def test_torch_compiles_raises_count_its_internal_asserts_do_not():
     torch = stack_messages.MESSAGE_SOURCES["torch"]
     assert torch.keeps("torch/_inductor/codecache.py")
-    assert torch.keeps_site("InvalidCxxCompiler: No working C++ compiler found in{*}", "torch/_inductor/exc.py")
-    assert not torch.keeps_site("AssertionError: Expected GraphModule, got{*}", "torch/_inductor/compile_fx.py")
+    assert torch.keeps_site(
+        "InvalidCxxCompiler: No working C++ compiler found in{*}", "torch/_inductor/exc.py"
+    )
+    assert not torch.keeps_site(
+        "AssertionError: Expected GraphModule, got{*}", "torch/_inductor/compile_fx.py"
+    )
     # torch.distributed's asserts were catalogued before and still are
     assert torch.keeps_site("AssertionError: {*}", "torch/distributed/distributed_c10d.py")
 

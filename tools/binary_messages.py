@@ -39,7 +39,9 @@ FORMAT = 3  # what the readers keep: a reading made by another format is read ag
 # a NUL-terminated run of printable characters (a C string constant)
 _C_STRING = re.compile(rb"(?<=\x00)[\x20-\x7e\t\n]{3,}(?=\x00)")
 _ERROR_NAME = re.compile(r"cudaError\w+")
-_CONVERSION = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L)?[diouxXeEfgGcsp]")
+_CONVERSION = re.compile(
+    r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L)?[diouxXeEfgGcsp]"
+)
 _WRONG = re.compile(
     r"(?i)\b(?:fail\w*|errors?|invalid|unable|cannot|can't|could ?n[o']t|mismatch\w*|"
     r"not supported|unsupported|timed? ?out|timeout|abort\w*|unexpected|exceed\w*|refused|"

@@ -1,12 +1,13 @@
 """Benchmark: what the stack messages (knowledge/data/stack_errors.json) cost `explain --log`.
 
-    python bench/knowledge/bench_stack_catalogue.py --before OLD_stack_errors.json [--rounds 5]
+    git worktree add --detach /tmp/before <commit>
+    python bench/knowledge/bench_stack_catalogue.py --before /tmp/before [--rounds 5]
 
-`explain --log LOG` as a user runs it (a subprocess), cold (an empty cache directory: the
-compact catalogue is built from errors.json and stack_errors.json, then stored) and warm (the
-stored build read back), and in process the build alone (`logmatch.store._compact_catalogue`)
-from the shipped table and from ``--before`` (another version of the table, e.g. ``git show
-HEAD~1:vllm_doctor/knowledge/data/stack_errors.json``), interleaved round by round.
+`explain --log LOG` as a user runs it (a subprocess), from this tree and from ``--before`` (a
+checkout of another commit, imported through PYTHONPATH), interleaved round by round: cold (an
+empty cache directory: the compact catalogue is built from errors.json and stack_errors.json,
+then stored) and warm (the stored build read back); and in process the build alone
+(`logmatch.store._compact_catalogue`) from each tree's table.
 """
 
 from __future__ import annotations
@@ -22,12 +23,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-DATA = ROOT / "vllm_doctor" / "knowledge" / "data"
 DEFAULT_LOG = ROOT / "bench" / "reports2026" / "reports" / "vllm-49804" / "log.txt"
 
 
-def run_explain(log: Path, cache: Path) -> float:
-    env = {**os.environ, "VLLM_DOCTOR_CACHE_DIR": str(cache)}
+def run_explain(log: Path, cache: Path, tree: Path) -> float:
+    env = {**os.environ, "VLLM_DOCTOR_CACHE_DIR": str(cache), "PYTHONPATH": str(tree)}
     start = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "vllm_doctor", "explain", "--log", str(log)],
@@ -48,31 +48,38 @@ def build(errors: bytes, stack: bytes) -> tuple[float, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--before", type=Path, required=True)
+    parser.add_argument("--before", type=Path, required=True, help="a checkout to compare")
     parser.add_argument("--log", type=Path, default=DEFAULT_LOG)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    errors = (DATA / "errors.json").read_bytes()
-    now, before = (DATA / "stack_errors.json").read_bytes(), args.before.read_bytes()
+    trees = {"before": args.before.resolve(), "now": ROOT}
+    tables = {
+        name: (
+            (tree / "vllm_doctor/knowledge/data/errors.json").read_bytes(),
+            (tree / "vllm_doctor/knowledge/data/stack_errors.json").read_bytes(),
+        )
+        for name, tree in trees.items()
+    }
     times: dict[str, list[float]] = {}
     keys: dict[str, int] = {}
     for _ in range(args.rounds):
-        for name, stack in (("before", before), ("now", now)):
-            took, keys[name] = build(errors, stack)
-            times.setdefault(f"build ({name})", []).append(took)
-        with tempfile.TemporaryDirectory() as cache:
-            times.setdefault("explain --log, cold (now)", []).append(
-                run_explain(args.log, Path(cache))
-            )
-            times.setdefault("explain --log, warm (now)", []).append(
-                run_explain(args.log, Path(cache))
-            )
+        for name, tree in trees.items():
+            took, keys[name] = build(*tables[name])
+            times.setdefault(f"catalogue build ({name})", []).append(took)
+            with tempfile.TemporaryDirectory() as cache:
+                cold = run_explain(args.log, Path(cache), tree)
+                warm = run_explain(args.log, Path(cache), tree)
+            times.setdefault(f"explain --log, cold ({name})", []).append(cold)
+            times.setdefault(f"explain --log, warm ({name})", []).append(warm)
     load = os.getloadavg()[0]
-    print(f"log: {args.log.name}; rounds: {args.rounds}; load average {load:.2f}")
-    print(f"stack_errors.json: before {len(before):,} bytes, now {len(now):,} bytes")
-    print(f"catalogue messages: before {keys['before']:,}, now {keys['now']:,}")
-    for name, found in times.items():
-        print(f"{name:28} median {statistics.median(found):.3f} s (min {min(found):.3f})")
+    print(f"log: {args.log}; rounds: {args.rounds}; load average {load:.2f}")
+    for name in trees:
+        print(
+            f"{name}: stack_errors.json {len(tables[name][1]):,} bytes, "
+            f"{keys[name]:,} catalogue messages"
+        )
+    for name, found in sorted(times.items()):
+        print(f"{name:32} median {statistics.median(found):.3f} s (min {min(found):.3f})")
     return 0
 
 
