@@ -35,7 +35,7 @@ if str(TOOLS) not in sys.path:
 import fatbin  # noqa: E402
 
 KEY_CLASS = "log.error"
-FORMAT = 3  # what the readers keep: a reading made by another format is read again
+FORMAT = 4  # what the readers keep: a reading made by another format is read again
 # a NUL-terminated run of printable characters (a C string constant)
 _C_STRING = re.compile(rb"(?<=\x00)[\x20-\x7e\t\n]{3,}(?=\x00)")
 _ERROR_NAME = re.compile(r"cudaError\w+")
@@ -45,7 +45,8 @@ _CONVERSION = re.compile(
 _WRONG = re.compile(
     r"(?i)\b(?:fail\w*|errors?|invalid|unable|cannot|can't|could ?n[o']t|mismatch\w*|"
     r"not supported|unsupported|timed? ?out|timeout|abort\w*|unexpected|exceed\w*|refused|"
-    r"not found|truncated|stuck|unhandled|insufficient)\b"
+    r"not found|truncated|stuck|unhandled|insufficient|duplicate|not allowed|too many|"
+    r"out of bounds|is disabled)\b"
 )
 _WORD = re.compile(r"[A-Za-z]{2,}")
 MIN_WORDS = 3
