@@ -343,3 +343,25 @@ def test_torchs_pins_choose_the_nccl_and_cuda_runtime_versions_read():
     specs = stack_messages.pinned_specs("nvidia-nccl-cu12", ("torch",))
     assert "==2.27.5" in specs  # torch 2.9-2.10's pin, from stack/torch.json
     assert stack_messages.pinned_specs("nvidia-nccl-cu12", ()) == set()
+
+
+def test_explain_names_nccl_and_cuda_runtime_messages_from_their_shared_objects(tmp_path):
+    """A compiled library's message in a log: NCCL's WARN line (after its `NCCL WARN `
+    header) and the CUDA runtime's short error string (after torch's `CUDA error: `) are
+    named with the wheels whose shared objects carry them."""
+    from doctor_forks import doctor_run
+
+    log = tmp_path / "nccl.log"
+    log.write_text(
+        "node1:1201:1301 [1] init.cc:904 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 "
+        "both on CUDA device 1000\n"
+        "torch.AcceleratorError: CUDA error: out of memory\n"
+    )
+    run = doctor_run("explain", "--log", str(log), "--format", "json", timeout=120)
+    found = {(m["package"], m["template"]) for m in json.loads(run.stdout)["package_messages"]}
+    assert (
+        "nvidia-nccl-cu12",
+        "Duplicate GPU detected : rank {*} and rank {*} both on CUDA device {*}",
+    ) in found, found
+    assert ("nvidia-cuda-runtime-cu12", "out of memory") in found, found
+    assert "HW301" in {f["code"] for f in json.loads(run.stdout)["known_failures"]}
