@@ -51,12 +51,13 @@ PREFIXES = (
     "RAY_EXPERIMENTAL_NOSET_",
 )
 # names outside the prefixes: the Hub's legacy token variable, the loader's search path, the
-# C compiler Triton builds its launchers with (CC), where openai-harmony (gpt-oss) finds its
+# C and C++ compilers Triton and Inductor build with (CC, CXX), where openai-harmony (gpt-oss) finds its
 # vocabulary files offline (TIKTOKEN_*)
 NAMES = (
     "HUGGING_FACE_HUB_TOKEN",
     "LD_LIBRARY_PATH",
     "CC",
+    "CXX",
     "TIKTOKEN_ENCODINGS_BASE",
     "TIKTOKEN_RS_CACHE_DIR",
 )
