@@ -365,3 +365,34 @@ def test_explain_names_nccl_and_cuda_runtime_messages_from_their_shared_objects(
     ) in found, found
     assert ("nvidia-cuda-runtime-cu12", "out of memory") in found, found
     assert "HW301" in {f["code"] for f in json.loads(run.stdout)["known_failures"]}
+
+
+def test_an_exception_whose_str_builds_the_message_is_catalogued():
+    """Triton's OutOfResources keeps its values in __init__ and words them in __str__: the
+    message a log shows is the __str__ template, keyed by the class."""
+    import stack_readers
+
+    source = """
+class TritonError(Exception):
+    pass
+
+class OutOfResources(TritonError):
+    def __init__(self, required, limit, name):
+        self.required, self.limit, self.name = required, limit, name
+
+    def __str__(self) -> str:
+        return (f"out of resource: {self.name}, Required: {self.required}, "
+                f"Hardware limit: {self.limit}. Reducing block sizes or `num_stages` may help.")
+
+class Plain:
+    def __str__(self):
+        return f"not an exception: {self.x} is only printed"
+"""
+    found = stack_readers.str_messages(source)
+    assert [(cls, template) for _kind, cls, template, _func, _cond in found] == [
+        (
+            "OutOfResources",
+            "out of resource:{*}, Required:{*}, Hardware limit:{*}. Reducing block sizes or "
+            "`num_stages` may help.",
+        )
+    ]
