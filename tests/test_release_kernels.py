@@ -337,3 +337,20 @@ def test_auto_round_flag_is_decided_by_the_checkpoint():
         model__inferred=False,  # config.json read
     )
     assert facts.value("release.quant.known") is False
+
+
+def test_fp8_below_sm89_is_marlin_info_except_where_cutlass_is_elected():
+    """QUANT002's weight-only Marlin note steps back where QUANT020's start-up failure applies
+    (0.29.0-0.30.x elect CUTLASS FP8 before Marlin), so one cause gives one finding."""
+    kept = dict(gpu__min_capability=80, model__quant_method="fp8")
+    findings = {
+        f.rule.code: f for f in evaluate_rules(load_rules(), _facts(vllm__version="0.29.0", **kept))
+    }
+    assert findings["QUANT020"].verdict == APPLIES
+    assert findings["QUANT002"].verdict == NOT_APPLIES
+    assert findings["QUANT002"].deferred_to == "QUANT020"
+    findings = {
+        f.rule.code: f for f in evaluate_rules(load_rules(), _facts(vllm__version="0.28.0", **kept))
+    }
+    assert findings["QUANT020"].verdict == NOT_APPLIES
+    assert findings["QUANT002"].verdict == APPLIES

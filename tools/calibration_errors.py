@@ -26,6 +26,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 def main() -> int:
     sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(FIXTURES))  # hub_server imports local_http from there, as conftest does
     from hub_server import FakeHub, Repo
 
     from vllm_doctor.commands.check import judge
@@ -55,6 +56,7 @@ def main() -> int:
     rules = load_rules([Path(os.environ.get("RULES_DIR") or default_rules_dir())])
     failures: list[str] = []
     by_rule: Counter[str] = Counter()
+    judged = with_config = 0
     with FakeHub(repos) as server, tempfile.TemporaryDirectory() as cache:
         env = {"HF_ENDPOINT": server.url, "HF_HUB_CACHE": cache, "HF_HUB_DISABLE_TELEMETRY": "1"}
         for entry in entries:
@@ -79,6 +81,9 @@ def main() -> int:
                 failures.append(f"{entry['release']}: {entry['command']}: bad input: {err}")
                 by_rule["exit 2"] += 1
                 continue
+            judged += 1
+            # the stand-in Hub served this model's config.json (the facts name the file read)
+            with_config += bool(doc.facts.value("model.config_path"))
             codes = [f.rule.code for f in doc.applies if f.rule.severity == "error"]
             if codes:
                 by_rule.update(codes)
@@ -86,7 +91,8 @@ def main() -> int:
     print("\n".join(failures))
     print(
         f"{len(failures)} commands draw errors ({dict(by_rule)}); "
-        f"{len(configs['models'])} models served with a real config"
+        f"{len(configs['models'])} models served with a real config; "
+        f"{with_config} of {judged} commands judged with a real config.json"
     )
     return 0
 

