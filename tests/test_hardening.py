@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 
 import bad_inputs
+from doctor_forks import process_forks
 
 from vllm_doctor import bounds, yaml_io
 from vllm_doctor.cli import main
@@ -57,7 +58,8 @@ def test_bad_inputs_end_cleanly(kind):
     # first, so that the waits overlap each other and the other cases' work
     waiting = [c for c in cases if bad_inputs.waits(c)]
     ordered = waiting + [c for c in cases if not bad_inputs.waits(c)]
-    with bad_inputs.ForkServers() as forks, ThreadPoolExecutor(2 + len(waiting)) as pool:
+    forks = process_forks()  # kept for the next group (each case is still a child of its own)
+    with ThreadPoolExecutor(2 + len(waiting)) as pool:
         outcomes = list(
             pool.map(
                 lambda case: bad_inputs.run_case(case, forks=None if case is cases[0] else forks),

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_doctor.engine.cases import run_cases
+from vllm_doctor import yaml_io
+from vllm_doctor.engine.cases import cases_path, run_cases
 from vllm_doctor.engine.loader import default_rules_dir, load_rules, validate_dir
 
 RULES = load_rules()
+# each rule's cases as `rules test` reads them (yaml_io: libyaml's parser where PyYAML has it)
+CASES = {rule.code: yaml_io.safe_load(cases_path(rule).read_text())["cases"] for rule in RULES}
 
 
 def test_rule_files_validate():
@@ -26,33 +29,26 @@ def test_rule_cases(rule):
 
 def test_every_signature_is_recognised_by_explain_log():
     """Every rule with signatures has a positive log case (checked by its cases)."""
-    import yaml
-
-    from vllm_doctor.engine.cases import cases_path
-
     lacking = []
     for rule in RULES:
         if not rule.signatures:
             continue
-        cases = yaml.safe_load(cases_path(rule).read_text())["cases"]
+        cases = CASES[rule.code]
         if not any(c.get("log") and c.get("expect") == "applies" for c in cases):
             lacking.append(rule.code)
     assert lacking == []
 
 
-def _applies_logs():
-    import yaml
-
-    from vllm_doctor.engine.cases import cases_path
-
-    for rule in RULES:
-        for case in yaml.safe_load(cases_path(rule).read_text())["cases"]:
-            if case.get("log") and case.get("expect") == "applies":
-                yield rule.code, case["name"], case["log"]
+APPLIES_LOGS = [
+    (rule.code, case["name"], case["log"])
+    for rule in RULES
+    for case in CASES[rule.code]
+    if case.get("log") and case.get("expect") == "applies"
+]
 
 
 @pytest.mark.parametrize(
-    "code, name, log", list(_applies_logs()), ids=[f"{c}-{n}" for c, n, _ in _applies_logs()]
+    "code, name, log", APPLIES_LOGS, ids=[f"{c}-{n}" for c, n, _ in APPLIES_LOGS]
 )
 def test_explain_log_names_the_rule(tmp_path, capsys, code, name, log):
     from vllm_doctor.commands.explain import explain_log

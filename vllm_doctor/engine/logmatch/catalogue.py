@@ -12,6 +12,7 @@ or without a piece that holds no letters (a parenthesis another release does not
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Iterable, Mapping
@@ -230,6 +231,11 @@ class Catalogue:
 
     def anchors(self) -> set[str]:
         return set(self.by_anchor)
+
+    @functools.cached_property
+    def anchor_set(self) -> frozenset[str]:
+        """The anchors, kept (a large log's scan keeps its automaton by this set)."""
+        return frozenset(self.by_anchor)
 
     def match(self, text: str, hits: dict[str, list[int]], limit: int = 20) -> list[CatalogueHit]:
         verified: dict[tuple[int, int], tuple[bool, int, int] | None] = {}  # (line, entry)

@@ -29,6 +29,7 @@ from vllm_doctor.engine.logmatch.text import (
     finder,
     line_at,
     occurrences,
+    scan_both,
     scan_indexed,
 )
 
@@ -205,5 +206,5 @@ def scan_log(
             index[literal[:PREFIX]] = (*index.get(literal[:PREFIX], ()), literal)
         return LogScan(cleaned, scan_indexed(cleaned, index), catalogue)
     if catalogue is not None:
-        literals |= catalogue.anchors()
+        return LogScan(cleaned, scan_both(cleaned, catalogue.anchor_set, literals), catalogue)
     return LogScan(cleaned, finder(frozenset(literals)).scan(cleaned), catalogue)
