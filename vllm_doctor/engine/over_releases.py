@@ -192,10 +192,22 @@ def judge_dev_build(findings: list[Finding], facts: Facts, log: Any = None) -> l
     releases = list(_dev_build_releases(facts))
     if not releases:
         return findings
+    from vllm_doctor.facts.release import DIFFER_HERE
+
+    # open because the releases differ on a fact (facts/release.py), not for a reason of the
+    # build's own (a source build's torch, a fact never collected): those stay as they are
     judged = [
         i
         for i, f in enumerate(findings)
-        if not f.log_matches and (_waits_for_version(f) or f.verdict == APPLIES)
+        if not f.log_matches
+        and (
+            f.verdict == APPLIES
+            or (
+                f.verdict == UNDECIDED
+                and f.missing
+                and all(DIFFER_HERE in m.reason for m in f.missing)
+            )
+        )
     ]
     if not judged:
         return findings
@@ -207,19 +219,17 @@ def judge_dev_build(findings: list[Finding], facts: Facts, log: Any = None) -> l
         "(--vllm-version X.Y.Z) decides"
     )
     per_release = [(r, facts_for_release(facts, r)) for r in releases]
+    every = spans(releases, set(releases))
     for index in judged:
         finding = findings[index]
         results = {r: evaluate_rule(finding.rule, f, log) for r, f in per_release}
-        verdicts = {r: res.verdict for r, res in results.items()}
-        applying = {r for r, v in verdicts.items() if v == APPLIES}
-        open_ = {r for r, v in verdicts.items() if v == UNDECIDED}
-        every = spans(releases, releases)
+        applying = {r for r, res in results.items() if res.verdict == APPLIES}
+        open_ = {r for r, res in results.items() if res.verdict == UNDECIDED}
         if len(applying) == len(releases):
             if finding.verdict == UNDECIDED:  # the releases agree: decided as they are
-                newest = releases[-1]
                 findings[index] = replace(
-                    results[newest],
-                    facts_release=newest,
+                    results[releases[-1]],
+                    facts_release=releases[-1],
                     fix_state=FixState(
                         AFFECTED, "dev-version", f"{build} may be any of {every}: applies in all"
                     ),
@@ -239,15 +249,19 @@ def judge_dev_build(findings: list[Finding], facts: Facts, log: Any = None) -> l
                 )
             continue
         where = spans(releases, applying)
-        rest = set(releases) - applying
+        not_ = set(releases) - applying - open_
         reason = MissingFact(
             "vllm.version",
             f"{build} is a build between {releases[0]} and {releases[-1]}: applies in {where}"
             + (f", cannot decide in {spans(releases, open_)}" if open_ else "")
-            + (f", not in {spans(releases, rest - open_)}" if rest - open_ else "")
+            + (f", not in {spans(releases, not_)}" if not_ else "")
             + f"; {decide}",
             supply_hint("vllm.version"),
         )
+        if finding.verdict == UNDECIDED and open_:
+            # still open in some: say where it would apply; what else is missing stays listed
+            finding.missing.insert(0, reason)
+            continue
         newest_release = max(applying, key=releases.index)
         newest = replace(results[newest_release], facts_release=newest_release)
         findings[index] = replace(
@@ -256,11 +270,7 @@ def judge_dev_build(findings: list[Finding], facts: Facts, log: Any = None) -> l
             severity_cap="warning",
             missing=[reason, *[m for m in newest.missing if m.path != "vllm.version"]],
             fix_state=FixState(
-                AFFECTED,
-                "dev-version",
-                f"{build} may be any of {spans(releases, releases)}; applies in {where} "
-                f"({decide})",
-                True,
+                AFFECTED, "dev-version", f"{build} may be any of {every}; applies in {where}", True
             ),
         )
     return findings

@@ -132,6 +132,10 @@ _JUDGE_PATHS = {
 }
 
 
+# the words of a reason judged_between_releases writes: the releases the build may be differ
+DIFFER_HERE = "which differ here"
+
+
 def judged_between_releases(facts: Facts, collect: Callable[[Facts], None]) -> None:
     """Run a ``release.*`` collector; for a dev build or release candidate, keep only what
     every release it may resemble agrees on.
@@ -178,17 +182,20 @@ def judged_between_releases(facts: Facts, collect: Callable[[Facts], None]) -> N
             if r != match.release
         ):
             continue
-        # already open at the release it descends from: that reason speaks of this build
-        first = facts.why_missing(path) if here is None else None
-        facts.values.pop(path, None)
-        facts.mark_missing(
-            path,
-            f"vLLM {version}{commit} is a build between {match.release} and "
-            f"{match.upper}, which differ here ({_answers_by_release(answers[path])})"
-            + (f"; at {match.release}: {first}" if first else "")
-            + "; the build's commit, `vllm --version` where it runs, or the release it "
-            "matches (--vllm-version) decides",
+        between = f"vLLM {version}{commit} is a build between {match.release} and {match.upper}, "
+        shown = _answers_by_release(answers[path])
+        decide = (
+            "; the build's commit, `vllm --version` where it runs, or the release it "
+            "matches (--vllm-version) decides"
         )
+        facts.values.pop(path, None)
+        if here is None:
+            # already open at the release it descends from, for a reason of this build's own
+            # (a source build's torch): the releases' answers do not settle it
+            first = facts.why_missing(path) or "not known"
+            facts.mark_missing(path, f"{first}; {between}which also differ here ({shown})")
+            continue
+        facts.mark_missing(path, f"{between}{DIFFER_HERE} ({shown}){decide}")
 
 
 def _answers_by_release(answers: dict[str, Fact | None]) -> str:
