@@ -238,8 +238,9 @@ COMPUTED: dict[str, FactSpec] = {
         "str",
         "the value the judged release takes for one of its VLLM_* variables (vllm/envs.py, "
         "knowledge table envs): the value set (env.*), read as that release reads it, or its "
-        "default; a bool, int, float, str or list as vLLM has it; absent where the release's "
-        "value is None (it decides at run time)",
+        "default; a bool, int, float, str or list as vLLM has it; where the release's value "
+        "is None, false if its code only truth-tests it (`if envs.X:`: off; envs table "
+        "none_reads), else absent (it decides at run time or tells None apart)",
     ),
     "release.env_unknown": FactSpec(
         "list",
