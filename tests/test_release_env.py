@@ -525,7 +525,7 @@ def test_a_dev_build_is_judged_by_every_release_it_may_resemble():
 
 # vLLM 0.14.1's v1/sample/ops/topk_topp_sampler.py (trimmed): VLLM_USE_FLASHINFER_SAMPLER is
 # None unless set, and only truth-tested; VLLM_USE_V2_MODEL_RUNNER's None is told apart
-# (config/vllm.py of 0.22.0: `if envs.VLLM_USE_V2_MODEL_RUNNER is not None:`)
+# (config/vllm.py of 0.22.0 hands it on, then `if use_v2_model_runner is not None:`)
 ENVS_NONE = """
 import os
 environment_variables = {
@@ -556,8 +556,9 @@ class TopKTopPSampler:
 CONFIG_NONE = """
 import vllm.envs as envs
 def use_v2_model_runner(self):
-    if envs.VLLM_USE_V2_MODEL_RUNNER is not None:
-        return envs.VLLM_USE_V2_MODEL_RUNNER
+    use_v2_model_runner = envs.VLLM_USE_V2_MODEL_RUNNER
+    if use_v2_model_runner is not None:
+        return use_v2_model_runner
     return self.default_runner
 """
 
@@ -581,7 +582,8 @@ def test_a_none_default_the_release_only_truth_tests_reads_as_off(tmp_path):
     # generated from the real wheels: 0.14.1's sampler tests `if envs.VLLM_USE_FLASHINFER_SAMPLER:`
     envs = knowledge.load("envs")
     assert envs.at("0.14.1")["VLLM_USE_FLASHINFER_SAMPLER"]["none_reads"] == "off"
-    # 0.22.0's config/vllm.py: `if envs.VLLM_USE_V2_MODEL_RUNNER is not None:`
+    # 0.22.0's config/vllm.py: `use_v2_model_runner = envs.VLLM_USE_V2_MODEL_RUNNER` then
+    # `if use_v2_model_runner is not None:` (None: the release chooses)
     assert envs.at("0.22.0")["VLLM_USE_V2_MODEL_RUNNER"]["none_reads"] == "own"
     line = "vllm serve Qwen/Qwen3-8B"
     facts = facts_for(line, "0.14.1", gpu="H100")
