@@ -152,8 +152,10 @@ def fix_state(rule: Rule, facts: Facts, vllm_tree: Path | None = None) -> FixSta
         )
 
     # (3) a dev build known by its string: it holds everything up to the release it descends
-    # from, and possibly some of what the next release brought. It is affected if that span
-    # [base, next minor] overlaps an affected range — at lower confidence either way.
+    # from, and possibly some of what later releases brought (knowledge.match_release's
+    # candidates). It is affected if that span [base, newest candidate] overlaps an affected
+    # range — at lower confidence either way (engine/over_releases.judge_dev_build then
+    # judges the rule once per candidate release).
     base = parse_version(str(facts.value("vllm.base_release") or "")) or version
     upper = max(
         _newest_resembled(str(version)) or Version(f"{base.major}.{base.minor + 1}.0"),

@@ -227,9 +227,10 @@ def judge_dev_build(findings: list[Finding], facts: Facts, log: Any = None) -> l
         open_ = {r for r, res in results.items() if res.verdict == UNDECIDED}
         if len(applying) == len(releases):
             if finding.verdict == UNDECIDED:  # the releases agree: decided as they are
+                # shown with the evidence of the release it descends from (surely in it)
                 findings[index] = replace(
-                    results[releases[-1]],
-                    facts_release=releases[-1],
+                    results[releases[0]],
+                    facts_release=releases[0],
                     fix_state=FixState(
                         AFFECTED, "dev-version", f"{build} may be any of {every}: applies in all"
                     ),
