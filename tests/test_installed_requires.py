@@ -31,8 +31,8 @@ def facts_with(values: dict, source: Source = Source.REPORT) -> Facts:
     )
 
 
-def verdict(facts: Facts) -> str:
-    rule, problems = load_rule_file(REPO / "rules" / "env" / "ENV070.yaml")
+def verdict(facts: Facts, code: str = "ENV070") -> str:
+    rule, problems = load_rule_file(REPO / "rules" / "env" / f"{code}.yaml")
     assert rule is not None, problems
     return evaluate_rule(rule, facts).verdict
 
@@ -86,14 +86,17 @@ def test_local_labels_compare_as_their_release():
 
 
 def test_prerelease_is_admitted_as_pip_check_does():
-    facts = facts_with({"packages.transformers": "4.57.6", "packages.tokenizers": "0.22.0rc0"})
+    # transformers 4.57.6 requires tokenizers<=0.23.0,>=0.22.0
+    facts = facts_with({"packages.transformers": "4.57.6", "packages.tokenizers": "0.23.0rc0"})
     assert facts.value("stack.requirements.broken") == []
+    behind = facts_with({"packages.transformers": "4.57.6", "packages.tokenizers": "0.22.0rc0"})
+    assert "tokenizers<=0.23.0,>=0.22.0" in behind.value("stack.requirements.broken")[0]
 
 
 def test_local_build_cuda_wheel_pins_are_not_judged():
     values = {"vllm.machine": "x86_64", "packages.nvidia-cudnn-cu12": "9.1.0.70"}
     built = facts_with({**values, "packages.torch": "2.9.0+cu126"})
-    assert verdict(built) == UNDECIDED
+    assert built.value("stack.requirements.broken") == []
     released = facts_with({**values, "packages.torch": "2.9.0"})
     (line,) = released.value("stack.requirements.broken")
     assert "nvidia-cudnn-cu12==9.10.2.21" in line
@@ -101,11 +104,11 @@ def test_local_build_cuda_wheel_pins_are_not_judged():
 
 def test_platform_marker_needs_the_machine():
     facts = facts_with({"packages.torch": "2.9.0", "packages.nvidia-cudnn-cu12": "9.1.0.70"})
-    assert verdict(facts) == UNDECIDED  # a report that names no architecture
+    assert facts.value("stack.requirements.broken") == []  # a report that names no machine
     arm = facts_with(
         {"vllm.machine": "aarch64", "packages.torch": "2.9.0", "packages.nvidia-cudnn-cu12": "9.1"}
     )
-    assert verdict(arm) == UNDECIDED  # the x86_64 wheel's requirements are not aarch64's
+    assert arm.value("stack.requirements.broken") == []  # the x86_64 wheel's are not aarch64's
 
 
 def test_inferred_version_never_decides():
@@ -117,20 +120,33 @@ def test_inferred_version_never_decides():
             serve_string="vllm serve Qwen/Qwen3-8B", probe_machine=False, environ={}, given=given
         )
     )
+    assert facts.value("stack.requirements.broken") == []
+    assert verdict(facts) == NOT_APPLIES
+
+
+def test_no_version_known_cannot_decide():
+    facts = facts_with({})
+    assert "pip list" in facts.why_missing("stack.requirements.broken")
     assert verdict(facts) == UNDECIDED
 
 
 def test_vllm_own_pin_is_left_to_its_rules():
-    # vLLM 0.26.0 pins torch; a torch outside that pin is ENV101's, not a second finding here
-    facts = facts_with(
-        {"vllm.version": "0.26.0", "packages.torchvision": "0.25.0", "packages.torch": "2.11.0"}
-    )
-    broken = facts.value("stack.requirements.broken") or []
-    assert not any(line.startswith("torchvision") for line in broken)
+    # vLLM 0.26.0 pins torch==2.11.0: a torch 2.10.0 is ENV101's finding, so torchaudio
+    # 2.11.0's requirement on torch 2.11.0 is not a second one
+    values = {"vllm.version": "0.26.0", "packages.torch": "2.10.0", "torch.version": "2.10.0"}
+    facts = facts_with({**values, "packages.torchaudio": "2.11.0"})
+    assert verdict(facts, "ENV101") == APPLIES
+    assert not any(line.startswith("torchaudio") for line in facts.value("stack.requirements.broken") or [])
+    # a torch within the pin under a torchvision built for another: this rule's alone
+    within = facts_with({"vllm.version": "0.26.0", "packages.torch": "2.11.0", "packages.torchvision": "0.25.0"})
+    assert verdict(within) == APPLIES
 
 
 def test_report_pip3_lines_are_judged():
-    text = "[pip3] torch==2.11.0+cpu\n[pip3] torchaudio==2.10.0+cpu\n[pip3] torchvision==0.25.0+cpu\n"
+    text = (
+        "PyTorch version: 2.11.0+cpu\n"
+        "[pip3] torch==2.11.0+cpu\n[pip3] torchaudio==2.10.0+cpu\n[pip3] torchvision==0.25.0+cpu\n"
+    )
     facts = collect_facts(
         CollectOptions(
             serve_string="vllm serve Qwen/Qwen3-8B",

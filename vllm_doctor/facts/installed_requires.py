@@ -12,7 +12,9 @@ out, each for a reason:
 * a version with a local label (``2.9.0+cu128``, a build from git) is another build than the
   index's wheel: its requirements on the CUDA wheels (``nvidia-*``) and Triton, which differ
   per build, are not judged; its other requirements are the release's;
-* a platform wheel's requirements are judged only on the architecture read (x86_64);
+* a platform wheel read for x86_64 is the same kind of other build on another (or an
+  unknown) architecture: its requirements on the CUDA wheels and Triton are judged only on
+  x86_64;
 * the requirements of extras (which extras were installed is not listed anywhere);
 * pairs that vLLM's own rules already judge: both packages in the stack knowledge
   (release.stack.unmet_requirements, ENV102, when a vLLM release is judged) or a package
@@ -55,16 +57,16 @@ def collect_installed_requirements(facts: Facts, vllm_requires: dict[str, Any] |
         if read_as is None:
             continue
         keys = requires.table(dist).at(read_as)
-        local = "+" in str(version)
+        # another build than the wheel read: a local version, or a platform wheel read for
+        # another machine (or an unknown one) pins its own CUDA wheels and Triton
+        other_build = "+" in str(version) or keys.get("platform", machine) != machine
         host = getattr(facts.get(f"packages.{dist}"), "source", None) == Source.MACHINE
-        if keys.get("platform") and keys["platform"] != machine:
-            continue
         for key, specs in sorted(keys.items()):
             other = key.partition(":")[2]
             other_version = installed.get(other)
             if not key.startswith("requires:") or other_version is None:
                 continue
-            if local and other.startswith(_PER_BUILD):
+            if other_build and other.startswith(_PER_BUILD):
                 continue
             if dist in own_stack and other in own_stack:
                 continue  # release.stack.unmet_requirements (ENV102)
@@ -78,15 +80,21 @@ def collect_installed_requirements(facts: Facts, vllm_requires: dict[str, Any] |
                 continue
             broken.append(_said(dist, version, other, other_version, spec))
             fixes.append(_fix(dist, version, other, other_version, spec))
-    if not judged:
+    if not installed:
         for path in PATHS:
             facts.mark_missing(
                 path,
-                "no two packages whose versions are known here have a requirement on each "
-                "other that the knowledge read (run `pip list` where vLLM runs)",
+                "no package whose requirements the knowledge read has a known version here "
+                "(run `pip list` where vLLM runs and pass it with --report)",
             )
         return
-    facts.set("stack.requirements.broken", broken, SOURCE, "Requires-Dist from the package index")
+    facts.set(
+        "stack.requirements.broken",
+        broken,
+        SOURCE,
+        f"Requires-Dist from the package index: {judged} requirement(s) between the "
+        f"{len(installed)} package(s) of known version judged",
+    )
     if fixes:
         facts.set("stack.requirements.fix", "; ".join(fixes), SOURCE)
 

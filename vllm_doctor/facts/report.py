@@ -155,7 +155,8 @@ _KNOWN_RELEASES = [
 
 
 def parse_report(text: str | bytes, name: str) -> Facts:
-    """Facts from the text of a `vllm collect-env` report (``name`` names the input)."""
+    """Facts from the text of a `vllm collect-env` report (``name`` names the input), or of a
+    bare `pip list` / `pip freeze` / `conda list` (its packages only)."""
     text = _decode(text, name)
     # credentials in URLs (pip's git+https://user:PASS@host, HF_ENDPOINT), tokens and
     # secret assignments never become facts
@@ -165,7 +166,10 @@ def parse_report(text: str | bytes, name: str) -> Facts:
     has_banner_titles = any(
         s in ("PyTorch Info", "vLLM Info", "CUDA / GPU Info") for s in report.section_of if s
     )
-    if not found_core and not has_banner_titles:
+    from vllm_doctor.facts.report_packages import is_package_list
+
+    package_list = not found_core and not has_banner_titles and is_package_list(lines)
+    if not found_core and not has_banner_titles and not package_list:
         raise InputError(
             name,
             "does not look like a `vllm collect-env` report: none of its "
@@ -173,7 +177,11 @@ def parse_report(text: str | bytes, name: str) -> Facts:
             "...) were found",
         )
     facts = Facts()
-    facts.notes.append(f"facts from the collect-env report {name}")
+    facts.notes.append(
+        f"facts from the package list {name} (pip list, pip freeze or conda list)"
+        if package_list
+        else f"facts from the collect-env report {name}"
+    )
     _vllm_facts(report, facts)
     _torch_facts(report, facts)
     _driver_facts(report, lines, facts)
