@@ -281,6 +281,9 @@ def write(root: Path, offline: bool, out: Path = OUT) -> dict[str, int]:
         readings = read_distribution(root, dist, offline)
         if readings:
             tables[dist] = table_of(dist, readings)
+    if not tables:  # offline with no readings kept: the table in place stays as it is
+        print(f"no requirement readings in {root / 'requires'}: {out.name} kept", file=sys.stderr)
+        return {}
     data = {
         "kind": "requires",
         "format": FORMAT,
