@@ -136,9 +136,13 @@ def test_vllm_own_pin_is_left_to_its_rules():
     values = {"vllm.version": "0.26.0", "packages.torch": "2.10.0", "torch.version": "2.10.0"}
     facts = facts_with({**values, "packages.torchaudio": "2.11.0"})
     assert verdict(facts, "ENV101") == APPLIES
-    assert not any(line.startswith("torchaudio") for line in facts.value("stack.requirements.broken") or [])
+    assert not any(
+        line.startswith("torchaudio") for line in facts.value("stack.requirements.broken") or []
+    )
     # a torch within the pin under a torchvision built for another: this rule's alone
-    within = facts_with({"vllm.version": "0.26.0", "packages.torch": "2.11.0", "packages.torchvision": "0.25.0"})
+    within = facts_with(
+        {"vllm.version": "0.26.0", "packages.torch": "2.11.0", "packages.torchvision": "0.25.0"}
+    )
     assert verdict(within) == APPLIES
 
 
@@ -200,7 +204,9 @@ def test_range_file_reads_a_zip_member_without_the_whole_archive(tmp_path, monke
         return blob[first:last]
 
     monkeypatch.setattr(tool._RangeFile, "_fetch", fetch)
-    text = tool.wheel_metadata({"url": "https://example.invalid/x-1-py3-none-any.whl", "size": len(blob)})
+    text = tool.wheel_metadata(
+        {"url": "https://example.invalid/x-1-py3-none-any.whl", "size": len(blob)}
+    )
     assert "torch==2.9.0" in text
     assert sum(last - first for first, last in asked) < len(blob)
 
@@ -219,3 +225,31 @@ def test_choose_files_prefers_cp312_x86_64_and_skips_yanked_and_old():
     assert {v: f["filename"] for v, f in chosen.items()} == {
         "1.0": "x-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
     }
+
+
+# -- a bare package list as the report -----------------------------------------------------------
+
+
+def test_bare_pip_list_is_a_report_of_its_packages():
+    text = (
+        "Package        Version\n-------------- -----------\n"
+        "torch          2.11.0+cpu\ntorchvision    0.25.0+cpu\ntqdm           4.67.3\n"
+    )
+    facts = parse_report(text, "pip-list.txt")
+    assert facts.value("packages.torchvision") == "0.25.0+cpu"
+    assert "package list pip-list.txt" in facts.notes[0]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "torch 2.9.0\n",  # one line is no list
+        "INFO 05-12 10:00:00 [api_server.py:1] started\nINFO 05-12 10:00:01 x\nWARN 05-12 1 y\n",
+        "torch 2.9.0\ntorchvision 0.24.0\nprose here\nmore prose\nand more\nstill more\n",
+    ],
+)
+def test_text_that_is_not_mostly_a_package_list_is_refused(text):
+    from vllm_doctor.errors import InputError
+
+    with pytest.raises(InputError, match="does not look like"):
+        parse_report(text, "input.txt")

@@ -68,22 +68,24 @@ REQUIRES_OF: tuple[str, ...] = (
     "torchcodec", "tiktoken", "scipy", "pandas", "deepspeed", "auto-gptq", "gptqmodel",
     "autoawq", "optimum", "vllm-flash-attn", "flash-attn", "timm", "diffusers", "trl",
     "llmcompressor", "uvicorn", "openai-harmony", "anthropic", "protobuf", "sentencepiece",
-)
+)  # fmt: skip
 # the CUDA wheels torch and the kernel packages pin (targets only: their own requirements
 # are on each other, unpinned)
+_CUDA_LIBRARIES = (
+    "cublas", "cuda-cupti", "cuda-nvrtc", "cuda-runtime", "cudnn", "cufft", "cufile", "curand",
+    "cusolver", "cusparse", "cusparselt", "nccl", "nvjitlink", "nvtx", "nvshmem",
+)  # fmt: skip
 CUDA_WHEELS: tuple[str, ...] = tuple(
-    f"nvidia-{lib}-cu{major}"
-    for major in (12, 13)
-    for lib in (
-        "cublas", "cuda-cupti", "cuda-nvrtc", "cuda-runtime", "cudnn", "cufft", "cufile",
-        "curand", "cusolver", "cusparse", "cusparselt", "nccl", "nvjitlink", "nvtx",
-        "nvshmem",
-    )
-) + ("nvidia-ml-py", "nvidia-cudnn-frontend", "pydantic-core", "llvmlite", "fsspec",
-     "jinja2", "sympy", "networkx", "setuptools", "typing-extensions", "pillow", "filelock",
-     "regex", "pyzmq", "msgspec", "cloudpickle", "packaging", "einops")
+    f"nvidia-{lib}-cu{major}" for major in (12, 13) for lib in _CUDA_LIBRARIES
+)
+# other packages the read ones pin or bound closely (targets only)
+TARGETS: tuple[str, ...] = (
+    "nvidia-ml-py", "nvidia-cudnn-frontend", "pydantic-core", "llvmlite", "fsspec", "jinja2",
+    "sympy", "networkx", "setuptools", "typing-extensions", "pillow", "filelock", "regex",
+    "pyzmq", "msgspec", "cloudpickle", "packaging", "einops",
+)  # fmt: skip
 # a requirement is kept when it names one of these: the versions the doctor reads
-COVERED: frozenset[str] = frozenset((*REQUIRES_OF, *CUDA_WHEELS))
+COVERED: frozenset[str] = frozenset((*REQUIRES_OF, *CUDA_WHEELS, *TARGETS))
 _PREFERRED = ("cp312-cp312-manylinux", "py3-none-any", "py2.py3-none-any")
 
 
@@ -138,7 +140,11 @@ class _RangeFile:
         if end <= self.pos:
             return b""
         if not (self.start <= self.pos and end <= self.start + len(self.buffer)):
-            first = max(0, self.size - 4 * self.AHEAD) if self.size - self.pos < 4 * self.AHEAD else self.pos
+            first = (
+                max(0, self.size - 4 * self.AHEAD)
+                if self.size - self.pos < 4 * self.AHEAD
+                else self.pos
+            )
             last = max(end, min(self.size, first + self.AHEAD))
             self.start, self.buffer = first, self._fetch(first, last)
         data = self.buffer[self.pos - self.start : end - self.start]
@@ -213,7 +219,9 @@ def requirements(metadata_text: str) -> dict[str, list[str]]:
         # an unversioned requirement is met by any version (a missing package is not judged)
         if name not in COVERED or "extra" in marker or req.url or not req.specifier:
             continue
-        out.setdefault(name, []).append(f"{req.specifier} ; {marker}" if marker else str(req.specifier))
+        out.setdefault(name, []).append(
+            f"{req.specifier} ; {marker}" if marker else str(req.specifier)
+        )
     return {name: sorted(specs) for name, specs in out.items()}
 
 

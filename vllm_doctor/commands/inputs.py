@@ -44,7 +44,7 @@ MODEL_CONFIG = typer.Option(
 REPORT = typer.Option(
     None,
     "--report",
-    help="A `vllm collect-env` report: its facts replace this machine's.",
+    help="A `vllm collect-env` report (or a bare `pip list`, `pip freeze` or `conda list`): its facts replace this machine's.",
     rich_help_panel=INPUTS,
 )
 LOG = typer.Option(

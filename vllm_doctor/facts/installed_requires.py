@@ -33,7 +33,9 @@ _PER_BUILD = ("nvidia-", "triton")  # requirements a local build (+cu126, +rocm)
 _PYTHON_MARKERS = ("python_version", "python_full_version")
 
 
-def collect_installed_requirements(facts: Facts, vllm_requires: dict[str, Any] | None = None) -> None:
+def collect_installed_requirements(
+    facts: Facts, vllm_requires: dict[str, Any] | None = None
+) -> None:
     """``vllm_requires``: the judged vLLM release's own Requires-Dist; None when no release
     is judged (then ENV102 judges no companion pair, and this judges them all)."""
     from vllm_doctor.knowledge import KnowledgeError, requires, stack
