@@ -245,10 +245,9 @@ def test_bare_pip_list_is_a_report_of_its_packages():
     [
         "torch 2.9.0\n",  # one line is no list
         "INFO 05-12 10:00:00 [api_server.py:1] started\nINFO 05-12 10:00:01 x\nWARN 05-12 1 y\n",
-        "torch 2.9.0\ntorchvision 0.24.0\nprose here\nmore prose\nand more\nstill more\n",
     ],
 )
-def test_text_that_is_not_mostly_a_package_list_is_refused(text):
+def test_text_that_is_not_a_package_list_is_refused(text):
     from vllm_doctor.errors import InputError
 
     with pytest.raises(InputError, match="does not look like"):

@@ -158,10 +158,12 @@ def test_the_measure_passes_the_platform_words_the_train_reports_show():
     measure = _measure()
     train = set(json.loads((CORPUS / "split.json").read_text())["train"])
     for report_id, expected in (
-        ("mohitsoni48-turbollm-256", ["wsl2"]),  # "WSL2 Ubuntu 24.04"
+        ("mohitsoni48-turbollm-256", ["wsl2", "os=ubuntu-24.04"]),  # "WSL2 Ubuntu 24.04"
         ("vllm-54652", ["wsl2", "container"]),  # "WSL2 (Windows 11 host), Docker"
         ("vllm-43507-aubingil-rtx5090-laptop", []),  # "Windows 11 (native)"
-        ("rocm-aiter-2752", []),  # "Ubuntu 22.04.5 LTS"
+        ("rocm-aiter-2752", ["os=ubuntu-22.04"]),  # "Ubuntu 22.04.5 LTS"
+        # "Linux 7.0.0-1019-nvidia (fails), 6.17.0-1032-nvidia (works)": the failing kernel
+        ("miaai-lab-deepseek-v4.1-flash-dgx-sparks-14", ["kernel=7.0.0-1019-nvidia"]),
         # "OpenShift, restricted-v2 SCC (UID 1003520000), launcher image importing vLLM"
         ("llm-d-incubation-llm-d-fast-model-actuation-631", ["arbitrary-uid", "container"]),
         # "ai-dynamo vLLM runtime image under an arbitrary UID with gid 0 (OpenShift-style)"
@@ -206,3 +208,64 @@ def test_wsl2_stated_over_a_native_reports_kernel_sets_the_kernel_aside():
     assert doc["facts"]["platform.wsl"]["value"] is True
     assert "platform.kernel" not in doc["facts"]
     assert "differs" in doc["missing"]["platform.kernel"]
+
+
+@pytest.mark.parametrize(
+    ("prose", "expected"),
+    [
+        # beside a container the release named may be the host's: not passed
+        ("Ubuntu 22.04 host, Docker", ["container"]),
+        # a WSL2 platform's kernel is a microsoft one; another beside it is the Windows host's
+        ("WSL2, Linux 6.8.0-40-generic on the dual-boot side", ["wsl2"]),
+        (
+            "WSL2 kernel 6.6.87.2-microsoft-standard-WSL2",
+            ["wsl2", "kernel=6.6.87.2-microsoft-standard-WSL2"],
+        ),
+    ],
+)
+def test_the_measure_passes_only_what_the_prose_says_of_the_platform_judged(prose, expected):
+    assert _measure().platform_words({"shown": {"platform": prose}}) == expected
+
+
+def test_the_measure_says_why_check_was_silent_on_a_failure():
+    measure = _measure()
+    doc = {
+        "undecided": [
+            {
+                "code": "MEM005",
+                "missing": [
+                    {
+                        "fact": "memory.mamba_blocks_verdict",
+                        "reason": "needs model.num_hidden_layers: config.json of Qwen/Qwen3.8-27B: "
+                        "not in the Hugging Face cache",
+                    }
+                ],
+            },
+        ],
+        "not_applicable": ["HW220", "PAR003"],
+    }
+    assert measure.why_silent(doc, []) == ["no rule names the cause"]
+    assert "HW220" in measure.LOG_ONLY  # a crash-log rule (log_only: true)
+    assert measure.why_silent(doc, ["HW220", "MEM005", "PAR003"]) == [
+        "HW220 reads crash logs only",
+        "MEM005 undecided: needs memory.mamba_blocks_verdict (from model.num_hidden_layers)",
+        "PAR003 does not apply to the facts given",
+    ]
+
+
+@pytest.mark.parametrize(("word", "found"), [("no-nvcc", False), ("nvcc", True)])
+def test_a_stated_cuda_compiler_is_the_jits_compiler(word, found):
+    doc = json.loads(invoke("facts", "--format", "json", "--platform", word).stdout)
+    fact = doc["facts"]["platform.nvcc_found"]
+    assert fact["value"] is found
+    assert fact["source"] == Source.USER
+
+
+def test_the_measure_reads_a_runtime_only_image_as_no_nvcc():
+    report = yaml.safe_load(
+        (CORPUS / "reports" / "skypilot-org-skypilot-8733-nvcc" / "report.yaml").read_text(
+            encoding="utf-8"
+        )
+    )
+    # "Kubernetes pod with the CUDA runtime only (no toolkit)" (a train report)
+    assert _measure().platform_words(report) == ["no-nvcc", "container"]

@@ -26,6 +26,8 @@ and quack-kernels import from vLLM and the CuTe DSL, against each version of tho
 (``tools/partner_imports.py``; the vLLM wheels are read from ``<dir>/vllm/``);
 ``data/transformers_types.json``: the model types of every transformers release from 4.48.0
 and vLLM's own config registry per release (``tools/transformers_types.py``);
+``data/cuda_toolkits.json``: the GPU architectures each CUDA release's ptxas builds for, from
+NVIDIA's nvidia-cuda-nvcc wheels (``tools/cuda_toolkits.py``; ``--only nvidia-cuda-nvcc``);
 ``data/requires.json``: every released version's Requires-Dist of the packages vLLM's stack
 installs or runs with, read from the index's per-file metadata without downloading a wheel
 (``tools/pypi_requires.py``; readings kept in ``<dir>/requires/``).
@@ -54,6 +56,7 @@ for path in (REPO, TOOLS):
         sys.path.insert(0, str(path))
 
 import companion_api  # noqa: E402
+import cuda_toolkits  # noqa: E402
 import partner_imports  # noqa: E402
 import pypi_requires  # noqa: E402
 import stack_messages  # noqa: E402
@@ -91,6 +94,9 @@ class Companion:
     messages: bool = True
     # it bundles a ptxas (Triton): which CUDA release and which GPU names it accepts
     ptxas: bool = False
+    # other CPU architectures whose wheels are read for their GPU images and CUDA build only
+    # (torch's aarch64 wheels carry other architectures, or none: a CPU build)
+    other_machines: tuple[str, ...] = ()
 
 
 COMPANIONS: dict[str, Companion] = {
@@ -105,7 +111,9 @@ COMPANIONS: dict[str, Companion] = {
         messages=False,
     ),
     "torch": Companion(
-        "vLLM pins it; its compiled kernels decide which GPUs run at all", messages=False
+        "vLLM pins it; its compiled kernels decide which GPUs run at all",
+        messages=False,
+        other_machines=("aarch64",),
     ),
     "triton": Companion(
         "the torch releases vLLM pins pin it; vLLM's and FlashInfer's Triton kernels run on it, "
@@ -214,21 +222,59 @@ def wanted_versions(
 # -- download and read ------------------------------------------------------------------------------
 
 
-def reading_path(root: Path, dist: str, version: str) -> Path:
-    return root / dist / "readings" / f"{version}.json"
+def reading_path(root: Path, dist: str, version: str, machine: str = MACHINE) -> Path:
+    folder = root / dist / "readings"
+    return (folder if machine == MACHINE else folder / machine) / f"{version}.json"
 
 
-def wheel_for(root: Path, dist: str, version: str) -> Path | None:
-    for path in sorted((root / dist).glob("*.whl")):
+def wheel_for(root: Path, dist: str, version: str, machine: str = MACHINE) -> Path | None:
+    folder = root / dist if machine == MACHINE else root / dist / machine
+    for path in sorted(folder.glob("*.whl")):
         try:
             _name, found, _build, tags = parse_wheel_filename(path.name)
         except ValueError:
             continue
         if str(found) == version and any(
-            t.platform.endswith(MACHINE) or t.platform == "any" for t in tags
+            t.platform.endswith(machine) or t.platform == "any" for t in tags
         ):
             return path
     return None
+
+
+def read_other_machine(
+    root: Path, dist: str, version: str, machine: str, fetch: bool, keep: bool
+) -> dict[str, Any] | None:
+    """The GPU images and CUDA build of ``dist`` ``version``'s wheel for ``machine``, kept in
+    ``<dir>/<dist>/readings/<machine>/<version>.json`` (the wheel in ``<dir>/<dist>/<machine>/``,
+    deleted once read when large)."""
+    path = reading_path(root, dist, version, machine)
+    with contextlib.suppress(OSError, ValueError):
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if stored.get("format") == READING_FORMAT:
+            return stored
+    wheel = wheel_for(root, dist, version, machine)
+    if wheel is None and fetch:
+        folder = root / dist / machine
+        if stack_readers.pip_download(folder, dist, version, stack_readers.PLATFORMS[machine]):
+            wheel = wheel_for(root, dist, version, machine)
+    if wheel is None:
+        return None
+    print(f"reading {wheel.name} ...", file=sys.stderr)
+    with zipfile.ZipFile(wheel) as archive:
+        reading = {
+            "format": READING_FORMAT,
+            "wheel": wheel.name,
+            "version": version,
+            "images": stack_readers.images(archive),
+            "cuda_version": stack_readers.build_cuda(
+                archive, stack_readers.top_level_packages(archive)
+            ),
+        }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(reading, sort_keys=True), encoding="utf-8")
+    if not keep and wheel.stat().st_size > LARGE:
+        wheel.unlink()
+    return reading
 
 
 def download(root: Path, dist: str, version: str) -> Path | None:
@@ -308,6 +354,10 @@ def collect(
                         wheel.unlink()
             if reading is not None:
                 found[version] = reading
+                for machine in companion.other_machines:
+                    other = read_other_machine(root, dist, version, machine, fetch, keep)
+                    if other is not None:
+                        reading.setdefault("machines", {})[machine] = other
         readings[dist] = found
     return readings
 
@@ -344,6 +394,12 @@ def _stored(root: Path, dist: str) -> dict[str, dict[str, Any]]:
             out[version] = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
+        for machine in COMPANIONS[dist].other_machines if dist in COMPANIONS else ():
+            other = reading_path(root, dist, version, machine)
+            with contextlib.suppress(OSError, ValueError):
+                out[version].setdefault("machines", {})[machine] = json.loads(
+                    other.read_text(encoding="utf-8")
+                )
     return out
 
 
@@ -357,21 +413,12 @@ def values_of(reading: dict[str, Any]) -> dict[str, Any]:
         out[f"requires:{dep}"] = req
     for partner, check in reading["checks"].items():
         out[f"check:{partner}"] = check
-    for obj, value in reading["images"].items():
-        for group in value["groups"]:
-            group.pop("kernels", None)  # readings before names were sampled counted them
-        key = f"images:{_family(obj)}@{MACHINE}"
-        if key in out:  # two builds of one kernel family (batched_gemm-<a>-<b>, -<c>-<d>)
-            merged = {tuple(g["images"]): g for g in out[key]["groups"]}
-            for found in value["groups"]:
-                known = merged.get(tuple(found["images"]))
-                if known is None:
-                    merged[tuple(found["images"])] = dict(found)
-                else:
-                    known["objects"] += found["objects"]
-            out[key] = {"file": _family(obj), "groups": list(merged.values())}
-        else:
-            out[key] = value
+    _images(out, reading["images"], MACHINE)
+    for machine, other in sorted((reading.get("machines") or {}).items()):
+        _images(out, other["images"], machine)
+        # the build for that machine: a CUDA release, or none (PyPI's aarch64 torch wheels up
+        # to 2.10 are CPU builds)
+        out[f"cuda@{machine}"] = {"version": other.get("cuda_version"), "wheel": other["wheel"]}
     if reading.get("cuda") is not None or reading.get("cuda_version"):
         out["cuda"] = {
             "major": reading.get("cuda"),
@@ -383,6 +430,25 @@ def values_of(reading: dict[str, Any]) -> dict[str, Any]:
     for path, found in (reading.get("ptxas") or {}).items():
         out[f"ptxas:{path}"] = found
     return out
+
+
+def _images(out: dict[str, Any], images: dict[str, Any], machine: str) -> None:
+    """``images:<object>@<machine>`` keys of one wheel's shared objects and cubin folders."""
+    for obj, value in images.items():
+        for group in value["groups"]:
+            group.pop("kernels", None)  # readings before names were sampled counted them
+        key = f"images:{_family(obj)}@{machine}"
+        if key in out:  # two builds of one kernel family (batched_gemm-<a>-<b>, -<c>-<d>)
+            merged = {tuple(g["images"]): g for g in out[key]["groups"]}
+            for found in value["groups"]:
+                known = merged.get(tuple(found["images"]))
+                if known is None:
+                    merged[tuple(found["images"])] = dict(found)
+                else:
+                    known["objects"] += found["objects"]
+            out[key] = {"file": _family(obj), "groups": list(merged.values())}
+        else:
+            out[key] = value
 
 
 _BUILD_SUFFIX = re.compile(r"(?:-[0-9a-f]{7,})+$")
@@ -567,7 +633,8 @@ def main(argv: list[str] | None = None) -> int:
             if status != 0:
                 raise UsageError(f"gen_knowledge.py {args.vllm_wheels} failed (exit {status})")
         only = [d.strip() for d in (args.only or "").split(",") if d.strip()]
-        known = [*COMPANIONS, *stack_messages.MESSAGE_SOURCES]
+        packages = [*COMPANIONS, *stack_messages.MESSAGE_SOURCES]
+        known = [*packages, cuda_toolkits.FOLDER]  # the compilers are read for their tables
         unknown = [d for d in only if d not in known]
         if unknown:
             raise UsageError(
@@ -582,10 +649,14 @@ def main(argv: list[str] | None = None) -> int:
         message_readings = stack_messages.collect(
             args.wheels, only, args.download, args.keep, available, vllm_specs
         )
-        missing = [d for d in only if not (readings.get(d) or message_readings.get(d))]
+        missing = [
+            d
+            for d in only
+            if d != cuda_toolkits.FOLDER and not (readings.get(d) or message_readings.get(d))
+        ]
         if missing:
             raise UsageError(f"no wheels or readings for {', '.join(missing)} in {args.wheels}")
-        for dist in known:
+        for dist in packages:
             if not (readings.get(dist) or message_readings.get(dist)):
                 print(f"{dist}: no wheels or readings: left out of the tables", file=sys.stderr)
         write(readings, args.out, message_readings)
@@ -603,6 +674,10 @@ def main(argv: list[str] | None = None) -> int:
         transformers_types.write_table(
             args.wheels, args.out.parent / "transformers_types.json", args.download
         )
+        if not only or cuda_toolkits.FOLDER in only:
+            cuda_toolkits.write_table(
+                args.wheels, args.out.parent / "cuda_toolkits.json", args.download
+            )
         # every released version's Requires-Dist of the wider stack, from the index's metadata
         # (no wheel downloaded): what pip check compares
         pypi_requires.write(args.wheels, not args.download, args.out.parent / "requires.json")

@@ -57,6 +57,13 @@ LINUX_X86_64 = (
     "manylinux1_x86_64",
     "any",
 )
+# the same for aarch64 (GH200, GB200, GB10 and Jetson hosts)
+LINUX_AARCH64 = (
+    *(f"manylinux_2_{minor}_aarch64" for minor in (35, 34, 31, 28, 27, 24, 17)),
+    "manylinux2014_aarch64",
+    "any",
+)
+PLATFORMS = {"x86_64": LINUX_X86_64, "aarch64": LINUX_AARCH64}
 
 
 def pip_download(

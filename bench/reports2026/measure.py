@@ -195,6 +195,15 @@ PLATFORM_PROSE = (
     ("wsl2", re.compile(r"\bWSL ?2?\b", re.IGNORECASE)),
     # OpenShift's restricted SCC or a pod said to run under an arbitrary UID
     ("arbitrary-uid", re.compile(r"\barbitrary UID\b|\brestricted(?:-v2)? SCC\b", re.IGNORECASE)),
+    # an image or pod said to have the CUDA runtime only: no nvcc for FlashInfer's JIT
+    (
+        "no-nvcc",
+        re.compile(
+            r"\bCUDA runtime only\b|\bno (?:CUDA )?toolkit\b|\bwithout (?:the CUDA toolkit|nvcc)\b"
+            r"|\bno nvcc\b|\bnvcc: not found\b",
+            re.IGNORECASE,
+        ),
+    ),
     # a container runtime or orchestrator named outright
     (
         "container",
@@ -206,10 +215,77 @@ PLATFORM_PROSE = (
 )
 
 
+# a kernel release the prose states outright, as `--platform kernel=R`: the first one named
+# after "Linux" or "kernel" ("Linux 7.0.0-1019-nvidia (fails), 6.17.0-1032-nvidia (works)":
+# reports name the failing one first)
+KERNEL_PROSE = re.compile(r"\b(?:Linux|kernel)\s+(\d+\.\d+\.\d+(?:\.\d+)?-[\w.+-]*\w)")
+
+
 def platform_words(report: dict) -> list[str]:
-    """The ``--platform`` words for what the report shows of its platform."""
+    """The ``--platform`` words for what the report shows of its platform: the words above,
+    the kernel release, and the distribution's release (``Ubuntu 22.04.5 LTS``) as the
+    doctor's own reader of a report's OS line reads it (``os=ubuntu-22.04``)."""
+    from vllm_doctor.facts.distro import os_from_text
+
     shown = str((report.get("shown") or {}).get("platform") or "")
-    return [word for word, pattern in PLATFORM_PROSE if pattern.search(shown)]
+    words = [word for word, pattern in PLATFORM_PROSE if pattern.search(shown)]
+    kernel = KERNEL_PROSE.search(shown)
+    # a WSL2 platform's kernel is a microsoft one: another named beside it is not the one judged
+    if kernel and ("wsl2" not in words or "microsoft" in kernel.group(1).lower()):
+        words.append(f"kernel={kernel.group(1)}")
+    os_release = os_from_text(shown)
+    # beside a container the release named may be the host's, not the image's that vLLM runs in
+    if os_release and "container" not in words and "arbitrary-uid" not in words:
+        words.append(f"os={os_release.replace(' ', '-')}")
+    return words
+
+
+def log_only_rules() -> set[str]:
+    """The codes of the rules that apply only on a crash log (``log_only: true``)."""
+    codes = set()
+    for path in (ROOT / "rules").rglob("*.yaml"):
+        if path.name.endswith(".cases.yaml"):
+            continue
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if doc.get("log_only"):
+            codes.add(str(doc.get("code")))
+    return codes
+
+
+LOG_ONLY = log_only_rules()
+
+
+# a computed fact's reason names the input it waits for: "needs model.num_hidden_layers: ..."
+NEEDS_FIRST = re.compile(r"^needs ([\w.-]+)")
+
+
+def needed(missing: dict) -> str:
+    """A missing fact as the needs column names it: a computed one with the fact it waits for
+    (``memory.mamba_blocks_verdict (from model.num_hidden_layers)``)."""
+    first = NEEDS_FIRST.match(str(missing.get("reason") or ""))
+    return f"{missing['fact']} (from {first.group(1)})" if first else missing["fact"]
+
+
+def why_silent(doc: dict, rules: list[str]) -> list[str]:
+    """For a failure `check` did not warn of: what each rule of the cause said instead, the
+    facts an undecided one still needs (``needs`` column), so a miss reads as a missing input,
+    a rule that only reads crash logs, a condition that does not hold, or no rule at all."""
+    if not rules:
+        return ["no rule names the cause"]
+    undecided = {f["code"]: f for f in doc.get("undecided") or []}
+    not_applicable = set(doc.get("not_applicable") or [])
+    out = []
+    for code in rules:
+        if code in undecided:
+            facts = [needed(m) for m in undecided[code].get("missing") or []]
+            out.append(f"{code} undecided: needs {', '.join(facts[:3]) or 'a fact'}")
+        elif code in LOG_ONLY:
+            out.append(f"{code} reads crash logs only")
+        elif code in not_applicable:
+            out.append(f"{code} does not apply to the facts given")
+        else:
+            out.append(f"{code} not run (deferred, ignored or suppressed)")
+    return out
 
 
 def named_by_explain(doc: dict) -> tuple[list[str], list[str]]:
@@ -253,6 +329,8 @@ def measure_one(
                 if failing:
                     warned = {f["code"] for f in applied if f["severity"] in ("warning", "error")}
                     outcome.check = "hit" if warned & rules else "miss"
+                    if outcome.check == "miss":
+                        outcome.needs += why_silent(doc, sorted(rules))
                 else:
                     errors = [f for f in applied if f["severity"] == "error"]
                     outcome.check = "error-drawn" if errors else "clean"

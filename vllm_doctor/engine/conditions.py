@@ -49,6 +49,7 @@ OPERATORS = (
     "contains_any",
     "matches",
     "exists",
+    "inferred",
     "version",
     "divisible_by",
 )
@@ -182,6 +183,11 @@ class Test(Condition):
         if self.op == "exists":
             present = fact is not None
             return Outcome(present == bool(self.operand), [self], [])
+        if self.op == "inferred":
+            # where the value came from, not what it is: an inferred value (a table's, a
+            # release's pin, a distribution's libstdc++) against one read or given
+            inferred = fact is not None and fact.inferred  # an absent fact was not inferred
+            return Outcome(inferred == bool(self.operand), [self], [])
         if fact is None and isinstance(self.operand, dict):
             return Outcome(UNKNOWN, [], [self.path])  # a comparison of two facts needs both
         if fact is not None and fact.possible is not None:
@@ -386,10 +392,10 @@ def _make_check(op: str, operand: Any, where: str) -> Callable[[Any, Facts], boo
             return None if version is None else spec.contains(version)
 
         return check_version
-    if op == "exists":
+    if op in ("exists", "inferred"):
         if not isinstance(operand, bool):
-            raise ConditionError(where, "`exists` takes true or false")
-        return lambda v, _f: True  # decided in Test.evaluate, which sees absent facts
+            raise ConditionError(where, f"`{op}` takes true or false")
+        return lambda v, _f: True  # decided in Test.evaluate, which sees the fact itself
     if op == "divisible_by":
         ref = _fact_operand(operand, op, where)
         if ref is not None:

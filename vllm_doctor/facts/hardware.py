@@ -24,7 +24,9 @@ inferred with what it came from (``Facts.infer`` never overrides a collected val
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -137,6 +139,24 @@ def _check_version(option: str, value: str) -> str:
         raise InputError(option, f"{value!r} is not a version (like 580.95.05 or 12.8)") from None
 
 
+# a count written before the product, as reports write it: "4 x H100 80GB HBM3", "2x RTX 3090"
+_COUNTED_NAME = re.compile(r"^\s*(?P<count>\d{1,3})\s*[x×]\s*(?P<name>[A-Za-z].*)$")
+
+
+def _count_in_name(target: TargetHardware) -> TargetHardware:
+    """``--gpu "4 x H100"``: the product, and its count where --gpus does not give one (a
+    different --gpus is a contradiction: exit 2)."""
+    found = _COUNTED_NAME.match(target.gpu or "")
+    if found is None:
+        return target
+    count = int(found.group("count"))
+    if target.count is not None and target.count != count:
+        raise InputError(
+            "--gpu", f"{target.gpu!r} names {count} GPUs, --gpus {target.count} says otherwise"
+        )
+    return dataclasses.replace(target, gpu=found.group("name").strip(), count=count)
+
+
 def apply_target_hardware(facts: Facts, target: TargetHardware) -> None:
     """Replace this machine's GPUs (and driver) with ``target``'s; what the names imply is
     inferred by ``infer_hardware`` afterwards."""
@@ -147,6 +167,7 @@ def apply_target_hardware(facts: Facts, target: TargetHardware) -> None:
         "--cuda": target.cuda,
     }
     given = target.detail or ", ".join(f"{k} {v}" for k, v in detail_of.items() if v is not None)
+    target = _count_in_name(target)
     source = Source.USER if target.origin == "command line" else target.origin
     if target.driver is not None or target.cuda is not None:
         facts.drop_area("driver")

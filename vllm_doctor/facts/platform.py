@@ -11,14 +11,16 @@ name), HOME and the cache directories vLLM, Triton and the Hugging Face hub writ
 arbitrary OpenShift UID with HOME=/ cannot create ``/.cache``). Nothing is imported beyond
 the standard library, nothing is written.
 
-A collect-env report gives the kernel (its ``Python platform`` line) and so WSL2; the
-container's identity cannot be known from it.
+A collect-env report gives the kernel (its ``Python platform`` line) and so WSL2, and the
+distribution's release (its ``OS`` line), from which the system libstdc++ is inferred
+(facts/distro.py); the container's identity cannot be known from it.
 `check --platform` states the platform judged (wsl2, container, kernel=R, ...) in place of
 this machine's or a report's, for a platform a report names only in prose.
 
 Facts written:
   ``platform.kernel``, ``platform.kernel_cmdline``, ``platform.wsl``, ``platform.container``,
-  ``platform.glibcxx``, ``platform.nvcc_found`` (facts/toolkit.py)
+  ``platform.glibcxx``, ``platform.os`` (facts/distro.py), ``platform.nvcc_found``
+  (facts/toolkit.py)
   ``container.uid``, ``container.uid_in_passwd``, ``container.user_known``,
   ``container.home``, ``container.home_writable``, ``container.unwritable_caches``
   ``container.arbitrary_uid`` (stated only: ``--platform arbitrary-uid``)
@@ -43,6 +45,7 @@ PLATFORM_PATHS = (
     "platform.wsl",
     "platform.container",
     "platform.glibcxx",
+    "platform.os",  # facts/distro.py
     "platform.nvcc_found",  # facts/toolkit.py
 )
 CONTAINER_PATHS = (
@@ -94,6 +97,7 @@ def collect_platform(facts: Facts, environ: Mapping[str, str], root: Path = Path
         or "no /.dockerenv, /run/.containerenv or KUBERNETES_SERVICE_HOST",
     )
     _glibcxx(facts, root)
+    _os_release(facts, root)
     _identity(facts, environ)
     from vllm_doctor.facts.toolkit import PATH, find_nvcc
 
@@ -126,6 +130,21 @@ def _glibcxx(facts: Facts, root: Path) -> None:
             )
             return
     facts.mark_missing("platform.glibcxx", "no libstdc++.so.6 in the loader's usual places")
+
+
+def _os_release(facts: Facts, root: Path) -> None:
+    """``platform.os`` from /etc/os-release (ID and VERSION_ID): ``ubuntu 22.04``."""
+    text = _read(root / "etc/os-release", 4096)
+    fields = dict(re.findall(r'^(ID|VERSION_ID)="?([^"\n]*)"?$', text or "", re.MULTILINE))
+    if fields.get("ID") and fields.get("VERSION_ID"):
+        facts.set(
+            "platform.os",
+            f"{fields['ID'].lower()} {fields['VERSION_ID']}",
+            Source.MACHINE,
+            "/etc/os-release",
+        )
+    else:
+        facts.mark_missing("platform.os", "/etc/os-release names no ID and VERSION_ID")
 
 
 def _identity(facts: Facts, environ: Mapping[str, str]) -> None:
@@ -205,6 +224,7 @@ def _creatable(path: str) -> bool:
 
 # -- a collect-env report ------------------------------------------------------------------
 _PYTHON_PLATFORM = re.compile(r"^[ \t>]*Python platform\s*:\s*(?P<value>\S+)", re.MULTILINE)
+_OS_LINE = re.compile(r"^[ \t>]*OS\s*:\s*(?P<value>[^\n]{1,200})$", re.MULTILINE)
 # a kernel release pasted beside the report: `uname -a` (`Linux host 6.8.0-1040-nvidia #42 SMP
 # ...`), `uname -r`, or a WSL2 kernel named anywhere (`5.15.167.4-microsoft-standard-WSL2`)
 _UNAME_A = re.compile(
@@ -245,9 +265,26 @@ def platform_from_report(facts: Facts, text: str, where: str) -> None:
         facts.mark_missing("platform.wsl", reason)
     for path in ("platform.kernel_cmdline", "platform.container", "platform.glibcxx"):
         facts.mark_unknowable(path, "a collect-env report does not show it")
+    _os_from_report(facts, text, where)
     facts.mark_unknowable(
         "container", "a collect-env report does not show the container's identity"
     )
+
+
+def _os_from_report(facts: Facts, text: str, where: str) -> None:
+    """``platform.os`` from the report's ``OS`` line, and the system libstdc++ it implies."""
+    from vllm_doctor.facts.distro import infer_glibcxx, os_from_text
+
+    line = _OS_LINE.search(text[:2_000_000])
+    os_release = os_from_text(line.group("value")) if line else None
+    if line is None or os_release is None:
+        reason = f"the report {where} names no distribution release the doctor knows" + (
+            f" (OS: {line.group('value').strip()[:80]})" if line else " (no OS line)"
+        )
+        facts.mark_missing("platform.os", reason)
+        return
+    facts.set("platform.os", os_release, Source.REPORT, f"OS: {line.group('value').strip()}")
+    infer_glibcxx(facts)
 
 
 # -- what the user states (check --platform) ----------------------------------------------
@@ -261,18 +298,24 @@ PLATFORM_WORDS = {
     "restricted SCC, `docker run --user N`): no passwd entry, HOME=/ unless the image sets it",
     "kernel=RELEASE": "the Linux kernel's release (6.8.0-1040-nvidia; a microsoft one is WSL2)",
     "glibcxx=VERSION": "the newest GLIBCXX level of the system libstdc++ (3.4.30)",
+    "os=ID-VERSION": "the Linux distribution's release (ubuntu-22.04, debian-12, rhel-9): "
+    "its system libstdc++ is inferred from it",
+    "nvcc": "a CUDA compiler where FlashInfer's JIT looks (CUDA_HOME, PATH, /usr/local/cuda)",
+    "no-nvcc": "no CUDA compiler there: a CUDA runtime image without the toolkit",
 }
 _GLIBCXX_LEVEL = re.compile(r"^3\.4\.\d{1,3}$")
 
 
 def apply_stated_platform(facts: Facts, words: list[str]) -> None:
-    """``--platform`` words (wsl2, linux, container, host, kernel=R, glibcxx=V): what the user
+    """``--platform`` words (wsl2, linux, container, host, kernel=R, glibcxx=V, os=ID-V, nvcc,
+    no-nvcc): what the user
     states about the serving platform replaces what was read here or in a report (a report
     that says "WSL2" in prose, a container this machine is not). The stated platform is
     another machine's: what it leaves unsaid is not known, never this machine's value (its
     /proc/cmdline or libstdc++ would speak for a host that is not judged); what a collect-env
     report read stays where no word says otherwise."""
     from vllm_doctor.errors import InputError
+    from vllm_doctor.facts.distro import infer_glibcxx, os_from_word
 
     stated = ", ".join(f"--platform {w}" for w in words)
     reason = f"not stated ({stated} names the platform judged, not this machine)"
@@ -290,12 +333,16 @@ def apply_stated_platform(facts: Facts, words: list[str]) -> None:
             values: dict[str, Any] = {"platform.wsl": key == "wsl2"}
         elif key in ("container", "host") and not value:
             values = {"platform.container": key == "container"}
+        elif key in ("nvcc", "no-nvcc") and not value:
+            values = {"platform.nvcc_found": key == "nvcc"}
         elif key == "arbitrary-uid" and not value:
             values = {"platform.container": True, "container.arbitrary_uid": True}
         elif key == "kernel" and re.fullmatch(r"\d+\.\d+[\w.+-]{0,120}", value):
             values = {"platform.kernel": value, "platform.wsl": "microsoft" in value.lower()}
         elif key == "glibcxx" and _GLIBCXX_LEVEL.match(value):
             values = {"platform.glibcxx": value}
+        elif key == "os" and os_from_word(value):
+            values = {"platform.os": os_from_word(value)}
         else:
             shown = word if len(word) <= 60 else word[:60] + "…"
             raise InputError("--platform", f"{shown!r} is not one of {', '.join(PLATFORM_WORDS)}")
@@ -304,6 +351,8 @@ def apply_stated_platform(facts: Facts, words: list[str]) -> None:
                 raise InputError("--platform", f"{word!r} contradicts {said[path][1]!r}")
             said[path] = (fact_value, word)
             facts.set(path, fact_value, Source.USER, f"--platform {word}")
+    if "platform.os" in said and "platform.glibcxx" not in said:
+        infer_glibcxx(facts)
     # a report's kernel that the stated WSL2-or-not contradicts is another host's
     kernel = facts.get("platform.kernel")
     if (

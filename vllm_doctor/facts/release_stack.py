@@ -60,9 +60,11 @@ def collect_release_stack(facts: Facts) -> None:
         collect_model_type,
         collect_transformers_checks,
     )
+    from vllm_doctor.facts.torch_toolkit import collect_torch_toolkit
     from vllm_doctor.facts.triton_ptxas import collect_triton_ptxas
 
     collect_triton_ptxas(facts, _installed)  # Triton's own ptxas, whatever the vLLM release
+    collect_torch_toolkit(facts)  # torch's CUDA build, whatever the vLLM release
     release, reason = _judged(facts)
     _installed_requirements(facts, release)
     lacking_api = collect_release_api(facts, release, reason, _installed)
@@ -211,7 +213,7 @@ def _stack(facts: Facts, release: str, lacking_api: Set[str] = frozenset()) -> N
         if version is None:
             continue
         keys = stack.at(dist, version)
-        if keys is None or (dist == "torch" and not _same_torch_build(facts, keys)):
+        if keys is None or (dist == "torch" and not _same_torch_build(facts, keys, "x86_64")):
             continue  # (another torch build than the wheel read may pin other packages)
         for key, value in sorted(keys.items()):
             kind, _, other = key.partition(":")
@@ -479,8 +481,10 @@ def _core(facts: Facts, at: dict[str, Any], machines: list[str], capabilities: l
                 + "; ".join(f"{m}: {detail}" for m, (_, detail) in answers.items()),
             )
         return
+    from vllm_doctor.knowledge.gpus import embedded_family
+
     missing, detail = next(iter(answers.values()))
-    embedded = _embedded_gpus(facts)
+    embedded = embedded_family(facts.value("gpu.names") or [])
     # what the published wheels (pip install vllm, the vllm/vllm-openai images) carry is
     # known even where another build may be installed: said on its own for a Jetson module
     facts.set(
@@ -499,24 +503,6 @@ def _core(facts: Facts, at: dict[str, Any], machines: list[str], capabilities: l
         )
         return
     facts.set("release.kernels.core_without_image", missing, SOURCE, detail)
-
-
-def _embedded_gpus(facts: Facts) -> str | None:
-    """The NVIDIA embedded family (Jetson) of the GPUs, by the GPU table (knowledge/gpus.json,
-    segment embedded), else None."""
-    from vllm_doctor.knowledge.gpus import lookup
-
-    names = facts.value("gpu.names") or []
-    matches = [lookup(str(name)) for name in names]
-    families = {m.family.name for m in matches if m is not None}
-    if (
-        matches
-        and all(m is not None and m.family.segment == "embedded" for m in matches)
-        and all(m is not None and m.family.vendor == "nvidia" for m in matches)
-        and len(families) == 1
-    ):
-        return families.pop()
-    return None
 
 
 def _older_only(groups: list[dict[str, Any]], capabilities: list[int]) -> bool:
@@ -635,22 +621,34 @@ def _companions(
         keys = stack.at(dist, version)
         if keys is None:
             continue
-        if dist == "torch" and not _same_torch_build(facts, keys):
-            continue
+        # object → machine → its images (a shared object is built per CPU architecture; raw
+        # cubins are the same files in every wheel: FlashInfer's cubin package is one
+        # pure-Python wheel)
+        found: dict[str, dict[str, dict[str, Any]]] = {}
         for key, value in sorted(keys.items()):
             if not key.startswith("images:") or not isinstance(value, dict):
                 continue
             obj, _, machine = key[len("images:") :].rpartition("@")
             file = str(value.get("file", ""))
             shared = file.endswith(".so") or ".so." in file  # not a folder of cubins
-            # a shared object is built per CPU architecture; raw cubins are the same files in
-            # every wheel (FlashInfer's cubin package is one pure-Python wheel)
-            if machine not in machines and shared:
+            if shared and machine not in machines:
                 continue
-            state = _module_state(value["groups"], capabilities)
+            if dist == "torch" and not _same_torch_build(facts, keys, machine):
+                continue  # another CUDA build than the wheel read (torch_toolkit judges it)
+            found.setdefault(obj, {})[machine if shared else "any"] = value
+        for obj, by_machine in found.items():
+            states = {m: _module_state(v["groups"], capabilities) for m, v in by_machine.items()}
             label = f"{dist} {version} {obj}"
+            if len(set(states.values())) != 1:
+                coverage[label] = (
+                    "unknown (" + ", ".join(f"{m}: {s}" for m, s in sorted(states.items())) + ")"
+                )
+                continue
+            state = next(iter(states.values()))
+            value = next(iter(by_machine.values()))
             coverage[label] = state
-            if shared:
+            file = str(value.get("file", ""))
+            if file.endswith(".so") or ".so." in file:
                 files.setdefault(file, state)
             if state == "none":
                 without.append(
@@ -660,9 +658,11 @@ def _companions(
     facts.set("release.kernels.companions_without_image", without, SOURCE)
 
 
-def _same_torch_build(facts: Facts, keys: dict[str, Any]) -> bool:
-    """The torch installed is the build the knowledge read (the PyPI wheel's CUDA)."""
-    built = (keys.get("cuda") or {}).get("version")
+def _same_torch_build(facts: Facts, keys: dict[str, Any], machine: str) -> bool:
+    """The torch installed is the build the knowledge read for ``machine`` (the PyPI wheel's
+    CUDA: ``cuda`` for x86_64, ``cuda@aarch64`` for the aarch64 wheel, a CPU build up to 2.10)."""
+    build = keys.get("cuda") if machine == "x86_64" else keys.get(f"cuda@{machine}")
+    built = (build or {}).get("version")
     cuda = facts.get("torch.cuda_version")
     if built is None or cuda is None:
         return False

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from packaging.version import InvalidVersion, Version
 
 from vllm_doctor.errors import InputError
-from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.facts.model import Facts, Listing, Source
 from vllm_doctor.facts.report_beside import smi_driver
 from vllm_doctor.facts.report_gpus import (  # noqa: F401  (re-exported: the GPU-name API)
     CAPABILITY_DETAIL,
@@ -155,8 +155,7 @@ _KNOWN_RELEASES = [
 
 
 def parse_report(text: str | bytes, name: str) -> Facts:
-    """Facts from the text of a `vllm collect-env` report (``name`` names the input), or of a
-    bare `pip list` / `pip freeze` / `conda list` (its packages only)."""
+    """Facts from the text of a `vllm collect-env` report (``name`` names the input)."""
     text = _decode(text, name)
     # credentials in URLs (pip's git+https://user:PASS@host, HF_ENDPOINT), tokens and
     # secret assignments never become facts
@@ -166,19 +165,18 @@ def parse_report(text: str | bytes, name: str) -> Facts:
     has_banner_titles = any(
         s in ("PyTorch Info", "vLLM Info", "CUDA / GPU Info") for s in report.section_of if s
     )
-    from vllm_doctor.facts.report_packages import is_package_list
-
-    package_list = not found_core and not has_banner_titles and is_package_list(lines)
+    package_list = not found_core and not has_banner_titles and _is_package_list(report)
     if not found_core and not has_banner_titles and not package_list:
         raise InputError(
             name,
-            "does not look like a `vllm collect-env` report: none of its "
-            "keys (PyTorch version, vLLM Version, GPU models and configuration, "
-            "...) were found",
+            "does not look like a `vllm collect-env` report (none of its keys: PyTorch "
+            "version, vLLM Version, GPU models and configuration, ...) nor a package list "
+            "(`pip list`, `pip freeze`, `conda list` naming vllm or torch)",
         )
     facts = Facts()
     facts.notes.append(
-        f"facts from the package list {name} (pip list, pip freeze or conda list)"
+        f"facts from the package list {name} (pip list / pip freeze / conda list): it shows "
+        "packages only, not the GPUs, driver or platform"
         if package_list
         else f"facts from the collect-env report {name}"
     )
@@ -190,7 +188,16 @@ def parse_report(text: str | bytes, name: str) -> Facts:
     _topology_facts(report, facts, visible)
     _package_facts(report, facts)
     _torch_from_packages(facts)
+    _vllm_from_packages(facts)
     _package_listing(facts)
+    if package_list:  # cut or filtered (`pip list | grep vllm`): what it omits may be there
+        facts.set_listing(
+            Listing(
+                "packages",
+                f"{name} is a package list, which may be cut or filtered: {{name}} is "
+                "not known from it (run `pip show {name}` there)",
+            )
+        )
     _env_facts(report, facts)
     return facts
 
@@ -333,6 +340,33 @@ def _torch_from_packages(facts: Facts) -> None:
     cuda = cuda_from_torch_version(version)
     if cuda is not None and "torch.cuda_version" not in facts:
         facts.set("torch.cuda_version", cuda, Source.REPORT, f"{listed.detail} (+cu label)")
+
+
+def _vllm_from_packages(facts: Facts) -> None:
+    """A report without a `vLLM Version` line (a package list, a cut report): vLLM's version
+    from its package line."""
+    from vllm_doctor.facts.packages import set_vllm_version_facts
+
+    listed = facts.get("packages.vllm")
+    if listed is None or "vllm.version" in facts:
+        return
+    set_vllm_version_facts(facts, str(listed.value), Source.REPORT, listed.detail)
+    facts.set("vllm.installed", True, Source.REPORT, listed.detail)
+
+
+def _is_package_list(report: _Report) -> bool:
+    """The text is a package list: `pip list` / `pip freeze` / `conda list` lines, at least two
+    of the packages the doctor reads, vllm or torch among them."""
+    from vllm_doctor.facts.packages import canonical_name, packages_of_interest
+    from vllm_doctor.facts.report_packages import _PIP_LIST_LINE
+
+    known = set(packages_of_interest())
+    names = set()
+    for line in report.lines:
+        found = _PIP_LIST_LINE.match(line)
+        if found and canonical_name(found.group("name")) in known:
+            names.add(canonical_name(found.group("name")))
+    return len(names) >= 2 and bool(names & {"vllm", "torch"})
 
 
 # -- driver ---------------------------------------------------------------------------------

@@ -26,33 +26,6 @@ _PIP_LIST_LINE = re.compile(
 _PLATFORM_MACHINE = re.compile(r"(x86_64|amd64|aarch64|arm64)", re.IGNORECASE)
 
 
-# a version as pip and conda print it (at least major.minor): a log's "05-12" date is not one
-_DOTTED_VERSION = re.compile(r"^\d+(?:\.\d+)+")
-_PIP_LIST_HEAD = re.compile(r"^\s*(?:Package\s+Version\b.*|[-\s]+|#.*)$")
-MIN_LISTED = 3
-
-
-def is_package_list(lines: list[str]) -> bool:
-    """A bare `pip list`, `pip freeze` or `conda list` (no collect-env keys around it): at least
-    ``MIN_LISTED`` lines name a package and a dotted version, and they are most of its lines."""
-    from packaging.version import InvalidVersion, Version
-
-    listed = other = 0
-    for line in lines:
-        if not line.strip() or _PIP_LIST_HEAD.match(line):
-            continue
-        m = _PIP_LIST_LINE.match(line)
-        version = m.group("ver") if m else ""
-        try:
-            Version(version)
-            parsed = bool(_DOTTED_VERSION.match(version))
-        except InvalidVersion:
-            parsed = False
-        listed += parsed
-        other += not parsed
-    return listed >= MIN_LISTED and listed >= 2 * other
-
-
 def _listed_packages(report: _Report, facts: Facts) -> bool:
     """Versions from pasted `pip list` / `pip freeze` lines, for the packages of interest."""
     from packaging.version import InvalidVersion, Version

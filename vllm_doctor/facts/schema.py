@@ -131,6 +131,9 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "release.attention.kv_cache_triton_only": ("facts/kv_cache_backends.py",),
     "release.kernels.triton_ptxas": ("facts/triton_ptxas.py",),
     "release.kernels.triton_ptxas_lacks_gpu": ("facts/triton_ptxas.py",),
+    "release.kernels.torch_toolkit": ("facts/torch_toolkit.py",),
+    "release.kernels.torch_toolkit_no_image": ("facts/torch_toolkit.py",),
+    "release.kernels.torch_toolkit_ptx_only": ("facts/torch_toolkit.py",),
     "platform.nvcc_found": ("facts/toolkit.py",),
 }
 

@@ -489,6 +489,22 @@ COMPUTED: dict[str, FactSpec] = {
         "the GPU names the bundled ptxas Triton uses does not know, with the variable that "
         "points Triton at another ptxas (empty: it knows them, or the variable is set)",
     ),
+    "release.kernels.torch_toolkit": FactSpec(
+        "str",
+        "for each GPU, what the CUDA release torch was built with can compile for it (machine "
+        "code, only PTX of an older architecture, nothing), read from NVIDIA's compilers",
+    ),
+    "release.kernels.torch_toolkit_no_image": FactSpec(
+        "list",
+        "GPUs older than every architecture the CUDA release of the installed torch build "
+        "compiles for (a V100 under CUDA 13): no image of torch can run there (empty: none)",
+    ),
+    "release.kernels.torch_toolkit_ptx_only": FactSpec(
+        "list",
+        "GPUs newer than every architecture whose machine code the CUDA release of torch's "
+        "build compiles (sm_120 under CUDA 12.6), with what PyTorch's builds read say about "
+        "PTX; also the no-image case where the build is inferred (empty: none)",
+    ),
     "release.kernels.family_only": FactSpec(
         "list",
         "objects built for the GPU's architecture family only as another member's "

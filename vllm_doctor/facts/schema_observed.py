@@ -127,7 +127,13 @@ OBSERVED: dict[str, FactSpec] = {
     "platform.glibcxx": FactSpec(
         "version",
         "the newest GLIBCXX symbol version the system libstdc++.so.6 provides (3.4.N from "
-        "libstdc++.so.6.0.N: Ubuntu 22.04 has 3.4.30, 24.04 3.4.33)",
+        "libstdc++.so.6.0.N: Ubuntu 22.04 has 3.4.30, 24.04 3.4.33); inferred from "
+        "platform.os where the library itself is not read",
+    ),
+    "platform.os": FactSpec(
+        "str",
+        "the Linux distribution's release as os-release's ID and VERSION_ID (ubuntu 22.04): "
+        "/etc/os-release, a report's OS line, check --platform os=ubuntu-22.04",
     ),
     "container.uid": FactSpec("int", "the UID the doctor (and so vLLM) runs as"),
     "container.uid_in_passwd": FactSpec(

@@ -240,3 +240,18 @@ def suggestions(text: str, limit: int = 4) -> list[str]:
         return list(dict.fromkeys(s for c in close for s in numbers[c][:1]))[:limit]
     close = difflib.get_close_matches(words, list(spelled), n=limit, cutoff=0.5)
     return [spelled[c] for c in close]
+
+
+def embedded_family(names: list[Any]) -> str | None:
+    """The NVIDIA embedded family (Jetson) all the named GPUs belong to, by the GPU table
+    (segment embedded), else None."""
+    matches = [lookup(str(name)) for name in names]
+    families = {m.family.name for m in matches if m is not None}
+    if (
+        matches
+        and all(m is not None and m.family.segment == "embedded" for m in matches)
+        and all(m is not None and m.family.vendor == "nvidia" for m in matches)
+        and len(families) == 1
+    ):
+        return families.pop()
+    return None

@@ -9,6 +9,8 @@ A Dockerfile's ``pip install vllm==X`` (``uv pip``, ``vllm[extra]==X``) names X.
 from __future__ import annotations
 
 import functools
+import itertools
+import os
 import re
 from typing import Any
 
@@ -133,3 +135,34 @@ def pip_vllm_version(command: str) -> tuple[str | None, str] | None:
         if _UNPINNED.search(arguments):
             return None, "installs vLLM unpinned (the newest at build time, or from git)"
     return None
+
+
+# -- what an image runs ----------------------------------------------------------------------
+# the official images run `vllm serve` when no command is given (older ones the OpenAI
+# api_server module, which takes the same options)
+IMAGE_ENTRYPOINT = ["vllm", "serve"]
+
+
+_VLLM_WORDS = {
+    "vllm",
+    "vllm.entrypoints.openai.api_server",
+    "vllm.entrypoints.api_server",
+    "vllm.entrypoints.cli.main",
+}
+
+
+def _runs_vllm(words: list[str]) -> bool:
+    return any(os.path.basename(w) in _VLLM_WORDS for w in words) or any(
+        w == "-m" and nxt.startswith("vllm") for w, nxt in itertools.pairwise(words)
+    )
+
+
+def entrypoint(given: list[str] | None, image: Any, args: list[str] | None) -> list[str] | None:
+    """The command the arguments follow: the one the file gives, else the official image's
+    (``vllm serve``), else none when the arguments run vLLM themselves; None when the
+    container does not run vLLM."""
+    if given is not None:
+        return given
+    if is_vllm_image(image):
+        return list(IMAGE_ENTRYPOINT)
+    return [] if args and _runs_vllm(args) else None

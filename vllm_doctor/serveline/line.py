@@ -48,6 +48,16 @@ class ServeLine:
     model_span: tuple[int, int] | None = None
     env_tokens: list[str] = field(default_factory=list)
     entrypoint: str = "serve"  # "serve" or "api_server"
+    # a `docker run` / `podman run` command's image, GPUs and /dev/shm (container_run.py)
+    container: Any = None
+
+    @property
+    def image(self) -> str | None:
+        return self.container.image if self.container is not None else None
+
+    # option -> why its value is not known though the input sets it (an LLM(...) keyword
+    # whose value is a variable: serveline/python_call.py); its facts are missing, not defaults
+    not_read: dict[str, str] = field(default_factory=dict)
     # every option word in the order vLLM's parser meets it (command line and config file)
     option_words: list[OptionWord] = field(default_factory=list)
     # option -> why no covered release reads its value as given (the value is kept as a
@@ -239,6 +249,10 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
 
     argv = _redact_secret_values(list(line.tokens))
     facts.set("serve.argv", argv, source)
+    if line.container is not None:
+        from vllm_doctor.serveline.container_run import container_facts
+
+        container_facts(line.container, facts, source)
     _remember(argv, line)
     if line.model is not None:
         facts.set("serve.model", line.model, src("model"), line.given.get("model"))
@@ -376,3 +390,12 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
     for key, given in line.env.items():
         shown = REDACTED if is_secret_name(key) else given
         facts.set(f"env.{key}", shown, source, f"{key}={shown} before the command")
+
+    by_option = {option: f"serve.{name}" for name, (option, _, _) in _FACT_OPTIONS.items()}
+    for option, why in line.not_read.items():
+        unknown = [by_option.get(option, f"serve.{option.replace('-', '_')}")]
+        if option in ("tensor-parallel-size", "pipeline-parallel-size"):
+            unknown.append("serve.world_size")
+        for path in ["serve.model"] if option == "model" else unknown:
+            facts.values.pop(path, None)
+            facts.mark_missing(path, why)

@@ -34,10 +34,7 @@ from vllm_doctor.serveline.images import (  # noqa: F401 (image_vllm_version: te
     pip_vllm_version,
 )
 from vllm_doctor.serveline.target import (  # noqa: F401 (the readers' shared pieces, re-exported)
-    _DOCKER_QUANTITY,
     _GPU_LABEL_ENDINGS,
-    _K8S_FACTORS,
-    _K8S_QUANTITY,
     _K8S_REF,
     _MARK,
     _MARKED,

@@ -269,10 +269,16 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
             f"{len(tokens):,} words; a serve line of more than "
             f"{MAX_WORDS:,} is refused (vLLM has a few hundred options)",
         )
+    from vllm_doctor.serveline.container_run import split_container_run
+
+    container = split_container_run(list(tokens))
+    if container is not None:  # `docker run ... IMAGE ARGS`: the container's command
+        tokens = [*container.env, *container.command]
     env_words, args, entrypoint = _strip_prefix(list(tokens))
     if not args:
         raise InputError(SERVE_LINE, "no model and no options after `vllm serve`")
     line = ServeLine(tokens=list(args), model=None, entrypoint=entrypoint)
+    line.container = container
     line.env_tokens = list(env_words)
     for word in env_words:
         k, _, v = word.partition("=")

@@ -6,7 +6,6 @@ The readers (manifest.py for Kubernetes, compose.py, dockerfile.py) build Target
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -15,32 +14,23 @@ from typing import Any
 from vllm_doctor.errors import InputError
 from vllm_doctor.facts.model import Fact, Facts, Source
 from vllm_doctor.serveline.images import (  # noqa: F401 (image_vllm_version: tests, callers)
+    _VLLM_WORDS,
+    IMAGE_ENTRYPOINT,
+    _runs_vllm,
+    entrypoint,
     image_vllm_version,
     is_vllm_image,
     pip_vllm_version,
 )
 
+# what an image runs lives in images.py (the container run reader reads it too); the names stay
+# importable from here for the manifest and Dockerfile readers
+from vllm_doctor.serveline.quantities import DEFAULT_SHM_MIB, quantity_mib  # noqa: F401
+
 MANIFEST = "manifest"
 
 
-# Docker's and containerd's /dev/shm when nothing sizes it
-DEFAULT_SHM_MIB = 64
-
-
-# the official images run `vllm serve` when no command is given (older ones the OpenAI
-# api_server module, which takes the same options)
-IMAGE_ENTRYPOINT = ["vllm", "serve"]
-
-
 _SHELLS = {"sh", "bash", "dash", "zsh", "ash"}
-
-
-_VLLM_WORDS = {
-    "vllm",
-    "vllm.entrypoints.openai.api_server",
-    "vllm.entrypoints.api_server",
-    "vllm.entrypoints.cli.main",
-}
 
 
 # the labels that name a node's GPU (GPU feature discovery, GKE, Karpenter, the common
@@ -559,23 +549,6 @@ def _is_serve_start(kept: list[str]) -> bool:
     return any(os.path.basename(w) in _VLLM_WORDS or w == "serve" for w in kept)
 
 
-def _runs_vllm(words: list[str]) -> bool:
-    return any(os.path.basename(w) in _VLLM_WORDS for w in words) or any(
-        w == "-m" and nxt.startswith("vllm") for w, nxt in itertools.pairwise(words)
-    )
-
-
-def entrypoint(given: list[str] | None, image: Any, args: list[str] | None) -> list[str] | None:
-    """The command the arguments follow: the one the file gives, else the official image's
-    (``vllm serve``), else none when the arguments run vLLM themselves; None when the
-    container does not run vLLM."""
-    if given is not None:
-        return given
-    if is_vllm_image(image):
-        return list(IMAGE_ENTRYPOINT)
-    return [] if args and _runs_vllm(args) else None
-
-
 def resolve_command(words: list[str], env: dict[str, Placed], refs: _Refs) -> list[str] | None:
     """The vLLM command in a container's command words (through ``sh -c`` scripts), with the
     references settled or marked; None when the command does not run vLLM."""
@@ -686,52 +659,3 @@ def _gpu_count(raw: Any, where: str) -> int:
     if not 0 <= count <= MAX_GPUS:
         raise InputError(where, f"{count} GPUs: a pod or service has between 0 and {MAX_GPUS}")
     return count
-
-
-_K8S_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)([KMGTPE]i|[kMGTPE])?$")
-
-
-_K8S_FACTORS = {
-    None: 1,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-    "Ki": 1 << 10,
-    "Mi": 1 << 20,
-    "Gi": 1 << 30,
-    "Ti": 1 << 40,
-    "Pi": 1 << 50,
-    "Ei": 1 << 60,
-}
-
-
-# Docker's sizes (shm_size: 16gb, 8g, 1024m): binary, any case, an optional b
-_DOCKER_QUANTITY = re.compile(r"(?i)^(\d+(?:\.\d+)?)\s*([bkmgtp])?b?$")
-
-
-def quantity_mib(text: Any, docker: bool = False, where: str = "") -> int | None:
-    """A Kubernetes quantity (``16Gi``, ``512Mi``, ``1G``) or, with ``docker``, a Docker size
-    (``16gb``, ``8g``, a byte count) in MiB; None when it is not a size; InputError (naming
-    ``where``) for a size no machine has (a 400-digit number), computed exactly, never as
-    a float that overflows."""
-    from fractions import Fraction
-
-    from vllm_doctor.bounds import MAX_MEMORY_MIB
-
-    raw = str(text).strip()
-    match = (_DOCKER_QUANTITY if docker else _K8S_QUANTITY).match(raw[:100])
-    if not match or len(raw) > 100:
-        if len(raw) > 100 and raw[:100].strip().isdigit():
-            raise InputError(where or "size", f"a {len(raw)}-character size: no machine has it")
-        return None
-    if docker:
-        factor = 1 << (10 * "bkmgtp".index((match.group(2) or "b").lower()))
-    else:
-        factor = _K8S_FACTORS[match.group(2)]
-    mib = int(Fraction(match.group(1)) * factor) >> 20
-    if mib > MAX_MEMORY_MIB:
-        raise InputError(where or "size", f"{raw[:40]!r} is more memory than any machine has")
-    return mib

@@ -1,0 +1,224 @@
+"""Reader: a ``docker run`` (``podman run``, ``nerdctl run``) command that starts vLLM, as
+vLLM's own docs give it:
+
+    docker run --runtime nvidia --gpus all -v ~/.cache/huggingface:/root/.cache/huggingface \\
+        --env "HF_TOKEN=$HF_TOKEN" -p 8000:8000 --ipc=host vllm/vllm-openai:latest \\
+        --model mistralai/Mistral-7B-v0.1
+
+The engine's own options (``--gpus``, ``-p``, ``--ipc``) are not vLLM's: they end at the image.
+What follows the image is the container's command: the arguments of the official image's
+``vllm serve`` entrypoint, a command that runs vLLM itself, or, with ``--entrypoint``, that
+program's arguments. ``-e``/``--env KEY=VALUE`` are the serve line's environment, and the image's
+tag names the vLLM release (serveline/images.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from vllm_doctor.errors import InputError
+from vllm_doctor.serveline import SERVE_LINE
+from vllm_doctor.serveline.words import _ENV_RE
+
+if TYPE_CHECKING:
+    from vllm_doctor.facts.model import Facts
+
+ENGINES = frozenset({"docker", "podman", "nerdctl"})
+# the options of `docker container run` that take a value (Docker's CLI reference,
+# https://docs.docker.com/reference/cli/docker/container/run/; podman and nerdctl accept the
+# same spellings): the word after one of them is its value, not the image
+_VALUE_OPTIONS = frozenset(
+    {
+        "--add-host", "--annotation", "--attach", "--blkio-weight", "--blkio-weight-device",
+        "--cap-add", "--cap-drop", "--cgroup-parent", "--cgroupns", "--cidfile", "--cpu-period",
+        "--cpu-quota", "--cpu-rt-period", "--cpu-rt-runtime", "--cpu-shares", "--cpus",
+        "--cpuset-cpus", "--cpuset-mems", "--detach-keys", "--device", "--device-cgroup-rule",
+        "--device-read-bps", "--device-read-iops", "--device-write-bps", "--device-write-iops",
+        "--dns", "--dns-option", "--dns-search", "--domainname", "--entrypoint", "--env",
+        "--env-file", "--expose", "--gpus", "--group-add", "--health-cmd", "--health-interval",
+        "--health-retries", "--health-start-interval", "--health-start-period",
+        "--health-timeout", "--hostname", "--ip", "--ip6", "--ipc", "--isolation",
+        "--kernel-memory", "--label", "--label-file", "--link", "--link-local-ip",
+        "--log-driver", "--log-opt", "--mac-address", "--memory", "--memory-reservation",
+        "--memory-swap", "--memory-swappiness", "--mount", "--name", "--net", "--network",
+        "--network-alias", "--oom-score-adj", "--pid", "--pids-limit", "--platform", "--publish",
+        "--pull", "--restart", "--runtime", "--security-opt", "--shm-size", "--stop-signal",
+        "--stop-timeout", "--storage-opt", "--sysctl", "--tmpfs", "--ulimit", "--user",
+        "--userns", "--uts", "--volume", "--volume-driver", "--volumes-from", "--workdir",
+        # podman's
+        "--pod", "--secret", "--hooks-dir",
+    }
+)  # fmt: skip
+# the short options that take a value (-e KEY=V, -v SRC:DST, -p 8000:8000, ...)
+_VALUE_SHORT = frozenset("acehlmpuvw")
+
+
+@dataclass
+class ContainerRun:
+    """What a container engine's run command says: the image, the environment it sets, the
+    command the container runs (entrypoint included) and the engine's words before the image."""
+
+    engine: str
+    image: str
+    env: list[str] = field(default_factory=list)  # KEY=VALUE
+    command: list[str] = field(default_factory=list)
+    gpus: str | None = None  # --gpus: all, 2, "device=0,1"
+    ipc: str | None = None  # --ipc: host, private, shareable
+    shm_size: str | None = None  # --shm-size: 16g
+
+
+def _start(tokens: list[str]) -> tuple[str, int] | None:
+    """(engine, index after `run`) for `[sudo ...] docker [container] run`, else None."""
+    for i, word in enumerate(tokens[:4]):
+        engine = os.path.basename(word)
+        if engine in ENGINES:
+            rest = tokens[i + 1 : i + 3]
+            if rest[:1] == ["run"]:
+                return engine, i + 2
+            if rest == ["container", "run"]:
+                return engine, i + 3
+            return None
+        if word != "sudo" and not word.startswith("-"):
+            return None
+    return None
+
+
+def split_container_run(tokens: list[str]) -> ContainerRun | None:
+    """The container run command in ``tokens``, or None when they are not one."""
+    start = _start(tokens)
+    if start is None:
+        return None
+    engine, i = start
+    env: list[str] = []
+    entry: str | None = None
+    said: dict[str, str] = {}  # --gpus, --ipc, --shm-size as given
+    while i < len(tokens):
+        word = tokens[i]
+        if word == "--":
+            i += 1
+            break
+        if not word.startswith("-") or word == "-":
+            break
+        value: str | None = None
+        if word.startswith("--"):
+            name, eq, attached = word.partition("=")
+            if eq:
+                value = attached
+            elif name in _VALUE_OPTIONS and i + 1 < len(tokens):
+                value, i = tokens[i + 1], i + 1
+        else:  # a cluster of short options: -it, -dit, -e KEY=V, -p8000:8000
+            name = ""
+            for at, letter in enumerate(word[1:], 1):
+                if letter in _VALUE_SHORT:
+                    name = f"-{letter}"
+                    value = word[at + 1 :] or None
+                    if value is None and i + 1 < len(tokens):
+                        value, i = tokens[i + 1], i + 1
+                    break
+        i += 1
+        if name in ("--env", "-e") and value and _ENV_RE.match(value):
+            env.append(value)  # `-e KEY` alone passes the host's value, which is not shown
+        elif name == "--entrypoint" and value:
+            entry = value
+        elif name in ("--gpus", "--ipc", "--shm-size") and value is not None:
+            said[name] = value
+    if i >= len(tokens):
+        raise InputError(SERVE_LINE, f"`{engine} run` names no image")
+    image, command = tokens[i], tokens[i + 1 :]
+    return ContainerRun(
+        engine,
+        image,
+        env,
+        _container_command(engine, image, entry, command),
+        gpus=said.get("--gpus"),
+        ipc=said.get("--ipc"),
+        shm_size=said.get("--shm-size"),
+    )
+
+
+def _container_command(engine: str, image: str, entry: str | None, args: list[str]) -> list[str]:
+    """The words the container runs: ``--entrypoint`` and its arguments, a command that runs
+    vLLM itself, or the official image's ``vllm serve`` with the arguments."""
+    from vllm_doctor.serveline.images import _runs_vllm, entrypoint
+
+    if entry is not None:
+        return [entry, *args]
+    if args and _runs_vllm(args[:4]):
+        return args
+    words = entrypoint(None, image, args)
+    if words is None:
+        raise InputError(
+            SERVE_LINE,
+            f"`{engine} run {image}`: not a vLLM image the doctor knows, and its command "
+            "does not run vLLM (give the command after the image: vllm serve MODEL ...)",
+        )
+    return [*words, *args]
+
+
+# `--gpus 2`, `--gpus count=2`, `--gpus '"device=0,1"'` (Docker's GPU request forms)
+_GPU_COUNT = re.compile(r"^(?:count=)?(?P<count>\d{1,3})$")
+_GPU_DEVICES = re.compile(r"^\"?device=(?P<ids>[\w,-]+)\"?$")
+
+
+def container_facts(run: ContainerRun, facts: Facts, source: str) -> None:
+    """What the run command says of the container: its image and the vLLM release the tag
+    names, the GPUs it is given (``deploy.gpus_per_pod``) and its /dev/shm (``--ipc=host``,
+    ``--shm-size``, else the runtime's 64 MB: ``deploy.shm_default``)."""
+    from vllm_doctor.facts.model import Source
+    from vllm_doctor.serveline.quantities import DEFAULT_SHM_MIB, quantity_mib
+
+    facts.set("deploy.image", run.image, source, f"{run.engine} run {run.image}")
+    _image_version(run, facts, source)
+    word = f"{run.engine} run"
+    if run.ipc == "host":
+        facts.set("deploy.shm_default", False, source, f"{word} --ipc=host")
+    elif run.shm_size is not None:
+        size = quantity_mib(run.shm_size, docker=True, where=f"{word} --shm-size")
+        facts.set("deploy.shm_default", False, source, f"{word} --shm-size {run.shm_size}")
+        if size is not None:
+            facts.set("deploy.shm_mib", size, source, f"{word} --shm-size {run.shm_size}")
+    else:
+        facts.set("deploy.shm_default", True, source, f"{word}: no --ipc=host, no --shm-size")
+        facts.set("deploy.shm_mib", DEFAULT_SHM_MIB, Source.DEFAULT, "the runtime's /dev/shm")
+    gpus = (run.gpus or "").strip().strip("'")
+    count, devices = _GPU_COUNT.match(gpus), _GPU_DEVICES.match(gpus)
+    number = (
+        int(count.group("count"))
+        if count
+        else len(devices.group("ids").split(","))
+        if devices
+        else None
+    )
+    if number is not None:
+        facts.set("deploy.gpus_per_pod", number, source, f"{word} --gpus {run.gpus}")
+    else:
+        facts.mark_missing(
+            "deploy.gpus_per_pod",
+            f"{word} --gpus {run.gpus}: every GPU of the host"
+            if run.gpus is not None
+            else f"{word} names no --gpus count (--device or the runtime's variables decide)",
+        )
+
+
+def _image_version(run: ContainerRun, facts: Facts, source: str) -> None:
+    """The vLLM release the image's tag names: it stands for this machine's vLLM (the
+    container runs the image's), not for a version the user gave (--vllm-version) or a
+    report's."""
+    from vllm_doctor.facts.model import Source
+    from vllm_doctor.facts.packages import set_vllm_version_facts
+    from vllm_doctor.serveline.images import image_vllm_version
+
+    known = facts.get("vllm.version")
+    if known is not None and known.source != Source.MACHINE:
+        return
+    version, why = image_vllm_version(run.image)
+    if version is None:
+        if known is None:
+            facts.mark_missing("vllm", f"image {run.image}: {why}; pass --vllm-version V")
+        return
+    facts.drop_area("vllm")
+    set_vllm_version_facts(facts, version, source, f"image {run.image} ({why})")
+    facts.mark_missing("vllm.location", "an image tag: the installed source is not here")
