@@ -55,8 +55,8 @@ def collect_installed_requirements(
     judged = 0
     for dist in reading:
         version = installed.get(dist)
-        read_as = requires.covered_version(dist, version) if version else None
-        if read_as is None:
+        read_as = requires.covered_version(dist, version) if version is not None else None
+        if version is None or read_as is None:
             continue
         keys = requires.table(dist).at(read_as)
         # another build than the wheel read: a local version, or a platform wheel read for
