@@ -78,11 +78,13 @@ _CUDA_LIBRARIES = (
 CUDA_WHEELS: tuple[str, ...] = tuple(
     f"nvidia-{lib}-cu{major}" for major in (12, 13) for lib in _CUDA_LIBRARIES
 )
-# other packages the read ones pin or bound closely (targets only)
+# other packages the read ones pin or bound closely (targets only). Build tools (setuptools,
+# wheel) are left out: torch requires a recent setuptools for compiling C++ extensions, which
+# serving does not do, and images keep the interpreter's old one without harm
 TARGETS: tuple[str, ...] = (
     "nvidia-ml-py", "nvidia-cudnn-frontend", "pydantic-core", "llvmlite", "fsspec", "jinja2",
-    "sympy", "networkx", "setuptools", "typing-extensions", "pillow", "filelock", "regex",
-    "pyzmq", "msgspec", "cloudpickle", "packaging", "einops",
+    "sympy", "networkx", "typing-extensions", "pillow", "filelock", "regex", "pyzmq", "msgspec",
+    "cloudpickle", "packaging", "einops",
 )  # fmt: skip
 # a requirement is kept when it names one of these: the versions the doctor reads
 COVERED: frozenset[str] = frozenset((*REQUIRES_OF, *CUDA_WHEELS, *TARGETS))
@@ -275,7 +277,9 @@ def table_of(dist: str, readings: dict[str, dict[str, Any]]) -> dict[str, Any]:
     per_version: dict[str, dict[str, Any]] = {}
     for version in _ordered(readings):
         reading = readings[version]
-        keys: dict[str, Any] = {f"requires:{d}": r for d, r in reading["requires"].items()}
+        keys: dict[str, Any] = {
+            f"requires:{d}": r for d, r in reading["requires"].items() if d in COVERED
+        }
         if reading["platform"] != "any":
             keys["platform"] = reading["platform"]
         per_version[version] = keys
