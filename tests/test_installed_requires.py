@@ -252,3 +252,35 @@ def test_text_that_is_not_a_package_list_is_refused(text):
 
     with pytest.raises(InputError, match="does not look like"):
         parse_report(text, "input.txt")
+
+
+# -- on the host: the installed metadata ----------------------------------------------------------
+
+
+class _Installed:
+    def __init__(self, version: str, requires: list[str]):
+        self.version, self.requires = version, requires
+
+
+def test_host_reads_the_installed_builds_own_requirements(monkeypatch):
+    from importlib import metadata
+
+    # a git build of torchvision no index has, which requires the torch it was built with
+    builds = {
+        "torchvision": _Installed(
+            "0.26.0a0+git1234abc", ["torch==2.12.0", 'scipy; extra == "scipy"', "numpy"]
+        ),
+    }
+
+    def distribution(name):
+        if name in builds:
+            return builds[name]
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "distribution", distribution)
+    values = {"packages.torchvision": "0.26.0a0+git1234abc", "packages.torch": "2.11.0"}
+    on_host = facts_with(values, Source.MACHINE)
+    (line,) = on_host.value("stack.requirements.broken")
+    assert line.startswith("torchvision 0.26.0a0+git1234abc requires torch==2.12.0")
+    # the same versions from a report: the index never published that build, nothing to judge
+    assert facts_with(values).value("stack.requirements.broken") == []
