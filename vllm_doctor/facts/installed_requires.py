@@ -55,6 +55,7 @@ def collect_installed_requirements(
     broken: list[str] = []
     fixes: list[str] = []
     judged = 0
+    read_installed = False  # some requirements came from this machine's metadata
     for dist in sorted(set(reading) | set(installed)):
         version = installed.get(dist)
         if version is None:
@@ -63,6 +64,7 @@ def collect_installed_requirements(
         found = _installed_requirements(dist, version) if host else None
         if found is not None:
             keys, other_build = found, False  # the installed build's own metadata
+            read_installed = True
         else:
             read_as = requires.covered_version(dist, version)
             if read_as is None:
@@ -102,8 +104,13 @@ def collect_installed_requirements(
         "stack.requirements.broken",
         broken,
         SOURCE,
-        f"Requires-Dist (the installed metadata on this machine, else the package index's): "
-        f"{judged} requirement(s) between the "
+        "Requires-Dist "
+        + (
+            "(this machine's installed metadata, else the package index's)"
+            if read_installed
+            else "(the package index's)"
+        )
+        + f": {judged} requirement(s) between the "
         f"{len(installed)} package(s) of known version judged",
     )
     if fixes:
