@@ -57,6 +57,7 @@ for path in (REPO, TOOLS):
 
 import companion_api  # noqa: E402
 import cuda_toolkits  # noqa: E402
+import flashinfer_aot  # noqa: E402
 import partner_imports  # noqa: E402
 import pypi_requires  # noqa: E402
 import stack_messages  # noqa: E402
@@ -301,6 +302,10 @@ def read_one(root: Path, dist: str, version: str, companion: Companion) -> dict 
                     stored["ptxas"] = stack_readers.ptxas(archive)
                 stored["ptxas_format"] = stack_readers.PTXAS_FORMAT
                 path.write_text(json.dumps(stored, sort_keys=True), encoding="utf-8")
+            if wheel is not None and _lacks_aot(dist, stored):
+                with zipfile.ZipFile(wheel) as archive:  # only the JIT modules are read again
+                    stored["aot"] = flashinfer_aot.read(archive, _asked(dist))
+                path.write_text(json.dumps(stored, sort_keys=True), encoding="utf-8")
             if wheel is not None and _lacks_api(dist, stored):
                 with zipfile.ZipFile(wheel) as archive:  # only the API is read again
                     stored["api"] = companion_api.api_in(archive, api_modules(dist))
@@ -318,6 +323,9 @@ def read_one(root: Path, dist: str, version: str, companion: Companion) -> dict 
         with zipfile.ZipFile(wheel) as archive:
             reading["api"] = companion_api.api_in(archive, api_modules(dist))
         reading["api_format"] = companion_api.API_FORMAT
+    if dist in AOT_READ:
+        with zipfile.ZipFile(wheel) as archive:
+            reading["aot"] = flashinfer_aot.read(archive, _asked(dist))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(reading, sort_keys=True), encoding="utf-8")
     return reading
@@ -344,6 +352,8 @@ def collect(
             reading = read_one(root, dist, version, companion)
             if reading is not None and fetch and _lacks_api(dist, reading):
                 reading = None  # read before the API was: the wheel again
+            if reading is not None and fetch and _lacks_aot(dist, reading):
+                reading = None  # read before its JIT modules were: the wheel again
             if reading is not None and fetch and _lacks_ptxas(companion, reading):
                 reading = None  # read before its ptxas was: the wheel again
             if reading is None and fetch:
@@ -369,6 +379,25 @@ def api_modules(dist: str) -> set[str]:
 
 def _lacks_api(dist: str, reading: dict[str, Any]) -> bool:
     return bool(api_modules(dist)) and reading.get("api_format") != companion_api.API_FORMAT
+
+
+# the packages whose JIT modules, ahead-of-time build and entry points are read
+# (tools/flashinfer_aot.py): flashinfer-jit-cache is flashinfer-python's AOT build
+AOT_READ = {"flashinfer-python"}
+
+
+def _asked(dist: str) -> list[str]:
+    """The names the covered vLLM releases use of ``dist``, whose JIT modules are read."""
+    return sorted(used_names(dist))
+
+
+def _lacks_aot(dist: str, reading: dict[str, Any]) -> bool:
+    """A reading of an AOT_READ package made before the JIT modules were read, by an older
+    reader, or for fewer names than the vLLM releases now use."""
+    if dist not in AOT_READ:
+        return False
+    aot = reading.get("aot") or {}
+    return aot.get("format") != flashinfer_aot.AOT_FORMAT or aot.get("asked") != _asked(dist)
 
 
 def _lacks_ptxas(companion: Companion, reading: dict[str, Any]) -> bool:
@@ -429,6 +458,13 @@ def values_of(reading: dict[str, Any]) -> dict[str, Any]:
         out["python"] = {"spec": reading["python"]}
     for path, found in (reading.get("ptxas") or {}).items():
         out[f"ptxas:{path}"] = found
+    aot = reading.get("aot") or {}
+    for generator, when in (aot.get("aot") or {}).items():
+        out[f"aot:{generator}"] = {"when": when}
+    for capability, needs in (aot.get("capabilities") or {}).items():
+        out[f"aot_capability:{capability}"] = needs
+    for name, modules in (aot.get("uses") or {}).items():
+        out[f"jit:{name}"] = {"modules": modules}
     return out
 
 

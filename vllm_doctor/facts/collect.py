@@ -459,6 +459,22 @@ def _compute_the_rest(run: _Runner, options: CollectOptions) -> None:
 
     run.step("flashinfer jit", ("release.flashinfer_sampler_jit",), flashinfer_jit)
 
+    def flashinfer_attention_jit() -> None:
+        from vllm_doctor.facts.flashinfer_attention_jit import collect_flashinfer_attention_jit
+        from vllm_doctor.facts.release import judged_between_releases
+
+        judged_between_releases(facts, collect_flashinfer_attention_jit)  # reads release.attention
+
+    run.step(
+        "flashinfer attention jit",
+        (
+            "release.flashinfer_attention_jit",
+            "release.flashinfer_attention_modules",
+            "release.flashinfer_attention_alternatives",
+        ),
+        flashinfer_attention_jit,
+    )
+
     def release_memory() -> None:
         from vllm_doctor.facts.release import judged_between_releases
         from vllm_doctor.facts.release_memory import collect_release_memory
@@ -508,6 +524,9 @@ def with_serve_line(facts: Facts, argv: list[str]) -> Facts:
     from vllm_doctor.facts.flashinfer_jit import collect_flashinfer_jit
 
     judged_between_releases(other, collect_flashinfer_jit)
+    from vllm_doctor.facts.flashinfer_attention_jit import collect_flashinfer_attention_jit
+
+    judged_between_releases(other, collect_flashinfer_attention_jit)
     from vllm_doctor.memory.facts import compute_memory
 
     compute_memory(other)

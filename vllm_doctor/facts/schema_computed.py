@@ -479,6 +479,25 @@ COMPUTED: dict[str, FactSpec] = {
         "VLLM_USE_FLASHINFER_SAMPLER as true, flashinfer-python is installed and "
         "flashinfer-jit-cache (its prebuilt modules) is not",
     ),
+    "release.flashinfer_attention_jit": FactSpec(
+        "bool",
+        "vLLM's start-up builds FlashInfer attention modules with nvcc: the attention backend "
+        "it runs (forced, or the release's first for the GPU that accepts the model) calls "
+        "FlashInfer entry points that load JIT modules (companion_uses, the jit: keys of "
+        "stack/flashinfer-python), flashinfer-python is installed and flashinfer-jit-cache is "
+        "not — written by facts/flashinfer_attention_jit.py",
+    ),
+    "release.flashinfer_attention_modules": FactSpec(
+        "list",
+        "the FlashInfer JIT modules the chosen attention backend's entry points can load in "
+        "the installed flashinfer-python (batch_prefill, batch_decode, trtllm_gen_fmha, ...; "
+        "which of them run, the GPU and the model decide)",
+    ),
+    "release.flashinfer_attention_alternatives": FactSpec(
+        "str",
+        "the release's other attention backends that accept the model on this GPU and call no "
+        "FlashInfer (the --attention-backend values that avoid its JIT)",
+    ),
     "release.kernels.triton_ptxas": FactSpec(
         "str",
         "the ptxas the installed triton bundles for each GPU (its CUDA release, read from the "
