@@ -125,6 +125,9 @@ class FakeNVML:
     def nvmlDeviceGetEccMode(self, handle):
         return self._maybe(getattr(handle, "ecc", (0, 0)))
 
+    def nvmlDeviceGetComputeMode(self, handle):
+        return self._maybe(getattr(handle, "compute_mode", 0))
+
     def nvmlDeviceGetNvLinkState(self, device, link):
         links = getattr(device, "nvlinks", [])
         if link >= len(links):
@@ -418,3 +421,21 @@ def test_every_fact_names_nvml_as_its_source():
     )
     (pair,) = facts.value("topology.links")
     assert (pair["p2p_read"], pair["p2p_write"], pair["p2p"]) == (False, False, False)
+
+
+def test_exclusive_compute_mode_of_any_visible_gpu():
+    """nvidia-smi -c EXCLUSIVE_PROCESS (3) on one GPU: a second process gets "CUDA-capable
+    device(s) is/are busy or unavailable" there (HW300's confirming fact)."""
+    machine = load("h100_nvswitch_x8")
+    nvml = FakeNVML(machine)
+    facts = Facts()
+    gpus.collect_gpus(facts, {}, nvml=nvml)
+    assert facts.value("gpu.exclusive_compute") is False
+    nvml.gpus[3].compute_mode = 3
+    facts = Facts()
+    gpus.collect_gpus(facts, {}, nvml=nvml)
+    assert facts.value("gpu.exclusive_compute") is True
+    nvml.gpus[3].compute_mode = "unsupported"  # a GPU without compute modes shares
+    facts = Facts()
+    gpus.collect_gpus(facts, {}, nvml=nvml)
+    assert facts.value("gpu.exclusive_compute") is False

@@ -245,3 +245,154 @@ def test_a_wrapped_or_partial_companion_message_is_read_as_vllms_are():
         assert {m.package for m in found} == {"huggingface-hub"}, log
         assert all(m.hit.complete is complete for m in found)
         assert all(m.spans for m in found)
+
+
+def elf_with_rodata(strings: list[str]) -> bytes:
+    """A minimal 64-bit little-endian ELF whose .rodata holds ``strings`` (C strings)."""
+    import struct
+
+    rodata = b"\0" + b"".join(s.encode() + b"\0" for s in strings)
+    shstrtab = b"\0.rodata\0.shstrtab\0"
+    rodata_at = 64
+    shstrtab_at = rodata_at + len(rodata)
+    shoff = shstrtab_at + len(shstrtab)
+    header = bytearray(64)
+    header[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<Q", header, 0x28, shoff)
+    struct.pack_into("<HHH", header, 0x3A, 64, 3, 2)
+
+    def section(name_at: int, sh_type: int, offset: int, size: int) -> bytes:
+        return struct.pack("<IIQQQQ", name_at, sh_type, 0, 0, offset, size).ljust(64, b"\0")
+
+    sections = section(0, 0, 0, 0) + section(1, 1, rodata_at, len(rodata))
+    sections += section(9, 3, shstrtab_at, len(shstrtab))
+    return bytes(header) + rodata + shstrtab + sections
+
+
+CUDART_NAMES = [f"cudaErrorName{n}" for n in range(24)]
+
+
+def test_a_compiled_librarys_messages_are_read_from_its_rodata():
+    """NCCL's WARN formats become templates; the CUDA runtime's error table (the strings among
+    the cudaError* names) is the runtime's, left out of NCCL's messages and read for the
+    runtime; identifiers, paths and strings that say nothing went wrong are not messages."""
+    import binary_messages
+
+    table = [*CUDART_NAMES[:12], "no kernel image is available for execution on the device"]
+    table += [*CUDART_NAMES[12:], "CUDA-capable device(s) is/are busy or unavailable"]
+    table += ["cudaErrorLast"]
+    data = elf_with_rodata(
+        [
+            "Error while %s shared memory segment %s (size %ld), error: %s (%d)",
+            "unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+            "ncclCommInitRank",
+            "/usr/lib/libnccl-net.so",
+            "Using network %s",
+            *table,
+        ]
+    )
+    nccl = binary_messages.messages(data, "nccl", "nvidia/nccl/lib/libnccl.so.2")
+    assert set(nccl) == {
+        "log.error: Error while {*} shared memory segment {*} (size {*}), error: {*} ({*})",
+        "log.error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+    }
+    runtime = binary_messages.messages(data, "cuda-runtime", "lib/libcudart.so.12")
+    assert set(runtime) == {
+        "log.error: no kernel image is available for execution on the device",
+        "log.error: CUDA-capable device(s) is/are busy or unavailable",
+    }
+    assert runtime["log.error: CUDA-capable device(s) is/are busy or unavailable"]["sites"] == [
+        ["lib/libcudart.so.12", "cudaGetErrorString", ""]
+    ]
+    assert binary_messages.messages(b"not an ELF file at all", "nccl", "x") == {}
+
+
+def test_a_compiled_library_wheel_is_read_for_its_shared_object(tmp_path):
+    source = stack_messages.MESSAGE_SOURCES["nvidia-cuda-runtime-cu12"]
+    table = [*CUDART_NAMES, "the provided PTX was compiled with an unsupported toolchain."]
+    wheel = (
+        tmp_path / "nvidia-cuda-runtime-cu12" / "nvidia_cuda_runtime_cu12-12.8.90-py3-none-any.whl"
+    )
+    wheel.parent.mkdir(parents=True)
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("nvidia/__init__.py", "")
+        archive.writestr("nvidia/cuda_runtime/lib/libcudart.so.12", elf_with_rodata([*table, "x"]))
+        archive.writestr("nvidia/cuda_runtime/include/cuda.h", "/* not read */")
+    reading = stack_messages.read_one(
+        tmp_path, "nvidia-cuda-runtime-cu12", "12.8.90", source, fetch=False, keep=True
+    )
+    assert list(reading["messages"]) == [
+        "log.error: the provided PTX was compiled with an unsupported toolchain."
+    ]
+
+
+def test_torch_compiles_raises_count_its_internal_asserts_do_not():
+    torch = stack_messages.MESSAGE_SOURCES["torch"]
+    assert torch.keeps("torch/_inductor/codecache.py")
+    assert torch.keeps_site(
+        "InvalidCxxCompiler: No working C++ compiler found in{*}", "torch/_inductor/exc.py"
+    )
+    assert not torch.keeps_site(
+        "AssertionError: Expected GraphModule, got{*}", "torch/_inductor/compile_fx.py"
+    )
+    # torch.distributed's asserts were catalogued before and still are
+    assert torch.keeps_site("AssertionError: {*}", "torch/distributed/distributed_c10d.py")
+
+
+def test_torchs_pins_choose_the_nccl_and_cuda_runtime_versions_read():
+    specs = stack_messages.pinned_specs("nvidia-nccl-cu12", ("torch",))
+    assert "==2.27.5" in specs  # torch 2.9-2.10's pin, from stack/torch.json
+    assert stack_messages.pinned_specs("nvidia-nccl-cu12", ()) == set()
+
+
+def test_explain_names_nccl_and_cuda_runtime_messages_from_their_shared_objects(tmp_path):
+    """A compiled library's message in a log: NCCL's WARN line (after its `NCCL WARN `
+    header) and the CUDA runtime's short error string (after torch's `CUDA error: `) are
+    named with the wheels whose shared objects carry them."""
+    from doctor_forks import doctor_run
+
+    log = tmp_path / "nccl.log"
+    log.write_text(
+        "node1:1201:1301 [1] init.cc:904 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 "
+        "both on CUDA device 1000\n"
+        "torch.AcceleratorError: CUDA error: out of memory\n"
+    )
+    run = doctor_run("explain", "--log", str(log), "--format", "json", timeout=120)
+    found = {(m["package"], m["template"]) for m in json.loads(run.stdout)["package_messages"]}
+    assert (
+        "nvidia-nccl-cu12",
+        "Duplicate GPU detected : rank {*} and rank {*} both on CUDA device {*}",
+    ) in found, found
+    assert ("nvidia-cuda-runtime-cu12", "out of memory") in found, found
+    assert "HW301" in {f["code"] for f in json.loads(run.stdout)["known_failures"]}
+
+
+def test_an_exception_whose_str_builds_the_message_is_catalogued():
+    """Triton's OutOfResources keeps its values in __init__ and words them in __str__: the
+    message a log shows is the __str__ template, keyed by the class."""
+    import stack_readers
+
+    source = """
+class TritonError(Exception):
+    pass
+
+class OutOfResources(TritonError):
+    def __init__(self, required, limit, name):
+        self.required, self.limit, self.name = required, limit, name
+
+    def __str__(self) -> str:
+        return (f"out of resource: {self.name}, Required: {self.required}, "
+                f"Hardware limit: {self.limit}. Reducing block sizes or `num_stages` may help.")
+
+class Plain:
+    def __str__(self):
+        return f"not an exception: {self.x} is only printed"
+"""
+    found = stack_readers.str_messages(source)
+    assert [(cls, template) for _kind, cls, template, _func, _cond in found] == [
+        (
+            "OutOfResources",
+            "out of resource:{*}, Required:{*}, Hardware limit:{*}. Reducing block sizes or "
+            "`num_stages` may help.",
+        )
+    ]

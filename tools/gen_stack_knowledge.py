@@ -306,6 +306,17 @@ def read_one(root: Path, dist: str, version: str, companion: Companion) -> dict 
                 with zipfile.ZipFile(wheel) as archive:  # only the JIT modules are read again
                     stored["aot"] = flashinfer_aot.read(archive, _asked(dist))
                 path.write_text(json.dumps(stored, sort_keys=True), encoding="utf-8")
+            if wheel is not None and _lacks_messages(companion, stored):
+                with zipfile.ZipFile(wheel) as archive:  # only the messages are read again
+                    found, skipped = stack_readers.messages(
+                        archive, stack_readers.top_level_packages(archive)
+                    )
+                stored.update(
+                    messages=found,
+                    skipped=dict(skipped),
+                    messages_format=stack_readers.MESSAGES_FORMAT,
+                )
+                path.write_text(json.dumps(stored, sort_keys=True), encoding="utf-8")
             if wheel is not None and _lacks_api(dist, stored):
                 with zipfile.ZipFile(wheel) as archive:  # only the API is read again
                     stored["api"] = companion_api.api_in(archive, api_modules(dist))
@@ -356,6 +367,8 @@ def collect(
                 reading = None  # read before its JIT modules were: the wheel again
             if reading is not None and fetch and _lacks_ptxas(companion, reading):
                 reading = None  # read before its ptxas was: the wheel again
+            if reading is not None and fetch and _lacks_messages(companion, reading):
+                reading = None  # read before exceptions' __str__ were: the wheel again
             if reading is None and fetch:
                 wheel = download(root, dist, version)
                 if wheel is not None:
@@ -402,6 +415,11 @@ def _lacks_aot(dist: str, reading: dict[str, Any]) -> bool:
 
 def _lacks_ptxas(companion: Companion, reading: dict[str, Any]) -> bool:
     return companion.ptxas and reading.get("ptxas_format") != stack_readers.PTXAS_FORMAT
+
+
+def _lacks_messages(companion: Companion, reading: dict[str, Any]) -> bool:
+    """Its messages were read by an older reader (before exceptions' ``__str__``)."""
+    return companion.messages and reading.get("messages_format") != stack_readers.MESSAGES_FORMAT
 
 
 def _stored_versions(root: Path, dist: str) -> set[str]:

@@ -68,13 +68,35 @@ class MessageSource:
     # DG_HOST_UNREACHABLE throw "Assertion error (file:line): <condition or reason>", which
     # the Python binding raises as a RuntimeError)
     cpp_checks: tuple[str, ...] = ()
+    # a compiled library: the reader of ``tools/binary_messages.py`` ("nccl", "cuda-runtime")
+    # applied to the strings of the shared objects whose path matches ``objects``
+    binary: str | None = None
+    objects: str | None = None
+    # the versions these packages' requirements name count too (torch pins NCCL and the CUDA
+    # runtime: its ``stack/torch.json`` table), or the versions required of another
+    # distribution stand for this one's (nvidia-cutlass-dsl pins its libs to its own version)
+    pinned_by: tuple[str, ...] = ()
+    specs_of: str | None = None
+    # files whose asserts are the code's own invariants, not messages a user acts on
+    # (torch.compile's thousand internal asserts): only their raises and logged errors count
+    no_asserts: tuple[str, ...] = ()
 
     def keeps(self, path: str) -> bool:
         if self.include is not None and not path.startswith(self.include):
             return False
         return self.exclude is None or re.search(self.exclude, path) is None
 
+    def keeps_site(self, key: str, path: str) -> bool:
+        """Whether the catalogue keeps a message of this file (folded, ``spans``)."""
+        if not self.keeps(path):
+            return False
+        return not (key.startswith("AssertionError: ") and path.startswith(self.no_asserts))
+
     def fingerprint(self) -> str:
+        if self.binary is not None:
+            import binary_messages
+
+            return json.dumps([self.binary, self.objects, binary_messages.FORMAT])
         return json.dumps([self.include, self.exclude])
 
 
@@ -126,7 +148,8 @@ MESSAGE_SOURCES: dict[str, MessageSource] = {
     ),
     "torch": MessageSource(
         "vLLM pins it: the messages of its distributed start-up (process groups, NCCL, gloo, "
-        "rendezvous) and of CUDA initialisation and memory",
+        "rendezvous), of CUDA initialisation and memory, of torch.compile (Dynamo, Inductor, "
+        "symbolic shapes) and of custom-op registration",
         per_minor=False,
         include=(
             "torch/distributed/distributed_c10d.py",
@@ -140,6 +163,30 @@ MESSAGE_SOURCES: dict[str, MessageSource] = {
             "torch/utils/cpp_extension.py",
             "torch/_utils.py",
             "torch/serialization.py",
+            # torch.compile's user-facing errors: vLLM compiles every model by default
+            "torch/__init__.py",
+            "torch/_dynamo/exc.py",
+            "torch/_dynamo/eval_frame.py",
+            "torch/_dynamo/convert_frame.py",
+            "torch/_inductor/exc.py",
+            "torch/_inductor/codecache.py",
+            "torch/_inductor/cpp_builder.py",
+            "torch/_inductor/compile_fx.py",
+            "torch/_inductor/standalone_compile.py",
+            "torch/_inductor/async_compile.py",
+            "torch/_inductor/select_algorithm.py",
+            "torch/_inductor/runtime/",
+            "torch/fx/experimental/symbolic_shapes.py",
+            "torch/library.py",
+            "torch/_library/",
+        ),
+        no_asserts=(
+            "torch/__init__.py",
+            "torch/_dynamo/",
+            "torch/_inductor/",
+            "torch/fx/",
+            "torch/library.py",
+            "torch/_library/",
         ),
         platform=tuple(f"macosx_{major}_0_arm64" for major in (15, 14, 13, 12, 11)),
     ),
@@ -157,6 +204,98 @@ MESSAGE_SOURCES: dict[str, MessageSource] = {
         "nixl wheel is a shell that requires nixl-cu12 or nixl-cu13, which carry its code",
         first="0.3.0",
         newest=6,
+    ),
+    "safetensors": MessageSource(
+        "vLLM requires it: the weights of every safetensors checkpoint", ends_only=True
+    ),
+    "accelerate": MessageSource(
+        "transformers' and bitsandbytes' device maps and offload code imports it (vLLM does "
+        "not declare it)",
+        first="1.0.0",
+        newest=4,
+        # its device maps, offload and quantized loading, not its training loop and launchers
+        include=(
+            "accelerate/big_modeling.py",
+            "accelerate/hooks.py",
+            "accelerate/state.py",
+            "accelerate/utils/modeling.py",
+            "accelerate/utils/offload.py",
+            "accelerate/utils/bnb.py",
+            "accelerate/utils/imports.py",
+        ),
+    ),
+    "peft": MessageSource(
+        "LoRA adapters are made and saved with it; vLLM reads their adapter_config.json",
+        first="0.13.0",
+        newest=4,
+        # saving and loading an adapter and LoRA's config, not every tuner's layers
+        include=(
+            "peft/config.py",
+            "peft/peft_model.py",
+            "peft/mapping",
+            "peft/utils/",
+            "peft/tuners/tuners_utils.py",
+            "peft/tuners/lora/config.py",
+        ),
+    ),
+    "outlines": MessageSource("vLLM pins it (0.8.x: the outlines structured-output back-end)"),
+    "outlines-core": MessageSource(
+        "vLLM pins it: the outlines structured-output back-end", per_minor=False
+    ),
+    "llguidance": MessageSource(
+        "vLLM requires it: the guidance structured-output back-end", ends_only=True
+    ),
+    "openai-harmony": MessageSource(
+        "vLLM requires it: gpt-oss' harmony chat format and tool calls", ends_only=True
+    ),
+    "runai-model-streamer": MessageSource(
+        "vLLM's runai extra: --load-format runai_streamer", ends_only=True
+    ),
+    "fastsafetensors": MessageSource(
+        "vLLM's fastsafetensors loader (--load-format fastsafetensors)", ends_only=True
+    ),
+    "cupy-cuda12x": MessageSource(
+        "vLLM's Ray compiled graphs and NIXL paths use CuPy (Ray's requirement, not vLLM's)",
+        first="13.0.0",
+        newest=3,
+        # its CUDA runtime, driver, NVRTC and library bindings, not its array API or cupyx
+        include=("cupy/__init__.py", "cupy/_environment.py", "cupy/cuda/", "cupy_backends/"),
+    ),
+    "nvidia-cutlass-dsl-libs-base": MessageSource(
+        "vLLM, quack-kernels and FlashInfer pin nvidia-cutlass-dsl, a shell whose CuTe DSL "
+        "Python is this wheel, pinned to the same version",
+        specs_of="nvidia-cutlass-dsl",
+        per_minor=False,
+    ),
+    "nvidia-nccl-cu12": MessageSource(
+        "torch pins it (CUDA 12 builds) and vLLM's pynccl loads it: NCCL's WARN formats and "
+        "error strings, read from libnccl.so's strings",
+        per_minor=False,
+        pinned_by=("torch",),
+        binary="nccl",
+        objects=r"/libnccl\.so[.\d]*$",
+    ),
+    "nvidia-nccl-cu13": MessageSource(
+        "torch pins it (CUDA 13 builds): NCCL's WARN formats and error strings",
+        per_minor=False,
+        pinned_by=("torch",),
+        binary="nccl",
+        objects=r"/libnccl\.so[.\d]*$",
+    ),
+    "nvidia-cuda-runtime-cu12": MessageSource(
+        "torch pins it (CUDA 12 builds): the CUDA runtime's error strings (cudaGetErrorString), "
+        "read from libcudart.so's strings",
+        per_minor=False,
+        pinned_by=("torch",),
+        binary="cuda-runtime",
+        objects=r"/libcudart\.so[.\d]*$",
+    ),
+    "nvidia-cuda-runtime": MessageSource(
+        "torch's CUDA 13 builds pin cuda-toolkit 13.0, which brings it: the CUDA runtime's "
+        "error strings of each 13.x minor",
+        first="13.0.0",
+        binary="cuda-runtime",
+        objects=r"/libcudart\.so[.\d]*$",
     ),
     "deep-gemm": MessageSource(
         "vLLM's FP8 block-scaled GEMMs and MoE call it (VLLM_USE_DEEP_GEMM; bundled in the "
@@ -291,6 +430,8 @@ def read_wheel(wheel: Path, source: MessageSource) -> dict[str, Any]:
     import stack_readers
 
     with zipfile.ZipFile(wheel) as archive:
+        if source.binary is not None:
+            return {"messages": binary_messages_of(archive, source), "skipped": {}}
         found, skipped = stack_readers.messages(
             archive, stack_readers.top_level_packages(archive), keep=source.keeps
         )
@@ -303,6 +444,21 @@ def read_wheel(wheel: Path, source: MessageSource) -> dict[str, Any]:
                         if [name, function, ""] not in entry["sites"]:
                             entry["sites"].append([name, function, ""])
     return {"messages": found, "skipped": dict(skipped)}
+
+
+def binary_messages_of(archive: zipfile.ZipFile, source: MessageSource) -> dict[str, Any]:
+    """The messages in the strings of the wheel's shared objects that ``source.objects``
+    names (``tools/binary_messages.py``)."""
+    import binary_messages
+
+    found: dict[str, Any] = {}
+    for name in archive.namelist():
+        if source.objects and re.search(source.objects, name):
+            for key, value in binary_messages.messages(
+                archive.read(name), str(source.binary), name
+            ).items():
+                found.setdefault(key, value)
+    return found
 
 
 _CPP_SOURCES = (".hpp", ".cpp", ".cuh", ".h", ".cu")
@@ -391,6 +547,23 @@ def read_one(
     return reading
 
 
+def pinned_specs(dist: str, partners: tuple[str, ...]) -> set[str]:
+    """What the versions read of ``partners`` (their ``stack/<partner>.json`` tables) require
+    of ``dist``: torch's pins of NCCL and the CUDA runtime."""
+    from vllm_doctor.knowledge import KnowledgeError, load
+
+    out: set[str] = set()
+    for partner in partners:
+        try:
+            table = load(f"stack/{partner}")
+        except KnowledgeError:
+            continue
+        for span in table.spans(f"requires:{dist}"):
+            if isinstance(span.value, dict) and span.value.get("spec"):
+                out.add(span.value["spec"])
+    return out
+
+
 def stored_versions(root: Path, dist: str) -> list[str]:
     return sorted((p.stem for p in (root / dist / "messages").glob("*.json")), key=Version)
 
@@ -410,7 +583,8 @@ def collect(
         refresh = fetch and (not only or dist in only)
         if refresh:
             released = git_tags(root, dist, source, fetch) if source.git else index(dist)
-            versions = [str(v) for v in to_read(source, released, specs(dist))]
+            wanted = specs(source.specs_of or dist) | pinned_specs(dist, source.pinned_by)
+            versions = [str(v) for v in to_read(source, released, wanted)]
         else:
             versions = stored_versions(root, dist)
         found = {}
@@ -438,7 +612,7 @@ def spans(
             return messages
         out = {}
         for key, value in messages.items():
-            sites = [site for site in value["sites"] if source.keeps(site[0])]
+            sites = [site for site in value["sites"] if source.keeps_site(key, site[0])]
             if sites:
                 out[key] = {**value, "sites": sites}
         return out

@@ -367,9 +367,10 @@ def messages(
         if info.file_size > MAX_TEXT:
             skipped["file too large"] += 1
             continue
-        found, file_skipped = messages_in(archive.read(name).decode("utf-8", "replace"))
+        text = archive.read(name).decode("utf-8", "replace")
+        found, file_skipped = messages_in(text)
         skipped.update(file_skipped)
-        for _kind, cls, template, func, cond in found:
+        for _kind, cls, template, func, cond in [*found, *str_messages(text)]:
             entry = entries.setdefault(f"{cls}: {template}", {"sites": []})
             site = [name, func, cond]
             if site not in entry["sites"]:
@@ -377,6 +378,51 @@ def messages(
     for entry in entries.values():
         entry["sites"] = sorted(entry["sites"])[:MAX_SITES]
     return entries, skipped
+
+
+MESSAGES_FORMAT = 2  # what messages() records (2: exceptions whose __str__ gives the message)
+
+
+def str_messages(text: str) -> list[tuple[str, str, str, str, str]]:
+    """The messages of exception classes that build them in ``__str__`` (Triton's
+    ``OutOfResources``: "out of resource: {name}, Required: ..."), as ``messages_in`` gives
+    its raises: (kind, class, template, function, condition)."""
+    from extractors.errors import MIN_LITERAL, _Messages, literal_parts, normalise
+
+    if "__str__" not in text:
+        return []
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef) or not any(
+            _call_name(base).endswith(("Error", "Exception")) for base in node.bases
+        ):
+            continue
+        for method in node.body:
+            if not isinstance(method, ast.FunctionDef) or method.name != "__str__":
+                continue
+            assignments: dict[str, list[tuple[int, ast.expr]]] = {}
+            for sub in ast.walk(method):
+                if (
+                    isinstance(sub, ast.Assign)
+                    and len(sub.targets) == 1
+                    and isinstance(sub.targets[0], ast.Name)
+                ):
+                    assignments.setdefault(sub.targets[0].id, []).append((sub.lineno, sub.value))
+            for sub in ast.walk(method):
+                if not isinstance(sub, ast.Return):
+                    continue
+                template = _Messages(assignments).template(sub.value, sub.lineno)
+                if template is None:
+                    continue
+                template = normalise(template)
+                parts = literal_parts(template)
+                if parts and max(map(len, parts)) >= MIN_LITERAL:
+                    out.append(("raise", node.name, template, f"{node.name}.__str__", ""))
+    return out
 
 
 def top_level_packages(archive: zipfile.ZipFile) -> set[str]:
@@ -432,6 +478,7 @@ def read(wheel: Path, version: str, with_messages: bool = True) -> dict[str, Any
             "ptxas": ptxas(archive),
             "ptxas_format": PTXAS_FORMAT,
             "messages": found,
+            "messages_format": MESSAGES_FORMAT if with_messages else None,
             "skipped": dict(skipped),
             "cuda": cuda_major(version, requires),
             "cuda_version": build_cuda(archive, packages),

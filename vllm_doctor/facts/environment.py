@@ -50,8 +50,17 @@ PREFIXES = (
     # Ray's switches that keep it from rewriting the devices a worker sees
     "RAY_EXPERIMENTAL_NOSET_",
 )
-# names outside the prefixes: the Hub's legacy token variable, the loader's search path
-NAMES = ("HUGGING_FACE_HUB_TOKEN", "LD_LIBRARY_PATH")
+# names outside the prefixes: the Hub's legacy token variable, the loader's search path, the
+# C and C++ compilers Triton and Inductor build with (CC, CXX), where openai-harmony (gpt-oss) finds its
+# vocabulary files offline (TIKTOKEN_*)
+NAMES = (
+    "HUGGING_FACE_HUB_TOKEN",
+    "LD_LIBRARY_PATH",
+    "CC",
+    "CXX",
+    "TIKTOKEN_ENCODINGS_BASE",
+    "TIKTOKEN_RS_CACHE_DIR",
+)
 is_secret = is_secret_name  # the name other modules know it by
 
 

@@ -208,7 +208,25 @@ def _describe(nvml: Any, dev: _Device, position: int) -> dict[str, Any]:
     rec["persistence_mode"] = False if pers_unsupported else (None if pers is None else bool(pers))
     ecc, ecc_unsupported = _not_supported(nvml, nvml.nvmlDeviceGetEccMode, h)
     rec["ecc_enabled"] = False if ecc_unsupported else (None if ecc is None else bool(ecc[0]))
+    rec["exclusive_compute"] = _exclusive_compute(nvml, h)
     return rec
+
+
+# nvmlComputeMode_t: 0 default, 1 exclusive thread (gone since CUDA 8), 2 prohibited, 3
+# exclusive process (nvidia-smi -c): only one process (none when prohibited) may hold a CUDA
+# context, and the next one gets cudaErrorDevicesUnavailable
+_SHARED_COMPUTE_MODE = 0
+
+
+def _exclusive_compute(nvml: Any, handle: Any) -> bool | None:
+    """Whether the GPU's compute mode refuses a second process (None: NVML did not say)."""
+    get_mode = getattr(nvml, "nvmlDeviceGetComputeMode", None)
+    if get_mode is None or handle is None:
+        return None
+    mode, unsupported = _not_supported(nvml, get_mode, handle)
+    if unsupported:
+        return False
+    return None if mode is None else int(mode) != _SHARED_COMPUTE_MODE
 
 
 def _nvlink_peers(nvml: Any, dev: _Device, gpu_bus_ids: set[str]) -> tuple[dict[str, int], int]:
@@ -379,6 +397,7 @@ def _collect(nvml: Any, facts: Facts, env: Mapping[str, str]) -> None:
             "gpu.memory_free_mib",
             "gpu.persistence_mode",
             "gpu.ecc_enabled",
+            "gpu.exclusive_compute",
         ):
             facts.mark_missing(path, reason)
         facts.set("gpu.mig_enabled", False, Source.NVML, detail)
@@ -401,6 +420,7 @@ def _collect(nvml: Any, facts: Facts, env: Mapping[str, str]) -> None:
     aggregate("memory_free_mib", "gpu.memory_free_mib", min, "free memory")
     aggregate("persistence_mode", "gpu.persistence_mode", all, "persistence mode")
     aggregate("ecc_enabled", "gpu.ecc_enabled", all, "ECC mode")
+    aggregate("exclusive_compute", "gpu.exclusive_compute", any, "compute mode")
     mig_values = [r["mig"] for r in records]
     if uses_mig_ids or any(mig_values):
         facts.set(

@@ -88,6 +88,11 @@ OBSERVED: dict[str, FactSpec] = {
     "gpu.mig_enabled": FactSpec("bool", "MIG mode is on for any visible GPU, or MIG ids are used"),
     "gpu.persistence_mode": FactSpec("bool", "persistence mode is on for all visible GPUs"),
     "gpu.ecc_enabled": FactSpec("bool", "ECC is on for all visible GPUs"),
+    "gpu.exclusive_compute": FactSpec(
+        "bool",
+        "a visible GPU's compute mode is Exclusive_Process or Prohibited (nvidia-smi -c): a "
+        "second process that opens it gets 'CUDA-capable device(s) is/are busy or unavailable'",
+    ),
     "gpu.visible_devices": FactSpec("str", "CUDA_VISIBLE_DEVICES as given"),
     "gpu.gfx_targets": FactSpec(
         "list",

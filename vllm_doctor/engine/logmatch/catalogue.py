@@ -56,10 +56,11 @@ _RECORD_PREFIX = re.compile(
 )
 # where a message starts when the line does not begin with it: after its exception class
 # ("RuntimeError: ", "torch.OutOfMemoryError: "), pydantic's "Value error, ", argparse's
-# "argument --name: ", a quote
+# "argument --name: ", a quote, torch's "CUDA error: " before the CUDA runtime's error string,
+# NCCL's "NCCL WARN " before its warning
 _MESSAGE_START = re.compile(
     r"(?:[A-Za-z_][\w.]{0,120}(?:Error|Exception|Exit|Interrupt|Warning): ?|Value error, ?"
-    r"|argument [\w/-]{1,120}: ?|[`'\"] ?)$"
+    r"|argument [\w/-]{1,120}: ?|[`'\"] ?|CUDA error: ?|NCCL WARN ?)$"
 )
 # a message that only points at a cause shown elsewhere ("Engine core initialization failed.
 # See root cause above.", "EngineCore failed to start."): it never names the cause first
