@@ -190,7 +190,7 @@ def test_a_dev_build_is_judged_only_where_the_releases_it_may_resemble_agree():
     assert "release.unaccepted_options" not in nightly
     reason = nightly.why_missing("release.unaccepted_options")
     assert "between 0.23.0 and 0.26.0" in reason
-    assert '0.23.0: ["--watermark"]; 0.24.0–0.26.0: []' in reason
+    assert "0.23.0: ['--watermark']; 0.24.0–0.26.0: []" in reason
     assert verdict("ARGS100", nightly) == UNDECIDED
     # the release itself does refuse it
     assert verdict("ARGS100", facts_for("vllm serve m --watermark 0.5", "0.23.0")) == APPLIES

@@ -199,22 +199,20 @@ def judged_between_releases(facts: Facts, collect: Callable[[Facts], None]) -> N
 
 
 def _answers_by_release(answers: dict[str, Fact | None]) -> str:
-    """'0.20.1–0.21.0: off; 0.22.0–0.23.0: auto': consecutive releases with one answer joined."""
-    import json
-
-    groups: list[tuple[list[str], str]] = []
+    """'0.20.1–0.21.0: off; 0.22.0–0.23.0: auto': consecutive releases whose answers agree
+    (each release's own name set aside, as _same_answer compares) joined, each shown as the
+    first of them has it."""
+    groups: list[tuple[list[str], Fact | None]] = []
     for release, fact in answers.items():
-        shown = "not known" if fact is None else json.dumps(fact.value, default=str)
-        shown = shown.replace(release, "<release>") if fact is not None else shown
-        if groups and groups[-1][1] == shown:
+        if groups and _same_answer(fact, groups[-1][1], release, groups[-1][0][0]):
             groups[-1][0].append(release)
         else:
-            groups.append(([release], shown))
-    parts = []
-    for releases, shown in groups:
-        span = releases[0] if len(releases) == 1 else f"{releases[0]}–{releases[-1]}"
-        parts.append(f"{span}: {shown.replace('<release>', releases[0]).strip(chr(34))}")
-    return "; ".join(parts)
+            groups.append(([release], fact))
+    return "; ".join(
+        f"{rs[0] if len(rs) == 1 else f'{rs[0]}–{rs[-1]}'}: "
+        + ("not known" if fact is None else str(fact.value))
+        for rs, fact in groups
+    )
 
 
 def _same_answer(here: Fact | None, there: Fact | None, release: str, upper: str) -> bool:
