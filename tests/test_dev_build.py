@@ -65,3 +65,32 @@ def test_an_error_in_only_some_of_the_releases_is_a_warning_for_a_nightly():
     # a typo no release accepts stays an error for the nightly
     typo = check("0.23.1rc1.dev20+g0d8097964", "vllm serve m --tensor-parallel-sise 2")
     assert typo["ARGS100"]["severity"] == "error"
+
+
+def test_a_none_default_read_as_off_decides_the_sampler_jit_of_a_real_report():
+    # skypilot issue 8733 (train split of bench/reports2026): vLLM 0.14.1 in a container without
+    # nvcc; 0.14.1's VLLM_USE_FLASHINFER_SAMPLER is None unless set, and its sampler only
+    # truth-tests it (envs table, generated from the wheel): the sampler JIT is off
+    run = doctor_run(
+        "check",
+        "--format",
+        "json",
+        "--offline",
+        "--no-config",
+        "--fail-on",
+        "never",
+        "--elsewhere",
+        "--vllm-version",
+        "0.14.1",
+        "--platform",
+        "no-nvcc",
+        "--platform",
+        "container",
+    )
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    facts = doc["facts"]["facts"]
+    sampler = facts["release.env.VLLM_USE_FLASHINFER_SAMPLER"]
+    assert sampler["value"] is False and "truth test" in sampler["detail"]
+    assert facts["release.flashinfer_sampler_jit"]["value"] is False
+    assert "ENV170" in doc["not_applicable"]
