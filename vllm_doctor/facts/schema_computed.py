@@ -278,6 +278,15 @@ COMPUTED: dict[str, FactSpec] = {
         "start-up; false where the experts run, the request is not made or the release falls "
         "back",
     ),
+    "release.stack.aiter_moe_untuned": FactSpec(
+        "bool",
+        "on an AMD GPU serving an MoE model: the installed AITER (packages.amd-aiter / "
+        "packages.aiter) ships no tuned fused-MoE config for the model's per-rank shape "
+        "(hidden size, moe_intermediate_size / TP, experts, top-k) and quantization on this "
+        "gfx target at any token count (knowledge table aiter_tuned_fmoe, from AITER's "
+        "aiter/configs/*tuned_fmoe*.csv per tag), so its get_2stage_cfgs takes default "
+        "heuristics; false where a tuned row exists",
+    ),
     "release.uma_free_memory": FactSpec(
         "str",
         "on a unified-memory GPU (gpu.unified_memory): what the judged release takes as its "
