@@ -137,7 +137,10 @@ def read_tag(git_dir: Path, tag: str, gfx_of: dict[int, str]) -> dict[str, Any]:
         for key, v in shapes.items()
     }
     fused = git(git_dir, "show", f"{tag}:aiter/fused_moe.py") or ""
-    values["@untuned"] = {"answer": untuned_answer(fused), "method": "aiter/fused_moe.py get_2stage_cfgs"}
+    values["@untuned"] = {
+        "answer": untuned_answer(fused),
+        "method": "aiter/fused_moe.py get_2stage_cfgs",
+    }
     return values
 
 
@@ -149,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("git_dir", type=Path, help="bare clone of ROCm/aiter")
     parser.add_argument("--fetch", action="store_true", help="git fetch --tags first")
+    parser.add_argument(
+        "--out", type=Path, default=DATA_DIR / f"{KIND}.json", help="the table to write"
+    )
     args = parser.parse_args(argv)
     try:
         if args.fetch:
@@ -159,10 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    newest_map = legacy_gfx(git(args.git_dir, "show", f"{tags[-1][1]}:aiter/jit/utils/chip_info.py"))
+    chip_info = "aiter/jit/utils/chip_info.py"
+    newest_map = legacy_gfx(git(args.git_dir, "show", f"{tags[-1][1]}:{chip_info}"))
     per_version: dict[str, dict[str, Any]] = {}
     for version, tag in tags:
-        own = legacy_gfx(git(args.git_dir, "show", f"{tag}:aiter/jit/utils/chip_info.py"))
+        own = legacy_gfx(git(args.git_dir, "show", f"{tag}:{chip_info}"))
         # versions before the table existed keyed rows on cu_num alone; the mapping is the
         # hardware's (MI300X/MI325X 304 CUs, MI308X 80: gfx942; MI350X/MI355X 256: gfx950)
         per_version[str(version)] = read_tag(args.git_dir, tag, own or newest_map)
@@ -181,9 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         generated_by="tools/aiter_tuned.py",
         versions_of="amd-aiter (git tags of https://github.com/ROCm/aiter)",
     )
-    out = DATA_DIR / f"{KIND}.json"
-    out.write_text(dump(data), encoding="utf-8")
-    print(f"wrote {out.relative_to(REPO)}: {len(per_version)} versions", file=sys.stderr)
+    args.out.write_text(dump(data), encoding="utf-8")
+    print(f"wrote {args.out}: {len(per_version)} versions", file=sys.stderr)
     return 0
 
 

@@ -118,8 +118,7 @@ def collect_aiter_tuned(facts: Facts) -> None:
         PATH,
         False,
         SOURCE,
-        f"AITER {matched.release} ({where}) ships tuned fused-MoE rows for {shape_words} "
-        f"({tuned})",
+        f"AITER {matched.release} ({where}) ships tuned fused-MoE rows for {shape_words} ({tuned})",
     )
 
 
