@@ -1,5 +1,5 @@
 """AITER's tuned fused-MoE shapes per version (tools/aiter_tuned.py) and the fact that compares
-the model's per-rank shape with them (release.stack.aiter_moe_untuned)."""
+the model's per-rank shape with them (derived.aiter_moe_untuned)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from vllm_doctor.facts.hardware import TargetHardware
 
 REPO = Path(__file__).resolve().parent.parent
 TOOL = load_script(REPO / "tools" / "aiter_tuned.py", "aiter_tuned_tool")
-PATH = "release.stack.aiter_moe_untuned"
+PATH = "derived.aiter_moe_untuned"
 
 HEADER = "cu_num,token,model_dim,inter_dim,expert,topk,act_type,dtype,q_dtype_a,q_dtype_w,q_type,use_g1u1,doweight_stage1,block_m,ksplit,us1,kernelName1"
 ROW_BF16 = "304,16,2048,192,128,8,ActivationType.Silu,torch.bfloat16,torch.bfloat16,torch.bfloat16,QuantType.No,1,0,32,0,1.0,k"

@@ -1,5 +1,5 @@
 """Whether the installed AITER ships a tuned fused-MoE config for the model's per-rank shape
-(``release.stack.aiter_moe_untuned``).
+(``derived.aiter_moe_untuned``).
 
 AITER's ``get_2stage_cfgs`` (aiter/fused_moe.py) looks the MoE call up by (gfx, CU count,
 tokens, model_dim, inter_dim, experts, top-k, activation, dtypes, quantization) in the tuned
@@ -25,7 +25,7 @@ from typing import Any
 from vllm_doctor.facts.model import Facts
 
 SOURCE = "stack knowledge"
-PATH = "release.stack.aiter_moe_untuned"
+PATH = "derived.aiter_moe_untuned"
 _FP8_SCHEMES = {"fp8", "fp8-dynamic", "w8a8-fp8"}
 _PACKAGES = ("packages.amd-aiter", "packages.aiter")
 
