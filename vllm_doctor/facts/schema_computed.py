@@ -377,6 +377,20 @@ COMPUTED: dict[str, FactSpec] = {
         "nvidia-cutlass-dsl, LMCache on torch); each entry names the package, its version and "
         "the requirement; packages of unknown version are not judged",
     ),
+    "stack.requirements.broken": FactSpec(
+        "list",
+        "what pip check would say: a requirement of an installed/reported package (its "
+        "version's Requires-Dist on the package index, knowledge/requires.py) that another "
+        "installed/reported package's version breaks, one line per pair naming both versions, "
+        "the requirement and the read versions it admits; judged only with both versions "
+        "given and the marker holding here; pairs vLLM's own requirements judge are left to "
+        "release.stack.unmet_requirements and ENV100-ENV102",
+    ),
+    "stack.requirements.fix": FactSpec(
+        "str",
+        "for each broken pair: the install that meets the requirement, or the newest read "
+        "version of the requiring package whose requirement admits the installed one",
+    ),
     "release.stack.pair_mismatches": FactSpec(
         "list",
         "partner packages a companion refuses at import time (flashinfer-python checks "
