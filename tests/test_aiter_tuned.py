@@ -208,3 +208,22 @@ def test_absent_on_nvidia(tmp_path: Path) -> None:
     facts = _facts(tmp_path, HY3, "-tp 8", "H100", {"amd-aiter": "0.1.16.post2"})
     assert PATH not in facts
     assert not facts.why_missing(PATH)
+
+
+def test_kept_when_judged_over_each_release(tmp_path: Path) -> None:
+    # with the vLLM version unknown the rules are judged over every covered release, whose
+    # release.* facts are recomputed: the AITER shape does not follow the vLLM release
+    from vllm_doctor.engine.over_releases import facts_for_release
+
+    facts = _facts(tmp_path, HY3, "-tp 8", "MI355X", {"amd-aiter": "0.1.16.post2"})
+    assert facts_for_release(facts, "0.26.0").value(PATH) is True
+
+
+def test_a_corrected_serve_line_recomputes_the_shape(tmp_path: Path) -> None:
+    from vllm_doctor.facts.collect import with_serve_line
+
+    facts = _facts(tmp_path, QWEN3_MOE, "-tp 4", "MI300X", {"aiter": "0.1.16.post2"})
+    assert facts.value(PATH) is False  # 768 / 4 = 192 is tuned on gfx942
+    other = with_serve_line(facts, ["vllm", "serve", "org/moe", "-tp", "2"])
+    assert other.value(PATH) is True  # 768 / 2 = 384 is not
+    assert "moe_intermediate_size 768 / TP 2" in other.get(PATH).detail
