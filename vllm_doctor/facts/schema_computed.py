@@ -52,6 +52,15 @@ COMPUTED: dict[str, FactSpec] = {
         "an expert's intermediate size on one GPU: model.moe_intermediate_size / TP, or all "
         "of it with --enable-expert-parallel (whole experts per rank)",
     ),
+    "derived.aiter_moe_untuned": FactSpec(
+        "bool",
+        "on an AMD GPU serving an MoE model: the installed AITER (packages.amd-aiter / "
+        "packages.aiter) ships no tuned fused-MoE config for the model's per-rank shape "
+        "(hidden size, moe_intermediate_size / TP, experts, top-k) and quantization on this "
+        "gfx target at any token count (knowledge table aiter_tuned_fmoe, from AITER's "
+        "aiter/configs/*tuned_fmoe*.csv per tag), so its get_2stage_cfgs takes default "
+        "heuristics; false where a tuned row exists",
+    ),
     "derived.max_model_len": FactSpec(
         "int",
         "the max_model_len vLLM takes: --max-model-len when given, else the model's derived "
