@@ -82,6 +82,8 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "fastapi": ("fastapi",),
     "prometheus-fastapi-instrumentator": ("prometheus-fastapi-instrumentator",),
     "lm-format-enforcer": ("lm-format-enforcer", "lm_format_enforcer"),
+    # Hugging Face's hub-kernels package: transformers imports it when installed (ENV183)
+    "kernels": ("kernels",),
 }
 
 _CANON_RE = re.compile(r"[-_.]+")
