@@ -229,9 +229,11 @@ def reported(version: str) -> Facts:
         # built from the branch of 0.24.x: the fix may or may not be in it
         ("0.25.0rc1.dev5+gabcdef0", APPLIES),
         ("0.24.1.dev7+gabcdef0", APPLIES),
-        # before the bug came in
+        # before the bug came in: a build after 0.22.0 may already hold 0.24.0's code (main
+        # keeps its base's number past the next minor release), one after 0.20.0 may not
         ("0.23.1.dev2+gabc", APPLIES),
-        ("0.22.1.dev2+gabc", NOT_APPLIES),
+        ("0.22.1.dev2+gabc", APPLIES),
+        ("0.20.1.dev2+gabc", NOT_APPLIES),
     ],
 )
 def test_model001_release_and_nightly_edges(read, version, expect):

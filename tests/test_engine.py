@@ -325,7 +325,8 @@ def test_nightly_versions_span_their_base_release_and_the_next():
     )
     state = evaluate_rule(late, facts).fix_state
     assert state.state == "affected" and "the bug came in 0.24.0, after 0.23.0" in state.detail
-    old = facts_of(**BASE, vllm__version="0.22.1rc1.dev2+gabc", vllm__base_release="0.22.0")
+    # a nightly of 0.20.0 resembles 0.20.0-0.23.0 at most (knowledge.match_release)
+    old = facts_of(**BASE, vllm__version="0.20.1rc1.dev2+gabc", vllm__base_release="0.20.0")
     assert evaluate_rule(late, old).verdict == NOT_APPLIES
 
 

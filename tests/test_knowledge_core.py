@@ -74,17 +74,27 @@ def test_a_dev_build_lies_between_its_release_and_the_next_minor_series():
     assert match_release("0.10.0", RELEASES).upper is None
 
 
-def test_a_dated_build_lies_up_to_the_first_release_built_after_it():
+def test_a_dated_build_resembles_every_release_up_to_the_series_after_the_one_built_after_it():
     from vllm_doctor.knowledge import covered_releases, match_release
 
     releases = tuple(covered_releases())
-    # a main build of 2026-05-21 (after 0.21.0 was built on 2026-05-15): up to 0.22.0
+    # a main build of 2026-05-21 (after 0.21.0 was built on 2026-05-15, before 0.22.0 on
+    # 2026-05-29): 0.22.0 is the first release built after it; main may already hold the code
+    # of 0.23.0's series (0.22.0's branch was cut before the wheel was built)
     dated = match_release("0.20.2rc1.dev562+g1c78f76c2.d20260521", releases)
-    assert (dated.release, dated.upper) == ("0.20.1", "0.22.0")
-    assert "built 2026-05-21" in dated.note
-    # without the day: the next minor release, as before
+    assert dated.release == "0.20.1"
+    assert dated.candidates == ("0.20.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0")
+    assert dated.upper == dated.candidates[-1]
+    assert "built 2026-05-21" in dated.note and "git commit 1c78f76c2" in dated.note
+    assert dated.commit == "1c78f76c2"
+    # without the day: main keeps the base's number past the next minor release (the build
+    # above was made after 0.21.0), so the second minor series after the base bounds it,
+    # and the series after that may already be in main
     plain = match_release("0.20.2rc1.dev562+g1c78f76c2", releases)
-    assert (plain.release, plain.upper) == ("0.20.1", "0.21.0")
-    # built before the next minor release: that release
+    assert plain.candidates[0] == "0.20.1" and plain.candidates[-1] == "0.23.0"
+    assert "0.22.0" in plain.candidates
+    # built two days before 0.23.0 (2026-06-15): up to the series after it
     early = match_release("0.22.1rc1.dev499+g470229c37.d20260613", releases)
-    assert early.upper == "0.23.0"
+    assert (early.release, early.upper) == ("0.22.0", "0.24.0")
+    # a release is exactly itself: no candidates to judge over
+    assert match_release("0.21.0", releases).candidates == ()

@@ -298,7 +298,7 @@ def _collect_differing_answers(facts: Facts) -> None:
         facts.mark_missing("release.new_in_0_24", "0.23.0 has no such table")
 
 
-def test_a_nightly_keeps_only_what_its_release_and_the_next_agree_on():
+def test_a_nightly_keeps_only_what_the_releases_it_may_resemble_agree_on():
     facts = Facts()
     facts.set("vllm.version", "0.23.1rc1.dev20", Source.MACHINE)
     facts.set("release.earlier", "kept", RELEASE_SOURCE)  # another collector's, before this one
@@ -307,8 +307,12 @@ def test_a_nightly_keeps_only_what_its_release_and_the_next_agree_on():
     assert facts.value("release.earlier") == "kept"
     assert facts.value("vllm.version") == "0.23.1rc1.dev20"
     assert facts.value("release.changed") is None
-    assert "(0.23.0: A; 0.24.0: B)" in facts.why_missing("release.changed")
-    assert "(0.23.0: not known; 0.24.0: True)" in facts.why_missing("release.new_in_0_24")
+    # 0.23.1rc1.dev20 may be any of 0.23.0-0.26.0: each answer named, equal neighbours joined
+    assert "(0.23.0: A; 0.24.0: B; 0.25.0–0.26.0: A)" in facts.why_missing("release.changed")
+    # open at its base for a reason of its own: that reason first, the answers after it
+    reason = facts.why_missing("release.new_in_0_24")
+    assert reason.startswith("0.23.0 has no such table; ")
+    assert "(0.23.0: not known; 0.24.0: True; 0.25.0–0.26.0: not known)" in reason
 
 
 def test_a_release_is_judged_by_itself_alone():

@@ -507,11 +507,102 @@ def test_aiter_moe_request_not_on_nvidia(tmp_path):
     assert not facts.why_missing("release.aiter_moe_refused")
 
 
-def test_a_dev_build_is_judged_by_both_releases():
-    # Qwen3: V2 by default in 0.22.0, not in 0.20.1; a main build of 2026-05-21 lies between
+def test_a_dev_build_is_judged_by_every_release_it_may_resemble():
+    # Qwen3: V2 by default from 0.22.0, not in 0.20.1-0.21.0; a main build of 2026-05-21
+    # (vLLM issue 43381: it already had 0.22.0's default) may be any of 0.20.1-0.23.0
     line = "vllm serve Qwen/Qwen3-8B"
     dated = facts_for(line, "0.20.2rc1.dev562+g1c78f76c2.d20260521", gpu="RTX 4090")
     assert "release.model_runner_v2" not in dated
-    assert "0.22.0: auto" in dated.why_missing("release.model_runner_v2")
+    reason = dated.why_missing("release.model_runner_v2")
+    assert "0.20.1–0.21.0: off; 0.22.0–0.23.0: auto" in reason
+    assert "git commit 1c78f76c2" in reason
+    # without the day the version does not stop at 0.21.0 either (that build is after it)
     plain = facts_for(line, "0.20.2rc1.dev562+g1c78f76c2", gpu="RTX 4090")
-    assert plain.value("release.model_runner_v2") == "off"  # 0.20.1 and 0.21.0 agree
+    assert "0.22.0–0.23.0: auto" in plain.why_missing("release.model_runner_v2")
+    # a release is judged as itself
+    assert facts_for(line, "0.21.0", gpu="RTX 4090").value("release.model_runner_v2") == "off"
+
+
+# vLLM 0.14.1's v1/sample/ops/topk_topp_sampler.py (trimmed): VLLM_USE_FLASHINFER_SAMPLER is
+# None unless set, and only truth-tested; VLLM_USE_V2_MODEL_RUNNER's None is told apart
+# (config/vllm.py of 0.22.0 hands it on, then `if use_v2_model_runner is not None:`)
+ENVS_NONE = """
+import os
+environment_variables = {
+    "VLLM_USE_FLASHINFER_SAMPLER": lambda: bool(int(os.environ["VLLM_USE_FLASHINFER_SAMPLER"]))
+    if "VLLM_USE_FLASHINFER_SAMPLER" in os.environ
+    else None,
+    "VLLM_USE_V2_MODEL_RUNNER": lambda: maybe_convert_bool(
+        os.getenv("VLLM_USE_V2_MODEL_RUNNER", None)
+    ),
+    "VLLM_NEVER_READ": lambda: os.getenv("VLLM_NEVER_READ", None),
+    "VLLM_USE_DEEP_GEMM": lambda: bool(int(os.getenv("VLLM_USE_DEEP_GEMM", "1"))),
+}
+def maybe_convert_bool(value):
+    if value is None:
+        return None
+    return bool(int(value))
+"""
+SAMPLER_0141 = """
+import vllm.envs as envs
+class TopKTopPSampler:
+    def __init__(self):
+        if current_platform.is_cuda():
+            if envs.VLLM_USE_FLASHINFER_SAMPLER:
+                self.forward = self.forward_cuda
+            else:
+                self.forward = self.forward_native
+"""
+CONFIG_NONE = """
+import vllm.envs as envs
+def use_v2_model_runner(self):
+    use_v2_model_runner = envs.VLLM_USE_V2_MODEL_RUNNER
+    if use_v2_model_runner is not None:
+        return use_v2_model_runner
+    return self.default_runner
+"""
+
+
+def test_envs_extractor_records_how_the_release_reads_a_none_default(tmp_path):
+    files = {
+        "envs.py": ENVS_NONE,
+        "v1/sample/ops/topk_topp_sampler.py": SAMPLER_0141,
+        "config/vllm.py": CONFIG_NONE,
+    }
+    out = _extractor("envs").extract(release(tmp_path, "0.14.1", files))
+    assert out["VLLM_USE_FLASHINFER_SAMPLER"]["none_reads"] == "off"
+    assert out["VLLM_USE_V2_MODEL_RUNNER"]["none_reads"] == "own"
+    assert out["VLLM_NEVER_READ"]["none_reads"] == "unread"
+    assert "none_reads" not in out["VLLM_USE_DEEP_GEMM"]  # its default is not None
+
+
+def test_a_none_default_the_release_only_truth_tests_reads_as_off(tmp_path):
+    from vllm_doctor import knowledge
+
+    # generated from the real wheels: 0.14.1's sampler tests `if envs.VLLM_USE_FLASHINFER_SAMPLER:`
+    envs = knowledge.load("envs")
+    assert envs.at("0.14.1")["VLLM_USE_FLASHINFER_SAMPLER"]["none_reads"] == "off"
+    # 0.22.0's config/vllm.py: `use_v2_model_runner = envs.VLLM_USE_V2_MODEL_RUNNER` then
+    # `if use_v2_model_runner is not None:` (None: the release chooses)
+    assert envs.at("0.22.0")["VLLM_USE_V2_MODEL_RUNNER"]["none_reads"] == "own"
+    line = "vllm serve Qwen/Qwen3-8B"
+    facts = facts_for(line, "0.14.1", gpu="H100")
+    sampler = facts.get("release.env.VLLM_USE_FLASHINFER_SAMPLER")
+    assert sampler.value is False and "truth test" in sampler.detail
+    assert facts.value("release.flashinfer_sampler_jit") is False
+    # set, it is what the user set
+    on = facts_for("VLLM_USE_FLASHINFER_SAMPLER=1 " + line, "0.14.1", gpu="H100")
+    assert on.value("release.env.VLLM_USE_FLASHINFER_SAMPLER") is True
+    # a None the release tells apart stays open to the release's own choice
+    later = facts_for(line, "0.22.0", gpu="H100")
+    assert "release.env.VLLM_USE_V2_MODEL_RUNNER" not in later
+    assert later.value("release.model_runner_v2") == "auto"
+    # the environment not known (a report without its section): not known, not off
+    report = tmp_path / "collect-env.txt"
+    report.write_text("vLLM Version                 : 0.14.1\n")
+    unknown = collect_facts(
+        CollectOptions(serve_string=line, report=report, probe_machine=False, offline=True)
+    )
+    assert unknown.value("vllm.version") == "0.14.1"
+    assert "release.env.VLLM_USE_FLASHINFER_SAMPLER" not in unknown
+    assert unknown.why_missing("release.env.VLLM_USE_FLASHINFER_SAMPLER")

@@ -183,13 +183,14 @@ def test_architecture_served_by_conversion_is_registered():
     assert old.value("release.unregistered_architectures") == ["LlamaForSequenceClassification"]
 
 
-def test_a_dev_build_is_judged_only_where_its_release_and_the_next_one_agree():
+def test_a_dev_build_is_judged_only_where_the_releases_it_may_resemble_agree():
     # --watermark first shipped in 0.24.0: a 0.23.1 nightly may already accept it
     nightly = facts_for("vllm serve m --watermark 0.5", "0.23.1rc1.dev20+g0d8097964")
     assert nightly.value("release.judged") == "0.23.0"
     assert "release.unaccepted_options" not in nightly
     reason = nightly.why_missing("release.unaccepted_options")
-    assert "between 0.23.0 and 0.24.0" in reason
+    assert "between 0.23.0 and 0.26.0" in reason
+    assert "0.23.0: ['--watermark']; 0.24.0–0.26.0: []" in reason
     assert verdict("ARGS100", nightly) == UNDECIDED
     # the release itself does refuse it
     assert verdict("ARGS100", facts_for("vllm serve m --watermark 0.5", "0.23.0")) == APPLIES

@@ -27,7 +27,10 @@ and quack-kernels import from vLLM and the CuTe DSL, against each version of tho
 ``data/transformers_types.json``: the model types of every transformers release from 4.48.0
 and vLLM's own config registry per release (``tools/transformers_types.py``);
 ``data/cuda_toolkits.json``: the GPU architectures each CUDA release's ptxas builds for, from
-NVIDIA's nvidia-cuda-nvcc wheels (``tools/cuda_toolkits.py``; ``--only nvidia-cuda-nvcc``).
+NVIDIA's nvidia-cuda-nvcc wheels (``tools/cuda_toolkits.py``; ``--only nvidia-cuda-nvcc``);
+``data/requires.json``: every released version's Requires-Dist of the packages vLLM's stack
+installs or runs with, read from the index's per-file metadata without downloading a wheel
+(``tools/pypi_requires.py``; readings kept in ``<dir>/requires/``).
 
 Exit codes: 0 done, 2 bad usage (no readings for a requested package, unknown package).
 """
@@ -56,6 +59,7 @@ import companion_api  # noqa: E402
 import cuda_toolkits  # noqa: E402
 import flashinfer_aot  # noqa: E402
 import partner_imports  # noqa: E402
+import pypi_requires  # noqa: E402
 import stack_messages  # noqa: E402
 import stack_readers  # noqa: E402
 import transformers_types  # noqa: E402
@@ -728,6 +732,9 @@ def main(argv: list[str] | None = None) -> int:
             cuda_toolkits.write_table(
                 args.wheels, args.out.parent / "cuda_toolkits.json", args.download
             )
+        # every released version's Requires-Dist of the wider stack, from the index's metadata
+        # (no wheel downloaded): what pip check compares
+        pypi_requires.write(args.wheels, not args.download, args.out.parent / "requires.json")
         for dist, found in [*readings.items(), *message_readings.items()]:
             print(f"{dist}: {len(found)} versions", file=sys.stderr)
         print(f"done in {time.perf_counter() - start:.0f} s", file=sys.stderr)

@@ -18,7 +18,14 @@ vLLM's code (``vllm_doctor/knowledge/envs.py`` is the interpreter):
   under the cache root, a port): its value is not known.
 
 Key: the variable's name. Value: ``{"program": [...], "type": "the annotation in the
-TYPE_CHECKING block"}``. A release without the key does not read the variable through
+TYPE_CHECKING block"}``, and for a variable whose default is None (unset) ``"none_reads"``:
+how the release's code reads that None, from every ``envs.NAME`` in its package (``_none_reads``):
+
+* ``"off"``: every read is a truth test (``if envs.X:``, ``not envs.X``, ``envs.X and ...``,
+  ``bool(envs.X)``): None behaves as false, i.e. the switch is off;
+* ``"own"``: some read tells None apart (``envs.X is None``, ``is not None``) or hands the value
+  on (an argument, an assignment, a comparison): None has a meaning of its own there;
+* ``"unread"``: nothing in the package reads it through ``envs``. A release without the key does not read the variable through
 ``vllm.envs`` (vLLM >= 0.11 warns on an unknown ``VLLM_*`` name in some releases; it is
 ignored in every one).
 """
@@ -26,6 +33,7 @@ ignored in every one).
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
 KIND = "envs"
@@ -223,9 +231,84 @@ def extract(release) -> dict[str, Any]:
         if not isinstance(key, ast.Constant) or not isinstance(key.value, str):
             continue
         out[key.value] = {"program": declared(value), "type": types.get(key.value)}
+    unset_none = sorted(name for name, v in out.items() if _default_is_none(v["program"]))
+    for name, reads in _none_reads(release, unset_none).items():
+        out[name]["none_reads"] = reads
     opaque = sorted(k for k, v in out.items() if v["program"][0] == "opaque")
     if opaque:
         release.problem(
             f"{len(opaque)} variables computed by code not followed: {', '.join(opaque)}"
         )
     return out
+
+
+def _default_is_none(program: list[Any]) -> bool:
+    """The variable's value with nothing set is None (the interpreter the doctor runs)."""
+    from vllm_doctor.knowledge.envs import Opaque, Refused, evaluate
+
+    try:
+        return evaluate(program, {}) is None
+    except (Opaque, Refused):
+        return False
+
+
+_ENVS_READ = re.compile(r"\benvs\.(VLLM_\w+)")
+
+
+def _none_reads(release, names: list[str]) -> dict[str, str]:
+    """off | own | unread for each of ``names`` (see the module docstring), from every
+    ``envs.NAME`` attribute in the release's package (vllm/envs.py itself excepted)."""
+    wanted = set(names)
+    reads: dict[str, set[str]] = {n: set() for n in names}
+    for rel in release.names:
+        if not rel.endswith(".py") or rel == "envs.py":
+            continue
+        text = release.text(rel) or ""
+        if not wanted.intersection(_ENVS_READ.findall(text)):
+            continue
+        tree = release.tree(rel)
+        if tree is None:
+            continue
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in wanted
+                and _is_envs(node.value)
+                and isinstance(node.ctx, ast.Load)
+            ):
+                reads[node.attr].add(_read_kind(node, parents))
+    return {
+        name: "unread" if not kinds else "off" if kinds == {"truth"} else "own"
+        for name, kinds in reads.items()
+    }
+
+
+def _is_envs(node: ast.AST) -> bool:
+    """``envs`` or ``vllm.envs`` (``import vllm.envs as envs`` is how vLLM reads them)."""
+    return (isinstance(node, ast.Name) and node.id == "envs") or (
+        isinstance(node, ast.Attribute) and node.attr == "envs"
+    )
+
+
+def _read_kind(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str:
+    """truth (a truth test: None is false) | own (None told apart or handed on)."""
+    parent = parents.get(node)
+    # an operand of and/or is a truth test only where the whole is one (``x = envs.X or 4``
+    # hands the value on)
+    while isinstance(parent, ast.BoolOp):
+        node, parent = parent, parents.get(parent)
+    if isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not):
+        return "truth"
+    if isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Assert)) and parent.test is node:
+        return "truth"
+    if isinstance(parent, ast.comprehension) and node in parent.ifs:
+        return "truth"
+    if (
+        isinstance(parent, ast.Call)
+        and isinstance(parent.func, ast.Name)
+        and parent.func.id == "bool"
+        and node in parent.args
+    ):
+        return "truth"
+    return "own"

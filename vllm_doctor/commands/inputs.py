@@ -44,7 +44,8 @@ MODEL_CONFIG = typer.Option(
 REPORT = typer.Option(
     None,
     "--report",
-    help="A `vllm collect-env` report: its facts replace this machine's.",
+    help="A `vllm collect-env` report (or a package list naming vllm or torch: pip freeze, "
+    "pip list, conda list): its facts replace this machine's.",
     rich_help_panel=INPUTS,
 )
 LOG = typer.Option(

@@ -152,10 +152,15 @@ def fix_state(rule: Rule, facts: Facts, vllm_tree: Path | None = None) -> FixSta
         )
 
     # (3) a dev build known by its string: it holds everything up to the release it descends
-    # from, and possibly some of what the next release brought. It is affected if that span
-    # [base, next minor] overlaps an affected range — at lower confidence either way.
+    # from, and possibly some of what later releases brought (knowledge.match_release's
+    # candidates). It is affected if that span [base, newest candidate] overlaps an affected
+    # range — at lower confidence either way (engine/over_releases.judge_dev_build then
+    # judges the rule once per candidate release).
     base = parse_version(str(facts.value("vllm.base_release") or "")) or version
-    upper = max(Version(f"{base.major}.{base.minor + 1}.0"), Version(version.base_version))
+    upper = max(
+        _newest_resembled(str(version)) or Version(f"{base.major}.{base.minor + 1}.0"),
+        Version(version.base_version),
+    )
     for rng in rule.ranges:
         introduced = Version("0") if rng.introduced == "0" else _bound(rng.introduced)
         fixed = _bound(rng.fixed) if rng.fixed else None
@@ -181,3 +186,12 @@ def fix_state(rule: Rule, facts: Facts, vllm_tree: Path | None = None) -> FixSta
         f"dev build {version} descends from {base}, outside the {why}",
         lowers_confidence=True,
     )
+
+
+def _newest_resembled(version: str) -> Version | None:
+    """The newest covered release a dev build may resemble (knowledge.match_release): a
+    nightly may already carry a fix or a bug that only that release ships."""
+    from vllm_doctor import knowledge
+
+    match = knowledge.match_release(version, tuple(knowledge.covered_releases()))
+    return Version(match.upper) if match.upper else None

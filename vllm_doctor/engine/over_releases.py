@@ -170,10 +170,118 @@ def _explain_only(
     ]
 
 
-def judge_over_releases(findings: list[Finding], facts: Facts, log: Any = None) -> list[Finding]:
-    """Decide, where the covered releases agree, the findings an unknown version left open."""
-    if "vllm.version" in facts:
+def _dev_build_releases(facts: Facts) -> tuple[str, ...]:
+    """For a dev build or release candidate: every covered release it may resemble
+    (knowledge.match_release), else ()."""
+    from vllm_doctor.knowledge import covered_releases, match_release
+
+    version = facts.value("vllm.version")
+    if version is None:
+        return ()
+    match = match_release(str(version), tuple(covered_releases()))
+    return match.candidates if len(match.candidates) > 1 else ()
+
+
+def judge_dev_build(findings: list[Finding], facts: Facts, log: Any = None) -> list[Finding]:
+    """A dev build may be any of the releases from the one it descends from to the first
+    whose code main may already hold: a finding the build's own facts left open for a
+    version-dependent fact, or one that applies, is judged once per such release. Where
+    they disagree it is at most a warning naming the releases and what decides (the
+    build's commit, ``vllm --version``, a release): an error never rests on a release the
+    build may not be."""
+    releases = list(_dev_build_releases(facts))
+    if not releases:
         return findings
+    from vllm_doctor.facts.release import DIFFER_HERE
+
+    # open because the releases differ on a fact (facts/release.py), not for a reason of the
+    # build's own (a source build's torch, a fact never collected): those stay as they are
+    judged = [
+        i
+        for i, f in enumerate(findings)
+        if not f.log_matches
+        and (
+            f.verdict == APPLIES
+            or (
+                f.verdict == UNDECIDED
+                and f.missing
+                and all(DIFFER_HERE in m.reason for m in f.missing)
+            )
+        )
+    ]
+    if not judged:
+        return findings
+    version = facts.value("vllm.version")
+    sha = facts.value("vllm.git_sha")
+    build = f"vLLM {version}" + (f" (git commit {sha})" if sha else "")
+    decide = (
+        "the build's commit, `vllm --version` where it runs, or the release it matches "
+        "(--vllm-version X.Y.Z) decides"
+    )
+    per_release = [(r, facts_for_release(facts, r)) for r in releases]
+    every = spans(releases, set(releases))
+    for index in judged:
+        finding = findings[index]
+        results = {r: evaluate_rule(finding.rule, f, log) for r, f in per_release}
+        applying = {r for r, res in results.items() if res.verdict == APPLIES}
+        open_ = {r for r, res in results.items() if res.verdict == UNDECIDED}
+        if len(applying) == len(releases):
+            if finding.verdict == UNDECIDED:  # the releases agree: decided as they are
+                # shown with the evidence of the release it descends from (surely in it)
+                findings[index] = replace(
+                    results[releases[0]],
+                    facts_release=releases[0],
+                    fix_state=FixState(
+                        AFFECTED, "dev-version", f"{build} may be any of {every}: applies in all"
+                    ),
+                )
+            continue
+        if not applying:
+            # an applying finding stays: what decided it is not the release (a dev build's own
+            # facts); an open one none of the releases would raise does not apply
+            if finding.verdict == UNDECIDED and not open_:
+                findings[index] = replace(
+                    finding,
+                    verdict=NOT_APPLIES,
+                    missing=[],
+                    fix_state=FixState(
+                        FIXED, "dev-version", f"{build} may be any of {every}: applies in none"
+                    ),
+                )
+            continue
+        where = spans(releases, applying)
+        not_ = set(releases) - applying - open_
+        reason = MissingFact(
+            "vllm.version",
+            f"{build} is a build between {releases[0]} and {releases[-1]}: applies in {where}"
+            + (f", cannot decide in {spans(releases, open_)}" if open_ else "")
+            + (f", not in {spans(releases, not_)}" if not_ else "")
+            + f"; {decide}",
+            supply_hint("vllm.version"),
+        )
+        if finding.verdict == UNDECIDED and open_:
+            # still open in some: say where it would apply; what else is missing stays listed
+            finding.missing.insert(0, reason)
+            continue
+        newest_release = max(applying, key=releases.index)
+        newest = replace(results[newest_release], facts_release=newest_release)
+        findings[index] = replace(
+            newest,
+            confidence=lower_confidence(newest.confidence),
+            severity_cap="warning",
+            missing=[reason, *[m for m in newest.missing if m.path != "vllm.version"]],
+            fix_state=FixState(
+                AFFECTED, "dev-version", f"{build} may be any of {every}; applies in {where}", True
+            ),
+        )
+    return findings
+
+
+def judge_over_releases(findings: list[Finding], facts: Facts, log: Any = None) -> list[Finding]:
+    """Decide, where the covered releases agree, the findings an unknown version left open;
+    for a dev build, where the releases it may resemble agree (judge_dev_build)."""
+    if "vllm.version" in facts:
+        return judge_dev_build(findings, facts, log)
     waiting = [i for i, f in enumerate(findings) if _waits_for_version(f)]
     if not waiting:
         return findings

@@ -491,6 +491,13 @@ def _compute_the_rest(run: _Runner, options: CollectOptions) -> None:
 
     run.step("release AITER MoE request", ("release.aiter_moe_refused",), release_aiter_moe)
 
+    def aiter_tuned() -> None:
+        from vllm_doctor.facts.aiter_tuned import collect_aiter_tuned
+
+        collect_aiter_tuned(facts)  # reads derived.moe_intermediate_per_rank: after it
+
+    run.step("AITER tuned MoE shapes", ("derived.aiter_moe_untuned",), aiter_tuned)
+
     def memory() -> None:
         from vllm_doctor.memory.facts import compute_memory
 
@@ -527,6 +534,9 @@ def with_serve_line(facts: Facts, argv: list[str]) -> Facts:
     from vllm_doctor.facts.flashinfer_attention_jit import collect_flashinfer_attention_jit
 
     judged_between_releases(other, collect_flashinfer_attention_jit)
+    from vllm_doctor.facts.aiter_tuned import collect_aiter_tuned
+
+    collect_aiter_tuned(other)  # the per-rank shape follows the serve line's TP / EP
     from vllm_doctor.memory.facts import compute_memory
 
     compute_memory(other)

@@ -2,7 +2,7 @@
 
 vLLM samples top-k/top-p with FlashInfer where ``VLLM_USE_FLASHINFER_SAMPLER`` is true (the
 value the judged release takes: release.env, from the envs table; its default is True from the
-release that made it so, None — off — before) and flashinfer-python is installed; the dummy
+release that made it so, None before, which those releases only truth-test: off) and flashinfer-python is installed; the dummy
 sampler run at start-up then loads ``flashinfer.sampling``'s module, which FlashInfer builds
 with nvcc unless flashinfer-jit-cache ships it prebuilt (flashinfer-cubin carries only the
 TensorRT-LLM cubins, not the JIT modules). vLLM issue 44305: the sampler's JIT build stops

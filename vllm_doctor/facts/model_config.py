@@ -542,6 +542,8 @@ def _read_geometry(reader: _ConfigReader) -> None:
         )
     if "model.num_experts" in facts:
         put("model.moe_intermediate_size", "moe_intermediate_size", "expert_intermediate_size")
+        put("model.num_experts_per_tok", "num_experts_per_tok", "moe_topk", "moe_top_k")
+        put("model.num_shared_experts", "n_shared_experts", "num_shared_experts")
     put(
         "model.num_mtp_layers",
         "num_nextn_predict_layers",

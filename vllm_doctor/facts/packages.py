@@ -81,12 +81,13 @@ _CANON_RE = re.compile(r"[-_.]+")
 
 
 def packages_of_interest() -> dict[str, tuple[str, ...]]:
-    """``PACKAGES`` and every distribution the stack knowledge covers (knowledge/stack.py:
-    FlashInfer's packages, quack-kernels, nvidia-cutlass-dsl, instanttensor, LMCache, ...)."""
-    from vllm_doctor.knowledge import stack
+    """``PACKAGES``, every distribution the stack knowledge covers (knowledge/stack.py:
+    FlashInfer's packages, quack-kernels, nvidia-cutlass-dsl, instanttensor, LMCache, ...) and
+    every one the requirements knowledge reads or names (knowledge/requires.py)."""
+    from vllm_doctor.knowledge import requires, stack
 
     found = dict(PACKAGES)
-    for dist in stack.named_distributions():
+    for dist in (*stack.named_distributions(), *requires.named()):
         found.setdefault(dist, (dist,))
     return found
 

@@ -132,15 +132,21 @@ _JUDGE_PATHS = {
 }
 
 
+# the words of a reason judged_between_releases writes: the releases the build may be differ
+DIFFER_HERE = "which differ here"
+
+
 def judged_between_releases(facts: Facts, collect: Callable[[Facts], None]) -> None:
     """Run a ``release.*`` collector; for a dev build or release candidate, keep only what
-    its release and the next minor release agree on.
+    every release it may resemble agrees on.
 
-    A nightly such as 0.23.1rc1.dev20 descends from 0.23.0 but carries changes that only
-    0.24.0 releases: an option, architecture or kernel limit 0.24.0 brought may already be in
-    it. So the collector runs a second time as if the version were that later release, and
-    every fact on which the two runs differ is missing, with both answers in the reason,
-    instead of an error the facts do not prove.
+    A nightly such as 0.20.2rc1.dev562 descends from 0.20.1 but may carry code that only a
+    later release ships (it had 0.22.0's Model Runner V2 default for Qwen3): an option,
+    architecture, default or kernel limit a later release brought may already be in it. So
+    the collector runs again as if the version were each later candidate
+    (``knowledge.match_release``'s ``candidates``), and every fact on which they differ is
+    missing, with each release's answer in the reason, instead of an error the facts do not
+    prove (engine/over_releases.py then judges the rules over those releases).
     """
     from vllm_doctor import knowledge
 
@@ -150,37 +156,63 @@ def judged_between_releases(facts: Facts, collect: Callable[[Facts], None]) -> N
     if version is None:
         return
     match = knowledge.match_release(str(version), tuple(knowledge.covered_releases()))
-    if match.release is None or match.upper is None:
+    if match.release is None or len(match.candidates) < 2:
         return
     # the paths this collector wrote (another release.* collector may have run before it)
     written = (set(facts.values) | set(facts.missing)) - before - _JUDGE_PATHS
-    later = Facts.from_dict(facts.to_dict())
-    for path in written:
-        later.values.pop(path, None)
-        later.missing.pop(path, None)
-    later.set("vllm.version", match.upper, SOURCE)
-    # the collectors that read the judged release (release_env.py) judge it as that release too
-    if "release.judged" in later:
-        later.set("release.judged", match.upper, SOURCE)
-    collect(later)
+    answers: dict[str, dict[str, Fact | None]] = {p: {match.release: facts.get(p)} for p in written}
+    for release in match.candidates[1:]:
+        later = Facts.from_dict(facts.to_dict())
+        for path in written:
+            later.values.pop(path, None)
+            later.missing.pop(path, None)
+        later.set("vllm.version", release, SOURCE)
+        # the collectors that read the judged release (release_env.py) judge it as that one too
+        if "release.judged" in later:
+            later.set("release.judged", release, SOURCE)
+        collect(later)
+        for path in written:
+            answers[path][release] = later.get(path)
+    commit = f" (git commit {match.commit})" if match.commit else ""
     for path in sorted(written):
-        here, there = facts.get(path), later.get(path)
-        if _same_answer(here, there, match.release, match.upper):
+        here = answers[path][match.release]
+        if all(
+            _same_answer(here, there, match.release, r)
+            for r, there in answers[path].items()
+            if r != match.release
+        ):
             continue
-        # already open at the release it descends from: that reason speaks of this build
-        first = facts.why_missing(path) if here is None else None
-        facts.values.pop(path, None)
-        shown = {
-            r: ("not known" if f is None else f.value)
-            for r, f in ((match.release, here), (match.upper, there))
-        }
-        facts.mark_missing(
-            path,
-            f"vLLM {version} is a build between {match.release} and "
-            f"{match.upper}, which differ here ({match.release}: "
-            f"{shown[match.release]}; {match.upper}: {shown[match.upper]})"
-            + (f"; at {match.release}: {first}" if first else ""),
+        between = f"vLLM {version}{commit} is a build between {match.release} and {match.upper}, "
+        shown = _answers_by_release(answers[path])
+        decide = (
+            "; the build's commit, `vllm --version` where it runs, or the release it "
+            "matches (--vllm-version) decides"
         )
+        facts.values.pop(path, None)
+        if here is None:
+            # already open at the release it descends from, for a reason of this build's own
+            # (a source build's torch): the releases' answers do not settle it
+            first = facts.why_missing(path) or "not known"
+            facts.mark_missing(path, f"{first}; {between}which also differ here ({shown})")
+            continue
+        facts.mark_missing(path, f"{between}{DIFFER_HERE} ({shown}){decide}")
+
+
+def _answers_by_release(answers: dict[str, Fact | None]) -> str:
+    """'0.20.1–0.21.0: off; 0.22.0–0.23.0: auto': consecutive releases whose answers agree
+    (each release's own name set aside, as _same_answer compares) joined, each shown as the
+    first of them has it."""
+    groups: list[tuple[list[str], Fact | None]] = []
+    for release, fact in answers.items():
+        if groups and _same_answer(fact, groups[-1][1], release, groups[-1][0][0]):
+            groups[-1][0].append(release)
+        else:
+            groups.append(([release], fact))
+    return "; ".join(
+        f"{rs[0] if len(rs) == 1 else f'{rs[0]}–{rs[-1]}'}: "
+        + ("not known" if fact is None else str(fact.value))
+        for rs, fact in groups
+    )
 
 
 def _same_answer(here: Fact | None, there: Fact | None, release: str, upper: str) -> bool:

@@ -7,9 +7,12 @@ its value. With the environment known (``env.*``: this machine's, a report's, a 
 a fact: the value set, read as that release reads it, or the release's default.
 
 Facts written:
-  ``release.env.<NAME>``   the value the judged release takes (absent where it is None: the
-                           release decides at run time); missing where the environment is
-                           not known for NAME or the release computes it in code not followed
+  ``release.env.<NAME>``   the value the judged release takes; where it is None, False if
+                           the release's code only truth-tests it (``none_reads`` "off" in
+                           the envs table: ``if envs.X:`` reads None as off), else absent
+                           (the release decides at run time or tells None apart); missing
+                           where the environment is not known for NAME or the release
+                           computes it in code not followed
   ``release.env_unknown``  ``VLLM_*`` variables set that the judged release does not declare
                            (it ignores them): the detail names the releases that do
   ``release.env_invalid``  variables set to a value the judged release refuses (ValueError
@@ -98,7 +101,17 @@ def _values(facts: Facts, declared: dict[str, Any], environ: dict[str, str], rel
                 else f"not set: vLLM {release}'s default (vllm/envs.py)"
             )
             facts.set(path, value, SOURCE, where)
-        # kind "none": the release decides at run time: absent
+        elif kind == "none" and declared[name].get("none_reads") == "off":
+            # None, and every read of it in the release is a truth test: the switch is off
+            facts.set(
+                path,
+                False,
+                SOURCE,
+                f"{detail or 'not set'}: None in vLLM {release}, which its code reads only as "
+                f"a truth test (`if envs.{name}:`): off",
+            )
+        # otherwise (kind "none"): None has a meaning of its own there (the release decides
+        # at run time, or tells None apart): absent
     if _env_known(facts):
         facts.set(
             "release.env_invalid",
@@ -161,7 +174,7 @@ def _outcome(
 ) -> _Outcome:
     """What ``program`` (variable ``name``'s) makes of the environment, whatever the release:
     ("unknown", reason) | ("opaque", None) | ("refused", (value set, error)) |
-    ("value", (value, the variables read as text)) | ("none", None)."""
+    ("value", (value, the variables read as text)) | ("none", the variables read as text)."""
     kept = outcomes.get((name, id(program)))
     if kept is not None and kept[0] is program:
         return kept[1]
@@ -184,8 +197,8 @@ def _evaluate(name: str, program: Any, facts: Facts, environ: dict[str, str]) ->
         return "opaque", None
     except Refused as err:
         return "refused", (given.get(name), str(err))  # not the error: its frames hold the facts
-    if value is None:
-        return "none", None
+    if value is None:  # the variables read as text, where any is set
+        return "none", ", ".join(f"{n}={given[n]}" for n in sorted(given))
     return "value", (value, ", ".join(f"{n}={given[n]}" for n in sorted(given)))
 
 

@@ -66,6 +66,7 @@ def collect_release_stack(facts: Facts) -> None:
     collect_triton_ptxas(facts, _installed)  # Triton's own ptxas, whatever the vLLM release
     collect_torch_toolkit(facts)  # torch's CUDA build, whatever the vLLM release
     release, reason = _judged(facts)
+    _installed_requirements(facts, release)
     lacking_api = collect_release_api(facts, release, reason, _installed)
     collect_partner_imports(facts, release, reason, _installed)
     collect_model_type(facts, release, reason, _installed)
@@ -76,6 +77,16 @@ def collect_release_stack(facts: Facts) -> None:
         return
     _stack(facts, release, lacking_api)
     _kernels(facts, release)
+
+
+def _installed_requirements(facts: Facts, release: str | None) -> None:
+    """What pip check would say of the packages around vLLM, leaving out what vLLM's own
+    requirements say (facts/installed_requires.py)."""
+    from vllm_doctor import knowledge
+    from vllm_doctor.facts.installed_requires import collect_installed_requirements
+
+    own = knowledge.load("dependencies").at(release) if release is not None else None
+    collect_installed_requirements(facts, own)
 
 
 def _judged(facts: Facts) -> tuple[str | None, str]:

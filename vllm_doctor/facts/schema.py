@@ -105,7 +105,9 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "release.aiter": ("facts/release_env.py",),
     "release.uma_free_memory": ("facts/release_memory.py",),
     "release.aiter_moe_refused": ("facts/release_aiter_moe.py",),
+    "derived.aiter_moe_untuned": ("facts/aiter_tuned.py",),
     "platform": ("facts/platform.py",),
+    "platform.glibcxx": ("facts/platform.py", "facts/distro.py"),
     "container": ("facts/platform.py",),
     "gpu.gfx_targets": ("facts/platform.py",),
     "gpu.unified_memory": ("facts/platform.py",),
@@ -125,8 +127,13 @@ WRITERS: dict[str, tuple[str, ...]] = {
         )
     },
     "release.api": ("facts/release_api.py",),
+    "stack.requirements": ("facts/installed_requires.py",),
     "release.kernels": ("facts/release_stack.py",),
     "release.flashinfer_sampler_jit": ("facts/flashinfer_jit.py",),
+    **{
+        f"release.flashinfer_attention_{name}": ("facts/flashinfer_attention_jit.py",)
+        for name in ("jit", "modules", "alternatives")
+    },
     "release.attention.kv_cache_backends": ("facts/kv_cache_backends.py",),
     "release.attention.kv_cache_triton_only": ("facts/kv_cache_backends.py",),
     "release.kernels.triton_ptxas": ("facts/triton_ptxas.py",),
@@ -158,6 +165,7 @@ INFERABLE: frozenset[str] = frozenset(
         "model.quant_method",
         "model.family",
         "model.inferred",
+        "platform.glibcxx",
     }
 )
 

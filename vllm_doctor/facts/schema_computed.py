@@ -52,6 +52,15 @@ COMPUTED: dict[str, FactSpec] = {
         "an expert's intermediate size on one GPU: model.moe_intermediate_size / TP, or all "
         "of it with --enable-expert-parallel (whole experts per rank)",
     ),
+    "derived.aiter_moe_untuned": FactSpec(
+        "bool",
+        "on an AMD GPU serving an MoE model: the installed AITER (packages.amd-aiter / "
+        "packages.aiter) ships no tuned fused-MoE config for the model's per-rank shape "
+        "(hidden size, moe_intermediate_size / TP, experts, top-k) and quantization on this "
+        "gfx target at any token count (knowledge table aiter_tuned_fmoe, from AITER's "
+        "aiter/configs/*tuned_fmoe*.csv per tag), so its get_2stage_cfgs takes default "
+        "heuristics; false where a tuned row exists",
+    ),
     "derived.max_model_len": FactSpec(
         "int",
         "the max_model_len vLLM takes: --max-model-len when given, else the model's derived "
@@ -238,8 +247,9 @@ COMPUTED: dict[str, FactSpec] = {
         "str",
         "the value the judged release takes for one of its VLLM_* variables (vllm/envs.py, "
         "knowledge table envs): the value set (env.*), read as that release reads it, or its "
-        "default; a bool, int, float, str or list as vLLM has it; absent where the release's "
-        "value is None (it decides at run time)",
+        "default; a bool, int, float, str or list as vLLM has it; where the release's value "
+        "is None, false if its code only truth-tests it (`if envs.X:`: off; envs table "
+        "none_reads), else absent (it decides at run time or tells None apart)",
     ),
     "release.env_unknown": FactSpec(
         "list",
@@ -367,6 +377,20 @@ COMPUTED: dict[str, FactSpec] = {
         "companion versions the stack knowledge read on each other (quack-kernels on "
         "nvidia-cutlass-dsl, LMCache on torch); each entry names the package, its version and "
         "the requirement; packages of unknown version are not judged",
+    ),
+    "stack.requirements.broken": FactSpec(
+        "list",
+        "what pip check would say: a requirement of an installed/reported package (its "
+        "version's Requires-Dist on the package index, knowledge/requires.py) that another "
+        "installed/reported package's version breaks, one line per pair naming both versions, "
+        "the requirement and the read versions it admits; judged only with both versions "
+        "given and the marker holding here; pairs vLLM's own requirements judge are left to "
+        "release.stack.unmet_requirements and ENV100-ENV102",
+    ),
+    "stack.requirements.fix": FactSpec(
+        "str",
+        "for each broken pair: the install that meets the requirement, or the newest read "
+        "version of the requiring package whose requirement admits the installed one",
     ),
     "release.stack.pair_mismatches": FactSpec(
         "list",

@@ -198,6 +198,12 @@ OBSERVED: dict[str, FactSpec] = {
         "str", "torch_dtype / dtype of the checkpoint (bfloat16, ...)", never_absent=True
     ),
     "model.num_experts": FactSpec("int", "routed experts (MoE), if any"),
+    "model.num_experts_per_tok": FactSpec(
+        "int", "experts each token is routed to (MoE models: num_experts_per_tok, moe_topk)"
+    ),
+    "model.num_shared_experts": FactSpec(
+        "int", "shared experts beside the routed ones (n_shared_experts, num_shared_experts)"
+    ),
     "model.moe_intermediate_size": FactSpec(
         "int", "intermediate size of one routed expert (MoE models: moe_intermediate_size)"
     ),

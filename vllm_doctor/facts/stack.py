@@ -32,15 +32,15 @@ from vllm_doctor.facts.model import Facts, Source
 
 
 def _releases(facts: Facts) -> list[str]:
-    """The covered releases the vLLM version is judged by: one, or for a build between two
-    releases both (an inference holds only where they agree)."""
+    """The covered releases the vLLM version is judged by: one, or for a build between
+    releases every one it may resemble (an inference holds only where they agree)."""
     from vllm_doctor import knowledge
 
     version = facts.value("vllm.version")
     if version is None:
         return []
     match = knowledge.match_release(str(version), tuple(knowledge.covered_releases()))
-    return [r for r in (match.release, match.upper) if r]
+    return list(match.candidates) or ([match.release] if match.release else [])
 
 
 def _same(values: list[Any]) -> Any:

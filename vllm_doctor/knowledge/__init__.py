@@ -55,6 +55,11 @@ class ReleaseMatch:
     # series. The build lies between ``release`` and ``upper`` (nightlies carry changes that
     # only ``upper`` releases), so only what the two releases agree on holds for it.
     upper: str | None = None
+    # every covered release the build may resemble, ``release`` to ``upper`` (a rule holds for
+    # the build only where it holds for all of them: engine/over_releases.py)
+    candidates: tuple[str, ...] = ()
+    # the git commit the version names (``+g<hash>``): where the build's code is exactly
+    commit: str | None = None
 
 
 class Table:
@@ -191,18 +196,21 @@ def match_release(version: str, releases: tuple[str, ...]) -> ReleaseMatch:
                     "release the knowledge covers: it may carry changes the "
                     "knowledge does not know",
                 )
-            upper, built = later[0], _build_day(v)
-            if built is not None:
-                # a build dated after the next minor release may carry what later ones bring
-                after = [r for r in later if (_release_built(r) or "") >= built]
-                upper = after[0] if after else later[-1]
+            built = _build_day(v)
+            candidates = _resembled_releases(ordered, base, later, built)
+            upper = candidates[-1]
+            commit = _commit(v)
             return ReleaseMatch(
                 base,
                 False,
                 f"{v} is a build between {base} and {upper}"
                 + (f" (built {built})" if built is not None else "")
-                + ": judged by what the two releases agree on",
+                + (f" (git commit {commit})" if commit else "")
+                + ": judged by what the releases "
+                + f"{base}–{upper} agree on",
                 upper,
+                candidates,
+                commit,
             )
     oldest, newest = ordered[0], ordered[-1]
     if v < Version(oldest):
@@ -230,6 +238,42 @@ def _build_day(version: Version) -> str | None:
     """The day a build from a modified tree was made (setuptools-scm's ``+g<hash>.dYYYYMMDD``)."""
     match = _BUILD_DAY.search(version.local or "")
     return "-".join(match.groups()) if match else None
+
+
+def _minor(release: str) -> tuple[int, ...]:
+    return Version(release).release[:2]
+
+
+def _resembled_releases(
+    ordered: list[str], base: str, later: list[str], built: str | None
+) -> tuple[str, ...]:
+    """The covered releases a build from main after ``base`` may resemble, oldest first.
+
+    A main build keeps its version's base until main is tagged again, which has come after
+    the next minor release (0.20.2rc1.dev562 was built on 2026-05-21, after 0.21.0): the
+    version alone bounds it only by the second minor series after ``base``. A build day
+    bounds it by the first minor release built after that day. Either way main may already
+    hold code of the minor series after that bound (its release branch is cut days before
+    the wheel is built), so that series' first release is a candidate too.
+    """
+    series = sorted({_minor(r) for r in later})
+    firsts = [next(r for r in later if _minor(r) == m) for m in series]
+    if built is not None:
+        after = [r for r in firsts if (_release_built(r) or "") >= built]
+        bound = firsts.index(after[0]) if after else len(firsts) - 1
+    else:
+        bound = min(1, len(firsts) - 1)
+    upper = firsts[min(bound + 1, len(firsts) - 1)]
+    return tuple(ordered[ordered.index(base) : ordered.index(upper) + 1])
+
+
+_COMMIT = re.compile(r"(?:^|\.)g([0-9a-f]{7,40})(?:\.|$)")
+
+
+def _commit(version: Version) -> str | None:
+    """The git commit a build names in its local part (setuptools-scm's ``+g<hash>``)."""
+    match = _COMMIT.search(version.local or "")
+    return match.group(1) if match else None
 
 
 def _release_built(release: str) -> str | None:
