@@ -234,6 +234,8 @@ def check_version(option: str, value: str) -> None:
 
 def parse_packages(values: Iterable[str] | None) -> dict[str, str]:
     """``--package NAME==VERSION`` words as {canonical name: version}; bad input is exit 2."""
+    if not values:  # most runs: packaging's requirement parser (and sysconfig) stays unloaded
+        return {}
     from packaging.requirements import InvalidRequirement, Requirement
 
     from vllm_doctor.errors import InputError
