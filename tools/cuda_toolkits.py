@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 TOOLS = Path(__file__).resolve().parent
 if str(TOOLS) not in sys.path:
@@ -76,22 +75,12 @@ def read_wheel(wheel: Path) -> dict[str, Any] | None:
 
 def _newest_per_minor(dist: str) -> list[str]:
     """The newest release of every CUDA minor version ``dist`` has on the index."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "index", "versions", dist],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    match = re.search(r"Available versions:\s*(.+)", proc.stdout)
-    if proc.returncode != 0 or not match:
+    found = stack_readers.index_versions(dist)
+    if not found:
         print(f"  pip index versions {dist}: nothing found", file=sys.stderr)
         return []
     newest: dict[tuple[int, int], Version] = {}
-    for text in match.group(1).split(","):
-        try:
-            version = Version(text.strip())
-        except InvalidVersion:
-            continue
+    for version in found:
         key = (version.major, version.minor)
         if not version.is_prerelease and (key not in newest or version > newest[key]):
             newest[key] = version

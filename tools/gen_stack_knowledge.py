@@ -41,7 +41,6 @@ import argparse
 import contextlib
 import json
 import re
-import subprocess
 import sys
 import time
 import zipfile
@@ -157,24 +156,10 @@ COMPANIONS: dict[str, Companion] = {
 
 def available(dist: str) -> list[Version]:
     """The releases of ``dist`` on the package index (``pip index versions``)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "index", "versions", dist],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    match = re.search(r"Available versions:\s*(.+)", proc.stdout)
-    if proc.returncode != 0 or not match:
-        raise UsageError(f"pip index versions {dist} failed: {proc.stderr.strip()[-300:]}")
-    out = []
-    for text in match.group(1).split(","):
-        try:
-            version = Version(text.strip())
-        except InvalidVersion:
-            continue
-        if not (version.is_prerelease or version.is_devrelease):
-            out.append(version)
-    return sorted(out)
+    found = stack_readers.index_versions(dist)
+    if found is None:
+        raise UsageError(f"pip index versions {dist} failed")
+    return sorted(v for v in found if not (v.is_prerelease or v.is_devrelease))
 
 
 def vllm_specs(dist: str) -> set[str]:

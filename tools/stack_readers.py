@@ -66,6 +66,29 @@ LINUX_AARCH64 = (
 PLATFORMS = {"x86_64": LINUX_X86_64, "aarch64": LINUX_AARCH64}
 
 
+def index_versions(dist: str) -> list[Any] | None:
+    """Every version of ``dist`` on the package index, pre-releases included, as
+    ``packaging`` Versions (``pip index versions``); None where pip finds none."""
+    from packaging.version import InvalidVersion, Version
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", dist],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    match = re.search(r"Available versions:\s*(.+)", proc.stdout)
+    if proc.returncode != 0 or not match:
+        return None
+    out = []
+    for text in match.group(1).split(","):
+        try:
+            out.append(Version(text.strip()))
+        except InvalidVersion:
+            continue
+    return out
+
+
 def pip_download(
     folder: Path, dist: str, version: str, platforms: tuple[str, ...] = LINUX_X86_64
 ) -> bool:
