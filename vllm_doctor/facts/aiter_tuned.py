@@ -32,18 +32,11 @@ _PACKAGES = ("packages.amd-aiter", "packages.aiter")
 
 def collect_aiter_tuned(facts: Facts) -> None:
     from vllm_doctor import knowledge
+    from vllm_doctor.facts.release_aiter_moe import amd_moe_known
 
+    if not amd_moe_known(facts, PATH):
+        return
     targets = facts.value("gpu.gfx_targets")
-    if targets is None:
-        reason = facts.why_missing("gpu.gfx_targets")
-        if reason:  # the GPUs' own reason, so the report gives it once for every fact it holds up
-            facts.mark_missing(PATH, reason)
-        return  # an NVIDIA GPU: absent
-    if facts.value("model.num_experts") is None:
-        reason = facts.why_missing("model.num_experts")
-        if reason:
-            facts.mark_missing(PATH, f"whether the model has experts is not known: {reason}")
-        return  # a dense model: absent
     shape = _shape(facts)
     if isinstance(shape, str):
         facts.mark_missing(PATH, shape)

@@ -25,20 +25,25 @@ PATH = "release.aiter_moe_refused"
 _FP8_SCHEMES = {"fp8", "fp8-dynamic", "w8a8-fp8"}
 
 
+def amd_moe_known(facts: Facts, path: str) -> bool:
+    """Whether the GPU's gfx target and the model's experts are known, as the AITER MoE facts
+    need; where one is missing, ``path`` is missing for that fact's own reason (so a report
+    gives it once for every fact it holds up), and absent on an NVIDIA GPU or a dense model."""
+    for needed in ("gpu.gfx_targets", "model.num_experts"):
+        if facts.value(needed) is None:
+            reason = facts.why_missing(needed)
+            if reason:
+                facts.mark_missing(path, reason)
+            return False
+    return True
+
+
 def collect_release_aiter_moe(facts: Facts) -> None:
     from vllm_doctor import knowledge
 
+    if not amd_moe_known(facts, PATH):
+        return
     targets = facts.value("gpu.gfx_targets")
-    if targets is None:
-        reason = facts.why_missing("gpu.gfx_targets")
-        if reason:
-            facts.mark_missing(PATH, f"the GPU's gfx target is not known: {reason}")
-        return  # an NVIDIA GPU: absent
-    if facts.value("model.num_experts") is None:
-        reason = facts.why_missing("model.num_experts")
-        if reason:
-            facts.mark_missing(PATH, f"whether the model has experts is not known: {reason}")
-        return  # a dense model: absent
     release = facts.value("release.judged")
     if release is None:
         facts.mark_missing(PATH, facts.why_missing("release.judged") or "no release is judged")
