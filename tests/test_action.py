@@ -306,7 +306,15 @@ def workspace(path: Path, kind: str = "clean") -> Path:
     example, serve_config = SERVE_CONFIGS[kind]
     path.mkdir(parents=True)
     shutil.copytree(example / "model", path / "model")
-    shutil.copy(example / "collect-env.txt", path / "collect-env.txt")
+    report = (example / "collect-env.txt").read_text(encoding="utf-8")
+    if kind == "failing":
+        # the machine on release 0.24.0: the example's nightly may be any of 0.23.0-0.26.0, of
+        # which only 0.24.0 has the bug, so without its log it draws a warning, not the error
+        # the gate fails on (as in tests/test_gate.py)
+        nightly = "0.23.1rc1.dev20+g0d8097964 (git sha: 0d8097964)"
+        assert nightly in report
+        report = report.replace(nightly, "0.24.0")
+    (path / "collect-env.txt").write_text(report, encoding="utf-8")
     (path / "deploy").mkdir()
     (path / "deploy" / "serve.yaml").write_text(serve_config, encoding="utf-8")
     return path

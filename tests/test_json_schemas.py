@@ -253,7 +253,9 @@ def test_fleet_json_and_gitlab(tmp_path):
 
 def test_gitlab_of_a_failing_check_and_of_a_manifest():
     failing = doctor_json("check", "--example", "diffusion-gemma-tp2", "-f", "gitlab")
-    assert [i["check_name"] for i in failing] == ["MODEL001"]
+    # MODEL001 (the error its log shows), then the warnings of a nightly that may be any of
+    # 0.23.0-0.26.0: a torch/NCCL pair outside torch's pin, an architecture 0.23.0 lacks
+    assert [i["check_name"] for i in failing] == ["MODEL001", "ENV102", "MODEL100"]
     validate("gitlab.schema.json", failing)
     manifest = doctor_json(
         "check", "--manifest", str(MANIFESTS / "lws-gpu-vllm.yaml"), "-f", "gitlab", "--strict"

@@ -36,8 +36,8 @@ def collect_aiter_tuned(facts: Facts) -> None:
     targets = facts.value("gpu.gfx_targets")
     if targets is None:
         reason = facts.why_missing("gpu.gfx_targets")
-        if reason:
-            facts.mark_missing(PATH, f"the GPU's gfx target is not known: {reason}")
+        if reason:  # the GPUs' own reason, so the report gives it once for every fact it holds up
+            facts.mark_missing(PATH, reason)
         return  # an NVIDIA GPU: absent
     if facts.value("model.num_experts") is None:
         reason = facts.why_missing("model.num_experts")

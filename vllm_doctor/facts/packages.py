@@ -75,6 +75,15 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "lmcache": ("lmcache",),
     "nixl": ("nixl",),
     "nixl-cu12": ("nixl-cu12",),
+    # the API server's companions whose releases broke vLLM at start-up or on requests
+    # (ENV180 openai, ENV181 fastapi with the Prometheus instrumentator, ENV182 the
+    # lm-format-enforcer structured-output backend)
+    "openai": ("openai",),
+    "fastapi": ("fastapi",),
+    "prometheus-fastapi-instrumentator": ("prometheus-fastapi-instrumentator",),
+    "lm-format-enforcer": ("lm-format-enforcer", "lm_format_enforcer"),
+    # Hugging Face's hub-kernels package: transformers imports it when installed (ENV183)
+    "kernels": ("kernels",),
 }
 
 _CANON_RE = re.compile(r"[-_.]+")

@@ -188,7 +188,8 @@ def _stack(facts: Facts, release: str, lacking_api: Set[str] = frozenset()) -> N
     # it (--package NAME==VERSION) or read from a report do not (release_pins.what_if_without)
     from vllm_doctor.facts.release_pins import what_if_without
 
-    build = _is_build(facts.value("vllm.version"))
+    # (a dev build judged as each release it may be keeps vllm.is_dev: its pins stay its own)
+    build = _is_build(facts.value("vllm.version")) or facts.value("vllm.is_dev") is True
     what_if = getattr(facts.get("vllm.version"), "source", None) == Source.USER
     for dist, req in sorted(vllm_deps.items()):
         if build or dist in _OWN_RULES or not isinstance(req, dict):
