@@ -20,7 +20,7 @@ def executable(root: Path, path: str) -> None:
 def test_gcc_on_path(tmp_path):
     executable(tmp_path, "/usr/bin/gcc")
     found, how = platform.find_c_compiler({"PATH": "/usr/local/bin:/usr/bin"}, tmp_path)
-    assert found is True and "gcc on PATH (/usr/bin/gcc)" == how
+    assert found is True and how == "gcc on PATH (/usr/bin/gcc)"
 
 
 def test_clang_when_no_gcc(tmp_path):
