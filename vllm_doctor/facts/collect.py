@@ -355,6 +355,12 @@ def _collect_host(run: _Runner, options: CollectOptions, environ: Mapping[str, s
             run.facts.mark_missing(
                 area, "this machine was not examined (facts from the inputs given)"
             )
+        if options.report is not None:
+            # a collect-env report lists no model cache: the reporter's copy cannot be known
+            for path in ("host.model_copy", "host.model_weights"):
+                run.facts.mark_unknowable(
+                    path, "a collect-env report does not show the serving machine's model files"
+                )
 
 
 def _collect_log(facts: Facts, log: Path | None) -> None:

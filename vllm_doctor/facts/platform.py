@@ -19,7 +19,7 @@ this machine's or a report's, for a platform a report names only in prose.
 
 Facts written:
   ``platform.kernel``, ``platform.kernel_cmdline``, ``platform.wsl``, ``platform.container``,
-  ``platform.glibcxx``, ``platform.os`` (facts/distro.py), ``platform.nvcc_found``
+  ``platform.glibcxx``, ``platform.os`` (facts/distro.py), ``platform.c_compiler_found``, ``platform.nvcc_found``
   (facts/toolkit.py)
   ``container.uid``, ``container.uid_in_passwd``, ``container.user_known``,
   ``container.home``, ``container.home_writable``, ``container.unwritable_caches``
@@ -47,6 +47,7 @@ PLATFORM_PATHS = (
     "platform.glibcxx",
     "platform.os",  # facts/distro.py
     "platform.nvcc_found",  # facts/toolkit.py
+    "platform.c_compiler_found",
 )
 CONTAINER_PATHS = (
     "container.uid",
@@ -103,6 +104,27 @@ def collect_platform(facts: Facts, environ: Mapping[str, str], root: Path = Path
 
     found, how = find_nvcc(environ, root)
     facts.set(PATH, found, Source.MACHINE, how)
+    found, how = find_c_compiler(environ, root)
+    facts.set("platform.c_compiler_found", found, Source.MACHINE, how)
+
+
+# Triton builds its driver utilities and each kernel's launcher with $CC, else gcc, else clang
+# found on PATH (triton/runtime/build.py, 3.2-3.8), and raises "Failed to find C compiler"
+# when none is there (ENV300, ENV313)
+TRITON_COMPILERS = ("gcc", "clang")
+
+
+def find_c_compiler(environ: Mapping[str, str], root: Path = Path("/")) -> tuple[bool, str]:
+    """Whether Triton finds a host C compiler here, and how it was decided."""
+    if environ.get("CC"):
+        return True, f"CC={environ['CC']}"
+    folders = [d for d in environ.get("PATH", "").split(os.pathsep) if d.startswith("/")]
+    for name in TRITON_COMPILERS:
+        for folder in folders:
+            candidate = root / folder.lstrip("/") / name
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return True, f"{name} on PATH ({Path(folder) / name})"
+    return False, f"no CC, and neither {' nor '.join(TRITON_COMPILERS)} on PATH"
 
 
 def _read(path: Path, limit: int = 256) -> str | None:
@@ -263,7 +285,12 @@ def platform_from_report(facts: Facts, text: str, where: str) -> None:
         reason = f"the report {where} has no Linux `Python platform` line"
         facts.mark_missing("platform.kernel", reason)
         facts.mark_missing("platform.wsl", reason)
-    for path in ("platform.kernel_cmdline", "platform.container", "platform.glibcxx"):
+    for path in (
+        "platform.kernel_cmdline",
+        "platform.container",
+        "platform.glibcxx",
+        "platform.c_compiler_found",
+    ):
         facts.mark_unknowable(path, "a collect-env report does not show it")
     _os_from_report(facts, text, where)
     facts.mark_unknowable(
@@ -302,13 +329,15 @@ PLATFORM_WORDS = {
     "its system libstdc++ is inferred from it",
     "nvcc": "a CUDA compiler where FlashInfer's JIT looks (CUDA_HOME, PATH, /usr/local/cuda)",
     "no-nvcc": "no CUDA compiler there: a CUDA runtime image without the toolkit",
+    "cc": "a host C compiler where Triton looks (CC, gcc or clang on PATH)",
+    "no-cc": "no host C compiler there: a CUDA runtime or slim Python image without gcc",
 }
 _GLIBCXX_LEVEL = re.compile(r"^3\.4\.\d{1,3}$")
 
 
 def apply_stated_platform(facts: Facts, words: list[str]) -> None:
     """``--platform`` words (wsl2, linux, container, host, kernel=R, glibcxx=V, os=ID-V, nvcc,
-    no-nvcc): what the user
+    no-nvcc, cc, no-cc): what the user
     states about the serving platform replaces what was read here or in a report (a report
     that says "WSL2" in prose, a container this machine is not). The stated platform is
     another machine's: what it leaves unsaid is not known, never this machine's value (its
@@ -335,6 +364,8 @@ def apply_stated_platform(facts: Facts, words: list[str]) -> None:
             values = {"platform.container": key == "container"}
         elif key in ("nvcc", "no-nvcc") and not value:
             values = {"platform.nvcc_found": key == "nvcc"}
+        elif key in ("cc", "no-cc") and not value:
+            values = {"platform.c_compiler_found": key == "cc"}
         elif key == "arbitrary-uid" and not value:
             values = {"platform.container": True, "container.arbitrary_uid": True}
         elif key == "kernel" and re.fullmatch(r"\d+\.\d+[\w.+-]{0,120}", value):

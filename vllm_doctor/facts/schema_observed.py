@@ -112,6 +112,11 @@ OBSERVED: dict[str, FactSpec] = {
         "flashinfer/jit/cpp_ext.py get_cuda_path takes it (CUDA_HOME, CUDA_PATH, nvcc on PATH, "
         "/usr/local/cuda); a report's CUDA runtime version (nvcc --version) says one is on PATH",
     ),
+    "platform.c_compiler_found": FactSpec(
+        "bool",
+        "Triton finds a host C compiler to build its launchers: CC is set, or gcc or clang is on "
+        "PATH (triton/runtime/build.py); check --platform cc / no-cc",
+    ),
     "platform.kernel": FactSpec(
         "str",
         "the Linux kernel's release (/proc/sys/kernel/osrelease, a report's Python platform, "

@@ -160,7 +160,7 @@ def file_targets(
             targets += list(compose_targets(name, doc))
         elif isinstance(doc, dict) and doc.get("kind"):
             looked_at.append(str(doc.get("kind")))
-            targets += list(_kubernetes(name, doc, services, used_runtimes))
+            targets += list(_kubernetes(name, doc, services, used_runtimes, read.objects))
         elif helm_values.is_values(doc) and not is_serve_config(doc) and len(docs or ()) == 1:
             rendered = helm_values.render(doc)
             if rendered is None:
@@ -328,9 +328,11 @@ def _kubernetes(
     doc: dict,
     services: dict[int, kserve.Joined] | None = None,
     used_runtimes: set[int] | None = None,
+    neighbours: list[dict] | None = None,
 ) -> Iterator[Target]:
     """The targets of an object (and those it wraps); an InferenceService joined with its
-    runtime (``kserve.join``) is one, the runtime it uses none of its own."""
+    runtime (``kserve.join``) is one, the runtime it uses none of its own. ``neighbours``:
+    the file's other objects, whose Services Kubernetes links into the pods' environment."""
     for obj in workloads.objects(doc):
         if used_runtimes and id(obj) in used_runtimes:
             continue
@@ -344,6 +346,7 @@ def _kubernetes(
                 if isinstance(container, dict):
                     target = _container(name, label, pod, container, nodes, obj)
                     if target is not None:
+                        _k8s_service_links(target, pod, obj, neighbours or ())
                         if joined is not None and container is pod["containers"][0]:
                             # the service is the target; the runtime's words are in its file
                             target.line = joined.line or target.line
@@ -427,6 +430,40 @@ def _container(
     _k8s_product(target, pod)
     _k8s_shm(target, pod, container)
     return target
+
+
+# The variable a Service named "vllm" makes Kubernetes inject into every pod of its namespace
+# (service links, on unless the pod sets enableServiceLinks: false): VLLM_PORT=tcp://IP:PORT,
+# which vLLM reads as its internal port (ENV310). A headless Service (clusterIP: None) injects
+# nothing. Only the Services of the same file are seen.
+LINKED_SERVICE, LINKED_VARIABLE = "vllm", "VLLM_PORT"
+
+
+def _k8s_service_links(target: Target, pod: dict, obj: dict, neighbours: Any) -> None:
+    if pod.get("enableServiceLinks") is False or LINKED_VARIABLE in target.env:
+        return
+    namespace = _get(obj, "metadata", "namespace")
+    for svc in neighbours:
+        spec = svc.get("spec") if isinstance(svc.get("spec"), dict) else {}
+        ports = spec.get("ports") if isinstance(spec.get("ports"), list) else []
+        if (
+            svc.get("kind") != "Service"
+            or _get(svc, "metadata", "name") != LINKED_SERVICE
+            or _get(svc, "metadata", "namespace") != namespace
+            or spec.get("clusterIP") == "None"
+            or not ports
+            or not isinstance(ports[0], dict)
+        ):
+            continue
+        address = spec.get("clusterIP") or "<cluster IP>"
+        protocol = str(ports[0].get("protocol") or "TCP").lower()
+        target.service_links[LINKED_VARIABLE] = Placed(
+            f"{protocol}://{address}:{ports[0].get('port')}",
+            _line(svc),
+            f'Service "{LINKED_SERVICE}" (Kubernetes injects {LINKED_VARIABLE} into the '
+            "pods of its namespace)",
+        )
+        return
 
 
 def _k8s_gpus(target: Target, container: dict) -> None:

@@ -84,6 +84,9 @@ class Target:
     joined_words: set[str] = field(default_factory=set)  # the words that line added
     env: dict[str, Placed] = field(default_factory=dict)  # value None: set from elsewhere
     env_elsewhere: str | None = None  # envFrom / env_file: other variables not shown
+    # variables the orchestrator injects, not written in the container (Kubernetes' service
+    # links): inferred, so they never decide an error alone
+    service_links: dict[str, Placed] = field(default_factory=dict)
     gpus: Placed | None = None
     gpus_unknown: str | None = None
     nodes: Placed | None = None
@@ -203,6 +206,9 @@ class Target:
                 self._put(
                     facts, f"env.{name}", Placed(shown, placed.line, placed.what, placed.file)
                 )
+        for name, placed in self.service_links.items():
+            if facts.infer(f"env.{name}", placed.value, f"{self.at(placed)} {placed.what}"):
+                self._place(f"env.{name}", placed)
         if self.env_elsewhere:
             facts.mark_missing("env", f"{self.file}: {self.env_elsewhere}")
         # the GPUs the pod asks for and on which product
