@@ -425,7 +425,7 @@ def test_every_fact_names_nvml_as_its_source():
 
 def test_exclusive_compute_mode_of_any_visible_gpu():
     """nvidia-smi -c EXCLUSIVE_PROCESS (3) on one GPU: a second process gets "CUDA-capable
-    device(s) is/are busy or unavailable" there (HW300's confirming fact)."""
+    device(s) is/are busy or unavailable" there (HW296's confirming fact)."""
     machine = load("h100_nvswitch_x8")
     nvml = FakeNVML(machine)
     facts = Facts()

@@ -1,5 +1,5 @@
 """Kubernetes service links: a Service named "vllm" in the manifest gives the pods of its
-namespace VLLM_PORT=tcp://IP:PORT (inferred, so ENV310 warns and never errs)."""
+namespace VLLM_PORT=tcp://IP:PORT (inferred, so ENV064 warns and never errs)."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def _env310_severity(facts: Facts) -> str:
     from vllm_doctor.engine.evaluate import evaluate_rule
     from vllm_doctor.engine.loader import default_rules_dir, load_rule_file
 
-    rule, problems = load_rule_file(default_rules_dir() / "env" / "ENV310.yaml")
+    rule, problems = load_rule_file(default_rules_dir() / "env" / "ENV064.yaml")
     assert rule is not None, problems
     finding = evaluate_rule(rule, facts)
     assert finding.verdict == "applies"

@@ -364,7 +364,7 @@ def test_explain_names_nccl_and_cuda_runtime_messages_from_their_shared_objects(
         "Duplicate GPU detected : rank {*} and rank {*} both on CUDA device {*}",
     ) in found, found
     assert ("nvidia-cuda-runtime-cu12", "out of memory") in found, found
-    assert "HW301" in {f["code"] for f in json.loads(run.stdout)["known_failures"]}
+    assert "HW297" in {f["code"] for f in json.loads(run.stdout)["known_failures"]}
 
 
 def test_an_exception_whose_str_builds_the_message_is_catalogued():

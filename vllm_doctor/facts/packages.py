@@ -76,13 +76,13 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "nixl": ("nixl",),
     "nixl-cu12": ("nixl-cu12",),
     # the API server's companions whose releases broke vLLM at start-up or on requests
-    # (ENV180 openai, ENV181 fastapi with the Prometheus instrumentator, ENV182 the
+    # (ENV060 openai, ENV061 fastapi with the Prometheus instrumentator, ENV062 the
     # lm-format-enforcer structured-output backend)
     "openai": ("openai",),
     "fastapi": ("fastapi",),
     "prometheus-fastapi-instrumentator": ("prometheus-fastapi-instrumentator",),
     "lm-format-enforcer": ("lm-format-enforcer", "lm_format_enforcer"),
-    # Hugging Face's hub-kernels package: transformers imports it when installed (ENV183)
+    # Hugging Face's hub-kernels package: transformers imports it when installed (ENV063)
     "kernels": ("kernels",),
 }
 

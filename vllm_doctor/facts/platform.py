@@ -110,7 +110,7 @@ def collect_platform(facts: Facts, environ: Mapping[str, str], root: Path = Path
 
 # Triton builds its driver utilities and each kernel's launcher with $CC, else gcc, else clang
 # found on PATH (triton/runtime/build.py, 3.2-3.8), and raises "Failed to find C compiler"
-# when none is there (ENV300, ENV313)
+# when none is there (ENV298, ENV067)
 TRITON_COMPILERS = ("gcc", "clang")
 
 

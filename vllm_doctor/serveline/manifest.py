@@ -434,7 +434,7 @@ def _container(
 
 # The variable a Service named "vllm" makes Kubernetes inject into every pod of its namespace
 # (service links, on unless the pod sets enableServiceLinks: false): VLLM_PORT=tcp://IP:PORT,
-# which vLLM reads as its internal port (ENV310). A headless Service (clusterIP: None) injects
+# which vLLM reads as its internal port (ENV064). A headless Service (clusterIP: None) injects
 # nothing. Only the Services of the same file are seen.
 LINKED_SERVICE, LINKED_VARIABLE = "vllm", "VLLM_PORT"
 
