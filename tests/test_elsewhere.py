@@ -61,3 +61,17 @@ def test_elsewhere_takes_the_variables_the_serve_line_sets(tmp_path):
     facts = json.loads(result.stdout)["facts"]["facts"]
     assert facts["env.VLLM_ATTENTION_BACKEND"]["source"] == "serve line"
     assert "env.VLLM_USE_V1" not in facts
+
+
+def test_a_gpu_named_for_another_machine_leaves_this_machines_model_files_unknown(tmp_path):
+    """`--gpu` names the target's GPUs: a local model path missing from this machine's disk
+    says nothing of the target's (five working club-3090 setups drew ENV066's error here)."""
+    args = ["check", "--format", "json", "--no-config", "--fail-on", "never", "--offline"]
+    line = ["--", "vllm", "serve", str(tmp_path / "no-such-model"), "-tp", "2"]
+    there = doctor_run(*args, "--gpu", "RTX 5090", "--gpus", "2", *line, cwd=tmp_path)
+    assert there.returncode == 0, there.stderr
+    doc = json.loads(there.stdout)
+    assert "host.model_copy" in doc["facts"]["unknowable"]
+    assert "ENV066" not in {f["code"] for f in doc["findings"]}
+    (env066,) = [f for f in doc["undecided"] if f["code"] == "ENV066"]
+    assert env066["missing"] and env066["verdict"] == "undecided"

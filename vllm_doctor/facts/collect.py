@@ -350,6 +350,14 @@ def _collect_host(run: _Runner, options: CollectOptions, environ: Mapping[str, s
             collect_host(run.facts, environ if environ is not None else {})
 
         run.step("host", HOST_AREAS, host)
+        if options.target is not None and options.target.gpu is not None:
+            # --gpu names the target's GPUs: the deployment runs on another machine, whose
+            # model files this one's disk does not show (ENV065/ENV066 judge them)
+            for path in ("host.model_copy", "host.model_weights"):
+                run.facts.values.pop(path, None)
+                run.facts.mark_unknowable(
+                    path, "--gpu names another machine's GPUs: its model files are not read"
+                )
     else:
         for area in HOST_AREAS:
             run.facts.mark_missing(
