@@ -71,6 +71,18 @@ def test_python_c_is_read_as_its_code():
     assert (line.model, line.options["tensor-parallel-size"]) == ("Qwen/Qwen3-8B", 2)
 
 
+def test_python_c_after_the_double_dash_is_read_as_its_code():
+    # `vllm-doctor check -- python -c "..."`: the shell's words, not a vLLM option `-c`
+    from vllm_doctor.serveline.parser import parse_serve_argv
+
+    code = 'from vllm import LLM; LLM(model="Qwen/Qwen3-8B", tensor_parallel_size=2, seed=s)'
+    line = parse_serve_argv(["/usr/bin/python3.12", "-c", code])
+    assert (line.model, line.options["tensor-parallel-size"]) == ("Qwen/Qwen3-8B", 2)
+    assert "not a literal" in line.not_read["seed"]
+    with pytest.raises(InputError):  # python -c without vLLM's LLM(...) is no serve line
+        parse_serve_argv(["python", "-c", "print(1)"])
+
+
 def test_the_call_is_never_executed(tmp_path):
     marker = tmp_path / "ran"
     # a call in a keyword is not a literal: it is named, never run

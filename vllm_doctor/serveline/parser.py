@@ -64,6 +64,10 @@ class _Tok:
 _MAX_CONFIG_KEYS = 10_000
 
 
+# an interpreter as a shell names it: python, python3.12, /usr/bin/python3
+_PYTHON = re.compile(r"^(?:\S*/)?python[\d.]*$")
+
+
 def _yaml_to_args(path: Path, data: Any) -> list[tuple[str, str, str]]:
     """A config file's content as (token, evidence, option word) triples, as vLLM's
     load_config_file does; the evidence names the file and the key's line
@@ -269,6 +273,15 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
             f"{len(tokens):,} words; a serve line of more than "
             f"{MAX_WORDS:,} is refused (vLLM has a few hundred options)",
         )
+    if len(tokens) >= 3 and _PYTHON.match(tokens[0]) and tokens[1] == "-c":
+        # `-- python -c "from vllm import LLM; LLM(...)"`: the call's keywords, as --serve reads them
+        from vllm_doctor.serveline.python_call import is_llm_call, llm_call_words
+
+        if is_llm_call(tokens[2]):
+            words, not_read = llm_call_words(tokens[2])
+            line = parse_serve_argv(words, cwd)
+            line.not_read.update(not_read)
+            return line
     from vllm_doctor.serveline.container_run import split_container_run
 
     container = split_container_run(list(tokens))
