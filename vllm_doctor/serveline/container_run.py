@@ -208,8 +208,7 @@ def _image_version(run: ContainerRun, facts: Facts, source: str) -> None:
     container runs the image's), not for a version the user gave (--vllm-version) or a
     report's."""
     from vllm_doctor.facts.model import Source
-    from vllm_doctor.facts.packages import set_vllm_version_facts
-    from vllm_doctor.serveline.images import image_vllm_version
+    from vllm_doctor.serveline.images import image_vllm_version, put_image_vllm_version
 
     known = facts.get("vllm.version")
     if known is not None and known.source != Source.MACHINE:
@@ -219,6 +218,4 @@ def _image_version(run: ContainerRun, facts: Facts, source: str) -> None:
         if known is None:
             facts.mark_missing("vllm", f"image {run.image}: {why}; pass --vllm-version V")
         return
-    facts.drop_area("vllm")
-    set_vllm_version_facts(facts, version, source, f"image {run.image} ({why})")
-    facts.mark_missing("vllm.location", "an image tag: the installed source is not here")
+    put_image_vllm_version(facts, version, source, f"image {run.image} ({why})")

@@ -104,6 +104,16 @@ def image_vllm_version(image: str) -> tuple[str | None, str]:
     return found.group(1), entry["what"]
 
 
+def put_image_vllm_version(facts: Any, version: str, source: Any, detail: str) -> None:
+    """The vLLM an image (or its Dockerfile's install) carries, in place of any read before:
+    its version facts, and no installed source to read fingerprints from."""
+    from vllm_doctor.facts.packages import set_vllm_version_facts
+
+    facts.drop_area("vllm")
+    set_vllm_version_facts(facts, version, source, detail)
+    facts.mark_missing("vllm.location", "an image tag: the installed source is not here")
+
+
 def is_vllm_image(image: str | None) -> bool:
     """An image whose default command is the vLLM server (the official ones and the builds
     named like them)."""

@@ -21,6 +21,7 @@ from vllm_doctor.serveline.images import (  # noqa: F401 (image_vllm_version: te
     image_vllm_version,
     is_vllm_image,
     pip_vllm_version,
+    put_image_vllm_version,
 )
 
 # what an image runs lives in images.py (the container run reader reads it too); the names stay
@@ -295,8 +296,6 @@ class Target:
             self.fact_files[path] = placed.file
 
     def _image_version(self, facts: Facts) -> None:
-        from vllm_doctor.facts.packages import set_vllm_version_facts
-
         if self.install is not None:  # a Dockerfile's `pip install vllm==X` over its base
             placed, why = self.install, self.install.what
             version = placed.value
@@ -311,9 +310,7 @@ class Target:
         if version is None:
             facts.mark_missing("vllm", f"{self.at(placed)} {why}; pass --vllm-version V")
             return
-        facts.drop_area("vllm")
-        set_vllm_version_facts(facts, version, MANIFEST, f"{self.at(placed)} {why}")
-        facts.mark_missing("vllm.location", "an image tag: the installed source is not here")
+        put_image_vllm_version(facts, version, MANIFEST, f"{self.at(placed)} {why}")
         self._place("vllm.version", placed)
 
     def _gpu_product(self, facts: Facts) -> None:
