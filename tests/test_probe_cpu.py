@@ -84,8 +84,15 @@ def test_cpu_probes_through_the_runner(tmp_path):
     assert td.status == "pass" and td.metrics["destroy_process_group_s"] is not None
     for r in results:
         json.dumps(r.to_dict())
-    # The compile sub-check is cached now: a second run reuses it and says so.
-    again = {r.name: r for r in run_probes(["tp-softembed"], 2, "cpu", 120, None)}
+    # A second run, of a model's sizes: the compile sub-check (tiny shapes of its own, keyed by
+    # the world size only) is cached now and reused, saying so; the model's sizes are used and
+    # its odd vocabulary padded
+    again = {
+        r.name: r
+        for r in run_probes(
+            ["tp-softembed"], 2, "cpu", 120, {"vocab_size": 1001, "hidden_size": 48}
+        )
+    }
     import torch
 
     assert again["tp-softembed"].metrics["compile"]["cached"]["torch"] == torch.__version__
@@ -93,19 +100,10 @@ def test_cpu_probes_through_the_runner(tmp_path):
         again["tp-softembed"].metrics["compile"]["error"]
         == res["tp-softembed"].metrics["compile"]["error"]
     )
-
-
-def test_model_sizes_are_used_and_an_odd_vocab_is_padded(tmp_path):
-    res = {
-        r.name: r
-        for r in run_probes(
-            ["tp-softembed"], 2, "cpu", 120, {"vocab_size": 1001, "hidden_size": 48}
-        )
-    }
-    m = res["tp-softembed"].metrics
+    m = again["tp-softembed"].metrics
     assert (m["vocab_size"], m["hidden_size"], m["padded_vocab"]) == (1001, 48, 1002)
     assert m["shrunk_from"] == [1001, 48]
-    assert res["tp-softembed"].status == "pass"
+    assert again["tp-softembed"].status == "pass"
 
 
 @pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun not installed")
