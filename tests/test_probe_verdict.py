@@ -10,6 +10,7 @@ import venv
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.probes import ProbeResult
@@ -147,8 +148,13 @@ def test_exit_level_follows_the_joined_verdicts():
 
 
 def cli(*args, env=None, python=sys.executable, cwd=None):
+    """The command line as `python -m vllm_doctor` runs it: forked from a server that has
+    imported the doctor where ``python`` is this interpreter (doctor_forks: a process of its
+    own, its ranks spawned fresh as ever), a fresh ``python`` otherwise."""
     full = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     full.update(PYTHONPATH=str(ROOT), **(env or {}))
+    if python == sys.executable:
+        return doctor_run(*args, env=full, cwd=cwd, timeout=300)
     return subprocess.run(
         [python, "-m", "vllm_doctor", *args],
         env=full,
