@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 from vllm_doctor.probes import bytecode
 from vllm_doctor.probes.bytecode import Locator, compile_closure, imported_names, target_path
@@ -216,22 +217,16 @@ def test_a_probe_run_compiles_its_imports_and_gives_the_same_results(tmp_path):
             PYTHONPATH=str(ROOT),
         )
         env.pop("PYTHONPYCACHEPREFIX", None)
-        run = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "vllm_doctor",
-                "probe",
-                "pp-handoff",
-                "--device",
-                "cpu",
-                "--tp",
-                "2",
-                "--format",
-                "json",
-            ],
-            capture_output=True,
-            text=True,
+        # forked from the doctor's server (doctor_forks): the ranks it spawns start fresh
+        run = doctor_run(
+            "probe",
+            "pp-handoff",
+            "--device",
+            "cpu",
+            "--tp",
+            "2",
+            "--format",
+            "json",
             env=env,
             timeout=240,
             cwd=tmp_path,

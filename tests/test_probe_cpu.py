@@ -7,11 +7,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 # the ranks import torch, not this process (each test worker collects every module)
 if importlib.util.find_spec("torch") is None:
@@ -135,13 +135,7 @@ def test_cpu_probes_through_torchrun(tmp_path):
     res = {r.name: r for r in load_results_dir(out)}
     check_cpu_results(res)
     assert res["teardown"].status == "pass"
-    cli = subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", "probe", "--results", str(out), "--format", "json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    cli = doctor_run("probe", "--results", str(out), "--format", "json", env=env, timeout=60)
     assert cli.returncode == 0, cli.stderr
     doc = json.loads(cli.stdout)
     assert doc["tp"] == 2 and doc["summary"]["pass"] == 4
