@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 import yaml
+from doctor_forks import doctor_run
 
 ROOT = Path(__file__).resolve().parent.parent
 MANIFESTS = ROOT / "tests" / "fixtures" / "manifests"
-DOCTOR = [sys.executable, "-m", "vllm_doctor"]
 # `import ray` fails as it does where Ray is not installed
 WITHOUT_RAY = (
     "import runpy, sys; sys.modules['ray'] = None; sys.argv = ['vllm-doctor', *sys.argv[1:]]; "
@@ -32,9 +32,8 @@ WITHOUT_RAY = (
 
 
 def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*DOCTOR, *args], capture_output=True, text=True, timeout=120, input=stdin, cwd=ROOT
-    )
+    """`python -m vllm_doctor ARGS` from the checkout, forked from the doctor's server."""
+    return doctor_run(*args, timeout=120, stdin=stdin, cwd=ROOT)
 
 
 @pytest.mark.parametrize("command", [["fleet", "--ray"], ["probe", "--ray", "auto"]])

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 from vllm_doctor import fatbin
 from vllm_doctor.errors import InputError
@@ -179,13 +180,7 @@ def test_import_failure_with_undefined_symbol_is_an_abi_mismatch():
 
 
 def test_probe_kernels_without_a_gpu_says_why(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", "probe", "kernels", "--device", "cpu"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    out = doctor_run("probe", "kernels", "--device", "cpu", timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "HW201: could not run: needs a CUDA GPU" in out.stdout
 

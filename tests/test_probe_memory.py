@@ -4,11 +4,10 @@ the honest skip where no GPU is, its text output, and the measured table beside 
 import io
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doctor_forks import doctor_run
 
 from vllm_doctor.probes import memory
 from vllm_doctor.probes.registry import BY_NAME
@@ -24,13 +23,7 @@ MIB = 1 << 20
 
 def cli(*args):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_doctor", "probe", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    return doctor_run("probe", *args, env=env, timeout=120)  # forked from the doctor's server
 
 
 def test_capture_sizes_follow_vllm_defaults():
