@@ -208,28 +208,26 @@ def test_without_a_private_key_folder_nothing_is_read_back(cache, tmp_path, monk
 def test_a_planted_cache_does_not_turn_the_gate(tmp_path):
     """End to end: the DiffusionGemma example exits 1 (MODEL001), whatever the cache holds."""
     import os
-    import subprocess
-    import sys
+
+    from doctor_forks import doctor_run
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
     env.update(
         VLLM_DOCTOR_CACHE_DIR=str(tmp_path / "cache"), VLLM_DOCTOR_STATE_DIR=str(tmp_path / "s")
     )
-    argv = [
-        sys.executable,
-        "-P",
-        "-m",
-        "vllm_doctor",
-        "check",
-        "-q",
-        "--example",
-        "diffusion-gemma-tp2",
-    ]
-    assert subprocess.run(argv, env=env, capture_output=True).returncode == 1
+
+    def run():
+        """`python -P -m vllm_doctor check ...`, forked from the doctor's server: the child
+        reads the rules from this cache folder (the server's are another folder's)."""
+        return doctor_run(
+            "check", "-q", "--example", "diffusion-gemma-tp2", env=env, python_flags=("-P",)
+        )
+
+    assert run().returncode == 1
     for built in (tmp_path / "cache").glob("rules-*.marshal"):
         head, payload = _rebuilt_payload(built, _model001_as_info)
         built.write_bytes(head + payload)
-    assert subprocess.run(argv, env=env, capture_output=True).returncode == 1
+    assert run().returncode == 1
     # a value of the wrong type, even sealed with this user's own key: rebuilt, not exit 3
     import marshal
 
@@ -239,5 +237,5 @@ def test_a_planted_cache_does_not_turn_the_gate(tmp_path):
         payload = marshal.dumps([1, 2, 3])
         head = compact._MAGIC + built_from.encode() + b"\n"
         built.write_bytes(head + compact._seal(key, built_from, payload) + payload)
-    run = subprocess.run(argv, env=env, capture_output=True, text=True)
-    assert run.returncode == 1, run.stderr
+    rebuilt = run()
+    assert rebuilt.returncode == 1, rebuilt.stderr

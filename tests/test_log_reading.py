@@ -130,30 +130,15 @@ def test_a_neighbouring_release_wording_is_named_and_said():
 
 def test_the_release_wording_in_explain_json_follows_its_schema(tmp_path):
     import json
-    import subprocess
-    import sys
     from pathlib import Path
 
     import jsonschema
+    from doctor_forks import doctor_run
 
     log = tmp_path / "kv.log"
     log.write_text(OLD_KV)
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vllm_doctor",
-            "explain",
-            "--log",
-            str(log),
-            "--vllm-version",
-            "0.20.0",
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    run = doctor_run(  # forked from the doctor's server
+        "explain", "--log", str(log), "--vllm-version", "0.20.0", "--format", "json", timeout=120
     )
     document = json.loads(run.stdout)
     schema = Path(__file__).parents[1] / "docs" / "schemas" / "explain-log.schema.json"
