@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from doctor_forks import doctor_run
+from doctor_forks import doctor_run, seed_builds
 
 HERE = Path(__file__).resolve().parent
 EXAMPLE = HERE.parent / "vllm_doctor" / "examples" / "diffusion-gemma-tp2"
@@ -122,6 +122,8 @@ def evil_hub():
 
 def hub_run(hub: HostileHub, tmp_path: Path, attack: str, *flags: str, env=None, serve=()):
     tmp_path.mkdir(parents=True, exist_ok=True)
+    if not (tmp_path / "cache").exists():  # a user who has run the doctor before
+        seed_builds(tmp_path / "cache", tmp_path / "home" / "state")
     before = len(hub.requests)
     environ = {
         "HF_ENDPOINT": hub.url,
