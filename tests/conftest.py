@@ -16,16 +16,27 @@ settings.register_profile("hunt", derandomize=False)
 settings.load_profile("hunt" if "FUZZ_EXAMPLES" in os.environ else "fixed")
 
 # the compact builds (vllm_doctor.compact) of a test run go to a directory of their own, shared
-# by the run's subprocesses, never the user's cache
-if "VLLM_DOCTOR_CACHE_DIR" not in os.environ:
-    import tempfile
+# by the run's subprocesses and xdist workers (they inherit it), never the user's cache; and so
+# does the key that seals them (mkdtemp makes it 0700, as the doctor requires). The process
+# that made them removes them when the run ends.
+_MADE_HERE = []
+for _name, _prefix in (
+    ("VLLM_DOCTOR_CACHE_DIR", "vllm-doctor-test-cache-"),
+    ("VLLM_DOCTOR_STATE_DIR", "vllm-doctor-test-state-"),
+):
+    if _name not in os.environ:
+        import tempfile
 
-    os.environ["VLLM_DOCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="vllm-doctor-test-cache-")
-# and so does the key that seals them (mkdtemp makes it 0700, as the doctor requires)
-if "VLLM_DOCTOR_STATE_DIR" not in os.environ:
-    import tempfile
+        os.environ[_name] = tempfile.mkdtemp(prefix=_prefix)
+        _MADE_HERE.append(os.environ[_name])
 
-    os.environ["VLLM_DOCTOR_STATE_DIR"] = tempfile.mkdtemp(prefix="vllm-doctor-test-state-")
+
+def pytest_unconfigure(config):
+    import shutil
+
+    for folder in _MADE_HERE:
+        shutil.rmtree(folder, ignore_errors=True)
+
 
 # The doctor and its children start in other working directories (a model directory, a probe
 # run directory) where the isolation tests plant look-alike modules; a relative PYTHONPATH
