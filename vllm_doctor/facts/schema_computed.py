@@ -231,6 +231,12 @@ COMPUTED: dict[str, FactSpec] = {
     "release.torch_pin_from": FactSpec(
         "str", "installed metadata (ENV002 decides) or release table"
     ),
+    "release.flashinfer_version": FactSpec(
+        "version",
+        "the flashinfer-python vLLM runs with: the installed or reported version; where it "
+        "cannot be read (a what-if --vllm-version, no package list), the judged release's "
+        "pin (Requires-Dist ==X), inferred; absent where a package list lacks it",
+    ),
     "release.effective_dtype": FactSpec(
         "str",
         "the dtype the judged release computes in: --dtype, or for auto the "
