@@ -256,3 +256,17 @@ def test_what_if_torch_only_rechecks_pin():
     packages.apply_version_overrides(facts, None, "2.11.0")
     assert facts.value("torch.matches_vllm_pin") is False
     assert "names no CUDA build" in facts.why_missing("torch.cuda_version")
+
+
+def test_every_package_looked_up_reads_as_absent_when_not_installed(site):
+    # instanttensor is looked up through the stack knowledge, not PACKAGES: where it is not
+    # installed, the machine's listing says so (absent), not "not one of the packages looked up"
+    assert "instanttensor" not in packages.PACKAGES
+    assert "instanttensor" in packages.packages_of_interest()
+    facts = collect(site)
+    if "packages.instanttensor" in facts:
+        pytest.skip("instanttensor is installed in this environment")
+    assert not facts.is_unknowable("packages.instanttensor")
+    assert facts.why_missing("packages.instanttensor") is None
+    # a name the doctor never looks up still cannot be known from the machine
+    assert facts.is_unknowable("packages.some-package-nobody-looks-up")

@@ -337,11 +337,14 @@ def collect_packages(facts: Facts) -> None:
     """Write packages.*, vllm.* and torch.* for the running interpreter's environment. Only
     the packages of ``PACKAGES`` are looked up: any other name cannot be known from here
     (a ``Listing``; ``rules validate`` names a rule that reads one)."""
+    # the listing names every package looked up below, so an absent one reads as not
+    # installed (not as "not looked up")
+    of_interest = packages_of_interest()
     facts.set_listing(
         Listing(
             "packages",
             "{name} is not one of the packages the doctor looks up (facts/packages.py PACKAGES)",
-            names=tuple(PACKAGES),
+            names=tuple(of_interest),
         )
     )
     found: dict[str, metadata.Distribution] = {}
@@ -352,7 +355,7 @@ def collect_packages(facts: Facts) -> None:
     machine = machine_name(platform.machine())
     if machine is not None:
         facts.set("vllm.machine", machine, Source.MACHINE, "platform.machine()")
-    for canon, names in packages_of_interest().items():
+    for canon, names in of_interest.items():
         dist = _find_dist(names)
         if dist is None:
             continue
