@@ -145,6 +145,15 @@ OBSERVED: dict[str, FactSpec] = {
         "the Linux distribution's release as os-release's ID and VERSION_ID (ubuntu 22.04): "
         "/etc/os-release, a report's OS line, check --platform os=ubuntu-22.04",
     ),
+    "platform.cuda_interposer": FactSpec(
+        "str",
+        "a library preloaded into every process that intercepts its CUDA driver calls: "
+        "hami-core (HAMi-core's libvgpu.so, which HAMi's and volcano's vGPU device plugins "
+        "preload through /etc/ld.so.preload); read from /etc/ld.so.preload and LD_PRELOAD, "
+        "from a manifest whose container asks for a vGPU device plugin's resources (absent "
+        "where it sets CUDA_DISABLE_CONTROL=true: the plugin then preloads nothing), or "
+        "stated (check --platform hami-core / no-hami-core); absent: nothing preloaded does",
+    ),
     "container.uid": FactSpec("int", "the UID the doctor (and so vLLM) runs as"),
     "container.uid_in_passwd": FactSpec(
         "bool", "the passwd database knows the UID (an arbitrary OpenShift UID is not)"
