@@ -372,3 +372,23 @@ def test_kubectl_logs_prefix_on_stdin_names_each_node_by_its_pod(documents):
     assert sorted(branches) == [f"570: {c}", f"580: {a}, {b}"]
     found = {(t["target"]["subject"], f["code"]) for t in doc["targets"] for f in t["findings"]}
     assert found == {("fleet of 3 nodes", "FLEET004"), (f"node {c}", "ENV004")}
+
+
+def test_a_node_whose_pods_preload_hami_core_is_hw050_at_tp2(tmp_path):
+    """A real document, edited as `vllm-doctor facts` reads a pod that HAMi's device plugin
+    gave its GPUs (/etc/ld.so.preload names libvgpu.so): HW050 on that node, not the other."""
+    shutil.copy(FACTS[1], tmp_path / "plain.json")
+    edited = json.loads(FACTS[1].read_text())
+    edited["facts"]["platform.cuda_interposer"] = {
+        "value": "hami-core",
+        "source": "machine",
+        "detail": "/etc/ld.so.preload names /usr/local/vgpu/libvgpu.so",
+    }
+    (tmp_path / "hami.json").write_text(json.dumps(edited))
+    line = ("--", "vllm", "serve", "Qwen/Qwen2.5-3B-Instruct", "--tensor-parallel-size", "2")
+    from doctor_forks import doctor_run
+
+    args = ("fleet", "--facts", str(tmp_path), "--select", "HW050", "--format", "json", *line)
+    doc = json.loads(doctor_run(*args, cwd=ROOT).stdout)
+    found = {(t["target"]["subject"], f["code"]) for t in doc["targets"] for f in t["findings"]}
+    assert found == {("node hami", "HW050")}

@@ -38,7 +38,7 @@ SUPPLY_HINTS: dict[str, str] = {
     "env": "set the variable in this shell, or pass --report collect-env.txt",
     "platform": "run on the host (or in the container) that serves, pass --report "
     "collect-env.txt (its Python platform line names the kernel), or state it: --platform wsl2 "
-    "(linux, container, arbitrary-uid, kernel=RELEASE, glibcxx=VERSION)",
+    "(linux, container, arbitrary-uid, kernel=RELEASE, glibcxx=VERSION, hami-core)",
     "container": "run `vllm-doctor check` (or `vllm-doctor serve`) inside the container, as "
     "the user it runs as",
     "log": "pass --log crash.txt",
