@@ -182,6 +182,12 @@ OBSERVED: dict[str, FactSpec] = {
     "topology.all_nvlink": FactSpec("bool", "every pair of visible GPUs is linked by NVLink"),
     "topology.worst_link": FactSpec("str", "the slowest link type between any pair"),
     "topology.p2p_all": FactSpec("bool", "P2P read and write work between every pair"),
+    "topology.acs_redirect": FactSpec(
+        "list",
+        "the PCIe bridges above the visible GPUs whose ACS P2P Request or Completion Redirect "
+        "is on, as BRIDGE (ReqRedir+ CmpltRedir+); empty when none (read from sysfs: root "
+        "only, else missing)",
+    ),
     # -- model ---------------------------------------------------------------------------
     "model.id": FactSpec("str", "model id or path as given to vLLM"),
     "model.config_path": FactSpec("str", "config.json that was read"),
