@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Set
 from typing import Any
 
+from vllm_doctor.facts.cuda_build import PATHS as CUDA_BUILD_PATHS
+from vllm_doctor.facts.cuda_build import collect_cuda_build
 from vllm_doctor.facts.model import EACH_RELEASE, Facts, Source
 
 SOURCE = "release knowledge"  # every release.* fact names the release knowledge
@@ -47,6 +49,7 @@ KERNEL_PATHS = (
     "release.kernels.companions",
     "release.kernels.companions_without_image",
     "release.kernels.files",
+    *CUDA_BUILD_PATHS,
 )
 # judged by their own rules (ENV002/ENV101 torch, ENV100 transformers)
 _OWN_RULES = {"torch", "torchvision", "torchaudio", "transformers", "python"}
@@ -430,6 +433,7 @@ def _kernels(facts: Facts, release: str) -> None:
     facts.set("release.kernels.older_only", older, SOURCE, f"kernel_images of vLLM {release}")
     facts.set("release.kernels.ptx_only", ptx, SOURCE, f"kernel_images of vLLM {release}")
     _core(facts, at, machines, capabilities)
+    collect_cuda_build(facts, release, at, machines, capabilities, _describe)
     _companions(facts, capabilities, machines, files)
     facts.set(
         "release.kernels.files",

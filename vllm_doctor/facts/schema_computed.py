@@ -540,6 +540,24 @@ COMPUTED: dict[str, FactSpec] = {
         "architecture-specific images (sm_120a objects on a 12.1 GPU, sm_100a on 10.3): "
         "their kernels fail with 'no kernel image' here",
     ),
+    "release.kernels.published_cuda": FactSpec(
+        "int",
+        "the CUDA major the judged release's published wheel (PyPI) was built with, read from "
+        "the PTX ISA its fat binaries carry (8.x: CUDA 12, 9.x: CUDA 13)",
+    ),
+    "release.kernels.cuda12_build_family_only": FactSpec(
+        "list",
+        "when torch's CUDA says the installed vLLM is a CUDA 12 build (the +cu129 wheels and "
+        "images, a source build) of a release whose published wheel is a CUDA 13 build: the "
+        "objects that wheel runs on this GPU only through another member's family image "
+        "(sm_120f on a 12.1 GB10), which vLLM's CMake compiles under CUDA 12 as the "
+        "member-specific image (sm_120a) that has none for it (empty: none, or the builds agree)",
+    ),
+    "release.kernels.cuda12_build_lacks_image": FactSpec(
+        "bool",
+        "release.kernels.cuda12_build_family_only is not empty (decided across the releases a "
+        "nightly may be, where the objects differ but the answer does not)",
+    ),
     "release.kernels.older_only": FactSpec(
         "list",
         "of release.kernels.without_image, the extensions all of whose images target GPUs "

@@ -1,0 +1,113 @@
+"""The CUDA release of the judged vLLM wheel and of the installed build (facts/cuda_build.py)
+over the shipped kernel tables read from the real wheels, and rule HW142."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, evaluate_rule
+from vllm_doctor.engine.loader import load_rule_file
+from vllm_doctor.facts.collect import CollectOptions, collect_facts
+from vllm_doctor.facts.cuda_build import cuda12_images, cuda_major_of_isa, published_cuda
+from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.knowledge import load
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def facts_with(values: dict, serve: str = "vllm serve Qwen/Qwen3.6-27B-FP8") -> Facts:
+    given = Facts()
+    for path, value in values.items():
+        given.set(path, value, Source.REPORT, "test")
+    return collect_facts(
+        CollectOptions(serve_string=serve, probe_machine=False, environ={}, given=given)
+    )
+
+
+def hw142(facts: Facts) -> str:
+    rule, problems = load_rule_file(REPO / "rules" / "hw" / "HW142.yaml")
+    assert rule is not None, problems
+    return evaluate_rule(rule, facts).verdict
+
+
+@pytest.mark.parametrize(("isa", "cuda"), [("8.8", 12), ("9.0", 13), ("7.8", 11), ("x", None)])
+def test_ptx_isa_names_its_cuda_major(isa, cuda):
+    assert cuda_major_of_isa(isa) == cuda
+
+
+def test_published_wheels_switch_to_cuda_13_at_0_20_0():
+    table = load("kernel_images")
+    assert published_cuda(table.at("0.19.1"), "aarch64") == 12
+    assert published_cuda(table.at("0.20.0"), "aarch64") == 13
+    assert published_cuda(table.at("0.26.0"), "x86_64") == 13
+
+
+def test_cuda_12_builds_are_read_from_the_newest_cuda_12_wheel():
+    release, images = cuda12_images("aarch64")
+    assert release == "0.19.1"
+    assert "sm_120a" in images
+    assert not any(i.startswith(("sm_121", "sm_120f")) for i in images)
+    # the 10.x family has family images in CUDA 12 builds too: a B300 is not judged here
+    assert "sm_100f" in images
+
+
+def test_gb10_with_a_cu129_build_of_0_26_0_lists_the_family_only_objects():
+    facts = facts_with(
+        {
+            "vllm.version": "0.26.0",
+            "vllm.machine": "aarch64",
+            "torch.cuda_version": "12.9",
+            "gpu.capabilities": [121],
+            "gpu.min_capability": 121,
+        }
+    )
+    assert facts.value("release.kernels.published_cuda") == 13
+    listed = facts.value("release.kernels.cuda12_build_family_only")
+    assert any("cutlass_3x_gemm_fp8_blockwise" in item and "sm_120f" in item for item in listed)
+    assert all("judged for sm_121" in item for item in listed)
+    assert facts.value("release.kernels.cuda12_build_lacks_image") is True
+    assert hw142(facts) == APPLIES
+
+
+@pytest.mark.parametrize(
+    ("values", "why"),
+    [
+        ({"torch.cuda_version": "13.0", "gpu.capabilities": [121]}, "the published build"),
+        ({"torch.cuda_version": "12.9", "gpu.capabilities": [120]}, "sm_120a runs on 12.0"),
+        ({"torch.cuda_version": "12.9", "gpu.capabilities": [103]}, "CUDA 12 has sm_100f"),
+    ],
+)
+def test_no_lacking_objects_where_the_cuda_12_build_runs(values, why):
+    facts = facts_with({"vllm.version": "0.26.0", "vllm.machine": "aarch64", **values})
+    assert facts.value("release.kernels.cuda12_build_family_only") == [], why
+    assert hw142(facts) == NOT_APPLIES
+
+
+def test_nightly_between_releases_decides_where_they_agree():
+    facts = facts_with(
+        {
+            "vllm.version": "0.21.1rc1.dev169+ga6682d1d2",
+            "torch.version": "2.11.0+cu129",
+            "torch.cuda_version": "12.9",
+            "gpu.names": ["NVIDIA GB10"],
+            "gpu.capabilities": [121],
+            "gpu.min_capability": 121,
+        }
+    )
+    # the objects differ between 0.21.0 and the later releases; that some lack an image does not
+    assert facts.value("release.kernels.cuda12_build_family_only") is None
+    assert facts.value("release.kernels.cuda12_build_lacks_image") is True
+    assert hw142(facts) == APPLIES
+
+
+def test_torch_not_stated_is_the_release_pin_cuda_13_build():
+    """Without torch in the inputs, the torch the release pins (its PyPI build, CUDA 13) stands
+    for it: the published build, nothing to warn about."""
+    facts = facts_with(
+        {"vllm.version": "0.26.0", "vllm.machine": "aarch64", "gpu.capabilities": [121]}
+    )
+    assert facts.get("torch.cuda_version").inferred
+    assert facts.value("release.kernels.cuda12_build_lacks_image") is False
+    assert hw142(facts) == NOT_APPLIES

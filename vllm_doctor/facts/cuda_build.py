@@ -1,0 +1,202 @@
+"""Which CUDA release built the judged vLLM wheel, and what a build of the same release with
+another CUDA major carries instead (facts ``release.kernels.published_cuda``,
+``release.kernels.cuda12_build_family_only``, ``release.kernels.cuda12_build_lacks_image``).
+
+The kernel tables (``kernel_images``) read the wheels on PyPI, one CUDA build per release:
+its CUDA release shows in the PTX its fat binaries carry (PTX ISA 8.x is written by CUDA 12,
+9.x by CUDA 13: NVIDIA's PTX ISA release notes). vLLM also publishes builds of the same
+release for CUDA 12.9 (the ``+cu129`` wheels, the ``vllm/vllm-openai:*-cu129`` images), and a
+source build takes the CUDA of the machine; each installs or needs the torch built for that
+CUDA, so torch's CUDA says which one runs.
+
+vLLM's CMakeLists.txt compiles its Blackwell CUTLASS kernels (FP8 scaled-mm and block-scaled
+GEMM, NVFP4, the MoE grouped GEMMs) for the family target (``12.0f``) only when the compiler
+is CUDA 13, else for the architecture-specific one (``12.0a``). A family image runs on every
+member (12.0 and 12.1); ``sm_120a`` runs on 12.0 alone. So on a GB10 (12.1) a CUDA 12 build
+of a release whose PyPI wheel is a CUDA 13 build has no image for the objects that wheel runs
+there through ``sm_120f`` only (vLLM issue 43367: the cu129 images fail in the block-scaled
+FP8 GEMM, the CUDA 13 build of the same code runs). Whether CUDA 12 builds use family targets
+for a family at all is read, not assumed: from the newest covered release whose published
+wheel for the machine is a CUDA 12 build (0.19.1: ``sm_100f`` beside ``sm_100a``, but no
+``sm_120f`` and no ``sm_121a``), so a family they do build family images for is left out.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from vllm_doctor.facts.model import Facts
+
+SOURCE = "release knowledge"
+PATHS = (
+    "release.kernels.published_cuda",
+    "release.kernels.cuda12_build_family_only",
+    "release.kernels.cuda12_build_lacks_image",
+)
+# the PTX ISA major each CUDA major writes (PTX ISA 7.x: CUDA 11, 8.x: CUDA 12, 9.x: CUDA 13)
+_ISA_TO_CUDA = 4
+
+
+def cuda_major_of_isa(isa: str) -> int | None:
+    """``"8.8"`` → 12, ``"9.0"`` → 13; None for anything else."""
+    head = isa.split(".", 1)[0]
+    return int(head) + _ISA_TO_CUDA if head.isdigit() else None
+
+
+def published_cuda(readings: dict[str, Any], machine: str) -> int | None:
+    """The CUDA major of a release's published wheel for the machine: the newest PTX ISA its
+    extensions carry (None when none carries PTX)."""
+    majors = [
+        cuda_major_of_isa(group["ptx_isa"])
+        for key, value in readings.items()
+        if key.endswith(f"@{machine}") and isinstance(value, dict)
+        for group in value.get("groups", ())
+        if group.get("ptx_isa")
+    ]
+    known = [m for m in majors if m is not None]
+    return max(known) if known else None
+
+
+@lru_cache(maxsize=4)
+def cuda12_images(machine: str) -> tuple[str, tuple[str, ...]] | None:
+    """The images of the newest covered release whose published wheel for the machine is a
+    CUDA 12 build: (release, images), what vLLM's CMake compiles under CUDA 12."""
+    from packaging.version import Version
+
+    from vllm_doctor import knowledge
+
+    table = knowledge.load("kernel_images")
+    for release in sorted(table.releases, key=Version, reverse=True):
+        readings = table.at(release)
+        if published_cuda(readings, machine) != 12:
+            continue
+        images = {
+            image
+            for key, value in readings.items()
+            if key.endswith(f"@{machine}") and isinstance(value, dict)
+            for group in value.get("groups", ())
+            for image in group["images"]
+        }
+        return release, tuple(sorted(images))
+    return None
+
+
+def collect_cuda_build(
+    facts: Facts,
+    release: str,
+    readings: dict[str, Any],
+    machines: list[str],
+    capabilities: list[int],
+    describe: Any,
+) -> None:
+    """Write the three facts for the judged release (``readings``: its kernel_images entries)
+    on the machines judged (one, or both where the machine is not known: decided where they
+    agree); ``describe`` is release_stack's describer of a group of objects."""
+    published = {m: published_cuda(readings, m) for m in machines}
+    known = sorted({m for m in published.values() if m is not None})
+    if len(known) == 1:
+        facts.set(
+            "release.kernels.published_cuda",
+            known[0],
+            SOURCE,
+            f"the PTX ISA of vLLM {release}'s published wheel ({', '.join(machines)})",
+        )
+    else:
+        facts.mark_missing(
+            "release.kernels.published_cuda",
+            f"vLLM {release}'s published wheels carry no PTX to read their CUDA from"
+            if not known
+            else f"vLLM {release}'s x86_64 and aarch64 wheels were built with other CUDA "
+            "releases and the machine is not known",
+        )
+    torch_cuda = facts.value("torch.cuda_version")
+    major = _major(torch_cuda)
+    if major is None:
+        reason = (
+            facts.why_missing("torch.cuda_version")
+            or "torch's CUDA release is not known (the CUDA of vLLM's own build follows it)"
+        )
+        for path in PATHS[1:]:
+            facts.mark_missing(path, reason)
+        return
+    answers: dict[str, list[str]] = {}
+    for machine in machines:
+        if published[machine] is None:
+            continue
+        if major >= published[machine]:
+            answers[machine] = []  # the installed build's CUDA is the published wheel's
+            continue
+        answers[machine] = _lacking(readings, machine, capabilities, describe)
+    if not answers:
+        for path in PATHS[1:]:
+            facts.mark_missing(path, f"vLLM {release}'s published CUDA build is not known")
+        return
+    verdicts = {bool(found) for found in answers.values()}
+    if len(verdicts) != 1:
+        for path in PATHS[1:]:
+            facts.mark_missing(
+                path,
+                "the x86_64 and aarch64 builds differ here and the machine is not known",
+            )
+        return
+    found = next(iter(answers.values()))
+    c12 = cuda12_images(next(iter(answers)))
+    detail = (
+        f"torch CUDA {torch_cuda}: a CUDA {major} build of vLLM {release}, whose published "
+        f"wheel is a CUDA {known[-1] if known else '?'} build"
+        + (f"; CUDA 12 builds read from vLLM {c12[0]}'s wheel" if c12 else "")
+    )
+    facts.set("release.kernels.cuda12_build_family_only", found, SOURCE, detail)
+    facts.set("release.kernels.cuda12_build_lacks_image", bool(found), SOURCE, detail)
+
+
+def _major(version: Any) -> int | None:
+    head = str(version).split(".", 1)[0] if version is not None else ""
+    return int(head) if head.isdigit() else None
+
+
+def _lacking(
+    readings: dict[str, Any], machine: str, capabilities: list[int], describe: Any
+) -> list[str]:
+    """The objects of the published (CUDA 13) wheel that run on the GPU only through a family
+    image of another member, for a family whose images a CUDA 12 build makes
+    architecture-specific and for a GPU whose own architecture a CUDA 12 build does not target."""
+    from vllm_doctor.knowledge import cuda_images
+
+    c12 = cuda12_images(machine)
+    if c12 is None:
+        return []
+    built = [cuda_images.parse(i) for i in c12[1]]
+    out: list[str] = []
+    for capability in capabilities:
+        family = capability // 10
+        if any(i and i.variant == "f" and i.arch // 10 == family for i in built):
+            continue  # CUDA 12 builds carry family images for this family too
+        if any(i and i.kind == cuda_images.SASS and i.arch == capability for i in built):
+            continue  # CUDA 12 builds target this GPU's own architecture
+        for key in sorted(readings):
+            if not key.endswith(f"@{machine}") or not isinstance(readings[key], dict):
+                continue
+            module = key.rpartition("@")[0]
+            for group in readings[key]["groups"]:
+                if _through_family_only(group["images"], capability):
+                    out.append(describe(module, [group], [capability], lambda g: True, objects=True))
+    return out
+
+
+def _through_family_only(images: list[str], capability: int) -> bool:
+    """The GPU runs the group only through a family image of another member (sm_120f on a
+    12.1 GPU): nothing else in it runs there."""
+    from vllm_doctor.knowledge import cuda_images
+
+    family = [
+        text
+        for text in images
+        if (image := cuda_images.parse(text)) is not None
+        and image.variant == "f"
+        and image.arch != capability
+        and cuda_images.runs_on(image, capability)
+    ]
+    others = [text for text in images if text not in family]
+    return bool(family) and cuda_images.best(others, capability) == cuda_images.NONE
