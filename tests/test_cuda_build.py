@@ -111,3 +111,38 @@ def test_torch_not_stated_is_the_release_pin_cuda_13_build():
     assert facts.get("torch.cuda_version").inferred
     assert facts.value("release.kernels.cuda12_build_lacks_image") is False
     assert hw142(facts) == NOT_APPLIES
+
+
+def hw143(facts: Facts) -> str:
+    rule, problems = load_rule_file(REPO / "rules" / "hw" / "HW143.yaml")
+    assert rule is not None, problems
+    return evaluate_rule(rule, facts).verdict
+
+
+@pytest.mark.parametrize(
+    ("version", "torch_cuda", "capability", "runs"),
+    [
+        ("0.20.0", "13.0", 121, True),  # the published CUDA 13 wheel: sm_120f + enable_sm120_only
+        ("0.21.0", "13.0", 121, True),
+        ("0.22.0", "13.0", 121, False),  # enable_sm120_family
+        ("0.18.0", "13.0", 121, True),  # a CUDA 13 build of a CUDA 12 wheel compiles sm_120f
+        ("0.18.0", "12.9", 121, False),  # sm_120a: no image at all (HW101's case)
+        ("0.15.1", "13.0", 121, False),  # before the wrapper
+        ("0.21.0", "13.0", 120, False),  # the guard admits 12.0
+    ],
+)
+def test_exact_arch_guard_read_from_the_kernel_names(version, torch_cuda, capability, runs):
+    facts = facts_with(
+        {
+            "vllm.version": version,
+            "vllm.machine": "aarch64",
+            "torch.cuda_version": torch_cuda,
+            "gpu.capabilities": [capability],
+            "gpu.min_capability": capability,
+        }
+    )
+    assert facts.value("release.kernels.exact_arch_guard_runs") is runs
+    listed = facts.value("release.kernels.exact_arch_guard")
+    assert bool(listed) is runs
+    assert all("enable_sm120_only" in item for item in listed)
+    assert hw143(facts) == (APPLIES if runs else NOT_APPLIES)

@@ -19,10 +19,17 @@ FP8 GEMM, the CUDA 13 build of the same code runs). Whether CUDA 12 builds use f
 for a family at all is read, not assumed: from the newest covered release whose published
 wheel for the machine is a CUDA 12 build (0.19.1: ``sm_100f`` beside ``sm_100a``, but no
 ``sm_120f`` and no ``sm_121a``), so a family they do build family images for is left out.
+
+The kernel names the tables keep also show vLLM's exact-architecture wrapper
+``enable_sm120_only`` (``__CUDA_ARCH__ == 1200``, else a trap) around the per-tensor FP8
+CUTLASS GEMMs of 0.16.0-0.21.0 (0.22.0 wraps them in ``enable_sm120_family``, vLLM pull
+request 41215): in images that run on a 12.1 GPU (the sm_120f of the CUDA 13 builds) the GEMM
+traps there (``release.kernels.exact_arch_guard``).
 """
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -33,7 +40,14 @@ PATHS = (
     "release.kernels.published_cuda",
     "release.kernels.cuda12_build_family_only",
     "release.kernels.cuda12_build_lacks_image",
+    "release.kernels.exact_arch_guard",
+    "release.kernels.exact_arch_guard_runs",
 )
+# vLLM's CUTLASS wrappers that compile a kernel's body for one architecture only and trap
+# elsewhere (csrc/cutlass_extensions: enable_sm120_only checks __CUDA_ARCH__ == 1200); the
+# kernel tables keep each object's kernel names, where the wrapper shows as
+# cutlass::device_kernel<enable_sm120_only>
+_EXACT_GUARD = re.compile(r"\benable_sm(\d{2,3})_only\b")
 # the PTX ISA major each CUDA major writes (PTX ISA 7.x: CUDA 11, 8.x: CUDA 12, 9.x: CUDA 13)
 _ISA_TO_CUDA = 4
 
@@ -120,6 +134,7 @@ def collect_cuda_build(
         for path in PATHS[1:]:
             facts.mark_missing(path, reason)
         return
+    _guards(facts, release, readings, machines, capabilities, published, major, describe)
     answers: dict[str, list[str]] = {}
     for machine in machines:
         if published[machine] is None:
@@ -200,3 +215,85 @@ def _through_family_only(images: list[str], capability: int) -> bool:
     ]
     others = [text for text in images if text not in family]
     return bool(family) and cuda_images.best(others, capability) == cuda_images.NONE
+
+
+def _guards(
+    facts: Facts,
+    release: str,
+    readings: dict[str, Any],
+    machines: list[str],
+    capabilities: list[int],
+    published: dict[str, int | None],
+    major: int,
+    describe: Any,
+) -> None:
+    """``release.kernels.exact_arch_guard``: the objects whose kernels carry an exact-architecture
+    wrapper for another member of the GPU's family (enable_sm120_only on a 12.1 GB10) in images
+    that run on the GPU in the installed build: the published wheel's, or for a CUDA 13 build
+    of a release published as a CUDA 12 build, the family image vLLM's CMake compiles instead
+    of the member-specific one (sm_120f for sm_120a). The names are those the tables keep (the
+    most frequent of up to 8 objects of a group), so an empty list is no proof of absence."""
+    from vllm_doctor.knowledge import cuda_images
+
+    answers: dict[str, list[str]] = {}
+    for machine in machines:
+        if published[machine] is None:
+            continue
+        widen = major > published[machine]  # a CUDA 13 build of a CUDA 12 wheel
+        found: list[str] = []
+        for capability in capabilities:
+            for key in sorted(readings):
+                if not key.endswith(f"@{machine}") or not isinstance(readings[key], dict):
+                    continue
+                for group in readings[key]["groups"]:
+                    guarded = {
+                        int(arch)
+                        for name in group.get("names", ())
+                        for arch in _EXACT_GUARD.findall(name)
+                    }
+                    other = [a for a in guarded if a != capability and a // 10 == capability // 10]
+                    if other and _runs(group["images"], capability, widen):
+                        module = key.rpartition("@")[0]
+                        built = (
+                            ""
+                            if cuda_images.best(group["images"], capability) != cuda_images.NONE
+                            else f"; a CUDA {major} build compiles the family image instead"
+                        )
+                        found.append(
+                            describe(module, [group], [capability], lambda g: True, objects=True)
+                            + f" [wrapped in enable_sm{other[0]}_only{built}]"
+                        )
+        answers[machine] = found
+    verdicts = {bool(found) for found in answers.values()}
+    if len(verdicts) != 1:
+        why = (
+            "the x86_64 and aarch64 builds differ here and the machine is not known"
+            if answers
+            else f"vLLM {release}'s published CUDA build is not known"
+        )
+        for path in ("release.kernels.exact_arch_guard", "release.kernels.exact_arch_guard_runs"):
+            facts.mark_missing(path, why)
+        return
+    found = next(iter(answers.values()))
+    detail = f"kernel names in vLLM {release}'s fat binaries, for a CUDA {major} build"
+    facts.set("release.kernels.exact_arch_guard", found, SOURCE, detail)
+    facts.set("release.kernels.exact_arch_guard_runs", bool(found), SOURCE, detail)
+
+
+def _runs(images: list[str], capability: int, widen: bool) -> bool:
+    """The group has an image that runs on the GPU; ``widen``: in a CUDA 13 build, whose
+    CMake compiles the Blackwell families' member-specific targets as family targets."""
+    from vllm_doctor.knowledge import cuda_images
+
+    if cuda_images.best(images, capability) != cuda_images.NONE:
+        return True
+    if not widen:
+        return False
+    widened = [
+        f"sm_{image.arch}f"
+        for text in images
+        if (image := cuda_images.parse(text)) is not None
+        and image.variant == "a"
+        and image.arch >= 100  # the Blackwell families (sm_90a stays sm_90a under CUDA 13)
+    ]
+    return cuda_images.best(widened, capability) != cuda_images.NONE

@@ -558,6 +558,19 @@ COMPUTED: dict[str, FactSpec] = {
         "release.kernels.cuda12_build_family_only is not empty (decided across the releases a "
         "nightly may be, where the objects differ but the answer does not)",
     ),
+    "release.kernels.exact_arch_guard": FactSpec(
+        "list",
+        "objects whose kernels carry vLLM's exact-architecture wrapper for another member of "
+        "the GPU's family (cutlass::device_kernel<enable_sm120_only> on a 12.1 GB10) in images "
+        "that run on the GPU in the installed build (a CUDA 13 build of a CUDA 12 wheel compiles "
+        "sm_120f for sm_120a): the wrapper traps there; read from the kernel names the tables "
+        "keep (up to 8 objects per group), so an empty list is no proof of absence",
+    ),
+    "release.kernels.exact_arch_guard_runs": FactSpec(
+        "bool",
+        "release.kernels.exact_arch_guard is not empty (decided across the releases a nightly "
+        "may be, where they agree)",
+    ),
     "release.kernels.older_only": FactSpec(
         "list",
         "of release.kernels.without_image, the extensions all of whose images target GPUs "
