@@ -146,3 +146,13 @@ def test_exact_arch_guard_read_from_the_kernel_names(version, torch_cuda, capabi
     assert bool(listed) is runs
     assert all("enable_sm120_only" in item for item in listed)
     assert hw143(facts) == (APPLIES if runs else NOT_APPLIES)
+
+
+def test_family_only_follows_the_installed_cuda_build():
+    """HW101's objects: 0.18.0's published wheel is a CUDA 12 build (sm_120a, nothing for a
+    12.1 GB10); with torch +cu130 the installed build is a CUDA 13 one, whose sm_120f runs."""
+    values = {"vllm.version": "0.18.0", "vllm.machine": "aarch64", "gpu.capabilities": [121]}
+    cu129 = facts_with({**values, "torch.cuda_version": "12.9"})
+    cu130 = facts_with({**values, "torch.cuda_version": "13.0"})
+    assert any("sm_120a" in item for item in cu129.value("release.kernels.family_only"))
+    assert cu130.value("release.kernels.family_only") == []

@@ -281,19 +281,31 @@ def _guards(
 
 
 def _runs(images: list[str], capability: int, widen: bool) -> bool:
-    """The group has an image that runs on the GPU; ``widen``: in a CUDA 13 build, whose
-    CMake compiles the Blackwell families' member-specific targets as family targets."""
+    """The group has an image that runs on the GPU in the installed build."""
     from vllm_doctor.knowledge import cuda_images
 
-    if cuda_images.best(images, capability) != cuda_images.NONE:
-        return True
+    return cuda_images.best(installed_images(images, widen), capability) != cuda_images.NONE
+
+
+def installed_images(images: list[str], widen: bool) -> list[str]:
+    """A group's images as the installed build carries them; ``widen``: a CUDA 13 build of a
+    release published as a CUDA 12 build, whose CMake compiles the Blackwell families'
+    member-specific targets as family targets (sm_120a as sm_120f; sm_90a stays)."""
+    from vllm_doctor.knowledge import cuda_images
+
     if not widen:
-        return False
-    widened = [
-        f"sm_{image.arch}f"
-        for text in images
-        if (image := cuda_images.parse(text)) is not None
-        and image.variant == "a"
-        and image.arch >= 100  # the Blackwell families (sm_90a stays sm_90a under CUDA 13)
-    ]
-    return cuda_images.best(widened, capability) != cuda_images.NONE
+        return list(images)
+    out = []
+    for text in images:
+        image = cuda_images.parse(text)
+        blackwell = image is not None and image.variant == "a" and image.arch >= 100
+        out.append(f"sm_{image.arch}f" if blackwell and image.kind == cuda_images.SASS else text)
+    return out
+
+
+def widens(facts: Facts, readings: dict[str, Any], machine: str) -> bool:
+    """torch's CUDA says the installed vLLM is a CUDA 13 (or newer) build of a release whose
+    published wheel for the machine is a CUDA 12 build (torch +cu130 beside vLLM 0.19.1)."""
+    major = _major(facts.value("torch.cuda_version"))
+    published = published_cuda(readings, machine)
+    return major is not None and published is not None and major > published
