@@ -156,3 +156,47 @@ def test_family_only_follows_the_installed_cuda_build():
     cu130 = facts_with({**values, "torch.cuda_version": "13.0"})
     assert any("sm_120a" in item for item in cu129.value("release.kernels.family_only"))
     assert cu130.value("release.kernels.family_only") == []
+
+
+def hw144(facts: Facts) -> str:
+    rule, problems = load_rule_file(REPO / "rules" / "hw" / "HW144.yaml")
+    assert rule is not None, problems
+    return evaluate_rule(rule, facts).verdict
+
+
+@pytest.mark.parametrize(
+    ("version", "capability", "driver", "torch_cuda", "named"),
+    [
+        ("0.11.2", 90, "12.4", "12.8", "_vllm_fa2_C"),  # PTX ISA 8.7 (CUDA 12.8) on CUDA 12.4
+        ("0.11.2", 90, "12.8", "12.8", None),
+        ("0.11.2", 89, "12.4", "12.8", None),  # sm_89 machine code everywhere
+        ("0.19.1", 120, "12.8", "12.9", "marlin"),  # PTX ISA 8.8 (CUDA 12.9)
+        # torch's stated CUDA 12.6 names another build of the release: its PTX is CUDA 12.6's
+        ("0.11.2", 90, "12.6", "12.6", None),
+    ],
+)
+def test_ptx_beyond_driver_from_the_ptx_isa(version, capability, driver, torch_cuda, named):
+    facts = facts_with(
+        {
+            "vllm.version": version,
+            "vllm.machine": "x86_64",
+            "torch.cuda_version": torch_cuda,
+            "driver.cuda_version": driver,
+            "gpu.capabilities": [capability],
+            "gpu.min_capability": capability,
+        }
+    )
+    listed = facts.value("release.kernels.ptx_beyond_driver")
+    assert bool(listed) is (named is not None)
+    if named:
+        assert any(named in item.lower() or named in item for item in listed)
+        assert all(f"the driver supports CUDA {driver}" in item for item in listed)
+    assert hw144(facts) == (APPLIES if named else NOT_APPLIES)
+
+
+def test_ptx_beyond_driver_needs_the_driver_cuda():
+    facts = facts_with(
+        {"vllm.version": "0.11.2", "vllm.machine": "x86_64", "gpu.capabilities": [90]}
+    )
+    assert facts.value("release.kernels.ptx_beyond_driver_any") is None
+    assert hw144(facts) == UNDECIDED

@@ -42,7 +42,23 @@ PATHS = (
     "release.kernels.cuda12_build_lacks_image",
     "release.kernels.exact_arch_guard",
     "release.kernels.exact_arch_guard_runs",
+    "release.kernels.ptx_beyond_driver",
+    "release.kernels.ptx_beyond_driver_any",
 )
+# the CUDA release that introduced each PTX ISA version (NVIDIA's PTX ISA document, "Release
+# Notes" / "PTX ISA Version" table): a driver JIT-compiles PTX up to the ISA of the CUDA
+# release it supports. Only the versions vLLM's wheels carry and their neighbours.
+_ISA_CUDA = {
+    "8.0": "12.0",
+    "8.1": "12.1",
+    "8.2": "12.2",
+    "8.3": "12.3",
+    "8.4": "12.4",
+    "8.5": "12.5",
+    "8.7": "12.8",
+    "8.8": "12.9",
+    "9.0": "13.0",
+}
 # vLLM's CUTLASS wrappers that compile a kernel's body for one architecture only and trap
 # elsewhere (csrc/cutlass_extensions: enable_sm120_only checks __CUDA_ARCH__ == 1200); the
 # kernel tables keep each object's kernel names, where the wrapper shows as
@@ -135,6 +151,7 @@ def collect_cuda_build(
             facts.mark_missing(path, reason)
         return
     _guards(facts, release, readings, machines, capabilities, published, major, describe)
+    _ptx_beyond_driver(facts, release, readings, machines, capabilities, describe)
     answers: dict[str, list[str]] = {}
     for machine in machines:
         if published[machine] is None:
@@ -309,3 +326,70 @@ def widens(facts: Facts, readings: dict[str, Any], machine: str) -> bool:
     major = _major(facts.value("torch.cuda_version"))
     published = published_cuda(readings, machine)
     return major is not None and published is not None and major > published
+
+
+def _ptx_beyond_driver(
+    facts: Facts,
+    release: str,
+    readings: dict[str, Any],
+    machines: list[str],
+    capabilities: list[int],
+    describe: Any,
+) -> None:
+    """``release.kernels.ptx_beyond_driver``: the objects that reach the GPU only as PTX, whose
+    PTX the installed build's CUDA wrote and the driver's CUDA is too old to compile. torch runs
+    on an older driver of its major (CUDA's minor-version compatibility); JIT-compiling PTX
+    does not. The installed build's CUDA is the published wheel's (its PTX ISA) unless torch's
+    stated CUDA names another release of it (a variant wheel, a source build)."""
+    from packaging.version import InvalidVersion, Version
+
+    from vllm_doctor.knowledge import cuda_images
+
+    paths = ("release.kernels.ptx_beyond_driver", "release.kernels.ptx_beyond_driver_any")
+    driver = facts.value("driver.cuda_version")
+    try:
+        driver_cuda = Version(str(driver)) if driver is not None else None
+    except InvalidVersion:
+        driver_cuda = None
+    if driver_cuda is None:
+        reason = facts.why_missing("driver.cuda_version") or "the driver's CUDA version is not known"
+        for path in paths:
+            facts.mark_missing(path, reason)
+        return
+    torch_fact = facts.get("torch.cuda_version")
+    stated = None if torch_fact is None or torch_fact.inferred else str(torch_fact.value)
+    answers: dict[str, list[str]] = {}
+    for machine in machines:
+        found: list[str] = []
+        for key in sorted(readings):
+            if not key.endswith(f"@{machine}") or not isinstance(readings[key], dict):
+                continue
+            module = key.rpartition("@")[0]
+            for group in readings[key]["groups"]:
+                if not group.get("names"):
+                    continue  # no kernel in it (host code): nothing for the driver to compile
+                if not any(
+                    cuda_images.best(group["images"], c) == cuda_images.PTX for c in capabilities
+                ):
+                    continue
+                wrote = _ISA_CUDA.get(str(group.get("ptx_isa")))
+                if wrote is None:
+                    continue
+                if stated is not None and _major(stated) == _major(wrote) and stated != wrote:
+                    wrote = ".".join(stated.split(".")[:2])  # a build of torch's CUDA release
+                if Version(wrote) > driver_cuda:
+                    found.append(
+                        describe(module, [group], capabilities, lambda g: True, objects=True)
+                        + f" [PTX written by CUDA {wrote}; the driver supports CUDA {driver}]"
+                    )
+        answers[machine] = found
+    if len({bool(found) for found in answers.values()}) != 1:
+        for path in paths:
+            facts.mark_missing(
+                path, "the x86_64 and aarch64 builds differ here and the machine is not known"
+            )
+        return
+    found = next(iter(answers.values()))
+    detail = f"PTX ISA of vLLM {release}'s objects against the driver's CUDA {driver}"
+    facts.set(paths[0], found, SOURCE, detail)
+    facts.set(paths[1], bool(found), SOURCE, detail)

@@ -571,6 +571,17 @@ COMPUTED: dict[str, FactSpec] = {
         "release.kernels.exact_arch_guard is not empty (decided across the releases a nightly "
         "may be, where they agree)",
     ),
+    "release.kernels.ptx_beyond_driver": FactSpec(
+        "list",
+        "objects of the judged release that reach the GPU only as PTX, written by a CUDA "
+        "release (read from their PTX ISA version; torch's stated CUDA where it names another "
+        "build of the same major) newer than the driver's CUDA: the driver refuses to compile "
+        "them ('the provided PTX was compiled with an unsupported toolchain')",
+    ),
+    "release.kernels.ptx_beyond_driver_any": FactSpec(
+        "bool",
+        "release.kernels.ptx_beyond_driver is not empty",
+    ),
     "release.kernels.older_only": FactSpec(
         "list",
         "of release.kernels.without_image, the extensions all of whose images target GPUs "
