@@ -171,8 +171,11 @@ def hw144(facts: Facts) -> str:
         ("0.11.2", 90, "12.8", "12.8", None),
         ("0.11.2", 89, "12.4", "12.8", None),  # sm_89 machine code everywhere
         ("0.19.1", 120, "12.8", "12.9", "marlin"),  # PTX ISA 8.8 (CUDA 12.9)
-        # torch's stated CUDA 12.6 names another build of the release: its PTX is CUDA 12.6's
-        ("0.11.2", 90, "12.6", "12.6", None),
+        # a cu129 build of 0.21.0 (published for CUDA 13.0): its own PTX is CUDA 12.9's
+        ("0.21.0", 121, "12.9", "12.9", None),
+        # torch's stated CUDA 12.6: the installed vLLM may be the published CUDA 12.8 build or
+        # one built for 12.6, which disagree on a 12.6 driver
+        ("0.11.2", 90, "12.6", "12.6", "open"),
     ],
 )
 def test_ptx_beyond_driver_from_the_ptx_isa(version, capability, driver, torch_cuda, named):
@@ -186,6 +189,13 @@ def test_ptx_beyond_driver_from_the_ptx_isa(version, capability, driver, torch_c
             "gpu.min_capability": capability,
         }
     )
+    if named == "open":  # the published build's PTX is beyond the driver, torch's is not
+        assert facts.value("release.kernels.ptx_beyond_driver_any") is None
+        assert "torch is a CUDA 12.6 build" in facts.why_missing(
+            "release.kernels.ptx_beyond_driver_any"
+        )
+        assert hw144(facts) == UNDECIDED
+        return
     listed = facts.value("release.kernels.ptx_beyond_driver")
     assert bool(listed) is (named is not None)
     if named:

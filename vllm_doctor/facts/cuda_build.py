@@ -358,7 +358,9 @@ def _ptx_beyond_driver(
         return
     torch_fact = facts.get("torch.cuda_version")
     stated = None if torch_fact is None or torch_fact.inferred else str(torch_fact.value)
+    stated = ".".join(stated.split(".")[:2]) if stated else None
     answers: dict[str, list[str]] = {}
+    open_: list[str] = []
     for machine in machines:
         found: list[str] = []
         for key in sorted(readings):
@@ -375,13 +377,23 @@ def _ptx_beyond_driver(
                 wrote = _ISA_CUDA.get(str(group.get("ptx_isa")))
                 if wrote is None:
                     continue
-                if stated is not None and _major(stated) == _major(wrote) and stated != wrote:
-                    wrote = ".".join(stated.split(".")[:2])  # a build of torch's CUDA release
-                if Version(wrote) > driver_cuda:
+                # torch stated with another CUDA of the same major: the installed vLLM is the
+                # published build or one built for torch's CUDA (a variant wheel, a source
+                # build), decided where both answer alike; of another major, only a build for
+                # torch's CUDA loads (the wheel links the other major's libcudart)
+                builds = {wrote, stated or wrote}
+                if stated is not None and _major(stated) != _major(wrote):
+                    builds = {stated}
+                beyond = {Version(w) > driver_cuda for w in builds}
+                shown = describe(module, [group], capabilities, lambda g: True, objects=True)
+                if beyond == {True}:
                     found.append(
-                        describe(module, [group], capabilities, lambda g: True, objects=True)
-                        + f" [PTX written by CUDA {wrote}; the driver supports CUDA {driver}]"
+                        shown
+                        + f" [PTX written by CUDA {min(builds, key=Version)}; the driver "
+                        + f"supports CUDA {driver}]"
                     )
+                elif len(beyond) > 1:
+                    open_.append(f"{shown} [PTX of CUDA {wrote}, or {stated} for torch's build]")
         answers[machine] = found
     if len({bool(found) for found in answers.values()}) != 1:
         for path in paths:
@@ -390,6 +402,15 @@ def _ptx_beyond_driver(
             )
         return
     found = next(iter(answers.values()))
+    if not found and open_:
+        for path in paths:
+            facts.mark_missing(
+                path,
+                f"torch is a CUDA {stated} build and vLLM {release}'s wheel carries PTX of "
+                f"another CUDA release: whether the installed vLLM is that wheel or a build for "
+                f"torch's CUDA decides against the driver's CUDA {driver} ({open_[0]})",
+            )
+        return
     detail = f"PTX ISA of vLLM {release}'s objects against the driver's CUDA {driver}"
     facts.set(paths[0], found, SOURCE, detail)
     facts.set(paths[1], bool(found), SOURCE, detail)
