@@ -105,6 +105,7 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "release.aiter": ("facts/release_env.py",),
     "release.uma_free_memory": ("facts/release_memory.py",),
     "release.aiter_moe_refused": ("facts/release_aiter_moe.py",),
+    "release.moe_backend": ("facts/release_moe_backend.py",),
     "derived.aiter_moe_untuned": ("facts/aiter_tuned.py",),
     "platform": ("facts/platform.py",),
     "platform.glibcxx": ("facts/platform.py", "facts/distro.py"),

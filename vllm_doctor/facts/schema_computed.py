@@ -279,6 +279,18 @@ COMPUTED: dict[str, FactSpec] = {
         "release's values of its VLLM_ROCM_USE_AITER* variables and the GPU's gfx target; "
         "'aiter' is is_enabled, 'supported' is AITER's own architecture check)",
     ),
+    "release.moe_backend.refused_on_gpu": FactSpec(
+        "bool",
+        "the --moe-backend forced cannot run on this GPU in the judged release: for the "
+        "model's quantization, every experts class of the backend it maps to fails its "
+        "_supports_current_device() test here (knowledge table moe_backends, from the MoE "
+        "oracles), so vLLM raises 'does not support the deployment configuration since kernel "
+        "does not support current device' at start-up",
+    ),
+    "release.moe_backend.devices": FactSpec(
+        "str",
+        "the experts classes of the forced backend and the GPUs their device tests admit",
+    ),
     "release.aiter_moe_refused": FactSpec(
         "bool",
         "on an AMD GPU serving an MoE model: the judged release answers VLLM_ROCM_USE_AITER / "
