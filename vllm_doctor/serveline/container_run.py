@@ -171,6 +171,7 @@ def container_facts(run: ContainerRun, facts: Facts, source: str) -> None:
     from vllm_doctor.serveline.quantities import DEFAULT_SHM_MIB, quantity_mib
 
     facts.set("deploy.image", run.image, source, f"{run.engine} run {run.image}")
+    _set_aside_this_machines_userspace(run, facts)
     _image_version(run, facts, source)
     word = f"{run.engine} run"
     if run.ipc == "host":
@@ -201,6 +202,49 @@ def container_facts(run: ContainerRun, facts: Facts, source: str) -> None:
             if run.gpus is not None
             else f"{word} names no --gpus count (--device or the runtime's variables decide)",
         )
+
+
+# What the container has of its own, not the host's: its Python packages (vLLM, torch and the
+# rest), its user-space libraries and toolchain, its user; and paths on its command line are
+# paths inside it. The kernel, the driver and the GPUs are the host's (kept).
+_IMAGE_AREAS = ("vllm", "torch", "packages", "container")
+_IMAGE_PATHS = (
+    "platform.glibcxx",
+    "platform.os",
+    "platform.nvcc_found",
+    "platform.c_compiler_found",
+    "platform.container",
+    "host.model_copy",
+    "host.model_weights",
+)
+
+
+def _set_aside_this_machines_userspace(run: ContainerRun, facts: Facts) -> None:
+    """This machine's own facts of what the image decides stand no more: a `docker run`
+    line's vLLM runs on the image's packages, libraries and user (a report or a what-if value
+    given for them stays)."""
+    from vllm_doctor.facts.model import Source
+
+    reason = (
+        f"the container runs image {run.image}: its packages, libraries and user are the "
+        "image's, not this machine's (pass --report with `vllm collect-env` run in the container)"
+    )
+
+    def from_machine(prefix: str) -> list[str]:
+        return [
+            path
+            for path, fact in facts.values.items()
+            if (path == prefix or path.startswith(prefix + ".")) and fact.source == Source.MACHINE
+        ]
+
+    for area in _IMAGE_AREAS:
+        if from_machine(area):
+            facts.drop_area(area)
+            facts.mark_unknowable(area, reason)
+    for path in _IMAGE_PATHS:
+        if from_machine(path):
+            facts.values.pop(path, None)
+            facts.mark_unknowable(path, reason)
 
 
 def _image_version(run: ContainerRun, facts: Facts, source: str) -> None:
