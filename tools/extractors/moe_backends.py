@@ -81,7 +81,11 @@ def _kernel_classes(tree: ast.Module) -> dict[str, list[tuple[str, str]]]:
     """``backend_to_kernel_cls``: per backend compared in its if/elif chain, the classes it
     imports (module, name) and returns."""
     fn = next(
-        (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "backend_to_kernel_cls"),
+        (
+            n
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef) and n.name == "backend_to_kernel_cls"
+        ),
         None,
     )
     out: dict[str, list[tuple[str, str]]] = {}
@@ -90,9 +94,7 @@ def _kernel_classes(tree: ast.Module) -> dict[str, list[tuple[str, str]]]:
     node: Any = next((s for s in fn.body if isinstance(s, ast.If)), None)
     while isinstance(node, ast.If):
         backends = [
-            c.attr
-            for c in ast.walk(node.test)
-            if isinstance(c, ast.Attribute) and c.attr.isupper()
+            c.attr for c in ast.walk(node.test) if isinstance(c, ast.Attribute) and c.attr.isupper()
         ]
         imported = {
             alias.asname or alias.name: (sub.module or "")
@@ -212,9 +214,7 @@ def _expr(node: ast.expr) -> list[Any]:
         if attr == "has_device_capability" and arg is not None:
             if isinstance(arg, ast.Constant) and isinstance(arg.value, int):
                 return ["at_least", int(arg.value)]
-            if isinstance(arg, ast.Tuple) and all(
-                isinstance(e, ast.Constant) for e in arg.elts
-            ):
+            if isinstance(arg, ast.Tuple) and all(isinstance(e, ast.Constant) for e in arg.elts):
                 major, minor = (int(e.value) for e in arg.elts)  # type: ignore[union-attr]
                 return ["at_least", major * 10 + minor]
         if name is not None and name.startswith("has_"):

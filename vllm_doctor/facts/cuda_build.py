@@ -154,9 +154,10 @@ def collect_cuda_build(
     _ptx_beyond_driver(facts, release, readings, machines, capabilities, describe)
     answers: dict[str, list[str]] = {}
     for machine in machines:
-        if published[machine] is None:
+        built = published[machine]
+        if built is None:
             continue
-        if major >= published[machine]:
+        if major >= built:
             answers[machine] = []  # the installed build's CUDA is the published wheel's
             continue
         answers[machine] = _lacking(readings, machine, capabilities, describe)
@@ -213,7 +214,9 @@ def _lacking(
             module = key.rpartition("@")[0]
             for group in readings[key]["groups"]:
                 if _through_family_only(group["images"], capability):
-                    out.append(describe(module, [group], [capability], lambda g: True, objects=True))
+                    out.append(
+                        describe(module, [group], [capability], lambda g: True, objects=True)
+                    )
     return out
 
 
@@ -254,9 +257,10 @@ def _guards(
 
     answers: dict[str, list[str]] = {}
     for machine in machines:
-        if published[machine] is None:
+        built = published[machine]
+        if built is None:
             continue
-        widen = major > published[machine]  # a CUDA 13 build of a CUDA 12 wheel
+        widen = major > built  # a CUDA 13 build of a CUDA 12 wheel
         found: list[str] = []
         for capability in capabilities:
             for key in sorted(readings):
@@ -271,14 +275,14 @@ def _guards(
                     other = [a for a in guarded if a != capability and a // 10 == capability // 10]
                     if other and _runs(group["images"], capability, widen):
                         module = key.rpartition("@")[0]
-                        built = (
+                        note = (
                             ""
                             if cuda_images.best(group["images"], capability) != cuda_images.NONE
                             else f"; a CUDA {major} build compiles the family image instead"
                         )
                         found.append(
                             describe(module, [group], [capability], lambda g: True, objects=True)
-                            + f" [wrapped in enable_sm{other[0]}_only{built}]"
+                            + f" [wrapped in enable_sm{other[0]}_only{note}]"
                         )
         answers[machine] = found
     verdicts = {bool(found) for found in answers.values()}
@@ -316,7 +320,10 @@ def installed_images(images: list[str], widen: bool) -> list[str]:
     for text in images:
         image = cuda_images.parse(text)
         blackwell = image is not None and image.variant == "a" and image.arch >= 100
-        out.append(f"sm_{image.arch}f" if blackwell and image.kind == cuda_images.SASS else text)
+        if image is not None and blackwell and image.kind == cuda_images.SASS:
+            out.append(f"sm_{image.arch}f")
+        else:
+            out.append(text)
     return out
 
 
@@ -352,7 +359,9 @@ def _ptx_beyond_driver(
     except InvalidVersion:
         driver_cuda = None
     if driver_cuda is None:
-        reason = facts.why_missing("driver.cuda_version") or "the driver's CUDA version is not known"
+        reason = (
+            facts.why_missing("driver.cuda_version") or "the driver's CUDA version is not known"
+        )
         for path in paths:
             facts.mark_missing(path, reason)
         return

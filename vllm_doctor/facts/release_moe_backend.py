@@ -82,7 +82,12 @@ def collect_release_moe_backend(facts: Facts) -> None:
     elif not all(v is False for v in verdicts.values()):
         facts.mark_missing(PATHS[0], f"a device test the table could not read decides: {detail}")
     elif facts.value("model.num_experts"):
-        facts.set(PATHS[0], True, SOURCE, f"{detail}; an MoE model ({facts.value('model.num_experts')} experts)")
+        facts.set(
+            PATHS[0],
+            True,
+            SOURCE,
+            f"{detail}; an MoE model ({facts.value('model.num_experts')} experts)",
+        )
     elif facts.why_missing("model.num_experts"):
         # the backend refuses the GPU; whether the model has MoE layers that ask for it decides
         facts.mark_missing(
