@@ -181,7 +181,9 @@ def collect_cuda_build(
         + (f"; CUDA 12 builds read from vLLM {c12[0]}'s wheel" if c12 else "")
     )
     facts.set("release.kernels.cuda12_build_family_only", found, SOURCE, detail)
-    facts.set("release.kernels.cuda12_build_lacks_image", bool(found), SOURCE, detail)
+    facts.set(
+        "release.kernels.cuda12_build_lacks_image", bool(found), SOURCE, _listed(detail, found)
+    )
 
 
 def _major(version: Any) -> int | None:
@@ -298,7 +300,7 @@ def _guards(
     found = next(iter(answers.values()))
     detail = f"kernel names in vLLM {release}'s fat binaries, for a CUDA {major} build"
     facts.set("release.kernels.exact_arch_guard", found, SOURCE, detail)
-    facts.set("release.kernels.exact_arch_guard_runs", bool(found), SOURCE, detail)
+    facts.set("release.kernels.exact_arch_guard_runs", bool(found), SOURCE, _listed(detail, found))
 
 
 def _runs(images: list[str], capability: int, widen: bool) -> bool:
@@ -422,4 +424,13 @@ def _ptx_beyond_driver(
         return
     detail = f"PTX ISA of vLLM {release}'s objects against the driver's CUDA {driver}"
     facts.set(paths[0], found, SOURCE, detail)
-    facts.set(paths[1], bool(found), SOURCE, detail)
+    facts.set(paths[1], bool(found), SOURCE, _listed(detail, found))
+
+
+def _listed(detail: str, found: list[str]) -> str:
+    """The boolean fact's detail with the objects it stands for (a nightly judged across
+    releases keeps the boolean only: this says which objects the judged release has)."""
+    if not found:
+        return detail
+    shown = "; ".join(found[:3]) + (f"; and {len(found) - 3} more" if len(found) > 3 else "")
+    return f"{detail}: {shown}"
