@@ -171,8 +171,12 @@ def hw144(facts: Facts) -> str:
         ("0.11.2", 90, "12.8", "12.8", None),
         ("0.11.2", 89, "12.4", "12.8", None),  # sm_89 machine code everywhere
         ("0.19.1", 120, "12.8", "12.9", "marlin"),  # PTX ISA 8.8 (CUDA 12.9)
-        # a cu129 build of 0.21.0 (published for CUDA 13.0): its own PTX is CUDA 12.9's
-        ("0.21.0", 121, "12.9", "12.9", None),
+        # torch cu129 beside 0.21.0 (published for CUDA 13.0): the PyPI wheel (CUDA 13 PTX)
+        # or a cu129 build (CUDA 12.9 PTX) disagree on a 12.9 driver
+        ("0.21.0", 121, "12.9", "12.9", "open"),
+        # the variant's label names the build: its PTX is CUDA 12.9's
+        ("0.21.0+cu129", 121, "12.9", "12.9", None),
+        ("0.21.0+cu130", 121, "12.9", "12.9", "fa2"),
         # torch's stated CUDA 12.6: the installed vLLM may be the published CUDA 12.8 build or
         # one built for 12.6, which disagree on a 12.6 driver
         ("0.11.2", 90, "12.6", "12.6", "open"),
@@ -191,7 +195,7 @@ def test_ptx_beyond_driver_from_the_ptx_isa(version, capability, driver, torch_c
     )
     if named == "open":  # the published build's PTX is beyond the driver, torch's is not
         assert facts.value("release.kernels.ptx_beyond_driver_any") is None
-        assert "torch is a CUDA 12.6 build" in facts.why_missing(
+        assert f"torch is a CUDA {torch_cuda} build" in facts.why_missing(
             "release.kernels.ptx_beyond_driver_any"
         )
         assert hw144(facts) == UNDECIDED
@@ -210,3 +214,24 @@ def test_ptx_beyond_driver_needs_the_driver_cuda():
     )
     assert facts.value("release.kernels.ptx_beyond_driver_any") is None
     assert hw144(facts) == UNDECIDED
+
+
+@pytest.mark.parametrize(
+    ("version", "torch_cuda", "lacking"),
+    [
+        ("0.26.0+cu129", None, True),  # the variant's label names a CUDA 12 build
+        ("0.26.0+cu130", "12.9", False),  # the label wins over torch's CUDA
+        ("0.26.0", "12.9", True),  # torch's CUDA stands for the build's
+    ],
+)
+def test_the_build_cuda_from_the_vllm_label_else_torch(version, torch_cuda, lacking):
+    values = {
+        "vllm.version": version,
+        "vllm.machine": "aarch64",
+        "gpu.capabilities": [121],
+        "gpu.min_capability": 121,
+    }
+    if torch_cuda:
+        values["torch.cuda_version"] = torch_cuda
+    facts = facts_with(values)
+    assert facts.value("release.kernels.cuda12_build_lacks_image") is lacking

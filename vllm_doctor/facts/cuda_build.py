@@ -140,15 +140,11 @@ def collect_cuda_build(
             else f"vLLM {release}'s x86_64 and aarch64 wheels were built with other CUDA "
             "releases and the machine is not known",
         )
-    torch_cuda = facts.value("torch.cuda_version")
+    torch_cuda, whence = build_cuda(facts)
     major = _major(torch_cuda)
     if major is None:
-        reason = (
-            facts.why_missing("torch.cuda_version")
-            or "torch's CUDA release is not known (the CUDA of vLLM's own build follows it)"
-        )
         for path in PATHS[1:]:
-            facts.mark_missing(path, reason)
+            facts.mark_missing(path, whence)
         return
     _guards(facts, release, readings, machines, capabilities, published, major, describe)
     _ptx_beyond_driver(facts, release, readings, machines, capabilities, describe)
@@ -176,7 +172,7 @@ def collect_cuda_build(
     found = next(iter(answers.values()))
     c12 = cuda12_images(next(iter(answers)))
     detail = (
-        f"torch CUDA {torch_cuda}: a CUDA {major} build of vLLM {release}, whose published "
+        f"{whence}: a CUDA {major} build of vLLM {release}, whose published "
         f"wheel is a CUDA {known[-1] if known else '?'} build"
         + (f"; CUDA 12 builds read from vLLM {c12[0]}'s wheel" if c12 else "")
     )
@@ -184,6 +180,27 @@ def collect_cuda_build(
     facts.set(
         "release.kernels.cuda12_build_lacks_image", bool(found), SOURCE, _listed(detail, found)
     )
+
+
+_CUDA_LABEL = re.compile(r"(?:^|[.+])cu(\d{2})(\d)(?:$|\.)")
+
+
+def build_cuda(facts: Facts) -> tuple[str | None, str]:
+    """The CUDA release the installed vLLM was built with: the ``+cu129`` label of its version
+    (vLLM's variant wheels and images), else torch's (a vLLM build follows the torch it was
+    built against); (None, why) where neither is known."""
+    version = str(facts.value("vllm.version") or "")
+    local = version.partition("+")[2]
+    label = _CUDA_LABEL.search(local) if local else None
+    if label:
+        return f"{int(label.group(1))}.{label.group(2)}", f"vLLM {version}'s label"
+    torch_cuda = facts.value("torch.cuda_version")
+    if torch_cuda is None:
+        return None, (
+            facts.why_missing("torch.cuda_version")
+            or "torch's CUDA release is not known (the CUDA of vLLM's own build follows it)"
+        )
+    return ".".join(str(torch_cuda).split(".")[:2]), f"torch CUDA {torch_cuda}"
 
 
 def _major(version: Any) -> int | None:
@@ -332,7 +349,7 @@ def installed_images(images: list[str], widen: bool) -> list[str]:
 def widens(facts: Facts, readings: dict[str, Any], machine: str) -> bool:
     """torch's CUDA says the installed vLLM is a CUDA 13 (or newer) build of a release whose
     published wheel for the machine is a CUDA 12 build (torch +cu130 beside vLLM 0.19.1)."""
-    major = _major(facts.value("torch.cuda_version"))
+    major = _major(build_cuda(facts)[0])
     published = published_cuda(readings, machine)
     return major is not None and published is not None and major > published
 
@@ -367,6 +384,9 @@ def _ptx_beyond_driver(
         for path in paths:
             facts.mark_missing(path, reason)
         return
+    version = str(facts.value("vllm.version") or "")
+    label = _CUDA_LABEL.search(version.partition("+")[2]) if "+" in version else None
+    labelled = f"{int(label.group(1))}.{label.group(2)}" if label else None
     torch_fact = facts.get("torch.cuda_version")
     stated = None if torch_fact is None or torch_fact.inferred else str(torch_fact.value)
     stated = ".".join(stated.split(".")[:2]) if stated else None
@@ -388,13 +408,11 @@ def _ptx_beyond_driver(
                 wrote = _ISA_CUDA.get(str(group.get("ptx_isa")))
                 if wrote is None:
                     continue
-                # torch stated with another CUDA of the same major: the installed vLLM is the
-                # published build or one built for torch's CUDA (a variant wheel, a source
-                # build), decided where both answer alike; of another major, only a build for
-                # torch's CUDA loads (the wheel links the other major's libcudart)
-                builds = {wrote, stated or wrote}
-                if stated is not None and _major(stated) != _major(wrote):
-                    builds = {stated}
+                # a +cuXYZ label names the build; else torch stated with another CUDA: the
+                # installed vLLM is the published wheel (which runs beside an older torch) or
+                # one built for torch's CUDA (a variant wheel or image, a source build),
+                # decided where both answer alike
+                builds = {labelled} if labelled else {wrote, stated or wrote}
                 beyond = {Version(w) > driver_cuda for w in builds}
                 shown = describe(module, [group], capabilities, lambda g: True, objects=True)
                 if beyond == {True}:
