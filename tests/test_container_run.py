@@ -191,3 +191,40 @@ def test_a_reports_packages_stay_beside_a_container_run():
     facts = _machine_then_container("vllm/vllm-openai:v0.20.0", Source.REPORT)
     assert facts.value("torch.version") == "2.13.0+cpu"
     assert facts.value("packages.transformers") == "5.17.0"
+
+
+def test_the_containers_environment_is_the_lines_not_this_machines():
+    facts = Facts()
+    facts.set("env.VLLM_USE_DEEP_GEMM", "0", Source.ENV)
+    facts.set("env.VLLM_LOGGING_LEVEL", "DEBUG", Source.ENV)
+    line = parse_serve_string(
+        "docker run --gpus all -e VLLM_LOGGING_LEVEL -e VLLM_USE_V1=1 "
+        "vllm/vllm-openai:v0.20.0 --model m"
+    )
+    assert line.container is not None
+    assert line.container.passed == ["VLLM_LOGGING_LEVEL"]
+    container_facts(line.container, facts, Source.SERVE)
+    assert "env.VLLM_USE_DEEP_GEMM" not in facts  # exported here, not passed to the container
+    assert facts.value("env.VLLM_LOGGING_LEVEL") == "DEBUG"  # `-e KEY` passes the host's value
+    assert facts.why_missing("env.VLLM_USE_DEEP_GEMM") is None  # no --env-file: not set
+
+
+def test_an_env_file_leaves_the_variables_it_may_set_unknown():
+    line = parse_serve_string("docker run --env-file ./vllm.env vllm/vllm-openai:v0.20.0 --model m")
+    assert line.container is not None
+    facts = Facts()
+    container_facts(line.container, facts, Source.SERVE)
+    assert "--env-file ./vllm.env" in facts.why_missing("env.VLLM_USE_DEEP_GEMM")
+
+
+def test_an_attention_backend_exported_here_is_not_the_containers():
+    line = parse_serve_string("docker run vllm/vllm-openai:v0.20.0 --model m")
+    facts = Facts()
+    line.to_facts(facts, Source.SERVE, env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"})
+    assert "serve.attention_backend" not in facts
+    passed = parse_serve_string(
+        "docker run -e VLLM_ATTENTION_BACKEND vllm/vllm-openai:v0.20.0 --model m"
+    )
+    facts = Facts()
+    passed.to_facts(facts, Source.SERVE, env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"})
+    assert facts.value("serve.attention_backend") == "FLASHINFER"
