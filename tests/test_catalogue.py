@@ -236,3 +236,37 @@ def test_an_api_error_reply_is_named_as_the_servers_reply(tmp_path):
     assert message["template"].startswith('"auto" tool choice requires --enable-auto-tool-choice')
     text = doctor_run("explain", "--log", str(log), timeout=60).stdout
     assert "the API server's error reply:" in text and "    returned by vllm/" in text
+
+
+WRAPPERS = (
+    "(EngineCore_DP0 pid=2215) ERROR 11-02 10:11:12 [core.py:708] EngineCore failed to start.\n"
+    "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. "
+    "Failed core proc(s): {}\n"
+)
+
+
+def test_a_root_cause_of_a_package_comes_before_vllms_wrappers(tmp_path):
+    # the CUDA runtime's error is the cause; vLLM's two messages only point at it
+    log = tmp_path / "engine.log"
+    log.write_text(
+        "(EngineCore_DP0 pid=2215) ERROR 11-02 10:11:12 [core.py:708] "
+        "torch.AcceleratorError: CUDA error: operation not supported\n" + WRAPPERS
+    )
+    text = doctor_run("explain", "--log", str(log), timeout=60).stdout
+    packages = text.index("Messages of the packages around vLLM in the log")
+    wrappers = text.index("vLLM error messages in the log")
+    assert packages < wrappers
+    assert "each only points at a root cause shown elsewhere in the log" in text
+    assert "the first is the nearest to the root cause" not in text
+
+
+def test_a_vllm_message_that_names_the_cause_keeps_its_place_first(tmp_path):
+    log = tmp_path / "engine.log"
+    log.write_text(
+        "(EngineCore_DP0 pid=2215) ERROR 11-02 10:11:12 [core.py:708] "
+        "RuntimeError: Cannot find any model weights with `/models/x`\n" + WRAPPERS
+    )
+    text = doctor_run("explain", "--log", str(log), timeout=60).stdout
+    assert "the first is the nearest to the root cause" in text
+    first = text.split("vLLM error messages in the log", 1)[1].splitlines()[1]
+    assert "Cannot find any model weights" in first

@@ -159,6 +159,8 @@ class CatalogueHit:
     # with or without a parenthesis): their keys, whether the line shows each whole, and
     # each template up to what the line shows
     wordings: tuple[tuple[str, bool, str], ...] = ()
+    # a wrapper that only points at a cause shown elsewhere ("See root cause above.")
+    points_elsewhere: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -271,6 +273,7 @@ class Catalogue:
                             line_start,
                             complete,
                             template[:shown],
+                            points_elsewhere=entry.points_elsewhere,
                         )
         keep: set[int] = set()
         for line_start, candidates in per_line.items():
