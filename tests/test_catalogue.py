@@ -270,3 +270,18 @@ def test_a_vllm_message_that_names_the_cause_keeps_its_place_first(tmp_path):
     assert "the first is the nearest to the root cause" in text
     first = text.split("vLLM error messages in the log", 1)[1].splitlines()[1]
     assert "Cannot find any model weights" in first
+
+
+def test_a_message_wrapped_inside_its_first_words_is_found_by_its_end(tmp_path):
+    # a terminal 80 columns wide breaks the message a few characters after the record prefix
+    log = tmp_path / "wrapped.log"
+    log.write_text(
+        "(EngineCore_DP0 pid=2215) ERROR 11-02 10:11:12 [core.py:708] ValueError: No availab\n"
+        "le memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+        "initializing the engine.\n"
+    )
+    run = doctor_run("explain", "--log", str(log), "--format", "json", timeout=60)
+    message = json.loads(run.stdout)["vllm_messages"][0]
+    assert message["template"].startswith("No available memory for the cache blocks.")
+    # the line shown is the one the message starts on
+    assert message["matched_line"].endswith("ValueError: No availab")

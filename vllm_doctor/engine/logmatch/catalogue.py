@@ -218,11 +218,18 @@ class Catalogue:
             all_parts.append(tuple(parts))
             # the start of its longest literal part, and of its first part when that is long
             # enough to be specific (a message cut short, or wrapped inside its longest part)
-            longest = max(parts, key=len)[:ANCHOR]
+            longest_part = max(parts, key=len)
+            longest = longest_part[:ANCHOR]
             by_anchor.setdefault(longest, []).append(index)
             first = parts[0][:ANCHOR]
             if first != longest and len(parts[0]) >= MIN_ANCHOR:
                 by_anchor.setdefault(first, []).append(index)
+            # and the end of its longest part: a terminal's wrap inside the start's anchor
+            # (a long record prefix puts the message at the end of a line) leaves the end
+            # whole on the next line, and the window read around a hit takes the line before
+            tail = longest_part[-ANCHOR:].strip()
+            if len(longest_part) > ANCHOR and len(tail) >= MIN_ANCHOR and tail not in longest:
+                by_anchor.setdefault(tail, []).append(index)
         return cls(names, all_parts, {a: tuple(i) for a, i in by_anchor.items()}, table)
 
     def entry(self, index: int) -> _Entry:
@@ -265,11 +272,12 @@ class Catalogue:
                     if index not in best or best[index].position > line_start:
                         entry = self.entry(index)
                         template = entry.key.partition(": ")[2]
+                        shown_at = _start_above(text, line_start, entry)
                         best[index] = CatalogueHit(
                             entry.key,
                             entry.cls,
                             display(template),
-                            line_at(text, pos),
+                            line_at(text, pos if shown_at == line_start else shown_at),
                             line_start,
                             complete,
                             template[:shown],
@@ -402,6 +410,17 @@ def raising_module(text: str, line_start: int) -> str | None:
             return package.group(1)
         return "vllm" if _VLLM_DIR.search(path) else None
     return None
+
+
+def _start_above(text: str, line_start: int, entry: _Entry) -> int:
+    """Where the message read at ``line_start`` begins: that line, or the line above when the
+    line does not show the message's first words and the line above does (found by the end of
+    its text after a wrap)."""
+    head = entry.squeezed[0][: MIN_ANCHOR // 2] if entry.squeezed else ""
+    if not head or line_start == 0 or head in _SPACES.sub("", _line(text, line_start)):
+        return line_start
+    above = text.rfind("\n", 0, line_start - 1) + 1
+    return above if head[:3] in _SPACES.sub("", _line(text, above)) else line_start
 
 
 def strip_prefix(line: str) -> str:
