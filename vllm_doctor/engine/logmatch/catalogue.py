@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -201,7 +201,11 @@ class Catalogue:
         self._entries: dict[int, _Entry] = {}
 
     @classmethod
-    def build(cls, keys: Iterable[str], table: Any = None) -> Catalogue:
+    def build(
+        cls, keys: Iterable[str], table: Any = None, wrapped: Container[str] | None = None
+    ) -> Catalogue:
+        """The matchers of ``keys``; the messages in ``wrapped`` (all without it) are also
+        looked for by the end of their longest part (found after a wrap in their first words)."""
         names: list[str] = []
         all_parts: list[tuple[str, ...]] = []
         by_anchor: dict[str, list[int]] = {}
@@ -228,9 +232,17 @@ class Catalogue:
             # (a long record prefix puts the message at the end of a line) leaves the end
             # whole on the next line, and the window read around a hit takes the line before
             tail = longest_part[-ANCHOR:].strip()
-            if len(longest_part) > ANCHOR and len(tail) >= MIN_ANCHOR and tail not in longest:
+            if (
+                (wrapped is None or key in wrapped)
+                and len(longest_part) > ANCHOR
+                and len(tail) >= MIN_ANCHOR
+                and tail not in longest
+            ):
                 by_anchor.setdefault(tail, []).append(index)
         return cls(names, all_parts, {a: tuple(i) for a, i in by_anchor.items()}, table)
+
+    def _longest(self, index: int) -> str:
+        return max(self.parts[index], key=len)
 
     def entry(self, index: int) -> _Entry:
         found = self._entries.get(index)
@@ -254,12 +266,16 @@ class Catalogue:
         windows: dict[int, _Window] = {}
         for anchor, positions in hits.items():
             for index in self.by_anchor.get(anchor, ()):
+                longest = self._longest(index)
+                tail = not longest.startswith(anchor) and longest.endswith(anchor)
                 for pos in positions:
                     line_start = text.rfind("\n", 0, pos) + 1
                     if (line_start, index) in verified or (
                         index in best and best[index].position <= line_start
                     ):
                         continue
+                    if tail and not _wrapped_into(text, line_start, longest):
+                        continue  # the end of a message not wrapped here: its start finds it
                     window = windows.get(line_start)
                     if window is None:
                         window = windows[line_start] = _Window.around(text, line_start, pos)
@@ -410,6 +426,18 @@ def raising_module(text: str, line_start: int) -> str | None:
             return package.group(1)
         return "vllm" if _VLLM_DIR.search(path) else None
     return None
+
+
+def _wrapped_into(text: str, line_start: int, part: str) -> bool:
+    """The line above ``line_start`` ends with the first characters of ``part`` (the part
+    was wrapped onto this line inside its first ANCHOR characters)."""
+    if line_start == 0:
+        return False
+    end = line_start - 1
+    if end > 0 and text[end - 1] == "\r":
+        end -= 1
+    above = text[max(0, end - ANCHOR) : end].rstrip()
+    return any(above.endswith(part[:k]) for k in range(3, min(len(above), ANCHOR) + 1))
 
 
 def _start_above(text: str, line_start: int, entry: _Entry) -> int:
