@@ -285,3 +285,19 @@ def test_a_message_wrapped_inside_its_first_words_is_found_by_its_end(tmp_path):
     assert message["template"].startswith("No available memory for the cache blocks.")
     # the line shown is the one the message starts on
     assert message["matched_line"].endswith("ValueError: No availab")
+
+
+def test_the_message_a_wrapper_quotes_is_read_before_the_wrapper(tmp_path):
+    # the engine core quotes a worker's error in its own wrapper, on one line: the wrapper
+    # (more literal text) no longer hides the cause it quotes
+    log = tmp_path / "worker.log"
+    log.write_text(
+        "(EngineCore_DP0 pid=1) RuntimeError: Worker failed with error 'UVA is not available', "
+        "please check the stack trace above for the root cause\n"
+    )
+    run = doctor_run("explain", "--log", str(log), "--format", "json", timeout=60)
+    doc = json.loads(run.stdout)
+    templates = [m["template"] for m in doc["vllm_messages"]]
+    assert templates[0] == "UVA is not available"
+    assert templates[1].startswith("Worker failed with error")
+    assert "ENV110" in [f["code"] for f in doc["known_failures"]]

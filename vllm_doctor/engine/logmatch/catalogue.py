@@ -357,6 +357,26 @@ class Catalogue:
         ]
         if not scored:
             return [], []
+        # a wrapper that only points at the cause ("Worker failed with error '...', please
+        # check the stack trace above for the root cause") never hides the message it quotes:
+        # the line is read as the best of each
+        wrappers = [(sc, i) for sc, i in scored if self.entry(i).points_elsewhere]
+        kept = self._most_specific(wrappers, window) if wrappers else []
+        wrapper_text = " ".join(self.keys[i] for i in kept)
+        # a message whose words are all the wrapper's own ("{*} failed with error {*}") is
+        # the wrapper read again, not what it quotes
+        quoted = [
+            (sc, i)
+            for sc, i in scored
+            if not self.entry(i).points_elsewhere
+            and not all(part.strip() in wrapper_text for part in self.parts[i])
+        ]
+        found = self._most_specific(quoted, window) if quoted else []
+        return found + kept, [i for _, i in scored]
+
+    def _most_specific(
+        self, scored: list[tuple[tuple[int, bool], int]], window: _Window
+    ) -> list[int]:
         top = max(score for score, _ in scored)
         tied = [i for score, i in scored if score == top]
         if not top[1] and len(tied) > MAX_TIED_PARTS:
@@ -364,7 +384,7 @@ class Catalogue:
             # are kept as its other readings, never reported as so many findings
             tied = [self._newest(tied)]
         named = [i for i in tied if f"{self.entry(i).cls}:" in window.spaced]
-        return named or tied, [i for _, i in scored]
+        return named or tied
 
     def _newest(self, indexes: list[int]) -> int:
         """The message of the newest release among ``indexes`` (the first without a table)."""
