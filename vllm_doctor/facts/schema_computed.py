@@ -279,6 +279,18 @@ COMPUTED: dict[str, FactSpec] = {
         "release's values of its VLLM_ROCM_USE_AITER* variables and the GPU's gfx target; "
         "'aiter' is is_enabled, 'supported' is AITER's own architecture check)",
     ),
+    "release.moe_backend.refused_on_gpu": FactSpec(
+        "bool",
+        "the --moe-backend forced cannot run on this GPU in the judged release: for the "
+        "model's quantization, every experts class of the backend it maps to fails its "
+        "_supports_current_device() test here (knowledge table moe_backends, from the MoE "
+        "oracles), so vLLM raises 'does not support the deployment configuration since kernel "
+        "does not support current device' at start-up",
+    ),
+    "release.moe_backend.devices": FactSpec(
+        "str",
+        "the experts classes of the forced backend and the GPUs their device tests admit",
+    ),
     "release.aiter_moe_refused": FactSpec(
         "bool",
         "on an AMD GPU serving an MoE model: the judged release answers VLLM_ROCM_USE_AITER / "
@@ -539,6 +551,48 @@ COMPUTED: dict[str, FactSpec] = {
         "objects built for the GPU's architecture family only as another member's "
         "architecture-specific images (sm_120a objects on a 12.1 GPU, sm_100a on 10.3): "
         "their kernels fail with 'no kernel image' here",
+    ),
+    "release.kernels.published_cuda": FactSpec(
+        "int",
+        "the CUDA major the judged release's published wheel (PyPI) was built with, read from "
+        "the PTX ISA its fat binaries carry (8.x: CUDA 12, 9.x: CUDA 13)",
+    ),
+    "release.kernels.cuda12_build_family_only": FactSpec(
+        "list",
+        "when torch's CUDA says the installed vLLM is a CUDA 12 build (the +cu129 wheels and "
+        "images, a source build) of a release whose published wheel is a CUDA 13 build: the "
+        "objects that wheel runs on this GPU only through another member's family image "
+        "(sm_120f on a 12.1 GB10), which vLLM's CMake compiles under CUDA 12 as the "
+        "member-specific image (sm_120a) that has none for it (empty: none, or the builds agree)",
+    ),
+    "release.kernels.cuda12_build_lacks_image": FactSpec(
+        "bool",
+        "release.kernels.cuda12_build_family_only is not empty (decided across the releases a "
+        "nightly may be, where the objects differ but the answer does not)",
+    ),
+    "release.kernels.exact_arch_guard": FactSpec(
+        "list",
+        "objects whose kernels carry vLLM's exact-architecture wrapper for another member of "
+        "the GPU's family (cutlass::device_kernel<enable_sm120_only> on a 12.1 GB10) in images "
+        "that run on the GPU in the installed build (a CUDA 13 build of a CUDA 12 wheel compiles "
+        "sm_120f for sm_120a): the wrapper traps there; read from the kernel names the tables "
+        "keep (up to 8 objects per group), so an empty list is no proof of absence",
+    ),
+    "release.kernels.exact_arch_guard_runs": FactSpec(
+        "bool",
+        "release.kernels.exact_arch_guard is not empty (decided across the releases a nightly "
+        "may be, where they agree)",
+    ),
+    "release.kernels.ptx_beyond_driver": FactSpec(
+        "list",
+        "objects of the judged release that reach the GPU only as PTX, written by a CUDA "
+        "release (read from their PTX ISA version; torch's stated CUDA where it names another "
+        "build of the same major) newer than the driver's CUDA: the driver refuses to compile "
+        "them ('the provided PTX was compiled with an unsupported toolchain')",
+    ),
+    "release.kernels.ptx_beyond_driver_any": FactSpec(
+        "bool",
+        "release.kernels.ptx_beyond_driver is not empty",
     ),
     "release.kernels.older_only": FactSpec(
         "list",

@@ -225,6 +225,7 @@ _IMAGE_PATHS = (
     "platform.nvcc_found",
     "platform.c_compiler_found",
     "platform.container",
+    "platform.cuda_interposer",  # the host's /etc/ld.so.preload is not the container's
     "host.model_copy",
     "host.model_weights",
 )
