@@ -176,6 +176,7 @@ INFERABLE: frozenset[str] = frozenset(
         "torch.version",
         "torch.cuda_version",
         "packages.*",
+        "release.flashinfer_version",
         "model.quant_scheme",
         "model.quant_method",
         "model.family",

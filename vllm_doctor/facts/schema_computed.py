@@ -111,6 +111,24 @@ COMPUTED: dict[str, FactSpec] = {
         "a hybrid (Mamba / linear-attention) model: the KV cache blocks one GPU holds, one per "
         "running sequence's Mamba state (absent for other models)",
     ),
+    "memory.attention_block_size": FactSpec(
+        "int",
+        "a hybrid model: the attention block size vLLM sets so one attention page holds a "
+        'Mamba state ("Setting attention block size to N tokens"; a larger --block-size '
+        "kept), for the judged release's KV layout (absent for other models)",
+    ),
+    "memory.mamba_cache_mode": FactSpec(
+        "str",
+        "a hybrid model: none | align | all, the mamba_cache_mode the judged release resolves "
+        "(--mamba-cache-mode when given; align or all with prefix caching on, given or the "
+        "release's default for hybrid models from 0.26.0; all only for the models that cache "
+        "one state per block); missing before 0.15.0",
+    ),
+    "memory.max_num_batched_tokens": FactSpec(
+        "int",
+        "a hybrid model: --max-num-batched-tokens, or vLLM's default for `vllm serve` on this "
+        "GPU (missing with chunked prefill off)",
+    ),
     "memory.max_num_seqs": FactSpec(
         "int", "a hybrid model: --max-num-seqs, or vLLM's default for this GPU"
     ),
@@ -230,6 +248,12 @@ COMPUTED: dict[str, FactSpec] = {
     ),
     "release.torch_pin_from": FactSpec(
         "str", "installed metadata (ENV002 decides) or release table"
+    ),
+    "release.flashinfer_version": FactSpec(
+        "version",
+        "the flashinfer-python vLLM runs with: the installed or reported version; where it "
+        "cannot be read (a what-if --vllm-version, no package list), the judged release's "
+        "pin (Requires-Dist ==X), inferred; absent where a package list lacks it",
     ),
     "release.effective_dtype": FactSpec(
         "str",
