@@ -267,15 +267,21 @@ def test_import_time_reads_leave_out_lazy_annotations_and_guarded_code():
         "def f(x: cute.core.ThrMma = cute.default): pass\n"
     ) == {"cutlass.cute:default"}
     # a partner module imported under try, and code under if/try: not judged
-    assert reads(
-        "try:\n    import cutlass.cute as cute\nexcept ImportError:\n    cute = None\n"
-        "def f(x: cute.core.ThrMma): pass\n"
-    ) == set()
-    assert reads(
-        "import cutlass.cute as cute\n"
-        "if cute.HAS:\n    X = cute.maybe\n"
-        "try:\n    Y = cute.other\nexcept AttributeError:\n    Y = None\n"
-    ) == set()
+    assert (
+        reads(
+            "try:\n    import cutlass.cute as cute\nexcept ImportError:\n    cute = None\n"
+            "def f(x: cute.core.ThrMma): pass\n"
+        )
+        == set()
+    )
+    assert (
+        reads(
+            "import cutlass.cute as cute\n"
+            "if cute.HAS:\n    X = cute.maybe\n"
+            "try:\n    Y = cute.other\nexcept AttributeError:\n    Y = None\n"
+        )
+        == set()
+    )
 
 
 def test_kept_partner_archives_name_the_distributions_they_were_made_from(tmp_path: Path):
