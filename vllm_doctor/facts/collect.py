@@ -296,6 +296,7 @@ def _apply_manifest(facts: Facts, options: CollectOptions, report_facts: Facts |
     for area in ("platform", "container"):
         facts.drop_area(area)
     platform.not_examined(facts, "the manifest's container is not examined from here")
+    options.manifest_target.write_platform(facts)
     for areas, reason in conflicts:  # the report's part of another stack is set aside
         for area in areas:
             facts.drop_area(area)

@@ -38,7 +38,7 @@ SUPPLY_HINTS: dict[str, str] = {
     "env": "set the variable in this shell, or pass --report collect-env.txt",
     "platform": "run on the host (or in the container) that serves, pass --report "
     "collect-env.txt (its Python platform line names the kernel), or state it: --platform wsl2 "
-    "(linux, container, arbitrary-uid, kernel=RELEASE, glibcxx=VERSION)",
+    "(linux, container, arbitrary-uid, kernel=RELEASE, glibcxx=VERSION, hami-core)",
     "container": "run `vllm-doctor check` (or `vllm-doctor serve`) inside the container, as "
     "the user it runs as",
     "log": "pass --log crash.txt",
@@ -73,6 +73,7 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "driver": ("facts/gpus.py", "facts/report.py", "facts/hardware.py"),
     "gpu": ("facts/gpus.py", "facts/report_gpus.py", "facts/hardware.py"),
     "topology": ("facts/gpus.py", "facts/report_gpus.py"),
+    "topology.acs_redirect": ("facts/pcie_acs.py", "facts/report_gpus.py"),
     "model": ("facts/model_config.py", "facts/model_source.py"),
     "serve": ("serveline/line.py",),
     "env": (
@@ -108,6 +109,7 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "derived.aiter_moe_untuned": ("facts/aiter_tuned.py",),
     "platform": ("facts/platform.py",),
     "platform.glibcxx": ("facts/platform.py", "facts/distro.py"),
+    "platform.cuda_interposer": ("facts/platform.py", "serveline/target.py"),
     "container": ("facts/platform.py",),
     "gpu.gfx_targets": ("facts/platform.py",),
     "gpu.unified_memory": ("facts/platform.py",),
