@@ -62,3 +62,11 @@ def test_a_rule_open_for_another_fact_too_stays_open():
     before, after = judged("ENV009", {"vllm.version": "0.27.1"})
     assert before.verdict == UNDECIDED
     assert after.verdict == UNDECIDED
+
+
+def test_only_a_rule_that_takes_the_inferred_version_as_evidence_is_judged():
+    # ENV011 (transformers 5 with vLLM before 0.11.1) has no warn_when on an inferred
+    # transformers: vLLM 0.10.2's open requirement leaves it undecided, as before
+    before, after = judged("ENV011", {"vllm.version": "0.10.2"})
+    assert before.verdict == UNDECIDED
+    assert after.verdict == UNDECIDED and after.missing == before.missing

@@ -4,9 +4,12 @@ the rules it left open over the versions that requirement admits.
 A vLLM release bounds transformers (``Requires-Dist``); where the installed transformers is
 not known, ``facts/stack.py`` infers ``packages.transformers`` as that range of possible
 versions, and a version test decides only where every admitted version agrees
-(``engine.conditions``). A rule whose *only* open fact is such a version (Gemma 4 on vLLM
-0.24-0.27, whose ``transformers>=5.5.3`` admits 5.15, where ENV009 applies) is evaluated once
-per released version of the package the requirement admits (``knowledge/requires.json``):
+(``engine.conditions``). A rule whose *only* open fact is such a version, and which takes an inferred value of it as
+evidence for a warning (``warn_when: {fact: packages.transformers, inferred: true}``: its
+author judged that the range the release admits is the risk, as ENV009's "vLLM 0.24-0.27
+require transformers>=5.5.3 with no upper bound, so a fresh install picks 5.15+"), is
+evaluated once per released version of the package the requirement admits
+(``knowledge/requires.json``):
 
 * it applies for some of them: a finding at warning level at most, naming the admitted
   versions where it applies and where it does not, and the fact that decides (``pip show``):
@@ -22,6 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from vllm_doctor.engine.conditions import Condition, Group, Test
 from vllm_doctor.engine.evaluate import APPLIES, UNDECIDED, Finding, MissingFact, evaluate_rule
 from vllm_doctor.engine.rule import lower_confidence
 from vllm_doctor.facts.model import Facts
@@ -29,15 +33,29 @@ from vllm_doctor.facts.schema import supply_hint
 from vllm_doctor.knowledge.ranges import release_spans as spans
 
 
+def _takes_inferred(condition: Condition | None, path: str) -> bool:
+    """The condition holds a test ``{fact: path, inferred: true}``."""
+    if isinstance(condition, Group):
+        return any(_takes_inferred(part, path) for part in condition.parts)
+    return (
+        isinstance(condition, Test)
+        and condition.path == path
+        and condition.op == "inferred"
+        and bool(condition.operand)
+    )
+
+
 def _open_version(finding: Finding, facts: Facts) -> tuple[str, str, str] | None:
     """(path, admitted spec, what it was inferred from) when the finding waits only for one
-    inferred package version."""
+    inferred package version that the rule's warn_when takes as evidence."""
     if finding.verdict != UNDECIDED or finding.log_matches or not finding.missing:
         return None
     paths = {m.path for m in finding.missing}
     if len(paths) != 1:
         return None
     path = paths.pop()
+    if not _takes_inferred(finding.rule.warn_when, path):
+        return None
     fact = facts.get(path)
     if (
         not path.startswith("packages.")
