@@ -506,6 +506,18 @@ def _compute_the_rest(run: _Runner, options: CollectOptions) -> None:
 
     run.step("release AITER MoE request", ("release.aiter_moe_refused",), release_aiter_moe)
 
+    def release_moe_backend() -> None:
+        from vllm_doctor.facts.release import judged_between_releases
+        from vllm_doctor.facts.release_moe_backend import collect_release_moe_backend
+
+        judged_between_releases(facts, collect_release_moe_backend)
+
+    run.step(
+        "release MoE backend",
+        ("release.moe_backend.refused_on_gpu", "release.moe_backend.devices"),
+        release_moe_backend,
+    )
+
     def aiter_tuned() -> None:
         from vllm_doctor.facts.aiter_tuned import collect_aiter_tuned
 

@@ -106,6 +106,7 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "release.aiter": ("facts/release_env.py",),
     "release.uma_free_memory": ("facts/release_memory.py",),
     "release.aiter_moe_refused": ("facts/release_aiter_moe.py",),
+    "release.moe_backend": ("facts/release_moe_backend.py",),
     "derived.aiter_moe_untuned": ("facts/aiter_tuned.py",),
     "platform": ("facts/platform.py",),
     "platform.glibcxx": ("facts/platform.py", "facts/distro.py"),
@@ -144,6 +145,18 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "release.kernels.torch_toolkit_no_image": ("facts/torch_toolkit.py",),
     "release.kernels.torch_toolkit_ptx_only": ("facts/torch_toolkit.py",),
     "platform.nvcc_found": ("facts/toolkit.py",),
+    **{
+        f"release.kernels.{name}": ("facts/cuda_build.py",)
+        for name in (
+            "published_cuda",
+            "cuda12_build_family_only",
+            "cuda12_build_lacks_image",
+            "exact_arch_guard",
+            "exact_arch_guard_runs",
+            "ptx_beyond_driver",
+            "ptx_beyond_driver_any",
+        )
+    },
 }
 
 # Facts a collector may infer when they were not observed (Facts.infer: from the GPU table, a
@@ -163,6 +176,7 @@ INFERABLE: frozenset[str] = frozenset(
         "torch.version",
         "torch.cuda_version",
         "packages.*",
+        "release.flashinfer_version",
         "model.quant_scheme",
         "model.quant_method",
         "model.family",

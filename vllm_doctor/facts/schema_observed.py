@@ -290,6 +290,9 @@ OBSERVED: dict[str, FactSpec] = {
         "str", "attention backend from the flag, attention_config.backend or VLLM_ATTENTION_BACKEND"
     ),
     "serve.attention_backend_source": FactSpec("str", "which of those set the backend"),
+    "serve.moe_backend": FactSpec(
+        "str", "--moe-backend (lower case), the MoE experts backend forced"
+    ),
     "serve.distributed_executor_backend": FactSpec("str", "--distributed-executor-backend"),
     "serve.disable_custom_all_reduce": FactSpec("bool", "--disable-custom-all-reduce"),
     "serve.hf_overrides": FactSpec("dict", "--hf-overrides"),

@@ -350,6 +350,9 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
             str(line.options["optimization-level"]),
         )
 
+    if line.options.get("moe-backend"):
+        put("serve.moe_backend", "moe-backend", str(line.options["moe-backend"]).lower())
+
     # attention backend
     attn = line.options.get("attention-config")
     if isinstance(attn, dict):
