@@ -76,9 +76,17 @@ def check_cpu_results(res, world=2):
     assert pp.rules_confirmed == ["MODEL002"]
 
 
-def test_cpu_probes_through_the_runner(tmp_path):
-    results = run_probes(CPU_PROBES, 2, "cpu", 120, None, run_dir=tmp_path / "run")
+def test_cpu_probes_through_the_runner(tmp_path, monkeypatch):
+    """The CPU probes through the runner on one node, where the ranks meet through a file
+    store; the same group of ranks then holds its process group (selftest-hold) while gloo's
+    sockets are looked at: they stay on loopback."""
+    run = tmp_path / "run"
+    results, addresses = run_holding_the_group([*CPU_PROBES, "selftest-hold"], run, monkeypatch)
     res = {r.name: r for r in results}
+    hold = res["selftest-hold"]
+    assert hold.status == "pass" and hold.ranks[0]["metrics"]["backend"] == "gloo"
+    loopback = ("0100007F", "00000000000000000000000001000000")
+    assert all(a in loopback for a in addresses), addresses
     check_cpu_results(res)
     td = res["teardown"]
     assert td.status == "pass" and td.metrics["destroy_process_group_s"] is not None
@@ -182,21 +190,18 @@ def _listening(pids: set[int]) -> list[str]:
     return out
 
 
-@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc")
-def test_ranks_listen_on_loopback_only(tmp_path, monkeypatch):
-    """One node: the ranks meet through a file store, and gloo's sockets stay on loopback."""
+def run_holding_the_group(probes, run, monkeypatch):
+    """``run_probes`` at world size 2 with selftest-hold among ``probes``: the ranks hold their
+    process group (60 s at most) until the TCP sockets they listen on have been read; the
+    results, and those sockets' local addresses."""
     import threading
 
-    # the ranks hold their process group until the sockets are looked at (60 s at most)
-    release = tmp_path / "looked"
+    release = run.parent / "looked"
     hold = {"hold_s": 60, "release_file": str(release)}
     monkeypatch.setenv("VLLM_DOCTOR_PROBE_PARAMS", json.dumps({"selftest": hold}))
-    run = tmp_path / "run"
     box = {}
     thread = threading.Thread(
-        target=lambda: box.setdefault(
-            "res", run_probes(["selftest-hold"], 2, "cpu", 120, run_dir=run)
-        )
+        target=lambda: box.setdefault("res", run_probes(probes, 2, "cpu", 120, run_dir=run))
     )
     thread.start()
     try:
@@ -211,6 +216,4 @@ def test_ranks_listen_on_loopback_only(tmp_path, monkeypatch):
     finally:
         release.touch()
     thread.join(120)
-    assert box["res"][0].status == "pass" and box["res"][0].ranks[0]["metrics"]["backend"] == "gloo"
-    loopback = ("0100007F", "00000000000000000000000001000000")
-    assert all(a in loopback for a in addresses), addresses
+    return box["res"], addresses
