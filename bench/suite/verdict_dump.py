@@ -3,6 +3,7 @@ were (bench/suite/RESULTS.md, eighth pass):
 
     python bench/suite/verdict_dump.py fork > /tmp/before.jsonl   # one forked child per run
     python bench/suite/verdict_dump.py same > /tmp/before-same.jsonl  # all in one process
+    python bench/suite/verdict_dump.py fork --report   # only the runs whose command names it
     (change the doctor, run both again, `diff` each pair)
 
 The runs: version-less serve lines (options, variables in front, what-if GPUs, a model
@@ -145,7 +146,10 @@ def main() -> None:
     from vllm_doctor.engine import loader
 
     loader.load_rules()
+    only = sys.argv[2] if len(sys.argv) > 2 else ""  # the runs whose command names this
     for argv in commands():
+        if only not in " ".join(argv):
+            continue
         print(_forked(argv) if mode == "fork" else _line(argv, *_run(argv)), flush=True)
 
 

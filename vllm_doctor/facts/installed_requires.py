@@ -164,13 +164,9 @@ def _outside_vllm_own(requirement: Any, version: str) -> bool:
 
 
 def _admits(spec: str, version: str) -> bool | None:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
+    from vllm_doctor.version_specs import admits
 
-    try:  # pip check admits pre-releases, and a local build as its public version
-        return SpecifierSet(spec).contains(Version(version), prereleases=True)
-    except (InvalidSpecifier, InvalidVersion):
-        return None
+    return admits(spec, version)  # as pip check: pre-releases, a local build as its public
 
 
 def _violated(specs: list[str], version: str, machine: Any, host: bool) -> str | None:
@@ -198,15 +194,12 @@ def _marker_holds(marker: str, machine: Any, host: bool) -> bool | None:
         return None
     if any(name in marker for name in _PYTHON_MARKERS) and not host:
         return None  # a report's Python is not known
-    from packaging.markers import InvalidMarker, Marker, UndefinedEnvironmentName
+    from vllm_doctor.version_specs import marker_holds
 
     env = {"platform_system": "Linux", "sys_platform": "linux", "os_name": "posix"}
     if machine is not None:
         env["platform_machine"] = str(machine)
-    try:
-        return bool(Marker(marker).evaluate(env))
-    except (InvalidMarker, UndefinedEnvironmentName):
-        return None
+    return marker_holds(marker, tuple(env.items()))
 
 
 def _span(versions: list[str]) -> str:
