@@ -137,6 +137,8 @@ def _installed_requirements(dist: str, version: str) -> dict[str, list[str]] | N
             return None
         keys: dict[str, list[str]] = {}
         for line in found.requires or ():
+            if _of_an_extra(line):
+                continue  # (ray lists 287 of its 295 requirements under extras)
             try:
                 req = Requirement(line)
             except InvalidRequirement:
@@ -148,6 +150,14 @@ def _installed_requirements(dist: str, version: str) -> dict[str, list[str]] | N
             keys.setdefault(f"requires:{canonical_name(req.name)}", []).append(text)
         return keys
     return None
+
+
+def _of_an_extra(line: str) -> bool:
+    """A Requires-Dist line whose marker names ``extra``, told without parsing it: the parse
+    leaves those out too (a line with a URL, whose ``;`` may sit inside it, is left out
+    there whatever its marker, and an unreadable one as well)."""
+    _, semicolon, marker = line.partition(";")
+    return bool(semicolon) and "extra" in marker
 
 
 def _given(facts: Facts, dist: str) -> str | None:
