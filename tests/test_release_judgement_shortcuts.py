@@ -20,7 +20,7 @@ from vllm_doctor.facts.hardware import TargetHardware
 
 # a sample of the covered releases, oldest and newest included: every release is judged the
 # same way, so a sample shows the shortcut without judging 50 releases per input
-RELEASES = knowledge.covered_releases()[::7] + [knowledge.covered_releases()[-1]]
+RELEASES = [*knowledge.covered_releases()[::7], knowledge.covered_releases()[-1]]
 ENVIRON = {  # a variable a rule reads, one a step after the values reads, one refused, one unknown
     "VLLM_WSL2_ENABLE_PIN_MEMORY": "1",
     "VLLM_USE_DEEP_GEMM": "1",
@@ -99,9 +99,9 @@ def _table_kinds() -> list[str]:
     for path in sorted(knowledge.DATA_DIR.glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         # the per-release tables (the others hold no releases: another layout under format 1)
-        if isinstance(data, dict) and data.get("format") == knowledge.FORMAT:
-            if len(data.get("releases") or ()) > 1:
-                kinds.append(path.stem)
+        per_release = isinstance(data, dict) and len(data.get("releases") or ()) > 1
+        if per_release and data.get("format") == knowledge.FORMAT:
+            kinds.append(path.stem)
     return kinds
 
 

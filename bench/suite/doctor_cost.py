@@ -67,9 +67,12 @@ def _child(argv: list[str], profile_to: str | None) -> None:
 
         profiler = cProfile.Profile()
         profiler.enable()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        with contextlib.suppress(SystemExit):
-            cli.main(argv)
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        contextlib.suppress(SystemExit),
+    ):
+        cli.main(argv)
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(profile_to)

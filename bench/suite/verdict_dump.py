@@ -44,7 +44,7 @@ SERVE_LINES = [
     "vllm serve m --quantization fp8 --kv-cache-dtype fp8 --max-model-len 65536",
     "VLLM_USE_V1=0 VLLM_ATTENTION_BACKEND=FLASHINFER vllm serve m -tp 4 --enforce-eager",
     "VLLM_USE_DEEP_GEMM=1 vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --enable-expert-parallel",
-    "vllm serve m --speculative-config '{\"method\": \"eagle\", \"num_speculative_tokens\": 3}'",
+    'vllm serve m --speculative-config \'{"method": "eagle", "num_speculative_tokens": 3}\'',
     "vllm serve m --bogus-flag 3 -pp 2 --gpu-memory-utilization 0.95",
 ]
 WHAT_IFS: list[list[str]] = [

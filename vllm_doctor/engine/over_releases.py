@@ -103,9 +103,7 @@ def _older_pin_hint(torch: str) -> str:
     )
 
 
-def facts_for_release(
-    facts: Facts, release: str, reads: Collection[str] | None = None
-) -> Facts:
+def facts_for_release(facts: Facts, release: str, reads: Collection[str] | None = None) -> Facts:
     """The facts as if vLLM ``release`` were installed: what the release implies recomputed,
     everything collected kept. ``reads``: the only fact paths the caller will read (the
     judged rules' conditions, ``_read_paths``), where a release variable's value is wanted

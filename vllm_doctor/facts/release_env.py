@@ -32,7 +32,7 @@ Facts written:
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Collection, Container
 from typing import Any
 
 from vllm_doctor.facts.model import Facts
@@ -51,7 +51,7 @@ def _environment(facts: Facts) -> dict[str, str]:
     return {path[4:]: str(fact.value) for path, fact in facts.area("env")}
 
 
-def collect_release_env(facts: Facts, names: Container[str] | None = None) -> None:
+def collect_release_env(facts: Facts, names: Collection[str] | None = None) -> None:
     """``names``: the variables whose ``release.env.<NAME>`` is wanted (None: every one); a
     judgement over the covered releases asks only for those its rules read."""
     from vllm_doctor import knowledge
@@ -82,7 +82,7 @@ _MODEL_RUNNER_SWITCH = "VLLM_USE_V2_MODEL_RUNNER"
 _DEEP_GEMM_SWITCH = "VLLM_USE_DEEP_GEMM"
 
 
-def _with_own_reads(facts: Facts, names: Container[str] | None) -> Container[str] | None:
+def _with_own_reads(facts: Facts, names: Collection[str] | None) -> Collection[str] | None:
     if names is None or facts.value("gpu.gfx_targets") is not None:
         return None
     return {*names, _MODEL_RUNNER_SWITCH, _DEEP_GEMM_SWITCH}
