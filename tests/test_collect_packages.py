@@ -256,3 +256,66 @@ def test_what_if_torch_only_rechecks_pin():
     packages.apply_version_overrides(facts, None, "2.11.0")
     assert facts.value("torch.matches_vllm_pin") is False
     assert "names no CUDA build" in facts.why_missing("torch.cuda_version")
+
+
+def test_every_package_looked_up_reads_as_absent_when_not_installed(site):
+    # instanttensor is looked up through the stack knowledge, not PACKAGES: where it is not
+    # installed, the machine's listing says so (absent), not "not one of the packages looked up"
+    assert "instanttensor" not in packages.PACKAGES
+    assert "instanttensor" in packages.packages_of_interest()
+    facts = collect(site)
+    if "packages.instanttensor" in facts:
+        pytest.skip("instanttensor is installed in this environment")
+    assert not facts.is_unknowable("packages.instanttensor")
+    assert facts.why_missing("packages.instanttensor") is None
+    # a name the doctor never looks up still cannot be known from the machine
+    assert facts.is_unknowable("packages.some-package-nobody-looks-up")
+
+
+def _vllm_command(bin_dir: Path, text: str) -> None:
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    script = bin_dir / "vllm"
+    script.write_text(text)
+    script.chmod(0o755)
+
+
+@pytest.mark.parametrize(
+    ("text", "elsewhere"),
+    [
+        ("#!/opt/vllm-env/bin/python3\nfrom vllm.entrypoints.cli.main import main\n", True),
+        # pip's launcher where the interpreter's path is long or has spaces
+        ("#!/bin/sh\n'''exec' \"/opt/vllm env/bin/python\" \"$0\" \"$@\"\n' '''\n", True),
+        ("#!/usr/bin/env python3\nimport vllm\n", False),  # whichever Python PATH gives
+        ('#!/bin/bash\nexec /opt/x/run.sh "$@"\n', False),  # a wrapper: not read
+        ("{ours}\nimport vllm\n", False),  # this environment's own command
+    ],
+)
+def test_a_vllm_command_of_another_environment_is_told_apart(tmp_path, text, elsewhere):
+    import sys
+
+    _vllm_command(tmp_path / "bin", text.replace("{ours}", f"#!{sys.executable}"))
+    found = packages.vllm_command_elsewhere(path=str(tmp_path / "bin"))
+    assert (found is not None) is elsewhere
+    if found:
+        assert found[1].startswith("/opt/vllm")
+
+
+def test_this_environments_packages_do_not_stand_for_another_environments_vllm(
+    site, tmp_path, monkeypatch
+):
+    # the doctor installed apart (pipx, its own venv): `vllm serve` loads another Python's
+    # packages, so this one's torch and companions are not the deployment's
+    make_dist(site, "transformers", "5.17.0")
+    monkeypatch.setitem(packages.PACKAGES, "vllm", ("vllm-not-installed-here",))
+    _vllm_command(tmp_path / "bin", "#!/opt/vllm-env/bin/python3\nimport vllm\n")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    facts = collect(site)
+    assert "packages.transformers" not in facts
+    for path in ("packages.transformers", "torch.version", "vllm.version"):
+        assert facts.is_unknowable(path), path
+        assert "/opt/vllm-env/bin/python3" in facts.why_missing(path)
+    assert "vllm.installed" not in facts
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
+    facts = collect(site)
+    assert facts.value("packages.transformers") == "5.17.0"
+    assert facts.value("vllm.installed") is False

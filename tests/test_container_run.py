@@ -10,8 +10,9 @@ import pytest
 from doctor_forks import doctor_run
 
 from vllm_doctor.errors import InputError
+from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.serveline.command import parse_serve_string
-from vllm_doctor.serveline.container_run import split_container_run
+from vllm_doctor.serveline.container_run import container_facts, split_container_run
 
 # vLLM's own docs, "Using Docker" (https://docs.vllm.ai/en/stable/deployment/docker.html),
 # as published: the quickstart command users paste into issues
@@ -143,3 +144,87 @@ def test_the_containers_gpus_and_shared_memory_are_deployment_facts(
 def test_gpus_all_leaves_the_count_open_and_says_why():
     doc = check("docker run --gpus all vllm/vllm-openai:v0.11.0 --model m")
     assert "every GPU of the host" in doc["facts"]["missing"]["deploy.gpus_per_pod"]
+
+
+def _machine_then_container(image: str, packages_source: str) -> Facts:
+    """This machine's facts as the host collector leaves them, then a `docker run` line."""
+    facts = Facts()
+    facts.set("vllm.version", "0.26.0", Source.MACHINE, "this machine")
+    facts.set("torch.version", "2.13.0+cpu", packages_source, "torch")
+    facts.set("packages.transformers", "5.17.0", packages_source, "transformers")
+    facts.set("platform.glibcxx", "3.4.30", Source.MACHINE, "libstdc++")
+    facts.set("platform.nvcc_found", False, Source.MACHINE, "no nvcc")
+    facts.set("platform.kernel", "6.8.0", Source.MACHINE, "uname")
+    facts.set("driver.version", "580.65.06", Source.MACHINE, "NVML")
+    command = "--model Qwen/Qwen3-8B" if "vllm-openai" in image else "vllm serve Qwen/Qwen3-8B"
+    line = parse_serve_string(f"docker run --gpus all --ipc=host {image} {command}")
+    assert line.container is not None
+    container_facts(line.container, facts, Source.SERVE)
+    return facts
+
+
+def test_this_machines_packages_and_libraries_do_not_stand_for_the_images():
+    # a host with torch 2.13 CPU drew ENV101's error for the image's own (pinned) torch
+    facts = _machine_then_container("vllm/vllm-openai:v0.20.0", Source.MACHINE)
+    assert facts.value("vllm.version") == "0.20.0"  # the tag names the release
+    for path in (
+        "torch.version",
+        "packages.transformers",
+        "platform.glibcxx",
+        "platform.nvcc_found",
+    ):
+        assert path not in facts, path
+        assert facts.is_unknowable(path), path
+        assert "vllm/vllm-openai:v0.20.0" in facts.why_missing(path)
+    # the kernel and the driver are the host's, shared with the container
+    assert facts.value("platform.kernel") == "6.8.0"
+    assert facts.value("driver.version") == "580.65.06"
+
+
+def test_an_image_naming_no_release_leaves_vllm_unknown_not_this_machines():
+    facts = _machine_then_container("nvcr.io/nvidia/pytorch:25.01-py3", Source.MACHINE)
+    assert "vllm.version" not in facts
+    assert facts.why_missing("vllm.version")
+
+
+def test_a_reports_packages_stay_beside_a_container_run():
+    facts = _machine_then_container("vllm/vllm-openai:v0.20.0", Source.REPORT)
+    assert facts.value("torch.version") == "2.13.0+cpu"
+    assert facts.value("packages.transformers") == "5.17.0"
+
+
+def test_the_containers_environment_is_the_lines_not_this_machines():
+    facts = Facts()
+    facts.set("env.VLLM_USE_DEEP_GEMM", "0", Source.ENV)
+    facts.set("env.VLLM_LOGGING_LEVEL", "DEBUG", Source.ENV)
+    line = parse_serve_string(
+        "docker run --gpus all -e VLLM_LOGGING_LEVEL -e VLLM_USE_V1=1 "
+        "vllm/vllm-openai:v0.20.0 --model m"
+    )
+    assert line.container is not None
+    assert line.container.passed == ["VLLM_LOGGING_LEVEL"]
+    container_facts(line.container, facts, Source.SERVE)
+    assert "env.VLLM_USE_DEEP_GEMM" not in facts  # exported here, not passed to the container
+    assert facts.value("env.VLLM_LOGGING_LEVEL") == "DEBUG"  # `-e KEY` passes the host's value
+    assert facts.why_missing("env.VLLM_USE_DEEP_GEMM") is None  # no --env-file: not set
+
+
+def test_an_env_file_leaves_the_variables_it_may_set_unknown():
+    line = parse_serve_string("docker run --env-file ./vllm.env vllm/vllm-openai:v0.20.0 --model m")
+    assert line.container is not None
+    facts = Facts()
+    container_facts(line.container, facts, Source.SERVE)
+    assert "--env-file ./vllm.env" in facts.why_missing("env.VLLM_USE_DEEP_GEMM")
+
+
+def test_an_attention_backend_exported_here_is_not_the_containers():
+    line = parse_serve_string("docker run vllm/vllm-openai:v0.20.0 --model m")
+    facts = Facts()
+    line.to_facts(facts, Source.SERVE, env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"})
+    assert "serve.attention_backend" not in facts
+    passed = parse_serve_string(
+        "docker run -e VLLM_ATTENTION_BACKEND vllm/vllm-openai:v0.20.0 --model m"
+    )
+    facts = Facts()
+    passed.to_facts(facts, Source.SERVE, env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"})
+    assert facts.value("serve.attention_backend") == "FLASHINFER"

@@ -372,3 +372,72 @@ def test_kubectl_logs_prefix_on_stdin_names_each_node_by_its_pod(documents):
     assert sorted(branches) == [f"570: {c}", f"580: {a}, {b}"]
     found = {(t["target"]["subject"], f["code"]) for t in doc["targets"] for f in t["findings"]}
     assert found == {("fleet of 3 nodes", "FLEET004"), (f"node {c}", "ENV004")}
+
+
+def test_a_node_whose_pods_preload_hami_core_is_hw050_at_tp2(tmp_path):
+    """A real document, edited as `vllm-doctor facts` reads a pod that HAMi's device plugin
+    gave its GPUs (/etc/ld.so.preload names libvgpu.so): HW050 on that node, not the other."""
+    shutil.copy(FACTS[1], tmp_path / "plain.json")
+    edited = json.loads(FACTS[1].read_text())
+    edited["facts"]["platform.cuda_interposer"] = {
+        "value": "hami-core",
+        "source": "machine",
+        "detail": "/etc/ld.so.preload names /usr/local/vgpu/libvgpu.so",
+    }
+    (tmp_path / "hami.json").write_text(json.dumps(edited))
+    line = ("--", "vllm", "serve", "Qwen/Qwen2.5-3B-Instruct", "--tensor-parallel-size", "2")
+    from doctor_forks import doctor_run
+
+    args = ("fleet", "--facts", str(tmp_path), "--select", "HW050", "--format", "json", *line)
+    doc = json.loads(doctor_run(*args, cwd=ROOT).stdout)
+    found = {(t["target"]["subject"], f["code"]) for t in doc["targets"] for f in t["findings"]}
+    assert found == {("node hami", "HW050")}
+
+
+# HAMi's own example of vLLM across two vGPUs (Project-HAMi/HAMi examples/nvidia/
+# vllm_cross_vgpu.yaml at 4707fb02), trimmed to the Deployment's pod
+HAMI_EXAMPLE = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: vllm-cross-vgpu
+spec:
+  replicas: 1
+  template:
+    spec:
+      schedulerName: default-scheduler
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:latest
+          command: ["/bin/sh", "-c"]
+          args:
+            - >
+              vllm serve Qwen/Qwen2.5-3B-Instruct --host 0.0.0.0 --port 8000
+              --tensor-parallel-size 2 --disable-custom-all-reduce
+          resources:
+            limits:
+              cpu: "8"
+              memory: 20Gi
+              nvidia.com/gpu: 2
+              nvidia.com/gpumem-percentage: 30
+              nvidia.com/gpucores: 30
+"""
+
+
+def test_the_facts_job_asks_for_the_vgpu_shares_the_workload_asks_for(tmp_path):
+    """Under HAMi the facts pod must get what the workload's pod gets (libvgpu.so preloaded,
+    the same memory and core shares), so its documents show HW050's fact as vLLM will see it."""
+    from doctor_forks import doctor_run
+
+    path = tmp_path / "vllm.yaml"
+    path.write_text(HAMI_EXAMPLE, encoding="utf-8")
+    done = doctor_run("fleet", "--k8s-job", "default/vllm-cross-vgpu", "--manifest", str(path))
+    assert done.returncode == 0, done.stderr
+    job = yaml.safe_load(done.stdout)
+    assert api_problems(job) == []
+    limits = job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {
+        "nvidia.com/gpu": 2,
+        "nvidia.com/gpumem-percentage": 30,
+        "nvidia.com/gpucores": 30,
+    }

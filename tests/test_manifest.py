@@ -370,3 +370,50 @@ def test_a_leaderworkerset_group_too_small_for_the_world_size_is_an_error(tmp_pa
 
 def line_of_text(text: str, needle: str) -> int:
     return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+VGPU_POD = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: vllm}}
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.16.0
+          command: ["vllm", "serve", "/models/gemma-3-27b-it", "--tensor-parallel-size", "2"]
+{env}          resources:
+            limits:
+{resources}
+"""
+
+
+def vgpu_facts(tmp_path: Path, resources: str, env: str = ""):
+    path = tmp_path / "vllm.yaml"
+    path.write_text(VGPU_POD.format(env=env, resources=resources), encoding="utf-8")
+    target = manifest.read_targets(str(path))[0]
+    return collect_facts(CollectOptions(manifest_target=target, probe_machine=False))
+
+
+def test_a_vgpu_plugins_resources_say_hami_core_is_preloaded(tmp_path):
+    """volcano's vgpu-device-plugin counts vGPUs in volcano.sh/vgpu-number and preloads
+    HAMi-core's libvgpu.so, as HAMi's plugin does for nvidia.com/gpumem (server.go)."""
+    facts = vgpu_facts(
+        tmp_path,
+        "              volcano.sh/vgpu-number: 2\n              volcano.sh/vgpu-memory: 20000\n",
+    )
+    assert facts.value("gpu.count") == 2
+    fact = facts.get("platform.cuda_interposer")
+    assert fact is not None and fact.value == "hami-core"
+    assert "resources.limits.volcano.sh/vgpu-number" in fact.detail
+    # CUDA_DISABLE_CONTROL=true: the plugin mounts no /etc/ld.so.preload, nothing interposes
+    env = "          env:\n            - name: CUDA_DISABLE_CONTROL\n              value: 'true'\n"
+    facts = vgpu_facts(
+        tmp_path, "              nvidia.com/gpu: 2\n              nvidia.com/gpumem: 8000\n", env
+    )
+    assert "platform.cuda_interposer" not in facts
+    assert facts.why_missing("platform.cuda_interposer") is None
+    # nvidia.com/gpu alone: NVIDIA's device plugin or HAMi's, the file does not say
+    facts = vgpu_facts(tmp_path, "              nvidia.com/gpu: 2\n")
+    assert "not examined" in facts.why_missing("platform.cuda_interposer")

@@ -144,3 +144,37 @@ def test_check_without_this_machine_says_why():
     facts = collect_facts(CollectOptions(probe_machine=False))
     assert "not examined" in facts.why_missing("platform.wsl")
     assert "not examined" in facts.why_missing("container.uid_in_passwd")
+
+
+def test_hami_cores_libvgpu_preloaded_through_ld_so_preload(tmp_path):
+    """HAMi's device plugin mounts /etc/ld.so.preload naming /usr/local/vgpu/libvgpu.so."""
+    root = fake_root(tmp_path, "6.8.0-60-generic", docker=True)
+    (root / "etc").mkdir()
+    (root / "etc/ld.so.preload").write_text("/usr/local/vgpu/libvgpu.so\n")
+    facts = Facts()
+    platform.collect_platform(facts, {"HOME": str(tmp_path)}, root)
+    fact = facts.get("platform.cuda_interposer")
+    assert fact is not None and fact.value == "hami-core"
+    assert fact.source == Source.MACHINE
+    assert fact.detail == "/etc/ld.so.preload names /usr/local/vgpu/libvgpu.so"
+
+
+def test_libvgpu_in_ld_preload_and_nothing_preloaded(tmp_path):
+    root = fake_root(tmp_path, "6.8.0-60-generic")
+    facts = Facts()
+    platform.collect_platform(facts, {"LD_PRELOAD": "/opt/x/libvgpu.so.v2.9.0"}, root)
+    assert facts.value("platform.cuda_interposer") == "hami-core"
+    assert facts.get("platform.cuda_interposer").detail.startswith("LD_PRELOAD names")
+    # another preloaded library (jemalloc) is no CUDA interposer: the fact is absent
+    (root / "etc").mkdir()
+    (root / "etc/ld.so.preload").write_text("/usr/lib/libjemalloc.so.2\n")
+    facts = Facts()
+    platform.collect_platform(facts, {"LD_PRELOAD": "libtcmalloc.so"}, root)
+    assert "platform.cuda_interposer" not in facts
+    assert facts.why_missing("platform.cuda_interposer") is None
+
+
+def test_a_report_cannot_know_a_preloaded_interposer():
+    facts = Facts()
+    platform.platform_from_report(facts, "Python platform: Linux-6.8.0-x86_64-with-glibc2.35", "r")
+    assert facts.is_unknowable("platform.cuda_interposer")

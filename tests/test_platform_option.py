@@ -171,6 +171,10 @@ def test_the_measure_passes_the_platform_words_the_train_reports_show():
         # "Odysseus Docker Compose stack, unprivileged odysseus user (PUID), ...": a container,
         # under a user the image knows
         ("odysseus-dev-odysseus-6157", ["container"]),
+        # "Kubernetes with HAMi v2.9.0 (libvgpu.so via LD_PRELOAD)"
+        ("project-hami-hami-2641", ["hami-core", "container"]),
+        # "Kubernetes, volcano 1.14.1 with volcano-vgpu-device-plugin 1.11.0"
+        ("project-hami-volcano-vgpu-device-plugin-108", ["hami-core", "container"]),
     ):
         assert report_id in train
         report = yaml.safe_load(
@@ -269,3 +273,12 @@ def test_the_measure_reads_a_runtime_only_image_as_no_nvcc():
     )
     # "Kubernetes pod with the CUDA runtime only (no toolkit)" (a train report)
     assert _measure().platform_words(report) == ["no-nvcc", "container"]
+
+
+def test_hami_core_stated_and_stated_absent():
+    doc = report_facts("hami-core")
+    fact = doc["facts"]["platform.cuda_interposer"]
+    assert (fact["value"], fact["source"]) == ("hami-core", Source.USER)
+    doc = report_facts("no-hami-core")
+    assert "platform.cuda_interposer" not in doc["facts"]
+    assert "platform.cuda_interposer" not in doc["missing"]

@@ -204,6 +204,9 @@ PLATFORM_PROSE = (
             re.IGNORECASE,
         ),
     ),
+    # HAMi (or volcano's vGPU device plugin, which ships HAMi-core) gives the GPUs: its
+    # libvgpu.so is preloaded in the container
+    ("hami-core", re.compile(r"\bHAMi\b|\blibvgpu\b|\bvgpu-device-plugin\b", re.IGNORECASE)),
     # a container runtime or orchestrator named outright
     (
         "container",

@@ -296,6 +296,7 @@ def _apply_manifest(facts: Facts, options: CollectOptions, report_facts: Facts |
     for area in ("platform", "container"):
         facts.drop_area(area)
     platform.not_examined(facts, "the manifest's container is not examined from here")
+    options.manifest_target.write_platform(facts)
     for areas, reason in conflicts:  # the report's part of another stack is set aside
         for area in areas:
             facts.drop_area(area)
@@ -504,6 +505,18 @@ def _compute_the_rest(run: _Runner, options: CollectOptions) -> None:
         judged_between_releases(facts, collect_release_aiter_moe)
 
     run.step("release AITER MoE request", ("release.aiter_moe_refused",), release_aiter_moe)
+
+    def release_moe_backend() -> None:
+        from vllm_doctor.facts.release import judged_between_releases
+        from vllm_doctor.facts.release_moe_backend import collect_release_moe_backend
+
+        judged_between_releases(facts, collect_release_moe_backend)
+
+    run.step(
+        "release MoE backend",
+        ("release.moe_backend.refused_on_gpu", "release.moe_backend.devices"),
+        release_moe_backend,
+    )
 
     def aiter_tuned() -> None:
         from vllm_doctor.facts.aiter_tuned import collect_aiter_tuned

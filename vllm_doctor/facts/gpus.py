@@ -439,6 +439,9 @@ def _collect(nvml: Any, facts: Facts, env: Mapping[str, str]) -> None:
     if not links:
         facts.mark_missing("topology", "only one GPU is visible: there are no links between GPUs")
         return
+    from vllm_doctor.facts.pcie_acs import collect_acs
+
+    collect_acs(facts, [dev.bus_id for dev in devices])
     kinds = [link["link"] for link in links]
     if "unknown" in kinds:
         facts.mark_missing("topology.worst_link", "NVML did not report every PCIe path")

@@ -332,11 +332,14 @@ def collect_packages(facts: Facts) -> None:
     """Write packages.*, vllm.* and torch.* for the running interpreter's environment. Only
     the packages of ``PACKAGES`` are looked up: any other name cannot be known from here
     (a ``Listing``; ``rules validate`` names a rule that reads one)."""
+    # the listing names every package looked up below, so an absent one reads as not
+    # installed (not as "not looked up")
+    of_interest = packages_of_interest()
     facts.set_listing(
         Listing(
             "packages",
             "{name} is not one of the packages the doctor looks up (facts/packages.py PACKAGES)",
-            names=tuple(PACKAGES),
+            names=tuple(of_interest),
         )
     )
     found: dict[str, metadata.Distribution] = {}
@@ -347,7 +350,7 @@ def collect_packages(facts: Facts) -> None:
     machine = machine_name(platform.machine())
     if machine is not None:
         facts.set("vllm.machine", machine, Source.MACHINE, "platform.machine()")
-    for canon, names in packages_of_interest().items():
+    for canon, names in of_interest.items():
         dist = _find_dist(names)
         if dist is None:
             continue
@@ -390,6 +393,20 @@ def collect_packages(facts: Facts) -> None:
     # vLLM ----------------------------------------------------------------------------
     vllm_dist = found.get("vllm")
     if vllm_dist is None:
+        elsewhere = vllm_command_elsewhere()
+        if elsewhere is not None:
+            # `vllm serve` runs another environment's Python: this one's packages are not
+            # the ones it loads (the doctor installed apart, with pipx or in its own venv)
+            reason = (
+                f"vLLM is not installed beside the doctor ({where}); the `vllm` command "
+                f"({elsewhere[0]}) runs {elsewhere[1]}, another environment: install "
+                "vllm-doctor there, or pass --report with `vllm collect-env` of it"
+            )
+            for area in ("vllm", "torch", "packages"):
+                facts.drop_area(area)
+                facts.mark_unknowable(area, reason)
+            facts.set("vllm.machine", machine, Source.MACHINE, "platform.machine()")
+            return
         facts.set("vllm.installed", False, Source.MACHINE, where)
         facts.mark_missing("vllm", f"vLLM is not installed ({where})")
         return
@@ -431,6 +448,47 @@ def collect_packages(facts: Facts) -> None:
     if pin:
         facts.set("vllm.torch_pin", pin, Source.MACHINE, "vllm Requires-Dist")
     update_torch_match(facts)
+
+
+# the second line of pip's `#!/bin/sh` launcher: '''exec' "/path/to/python" "$0" "$@"
+_SH_EXEC = re.compile(r"""^'''exec' "?([^"]+?)"? "\$0" "\$@"$""")
+
+
+def vllm_command_elsewhere(path: str | None = None) -> tuple[str, str] | None:
+    """(the `vllm` command on PATH, the Python its first line runs) when that Python belongs to
+    another environment than the running one; None when there is no such command or it is
+    this environment's. Read from the script's first line, never run."""
+    import shutil
+
+    command = shutil.which("vllm", path=path)
+    if command is None:
+        return None
+    try:
+        with open(command, "rb") as script:
+            first = script.readline(512).decode("utf-8", "replace").strip()
+            second = script.readline(512).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    if not first.startswith("#!"):
+        return None  # a binary or a wrapper the doctor does not read
+    words = first[2:].split()
+    if not words:
+        return None
+    interpreter = words[1] if Path(words[0]).name == "env" and len(words) > 1 else words[0]
+    if Path(interpreter).name == "sh":
+        # pip's launcher for a long or spaced path: `#!/bin/sh`, then the exec line
+        exec_line = _SH_EXEC.match(second)
+        interpreter = exec_line.group(1) if exec_line else ""
+    if "/" not in interpreter or not Path(interpreter).name.startswith("python"):
+        return None  # `#!/usr/bin/env python3` (whichever Python is first on PATH), a wrapper
+    prefix = Path(interpreter).parent.parent
+    ours = {Path(sys.prefix), Path(sys.executable).parent.parent}
+    try:
+        if prefix.resolve() in {p.resolve() for p in ours} or prefix in ours:
+            return None
+    except OSError:
+        return None
+    return command, interpreter
 
 
 def update_torch_match(facts: Facts) -> None:

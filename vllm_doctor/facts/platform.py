@@ -20,7 +20,8 @@ this machine's or a report's, for a platform a report names only in prose.
 Facts written:
   ``platform.kernel``, ``platform.kernel_cmdline``, ``platform.wsl``, ``platform.container``,
   ``platform.glibcxx``, ``platform.os`` (facts/distro.py), ``platform.c_compiler_found``, ``platform.nvcc_found``
-  (facts/toolkit.py)
+  (facts/toolkit.py), ``platform.cuda_interposer`` (/etc/ld.so.preload and LD_PRELOAD; a
+  manifest's vGPU resources in serveline/target.py)
   ``container.uid``, ``container.uid_in_passwd``, ``container.user_known``,
   ``container.home``, ``container.home_writable``, ``container.unwritable_caches``
   ``container.arbitrary_uid`` (stated only: ``--platform arbitrary-uid``)
@@ -48,6 +49,7 @@ PLATFORM_PATHS = (
     "platform.os",  # facts/distro.py
     "platform.nvcc_found",  # facts/toolkit.py
     "platform.c_compiler_found",
+    "platform.cuda_interposer",
 )
 CONTAINER_PATHS = (
     "container.uid",
@@ -100,12 +102,50 @@ def collect_platform(facts: Facts, environ: Mapping[str, str], root: Path = Path
     _glibcxx(facts, root)
     _os_release(facts, root)
     _identity(facts, environ)
+    _cuda_interposer(facts, environ, root)
     from vllm_doctor.facts.toolkit import PATH, find_nvcc
 
     found, how = find_nvcc(environ, root)
     facts.set(PATH, found, Source.MACHINE, how)
     found, how = find_c_compiler(environ, root)
     facts.set("platform.c_compiler_found", found, Source.MACHINE, how)
+
+
+# A library preloaded into every process that intercepts its CUDA driver calls, by the name
+# its file has: HAMi-core's libvgpu.so, which HAMi's device plugin and volcano's
+# vgpu-device-plugin mount into a container and preload through /etc/ld.so.preload (no
+# preload where the container sets CUDA_DISABLE_CONTROL=true). Under it NCCL's communicator
+# init has crashed or hung in vLLM's tensor-parallel start-up (HW050).
+CUDA_INTERPOSERS = (("hami-core", re.compile(r"(?:^|/)libvgpu\.so(?:\.[\w.-]+)?$")),)
+
+
+def interposer_of(library: str) -> str | None:
+    """The name of the CUDA interposer a preloaded library path is, if it is one."""
+    for name, pattern in CUDA_INTERPOSERS:
+        if pattern.search(library.strip()):
+            return name
+    return None
+
+
+def _cuda_interposer(facts: Facts, environ: Mapping[str, str], root: Path) -> None:
+    """``platform.cuda_interposer``: what /etc/ld.so.preload and LD_PRELOAD preload."""
+    preload = root / "etc/ld.so.preload"
+    try:
+        listed = preload.read_text(encoding="utf-8", errors="replace")[:65536].split()
+    except FileNotFoundError:
+        listed = []
+    except OSError as err:
+        facts.mark_missing(
+            "platform.cuda_interposer", f"/etc/ld.so.preload cannot be read: {err.strerror}"
+        )
+        return
+    places = [("/etc/ld.so.preload", word) for word in listed]
+    places += [("LD_PRELOAD", w) for w in environ.get("LD_PRELOAD", "").replace(":", " ").split()]
+    for where, library in places:
+        name = interposer_of(library)
+        if name is not None:
+            facts.set("platform.cuda_interposer", name, Source.MACHINE, f"{where} names {library}")
+            return
 
 
 # Triton builds its driver utilities and each kernel's launcher with $CC, else gcc, else clang
@@ -290,6 +330,7 @@ def platform_from_report(facts: Facts, text: str, where: str) -> None:
         "platform.container",
         "platform.glibcxx",
         "platform.c_compiler_found",
+        "platform.cuda_interposer",
     ):
         facts.mark_unknowable(path, "a collect-env report does not show it")
     _os_from_report(facts, text, where)
@@ -331,6 +372,9 @@ PLATFORM_WORDS = {
     "no-nvcc": "no CUDA compiler there: a CUDA runtime image without the toolkit",
     "cc": "a host C compiler where Triton looks (CC, gcc or clang on PATH)",
     "no-cc": "no host C compiler there: a CUDA runtime or slim Python image without gcc",
+    "hami-core": "HAMi-core's libvgpu.so is preloaded (GPUs given by HAMi's or volcano's "
+    "vGPU device plugin)",
+    "no-hami-core": "no CUDA interposer is preloaded (CUDA_DISABLE_CONTROL=true under HAMi)",
 }
 _GLIBCXX_LEVEL = re.compile(r"^3\.4\.\d{1,3}$")
 
@@ -366,6 +410,9 @@ def apply_stated_platform(facts: Facts, words: list[str]) -> None:
             values = {"platform.nvcc_found": key == "nvcc"}
         elif key in ("cc", "no-cc") and not value:
             values = {"platform.c_compiler_found": key == "cc"}
+        elif key in ("hami-core", "no-hami-core") and not value:
+            # no-hami-core states the fact absent: nothing preloaded intercepts CUDA
+            values = {"platform.cuda_interposer": "hami-core" if key == "hami-core" else None}
         elif key == "arbitrary-uid" and not value:
             values = {"platform.container": True, "container.arbitrary_uid": True}
         elif key == "kernel" and re.fullmatch(r"\d+\.\d+[\w.+-]{0,120}", value):
@@ -381,7 +428,12 @@ def apply_stated_platform(facts: Facts, words: list[str]) -> None:
             if path in said and said[path][0] != fact_value:
                 raise InputError("--platform", f"{word!r} contradicts {said[path][1]!r}")
             said[path] = (fact_value, word)
-            facts.set(path, fact_value, Source.USER, f"--platform {word}")
+            if fact_value is None:
+                facts.values.pop(path, None)
+                facts.missing.pop(path, None)
+                facts.unknowable.discard(path)
+            else:
+                facts.set(path, fact_value, Source.USER, f"--platform {word}")
     if "platform.os" in said and "platform.glibcxx" not in said:
         infer_glibcxx(facts)
     # a report's kernel that the stated WSL2-or-not contradicts is another host's

@@ -74,6 +74,45 @@ def _pins(facts: Facts, release: str) -> None:
                     SOURCE,
                     f"torch {installed} against =={torch['pin']}",
                 )
+    _flashinfer_version(facts, release)
+
+
+def _flashinfer_version(facts: Facts, release: str) -> None:
+    """The flashinfer-python vLLM runs with: the installed or reported one; where that
+    cannot be read (a what-if release, a report that lists no packages), the judged
+    release's pin (Requires-Dist ==X), inferred: what installing that release brings. A
+    package list that does not have it leaves the fact absent (no FlashInfer to run)."""
+    from vllm_doctor import knowledge
+
+    path = "packages.flashinfer-python"
+    why = what_if_without(facts, path)
+    installed = None if why else facts.get(path)
+    if installed is not None:
+        facts.set(
+            "release.flashinfer_version",
+            installed.value,
+            installed.source,
+            f"flashinfer-python {installed.value} ({installed.describe_source()})",
+        )
+        return
+    if not why and facts.why_missing(path) is None:
+        return  # read, and not installed
+    requirement = knowledge.load("dependencies").get("flashinfer-python", release)
+    value = requirement.value if requirement is not None else None
+    spec = str(value.get("spec") or "") if value and not value.get("extra") else ""
+    if spec.startswith("==") and "," not in spec:
+        facts.infer(
+            "release.flashinfer_version",
+            spec[2:],
+            f"Requires-Dist of vLLM {release}: flashinfer-python{spec}, what installing that "
+            f"release brings ({why or facts.why_missing(path)})",
+        )
+    else:
+        facts.mark_missing(
+            "release.flashinfer_version",
+            f"flashinfer-python is not known ({why or facts.why_missing(path)}) and vLLM "
+            f"{release} pins no version of it (pass --package flashinfer-python==V)",
+        )
 
 
 # local labels of vLLM's own wheels: the CUDA/ROCm/CPU variants on its release page, and

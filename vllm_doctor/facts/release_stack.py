@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Set
 from typing import Any
 
+from vllm_doctor.facts.cuda_build import PATHS as CUDA_BUILD_PATHS
+from vllm_doctor.facts.cuda_build import collect_cuda_build, installed_images, widens
 from vllm_doctor.facts.model import EACH_RELEASE, Facts, Source
 
 SOURCE = "release knowledge"  # every release.* fact names the release knowledge
@@ -47,6 +49,7 @@ KERNEL_PATHS = (
     "release.kernels.companions",
     "release.kernels.companions_without_image",
     "release.kernels.files",
+    *CUDA_BUILD_PATHS,
 )
 # judged by their own rules (ENV002/ENV101 torch, ENV100 transformers)
 _OWN_RULES = {"torch", "torchvision", "torchaudio", "transformers", "python"}
@@ -413,7 +416,9 @@ def _kernels(facts: Facts, release: str) -> None:
             without.append(_describe(module, groups, capabilities, lambda g: True))
             if _older_only(groups, capabilities):
                 older.append(without[-1])
-        family.extend(_family_only(module, groups, capabilities))
+        # a CUDA 13 build of a release published for CUDA 12 carries family images instead
+        wider = [m for m in machines if widens(facts, at, m)]
+        family.extend(_family_only(module, groups, capabilities, widen=bool(wider)))
         if state == "ptx":
             ptx.append(
                 _describe(module, groups, capabilities, lambda g: _state(g, capabilities) == "ptx")
@@ -424,6 +429,7 @@ def _kernels(facts: Facts, release: str) -> None:
     facts.set("release.kernels.older_only", older, SOURCE, f"kernel_images of vLLM {release}")
     facts.set("release.kernels.ptx_only", ptx, SOURCE, f"kernel_images of vLLM {release}")
     _core(facts, at, machines, capabilities)
+    collect_cuda_build(facts, release, at, machines, capabilities, _describe)
     _companions(facts, capabilities, machines, files)
     facts.set(
         "release.kernels.files",
@@ -549,9 +555,12 @@ def _module_state(groups: list[dict[str, Any]], capabilities: list[int]) -> str:
     return "ptx" if "ptx" in states else "sass"
 
 
-def _family_only(module: str, groups: list[dict[str, Any]], capabilities: list[int]) -> list[str]:
+def _family_only(
+    module: str, groups: list[dict[str, Any]], capabilities: list[int], widen: bool = False
+) -> list[str]:
     """Objects with images for the GPU's major version, none of which runs on this member of
-    the family (architecture-specific images of another minor)."""
+    the family (architecture-specific images of another minor); ``widen``: the installed build
+    is a CUDA 13 build of a release published for CUDA 12, whose family images do run."""
     from vllm_doctor.knowledge import cuda_images
 
     out = []
@@ -560,7 +569,8 @@ def _family_only(module: str, groups: list[dict[str, Any]], capabilities: list[i
         hits = [
             g
             for g in groups
-            if cuda_images.best(g["images"], capability) == cuda_images.NONE
+            if cuda_images.best(installed_images(g["images"], widen), capability)
+            == cuda_images.NONE
             and any(
                 (image := cuda_images.parse(i)) is not None
                 and image.arch // 10 == major

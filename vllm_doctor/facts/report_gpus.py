@@ -298,6 +298,9 @@ def _parse_nvidia_matrix(lines: list[str]) -> tuple[list[str], dict[str, list[st
 
 
 def _topology_facts(report: _Report, facts: Facts, visible: list[int] | None = None) -> None:
+    facts.mark_unknowable(
+        "topology.acs_redirect", "a collect-env report does not show the PCIe bridges' ACS control"
+    )
     lines = _topology_lines(report)
     if not lines or not any(_collected(x) for x in lines):
         facts.mark_missing("topology", "the report has no GPU Topology matrix")

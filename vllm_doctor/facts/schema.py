@@ -38,7 +38,7 @@ SUPPLY_HINTS: dict[str, str] = {
     "env": "set the variable in this shell, or pass --report collect-env.txt",
     "platform": "run on the host (or in the container) that serves, pass --report "
     "collect-env.txt (its Python platform line names the kernel), or state it: --platform wsl2 "
-    "(linux, container, arbitrary-uid, kernel=RELEASE, glibcxx=VERSION)",
+    "(linux, container, arbitrary-uid, kernel=RELEASE, glibcxx=VERSION, hami-core)",
     "container": "run `vllm-doctor check` (or `vllm-doctor serve`) inside the container, as "
     "the user it runs as",
     "log": "pass --log crash.txt",
@@ -73,6 +73,7 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "driver": ("facts/gpus.py", "facts/report.py", "facts/hardware.py"),
     "gpu": ("facts/gpus.py", "facts/report_gpus.py", "facts/hardware.py"),
     "topology": ("facts/gpus.py", "facts/report_gpus.py"),
+    "topology.acs_redirect": ("facts/pcie_acs.py", "facts/report_gpus.py"),
     "model": ("facts/model_config.py", "facts/model_source.py"),
     "serve": ("serveline/line.py",),
     "env": (
@@ -105,9 +106,11 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "release.aiter": ("facts/release_env.py",),
     "release.uma_free_memory": ("facts/release_memory.py",),
     "release.aiter_moe_refused": ("facts/release_aiter_moe.py",),
+    "release.moe_backend": ("facts/release_moe_backend.py",),
     "derived.aiter_moe_untuned": ("facts/aiter_tuned.py",),
     "platform": ("facts/platform.py",),
     "platform.glibcxx": ("facts/platform.py", "facts/distro.py"),
+    "platform.cuda_interposer": ("facts/platform.py", "serveline/target.py"),
     "container": ("facts/platform.py",),
     "gpu.gfx_targets": ("facts/platform.py",),
     "gpu.unified_memory": ("facts/platform.py",),
@@ -142,6 +145,18 @@ WRITERS: dict[str, tuple[str, ...]] = {
     "release.kernels.torch_toolkit_no_image": ("facts/torch_toolkit.py",),
     "release.kernels.torch_toolkit_ptx_only": ("facts/torch_toolkit.py",),
     "platform.nvcc_found": ("facts/toolkit.py",),
+    **{
+        f"release.kernels.{name}": ("facts/cuda_build.py",)
+        for name in (
+            "published_cuda",
+            "cuda12_build_family_only",
+            "cuda12_build_lacks_image",
+            "exact_arch_guard",
+            "exact_arch_guard_runs",
+            "ptx_beyond_driver",
+            "ptx_beyond_driver_any",
+        )
+    },
 }
 
 # Facts a collector may infer when they were not observed (Facts.infer: from the GPU table, a
@@ -161,6 +176,7 @@ INFERABLE: frozenset[str] = frozenset(
         "torch.version",
         "torch.cuda_version",
         "packages.*",
+        "release.flashinfer_version",
         "model.quant_scheme",
         "model.quant_method",
         "model.family",

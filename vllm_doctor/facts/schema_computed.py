@@ -111,6 +111,24 @@ COMPUTED: dict[str, FactSpec] = {
         "a hybrid (Mamba / linear-attention) model: the KV cache blocks one GPU holds, one per "
         "running sequence's Mamba state (absent for other models)",
     ),
+    "memory.attention_block_size": FactSpec(
+        "int",
+        "a hybrid model: the attention block size vLLM sets so one attention page holds a "
+        'Mamba state ("Setting attention block size to N tokens"; a larger --block-size '
+        "kept), for the judged release's KV layout (absent for other models)",
+    ),
+    "memory.mamba_cache_mode": FactSpec(
+        "str",
+        "a hybrid model: none | align | all, the mamba_cache_mode the judged release resolves "
+        "(--mamba-cache-mode when given; align or all with prefix caching on, given or the "
+        "release's default for hybrid models from 0.26.0; all only for the models that cache "
+        "one state per block); missing before 0.15.0",
+    ),
+    "memory.max_num_batched_tokens": FactSpec(
+        "int",
+        "a hybrid model: --max-num-batched-tokens, or vLLM's default for `vllm serve` on this "
+        "GPU (missing with chunked prefill off)",
+    ),
     "memory.max_num_seqs": FactSpec(
         "int", "a hybrid model: --max-num-seqs, or vLLM's default for this GPU"
     ),
@@ -231,6 +249,12 @@ COMPUTED: dict[str, FactSpec] = {
     "release.torch_pin_from": FactSpec(
         "str", "installed metadata (ENV002 decides) or release table"
     ),
+    "release.flashinfer_version": FactSpec(
+        "version",
+        "the flashinfer-python vLLM runs with: the installed or reported version; where it "
+        "cannot be read (a what-if --vllm-version, no package list), the judged release's "
+        "pin (Requires-Dist ==X), inferred; absent where a package list lacks it",
+    ),
     "release.effective_dtype": FactSpec(
         "str",
         "the dtype the judged release computes in: --dtype, or for auto the "
@@ -278,6 +302,18 @@ COMPUTED: dict[str, FactSpec] = {
         "(knowledge table aiter_gates: rocm_aiter_ops.is_<feature>_enabled over the "
         "release's values of its VLLM_ROCM_USE_AITER* variables and the GPU's gfx target; "
         "'aiter' is is_enabled, 'supported' is AITER's own architecture check)",
+    ),
+    "release.moe_backend.refused_on_gpu": FactSpec(
+        "bool",
+        "the --moe-backend forced cannot run on this GPU in the judged release: for the "
+        "model's quantization, every experts class of the backend it maps to fails its "
+        "_supports_current_device() test here (knowledge table moe_backends, from the MoE "
+        "oracles), so vLLM raises 'does not support the deployment configuration since kernel "
+        "does not support current device' at start-up",
+    ),
+    "release.moe_backend.devices": FactSpec(
+        "str",
+        "the experts classes of the forced backend and the GPUs their device tests admit",
     ),
     "release.aiter_moe_refused": FactSpec(
         "bool",
@@ -539,6 +575,48 @@ COMPUTED: dict[str, FactSpec] = {
         "objects built for the GPU's architecture family only as another member's "
         "architecture-specific images (sm_120a objects on a 12.1 GPU, sm_100a on 10.3): "
         "their kernels fail with 'no kernel image' here",
+    ),
+    "release.kernels.published_cuda": FactSpec(
+        "int",
+        "the CUDA major the judged release's published wheel (PyPI) was built with, read from "
+        "the PTX ISA its fat binaries carry (8.x: CUDA 12, 9.x: CUDA 13)",
+    ),
+    "release.kernels.cuda12_build_family_only": FactSpec(
+        "list",
+        "when torch's CUDA says the installed vLLM is a CUDA 12 build (the +cu129 wheels and "
+        "images, a source build) of a release whose published wheel is a CUDA 13 build: the "
+        "objects that wheel runs on this GPU only through another member's family image "
+        "(sm_120f on a 12.1 GB10), which vLLM's CMake compiles under CUDA 12 as the "
+        "member-specific image (sm_120a) that has none for it (empty: none, or the builds agree)",
+    ),
+    "release.kernels.cuda12_build_lacks_image": FactSpec(
+        "bool",
+        "release.kernels.cuda12_build_family_only is not empty (decided across the releases a "
+        "nightly may be, where the objects differ but the answer does not)",
+    ),
+    "release.kernels.exact_arch_guard": FactSpec(
+        "list",
+        "objects whose kernels carry vLLM's exact-architecture wrapper for another member of "
+        "the GPU's family (cutlass::device_kernel<enable_sm120_only> on a 12.1 GB10) in images "
+        "that run on the GPU in the installed build (a CUDA 13 build of a CUDA 12 wheel compiles "
+        "sm_120f for sm_120a): the wrapper traps there; read from the kernel names the tables "
+        "keep (up to 8 objects per group), so an empty list is no proof of absence",
+    ),
+    "release.kernels.exact_arch_guard_runs": FactSpec(
+        "bool",
+        "release.kernels.exact_arch_guard is not empty (decided across the releases a nightly "
+        "may be, where they agree)",
+    ),
+    "release.kernels.ptx_beyond_driver": FactSpec(
+        "list",
+        "objects of the judged release that reach the GPU only as PTX, written by a CUDA "
+        "release (read from their PTX ISA version; torch's stated CUDA where it names another "
+        "build of the same major) newer than the driver's CUDA: the driver refuses to compile "
+        "them ('the provided PTX was compiled with an unsupported toolchain')",
+    ),
+    "release.kernels.ptx_beyond_driver_any": FactSpec(
+        "bool",
+        "release.kernels.ptx_beyond_driver is not empty",
     ),
     "release.kernels.older_only": FactSpec(
         "list",

@@ -145,6 +145,15 @@ OBSERVED: dict[str, FactSpec] = {
         "the Linux distribution's release as os-release's ID and VERSION_ID (ubuntu 22.04): "
         "/etc/os-release, a report's OS line, check --platform os=ubuntu-22.04",
     ),
+    "platform.cuda_interposer": FactSpec(
+        "str",
+        "a library preloaded into every process that intercepts its CUDA driver calls: "
+        "hami-core (HAMi-core's libvgpu.so, which HAMi's and volcano's vGPU device plugins "
+        "preload through /etc/ld.so.preload); read from /etc/ld.so.preload and LD_PRELOAD, "
+        "from a manifest whose container asks for a vGPU device plugin's resources (absent "
+        "where it sets CUDA_DISABLE_CONTROL=true: the plugin then preloads nothing), or "
+        "stated (check --platform hami-core / no-hami-core); absent: nothing preloaded does",
+    ),
     "container.uid": FactSpec("int", "the UID the doctor (and so vLLM) runs as"),
     "container.uid_in_passwd": FactSpec(
         "bool", "the passwd database knows the UID (an arbitrary OpenShift UID is not)"
@@ -173,6 +182,12 @@ OBSERVED: dict[str, FactSpec] = {
     "topology.all_nvlink": FactSpec("bool", "every pair of visible GPUs is linked by NVLink"),
     "topology.worst_link": FactSpec("str", "the slowest link type between any pair"),
     "topology.p2p_all": FactSpec("bool", "P2P read and write work between every pair"),
+    "topology.acs_redirect": FactSpec(
+        "list",
+        "the PCIe bridges above the visible GPUs whose ACS P2P Request or Completion Redirect "
+        "is on, as BRIDGE (ReqRedir+ CmpltRedir+); empty when none (read from sysfs: root "
+        "only, else missing)",
+    ),
     # -- model ---------------------------------------------------------------------------
     "model.id": FactSpec("str", "model id or path as given to vLLM"),
     "model.config_path": FactSpec("str", "config.json that was read"),
@@ -275,6 +290,9 @@ OBSERVED: dict[str, FactSpec] = {
         "str", "attention backend from the flag, attention_config.backend or VLLM_ATTENTION_BACKEND"
     ),
     "serve.attention_backend_source": FactSpec("str", "which of those set the backend"),
+    "serve.moe_backend": FactSpec(
+        "str", "--moe-backend (lower case), the MoE experts backend forced"
+    ),
     "serve.distributed_executor_backend": FactSpec("str", "--distributed-executor-backend"),
     "serve.disable_custom_all_reduce": FactSpec("bool", "--disable-custom-all-reduce"),
     "serve.hf_overrides": FactSpec("dict", "--hf-overrides"),

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_doctor.errors import InputError
+from vllm_doctor.serveline.target import GPU_RESOURCES, VGPU_RESOURCES
 
 WORKLOADS = ("Deployment", "StatefulSet", "LeaderWorkerSet")
 POD_FIELDS = (
@@ -43,7 +44,10 @@ POD_FIELDS = (
     "schedulerName",
 )
 CONTAINER_FIELDS = ("env", "envFrom", "volumeMounts", "securityContext")
-GPU_KEYS = ("nvidia.com/gpu", "amd.com/gpu")
+# the GPU resources a facts pod asks for as the workload's pod does: whole GPUs, and a vGPU
+# device plugin's shares (HAMi's and volcano's give their pods HAMi-core's libvgpu.so, which
+# the facts then show, and volcano.sh/vgpu-number is how such a pod gets a GPU at all)
+GPU_KEYS = tuple(dict.fromkeys((*GPU_RESOURCES, *VGPU_RESOURCES)))
 HOST_KEY = "kubernetes.io/hostname"
 NAME_LIMIT = 63
 

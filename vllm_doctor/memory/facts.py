@@ -17,15 +17,18 @@ from packaging.version import InvalidVersion, Version
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.memory import kv as kvmod
 from vllm_doctor.memory.estimate import Estimate, estimate
-from vllm_doctor.memory.formula import GIB
+from vllm_doctor.memory.formula import GIB, batch_defaults, formula_for
 from vllm_doctor.memory.inputs import (
     Missing,
+    argv_value,
     int_fact,
     kv_layout,
     model_dtype,
     need,
+    prefix_caching,
     read_config,
     text_config_with_facts,
+    usable_gib,
     weights_estimate,
 )
 
@@ -50,6 +53,13 @@ MEMORY_PATHS = (
 
 # a hybrid (Mamba / linear-attention) model only: absent for every other model
 MAMBA_PATHS = ("memory.mamba_cache_blocks", "memory.max_num_seqs", "memory.mamba_blocks_verdict")
+# a hybrid model's scheduling figures: they need neither the weights nor the context length
+# (the default token budget needs the GPU's tier), so they stand where the estimate cannot
+SCHEDULING_PATHS = (
+    "memory.attention_block_size",
+    "memory.mamba_cache_mode",
+    "memory.max_num_batched_tokens",
+)
 # the verdicts rules decide on; a weights figure resting on an assumption decides none of them
 VERDICT_PATHS = (
     "memory.kv_verdict",
@@ -177,6 +187,117 @@ def check_memory_arguments(facts: Facts) -> None:
         )
 
 
+def _put_scheduling(facts: Facts) -> None:
+    """A hybrid model's attention block size (raised so one attention page holds a Mamba
+    state: "Setting attention block size to N tokens"), the mamba_cache_mode the judged
+    release resolves, and the max_num_batched_tokens the scheduler gets; absent for a model
+    without Mamba / linear-attention layers."""
+    for path in SCHEDULING_PATHS:
+        facts.values.pop(path, None)
+        facts.missing.pop(path, None)
+    version = facts.value("release.judged") or facts.value("vllm.version")
+    release = str(version) if version else None
+    formula = formula_for(release)
+    _, raw_text = read_config(facts)
+    text = text_config_with_facts(facts, raw_text)
+    try:
+        layers = int(need(facts, "model.num_hidden_layers"))
+        layout, layers_how = kv_layout(
+            facts,
+            text,
+            layers,
+            int_fact(facts, "serve.tensor_parallel_size", 1),
+            int_fact(facts, "serve.pipeline_parallel_size", 1),
+            release,
+        )
+    except Missing as miss:
+        for path in SCHEDULING_PATHS:
+            facts.mark_missing(path, f"needs {miss.path}: {miss.reason}")
+        return
+    except (ValueError, TypeError, KeyError) as err:
+        for path in SCHEDULING_PATHS:
+            facts.mark_missing(path, f"could not be estimated: {err}")
+        return
+    if not any(layer.kind == kvmod.MAMBA for layer in layout.layers):
+        return  # not a hybrid model
+    requested = argv_value(facts, "--block-size")
+    block, page = kvmod.block_size_for(
+        layout, int(requested) if requested and requested.isdigit() else None
+    )
+    facts.set(
+        "memory.attention_block_size",
+        block,
+        Source.DERIVED,
+        f"one attention page ({page} B per layer) holds the largest Mamba state, in the "
+        f"kernel's alignment steps ({layers_how})",
+    )
+    given = facts.value("serve.mamba_cache_mode")
+    mode = formula.mamba.cache_mode(
+        model_type=str(text.get("model_type") or ""),
+        prefix_caching=prefix_caching(facts),
+        spec_tokens=int_fact(facts, "serve.num_speculative_tokens", 0),
+    )
+    if isinstance(given, str) and given:
+        facts.set("memory.mamba_cache_mode", given.lower(), Source.SERVE, "--mamba-cache-mode")
+    elif mode is None:
+        facts.mark_missing(
+            "memory.mamba_cache_mode",
+            f"vLLM {formula.mamba.release} has no mamba_cache_mode (added in 0.15.0)",
+        )
+    else:
+        caching = prefix_caching(facts)
+        facts.set(
+            "memory.mamba_cache_mode",
+            mode,
+            Source.DERIVED,
+            f"vLLM {formula.mamba.release} for model_type {text.get('model_type')}, prefix "
+            + (
+                "caching " + ("on" if caching else "off") + " (serve line)"
+                if caching is not None
+                else "caching "
+                + ("on" if formula.mamba.hybrid_prefix_caching_default else "off")
+                + " (the release's default for a hybrid model)"
+            ),
+        )
+    given_tokens = facts.get("serve.max_num_batched_tokens")
+    if (
+        given_tokens is not None
+        and given_tokens.source != Source.DEFAULT
+        and isinstance(given_tokens.value, int)
+        and given_tokens.value > 0
+    ):
+        facts.set(
+            "memory.max_num_batched_tokens",
+            given_tokens.value,
+            Source.SERVE,
+            "--max-num-batched-tokens",
+        )
+        return
+    if facts.value("serve.enable_chunked_prefill") is False:
+        facts.mark_missing(
+            "memory.max_num_batched_tokens",
+            "chunked prefill is off: vLLM sizes the token budget to max_model_len",
+        )
+        return
+    try:
+        usable, usable_how = usable_gib(facts)
+    except Missing as miss:
+        facts.mark_missing(
+            "memory.max_num_batched_tokens",
+            f"vLLM's default depends on the GPU: needs {miss.path}: {miss.reason}",
+        )
+        return
+    names = [str(n) for n in facts.value("gpu.names") or []]
+    batched, _ = batch_defaults(usable, names, formula)
+    facts.set(
+        "memory.max_num_batched_tokens",
+        batched,
+        Source.DERIVED,
+        f"vLLM {formula.mamba.release}'s default for `vllm serve` on this GPU "
+        f"({usable:.0f} GiB: {usable_how})",
+    )
+
+
 def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
     """Set every memory.* fact, or mark each missing with the input it lacks. InputError for
     memory arguments the judged release refuses."""
@@ -184,6 +305,7 @@ def compute_memory(facts: Facts, cal: dict[str, Any] | None = None) -> None:
         facts.values.pop(path, None)
         facts.missing.pop(path, None)
     check_memory_arguments(facts)
+    _put_scheduling(facts)
     try:
         result = estimate(facts, cal=cal)
         _decide_over_possible_sizes(facts, result, cal)

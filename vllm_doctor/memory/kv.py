@@ -555,6 +555,22 @@ class MambaStateMode:
     # from 0.20.0 those models fall back to 'align' when speculative decoding is on
     all_mode_without_spec: bool = True
 
+    def cache_mode(
+        self, *, model_type: str, prefix_caching: bool | None, spec_tokens: int
+    ) -> str | None:
+        """The mamba_cache_mode the release resolves for a hybrid model (none, align or all:
+        MambaModelConfig / HybridAttentionMambaModelConfig.verify_and_update_config), or None
+        for a release without the modes (before 0.15.0)."""
+        if not self.per_block_state or not self.cache_modes:
+            return None
+        caching = self.hybrid_prefix_caching_default if prefix_caching is None else prefix_caching
+        if not caching:
+            return "none"
+        all_mode = self.all_mode and model_type in MAMBA_ALL_MODE_TYPES
+        if all_mode and not (self.all_mode_without_spec and spec_tokens):
+            return "all"
+        return "align"
+
     def blocks_per_request(
         self,
         *,
@@ -576,13 +592,15 @@ class MambaStateMode:
                     f"cdiv({max_model_len}, {block}) state blocks per request"
                 )
             return 1, f"vLLM {self.release}: mamba_block_size = max_model_len, one state block"
-        if not caching:
+        mode = self.cache_mode(
+            model_type=model_type, prefix_caching=prefix_caching, spec_tokens=spec_tokens
+        )
+        if mode == "none":
             return 1 + spec_tokens, (
                 f"vLLM {self.release}, mamba_cache_mode none: 1 + {spec_tokens} speculative "
                 "state block(s) per request"
             )
-        all_mode = self.all_mode and model_type in MAMBA_ALL_MODE_TYPES
-        if all_mode and not (self.all_mode_without_spec and spec_tokens):
+        if mode == "all":
             return whole, (
                 f"vLLM {self.release}, mamba_cache_mode all (prefix caching): "
                 f"cdiv({max_model_len}, {block}) state blocks per request"

@@ -52,6 +52,7 @@ _VALUE_OPTIONS = frozenset(
         "--pod", "--secret", "--hooks-dir",
     }
 )  # fmt: skip
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # the short options that take a value (-e KEY=V, -v SRC:DST, -p 8000:8000, ...)
 _VALUE_SHORT = frozenset("acehlmpuvw")
 
@@ -68,6 +69,8 @@ class ContainerRun:
     gpus: str | None = None  # --gpus: all, 2, "device=0,1"
     ipc: str | None = None  # --ipc: host, private, shareable
     shm_size: str | None = None  # --shm-size: 16g
+    passed: list[str] = field(default_factory=list)  # `-e KEY`: the host's value of KEY
+    env_files: list[str] = field(default_factory=list)  # --env-file: not opened
 
 
 def _start(tokens: list[str]) -> tuple[str, int] | None:
@@ -93,6 +96,8 @@ def split_container_run(tokens: list[str]) -> ContainerRun | None:
         return None
     engine, i = start
     env: list[str] = []
+    passed: list[str] = []
+    env_files: list[str] = []
     entry: str | None = None
     said: dict[str, str] = {}  # --gpus, --ipc, --shm-size as given
     while i < len(tokens):
@@ -120,7 +125,11 @@ def split_container_run(tokens: list[str]) -> ContainerRun | None:
                     break
         i += 1
         if name in ("--env", "-e") and value and _ENV_RE.match(value):
-            env.append(value)  # `-e KEY` alone passes the host's value, which is not shown
+            env.append(value)
+        elif name in ("--env", "-e") and value and _NAME.match(value):
+            passed.append(value)  # `-e KEY` alone passes the host's value of KEY
+        elif name == "--env-file" and value:
+            env_files.append(value)
         elif name == "--entrypoint" and value:
             entry = value
         elif name in ("--gpus", "--ipc", "--shm-size") and value is not None:
@@ -136,6 +145,8 @@ def split_container_run(tokens: list[str]) -> ContainerRun | None:
         gpus=said.get("--gpus"),
         ipc=said.get("--ipc"),
         shm_size=said.get("--shm-size"),
+        passed=passed,
+        env_files=env_files,
     )
 
 
@@ -171,6 +182,7 @@ def container_facts(run: ContainerRun, facts: Facts, source: str) -> None:
     from vllm_doctor.serveline.quantities import DEFAULT_SHM_MIB, quantity_mib
 
     facts.set("deploy.image", run.image, source, f"{run.engine} run {run.image}")
+    _set_aside_this_machines_userspace(run, facts)
     _image_version(run, facts, source)
     word = f"{run.engine} run"
     if run.ipc == "host":
@@ -201,6 +213,62 @@ def container_facts(run: ContainerRun, facts: Facts, source: str) -> None:
             if run.gpus is not None
             else f"{word} names no --gpus count (--device or the runtime's variables decide)",
         )
+
+
+# What the container has of its own, not the host's: its Python packages (vLLM, torch and the
+# rest), its user-space libraries and toolchain, its user; and paths on its command line are
+# paths inside it. The kernel, the driver and the GPUs are the host's (kept).
+_IMAGE_AREAS = ("vllm", "torch", "packages", "container")
+_IMAGE_PATHS = (
+    "platform.glibcxx",
+    "platform.os",
+    "platform.nvcc_found",
+    "platform.c_compiler_found",
+    "platform.container",
+    "platform.cuda_interposer",  # the host's /etc/ld.so.preload is not the container's
+    "host.model_copy",
+    "host.model_weights",
+)
+
+
+def _set_aside_this_machines_userspace(run: ContainerRun, facts: Facts) -> None:
+    """This machine's own facts of what the image decides stand no more: a `docker run`
+    line's vLLM runs on the image's packages, libraries and user (a report or a what-if value
+    given for them stays)."""
+    from vllm_doctor.facts.model import Source
+
+    reason = (
+        f"the container runs image {run.image}: its packages, libraries and user are the "
+        "image's, not this machine's (pass --report with `vllm collect-env` run in the container)"
+    )
+
+    def from_machine(prefix: str) -> list[str]:
+        return [
+            path
+            for path, fact in facts.values.items()
+            if (path == prefix or path.startswith(prefix + ".")) and fact.source == Source.MACHINE
+        ]
+
+    for area in _IMAGE_AREAS:
+        if from_machine(area):
+            facts.drop_area(area)
+            facts.mark_unknowable(area, reason)
+    # the container's environment is the image's and the line's (-e, --env-file): of this
+    # machine's, only what `-e KEY` passes on
+    for path, fact in list(facts.values.items()):
+        passed_on = path.removeprefix("env.") in run.passed
+        if path.startswith("env.") and fact.source == Source.ENV and not passed_on:
+            del facts.values[path]
+    if run.env_files:
+        facts.mark_missing(
+            "env",
+            f"{run.engine} run --env-file {' '.join(run.env_files)}: the file is not opened; "
+            "the variables it sets are not known",
+        )
+    for path in _IMAGE_PATHS:
+        if from_machine(path):
+            facts.values.pop(path, None)
+            facts.mark_unknowable(path, reason)
 
 
 def _image_version(run: ContainerRun, facts: Facts, source: str) -> None:

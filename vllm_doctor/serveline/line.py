@@ -350,11 +350,16 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
             str(line.options["optimization-level"]),
         )
 
+    if line.options.get("moe-backend"):
+        put("serve.moe_backend", "moe-backend", str(line.options["moe-backend"]).lower())
+
     # attention backend
     attn = line.options.get("attention-config")
     if isinstance(attn, dict):
         put("serve.attention_config", "attention-config", attn)
     merged_env = dict(env or {})
+    if line.container is not None:  # the container sees only what `-e KEY` passes on
+        merged_env = {k: v for k, v in merged_env.items() if k in line.container.passed}
     merged_env.update(line.env)
     if line.options.get("attention-backend"):
         put("serve.attention_backend", "attention-backend", str(line.options["attention-backend"]))

@@ -47,6 +47,7 @@ from vllm_doctor.serveline.target import (  # noqa: F401 (the readers' shared pi
     IMAGE_ENTRYPOINT,
     MANIFEST,
     MORE_ARGUMENTS,
+    VGPU_RESOURCES,
     Placed,
     Target,
     _file,
@@ -419,6 +420,7 @@ def _container(
             "ConfigMap or Secret) the manifest does not show"
         )
     _k8s_gpus(target, container)
+    _k8s_interposer(target, container)
     target.nodes = nodes
     # what a chart's values leave to the chart's version (helm_values: llm-d's parallelism)
     undecided = getattr(obj, "undecided", None) or {}
@@ -486,6 +488,34 @@ def _k8s_gpus(target: Target, container: dict) -> None:
                     _file(block, resource),
                 )
                 return
+
+
+# what HAMi's device plugin reads as true (Go's strconv.ParseBool) in CUDA_DISABLE_CONTROL
+_GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+
+
+def _k8s_interposer(target: Target, container: dict) -> None:
+    """A container asking for a vGPU device plugin's resources gets HAMi-core preloaded,
+    unless its env sets CUDA_DISABLE_CONTROL to true (the plugin then mounts no
+    /etc/ld.so.preload: HAMi's plugin/server.go)."""
+    resources = container.get("resources")
+    for section in ("limits", "requests"):
+        block = resources.get(section) if isinstance(resources, dict) else None
+        asked = [r for r in VGPU_RESOURCES if isinstance(block, dict) and r in block]
+        if not asked:
+            continue
+        off = target.env.get("CUDA_DISABLE_CONTROL")
+        if off is not None and off.value in _GO_TRUE:
+            target.interposer_off = off
+            return
+        target.interposer = Placed(
+            "hami-core",
+            _line(block, asked[0]),
+            f"resources.{section}.{asked[0]} (a vGPU device plugin preloads HAMi-core's "
+            "libvgpu.so)",
+            _file(block, asked[0]),
+        )
+        return
 
 
 def _k8s_product(target: Target, pod: dict) -> None:

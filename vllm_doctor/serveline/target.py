@@ -52,7 +52,20 @@ def is_gpu_label(key: Any) -> bool:
     return isinstance(key, str) and (key in GPU_LABELS or key.endswith(_GPU_LABEL_ENDINGS))
 
 
-GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+# volcano.sh/vgpu-number counts vGPUs, each on its own physical GPU (volcano's vgpu plugin)
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "volcano.sh/vgpu-number")
+# the resources only a vGPU device plugin serves, whose containers it gives HAMi-core's
+# libvgpu.so through /etc/ld.so.preload: HAMi's (chart defaults) and volcano's
+# vgpu-device-plugin's; HAMi also serves nvidia.com/gpu, which alone does not say which
+# plugin runs, nor does its scheduler's name without one of these
+VGPU_RESOURCES = (
+    "nvidia.com/gpumem",
+    "nvidia.com/gpumem-percentage",
+    "nvidia.com/gpucores",
+    "volcano.sh/vgpu-number",
+    "volcano.sh/vgpu-memory",
+    "volcano.sh/vgpu-cores",
+)
 
 
 @dataclass
@@ -94,6 +107,10 @@ class Target:
     nodes_unknown: str | None = None  # why the pods of the group are not known
     gpu_product: Placed | None = None
     gpu_product_unknown: str | None = None
+    # the CUDA interposer the container's GPUs come with ("hami-core"), or None with
+    # interposer_off naming the variable that turns the plugin's preload off
+    interposer: Placed | None = None
+    interposer_off: Placed | None = None
     shm: Placed | None = None  # MiB (int), or a str for an unsized one ("ipc: host")
     shm_unknown: str | None = None
     text_lines: list[str] = field(default_factory=list, repr=False)
@@ -284,6 +301,15 @@ class Target:
                 "the container runtime's /dev/shm",
             )
             self.fact_lines["deploy.shm_default"] = self.line
+
+    def write_platform(self, facts: Facts) -> None:
+        """What the file says of the platform its container runs on (after the platform is
+        marked not examined): the CUDA interposer a vGPU device plugin preloads."""
+        if self.interposer_off is not None:  # stated absent: the plugin preloads nothing
+            facts.missing.pop("platform.cuda_interposer", None)
+            self._place("platform.cuda_interposer", self.interposer_off)
+        elif self.interposer is not None:
+            self._put(facts, "platform.cuda_interposer", self.interposer)
 
     def _put(self, facts: Facts, path: str, placed: Placed | None) -> None:
         if placed is not None:
