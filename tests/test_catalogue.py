@@ -236,3 +236,68 @@ def test_an_api_error_reply_is_named_as_the_servers_reply(tmp_path):
     assert message["template"].startswith('"auto" tool choice requires --enable-auto-tool-choice')
     text = doctor_run("explain", "--log", str(log), timeout=60).stdout
     assert "the API server's error reply:" in text and "    returned by vllm/" in text
+
+
+WRAPPERS = (
+    "(EngineCore_DP0 pid=2215) ERROR 11-02 10:11:12 [core.py:708] EngineCore failed to start.\n"
+    "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. "
+    "Failed core proc(s): {}\n"
+)
+
+
+def test_a_root_cause_of_a_package_comes_before_vllms_wrappers(tmp_path):
+    # the CUDA runtime's error is the cause; vLLM's two messages only point at it
+    log = tmp_path / "engine.log"
+    log.write_text(
+        "(EngineCore_DP0 pid=2215) ERROR 11-02 10:11:12 [core.py:708] "
+        "torch.AcceleratorError: CUDA error: operation not supported\n" + WRAPPERS
+    )
+    text = doctor_run("explain", "--log", str(log), timeout=60).stdout
+    packages = text.index("Messages of the packages around vLLM in the log")
+    wrappers = text.index("vLLM error messages in the log")
+    assert packages < wrappers
+    assert "each only points at a root cause shown elsewhere in the log" in text
+    assert "the first is the nearest to the root cause" not in text
+
+
+def test_a_vllm_message_that_names_the_cause_keeps_its_place_first(tmp_path):
+    log = tmp_path / "engine.log"
+    log.write_text(
+        "(EngineCore_DP0 pid=2215) ERROR 11-02 10:11:12 [core.py:708] "
+        "RuntimeError: Cannot find any model weights with `/models/x`\n" + WRAPPERS
+    )
+    text = doctor_run("explain", "--log", str(log), timeout=60).stdout
+    assert "the first is the nearest to the root cause" in text
+    first = text.split("vLLM error messages in the log", 1)[1].splitlines()[1]
+    assert "Cannot find any model weights" in first
+
+
+def test_a_message_wrapped_inside_its_first_words_is_found_by_its_end(tmp_path):
+    # a terminal 80 columns wide breaks the message a few characters after the record prefix
+    log = tmp_path / "wrapped.log"
+    log.write_text(
+        "(EngineCore_DP0 pid=2215) ERROR 11-02 10:11:12 [core.py:708] ValueError: No availab\n"
+        "le memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+        "initializing the engine.\n"
+    )
+    run = doctor_run("explain", "--log", str(log), "--format", "json", timeout=60)
+    message = json.loads(run.stdout)["vllm_messages"][0]
+    assert message["template"].startswith("No available memory for the cache blocks.")
+    # the line shown is the one the message starts on
+    assert message["matched_line"].endswith("ValueError: No availab")
+
+
+def test_the_message_a_wrapper_quotes_is_read_before_the_wrapper(tmp_path):
+    # the engine core quotes a worker's error in its own wrapper, on one line: the wrapper
+    # (more literal text) no longer hides the cause it quotes
+    log = tmp_path / "worker.log"
+    log.write_text(
+        "(EngineCore_DP0 pid=1) RuntimeError: Worker failed with error 'UVA is not available', "
+        "please check the stack trace above for the root cause\n"
+    )
+    run = doctor_run("explain", "--log", str(log), "--format", "json", timeout=60)
+    doc = json.loads(run.stdout)
+    templates = [m["template"] for m in doc["vllm_messages"]]
+    assert templates[0] == "UVA is not available"
+    assert templates[1].startswith("Worker failed with error")
+    assert "ENV110" in [f["code"] for f in doc["known_failures"]]

@@ -94,6 +94,26 @@ def test_generic_rule_steps_back_for_the_reader():
     assert [rule.code for rule, *_ in report.rule_hits] == ["ATTN102"]
 
 
+def test_missing_custom_ops_step_back_when_the_import_error_is_in_the_log():
+    """ENV225 (vLLM's ops never loaded) names the symptom; when the log keeps vLLM's warning
+    with the ImportError, the ABI reader names the cause instead (vllm-project/vllm#5501's
+    warning)."""
+    from vllm_doctor.engine.loader import load_rules
+    from vllm_doctor.engine.logreport import analyse_log
+
+    symptom = "[rank0]: AttributeError: '_OpNamespace' '_C' object has no attribute 'rms_norm'\n"
+    warning = (
+        "WARNING 06-13 11:42:20 _custom_ops.py:11] Failed to import from vllm._C with "
+        "ImportError('/usr/local/lib/python3.8/dist-packages/vllm/_C.abi3.so: undefined "
+        "symbol: _ZN5torch7LibraryC1ENS0_4KindESsSt8optionalIN3c1011DispatchKeyEEPKcj')\n"
+    )
+    rules = load_rules()
+    alone = [rule.code for rule, *_ in analyse_log(symptom, rules).rule_hits]
+    assert alone == ["ENV225"]
+    both = [rule.code for rule, *_ in analyse_log(warning + symptom, rules).rule_hits]
+    assert "ENV225" not in both and "ENV212" in both
+
+
 @pytest.mark.parametrize(
     "symbol, name",
     [

@@ -307,14 +307,16 @@ def _print_log_report(report, name: str) -> None:
             for line in w.env_commands():  # as `check` prints them
                 echo(f"      {line}")
         echo(f"    more: vllm-doctor explain {rule.code}")
-    if report.messages:
-        if report.rule_hits:
-            echo("")
-        echo(render_messages(report))
+    sections = [render_messages(report)] if report.messages else []
     if report.package_messages:
-        if report.rule_hits or report.messages:
+        # vLLM's messages that only point elsewhere ("See root cause above.") come after the
+        # packages' messages, which may hold that root cause
+        wrappers_only = all(m.hit.points_elsewhere for m in report.messages)
+        sections.insert(0 if wrappers_only else len(sections), render_package_messages(report))
+    for section in sections:
+        if report.rule_hits or section is not sections[0]:
             echo("")
-        echo(render_package_messages(report))
+        echo(section)
 
 
 def render_package_messages(report) -> str:
@@ -344,11 +346,20 @@ def render_package_messages(report) -> str:
     return "\n".join(out)
 
 
+def _messages_order(messages) -> str:
+    """What the order of vLLM's messages says: the first names the cause, unless every one
+    only points at a cause shown elsewhere in the log."""
+    if all(m.hit.points_elsewhere for m in messages):
+        return "each only points at a root cause shown elsewhere in the log"
+    return "the first is the nearest to the root cause"
+
+
 def render_messages(report) -> str:
     """The catalogue part of a log report, as text (explain --log and check --log)."""
     out = [
         f"vLLM error messages in the log (error catalogue, {len(report.messages)} shown; "
-        "the first is the nearest to the root cause):"
+        + _messages_order(report.messages)
+        + "):"
     ]
     for message in report.messages:
         hit = message.hit

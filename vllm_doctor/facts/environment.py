@@ -52,7 +52,8 @@ PREFIXES = (
 )
 # names outside the prefixes: the Hub's legacy token variable, the loader's search path, the
 # C and C++ compilers Triton and Inductor build with (CC, CXX), where openai-harmony (gpt-oss) finds its
-# vocabulary files offline (TIKTOKEN_*)
+# vocabulary files offline (TIKTOKEN_*), Ray's memory monitor that kills workers when the node's
+# memory runs low (RAY_memory_*)
 NAMES = (
     "HUGGING_FACE_HUB_TOKEN",
     "LD_LIBRARY_PATH",
@@ -60,6 +61,8 @@ NAMES = (
     "CXX",
     "TIKTOKEN_ENCODINGS_BASE",
     "TIKTOKEN_RS_CACHE_DIR",
+    "RAY_memory_usage_threshold",
+    "RAY_memory_monitor_refresh_ms",
 )
 is_secret = is_secret_name  # the name other modules know it by
 

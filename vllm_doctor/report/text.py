@@ -98,10 +98,12 @@ def _finding(console: Console, doc: CheckDocument, f: Finding, verbose: bool) ->
 
 def _log_messages(console: Console, doc: CheckDocument) -> None:
     """vLLM's own messages in the crash log, with where and in which releases vLLM raises them."""
-    console.print(
-        f"{UNKNOWN} [bold]vLLM messages in the log[/] (error catalogue; the first is "
-        "the nearest to the root cause)"
+    order = (
+        "each only points at a root cause shown elsewhere in the log"
+        if all(m.hit.points_elsewhere for m in doc.log_messages)
+        else "the first is the nearest to the root cause"
     )
+    console.print(f"{UNKNOWN} [bold]vLLM messages in the log[/] (error catalogue; {order})")
     for m in doc.log_messages:
         console.print(f"  {escape(m.hit.cls)}: {escape(m.hit.template)}", soft_wrap=True)
         console.print(f"      seen in the log: [italic]{escape(m.hit.line)}[/]")
@@ -301,11 +303,17 @@ def render_text(
     if doc.undecided:
         _undecided(console, doc, verbose, said)
     _recommendation(console, doc)
-    if doc.log_messages and (verbose or not any(f.log_matches for f in applies)):
-        # a curated rule seen in the log names the cause; vLLM's messages are then detail (-v)
-        _log_messages(console, doc)
-    if doc.log_package_messages and (verbose or not any(f.log_matches for f in applies)):
-        _log_package_messages(console, doc)
+    # a curated rule seen in the log names the cause; the log's messages are then detail (-v)
+    if verbose or not any(f.log_matches for f in applies):
+        # vLLM's messages that only point elsewhere ("See root cause above.") come after the
+        # packages' messages, which may hold that root cause
+        wrappers_only = all(m.hit.points_elsewhere for m in doc.log_messages)
+        if doc.log_package_messages and wrappers_only:
+            _log_package_messages(console, doc)
+        if doc.log_messages:
+            _log_messages(console, doc)
+        if doc.log_package_messages and not wrappers_only:
+            _log_package_messages(console, doc)
     for f in doc.suppressed:
         console.print(f"  [dim]- {f.rule.code} ignored: {escape(f.suppressed or '')}[/]")
     if doc.probes:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,6 +159,8 @@ class CatalogueHit:
     # with or without a parenthesis): their keys, whether the line shows each whole, and
     # each template up to what the line shows
     wordings: tuple[tuple[str, bool, str], ...] = ()
+    # a wrapper that only points at a cause shown elsewhere ("See root cause above.")
+    points_elsewhere: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -199,7 +201,11 @@ class Catalogue:
         self._entries: dict[int, _Entry] = {}
 
     @classmethod
-    def build(cls, keys: Iterable[str], table: Any = None) -> Catalogue:
+    def build(
+        cls, keys: Iterable[str], table: Any = None, wrapped: Container[str] | None = None
+    ) -> Catalogue:
+        """The matchers of ``keys``; the messages in ``wrapped`` (all without it) are also
+        looked for by the end of their longest part (found after a wrap in their first words)."""
         names: list[str] = []
         all_parts: list[tuple[str, ...]] = []
         by_anchor: dict[str, list[int]] = {}
@@ -216,12 +222,27 @@ class Catalogue:
             all_parts.append(tuple(parts))
             # the start of its longest literal part, and of its first part when that is long
             # enough to be specific (a message cut short, or wrapped inside its longest part)
-            longest = max(parts, key=len)[:ANCHOR]
+            longest_part = max(parts, key=len)
+            longest = longest_part[:ANCHOR]
             by_anchor.setdefault(longest, []).append(index)
             first = parts[0][:ANCHOR]
             if first != longest and len(parts[0]) >= MIN_ANCHOR:
                 by_anchor.setdefault(first, []).append(index)
+            # and the end of its longest part: a terminal's wrap inside the start's anchor
+            # (a long record prefix puts the message at the end of a line) leaves the end
+            # whole on the next line, and the window read around a hit takes the line before
+            tail = longest_part[-ANCHOR:].strip()
+            if (
+                (wrapped is None or key in wrapped)
+                and len(longest_part) > ANCHOR
+                and len(tail) >= MIN_ANCHOR
+                and tail not in longest
+            ):
+                by_anchor.setdefault(tail, []).append(index)
         return cls(names, all_parts, {a: tuple(i) for a, i in by_anchor.items()}, table)
+
+    def _longest(self, index: int) -> str:
+        return max(self.parts[index], key=len)
 
     def entry(self, index: int) -> _Entry:
         found = self._entries.get(index)
@@ -245,12 +266,16 @@ class Catalogue:
         windows: dict[int, _Window] = {}
         for anchor, positions in hits.items():
             for index in self.by_anchor.get(anchor, ()):
+                longest = self._longest(index)
+                tail = not longest.startswith(anchor) and longest.endswith(anchor)
                 for pos in positions:
                     line_start = text.rfind("\n", 0, pos) + 1
                     if (line_start, index) in verified or (
                         index in best and best[index].position <= line_start
                     ):
                         continue
+                    if tail and not _wrapped_into(text, line_start, longest):
+                        continue  # the end of a message not wrapped here: its start finds it
                     window = windows.get(line_start)
                     if window is None:
                         window = windows[line_start] = _Window.around(text, line_start, pos)
@@ -263,14 +288,16 @@ class Catalogue:
                     if index not in best or best[index].position > line_start:
                         entry = self.entry(index)
                         template = entry.key.partition(": ")[2]
+                        shown_at = _start_above(text, line_start, entry)
                         best[index] = CatalogueHit(
                             entry.key,
                             entry.cls,
                             display(template),
-                            line_at(text, pos),
+                            line_at(text, pos if shown_at == line_start else shown_at),
                             line_start,
                             complete,
                             template[:shown],
+                            points_elsewhere=entry.points_elsewhere,
                         )
         keep: set[int] = set()
         for line_start, candidates in per_line.items():
@@ -330,6 +357,26 @@ class Catalogue:
         ]
         if not scored:
             return [], []
+        # a wrapper that only points at the cause ("Worker failed with error '...', please
+        # check the stack trace above for the root cause") never hides the message it quotes:
+        # the line is read as the best of each
+        wrappers = [(sc, i) for sc, i in scored if self.entry(i).points_elsewhere]
+        kept = self._most_specific(wrappers, window) if wrappers else []
+        wrapper_text = " ".join(self.keys[i] for i in kept)
+        # a message whose words are all the wrapper's own ("{*} failed with error {*}") is
+        # the wrapper read again, not what it quotes
+        quoted = [
+            (sc, i)
+            for sc, i in scored
+            if not self.entry(i).points_elsewhere
+            and not all(part.strip() in wrapper_text for part in self.parts[i])
+        ]
+        found = self._most_specific(quoted, window) if quoted else []
+        return found + kept, [i for _, i in scored]
+
+    def _most_specific(
+        self, scored: list[tuple[tuple[int, bool], int]], window: _Window
+    ) -> list[int]:
         top = max(score for score, _ in scored)
         tied = [i for score, i in scored if score == top]
         if not top[1] and len(tied) > MAX_TIED_PARTS:
@@ -337,7 +384,7 @@ class Catalogue:
             # are kept as its other readings, never reported as so many findings
             tied = [self._newest(tied)]
         named = [i for i in tied if f"{self.entry(i).cls}:" in window.spaced]
-        return named or tied, [i for _, i in scored]
+        return named or tied
 
     def _newest(self, indexes: list[int]) -> int:
         """The message of the newest release among ``indexes`` (the first without a table)."""
@@ -399,6 +446,29 @@ def raising_module(text: str, line_start: int) -> str | None:
             return package.group(1)
         return "vllm" if _VLLM_DIR.search(path) else None
     return None
+
+
+def _wrapped_into(text: str, line_start: int, part: str) -> bool:
+    """The line above ``line_start`` ends with the first characters of ``part`` (the part
+    was wrapped onto this line inside its first ANCHOR characters)."""
+    if line_start == 0:
+        return False
+    end = line_start - 1
+    if end > 0 and text[end - 1] == "\r":
+        end -= 1
+    above = text[max(0, end - ANCHOR) : end].rstrip()
+    return any(above.endswith(part[:k]) for k in range(3, min(len(above), ANCHOR) + 1))
+
+
+def _start_above(text: str, line_start: int, entry: _Entry) -> int:
+    """Where the message read at ``line_start`` begins: that line, or the line above when the
+    line does not show the message's first words and the line above does (found by the end of
+    its text after a wrap)."""
+    head = entry.squeezed[0][: MIN_ANCHOR // 2] if entry.squeezed else ""
+    if not head or line_start == 0 or head in _SPACES.sub("", _line(text, line_start)):
+        return line_start
+    above = text.rfind("\n", 0, line_start - 1) + 1
+    return above if head[:3] in _SPACES.sub("", _line(text, above)) else line_start
 
 
 def strip_prefix(line: str) -> str:

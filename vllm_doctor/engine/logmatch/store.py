@@ -84,7 +84,11 @@ def _compact_catalogue(source: bytes, stack_source: bytes = b"{}") -> dict[str, 
         versions = stack.get("packages") or {}
     except (ValueError, AttributeError) as err:
         raise KnowledgeError(f"knowledge table 'stack_errors' cannot be read: {err}") from None
-    catalogue = Catalogue.build([*entries, *(k for k in packages if k not in entries)])
+    # vLLM's own messages are also found after a terminal wrapped their first words (an end
+    # anchor each); the packages' tens of thousands are not, which would double the anchors
+    catalogue = Catalogue.build(
+        [*entries, *(k for k in packages if k not in entries)], wrapped=entries
+    )
     return {
         "meta": {k: v for k, v in data.items() if k != "entries"},
         "keys": catalogue.keys,
