@@ -117,8 +117,19 @@ def test_table_reads_the_lmcache_and_quack_imports_the_upstream_threads_name():
     missing = {
         (s["first"], s["last"]): s["value"]["missing"].get("cutlass.base_dsl:Arch") for s in spans
     }
-    assert [r for r in missing[("0.3.10", "0.4.0")] if r[0] == "4.5.0"] == [["4.5.0", "4.5.3"]]
+    # (4.6.x, whose Python DSL is in nvidia-cutlass-dsl-libs-core, lack it too; 4.7.0 has it)
+    assert [r for r in missing[("0.3.10", "0.4.0")] if r[0] == "4.5.0"] == [["4.5.0", "4.6.3"]]
     assert all(v is None for k, v in missing.items() if k[0] in ("0.4.1", "0.3.0"))
+    # quack PR 165: 0.5.0 annotates a def with cute.core.ThrMma, which CuTe DSL 4.6.0 removed;
+    # read when the module is imported (an attribute, not an import), gone from quack 0.6
+    spans = table.raw_spans("quack-kernels|quack.layout_utils")
+    at = {(s["first"], s["last"]): s["value"] for s in spans}
+    value = next(v for (a, b), v in at.items() if Version(a) <= Version("0.5.0") <= Version(b))
+    assert value["missing"]["cutlass.cute:core.ThrMma"] == [["4.6.0", "4.8.1"]]
+    assert value["files"]["cutlass.cute:core.ThrMma"] == "quack/layout_utils.py"
+    assert "cutlass.cute:core.ThrMma" in value["reads"]
+    newer = [v for (a, _b), v in at.items() if Version(a) >= Version("0.6.0")]
+    assert not any("cutlass.cute:core.ThrMma" in v["missing"] for v in newer)
 
 
 # -- the facts and the rules -------------------------------------------------------------------
@@ -168,7 +179,7 @@ def test_quack_unknown_names_the_versions_the_release_allows_that_fail():
     risky = facts.value("release.stack.partner_imports_at_risk")
     assert len(risky) == 1
     assert risky[0].startswith("quack-kernels 0.3.10–0.4.0 ")
-    assert "cutlass.base_dsl:Arch" in risky[0]
+    assert "cutlass.base_dsl.Arch of nvidia-cutlass-dsl 4.5.2" in risky[0]
     assert facts.value("release.stack.partner_imports_fix").startswith(
         "pip install 'quack-kernels=="
     )
@@ -187,6 +198,107 @@ def test_quack_known_bad_pair_defers_to_the_curated_rule():
     # the curated rule names this pair; ENV120 defers to it (one cause, one finding)
     assert verdict("ENV012", facts) == APPLIES
     assert verdict("ENV120", facts) == APPLIES  # alone, before the report's deferral
+
+
+def test_quack_050_reading_thrmma_on_cutlass_dsl_460_is_an_error():
+    """vLLM 0.26.0 pins nvidia-cutlass-dsl==4.6.0 and allows quack-kernels>=0.4.0: 0.5.0 fails
+    at import (quack PR 165), 0.6.1 reads cute.ThrMma and imports (marin PR 7803)."""
+    serve = "vllm serve Qwen/Qwen3-8B"
+    pins = {"vllm.version": "0.26.0", "packages.nvidia-cutlass-dsl": "4.6.0"}
+    facts = facts_with({**pins, "packages.quack-kernels": "0.5.0"}, serve)
+    missing = facts.value("release.stack.partner_imports_missing")
+    assert any(
+        "quack/layout_utils.py reads cutlass.cute.core.ThrMma when it is imported "
+        "(AttributeError), which nvidia-cutlass-dsl 4.6.0 lacks" in line
+        for line in missing
+    )
+    assert verdict("ENV120", facts) == APPLIES
+    facts = facts_with({**pins, "packages.quack-kernels": "0.6.1"}, serve)
+    assert facts.value("release.stack.partner_imports_missing") == []
+    assert verdict("ENV120", facts) == NOT_APPLIES
+    # the quack version unknown: the allowed versions that fail are named, a warning
+    facts = facts_with(pins, serve)
+    risky = facts.value("release.stack.partner_imports_at_risk")
+    assert risky and risky[0].startswith("quack-kernels 0.4.0–0.5.0 ")
+    assert "cutlass.cute.core.ThrMma" in risky[0]
+    assert verdict("ENV121", facts) == APPLIES
+
+
+# -- reading what a module evaluates when it is imported ------------------------------------------
+
+
+def reads(source: str) -> set[str]:
+    import ast
+
+    return partner_imports.import_time_reads(ast.parse(source), "comp.m", False, "cutlass")
+
+
+def test_import_time_reads_are_signatures_decorators_class_bodies_and_values():
+    assert reads(
+        "import cutlass.cute as cute\n"
+        "from cutlass import base_dsl\n"
+        "import cutlass\n"
+        "def f(x: cute.core.ThrMma, y=cutlass.Float32) -> cute.Tensor:\n"
+        "    return cute.never_read_body\n"
+        "@cute.jit\n"
+        "def g(): pass\n"
+        "class K(base_dsl.Base):\n"
+        "    attr = cute.arch.fmin\n"
+        "    def m(self, t: cute.ThrCopy): return cute.not_in_method_body\n"
+        "TABLE = {1: cute.nvgpu.CopyOp}\n"
+        "lazy = lambda: cute.not_called\n"
+    ) == {
+        "cutlass.cute:core.ThrMma",
+        "cutlass:Float32",
+        "cutlass.cute:Tensor",
+        "cutlass.cute:jit",
+        "cutlass:base_dsl.Base",
+        "cutlass.cute:arch.fmin",
+        "cutlass.cute:ThrCopy",
+        "cutlass.cute:nvgpu.CopyOp",
+    }
+
+
+def test_import_time_reads_leave_out_lazy_annotations_and_guarded_code():
+    # `from __future__ import annotations` keeps annotations as strings
+    assert reads(
+        "from __future__ import annotations\n"
+        "import cutlass.cute as cute\n"
+        "def f(x: cute.core.ThrMma = cute.default): pass\n"
+    ) == {"cutlass.cute:default"}
+    # a partner module imported under try, and code under if/try: not judged
+    assert (
+        reads(
+            "try:\n    import cutlass.cute as cute\nexcept ImportError:\n    cute = None\n"
+            "def f(x: cute.core.ThrMma): pass\n"
+        )
+        == set()
+    )
+    assert (
+        reads(
+            "import cutlass.cute as cute\n"
+            "if cute.HAS:\n    X = cute.maybe\n"
+            "try:\n    Y = cute.other\nexcept AttributeError:\n    Y = None\n"
+        )
+        == set()
+    )
+
+
+def test_kept_partner_archives_name_the_distributions_they_were_made_from(tmp_path: Path):
+    partner = partner_imports.PARTNERS["quack-kernels"]
+    assert partner_imports.layout(partner, "4.5.3") == ("nvidia-cutlass-dsl-libs-base",)
+    assert partner_imports.layout(partner, "4.6.0") == (
+        "nvidia-cutlass-dsl-libs-base",
+        "nvidia-cutlass-dsl-libs-core",
+    )
+    folder = tmp_path / "nvidia-cutlass-dsl" / "code"
+    folder.mkdir(parents=True)
+    write_zip(folder / "4.5.3.zip", {"x/cutlass/__init__.py": ""})  # before the comment
+    write_zip(folder / "4.6.0.zip", {"x/cutlass/__init__.py": ""})  # libs-base alone: stale
+    with zipfile.ZipFile(folder / "4.6.1.zip", "w") as archive:
+        archive.comment = b"nvidia-cutlass-dsl-libs-base,nvidia-cutlass-dsl-libs-core"
+        archive.writestr("x/cutlass/__init__.py", "")
+    assert list(partner_imports.partner_archives(tmp_path, partner)) == ["4.5.3", "4.6.1"]
 
 
 def test_generate_folds_each_module_over_the_companion_versions(tmp_path: Path, monkeypatch):

@@ -5,17 +5,24 @@ LMCache's vLLM connector imports ``vllm.*`` names; quack-kernels imports the CuT
 (``cutlass.*``, shipped by nvidia-cutlass-dsl). A companion version whose modules import, at
 module level and unguarded, a name that the installed partner version lacks fails at import
 (``ImportError: cannot import name 'KVCacheSpecKind' from 'vllm.v1.kv_cache_interface'``,
-``cannot import name 'Arch' from 'cutlass.base_dsl'``).
+``cannot import name 'Arch' from 'cutlass.base_dsl'``), and so does one that reads such a name
+as an attribute of a partner module while it is imported (a ``def``'s annotation
+``cute.core.ThrMma``: ``AttributeError: module 'cutlass.cute.core' has no attribute
+'ThrMma'``, quack-kernels 0.5.0 with nvidia-cutlass-dsl 4.6.0).
 
 Everything is read from archives with ``ast`` (never installed or imported):
 
 * the companion's wheel: per module, the partner names it imports unguarded at module level
   (an import under ``try``/``if`` is guarded: it has a fallback or a condition this reader
-  does not evaluate) and the companion's own modules it imports the same way (their imports
-  run too, and so do the parent packages' ``__init__``);
+  does not evaluate), those it reads from an imported partner module while it is imported
+  (``import_time_reads``: a ``def``'s decorators, defaults and annotations, a class body, a
+  module-level value; never a function body) and the companion's own modules it imports the
+  same way (their imports run too, and so do the parent packages' ``__init__``);
 * each partner version's code (the vLLM release wheels; the CuTe DSL's Python files, kept as
-  small archives by ``fetch_partner``): whether each such name exists, resolved through
-  re-exports by ``companion_api.resolve`` (a name it cannot decide is never called missing).
+  small archives by ``fetch_partner`` from every distribution of the version's layout: from
+  4.6.0 the Python DSL is in nvidia-cutlass-dsl-libs-core, ``cutlass._mlir`` in libs-base):
+  whether each such name exists, resolved through re-exports by ``companion_api.resolve`` (a
+  name it cannot decide is never called missing).
 
 Written: ``vllm_doctor/knowledge/data/stack_imports.json``: per companion, its read versions,
 the partner's read versions, and for each entry module (those the covered vLLM releases import
@@ -42,8 +49,8 @@ import companion_api
 from packaging.utils import parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-READING_FORMAT = 1  # the companion's imports, per version
-EXPORTS_FORMAT = 3  # the partner's resolved names, per version
+READING_FORMAT = 2  # the companion's imports and import-time attribute reads, per version
+EXPORTS_FORMAT = 4  # the partner's resolved names, per version
 
 
 @dataclass(frozen=True)
@@ -60,8 +67,10 @@ class Partner:
     entry_prefixes: tuple[str, ...] = ()
     entry_base: str = ""
     # the distributions a partner version's Python code is in, oldest layout first
-    # ((first version, distribution)): the CuTe DSL moved into nvidia-cutlass-dsl-libs-base
-    code_from: tuple[tuple[str, str], ...] = ()
+    # ((first version, (distribution, ...))): the CuTe DSL moved into
+    # nvidia-cutlass-dsl-libs-base at 4.4.0, and its Python DSL (cutlass.cute, base_dsl) on
+    # into nvidia-cutlass-dsl-libs-core at 4.6.0 (libs-base keeps cutlass._mlir)
+    code_from: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 PARTNERS: dict[str, Partner] = {
@@ -78,7 +87,11 @@ PARTNERS: dict[str, Partner] = {
         "nvidia-cutlass-dsl",
         "cutlass",
         "code",
-        code_from=(("0", "nvidia-cutlass-dsl"), ("4.4.0", "nvidia-cutlass-dsl-libs-base")),
+        code_from=(
+            ("0", ("nvidia-cutlass-dsl",)),
+            ("4.4.0", ("nvidia-cutlass-dsl-libs-base",)),
+            ("4.6.0", ("nvidia-cutlass-dsl-libs-base", "nvidia-cutlass-dsl-libs-core")),
+        ),
     ),
 }
 
@@ -134,8 +147,108 @@ def imports_of(tree: ast.Module, module: str, is_package: bool, own: str, partne
     return uses, imported
 
 
+def _partner_names(tree: ast.Module, module: str, is_package: bool, partner: str):
+    """{local name: what it stands for} bound at module level to the partner: ``import
+    cutlass.cute as cute`` -> ``cutlass.cute:`` , ``import cutlass.cute`` -> ``cutlass:``,
+    ``from cutlass import cute`` -> ``cutlass:cute``."""
+    bound: dict[str, str] = {}
+    for stmt in _unguarded(tree.body):
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if alias.name.split(".", 1)[0] != partner:
+                    continue
+                if alias.asname:
+                    bound[alias.asname] = f"{alias.name}:"
+                else:
+                    bound[partner] = f"{partner}:"
+        elif isinstance(stmt, ast.ImportFrom):
+            source = companion_api._absolute(module, is_package, stmt.level, stmt.module)
+            if source.split(".", 1)[0] != partner:
+                continue
+            for alias in stmt.names:
+                if alias.name != "*":
+                    bound[alias.asname or alias.name] = f"{source}:{alias.name}"
+    return bound
+
+
+def _evaluated_at_import(stmt: ast.stmt, lazy_annotations: bool) -> Iterator[ast.AST]:
+    """The expressions Python evaluates when it runs a module-level statement: a ``def``'s
+    decorators, defaults and (without ``from __future__ import annotations``) annotations, a
+    class's bases, decorators and body, an assignment's or expression's value; never a
+    function body (it runs when called) and nothing under ``if``/``try``/loops (conditional,
+    or guarded like a ``try`` import)."""
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+        yield from stmt.decorator_list
+        args = stmt.args
+        yield from (d for d in (*args.defaults, *args.kw_defaults) if d is not None)
+        if not lazy_annotations:
+            every = (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
+            yield from (a.annotation for a in every if a is not None and a.annotation)
+            if stmt.returns is not None:
+                yield stmt.returns
+    elif isinstance(stmt, ast.ClassDef):
+        yield from stmt.decorator_list
+        yield from stmt.bases
+        yield from (k.value for k in stmt.keywords)
+        for inner in stmt.body:
+            yield from _evaluated_at_import(inner, lazy_annotations)
+    elif isinstance(stmt, ast.Assign | ast.AugAssign | ast.Expr):
+        yield stmt.value
+    elif isinstance(stmt, ast.AnnAssign):
+        if stmt.value is not None:
+            yield stmt.value
+        if not lazy_annotations:
+            yield stmt.annotation
+
+
+def _chains(node: ast.AST) -> Iterator[list[str]]:
+    """The longest ``a.b.c`` chains in an expression (a lambda's body is not evaluated)."""
+    if isinstance(node, ast.Lambda):
+        yield from _chains(node.args)
+        return
+    if isinstance(node, ast.Attribute):
+        parts: list[str] = []
+        inner: ast.AST = node
+        while isinstance(inner, ast.Attribute):
+            parts.append(inner.attr)
+            inner = inner.value
+        if isinstance(inner, ast.Name):
+            yield [inner.id, *parts[::-1]]
+            return
+    for child in ast.iter_child_nodes(node):
+        yield from _chains(child)
+
+
+def import_time_reads(tree: ast.Module, module: str, is_package: bool, partner: str) -> set[str]:
+    """The partner names a module reads as attributes when it is imported, ``"<module>:<dotted
+    name>"`` (``thr_mma: cute.core.ThrMma`` in a ``def``'s signature, with ``import
+    cutlass.cute as cute`` -> ``cutlass.cute:core.ThrMma``): a name the partner version lacks
+    stops the import with ``AttributeError: module 'cutlass.cute.core' has no attribute
+    'ThrMma'``."""
+    bound = _partner_names(tree, module, is_package, partner)
+    if not bound:
+        return set()
+    lazy = any(
+        isinstance(s, ast.ImportFrom)
+        and s.module == "__future__"
+        and any(a.name == "annotations" for a in s.names)
+        for s in tree.body
+    )
+    reads: set[str] = set()
+    for stmt in _unguarded(tree.body):
+        for expression in _evaluated_at_import(stmt, lazy):
+            for chain in _chains(expression):
+                base = bound.get(chain[0])
+                if base is None or len(chain) < 2:
+                    continue
+                source, _, name = base.partition(":")
+                reads.add(f"{source}:{'.'.join(filter(None, [name, *chain[1:]]))}")
+    return reads
+
+
 def read_companion(wheel: Path, own: str, partner: str) -> dict[str, Any]:
-    """{module: {"uses": [...], "imports": [...], "file": path}} of a companion wheel."""
+    """{module: {"uses": [...], "reads": [...], "imports": [...], "file": path}} of a companion
+    wheel (``reads``: the uses that are attribute reads at import, not imports)."""
     modules: dict[str, Any] = {}
     with zipfile.ZipFile(wheel) as archive:
         for name in archive.namelist():
@@ -152,7 +265,13 @@ def read_companion(wheel: Path, own: str, partner: str) -> dict[str, Any]:
             except (SyntaxError, ValueError):
                 continue
             uses, imported = imports_of(tree, module, is_package, own, partner)
-            modules[module] = {"uses": sorted(uses), "imports": sorted(imported), "file": name}
+            reads = import_time_reads(tree, module, is_package, partner) - uses
+            modules[module] = {
+                "uses": sorted(uses | reads),
+                "reads": sorted(reads),
+                "imports": sorted(imported),
+                "file": name,
+            }
     for entry in modules.values():  # keep only own imports that are modules
         entry["imports"] = [m for m in entry["imports"] if m in modules]
     return modules
@@ -231,8 +350,31 @@ class LazyApi(Mapping):
         return len(set(self._files) | set(self._parsed))
 
 
+def layout(partner: Partner, version: str) -> tuple[str, ...]:
+    """The distributions whose Python code makes up ``version`` of the partner."""
+    return [d for first, d in partner.code_from if _version(version) >= _version(first)][-1]
+
+
+def _kept_from(path: Path) -> tuple[str, ...]:
+    """The distributions a kept archive was made from (its zip comment; none recorded: the
+    one distribution of a layout before the comment was written)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            comment = archive.comment.decode("ascii", "replace")
+    except (OSError, zipfile.BadZipFile):
+        return ("?",)
+    return tuple(comment.split(",")) if comment else ()
+
+
+def _kept_matches(path: Path, partner: Partner, version: str) -> bool:
+    kept = _kept_from(path)
+    wanted = layout(partner, version)
+    return kept == wanted or (not kept and len(wanted) == 1)
+
+
 def partner_archives(root: Path, partner: Partner) -> dict[str, Path]:
-    """{version: archive} of the partner versions present under ``root``."""
+    """{version: archive} of the partner versions present under ``root`` (a kept archive made
+    from another layout than its version's is left out: ``fetch_partner`` makes it again)."""
     folder = root / partner.distribution
     out: dict[str, Path] = {}
     if partner.code == "wheels":
@@ -245,7 +387,8 @@ def partner_archives(root: Path, partner: Partner) -> dict[str, Path]:
                 out.setdefault(version, path)
     else:
         for path in sorted((folder / "code").glob("*.zip")):
-            out[path.stem] = path
+            if _kept_matches(path, partner, path.stem):
+                out[path.stem] = path
     return dict(sorted(out.items(), key=lambda item: _version(item[0])))
 
 
@@ -257,33 +400,41 @@ def _version(text: str) -> Version:
 
 
 def fetch_partner(root: Path, partner: Partner, version: str) -> Path | None:
-    """Keep a partner version's Python files (the CuTe DSL's ``cutlass`` package) as a small
-    archive ``<root>/<distribution>/code/<version>.zip``; the wheel is deleted once read."""
+    """Keep a partner version's Python files (the CuTe DSL's ``cutlass`` package, from every
+    distribution of its layout) as a small archive ``<root>/<distribution>/code/<version>.zip``
+    whose comment names those distributions; the wheels are deleted once read."""
     target = root / partner.distribution / "code" / f"{version}.zip"
-    if target.exists():
+    if target.exists() and _kept_matches(target, partner, version):
         return target
-    dist = [d for first, d in partner.code_from if _version(version) >= _version(first)][-1]
     scratch = root / partner.distribution / "code" / "download"
     scratch.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", f"{dist}=={version}", "--no-deps", "-q"]
-    cmd += ["--only-binary=:all:", "--python-version", "3.12"]
-    cmd += ["--platform", "manylinux_2_28_x86_64", "-d", str(scratch)]
-    print(f"downloading {dist}=={version} ...", file=sys.stderr)
-    if subprocess.run(cmd, capture_output=True, text=True).returncode != 0:
-        return None
-    wheels = sorted(scratch.glob("*.whl"))
-    if not wheels:
-        return None
-    with (
-        zipfile.ZipFile(wheels[0]) as source,
-        zipfile.ZipFile(target.with_suffix(".tmp"), "w", zipfile.ZIP_DEFLATED) as kept,
-    ):
-        for name in source.namelist():
-            if f"/{partner.top}/" not in f"/{name}" or name.endswith("/"):
-                continue
-            # the Python files, and the names of the rest (compiled modules are importable)
-            kept.writestr(name, source.read(name) if name.endswith(".py") else b"")
-    target.with_suffix(".tmp").rename(target)
+    wheels: list[Path] = []
+    for dist in layout(partner, version):
+        before = set(scratch.glob("*.whl"))
+        cmd = [sys.executable, "-m", "pip", "download", f"{dist}=={version}", "--no-deps", "-q"]
+        cmd += ["--only-binary=:all:", "--python-version", "3.12"]
+        cmd += ["--platform", "manylinux_2_28_x86_64", "-d", str(scratch)]
+        print(f"downloading {dist}=={version} ...", file=sys.stderr)
+        if subprocess.run(cmd, capture_output=True, text=True).returncode != 0:
+            return None
+        new = sorted(set(scratch.glob("*.whl")) - before)
+        if not new:
+            return None
+        wheels += new
+    with zipfile.ZipFile(target.with_suffix(".tmp"), "w", zipfile.ZIP_DEFLATED) as kept:
+        kept.comment = ",".join(layout(partner, version)).encode("ascii")
+        written: set[str] = set()
+        for wheel in wheels:
+            with zipfile.ZipFile(wheel) as source:
+                for name in source.namelist():
+                    if f"/{partner.top}/" not in f"/{name}" or name.endswith("/"):
+                        continue
+                    if name in written:
+                        continue
+                    written.add(name)
+                    # the Python files, and the names of the rest (compiled modules import)
+                    kept.writestr(name, source.read(name) if name.endswith(".py") else b"")
+    target.with_suffix(".tmp").replace(target)
     for wheel in wheels:
         wheel.unlink()
     return target
@@ -402,6 +553,7 @@ def generate(
     values: dict[str, dict[str, Any]] = {}
     for version, by_module in per_version.items():
         values[version] = {}
+        reads = {r for entry in readings[version].values() for r in entry.get("reads", ())}
         for module, found in by_module.items():
             missing = {}
             files = {}
@@ -412,6 +564,8 @@ def generate(
                     files[use] = file
             if missing:
                 values[version][module] = {"missing": missing, "files": files}
+                if reads & set(missing):
+                    values[version][module]["reads"] = sorted(reads & set(missing))
     releases, entries = fold(values)
     return {
         "partner": partner.distribution,
@@ -469,6 +623,9 @@ def write_table(root: Path, wheels: dict[str, dict[str, Path]], out: Path, fetch
             "missing": "partner name (<module>:<name>) -> the partner versions that lack it "
             "([[first, last], ...] over partner_releases)",
             "files": "partner name -> the companion file that imports it unguarded",
+            "reads": "the partner names of missing that the file reads as attributes when it "
+            "is imported (a def's annotation or default, a class body), not imports "
+            "(AttributeError, not ImportError)",
         },
         "generated_by": "tools/gen_stack_knowledge.py (tools/partner_imports.py)",
         "companions": companions,

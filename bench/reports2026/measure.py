@@ -49,6 +49,8 @@ HERE = Path(__file__).resolve().parent
 REPORTS = HERE / "reports"
 SPLIT_FILE = HERE / "split.json"
 CAUSES_FILE = HERE / "causes.yaml"
+# the causes only test-split reports have: the lead maps them (rule writers never open it)
+CAUSES_FILES = (CAUSES_FILE, HERE / "causes-test.yaml")
 TEST_SHARE = 40  # percent of reports in the test split
 ROOT = HERE.parents[1]
 URL = re.compile(r"https?://[^\s'\"<>)\]]+")
@@ -125,8 +127,15 @@ def load_reports() -> list[tuple[dict, Path]]:
 
 
 def load_causes() -> dict[str, dict]:
-    doc = yaml.safe_load(CAUSES_FILE.read_text(encoding="utf-8")) or {}
-    return {cause: (entry or {}) for cause, entry in (doc.get("causes") or {}).items()}
+    """causes.yaml (the train split's causes) and causes-test.yaml (the test split's own)."""
+    causes: dict[str, dict] = {}
+    for path in CAUSES_FILES:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        for cause, entry in (doc.get("causes") or {}).items():
+            if cause in causes:
+                raise SystemExit(f"{path.name}: cause {cause} is also in another causes file")
+            causes[cause] = entry or {}
+    return causes
 
 
 def frozen_split() -> dict[str, str]:

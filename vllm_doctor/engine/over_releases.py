@@ -311,9 +311,13 @@ def judge_dev_build(findings: list[Finding], facts: Facts, log: Any = None) -> l
 
 def judge_over_releases(findings: list[Finding], facts: Facts, log: Any = None) -> list[Finding]:
     """Decide, where the covered releases agree, the findings an unknown version left open;
-    for a dev build, where the releases it may resemble agree (judge_dev_build)."""
+    for a dev build, where the releases it may resemble agree (judge_dev_build); with the
+    version known, a finding open only for a companion version the release's requirement
+    bounds, over the versions it admits (engine/over_versions.py)."""
     if "vllm.version" in facts:
-        return judge_dev_build(findings, facts, log)
+        from vllm_doctor.engine.over_versions import judge_over_admitted_versions
+
+        return judge_over_admitted_versions(judge_dev_build(findings, facts, log), facts, log)
     waiting = [i for i, f in enumerate(findings) if _waits_for_version(f)]
     if not waiting:
         return findings

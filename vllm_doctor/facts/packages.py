@@ -75,6 +75,7 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "lmcache": ("lmcache",),
     "nixl": ("nixl",),
     "nixl-cu12": ("nixl-cu12",),
+    "nixl-cu13": ("nixl-cu13",),
     # the API server's companions whose releases broke vLLM at start-up or on requests
     # (ENV060 openai, ENV061 fastapi with the Prometheus instrumentator, ENV062 the
     # lm-format-enforcer structured-output backend)

@@ -3,9 +3,10 @@ reported version of that package (facts ``release.stack.partner_imports_*``).
 
 Read from the generated table ``stack_imports`` (``tools/partner_imports.py``): per version of
 LMCache and of quack-kernels, the ``vllm.*`` / ``cutlass.*`` names each of its modules imports
-unguarded at module level (its own imports followed), with the vLLM releases / CuTe DSL
-versions whose code lacks each. Such an import fails (``ImportError: cannot import name``)
-when the module is loaded:
+unguarded at module level (its own imports followed) or reads as an attribute when it is
+imported (a ``def``'s annotation ``cute.core.ThrMma``), with the vLLM releases / CuTe DSL
+versions whose code lacks each. Such a module fails to load (``ImportError: cannot import
+name``, ``AttributeError: module 'cutlass.cute.core' has no attribute 'ThrMma'``):
 
 * LMCache is loaded through ``--kv-transfer-config``: vLLM's own LMCache connectors import
   the LMCache modules the ``companion_uses`` table lists for the judged release, and a
@@ -18,8 +19,7 @@ when the module is loaded:
 
 A pair the companion's own ``Requires-Dist`` already excludes is left to
 ``release.stack.unmet_requirements`` (one cause, one finding); a partner version the table did
-not read (a vLLM build between releases, a CuTe DSL 4.6 whose Python code no wheel ships as
-source) is never judged.
+not read (a vLLM build between releases) is never judged.
 """
 
 from __future__ import annotations
@@ -154,7 +154,8 @@ def _companion(
     spec = _vllm_spec(dist, release)
     risky = [
         f"{dist} {release_spans(releases, failing)} (of the versions vLLM {release} allows: "
-        f"{dist}{spec}) import {', '.join(names[:4])} from {label}, which lacks "
+        f"{dist}{spec}) use {', '.join(n.replace(':', '.').rstrip('.') for n in names[:4])} "
+        f"of {label}, which lacks "
         f"{'it' if len(names) == 1 else 'them'}; the version of {dist} is not known here "
         f"({why or 'not listed'}: pip show {dist})"
     ]
@@ -290,7 +291,14 @@ def _lacking(
             if any(order.index(a) <= index <= order.index(b) for a, b in spans):
                 entry = out.setdefault(
                     name,
-                    {"name": name, "file": value["files"].get(name), "modules": [], "spans": spans},
+                    {
+                        "name": name,
+                        "file": value["files"].get(name),
+                        "modules": [],
+                        "spans": spans,
+                        # read as an attribute when the file is imported, not imported
+                        "read": name in value.get("reads", ()),
+                    },
                 )
                 entry["modules"].append(module)
     return [out[name] for name in sorted(out)]
@@ -307,10 +315,13 @@ def _value_at(table: Any, key: str, version: str, releases: list[str]) -> dict[s
 
 def _line(dist: str, version: str, entry: dict[str, Any], label: str, meta: dict[str, Any]) -> str:
     module, _, name = entry["name"].partition(":")
-    what = f"{name} from {module}" if name else f"the module {module}"
+    if entry.get("read"):
+        what = f"reads {module}.{name} when it is imported (AttributeError)"
+    else:
+        what = f"imports {name} from {module}" if name else f"imports the module {module}"
     present = _present_in(entry["spans"], meta["partner_releases"])
     return (
-        f"{dist} {version}: {entry['file']} imports {what}, which {label} lacks"
+        f"{dist} {version}: {entry['file']} {what}, which {label} lacks"
         + (f" ({meta['partner']} has it in {present})" if present else "")
         + f"; loaded by {', '.join(entry['modules'][:3])}"
     )

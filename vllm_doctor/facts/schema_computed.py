@@ -440,8 +440,9 @@ COMPUTED: dict[str, FactSpec] = {
     ),
     "release.stack.partner_imports_missing": FactSpec(
         "list",
-        "names a companion version imports unguarded at module level from the package it "
-        "plugs into (LMCache from vllm.*, quack-kernels from the CuTe DSL's cutlass.*) that "
+        "names a companion version imports unguarded at module level, or reads as attributes "
+        "while it is imported, from the package it plugs into (LMCache from vllm.*, "
+        "quack-kernels from the CuTe DSL's cutlass.*) that "
         "the installed/reported partner version lacks, in modules that will be loaded (vLLM's "
         "imports of the companion; a kv_connector_module_path): companion, version, file, name, "
         "the partner versions that have it (generated stack_imports table); empty when none",
