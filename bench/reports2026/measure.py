@@ -438,7 +438,7 @@ def main() -> None:
         "",
         f"{dt.date.today()}: `python bench/reports2026/measure.py --split {args.split}"
         + (f" --write {args.write}`" if args.write else "`")
-        + f", {len(outcomes)} reports, causes.yaml mapping {len(causes)} causes"
+        + f", {len(outcomes)} reports, causes.yaml and causes-test.yaml mapping {len(causes)} causes"
         + (f" ({len(unknown)} cause ids of reports not in it yet)" if unknown else "")
         + ".",
         "",
