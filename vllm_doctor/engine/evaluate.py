@@ -227,6 +227,52 @@ def _cap_within_margin(rule: Rule, facts: Facts, finding: Finding) -> None:
             shown.add(test.path)
 
 
+@dataclass
+class _Decision:
+    """What decides a rule's verdict: its condition's outcome, the log lines matched and what
+    its reader read there, the judged release's fix state (None where the rule was set aside
+    before it: a false condition or a log-only rule without a match, a message not its case)."""
+
+    verdict: str
+    outcome: Any
+    log_matches: list[str]
+    reading: Any = None
+    state: FixState | None = None
+
+
+def _decide(
+    rule: Rule, facts: Facts, log_text: str | LogScan | None, vllm_tree: Path | None
+) -> _Decision:
+    outcome = rule.when.evaluate(facts)
+    log_matches = match_signatures(rule, log_text)
+    if (outcome.value is False or rule.log_only) and not log_matches:
+        return _Decision(NOT_APPLIES, outcome, log_matches)
+    reading = None
+    if log_matches and rule.reader and log_text is not None:
+        reading = read_rule_log(rule, log_text, facts.value("vllm.version"))
+        if reading is None:  # the message is not the case the rule's reader names
+            return _Decision(NOT_APPLIES, outcome, log_matches)
+    state = fix_state(rule, facts, vllm_tree)
+    if log_matches:  # the failure was seen: the log is stronger evidence than any fact
+        verdict = APPLIES
+    elif outcome.value is None:
+        verdict = UNDECIDED
+    elif state.state in (AFFECTED, UNVERSIONED):
+        verdict = APPLIES
+    elif state.state == FIXED:
+        verdict = NOT_APPLIES
+    else:
+        verdict = UNDECIDED
+    return _Decision(verdict, outcome, log_matches, reading, state)
+
+
+def verdict_of(rule: Rule, facts: Facts, log_text: str | LogScan | None = None) -> str:
+    """``evaluate_rule(rule, facts, log_text).verdict``, without the evidence and missing facts
+    a finding lists: a judgement over the covered releases asks each release's verdict and
+    reads one release's finding."""
+    return _decide(rule, facts, log_text, None).verdict
+
+
 def evaluate_rule(
     rule: Rule, facts: Facts, log_text: str | LogScan | None = None, vllm_tree: Path | None = None
 ) -> Finding:
@@ -242,16 +288,16 @@ def evaluate_rule(
     a warning. ``defers_to`` is not applied here: ``evaluate_rules`` (``defer``) does that
     over all findings. Used by ``check``, ``explain --log``, ``rules test`` and ``rules
     validate`` alike."""
-    outcome = rule.when.evaluate(facts)
-    log_matches = match_signatures(rule, log_text)
+    decided = _decide(rule, facts, log_text, vllm_tree)
+    outcome, log_matches, reading, state = (
+        decided.outcome,
+        decided.log_matches,
+        decided.reading,
+        decided.state,
+    )
     confidence = rule.confidence
-    if (outcome.value is False or rule.log_only) and not log_matches:
+    if state is None:
         return Finding(rule, NOT_APPLIES, confidence)
-    reading = None
-    if log_matches and rule.reader and log_text is not None:
-        reading = read_rule_log(rule, log_text, facts.value("vllm.version"))
-        if reading is None:  # the message is not the case the rule's reader names
-            return Finding(rule, NOT_APPLIES, confidence)
     evidence: dict[str, Evidence] = {}  # one line per fact, listing every test made of it
     held = {id(test) for test in outcome.support}
     for test in outcome.evidence:
@@ -280,7 +326,6 @@ def evaluate_rule(
                 supports=id(test) in held,
             )
 
-    state = fix_state(rule, facts, vllm_tree)
     if state.lowers_confidence:
         confidence = lower_confidence(confidence)
     finding = Finding(
@@ -305,10 +350,10 @@ def evaluate_rule(
     if outcome.value is None:
         finding.missing = _missing(facts, outcome.missing)
         return finding
-    if state.state in (AFFECTED, UNVERSIONED):
+    if decided.verdict == APPLIES:
         finding.verdict = APPLIES
         _cap_within_margin(rule, facts, finding)
-    elif state.state == FIXED:
+    elif decided.verdict == NOT_APPLIES:
         finding.verdict = NOT_APPLIES
     else:
         finding.missing = (

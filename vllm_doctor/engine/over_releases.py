@@ -25,6 +25,7 @@ it would apply (``existing_stack``).
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -35,6 +36,7 @@ from vllm_doctor.engine.evaluate import (
     Finding,
     MissingFact,
     evaluate_rule,
+    verdict_of,
 )
 from vllm_doctor.engine.fixstate import AFFECTED, FIXED, FixState
 from vllm_doctor.engine.rule import lower_confidence
@@ -101,9 +103,11 @@ def _older_pin_hint(torch: str) -> str:
     )
 
 
-def facts_for_release(facts: Facts, release: str) -> Facts:
+def facts_for_release(facts: Facts, release: str, reads: Collection[str] | None = None) -> Facts:
     """The facts as if vLLM ``release`` were installed: what the release implies recomputed,
-    everything collected kept."""
+    everything collected kept. ``reads``: the only fact paths the caller will read (the
+    judged rules' conditions, ``_read_paths``), where a release variable's value is wanted
+    only if read; None: every fact."""
     from vllm_doctor.facts.derived import compute_derived
     from vllm_doctor.facts.release import collect_release
     from vllm_doctor.facts.release_env import collect_release_env
@@ -139,8 +143,32 @@ def facts_for_release(facts: Facts, release: str) -> Facts:
     # the release's own gates (its variables' defaults, Model Runner V2, DeepGEMM, AITER):
     # without them a rule over release.env or release.model_runner_v2 would read as
     # applying in no release
-    collect_release_env(copy)
+    collect_release_env(copy, _env_names(reads))
     return copy
+
+
+_ENV_PREFIX = "release.env."
+
+
+def _read_paths(findings: Iterable[Finding]) -> set[str]:
+    """Every fact path the findings' rules test (their conditions and warning margins, the
+    facts compared against included): all that evaluate_rule reads of a release's facts
+    besides the vLLM version and location."""
+    paths: set[str] = set()
+    for finding in findings:
+        rule = finding.rule
+        paths.update(rule.when.paths())
+        if rule.warn_when is not None:
+            paths.update(rule.warn_when.paths())
+    return paths
+
+
+def _env_names(reads: Collection[str] | None) -> set[str] | None:
+    """The variables of ``release.env.<NAME>`` among ``reads``; None (every one) where the
+    paths read include the area itself."""
+    if reads is None or any(p in ("release", "release.env") for p in reads):
+        return None
+    return {p[len(_ENV_PREFIX) :] for p in reads if p.startswith(_ENV_PREFIX)}
 
 
 def _explain_only(
@@ -218,18 +246,19 @@ def judge_dev_build(findings: list[Finding], facts: Facts, log: Any = None) -> l
         "the build's commit, `vllm --version` where it runs, or the release it matches "
         "(--vllm-version X.Y.Z) decides"
     )
-    per_release = [(r, facts_for_release(facts, r)) for r in releases]
+    reads = _read_paths(findings[i] for i in judged)
+    per_release = {r: facts_for_release(facts, r, reads) for r in releases}
     every = spans(releases, set(releases))
     for index in judged:
         finding = findings[index]
-        results = {r: evaluate_rule(finding.rule, f, log) for r, f in per_release}
-        applying = {r for r, res in results.items() if res.verdict == APPLIES}
-        open_ = {r for r, res in results.items() if res.verdict == UNDECIDED}
+        verdicts = {r: verdict_of(finding.rule, f, log) for r, f in per_release.items()}
+        applying = {r for r, v in verdicts.items() if v == APPLIES}
+        open_ = {r for r, v in verdicts.items() if v == UNDECIDED}
         if len(applying) == len(releases):
             if finding.verdict == UNDECIDED:  # the releases agree: decided as they are
                 # shown with the evidence of the release it descends from (surely in it)
                 findings[index] = replace(
-                    results[releases[0]],
+                    evaluate_rule(finding.rule, per_release[releases[0]], log),
                     facts_release=releases[0],
                     fix_state=FixState(
                         AFFECTED, "dev-version", f"{build} may be any of {every}: applies in all"
@@ -264,7 +293,10 @@ def judge_dev_build(findings: list[Finding], facts: Facts, log: Any = None) -> l
             finding.missing.insert(0, reason)
             continue
         newest_release = max(applying, key=releases.index)
-        newest = replace(results[newest_release], facts_release=newest_release)
+        newest = replace(
+            evaluate_rule(finding.rule, per_release[newest_release], log),
+            facts_release=newest_release,
+        )
         findings[index] = replace(
             newest,
             confidence=lower_confidence(newest.confidence),
@@ -292,14 +324,14 @@ def judge_over_releases(findings: list[Finding], facts: Facts, log: Any = None) 
     from vllm_doctor.knowledge import covered_releases
 
     releases = covered_releases()
-    per_release = [(r, facts_for_release(facts, r)) for r in releases]
+    reads = _read_paths(findings[i] for i in waiting)
+    per_release = {r: facts_for_release(facts, r, reads) for r in releases}
     first, last = releases[0], releases[-1]
     why = facts.why_missing("vllm.version") or "the vLLM version is not known"
     outside = existing_stack(facts)
     for index in waiting:
         finding = findings[index]
-        results = {r: evaluate_rule(finding.rule, f, log) for r, f in per_release}
-        verdicts = {r: res.verdict for r, res in results.items()}
+        verdicts = {r: verdict_of(finding.rule, f, log) for r, f in per_release.items()}
         applying = {r for r, v in verdicts.items() if v == APPLIES}
         if outside is not None:
             _explain_only(finding, releases, verdicts, why, outside)
@@ -332,7 +364,10 @@ def judge_over_releases(findings: list[Finding], facts: Facts, log: Any = None) 
             )
             continue
         newest_release = max(applying, key=releases.index)
-        newest = replace(results[newest_release], facts_release=newest_release)
+        newest = replace(
+            evaluate_rule(finding.rule, per_release[newest_release], log),
+            facts_release=newest_release,
+        )
         if len(applying) == len(releases):
             findings[index] = replace(
                 newest,

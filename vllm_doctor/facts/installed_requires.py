@@ -137,6 +137,8 @@ def _installed_requirements(dist: str, version: str) -> dict[str, list[str]] | N
             return None
         keys: dict[str, list[str]] = {}
         for line in found.requires or ():
+            if _of_an_extra(line):
+                continue  # (ray lists 287 of its 295 requirements under extras)
             try:
                 req = Requirement(line)
             except InvalidRequirement:
@@ -148,6 +150,14 @@ def _installed_requirements(dist: str, version: str) -> dict[str, list[str]] | N
             keys.setdefault(f"requires:{canonical_name(req.name)}", []).append(text)
         return keys
     return None
+
+
+def _of_an_extra(line: str) -> bool:
+    """A Requires-Dist line whose marker names ``extra``, told without parsing it: the parse
+    leaves those out too (a line with a URL, whose ``;`` may sit inside it, is left out
+    there whatever its marker, and an unreadable one as well)."""
+    _, semicolon, marker = line.partition(";")
+    return bool(semicolon) and "extra" in marker
 
 
 def _given(facts: Facts, dist: str) -> str | None:
@@ -164,13 +174,9 @@ def _outside_vllm_own(requirement: Any, version: str) -> bool:
 
 
 def _admits(spec: str, version: str) -> bool | None:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
+    from vllm_doctor.version_specs import admits
 
-    try:  # pip check admits pre-releases, and a local build as its public version
-        return SpecifierSet(spec).contains(Version(version), prereleases=True)
-    except (InvalidSpecifier, InvalidVersion):
-        return None
+    return admits(spec, version)  # as pip check: pre-releases, a local build as its public
 
 
 def _violated(specs: list[str], version: str, machine: Any, host: bool) -> str | None:
@@ -198,15 +204,12 @@ def _marker_holds(marker: str, machine: Any, host: bool) -> bool | None:
         return None
     if any(name in marker for name in _PYTHON_MARKERS) and not host:
         return None  # a report's Python is not known
-    from packaging.markers import InvalidMarker, Marker, UndefinedEnvironmentName
+    from vllm_doctor.version_specs import marker_holds
 
     env = {"platform_system": "Linux", "sys_platform": "linux", "os_name": "posix"}
     if machine is not None:
         env["platform_machine"] = str(machine)
-    try:
-        return bool(Marker(marker).evaluate(env))
-    except (InvalidMarker, UndefinedEnvironmentName):
-        return None
+    return marker_holds(marker, tuple(env.items()))
 
 
 def _span(versions: list[str]) -> str:

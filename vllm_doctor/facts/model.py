@@ -223,12 +223,15 @@ class Facts:
     def _missing_entry(self, path: str) -> tuple[str, bool] | None:
         """(reason, unknowable) for ``path``: its own or its nearest area's recorded reason,
         else what the input's listing of the area says of a name it does not list."""
-        parts = path.split(".")
-        for end in range(len(parts), 0, -1):
-            key = ".".join(parts[:end])
+        key = path  # the path, then each area above it (a.b.c, a.b, a)
+        while True:
             reason = self.missing.get(key)
             if reason:
                 return reason, key in self.unknowable
+            cut = key.rfind(".")
+            if cut < 0:
+                break
+            key = key[:cut]
         if path in self.values:
             return None
         area, _, name = path.partition(".")

@@ -312,14 +312,9 @@ def pin_of(requirement: str) -> str | None:
 
 
 def satisfies(version: str, requirement: str) -> bool | None:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
+    from vllm_doctor.version_specs import admits
 
-    spec = requirement.removeprefix("torch")
-    try:
-        return SpecifierSet(spec).contains(Version(version), prereleases=True)
-    except (InvalidSpecifier, InvalidVersion):
-        return None
+    return admits(requirement.removeprefix("torch"), version)
 
 
 def cuda_from_torch_version(version: str) -> str | None:

@@ -255,10 +255,6 @@ def _fix(release: str, dist: str, used: dict[str, Any]) -> str:
 def _inside(spec: str | None, version: str) -> bool:
     if not spec:
         return True
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
+    from vllm_doctor.version_specs import admits
 
-    try:
-        return SpecifierSet(spec).contains(Version(version), prereleases=True)
-    except (InvalidSpecifier, InvalidVersion):
-        return False
+    return admits(spec, version) is True

@@ -32,6 +32,7 @@ Facts written:
 
 from __future__ import annotations
 
+from collections.abc import Collection, Container
 from typing import Any
 
 from vllm_doctor.facts.model import Facts
@@ -50,7 +51,9 @@ def _environment(facts: Facts) -> dict[str, str]:
     return {path[4:]: str(fact.value) for path, fact in facts.area("env")}
 
 
-def collect_release_env(facts: Facts) -> None:
+def collect_release_env(facts: Facts, names: Collection[str] | None = None) -> None:
+    """``names``: the variables whose ``release.env.<NAME>`` is wanted (None: every one); a
+    judgement over the covered releases asks only for those its rules read."""
     from vllm_doctor import knowledge
 
     release = facts.value("release.judged")
@@ -66,20 +69,44 @@ def collect_release_env(facts: Facts) -> None:
     declared: dict[str, Any] = table.at(str(release))
     environ = _environment(facts)
     detail = f"vLLM {release}: vllm/envs.py"
-    _values(facts, declared, environ, str(release))
+    _values(facts, declared, environ, str(release), _with_own_reads(facts, names))
     _unknown(facts, table, declared, environ, detail)
     _model_runner(facts, str(release))
     _deep_gemm(facts, str(release))
     _aiter(facts, str(release), declared)
 
 
-def _values(facts: Facts, declared: dict[str, Any], environ: dict[str, str], release: str) -> None:
+# the variables whose release.env.<NAME> the steps after _values read: Model Runner V2's and
+# DeepGEMM's switches; on an AMD GPU, any switch of the AITER gates (every one is kept there)
+_MODEL_RUNNER_SWITCH = "VLLM_USE_V2_MODEL_RUNNER"
+_DEEP_GEMM_SWITCH = "VLLM_USE_DEEP_GEMM"
+
+
+def _with_own_reads(facts: Facts, names: Collection[str] | None) -> Collection[str] | None:
+    if names is None or facts.value("gpu.gfx_targets") is not None:
+        return None
+    return {*names, _MODEL_RUNNER_SWITCH, _DEEP_GEMM_SWITCH}
+
+
+def _values(
+    facts: Facts,
+    declared: dict[str, Any],
+    environ: dict[str, str],
+    release: str,
+    names: Container[str] | None = None,
+) -> None:
     refused: list[str] = []
     messages: list[str] = []
     outcomes = _outcomes_for(facts, environ)
     for name in _switches(declared):
         path = f"release.env.{name}"
         kind, detail = _outcome(outcomes, name, declared[name]["program"], facts, environ)
+        if kind == "refused":  # release.env_invalid names every variable refused
+            given, err = detail
+            refused.append(name)
+            messages.append(f"{name}={given if given is not None else ''!s}: {err}")
+        if names is not None and name not in names:
+            continue
         if kind == "unknown":
             facts.mark_missing(path, detail)
         elif kind == "opaque":
@@ -88,8 +115,6 @@ def _values(facts: Facts, declared: dict[str, Any], environ: dict[str, str], rel
             )
         elif kind == "refused":
             given, err = detail
-            refused.append(name)
-            messages.append(f"{name}={given if given is not None else ''!s}: {err}")
             facts.mark_missing(path, f"vLLM {release} refuses {name}={given}: {err}")
         elif kind == "value":
             value, read = detail
@@ -335,7 +360,7 @@ def _model_runner(facts: Facts, release: str) -> None:
     from vllm_doctor import knowledge
 
     path = "release.model_runner_v2"
-    variable = "release.env.VLLM_USE_V2_MODEL_RUNNER"
+    variable = f"release.env.{_MODEL_RUNNER_SWITCH}"
     fact = facts.get(variable)
     if fact is not None:
         forced = "on" if fact.value else "off"
@@ -385,13 +410,10 @@ def _deep_gemm(facts: Facts, release: str) -> None:
         [*(str(c) for c in exact), *(f"{f // 10}.x" for f in family)]
     )
     facts.set(arch_path, admitted, SOURCE, where)
-    variable = facts.get("release.env.VLLM_USE_DEEP_GEMM")
+    switch = f"release.env.{_DEEP_GEMM_SWITCH}"
+    variable = facts.get(switch)
     if variable is None:
-        facts.mark_missing(
-            used_path,
-            f"release.env.VLLM_USE_DEEP_GEMM: "
-            f"{facts.why_missing('release.env.VLLM_USE_DEEP_GEMM') or 'not known'}",
-        )
+        facts.mark_missing(used_path, f"{switch}: {facts.why_missing(switch) or 'not known'}")
         return
     facts.set(
         used_path,

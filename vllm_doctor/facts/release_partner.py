@@ -379,13 +379,9 @@ def _requirement_excludes(dist: str, version: str, partner: str, partner_version
     req = (keys or {}).get(f"requires:{partner}")
     if not isinstance(req, dict) or not req.get("spec") or req.get("extra"):
         return False
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
+    from vllm_doctor.version_specs import admits
 
-    try:
-        return not SpecifierSet(req["spec"]).contains(Version(partner_version), prereleases=True)
-    except (InvalidSpecifier, InvalidVersion):
-        return False
+    return admits(req["spec"], partner_version) is False
 
 
 def _vllm_spec(dist: str, release: str) -> str:

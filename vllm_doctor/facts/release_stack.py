@@ -150,29 +150,23 @@ def _machine_of_gpus(facts: Facts) -> str | None:
 def _marker_holds(marker: str | None, machine: str | None) -> bool | None:
     if not marker:
         return True
-    from packaging.markers import InvalidMarker, Marker, UndefinedEnvironmentName
+    from vllm_doctor.version_specs import marker_holds
 
     if machine is None and "platform_machine" in marker:
         return None
     env = {"platform_system": "Linux", "sys_platform": "linux", "os_name": "posix"}
     if machine:
         env["platform_machine"] = machine
-    try:
-        return bool(Marker(marker).evaluate(env))
-    except (InvalidMarker, UndefinedEnvironmentName):
-        return None
+    return marker_holds(marker, tuple(env.items()))
 
 
 def _outside(spec: str | None, version: str) -> bool | None:
     if not spec:
         return False
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
+    from vllm_doctor.version_specs import admits
 
-    try:
-        return not SpecifierSet(spec).contains(Version(version), prereleases=True)
-    except (InvalidSpecifier, InvalidVersion):
-        return None
+    admitted = admits(spec, version)
+    return None if admitted is None else not admitted
 
 
 def _stack(facts: Facts, release: str, lacking_api: Set[str] = frozenset()) -> None:

@@ -154,13 +154,9 @@ def _spec(release: str) -> str:
 
 
 def _contains(spec: str, version: str) -> bool:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
+    from vllm_doctor.version_specs import admits
 
-    try:
-        return SpecifierSet(spec).contains(Version(version), prereleases=True)
-    except (InvalidSpecifier, InvalidVersion):
-        return False
+    return admits(spec, version) is True
 
 
 def _first_release_admitting(release: str, knowing: list[str]) -> str | None:

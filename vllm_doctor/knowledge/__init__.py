@@ -110,6 +110,9 @@ class Table:
         cached = self._at.get(release)
         if cached is not None:
             return cached
+        if self._at:  # a second release: a check judged over every covered release asks all
+            self._fill_at()
+            return self._at[release]
         index = self._index[release]
         out: dict[str, Any] = {}
         for key, spans in self._by_index:
@@ -119,6 +122,19 @@ class Table:
                     break
         self._at[release] = out
         return out
+
+    def _fill_at(self) -> None:
+        """``at`` of every release in one pass over the spans (each span's value put in the
+        releases it covers, the first covering span kept, in the table's key order: what
+        ``at`` computes release by release); a release already asked keeps its object."""
+        every: list[dict[str, Any]] = [{} for _ in self.releases]
+        for key, spans in self._by_index:
+            for first, last, value in spans:
+                for out in every[first : last + 1]:
+                    if key not in out:
+                        out[key] = value
+        for release, out in zip(self.releases, every, strict=True):
+            self._at.setdefault(release, out)
 
     @cached_property
     def _by_index(self) -> list[tuple[str, list[tuple[int, int, Any]]]]:
@@ -166,6 +182,8 @@ def load(kind: str) -> Table:
 @lru_cache(maxsize=256)
 def match_release(version: str, releases: tuple[str, ...]) -> ReleaseMatch:
     """The covered release a version is judged by (see ReleaseMatch)."""
+    if version in releases:  # a release by its own name (a judgement over releases asks each)
+        return ReleaseMatch(version, True, "")
     try:
         v = Version(str(version))
     except InvalidVersion:
