@@ -175,6 +175,14 @@ class Facts:
             self.missing[path_or_area] = redact_text(reason)
             self.unknowable.discard(path_or_area)
 
+    def set_fix(self, path: str, fix: str | None, source: str, detail: str | None = None) -> None:
+        """A ``*_fix`` fact: the fix where one is needed, else missing as "nothing to fix" (a
+        fix rule's condition then cannot hold on it)."""
+        if fix:
+            self.set(path, fix, source, detail)
+        else:
+            self.mark_missing(path, "nothing to fix")
+
     def mark_unknowable(self, path_or_area: str, reason: str) -> None:
         """Record that a fact (or an area) cannot be known from this kind of input at all."""
         if path_or_area not in self.values:

@@ -77,10 +77,7 @@ def collect_partner_imports(
     )
     facts.set("release.stack.partner_imports_missing", missing, SOURCE, detail)
     facts.set("release.stack.partner_imports_at_risk", at_risk, SOURCE, detail)
-    if fixes:
-        facts.set("release.stack.partner_imports_fix", "; ".join(fixes), SOURCE)
-    else:
-        facts.mark_missing("release.stack.partner_imports_fix", "nothing to fix")
+    facts.set_fix("release.stack.partner_imports_fix", "; ".join(fixes), SOURCE)
 
 
 def _companion(

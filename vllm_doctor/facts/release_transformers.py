@@ -41,10 +41,7 @@ def collect_model_type(
         return
     lines, fix, detail = found
     facts.set("release.stack.model_type_unknown", lines, SOURCE, detail)
-    if fix:
-        facts.set("release.stack.model_type_fix", fix, SOURCE, detail)
-    else:
-        facts.mark_missing("release.stack.model_type_fix", "nothing to fix")
+    facts.set_fix("release.stack.model_type_fix", fix, SOURCE, detail)
 
 
 def _judge(
@@ -184,10 +181,7 @@ def collect_transformers_checks(facts: Facts, installed: Installed) -> None:
         return
     lines, fixes, detail = found
     facts.set("release.stack.transformers_refuses", lines, SOURCE, detail)
-    if fixes:
-        facts.set("release.stack.transformers_refuses_fix", "; ".join(fixes), SOURCE)
-    else:
-        facts.mark_missing("release.stack.transformers_refuses_fix", "nothing to fix")
+    facts.set_fix("release.stack.transformers_refuses_fix", "; ".join(fixes), SOURCE)
 
 
 def _checks_at(table: Any, version: str) -> dict[str, Any] | None:
