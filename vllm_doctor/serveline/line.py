@@ -50,6 +50,9 @@ class ServeLine:
     entrypoint: str = "serve"  # "serve" or "api_server"
     # a `docker run` / `podman run` command's image, GPUs and /dev/shm (container_run.py)
     container: Any = None
+    # what `env -i` / `env -u` / `sudo` in front of vLLM do to its environment and user
+    # (serveline/launch.py); None: no such wrapper
+    launch: Any = None
 
     @property
     def image(self) -> str | None:
@@ -253,6 +256,10 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
         from vllm_doctor.serveline.container_run import container_facts
 
         container_facts(line.container, facts, source)
+    if line.launch is not None:
+        from vllm_doctor.serveline.launch import set_aside_for_launch
+
+        set_aside_for_launch(line.launch, facts)
     _remember(argv, line)
     if line.model is not None:
         facts.set("serve.model", line.model, src("model"), line.given.get("model"))
@@ -360,6 +367,10 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
     merged_env = dict(env or {})
     if line.container is not None:  # the container sees only what `-e KEY` passes on
         merged_env = {k: v for k, v in merged_env.items() if k in line.container.passed}
+    if line.launch is not None:
+        from vllm_doctor.serveline.launch import passed_environment
+
+        merged_env = passed_environment(line.launch, merged_env)
     merged_env.update(line.env)
     if line.options.get("attention-backend"):
         put("serve.attention_backend", "attention-backend", str(line.options["attention-backend"]))

@@ -287,12 +287,18 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
     container = split_container_run(list(tokens))
     if container is not None:  # `docker run ... IMAGE ARGS`: the container's command
         tokens = [*container.env, *container.command]
-    env_words, args, entrypoint = _strip_prefix(list(tokens))
+    wrappers: list[tuple[str, list[str], int]] = []
+    env_words, args, entrypoint = _strip_prefix(list(tokens), wrappers)
     if not args:
         raise InputError(SERVE_LINE, "no model and no options after `vllm serve`")
     line = ServeLine(tokens=list(args), model=None, entrypoint=entrypoint)
     line.container = container
     line.env_tokens = list(env_words)
+    if wrappers:  # `env -i`, `sudo`: what of the caller's environment and user reaches vLLM
+        from vllm_doctor.serveline.launch import read_launch
+
+        line.launch = read_launch(wrappers)
+        env_words = env_words[line.launch.dropped_words :]
     for word in env_words:
         k, _, v = word.partition("=")
         line.env[k] = v

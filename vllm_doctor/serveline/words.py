@@ -225,8 +225,12 @@ def _command_words(command: str) -> list[str] | None:
     return exported + commands[chosen]
 
 
-def _strip_prefix(tokens: list[str]) -> tuple[list[str], list[str], str]:
-    """(env words, serve arguments, entrypoint) from a full command."""
+def _strip_prefix(
+    tokens: list[str], wrappers: list[tuple[str, list[str], int]] | None = None
+) -> tuple[list[str], list[str], str]:
+    """(env words, serve arguments, entrypoint) from a full command; ``wrappers`` (if given)
+    receives each wrapper skipped: its name, its option words and how many env words came
+    before it."""
     i = 0
     env_words: list[str] = []
     wrapped = any(
@@ -245,13 +249,18 @@ def _strip_prefix(tokens: list[str]) -> tuple[list[str], list[str], str]:
         # `sudo -E -u vllm env -i HF_TOKEN=x nohup vllm serve ...`: skip the wrapper and its
         # options (and the values of those that take one)
         i += 1
+        options: list[str] = []
         while i < len(tokens) and tokens[i].startswith("-"):
             option = tokens[i]
+            options.append(option)
             i += 1
             if option == "--":
                 break
-            if option in _WRAPPERS[wrapper] and "=" not in option:
+            if option in _WRAPPERS[wrapper] and "=" not in option and i < len(tokens):
+                options.append(tokens[i])
                 i += 1
+        if wrappers is not None:
+            wrappers.append((wrapper, options, len(env_words)))
     rest = tokens[i:]
     if not rest:
         return env_words, [], "serve"

@@ -1,0 +1,123 @@
+"""The wrappers in front of vLLM on a serve line (serveline/launch.py): ``env -i`` / ``env -u``
+keep this machine's variables from vLLM, ``sudo`` resets them by a policy not read here and runs
+vLLM as another user, so this machine's environment and user facts stand only where they pass."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from doctor_forks import doctor_run
+
+from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.serveline.command import parse_serve_string
+
+
+def _machine() -> Facts:
+    facts = Facts()
+    facts.set("env.VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1", Source.ENV)
+    facts.set("env.VLLM_LOGGING_LEVEL", "DEBUG", Source.ENV)
+    facts.set("container.uid", 1000, Source.MACHINE, "os.getuid()")
+    facts.set("container.home", "/home/me", Source.MACHINE, "HOME")
+    return facts
+
+
+def _line_facts(serve: str, facts: Facts | None = None) -> Facts:
+    facts = facts or _machine()
+    parse_serve_string(serve).to_facts(facts, Source.SERVE, env={})
+    return facts
+
+
+def test_env_i_keeps_this_machines_variables_from_vllm():
+    facts = _line_facts("env -i PATH=/usr/bin HF_HOME=/data vllm serve m")
+    assert "env.VLLM_ALLOW_LONG_MAX_MODEL_LEN" not in facts
+    assert facts.why_missing("env.VLLM_ALLOW_LONG_MAX_MODEL_LEN") is None  # known unset
+    assert facts.value("env.HF_HOME") == "/data"  # the line's own reach vLLM
+    assert facts.value("container.uid") == 1000  # env changes no user
+
+
+def test_variables_before_env_i_are_cleared_too():
+    facts = _line_facts("VLLM_USE_V1=0 env -i VLLM_LOGGING_LEVEL=INFO vllm serve m")
+    assert "env.VLLM_USE_V1" not in facts
+    assert facts.value("env.VLLM_LOGGING_LEVEL") == "INFO"
+
+
+def test_env_u_unsets_one_variable():
+    facts = _line_facts("env -u VLLM_ALLOW_LONG_MAX_MODEL_LEN vllm serve m")
+    assert "env.VLLM_ALLOW_LONG_MAX_MODEL_LEN" not in facts
+    assert facts.value("env.VLLM_LOGGING_LEVEL") == "DEBUG"
+
+
+def test_sudo_leaves_the_environment_to_its_policy_and_the_user_unknown():
+    facts = _line_facts("sudo -u vllm VLLM_USE_V1=1 vllm serve m")
+    assert "env.VLLM_ALLOW_LONG_MAX_MODEL_LEN" not in facts
+    assert "sudoers" in facts.why_missing("env.VLLM_ALLOW_LONG_MAX_MODEL_LEN")
+    assert facts.value("env.VLLM_USE_V1") == "1"  # sudo VAR=value passes it
+    assert "container.uid" not in facts
+    assert facts.is_unknowable("container.home")
+    assert "as vllm" in facts.why_missing("container.home")
+
+
+@pytest.mark.parametrize("wrapper", ["sudo -E", "sudo --preserve-env=VLLM_ALLOW_LONG_MAX_MODEL_LEN"])
+def test_sudo_preserve_env_keeps_the_variables(wrapper):
+    facts = _line_facts(f"{wrapper} vllm serve m")
+    assert facts.value("env.VLLM_ALLOW_LONG_MAX_MODEL_LEN") == "1"
+    assert facts.value("container.uid") is None  # root, not uid 1000
+
+
+def test_sudo_as_root_changes_nothing_for_root():
+    facts = _machine()
+    facts.set("container.uid", 0, Source.MACHINE, "os.getuid()")
+    _line_facts("sudo -E vllm serve m", facts)
+    assert facts.value("container.uid") == 0
+    assert facts.value("container.home") == "/home/me"
+
+
+def test_a_plain_line_keeps_this_machines_environment():
+    facts = _line_facts("nohup vllm serve m")
+    assert facts.value("env.VLLM_ALLOW_LONG_MAX_MODEL_LEN") == "1"
+    assert facts.value("container.uid") == 1000
+
+
+def test_an_attention_backend_exported_here_does_not_pass_env_i():
+    facts = Facts()
+    parse_serve_string("env -i vllm serve m").to_facts(
+        facts, Source.SERVE, env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"}
+    )
+    assert "serve.attention_backend" not in facts
+
+
+def test_env_i_draws_the_error_an_exported_override_would_have_hidden(tmp_path: Path):
+    # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 exported here hid ARGS002 for a line that starts vLLM
+    # under `env -i`, where vLLM never sees it and refuses the length
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "model_type": "llama",
+                "max_position_embeddings": 4096,
+                "hidden_size": 4096,
+                "num_attention_heads": 32,
+                "num_hidden_layers": 32,
+                "num_key_value_heads": 8,
+                "vocab_size": 32000,
+            }
+        )
+    )
+
+    def codes(prefix: str) -> list[str]:
+        run = doctor_run(
+            "check", "--format", "json", "--offline", "--no-config", "--fail-on", "never",
+            "--vllm-version", "0.20.0",
+            "--serve", f"{prefix} vllm serve {model} --max-model-len 100000",
+            env={**os.environ, "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}, timeout=120,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        return [f["code"] for f in json.loads(run.stdout)["findings"]]
+
+    assert "ARGS002" not in codes("nohup")
+    assert "ARGS002" in codes("env -i PATH=/usr/bin")
