@@ -60,7 +60,9 @@ def test_sudo_leaves_the_environment_to_its_policy_and_the_user_unknown():
     assert "as vllm" in facts.why_missing("container.home")
 
 
-@pytest.mark.parametrize("wrapper", ["sudo -E", "sudo --preserve-env=VLLM_ALLOW_LONG_MAX_MODEL_LEN"])
+@pytest.mark.parametrize(
+    "wrapper", ["sudo -E", "sudo --preserve-env=VLLM_ALLOW_LONG_MAX_MODEL_LEN"]
+)
 def test_sudo_preserve_env_keeps_the_variables(wrapper):
     facts = _line_facts(f"{wrapper} vllm serve m")
     assert facts.value("env.VLLM_ALLOW_LONG_MAX_MODEL_LEN") == "1"
