@@ -91,9 +91,8 @@ def test_an_attention_backend_exported_here_does_not_pass_env_i():
     assert "serve.attention_backend" not in facts
 
 
-def test_env_i_draws_the_error_an_exported_override_would_have_hidden(tmp_path: Path):
-    # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 exported here hid ARGS002 for a line that starts vLLM
-    # under `env -i`, where vLLM never sees it and refuses the length
+def _model(tmp_path: Path) -> Path:
+    """A Llama-shaped model whose context is 4096 tokens."""
     model = tmp_path / "m"
     model.mkdir()
     (model / "config.json").write_text(
@@ -110,6 +109,13 @@ def test_env_i_draws_the_error_an_exported_override_would_have_hidden(tmp_path: 
             }
         )
     )
+    return model
+
+
+def test_env_i_draws_the_error_an_exported_override_would_have_hidden(tmp_path: Path):
+    # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 exported here hid ARGS002 for a line that starts vLLM
+    # under `env -i`, where vLLM never sees it and refuses the length
+    model = _model(tmp_path)
 
     def codes(prefix: str) -> list[str]:
         run = doctor_run(
@@ -123,3 +129,45 @@ def test_env_i_draws_the_error_an_exported_override_would_have_hidden(tmp_path: 
 
     assert "ARGS002" not in codes("nohup")
     assert "ARGS002" in codes("env -i PATH=/usr/bin")
+
+
+# an LLM(...) script's process reads the os.environ the script leaves, not this machine's
+SCRIPT = """import os
+os.environ["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
+os.environ.setdefault("VLLM_USE_V1", "1")
+os.environ.pop("VLLM_LOGGING_LEVEL", None)
+os.environ["VLLM_CACHE_ROOT"] = cache_dir
+from vllm import LLM
+llm = LLM(model="m", max_model_len=100000)
+os.environ["VLLM_USE_DEEP_GEMM"] = "0"
+"""
+
+
+def test_a_scripts_environment_writes_stand_over_this_machines():
+    facts = Facts()
+    facts.set("env.VLLM_LOGGING_LEVEL", "DEBUG", Source.ENV)
+    facts.set("env.VLLM_CACHE_ROOT", "/root/.cache/vllm", Source.ENV)
+    parse_serve_string(SCRIPT).to_facts(facts, Source.SERVE, env={})
+    assert facts.value("env.VLLM_ALLOW_LONG_MAX_MODEL_LEN") == "1"
+    assert facts.value("env.VLLM_USE_V1") == "1"  # setdefault, unset here
+    assert "env.VLLM_LOGGING_LEVEL" not in facts  # popped by the script
+    assert "env.VLLM_CACHE_ROOT" not in facts  # a variable's value: not known
+    assert "cache_dir" in facts.why_missing("env.VLLM_CACHE_ROOT")
+    assert "env.VLLM_USE_DEEP_GEMM" not in facts  # written after the call
+
+
+def test_a_script_setting_the_override_draws_no_error(tmp_path: Path):
+    script = SCRIPT.replace('"m"', repr(str(_model(tmp_path))))
+    run = doctor_run(
+        "check", "--format", "json", "--offline", "--no-config", "--fail-on", "never",
+        "--vllm-version", "0.20.0", "--serve", script, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "ARGS002" not in [f["code"] for f in json.loads(run.stdout)["findings"]]
+    # the same call without the script's write: vLLM refuses the length
+    plain = script.replace('os.environ["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"\n', "")
+    run = doctor_run(
+        "check", "--format", "json", "--offline", "--no-config", "--fail-on", "never",
+        "--vllm-version", "0.20.0", "--serve", plain, timeout=120,
+    )  # fmt: skip
+    assert "ARGS002" in [f["code"] for f in json.loads(run.stdout)["findings"]]

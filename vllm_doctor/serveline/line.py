@@ -53,6 +53,8 @@ class ServeLine:
     # what `env -i` / `env -u` / `sudo` in front of vLLM do to its environment and user
     # (serveline/launch.py); None: no such wrapper
     launch: Any = None
+    # what an LLM(...) script writes to os.environ before the call (python_call.py)
+    script_env: Any = None
 
     @property
     def image(self) -> str | None:
@@ -372,6 +374,8 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
 
         merged_env = passed_environment(line.launch, merged_env)
     merged_env.update(line.env)
+    if line.script_env is not None:
+        merged_env = line.script_env.environ_of(merged_env)
     if line.options.get("attention-backend"):
         put("serve.attention_backend", "attention-backend", str(line.options["attention-backend"]))
         facts.set("serve.attention_backend_source", "--attention-backend", source)
@@ -379,7 +383,9 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
         put("serve.attention_backend", "attention-config", str(attn["backend"]))
         facts.set("serve.attention_backend_source", "--attention-config", source)
     elif merged_env.get("VLLM_ATTENTION_BACKEND"):
-        from_line = "VLLM_ATTENTION_BACKEND" in line.env
+        from_line = "VLLM_ATTENTION_BACKEND" in line.env or (
+            line.script_env is not None and "VLLM_ATTENTION_BACKEND" in line.script_env.assigned
+        )
         facts.set(
             "serve.attention_backend",
             merged_env["VLLM_ATTENTION_BACKEND"],
@@ -406,6 +412,8 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
     for key, given in line.env.items():
         shown = REDACTED if is_secret_name(key) else given
         facts.set(f"env.{key}", shown, source, f"{key}={shown} before the command")
+    if line.script_env is not None:
+        line.script_env.write_facts(facts, source)
 
     by_option = {option: f"serve.{name}" for name, (option, _, _) in _FACT_OPTIONS.items()}
     for option, why in line.not_read.items():

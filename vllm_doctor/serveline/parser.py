@@ -275,12 +275,17 @@ def parse_serve_argv(tokens: list[str], cwd: Path | None = None) -> ServeLine:
         )
     if len(tokens) >= 3 and _PYTHON.match(tokens[0]) and tokens[1] == "-c":
         # `-- python -c "from vllm import LLM; LLM(...)"`: the call's keywords, as --serve reads them
-        from vllm_doctor.serveline.python_call import is_llm_call, llm_call_words
+        from vllm_doctor.serveline.python_call import (
+            is_llm_call,
+            llm_call_words,
+            script_environment,
+        )
 
         if is_llm_call(tokens[2]):
             words, not_read = llm_call_words(tokens[2])
             line = parse_serve_argv(words, cwd)
             line.not_read.update(not_read)
+            line.script_env = script_environment(tokens[2])
             return line
     from vllm_doctor.serveline.container_run import split_container_run
 

@@ -7,6 +7,10 @@ a literal value becomes that option: ``True`` the bare flag, ``False`` the ``--n
 boolean option (a store-true flag left out), a dict or list its JSON. The text is parsed with
 ``ast`` and literal values read with ``ast.literal_eval``: nothing is executed. A keyword whose
 value is not a literal (a variable, a call) cannot be read: it is left out and said.
+
+What the script writes to ``os.environ`` before the call (``os.environ["K"] = "v"``,
+``.setdefault``, ``.update``, ``del``/``.pop``) is the environment vLLM reads in that process,
+not this machine's: ``script_environment`` reads those writes the same way.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_doctor.errors import InputError
@@ -146,3 +151,120 @@ def llm_call_words(text: str) -> tuple[list[str], dict[str, str]]:
     if isinstance(model, str) and model:
         words.insert(2, model)
     return words, not_read
+
+
+@dataclass
+class ScriptEnvironment:
+    """What the script writes to ``os.environ`` before its ``LLM(...)`` call."""
+
+    assigned: dict[str, str] = field(default_factory=dict)  # os.environ["K"] = "v", .update
+    defaults: dict[str, str] = field(default_factory=dict)  # .setdefault("K", "v")
+    unset: set[str] = field(default_factory=set)  # del os.environ["K"], .pop("K")
+    not_read: dict[str, str] = field(default_factory=dict)  # K -> why its value is not known
+
+    def environ_of(self, environ: dict[str, str]) -> dict[str, str]:
+        """The process's environment at the call, from the one it started with."""
+        result = {k: v for k, v in environ.items() if k not in self.unset}
+        result.update({k: v for k, v in self.defaults.items() if k not in result})
+        result.update(self.assigned)
+        return result
+
+    def write_facts(self, facts: Any, source: str) -> None:
+        """The script's variables over this machine's (``env.*``), with what it writes."""
+        from vllm_doctor.redact import REDACTED, is_secret_name
+
+        for key in self.unset:
+            facts.values.pop(f"env.{key}", None)
+        for key, value in self.defaults.items():
+            if f"env.{key}" not in facts.values:
+                shown = REDACTED if is_secret_name(key) else value
+                facts.set(f"env.{key}", shown, source, f"os.environ.setdefault({key!r}, ...)")
+        for key, value in self.assigned.items():
+            shown = REDACTED if is_secret_name(key) else value
+            facts.set(f"env.{key}", shown, source, f"os.environ[{key!r}] = {shown!r}")
+        for key, why in self.not_read.items():
+            if key == "*":  # any variable may have been written: none of this machine's stands
+                for path in [p for p in facts.values if p.startswith("env.")]:
+                    if path.removeprefix("env.") not in self.assigned:
+                        del facts.values[path]
+                facts.mark_missing("env", why)
+            else:
+                facts.values.pop(f"env.{key}", None)
+                facts.mark_missing(f"env.{key}", why)
+
+
+def _is_environ(node: ast.AST) -> bool:
+    """``os.environ`` or a bare ``environ`` (``from os import environ``)."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "environ" and isinstance(node.value, ast.Name)
+    return isinstance(node, ast.Name) and node.id == "environ"
+
+
+def script_environment(text: str) -> ScriptEnvironment:
+    """The writes to ``os.environ`` above the ``LLM(...)`` call of a script that parses
+    (nothing for a fragment): a literal value is read, anything else leaves the variable
+    unknown (a key that is not a literal: every variable)."""
+    found = ScriptEnvironment()
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return found
+    call = _find_call(tree)
+    before = call.lineno if call is not None else None
+    writes = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Assign, ast.Call, ast.Delete))
+        and (before is None or node.lineno <= before)
+    ]
+
+    def put(key_node: ast.AST | None, value_node: ast.AST | None, into: dict[str, str]) -> None:
+        key_ok, key = _literal(key_node) if key_node is not None else (False, None)
+        if not key_ok or not isinstance(key, str):
+            shown = ast.unparse(key_node) if key_node is not None else "**"
+            found.not_read["*"] = f"os.environ[{shown[:40]}]: the variable it sets is not known"
+            return
+        value_ok, value = _literal(value_node) if value_node is not None else (False, None)
+        if value_ok and isinstance(value, (str, int, float)):
+            into[key] = str(value)
+            found.unset.discard(key)
+            found.not_read.pop(key, None)
+        else:
+            shown = ast.unparse(value_node)[:60] if value_node is not None else "..."
+            found.not_read[key] = f"os.environ[{key!r}] = {shown}: not a literal, not known"
+
+    for node in sorted(writes, key=lambda n: (n.lineno, n.col_offset)):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and _is_environ(target.value):
+                    put(target.slice, node.value, found.assigned)
+        elif isinstance(node, ast.Delete):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and _is_environ(target.value):
+                    ok, key = _literal(target.slice)
+                    if ok and isinstance(key, str):
+                        found.assigned.pop(key, None)
+                        found.unset.add(key)
+        elif isinstance(node.func, ast.Attribute) and _is_environ(node.func.value):
+            method = node.func.attr
+            if method == "setdefault" and node.args:
+                put(node.args[0], node.args[1] if len(node.args) > 1 else None, found.defaults)
+            elif method == "pop" and node.args:
+                ok, key = _literal(node.args[0])
+                if ok and isinstance(key, str):
+                    found.assigned.pop(key, None)
+                    found.unset.add(key)
+            elif method == "update":
+                mapping = node.args[0] if node.args else None
+                if isinstance(mapping, ast.Dict):
+                    for key_node, value_node in zip(mapping.keys, mapping.values, strict=True):
+                        put(key_node, value_node, found.assigned)
+                elif mapping is not None:
+                    put(None, None, found.assigned)
+                for keyword in node.keywords:
+                    put(
+                        ast.Constant(keyword.arg) if keyword.arg else None,
+                        keyword.value,
+                        found.assigned,
+                    )
+    return found
