@@ -171,3 +171,26 @@ def test_a_script_setting_the_override_draws_no_error(tmp_path: Path):
         "--vllm-version", "0.20.0", "--serve", plain, timeout=120,
     )  # fmt: skip
     assert "ARGS002" in [f["code"] for f in json.loads(run.stdout)["findings"]]
+
+
+@pytest.mark.parametrize(
+    ("serve", "runner"),
+    [
+        ("ssh gpu1 vllm serve m", "ssh"),
+        ("singularity run --nv vllm.sif vllm serve m", "singularity"),
+        (
+            "apptainer exec vllm.sif python -m vllm.entrypoints.openai.api_server --model m",
+            "apptainer",
+        ),
+        ("kubectl exec -it pod -- vllm serve m", "kubectl"),
+        ("srun -N1 --gres=gpu:1 vllm serve m", "srun"),
+    ],
+)
+def test_a_runner_that_starts_vllm_elsewhere_is_one_line_and_exit_2(serve, runner):
+    # `singularity run --nv ...` was read as vLLM's own words: model "singularity", ARGS100's
+    # error for --nv, judged on this machine's packages
+    run = doctor_run("check", "--offline", "--no-config", "--serve", serve, timeout=120)
+    assert run.returncode == 2, run.stdout
+    assert f"`{runner}` runs `vllm serve`" in run.stderr
+    assert "--report" in run.stderr
+    assert "Traceback" not in run.stderr

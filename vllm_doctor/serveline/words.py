@@ -283,7 +283,27 @@ def _strip_prefix(
         raise InputError(SERVE_LINE, f"not a vLLM server command: python -m {module}")
     if rest[0] == "serve":
         return env_words, rest[1:], "serve"
+    if wrapped and first in _RUNS_ELSEWHERE:
+        # its vLLM, packages and environment are another machine's or an image's: this
+        # machine's would stand for them, and the runner's words would be read as vLLM's
+        raise InputError(
+            SERVE_LINE,
+            f"`{first}` runs `vllm serve` {_RUNS_ELSEWHERE[first]}, whose facts the line does "
+            "not give: check the `vllm serve ...` line itself there, or here with --report "
+            "collect-env.txt from there (or --elsewhere)",
+        )
     return env_words, rest, "serve"
+
+
+# commands that run the command they are given on another machine or in a container image
+_RUNS_ELSEWHERE = {
+    "ssh": "on another machine",
+    "srun": "on a Slurm node",
+    "kubectl": "in a pod",
+    "apptainer": "in an Apptainer image",
+    "singularity": "in a Singularity image",
+    "enroot": "in an enroot container",
+}
 
 
 MAX_LINE_CHARS = 4 * 1024 * 1024
