@@ -194,3 +194,27 @@ def test_a_runner_that_starts_vllm_elsewhere_is_one_line_and_exit_2(serve, runne
     assert f"`{runner}` runs `vllm serve`" in run.stderr
     assert "--report" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("serve", "runner"),
+    [
+        ("uv run vllm serve Qwen/Qwen3-8B", "uv run"),
+        ("conda run -n vllm --no-capture-output vllm serve m -tp 2", "conda run"),
+        ("uvx --from vllm vllm serve m", "uvx"),
+        ("pixi run -e gpu python -m vllm.entrypoints.openai.api_server --model m", "pixi run"),
+    ],
+)
+def test_a_runner_of_another_python_environment_is_one_line_and_exit_2(serve, runner):
+    # `uv run vllm serve M` was read as a bare serve line whose model is "uv": a silent pass
+    # judged on this interpreter's packages, not the environment that runs vLLM
+    run = doctor_run("check", "--offline", "--no-config", "--serve", serve, timeout=120)
+    assert run.returncode == 2, run.stdout
+    assert f"`{runner}` runs `vllm serve` in another Python environment" in run.stderr
+    assert "--report" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_a_model_named_like_a_runner_is_still_a_model():
+    line = parse_serve_string("vllm serve uv --max-model-len 4096")
+    assert line.model == "uv"

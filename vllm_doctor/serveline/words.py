@@ -292,7 +292,28 @@ def _strip_prefix(
             "not give: check the `vllm serve ...` line itself there, or here with --report "
             "collect-env.txt from there (or --elsewhere)",
         )
+    if wrapped and _environment_runner(rest):
+        runner = " ".join(rest[:1] if first == "uvx" else [first, rest[1]])
+        # its vLLM and packages are that environment's: this interpreter's would stand for them
+        raise InputError(
+            SERVE_LINE,
+            f"`{runner}` runs `vllm serve` in another Python environment, whose packages the "
+            f"line does not give: check inside it (`{runner} ... vllm-doctor check -- vllm "
+            "serve ...`), or here with --report collect-env.txt from it (or --elsewhere)",
+        )
     return env_words, rest, "serve"
+
+
+# tools that run a command in a Python environment of their own (a project's, a named one)
+_ENVIRONMENT_RUNNERS = frozenset(
+    {"uv", "conda", "mamba", "micromamba", "poetry", "pixi", "pipx", "hatch", "pdm"}
+)
+
+
+def _environment_runner(rest: list[str]) -> bool:
+    """``uv run ...``, ``conda run -n X ...``, ``uvx ...``: a runner of another environment."""
+    first = os.path.basename(rest[0])
+    return first == "uvx" or (first in _ENVIRONMENT_RUNNERS and rest[1:2] == ["run"])
 
 
 # commands that run the command they are given on another machine or in a container image
