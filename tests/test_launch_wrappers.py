@@ -174,43 +174,36 @@ def test_a_script_setting_the_override_draws_no_error(tmp_path: Path):
 
 
 @pytest.mark.parametrize(
-    ("serve", "runner"),
+    ("serve", "said"),
     [
-        ("ssh gpu1 vllm serve m", "ssh"),
-        ("singularity run --nv vllm.sif vllm serve m", "singularity"),
+        ("ssh gpu1 vllm serve m", "`ssh` runs `vllm serve`"),
+        ("singularity run --nv vllm.sif vllm serve m", "`singularity` runs `vllm serve`"),
         (
             "apptainer exec vllm.sif python -m vllm.entrypoints.openai.api_server --model m",
-            "apptainer",
+            "`apptainer` runs `vllm serve`",
         ),
-        ("kubectl exec -it pod -- vllm serve m", "kubectl"),
-        ("srun -N1 --gres=gpu:1 vllm serve m", "srun"),
+        ("kubectl exec -it pod -- vllm serve m", "`kubectl` runs `vllm serve`"),
+        ("srun -N1 --gres=gpu:1 vllm serve m", "`srun` runs `vllm serve`"),
+        # runners of another Python environment: `uv run vllm serve M` was read as a bare
+        # serve line whose model is "uv", judged on this interpreter's packages
+        ("uv run vllm serve Qwen/Qwen3-8B", "`uv run` runs `vllm serve` in another Python"),
+        (
+            "conda run -n vllm --no-capture-output vllm serve m -tp 2",
+            "`conda run` runs `vllm serve` in another Python",
+        ),
+        ("uvx --from vllm vllm serve m", "`uvx` runs `vllm serve` in another Python"),
+        (
+            "pixi run -e gpu python -m vllm.entrypoints.openai.api_server --model m",
+            "`pixi run` runs `vllm serve` in another Python",
+        ),
     ],
 )
-def test_a_runner_that_starts_vllm_elsewhere_is_one_line_and_exit_2(serve, runner):
+def test_a_runner_that_starts_vllm_elsewhere_is_one_line_and_exit_2(serve, said):
     # `singularity run --nv ...` was read as vLLM's own words: model "singularity", ARGS100's
     # error for --nv, judged on this machine's packages
     run = doctor_run("check", "--offline", "--no-config", "--serve", serve, timeout=120)
     assert run.returncode == 2, run.stdout
-    assert f"`{runner}` runs `vllm serve`" in run.stderr
-    assert "--report" in run.stderr
-    assert "Traceback" not in run.stderr
-
-
-@pytest.mark.parametrize(
-    ("serve", "runner"),
-    [
-        ("uv run vllm serve Qwen/Qwen3-8B", "uv run"),
-        ("conda run -n vllm --no-capture-output vllm serve m -tp 2", "conda run"),
-        ("uvx --from vllm vllm serve m", "uvx"),
-        ("pixi run -e gpu python -m vllm.entrypoints.openai.api_server --model m", "pixi run"),
-    ],
-)
-def test_a_runner_of_another_python_environment_is_one_line_and_exit_2(serve, runner):
-    # `uv run vllm serve M` was read as a bare serve line whose model is "uv": a silent pass
-    # judged on this interpreter's packages, not the environment that runs vLLM
-    run = doctor_run("check", "--offline", "--no-config", "--serve", serve, timeout=120)
-    assert run.returncode == 2, run.stdout
-    assert f"`{runner}` runs `vllm serve` in another Python environment" in run.stderr
+    assert said in run.stderr
     assert "--report" in run.stderr
     assert "Traceback" not in run.stderr
 
