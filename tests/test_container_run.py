@@ -5,6 +5,7 @@ its environment and the image's tag names the vLLM release."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from doctor_forks import doctor_run
@@ -228,3 +229,36 @@ def test_an_attention_backend_exported_here_is_not_the_containers():
     facts = Facts()
     passed.to_facts(facts, Source.SERVE, env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"})
     assert facts.value("serve.attention_backend") == "FLASHINFER"
+
+
+def test_bind_mounts_map_the_containers_paths_to_this_machines():
+    line = parse_serve_string(
+        "docker run -v ~/.cache/huggingface:/root/.cache/huggingface -v /data/models:/models:ro "
+        "--mount type=bind,source=/srv/m,target=/m2 -v named-volume:/cache "
+        "vllm/vllm-openai:v0.20.0 --model /models/qwen"
+    )
+    run = line.container
+    assert run is not None
+    assert run.host_path("/models/qwen") == "/data/models/qwen"
+    assert run.host_path("/m2/x/config.json") == "/srv/m/x/config.json"
+    assert run.host_path("/modelsX/qwen") is None  # not under /models
+    assert run.host_path("/cache/x") is None  # a named volume has no path here
+
+
+def test_a_model_path_inside_the_container_is_read_only_through_a_mount(tmp_path):
+    # `docker run ... --model /tmp/x` read this machine's /tmp/x, which is not the container's
+    model = tmp_path / "qwen"
+    model.mkdir()
+    (model / "config.json").write_text(
+        (Path(__file__).parent / "fixtures/models/Qwen3-32B/config.json").read_text()
+    )
+    mapped = check(
+        f"docker run -v {tmp_path}:/models vllm/vllm-openai:v0.20.0 --model /models/qwen"
+    )
+    facts = mapped["facts"]["facts"]
+    assert facts["model.architectures"]["value"] == ["Qwen3ForCausalLM"]
+    assert facts["model.id"]["value"] == "/models/qwen"
+    assert str(model) in facts["model.id"]["detail"]
+    unmapped = check(f"docker run vllm/vllm-openai:v0.20.0 --model {model}")
+    assert "model.architectures" not in unmapped["facts"]["facts"]
+    assert "no `docker run -v` mount maps" in unmapped["facts"]["missing"]["model"]

@@ -116,8 +116,11 @@ class _Runner:
                 self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
 
 
-def _collect_serve(facts: Facts, options: CollectOptions, env: Mapping[str, str]) -> str | None:
-    """Parse the serve line (one of three forms) into serve.*; returns the model it names."""
+def _collect_serve(
+    facts: Facts, options: CollectOptions, env: Mapping[str, str]
+) -> tuple[str | None, Any]:
+    """Parse the serve line (one of three forms) into serve.*; returns the model it names and
+    the container run the line is (None for another form)."""
     if options.serve_string is not None and not options.serve_string.strip():
         raise InputError("--serve", "the serve line is empty")
     given = [
@@ -132,7 +135,7 @@ def _collect_serve(facts: Facts, options: CollectOptions, env: Mapping[str, str]
     ]
     if not given:
         facts.mark_missing("serve", SUPPLY_HINTS["serve"])
-        return None
+        return None, None
     if len(given) > 1:
         raise InputError(
             "serve line",
@@ -147,7 +150,7 @@ def _collect_serve(facts: Facts, options: CollectOptions, env: Mapping[str, str]
         line = target.serve_line()
         line.to_facts(facts, Source.SERVE, env)
         target.place_serve_facts(facts)
-        return None if "model" in target.unresolved else line.model
+        return (None if "model" in target.unresolved else line.model), None
     if options.serve_tokens:
         line = serve_args.parse_serve_argv(list(options.serve_tokens), Path.cwd())
         source = Source.SERVE
@@ -159,7 +162,7 @@ def _collect_serve(facts: Facts, options: CollectOptions, env: Mapping[str, str]
         line = serve_args.load_serve_config(Path(options.serve_config))
         source = Source.SERVE_CONFIG
     line.to_facts(facts, source, env)
-    return getattr(line, "model", None)
+    return getattr(line, "model", None), getattr(line, "container", None)
 
 
 def _env_from_facts(facts: Facts) -> dict[str, str]:
@@ -312,7 +315,9 @@ def _collect_serve_and_model(
     facts = run.facts
     from_facts = options.report is not None or options.manifest_target is not None
     serve_env: Mapping[str, str] = _env_from_facts(facts) if from_facts else (environ or {})
-    model_id = run.step("serve", ("serve",), lambda: _collect_serve(facts, options, serve_env))
+    model_id, container = run.step(
+        "serve", ("serve",), lambda: _collect_serve(facts, options, serve_env)
+    ) or (None, None)
     if model_id is None:
         model_id = facts.value("serve.model")
     # a manifest's or another machine's model is looked up in this machine's Hugging Face
@@ -327,18 +332,38 @@ def _collect_serve_and_model(
     def model() -> None:
         from vllm_doctor.facts.model_source import collect_model
 
+        read_as = model_id
+        if container is not None and options.model_config is None and _a_path(model_id):
+            # a path inside the container: this machine's copy only through a bind mount
+            read_as = container.host_path(model_id)
+            if read_as is None:
+                facts.set("model.id", model_id, Source.SERVE)
+                facts.mark_missing(
+                    "model",
+                    f"{model_id} is a path inside the container that no `{container.engine} run "
+                    "-v` mount maps from this machine: pass --model-config PATH (its config.json)",
+                )
+                return
         collect_model(
             facts,
             options.model_config,
-            model_id,
+            read_as,
             Path.cwd(),
             lookup_env if lookup_env is not None else {},
             use_hf_cache=hub_allowed,
             hub=hub_allowed,
             offline=options.offline,
         )
+        if container is not None and read_as != model_id:
+            engine = container.engine
+            facts.set("model.id", model_id, Source.SERVE, f"read at {read_as} (`{engine} run -v`)")
 
     run.step("model", ("model",), model)
+
+
+def _a_path(model: str | None) -> bool:
+    """A model named by a path (absolute, relative or from home), not a Hub id."""
+    return bool(model) and str(model).startswith(("/", "./", "../", "~"))
 
 
 def _collect_host(run: _Runner, options: CollectOptions, environ: Mapping[str, str] | None) -> None:

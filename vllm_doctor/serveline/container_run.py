@@ -71,6 +71,17 @@ class ContainerRun:
     shm_size: str | None = None  # --shm-size: 16g
     passed: list[str] = field(default_factory=list)  # `-e KEY`: the host's value of KEY
     env_files: list[str] = field(default_factory=list)  # --env-file: not opened
+    # -v /host/dir:/container/dir[:ro], --mount type=bind,source=...,target=...: (host, container)
+    mounts: list[tuple[str, str]] = field(default_factory=list)
+
+    def host_path(self, path: str) -> str | None:
+        """This machine's path of a path inside the container, through the bind mounts (the
+        deepest that holds it); None where none does."""
+        for host, inside in sorted(self.mounts, key=lambda m: -len(m[1])):
+            root = inside.rstrip("/") or "/"
+            if path == root or path.startswith(root.rstrip("/") + "/"):
+                return host.rstrip("/") + path[len(root.rstrip("/")) :]
+        return None
 
 
 def _start(tokens: list[str]) -> tuple[str, int] | None:
@@ -98,6 +109,7 @@ def split_container_run(tokens: list[str]) -> ContainerRun | None:
     env: list[str] = []
     passed: list[str] = []
     env_files: list[str] = []
+    mounts: list[tuple[str, str]] = []
     entry: str | None = None
     said: dict[str, str] = {}  # --gpus, --ipc, --shm-size as given
     while i < len(tokens):
@@ -130,6 +142,10 @@ def split_container_run(tokens: list[str]) -> ContainerRun | None:
             passed.append(value)  # `-e KEY` alone passes the host's value of KEY
         elif name == "--env-file" and value:
             env_files.append(value)
+        elif name in ("-v", "--volume", "--mount") and value:
+            mount = _bind_mount(value) if name == "--mount" else _volume(value)
+            if mount is not None:
+                mounts.append(mount)
         elif name == "--entrypoint" and value:
             entry = value
         elif name in ("--gpus", "--ipc", "--shm-size") and value is not None:
@@ -147,7 +163,26 @@ def split_container_run(tokens: list[str]) -> ContainerRun | None:
         shm_size=said.get("--shm-size"),
         passed=passed,
         env_files=env_files,
+        mounts=mounts,
     )
+
+
+def _volume(value: str) -> tuple[str, str] | None:
+    """``-v /host:/inside[:opts]``: (host, inside); a named volume (no host path) is None."""
+    parts = value.split(":")
+    if len(parts) < 2 or not parts[0].startswith(("/", "~", ".")) or not parts[1].startswith("/"):
+        return None
+    return os.path.expanduser(parts[0]), parts[1]
+
+
+def _bind_mount(value: str) -> tuple[str, str] | None:
+    """``--mount type=bind,source=/host,target=/inside``: (host, inside); other types None."""
+    fields = dict(item.partition("=")[::2] for item in value.split(",") if "=" in item)
+    host = fields.get("source") or fields.get("src")
+    inside = fields.get("target") or fields.get("destination") or fields.get("dst")
+    if fields.get("type", "volume") != "bind" or not host or not inside:
+        return None
+    return os.path.expanduser(host), inside
 
 
 def _container_command(engine: str, image: str, entry: str | None, args: list[str]) -> list[str]:
