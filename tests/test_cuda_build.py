@@ -6,30 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from judging import facts_with as judged_facts
+from judging import verdict
 
-from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, evaluate_rule
-from vllm_doctor.engine.loader import load_rule_file
-from vllm_doctor.facts.collect import CollectOptions, collect_facts
+from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED
 from vllm_doctor.facts.cuda_build import cuda12_images, cuda_major_of_isa, published_cuda
-from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.facts.model import Facts
 from vllm_doctor.knowledge import load
 
 REPO = Path(__file__).resolve().parent.parent
+# an FP8 model's serve line: HW142-HW144 judge FP8/NVFP4 CUTLASS kernels
+FP8_SERVE = "vllm serve Qwen/Qwen3.6-27B-FP8"
 
 
-def facts_with(values: dict, serve: str = "vllm serve Qwen/Qwen3.6-27B-FP8") -> Facts:
-    given = Facts()
-    for path, value in values.items():
-        given.set(path, value, Source.REPORT, "test")
-    return collect_facts(
-        CollectOptions(serve_string=serve, probe_machine=False, environ={}, given=given)
-    )
-
-
-def hw142(facts: Facts) -> str:
-    rule, problems = load_rule_file(REPO / "rules" / "hw" / "HW142.yaml")
-    assert rule is not None, problems
-    return evaluate_rule(rule, facts).verdict
+def facts_with(values: dict) -> Facts:
+    return judged_facts(values, FP8_SERVE)
 
 
 @pytest.mark.parametrize(("isa", "cuda"), [("8.8", 12), ("9.0", 13), ("7.8", 11), ("x", None)])
@@ -68,7 +59,7 @@ def test_gb10_with_a_cu129_build_of_0_26_0_lists_the_family_only_objects():
     assert any("cutlass_3x_gemm_fp8_blockwise" in item and "sm_120f" in item for item in listed)
     assert all("judged for sm_121" in item for item in listed)
     assert facts.value("release.kernels.cuda12_build_lacks_image") is True
-    assert hw142(facts) == APPLIES
+    assert verdict("HW142", facts) == APPLIES
 
 
 @pytest.mark.parametrize(
@@ -82,7 +73,7 @@ def test_gb10_with_a_cu129_build_of_0_26_0_lists_the_family_only_objects():
 def test_no_lacking_objects_where_the_cuda_12_build_runs(values, why):
     facts = facts_with({"vllm.version": "0.26.0", "vllm.machine": "aarch64", **values})
     assert facts.value("release.kernels.cuda12_build_family_only") == [], why
-    assert hw142(facts) == NOT_APPLIES
+    assert verdict("HW142", facts) == NOT_APPLIES
 
 
 def test_nightly_between_releases_decides_where_they_agree():
@@ -99,7 +90,7 @@ def test_nightly_between_releases_decides_where_they_agree():
     # the objects differ between 0.21.0 and the later releases; that some lack an image does not
     assert facts.value("release.kernels.cuda12_build_family_only") is None
     assert facts.value("release.kernels.cuda12_build_lacks_image") is True
-    assert hw142(facts) == APPLIES
+    assert verdict("HW142", facts) == APPLIES
 
 
 def test_torch_not_stated_is_the_release_pin_cuda_13_build():
@@ -110,13 +101,7 @@ def test_torch_not_stated_is_the_release_pin_cuda_13_build():
     )
     assert facts.get("torch.cuda_version").inferred
     assert facts.value("release.kernels.cuda12_build_lacks_image") is False
-    assert hw142(facts) == NOT_APPLIES
-
-
-def hw143(facts: Facts) -> str:
-    rule, problems = load_rule_file(REPO / "rules" / "hw" / "HW143.yaml")
-    assert rule is not None, problems
-    return evaluate_rule(rule, facts).verdict
+    assert verdict("HW142", facts) == NOT_APPLIES
 
 
 @pytest.mark.parametrize(
@@ -145,7 +130,7 @@ def test_exact_arch_guard_read_from_the_kernel_names(version, torch_cuda, capabi
     listed = facts.value("release.kernels.exact_arch_guard")
     assert bool(listed) is runs
     assert all("enable_sm120_only" in item for item in listed)
-    assert hw143(facts) == (APPLIES if runs else NOT_APPLIES)
+    assert verdict("HW143", facts) == (APPLIES if runs else NOT_APPLIES)
 
 
 def test_family_only_follows_the_installed_cuda_build():
@@ -156,12 +141,6 @@ def test_family_only_follows_the_installed_cuda_build():
     cu130 = facts_with({**values, "torch.cuda_version": "13.0"})
     assert any("sm_120a" in item for item in cu129.value("release.kernels.family_only"))
     assert cu130.value("release.kernels.family_only") == []
-
-
-def hw144(facts: Facts) -> str:
-    rule, problems = load_rule_file(REPO / "rules" / "hw" / "HW144.yaml")
-    assert rule is not None, problems
-    return evaluate_rule(rule, facts).verdict
 
 
 @pytest.mark.parametrize(
@@ -198,14 +177,14 @@ def test_ptx_beyond_driver_from_the_ptx_isa(version, capability, driver, torch_c
         assert f"torch is a CUDA {torch_cuda} build" in facts.why_missing(
             "release.kernels.ptx_beyond_driver_any"
         )
-        assert hw144(facts) == UNDECIDED
+        assert verdict("HW144", facts) == UNDECIDED
         return
     listed = facts.value("release.kernels.ptx_beyond_driver")
     assert bool(listed) is (named is not None)
     if named:
         assert any(named in item.lower() or named in item for item in listed)
         assert all(f"the driver supports CUDA {driver}" in item for item in listed)
-    assert hw144(facts) == (APPLIES if named else NOT_APPLIES)
+    assert verdict("HW144", facts) == (APPLIES if named else NOT_APPLIES)
 
 
 def test_ptx_beyond_driver_needs_the_driver_cuda():
@@ -213,7 +192,7 @@ def test_ptx_beyond_driver_needs_the_driver_cuda():
         {"vllm.version": "0.11.2", "vllm.machine": "x86_64", "gpu.capabilities": [90]}
     )
     assert facts.value("release.kernels.ptx_beyond_driver_any") is None
-    assert hw144(facts) == UNDECIDED
+    assert verdict("HW144", facts) == UNDECIDED
 
 
 @pytest.mark.parametrize(

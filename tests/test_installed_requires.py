@@ -8,33 +8,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from judging import facts_with, verdict
 from scripts import load_script
 
-from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, evaluate_rule
-from vllm_doctor.engine.loader import load_rule_file
+from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED
 from vllm_doctor.facts.collect import CollectOptions, collect_facts
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.report import parse_report
 from vllm_doctor.knowledge import requires
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def facts_with(values: dict, source: Source = Source.REPORT) -> Facts:
-    given = Facts()
-    for path, value in values.items():
-        given.set(path, value, source, "test")
-    return collect_facts(
-        CollectOptions(
-            serve_string="vllm serve Qwen/Qwen3-8B", probe_machine=False, environ={}, given=given
-        )
-    )
-
-
-def verdict(facts: Facts, code: str = "ENV070") -> str:
-    rule, problems = load_rule_file(REPO / "rules" / "env" / f"{code}.yaml")
-    assert rule is not None, problems
-    return evaluate_rule(rule, facts).verdict
 
 
 # -- the knowledge ------------------------------------------------------------------------------
@@ -76,13 +59,13 @@ def test_broken_pair_names_both_versions_the_requirement_and_what_it_admits():
     assert "torch 2.10.0 of those read" in line
     fix = facts.value("stack.requirements.fix")
     assert "pip install 'torch==2.10.0'" in fix and "torchvision 0.26.0" in fix
-    assert verdict(facts) == APPLIES
+    assert verdict("ENV070", facts) == APPLIES
 
 
 def test_local_labels_compare_as_their_release():
     facts = facts_with({"packages.torchvision": "0.24.0+cu128", "packages.torch": "2.9.0+cu128"})
     assert facts.value("stack.requirements.broken") == []
-    assert verdict(facts) == NOT_APPLIES
+    assert verdict("ENV070", facts) == NOT_APPLIES
 
 
 def test_prerelease_is_admitted_as_pip_check_does():
@@ -121,13 +104,13 @@ def test_inferred_version_never_decides():
         )
     )
     assert facts.value("stack.requirements.broken") == []
-    assert verdict(facts) == NOT_APPLIES
+    assert verdict("ENV070", facts) == NOT_APPLIES
 
 
 def test_no_version_known_cannot_decide():
     facts = facts_with({})
     assert "pip list" in facts.why_missing("stack.requirements.broken")
-    assert verdict(facts) == UNDECIDED
+    assert verdict("ENV070", facts) == UNDECIDED
 
 
 def test_vllm_own_pin_is_left_to_its_rules():
@@ -135,7 +118,7 @@ def test_vllm_own_pin_is_left_to_its_rules():
     # 2.11.0's requirement on torch 2.11.0 is not a second one
     values = {"vllm.version": "0.26.0", "packages.torch": "2.10.0", "torch.version": "2.10.0"}
     facts = facts_with({**values, "packages.torchaudio": "2.11.0"})
-    assert verdict(facts, "ENV101") == APPLIES
+    assert verdict("ENV101", facts) == APPLIES
     assert not any(
         line.startswith("torchaudio") for line in facts.value("stack.requirements.broken") or []
     )
@@ -143,7 +126,7 @@ def test_vllm_own_pin_is_left_to_its_rules():
     within = facts_with(
         {"vllm.version": "0.26.0", "packages.torch": "2.11.0", "packages.torchvision": "0.25.0"}
     )
-    assert verdict(within) == APPLIES
+    assert verdict("ENV070", within) == APPLIES
 
 
 def test_report_pip3_lines_are_judged():
@@ -279,7 +262,7 @@ def test_host_reads_the_installed_builds_own_requirements(monkeypatch):
 
     monkeypatch.setattr(metadata, "distribution", distribution)
     values = {"packages.torchvision": "0.26.0a0+git1234abc", "packages.torch": "2.11.0"}
-    on_host = facts_with(values, Source.MACHINE)
+    on_host = facts_with(values, source=Source.MACHINE)
     (line,) = on_host.value("stack.requirements.broken")
     assert line.startswith("torchvision 0.26.0a0+git1234abc requires torch==2.12.0")
     # the same versions from a report: the index never published that build, nothing to judge

@@ -7,30 +7,15 @@ import json
 from pathlib import Path
 
 import pytest
+from judging import facts_with, verdict
 
-from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, evaluate_rule
-from vllm_doctor.engine.loader import load_rule_file
+from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED
 from vllm_doctor.facts.collect import CollectOptions, collect_facts
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.release_moe_backend import _eval
 from vllm_doctor.knowledge import load
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def facts_with(values: dict, serve: str) -> Facts:
-    given = Facts()
-    for path, value in values.items():
-        given.set(path, value, Source.REPORT, "test")
-    return collect_facts(
-        CollectOptions(serve_string=serve, probe_machine=False, environ={}, given=given)
-    )
-
-
-def hw145(facts: Facts) -> str:
-    rule, problems = load_rule_file(REPO / "rules" / "hw" / "HW145.yaml")
-    assert rule is not None, problems
-    return evaluate_rule(rule, facts).verdict
 
 
 def test_table_reads_the_trtllm_gen_experts_as_the_10x_family_only():
@@ -58,7 +43,7 @@ def test_no_table_before_the_option():
 
 
 @pytest.mark.parametrize(
-    ("serve", "capability", "quant", "verdict"),
+    ("serve", "capability", "quant", "expected"),
     [
         ("--moe-backend flashinfer_trtllm", 121, ("modelopt_fp4", "nvfp4"), APPLIES),
         ("--moe-backend flashinfer_trtllm", 120, ("modelopt_fp4", "nvfp4"), APPLIES),
@@ -69,7 +54,7 @@ def test_no_table_before_the_option():
         ("", 121, ("modelopt_fp4", "nvfp4"), NOT_APPLIES),  # not forced
     ],
 )
-def test_forced_backend_against_the_gpu(serve, capability, quant, verdict):
+def test_forced_backend_against_the_gpu(serve, capability, quant, expected):
     method, scheme = quant
     facts = facts_with(
         {
@@ -82,7 +67,7 @@ def test_forced_backend_against_the_gpu(serve, capability, quant, verdict):
         },
         f"vllm serve some/moe-model {serve}".strip(),
     )
-    assert hw145(facts) == verdict
+    assert verdict("HW145", facts) == expected
 
 
 def test_dense_model_asks_no_moe_backend(tmp_path):
@@ -119,7 +104,7 @@ def test_dense_model_asks_no_moe_backend(tmp_path):
     )
     assert facts.value("release.moe_backend.refused_on_gpu") is False
     assert "dense model" in facts.get("release.moe_backend.refused_on_gpu").detail
-    assert hw145(facts) == NOT_APPLIES
+    assert verdict("HW145", facts) == NOT_APPLIES
 
 
 def test_an_unread_device_test_leaves_it_open():
@@ -136,4 +121,4 @@ def test_an_unread_device_test_leaves_it_open():
     )
     assert facts.value("release.moe_backend.refused_on_gpu") is None
     assert "could not read" in facts.why_missing("release.moe_backend.refused_on_gpu")
-    assert hw145(facts) == UNDECIDED
+    assert verdict("HW145", facts) == UNDECIDED

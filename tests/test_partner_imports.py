@@ -8,12 +8,12 @@ import sys
 import zipfile
 from pathlib import Path
 
+from judging import facts_with as judged_facts
+from judging import verdict
 from packaging.version import Version
 
-from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, evaluate_rule
-from vllm_doctor.engine.loader import load_rule_file
-from vllm_doctor.facts.collect import CollectOptions, collect_facts
-from vllm_doctor.facts.model import Facts, Source
+from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES
+from vllm_doctor.facts.model import Facts
 from vllm_doctor.knowledge import load
 
 REPO = Path(__file__).resolve().parent.parent
@@ -23,18 +23,7 @@ import partner_imports  # noqa: E402
 
 
 def facts_with(values: dict, serve: str | None = None) -> Facts:
-    given = Facts()
-    for path, value in values.items():  # as a report or --package would state them
-        given.set(path, value, Source.REPORT, "test")
-    return collect_facts(
-        CollectOptions(serve_string=serve, probe_machine=False, environ={}, given=given)
-    )
-
-
-def verdict(code: str, facts: Facts) -> str:
-    rule, problems = load_rule_file(next(REPO.glob(f"rules/*/{code}.yaml")))
-    assert rule is not None, problems
-    return evaluate_rule(rule, facts).verdict
+    return judged_facts(values, serve)
 
 
 # -- the generator, on small archives --------------------------------------------------------

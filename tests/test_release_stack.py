@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from doctor_forks import doctor_run
+from judging import facts_with, verdict
 
-from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED, evaluate_rule
-from vllm_doctor.engine.loader import load_rule_file
+from vllm_doctor.engine.evaluate import APPLIES, NOT_APPLIES, UNDECIDED
 from vllm_doctor.facts.collect import CollectOptions, collect_facts
 from vllm_doctor.facts.model import Facts, Source
 from vllm_doctor.facts.report import parse_report
@@ -21,22 +21,6 @@ from vllm_doctor.knowledge import load, stack
 
 REPO = Path(__file__).resolve().parent.parent
 REAL_REPORT = REPO / "tests" / "fixtures" / "reports" / "rtx5060ti_x2_pcie.txt"
-
-
-def facts_with(values: dict, serve: str = "vllm serve Qwen/Qwen3-8B") -> Facts:
-    given = Facts()
-    for path, value in values.items():  # as a report would state them
-        given.set(path, value, Source.REPORT, "test")
-    return collect_facts(
-        CollectOptions(serve_string=serve, probe_machine=False, environ={}, given=given)
-    )
-
-
-def verdict(code: str, facts: Facts) -> str:
-    path = next(REPO.glob(f"rules/*/{code}.yaml"))
-    rule, problems = load_rule_file(path)
-    assert rule is not None, problems
-    return evaluate_rule(rule, facts).verdict
 
 
 def doctor(*args: str) -> subprocess.CompletedProcess:
