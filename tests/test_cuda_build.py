@@ -3,7 +3,6 @@ over the shipped kernel tables read from the real wheels, and rule HW142."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from judging import facts_with as judged_facts
@@ -14,7 +13,6 @@ from vllm_doctor.facts.cuda_build import cuda12_images, cuda_major_of_isa, publi
 from vllm_doctor.facts.model import Facts
 from vllm_doctor.knowledge import load
 
-REPO = Path(__file__).resolve().parent.parent
 # an FP8 model's serve line: HW142-HW144 judge FP8/NVFP4 CUTLASS kernels
 FP8_SERVE = "vllm serve Qwen/Qwen3.6-27B-FP8"
 
