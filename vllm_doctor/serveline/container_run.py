@@ -261,9 +261,9 @@ _IMAGE_PATHS = (
     "platform.c_compiler_found",
     "platform.container",
     "platform.cuda_interposer",  # the host's /etc/ld.so.preload is not the container's
-    "host.model_copy",
-    "host.model_weights",
 )
+# (this machine's model files, host.*, are read after the serve line; the rules that judge
+# them, ENV065 and ENV066, leave a container's alone: deploy.image)
 
 
 def _set_aside_this_machines_userspace(run: ContainerRun, facts: Facts) -> None:
