@@ -3,7 +3,6 @@ over the shipped kernel tables read from the real wheels, and rule HW142."""
 
 from __future__ import annotations
 
-
 import pytest
 from judging import facts_with as judged_facts
 from judging import verdict
