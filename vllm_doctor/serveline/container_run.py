@@ -74,6 +74,10 @@ class ContainerRun:
     # -v /host/dir:/container/dir[:ro], --mount type=bind,source=...,target=...: (host, container)
     mounts: list[tuple[str, str]] = field(default_factory=list)
 
+    def passes_on(self, name: str) -> bool:
+        """Whether this machine's variable ``name`` reaches the container (`-e KEY` alone)."""
+        return name in self.passed
+
     def host_path(self, path: str) -> str | None:
         """This machine's path of a path inside the container, through the bind mounts (the
         deepest that holds it); None where none does."""
@@ -291,7 +295,7 @@ def _set_aside_this_machines_userspace(run: ContainerRun, facts: Facts) -> None:
     # the container's environment is the image's and the line's (-e, --env-file): of this
     # machine's, only what `-e KEY` passes on
     for path, fact in list(facts.values.items()):
-        passed_on = path.removeprefix("env.") in run.passed
+        passed_on = run.passes_on(path.removeprefix("env."))
         if path.startswith("env.") and fact.source == Source.ENV and not passed_on:
             del facts.values[path]
     if run.env_files:

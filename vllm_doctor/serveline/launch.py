@@ -9,7 +9,6 @@ where the wrappers leave them: the rest is set aside here, with the wrapper that
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,10 +99,3 @@ def set_aside_for_launch(launch: Launch, facts: Any) -> None:
         if facts.values[path].source == Source.MACHINE:
             del facts.values[path]
             facts.mark_unknowable(path, reason)
-
-
-def passed_environment(launch: Launch | None, environ: Mapping[str, str]) -> dict[str, str]:
-    """The part of the caller's ``environ`` that reaches vLLM."""
-    if launch is None:
-        return dict(environ)
-    return {name: value for name, value in environ.items() if launch.passes_on(name)}

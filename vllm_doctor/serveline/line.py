@@ -366,13 +366,14 @@ def _to_facts(line: ServeLine, facts: Facts, source: str, env: Mapping[str, str]
     attn = line.options.get("attention-config")
     if isinstance(attn, dict):
         put("serve.attention_config", "attention-config", attn)
-    merged_env = dict(env or {})
-    if line.container is not None:  # the container sees only what `-e KEY` passes on
-        merged_env = {k: v for k, v in merged_env.items() if k in line.container.passed}
-    if line.launch is not None:
-        from vllm_doctor.serveline.launch import passed_environment
-
-        merged_env = passed_environment(line.launch, merged_env)
+    # of the caller's environment, what the wrappers (env -i, sudo) and a container run (only
+    # `-e KEY`) pass on to vLLM
+    gates = [gate for gate in (line.launch, line.container) if gate is not None]
+    merged_env = {
+        name: value
+        for name, value in (env or {}).items()
+        if all(gate.passes_on(name) for gate in gates)
+    }
     merged_env.update(line.env)
     if line.script_env is not None:
         merged_env = line.script_env.environ_of(merged_env)
