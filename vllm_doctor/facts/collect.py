@@ -330,10 +330,10 @@ def _collect_serve_and_model(
     )
 
     def model() -> None:
-        from vllm_doctor.facts.model_source import collect_model
+        from vllm_doctor.facts.model_source import collect_model, names_a_path
 
         read_as = model_id
-        if container is not None and options.model_config is None and _a_path(model_id):
+        if container is not None and options.model_config is None and names_a_path(model_id):
             # a path inside the container: this machine's copy only through a bind mount
             read_as = container.host_path(model_id)
             if read_as is None:
@@ -359,11 +359,6 @@ def _collect_serve_and_model(
             facts.set("model.id", model_id, Source.SERVE, f"read at {read_as} (`{engine} run -v`)")
 
     run.step("model", ("model",), model)
-
-
-def _a_path(model: str | None) -> bool:
-    """A model named by a path (absolute, relative or from home), not a Hub id."""
-    return bool(model) and str(model).startswith(("/", "./", "../", "~"))
 
 
 def _collect_host(run: _Runner, options: CollectOptions, environ: Mapping[str, str] | None) -> None:

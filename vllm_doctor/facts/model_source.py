@@ -37,6 +37,11 @@ MAX_MODEL_ID = 4096  # PATH_MAX on Linux
 # -- locating the config -----------------------------------------------------------------
 
 
+def names_a_path(model: str | None) -> bool:
+    """The serve line's model is a path (absolute, relative or from home), not a Hub id."""
+    return bool(model) and str(model).startswith(("/", "./", "../", "~"))
+
+
 def _expanded(path: str) -> Path:
     try:
         return Path(path).expanduser()

@@ -252,7 +252,9 @@ def _model(facts: Facts, nodes: list[Node], ranks: dict[str, list[int]] | None) 
     if not isinstance(model, str):
         facts.mark_missing("fleet.model", "needs the serve line (after --)")
         return
-    is_path = model.startswith(("/", "./", "../", "~"))
+    from vllm_doctor.facts.model_source import names_a_path
+
+    is_path = names_a_path(model)
     facts.set("fleet.model.is_path", is_path, Source.SERVE, model)
     holders = [n for n in nodes if n.answered and (ranks is None or ranks.get(n.label))]
     missing, offline, unknown = [], [], []
