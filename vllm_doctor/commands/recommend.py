@@ -129,12 +129,7 @@ def grouped(
 def _base(facts: Facts, keep_torch: bool) -> Facts:
     """The run's facts with the vLLM (and, unless kept, torch and transformers) set aside:
     each release brings its own."""
-    copy = Facts(
-        values=dict(facts.values),
-        missing=dict(facts.missing),
-        unknowable=set(facts.unknowable),
-        listings=dict(facts.listings),
-    )
+    copy = facts.copy()
     copy.drop_area("vllm")
     if not keep_torch:
         copy.drop_area("torch")

@@ -68,12 +68,7 @@ def _open_version(finding: Finding, facts: Facts) -> tuple[str, str, str] | None
 
 
 def _with_version(facts: Facts, path: str, version: str, basis: str) -> Facts:
-    copy = Facts(
-        values=dict(facts.values),
-        missing=dict(facts.missing),
-        unknowable=set(facts.unknowable),
-        listings=dict(facts.listings),
-    )
+    copy = facts.copy()
     del copy.values[path]
     copy.infer(path, version, basis)
     return copy

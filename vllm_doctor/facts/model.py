@@ -189,6 +189,16 @@ class Facts:
             self.missing[path_or_area] = redact_text(reason)
             self.unknowable.add(path_or_area)
 
+    def copy(self) -> Facts:
+        """A copy of what judging reads (values, missing reasons, listings) that can be
+        changed without touching this one; the notes and crashes stay with this one."""
+        return Facts(
+            values=dict(self.values),
+            missing=dict(self.missing),
+            unknowable=set(self.unknowable),
+            listings=dict(self.listings),
+        )
+
     def set_listing(self, listing: Listing) -> None:
         """What this input lists of ``listing.area`` (see ``Listing``)."""
         self.listings[listing.area] = listing
